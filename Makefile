@@ -1,0 +1,113 @@
+# simba -- build, tests, benchmarks. `make help` lists the targets.
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -std=c99 -Wall -Wextra -Werror -pedantic
+INC     := -I. -I/usr/include/hiredis -I/usr/include/mariadb -I/usr/include/zookeeper
+B       := build
+PREFIX  ?= /usr/local
+
+REDIS_LIBS := -lhiredis
+MYSQL_LIBS := -lmariadb
+ZK_LIBS    := -lzookeeper_st
+
+HDR_CORE  := simba.h
+TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
+
+.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
+        asan valgrind deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
+
+all: examples bench
+
+help:
+	@echo "make            examples and benchmarks"
+	@echo "make demo       leader election on the in-memory backend (no server needed)"
+	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
+	@echo "make test-mem | test-redis | test-mysql | test-zk | test-compile"
+	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
+	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
+	@echo "make deps       apt-get install what building and the servers need (root)"
+	@echo "make install PREFIX=/usr/local"
+
+$(B):
+	@mkdir -p $(B)
+
+# ---- examples ----
+EXAMPLES := $(B)/leader_poll $(B)/semaphore_pool $(B)/epoll_loop
+examples: $(EXAMPLES)
+$(B)/%: examples/%.c $(HDR_CORE) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ $< $(LDFLAGS)
+demo: $(B)/leader_poll
+	./$(B)/leader_poll
+
+# ---- tests ----
+$(B)/test_mem: tests/test_mem.c $(TEST_DEPS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_mem.c tests/conformance.c $(LDFLAGS)
+$(B)/test_sim: tests/test_sim.c tests/harness.h $(HDR_CORE) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_sim.c $(LDFLAGS)
+$(B)/test_redis: tests/test_redis.c $(TEST_DEPS) simba_redis.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
+$(B)/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS) $(LDFLAGS)
+$(B)/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS) $(LDFLAGS)
+
+test-mem: $(B)/test_mem $(B)/test_sim
+	./$(B)/test_mem
+	./$(B)/test_sim
+test-redis: $(B)/test_redis
+	tests/servers/redis.sh run ./$(B)/test_redis
+test-mysql: $(B)/test_mysql
+	tests/servers/mysql.sh run ./$(B)/test_mysql
+test-zk: $(B)/test_zk
+	tests/servers/zk.sh run ./$(B)/test_zk
+test-compile:
+	tests/compile_matrix.sh
+
+# Everything available; the last line is the total "N passed, N failed".
+test:
+	tests/run_all.sh
+
+asan:
+	$(MAKE) -B $(B)/test_mem $(B)/test_sim CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+	ASAN_OPTIONS=detect_leaks=1 ./$(B)/test_mem
+	ASAN_OPTIONS=detect_leaks=1 ./$(B)/test_sim --quick
+	$(MAKE) -B $(B)/test_mem $(B)/test_sim
+
+valgrind: $(B)/test_mem $(B)/test_sim
+	valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(B)/test_mem
+	valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(B)/test_sim --quick
+
+# ---- benchmarks (programs that print ratios, not tests) ----
+BENCH := $(B)/bench_mem
+bench: $(BENCH)
+$(B)/bench_mem: bench/bench_mem.c $(HDR_CORE) | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(LDFLAGS)
+$(B)/bench_redis: bench/bench_redis.c $(HDR_CORE) simba_redis.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(REDIS_LIBS) $(LDFLAGS)
+$(B)/bench_mysql: bench/bench_mysql.c $(HDR_CORE) simba_mysql.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(MYSQL_LIBS) $(LDFLAGS)
+$(B)/bench_zk: bench/bench_zk.c $(HDR_CORE) simba_zk.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(ZK_LIBS) $(LDFLAGS)
+bench-mem: $(B)/bench_mem
+	./$(B)/bench_mem
+bench-redis: $(B)/bench_redis
+	tests/servers/redis.sh run ./$(B)/bench_redis
+bench-mysql: $(B)/bench_mysql
+	tests/servers/mysql.sh run ./$(B)/bench_mysql
+bench-zk: $(B)/bench_zk
+	tests/servers/zk.sh run ./$(B)/bench_zk
+
+# ---- setup and install ----
+DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
+        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
+deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)
+
+install:
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 simba.h simba_redis.h simba_mysql.h simba_zk.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' simba.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/simba.pc
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,28 @@
+/* conformance.h -- the backend conformance suite: written once against the
+   public API, run by every backend's test program (test_mem, test_redis,
+   test_mysql, test_zk). A backend plugs in by filling a conf_backend. */
+#ifndef SIMBA_CONFORMANCE_H
+#define SIMBA_CONFORMANCE_H
+#include "simba.h"
+
+typedef struct conf_backend {
+    const char *name;                       /* "mem", "redis", ... */
+    /* A backend for one new client. Called once per client of each test. */
+    simba_backend (*make)(void *user);
+    void *user;
+    int ttl_ms;                             /* short leases for the lease tests (e.g. 1500) */
+    int transition_ms;                      /* e.g. 1000 */
+    /* Optional: cut client s's connection from the server side (NULL: skip those checks). */
+    int (*kill)(void *user, simba *s);
+    /* Optional: called between tests (e.g. to clean up); may be NULL. */
+    void (*between)(void *user);
+} conf_backend;
+
+/* Runs every conformance test on the backend (those whose name contains
+   filter, if not NULL), printing "ok - name" / "not ok - name" lines, and
+   adds its counts to *passed and *failed (pass the caller's h_passed and
+   h_failed: conformance.c is its own translation unit). The caller prints
+   the summary with harness_summary(). */
+void conformance_run(const conf_backend *b, const char *filter, int *passed, int *failed);
+
+#endif

@@ -1,0 +1,176 @@
+/* harness.h -- the tiny test framework every simba test program shares.
+
+   A test is a function `static void t_name(void)`; run it with RUN(t_name).
+   CHECK(cond) fails the test (and returns from it) when cond is false.
+   Each program ends with harness_summary(), which prints the line
+   "N passed, N failed" and returns the exit code.
+
+   The pump: a test drives several simba clients (one simba each) in one
+   process, from one poll() over all their fds, and records every event per
+   client. h_expect() pumps until a client has an event of a given type for a
+   given handle, or a real-time limit passes. Events are recorded once and
+   consumed by h_expect, so "A got ACQUIRED before B" is checkable by order.
+*/
+#ifndef SIMBA_TEST_HARNESS_H
+#define SIMBA_TEST_HARNESS_H
+
+/* Include this first: the tests use POSIX (poll, clock_gettime, getpid). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <poll.h>
+#include "simba.h"
+
+#ifdef __GNUC__
+#define H_UNUSED __attribute__((unused))
+#else
+#define H_UNUSED
+#endif
+
+static int h_passed, h_failed, h_current_failed;
+static const char *h_current;
+static const char *h_filter;
+
+#define CHECK(c) do { if (!(c)) { h_fail(__FILE__, __LINE__, #c); return; } } while (0)
+#define CHECK_EQ(a, b) do { long long h_a_ = (long long)(a), h_b_ = (long long)(b); \
+    if (h_a_ != h_b_) { char h_m_[256]; snprintf(h_m_, sizeof h_m_, "%s == %s (%lld != %lld)", #a, #b, h_a_, h_b_); \
+    h_fail(__FILE__, __LINE__, h_m_); return; } } while (0)
+#define RUN(fn) h_run(#fn, fn)
+
+static H_UNUSED void h_fail(const char *file, int line, const char *what) {
+    printf("  FAIL %s:%d: %s\n", file, line, what);
+    fflush(stdout);
+    h_current_failed = 1;
+}
+
+static H_UNUSED void h_run(const char *name, void (*fn)(void)) {
+    if (h_filter && !strstr(name, h_filter)) return;
+    h_current = name;
+    h_current_failed = 0;
+    fn();
+    if (h_current_failed) { h_failed++; printf("not ok - %s\n", name); }
+    else { h_passed++; printf("ok - %s\n", name); }
+    fflush(stdout);
+}
+
+static H_UNUSED int harness_summary(void) {
+    printf("%d passed, %d failed\n", h_passed, h_failed);
+    fflush(stdout);
+    return h_failed ? 1 : 0;
+}
+
+/* ---- the pump ---- */
+
+enum { H_MAX_CLIENTS = 32, H_LOG = 4096 };
+
+typedef struct h_client {
+    simba *s;
+    simba_event log[H_LOG];
+    int consumed[H_LOG];
+    int nlog;
+    int paused;                 /* a paused client is not ticked (a stopped process) */
+} h_client;
+
+static H_UNUSED int64_t h_real_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static H_UNUSED void h_record(h_client *c, const simba_event *ev, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        if (c->nlog < H_LOG) { c->log[c->nlog] = ev[i]; c->consumed[c->nlog] = 0; c->nlog++; }
+    }
+}
+
+/* One round: poll all unpaused clients' fds for at most max_ms, then tick each. */
+static H_UNUSED void h_pump(h_client **cl, int n, int max_ms) {
+    struct pollfd fds[H_MAX_CLIENTS * 8];
+    int start[H_MAX_CLIENTS], count[H_MAX_CLIENTS];
+    int nf = 0, i, timeout = max_ms;
+    for (i = 0; i < n; i++) {
+        int t, k;
+        start[i] = nf; count[i] = 0;
+        if (!cl[i] || !cl[i]->s || cl[i]->paused) continue;
+        k = simba_pollfds(cl[i]->s, fds + nf, 8);
+        if (k > 8) k = 8;
+        if (k < 0) k = 0;
+        count[i] = k; nf += k;
+        t = simba_timeout_ms(cl[i]->s);
+        if (t >= 0 && t < timeout) timeout = t;
+    }
+    if (timeout > 0 || nf > 0) poll(fds, (nfds_t)nf, timeout);
+    for (i = 0; i < n; i++) {
+        simba_event ev[64];
+        int k;
+        if (!cl[i] || !cl[i]->s || cl[i]->paused) continue;
+        do {
+            k = simba_tick(cl[i]->s, fds + start[i], count[i], ev, 64);
+            if (k > 0) h_record(cl[i], ev, k);
+        } while (k == 64);
+    }
+}
+
+/* Pump for ms milliseconds of real time. */
+static H_UNUSED void h_run_for(h_client **cl, int n, int ms) {
+    int64_t end = h_real_ms() + ms;
+    int64_t now;
+    while ((now = h_real_ms()) < end) h_pump(cl, n, (int)(end - now));
+}
+
+/* Find (and consume) the first unconsumed event of `type` for `lock` in c's log.
+   lock.gen == 0 matches any handle. */
+static H_UNUSED simba_event *h_take(h_client *c, simba_lock lock, simba_event_type type) {
+    int i;
+    for (i = 0; i < c->nlog; i++) {
+        simba_event *e = &c->log[i];
+        if (c->consumed[i] || e->type != type) continue;
+        if (lock.gen && (e->lock.id != lock.id || e->lock.gen != lock.gen)) continue;
+        c->consumed[i] = 1;
+        return e;
+    }
+    return NULL;
+}
+
+/* Pump until client `who` has an event of `type` for `lock`, up to ms. */
+static H_UNUSED simba_event *h_expect(h_client **cl, int n, int who, simba_lock lock,
+                                      simba_event_type type, int ms) {
+    int64_t end = h_real_ms() + ms;
+    for (;;) {
+        simba_event *e = h_take(cl[who], lock, type);
+        int64_t now;
+        if (e) return e;
+        now = h_real_ms();
+        if (now >= end) return NULL;
+        h_pump(cl, n, (int)(end - now) > 20 ? 20 : (int)(end - now));
+    }
+}
+
+/* Is there an unconsumed event of `type` for `lock` (without consuming it)? */
+static H_UNUSED int h_has(h_client *c, simba_lock lock, simba_event_type type) {
+    int i;
+    for (i = 0; i < c->nlog; i++) {
+        simba_event *e = &c->log[i];
+        if (c->consumed[i] || e->type != type) continue;
+        if (lock.gen && (e->lock.id != lock.id || e->lock.gen != lock.gen)) continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* A tenant unique to this process and test, so tests never see each other's
+   resources on a shared server. */
+static H_UNUSED const char *h_tenant(void) {
+    static char buf[64];
+    static unsigned n;
+    snprintf(buf, sizeof buf, "t%ld_%u", (long)getpid(), ++n);
+    return buf;
+}
+
+#endif
