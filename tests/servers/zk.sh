@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# tests/servers/zk.sh -- throw-away ZooKeeper servers for simba's tests.
+#
+#   tests/servers/zk.sh run CMD ARGS...
+#
+# Creates a new temp dir (mktemp -d), starts one standalone ZooKeeper server
+# (java QuorumPeerMain with a generated zoo.cfg) on a free 127.0.0.1 port,
+# waits until it serves, runs CMD with the variables below, then stops every
+# server it (or CMD through the control script) started and deletes the temp
+# dir, also when CMD fails or the script is interrupted. Exits with CMD's exit
+# code. Never touches the system service (/etc/zookeeper, /var/lib/zookeeper)
+# or any fixed port.
+#
+# Exported to CMD:
+#   SIMBA_ZK_HOSTS   "127.0.0.1:PORT" of the standalone server
+#   SIMBA_ZK_CTL     a script that controls the servers of this run. NODE is
+#                    "s" (the standalone server) or 1, 2, 3 (ensemble members):
+#                      $SIMBA_ZK_CTL ensemble     start a 3-node ensemble on
+#                                                 loopback, wait until all three
+#                                                 serve, print its connection string
+#                      $SIMBA_ZK_CTL hosts NODE|ensemble   print a connection string
+#                      $SIMBA_ZK_CTL port NODE    print NODE's client port
+#                      $SIMBA_ZK_CTL pid NODE     print NODE's java pid ("" if down)
+#                      $SIMBA_ZK_CTL kill NODE    SIGKILL NODE (a crash)
+#                      $SIMBA_ZK_CTL start NODE   start NODE again (same port and data)
+#                                                 and wait until it serves
+#                      $SIMBA_ZK_CTL stop NODE    SIGSTOP NODE (frozen: the port
+#                                                 accepts nothing, sessions time out)
+#                      $SIMBA_ZK_CTL cont NODE    SIGCONT NODE
+#                      $SIMBA_ZK_CTL wait NODE    wait until NODE serves (max 30 s)
+#                      $SIMBA_ZK_CTL srvr NODE    print the "srvr" four-letter answer
+#   SIMBA_ZK_DIR     the temp dir (logs in $SIMBA_ZK_DIR/<node>/server.log)
+#
+# Server settings: tickTime=100 (sessions can be as short as 200 ms),
+# maxSessionTimeout=120000, 4lw "srvr,ruok,mntr,cons,stat" on, admin server off,
+# a 256 MB heap, forceSync=no unless SIMBA_ZK_FORCESYNC=yes (the benchmark may
+# want the production default). The standalone server checks container nodes
+# every 10 minutes (so no test sees an empty resource vanish under it); the
+# ensemble every second (the container clean-up test runs there).
+#
+# Needs the Debian packages zookeeper and default-jre-headless (`make deps`).
+# Works as root or as any user.
+set -u
+
+die() { echo "zk.sh: $*" >&2; exit 2; }
+
+[ "${1:-}" = run ] || die "usage: $0 run CMD ARGS..."
+shift
+[ $# -gt 0 ] || die "usage: $0 run CMD ARGS..."
+
+JAVA=$(command -v java) || die "java not found (apt-get install default-jre-headless)"
+ZKJAR=/usr/share/java/zookeeper.jar
+[ -f "$ZKJAR" ] || die "$ZKJAR not found (apt-get install zookeeper)"
+# zookeeper.jar's manifest names its dependencies; add a logging backend so the
+# server's log goes to a file instead of slf4j's "no binding" warning.
+CP="$ZKJAR"
+for j in /usr/share/java/slf4j-simple.jar /usr/share/java/slf4j-nop.jar; do
+    if [ -f "$j" ]; then CP="$CP:$j"; break; fi
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/simba-zk.XXXXXX") || die "mktemp failed"
+cleanup() {
+    local f pid
+    for f in "$TMP"/*/pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        kill -CONT "$pid" 2>/dev/null
+        kill "$pid" 2>/dev/null
+    done
+    for f in "$TMP"/*/pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# Free loopback ports: random in 20000-49999, skipped when something listens.
+used_ports=" "
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
+        case "$used_ports" in *" $p "*) continue ;; esac
+        if command -v ss >/dev/null && ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then
+            continue
+        fi
+        used_ports="$used_ports$p "
+        echo "$p"
+        return 0
+    done
+    return 1
+}
+
+mkdir -p "$TMP/s/data"
+free_port >"$TMP/s/port" || die "no free port"
+# The ensemble's ports are picked now (client, quorum, election per node) so
+# the control script only has to read files.
+for n in 1 2 3; do
+    mkdir -p "$TMP/$n/data"
+    echo "$n" >"$TMP/$n/data/myid"
+    free_port >"$TMP/$n/port" || die "no free port"
+    free_port >"$TMP/$n/qport" || die "no free port"
+    free_port >"$TMP/$n/eport" || die "no free port"
+done
+
+# The control script: everything about starting a server lives here, so the
+# tests can kill and restart servers the same way this script starts them.
+cat >"$TMP/ctl" <<EOF
+#!/usr/bin/env bash
+set -u
+TMP='$TMP'
+JAVA='$JAVA'
+CP='$CP'
+FORCESYNC='${SIMBA_ZK_FORCESYNC:-no}'
+EOF
+cat >>"$TMP/ctl" <<'EOF'
+die() { echo "zk ctl: $*" >&2; exit 2; }
+node_ok() { case "${1:-}" in s|1|2|3) return 0 ;; esac; die "unknown node '${1:-}' (s, 1, 2 or 3)"; }
+
+write_cfg() {   # $1 node
+    local n=$1 d="$TMP/$1"
+    {
+        echo "tickTime=100"
+        echo "initLimit=50"
+        echo "syncLimit=20"
+        echo "dataDir=$d/data"
+        echo "clientPort=$(cat "$d/port")"
+        echo "clientPortAddress=127.0.0.1"
+        echo "maxClientCnxns=0"
+        echo "minSessionTimeout=200"
+        echo "maxSessionTimeout=120000"
+        echo "admin.enableServer=false"
+        echo "4lw.commands.whitelist=srvr,ruok,mntr,cons,stat"
+        echo "autopurge.purgeInterval=0"
+        if [ "$n" != s ]; then
+            echo "standaloneEnabled=false"
+            echo "cnxTimeout=500"
+            for m in 1 2 3; do
+                echo "server.$m=127.0.0.1:$(cat "$TMP/$m/qport"):$(cat "$TMP/$m/eport")"
+            done
+        fi
+    } >"$d/zoo.cfg"
+}
+
+srvr() {        # $1 node: the "srvr" answer, empty when the port does not answer
+    local port
+    port=$(cat "$TMP/$1/port")
+    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf srvr >&3 && cat <&3" 2>/dev/null
+}
+
+serving() { srvr "$1" | grep -q '^Mode: '; }
+
+pid_of() {
+    local f="$TMP/$1/pid"
+    [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && cat "$f"
+}
+
+launch() {      # $1 node: start java in the background
+    local n=$1 d="$TMP/$1" interval=600000
+    [ -n "$(pid_of "$n")" ] && return 0
+    [ "$n" != s ] && interval=1000
+    write_cfg "$n"
+    "$JAVA" -Xmx256m -Xms32m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        -Dzookeeper.forceSync="$FORCESYNC" \
+        -Dznode.container.checkIntervalMs=$interval \
+        -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
+        -Dzookeeper.admin.enableServer=false \
+        -cp "$CP" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" \
+        </dev/null >>"$d/server.log" 2>&1 &
+    echo $! >"$d/pid"
+}
+
+wait_serving() { # $1 node; 30 s at most
+    local n=$1
+    for _ in $(seq 1 300); do
+        serving "$n" && return 0
+        [ -n "$(pid_of "$n")" ] || { echo "zk ctl: node $n died; log:" >&2; tail -20 "$TMP/$n/server.log" >&2; return 1; }
+        sleep 0.1
+    done
+    echo "zk ctl: node $n did not serve within 30 s" >&2
+    return 1
+}
+
+hosts() {
+    if [ "$1" = ensemble ]; then
+        echo "127.0.0.1:$(cat "$TMP/1/port"),127.0.0.1:$(cat "$TMP/2/port"),127.0.0.1:$(cat "$TMP/3/port")"
+    else
+        echo "127.0.0.1:$(cat "$TMP/$1/port")"
+    fi
+}
+
+case "${1:-}" in
+    ensemble)
+        launch 1; launch 2; launch 3
+        wait_serving 1 && wait_serving 2 && wait_serving 3 || exit 1
+        hosts ensemble ;;
+    hosts) [ "${2:-}" = ensemble ] || node_ok "${2:-}"; hosts "$2" ;;
+    port) node_ok "${2:-}"; cat "$TMP/$2/port" ;;
+    pid) node_ok "${2:-}"; pid_of "$2"; true ;;
+    kill)
+        node_ok "${2:-}"
+        p=$(pid_of "$2") || exit 0
+        kill -9 "$p" 2>/dev/null
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+        rm -f "$TMP/$2/pid" ;;
+    start) node_ok "${2:-}"; launch "$2"; wait_serving "$2" ;;
+    stop) node_ok "${2:-}"; p=$(pid_of "$2") && kill -STOP "$p" ;;
+    cont) node_ok "${2:-}"; p=$(pid_of "$2") && kill -CONT "$p" ;;
+    wait) node_ok "${2:-}"; wait_serving "$2" ;;
+    srvr) node_ok "${2:-}"; srvr "$2" ;;
+    *) die "usage: ctl ensemble | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr NODE" ;;
+esac
+EOF
+chmod +x "$TMP/ctl"
+
+"$TMP/ctl" start s || die "the standalone ZooKeeper server did not start"
+
+export SIMBA_ZK_HOSTS
+SIMBA_ZK_HOSTS=$("$TMP/ctl" hosts s)
+export SIMBA_ZK_CTL="$TMP/ctl"
+export SIMBA_ZK_DIR="$TMP"
+
+"$@"
+rc=$?
+exit $rc
