@@ -106,6 +106,13 @@
     Client ids and idempotency keys: 1..SIMBA_MAX_ID bytes of [A-Za-z0-9._:-].
     At most SIMBA_MAX_RESOURCES resources in one request.
 */
+/* The implementation uses POSIX (clock_gettime, gethostname, getpid). In the
+   file that defines SIMBA_IMPLEMENTATION, include simba.h before any system
+   header, or compile with -D_POSIX_C_SOURCE=200809L (or -std=gnu99). */
+#if defined(SIMBA_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #ifndef SIMBA_INCLUDED
 #define SIMBA_INCLUDED
 
@@ -508,3 +515,2307 @@ SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
 }
 #endif
 #endif /* SIMBA_INCLUDED */
+
+/*--- IMPLEMENTATION ---------------------------------------------------------*/
+#ifdef SIMBA_IMPLEMENTATION
+#ifndef SIMBA_IMPL_INCLUDED
+#define SIMBA_IMPL_INCLUDED
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SIMBA_ASSERT
+#include <assert.h>
+#define SIMBA_ASSERT(c) assert(c)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SIMBA__NEVER INT64_MAX
+#define SIMBA__MAGIC 0x53494d42u           /* "SIMB" */
+#define SIMBA__SESSION_OP 0xffffffffu      /* op ids of session operations */
+#define SIMBA__CLOSE_OP 0xfffffffeu        /* fire-and-forget close of an abandoned session */
+
+/*--- small utilities --------------------------------------------------------*/
+
+static void *simba__default_alloc(size_t size, void *user) { (void)user; return malloc(size); }
+static void simba__default_free(void *ptr, void *user) { (void)user; free(ptr); }
+
+static int64_t simba__monotonic_ms(void *user) {
+    struct timespec ts;
+    (void)user;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static simba_allocator simba__allocator_or_default(simba_allocator a) {
+    if (!a.alloc || !a.free) { a.alloc = simba__default_alloc; a.free = simba__default_free; }
+    return a;
+}
+
+static simba_clock simba__clock_or_default(simba_clock c) {
+    if (!c.now_ms) c.now_ms = simba__monotonic_ms;
+    return c;
+}
+
+/* splitmix64: seeds and jitter; not for secrets. */
+static uint64_t simba__mix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* FNV-1a: the name hash of the lock table and the mem server. */
+static uint32_t simba__hash(const char *s) {
+    uint32_t h = 2166136261u;
+    while (*s) { h ^= (unsigned char)*s++; h *= 16777619u; }
+    return h;
+}
+
+static char *simba__strdup(simba_allocator *a, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)a->alloc(n, a->user);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void simba__copy(char *dst, size_t cap, const char *src) {
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+/* Names: 1..SIMBA_MAX_NAME bytes, no control bytes. */
+static int simba__check_name(const char *name) {
+    size_t n = 0;
+    if (!name) return SIMBA_EINVAL;
+    for (; name[n]; n++) {
+        unsigned char c = (unsigned char)name[n];
+        if (c < 0x20 || c == 0x7f || n >= SIMBA_MAX_NAME) return SIMBA_ENAME;
+    }
+    return n ? SIMBA_OK : SIMBA_ENAME;
+}
+
+/* Ids (client ids, keys) and tenants: a restricted alphabet, so every backend
+   can put them into keys, node names and rows without escaping. */
+static int simba__check_id(const char *id, size_t max, int allow_colon) {
+    size_t n = 0;
+    if (!id) return SIMBA_EINVAL;
+    for (; id[n]; n++) {
+        char c = id[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-' || (allow_colon && c == ':');
+        if (!ok || n >= max) return SIMBA_ENAME;
+    }
+    return n ? SIMBA_OK : SIMBA_ENAME;
+}
+
+SIMBADEF const char *simba_strerror(int err) {
+    switch (err) {
+    case SIMBA_OK: return "ok";
+    case SIMBA_EINVAL: return "invalid argument (NULL, zero or out of range)";
+    case SIMBA_ENAME: return "bad name: empty, too long, or a byte that is not allowed";
+    case SIMBA_ECAPACITY: return "bad capacity: zero, or more permits than the capacity";
+    case SIMBA_ESTALE: return "unknown, finished or foreign handle";
+    case SIMBA_ENOMEM: return "out of memory";
+    case SIMBA_EDISCONNECTED: return "not connected to the backend";
+    case SIMBA_ETIMEDOUT: return "the backend did not answer in time";
+    case SIMBA_ESESSION: return "the server no longer knows this session";
+    case SIMBA_ENOTFOUND: return "no such resource or entry";
+    case SIMBA_EBACKEND: return "the server answered with an error";
+    case SIMBA_EPROTO: return "the server answered something unreadable";
+    case SIMBA_EKEYBUSY: return "the idempotency key belongs to another live session";
+    case SIMBA_EBUSY: return "the handle is busy";
+    case SIMBA_EDESTROYED: return "the simba instance was destroyed";
+    case SIMBA_EAUTH: return "the server refused our credentials or permissions";
+    case SIMBA_EUNSUPPORTED: return "the backend does not support this";
+    default: return "unknown error";
+    }
+}
+
+SIMBADEF const char *simba_event_name(simba_event_type type) {
+    switch (type) {
+    case SIMBA_EVENT_ACQUIRED: return "ACQUIRED";
+    case SIMBA_EVENT_RELEASED: return "RELEASED";
+    case SIMBA_EVENT_LOST: return "LOST";
+    case SIMBA_EVENT_TIMEOUT: return "TIMEOUT";
+    case SIMBA_EVENT_OWNER: return "OWNER";
+    case SIMBA_EVENT_CONNECTED: return "CONNECTED";
+    case SIMBA_EVENT_DISCONNECTED: return "DISCONNECTED";
+    case SIMBA_EVENT_ERROR: return "ERROR";
+    case SIMBA_EVENT_INFO: return "INFO";
+    case SIMBA_EVENT_DONE: return "DONE";
+    default: return "NONE";
+    }
+}
+
+SIMBADEF const char *simba_version(void) { return SIMBA_VERSION_STRING; }
+
+/*--- the event queue: a growable ring ---------------------------------------*/
+
+typedef struct simba__events {
+    simba_event *buf;
+    int cap, head, count;
+} simba__events;
+
+/*--- the lock table ---------------------------------------------------------*/
+
+enum { /* simba__lock.kind */
+    SIMBA__K_FREE = 0,
+    SIMBA__K_LOCK,
+    SIMBA__K_QUERY,
+    SIMBA__K_ZOMBIE,    /* withdrawn behind the user's back: the handle is stale,
+                           the slot lives until the server confirmed the release */
+    SIMBA__K_DEAD       /* finished while on the dispatch list: freed when reached */
+};
+
+enum { /* simba__lock.state */
+    SIMBA__S_PENDING = 1, /* needs ENQUEUE (or the query's op) */
+    SIMBA__S_WAITING,     /* enqueued, not granted */
+    SIMBA__S_HELD,
+    SIMBA__S_RELEASING,   /* needs / awaits RELEASE */
+    SIMBA__S_ANSWERED     /* query: answered, freed after its event was delivered */
+};
+
+enum { /* simba__lock.flags */
+    SIMBA__F_CONTEND = 1 << 0,
+    SIMBA__F_REENTRANT = 1 << 1,
+    SIMBA__F_DIRTY = 1 << 2,       /* on the dispatch list */
+    SIMBA__F_NEED_POLL = 1 << 3,   /* WAITING/HELD: a POLL is wanted */
+    SIMBA__F_MAY_EXIST = 1 << 4,   /* an ENQUEUE was sent in the lock's session */
+    SIMBA__F_ACQ_QUEUED = 1 << 5,  /* its ACQUIRED event is not delivered yet */
+    SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
+    SIMBA__F_DELIVERED = 1 << 7    /* query: its event was delivered; freed at the next tick */
+};
+
+typedef struct simba__lock {
+    uint32_t gen;
+    uint8_t kind, state, op, nres;   /* op: the simba_op_kind in flight, 0 none */
+    uint8_t qkind;                   /* query: the simba_op_kind it asks for */
+    uint8_t spare;
+    uint16_t flags;
+    int32_t capacity, weight;        /* weight 0 = exclusive */
+    int32_t holds;
+    int32_t wait_ms;
+    uint32_t op_seq;
+    uint32_t heap_pos;               /* index + 1 in the timer heap, 0 = not in it */
+    uint32_t next_dirty;             /* index + 1, dispatch list */
+    uint32_t hnext;                  /* index + 1, name hash chain */
+    uint32_t session_no;             /* the session its entry belongs to */
+    uint64_t req_no;
+    int64_t timer_at;                /* min of the three deadlines below (heap key) */
+    int64_t wait_deadline, recheck_at, op_deadline;
+    int64_t fence;
+    char *names;                     /* nres names, each NUL-terminated, one block */
+    char *key;                       /* idempotency key, or NULL */
+    int64_t *fences;                 /* nres > 1: all fences */
+    char *owner;                     /* contend: the owner last reported */
+    void *user;
+    simba_holder *result;            /* query: INSPECT entries */
+    int nresult;
+} simba__lock;
+
+typedef struct simba__session {
+    uint32_t no;                     /* generation, 0 = none yet */
+    int open;                        /* the server confirmed OPEN */
+    char id[SIMBA_MAX_SESSION + 1];
+    int64_t valid_until;             /* local safety deadline of every hold */
+    int64_t next_keepalive;
+    uint8_t op;                      /* OPEN or KEEPALIVE in flight */
+    uint32_t op_seq;
+    int64_t op_sent, op_deadline;
+    int failures;
+} simba__session;
+
+struct simba {
+    uint32_t magic;
+    simba *next_live;
+    simba_allocator alloc;
+    simba_logger logger;
+    simba_clock clock;
+    simba_backend backend;
+    int attached, connected, last_error;
+    char tenant[SIMBA_MAX_TENANT + 1];
+    char client_id[SIMBA_MAX_ID + 1];
+    int ttl_ms, transition_ms, op_timeout_ms, recheck_ms;
+    uint64_t rng;
+    uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
+    uint64_t req_counter;
+    simba__session session;
+    /* lock slots */
+    simba__lock *locks;
+    uint32_t nlocks, caplocks, free_head; /* free list through next_dirty */
+    uint32_t live_locks;
+    /* name hash: buckets of lock index + 1 */
+    uint32_t *buckets;
+    uint32_t nbuckets;
+    /* timer heap of lock indices */
+    uint32_t *heap;
+    uint32_t nheap, capheap;
+    /* dispatch list */
+    uint32_t dirty_head, dirty_tail;
+    /* answered queries whose INFO was delivered: freed at the next tick */
+    uint32_t delivered_queries;
+    simba__events events;
+    int in_tick;
+};
+
+/*--- the registry of live instances ------------------------------------------
+   Catches calls on a destroyed simba instead of reading freed memory. Only
+   create/destroy modify it, under a spin lock where the compiler has atomics. */
+static simba *simba__live_list;
+#if defined(__GNUC__) || defined(__clang__)
+static volatile int simba__live_lock_word;
+static void simba__live_lock(void) { while (__sync_lock_test_and_set(&simba__live_lock_word, 1)) {} }
+static void simba__live_unlock(void) { __sync_lock_release(&simba__live_lock_word); }
+#else
+static void simba__live_lock(void) {}
+static void simba__live_unlock(void) {}
+#endif
+
+static int simba__is_live(const simba *s) {
+    const simba *p;
+    int found = 0;
+    if (!s) return 0;
+    simba__live_lock();
+    for (p = simba__live_list; p; p = p->next_live) if (p == s) { found = 1; break; }
+    simba__live_unlock();
+    return found;
+}
+
+static void simba__live_add(simba *s) {
+    simba__live_lock();
+    s->next_live = simba__live_list;
+    simba__live_list = s;
+    simba__live_unlock();
+}
+
+static void simba__live_remove(simba *s) {
+    simba **pp;
+    simba__live_lock();
+    for (pp = &simba__live_list; *pp; pp = &(*pp)->next_live)
+        if (*pp == s) { *pp = s->next_live; break; }
+    simba__live_unlock();
+}
+
+/*--- memory and logging -------------------------------------------------------*/
+
+static void *simba__alloc(simba *s, size_t n) { return s->alloc.alloc(n, s->alloc.user); }
+static void simba__free(simba *s, void *p) { if (p) s->alloc.free(p, s->alloc.user); }
+
+static void simba__logv(simba *s, simba_log_level level, const char *fmt, va_list ap) {
+    char buf[512];
+    if (!s->logger.func || level > s->logger.level) return;
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    s->logger.func(s->logger.user, level, buf);
+}
+
+static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    simba__logv(s, level, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t simba__now(simba *s) { return s->clock.now_ms(s->clock.user); }
+
+static int simba__fail(simba *s, int err) { s->last_error = err; return err; }
+
+/*--- events -----------------------------------------------------------------*/
+
+static int simba__events_grow(simba *s) {
+    simba__events *q = &s->events;
+    int ncap = q->cap ? q->cap * 2 : 64, i;
+    simba_event *nb = (simba_event *)simba__alloc(s, sizeof(simba_event) * (size_t)ncap);
+    if (!nb) return SIMBA_ENOMEM;
+    for (i = 0; i < q->count; i++) nb[i] = q->buf[(q->head + i) % q->cap];
+    simba__free(s, q->buf);
+    q->buf = nb; q->cap = ncap; q->head = 0;
+    return SIMBA_OK;
+}
+
+/* Events are never dropped silently: if the queue cannot grow, the event is
+   logged as lost and the error is remembered (simba_last_error). */
+static void simba__emit_at(simba *s, const simba_event *ev, int front) {
+    simba__events *q = &s->events;
+    if (q->count == q->cap && simba__events_grow(s) != SIMBA_OK) {
+        simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
+        s->last_error = SIMBA_ENOMEM;
+        return;
+    }
+    if (front) { q->head = (q->head + q->cap - 1) % q->cap; q->buf[q->head] = *ev; }
+    else q->buf[(q->head + q->count) % q->cap] = *ev;
+    q->count++;
+}
+
+/* Remove the undelivered events of one handle (used when a hold is lost
+   before its ACQUIRED was delivered). */
+static void simba__events_forget(simba *s, simba_lock h) {
+    simba__events *q = &s->events;
+    int i, kept = 0;
+    for (i = 0; i < q->count; i++) {
+        simba_event *e = &q->buf[(q->head + i) % q->cap];
+        if (e->lock.id == h.id && e->lock.gen == h.gen) continue;
+        q->buf[(q->head + kept) % q->cap] = *e;
+        kept++;
+    }
+    q->count = kept;
+}
+
+/*--- lock slots, handles, names ------------------------------------------------*/
+
+static simba_lock simba__handle(simba *s, const simba__lock *l) {
+    simba_lock h;
+    h.id = (uint32_t)(l - s->locks) + 1;
+    h.gen = l->gen ^ s->salt;
+    return h;
+}
+
+/* The live slot of a handle of kind `kind`, or NULL for a stale/foreign one. */
+static simba__lock *simba__lookup(simba *s, simba_lock h, int kind) {
+    simba__lock *l;
+    if (h.id == 0 || h.id > s->nlocks) return NULL;
+    l = &s->locks[h.id - 1];
+    if ((l->gen ^ s->salt) != h.gen || l->kind != kind) return NULL;
+    return l;
+}
+
+static const char *simba__name(const simba__lock *l, int i) {
+    const char *p = l->names;
+    while (i-- > 0) p += strlen(p) + 1;
+    return p;
+}
+
+static simba__lock *simba__slot_new(simba *s) {
+    simba__lock *l;
+    uint32_t idx;
+    if (s->free_head) {
+        idx = s->free_head - 1;
+        s->free_head = s->locks[idx].next_dirty;
+    } else {
+        if (s->nlocks == s->caplocks) {
+            uint32_t ncap = s->caplocks ? s->caplocks * 2 : 16;
+            simba__lock *nl = (simba__lock *)simba__alloc(s, sizeof(simba__lock) * ncap);
+            if (!nl) return NULL;
+            if (s->nlocks) memcpy(nl, s->locks, sizeof(simba__lock) * s->nlocks);
+            simba__free(s, s->locks);
+            s->locks = nl; s->caplocks = ncap;
+        }
+        idx = s->nlocks++;
+        s->locks[idx].gen = 0;
+    }
+    l = &s->locks[idx];
+    {
+        uint32_t gen = l->gen + 1;
+        memset(l, 0, sizeof *l);
+        l->gen = gen ? gen : 1;   /* generation 0 is never valid */
+    }
+    l->wait_deadline = l->recheck_at = l->op_deadline = l->timer_at = SIMBA__NEVER;
+    s->live_locks++;
+    return l;
+}
+
+static uint32_t simba__bucket(simba *s, const char *name) {
+    return simba__hash(name) & (s->nbuckets - 1);
+}
+
+static int simba__hash_grow(simba *s) {
+    uint32_t nb = s->nbuckets ? s->nbuckets * 2 : 64, i;
+    uint32_t *b = (uint32_t *)simba__alloc(s, sizeof(uint32_t) * nb);
+    if (!b) return SIMBA_ENOMEM;
+    memset(b, 0, sizeof(uint32_t) * nb);
+    simba__free(s, s->buckets);
+    s->buckets = b; s->nbuckets = nb;
+    for (i = 0; i < s->nlocks; i++) {
+        simba__lock *l = &s->locks[i];
+        if (!(l->flags & SIMBA__F_HASHED)) continue;
+        { uint32_t k = simba__bucket(s, l->names); l->hnext = b[k]; b[k] = i + 1; }
+    }
+    return SIMBA_OK;
+}
+
+/* Locks are hashed by their first resource name (for wake-ups, re-entrancy
+   and keys). */
+static int simba__hash_insert(simba *s, simba__lock *l) {
+    uint32_t k;
+    if (s->live_locks > s->nbuckets && simba__hash_grow(s) != SIMBA_OK && !s->nbuckets) return SIMBA_ENOMEM;
+    k = simba__bucket(s, l->names);
+    l->hnext = s->buckets[k];
+    s->buckets[k] = (uint32_t)(l - s->locks) + 1;
+    l->flags |= SIMBA__F_HASHED;
+    return SIMBA_OK;
+}
+
+static void simba__hash_remove(simba *s, simba__lock *l) {
+    uint32_t *pp = &s->buckets[simba__bucket(s, l->names)];
+    uint32_t me = (uint32_t)(l - s->locks) + 1;
+    while (*pp && *pp != me) pp = &s->locks[*pp - 1].hnext;
+    if (*pp) *pp = l->hnext;
+}
+
+/*--- timers: one heap entry per lock, keyed by its earliest deadline ----------*/
+
+static int simba__heap_less(simba *s, uint32_t a, uint32_t b) {
+    return s->locks[s->heap[a]].timer_at < s->locks[s->heap[b]].timer_at;
+}
+
+static void simba__heap_swap(simba *s, uint32_t a, uint32_t b) {
+    uint32_t t = s->heap[a];
+    s->heap[a] = s->heap[b]; s->heap[b] = t;
+    s->locks[s->heap[a]].heap_pos = a + 1;
+    s->locks[s->heap[b]].heap_pos = b + 1;
+}
+
+static void simba__heap_up(simba *s, uint32_t i) {
+    while (i > 0 && simba__heap_less(s, i, (i - 1) / 2)) { simba__heap_swap(s, i, (i - 1) / 2); i = (i - 1) / 2; }
+}
+
+static void simba__heap_down(simba *s, uint32_t i) {
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->nheap && simba__heap_less(s, l, m)) m = l;
+        if (r < s->nheap && simba__heap_less(s, r, m)) m = r;
+        if (m == i) return;
+        simba__heap_swap(s, i, m);
+        i = m;
+    }
+}
+
+static void simba__heap_remove(simba *s, simba__lock *l) {
+    uint32_t i;
+    if (!l->heap_pos) return;
+    i = l->heap_pos - 1;
+    l->heap_pos = 0;
+    if (i != --s->nheap) {
+        s->heap[i] = s->heap[s->nheap];
+        s->locks[s->heap[i]].heap_pos = i + 1;
+        simba__heap_down(s, i);
+        simba__heap_up(s, i);
+    }
+}
+
+/* Recompute a lock's earliest deadline and fix its place in the heap. */
+static void simba__timer_update(simba *s, simba__lock *l) {
+    int64_t at = l->wait_deadline;
+    if (l->recheck_at < at) at = l->recheck_at;
+    if (l->op_deadline < at) at = l->op_deadline;
+    if (at == SIMBA__NEVER) { simba__heap_remove(s, l); l->timer_at = at; return; }
+    l->timer_at = at;
+    if (!l->heap_pos) {
+        if (s->nheap == s->capheap) {
+            uint32_t ncap = s->capheap ? s->capheap * 2 : 64;
+            uint32_t *nh = (uint32_t *)simba__alloc(s, sizeof(uint32_t) * ncap);
+            if (!nh) { s->last_error = SIMBA_ENOMEM; return; }
+            if (s->nheap) memcpy(nh, s->heap, sizeof(uint32_t) * s->nheap);
+            simba__free(s, s->heap);
+            s->heap = nh; s->capheap = ncap;
+        }
+        s->heap[s->nheap] = (uint32_t)(l - s->locks);
+        l->heap_pos = ++s->nheap;
+        simba__heap_up(s, l->heap_pos - 1);
+    } else {
+        simba__heap_down(s, l->heap_pos - 1);
+        simba__heap_up(s, l->heap_pos - 1);
+    }
+}
+
+/*--- the dispatch list: locks that need an operation sent ---------------------*/
+
+static void simba__mark_dirty(simba *s, simba__lock *l) {
+    uint32_t me = (uint32_t)(l - s->locks) + 1;
+    if (l->flags & SIMBA__F_DIRTY) return;
+    l->flags |= SIMBA__F_DIRTY;
+    l->next_dirty = 0;
+    if (s->dirty_tail) s->locks[s->dirty_tail - 1].next_dirty = me;
+    else s->dirty_head = me;
+    s->dirty_tail = me;
+}
+
+static void simba__slot_free(simba *s, simba__lock *l) {
+    SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
+    simba__heap_remove(s, l);
+    if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
+    simba__free(s, l->names);
+    simba__free(s, l->key);
+    simba__free(s, l->fences);
+    simba__free(s, l->owner);
+    simba__free(s, l->result);
+    l->names = l->key = l->owner = NULL;
+    l->fences = NULL; l->result = NULL;
+    l->kind = SIMBA__K_FREE;
+    l->gen++;
+    if (!l->gen) l->gen = 1;
+    l->next_dirty = s->free_head;
+    s->free_head = (uint32_t)(l - s->locks) + 1;
+    s->live_locks--;
+}
+
+/* A slot on the dispatch list is freed when the list reaches it. */
+static void simba__timer_update(simba *s, simba__lock *l);
+static void simba__finish(simba *s, simba__lock *l) {
+    l->op = 0;
+    l->op_seq++;
+    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
+    simba__slot_free(s, l);
+}
+
+static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, int error) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.lock = simba__handle(s, l);
+    ev.user = l->user;
+    ev.error = error;
+    if (type == SIMBA_EVENT_ACQUIRED) { ev.fence = l->fence; l->flags |= SIMBA__F_ACQ_QUEUED; }
+    if (type == SIMBA_EVENT_LOST) simba__events_forget(s, ev.lock);
+    simba__emit_at(s, &ev, type == SIMBA_EVENT_LOST);
+}
+
+static void simba__emit_simple(simba *s, simba_event_type type, int error) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.error = error;
+    simba__emit_at(s, &ev, 0);
+}
+
+/*--- request ids ----------------------------------------------------------------*/
+
+static void simba__request_id(simba *s, const simba__lock *l, char *buf, size_t cap) {
+    if (l->key) snprintf(buf, cap, "k~%s", l->key);
+    else snprintf(buf, cap, "%s~%llu", s->session.id, (unsigned long long)l->req_no);
+}
+
+/* The client id inside a session id (the part before the last '~'). */
+static void simba__client_of(const char *session, char *out, size_t cap) {
+    const char *tilde = session ? strrchr(session, '~') : NULL;
+    size_t n = tilde ? (size_t)(tilde - session) : (session ? strlen(session) : 0);
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(out, session, n);
+    out[n] = 0;
+}
+
+/*--- sessions ---------------------------------------------------------------------*/
+
+static void simba__session_new_id(simba *s) {
+    s->session.no++;
+    if (!s->session.no) s->session.no = 1;
+    snprintf(s->session.id, sizeof s->session.id, "%s~%016llx", s->client_id,
+             (unsigned long long)simba__mix64(&s->rng));
+    s->session.open = 0;
+    s->session.op = 0;
+    s->session.op_seq++;
+    s->session.valid_until = INT64_MIN;
+    s->session.next_keepalive = 0;   /* open at once */
+    s->session.failures = 0;
+}
+
+static void simba__fill_op(simba *s, simba_op *op, simba_op_kind kind, uint32_t idx, uint32_t seq) {
+    memset(op, 0, sizeof *op);
+    op->id = ((uint64_t)idx << 32) | seq;
+    op->kind = kind;
+    op->tenant = s->tenant;
+    op->client = s->client_id;
+    op->session = s->session.id;
+    op->lease_ms = s->ttl_ms + s->transition_ms;
+}
+
+static int simba__submit(simba *s, const simba_op *op) {
+    if (!s->connected) return SIMBA_EDISCONNECTED;
+    return s->backend.vt->submit(s->backend.impl, op);
+}
+
+static void simba__session_send(simba *s, simba_op_kind kind, int64_t now) {
+    simba_op op;
+    s->session.op_seq++;
+    simba__fill_op(s, &op, kind, SIMBA__SESSION_OP, s->session.op_seq);
+    if (simba__submit(s, &op) != SIMBA_OK) return;
+    s->session.op = (uint8_t)kind;
+    s->session.op_sent = now;
+    s->session.op_deadline = now + s->op_timeout_ms;
+}
+
+/* Drop the current session: every hold is LOST (reason), waiting requests go
+   back to PENDING for the next session, releases in progress are done (the
+   server drops the session's entries at the latest when it expires). The old
+   session is closed on the server if we can reach it. */
+static void simba__session_drop(simba *s, int reason, int64_t now) {
+    uint32_t i;
+    simba_op op;
+    (void)now;
+    if (s->session.no && s->connected) {
+        simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, 0);
+        (void)simba__submit(s, &op);   /* best effort: its answer is ignored */
+    }
+    simba__log(s, SIMBA_LOG_WARN, "simba: session %s dropped (%s)", s->session.id,
+               reason == SIMBA_LOST_EXPIRED ? "local deadline passed" : "server lost it");
+    for (i = 0; i < s->nlocks; i++) {
+        simba__lock *l = &s->locks[i];
+        if (l->kind == SIMBA__K_ZOMBIE) { simba__finish(s, l); continue; }
+        if (l->kind != SIMBA__K_LOCK) continue;
+        l->op = 0;
+        l->op_seq++;
+        l->op_deadline = SIMBA__NEVER;
+        l->flags &= (uint16_t)~(SIMBA__F_NEED_POLL | SIMBA__F_MAY_EXIST);
+        l->recheck_at = SIMBA__NEVER;
+        switch (l->state) {
+        case SIMBA__S_HELD:
+            if (l->flags & SIMBA__F_ACQ_QUEUED) {
+                /* the caller never learned it held it: forget the grant, keep waiting */
+                simba__events_forget(s, simba__handle(s, l));
+                l->flags &= (uint16_t)~SIMBA__F_ACQ_QUEUED;
+            } else {
+                simba__emit_lock(s, l, SIMBA_EVENT_LOST, reason);
+                if (!(l->flags & SIMBA__F_CONTEND)) { simba__finish(s, l); continue; }
+            }
+            l->fence = 0;
+            l->holds = 0;
+            l->state = SIMBA__S_PENDING;
+            break;
+        case SIMBA__S_RELEASING:
+            simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);
+            simba__finish(s, l);
+            continue;
+        default:
+            l->state = SIMBA__S_PENDING;
+            break;
+        }
+        simba__timer_update(s, l);
+        simba__mark_dirty(s, l);
+    }
+    simba__session_new_id(s);
+}
+
+/* The local safety rule, checked first in every tick and in simba_valid_ms. */
+static int simba__session_safe(simba *s, int64_t now) {
+    return s->session.open && now < s->session.valid_until;
+}
+
+static void simba__session_tick(simba *s, int64_t now) {
+    simba__session *ss = &s->session;
+    if (ss->op && now >= ss->op_deadline) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: session operation timed out; resetting the connection");
+        ss->op = 0;
+        ss->op_seq++;
+        if (s->connected) s->backend.vt->reset(s->backend.impl, SIMBA_ETIMEDOUT);
+    }
+    if (!s->connected || ss->op || now < ss->next_keepalive) return;
+    simba__session_send(s, ss->open ? SIMBA_OP_KEEPALIVE : SIMBA_OP_OPEN, now);
+}
+
+static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, int64_t now) {
+    simba__session *ss = &s->session;
+    int kind = ss->op;
+    if (seq != ss->op_seq || !kind) return;           /* stale */
+    ss->op = 0;
+    if (r->status == SIMBA_OK) {
+        int64_t until = ss->op_sent + s->ttl_ms;       /* t_send + ttl: the safety rule */
+        if (until > ss->valid_until) ss->valid_until = until;
+        ss->open = 1;
+        ss->failures = 0;
+        ss->next_keepalive = ss->op_sent + s->ttl_ms / 3;
+        return;
+    }
+    if (r->status == SIMBA_ESESSION && kind == SIMBA_OP_KEEPALIVE) {
+        simba__session_drop(s, SIMBA_LOST_SESSION, now);
+        return;
+    }
+    /* transport trouble: try again soon; the safety deadline keeps us honest */
+    ss->failures++;
+    ss->next_keepalive = now + simba_backend_backoff_ms(s, ss->failures);
+    if (!ss->open) simba__log(s, SIMBA_LOG_WARN, "simba: opening the session failed: %s%s%s",
+                              simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
+}
+
+/*--- the lock state machine ---------------------------------------------------*/
+
+/* Withdraw a request the caller no longer owns (timed out, failed): the handle
+   goes stale now, the slot lives until the server confirmed the RELEASE. */
+static void simba__zombify(simba *s, simba__lock *l) {
+    l->kind = SIMBA__K_ZOMBIE;
+    l->gen++;
+    if (!l->gen) l->gen = 1;
+    l->state = SIMBA__S_RELEASING;
+    l->op = 0;
+    l->op_seq++;
+    l->flags &= (uint16_t)~(SIMBA__F_NEED_POLL | SIMBA__F_CONTEND);
+    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    simba__mark_dirty(s, l);
+}
+
+/* End a request without a grant: withdraw its entry if one may exist. */
+static void simba__end_request(simba *s, simba__lock *l) {
+    if (l->flags & SIMBA__F_MAY_EXIST) simba__zombify(s, l);
+    else simba__finish(s, l);
+}
+
+static void simba__recheck_later(simba *s, simba__lock *l, int64_t now, int hint_ms) {
+    int64_t at = now + s->recheck_ms;
+    if (hint_ms >= 0 && now + hint_ms + 1 < at) at = now + hint_ms + 1;
+    l->recheck_at = at;
+    simba__timer_update(s, l);
+}
+
+/* Contend handles report who holds the resource whenever that changes. */
+static void simba__update_owner(simba *s, simba__lock *l, const char *owner_session, int held) {
+    char client[SIMBA_MAX_ID + 1];
+    simba_event ev;
+    if (!(l->flags & SIMBA__F_CONTEND)) return;
+    if (l->state == SIMBA__S_HELD) simba__copy(client, sizeof client, s->client_id);
+    else simba__client_of(owner_session, client, sizeof client);
+    if (l->owner && strcmp(l->owner, client) == 0) return;
+    simba__free(s, l->owner);
+    l->owner = simba__strdup(&s->alloc, client);
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIMBA_EVENT_OWNER;
+    ev.lock = simba__handle(s, l);
+    ev.user = l->user;
+    ev.held = held;
+    simba__copy(ev.owner, sizeof ev.owner, client);
+    simba__emit_at(s, &ev, 0);
+}
+
+static void simba__grant(simba *s, simba__lock *l, const int64_t *fences) {
+    int i;
+    l->state = SIMBA__S_HELD;
+    l->fence = fences[0];
+    if (l->fences) for (i = 0; i < l->nres; i++) l->fences[i] = fences[i];
+    if (l->holds < 1) l->holds = 1;
+    l->wait_deadline = l->recheck_at = SIMBA__NEVER;
+    l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
+    simba__timer_update(s, l);
+    simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+}
+
+/* A hold vanished on the server (deleted, or no longer granted). */
+static void simba__lose_stolen(simba *s, simba__lock *l, int64_t now) {
+    simba__emit_lock(s, l, SIMBA_EVENT_LOST, SIMBA_LOST_STOLEN);
+    if (!(l->flags & SIMBA__F_CONTEND)) { simba__end_request(s, l); return; }
+    l->state = SIMBA__S_PENDING;       /* contenders queue again, with a new request */
+    l->session_no = 0;
+    l->fence = 0;
+    l->holds = 0;
+    (void)now;
+    simba__mark_dirty(s, l);
+}
+
+/* A transport failure: send the same operation again once connected. The
+   request id stays the same, so a retried ENQUEUE cannot make a second entry. */
+static void simba__retry_op(simba *s, simba__lock *l, int op) {
+    if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
+    simba__mark_dirty(s, l);
+}
+
+static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_reply *r, int64_t now) {
+    int was = l->state;
+    SIMBA_ASSERT(was != SIMBA__S_RELEASING);
+    switch (r->status) {
+    case SIMBA_OK:
+        break;
+    case SIMBA_ESESSION:
+        simba__session_drop(s, SIMBA_LOST_SESSION, now);
+        return;
+    case SIMBA_ENOTFOUND:
+        if (was == SIMBA__S_HELD) simba__lose_stolen(s, l, now);
+        else { l->state = SIMBA__S_PENDING; simba__mark_dirty(s, l); }
+        return;
+    case SIMBA_EKEYBUSY:           /* the key's owner may be a session about to expire */
+        l->state = SIMBA__S_PENDING;
+        simba__recheck_later(s, l, now, -1);
+        return;
+    case SIMBA_EDISCONNECTED:
+    case SIMBA_ETIMEDOUT:
+        simba__retry_op(s, l, op);
+        return;
+    default:
+        simba__log(s, SIMBA_LOG_ERROR, "simba: request on '%s' failed: %s%s%s", l->names,
+                   simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
+        simba__emit_lock(s, l, SIMBA_EVENT_ERROR, r->status);
+        if (l->flags & SIMBA__F_CONTEND) {
+            l->state = SIMBA__S_PENDING;
+            simba__recheck_later(s, l, now, -1);
+        } else simba__end_request(s, l);
+        return;
+    }
+    if (r->granted && simba__session_safe(s, now)) {
+        if (was != SIMBA__S_HELD) simba__grant(s, l, r->fence);
+    } else if (was == SIMBA__S_HELD) {
+        simba__lose_stolen(s, l, now);
+        return;
+    } else if (l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND)) {
+        simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
+        simba__end_request(s, l);
+        return;
+    } else {
+        l->state = SIMBA__S_WAITING;
+        if (l->flags & SIMBA__F_NEED_POLL) simba__mark_dirty(s, l);   /* woken meanwhile */
+        else simba__recheck_later(s, l, now, r->recheck_ms);
+    }
+    simba__update_owner(s, l, r->owner, r->held);
+}
+
+static void simba__release_reply(simba *s, simba__lock *l, const simba_reply *r) {
+    if (r->status == SIMBA_EDISCONNECTED || r->status == SIMBA_ETIMEDOUT) { simba__mark_dirty(s, l); return; }
+    if (r->status != SIMBA_OK && r->status != SIMBA_ESESSION && r->status != SIMBA_ENOTFOUND) {
+        /* the entry stays until our session ends; nobody holds it twice */
+        simba__log(s, SIMBA_LOG_ERROR, "simba: release of '%s' failed: %s", l->names, simba_strerror(r->status));
+        if (l->kind == SIMBA__K_LOCK) simba__emit_lock(s, l, SIMBA_EVENT_ERROR, r->status);
+    } else if (l->kind == SIMBA__K_LOCK) {
+        simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);
+    }
+    simba__finish(s, l);
+}
+
+static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
+    simba_event ev;
+    if (r->status == SIMBA_EDISCONNECTED || r->status == SIMBA_ETIMEDOUT) { simba__mark_dirty(s, l); return; }
+    memset(&ev, 0, sizeof ev);
+    ev.type = l->qkind == SIMBA_OP_INSPECT ? SIMBA_EVENT_INFO : SIMBA_EVENT_DONE;
+    ev.lock = simba__handle(s, l);
+    ev.user = l->user;
+    ev.error = r->status;
+    if (r->status == SIMBA_OK && l->qkind == SIMBA_OP_INSPECT) {
+        ev.capacity = r->capacity;
+        ev.queued = r->nentries;
+        ev.held = r->held;
+        simba__client_of(r->owner, ev.owner, sizeof ev.owner);
+        if (r->nentries > 0 && r->entries) {
+            size_t n = sizeof(simba_holder) * (size_t)r->nentries;
+            l->result = (simba_holder *)simba__alloc(s, n);
+            if (l->result) { memcpy(l->result, r->entries, n); l->nresult = r->nentries; }
+            else ev.error = SIMBA_ENOMEM;
+        }
+    }
+    l->state = SIMBA__S_ANSWERED;
+    l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    simba__emit_at(s, &ev, 0);
+}
+
+SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
+    uint32_t idx, seq;
+    simba__lock *l;
+    int op;
+    int64_t now;
+    if (!s || s->magic != SIMBA__MAGIC || !r) return;
+    idx = (uint32_t)(r->id >> 32);
+    seq = (uint32_t)r->id;
+    now = simba__now(s);
+    if (idx == SIMBA__SESSION_OP) { simba__session_reply(s, r, seq, now); return; }
+    if (idx >= s->nlocks) return;                       /* CLOSE answers and garbage */
+    l = &s->locks[idx];
+    if (l->op_seq != seq || !l->op) return;             /* stale: superseded or finished */
+    op = l->op;
+    l->op = 0;
+    l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    if (l->kind == SIMBA__K_QUERY) simba__query_reply(s, l, r);
+    else if (op == SIMBA_OP_RELEASE) simba__release_reply(s, l, r);
+    else if (l->kind == SIMBA__K_LOCK) simba__state_reply(s, l, op, r, now);
+}
+
+SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *request, int64_t fence) {
+    uint32_t i;
+    int64_t now;
+    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
+    if (!s || s->magic != SIMBA__MAGIC || !name || !s->nbuckets) return;
+    now = simba__now(s);
+    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
+        simba__lock *l = &s->locks[i - 1];
+        i = l->hnext;
+        if (l->kind != SIMBA__K_LOCK || strcmp(l->names, name) != 0) continue;
+        if (l->session_no != s->session.no) continue;
+        if (request && fence > 0) {
+            if (l->nres != 1 || (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING)) continue;
+            if (!(l->flags & SIMBA__F_MAY_EXIST)) continue;
+            simba__request_id(s, l, rid, sizeof rid);
+            if (strcmp(rid, request) != 0 || !simba__session_safe(s, now)) continue;
+            l->op = 0;
+            l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
+            l->op_deadline = SIMBA__NEVER;
+            simba__grant(s, l, &fence);
+            simba__update_owner(s, l, NULL, 1);
+            return;
+        }
+        if (l->state == SIMBA__S_WAITING || l->state == SIMBA__S_HELD) {
+            l->flags |= SIMBA__F_NEED_POLL;
+            if (!l->op) simba__mark_dirty(s, l);
+        }
+    }
+}
+
+SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
+    if (!s || s->magic != SIMBA__MAGIC) return;
+    if (up && !s->connected) {
+        s->connected = 1;
+        s->session.next_keepalive = 0;       /* re-confirm the session at once */
+        simba__log(s, SIMBA_LOG_INFO, "simba: connected");
+        simba__emit_simple(s, SIMBA_EVENT_CONNECTED, 0);
+    } else if (!up && s->connected) {
+        s->connected = 0;
+        s->session.op = 0;
+        s->session.op_seq++;
+        simba__log(s, SIMBA_LOG_WARN, "simba: disconnected: %s%s%s", simba_strerror(err), msg ? ": " : "", msg ? msg : "");
+        simba__emit_simple(s, SIMBA_EVENT_DISCONNECTED, err ? err : SIMBA_EDISCONNECTED);
+    }
+}
+
+SIMBADEF void *simba_backend_alloc(simba *s, size_t size) { return simba__alloc(s, size); }
+SIMBADEF void simba_backend_free(simba *s, void *ptr) { simba__free(s, ptr); }
+SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt, ...) {
+    va_list ap;
+    if (!s) return;
+    va_start(ap, fmt);
+    simba__logv(s, level, fmt, ap);
+    va_end(ap);
+}
+SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt) {
+    int base = 50, jitter;
+    while (attempt-- > 1 && base < 5000) base *= 2;
+    if (base > 5000) base = 5000;
+    jitter = s ? (int)(simba__mix64(&s->rng) % (uint64_t)(base / 4 + 1)) : 0;
+    return base - base / 8 + jitter;
+}
+SIMBADEF const char *simba_tenant(simba *s) { return s ? s->tenant : ""; }
+SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
+SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
+
+/*--- dispatch: send what the locks need ------------------------------------------*/
+
+/* Fill op with the lock's resources; res must have room for SIMBA_MAX_RESOURCES. */
+static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind kind, simba_res *res,
+                           char *rid, size_t ridcap) {
+    int i;
+    l->op_seq++;
+    simba__fill_op(s, op, kind, (uint32_t)(l - s->locks), l->op_seq);
+    for (i = 0; i < l->nres; i++) {
+        res[i].name = simba__name(l, i);
+        res[i].capacity = l->capacity;
+        res[i].weight = l->weight;
+    }
+    op->res = res;
+    op->nres = l->nres;
+    if (kind == SIMBA_OP_INSPECT || kind == SIMBA_OP_SET_CAPACITY || kind == SIMBA_OP_DELETE) return;
+    simba__request_id(s, l, rid, ridcap);
+    op->request = rid;
+    op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+}
+
+/* Which operation a dirty lock needs now (0: none). */
+static int simba__needed_op(simba__lock *l) {
+    if (l->kind == SIMBA__K_QUERY) return l->state == SIMBA__S_PENDING ? l->qkind : 0;
+    if (l->state == SIMBA__S_RELEASING) return SIMBA_OP_RELEASE;
+    if (l->state == SIMBA__S_PENDING) return l->recheck_at == SIMBA__NEVER ? SIMBA_OP_ENQUEUE : 0;
+    if (l->flags & SIMBA__F_NEED_POLL) return SIMBA_OP_POLL;
+    return 0;
+}
+
+/* Returns 0 if the op could not be sent (not connected): stop dispatching. */
+static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
+    simba_op op;
+    simba_res res[SIMBA_MAX_RESOURCES];
+    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
+    int kind = simba__needed_op(l);
+    if (!kind || l->op == kind) return 1;
+    if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
+        l->session_no = s->session.no;       /* a new request in this session */
+        l->req_no = ++s->req_counter;
+        l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
+    }
+    simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
+    if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
+    if (simba__submit(s, &op) != SIMBA_OK) { l->op_seq--; return 0; }
+    l->op = (uint8_t)kind;
+    if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
+    if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
+    l->op_deadline = now + s->op_timeout_ms;
+    simba__timer_update(s, l);
+    return 1;
+}
+
+static void simba__dispatch(simba *s, int64_t now) {
+    while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
+        simba__lock *l = &s->locks[s->dirty_head - 1];
+        if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
+        s->dirty_head = l->next_dirty;
+        if (!s->dirty_head) s->dirty_tail = 0;
+        l->flags &= (uint16_t)~SIMBA__F_DIRTY;
+        if (l->kind == SIMBA__K_DEAD) simba__slot_free(s, l);
+    }
+}
+
+/*--- timers ---------------------------------------------------------------------*/
+
+static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset) {
+    if (l->op_deadline <= now) {
+        /* no answer in time: the connection is suspect; send the op again later */
+        int op = l->op;
+        l->op = 0;
+        l->op_seq++;
+        l->op_deadline = SIMBA__NEVER;
+        *reset = 1;
+        if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
+        if (op) simba__mark_dirty(s, l);
+    }
+    if (l->wait_deadline <= now) {
+        l->wait_deadline = SIMBA__NEVER;
+        if (l->kind == SIMBA__K_LOCK && (l->state == SIMBA__S_PENDING || l->state == SIMBA__S_WAITING)) {
+            simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
+            simba__end_request(s, l);
+            return;
+        }
+    }
+    if (l->recheck_at <= now) {
+        l->recheck_at = SIMBA__NEVER;
+        if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
+        simba__mark_dirty(s, l);
+    }
+    simba__timer_update(s, l);
+}
+
+static void simba__run_timers(simba *s, int64_t now) {
+    int reset = 0;
+    while (s->nheap && s->locks[s->heap[0]].timer_at <= now)
+        simba__lock_timer(s, &s->locks[s->heap[0]], now, &reset);
+    if (reset && s->connected) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: an operation timed out; resetting the connection");
+        s->backend.vt->reset(s->backend.impl, SIMBA_ETIMEDOUT);
+    }
+}
+
+/*--- the public API ---------------------------------------------------------------*/
+
+static void simba__default_client_id(simba *s, char *out, size_t cap) {
+    char host[64];
+    size_t i;
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "host");
+    host[sizeof host - 1] = 0;
+    host[24] = 0;                          /* leave room for pid and random */
+    for (i = 0; host[i]; i++) {
+        char c = host[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+        if (!ok) host[i] = '_';
+    }
+    if (!host[0]) strcpy(host, "host");
+    snprintf(out, cap, "%s:%ld:%08x", host, (long)getpid(), (unsigned)(simba__mix64(&s->rng) & 0xffffffffu));
+}
+
+static int simba__apply_desc(simba *s, const simba_desc *d) {
+    int err;
+    if (d->ttl_ms < 0 || d->transition_ms < 0 || d->op_timeout_ms < 0 || d->recheck_ms < 0) return SIMBA_EINVAL;
+    if (d->ttl_ms && d->ttl_ms < 30) return SIMBA_EINVAL;     /* keepalives every ttl/3 need room */
+    s->ttl_ms = d->ttl_ms ? d->ttl_ms : 10000;
+    s->transition_ms = d->transition_ms ? d->transition_ms : 6000;
+    if (s->ttl_ms > 0x3fffffff - s->transition_ms) return SIMBA_EINVAL;
+    s->op_timeout_ms = d->op_timeout_ms ? d->op_timeout_ms : (s->ttl_ms / 3 < 5000 ? s->ttl_ms / 3 : 5000);
+    s->recheck_ms = d->recheck_ms ? d->recheck_ms : s->ttl_ms / 2;
+    if (d->tenant) {
+        if ((err = simba__check_id(d->tenant, SIMBA_MAX_TENANT, 0)) != SIMBA_OK) return err;
+        simba__copy(s->tenant, sizeof s->tenant, d->tenant);
+    } else simba__copy(s->tenant, sizeof s->tenant, "default");
+    if (d->client_id) {
+        if ((err = simba__check_id(d->client_id, SIMBA_MAX_ID, 1)) != SIMBA_OK) return err;
+        simba__copy(s->client_id, sizeof s->client_id, d->client_id);
+    } else simba__default_client_id(s, s->client_id, sizeof s->client_id);
+    return SIMBA_OK;
+}
+
+SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
+    simba_allocator a;
+    simba *s;
+    int rc;
+    if (err) *err = SIMBA_OK;
+    if (!desc || !desc->backend.vt || !desc->backend.vt->attach) {
+        if (desc && desc->backend.vt && desc->backend.vt->destroy) desc->backend.vt->destroy(desc->backend.impl);
+        if (err) *err = SIMBA_EINVAL;
+        return NULL;
+    }
+    a = simba__allocator_or_default(desc->allocator);
+    s = (simba *)a.alloc(sizeof *s, a.user);
+    if (!s) {
+        desc->backend.vt->destroy(desc->backend.impl);
+        if (err) *err = SIMBA_ENOMEM;
+        return NULL;
+    }
+    memset(s, 0, sizeof *s);
+    s->alloc = a;
+    s->logger = desc->logger;
+    s->clock = simba__clock_or_default(desc->clock);
+    s->backend = desc->backend;
+    s->rng = (uint64_t)simba__monotonic_ms(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)s ^ (uint64_t)time(NULL);
+    s->magic = SIMBA__MAGIC;
+    s->salt = (uint32_t)simba__mix64(&s->rng);
+    rc = simba__apply_desc(s, desc);
+    if (rc == SIMBA_OK) {
+        simba__session_new_id(s);
+        rc = simba__hash_grow(s);
+    }
+    if (rc == SIMBA_OK) {
+        rc = s->backend.vt->attach(s->backend.impl, s);
+        s->attached = 1;
+    }
+    if (rc != SIMBA_OK) {
+        s->magic = 0;
+        s->backend.vt->destroy(s->backend.impl);
+        simba__free(s, s->buckets);
+        a.free(s, a.user);
+        if (err) *err = rc;
+        return NULL;
+    }
+    simba__live_add(s);
+    return s;
+}
+
+SIMBADEF simba *simba_create(const simba_desc *desc) { return simba_create_ex(desc, NULL); }
+
+SIMBADEF void simba_destroy(simba *s) {
+    uint32_t i;
+    simba_allocator a;
+    if (!simba__is_live(s)) return;
+    simba__live_remove(s);
+    s->magic = 0;                 /* the backend's last completions are ignored */
+    s->backend.vt->destroy(s->backend.impl);
+    for (i = 0; i < s->nlocks; i++) {
+        simba__lock *l = &s->locks[i];
+        if (l->kind == SIMBA__K_FREE) continue;
+        simba__free(s, l->names); simba__free(s, l->key); simba__free(s, l->fences);
+        simba__free(s, l->owner); simba__free(s, l->result);
+    }
+    simba__free(s, s->locks);
+    simba__free(s, s->buckets);
+    simba__free(s, s->heap);
+    simba__free(s, s->events.buf);
+    a = s->alloc;
+    a.free(s, a.user);
+}
+
+SIMBADEF int simba_last_error(simba *s) { return simba__is_live(s) ? s->last_error : SIMBA_EDESTROYED; }
+SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
+SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
+
+static const simba_lock simba__no_lock = {0, 0};
+
+/* Validate the resources of a lock desc; fills names[] and returns how many, or an error. */
+static int simba__desc_names(const simba_lock_desc *d, const char **names) {
+    int n = 0, i, j, err;
+    if (d->names) {
+        if (d->name || d->nnames < 1 || d->nnames > SIMBA_MAX_RESOURCES) return SIMBA_EINVAL;
+        for (i = 0; i < d->nnames; i++) names[n++] = d->names[i];
+    } else {
+        if (d->nnames) return SIMBA_EINVAL;
+        names[n++] = d->name;
+    }
+    for (i = 0; i < n; i++) {
+        if ((err = simba__check_name(names[i])) != SIMBA_OK) return err;
+        for (j = 0; j < i; j++) if (strcmp(names[i], names[j]) == 0) return SIMBA_EINVAL;
+    }
+    return n;
+}
+
+/* An existing handle that an acquire joins: the same key, or re-entrancy. */
+static simba__lock *simba__find_joinable(simba *s, const simba_lock_desc *d, const char *name, int weight, int n) {
+    uint32_t i;
+    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
+        simba__lock *l = &s->locks[i - 1];
+        i = l->hnext;
+        if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->names, name) != 0) continue;
+        if (d->key) { if (l->key && strcmp(l->key, d->key) == 0) return l; continue; }
+        if (d->reentrant && (l->flags & SIMBA__F_REENTRANT) && n == 1 && l->nres == 1 && l->weight == weight &&
+            !(l->flags & SIMBA__F_CONTEND))
+            return l;
+    }
+    return NULL;
+}
+
+static simba__lock *simba__new_lock(simba *s, const char **names, int n) {
+    simba__lock *l = simba__slot_new(s);
+    size_t total = 0;
+    int i;
+    char *p;
+    if (!l) return NULL;
+    l->kind = SIMBA__K_LOCK;
+    for (i = 0; i < n; i++) total += strlen(names[i]) + 1;
+    l->names = (char *)simba__alloc(s, total);
+    if (!l->names) { simba__slot_free(s, l); return NULL; }
+    for (p = l->names, i = 0; i < n; i++) { size_t k = strlen(names[i]) + 1; memcpy(p, names[i], k); p += k; }
+    l->nres = (uint8_t)n;
+    if (n > 1) {
+        l->fences = (int64_t *)simba__alloc(s, sizeof(int64_t) * (size_t)n);
+        if (!l->fences) { simba__slot_free(s, l); return NULL; }
+        memset(l->fences, 0, sizeof(int64_t) * (size_t)n);
+    }
+    return l;
+}
+
+SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
+    const char *names[SIMBA_MAX_RESOURCES];
+    simba__lock *l;
+    int n, capacity, permits, weight, err;
+    int64_t now;
+    if (!simba__is_live(s)) return simba__no_lock;
+    if (!d) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
+    n = simba__desc_names(d, names);
+    if (n < 0) { s->last_error = n; return simba__no_lock; }
+    capacity = d->capacity ? d->capacity : 1;
+    permits = d->permits ? d->permits : 1;
+    if (capacity < 0 || permits < 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
+    if (permits > capacity && !d->exclusive) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
+    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 1)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
+    if (d->contend && (n != 1 || capacity != 1)) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
+    weight = d->exclusive ? 0 : permits;
+    now = simba__now(s);
+    l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names[0], weight, n) : NULL;
+    if (l) {
+        if (d->reentrant && !d->key) {
+            l->holds++;
+            if (l->state == SIMBA__S_HELD) simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+        }
+        s->last_error = SIMBA_OK;
+        return simba__handle(s, l);
+    }
+    l = simba__new_lock(s, names, n);
+    if (!l || (d->key && !(l->key = simba__strdup(&s->alloc, d->key)))) {
+        if (l) simba__slot_free(s, l);
+        s->last_error = SIMBA_ENOMEM;
+        return simba__no_lock;
+    }
+    l->capacity = capacity;
+    l->weight = weight;
+    l->holds = 1;
+    l->user = d->user;
+    l->wait_ms = d->contend ? -1 : d->wait_ms;
+    if (d->contend) l->flags |= SIMBA__F_CONTEND;
+    if (d->reentrant) l->flags |= SIMBA__F_REENTRANT;
+    l->state = SIMBA__S_PENDING;
+    /* a try-lock still needs the server's answer: bound it by the op timeout */
+    if (l->wait_ms > 0) l->wait_deadline = now + l->wait_ms;
+    else if (l->wait_ms == 0) l->wait_deadline = now + s->op_timeout_ms;
+    if (simba__hash_insert(s, l) != SIMBA_OK) { simba__slot_free(s, l); s->last_error = SIMBA_ENOMEM; return simba__no_lock; }
+    simba__timer_update(s, l);
+    simba__mark_dirty(s, l);
+    s->last_error = SIMBA_OK;
+    return simba__handle(s, l);
+}
+
+SIMBADEF simba_lock simba_contend(simba *s, const char *name, void *user) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.contend = 1;
+    d.wait_ms = -1;
+    d.user = user;
+    return simba_acquire(s, &d);
+}
+
+SIMBADEF int simba_release(simba *s, simba_lock h) {
+    simba__lock *l;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    l = simba__lookup(s, h, SIMBA__K_LOCK);
+    if (!l) {
+        simba__lock *q = simba__lookup(s, h, SIMBA__K_QUERY);
+        if (q && q->state == SIMBA__S_ANSWERED && !(q->flags & SIMBA__F_DELIVERED)) { simba__finish(s, q); return SIMBA_OK; }
+        return simba__fail(s, SIMBA_ESTALE);
+    }
+    if (l->state == SIMBA__S_RELEASING) return simba__fail(s, SIMBA_ESTALE);
+    if (l->holds > 1) { l->holds--; return SIMBA_OK; }
+    l->flags &= (uint16_t)~(SIMBA__F_CONTEND | SIMBA__F_NEED_POLL);
+    if (l->state == SIMBA__S_PENDING && !(l->flags & SIMBA__F_MAY_EXIST)) {
+        simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);   /* nothing was sent: nothing to undo */
+        simba__finish(s, l);
+        return SIMBA_OK;
+    }
+    l->state = SIMBA__S_RELEASING;
+    l->op = 0;
+    l->op_seq++;              /* an answer in flight must not re-grant what we give up */
+    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    simba__mark_dirty(s, l);
+    return SIMBA_OK;
+}
+
+SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock h) {
+    simba__lock *l;
+    int64_t now;
+    if (!simba__is_live(s) || !(l = simba__lookup(s, h, SIMBA__K_LOCK)) || l->state != SIMBA__S_HELD) return 0;
+    now = simba__now(s);
+    return simba__session_safe(s, now) ? s->session.valid_until - now : 0;
+}
+
+SIMBADEF int64_t simba_fence(simba *s, simba_lock h, int index) {
+    simba__lock *l;
+    if (simba_valid_ms(s, h) <= 0) return 0;
+    l = simba__lookup(s, h, SIMBA__K_LOCK);
+    if (index < 0 || index >= l->nres) return 0;
+    return l->fences ? l->fences[index] : l->fence;
+}
+
+SIMBADEF int simba_holds(simba *s, simba_lock h) {
+    simba__lock *l;
+    if (!simba__is_live(s) || !(l = simba__lookup(s, h, SIMBA__K_LOCK)) || l->state != SIMBA__S_HELD) return 0;
+    return l->holds;
+}
+
+static simba_lock simba__query(simba *s, const char *name, int kind, int capacity, void *user) {
+    simba__lock *l;
+    int err;
+    if (!simba__is_live(s)) return simba__no_lock;
+    if ((err = simba__check_name(name)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
+    if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
+    l = simba__slot_new(s);
+    if (!l || !(l->names = simba__strdup(&s->alloc, name))) {
+        if (l) simba__slot_free(s, l);
+        s->last_error = SIMBA_ENOMEM;
+        return simba__no_lock;
+    }
+    l->kind = SIMBA__K_QUERY;
+    l->qkind = (uint8_t)kind;
+    l->nres = 1;
+    l->capacity = capacity ? capacity : 1;
+    l->weight = 1;
+    l->user = user;
+    l->state = SIMBA__S_PENDING;
+    simba__mark_dirty(s, l);
+    s->last_error = SIMBA_OK;
+    return simba__handle(s, l);
+}
+
+SIMBADEF simba_lock simba_inspect(simba *s, const char *name, void *user) { return simba__query(s, name, SIMBA_OP_INSPECT, 0, user); }
+SIMBADEF simba_lock simba_set_capacity(simba *s, const char *name, int capacity, void *user) {
+    return simba__query(s, name, SIMBA_OP_SET_CAPACITY, capacity, user);
+}
+SIMBADEF simba_lock simba_delete(simba *s, const char *name, void *user) { return simba__query(s, name, SIMBA_OP_DELETE, 0, user); }
+
+SIMBADEF int simba_holders(simba *s, simba_lock h, simba_holder *out, int max) {
+    simba__lock *l;
+    int i;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    l = simba__lookup(s, h, SIMBA__K_QUERY);
+    if (!l || l->state != SIMBA__S_ANSWERED) return simba__fail(s, SIMBA_ESTALE);
+    if (max < 0 || (max > 0 && !out)) return simba__fail(s, SIMBA_EINVAL);
+    for (i = 0; i < l->nresult && i < max; i++) out[i] = l->result[i];
+    return l->nresult;
+}
+
+SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (max < 0 || (max > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
+    return s->backend.vt->pollfds(s->backend.impl, fds, max);
+}
+
+SIMBADEF int simba_timeout_ms(simba *s) {
+    int64_t now, at = SIMBA__NEVER, b;
+    if (!simba__is_live(s)) return 0;
+    if (s->events.count) return 0;
+    now = simba__now(s);
+    if (s->dirty_head && s->connected && simba__session_safe(s, now)) return 0;
+    if (s->nheap) at = s->locks[s->heap[0]].timer_at;
+    if (s->session.open && s->session.valid_until < at) at = s->session.valid_until;
+    if (s->connected) {
+        int64_t k = s->session.op ? s->session.op_deadline : s->session.next_keepalive;
+        if (k < at) at = k;
+    }
+    b = s->backend.vt->deadline_ms(s->backend.impl);
+    if (b >= 0 && b < at) at = b;
+    if (at == SIMBA__NEVER) return -1;
+    if (at <= now) return 0;
+    return at - now > 0x7fffffff ? 0x7fffffff : (int)(at - now);
+}
+
+/* Free the answered queries whose event the caller has had since the last tick. */
+static void simba__reap_queries(simba *s) {
+    while (s->delivered_queries) {
+        simba__lock *l = &s->locks[s->delivered_queries - 1];
+        s->delivered_queries = l->next_dirty;
+        if (l->kind == SIMBA__K_QUERY) simba__slot_free(s, l);
+    }
+}
+
+/* Everything a tick does except handing out events. */
+static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
+    int64_t now = simba__now(s);
+    s->in_tick = 1;
+    simba__reap_queries(s);
+    /* the safety rule first: from the clock alone, before any I/O */
+    if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED, now);
+    s->backend.vt->process(s->backend.impl, fds, nfds);
+    now = simba__now(s);
+    simba__run_timers(s, now);
+    simba__session_tick(s, now);
+    simba__dispatch(s, now);
+    s->in_tick = 0;
+}
+
+/* Bookkeeping when an event leaves the queue. */
+static void simba__delivered(simba *s, const simba_event *ev) {
+    simba__lock *l;
+    if (ev->type == SIMBA_EVENT_ACQUIRED && (l = simba__lookup(s, ev->lock, SIMBA__K_LOCK)))
+        l->flags &= (uint16_t)~SIMBA__F_ACQ_QUEUED;
+    if ((ev->type == SIMBA_EVENT_INFO || ev->type == SIMBA_EVENT_DONE) &&
+        (l = simba__lookup(s, ev->lock, SIMBA__K_QUERY)) && !(l->flags & SIMBA__F_DELIVERED)) {
+        l->flags |= SIMBA__F_DELIVERED;   /* freed at the next tick */
+        l->next_dirty = s->delivered_queries;
+        s->delivered_queries = ev->lock.id;
+    }
+}
+
+SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_event *out, int max) {
+    int n = 0;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (!out || max <= 0 || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
+    simba__step(s, fds, nfds);
+    while (n < max && s->events.count) {
+        out[n] = s->events.buf[s->events.head];
+        s->events.head = (s->events.head + 1) % s->events.cap;
+        s->events.count--;
+        simba__delivered(s, &out[n]);
+        n++;
+    }
+    return n;
+}
+
+/* Take the first queued event of handle h, if any. */
+static int simba__take_event(simba *s, simba_lock h, simba_event *ev) {
+    simba__events *q = &s->events;
+    int i;
+    for (i = 0; i < q->count; i++) {
+        simba_event *e = &q->buf[(q->head + i) % q->cap];
+        if (e->lock.id != h.id || e->lock.gen != h.gen) continue;
+        *ev = *e;
+        for (; i + 1 < q->count; i++) q->buf[(q->head + i) % q->cap] = q->buf[(q->head + i + 1) % q->cap];
+        q->count--;
+        simba__delivered(s, ev);
+        return 1;
+    }
+    return 0;
+}
+
+SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev) {
+    int64_t end;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (!ev) return simba__fail(s, SIMBA_EINVAL);
+    end = timeout_ms < 0 ? SIMBA__NEVER : simba__monotonic_ms(NULL) + timeout_ms;
+    for (;;) {
+        struct pollfd fds[16];
+        int n, t;
+        int64_t left;
+        if (simba__take_event(s, h, ev)) return 1;
+        if (!simba__lookup(s, h, SIMBA__K_LOCK) && !simba__lookup(s, h, SIMBA__K_QUERY)) return simba__fail(s, SIMBA_ESTALE);
+        left = end == SIMBA__NEVER ? 1000 : end - simba__monotonic_ms(NULL);
+        if (left <= 0) return 0;
+        t = simba_timeout_ms(s);
+        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
+        n = simba_pollfds(s, fds, 16);
+        if (n > 16) n = 16;
+        if (n < 0) n = 0;
+        poll(fds, (nfds_t)n, t);
+        simba__step(s, n ? fds : NULL, n);
+    }
+}
+
+/*--- the in-memory backend ----------------------------------------------------------
+   The server executes an operation when it is submitted (as a real server
+   would on receipt) and queues the answer; the answer reaches the client in
+   its next process() when due. Faults act on that path: a dropped request is
+   never executed, a dropped reply was executed but never arrives, delays and
+   reordering shift the due times. Pushes (wakes) travel the same path. */
+
+#define SIMBA__RID_MAX (SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32)
+
+typedef struct simba__mem_entry {
+    char request[SIMBA__RID_MAX];
+    char session[SIMBA_MAX_SESSION + 1];
+    int weight;
+    int64_t fence;
+    uint64_t seq;
+} simba__mem_entry;
+
+typedef struct simba__mem_res {
+    struct simba__mem_res *next;
+    char *key;                  /* tenant, 0x01, name */
+    const char *name;           /* inside key */
+    int capacity;
+    int64_t counter;            /* the last fence given */
+    simba__mem_entry *q;
+    int n, cap;
+} simba__mem_res;
+
+typedef struct simba__mem_conn simba__mem_conn;
+
+typedef struct simba__mem_session {
+    struct simba__mem_session *next;
+    char id[SIMBA_MAX_SESSION + 1];
+    int64_t expires;
+    simba__mem_conn *conn;      /* where pushes for it go (NULL once the client is gone) */
+} simba__mem_session;
+
+typedef struct simba__mem_item {    /* an answer or a push on its way to a client */
+    int64_t due;
+    uint64_t order;
+    int wake;
+    simba_reply reply;
+    char *owner, *message, *name, *request;
+    simba_holder *entries;
+} simba__mem_item;
+
+struct simba__mem_conn {
+    simba__mem_conn *next;
+    simba_mem_server *srv;
+    simba *s;
+    simba_mem_faults faults;
+    uint64_t rng;
+    int connected, broken, attempts;
+    int64_t reconnect_at, last_due;
+    simba__mem_item *items;     /* sorted by (due, order); live items are [head, n) */
+    int head, n, cap;
+};
+
+struct simba_mem_server {
+    simba_allocator alloc;
+    simba_clock clock;
+    simba__mem_res **rb;
+    uint32_t nrb;
+    int nres;
+    simba__mem_session **sb;
+    uint32_t nsb;
+    int nsess;
+    simba__mem_conn *conns;
+    int epoch_set;
+    int64_t grace_until;
+    uint64_t order, seq;
+    simba_mem_stats stats;
+};
+
+static void *simba__mem_alloc(simba_mem_server *srv, size_t n) { return srv->alloc.alloc(n, srv->alloc.user); }
+static void simba__mem_free(simba_mem_server *srv, void *p) { if (p) srv->alloc.free(p, srv->alloc.user); }
+static int64_t simba__mem_now(simba_mem_server *srv) { return srv->clock.now_ms(srv->clock.user); }
+
+SIMBADEF simba_mem_server *simba_mem_server_create(const simba_mem_desc *desc) {
+    simba_mem_desc d;
+    simba_mem_server *srv;
+    if (desc) d = *desc; else memset(&d, 0, sizeof d);
+    d.allocator = simba__allocator_or_default(d.allocator);
+    srv = (simba_mem_server *)d.allocator.alloc(sizeof *srv, d.allocator.user);
+    if (!srv) return NULL;
+    memset(srv, 0, sizeof *srv);
+    srv->alloc = d.allocator;
+    srv->clock = simba__clock_or_default(d.clock);
+    srv->nrb = srv->nsb = 256;
+    srv->rb = (simba__mem_res **)simba__mem_alloc(srv, sizeof(void *) * srv->nrb);
+    srv->sb = (simba__mem_session **)simba__mem_alloc(srv, sizeof(void *) * srv->nsb);
+    if (!srv->rb || !srv->sb) {
+        simba__mem_free(srv, srv->rb); simba__mem_free(srv, srv->sb);
+        d.allocator.free(srv, d.allocator.user);
+        return NULL;
+    }
+    memset(srv->rb, 0, sizeof(void *) * srv->nrb);
+    memset(srv->sb, 0, sizeof(void *) * srv->nsb);
+    srv->epoch_set = 1;      /* a new server has no holders to wait for */
+    return srv;
+}
+
+/*--- server state: resources and sessions ---*/
+
+static uint32_t simba__mem_res_hash(const char *tenant, const char *name) {
+    return simba__hash(tenant) * 31u ^ simba__hash(name);
+}
+
+static simba__mem_res *simba__mem_res_find(simba_mem_server *srv, const char *tenant, const char *name) {
+    simba__mem_res *r = srv->rb[simba__mem_res_hash(tenant, name) & (srv->nrb - 1)];
+    size_t tl = strlen(tenant);
+    for (; r; r = r->next)
+        if (strncmp(r->key, tenant, tl) == 0 && r->key[tl] == 1 && strcmp(r->name, name) == 0) return r;
+    return NULL;
+}
+
+static void simba__mem_rehash_res(simba_mem_server *srv) {
+    uint32_t nb = srv->nrb * 2, i;
+    simba__mem_res **b = (simba__mem_res **)simba__mem_alloc(srv, sizeof(void *) * nb);
+    if (!b) return;                          /* longer chains, still correct */
+    memset(b, 0, sizeof(void *) * nb);
+    for (i = 0; i < srv->nrb; i++) {
+        simba__mem_res *r = srv->rb[i], *nx;
+        for (; r; r = nx) {
+            char tenant[SIMBA_MAX_TENANT + 1];
+            uint32_t k;
+            nx = r->next;
+            simba__copy(tenant, sizeof tenant, r->key);
+            tenant[r->name - r->key - 1] = 0;
+            k = simba__mem_res_hash(tenant, r->name) & (nb - 1);
+            r->next = b[k]; b[k] = r;
+        }
+    }
+    simba__mem_free(srv, srv->rb);
+    srv->rb = b; srv->nrb = nb;
+}
+
+static simba__mem_res *simba__mem_res_get(simba_mem_server *srv, const char *tenant, const char *name, int capacity) {
+    simba__mem_res *r = simba__mem_res_find(srv, tenant, name);
+    size_t tl = strlen(tenant), nl = strlen(name);
+    uint32_t k;
+    if (r) return r;
+    if ((uint32_t)srv->nres >= srv->nrb) simba__mem_rehash_res(srv);
+    r = (simba__mem_res *)simba__mem_alloc(srv, sizeof *r);
+    if (!r) return NULL;
+    memset(r, 0, sizeof *r);
+    r->key = (char *)simba__mem_alloc(srv, tl + nl + 2);
+    if (!r->key) { simba__mem_free(srv, r); return NULL; }
+    memcpy(r->key, tenant, tl); r->key[tl] = 1; memcpy(r->key + tl + 1, name, nl + 1);
+    r->name = r->key + tl + 1;
+    r->capacity = capacity > 0 ? capacity : 1;
+    k = simba__mem_res_hash(tenant, name) & (srv->nrb - 1);
+    r->next = srv->rb[k]; srv->rb[k] = r;
+    srv->nres++;
+    return r;
+}
+
+static void simba__mem_res_delete(simba_mem_server *srv, simba__mem_res *r) {
+    simba__mem_res **pp;
+    uint32_t i;
+    for (i = 0; i < srv->nrb; i++)
+        for (pp = &srv->rb[i]; *pp; pp = &(*pp)->next)
+            if (*pp == r) { *pp = r->next; goto found; }
+found:
+    simba__mem_free(srv, r->q);
+    simba__mem_free(srv, r->key);
+    simba__mem_free(srv, r);
+    srv->nres--;
+}
+
+static simba__mem_session **simba__mem_sess_slot(simba_mem_server *srv, const char *id) {
+    simba__mem_session **pp = &srv->sb[simba__hash(id) & (srv->nsb - 1)];
+    while (*pp && strcmp((*pp)->id, id) != 0) pp = &(*pp)->next;
+    return pp;
+}
+
+static simba__mem_session *simba__mem_sess_live(simba_mem_server *srv, const char *id, int64_t now) {
+    simba__mem_session *ss = *simba__mem_sess_slot(srv, id);
+    return ss && ss->expires > now ? ss : NULL;
+}
+
+static void simba__mem_sess_remove(simba_mem_server *srv, const char *id) {
+    simba__mem_session **pp = simba__mem_sess_slot(srv, id), *ss = *pp;
+    if (!ss) return;
+    *pp = ss->next;
+    simba__mem_free(srv, ss);
+    srv->nsess--;
+}
+
+/*--- replies and pushes on their way ---*/
+
+static int simba__mem_rand_pct(simba__mem_conn *c, int pct) {
+    return pct > 0 && (int)(simba__mix64(&c->rng) % 100) < pct;
+}
+
+static int64_t simba__mem_due(simba__mem_conn *c, int64_t now) {
+    int lo = c->faults.delay_min_ms, hi = c->faults.delay_max_ms, d = lo;
+    int64_t due;
+    if (hi > lo) d = lo + (int)(simba__mix64(&c->rng) % (uint64_t)(hi - lo + 1));
+    due = now + d;
+    if (!c->faults.reorder && due < c->last_due) due = c->last_due;   /* keep FIFO */
+    c->last_due = due;
+    return due;
+}
+
+static void simba__mem_item_free(simba_mem_server *srv, simba__mem_item *it) {
+    simba__mem_free(srv, it->owner); simba__mem_free(srv, it->message);
+    simba__mem_free(srv, it->name); simba__mem_free(srv, it->request);
+    simba__mem_free(srv, it->entries);
+}
+
+static char *simba__mem_strdup(simba_mem_server *srv, const char *s) {
+    return s ? simba__strdup(&srv->alloc, s) : NULL;
+}
+
+/* Queue an item for connection c, keeping the list sorted by due time. */
+static void simba__mem_push_item(simba__mem_conn *c, simba__mem_item *it) {
+    simba_mem_server *srv = c->srv;
+    int k;
+    if (c->n == c->cap) {
+        if (c->head > 0) {
+            memmove(c->items, c->items + c->head, sizeof(simba__mem_item) * (size_t)(c->n - c->head));
+            c->n -= c->head; c->head = 0;
+        }
+        if (c->n == c->cap) {
+            int ncap = c->cap ? c->cap * 2 : 32;
+            simba__mem_item *ni = (simba__mem_item *)simba__mem_alloc(srv, sizeof(simba__mem_item) * (size_t)ncap);
+            if (!ni) { simba__mem_item_free(srv, it); return; }   /* as if lost on the wire */
+            if (c->n) memcpy(ni, c->items, sizeof(simba__mem_item) * (size_t)c->n);
+            simba__mem_free(srv, c->items);
+            c->items = ni; c->cap = ncap;
+        }
+    }
+    it->order = ++srv->order;
+    for (k = c->n; k > c->head && c->items[k - 1].due > it->due; k--) {}
+    memmove(c->items + k + 1, c->items + k, sizeof(simba__mem_item) * (size_t)(c->n - k));
+    c->items[k] = *it;
+    c->n++;
+}
+
+static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const char *request, int64_t fence, int64_t now) {
+    simba__mem_item it;
+    if (!c || !c->connected || c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_reply_pct)) return;
+    memset(&it, 0, sizeof it);
+    it.wake = 1;
+    it.due = simba__mem_due(c, now);
+    it.name = simba__mem_strdup(c->srv, name);
+    it.request = simba__mem_strdup(c->srv, request);
+    it.reply.fence[0] = fence;
+    if (!it.name || (request && !it.request)) { simba__mem_item_free(c->srv, &it); return; }
+    simba__mem_push_item(c, &it);
+}
+
+/*--- the queue rule ---*/
+
+static int simba__mem_eff(int w, int capacity) { return (w == 0 || w > capacity) ? capacity : w; }
+
+static int simba__mem_find(const simba__mem_res *r, const char *request) {
+    int i;
+    for (i = 0; i < r->n; i++) if (strcmp(r->q[i].request, request) == 0) return i;
+    return -1;
+}
+
+/* Give fences to the entries that the prefix rule grants now; push a wake to
+   the owners of the newly granted ones (except `quiet`, the caller). */
+static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
+    int i, sum = 0;
+    if (now < srv->grace_until) return;
+    for (i = 0; i < r->n; i++) {
+        simba__mem_entry *e = &r->q[i];
+        sum += simba__mem_eff(e->weight, r->capacity);
+        if (sum > r->capacity) break;
+        if (!e->fence) {
+            int64_t f = r->counter + 1, t = now * 1000;
+            simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
+            e->fence = r->counter = f > t ? f : t;
+            if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->request, e->fence, now);
+        }
+    }
+}
+
+static void simba__mem_remove_at(simba__mem_res *r, int i) {
+    memmove(r->q + i, r->q + i + 1, sizeof(simba__mem_entry) * (size_t)(r->n - i - 1));
+    r->n--;
+}
+
+/* Tell every client with an entry in r (but `quiet`) that something changed. */
+static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
+    int i;
+    for (i = 0; i < r->n; i++) {
+        simba__mem_session *ss = *simba__mem_sess_slot(srv, r->q[i].session);
+        int j, seen = 0;
+        if (!ss || !ss->conn || ss->conn == quiet) continue;
+        for (j = 0; j < i; j++) {
+            simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
+            if (o && o->conn == ss->conn) { seen = 1; break; }
+        }
+        if (!seen) simba__mem_send_wake(ss->conn, r->name, NULL, 0, now);
+    }
+}
+
+static const char *simba__mem_owner(const simba__mem_res *r) {
+    return r->n && r->q[0].fence ? r->q[0].session : NULL;
+}
+
+/* After a change to r: grant, and tell the others when the owner changed. */
+static void simba__mem_changed(simba_mem_server *srv, simba__mem_res *r, const char *owner_before,
+                               int64_t now, simba__mem_conn *quiet) {
+    const char *after;
+    simba__mem_evaluate(srv, r, now, quiet);
+    after = simba__mem_owner(r);
+    if ((owner_before == NULL) != (after == NULL) || (after && strcmp(owner_before, after) != 0))
+        simba__mem_wake_all(srv, r, now, quiet);
+}
+
+/* Remove the entries of dead sessions. Returns whether anything changed. */
+static int simba__mem_purge(simba_mem_server *srv, simba__mem_res *r, int64_t now) {
+    int i, changed = 0;
+    for (i = 0; i < r->n; ) {
+        if (!simba__mem_sess_live(srv, r->q[i].session, now)) { simba__mem_remove_at(r, i); changed = 1; }
+        else i++;
+    }
+    return changed;
+}
+
+/* Touch a resource: purge, then grant. */
+static void simba__mem_touch(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
+    char before[SIMBA_MAX_SESSION + 1];
+    const char *o = simba__mem_owner(r);
+    simba__copy(before, sizeof before, o);
+    simba__mem_purge(srv, r, now);
+    simba__mem_changed(srv, r, o ? before : NULL, now, quiet);
+}
+
+/*--- executing operations ---*/
+
+typedef struct simba__mem_answer {
+    simba_reply r;
+    char owner[SIMBA_MAX_SESSION + 1];
+    simba_holder *entries;
+} simba__mem_answer;
+
+static int simba__mem_min_hint(int a, int64_t b) {
+    if (b < 0) b = 0;
+    if (b > 0x3fffffff) b = 0x3fffffff;
+    return (a < 0 || b < a) ? (int)b : a;
+}
+
+/* The state of `request` in its resources, into a. */
+static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nres, const char *request,
+                             int64_t now, simba__mem_answer *a) {
+    int i, j, idx0 = -1;
+    a->r.granted = 1;
+    a->r.recheck_ms = -1;
+    for (i = 0; i < nres; i++) {
+        int idx = simba__mem_find(rs[i], request);
+        if (idx < 0) { a->r.status = SIMBA_ENOTFOUND; return; }
+        if (i == 0) idx0 = idx;
+        a->r.fence[i] = rs[i]->q[idx].fence;
+        if (!a->r.fence[i]) a->r.granted = 0;
+        for (j = 0; j < idx; j++) {
+            simba__mem_session *ss = *simba__mem_sess_slot(srv, rs[i]->q[j].session);
+            if (ss) a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, ss->expires - now);
+        }
+    }
+    if (now < srv->grace_until) a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, srv->grace_until - now);
+    a->r.ahead = idx0;
+    for (i = 0; i < rs[0]->n; i++) if (rs[0]->q[i].fence) a->r.held++;
+    simba__copy(a->owner, sizeof a->owner, simba__mem_owner(rs[0]));
+    a->r.owner = a->owner[0] ? a->owner : NULL;
+}
+
+static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const simba_op *op, int weight) {
+    simba__mem_entry *e;
+    if (r->n == r->cap) {
+        int ncap = r->cap ? r->cap * 2 : 4;
+        simba__mem_entry *nq = (simba__mem_entry *)simba__mem_alloc(srv, sizeof(simba__mem_entry) * (size_t)ncap);
+        if (!nq) return SIMBA_ENOMEM;
+        if (r->n) memcpy(nq, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
+        simba__mem_free(srv, r->q);
+        r->q = nq; r->cap = ncap;
+    }
+    e = &r->q[r->n++];
+    memset(e, 0, sizeof *e);
+    simba__copy(e->request, sizeof e->request, op->request);
+    simba__copy(e->session, sizeof e->session, op->session);
+    e->weight = weight;
+    e->seq = ++srv->seq;
+    return SIMBA_OK;
+}
+
+/* Would a new request of these weights be granted at once everywhere? */
+static int simba__mem_fits_now(simba_mem_server *srv, simba__mem_res **rs, const simba_op *op, int64_t now) {
+    int i, j;
+    if (now < srv->grace_until) return 0;
+    for (i = 0; i < op->nres; i++) {
+        int sum = simba__mem_eff(op->res[i].weight, rs[i]->capacity);
+        for (j = 0; j < rs[i]->n; j++) sum += simba__mem_eff(rs[i]->q[j].weight, rs[i]->capacity);
+        if (sum > rs[i]->capacity) return 0;
+    }
+    return 1;
+}
+
+static void simba__mem_enqueue(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, int64_t now,
+                               simba__mem_answer *a) {
+    simba__mem_res *rs[SIMBA_MAX_RESOURCES];
+    int i, existing = 0;
+    for (i = 0; i < op->nres; i++) {
+        rs[i] = simba__mem_res_get(srv, op->tenant, op->res[i].name, op->res[i].capacity);
+        if (!rs[i]) { a->r.status = SIMBA_ENOMEM; return; }
+        simba__mem_touch(srv, rs[i], now, c);
+        if (op->res[i].weight > rs[i]->capacity) { a->r.status = SIMBA_ECAPACITY; return; }
+    }
+    for (i = 0; i < op->nres; i++) {
+        int idx = simba__mem_find(rs[i], op->request);
+        if (idx < 0) continue;
+        if (strcmp(rs[i]->q[idx].session, op->session) != 0) { a->r.status = SIMBA_EKEYBUSY; return; }
+        existing = 1;
+    }
+    if (!existing) {
+        if (op->try_only && !simba__mem_fits_now(srv, rs, op, now)) { a->r.recheck_ms = -1; return; }
+        for (i = 0; i < op->nres; i++) {
+            if (simba__mem_append(srv, rs[i], op, op->res[i].weight) != SIMBA_OK) { a->r.status = SIMBA_ENOMEM; return; }
+            simba__mem_touch(srv, rs[i], now, c);
+        }
+    }
+    simba__mem_state(srv, rs, op->nres, op->request, now, a);
+}
+
+static int simba__mem_lookup_all(simba_mem_server *srv, const simba_op *op, simba__mem_res **rs) {
+    int i;
+    for (i = 0; i < op->nres; i++)
+        if (!(rs[i] = simba__mem_res_find(srv, op->tenant, op->res[i].name))) return 0;
+    return 1;
+}
+
+static void simba__mem_release(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, int64_t now) {
+    int i;
+    for (i = 0; i < op->nres; i++) {
+        simba__mem_res *r = simba__mem_res_find(srv, op->tenant, op->res[i].name);
+        char before[SIMBA_MAX_SESSION + 1];
+        const char *o;
+        int idx;
+        if (!r || (idx = simba__mem_find(r, op->request)) < 0) continue;
+        if (strcmp(r->q[idx].session, op->session) != 0) continue;   /* not ours to remove */
+        o = simba__mem_owner(r);
+        simba__copy(before, sizeof before, o);
+        simba__mem_remove_at(r, idx);
+        simba__mem_purge(srv, r, now);
+        simba__mem_changed(srv, r, o ? before : NULL, now, c);
+    }
+}
+
+/* Remove every entry of a session (CLOSE). */
+static void simba__mem_close(simba_mem_server *srv, const char *session, int64_t now) {
+    uint32_t b;
+    simba__mem_sess_remove(srv, session);
+    for (b = 0; b < srv->nrb; b++) {
+        simba__mem_res *r;
+        for (r = srv->rb[b]; r; r = r->next) {
+            int i, hit = 0;
+            for (i = 0; i < r->n; i++) if (strcmp(r->q[i].session, session) == 0) { hit = 1; break; }
+            if (hit) simba__mem_touch(srv, r, now, NULL);
+        }
+    }
+}
+
+static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_t now, simba__mem_answer *a) {
+    simba__mem_res *r = simba__mem_res_find(srv, op->tenant, op->res[0].name);
+    int i;
+    if (!r) return;                                   /* absent: capacity 0, empty */
+    simba__mem_touch(srv, r, now, NULL);
+    a->r.capacity = r->capacity;
+    a->r.nentries = r->n;
+    if (r->n) {
+        a->entries = (simba_holder *)simba__mem_alloc(srv, sizeof(simba_holder) * (size_t)r->n);
+        if (!a->entries) { a->r.status = SIMBA_ENOMEM; return; }
+        for (i = 0; i < r->n; i++) {
+            simba_holder *h = &a->entries[i];
+            memset(h, 0, sizeof *h);
+            simba__copy(h->session, sizeof h->session, r->q[i].session);
+            simba__client_of(r->q[i].session, h->client, sizeof h->client);
+            h->fence = r->q[i].fence;
+            h->weight = r->q[i].weight;
+            h->granted = r->q[i].fence != 0;
+            if (h->granted) a->r.held++;
+        }
+    }
+    a->r.entries = a->entries;
+    simba__copy(a->owner, sizeof a->owner, simba__mem_owner(r));
+    a->r.owner = a->owner[0] ? a->owner : NULL;
+}
+
+static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, simba__mem_answer *a) {
+    int64_t now = simba__mem_now(srv);
+    simba__mem_res *rs[SIMBA_MAX_RESOURCES];
+    simba__mem_session *ss;
+    srv->stats.ops++;
+    if (!srv->epoch_set) {                /* first operation after a data loss */
+        srv->epoch_set = 1;
+        srv->grace_until = now + op->lease_ms;
+    }
+    switch (op->kind) {
+    case SIMBA_OP_OPEN:
+        ss = *simba__mem_sess_slot(srv, op->session);
+        if (!ss) {
+            ss = (simba__mem_session *)simba__mem_alloc(srv, sizeof *ss);
+            if (!ss) { a->r.status = SIMBA_ENOMEM; return; }
+            memset(ss, 0, sizeof *ss);
+            simba__copy(ss->id, sizeof ss->id, op->session);
+            {
+                simba__mem_session **head = &srv->sb[simba__hash(op->session) & (srv->nsb - 1)];
+                ss->next = *head; *head = ss;
+            }
+            srv->nsess++;
+        }
+        ss->expires = now + op->lease_ms;
+        ss->conn = c;
+        return;
+    case SIMBA_OP_KEEPALIVE:
+        srv->stats.keepalives++;
+        ss = simba__mem_sess_live(srv, op->session, now);
+        if (!ss) { a->r.status = SIMBA_ESESSION; return; }
+        ss->expires = now + op->lease_ms;
+        ss->conn = c;
+        return;
+    case SIMBA_OP_CLOSE:
+        simba__mem_close(srv, op->session, now);
+        return;
+    case SIMBA_OP_ENQUEUE:
+        if (!simba__mem_sess_live(srv, op->session, now)) { a->r.status = SIMBA_ESESSION; return; }
+        simba__mem_enqueue(srv, c, op, now, a);
+        return;
+    case SIMBA_OP_POLL:
+        if (!simba__mem_sess_live(srv, op->session, now)) { a->r.status = SIMBA_ESESSION; return; }
+        if (!simba__mem_lookup_all(srv, op, rs)) { a->r.status = SIMBA_ENOTFOUND; return; }
+        { int i; for (i = 0; i < op->nres; i++) simba__mem_touch(srv, rs[i], now, c); }
+        simba__mem_state(srv, rs, op->nres, op->request, now, a);
+        return;
+    case SIMBA_OP_RELEASE:
+        simba__mem_release(srv, c, op, now);
+        return;
+    case SIMBA_OP_INSPECT:
+        simba__mem_inspect(srv, op, now, a);
+        return;
+    case SIMBA_OP_SET_CAPACITY:
+        rs[0] = simba__mem_res_get(srv, op->tenant, op->res[0].name, op->res[0].capacity);
+        if (!rs[0]) { a->r.status = SIMBA_ENOMEM; return; }
+        rs[0]->capacity = op->res[0].capacity;
+        simba__mem_touch(srv, rs[0], now, NULL);
+        simba__mem_wake_all(srv, rs[0], now, NULL);
+        return;
+    case SIMBA_OP_DELETE:
+        if ((rs[0] = simba__mem_res_find(srv, op->tenant, op->res[0].name)) != NULL) {
+            simba__mem_wake_all(srv, rs[0], now, NULL);
+            simba__mem_res_delete(srv, rs[0]);
+        }
+        return;
+    default:
+        a->r.status = SIMBA_EINVAL;
+        return;
+    }
+}
+
+/*--- the connection: the backend vtable ---*/
+
+static int simba__mem_attach(void *impl, simba *s) {
+    simba__mem_conn *c = (simba__mem_conn *)impl;
+    c->s = s;
+    c->reconnect_at = 0;                 /* connect on the first process() */
+    return SIMBA_OK;
+}
+
+static int simba__mem_submit(void *impl, const simba_op *op) {
+    simba__mem_conn *c = (simba__mem_conn *)impl;
+    simba_mem_server *srv = c->srv;
+    simba__mem_answer a;
+    simba__mem_item it;
+    int64_t now;
+    if (!c->connected || c->broken) return SIMBA_EDISCONNECTED;
+    if (c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_request_pct)) return SIMBA_OK; /* lost */
+    memset(&a, 0, sizeof a);
+    a.r.id = op->id;
+    a.r.recheck_ms = -1;
+    simba__mem_execute(srv, c, op, &a);
+    now = simba__mem_now(srv);
+    if (simba__mem_rand_pct(c, c->faults.drop_reply_pct)) { simba__mem_free(srv, a.entries); return SIMBA_OK; }
+    memset(&it, 0, sizeof it);
+    it.reply = a.r;
+    it.due = simba__mem_due(c, now);
+    it.owner = simba__mem_strdup(srv, a.r.owner);
+    it.entries = a.entries;
+    simba__mem_push_item(c, &it);
+    return SIMBA_OK;
+}
+
+static int simba__mem_pollfds(void *impl, struct pollfd *fds, int max) { (void)impl; (void)fds; (void)max; return 0; }
+
+static int64_t simba__mem_deadline(void *impl) {
+    simba__mem_conn *c = (simba__mem_conn *)impl;
+    if (c->broken) return 0;
+    if (!c->connected) return c->reconnect_at;
+    if (c->head < c->n && !c->faults.partitioned) return c->items[c->head].due;
+    return -1;
+}
+
+/* Hand an item to the core; the item's strings live during the call. */
+static void simba__mem_deliver(simba__mem_conn *c, simba__mem_item *it) {
+    if (it->wake) simba_backend_wake(c->s, it->name, it->request, it->reply.fence[0]);
+    else {
+        it->reply.owner = it->owner;
+        it->reply.message = it->message;
+        it->reply.entries = it->entries;
+        simba_backend_complete(c->s, &it->reply);
+    }
+    simba__mem_item_free(c->srv, it);
+}
+
+/* Drop the connection: undelivered answers fail, pushes vanish. */
+static void simba__mem_disconnect(simba__mem_conn *c, int why, int complete) {
+    int64_t now = simba__mem_now(c->srv);
+    c->connected = 0;
+    c->broken = 0;
+    c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts);
+    if (complete) simba_backend_state(c->s, 0, why, "connection dropped");
+    while (c->head < c->n) {
+        simba__mem_item it = c->items[c->head++];
+        if (complete && !it.wake) {
+            it.reply.status = SIMBA_EDISCONNECTED;
+            it.reply.granted = 0;
+            simba_backend_complete(c->s, &it.reply);
+        }
+        simba__mem_item_free(c->srv, &it);
+    }
+    c->head = c->n = 0;
+}
+
+static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
+    simba__mem_conn *c = (simba__mem_conn *)impl;
+    int64_t now = simba__mem_now(c->srv);
+    (void)fds; (void)nfds;
+    if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1);
+    if (!c->connected) {
+        if (now < c->reconnect_at) return;
+        if (c->faults.partitioned) { c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts); return; }
+        c->connected = 1;
+        c->attempts = 0;
+        simba_backend_state(c->s, 1, 0, NULL);
+    }
+    if (c->faults.partitioned) return;
+    while (c->head < c->n && c->items[c->head].due <= now && c->connected) {
+        simba__mem_item it = c->items[c->head++];
+        simba__mem_deliver(c, &it);
+    }
+}
+
+static void simba__mem_reset(void *impl, int why) {
+    simba__mem_conn *c = (simba__mem_conn *)impl;
+    if (c->connected) simba__mem_disconnect(c, why, 1);
+}
+
+static void simba__mem_destroy(void *impl) {
+    simba__mem_conn *c = (simba__mem_conn *)impl;
+    simba_mem_server *srv = c->srv;
+    simba__mem_conn **pp;
+    uint32_t b;
+    simba__mem_session *ss;
+    for (pp = &srv->conns; *pp; pp = &(*pp)->next) if (*pp == c) { *pp = c->next; break; }
+    for (b = 0; b < srv->nsb; b++)              /* its sessions live on until they expire */
+        for (ss = srv->sb[b]; ss; ss = ss->next) if (ss->conn == c) ss->conn = NULL;
+    simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0);
+    simba__mem_free(srv, c->items);
+    simba__mem_free(srv, c);
+}
+
+static const simba_backend_vtable simba__mem_vtable = {
+    "mem", simba__mem_attach, simba__mem_submit, simba__mem_pollfds, simba__mem_deadline,
+    simba__mem_process, simba__mem_reset, simba__mem_destroy
+};
+
+SIMBADEF simba_backend simba_mem(simba_mem_server *srv, const simba_mem_faults *faults) {
+    simba_backend b;
+    simba__mem_conn *c;
+    memset(&b, 0, sizeof b);
+    if (!srv) return b;                   /* simba_create reports SIMBA_EINVAL */
+    c = (simba__mem_conn *)simba__mem_alloc(srv, sizeof *c);
+    if (!c) return b;
+    memset(c, 0, sizeof *c);
+    c->srv = srv;
+    if (faults) c->faults = *faults;
+    c->rng = c->faults.seed ? c->faults.seed : 0x5eed + srv->order++;
+    c->next = srv->conns;
+    srv->conns = c;
+    b.vt = &simba__mem_vtable;
+    b.impl = c;
+    return b;
+}
+
+static simba__mem_conn *simba__mem_conn_of(simba_mem_server *srv, simba *s) {
+    simba__mem_conn *c;
+    for (c = srv->conns; c; c = c->next) if (c->s == s) return c;
+    return NULL;
+}
+
+SIMBADEF int simba_mem_set_faults(simba_mem_server *srv, simba *s, const simba_mem_faults *faults) {
+    simba__mem_conn *c;
+    simba_mem_faults none;
+    if (!srv) return SIMBA_EINVAL;
+    if (!faults) { memset(&none, 0, sizeof none); faults = &none; }
+    for (c = srv->conns; c; c = c->next) {
+        if (s && c->s != s) continue;
+        c->faults = *faults;
+        if (faults->seed) c->rng = faults->seed;
+        if (s) return SIMBA_OK;
+    }
+    return s ? SIMBA_ESTALE : SIMBA_OK;
+}
+
+SIMBADEF int simba_mem_kill(simba_mem_server *srv, simba *s) {
+    simba__mem_conn *c = srv ? simba__mem_conn_of(srv, s) : NULL;
+    if (!c) return SIMBA_ESTALE;
+    if (c->connected) c->broken = 1;
+    return SIMBA_OK;
+}
+
+static void simba__mem_clear(simba_mem_server *srv) {
+    uint32_t b;
+    for (b = 0; b < srv->nrb; b++) {
+        while (srv->rb[b]) {
+            simba__mem_res *r = srv->rb[b];
+            srv->rb[b] = r->next;
+            simba__mem_free(srv, r->q); simba__mem_free(srv, r->key); simba__mem_free(srv, r);
+        }
+    }
+    for (b = 0; b < srv->nsb; b++) {
+        while (srv->sb[b]) {
+            simba__mem_session *ss = srv->sb[b];
+            srv->sb[b] = ss->next;
+            simba__mem_free(srv, ss);
+        }
+    }
+    srv->nres = srv->nsess = 0;
+}
+
+SIMBADEF void simba_mem_server_restart(simba_mem_server *srv) {
+    simba__mem_conn *c;
+    if (!srv) return;
+    simba__mem_clear(srv);
+    srv->epoch_set = 0;                   /* the next operation starts the grace period */
+    for (c = srv->conns; c; c = c->next) if (c->connected) c->broken = 1;
+}
+
+SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv) {
+    simba_mem_stats st;
+    uint32_t b;
+    memset(&st, 0, sizeof st);
+    if (!srv) return st;
+    st = srv->stats;
+    st.resources = srv->nres;
+    st.sessions = srv->nsess;
+    for (b = 0; b < srv->nrb; b++) {
+        simba__mem_res *r;
+        for (r = srv->rb[b]; r; r = r->next) st.entries += r->n;
+    }
+    return st;
+}
+
+/* The clients must be destroyed first; a server with clients left is not freed. */
+SIMBADEF void simba_mem_server_destroy(simba_mem_server *srv) {
+    simba_allocator a;
+    if (!srv || srv->conns) return;
+    simba__mem_clear(srv);
+    simba__mem_free(srv, srv->rb);
+    simba__mem_free(srv, srv->sb);
+    a = srv->alloc;
+    a.free(srv, a.user);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMBA_IMPL_INCLUDED */
+#endif /* SIMBA_IMPLEMENTATION */
+
+/*
+    LICENSE (MIT)
+    Copyright (c) 2026 the simba authors
+    Permission is hereby granted, free of charge, to any person obtaining a copy
+    of this software and associated documentation files (the "Software"), to
+    deal in the Software without restriction, including without limitation the
+    rights to use, copy, modify, merge, publish, distribute, sublicense, and/or
+    sell copies of the Software, and to permit persons to whom the Software is
+    furnished to do so, subject to the following conditions: The above copyright
+    notice and this permission notice shall be included in all copies or
+    substantial portions of the Software. THE SOFTWARE IS PROVIDED "AS IS",
+    WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
+*/

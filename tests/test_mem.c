@@ -1,0 +1,230 @@
+/* test_mem.c -- the conformance suite on the in-memory backend, plus what
+   only the mem backend can show: fault injection (dropped and delayed
+   replies, partitions, server restarts) and the public API's bad input. */
+#include "harness.h"
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#include "conformance.h"
+
+static simba_mem_server *srv;
+
+static simba_backend make_mem(void *user) { (void)user; return simba_mem(srv, NULL); }
+static int kill_mem(void *user, simba *s) { (void)user; return simba_mem_kill(srv, s); }
+
+static simba *new_client(const char *tenant, int ttl, int transition) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = tenant;
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    return simba_create(&d);
+}
+
+/* A reply lost after the server did the work: the retry must find the same
+   entry, so a 2-permit semaphore still has room for exactly one other. */
+static void t_mem_dropped_reply_is_idempotent(void) {
+    const char *tenant = h_tenant();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc;
+    simba_lock_desc d;
+    simba_mem_faults f;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    a.s = new_client(tenant, 900, 300); b.s = new_client(tenant, 900, 300); c.s = new_client(tenant, 900, 300);
+    CHECK(a.s && b.s && c.s);
+    memset(&d, 0, sizeof d);
+    d.name = "sem"; d.capacity = 2; d.wait_ms = -1;
+    h_run_for(cl, 3, 50);                       /* sessions open */
+    memset(&f, 0, sizeof f);
+    f.drop_reply_pct = 100;
+    simba_mem_set_faults(srv, a.s, &f);
+    la = simba_acquire(a.s, &d);
+    h_run_for(cl, 3, 100);                      /* executed, answer lost */
+    simba_mem_set_faults(srv, a.s, NULL);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    lb = simba_acquire(b.s, &d);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    lc = simba_acquire(c.s, &d);
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(&c, lc, SIMBA_EVENT_ACQUIRED));  /* a duplicate entry of A would show here */
+    CHECK_EQ(simba_mem_server_stats(srv).entries >= 3, 1);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 3, 2, lc, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s);
+}
+
+/* A partitioned holder stops being able to renew: it must give up locally
+   before the server lets anyone else in. */
+static void t_mem_partitioned_holder_loses_first(void) {
+    const char *tenant = h_tenant();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    simba_lock_desc d;
+    simba_mem_faults f;
+    simba_event *lost, *acq;
+    int64_t t_lost = 0, t_acq = 0, start;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, 600, 400); b.s = new_client(tenant, 600, 400);
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = -1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    lb = simba_acquire(b.s, &d);
+    h_run_for(cl, 2, 100);
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    simba_mem_set_faults(srv, a.s, &f);
+    start = h_real_ms();
+    while (h_real_ms() - start < 4000 && (!t_lost || !t_acq)) {
+        h_pump(cl, 2, 5);
+        if (!t_lost && simba_valid_ms(a.s, la) == 0) t_lost = h_real_ms();
+        if (!t_acq && h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) t_acq = h_real_ms();
+        CHECK(!(simba_valid_ms(a.s, la) > 0 && h_has(&b, lb, SIMBA_EVENT_ACQUIRED)));
+    }
+    CHECK(t_lost && t_acq);
+    CHECK(t_lost < t_acq);
+    lost = h_take(&a, la, SIMBA_EVENT_LOST);
+    CHECK(lost != NULL);
+    CHECK_EQ(lost->error, SIMBA_LOST_EXPIRED);
+    acq = h_take(&b, lb, SIMBA_EVENT_ACQUIRED);
+    CHECK(acq != NULL);
+    simba_mem_set_faults(srv, a.s, NULL);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* A server restart loses every entry: holders learn LOST, nobody is granted
+   during the grace period, fences keep increasing. */
+static void t_mem_restart_keeps_fences_and_safety(void) {
+    const char *tenant = h_tenant();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    simba_lock_desc d;
+    simba_event *e;
+    int64_t f1, start;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, 600, 300); b.s = new_client(tenant, 600, 300);
+    memset(&d, 0, sizeof d);
+    d.name = "r"; d.wait_ms = -1;
+    la = simba_acquire(a.s, &d);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 2000)) != NULL);
+    f1 = e->fence;
+    simba_mem_server_restart(srv);
+    lb = simba_acquire(b.s, &d);
+    start = h_real_ms();
+    while (h_real_ms() - start < 3000 && !h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) {
+        h_pump(cl, 2, 5);
+        CHECK(!(simba_valid_ms(a.s, la) > 0 && h_has(&b, lb, SIMBA_EVENT_ACQUIRED)));
+    }
+    CHECK(h_take(&a, la, SIMBA_EVENT_LOST) != NULL);
+    CHECK((e = h_take(&b, lb, SIMBA_EVENT_ACQUIRED)) != NULL);
+    CHECK(e->fence > f1);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* Replies delayed and reordered: handles still end, one owner at a time. */
+static void t_mem_delayed_reordered_replies(void) {
+    const char *tenant = h_tenant();
+    h_client c[4], *cl[4];
+    simba_lock l[4];
+    simba_lock_desc d;
+    simba_mem_faults f;
+    int i, got = 0, round;
+    memset(&f, 0, sizeof f);
+    f.delay_min_ms = 0; f.delay_max_ms = 30; f.reorder = 1; f.seed = 7;
+    memset(&d, 0, sizeof d);
+    d.name = "dr"; d.wait_ms = -1;
+    for (i = 0; i < 4; i++) {
+        simba_desc sd;
+        memset(&c[i], 0, sizeof c[i]);
+        memset(&sd, 0, sizeof sd);
+        sd.backend = simba_mem(srv, &f);
+        sd.tenant = tenant; sd.ttl_ms = 1500; sd.transition_ms = 500;
+        c[i].s = simba_create(&sd);
+        cl[i] = &c[i];
+        CHECK(c[i].s != NULL);
+    }
+    for (i = 0; i < 4; i++) l[i] = simba_acquire(c[i].s, &d);
+    for (round = 0; round < 400 && got < 4; round++) {
+        int holders = 0;
+        h_pump(cl, 4, 10);
+        for (i = 0; i < 4; i++) {
+            if (simba_valid_ms(c[i].s, l[i]) > 0) holders++;
+            if (h_take(&c[i], l[i], SIMBA_EVENT_ACQUIRED)) { got++; simba_release(c[i].s, l[i]); }
+        }
+        CHECK(holders <= 1);
+    }
+    CHECK_EQ(got, 4);
+    for (i = 0; i < 4; i++) simba_destroy(c[i].s);
+}
+
+/* The public API's answers to bad input that needs no backend behaviour. */
+static void t_mem_bad_input(void) {
+    simba_desc d;
+    simba *s;
+    int err = 0;
+    simba_event ev[4];
+    struct pollfd pfd[2];
+    simba_lock bogus = {12345, 7};
+    CHECK(simba_create(NULL) == NULL);
+    memset(&d, 0, sizeof d);
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_EINVAL);
+    d.backend = simba_mem(srv, NULL);
+    d.ttl_ms = -5;
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_EINVAL);
+    d.backend = simba_mem(srv, NULL);
+    d.ttl_ms = 0;
+    d.tenant = "bad tenant";
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_ENAME);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = NULL;
+    d.client_id = "";
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_ENAME);
+    d.backend = simba_mem(NULL, NULL);
+    d.client_id = NULL;
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_EINVAL);
+    d.backend = simba_mem(srv, NULL);
+    s = simba_create(&d);
+    CHECK(s != NULL);
+    CHECK_EQ(simba_tick(s, NULL, 0, ev, 0), SIMBA_EINVAL);
+    CHECK_EQ(simba_tick(s, NULL, 0, NULL, 4), SIMBA_EINVAL);
+    CHECK_EQ(simba_tick(s, NULL, 3, ev, 4), SIMBA_EINVAL);
+    CHECK_EQ(simba_pollfds(s, NULL, 3), SIMBA_EINVAL);
+    CHECK_EQ(simba_release(s, bogus), SIMBA_ESTALE);
+    CHECK_EQ(simba_valid_ms(s, bogus), 0);
+    CHECK(simba_strerror(SIMBA_ESTALE)[0] != 0);
+    CHECK(strcmp(simba_strerror(-999), "unknown error") == 0);
+    simba_destroy(s);
+    /* calls after destroy are caught, not undefined */
+    CHECK_EQ(simba_tick(s, NULL, 0, ev, 4), SIMBA_EDESTROYED);
+    CHECK_EQ(simba_release(s, bogus), SIMBA_EDESTROYED);
+    CHECK_EQ(simba_pollfds(s, pfd, 2), SIMBA_EDESTROYED);
+    simba_destroy(s);   /* double destroy is a no-op */
+}
+
+int main(int argc, char **argv) {
+    conf_backend b;
+    if (argc > 1) h_filter = argv[1];
+    srv = simba_mem_server_create(NULL);
+    memset(&b, 0, sizeof b);
+    b.name = "mem";
+    b.make = make_mem;
+    b.ttl_ms = 1500;
+    b.transition_ms = 1000;
+    b.kill = kill_mem;
+    conformance_run(&b, h_filter, &h_passed, &h_failed);
+    RUN(t_mem_bad_input);
+    RUN(t_mem_dropped_reply_is_idempotent);
+    RUN(t_mem_partitioned_holder_loses_first);
+    RUN(t_mem_restart_keeps_fences_and_safety);
+    RUN(t_mem_delayed_reordered_replies);
+    simba_mem_server_destroy(srv);
+    return harness_summary();
+}
