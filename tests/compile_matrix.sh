@@ -1,0 +1,153 @@
+#!/bin/sh
+# compile_matrix.sh -- builds every simba header that exists in every way a
+# user may build it, with -Wall -Wextra -Werror:
+#   - with its implementation: C99 and C11 -pedantic with gcc and clang,
+#     C++11 with g++ and clang++, and with SIMBA_STATIC (gcc, clang, g++);
+#     each one compiled and linked (-O2, so gcc's flow warnings run too);
+#   - declarations only, each header included twice (the include guard);
+#   - a backend header included without simba.h first must stop at its #error;
+#   - a two-translation-unit link (tests/link_a.c has the implementation,
+#     tests/link_b.c only includes the headers and calls the API), as C, as
+#     C++, and C implementation + C++ user; the binary is run.
+# A missing backend header prints a "skip" line that counts as nothing.
+# Prints "ok - ..." / "not ok - ..." per combination, ends with
+# "N passed, N failed", exits non-zero on any failure.
+# Usage: tests/compile_matrix.sh   (from anywhere; works in the repo root)
+set -u
+cd "$(dirname "$0")/.." || exit 2
+
+tmp=$(mktemp -d) || exit 2
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+INC="-I. -I/usr/include/hiredis -I/usr/include/mariadb -I/usr/include/zookeeper"
+WARN="-Wall -Wextra -Werror"
+passed=0
+failed=0
+
+ok() { echo "ok - $1"; passed=$((passed + 1)); }
+not_ok() {
+    echo "not ok - $1"
+    sed -n '1,15s/^/    /p' "$tmp/log"
+    failed=$((failed + 1))
+}
+# check DESCRIPTION COMMAND...: one line for one command that must succeed
+check() {
+    what=$1; shift
+    if "$@" >"$tmp/log" 2>&1; then ok "$what"; else not_ok "$what"; fi
+}
+
+# The implementation macro and libraries of each header.
+impl_macro() {
+    case $1 in
+        simba.h) echo SIMBA_IMPLEMENTATION ;;
+        simba_redis.h) echo SIMBA_REDIS_IMPLEMENTATION ;;
+        simba_mysql.h) echo SIMBA_MYSQL_IMPLEMENTATION ;;
+        simba_zk.h) echo SIMBA_ZK_IMPLEMENTATION ;;
+    esac
+}
+libs_of() {
+    case $1 in
+        simba_redis.h) echo -lhiredis ;;
+        simba_mysql.h) echo -lmariadb ;;
+        simba_zk.h) echo -lzookeeper_st ;;
+    esac
+}
+
+# Sources: the implementation, and declarations only (included twice).
+write_sources() {
+    h=$1 base=$2
+    {
+        echo "#define SIMBA_IMPLEMENTATION"
+        echo "#include \"simba.h\""
+        if [ "$h" != simba.h ]; then
+            echo "#define $(impl_macro "$h")"
+            echo "#include \"$h\""
+        fi
+        echo "int main(void) { return simba_version()[0] == 0; }"
+    } >"$tmp/$base.impl.c"
+    {
+        echo "#include \"simba.h\""
+        [ "$h" != simba.h ] && echo "#include \"$h\""
+        echo "#include \"simba.h\""
+        [ "$h" != simba.h ] && echo "#include \"$h\""
+        echo "int main(void) { return 0; }"
+    } >"$tmp/$base.decl.c"
+    {
+        echo "#define $(impl_macro "$h")"
+        echo "#include \"$h\""
+        echo "int main(void) { return 0; }"
+    } >"$tmp/$base.noerror.c"
+}
+
+# compile_variants HEADER BASE LIBS: the implementation in every mode.
+compile_variants() {
+    h=$1 base=$2 libs=$3 src="$tmp/$base.impl.c" out="$tmp/$base.bin"
+    # shellcheck disable=SC2086
+    {
+        check "$h: gcc -std=c99 -pedantic" gcc -std=c99 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: gcc -std=c11 -pedantic" gcc -std=c11 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang -std=c99 -pedantic" clang -std=c99 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang -std=c11 -pedantic" clang -std=c11 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: g++ -std=c++11" g++ -x c++ -std=c++11 -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang++ -std=c++11" clang++ -x c++ -std=c++11 -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: gcc -std=c99 -pedantic SIMBA_STATIC" gcc -std=c99 -pedantic -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang -std=c99 -pedantic SIMBA_STATIC" clang -std=c99 -pedantic -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
+        check "$h: g++ -std=c++11 SIMBA_STATIC" g++ -x c++ -std=c++11 -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
+        check "$h: declarations only, included twice (gcc c99)" gcc -std=c99 -pedantic $WARN $INC -c -o "$tmp/decl.o" "$tmp/$base.decl.c"
+        check "$h: declarations only, included twice (g++)" g++ -x c++ -std=c++11 $WARN $INC -c -o "$tmp/decl.o" "$tmp/$base.decl.c"
+    }
+}
+
+# A backend header without simba.h before it must fail at its own #error.
+check_error_without_core() {
+    h=$1 base=$2
+    if gcc -std=c99 $INC -c -o "$tmp/noerror.o" "$tmp/$base.noerror.c" >"$tmp/log" 2>&1; then
+        echo "(compiled without simba.h)" >"$tmp/log"
+        not_ok "$h: #error when simba.h was not included first"
+    elif grep -q '#error' "$tmp/log"; then
+        ok "$h: #error when simba.h was not included first"
+    else
+        not_ok "$h: #error when simba.h was not included first (failed, but not at an #error)"
+    fi
+}
+
+link_defs=""
+link_libs=""
+for h in simba.h simba_redis.h simba_mysql.h simba_zk.h; do
+    if [ ! -f "$h" ]; then
+        echo "skip - $h (not in this tree)"
+        continue
+    fi
+    base=$(basename "$h" .h)
+    write_sources "$h" "$base"
+    compile_variants "$h" "$base" "$(libs_of "$h")"
+    if [ "$h" != simba.h ]; then
+        check_error_without_core "$h" "$base"
+        macro=$(echo "$base" | sed 's/^simba_//' | tr 'a-z' 'A-Z')
+        link_defs="$link_defs -DSIMBA_LINK_$macro"
+        link_libs="$link_libs $(libs_of "$h")"
+    fi
+done
+
+# Two translation units: implementation in link_a, use in link_b.
+# link_run NAME CC_A FLAGS_A CC_B FLAGS_B LINKER
+link_run() {
+    what=$1 cca=$2 fa=$3 ccb=$4 fb=$5 ld=$6
+    # shellcheck disable=SC2086
+    if $cca $fa $WARN $INC $link_defs -c -o "$tmp/link_a.o" tests/link_a.c >"$tmp/log" 2>&1 &&
+       $ccb $fb $WARN $INC $link_defs -c -o "$tmp/link_b.o" tests/link_b.c >>"$tmp/log" 2>&1 &&
+       $ld -o "$tmp/link" "$tmp/link_a.o" "$tmp/link_b.o" $link_libs >>"$tmp/log" 2>&1 &&
+       "$tmp/link" >>"$tmp/log" 2>&1; then
+        ok "two translation units: $what"
+    else
+        not_ok "two translation units: $what"
+    fi
+}
+link_run "gcc c99" gcc "-std=c99 -pedantic -O2" gcc "-std=c99 -pedantic -O2" gcc
+link_run "clang c11" clang "-std=c11 -pedantic -O2" clang "-std=c11 -pedantic -O2" clang
+link_run "g++ c++11" g++ "-x c++ -std=c++11 -O2" g++ "-x c++ -std=c++11 -O2" g++
+link_run "gcc implementation, g++ user" gcc "-std=c99 -pedantic -O2" g++ "-x c++ -std=c++11 -O2" g++
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
