@@ -1,0 +1,2164 @@
+/*
+    simba_zk.h -- the ZooKeeper backend of simba (libzookeeper_st, 3.5+).
+
+    Project: simba. License: MIT (see simba.h).
+
+    Do this:
+        #define SIMBA_IMPLEMENTATION
+        #include "simba.h"
+        #define SIMBA_ZK_IMPLEMENTATION
+        #include "simba_zk.h"
+    in *one* C or C++ file; elsewhere include both without the defines.
+    Link with -lzookeeper_st (the single-threaded client: simba drives it
+    from your poll loop; never link the _mt library into the same program).
+
+    WALKTHROUGH
+    ===========
+        simba *s = simba_create(&(simba_desc){
+            .backend = simba_zk(&(simba_zk_desc){ .hosts = "127.0.0.1:2181" }),
+            .tenant = "billing" });
+        // then the loop of simba.h: simba_pollfds / poll / simba_tick
+
+    OPTIONS (simba_zk_desc)
+    =======================
+    hosts               required: "ip:port,ip:port,..." -- an ensemble's client
+                        addresses, optionally followed by "/chroot". Use numeric
+                        addresses: zookeeper_init() resolves host names itself,
+                        with a blocking getaddrinfo(), so names are rejected
+                        (SIMBA_EINVAL) unless allow_hostnames is set.
+    base_path           where simba keeps its nodes; default "/simba". Absolute,
+                        no trailing '/', at most 256 bytes.
+    session_timeout_ms  the ZooKeeper session timeout asked for; default (and
+                        minimum) the core's lease, simba_lease_ms(s) = ttl +
+                        transition, read at attach. If the server negotiates a
+                        shorter one (its maxSessionTimeout is below the lease),
+                        opening a session fails with SIMBA_EBACKEND: the server
+                        would expire holds that the client still believes valid.
+    digest              "user:password": sent with zoo_add_auth("digest") on
+                        every connection. Then every node simba creates carries
+                        CREATOR_ALL_ACL (only this user may read, change or
+                        delete a tenant's resources and entries) and the base
+                        path world:anyone READ|CREATE plus the creator's ALL.
+                        Without it, nodes are created with OPEN_ACL_UNSAFE.
+    allow_hostnames     accept host names in `hosts` (blocking resolution!).
+    zk_log_level        libzookeeper's own log (to stderr): 0 silent (default),
+                        1 error .. 4 debug. The level is process-wide in the
+                        library (zoo_set_debug_level).
+    allocator           for the backend's memory; zero means malloc/free.
+
+    NODE LAYOUT
+    ===========
+        <base>                                   persistent
+        <base>/<tenant>                          container
+        <base>/<tenant>/<resource>               container, data = capacity ("3")
+        <base>/<tenant>/<resource>/<w>_<session>_<request>_<seq>
+                                                 ephemeral sequential entry
+    Tenants and resource names are percent-encoded: bytes other than
+    [A-Za-z0-9_-] become %XX (upper-case hex), so "a/b", ".", "..",
+    "zookeeper", "%" and bytes >= 0x80 all map to one safe node name each, and
+    two names never share one (the encoding is injective). <w> is the weight
+    in decimal (0 = exclusive). Session and request ids never contain '_'.
+
+    Queue order is the sequence number the server appends (creation order in
+    the resource). One getChildren gives the whole queue; the grant rule of
+    simba.h (prefix sum of effective weights <= capacity) is computed from it.
+    The fence of a grant is the entry's czxid: globally monotonic, persisted,
+    so it never goes backwards, not even across restarts or a new leader.
+
+    A multi-resource request creates its entries in every resource with one
+    zoo_amulti (atomic), so every pair of requests is ordered the same way in
+    every queue.
+
+    Empty resources and tenants are container nodes: the server deletes them
+    some time after their last entry went (znode.container.checkIntervalMs,
+    default 60 s). The capacity is the resource node's data, so a capacity set
+    with simba_set_capacity lasts until the resource is empty and reaped; the
+    next request recreates it with its own capacity.
+
+    SESSIONS
+    ========
+    The ZooKeeper session is the simba session. OPEN maps the core's session
+    id to the connected ZooKeeper session (a different simba session on an
+    already used ZooKeeper session closes it and opens a fresh one first, so
+    no entry of a dropped simba session survives). KEEPALIVE is one exists()
+    on the base path, a round trip that proves the session alive (the client
+    library also pings every timeout/3). While the client library reconnects
+    (ZOO_CONNECTING_STATE) the backend reports disconnected: holds then follow
+    the core's local safety rule. A reconnect within the session timeout keeps
+    the session and every entry. An expired session answers SIMBA_ESESSION
+    (LOST for every hold) and the backend opens a new ZooKeeper handle for the
+    next OPEN. Before a grant is reported, the entry's ephemeralOwner must be
+    the current ZooKeeper session (an entry left by an older session is never
+    claimed -- the Curator double-leader bug).
+
+    simba_destroy() abandons the ZooKeeper session without closing it, so its
+    entries live until the server expires it, as the core documents for every
+    backend. CLOSE (the core drops a session) closes the ZooKeeper session:
+    the server deletes its entries at once.
+
+    WAKE-UPS
+    ========
+    A waiter on a resource of capacity 1 watches only its predecessor (no
+    herd); with capacity > 1 it watches the children list. Every read of a
+    resource also watches its data (capacity changes, deletion). A watch that
+    fires calls simba_backend_wake(); the core re-polls, and falls back on its
+    recheck period if a watch is ever lost.
+
+    LIMITS
+    ======
+    - The sequence number of a resource node is a signed 32-bit counter: after
+      2^31 entries in one resource node's lifetime the order breaks.
+    - Reads can be served by a lagging follower; they can only be late, never
+      show a grant that did not happen, because a client sees its own writes.
+*/
+#ifndef SIMBA_INCLUDED
+#error "include simba.h before simba_zk.h"
+#endif
+
+#ifndef SIMBA_ZK_INCLUDED
+#define SIMBA_ZK_INCLUDED
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct simba_zk_desc {
+    const char *hosts;          /* "127.0.0.1:2181,127.0.0.1:2182[/chroot]" (required) */
+    const char *base_path;      /* default "/simba" */
+    int session_timeout_ms;     /* default and minimum: simba_lease_ms(s) at attach */
+    const char *digest;         /* "user:password" for zoo_add_auth("digest"); NULL = none */
+    int allow_hostnames;        /* accept names in hosts (zookeeper_init resolves them, blocking) */
+    int zk_log_level;           /* libzookeeper's stderr log: 0 silent (default), 1..4 */
+    simba_allocator allocator;  /* zero: malloc/free */
+} simba_zk_desc;
+
+/* What simba_zk_status() reports about the backend's ZooKeeper connection. */
+typedef struct simba_zk_status {
+    int connected;              /* 1 while the session is usable (what the core was told) */
+    int64_t session_id;         /* the ZooKeeper session id, 0 before the first connect */
+    char password[16];          /* its password (sensitive: for tests and admin tools) */
+    int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
+    char server[64];            /* "ip:port" of the server connected to, "" if none */
+    int handles;                /* ZooKeeper handles opened so far (one more per new session) */
+} simba_zk_status;
+
+/* simba_zk: a ZooKeeper backend for simba_desc.backend. simba owns it from
+   simba_create on. Bad options (no hosts, a host name without
+   allow_hostnames, a bad base path or digest) make simba_create fail with
+   SIMBA_EINVAL; if memory runs out the result has no vtable and simba_create
+   fails with SIMBA_EINVAL too. */
+SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
+
+/* simba_zk_status: fills *out for a backend made by simba_zk (keep a copy of
+   the simba_backend value; it stays valid until simba_destroy). Returns
+   SIMBA_OK, or SIMBA_EINVAL if b is not a ZooKeeper backend. */
+SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMBA_ZK_INCLUDED */
+
+/* ======================================================================== */
+#ifdef SIMBA_ZK_IMPLEMENTATION
+#ifndef SIMBA_ZK_IMPL_INCLUDED
+#define SIMBA_ZK_IMPL_INCLUDED
+
+/* <zookeeper/zookeeper.h> rather than <zookeeper.h>: found through the system
+   include path, its C11 anonymous union does not trip -pedantic. */
+#include <zookeeper/zookeeper.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    SIMBA__ZK_BASE_MAX = 256,
+    SIMBA__ZK_PATH_MAX = 2048,       /* base + tenant + resource (3x encoded) + entry */
+    SIMBA__ZK_RETRIES = 4,           /* resource node vanished under us (container reaped) */
+    SIMBA__ZK_MAGIC = 0x5a4b4245     /* "ZKBE" */
+};
+
+/* What one outstanding zoo_a* call is for. */
+enum {
+    SIMBA__ZK_C_GET = 1,      /* aget resource node: capacity (+ data watch) */
+    SIMBA__ZK_C_KIDS,         /* aget_children resource node: the queue */
+    SIMBA__ZK_C_PARENT,       /* acreate of a parent node (exists = fine) */
+    SIMBA__ZK_C_CREATE,       /* acreate2 of our entry (single resource) */
+    SIMBA__ZK_C_MCREATE,      /* amulti of creates (multi-resource) */
+    SIMBA__ZK_C_STAT,         /* aexists of an entry: czxid, ephemeralOwner */
+    SIMBA__ZK_C_DELETE,       /* adelete of an entry (absent = fine) */
+    SIMBA__ZK_C_PING,         /* aexists of the base path: session round trip */
+    SIMBA__ZK_C_SET,          /* aset of the capacity */
+    SIMBA__ZK_C_MDELETE,      /* amulti of deletes (DELETE of a resource) */
+    SIMBA__ZK_C_WATCH_PRED,   /* awget of the predecessor: gone = wake */
+    SIMBA__ZK_C_WATCH_KIDS,   /* awget_children: changed since our read = wake */
+    SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
+    SIMBA__ZK_C_AUTH          /* zoo_add_auth */
+};
+
+/* Phases of an operation: each phase is one flight of pipelined calls. */
+enum {
+    SIMBA__ZK_P_START = 0,
+    SIMBA__ZK_P_READ,         /* GET + KIDS of every resource */
+    SIMBA__ZK_P_WRITE,        /* parents? + create(s) + GET + KIDS */
+    SIMBA__ZK_P_STAT,         /* STAT of granted entries without a known czxid */
+    SIMBA__ZK_P_UNDO,         /* try_only lost the race: delete what we created */
+    SIMBA__ZK_P_DELETE,       /* RELEASE: delete our entries */
+    SIMBA__ZK_P_PING,
+    SIMBA__ZK_P_SET,
+    SIMBA__ZK_P_CREATE_RES,   /* SET_CAPACITY of a missing resource */
+    SIMBA__ZK_P_MDELETE
+};
+
+/* One child of a resource node, parsed. */
+typedef struct simba__zk_kid {
+    char *node;               /* the child's name as the server has it */
+    char *session;            /* parsed, NUL-terminated (same allocation as node) */
+    char *request;
+    int weight;
+    long long seq;
+} simba__zk_kid;
+
+/* One resource of an operation. */
+typedef struct simba__zk_rs {
+    char *name;               /* the simba name */
+    char *path;               /* <base>/<tenant>/<encoded name> */
+    int want_capacity;        /* capacity if this op creates the resource */
+    int weight;
+    int exists;               /* the resource node was there at the last read */
+    int capacity;             /* stored capacity (want_capacity if missing) */
+    int nkids;
+    simba__zk_kid *kids;      /* sorted by seq */
+    char *mine;               /* our entry's child name, NULL unknown */
+    int64_t czxid, owner;     /* of our entry: fence and ephemeralOwner, 0 unknown */
+    int pos;                  /* index of our entry in kids, -1 absent */
+    int granted;
+} simba__zk_rs;
+
+typedef struct simba__zk simba__zk;
+
+typedef struct simba__zk_op {
+    struct simba__zk_op *next, *prev;
+    simba__zk *zk;
+    uint64_t id;
+    simba_op_kind kind;
+    char *tenant, *session, *request;
+    int try_only, lease_ms;
+    int nres;
+    simba__zk_rs res[SIMBA_MAX_RESOURCES];
+    int phase, pending, attempts;
+    int created;              /* this op created our entries */
+    int fast;                 /* skipped the read before creating */
+    long long req_n;          /* n of "<session>~<n>", -1 for other ids */
+    int status;
+    char message[200];
+    /* the answer */
+    int granted, ahead, held, capacity;
+    int64_t fence[SIMBA_MAX_RESOURCES];
+    char owner[SIMBA_MAX_SESSION + 1];
+    int nentries;
+    simba_holder *entries;
+    int nstat;                /* INSPECT: stats still wanted */
+} simba__zk_op;
+
+/* One outstanding zoo_a* call. The library owns `data` = this until its
+   completion runs; calls of a closed handle are freed by us. */
+typedef struct simba__zk_call {
+    struct simba__zk_call *next, *prev;
+    simba__zk *zk;
+    simba__zk_op *op;         /* NULL: nobody waits (watch arming, forgotten deletes) */
+    int step, index;
+    unsigned gen;             /* the handle generation it was issued on */
+    char *name;               /* WATCH_*: the resource to wake */
+    int nkids;                /* WATCH_KIDS: the queue we decided on */
+    uint64_t kids_hash;
+    int nresults;
+    zoo_op_result_t *results; /* MCREATE/MDELETE */
+    char *bufs;               /* MCREATE: created paths */
+    int bufsize;
+} simba__zk_call;
+
+/* Our own entries, so a release needs no read and a re-poll no stat. */
+typedef struct simba__zk_mine {
+    struct simba__zk_mine *next;
+    char *request, *session;
+    int nres;
+    char *path[SIMBA_MAX_RESOURCES];   /* the resource paths */
+    char *node[SIMBA_MAX_RESOURCES];   /* our child in each */
+    int64_t czxid[SIMBA_MAX_RESOURCES];
+    int64_t owner;
+} simba__zk_mine;
+
+typedef struct simba__zk_wake {
+    struct simba__zk_wake *next;
+    char *name;
+} simba__zk_wake;
+
+struct simba__zk {
+    unsigned magic;
+    simba *s;
+    simba_allocator a;
+    int error;                /* a bad option: attach fails with it */
+    char *hosts, *base, *digest, *tenant_enc;
+    int timeout_ms;           /* asked for */
+    int lease_ms;
+    int log_level;
+    zhandle_t *zh;
+    unsigned gen;             /* handle generation, +1 per zookeeper_init */
+    int handles;
+    int zstate;               /* last session state the watcher saw */
+    int up;                   /* what we told the core */
+    int expired, auth_failed, close_wanted;
+    int closing;              /* inside zookeeper_close: callbacks only free */
+    int64_t zsid;             /* the connected session's id */
+    char passwd[16];
+    int negotiated;
+    int64_t reinit_at;        /* when to make a new handle (-1: not waiting) */
+    int attempts;
+    char session[SIMBA_MAX_SESSION + 1];   /* the simba session on zsid, "" none yet */
+    int64_t resetting_until;  /* after reset(): down until the library noticed, at most this */
+    char fast_session[SIMBA_MAX_SESSION + 1];
+    long long fast_max_n;     /* highest n an ENQUEUE of fast_session was sent for */
+    int parents_ok;           /* base and tenant seen to exist on this handle */
+    int fd, interest;
+    int64_t next_ms;
+    simba__zk_call *calls;
+    simba__zk_op *ops, *done, *done_tail;
+    simba__zk_mine *mine;
+    simba__zk_wake *wakes;
+};
+
+/*--- memory and strings ---------------------------------------------------------*/
+
+static void *simba__zk_default_alloc(size_t n, void *u) { (void)u; return malloc(n); }
+static void simba__zk_default_free(void *p, void *u) { (void)u; free(p); }
+
+static void *simba__zk_alloc(simba__zk *zk, size_t n) { return zk->a.alloc(n ? n : 1, zk->a.user); }
+static void simba__zk_free(simba__zk *zk, void *p) { if (p) zk->a.free(p, zk->a.user); }
+
+static void *simba__zk_zalloc(simba__zk *zk, size_t n) {
+    void *p = simba__zk_alloc(zk, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+static char *simba__zk_strndup(simba__zk *zk, const char *s, size_t n) {
+    char *d = (char *)simba__zk_alloc(zk, n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+static char *simba__zk_strdup(simba__zk *zk, const char *s) {
+    return s ? simba__zk_strndup(zk, s, strlen(s)) : NULL;
+}
+
+static int64_t simba__zk_now(simba__zk *zk) { return simba_now_ms(zk->s); }
+
+/*--- name encoding ----------------------------------------------------------------*/
+
+/* Bytes kept as they are; everything else becomes %XX. '.' is escaped so that
+   "." and ".." can never appear as a node name. */
+static int simba__zk_plain(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* Appends the encoding of in to out (of cap bytes, at *len); 0 if it does not fit. */
+static int simba__zk_encode(char *out, size_t cap, size_t *len, const char *in) {
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *p = (const unsigned char *)in;
+    for (; *p; p++) {
+        if (simba__zk_plain(*p)) {
+            if (*len + 1 >= cap) return 0;
+            out[(*len)++] = (char)*p;
+        } else {
+            if (*len + 3 >= cap) return 0;
+            out[(*len)++] = '%';
+            out[(*len)++] = hex[*p >> 4];
+            out[(*len)++] = hex[*p & 15];
+        }
+    }
+    out[*len] = 0;
+    return 1;
+}
+
+static int simba__zk_hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes n bytes of an encoded node name; 0 if it is not one of ours. */
+static int simba__zk_decode(char *out, size_t cap, const char *in, size_t n) {
+    size_t i, o = 0;
+    for (i = 0; i < n; i++) {
+        int c = (unsigned char)in[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= n) return 0;
+            hi = simba__zk_hexval(in[i + 1]);
+            lo = simba__zk_hexval(in[i + 2]);
+            if (hi < 0 || lo < 0) return 0;
+            c = hi * 16 + lo;
+            i += 2;
+        } else if (!simba__zk_plain((unsigned char)c)) {
+            return 0;
+        }
+        if (o + 1 >= cap) return 0;
+        out[o++] = (char)c;
+    }
+    out[o] = 0;
+    return o > 0;
+}
+
+/* <base>/<enc tenant>/<enc name>, allocated; NULL if too long or no memory. */
+static char *simba__zk_res_path(simba__zk *zk, const char *tenant, const char *name) {
+    char buf[SIMBA__ZK_PATH_MAX];
+    size_t len = (size_t)snprintf(buf, sizeof buf, "%s/", zk->base);
+    if (len >= sizeof buf) return NULL;
+    if (!simba__zk_encode(buf, sizeof buf, &len, tenant)) return NULL;
+    if (len + 1 >= sizeof buf) return NULL;
+    buf[len++] = '/';
+    buf[len] = 0;
+    if (!simba__zk_encode(buf, sizeof buf, &len, name)) return NULL;
+    return simba__zk_strndup(zk, buf, len);
+}
+
+/*--- option checks ------------------------------------------------------------------*/
+
+static int simba__zk_numeric_host(const char *h, size_t n) {
+    char buf[64];
+    unsigned char addr[16];
+    if (n == 0 || n >= sizeof buf) return 0;
+    if (h[0] == '[') {
+        if (n < 3 || h[n - 1] != ']') return 0;
+        memcpy(buf, h + 1, n - 2);
+        buf[n - 2] = 0;
+        return inet_pton(AF_INET6, buf, addr) == 1;
+    }
+    memcpy(buf, h, n);
+    buf[n] = 0;
+    return inet_pton(AF_INET, buf, addr) == 1;
+}
+
+/* "host:port,host:port[/chroot]": every host numeric unless names are allowed,
+   every port 1..65535. */
+static int simba__zk_check_hosts(const char *hosts, int allow_names) {
+    const char *p = hosts, *end;
+    const char *slash = hosts ? strchr(hosts, '/') : NULL;
+    if (!hosts || !*hosts) return 0;
+    end = slash ? slash : hosts + strlen(hosts);
+    while (p < end) {
+        const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
+        const char *item_end = comma ? comma : end;
+        const char *colon = NULL, *q;
+        long port = 0;
+        for (q = p; q < item_end; q++) if (*q == ':') colon = q;
+        if (!colon || colon == p || colon + 1 >= item_end) return 0;
+        for (q = colon + 1; q < item_end; q++) {
+            if (*q < '0' || *q > '9' || port > 65535) return 0;
+            port = port * 10 + (*q - '0');
+        }
+        if (port < 1 || port > 65535) return 0;
+        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) return 0;
+        p = comma ? comma + 1 : end;
+        if (comma && p >= end) return 0;
+    }
+    return 1;
+}
+
+/* An absolute path of plain components, no trailing '/', not under /zookeeper. */
+static int simba__zk_check_base(const char *b) {
+    size_t n = strlen(b), i, comp = 0;
+    if (n < 2 || n > SIMBA__ZK_BASE_MAX || b[0] != '/' || b[n - 1] == '/') return 0;
+    if (strncmp(b, "/zookeeper", 10) == 0 && (b[10] == 0 || b[10] == '/')) return 0;
+    for (i = 1; i <= n; i++) {
+        if (i == n || b[i] == '/') {
+            const char *c = b + i - comp;
+            if (comp == 0) return 0;
+            if ((comp == 1 && c[0] == '.') || (comp == 2 && c[0] == '.' && c[1] == '.')) return 0;
+            comp = 0;
+        } else {
+            unsigned char ch = (unsigned char)b[i];
+            if (ch < 0x21 || ch > 0x7e) return 0;
+            comp++;
+        }
+    }
+    return 1;
+}
+
+static int simba__zk_check_digest(const char *d) {
+    const char *colon = strchr(d, ':');
+    const unsigned char *p;
+    if (!colon || colon == d || !colon[1]) return 0;
+    for (p = (const unsigned char *)d; *p; p++) if (*p < 0x20 || *p == 0x7f) return 0;
+    return 1;
+}
+
+/*--- ACLs ------------------------------------------------------------------------------*/
+
+static char simba__zk_s_world[] = "world", simba__zk_s_anyone[] = "anyone";
+static char simba__zk_s_auth[] = "auth", simba__zk_s_empty[] = "";
+/* READ|CREATE = 1|4 and ALL = 31 (the ZOO_PERM_* values; they are not
+   constant expressions in C, so spelled out for a static initializer). */
+static struct ACL simba__zk_base_acl_items[2] = {
+    { 1 | 4, { simba__zk_s_world, simba__zk_s_anyone } },
+    { 31, { simba__zk_s_auth, simba__zk_s_empty } }
+};
+static struct ACL_vector simba__zk_base_acl = { 2, simba__zk_base_acl_items };
+
+/* The base path is shared by tenants of different users: anyone may create a
+   tenant under it and read it; only its creator may change or delete it. */
+static struct ACL_vector *simba__zk_acl_base(simba__zk *zk) {
+    return zk->digest ? &simba__zk_base_acl : &ZOO_OPEN_ACL_UNSAFE;
+}
+
+/* Tenants, resources and entries: only the creating user. */
+static struct ACL_vector *simba__zk_acl_own(simba__zk *zk) {
+    return zk->digest ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+}
+
+/*--- error mapping -----------------------------------------------------------------------*/
+
+/* A ZooKeeper error as a simba code for an op of `kind`. An expired session is
+   SIMBA_ESESSION only where the op belongs to the session; admin ops just
+   retry on the next session. */
+static int simba__zk_status_of(int rc, simba_op_kind kind) {
+    switch (rc) {
+    case ZOK: return SIMBA_OK;
+    case ZCONNECTIONLOSS: case ZOPERATIONTIMEOUT: case ZCLOSING: case ZINVALIDSTATE:
+    case ZSESSIONMOVED: case ZTHROTTLEDOP:
+        return SIMBA_EDISCONNECTED;
+    case ZSESSIONEXPIRED:
+        return (kind == SIMBA_OP_KEEPALIVE || kind == SIMBA_OP_ENQUEUE || kind == SIMBA_OP_POLL ||
+                kind == SIMBA_OP_RELEASE) ? SIMBA_ESESSION : SIMBA_EDISCONNECTED;
+    case ZNOAUTH: case ZAUTHFAILED: case ZINVALIDACL: case ZSESSIONCLOSEDREQUIRESASLAUTH:
+        return SIMBA_EAUTH;
+    case ZNONODE: return SIMBA_ENOTFOUND;
+    case ZMARSHALLINGERROR: return SIMBA_ENOMEM;
+    case ZBADARGUMENTS: return SIMBA_EINVAL;
+    default: return SIMBA_EBACKEND;
+    }
+}
+
+static void simba__zk_fail(simba__zk_op *op, int status, const char *fmt, const char *arg, int rc) {
+    if (op->status != SIMBA_OK) return;          /* the first error tells the story */
+    op->status = status;
+    snprintf(op->message, sizeof op->message, fmt, arg ? arg : "", zerror(rc));
+}
+
+static void simba__zk_fail_rc(simba__zk_op *op, int rc, const char *what) {
+    simba__zk_fail(op, simba__zk_status_of(rc, op->kind), "%s: %s", what, rc);
+}
+
+/*--- children ------------------------------------------------------------------------------*/
+
+static int simba__zk_parse_uint(const char *s, size_t n, long long max, long long *out) {
+    size_t i;
+    long long v = 0;
+    if (n == 0 || n > 18) return 0;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > max) return 0;
+    *out = v;
+    return 1;
+}
+
+/* "<w>_<session>_<request>_<seq>" into kid; 0 if the name is not an entry. */
+static int simba__zk_parse_kid(simba__zk *zk, const char *node, simba__zk_kid *kid) {
+    size_t n = strlen(node);
+    char *copy = (char *)simba__zk_alloc(zk, 2 * n + 2), *parse, *u1, *u2, *u3;
+    long long w, seq;
+    int neg;
+    memset(kid, 0, sizeof *kid);
+    if (!copy) return -1;
+    memcpy(copy, node, n + 1);
+    parse = copy + n + 1;
+    memcpy(parse, node, n + 1);
+    kid->node = copy;
+    u1 = strchr(parse, '_');
+    u2 = u1 ? strchr(u1 + 1, '_') : NULL;
+    u3 = strrchr(parse, '_');
+    if (!u1 || !u2 || u3 == u2 || u2 == u1 + 1 || u3 == u2 + 1) return 0;
+    *u1 = *u2 = *u3 = 0;
+    if (!simba__zk_parse_uint(parse, (size_t)(u1 - parse), INT_MAX, &w)) return 0;
+    neg = u3[1] == '-';
+    if (!simba__zk_parse_uint(u3 + 1 + neg, strlen(u3 + 1 + neg), LLONG_MAX / 2, &seq)) return 0;
+    if (strchr(u2 + 1, '_')) return 0;
+    kid->weight = (int)w;
+    kid->seq = neg ? -seq : seq;
+    kid->session = u1 + 1;
+    kid->request = u2 + 1;
+    return 1;
+}
+
+static int simba__zk_kid_cmp(const void *a, const void *b) {
+    long long x = ((const simba__zk_kid *)a)->seq, y = ((const simba__zk_kid *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+static void simba__zk_free_kids(simba__zk *zk, simba__zk_rs *r) {
+    int i;
+    for (i = 0; i < r->nkids; i++) simba__zk_free(zk, r->kids[i].node);
+    simba__zk_free(zk, r->kids);
+    r->kids = NULL;
+    r->nkids = 0;
+}
+
+/* Copies and sorts a getChildren answer. Garbage in a resource node is an
+   error (SIMBA_EPROTO), never guessed around. */
+static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct String_vector *v) {
+    simba__zk *zk = op->zk;
+    int i, n = v ? v->count : 0;
+    simba__zk_free_kids(zk, r);
+    if (n <= 0) return;
+    r->kids = (simba__zk_kid *)simba__zk_zalloc(zk, sizeof(simba__zk_kid) * (size_t)n);
+    if (!r->kids) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    for (i = 0; i < n; i++) {
+        int ok = simba__zk_parse_kid(zk, v->data[i], &r->kids[i]);
+        r->nkids = i + 1;
+        if (ok < 0) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+        if (ok == 0) {
+            op->status = SIMBA_EPROTO;
+            snprintf(op->message, sizeof op->message, "node %.60s/%.80s is not a simba entry",
+                     r->path, v->data[i]);
+            return;
+        }
+    }
+    qsort(r->kids, (size_t)r->nkids, sizeof(simba__zk_kid), simba__zk_kid_cmp);
+}
+
+/* An order-independent digest of a children list, to notice a change. */
+static uint64_t simba__zk_kids_hash(const struct String_vector *v) {
+    uint64_t sum = 0;
+    int i;
+    for (i = 0; v && i < v->count; i++) {
+        const unsigned char *p = (const unsigned char *)v->data[i];
+        uint64_t h = 1469598103934665603ull;
+        for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
+        sum += h;
+    }
+    return sum;
+}
+
+static uint64_t simba__zk_rs_hash(const simba__zk_rs *r) {
+    uint64_t sum = 0;
+    int i;
+    for (i = 0; i < r->nkids; i++) {
+        const unsigned char *p = (const unsigned char *)r->kids[i].node;
+        uint64_t h = 1469598103934665603ull;
+        for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
+        sum += h;
+    }
+    return sum;
+}
+
+/*--- the entry cache ----------------------------------------------------------------------------*/
+
+static simba__zk_mine *simba__zk_mine_find(simba__zk *zk, const char *request, const char *session) {
+    simba__zk_mine *m;
+    for (m = zk->mine; m; m = m->next)
+        if (strcmp(m->request, request) == 0 && strcmp(m->session, session) == 0) return m;
+    return NULL;
+}
+
+static void simba__zk_mine_free(simba__zk *zk, simba__zk_mine *m) {
+    int i;
+    for (i = 0; i < m->nres; i++) { simba__zk_free(zk, m->path[i]); simba__zk_free(zk, m->node[i]); }
+    simba__zk_free(zk, m->request);
+    simba__zk_free(zk, m->session);
+    simba__zk_free(zk, m);
+}
+
+static void simba__zk_mine_drop(simba__zk *zk, const char *request, const char *session) {
+    simba__zk_mine **pp = &zk->mine;
+    while (*pp) {
+        simba__zk_mine *m = *pp;
+        if (strcmp(m->request, request) == 0 && strcmp(m->session, session) == 0) {
+            *pp = m->next;
+            simba__zk_mine_free(zk, m);
+            return;
+        }
+        pp = &m->next;
+    }
+}
+
+static void simba__zk_mine_clear(simba__zk *zk) {
+    while (zk->mine) {
+        simba__zk_mine *m = zk->mine;
+        zk->mine = m->next;
+        simba__zk_mine_free(zk, m);
+    }
+}
+
+/* Remember what an op knows of its entries (best effort: no memory, no cache). */
+static void simba__zk_mine_save(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
+    int i;
+    if (!m) {
+        m = (simba__zk_mine *)simba__zk_zalloc(zk, sizeof *m);
+        if (!m) return;
+        m->request = simba__zk_strdup(zk, op->request);
+        m->session = simba__zk_strdup(zk, op->session);
+        m->nres = op->nres;
+        for (i = 0; i < op->nres; i++) m->path[i] = simba__zk_strdup(zk, op->res[i].path);
+        m->next = zk->mine;
+        zk->mine = m;
+    }
+    for (i = 0; i < op->nres && i < m->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (!m->path[i] || strcmp(m->path[i], r->path) != 0 || !r->mine) continue;
+        if (!m->node[i] || strcmp(m->node[i], r->mine) != 0) {
+            simba__zk_free(zk, m->node[i]);
+            m->node[i] = simba__zk_strdup(zk, r->mine);
+            m->czxid[i] = 0;
+        }
+        if (r->czxid) { m->czxid[i] = r->czxid; m->owner = r->owner; }
+    }
+}
+
+/* Fill an op's resources from the cache. */
+static void simba__zk_mine_load(simba__zk_op *op) {
+    simba__zk_mine *m = simba__zk_mine_find(op->zk, op->request, op->session);
+    int i;
+    if (!m || m->nres != op->nres) return;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (!m->path[i] || !m->node[i] || strcmp(m->path[i], r->path) != 0) continue;
+        if (!r->mine) r->mine = simba__zk_strdup(op->zk, m->node[i]);
+        if (r->mine && strcmp(r->mine, m->node[i]) == 0 && m->czxid[i]) {
+            r->czxid = m->czxid[i];
+            r->owner = m->owner;
+        }
+    }
+}
+
+/*--- calls -----------------------------------------------------------------------------------*/
+
+static simba__zk_call *simba__zk_call_new(simba__zk *zk, simba__zk_op *op, int step, int index) {
+    simba__zk_call *c = (simba__zk_call *)simba__zk_zalloc(zk, sizeof *c);
+    if (!c) return NULL;
+    c->zk = zk;
+    c->op = op;
+    c->step = step;
+    c->index = index;
+    c->gen = zk->gen;
+    c->next = zk->calls;
+    if (zk->calls) zk->calls->prev = c;
+    zk->calls = c;
+    if (op) op->pending++;
+    return c;
+}
+
+static void simba__zk_call_free(simba__zk *zk, simba__zk_call *c) {
+    if (c->prev) c->prev->next = c->next;
+    else if (zk->calls == c) zk->calls = c->next;
+    if (c->next) c->next->prev = c->prev;
+    simba__zk_free(zk, c->name);
+    simba__zk_free(zk, c->results);
+    simba__zk_free(zk, c->bufs);
+    simba__zk_free(zk, c);
+}
+
+/* The library refused the call at once (rc != ZOK): no completion follows. */
+static void simba__zk_call_refused(simba__zk_call *c, int rc, const char *what) {
+    simba__zk_op *op = c->op;
+    simba__zk *zk = c->zk;
+    if (op) {
+        op->pending--;
+        simba__zk_fail_rc(op, rc, what);
+    }
+    simba__zk_call_free(zk, c);
+}
+
+/* Take a completed call off the list; returns its op, or NULL when nobody
+   waits for it any more (then the call is freed and the caller stops). */
+static simba__zk_op *simba__zk_call_done(simba__zk_call *c) {
+    simba__zk_op *op = c->op;
+    if (c->zk->closing || c->gen != c->zk->gen || !op) return NULL;
+    op->pending--;
+    return op;
+}
+
+static void simba__zk_op_advance(simba__zk_op *op);
+
+/*--- completions: each records what it got, then lets the op advance ---------------------*/
+
+static void simba__zk_on_void(int rc, const void *data);
+static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data);
+static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data);
+static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data);
+static void simba__zk_on_create(int rc, const char *path, const struct Stat *st, const void *data);
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+static void simba__zk_queue_wake(simba__zk *zk, const char *name) {
+    simba__zk_wake *w;
+    for (w = zk->wakes; w; w = w->next) if (strcmp(w->name, name) == 0) return;
+    w = (simba__zk_wake *)simba__zk_zalloc(zk, sizeof *w);
+    if (!w) return;
+    w->name = simba__zk_strdup(zk, name);
+    if (!w->name) { simba__zk_free(zk, w); return; }
+    w->next = zk->wakes;
+    zk->wakes = w;
+}
+
+/* The capacity in a resource node's data: decimal 1..INT_MAX, nothing else. */
+static int simba__zk_parse_capacity(const char *v, int len, int *out) {
+    long long c;
+    if (!v || len <= 0 || !simba__zk_parse_uint(v, (size_t)len, INT_MAX, &c) || c < 1) return 0;
+    *out = (int)c;
+    return 1;
+}
+
+static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    (void)st;
+    if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK) {
+            r->exists = 1;
+            if (!simba__zk_parse_capacity(value, len, &r->capacity) && op->status == SIMBA_OK) {
+                op->status = SIMBA_EPROTO;
+                snprintf(op->message, sizeof op->message, "resource node %.150s holds no capacity", r->path);
+            }
+        } else if (rc == ZNONODE) {
+            r->exists = 0;
+            r->capacity = r->want_capacity;
+        } else {
+            simba__zk_fail_rc(op, rc, "reading the resource");
+        }
+    } else if (c->step == SIMBA__ZK_C_WATCH_PRED && !c->zk->closing && c->gen == c->zk->gen && rc == ZNONODE) {
+        simba__zk_queue_wake(c->zk, c->name);   /* the predecessor went before the watch was set */
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK) {
+            r->exists = 1;
+            simba__zk_store_kids(op, r, v);
+        } else if (rc == ZNONODE) {
+            r->exists = 0;
+            simba__zk_free_kids(op->zk, r);
+        } else {
+            simba__zk_fail_rc(op, rc, "listing the queue");
+        }
+    } else if (c->step == SIMBA__ZK_C_WATCH_KIDS && !c->zk->closing && c->gen == c->zk->gen) {
+        int n = rc == ZOK && v ? v->count : -1;
+        if (n != c->nkids || simba__zk_kids_hash(v) != c->kids_hash)
+            simba__zk_queue_wake(c->zk, c->name);   /* changed between our read and the watch */
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    if (op && c->step == SIMBA__ZK_C_PING) {
+        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
+    } else if (op && c->step == SIMBA__ZK_C_SET) {
+        if (rc == ZNONODE) op->status = SIMBA_ENOTFOUND;      /* create it, then set again */
+        else if (rc != ZOK) simba__zk_fail_rc(op, rc, "setting the capacity");
+    } else if (op && op->kind == SIMBA_OP_INSPECT) {
+        if (rc == ZOK && st && c->index < op->nentries) op->entries[c->index].fence = st->czxid;
+        else if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "reading an entry");
+    } else if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK && st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
+        else if (rc == ZNONODE) simba__zk_fail(op, SIMBA_ENOTFOUND, "%sentry gone: %s", "", rc);
+        else simba__zk_fail_rc(op, rc, "reading our entry");
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_create(int rc, const char *path, const struct Stat *st, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK && path) {
+            const char *slash = strrchr(path, '/');
+            simba__zk_free(op->zk, r->mine);
+            r->mine = simba__zk_strdup(op->zk, slash ? slash + 1 : path);
+            if (st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
+            op->created = 1;
+        } else if (rc == ZNONODE) {
+            op->status = SIMBA_ENOTFOUND;    /* a parent is missing: the op retries with parents */
+        } else {
+            simba__zk_fail_rc(op, rc, "creating the entry");
+        }
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
+    if (rc == ZOK || rc == ZNODEEXISTS) return;
+    if (rc == ZNONODE) { op->status = SIMBA_ENOTFOUND; return; }   /* raced with a reaper: retry */
+    simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
+}
+
+static void simba__zk_on_mcreate(simba__zk_call *c, simba__zk_op *op, int rc) {
+    int i;
+    if (rc == ZOK) {
+        for (i = 0; i < c->nresults && i < op->nres; i++) {
+            const char *path = c->results[i].value;
+            const char *slash = path ? strrchr(path, '/') : NULL;
+            simba__zk_free(op->zk, op->res[i].mine);
+            op->res[i].mine = simba__zk_strdup(op->zk, slash ? slash + 1 : "");
+        }
+        op->created = 1;
+        return;
+    }
+    for (i = 0; i < c->nresults; i++) if (c->results[i].err == ZNONODE) rc = ZNONODE;
+    if (rc == ZNONODE) op->status = SIMBA_ENOTFOUND;
+    else simba__zk_fail_rc(op, rc, "creating the entries");
+}
+
+static void simba__zk_on_void(int rc, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk *zk = c->zk;
+    simba__zk_op *op;
+    if (c->step == SIMBA__ZK_C_AUTH && !zk->closing && c->gen == zk->gen && rc != ZOK && rc != ZCONNECTIONLOSS) {
+        zk->auth_failed = 1;
+    }
+    op = simba__zk_call_done(c);
+    if (op) {
+        switch (c->step) {
+        case SIMBA__ZK_C_PARENT: simba__zk_on_parent(c, op, rc); break;
+        case SIMBA__ZK_C_MCREATE: simba__zk_on_mcreate(c, op, rc); break;
+        case SIMBA__ZK_C_DELETE:
+            if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "deleting an entry");
+            break;
+        case SIMBA__ZK_C_MDELETE:
+            if (rc == ZNOTEMPTY || rc == ZNONODE) op->status = SIMBA_ENOTFOUND;  /* changed: retry */
+            else if (rc != ZOK) simba__zk_fail_rc(op, rc, "deleting the resource");
+            break;
+        default: break;
+        }
+    }
+    simba__zk_call_free(zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+/*--- issuing calls ----------------------------------------------------------------------------*/
+
+static void simba__zk_issue_get(simba__zk_op *op, int i) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_GET, i);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    /* the data watch tells every reader of a resource about capacity changes and deletion */
+    rc = zoo_awget(op->zk->zh, op->res[i].path, simba__zk_watcher, op->zk, simba__zk_on_data, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "reading the resource");
+}
+
+static void simba__zk_issue_kids(simba__zk_op *op, int i) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_KIDS, i);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_aget_children(op->zk->zh, op->res[i].path, 0, simba__zk_on_kids, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "listing the queue");
+}
+
+static void simba__zk_issue_reads(simba__zk_op *op) {
+    int i;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_issue_get(op, i);
+        simba__zk_issue_kids(op, i);
+    }
+}
+
+
+static void simba__zk_on_string(int rc, const char *value, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    (void)value;
+    if (op) simba__zk_on_parent(c, op, rc);
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_issue_parent(simba__zk_op *op, const char *path, const char *data,
+                                   struct ACL_vector *acl, int mode, int index) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PARENT, index);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_acreate(op->zk->zh, path, data, data ? (int)strlen(data) : -1, acl, mode,
+                     simba__zk_on_string, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating a parent node");
+}
+
+/* Create whatever may be missing above our entries, in order, in the same
+   flight as the entries themselves: ZooKeeper runs a session's requests in
+   order, so the entries' create sees the parents. "Exists" is success. */
+static void simba__zk_issue_parents(simba__zk_op *op, int all) {
+    simba__zk *zk = op->zk;
+    char path[SIMBA__ZK_PATH_MAX], cap[16];
+    size_t i, n = strlen(zk->base);
+    int r;
+    if (!zk->parents_ok || all) {
+        for (i = 1; i <= n; i++) {
+            if (i < n && zk->base[i] != '/') continue;
+            memcpy(path, zk->base, i);
+            path[i] = 0;
+            simba__zk_issue_parent(op, path, NULL, simba__zk_acl_base(zk), 0, -1);
+        }
+        snprintf(path, sizeof path, "%s/%s", zk->base, zk->tenant_enc);
+        simba__zk_issue_parent(op, path, NULL, simba__zk_acl_own(zk), ZOO_CONTAINER, -1);
+    }
+    for (r = 0; r < op->nres; r++) {
+        if (op->res[r].exists && !all) continue;
+        snprintf(cap, sizeof cap, "%d", op->res[r].want_capacity);
+        simba__zk_issue_parent(op, op->res[r].path, cap, simba__zk_acl_own(zk), ZOO_CONTAINER, r);
+    }
+}
+
+/* The entry's path prefix; the server appends the sequence number. */
+static int simba__zk_entry_prefix(const simba__zk_op *op, int i, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "%s/%d_%s_%s_", op->res[i].path, op->res[i].weight, op->session, op->request);
+    return n > 0 && (size_t)n < cap;
+}
+
+static void simba__zk_note_sent(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    if (op->req_n < 0) return;
+    if (strcmp(zk->fast_session, op->session) != 0) {
+        snprintf(zk->fast_session, sizeof zk->fast_session, "%s", op->session);
+        zk->fast_max_n = op->req_n;
+    } else if (op->req_n > zk->fast_max_n) {
+        zk->fast_max_n = op->req_n;
+    }
+}
+
+static void simba__zk_issue_create1(simba__zk_op *op) {
+    char prefix[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    int rc;
+    if (!simba__zk_entry_prefix(op, 0, prefix, sizeof prefix)) {
+        simba__zk_fail(op, SIMBA_ENAME, "%sname too long for a node path%s", "", 0);
+        return;
+    }
+    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_CREATE, 0);
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_acreate2(op->zk->zh, prefix, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
+                      simba__zk_on_create, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entry");
+    else simba__zk_note_sent(op);
+}
+
+/* All resources of a request in one atomic multi. */
+static void simba__zk_issue_createn(simba__zk_op *op) {
+    zoo_op_t ops[SIMBA_MAX_RESOURCES];
+    char prefix[SIMBA_MAX_RESOURCES][SIMBA__ZK_PATH_MAX / 2];
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_MCREATE, 0);
+    int i, rc, bufsize = SIMBA__ZK_PATH_MAX;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    c->results = (zoo_op_result_t *)simba__zk_zalloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
+    c->bufs = (char *)simba__zk_zalloc(op->zk, (size_t)bufsize * (size_t)op->nres);
+    c->nresults = op->nres;
+    c->bufsize = bufsize;
+    if (!c->results || !c->bufs) { simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory"); return; }
+    for (i = 0; i < op->nres; i++) {
+        if (!simba__zk_entry_prefix(op, i, prefix[i], sizeof prefix[i])) {
+            simba__zk_call_refused(c, ZBADARGUMENTS, "name too long for a node path");
+            return;
+        }
+        zoo_create_op_init(&ops[i], prefix[i], NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
+                           c->bufs + (size_t)i * (size_t)bufsize, bufsize);
+    }
+    rc = zoo_amulti(op->zk->zh, op->nres, ops, c->results, simba__zk_on_void, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entries");
+    else simba__zk_note_sent(op);
+}
+
+static void simba__zk_entry_path(const simba__zk_rs *r, const char *node, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s", r->path, node);
+}
+
+static void simba__zk_issue_stat(simba__zk_op *op, const char *path, int index) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_STAT, index);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "reading an entry");
+}
+
+/* op NULL: a delete nobody waits for (a duplicate, an undo after an error). */
+static void simba__zk_issue_delete(simba__zk *zk, simba__zk_op *op, const char *path) {
+    simba__zk_call *c = simba__zk_call_new(zk, op, op ? SIMBA__ZK_C_DELETE : SIMBA__ZK_C_FORGET, 0);
+    int rc;
+    if (!c) { if (op) simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_adelete(zk->zh, path, -1, simba__zk_on_void, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting an entry");
+}
+
+static void simba__zk_issue_ping(simba__zk_op *op) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "session round trip");
+}
+
+static void simba__zk_issue_set(simba__zk_op *op) {
+    char cap[16];
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SET, 0);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    snprintf(cap, sizeof cap, "%d", op->res[0].want_capacity);
+    rc = zoo_aset(op->zk->zh, op->res[0].path, cap, (int)strlen(cap), -1, simba__zk_on_stat, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "setting the capacity");
+}
+
+/* DELETE: every entry and the resource node in one multi, so nobody sees a
+   half-deleted queue. A concurrent change fails it; the op reads again. */
+static void simba__zk_issue_mdelete(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[0];
+    int n = r->nkids + 1, i, rc;
+    size_t plen = strlen(r->path), total = 0;
+    zoo_op_t *ops;
+    char *paths, *p;
+    simba__zk_call *c = simba__zk_call_new(zk, op, SIMBA__ZK_C_MDELETE, 0);
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    for (i = 0; i < r->nkids; i++) total += plen + strlen(r->kids[i].node) + 2;
+    c->results = (zoo_op_result_t *)simba__zk_zalloc(zk, sizeof(zoo_op_result_t) * (size_t)n);
+    c->nresults = n;
+    ops = (zoo_op_t *)simba__zk_zalloc(zk, sizeof(zoo_op_t) * (size_t)n);
+    paths = (char *)simba__zk_alloc(zk, total + 1);
+    if (!c->results || !ops || !paths) {
+        simba__zk_free(zk, ops);
+        simba__zk_free(zk, paths);
+        simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory");
+        return;
+    }
+    for (i = 0, p = paths; i < r->nkids; i++) {
+        size_t k = plen + strlen(r->kids[i].node) + 2;
+        snprintf(p, k, "%s/%s", r->path, r->kids[i].node);
+        zoo_delete_op_init(&ops[i], p, -1);
+        p += k;
+    }
+    zoo_delete_op_init(&ops[n - 1], r->path, -1);
+    rc = zoo_amulti(zk->zh, n, ops, c->results, simba__zk_on_void, c);
+    simba__zk_free(zk, ops);       /* the request is serialized: paths are no longer needed */
+    simba__zk_free(zk, paths);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting the resource");
+}
+
+/* A waiter that was not granted watches what can grant it: with capacity 1
+   only its predecessor (no herd when the holder goes), otherwise the queue.
+   The watch is set after our read, so a change in between is caught by the
+   answer to the watch-setting call itself. */
+static void simba__zk_arm_watch(simba__zk_op *op, int i) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[i];
+    char path[SIMBA__ZK_PATH_MAX];
+    int pred = r->capacity == 1 && r->pos > 0;
+    simba__zk_call *c;
+    int rc;
+    if (r->granted || r->pos < 0) return;
+    c = simba__zk_call_new(zk, NULL, pred ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, i);
+    if (!c) return;                       /* the core's recheck period covers us */
+    c->name = simba__zk_strdup(zk, r->name);
+    if (!c->name) { simba__zk_call_free(zk, c); return; }
+    if (pred) {
+        simba__zk_entry_path(r, r->kids[r->pos - 1].node, path, sizeof path);
+        rc = zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c);
+    } else {
+        c->nkids = r->nkids;
+        c->kids_hash = simba__zk_rs_hash(r);
+        rc = zoo_awget_children(zk->zh, r->path, simba__zk_watcher, zk, simba__zk_on_kids, c);
+    }
+    if (rc != ZOK) simba__zk_call_free(zk, c);
+}
+
+/*--- the grant rule ----------------------------------------------------------------------------*/
+
+static int simba__zk_eff(int weight, int capacity) {
+    return (weight == 0 || weight > capacity) ? capacity : weight;
+}
+
+static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
+    return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
+}
+
+/* Walk a queue from its head: granted entries, our position and grant. A
+   second entry of ours (a create that was retried after a lost answer and
+   still went through) is deleted, never counted as ours. */
+static void simba__zk_eval(simba__zk_op *op, int i) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[i];
+    long long sum = 0;
+    int k;
+    r->pos = -1;
+    r->granted = 0;
+    for (k = 0; k < r->nkids; k++) {
+        simba__zk_kid *kid = &r->kids[k];
+        int eff = simba__zk_eff(kid->weight, r->capacity);
+        int granted = sum + eff <= r->capacity;
+        if (op->request && simba__zk_is_ours(op, kid)) {
+            if (r->pos < 0) {
+                r->pos = k;
+                r->granted = granted;
+                if (!r->mine || strcmp(r->mine, kid->node) != 0) {
+                    simba__zk_free(zk, r->mine);
+                    r->mine = simba__zk_strdup(zk, kid->node);
+                    r->czxid = r->owner = 0;
+                }
+            } else {
+                char path[SIMBA__ZK_PATH_MAX];
+                simba__zk_entry_path(r, kid->node, path, sizeof path);
+                simba__zk_issue_delete(zk, NULL, path);
+            }
+        }
+        sum += eff;
+    }
+}
+
+static int simba__zk_held(const simba__zk_rs *r) {
+    long long sum = 0;
+    int k, held = 0;
+    for (k = 0; k < r->nkids; k++) {
+        sum += simba__zk_eff(r->kids[k].weight, r->capacity);
+        if (sum <= r->capacity) held++;
+        else break;
+    }
+    return held;
+}
+
+/* Another session has an entry with our request id (an idempotency key). */
+static int simba__zk_key_busy(const simba__zk_op *op) {
+    int i, k;
+    for (i = 0; i < op->nres; i++)
+        for (k = 0; k < op->res[i].nkids; k++) {
+            const simba__zk_kid *kid = &op->res[i].kids[k];
+            if (strcmp(kid->request, op->request) == 0 && strcmp(kid->session, op->session) != 0) return 1;
+        }
+    return 0;
+}
+
+/* try_only: would a new entry at the tail of every queue be granted now? */
+static int simba__zk_grantable_now(const simba__zk_op *op) {
+    int i, k;
+    for (i = 0; i < op->nres; i++) {
+        const simba__zk_rs *r = &op->res[i];
+        long long sum = simba__zk_eff(r->weight, r->capacity);
+        for (k = 0; k < r->nkids; k++) sum += simba__zk_eff(r->kids[k].weight, r->capacity);
+        if (sum > r->capacity) return 0;
+    }
+    return 1;
+}
+
+static void simba__zk_fill_queue_answer(simba__zk_op *op) {
+    simba__zk_rs *r = &op->res[0];
+    op->held = simba__zk_held(r);
+    op->ahead = r->pos >= 0 ? r->pos : r->nkids;
+    op->capacity = r->capacity;
+    if (r->nkids > 0 && op->held > 0) snprintf(op->owner, sizeof op->owner, "%s", r->kids[0].session);
+}
+
+/*--- finishing ----------------------------------------------------------------------------------*/
+
+static void simba__zk_finish(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    if (op->prev) op->prev->next = op->next;
+    else if (zk->ops == op) zk->ops = op->next;
+    if (op->next) op->next->prev = op->prev;
+    op->next = NULL;
+    op->prev = NULL;
+    if (zk->done_tail) zk->done_tail->next = op;
+    else zk->done = op;
+    zk->done_tail = op;
+    op->phase = -1;
+}
+
+static void simba__zk_finish_status(simba__zk_op *op, int status, const char *msg) {
+    if (op->status == SIMBA_OK && status != SIMBA_OK) {
+        op->status = status;
+        snprintf(op->message, sizeof op->message, "%s", msg ? msg : "");
+    }
+    simba__zk_finish(op);
+}
+
+/* ENQUEUE/POLL: the answer once every resource was evaluated (and stat'ed). */
+static void simba__zk_answer(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    int i;
+    simba__zk_fill_queue_answer(op);
+    for (i = 0; i < op->nres; i++) op->fence[i] = 0;
+    if (op->granted) {
+        for (i = 0; i < op->nres; i++) {
+            if (op->res[i].owner != zk->zsid) {
+                /* never claim an entry of another ZooKeeper session, even one of ours */
+                simba__zk_finish_status(op, SIMBA_ESESSION, "the entry belongs to an older ZooKeeper session");
+                return;
+            }
+            op->fence[i] = op->res[i].czxid;
+        }
+    } else {
+        for (i = 0; i < op->nres; i++) simba__zk_arm_watch(op, i);
+    }
+    simba__zk_mine_save(op);
+    simba__zk_finish(op);
+}
+
+/* After a read (or our create) of every queue. */
+static void simba__zk_after_eval(simba__zk_op *op) {
+    int i, need_stat = 0;
+    op->granted = 1;
+    for (i = 0; i < op->nres; i++) if (!op->res[i].granted) op->granted = 0;
+    if (op->try_only && !op->granted && op->created) {
+        char path[SIMBA__ZK_PATH_MAX];
+        op->phase = SIMBA__ZK_P_UNDO;          /* lost a race for a free resource: take it back */
+        for (i = 0; i < op->nres; i++) {
+            if (!op->res[i].mine) continue;
+            simba__zk_entry_path(&op->res[i], op->res[i].mine, path, sizeof path);
+            simba__zk_issue_delete(op->zk, op, path);
+        }
+        return;
+    }
+    if (op->granted) {
+        op->phase = SIMBA__ZK_P_STAT;
+        for (i = 0; i < op->nres; i++) {
+            char path[SIMBA__ZK_PATH_MAX];
+            if (op->res[i].czxid) continue;
+            simba__zk_entry_path(&op->res[i], op->res[i].mine, path, sizeof path);
+            simba__zk_issue_stat(op, path, i);
+            need_stat = 1;
+        }
+        if (need_stat) return;
+    }
+    simba__zk_answer(op);
+}
+
+/*--- ENQUEUE -------------------------------------------------------------------------------------*/
+
+/* The create flight. parents: 0 none (the fast path: a missing parent fails
+   the create and we come back with 2), 1 the resources the read found
+   missing, 2 everything from the base path down. */
+static void simba__zk_issue_write(simba__zk_op *op, int parents) {
+    int i, missing = 0;
+    for (i = 0; i < op->nres; i++) if (!op->res[i].exists) missing = 1;
+    if (parents == 2) simba__zk_issue_parents(op, 1);
+    else if (parents == 1 && missing) simba__zk_issue_parents(op, 0);
+    if (op->nres == 1) simba__zk_issue_create1(op);
+    else simba__zk_issue_createn(op);
+    simba__zk_issue_reads(op);
+    op->phase = SIMBA__ZK_P_WRITE;
+}
+
+static void simba__zk_enqueue_read_done(simba__zk_op *op) {
+    int i, found = 0;
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_key_busy(op)) {
+        simba__zk_finish_status(op, SIMBA_EKEYBUSY, "the key belongs to another live session");
+        return;
+    }
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_eval(op, i);
+        if (op->res[i].pos >= 0) found = 1;
+    }
+    if (found) {                       /* a retry: answer the entry as it is */
+        for (i = 0; i < op->nres; i++) {
+            if (op->res[i].pos < 0) {
+                simba__zk_finish_status(op, SIMBA_EPROTO, "the request has entries in only some of its resources");
+                return;
+            }
+        }
+        simba__zk_after_eval(op);
+        return;
+    }
+    for (i = 0; i < op->nres; i++) {
+        if (op->res[i].exists && op->res[i].weight > op->res[i].capacity) {
+            simba__zk_finish_status(op, SIMBA_ECAPACITY, "more permits than the resource's capacity");
+            return;
+        }
+    }
+    if (op->try_only && !simba__zk_grantable_now(op)) {
+        op->granted = 0;
+        simba__zk_fill_queue_answer(op);
+        simba__zk_finish(op);
+        return;
+    }
+    simba__zk_issue_write(op, 1);
+}
+
+static void simba__zk_enqueue_write_done(simba__zk_op *op) {
+    int i;
+    if (op->status == SIMBA_ENOTFOUND && !op->created && op->attempts < SIMBA__ZK_RETRIES) {
+        /* a parent was missing (first use, or a container reaped under us) */
+        op->attempts++;
+        op->status = SIMBA_OK;
+        op->message[0] = 0;
+        simba__zk_issue_write(op, 2);
+        return;
+    }
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    op->zk->parents_ok = 1;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_eval(op, i);
+        if (op->res[i].pos < 0) {
+            simba__zk_finish_status(op, SIMBA_ENOTFOUND, "the new entry was deleted at once");
+            return;
+        }
+    }
+    simba__zk_after_eval(op);
+}
+
+static void simba__zk_poll_read_done(simba__zk_op *op) {
+    int i;
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_eval(op, i);
+        if (op->res[i].pos < 0) {
+            simba__zk_mine_drop(op->zk, op->request, op->session);
+            simba__zk_finish_status(op, SIMBA_ENOTFOUND, "the entry is gone");
+            return;
+        }
+    }
+    simba__zk_after_eval(op);
+}
+
+static void simba__zk_stat_done(simba__zk_op *op) {
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    simba__zk_answer(op);
+}
+
+static void simba__zk_step_enqueue(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        if (op->fast) simba__zk_issue_write(op, 0);
+        else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
+        break;
+    case SIMBA__ZK_P_READ:
+        if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
+        else simba__zk_enqueue_read_done(op);
+        break;
+    case SIMBA__ZK_P_WRITE: simba__zk_enqueue_write_done(op); break;
+    case SIMBA__ZK_P_STAT: simba__zk_stat_done(op); break;
+    case SIMBA__ZK_P_UNDO:
+        op->granted = 0;
+        op->status = SIMBA_OK;             /* whatever the delete said: nothing is held */
+        op->res[0].pos = -1;
+        simba__zk_fill_queue_answer(op);
+        simba__zk_mine_drop(op->zk, op->request, op->session);
+        simba__zk_finish(op);
+        break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+/*--- RELEASE ------------------------------------------------------------------------------------*/
+
+static void simba__zk_release_delete(simba__zk_op *op) {
+    char path[SIMBA__ZK_PATH_MAX];
+    int i, k, any = 0;
+    op->phase = SIMBA__ZK_P_DELETE;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (r->nkids == 0 && r->mine) {            /* from the cache */
+            simba__zk_entry_path(r, r->mine, path, sizeof path);
+            simba__zk_issue_delete(op->zk, op, path);
+            any = 1;
+        }
+        for (k = 0; k < r->nkids; k++) {
+            if (!simba__zk_is_ours(op, &r->kids[k])) continue;
+            simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
+            simba__zk_issue_delete(op->zk, op, path);
+            any = 1;
+        }
+    }
+    if (!any) simba__zk_finish(op);
+}
+
+static void simba__zk_step_release(simba__zk_op *op) {
+    int i, cached = 1;
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        simba__zk_mine_load(op);
+        for (i = 0; i < op->nres; i++) if (!op->res[i].mine) cached = 0;
+        if (cached) { simba__zk_release_delete(op); break; }
+        for (i = 0; i < op->nres; i++) {
+            simba__zk_free(op->zk, op->res[i].mine);
+            op->res[i].mine = NULL;
+            simba__zk_issue_kids(op, i);
+        }
+        op->phase = SIMBA__ZK_P_READ;
+        break;
+    case SIMBA__ZK_P_READ:
+        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
+        simba__zk_release_delete(op);
+        break;
+    default:
+        if (op->status == SIMBA_OK) simba__zk_mine_drop(op->zk, op->request, op->session);
+        simba__zk_finish(op);
+        break;
+    }
+}
+
+/*--- INSPECT, SET_CAPACITY, DELETE --------------------------------------------------------------*/
+
+static void simba__zk_inspect_read_done(simba__zk_op *op) {
+    simba__zk_rs *r = &op->res[0];
+    long long sum = 0;
+    int k;
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (!r->exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); return; }
+    op->res[0].pos = -1;
+    simba__zk_fill_queue_answer(op);
+    op->nentries = r->nkids;
+    if (r->nkids > 0) {
+        op->entries = (simba_holder *)simba__zk_zalloc(op->zk, sizeof(simba_holder) * (size_t)r->nkids);
+        if (!op->entries) { simba__zk_finish_status(op, SIMBA_ENOMEM, "out of memory"); return; }
+    }
+    op->phase = SIMBA__ZK_P_STAT;
+    for (k = 0; k < r->nkids; k++) {
+        simba_holder *h = &op->entries[k];
+        const char *tilde = strrchr(r->kids[k].session, '~');
+        size_t clen = tilde ? (size_t)(tilde - r->kids[k].session) : strlen(r->kids[k].session);
+        char path[SIMBA__ZK_PATH_MAX];
+        if (clen > SIMBA_MAX_ID) clen = SIMBA_MAX_ID;
+        memcpy(h->client, r->kids[k].session, clen);
+        h->client[clen] = 0;
+        snprintf(h->session, sizeof h->session, "%s", r->kids[k].session);
+        h->weight = r->kids[k].weight;
+        sum += simba__zk_eff(r->kids[k].weight, r->capacity);
+        h->granted = sum <= r->capacity;
+        if (!h->granted) continue;
+        simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
+        simba__zk_issue_stat(op, path, k);      /* the holder's fence: its czxid */
+    }
+    if (op->pending == 0) simba__zk_finish(op);
+}
+
+static void simba__zk_step_inspect(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START: op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); break;
+    case SIMBA__ZK_P_READ: simba__zk_inspect_read_done(op); break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+static void simba__zk_step_set_capacity(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        op->phase = SIMBA__ZK_P_SET;
+        simba__zk_issue_set(op);
+        break;
+    case SIMBA__ZK_P_SET:
+    case SIMBA__ZK_P_CREATE_RES:
+        if (op->status == SIMBA_ENOTFOUND && op->attempts < SIMBA__ZK_RETRIES) {
+            op->attempts++;
+            op->status = SIMBA_OK;
+            if (op->phase == SIMBA__ZK_P_SET) {
+                /* no such resource yet: create it with the capacity (then set, in case
+                   someone else created it first) */
+                op->res[0].exists = 0;
+                op->phase = SIMBA__ZK_P_CREATE_RES;
+                simba__zk_issue_parents(op, 1);
+            } else {
+                op->phase = SIMBA__ZK_P_SET;
+                simba__zk_issue_set(op);
+            }
+            break;
+        }
+        if (op->status == SIMBA_OK && op->phase == SIMBA__ZK_P_CREATE_RES) {
+            op->phase = SIMBA__ZK_P_SET;
+            simba__zk_issue_set(op);
+            break;
+        }
+        simba__zk_finish(op);
+        break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+static void simba__zk_step_delete(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        op->phase = SIMBA__ZK_P_READ;
+        simba__zk_issue_kids(op, 0);
+        break;
+    case SIMBA__ZK_P_READ:
+        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
+        if (!op->res[0].exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); break; }
+        op->phase = SIMBA__ZK_P_MDELETE;
+        simba__zk_issue_mdelete(op);
+        break;
+    case SIMBA__ZK_P_MDELETE:
+        if (op->status == SIMBA_ENOTFOUND && op->attempts < SIMBA__ZK_RETRIES) {
+            op->attempts++;                       /* the queue changed meanwhile: read it again */
+            op->status = SIMBA_OK;
+            op->phase = SIMBA__ZK_P_READ;
+            simba__zk_issue_kids(op, 0);
+            break;
+        }
+        simba__zk_finish(op);
+        break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+/*--- OPEN, KEEPALIVE ------------------------------------------------------------------------------*/
+
+static void simba__zk_step_session(simba__zk_op *op) {
+    if (op->phase == SIMBA__ZK_P_START) {
+        op->phase = SIMBA__ZK_P_PING;
+        simba__zk_issue_ping(op);
+        return;
+    }
+    simba__zk_finish(op);
+}
+
+/* Runs an op until it waits for the server or is finished. */
+static void simba__zk_op_advance(simba__zk_op *op) {
+    while (op->pending == 0 && op->phase >= 0) {
+        switch (op->kind) {
+        case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL: simba__zk_step_enqueue(op); break;
+        case SIMBA_OP_RELEASE: simba__zk_step_release(op); break;
+        case SIMBA_OP_INSPECT: simba__zk_step_inspect(op); break;
+        case SIMBA_OP_SET_CAPACITY: simba__zk_step_set_capacity(op); break;
+        case SIMBA_OP_DELETE: simba__zk_step_delete(op); break;
+        case SIMBA_OP_OPEN: case SIMBA_OP_KEEPALIVE: simba__zk_step_session(op); break;
+        default: simba__zk_finish(op); break;
+        }
+    }
+}
+
+/*--- ops: creation, delivery ----------------------------------------------------------------------*/
+
+static void simba__zk_op_free(simba__zk *zk, simba__zk_op *op) {
+    int i;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_free(zk, op->res[i].name);
+        simba__zk_free(zk, op->res[i].path);
+        simba__zk_free(zk, op->res[i].mine);
+        simba__zk_free_kids(zk, &op->res[i]);
+    }
+    simba__zk_free(zk, op->tenant);
+    simba__zk_free(zk, op->session);
+    simba__zk_free(zk, op->request);
+    simba__zk_free(zk, op->entries);
+    simba__zk_free(zk, op);
+}
+
+/* n of a request id "<session>~<n>", -1 for any other form (keys). */
+static long long simba__zk_request_n(const char *session, const char *request) {
+    size_t sl = strlen(session);
+    long long n;
+    if (strncmp(request, session, sl) != 0 || request[sl] != '~') return -1;
+    if (!simba__zk_parse_uint(request + sl + 1, strlen(request + sl + 1), LLONG_MAX / 2, &n)) return -1;
+    return n;
+}
+
+/* The fast path: create without reading first. Safe only for a request that
+   this backend never sent before (so no entry of it can exist) and whose
+   weight fits any capacity (so no SIMBA_ECAPACITY can be due). */
+static int simba__zk_can_skip_read(const simba__zk_op *op) {
+    const simba__zk *zk = op->zk;
+    int i;
+    if (op->kind != SIMBA_OP_ENQUEUE || op->try_only || op->req_n < 0) return 0;
+    for (i = 0; i < op->nres; i++) if (op->res[i].weight > 1) return 0;
+    if (simba__zk_mine_find((simba__zk *)zk, op->request, op->session)) return 0;
+    return strcmp(zk->fast_session, op->session) != 0 || op->req_n > zk->fast_max_n;
+}
+
+static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *src) {
+    int i;
+    op->zk = zk;
+    op->id = src->id;
+    op->kind = src->kind;
+    op->try_only = src->try_only;
+    op->lease_ms = src->lease_ms;
+    op->req_n = -1;
+    op->tenant = simba__zk_strdup(zk, src->tenant ? src->tenant : simba_tenant(zk->s));
+    op->session = simba__zk_strdup(zk, src->session ? src->session : "");
+    if (!op->tenant || !op->session) return SIMBA_ENOMEM;
+    if (src->request) {
+        if (strchr(src->request, '_') || strchr(src->request, '/') || strchr(op->session, '_'))
+            return SIMBA_ENAME;                 /* would break the entry's node name */
+        op->request = simba__zk_strdup(zk, src->request);
+        if (!op->request) return SIMBA_ENOMEM;
+        op->req_n = simba__zk_request_n(op->session, op->request);
+    }
+    if (src->nres < 0 || src->nres > SIMBA_MAX_RESOURCES || (src->nres > 0 && !src->res)) return SIMBA_EINVAL;
+    op->nres = src->nres;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (!src->res[i].name || !src->res[i].name[0]) return SIMBA_ENAME;
+        r->name = simba__zk_strdup(zk, src->res[i].name);
+        r->path = simba__zk_res_path(zk, op->tenant, src->res[i].name);
+        if (!r->name) return SIMBA_ENOMEM;
+        if (!r->path) return SIMBA_ENAME;
+        r->want_capacity = src->res[i].capacity > 0 ? src->res[i].capacity : 1;
+        r->capacity = r->want_capacity;
+        r->weight = src->res[i].weight < 0 ? 0 : src->res[i].weight;
+        r->pos = -1;
+    }
+    return SIMBA_OK;
+}
+
+static void simba__zk_deliver(simba__zk *zk) {
+    while (zk->done) {
+        simba__zk_op *op = zk->done;
+        simba_reply rep;
+        int i;
+        zk->done = op->next;
+        if (!zk->done) zk->done_tail = NULL;
+        memset(&rep, 0, sizeof rep);
+        rep.id = op->id;
+        rep.status = op->status;
+        rep.message = op->message[0] ? op->message : NULL;
+        rep.granted = op->status == SIMBA_OK && op->granted;
+        for (i = 0; i < op->nres && i < SIMBA_MAX_RESOURCES; i++) rep.fence[i] = rep.granted ? op->fence[i] : 0;
+        rep.ahead = op->ahead;
+        rep.recheck_ms = -1;                 /* ZooKeeper expires sessions itself and the watch fires */
+        rep.owner = op->owner[0] ? op->owner : NULL;
+        rep.held = op->held;
+        rep.capacity = op->capacity;
+        rep.nentries = op->nentries;
+        rep.entries = op->entries;
+        simba_backend_complete(zk->s, &rep);
+        simba__zk_op_free(zk, op);
+    }
+}
+
+static void simba__zk_deliver_wakes(simba__zk *zk) {
+    while (zk->wakes) {
+        simba__zk_wake *w = zk->wakes;
+        zk->wakes = w->next;
+        simba_backend_wake(zk->s, w->name, NULL, 0);
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
+}
+
+/* Every op in flight ends with `status` (an expired session: per op kind). */
+static void simba__zk_fail_all(simba__zk *zk, int status, int expired) {
+    simba__zk_call *c;
+    for (c = zk->calls; c; c = c->next) c->op = NULL;
+    while (zk->ops) {
+        simba__zk_op *op = zk->ops;
+        int st = expired ? simba__zk_status_of(ZSESSIONEXPIRED, op->kind) : status;
+        op->pending = 0;
+        simba__zk_finish_status(op, st, expired ? "the ZooKeeper session expired" : "connection reset");
+    }
+}
+
+/*--- the ZooKeeper handle ------------------------------------------------------------------------*/
+
+static void simba__zk_silent_log(const char *msg) { (void)msg; }
+
+static void simba__zk_wake_path(simba__zk *zk, const char *path) {
+    size_t bl = strlen(zk->base), tl = strlen(zk->tenant_enc);
+    const char *p, *slash;
+    char name[SIMBA_MAX_NAME + 1];
+    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return;
+    p = path + bl + 1;
+    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return;
+    p += tl + 1;
+    slash = strchr(p, '/');
+    if (!simba__zk_decode(name, sizeof name, p, slash ? (size_t)(slash - p) : strlen(p))) return;
+    simba__zk_queue_wake(zk, name);
+}
+
+/* The library calls this for session state changes (global watcher) and for
+   the watches we set. Only flags and wake-ups here: the core hears of them
+   after zookeeper_process() returns. */
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    simba__zk *zk = (simba__zk *)ctx;
+    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
+    if (type != ZOO_SESSION_EVENT) {
+        if (path && *path) simba__zk_wake_path(zk, path);
+        return;
+    }
+    zk->zstate = state;
+    if (state == ZOO_CONNECTED_STATE) {
+        const clientid_t *id = zoo_client_id(zh);
+        if (id) {
+            if (zk->zsid && id->client_id != zk->zsid) zk->expired = 1;   /* cannot happen: be safe */
+            zk->zsid = id->client_id;
+            memcpy(zk->passwd, id->passwd, sizeof zk->passwd);
+        }
+        zk->negotiated = zoo_recv_timeout(zh);
+        zk->resetting_until = 0;
+        zk->attempts = 0;
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+        zk->expired = 1;
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+        zk->auth_failed = 1;
+    } else if (state == ZOO_CONNECTING_STATE) {
+        zk->resetting_until = 0;
+    }
+}
+
+static void simba__zk_refresh(simba__zk *zk) {
+    struct timeval tv;
+    int fd = -1, interest = 0, rc;
+    if (!zk->zh) { zk->fd = -1; return; }
+    tv.tv_sec = 0;
+    tv.tv_usec = 0;
+    rc = zookeeper_interest(zk->zh, &fd, &interest, &tv);
+    if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) fd = -1;
+    zk->fd = fd;
+    zk->interest = fd >= 0 ? interest : 0;
+    zk->next_ms = simba__zk_now(zk) + (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static void simba__zk_open_handle(simba__zk *zk) {
+    int64_t now = simba__zk_now(zk);
+    zk->gen++;
+    zk->zstate = 0;
+    zk->zsid = 0;
+    zk->negotiated = 0;
+    zk->session[0] = 0;
+    zk->parents_ok = 0;
+    zk->expired = zk->auth_failed = zk->close_wanted = 0;
+    zk->resetting_until = 0;
+    zk->fd = -1;
+    zk->zh = zookeeper_init2(zk->hosts, simba__zk_watcher, zk->timeout_ms, NULL, zk, 0,
+                             zk->log_level > 0 ? (log_callback_fn)0 : simba__zk_silent_log);
+    if (!zk->zh) {
+        zk->reinit_at = now + simba_backend_backoff_ms(zk->s, ++zk->attempts);
+        simba_backend_log(zk->s, SIMBA_LOG_WARN, "simba_zk: zookeeper_init(%s) failed: %s", zk->hosts, strerror(errno));
+        return;
+    }
+    zk->reinit_at = -1;
+    zk->handles++;
+    if (zk->digest) {
+        simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_AUTH, 0);
+        int rc = c ? zoo_add_auth(zk->zh, "digest", zk->digest, (int)strlen(zk->digest), simba__zk_on_void, c)
+                   : ZMARSHALLINGERROR;
+        if (rc != ZOK) {
+            if (c) simba__zk_call_free(zk, c);
+            zk->auth_failed = 1;
+        }
+    }
+    simba__zk_refresh(zk);
+}
+
+/* Close the handle. abandon: do not send closeSession (the session and its
+   entries then live until the server expires them); otherwise the server
+   deletes the session's entries at once. */
+static void simba__zk_close_handle(simba__zk *zk, int abandon) {
+    if (!zk->zh) return;
+    zk->closing = 1;
+    if (abandon && zoo_state(zk->zh) == ZOO_CONNECTED_STATE) {
+        /* zookeeper_close sends closeSession only on a connected handle: drop
+           the connection first, the library notices at once. */
+        simba__zk_refresh(zk);
+        if (zk->fd >= 0) {
+            shutdown(zk->fd, SHUT_RDWR);
+            (void)zookeeper_process(zk->zh, ZOOKEEPER_READ);
+        }
+    }
+    (void)zookeeper_close(zk->zh);
+    zk->zh = NULL;
+    while (zk->calls) simba__zk_call_free(zk, zk->calls);   /* ones the library did not complete */
+    zk->closing = 0;
+    zk->fd = -1;
+    zk->interest = 0;
+    zk->zsid = 0;
+    zk->session[0] = 0;
+    zk->zstate = 0;
+    simba__zk_mine_clear(zk);
+}
+
+static int simba__zk_want_up(const simba__zk *zk, int64_t now) {
+    return zk->zh && zk->zstate == ZOO_CONNECTED_STATE && !zk->expired && !zk->auth_failed &&
+           !zk->close_wanted && now >= zk->resetting_until;
+}
+
+/* Tell the core what the handle's state is now. */
+static void simba__zk_report(simba__zk *zk) {
+    int want = simba__zk_want_up(zk, simba__zk_now(zk));
+    if (want == zk->up) return;
+    zk->up = want;
+    if (want) {
+        simba_backend_state(zk->s, 1, 0, NULL);
+    } else {
+        int err = zk->expired ? SIMBA_ESESSION : zk->auth_failed ? SIMBA_EAUTH : SIMBA_EDISCONNECTED;
+        simba_backend_state(zk->s, 0, err, zk->expired ? "ZooKeeper session expired"
+                            : zk->auth_failed ? "ZooKeeper refused the credentials"
+                            : "ZooKeeper connection lost; reconnecting");
+    }
+}
+
+/* Expired, refused or unwanted handles are replaced here, outside any
+   library callback. */
+static void simba__zk_housekeeping(simba__zk *zk) {
+    int64_t now = simba__zk_now(zk);
+    if (zk->zh && (zk->expired || zk->auth_failed || zk->close_wanted)) {
+        int auth = zk->auth_failed, expired = zk->expired;
+        simba__zk_fail_all(zk, auth ? SIMBA_EAUTH : SIMBA_EDISCONNECTED, expired);
+        simba__zk_report(zk);
+        if (expired) simba_backend_log(zk->s, SIMBA_LOG_WARN, "simba_zk: session 0x%llx expired",
+                                       (unsigned long long)zk->zsid);
+        simba__zk_close_handle(zk, 0);
+        zk->reinit_at = auth ? now + simba_backend_backoff_ms(zk->s, ++zk->attempts) : now;
+    }
+    if (!zk->zh && zk->reinit_at >= 0 && now >= zk->reinit_at) simba__zk_open_handle(zk);
+}
+
+/*--- the vtable ----------------------------------------------------------------------------------*/
+
+static int simba__zk_attach(void *impl, simba *s) {
+    simba__zk *zk = (simba__zk *)impl;
+    char enc[SIMBA_MAX_TENANT * 3 + 1];
+    size_t len = 0;
+    int lease;
+    zk->s = s;
+    if (zk->error) return zk->error;
+    lease = simba_lease_ms(s);
+    zk->lease_ms = lease;
+    if (zk->timeout_ms < lease) zk->timeout_ms = lease;
+    if (!simba__zk_encode(enc, sizeof enc, &len, simba_tenant(s))) return SIMBA_ENAME;
+    zk->tenant_enc = simba__zk_strdup(zk, enc);
+    if (!zk->tenant_enc) return SIMBA_ENOMEM;
+    if (zk->log_level > 0) zoo_set_debug_level((ZooLogLevel)zk->log_level);
+    simba__zk_open_handle(zk);
+    if (!zk->zh && errno == EINVAL) return SIMBA_EINVAL;
+    return SIMBA_OK;
+}
+
+/* Session ops are answered from what we know of the handle, or by one round
+   trip; everything else runs its phases. */
+static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
+    switch (op->kind) {
+    case SIMBA_OP_OPEN:
+        if (zk->session[0] && strcmp(zk->session, op->session) != 0) {
+            /* a new simba session needs a fresh ZooKeeper session: the old one may
+               still carry entries of the dropped simba session */
+            zk->close_wanted = 1;
+            return SIMBA_EDISCONNECTED;
+        }
+        if (zk->negotiated > 0 && zk->negotiated < zk->lease_ms) {
+            snprintf(op->message, sizeof op->message,
+                     "the server allows a session timeout of %d ms only, below the lease of %d ms: "
+                     "raise its maxSessionTimeout or lower ttl", zk->negotiated, zk->lease_ms);
+            return SIMBA_EBACKEND;
+        }
+        snprintf(zk->session, sizeof zk->session, "%s", op->session);
+        return SIMBA_OK;
+    case SIMBA_OP_KEEPALIVE:
+        return zk->session[0] && strcmp(zk->session, op->session) == 0 ? SIMBA_OK : SIMBA_ESESSION;
+    case SIMBA_OP_CLOSE:
+        if (zk->session[0] && strcmp(zk->session, op->session) == 0) zk->close_wanted = 1;
+        return SIMBA_OK;
+    case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL:
+        return zk->session[0] && strcmp(zk->session, op->session) == 0 ? SIMBA_OK : SIMBA_ESESSION;
+    default:
+        return SIMBA_OK;
+    }
+}
+
+static int simba__zk_submit(void *impl, const simba_op *src) {
+    simba__zk *zk = (simba__zk *)impl;
+    simba__zk_op *op;
+    int rc;
+    if (!src) return SIMBA_EINVAL;
+    if (!zk->zh || !zk->up || zk->close_wanted) return SIMBA_EDISCONNECTED;
+    op = (simba__zk_op *)simba__zk_zalloc(zk, sizeof *op);
+    if (!op) return SIMBA_ENOMEM;
+    rc = simba__zk_op_copy(zk, op, src);
+    if (rc == SIMBA_ENOMEM) { simba__zk_op_free(zk, op); return rc; }
+    op->next = zk->ops;
+    if (zk->ops) zk->ops->prev = op;
+    zk->ops = op;
+    if (rc == SIMBA_OK && (src->kind == SIMBA_OP_ENQUEUE || src->kind == SIMBA_OP_POLL ||
+                           src->kind == SIMBA_OP_RELEASE) && (!op->request || op->nres < 1)) rc = SIMBA_EINVAL;
+    if (rc == SIMBA_OK && (src->kind == SIMBA_OP_INSPECT || src->kind == SIMBA_OP_SET_CAPACITY ||
+                           src->kind == SIMBA_OP_DELETE) && op->nres < 1) rc = SIMBA_EINVAL;
+    if (rc == SIMBA_OK) rc = simba__zk_start_session_op(zk, op);
+    if (rc != SIMBA_OK || op->kind == SIMBA_OP_CLOSE) {
+        simba__zk_finish_status(op, rc, NULL);     /* answered in the next process() */
+        return SIMBA_OK;
+    }
+    if (op->kind == SIMBA_OP_POLL) simba__zk_mine_load(op);
+    op->fast = simba__zk_can_skip_read(op);
+    simba__zk_op_advance(op);
+    return SIMBA_OK;
+}
+
+static int simba__zk_pollfds(void *impl, struct pollfd *fds, int max) {
+    simba__zk *zk = (simba__zk *)impl;
+    simba__zk_refresh(zk);
+    if (!zk->zh || zk->fd < 0) return 0;
+    if (fds && max >= 1) {
+        fds[0].fd = zk->fd;
+        fds[0].events = (short)(((zk->interest & ZOOKEEPER_READ) ? POLLIN : 0) |
+                                ((zk->interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
+        fds[0].revents = 0;
+    }
+    return 1;
+}
+
+static int64_t simba__zk_deadline(void *impl) {
+    simba__zk *zk = (simba__zk *)impl;
+    int64_t now = simba__zk_now(zk), d = -1;
+    simba__zk_refresh(zk);
+    if (zk->done || zk->wakes || zk->expired || zk->auth_failed || zk->close_wanted ||
+        simba__zk_want_up(zk, now) != zk->up) return now;
+    if (zk->zh) d = zk->next_ms;
+    else if (zk->reinit_at >= 0) d = zk->reinit_at;
+    if (zk->resetting_until > now && (d < 0 || zk->resetting_until < d)) d = zk->resetting_until;
+    return d;
+}
+
+static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
+    simba__zk *zk = (simba__zk *)impl;
+    if (zk->zh && zk->fd >= 0) {
+        int events = 0, i;
+        if (!fds) events = zk->interest;
+        for (i = 0; fds && i < nfds; i++) {
+            if (fds[i].fd != zk->fd) continue;
+            if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
+            if (fds[i].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
+        }
+        if (events) (void)zookeeper_process(zk->zh, events);
+    }
+    simba__zk_housekeeping(zk);
+    simba__zk_refresh(zk);          /* connects, pings and times out; may complete calls */
+    simba__zk_report(zk);
+    simba__zk_deliver(zk);
+    simba__zk_deliver_wakes(zk);
+}
+
+static void simba__zk_reset(void *impl, int why) {
+    simba__zk *zk = (simba__zk *)impl;
+    (void)why;
+    simba__zk_fail_all(zk, SIMBA_EDISCONNECTED, 0);
+    if (zk->zh && zoo_state(zk->zh) == ZOO_CONNECTED_STATE) {
+        /* Drop the TCP connection but keep the session: the library sees the
+           connection end, reconnects (to the next server of an ensemble) and
+           re-attaches the same session and its watches. */
+        simba__zk_refresh(zk);
+        if (zk->fd >= 0) {
+            shutdown(zk->fd, SHUT_RDWR);
+            zk->resetting_until = simba__zk_now(zk) + 2000;
+        }
+    }
+    simba__zk_report(zk);
+    simba__zk_deliver(zk);
+}
+
+static void simba__zk_destroy(void *impl) {
+    simba__zk *zk = (simba__zk *)impl;
+    simba__zk_fail_all(zk, SIMBA_EDISCONNECTED, 0);
+    simba__zk_deliver(zk);
+    simba__zk_close_handle(zk, 1);
+    while (zk->wakes) {
+        simba__zk_wake *w = zk->wakes;
+        zk->wakes = w->next;
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
+    simba__zk_mine_clear(zk);
+    simba__zk_free(zk, zk->hosts);
+    simba__zk_free(zk, zk->base);
+    simba__zk_free(zk, zk->digest);
+    simba__zk_free(zk, zk->tenant_enc);
+    zk->magic = 0;
+    simba__zk_free(zk, zk);
+}
+
+static const simba_backend_vtable simba__zk_vtable = {
+    "zookeeper",
+    simba__zk_attach,
+    simba__zk_submit,
+    simba__zk_pollfds,
+    simba__zk_deadline,
+    simba__zk_process,
+    simba__zk_reset,
+    simba__zk_destroy
+};
+
+/*--- public -------------------------------------------------------------------------------------*/
+
+SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
+    simba_backend b;
+    simba_allocator a;
+    simba__zk *zk;
+    b.vt = NULL;
+    b.impl = NULL;
+    a.alloc = simba__zk_default_alloc;
+    a.free = simba__zk_default_free;
+    a.user = NULL;
+    if (desc && desc->allocator.alloc && desc->allocator.free) a = desc->allocator;
+    zk = (simba__zk *)a.alloc(sizeof *zk, a.user);
+    if (!zk) return b;
+    memset(zk, 0, sizeof *zk);
+    zk->magic = SIMBA__ZK_MAGIC;
+    zk->a = a;
+    zk->fd = -1;
+    zk->reinit_at = -1;
+    zk->fast_max_n = -1;
+    if (!desc || !simba__zk_check_hosts(desc->hosts, desc->allow_hostnames)) zk->error = SIMBA_EINVAL;
+    else if (desc->base_path && !simba__zk_check_base(desc->base_path)) zk->error = SIMBA_EINVAL;
+    else if (desc->digest && !simba__zk_check_digest(desc->digest)) zk->error = SIMBA_EINVAL;
+    else if (desc->session_timeout_ms < 0 || desc->zk_log_level < 0 || desc->zk_log_level > 4) zk->error = SIMBA_EINVAL;
+    if (!zk->error) {
+        zk->hosts = simba__zk_strdup(zk, desc->hosts);
+        zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
+        zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
+        zk->timeout_ms = desc->session_timeout_ms;
+        zk->log_level = desc->zk_log_level;
+        if (!zk->hosts || !zk->base || (desc->digest && !zk->digest)) zk->error = SIMBA_ENOMEM;
+    }
+    b.vt = &simba__zk_vtable;
+    b.impl = zk;
+    return b;
+}
+
+SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
+    simba__zk *zk = (simba__zk *)b.impl;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (b.vt != &simba__zk_vtable || !zk || zk->magic != SIMBA__ZK_MAGIC || !out) return SIMBA_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->connected = zk->up;
+    out->session_id = zk->zsid;
+    memcpy(out->password, zk->passwd, sizeof out->password);
+    out->timeout_ms = zk->up ? zk->negotiated : 0;
+    out->handles = zk->handles;
+    if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
+        char ip[64];
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+            snprintf(out->server, sizeof out->server, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+            snprintf(out->server, sizeof out->server, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
+        }
+    }
+    return SIMBA_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMBA_ZK_IMPL_INCLUDED */
+#endif /* SIMBA_ZK_IMPLEMENTATION */
