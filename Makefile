@@ -14,7 +14,7 @@ HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
-        asan valgrind deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
+        asan asan-mem asan-sim valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
 
 all: examples bench
 
@@ -67,15 +67,26 @@ test-compile:
 test:
 	tests/run_all.sh
 
-asan:
-	$(MAKE) -B $(B)/test_mem $(B)/test_sim CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-	ASAN_OPTIONS=detect_leaks=1 ./$(B)/test_mem
-	ASAN_OPTIONS=detect_leaks=1 ./$(B)/test_sim --quick
-	$(MAKE) -B $(B)/test_mem $(B)/test_sim
+# ASan+UBSan builds live in build/asan so they never mix with the normal ones.
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+$(B)/asan/test_mem: tests/test_mem.c $(TEST_DEPS)
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_mem.c tests/conformance.c
+$(B)/asan/test_sim: tests/test_sim.c tests/harness.h $(HDR_CORE)
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_sim.c
+asan: asan-mem asan-sim
+asan-mem: $(B)/asan/test_mem
+	ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_mem
+asan-sim: $(B)/asan/test_sim
+	ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_sim --quick
 
-valgrind: $(B)/test_mem $(B)/test_sim
-	valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(B)/test_mem
-	valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(B)/test_sim --quick
+VALGRIND := valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite,indirect
+valgrind: valgrind-mem valgrind-sim
+valgrind-mem: $(B)/test_mem
+	$(VALGRIND) ./$(B)/test_mem
+valgrind-sim: $(B)/test_sim
+	$(VALGRIND) ./$(B)/test_sim --quick
 
 # ---- benchmarks (programs that print ratios, not tests) ----
 BENCH := $(B)/bench_mem

@@ -25,7 +25,8 @@ static simba *new_client(const char *tenant, int ttl, int transition) {
    entry, so a 2-permit semaphore still has room for exactly one other. */
 static void t_mem_dropped_reply_is_idempotent(void) {
     const char *tenant = h_tenant();
-    h_client a, b, c, *cl[3];
+    static h_client a, b, c;
+    h_client *cl[3];
     simba_lock la, lb, lc;
     simba_lock_desc d;
     simba_mem_faults f;
@@ -58,7 +59,8 @@ static void t_mem_dropped_reply_is_idempotent(void) {
    before the server lets anyone else in. */
 static void t_mem_partitioned_holder_loses_first(void) {
     const char *tenant = h_tenant();
-    h_client a, b, *cl[2];
+    static h_client a, b;
+    h_client *cl[2];
     simba_lock la, lb;
     simba_lock_desc d;
     simba_mem_faults f;
@@ -98,7 +100,8 @@ static void t_mem_partitioned_holder_loses_first(void) {
    during the grace period, fences keep increasing. */
 static void t_mem_restart_keeps_fences_and_safety(void) {
     const char *tenant = h_tenant();
-    h_client a, b, *cl[2];
+    static h_client a, b;
+    h_client *cl[2];
     simba_lock la, lb;
     simba_lock_desc d;
     simba_event *e;
@@ -127,7 +130,8 @@ static void t_mem_restart_keeps_fences_and_safety(void) {
 /* Replies delayed and reordered: handles still end, one owner at a time. */
 static void t_mem_delayed_reordered_replies(void) {
     const char *tenant = h_tenant();
-    h_client c[4], *cl[4];
+    static h_client c[4];
+    h_client *cl[4];
     simba_lock l[4];
     simba_lock_desc d;
     simba_mem_faults f;
