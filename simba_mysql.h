@@ -1,0 +1,2402 @@
+/*
+    simba_mysql.h -- the MySQL/MariaDB backend of simba (see simba.h).
+
+    Do this:
+        #include "simba.h"
+        #define SIMBA_MYSQL_IMPLEMENTATION
+        #include "simba_mysql.h"
+    in *one* C or C++ file (after simba.h, whose implementation may live in
+    the same or another file). Link with -lmariadb (MariaDB Connector/C,
+    Debian libmariadb-dev) and add -I/usr/include/mariadb.
+
+        simba *s = simba_create(&(simba_desc){
+            .backend = simba_mysql(&(simba_mysql_desc){
+                .host = "127.0.0.1", .port = 3306, .user = "app",
+                .password = "secret", .database = "locks", .create_schema = 1 }) });
+
+    Everything goes through the connector's non-blocking API (MYSQL_OPT_NONBLOCK,
+    the _start and _cont calls, mysql_get_socket, mysql_get_timeout_value_ms): connecting,
+    querying and reconnecting never block the caller. Give `host` as a numeric
+    address: the connector resolves host names with a blocking getaddrinfo().
+
+    HOW IT WORKS (details and measurements in docs/mysql.md)
+    ------------
+    Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
+    <prefix>resources, <prefix>entries, <prefix>capacity_audit. Every
+    operation that touches resources is one transaction of two round trips:
+    lock the resource rows (SELECT ... FOR UPDATE, sorted by name) and read
+    their queues, then write what the grant rule decided and COMMIT. Dead
+    sessions' entries are purged there; a background sweep removes the rest
+    in small batches. Deadlocks (1213) and lock wait timeouts (1205) are
+    rolled back and retried. Time is the server's (NOW(6) in UTC).
+
+    Wake-ups: the connection that owns an entry holds a user lock (GET_LOCK,
+    the entry's "bell") for as long as the entry exists. A client with a
+    waiting request keeps ONE extra connection that blocks in
+    GET_LOCK(bell of the entry it waits behind); the release of that entry
+    (or the death of its owner's connection) ends the wait at once, and the
+    same round trip reads our fence, so the grant is usually delivered
+    without another query.
+
+    Two connections per client at most: the main one (one operation in
+    flight, the rest queued) and the waiter one (only while waiting).
+*/
+#ifndef SIMBA_MYSQL_INCLUDED
+#define SIMBA_MYSQL_INCLUDED
+
+#ifndef SIMBA_INCLUDED
+#error "simba_mysql.h: include simba.h first"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options of simba_mysql(). Strings are copied; zero fields take defaults. */
+typedef struct simba_mysql_desc {
+    const char *host;           /* numeric address (a name would resolve with a
+                                   blocking DNS lookup); default "127.0.0.1" */
+    int port;                   /* default 3306 */
+    const char *unix_socket;    /* connect through this socket instead of TCP */
+    const char *user;           /* default: the connector's default (login name) */
+    const char *password;
+    const char *database;       /* required: the schema that holds the tables */
+    const char *table_prefix;   /* [A-Za-z0-9_]{0,32}; default "simba_" */
+    /* TLS, passed through to the connector (MYSQL_OPT_SSL_*); NULL = unused */
+    const char *ssl_key, *ssl_cert, *ssl_ca, *ssl_capath, *ssl_cipher;
+    int ssl_verify_server_cert; /* 1: check the server's certificate and name */
+    int connect_timeout_ms;     /* a connect (with TLS and setup) that takes
+                                   longer is abandoned and retried; default 5000 */
+    int create_schema;          /* 1: CREATE TABLE IF NOT EXISTS on connect */
+    int lock_wait_timeout_s;    /* innodb_lock_wait_timeout of simba's own
+                                   sessions; default 1 (retried on expiry) */
+    int sweep_ms;               /* period of the background sweep of expired
+                                   sessions; default 2 * lease (>= 5 s); <0: off */
+    int no_waiter;              /* 1: no waiter connection (waiters then rely on
+                                   the core's re-checks only; for measurements) */
+    simba_allocator allocator;  /* for the backend's memory; zero = malloc/free */
+} simba_mysql_desc;
+
+/* A new MySQL backend for one simba client (pass it in simba_desc.backend;
+   simba owns it from simba_create on). On bad options (database missing,
+   bad prefix, allocation failure) it returns a backend with vt == NULL,
+   which simba_create refuses with SIMBA_EINVAL. */
+SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
+
+/* Counters of one backend, for tests, benchmarks and monitoring. */
+typedef struct simba_mysql_stats {
+    uint64_t batches;           /* query batches sent on the main connection */
+    uint64_t statements;        /* statements in those batches */
+    uint64_t transactions;      /* locking transactions committed */
+    uint64_t retries;           /* transactions rolled back and run again */
+    uint64_t deadlocks;         /* ER_LOCK_DEADLOCK (1213) answers */
+    uint64_t lock_wait_timeouts;/* ER_LOCK_WAIT_TIMEOUT (1205) answers */
+    uint64_t connects;          /* successful connects of the main connection */
+    uint64_t waiter_connects;   /* ... and of the waiter connection */
+    uint64_t bell_waits;        /* GET_LOCK waits started on the waiter connection */
+    uint64_t bell_rings;        /* waits that ended because the bell was released */
+    uint64_t wakes;             /* simba_backend_wake() calls made */
+    uint64_t swept_sessions;    /* expired sessions removed by the sweep */
+    uint64_t swept_entries;     /* entries removed by the sweep */
+    int held_bells;             /* user locks this client holds for its entries */
+    int watches;                /* waiting requests the waiter connection watches */
+} simba_mysql_stats;
+
+/* Copies the counters of backend b (the value simba_mysql() returned; valid
+   until the simba instance that owns it is destroyed). Returns SIMBA_OK, or
+   SIMBA_EINVAL if b is not a MySQL backend. */
+SIMBADEF int simba_mysql_get_stats(simba_backend b, simba_mysql_stats *out);
+
+/* Writes the schema (the CREATE TABLE IF NOT EXISTS statements of
+   simba_mysql.sql, separated by ";\n") for table prefix `prefix` (NULL =
+   "simba_") into buf. Returns the length it needs without the NUL (like
+   snprintf), or SIMBA_ENAME for a bad prefix. */
+SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMBA_MYSQL_INCLUDED */
+
+/* ======================================================================= */
+#if defined(SIMBA_MYSQL_IMPLEMENTATION) && !defined(SIMBA_MYSQL_IMPLEMENTED)
+#define SIMBA_MYSQL_IMPLEMENTED
+
+#include <mysql.h>
+#include <errmsg.h>
+#include <mysqld_error.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef SIMBA_ASSERT
+#include <assert.h>
+#define SIMBA_ASSERT(c) assert(c)
+#endif
+
+/* ---- limits and tunables ---- */
+enum {
+    SIMBA__MY_MAXRES = 40,          /* statements whose results one batch keeps */
+    SIMBA__MY_MAX_RETRIES = 8,      /* deadlock / lock-wait retries of one op */
+    SIMBA__MY_BELL_WAIT_S = 5,      /* GET_LOCK timeout with one watched bell */
+    SIMBA__MY_BELL_ROTATE_S = 1,    /* ... with several (they take turns) */
+    SIMBA__MY_SWEEP_BATCH = 500,    /* entries deleted per sweep statement */
+    SIMBA__MY_SWEEP_SESSIONS = 50,  /* expired sessions handled per sweep round */
+    SIMBA__MY_CLOSE_BATCH = 1000,   /* entries deleted per CLOSE statement */
+    SIMBA__MY_RETAKE_BATCH = 200    /* bells re-taken per statement after a reconnect */
+};
+
+/* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
+   even across daylight-saving changes of the server's zone. */
+#define SIMBA__MY_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)"
+#define SIMBA__MY_NOW_US "CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"
+
+/* Internal job kinds, after the simba_op_kind values. */
+enum {
+    SIMBA__MY_JOB_BELLS_RELEASE = 100, /* RELEASE_LOCK of bells we no longer need */
+    SIMBA__MY_JOB_BELLS_RETAKE,        /* GET_LOCK of our bells after a reconnect */
+    SIMBA__MY_JOB_SWEEP                /* background removal of expired sessions */
+};
+
+/* Connection states. */
+enum { SIMBA__MY_CLOSED = 0, SIMBA__MY_CONNECTING, SIMBA__MY_SETUP, SIMBA__MY_READY };
+/* Steps of the async call in progress on a connection. */
+enum { SIMBA__MY_Q_NONE = 0, SIMBA__MY_Q_CONNECT, SIMBA__MY_Q_QUERY, SIMBA__MY_Q_STORE,
+       SIMBA__MY_Q_NEXT };
+
+typedef struct simba__my_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} simba__my_buf;
+
+typedef struct simba__my_conn {
+    MYSQL *m;
+    int state;              /* SIMBA__MY_CLOSED ... READY */
+    int q;                  /* SIMBA__MY_Q_*: the async call in progress */
+    int wait;               /* MYSQL_WAIT_* the suspended call waits for (0 = none) */
+    int64_t wait_until;     /* when MYSQL_WAIT_TIMEOUT is set */
+    int done;               /* the query (or connect) finished: see err */
+    unsigned err;           /* mysql_errno of the failure, 0 = ok */
+    char errmsg[256];
+    int nres;               /* results kept (one per statement) */
+    MYSQL_RES *res[SIMBA__MY_MAXRES];
+    uint64_t affected[SIMBA__MY_MAXRES];
+    int64_t started_ms;     /* when the current connect/query began */
+    int64_t retry_at;       /* CLOSED: when to connect again (-1 = not wanted) */
+    int attempt;            /* failed connects in a row (backoff) */
+    simba__my_buf sql;      /* the batch being run */
+} simba__my_conn;
+
+typedef struct simba__my_res {
+    char *name;
+    size_t len;
+    int capacity, weight;
+    int orig;               /* index in the op's res[] */
+} simba__my_res;
+
+typedef struct simba__my_job {
+    struct simba__my_job *next;
+    uint64_t op_id;
+    int kind;
+    int step;
+    int attempts;
+    int try_only, lease_ms;
+    char *tenant, *client, *session, *request;
+    int nres;
+    simba__my_res res[SIMBA_MAX_RESOURCES];     /* sorted by name (lock order) */
+    int sorted_of[SIMBA_MAX_RESOURCES];         /* op order -> sorted index */
+    uint64_t bell;                              /* the request's bell */
+    /* statement indexes of the reads in the batch of the current step */
+    int ix_now, ix_res, ix_ent, ix_list;
+    /* what the evaluation decided, kept for the completion */
+    simba_reply reply;
+    char owner[SIMBA_MAX_SESSION + 1];
+    char msg[256];
+    simba_holder *holders;
+    int nholders;
+    int exists;             /* ENQUEUE/POLL: our entry exists after this op */
+    int watch_valid;        /* waiting: watch_bell is the entry we wait behind */
+    uint64_t watch_bell;
+    int watch_res;          /* sorted index of the resource we wait in */
+    int release_bell;       /* release our bell after the transaction */
+    int bell_released;      /* ... and the batch did */
+    int retry;              /* ROLLBACK step: run the op again afterwards */
+    /* internal jobs: bells to (re)take or release, sessions to sweep */
+    uint64_t *bells;
+    int nbells;
+    simba__my_buf list;     /* SWEEP: "(t,s),(t,s)" of the sessions being swept */
+} simba__my_job;
+
+/* A waiting request of ours and the bell it waits behind. */
+typedef struct simba__my_watch {
+    char *request;
+    char *name;             /* resource to wake in simba_backend_wake */
+    int single;             /* one-resource request: a ring may carry its fence */
+    char *tenant;
+    uint64_t bell;
+    int immediate;          /* rings in a row that came back at once (bell free) */
+    int64_t not_before;     /* backoff after immediate rings */
+} simba__my_watch;
+
+typedef struct simba__my {
+    simba *s;
+    simba_allocator alloc;
+    /* options */
+    char *host, *unix_socket, *user, *password, *database, *prefix;
+    char *ssl_key, *ssl_cert, *ssl_ca, *ssl_capath, *ssl_cipher;
+    int port, ssl_verify, connect_timeout_ms, create_schema, lock_wait_s, sweep_ms, no_waiter;
+    uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
+    char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
+    /* the main connection and its job queue (head runs) */
+    simba__my_conn main;
+    simba__my_job *head, *tail;
+    int head_started;       /* the head job's current step is running */
+    int up;                 /* reported connected to the core */
+    int64_t next_sweep;
+    /* bells we hold (open addressing set of hashes; 0 = empty) */
+    uint64_t *mine;
+    int mine_cap, mine_n;
+    int retake_needed;
+    /* the waiter connection */
+    simba__my_conn waiter;
+    simba__my_watch *watches;
+    int nwatch, watch_cap, watch_rr;
+    uint64_t waiting_bell;  /* bell of the GET_LOCK in flight (0 = none) */
+    char *waiting_req;      /* its request */
+    simba_mysql_stats stats;
+} simba__my;
+
+/* ---------------------------------------------------------------- memory */
+
+static void *simba__my_alloc(simba__my *b, size_t n) {
+    if (b->alloc.alloc) return b->alloc.alloc(n, b->alloc.user);
+    return malloc(n);
+}
+static void simba__my_free(simba__my *b, void *p) {
+    if (!p) return;
+    if (b->alloc.free) b->alloc.free(p, b->alloc.user);
+    else free(p);
+}
+static char *simba__my_strndup(simba__my *b, const char *s, size_t n) {
+    char *p;
+    if (!s) return NULL;
+    p = (char *)simba__my_alloc(b, n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+static char *simba__my_strdup(simba__my *b, const char *s) {
+    return s ? simba__my_strndup(b, s, strlen(s)) : NULL;
+}
+
+/* ---------------------------------------------------------------- SQL text */
+
+static int simba__my_reserve(simba__my *b, simba__my_buf *x, size_t more) {
+    size_t need = x->n + more + 1, cap;
+    char *p;
+    if (x->oom) return 0;
+    if (need <= x->cap) return 1;
+    cap = x->cap ? x->cap : 256;
+    while (cap < need) cap *= 2;
+    p = (char *)simba__my_alloc(b, cap);
+    if (!p) { x->oom = 1; return 0; }
+    if (x->n) memcpy(p, x->p, x->n);
+    simba__my_free(b, x->p);
+    x->p = p;
+    x->cap = cap;
+    return 1;
+}
+static void simba__my_put(simba__my *b, simba__my_buf *x, const char *s) {
+    size_t n = strlen(s);
+    if (!simba__my_reserve(b, x, n)) return;
+    memcpy(x->p + x->n, s, n);
+    x->n += n;
+    x->p[x->n] = 0;
+}
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void simba__my_putf(simba__my *b, simba__my_buf *x, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) { x->oom = 1; return; } /* only short pieces go here */
+    simba__my_put(b, x, tmp);
+}
+/* Every string reaches SQL as a hex literal X'...': no byte of a name (quotes,
+   backslashes, %, _, NUL-free binary) can end the literal or change the
+   statement, whatever sql_mode (NO_BACKSLASH_ESCAPES, ANSI_QUOTES) says. */
+static void simba__my_hex(simba__my *b, simba__my_buf *x, const char *s, size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+    if (!simba__my_reserve(b, x, 2 * n + 3)) return;
+    x->p[x->n++] = 'X';
+    x->p[x->n++] = '\'';
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        x->p[x->n++] = digits[c >> 4];
+        x->p[x->n++] = digits[c & 15];
+    }
+    x->p[x->n++] = '\'';
+    x->p[x->n] = 0;
+}
+static void simba__my_hexs(simba__my *b, simba__my_buf *x, const char *s) {
+    simba__my_hex(b, x, s, strlen(s));
+}
+static void simba__my_buf_clear(simba__my_buf *x) {
+    x->n = 0;
+    x->oom = 0;
+    if (x->p) x->p[0] = 0;
+}
+static void simba__my_buf_free(simba__my *b, simba__my_buf *x) {
+    simba__my_free(b, x->p);
+    x->p = NULL;
+    x->n = x->cap = 0;
+    x->oom = 0;
+}
+
+/* ---------------------------------------------------------------- bells */
+
+/* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
+   (database, prefix), tenant and request id. GET_LOCK names are global to the
+   server and limited to 64 characters, hence the hash. */
+static uint64_t simba__my_fnv(uint64_t h, const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+    h ^= 0xff; /* separator, so ("ab","c") and ("a","bc") differ */
+    h *= 1099511628211ULL;
+    return h;
+}
+static uint64_t simba__my_bell(const simba__my *b, const char *tenant, const char *req, size_t reqlen) {
+    uint64_t h = simba__my_fnv(b->deploy, tenant, strlen(tenant));
+    h = simba__my_fnv(h, req, reqlen);
+    return h ? h : 1; /* 0 marks an empty slot */
+}
+static void simba__my_bellname(simba__my *b, simba__my_buf *x, uint64_t bell) {
+    simba__my_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
+                   (unsigned long)(bell & 0xffffffffUL));
+}
+
+/* The set of bells this client's main connection holds (one per entry). */
+static int simba__my_mine_add(simba__my *b, uint64_t h) {
+    int i;
+    if ((b->mine_n + 1) * 2 > b->mine_cap) {
+        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
+        uint64_t *t = (uint64_t *)simba__my_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return 0;
+        memset(t, 0, (size_t)cap * sizeof *t);
+        for (j = 0; j < b->mine_cap; j++) {
+            uint64_t v = b->mine[j];
+            if (v) {
+                int k = (int)(v % (uint64_t)cap);
+                while (t[k]) k = (k + 1) % cap;
+                t[k] = v;
+            }
+        }
+        simba__my_free(b, b->mine);
+        b->mine = t;
+        b->mine_cap = cap;
+    }
+    i = (int)(h % (uint64_t)b->mine_cap);
+    while (b->mine[i]) {
+        if (b->mine[i] == h) return 1;
+        i = (i + 1) % b->mine_cap;
+    }
+    b->mine[i] = h;
+    b->mine_n++;
+    return 1;
+}
+static int simba__my_mine_has(const simba__my *b, uint64_t h) {
+    int i;
+    if (!b->mine_cap) return 0;
+    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
+        if (b->mine[i] == h) return 1;
+    return 0;
+}
+static void simba__my_mine_del(simba__my *b, uint64_t h) {
+    int i, j;
+    if (!b->mine_cap) return;
+    i = (int)(h % (uint64_t)b->mine_cap);
+    while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
+    if (!b->mine[i]) return;
+    b->mine[i] = 0;
+    b->mine_n--;
+    /* re-insert the rest of the cluster (linear probing deletion) */
+    for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
+        uint64_t v = b->mine[j];
+        int k = (int)(v % (uint64_t)b->mine_cap);
+        b->mine[j] = 0;
+        while (b->mine[k]) k = (k + 1) % b->mine_cap;
+        b->mine[k] = v;
+    }
+}
+
+/* ---------------------------------------------------------------- watches */
+
+static simba__my_watch *simba__my_watch_find(simba__my *b, const char *request) {
+    int i;
+    for (i = 0; i < b->nwatch; i++)
+        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
+    return NULL;
+}
+static void simba__my_watch_del(simba__my *b, const char *request) {
+    simba__my_watch *w = simba__my_watch_find(b, request);
+    int i;
+    if (!w) return;
+    i = (int)(w - b->watches);
+    simba__my_free(b, w->request);
+    simba__my_free(b, w->name);
+    simba__my_free(b, w->tenant);
+    b->watches[i] = b->watches[b->nwatch - 1];
+    b->nwatch--;
+}
+static void simba__my_watch_set(simba__my *b, const char *tenant, const char *request,
+                                const char *name, size_t namelen, int single, uint64_t bell) {
+    simba__my_watch *w = simba__my_watch_find(b, request);
+    if (w) {
+        if (w->bell != bell) { w->bell = bell; w->immediate = 0; w->not_before = 0; }
+        return;
+    }
+    if (b->nwatch == b->watch_cap) {
+        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
+        simba__my_watch *t = (simba__my_watch *)simba__my_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return; /* no watch: the core's re-checks still find the grant */
+        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
+        simba__my_free(b, b->watches);
+        b->watches = t;
+        b->watch_cap = cap;
+    }
+    w = &b->watches[b->nwatch];
+    memset(w, 0, sizeof *w);
+    w->request = simba__my_strdup(b, request);
+    w->name = simba__my_strndup(b, name, namelen);
+    w->tenant = simba__my_strdup(b, tenant);
+    if (!w->request || !w->name || !w->tenant) {
+        simba__my_free(b, w->request);
+        simba__my_free(b, w->name);
+        simba__my_free(b, w->tenant);
+        return;
+    }
+    w->single = single;
+    w->bell = bell;
+    b->nwatch++;
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static void simba__my_free_results(simba__my_conn *c) {
+    int i;
+    for (i = 0; i < c->nres; i++) if (c->res[i]) mysql_free_result(c->res[i]);
+    c->nres = 0;
+}
+
+/* Drop a connection at once, whatever it was doing: mariadb_cancel makes every
+   further read/write fail, so mysql_close cannot block on a dead or busy
+   socket. The server rolls back the open transaction and releases the user
+   locks of the connection when it sees the socket close. */
+static void simba__my_conn_drop(simba__my_conn *c) {
+    simba__my_free_results(c);
+    if (c->m) {
+        mariadb_cancel(c->m);
+        mysql_close(c->m);
+        c->m = NULL;
+    }
+    c->state = SIMBA__MY_CLOSED;
+    c->q = SIMBA__MY_Q_NONE;
+    c->wait = 0;
+    c->done = 0;
+}
+
+static void simba__my_set_error(simba__my_conn *c, unsigned err, const char *msg) {
+    c->err = err ? err : CR_UNKNOWN_ERROR;
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", msg && *msg ? msg : "unknown MySQL client error");
+    c->done = 1;
+    c->q = SIMBA__MY_Q_NONE;
+    c->wait = 0;
+}
+
+/* Run the suspended async call on, as far as it goes without blocking.
+   ev < 0 starts the current step; otherwise ev holds the MYSQL_WAIT_* events
+   that happened. Leaves c->wait set when suspended, c->done when finished. */
+static void simba__my_conn_step(simba__my *b, simba__my_conn *c, int ev) {
+    for (;;) {
+        int st = 0;
+        switch (c->q) {
+        case SIMBA__MY_Q_CONNECT: {
+            MYSQL *ret = NULL;
+            if (ev < 0)
+                st = mysql_real_connect_start(&ret, c->m, b->unix_socket ? NULL : b->host, b->user,
+                                              b->password, b->database,
+                                              (unsigned)(b->unix_socket ? 0 : b->port), b->unix_socket,
+                                              CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS | CLIENT_FOUND_ROWS);
+            else
+                st = mysql_real_connect_cont(&ret, c->m, ev);
+            if (st) break;
+            if (!ret) { simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
+            c->q = SIMBA__MY_Q_NONE;
+            c->wait = 0;
+            c->err = 0;
+            c->done = 1;
+            return;
+        }
+        case SIMBA__MY_Q_QUERY: {
+            int r = 0;
+            if (ev < 0) st = mysql_real_query_start(&r, c->m, c->sql.p, (unsigned long)c->sql.n);
+            else st = mysql_real_query_cont(&r, c->m, ev);
+            if (st) break;
+            if (r) { simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
+            c->q = SIMBA__MY_Q_STORE;
+            ev = -1;
+            continue;
+        }
+        case SIMBA__MY_Q_STORE: {
+            MYSQL_RES *res = NULL;
+            if (ev < 0) st = mysql_store_result_start(&res, c->m);
+            else st = mysql_store_result_cont(&res, c->m, ev);
+            if (st) break;
+            if (!res && mysql_field_count(c->m) != 0) {
+                simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+                return;
+            }
+            if (c->nres < SIMBA__MY_MAXRES) {
+                c->res[c->nres] = res;
+                c->affected[c->nres] = res ? 0 : (uint64_t)mysql_affected_rows(c->m);
+                c->nres++;
+            } else if (res) {
+                mysql_free_result(res);
+            }
+            if (mysql_more_results(c->m)) { c->q = SIMBA__MY_Q_NEXT; ev = -1; continue; }
+            c->q = SIMBA__MY_Q_NONE;
+            c->wait = 0;
+            c->err = 0;
+            c->done = 1;
+            return;
+        }
+        case SIMBA__MY_Q_NEXT: {
+            int r = 0;
+            if (ev < 0) st = mysql_next_result_start(&r, c->m);
+            else st = mysql_next_result_cont(&r, c->m, ev);
+            if (st) break;
+            if (r > 0) { simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
+            if (r < 0) { c->q = SIMBA__MY_Q_NONE; c->wait = 0; c->err = 0; c->done = 1; return; }
+            c->q = SIMBA__MY_Q_STORE;
+            ev = -1;
+            continue;
+        }
+        default:
+            return;
+        }
+        /* suspended: remember what it waits for */
+        c->wait = st;
+        if (st & MYSQL_WAIT_TIMEOUT)
+            c->wait_until = simba_now_ms(b->s) + (int64_t)mysql_get_timeout_value_ms(c->m);
+        return;
+    }
+}
+
+static void simba__my_conn_query(simba__my *b, simba__my_conn *c) {
+    simba__my_free_results(c);
+    c->done = 0;
+    c->err = 0;
+    c->errmsg[0] = 0;
+    c->started_ms = simba_now_ms(b->s);
+    if (c->sql.oom) { simba__my_set_error(c, CR_OUT_OF_MEMORY, "out of memory building a query"); return; }
+    c->q = SIMBA__MY_Q_QUERY;
+    simba__my_conn_step(b, c, -1);
+}
+
+/* Start connecting c (non-blocking). */
+static void simba__my_conn_open(simba__my *b, simba__my_conn *c) {
+    unsigned int timeout_s;
+    my_bool on = 1;
+    simba__my_conn_drop(c);
+    c->m = mysql_init(NULL);
+    c->done = 0;
+    c->err = 0;
+    c->started_ms = simba_now_ms(b->s);
+    if (!c->m) { c->state = SIMBA__MY_CONNECTING; simba__my_set_error(c, CR_OUT_OF_MEMORY, "mysql_init failed"); return; }
+    mysql_options(c->m, MYSQL_OPT_NONBLOCK, 0);
+    timeout_s = (unsigned)((b->connect_timeout_ms + 999) / 1000);
+    mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
+    mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (b->ssl_key || b->ssl_cert || b->ssl_ca || b->ssl_capath || b->ssl_cipher)
+        mysql_ssl_set(c->m, b->ssl_key, b->ssl_cert, b->ssl_ca, b->ssl_capath, b->ssl_cipher);
+    if (b->ssl_verify) mysql_options(c->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
+    (void)on;
+    c->state = SIMBA__MY_CONNECTING;
+    c->q = SIMBA__MY_Q_CONNECT;
+    simba__my_conn_step(b, c, -1);
+}
+
+static int simba__my_conn_fd(const simba__my_conn *c) {
+    if (!c->m || c->state == SIMBA__MY_CLOSED) return -1;
+    return (int)mysql_get_socket(c->m);
+}
+
+/* poll() events wanted by c: what the suspended call waits for, or POLLIN
+   while idle (so a server that closes the connection is noticed at once). */
+static short simba__my_conn_events(const simba__my_conn *c) {
+    short e = 0;
+    if (c->q != SIMBA__MY_Q_NONE) {
+        if (c->wait & MYSQL_WAIT_READ) e |= POLLIN;
+        if (c->wait & MYSQL_WAIT_WRITE) e |= POLLOUT;
+        if (c->wait & MYSQL_WAIT_EXCEPT) e |= POLLPRI;
+    } else if (c->state == SIMBA__MY_READY) {
+        e = POLLIN;
+    }
+    return e;
+}
+
+/* What poll() said about c's fd: revents, or -1 if c's fd is not in fds. */
+static int simba__my_revents(const simba__my_conn *c, const struct pollfd *fds, int nfds) {
+    int fd = simba__my_conn_fd(c), i;
+    if (fd < 0) return -1;
+    if (!fds) {
+        /* "try every fd": ask the kernel ourselves (zero timeout) */
+        struct pollfd p;
+        p.fd = fd;
+        p.events = simba__my_conn_events(c);
+        p.revents = 0;
+        if (!p.events) return 0;
+        if (poll(&p, 1, 0) < 0) return 0;
+        return p.revents;
+    }
+    for (i = 0; i < nfds; i++) if (fds[i].fd == fd) return fds[i].revents;
+    return -1;
+}
+
+/* Let c make progress on what poll() reported. Returns 1 if the idle
+   connection turned out to be closed by the server. */
+static int simba__my_conn_io(simba__my *b, simba__my_conn *c, int revents) {
+    if (c->q != SIMBA__MY_Q_NONE && c->wait) {
+        int ev = 0;
+        if (revents > 0) {
+            if (revents & (POLLIN | POLLHUP | POLLERR)) ev |= MYSQL_WAIT_READ;
+            if (revents & (POLLOUT | POLLHUP | POLLERR)) ev |= MYSQL_WAIT_WRITE;
+            if (revents & POLLPRI) ev |= MYSQL_WAIT_EXCEPT;
+            ev &= c->wait | MYSQL_WAIT_READ;
+        }
+        if ((c->wait & MYSQL_WAIT_TIMEOUT) && simba_now_ms(b->s) >= c->wait_until) ev |= MYSQL_WAIT_TIMEOUT;
+        if (ev) simba__my_conn_step(b, c, ev);
+        return 0;
+    }
+    /* idle and readable: the server sent an unsolicited error packet (KILL,
+       shutdown) or closed the socket. Either way the session is gone. */
+    if (c->state == SIMBA__MY_READY && c->q == SIMBA__MY_Q_NONE && revents > 0 &&
+        (revents & (POLLIN | POLLHUP | POLLERR)))
+        return 1;
+    return 0;
+}
+
+/* Is this MySQL error a lost connection (as opposed to an SQL error)? */
+static int simba__my_is_conn_error(unsigned e) {
+    return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST || e == CR_CONNECTION_ERROR ||
+           e == CR_CONN_HOST_ERROR || e == CR_UNKNOWN_HOST || e == CR_COMMANDS_OUT_OF_SYNC ||
+           e == CR_SERVER_LOST_EXTENDED || e == CR_ERR_NET_READ || e == CR_ERR_NET_WRITE ||
+           e == ER_CONNECTION_KILLED || e == ER_SERVER_SHUTDOWN || e == ER_QUERY_INTERRUPTED ||
+           e == CR_OUT_OF_MEMORY || e == ER_NET_READ_ERROR || e == ER_NET_ERROR_ON_WRITE ||
+           e == ER_NET_READ_INTERRUPTED || e == ER_NET_WRITE_INTERRUPTED || e == 4031 /* MySQL 8: client disconnected */;
+}
+static int simba__my_is_auth_error(unsigned e) {
+    return e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR ||
+           e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR ||
+           e == ER_SPECIFIC_ACCESS_DENIED_ERROR || e == ER_PASSWORD_NO_MATCH ||
+           e == ER_ACCESS_DENIED_NO_PASSWORD_ERROR || e == ER_BAD_DB_ERROR;
+}
+static int simba__my_status_of(unsigned e) {
+    if (simba__my_is_auth_error(e)) return SIMBA_EAUTH;
+    if (simba__my_is_conn_error(e)) return SIMBA_EDISCONNECTED;
+    return SIMBA_EBACKEND;
+}
+
+/* ---------------------------------------------------------------- schema */
+
+static int simba__my_prefix_ok(const char *p) {
+    size_t n = strlen(p), i;
+    if (n > 32) return 0;
+    for (i = 0; i < n; i++) {
+        char c = p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The DDL of simba_mysql.sql with "@" standing for the table prefix. Keep the
+   two in sync: the tests compare the tables both create. */
+static const char *const simba__my_ddl[] = {
+    "CREATE TABLE IF NOT EXISTS `@sessions` (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    session     VARBINARY(96)  NOT NULL,\n"
+    "    client      VARBINARY(64)  NOT NULL,\n"
+    "    expires_ms  BIGINT         NOT NULL,\n"
+    "    PRIMARY KEY (tenant, session),\n"
+    "    KEY @sessions_expiry (expires_ms)\n"
+    ") ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS `@resources` (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    name        VARBINARY(256) NOT NULL,\n"
+    "    capacity    INT            NOT NULL,\n"
+    "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, name)\n"
+    ") ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS `@entries` (\n"
+    "    id          BIGINT         NOT NULL AUTO_INCREMENT,\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    name        VARBINARY(256) NOT NULL,\n"
+    "    request     VARBINARY(128) NOT NULL,\n"
+    "    session     VARBINARY(96)  NOT NULL,\n"
+    "    weight      INT            NOT NULL,\n"
+    "    fence       BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (id),\n"
+    "    UNIQUE KEY @entries_request (tenant, name, request),\n"
+    "    KEY @entries_queue (tenant, name, id),\n"
+    "    KEY @entries_session (tenant, session)\n"
+    ") ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS `@capacity_audit` (\n"
+    "    id            BIGINT         NOT NULL AUTO_INCREMENT,\n"
+    "    tenant        VARBINARY(64)  NOT NULL,\n"
+    "    name          VARBINARY(256) NOT NULL,\n"
+    "    old_capacity  INT            NULL,\n"
+    "    new_capacity  INT            NOT NULL,\n"
+    "    session       VARBINARY(96)  NOT NULL,\n"
+    "    at_ms         BIGINT         NOT NULL,\n"
+    "    PRIMARY KEY (id),\n"
+    "    KEY @capacity_audit_name (tenant, name)\n"
+    ") ENGINE=InnoDB"
+};
+
+SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
+    size_t out = 0, plen, i;
+    const char *p;
+    if (!prefix) prefix = "simba_";
+    if (!simba__my_prefix_ok(prefix)) return SIMBA_ENAME;
+    plen = strlen(prefix);
+    for (i = 0; i < sizeof simba__my_ddl / sizeof simba__my_ddl[0]; i++) {
+        for (p = simba__my_ddl[i]; *p; p++) {
+            if (*p == '@') {
+                size_t k;
+                for (k = 0; k < plen; k++, out++) if (buf && out + 1 < size) buf[out] = prefix[k];
+            } else {
+                if (buf && out + 1 < size) buf[out] = *p;
+                out++;
+            }
+        }
+        {
+            const char *sep = ";\n";
+            for (; *sep; sep++, out++) if (buf && out + 1 < size) buf[out] = *sep;
+        }
+    }
+    if (buf && size) buf[out < size ? out : size - 1] = 0;
+    return (int)out;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+static void simba__my_job_free(simba__my *b, simba__my_job *j) {
+    int i;
+    if (!j) return;
+    simba__my_free(b, j->tenant);
+    simba__my_free(b, j->client);
+    simba__my_free(b, j->session);
+    simba__my_free(b, j->request);
+    for (i = 0; i < j->nres; i++) simba__my_free(b, j->res[i].name);
+    simba__my_free(b, j->holders);
+    simba__my_free(b, j->bells);
+    simba__my_buf_free(b, &j->list);
+    simba__my_free(b, j);
+}
+
+static void simba__my_push(simba__my *b, simba__my_job *j, int front) {
+    j->next = NULL;
+    if (front && b->head && b->head_started) {
+        /* never in front of a job whose transaction is open: right behind it */
+        j->next = b->head->next;
+        b->head->next = j;
+        if (b->tail == b->head) b->tail = j;
+    } else if (front) {
+        j->next = b->head;
+        b->head = j;
+        if (!b->tail) b->tail = j;
+    } else {
+        if (b->tail) b->tail->next = j;
+        else b->head = j;
+        b->tail = j;
+    }
+}
+
+static simba__my_job *simba__my_pop(simba__my *b) {
+    simba__my_job *j = b->head;
+    if (!j) return NULL;
+    b->head = j->next;
+    if (!b->head) b->tail = NULL;
+    b->head_started = 0;
+    return j;
+}
+
+static simba__my_job *simba__my_job_new(simba__my *b, int kind) {
+    simba__my_job *j = (simba__my_job *)simba__my_alloc(b, sizeof *j);
+    if (!j) return NULL;
+    memset(j, 0, sizeof *j);
+    j->kind = kind;
+    j->ix_now = j->ix_res = j->ix_ent = j->ix_list = -1;
+    return j;
+}
+
+/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
+static void simba__my_queue_bell_release(simba__my *b, uint64_t bell) {
+    simba__my_job *j;
+    simba__my_mine_del(b, bell);
+    /* join a pending release job that has not started yet */
+    for (j = b->head; j; j = j->next) {
+        if (j->kind == SIMBA__MY_JOB_BELLS_RELEASE && !(j == b->head && b->head_started) &&
+            j->nbells < 64) {
+            j->bells[j->nbells++] = bell;
+            return;
+        }
+    }
+    j = simba__my_job_new(b, SIMBA__MY_JOB_BELLS_RELEASE);
+    if (!j) return; /* the lock goes when the connection does */
+    j->bells = (uint64_t *)simba__my_alloc(b, 64 * sizeof *j->bells);
+    if (!j->bells) { simba__my_job_free(b, j); return; }
+    j->bells[0] = bell;
+    j->nbells = 1;
+    simba__my_push(b, j, 0);
+}
+
+/* Copy an op into a job: strings are the core's only during submit(). */
+static simba__my_job *simba__my_job_from_op(simba__my *b, const simba_op *op, int *err) {
+    simba__my_job *j = simba__my_job_new(b, (int)op->kind);
+    int i, k;
+    *err = SIMBA_ENOMEM;
+    if (!j) return NULL;
+    j->op_id = op->id;
+    j->try_only = op->try_only;
+    j->lease_ms = op->lease_ms;
+    j->tenant = simba__my_strdup(b, op->tenant ? op->tenant : "");
+    j->client = simba__my_strdup(b, op->client ? op->client : "");
+    j->session = simba__my_strdup(b, op->session ? op->session : "");
+    j->request = simba__my_strdup(b, op->request ? op->request : "");
+    if (!j->tenant || !j->client || !j->session || !j->request) goto fail;
+    if (op->nres < 0 || op->nres > SIMBA_MAX_RESOURCES || (op->nres > 0 && !op->res)) {
+        *err = SIMBA_EINVAL;
+        goto fail;
+    }
+    for (i = 0; i < op->nres; i++) {
+        const char *name = op->res[i].name;
+        size_t len = name ? strlen(name) : 0;
+        simba__my_res r;
+        if (len == 0 || len > SIMBA_MAX_NAME) { *err = SIMBA_ENAME; goto fail; }
+        r.name = simba__my_strndup(b, name, len);
+        if (!r.name) goto fail;
+        r.len = len;
+        r.capacity = op->res[i].capacity;
+        r.weight = op->res[i].weight;
+        r.orig = i;
+        /* insertion sort by bytes: the order InnoDB's VARBINARY index uses,
+           so every transaction locks resource rows in the same order */
+        for (k = j->nres; k > 0; k--) {
+            simba__my_res *q = &j->res[k - 1];
+            size_t m = q->len < len ? q->len : len;
+            int c = memcmp(q->name, name, m);
+            if (c == 0 && q->len == len) { simba__my_free(b, r.name); *err = SIMBA_EINVAL; goto fail; }
+            if (c < 0 || (c == 0 && q->len < len)) break;
+            j->res[k] = *q;
+        }
+        j->res[k] = r;
+        j->nres++;
+    }
+    for (i = 0; i < j->nres; i++) j->sorted_of[j->res[i].orig] = i;
+    j->bell = simba__my_bell(b, j->tenant, j->request, strlen(j->request));
+    *err = SIMBA_OK;
+    return j;
+fail:
+    simba__my_job_free(b, j);
+    return NULL;
+}
+
+/* ---- SQL pieces shared by the steps ---- */
+
+static void simba__my_names_in(simba__my *b, simba__my_buf *x, const simba__my_job *j) {
+    int i;
+    simba__my_put(b, x, "name IN (");
+    for (i = 0; i < j->nres; i++) {
+        if (i) simba__my_put(b, x, ",");
+        simba__my_hex(b, x, j->res[i].name, j->res[i].len);
+    }
+    simba__my_put(b, x, ")");
+}
+static void simba__my_where_tenant(simba__my *b, simba__my_buf *x, const simba__my_job *j) {
+    simba__my_put(b, x, " WHERE tenant=");
+    simba__my_hexs(b, x, j->tenant);
+}
+
+/* The reads every resource operation evaluates: server time and our
+   session's expiry, the resource rows, and their queues with each entry's
+   session expiry. `lock` makes it the first half of a locking transaction. */
+static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x, int *nst, int lock) {
+    int create = lock && (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_SET_CAPACITY);
+    int i;
+    if (j->kind == SIMBA_OP_ENQUEUE) {
+        /* our bell, before the entry can exist; 0 s: never wait here */
+        simba__my_put(b, x, "SELECT IF(IS_USED_LOCK(");
+        simba__my_bellname(b, x, j->bell);
+        simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+        simba__my_bellname(b, x, j->bell);
+        simba__my_put(b, x, ", 0));\n");
+        (*nst)++;
+    }
+    if (lock) {
+        simba__my_put(b, x, "START TRANSACTION;\n");
+        (*nst)++;
+    }
+    if (create) {
+        /* ON DUPLICATE KEY takes the row's X lock right away (INSERT IGNORE
+           would take S, and two S holders upgrading deadlock) */
+        simba__my_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter) VALUES ", b->t_resources);
+        for (i = 0; i < j->nres; i++) {
+            int cap = j->res[i].capacity > 0 ? j->res[i].capacity : 1;
+            simba__my_put(b, x, i ? ",(" : "(");
+            simba__my_hexs(b, x, j->tenant);
+            simba__my_put(b, x, ",");
+            simba__my_hex(b, x, j->res[i].name, j->res[i].len);
+            simba__my_putf(b, x, ",%d,0)", cap);
+        }
+        simba__my_put(b, x, " ON DUPLICATE KEY UPDATE counter=counter;\n");
+        (*nst)++;
+    }
+    j->ix_res = *nst;
+    simba__my_putf(b, x, "SELECT name,capacity,counter FROM %s", b->t_resources);
+    simba__my_where_tenant(b, x, j);
+    simba__my_put(b, x, " AND ");
+    simba__my_names_in(b, x, j);
+    simba__my_put(b, x, lock ? " ORDER BY name FOR UPDATE;\n" : " ORDER BY name;\n");
+    (*nst)++;
+    /* time after the locks are ours: fences taken from it follow every
+       grant made before */
+    j->ix_now = *nst;
+    simba__my_putf(b, x, "SELECT " SIMBA__MY_NOW_US ", (SELECT expires_ms FROM %s", b->t_sessions);
+    simba__my_where_tenant(b, x, j);
+    simba__my_put(b, x, " AND session=");
+    simba__my_hexs(b, x, j->session);
+    simba__my_put(b, x, ");\n");
+    (*nst)++;
+    j->ix_ent = *nst;
+    simba__my_putf(b, x, "SELECT e.name,e.id,e.request,e.session,e.weight,e.fence,s.expires_ms FROM %s e LEFT JOIN %s s"
+                   " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=", b->t_entries, b->t_sessions);
+    simba__my_hexs(b, x, j->tenant);
+    simba__my_put(b, x, " AND e.");
+    simba__my_names_in(b, x, j);
+    simba__my_put(b, x, " ORDER BY e.name,e.id;\n");
+    (*nst)++;
+}
+
+/* ---- parsing ---- */
+
+static int simba__my_int64(const char *s, unsigned long len, int64_t *out) {
+    int64_t v = 0;
+    unsigned long i = 0;
+    int neg = 0;
+    if (!s || len == 0 || len > 20) return 0;
+    if (s[0] == '-') { neg = 1; i = 1; if (len == 1) return 0; }
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        if (v > (INT64_MAX - (s[i] - '0')) / 10) return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+static int simba__my_int(const char *s, unsigned long len, int *out) {
+    int64_t v;
+    if (!simba__my_int64(s, len, &v) || v < INT32_MIN || v > INT32_MAX) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* One queue entry as read (pointers into the MYSQL_RES, valid until the
+   results are freed). */
+typedef struct simba__my_ent {
+    int r;                      /* sorted resource index */
+    int64_t id, fence, newfence;
+    int weight;
+    const char *request, *session;
+    unsigned long reqlen, seslen;
+    int64_t expires;            /* -1: no session row */
+    int dead, removed, granted, ours;
+} simba__my_ent;
+
+typedef struct simba__my_eval {
+    int64_t now_us, now_ms, our_expires;
+    int exists[SIMBA_MAX_RESOURCES];
+    int capacity[SIMBA_MAX_RESOURCES];
+    int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
+    simba__my_ent *e;
+    int ne;
+} simba__my_eval;
+
+static int simba__my_res_index(const simba__my_job *j, const char *name, unsigned long len) {
+    int i;
+    for (i = 0; i < j->nres; i++)
+        if (j->res[i].len == len && memcmp(j->res[i].name, name, len) == 0) return i;
+    return -1;
+}
+
+/* Reads the three result sets of simba__my_sql_reads into v. SIMBA_EPROTO
+   for anything of the wrong shape. */
+static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn *c, simba__my_eval *v) {
+    MYSQL_RES *rr, *rn, *re;
+    MYSQL_ROW row;
+    unsigned long *len;
+    int i;
+    memset(v, 0, sizeof *v);
+    if (j->ix_res >= c->nres || j->ix_now >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
+    rr = c->res[j->ix_res];
+    rn = c->res[j->ix_now];
+    re = c->res[j->ix_ent];
+    if (!rr || !rn || !re || mysql_num_fields(rr) != 3 || mysql_num_fields(rn) != 2 ||
+        mysql_num_fields(re) != 7)
+        return SIMBA_EPROTO;
+    /* now, our session */
+    row = mysql_fetch_row(rn);
+    len = mysql_fetch_lengths(rn);
+    if (!row || !len || !simba__my_int64(row[0], len[0], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
+    v->now_ms = v->now_us / 1000;
+    v->our_expires = -1;
+    if (row[1] && !simba__my_int64(row[1], len[1], &v->our_expires)) return SIMBA_EPROTO;
+    /* resources */
+    while ((row = mysql_fetch_row(rr)) != NULL) {
+        int k, cap;
+        int64_t ctr;
+        len = mysql_fetch_lengths(rr);
+        if (!len || !row[0] || !row[1] || !row[2]) return SIMBA_EPROTO;
+        k = simba__my_res_index(j, row[0], len[0]);
+        if (k < 0 || v->exists[k]) return SIMBA_EPROTO;
+        if (!simba__my_int(row[1], len[1], &cap) || cap <= 0) return SIMBA_EPROTO;
+        if (!simba__my_int64(row[2], len[2], &ctr) || ctr < 0) return SIMBA_EPROTO;
+        v->exists[k] = 1;
+        v->capacity[k] = cap;
+        v->counter[k] = v->counter0[k] = ctr;
+    }
+    /* queues */
+    v->ne = (int)mysql_num_rows(re);
+    if (v->ne) {
+        v->e = (simba__my_ent *)simba__my_alloc(b, (size_t)v->ne * sizeof *v->e);
+        if (!v->e) return SIMBA_ENOMEM;
+        memset(v->e, 0, (size_t)v->ne * sizeof *v->e);
+    }
+    for (i = 0; i < v->ne; i++) {
+        simba__my_ent *e = &v->e[i];
+        row = mysql_fetch_row(re);
+        len = mysql_fetch_lengths(re);
+        if (!row || !len || !row[0] || !row[1] || !row[2] || !row[3] || !row[4] || !row[5]) return SIMBA_EPROTO;
+        e->r = simba__my_res_index(j, row[0], len[0]);
+        if (e->r < 0 || !v->exists[e->r]) return SIMBA_EPROTO;
+        if (!simba__my_int64(row[1], len[1], &e->id) || !simba__my_int(row[4], len[4], &e->weight) ||
+            !simba__my_int64(row[5], len[5], &e->fence) || e->weight < 0 || e->fence < 0)
+            return SIMBA_EPROTO;
+        if (len[2] == 0 || len[2] > 128 || len[3] == 0 || len[3] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+        e->request = row[2];
+        e->reqlen = len[2];
+        e->session = row[3];
+        e->seslen = len[3];
+        e->expires = -1;
+        if (row[6] && !simba__my_int64(row[6], len[6], &e->expires)) return SIMBA_EPROTO;
+        e->dead = e->expires < 0 || e->expires <= v->now_ms;
+        e->ours = e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0;
+        if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].id >= e->id) return SIMBA_EPROTO;
+    }
+    return SIMBA_OK;
+}
+
+static int simba__my_eff(int w, int cap) { return (w == 0 || w > cap) ? cap : w; }
+static int64_t simba__my_next_fence(int64_t counter, int64_t now_us) {
+    return counter + 1 > now_us ? counter + 1 : now_us;
+}
+static int simba__my_live(const simba__my_ent *e) { return !e->dead && !e->removed; }
+
+/* The grant rule over every queue: walk from the head; an entry is granted
+   iff the effective weights ahead of it plus its own fit in the capacity. A
+   newly granted entry takes max(counter + 1, server time in us). Dead and
+   removed entries do not count. Returns how many fences were assigned. */
+static int simba__my_walk(simba__my_job *j, simba__my_eval *v) {
+    int r, i, assigned = 0;
+    for (r = 0; r < j->nres; r++) {
+        int64_t sum = 0;
+        int cap = v->capacity[r];
+        for (i = 0; i < v->ne; i++) {
+            simba__my_ent *e = &v->e[i];
+            if (e->r != r || !simba__my_live(e)) continue;
+            sum += simba__my_eff(e->weight, cap);
+            e->granted = e->fence > 0;
+            if (!e->granted && sum <= cap) {
+                e->newfence = simba__my_next_fence(v->counter[r], v->now_us);
+                v->counter[r] = e->newfence;
+                e->granted = 1;
+                assigned++;
+            }
+        }
+    }
+    return assigned;
+}
+
+/* The fences a new entry (last in every queue) would get now; 0 where it
+   would wait. Call after simba__my_walk. */
+static void simba__my_probe_new(simba__my_job *j, simba__my_eval *v, int64_t *fence) {
+    int r, i;
+    for (r = 0; r < j->nres; r++) {
+        int64_t sum = 0;
+        int cap = v->capacity[r];
+        for (i = 0; i < v->ne; i++)
+            if (v->e[i].r == r && simba__my_live(&v->e[i])) sum += simba__my_eff(v->e[i].weight, cap);
+        sum += simba__my_eff(j->res[r].weight, cap);
+        fence[r] = sum <= cap ? simba__my_next_fence(v->counter[r], v->now_us) : 0;
+    }
+}
+
+static int64_t simba__my_fence_of(const simba__my_ent *e) { return e->fence ? e->fence : e->newfence; }
+
+/* Fills j->reply (granted, fences, ahead, held, owner, recheck) and the watch
+   from the evaluated queues, for our request. new_fence: the fences of our
+   entry when it is inserted by this op (it is then last everywhere), else NULL. */
+static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, const int64_t *new_fence) {
+    int o, i, r0 = j->sorted_of[0], all = 1;
+    int64_t recheck = -1;
+    memset(j->reply.fence, 0, sizeof j->reply.fence);
+    j->reply.ahead = 0;
+    j->reply.held = 0;
+    j->owner[0] = 0;
+    j->watch_valid = 0;
+    for (o = 0; o < j->nres; o++) {
+        int r = j->sorted_of[o];
+        int64_t f = new_fence ? new_fence[r] : 0;
+        const simba__my_ent *pred = NULL, *head = NULL;
+        for (i = 0; i < v->ne; i++) {
+            const simba__my_ent *e = &v->e[i];
+            if (e->r != r || !simba__my_live(e)) continue;
+            if (e->ours) { f = simba__my_fence_of(e); break; }
+            if (!head) head = e;
+            pred = e;
+            /* recheck when the earliest session ahead of us can expire */
+            if (recheck < 0 || e->expires - v->now_ms < recheck) recheck = e->expires - v->now_ms;
+        }
+        j->reply.fence[o] = f;
+        if (f > 0) continue;
+        all = 0;
+        if (!j->watch_valid && head) {
+            /* capacity 1: only the entry right ahead can let us in (no herd
+               on a release); otherwise the oldest entry, the likeliest to go */
+            const simba__my_ent *w = v->capacity[r] == 1 ? pred : head;
+            j->watch_valid = 1;
+            j->watch_res = r;
+            j->watch_bell = simba__my_bell(b, j->tenant, w->request, w->reqlen);
+        }
+    }
+    j->reply.granted = all;
+    if (all || recheck < 0) j->reply.recheck_ms = -1;
+    else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
+    /* res[0]: entries ahead of ours, holders, the oldest holder */
+    for (i = 0, o = 0; i < v->ne; i++) {
+        const simba__my_ent *e = &v->e[i];
+        if (e->r != r0 || !simba__my_live(e)) continue;
+        if (e->ours) o = 1; /* o: our entry seen */
+        else if (!o) j->reply.ahead++;
+        if (simba__my_fence_of(e) > 0) {
+            if (!j->owner[0]) {
+                memcpy(j->owner, e->session, e->seslen);
+                j->owner[e->seslen] = 0;
+            }
+            j->reply.held++;
+        }
+    }
+    if (new_fence && new_fence[r0] > 0) {
+        j->reply.held++;
+        if (!j->owner[0]) snprintf(j->owner, sizeof j->owner, "%s", j->session);
+    }
+}
+
+/* After the transaction: give our bell back when this op leaves no entry
+   of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
+static void simba__my_sql_release_bell(simba__my *b, simba__my_job *j, simba__my_buf *x) {
+    if (!j->release_bell) return;
+    j->bell_released = 1;
+    simba__my_put(b, x, ";\nDO RELEASE_LOCK(");
+    simba__my_bellname(b, x, j->bell);
+    simba__my_put(b, x, ")");
+}
+
+/* The writes (second half of a locking transaction) for the evaluation v:
+   purge dead entries, the changes of this op, new fences, counters. */
+static void simba__my_sql_writes(simba__my *b, simba__my_job *j, simba__my_eval *v, simba__my_buf *x,
+                                 int insert, const int64_t *extra_fence, int new_capacity, int old_capacity) {
+    int i, r, any = 0;
+    /* deletes: dead entries, our released entries, everything on DELETE */
+    for (i = 0; i < v->ne; i++) {
+        const simba__my_ent *e = &v->e[i];
+        if (simba__my_live(e)) continue;
+        if (!any) simba__my_putf(b, x, "DELETE FROM %s WHERE id IN (", b->t_entries);
+        simba__my_putf(b, x, any ? ",%lld" : "%lld", (long long)e->id);
+        any = 1;
+    }
+    if (any) simba__my_put(b, x, ");\n");
+    if (insert) {
+        simba__my_putf(b, x, "INSERT INTO %s (tenant,name,request,session,weight,fence) VALUES ", b->t_entries);
+        for (r = 0; r < j->nres; r++) {
+            simba__my_put(b, x, r ? ",(" : "(");
+            simba__my_hexs(b, x, j->tenant);
+            simba__my_put(b, x, ",");
+            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__my_put(b, x, ",");
+            simba__my_hexs(b, x, j->request);
+            simba__my_put(b, x, ",");
+            simba__my_hexs(b, x, j->session);
+            simba__my_putf(b, x, ",%d,%lld)", j->res[r].weight < 0 ? 0 : j->res[r].weight,
+                           (long long)extra_fence[r]);
+            if (extra_fence[r] > v->counter[r]) v->counter[r] = extra_fence[r];
+        }
+        simba__my_put(b, x, ";\n");
+    }
+    any = 0;
+    for (i = 0; i < v->ne; i++) {
+        const simba__my_ent *e = &v->e[i];
+        if (!e->newfence || e->dead || e->removed) continue;
+        if (!any) simba__my_putf(b, x, "UPDATE %s SET fence=CASE id", b->t_entries);
+        simba__my_putf(b, x, " WHEN %lld THEN %lld", (long long)e->id, (long long)e->newfence);
+        any = 1;
+    }
+    if (any) {
+        int first = 1;
+        simba__my_put(b, x, " ELSE fence END WHERE id IN (");
+        for (i = 0; i < v->ne; i++) {
+            const simba__my_ent *e = &v->e[i];
+            if (!e->newfence || e->dead || e->removed) continue;
+            simba__my_putf(b, x, first ? "%lld" : ",%lld", (long long)e->id);
+            first = 0;
+        }
+        simba__my_put(b, x, ") AND fence=0;\n");
+    }
+    for (r = 0; r < j->nres; r++) {
+        if (!v->exists[r] && !insert) continue;
+        if (j->kind == SIMBA_OP_DELETE) continue;
+        if (v->counter[r] == v->counter0[r]) continue;
+        simba__my_putf(b, x, "UPDATE %s SET counter=%lld", b->t_resources, (long long)v->counter[r]);
+        simba__my_where_tenant(b, x, j);
+        simba__my_put(b, x, " AND name=");
+        simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+        simba__my_put(b, x, ";\n");
+    }
+    if (j->kind == SIMBA_OP_SET_CAPACITY) {
+        simba__my_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
+        simba__my_where_tenant(b, x, j);
+        simba__my_put(b, x, " AND name=");
+        simba__my_hex(b, x, j->res[0].name, j->res[0].len);
+        simba__my_put(b, x, ";\n");
+        simba__my_putf(b, x, "INSERT INTO %s (tenant,name,old_capacity,new_capacity,session,at_ms) VALUES (",
+                       b->t_audit);
+        simba__my_hexs(b, x, j->tenant);
+        simba__my_put(b, x, ",");
+        simba__my_hex(b, x, j->res[0].name, j->res[0].len);
+        if (old_capacity > 0) simba__my_putf(b, x, ",%d,%d,", old_capacity, new_capacity);
+        else simba__my_putf(b, x, ",NULL,%d,", new_capacity);
+        simba__my_hexs(b, x, j->session);
+        simba__my_putf(b, x, ",%lld);\n", (long long)v->now_ms);
+    }
+    if (j->kind == SIMBA_OP_DELETE && v->exists[0]) {
+        simba__my_putf(b, x, "DELETE FROM %s", b->t_resources);
+        simba__my_where_tenant(b, x, j);
+        simba__my_put(b, x, " AND name=");
+        simba__my_hex(b, x, j->res[0].name, j->res[0].len);
+        simba__my_put(b, x, ";\n");
+    }
+    simba__my_put(b, x, "COMMIT");
+    simba__my_sql_release_bell(b, j, x);
+}
+
+/* Copy the live queue of res[0] into j->holders for INSPECT. */
+static int simba__my_collect_holders(simba__my *b, simba__my_job *j, simba__my_eval *v) {
+    int i, n = 0;
+    for (i = 0; i < v->ne; i++) if (!v->e[i].dead && !v->e[i].removed) n++;
+    j->nholders = 0;
+    if (!n) return SIMBA_OK;
+    j->holders = (simba_holder *)simba__my_alloc(b, (size_t)n * sizeof *j->holders);
+    if (!j->holders) return SIMBA_ENOMEM;
+    memset(j->holders, 0, (size_t)n * sizeof *j->holders);
+    for (i = 0; i < v->ne; i++) {
+        const simba__my_ent *e = &v->e[i];
+        simba_holder *h;
+        size_t cl = e->seslen;
+        if (e->dead || e->removed) continue;
+        h = &j->holders[j->nholders++];
+        memcpy(h->session, e->session, e->seslen);
+        h->session[e->seslen] = 0;
+        /* the client id is the part of the session id before the last '~' */
+        while (cl > 0 && e->session[cl - 1] != '~') cl--;
+        cl = cl ? cl - 1 : e->seslen;
+        if (cl > SIMBA_MAX_ID) cl = SIMBA_MAX_ID;
+        memcpy(h->client, e->session, cl);
+        h->client[cl] = 0;
+        h->fence = e->fence ? e->fence : e->newfence;
+        h->weight = e->weight;
+        h->granted = h->fence > 0;
+    }
+    return SIMBA_OK;
+}
+
+/* Decide an op from its reads. Returns SIMBA_OK with either j->step set to
+   "writes" (x holds the second half of the transaction) or to "answer"; or
+   an error status (the transaction is then rolled back). `locked`: the reads
+   were made under the row locks (else: the POLL fast path, which only
+   answers when nothing needs writing). */
+enum { SIMBA__MY_DECIDE_ANSWER = 1, SIMBA__MY_DECIDE_WRITE, SIMBA__MY_DECIDE_LOCK };
+static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, simba__my_buf *x, int locked,
+                            int *what) {
+    int i, r, present = 0, foreign_live = 0, insert = 0, dead = 0, assigned;
+    int64_t extra_fence[SIMBA_MAX_RESOURCES];
+    int needs_session = j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL;
+    int old_capacity = 0, new_capacity = 0;
+    memset(extra_fence, 0, sizeof extra_fence);
+    *what = SIMBA__MY_DECIDE_ANSWER;
+    j->release_bell = 0;
+    j->exists = 0;
+    if (needs_session && (v->our_expires < 0 || v->our_expires <= v->now_ms)) {
+        if (j->kind == SIMBA_OP_ENQUEUE) j->release_bell = 1;
+        return SIMBA_ESESSION;
+    }
+    for (i = 0; i < v->ne; i++) {
+        simba__my_ent *e = &v->e[i];
+        if (e->dead) { dead++; continue; }
+        if (e->ours) {
+            if (e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0) present++;
+            else foreign_live = 1;
+        }
+    }
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+        if (foreign_live) { j->release_bell = 1; return SIMBA_EKEYBUSY; }
+        if (present && present != j->nres) { j->release_bell = 1; return SIMBA_ENOTFOUND; }
+        if (!present) {
+            for (r = 0; r < j->nres; r++) {
+                if (!v->exists[r]) return SIMBA_EPROTO; /* we inserted it in this transaction */
+                if (j->res[r].weight > v->capacity[r]) { j->release_bell = 1; return SIMBA_ECAPACITY; }
+            }
+            insert = 1;
+        }
+        break;
+    case SIMBA_OP_POLL:
+        if (present != j->nres) return SIMBA_ENOTFOUND;
+        break;
+    case SIMBA_OP_RELEASE:
+        for (i = 0; i < v->ne; i++)
+            if (v->e[i].ours && !v->e[i].dead &&
+                v->e[i].seslen == strlen(j->session) && memcmp(v->e[i].session, j->session, v->e[i].seslen) == 0)
+                v->e[i].removed = 1;
+        j->release_bell = 1;
+        break;
+    case SIMBA_OP_INSPECT:
+        if (!v->exists[0]) return SIMBA_ENOTFOUND;
+        break;
+    case SIMBA_OP_SET_CAPACITY:
+        if (!v->exists[0]) return SIMBA_EPROTO; /* inserted in this transaction */
+        old_capacity = v->capacity[0];
+        new_capacity = j->res[0].capacity;
+        v->capacity[0] = new_capacity;
+        break;
+    case SIMBA_OP_DELETE:
+        if (!v->exists[0]) return SIMBA_ENOTFOUND;
+        for (i = 0; i < v->ne; i++) v->e[i].removed = 1;
+        break;
+    default:
+        return SIMBA_EINVAL;
+    }
+    assigned = simba__my_walk(j, v);
+    if (insert) {
+        simba__my_probe_new(j, v, extra_fence);
+        if (j->try_only) {
+            /* try-lock: insert nothing unless granted everywhere at once */
+            for (r = 0; r < j->nres; r++) if (!extra_fence[r]) break;
+            if (r < j->nres) { insert = 0; j->release_bell = 1; }
+        }
+    }
+    if (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL) {
+        simba__my_answer(b, j, v, insert ? extra_fence : NULL);
+        j->exists = insert || present;
+        if (!j->exists) { j->reply.granted = 0; j->reply.recheck_ms = -1; }
+    } else if (j->kind == SIMBA_OP_INSPECT) {
+        int rc = simba__my_collect_holders(b, j, v);
+        if (rc) return rc;
+        j->reply.capacity = v->capacity[0];
+        j->reply.held = 0;
+        j->owner[0] = 0;
+        for (i = 0; i < j->nholders; i++) {
+            if (!j->holders[i].granted) continue;
+            if (!j->owner[0]) memcpy(j->owner, j->holders[i].session, sizeof j->owner);
+            j->reply.held++;
+        }
+    }
+    if (!locked) {
+        /* fast path: answer only if the snapshot is settled */
+        *what = (dead || assigned) ? SIMBA__MY_DECIDE_LOCK : SIMBA__MY_DECIDE_ANSWER;
+        return SIMBA_OK;
+    }
+    *what = SIMBA__MY_DECIDE_WRITE;
+    simba__my_buf_clear(x);
+    simba__my_sql_writes(b, j, v, x, insert, extra_fence, new_capacity, old_capacity);
+    return SIMBA_OK;
+}
+
+/* ---------------------------------------------------------------- completion */
+
+static void simba__my_complete(simba__my *b, simba__my_job *j, int status, const char *msg) {
+    simba_reply rep;
+    if (j->kind >= SIMBA__MY_JOB_BELLS_RELEASE) return; /* internal */
+    rep = j->reply;
+    rep.id = j->op_id;
+    rep.status = status;
+    rep.message = msg && *msg ? msg : NULL;
+    if (status == SIMBA_OK) {
+        rep.owner = j->owner[0] ? j->owner : NULL;
+        rep.entries = j->holders;
+        rep.nentries = j->nholders;
+    } else {
+        memset(rep.fence, 0, sizeof rep.fence);
+        rep.granted = 0;
+        rep.owner = NULL;
+        rep.entries = NULL;
+        rep.nentries = 0;
+        rep.recheck_ms = -1;
+    }
+    simba_backend_complete(b->s, &rep);
+}
+
+/* Bookkeeping after an op committed: bells we hold, requests we watch. */
+static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+    case SIMBA_OP_POLL:
+        if (status == SIMBA_OK && j->exists) {
+            simba__my_mine_add(b, j->bell);
+            if (j->reply.granted || !j->watch_valid) simba__my_watch_del(b, j->request);
+            else
+                simba__my_watch_set(b, j->tenant, j->request, j->res[j->watch_res].name, j->res[j->watch_res].len,
+                                    j->nres == 1, j->watch_bell);
+        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
+            /* our entry is gone (or was never made): so is the need for its bell */
+            simba__my_watch_del(b, j->request);
+            if (j->bell_released) simba__my_mine_del(b, j->bell);
+            else simba__my_queue_bell_release(b, j->bell);
+        } else if (j->bell_released) {
+            simba__my_mine_del(b, j->bell);
+        }
+        break;
+    case SIMBA_OP_RELEASE:
+        if (status == SIMBA_OK) {
+            simba__my_mine_del(b, j->bell);
+            simba__my_watch_del(b, j->request);
+        }
+        break;
+    case SIMBA_OP_CLOSE:
+        if (status == SIMBA_OK) {
+            /* RELEASE_ALL_LOCKS dropped every bell */
+            simba__my_free(b, b->mine);
+            b->mine = NULL;
+            b->mine_cap = b->mine_n = 0;
+            while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- job steps */
+
+enum {
+    SIMBA__MY_S_FIRST = 0,  /* nothing sent yet */
+    SIMBA__MY_S_FAST,       /* POLL: unlocked reads */
+    SIMBA__MY_S_READS,      /* locking reads (transaction open) */
+    SIMBA__MY_S_WRITES,     /* writes + COMMIT */
+    SIMBA__MY_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
+    SIMBA__MY_S_SIMPLE,     /* one-batch ops (OPEN, KEEPALIVE, bells) */
+    SIMBA__MY_S_CLOSE_ENTRIES,
+    SIMBA__MY_S_CLOSE_SESSION,
+    SIMBA__MY_S_SWEEP_LIST,
+    SIMBA__MY_S_SWEEP_ENTRIES,
+    SIMBA__MY_S_SWEEP_SESSIONS
+};
+
+/* Build the first batch of job j into the main connection's buffer. */
+static void simba__my_job_first(simba__my *b, simba__my_job *j) {
+    simba__my_buf *x = &b->main.sql;
+    int nst = 0, i;
+    simba__my_buf_clear(x);
+    switch (j->kind) {
+    case SIMBA_OP_OPEN:
+        /* a session id that expired must not come back to life with its old
+           entries: drop them first (rare: ids are fresh per session) */
+        simba__my_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                       " WHERE s.tenant=", b->t_entries, b->t_sessions);
+        simba__my_hexs(b, x, j->tenant);
+        simba__my_put(b, x, " AND s.session=");
+        simba__my_hexs(b, x, j->session);
+        simba__my_put(b, x, " AND s.expires_ms <= " SIMBA__MY_NOW_MS ";\n");
+        simba__my_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
+        simba__my_hexs(b, x, j->tenant);
+        simba__my_put(b, x, ",");
+        simba__my_hexs(b, x, j->session);
+        simba__my_put(b, x, ",");
+        simba__my_hexs(b, x, j->client);
+        simba__my_putf(b, x, "," SIMBA__MY_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
+                       j->lease_ms);
+        j->step = SIMBA__MY_S_SIMPLE;
+        break;
+    case SIMBA_OP_KEEPALIVE:
+        /* one statement, whatever the number of locks: the whole renewal */
+        simba__my_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MY_NOW_MS "+%d", b->t_sessions, j->lease_ms);
+        simba__my_where_tenant(b, x, j);
+        simba__my_put(b, x, " AND session=");
+        simba__my_hexs(b, x, j->session);
+        simba__my_put(b, x, " AND expires_ms > " SIMBA__MY_NOW_MS);
+        j->step = SIMBA__MY_S_SIMPLE;
+        break;
+    case SIMBA_OP_CLOSE:
+        /* entries first, in short autocommit batches; the session row last,
+           so an interrupted CLOSE leaves a session the sweep will find */
+        simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
+        simba__my_where_tenant(b, x, j);
+        simba__my_put(b, x, " AND session=");
+        simba__my_hexs(b, x, j->session);
+        simba__my_putf(b, x, " LIMIT %d", SIMBA__MY_CLOSE_BATCH);
+        j->step = SIMBA__MY_S_CLOSE_ENTRIES;
+        break;
+    case SIMBA_OP_POLL:
+        simba__my_sql_reads(b, j, x, &nst, 0);
+        j->step = SIMBA__MY_S_FAST;
+        break;
+    case SIMBA_OP_ENQUEUE:
+    case SIMBA_OP_RELEASE:
+    case SIMBA_OP_INSPECT:
+    case SIMBA_OP_SET_CAPACITY:
+    case SIMBA_OP_DELETE:
+        simba__my_sql_reads(b, j, x, &nst, 1);
+        j->step = SIMBA__MY_S_READS;
+        break;
+    case SIMBA__MY_JOB_BELLS_RELEASE:
+        simba__my_put(b, x, "DO 0");
+        for (i = 0; i < j->nbells; i++) {
+            simba__my_put(b, x, ", RELEASE_LOCK(");
+            simba__my_bellname(b, x, j->bells[i]);
+            simba__my_put(b, x, ")");
+        }
+        j->step = SIMBA__MY_S_SIMPLE;
+        break;
+    case SIMBA__MY_JOB_BELLS_RETAKE:
+        /* after a reconnect: our entries live on (the session does), their
+           bells must ring again when they go. 0.05 s: a waiter may be passing
+           through a bell that was free. */
+        simba__my_put(b, x, "DO 0");
+        for (i = 0; i < j->nbells; i++) {
+            simba__my_put(b, x, ", IF(IS_USED_LOCK(");
+            simba__my_bellname(b, x, j->bells[i]);
+            simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+            simba__my_bellname(b, x, j->bells[i]);
+            simba__my_put(b, x, ", 0.05))");
+        }
+        j->step = SIMBA__MY_S_SIMPLE;
+        break;
+    case SIMBA__MY_JOB_SWEEP:
+        simba__my_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MY_NOW_MS
+                       " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MY_SWEEP_SESSIONS);
+        j->step = SIMBA__MY_S_SWEEP_LIST;
+        break;
+    default:
+        x->oom = 1;
+        break;
+    }
+}
+
+static void simba__my_send(simba__my *b) {
+    b->stats.batches++;
+    {
+        /* statements: count the separators we put between them */
+        size_t i;
+        uint64_t n = 1;
+        const simba__my_buf *x = &b->main.sql;
+        for (i = 0; i < x->n; i++) if (x->p[i] == ';' && i + 1 < x->n) n++;
+        b->stats.statements += n;
+    }
+    simba__my_conn_query(b, &b->main);
+}
+
+/* Start the head job if the connection is free. Never completes anything
+   (so it is safe inside submit()). */
+static void simba__my_kick(simba__my *b) {
+    simba__my_job *j = b->head;
+    if (!j || b->head_started || b->main.state != SIMBA__MY_READY || b->main.q != SIMBA__MY_Q_NONE ||
+        b->main.done)
+        return;
+    b->head_started = 1;
+    j->attempts++;
+    simba__my_job_first(b, j);
+    simba__my_send(b);
+}
+
+static void simba__my_main_lost(simba__my *b, int err, const char *msg);
+
+/* End the open transaction (if any) with ROLLBACK; then run the op again
+   (retry) or answer `status`. An ENQUEUE flagged release_bell also gives
+   its bell back in the same batch. */
+static void simba__my_rollback(simba__my *b, simba__my_job *j, int status, int retry) {
+    simba__my_buf *x = &b->main.sql;
+    j->retry = retry;
+    j->reply.status = status;
+    j->step = SIMBA__MY_S_ROLLBACK;
+    simba__my_buf_clear(x);
+    simba__my_put(b, x, "ROLLBACK");
+    if (!retry) simba__my_sql_release_bell(b, j, x);
+    simba__my_send(b);
+}
+
+/* The head job's batch finished on the main connection: decide what next. */
+static void simba__my_job_result(simba__my *b) {
+    simba__my_conn *c = &b->main;
+    simba__my_job *j = b->head;
+    int status = SIMBA_OK, what = 0;
+    simba__my_eval v;
+    c->done = 0;
+    if (!j) { simba__my_free_results(c); return; }
+    if (c->err) {
+        unsigned e = c->err;
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", c->errmsg);
+        simba__my_free_results(c);
+        if (simba__my_is_conn_error(e)) { simba__my_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
+        if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
+            /* the transaction (or its last statement) was rolled back: roll
+               back the rest and run the whole op again from the reads */
+            if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
+            if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
+            if (j->attempts < SIMBA__MY_MAX_RETRIES) {
+                b->stats.retries++;
+                simba__my_rollback(b, j, SIMBA_OK, 1);
+                return;
+            }
+        }
+        /* an SQL error: roll back (harmless outside a transaction) and answer */
+        if (e == ER_NO_SUCH_TABLE)
+            snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
+                     e, msg);
+        else
+            snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
+        /* an ENQUEUE that failed keeps its bell only for an older entry */
+        j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__my_mine_has(b, j->bell);
+        simba__my_rollback(b, j, simba__my_status_of(e), 0);
+        return;
+    }
+    switch (j->step) {
+    case SIMBA__MY_S_ROLLBACK:
+        simba__my_free_results(c);
+        if (j->retry) {
+            j->retry = 0;
+            b->head_started = 0;
+            simba__my_kick(b);
+            return;
+        }
+        status = j->reply.status ? j->reply.status : SIMBA_EBACKEND;
+        simba__my_pop(b);
+        simba__my_after(b, j, status);
+        simba__my_complete(b, j, status, j->msg);
+        simba__my_job_free(b, j);
+        return;
+    case SIMBA__MY_S_SIMPLE:
+        if (j->kind == SIMBA_OP_KEEPALIVE && (c->nres < 1 || c->affected[0] != 1)) status = SIMBA_ESESSION;
+        if (j->kind == SIMBA__MY_JOB_BELLS_RETAKE) b->retake_needed = 0;
+        simba__my_free_results(c);
+        simba__my_pop(b);
+        simba__my_after(b, j, status);
+        simba__my_complete(b, j, status, NULL);
+        simba__my_job_free(b, j);
+        return;
+    case SIMBA__MY_S_CLOSE_ENTRIES:
+        if (c->nres >= 1 && c->affected[0] >= (uint64_t)SIMBA__MY_CLOSE_BATCH) {
+            simba__my_free_results(c);
+            simba__my_send(b); /* same statement again: the next batch */
+            return;
+        }
+        simba__my_free_results(c);
+        simba__my_buf_clear(&c->sql);
+        simba__my_putf(b, &c->sql, "DELETE FROM %s", b->t_sessions);
+        simba__my_where_tenant(b, &c->sql, j);
+        simba__my_put(b, &c->sql, " AND session=");
+        simba__my_hexs(b, &c->sql, j->session);
+        simba__my_put(b, &c->sql, ";\nDO RELEASE_ALL_LOCKS()");
+        j->step = SIMBA__MY_S_CLOSE_SESSION;
+        simba__my_send(b);
+        return;
+    case SIMBA__MY_S_CLOSE_SESSION:
+        simba__my_free_results(c);
+        simba__my_pop(b);
+        simba__my_after(b, j, SIMBA_OK);
+        simba__my_complete(b, j, SIMBA_OK, NULL);
+        simba__my_job_free(b, j);
+        return;
+    case SIMBA__MY_S_SWEEP_LIST: {
+        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+        MYSQL_ROW row;
+        int n = 0;
+        simba__my_buf_clear(&j->list);
+        while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
+            unsigned long *len = mysql_fetch_lengths(r);
+            if (!row[0] || !row[1] || !len) continue;
+            simba__my_put(b, &j->list, n ? ",(" : "(");
+            simba__my_hex(b, &j->list, row[0], len[0]);
+            simba__my_put(b, &j->list, ",");
+            simba__my_hex(b, &j->list, row[1], len[1]);
+            simba__my_put(b, &j->list, ")");
+            n++;
+        }
+        simba__my_free_results(c);
+        if (!n || j->list.oom) { simba__my_pop(b); simba__my_job_free(b, j); return; }
+        j->nbells = n; /* sessions in this round */
+        j->step = SIMBA__MY_S_SWEEP_ENTRIES;
+        /* the list can be long: it goes in with put, not the printf buffer */
+        simba__my_buf_clear(&c->sql);
+        simba__my_putf(b, &c->sql, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
+        simba__my_put(b, &c->sql, j->list.p);
+        simba__my_putf(b, &c->sql, ") LIMIT %d", SIMBA__MY_SWEEP_BATCH);
+        simba__my_send(b);
+        return;
+    }
+    case SIMBA__MY_S_SWEEP_ENTRIES:
+        if (c->nres >= 1) b->stats.swept_entries += c->affected[0];
+        if (c->nres >= 1 && c->affected[0] >= (uint64_t)SIMBA__MY_SWEEP_BATCH) {
+            simba__my_free_results(c);
+            simba__my_send(b);
+            return;
+        }
+        simba__my_free_results(c);
+        simba__my_buf_clear(&c->sql);
+        /* only sessions still expired: a row cannot come back to life, but
+           check anyway rather than trust the list's age */
+        simba__my_putf(b, &c->sql, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
+        simba__my_put(b, &c->sql, j->list.p);
+        simba__my_put(b, &c->sql, ") AND expires_ms < " SIMBA__MY_NOW_MS);
+        j->step = SIMBA__MY_S_SWEEP_SESSIONS;
+        simba__my_send(b);
+        return;
+    case SIMBA__MY_S_SWEEP_SESSIONS:
+        if (c->nres >= 1) b->stats.swept_sessions += c->affected[0];
+        simba__my_free_results(c);
+        simba__my_pop(b);
+        simba__my_job_free(b, j);
+        return;
+    case SIMBA__MY_S_FAST:
+    case SIMBA__MY_S_READS: {
+        int locked = j->step == SIMBA__MY_S_READS;
+        status = simba__my_parse_reads(b, j, c, &v);
+        if (status == SIMBA_OK) status = simba__my_decide(b, j, &v, &c->sql, locked, &what);
+        simba__my_free(b, v.e);
+        /* decide() copied what it needs: the results can go */
+        simba__my_free_results(c);
+        if (status != SIMBA_OK) {
+            if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
+            if (!locked) {
+                simba__my_pop(b);
+                simba__my_after(b, j, status);
+                simba__my_complete(b, j, status, j->msg);
+                simba__my_job_free(b, j);
+                return;
+            }
+            simba__my_rollback(b, j, status, 0);
+            return;
+        }
+        if (what == SIMBA__MY_DECIDE_ANSWER) {
+            simba__my_pop(b);
+            simba__my_after(b, j, SIMBA_OK);
+            simba__my_complete(b, j, SIMBA_OK, NULL);
+            simba__my_job_free(b, j);
+            return;
+        }
+        if (what == SIMBA__MY_DECIDE_LOCK) {
+            /* the snapshot needs writes: do it again under the row locks */
+            int nst = 0;
+            simba__my_buf_clear(&c->sql);
+            simba__my_sql_reads(b, j, &c->sql, &nst, 1);
+            j->step = SIMBA__MY_S_READS;
+            simba__my_send(b);
+            return;
+        }
+        j->step = SIMBA__MY_S_WRITES;
+        simba__my_send(b);
+        return;
+    }
+    case SIMBA__MY_S_WRITES:
+        simba__my_free_results(c);
+        b->stats.transactions++;
+        simba__my_pop(b);
+        simba__my_after(b, j, SIMBA_OK);
+        simba__my_complete(b, j, SIMBA_OK, NULL);
+        simba__my_job_free(b, j);
+        return;
+    default:
+        simba__my_free_results(c);
+        simba__my_pop(b);
+        simba__my_complete(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
+        simba__my_job_free(b, j);
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- main connection */
+
+/* Fail every queued op with err (EDISCONNECTED) and forget the internal jobs. */
+static void simba__my_fail_all(simba__my *b, int err, const char *msg) {
+    simba__my_job *j;
+    while ((j = simba__my_pop(b)) != NULL) {
+        simba__my_complete(b, j, err, msg);
+        simba__my_job_free(b, j);
+    }
+}
+
+static void simba__my_schedule_reconnect(simba__my *b) {
+    int ms = simba_backend_backoff_ms(b->s, b->main.attempt);
+    b->main.attempt++;
+    b->main.retry_at = simba_now_ms(b->s) + ms;
+}
+
+/* The main connection is gone (or we drop it): the server rolls back an open
+   transaction and frees our bells; entries and the session stay until the
+   session expires. Fail what was queued, report, reconnect with backoff. */
+static void simba__my_main_lost(simba__my *b, int err, const char *msg) {
+    simba__my_conn_drop(&b->main);
+    b->head_started = 0;
+    b->up = 0;
+    if (b->mine_n) b->retake_needed = 1;
+    simba__my_schedule_reconnect(b);
+    simba__my_fail_all(b, SIMBA_EDISCONNECTED, msg);
+    simba_backend_state(b->s, 0, err, msg);
+}
+
+/* Queue RETAKE jobs for all our bells (in front of the core's ops). */
+static void simba__my_queue_retake(simba__my *b) {
+    int i = 0, k = 0;
+    simba__my_job *j = NULL;
+    simba__my_job *jobs[1024];
+    int nj = 0;
+    if (!b->mine_n) { b->retake_needed = 0; return; }
+    for (i = 0; i < b->mine_cap; i++) {
+        if (!b->mine[i]) continue;
+        if (!j || j->nbells == SIMBA__MY_RETAKE_BATCH) {
+            if (nj == (int)(sizeof jobs / sizeof jobs[0])) break;
+            j = simba__my_job_new(b, SIMBA__MY_JOB_BELLS_RETAKE);
+            if (!j) break;
+            j->bells = (uint64_t *)simba__my_alloc(b, SIMBA__MY_RETAKE_BATCH * sizeof *j->bells);
+            if (!j->bells) { simba__my_job_free(b, j); j = NULL; break; }
+            jobs[nj++] = j;
+        }
+        j->bells[j->nbells++] = b->mine[i];
+    }
+    /* keep their order, all in front */
+    for (k = nj - 1; k >= 0; k--) simba__my_push(b, jobs[k], 1);
+}
+
+static void simba__my_setup_sql(simba__my *b, simba__my_buf *x, int main_conn) {
+    simba__my_buf_clear(x);
+    simba__my_put(b, x, "SET SESSION time_zone='+00:00'");
+    if (main_conn) {
+        simba__my_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
+        /* READ COMMITTED: no gap locks, so the only locks simba takes are the
+           resource rows (in sorted order) and the entries it writes */
+        simba__my_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+        if (b->create_schema) {
+            char ddl[4096];
+            int n = simba_mysql_schema(b->prefix, ddl, sizeof ddl);
+            if (n > 0 && (size_t)n < sizeof ddl) {
+                ddl[n - 2] = 0; /* drop the last ";\n" */
+                simba__my_put(b, x, ";\n");
+                simba__my_put(b, x, ddl);
+            } else {
+                x->oom = 1;
+            }
+        }
+    }
+}
+
+/* Drive the main connection: connect, setup, jobs. */
+static void simba__my_main_progress(simba__my *b) {
+    simba__my_conn *c = &b->main;
+    int guard;
+    for (guard = 0; guard < 64; guard++) {
+        if (c->state == SIMBA__MY_CLOSED) {
+            if (c->retry_at >= 0 && simba_now_ms(b->s) >= c->retry_at) {
+                c->retry_at = -1;
+                simba__my_conn_open(b, c);
+                continue;
+            }
+            return;
+        }
+        if (c->state == SIMBA__MY_CONNECTING) {
+            if (!c->done) {
+                if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms) {
+                    simba__my_conn_drop(c);
+                    simba__my_schedule_reconnect(b);
+                    simba_backend_state(b->s, 0, SIMBA_ETIMEDOUT, "connect timed out");
+                }
+                return;
+            }
+            c->done = 0;
+            if (c->err) {
+                int st = simba__my_status_of(c->err);
+                char msg[300];
+                snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
+                simba__my_conn_drop(c);
+                simba__my_schedule_reconnect(b);
+                simba_backend_state(b->s, 0, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
+                return;
+            }
+            c->state = SIMBA__MY_SETUP;
+            simba__my_setup_sql(b, &c->sql, 1);
+            simba__my_conn_query(b, c);
+            continue;
+        }
+        if (c->state == SIMBA__MY_SETUP) {
+            if (!c->done) {
+                if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms) {
+                    simba__my_conn_drop(c);
+                    simba__my_schedule_reconnect(b);
+                    simba_backend_state(b->s, 0, SIMBA_ETIMEDOUT, "connection setup timed out");
+                }
+                return;
+            }
+            c->done = 0;
+            if (c->err) {
+                int st = simba__my_status_of(c->err);
+                char msg[300];
+                snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+                simba__my_conn_drop(c);
+                simba__my_schedule_reconnect(b);
+                simba_backend_state(b->s, 0, st, msg);
+                return;
+            }
+            simba__my_free_results(c);
+            c->state = SIMBA__MY_READY;
+            c->attempt = 0;
+            b->stats.connects++;
+            if (b->retake_needed) simba__my_queue_retake(b);
+            b->up = 1;
+            simba_backend_state(b->s, 1, 0, NULL);
+            continue;
+        }
+        /* READY */
+        if (c->done) { simba__my_job_result(b); continue; }
+        if (c->q != SIMBA__MY_Q_NONE) return;
+        if (!b->head) {
+            int64_t now = simba_now_ms(b->s);
+            if (b->sweep_ms > 0 && now >= b->next_sweep) {
+                simba__my_job *j = simba__my_job_new(b, SIMBA__MY_JOB_SWEEP);
+                b->next_sweep = now + b->sweep_ms;
+                if (j) simba__my_push(b, j, 0);
+            }
+        }
+        if (!b->head || b->head_started) return;
+        simba__my_kick(b);
+    }
+}
+
+/* ---------------------------------------------------------------- waiter connection */
+
+static void simba__my_waiter_progress(simba__my *b);
+
+static void simba__my_waiter_drop(simba__my *b, int backoff) {
+    simba__my_conn *c = &b->waiter;
+    simba__my_conn_drop(c);
+    b->waiting_bell = 0;
+    simba__my_free(b, b->waiting_req);
+    b->waiting_req = NULL;
+    if (backoff) {
+        c->retry_at = simba_now_ms(b->s) + simba_backend_backoff_ms(b->s, c->attempt);
+        c->attempt++;
+    } else {
+        c->retry_at = 0;
+    }
+}
+
+/* Is the bell the waiter connection blocks on still wanted by some watch? */
+static int simba__my_bell_wanted(simba__my *b, uint64_t bell) {
+    int i;
+    for (i = 0; i < b->nwatch; i++) if (b->watches[i].bell == bell) return 1;
+    return 0;
+}
+
+static simba__my_watch *simba__my_next_watch(simba__my *b, int64_t now) {
+    int i;
+    for (i = 0; i < b->nwatch; i++) {
+        simba__my_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
+        if (w->not_before <= now) {
+            b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
+            return w;
+        }
+    }
+    return NULL;
+}
+
+static void simba__my_waiter_start(simba__my *b, simba__my_watch *w) {
+    simba__my_conn *c = &b->waiter;
+    simba__my_buf *x = &c->sql;
+    int t = b->nwatch > 1 ? SIMBA__MY_BELL_ROTATE_S : SIMBA__MY_BELL_WAIT_S;
+    simba__my_buf_clear(x);
+    /* wait for the bell; once we get it, give it back at once (other
+       waiters of the same bell get it in turn) */
+    simba__my_put(b, x, "SELECT IF(GET_LOCK(");
+    simba__my_bellname(b, x, w->bell);
+    simba__my_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
+    simba__my_bellname(b, x, w->bell);
+    simba__my_put(b, x, "), -1)");
+    if (w->single) {
+        /* and our fence, in the same round trip, if the ring granted us */
+        simba__my_putf(b, x, ";\nSELECT fence FROM %s WHERE tenant=", b->t_entries);
+        simba__my_hexs(b, x, w->tenant);
+        simba__my_put(b, x, " AND name=");
+        simba__my_hexs(b, x, w->name);
+        simba__my_put(b, x, " AND request=");
+        simba__my_hexs(b, x, w->request);
+    }
+    b->waiting_bell = w->bell;
+    simba__my_free(b, b->waiting_req);
+    b->waiting_req = simba__my_strdup(b, w->request);
+    b->stats.bell_waits++;
+    simba__my_conn_query(b, c);
+}
+
+/* A wait on the waiter connection finished. */
+static void simba__my_waiter_result(simba__my *b) {
+    simba__my_conn *c = &b->waiter;
+    simba__my_watch *w;
+    int64_t rang = 0, fence = 0;
+    int64_t elapsed = simba_now_ms(b->s) - c->started_ms;
+    char name[SIMBA_MAX_NAME + 1], request[160];
+    int single;
+    c->done = 0;
+    if (c->err) {
+        simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: waiter connection: %u %s", c->err, c->errmsg);
+        simba__my_waiter_drop(b, 1);
+        return;
+    }
+    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 1) {
+        MYSQL_ROW row = mysql_fetch_row(c->res[0]);
+        unsigned long *len = mysql_fetch_lengths(c->res[0]);
+        if (row && len && row[0]) (void)simba__my_int64(row[0], len[0], &rang);
+    }
+    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 1) {
+        MYSQL_ROW row = mysql_fetch_row(c->res[1]);
+        unsigned long *len = mysql_fetch_lengths(c->res[1]);
+        if (row && len && row[0] && !simba__my_int64(row[0], len[0], &fence)) fence = 0;
+    }
+    simba__my_free_results(c);
+    w = b->waiting_req ? simba__my_watch_find(b, b->waiting_req) : NULL;
+    b->waiting_bell = 0;
+    if (rang != 1 || !w) return; /* timed out (bell still held), or nobody cares now */
+    b->stats.bell_rings++;
+    /* a bell that is free at once (its owner has not taken it yet, or lost
+       its connection) would make us spin: back off on that bell */
+    if (elapsed < 2) {
+        w->immediate++;
+        w->not_before = simba_now_ms(b->s) + (w->immediate > 9 ? 500 : (1 << w->immediate));
+    } else {
+        w->immediate = 0;
+        w->not_before = 0;
+    }
+    snprintf(name, sizeof name, "%s", w->name);
+    snprintf(request, sizeof request, "%s", w->request);
+    single = w->single;
+    b->stats.wakes++;
+    if (single && fence > 0) {
+        /* granted: the watch is over, the core gets the fence directly */
+        simba__my_watch_del(b, request);
+        simba_backend_wake(b->s, name, request, fence);
+    } else {
+        simba_backend_wake(b->s, name, NULL, 0);
+    }
+}
+
+static void simba__my_waiter_progress(simba__my *b) {
+    simba__my_conn *c = &b->waiter;
+    int64_t now = simba_now_ms(b->s);
+    int guard;
+    if (b->no_waiter) return;
+    for (guard = 0; guard < 16; guard++) {
+        if (c->state == SIMBA__MY_CLOSED) {
+            if (!b->nwatch || !b->up) return;
+            if (c->retry_at > now) return;
+            simba__my_conn_open(b, c);
+            continue;
+        }
+        if (c->state == SIMBA__MY_CONNECTING) {
+            if (!c->done) {
+                if (now - c->started_ms > b->connect_timeout_ms) simba__my_waiter_drop(b, 1);
+                return;
+            }
+            c->done = 0;
+            if (c->err) { simba__my_waiter_drop(b, 1); return; }
+            c->state = SIMBA__MY_SETUP;
+            simba__my_setup_sql(b, &c->sql, 0);
+            simba__my_conn_query(b, c);
+            continue;
+        }
+        if (c->state == SIMBA__MY_SETUP) {
+            if (!c->done) return;
+            c->done = 0;
+            simba__my_free_results(c);
+            if (c->err) { simba__my_waiter_drop(b, 1); return; }
+            c->state = SIMBA__MY_READY;
+            c->attempt = 0;
+            b->stats.waiter_connects++;
+            continue;
+        }
+        if (c->done) { simba__my_waiter_result(b); continue; }
+        if (c->q != SIMBA__MY_Q_NONE) {
+            /* blocked on a bell nobody wants any more while others wait:
+               a new connection is cheaper than waiting the timeout out */
+            if (b->waiting_bell && !simba__my_bell_wanted(b, b->waiting_bell) && b->nwatch > 0) {
+                simba__my_waiter_drop(b, 0);
+                continue;
+            }
+            /* a wait that outlives its GET_LOCK timeout by far: dead server */
+            if (now - c->started_ms > (SIMBA__MY_BELL_WAIT_S + 5) * 1000) simba__my_waiter_drop(b, 1);
+            return;
+        }
+        {
+            simba__my_watch *w = simba__my_next_watch(b, now);
+            if (!w) return;
+            simba__my_waiter_start(b, w);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- vtable */
+
+static int simba__my_attach(void *impl, simba *s) {
+    simba__my *b = (simba__my *)impl;
+    int64_t now;
+    b->s = s;
+    now = simba_now_ms(s);
+    b->main.retry_at = now; /* connect on the first process() */
+    b->waiter.retry_at = now;
+    if (b->sweep_ms == 0) {
+        int lease = simba_lease_ms(s);
+        b->sweep_ms = lease * 2 > 5000 ? lease * 2 : 5000;
+    }
+    /* spread the sweeps of many clients over the period */
+    if (b->sweep_ms > 0) b->next_sweep = now + b->sweep_ms / 2 + (int64_t)(((uint64_t)(size_t)b >> 4) % (uint64_t)(b->sweep_ms / 2 + 1));
+    return SIMBA_OK;
+}
+
+static int simba__my_submit(void *impl, const simba_op *op) {
+    simba__my *b = (simba__my *)impl;
+    simba__my_job *j;
+    int err;
+    if (!op) return SIMBA_EINVAL;
+    if (!b->up || b->main.state != SIMBA__MY_READY) return SIMBA_EDISCONNECTED;
+    if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) &&
+        (op->nres < 1 || !op->request || !*op->request || strlen(op->request) > 128))
+        return SIMBA_EINVAL;
+    if ((op->kind == SIMBA_OP_INSPECT || op->kind == SIMBA_OP_SET_CAPACITY || op->kind == SIMBA_OP_DELETE) &&
+        op->nres != 1)
+        return SIMBA_EINVAL;
+    if (op->kind == SIMBA_OP_SET_CAPACITY && op->res[0].capacity <= 0) return SIMBA_ECAPACITY;
+    if (!op->tenant || !*op->tenant || strlen(op->tenant) > SIMBA_MAX_TENANT) return SIMBA_ENAME;
+    if (op->session && strlen(op->session) > SIMBA_MAX_SESSION) return SIMBA_ENAME;
+    if (op->client && strlen(op->client) > SIMBA_MAX_ID) return SIMBA_ENAME;
+    if (op->kind < SIMBA_OP_OPEN || op->kind > SIMBA_OP_DELETE) return SIMBA_EINVAL;
+    j = simba__my_job_from_op(b, op, &err);
+    if (!j) return err;
+    simba__my_push(b, j, 0);
+    simba__my_kick(b); /* send now; the answer is handled in process() */
+    return SIMBA_OK;
+}
+
+static int simba__my_pollfds(void *impl, struct pollfd *fds, int max) {
+    simba__my *b = (simba__my *)impl;
+    int n = 0;
+    simba__my_conn *cs[2];
+    int i;
+    cs[0] = &b->main;
+    cs[1] = &b->waiter;
+    for (i = 0; i < 2; i++) {
+        int fd = simba__my_conn_fd(cs[i]);
+        short ev = simba__my_conn_events(cs[i]);
+        if (fd < 0 || !ev) continue;
+        if (n < max && fds) { fds[n].fd = fd; fds[n].events = ev; fds[n].revents = 0; }
+        n++;
+    }
+    return n;
+}
+
+static int64_t simba__my_min(int64_t a, int64_t v) { return (a < 0 || v < a) ? v : a; }
+
+static int64_t simba__my_deadline(void *impl) {
+    simba__my *b = (simba__my *)impl;
+    int64_t d = -1, now = simba_now_ms(b->s);
+    simba__my_conn *c = &b->main;
+    int i;
+    if (c->done) return now;
+    if (c->state == SIMBA__MY_CLOSED && c->retry_at >= 0) d = simba__my_min(d, c->retry_at);
+    if (c->state == SIMBA__MY_CONNECTING || c->state == SIMBA__MY_SETUP)
+        d = simba__my_min(d, c->started_ms + b->connect_timeout_ms);
+    if (c->q != SIMBA__MY_Q_NONE && (c->wait & MYSQL_WAIT_TIMEOUT)) d = simba__my_min(d, c->wait_until);
+    if (c->state == SIMBA__MY_READY && c->q == SIMBA__MY_Q_NONE && b->head && !b->head_started) return now;
+    if (c->state == SIMBA__MY_READY && b->sweep_ms > 0) d = simba__my_min(d, b->next_sweep);
+    if (!b->no_waiter) {
+        simba__my_conn *w = &b->waiter;
+        if (w->done) return now;
+        if (w->state == SIMBA__MY_CLOSED && b->nwatch && b->up) d = simba__my_min(d, w->retry_at);
+        if (w->state == SIMBA__MY_CONNECTING || w->state == SIMBA__MY_SETUP)
+            d = simba__my_min(d, w->started_ms + b->connect_timeout_ms);
+        if (w->q != SIMBA__MY_Q_NONE && (w->wait & MYSQL_WAIT_TIMEOUT)) d = simba__my_min(d, w->wait_until);
+        if (w->q != SIMBA__MY_Q_NONE) {
+            if (b->waiting_bell && !simba__my_bell_wanted(b, b->waiting_bell) && b->nwatch) return now;
+            d = simba__my_min(d, w->started_ms + (SIMBA__MY_BELL_WAIT_S + 5) * 1000);
+        }
+        if (w->state == SIMBA__MY_READY && w->q == SIMBA__MY_Q_NONE)
+            for (i = 0; i < b->nwatch; i++) d = simba__my_min(d, b->watches[i].not_before > now ? b->watches[i].not_before : now);
+    }
+    return d;
+}
+
+static void simba__my_process(void *impl, const struct pollfd *fds, int nfds) {
+    simba__my *b = (simba__my *)impl;
+    int rv;
+    rv = simba__my_revents(&b->main, fds, nfds);
+    if (simba__my_conn_io(b, &b->main, rv)) {
+        simba__my_main_lost(b, SIMBA_EDISCONNECTED, "the server closed the connection");
+    }
+    simba__my_main_progress(b);
+    if (!b->no_waiter) {
+        rv = simba__my_revents(&b->waiter, fds, nfds);
+        if (simba__my_conn_io(b, &b->waiter, rv)) simba__my_waiter_drop(b, 1);
+        simba__my_waiter_progress(b);
+    }
+}
+
+static void simba__my_reset(void *impl, int why) {
+    simba__my *b = (simba__my *)impl;
+    char msg[64];
+    snprintf(msg, sizeof msg, "connection reset (%s)", simba_strerror(why));
+    simba__my_main_lost(b, why ? why : SIMBA_EDISCONNECTED, msg);
+    /* the waiter's wait may be as stale as the main connection */
+    if (b->waiter.state != SIMBA__MY_CLOSED) simba__my_waiter_drop(b, 0);
+}
+
+static void simba__my_destroy(void *impl) {
+    simba__my *b = (simba__my *)impl;
+    simba__my_job *j;
+    simba__my_conn_drop(&b->main);
+    simba__my_conn_drop(&b->waiter);
+    while ((j = simba__my_pop(b)) != NULL) {
+        if (b->s) simba__my_complete(b, j, SIMBA_EDISCONNECTED, "backend destroyed");
+        simba__my_job_free(b, j);
+    }
+    while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
+    simba__my_free(b, b->watches);
+    simba__my_free(b, b->mine);
+    simba__my_free(b, b->waiting_req);
+    simba__my_buf_free(b, &b->main.sql);
+    simba__my_buf_free(b, &b->waiter.sql);
+    simba__my_free(b, b->host);
+    simba__my_free(b, b->unix_socket);
+    simba__my_free(b, b->user);
+    simba__my_free(b, b->password);
+    simba__my_free(b, b->database);
+    simba__my_free(b, b->prefix);
+    simba__my_free(b, b->ssl_key);
+    simba__my_free(b, b->ssl_cert);
+    simba__my_free(b, b->ssl_ca);
+    simba__my_free(b, b->ssl_capath);
+    simba__my_free(b, b->ssl_cipher);
+    simba__my_free(b, b);
+}
+
+static const simba_backend_vtable simba__my_vtable = {
+    "mysql",
+    simba__my_attach,
+    simba__my_submit,
+    simba__my_pollfds,
+    simba__my_deadline,
+    simba__my_process,
+    simba__my_reset,
+    simba__my_destroy
+};
+
+SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
+    simba_backend none;
+    simba__my *b;
+    simba_allocator al;
+    const char *prefix;
+    none.vt = NULL;
+    none.impl = NULL;
+    if (!d || !d->database || !*d->database || strlen(d->database) > 64) return none;
+    prefix = d->table_prefix ? d->table_prefix : "simba_";
+    if (!simba__my_prefix_ok(prefix)) return none;
+    if (d->port < 0 || d->port > 65535) return none;
+    al = d->allocator;
+    b = (simba__my *)(al.alloc ? al.alloc(sizeof *b, al.user) : malloc(sizeof *b));
+    if (!b) return none;
+    memset(b, 0, sizeof *b);
+    b->alloc = al;
+    b->host = simba__my_strdup(b, d->host ? d->host : "127.0.0.1");
+    b->unix_socket = simba__my_strdup(b, d->unix_socket);
+    b->user = simba__my_strdup(b, d->user);
+    b->password = simba__my_strdup(b, d->password);
+    b->database = simba__my_strdup(b, d->database);
+    b->prefix = simba__my_strdup(b, prefix);
+    b->ssl_key = simba__my_strdup(b, d->ssl_key);
+    b->ssl_cert = simba__my_strdup(b, d->ssl_cert);
+    b->ssl_ca = simba__my_strdup(b, d->ssl_ca);
+    b->ssl_capath = simba__my_strdup(b, d->ssl_capath);
+    b->ssl_cipher = simba__my_strdup(b, d->ssl_cipher);
+    if (!b->host || !b->database || !b->prefix || (d->unix_socket && !b->unix_socket) ||
+        (d->user && !b->user) || (d->password && !b->password) || (d->ssl_key && !b->ssl_key) ||
+        (d->ssl_cert && !b->ssl_cert) || (d->ssl_ca && !b->ssl_ca) || (d->ssl_capath && !b->ssl_capath) ||
+        (d->ssl_cipher && !b->ssl_cipher)) {
+        simba__my_destroy(b);
+        return none;
+    }
+    b->port = d->port ? d->port : 3306;
+    b->ssl_verify = d->ssl_verify_server_cert;
+    b->connect_timeout_ms = d->connect_timeout_ms > 0 ? d->connect_timeout_ms : 5000;
+    b->create_schema = d->create_schema;
+    b->lock_wait_s = d->lock_wait_timeout_s > 0 ? d->lock_wait_timeout_s : 1;
+    b->sweep_ms = d->sweep_ms;
+    b->no_waiter = d->no_waiter;
+    b->main.retry_at = -1;
+    b->waiter.retry_at = -1;
+    b->deploy = simba__my_fnv(simba__my_fnv(14695981039346656037ULL, b->database, strlen(b->database)),
+                              b->prefix, strlen(b->prefix));
+    snprintf(b->t_sessions, sizeof b->t_sessions, "`%ssessions`", b->prefix);
+    snprintf(b->t_resources, sizeof b->t_resources, "`%sresources`", b->prefix);
+    snprintf(b->t_entries, sizeof b->t_entries, "`%sentries`", b->prefix);
+    snprintf(b->t_audit, sizeof b->t_audit, "`%scapacity_audit`", b->prefix);
+    {
+        simba_backend out;
+        out.vt = &simba__my_vtable;
+        out.impl = b;
+        return out;
+    }
+}
+
+SIMBADEF int simba_mysql_get_stats(simba_backend bk, simba_mysql_stats *out) {
+    simba__my *b;
+    if (bk.vt != &simba__my_vtable || !bk.impl || !out) return SIMBA_EINVAL;
+    b = (simba__my *)bk.impl;
+    *out = b->stats;
+    out->held_bells = b->mine_n;
+    out->watches = b->nwatch;
+    return SIMBA_OK;
+}
+
+#endif /* SIMBA_MYSQL_IMPLEMENTATION */

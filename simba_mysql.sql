@@ -1,0 +1,79 @@
+-- simba_mysql.sql -- the schema of simba's MySQL/MariaDB backend (simba_mysql.h),
+-- for DBAs who create it by hand instead of letting clients run it
+-- (simba_mysql_desc.create_schema = 1 runs exactly these statements).
+--
+-- Works on MariaDB >= 10.2 and MySQL >= 5.7 (InnoDB, DYNAMIC rows).
+-- Tables use the default prefix "simba_"; with another table_prefix, replace
+-- "simba_" in the four table names below.
+--
+--   mariadb -u admin -p yourdb < simba_mysql.sql
+--
+-- The least privileges a simba client needs (user 'app'@'%' and database
+-- yourdb as examples):
+--
+--   GRANT SELECT, INSERT, UPDATE, DELETE ON yourdb.simba_sessions  TO 'app'@'%';
+--   GRANT SELECT, INSERT, UPDATE, DELETE ON yourdb.simba_resources TO 'app'@'%';
+--   GRANT SELECT, INSERT, UPDATE, DELETE ON yourdb.simba_entries   TO 'app'@'%';
+--   GRANT INSERT                         ON yourdb.simba_capacity_audit TO 'app'@'%';
+--
+-- (plus CREATE on those tables if clients should create the schema
+-- themselves.) GET_LOCK/RELEASE_LOCK, used for wake-ups, need no privilege.
+--
+-- All names are VARBINARY: resource names are arbitrary bytes, compared
+-- byte-wise, so two different names can never collide through a collation.
+-- Times are milliseconds since the epoch by the DATABASE SERVER's clock
+-- (UNIX_TIMESTAMP(NOW(3)) with time_zone '+00:00'); fences are BIGINT.
+
+-- One row per client session. A session's entries (held and waiting) live
+-- exactly as long as this row has expires_ms > server now; one keepalive
+-- UPDATE of this row renews all of a client's locks at once.
+CREATE TABLE IF NOT EXISTS simba_sessions (
+    tenant      VARBINARY(64)  NOT NULL,
+    session     VARBINARY(96)  NOT NULL,  -- "<client id>~<16 hex>"
+    client      VARBINARY(64)  NOT NULL,
+    expires_ms  BIGINT         NOT NULL,  -- server time; dead when <= now
+    PRIMARY KEY (tenant, session),
+    KEY simba_sessions_expiry (expires_ms)
+) ENGINE=InnoDB;
+
+-- One row per resource (lock name). Every operation on a resource locks this
+-- row (SELECT ... FOR UPDATE, several rows in sorted name order), which
+-- serialises all changes to the resource's queue.
+CREATE TABLE IF NOT EXISTS simba_resources (
+    tenant      VARBINARY(64)  NOT NULL,
+    name        VARBINARY(256) NOT NULL,
+    capacity    INT            NOT NULL,  -- mutex 1, semaphore N, rwlock R
+    counter     BIGINT         NOT NULL DEFAULT 0,  -- the last fence granted
+    PRIMARY KEY (tenant, name)
+) ENGINE=InnoDB;
+
+-- The FIFO queues: one row per (request, resource). id orders the queue
+-- (assigned at insert, under the resource row lock). An entry is granted
+-- when the weights ahead of it plus its own fit in the capacity; fence is 0
+-- while waiting and set once when it is granted.
+CREATE TABLE IF NOT EXISTS simba_entries (
+    id          BIGINT         NOT NULL AUTO_INCREMENT,
+    tenant      VARBINARY(64)  NOT NULL,
+    name        VARBINARY(256) NOT NULL,
+    request     VARBINARY(128) NOT NULL,  -- idempotency: unique per resource
+    session     VARBINARY(96)  NOT NULL,
+    weight      INT            NOT NULL,  -- 0 = exclusive (the whole capacity)
+    fence       BIGINT         NOT NULL DEFAULT 0,
+    PRIMARY KEY (id),
+    UNIQUE KEY simba_entries_request (tenant, name, request),
+    KEY simba_entries_queue (tenant, name, id),
+    KEY simba_entries_session (tenant, session)
+) ENGINE=InnoDB;
+
+-- Every SET_CAPACITY leaves a row here: who changed what, when (server time).
+CREATE TABLE IF NOT EXISTS simba_capacity_audit (
+    id            BIGINT         NOT NULL AUTO_INCREMENT,
+    tenant        VARBINARY(64)  NOT NULL,
+    name          VARBINARY(256) NOT NULL,
+    old_capacity  INT            NULL,    -- NULL: the resource did not exist
+    new_capacity  INT            NOT NULL,
+    session       VARBINARY(96)  NOT NULL,
+    at_ms         BIGINT         NOT NULL,
+    PRIMARY KEY (id),
+    KEY simba_capacity_audit_name (tenant, name)
+) ENGINE=InnoDB;
