@@ -1,0 +1,910 @@
+/* test_mysql.c -- the conformance suite on the MySQL/MariaDB backend, plus
+   what only a real server can show: the server killed and restarted under a
+   hold, a connection KILLed, a forced deadlock retried, the schema made by a
+   client and by simba_mysql.sql, a least-privilege user, skewed client
+   clocks, the expiry sweep, O(1) renewal, prompt wake-ups, and hostile names.
+
+   Run through tests/servers/mysql.sh (make test-mysql), which starts a
+   throw-away mariadbd and exports SIMBA_MYSQL_* (see that script). An
+   optional argv[1] runs only the tests whose name contains it.
+
+   The test helpers talk to the server with the connector's ordinary blocking
+   calls on a separate "admin" connection: that is test code, not simba. */
+#include "harness.h"
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_MYSQL_IMPLEMENTATION
+#include "simba_mysql.h"
+#include "conformance.h"
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+/* ---- the server, from tests/servers/mysql.sh ---- */
+
+static const char *env_host, *env_socket, *env_user, *env_password, *env_db, *env_ctl;
+static int env_port;
+
+static const char *env_or(const char *name, const char *dflt) {
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+static simba_mysql_desc base_desc(void) {
+    simba_mysql_desc d;
+    memset(&d, 0, sizeof d);
+    d.host = env_host;
+    d.port = env_port;
+    d.user = env_user;
+    d.password = env_password;
+    d.database = env_db;
+    d.create_schema = 1;
+    d.connect_timeout_ms = 3000;
+    return d;
+}
+
+/* A blocking admin connection (root) for setup and inspection. */
+static MYSQL *admin_open(const char *db) {
+    MYSQL *m = mysql_init(NULL);
+    if (!m) return NULL;
+    if (!mysql_real_connect(m, env_host, env_user, env_password, db, (unsigned)env_port, NULL,
+                            CLIENT_MULTI_STATEMENTS)) {
+        printf("  # admin connect: %s\n", mysql_error(m));
+        mysql_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Run SQL (possibly several statements), discarding results. 0 = ok. */
+static int admin_exec(MYSQL *m, const char *sql) {
+    int rc;
+    if (mysql_query(m, sql) != 0) {
+        printf("  # admin: %s: %s\n", sql, mysql_error(m));
+        return -1;
+    }
+    do {
+        MYSQL_RES *r = mysql_store_result(m);
+        if (r) mysql_free_result(r);
+        rc = mysql_next_result(m);
+    } while (rc == 0);
+    if (rc > 0) { printf("  # admin: %s: %s\n", sql, mysql_error(m)); return -1; }
+    return 0;
+}
+
+/* The first column of the first row of a query as a number (-1 on error or NULL). */
+static long long admin_num(MYSQL *m, const char *sql) {
+    MYSQL_RES *r;
+    MYSQL_ROW row;
+    long long v = -1;
+    if (mysql_query(m, sql) != 0) { printf("  # admin: %s: %s\n", sql, mysql_error(m)); return -1; }
+    r = mysql_store_result(m);
+    if (!r) return -1;
+    row = mysql_fetch_row(r);
+    if (row && row[0]) v = atoll(row[0]);
+    mysql_free_result(r);
+    while (mysql_next_result(m) == 0) { MYSQL_RES *x = mysql_store_result(m); if (x) mysql_free_result(x); }
+    return v;
+}
+
+/* ---- clients ---- */
+
+/* Every backend this program made, so that kill() can find the one of a
+   simba client. The impl stays valid until its simba is destroyed; a
+   freed impl is forgotten through the allocator hook below. */
+enum { MAX_BACKENDS = 256 };
+static simba_backend made[MAX_BACKENDS];
+static int nmade;
+
+static void *track_alloc(size_t n, void *user) { (void)user; return malloc(n); }
+static void track_free(void *p, void *user) {
+    int i;
+    (void)user;
+    for (i = 0; i < nmade; i++) if (made[i].impl == p) { made[i] = made[--nmade]; break; }
+    free(p);
+}
+
+static simba_backend make_backend(const simba_mysql_desc *d0) {
+    simba_mysql_desc d = *d0;
+    simba_backend b;
+    d.allocator.alloc = track_alloc;
+    d.allocator.free = track_free;
+    d.allocator.user = NULL;
+    b = simba_mysql(&d);
+    if (b.vt && nmade < MAX_BACKENDS) made[nmade++] = b;
+    return b;
+}
+
+static simba_backend make_default(void *user) {
+    simba_mysql_desc d = base_desc();
+    (void)user;
+    return make_backend(&d);
+}
+
+/* White-box: the backend of a simba client (this file includes the
+   implementation; the struct is private to it). */
+static simba_backend backend_of(simba *s) {
+    int i;
+    simba_backend none;
+    for (i = 0; i < nmade; i++)
+        if (((simba__my *)made[i].impl)->s == s) return made[i];
+    none.vt = NULL;
+    none.impl = NULL;
+    return none;
+}
+
+static simba_mysql_stats stats_of(simba *s) {
+    simba_mysql_stats st;
+    memset(&st, 0, sizeof st);
+    simba_mysql_get_stats(backend_of(s), &st);
+    return st;
+}
+
+/* KILL the main connection of client s from the server side. */
+static int kill_client(void *user, simba *s) {
+    simba_backend b = backend_of(s);
+    simba__my *impl;
+    MYSQL *m;
+    char sql[64];
+    unsigned long id;
+    (void)user;
+    if (!b.impl) return SIMBA_ESTALE;
+    impl = (simba__my *)b.impl;
+    if (!impl->main.m || impl->main.state != SIMBA__MY_READY) return SIMBA_EDISCONNECTED;
+    id = mysql_thread_id(impl->main.m);
+    m = admin_open(NULL);
+    if (!m) return SIMBA_EDISCONNECTED;
+    snprintf(sql, sizeof sql, "KILL CONNECTION %lu", id);
+    if (admin_exec(m, sql) != 0) { mysql_close(m); return SIMBA_EBACKEND; }
+    mysql_close(m);
+    return SIMBA_OK;
+}
+
+static simba *new_client_ex(const char *tenant, const char *id, int ttl, int transition,
+                            const simba_mysql_desc *md, simba_clock clock) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = make_backend(md);
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    d.clock = clock;
+    return simba_create(&d);
+}
+
+static simba *new_client(const char *tenant, const char *id, int ttl, int transition) {
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    memset(&none, 0, sizeof none);
+    return new_client_ex(tenant, id, ttl, transition, &md, none);
+}
+
+static simba_lock acquire(simba *s, const char *name, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
+/* Pump until client `who` is connected. */
+static int wait_connected(h_client **cl, int n, int who, int ms) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        if (simba_connected(cl[who]->s)) return 1;
+        h_pump(cl, n, 20);
+    }
+    return simba_connected(cl[who]->s);
+}
+
+static void destroy_all(h_client **cl, int n) {
+    int i;
+    for (i = 0; i < n; i++) if (cl[i]->s) { simba_destroy(cl[i]->s); cl[i]->s = NULL; }
+}
+
+/* ---- backend-specific tests ---- */
+
+/* The server is SIGKILLed and started again while A holds and B waits:
+   InnoDB keeps sessions, entries and fences; both reconnect; A still holds
+   (its session outlived the restart), B gets the lock only after A releases,
+   with a larger fence. */
+static void t_server_restart_mid_hold(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa;
+    char cmd[1024];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    /* a lease that outlives a restart (mariadbd needs 1-3 s to come back) */
+    a.s = new_client(tenant, "ra", 8000, 6000);
+    b.s = new_client(tenant, "rb", 8000, 6000);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "restart", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e->fence;
+    lb = acquire(b.s, "restart", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    CHECK(system(cmd) == 0);
+    CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 10000) != NULL);
+    CHECK(wait_connected(cl, 2, 0, 15000));
+    CHECK(wait_connected(cl, 2, 1, 15000));
+    h_run_for(cl, 2, 1500);                     /* keepalives confirm the old sessions */
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(a.s, la) > 0);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    CHECK(e->fence > fa);
+    destroy_all(cl, 2);
+}
+
+/* A transaction deadlock between simba and another client: an admin
+   transaction holds row B and has done a lot of work; simba's multi-resource
+   enqueue of [A, B] locks A and waits for B; the admin then asks for A.
+   InnoDB rolls back the lighter transaction (simba's), simba retries after
+   the admin commits, and the acquire succeeds. */
+static void t_deadlock_retried(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    const char *names[2];
+    simba_lock_desc d;
+    simba_lock la, l0;
+    simba_mysql_stats st;
+    MYSQL *m;
+    char sql[512];
+    int i;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, "dl", 6000, 3000);
+    CHECK(a.s);
+    /* create both resource rows */
+    names[0] = "dl-a";
+    names[1] = "dl-b";
+    memset(&d, 0, sizeof d);
+    d.names = names; d.nnames = 2; d.wait_ms = -1;
+    l0 = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_release(a.s, l0);
+    CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    m = admin_open(env_db);
+    CHECK(m);
+    CHECK(admin_exec(m, "CREATE TABLE IF NOT EXISTS dl_ballast (id INT PRIMARY KEY, v INT) ENGINE=InnoDB") == 0);
+    CHECK(admin_exec(m, "SET SESSION innodb_lock_wait_timeout=10; START TRANSACTION") == 0);
+    for (i = 0; i < 200; i++) {
+        snprintf(sql, sizeof sql, "INSERT INTO dl_ballast VALUES (%d, 1) ON DUPLICATE KEY UPDATE v=v+1", i);
+        CHECK(admin_exec(m, sql) == 0);
+    }
+    snprintf(sql, sizeof sql, "SELECT * FROM simba_resources WHERE tenant='%s' AND name='dl-b' FOR UPDATE", tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    st = stats_of(a.s);
+    CHECK_EQ(st.deadlocks, 0);
+    la = simba_acquire(a.s, &d);
+    h_run_for(cl, 1, 300);                      /* simba now holds dl-a and waits for dl-b */
+    snprintf(sql, sizeof sql, "SELECT * FROM simba_resources WHERE tenant='%s' AND name='dl-a' FOR UPDATE", tenant);
+    CHECK(admin_exec(m, sql) == 0);             /* the deadlock: InnoDB picks simba */
+    CHECK(admin_exec(m, "COMMIT") == 0);
+    mysql_close(m);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    st = stats_of(a.s);
+    printf("  # deadlocks %llu, retries %llu\n", (unsigned long long)st.deadlocks, (unsigned long long)st.retries);
+    CHECK(st.deadlocks >= 1);
+    CHECK(st.retries >= 1);
+    destroy_all(cl, 1);
+}
+
+/* Our main connection KILLed while holding and with a waiter behind us: we
+   reconnect, keep the hold (the session row lives on), take our bell again,
+   and the waiter still gets the lock promptly once we release. */
+static void t_kill_connection(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_mysql_stats st;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "ka", 4000, 2000);
+    b.s = new_client(tenant, "kb", 4000, 2000);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "killed", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    lb = acquire(b.s, "killed", -1);
+    h_run_for(cl, 2, 200);
+    CHECK_EQ(kill_client(NULL, a.s), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000) != NULL);
+    CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, 5000) != NULL);
+    h_run_for(cl, 2, 500);
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    st = stats_of(a.s);
+    CHECK(st.connects >= 2);
+    CHECK_EQ(st.held_bells, 1);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 4000) != NULL);
+    destroy_all(cl, 2);
+}
+
+/* Run simba_mysql.sql (the DBA's file) into database db. */
+static int run_sql_file(MYSQL *m, const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    int rc;
+    if (!f) { printf("  # cannot open %s\n", path); return -1; }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(buf); return -1; }
+    buf[n] = 0;
+    fclose(f);
+    rc = admin_exec(m, buf);
+    free(buf);
+    return rc;
+}
+
+/* SHOW CREATE TABLE of db.table, without the AUTO_INCREMENT counter. */
+static void show_create(MYSQL *m, const char *db, const char *table, char *out, size_t cap) {
+    char sql[256];
+    MYSQL_RES *r;
+    MYSQL_ROW row;
+    out[0] = 0;
+    snprintf(sql, sizeof sql, "SHOW CREATE TABLE `%s`.`%s`", db, table);
+    if (mysql_query(m, sql) != 0) return;
+    r = mysql_store_result(m);
+    if (!r) return;
+    row = mysql_fetch_row(r);
+    if (row && row[1]) {
+        const char *p = row[1];
+        size_t k = 0;
+        while (*p && k + 1 < cap) {
+            if (strncmp(p, " AUTO_INCREMENT=", 16) == 0) { p += 16; while (*p >= '0' && *p <= '9') p++; continue; }
+            out[k++] = *p++;
+        }
+        out[k] = 0;
+    }
+    mysql_free_result(r);
+}
+
+/* Acquire + release one lock on a database with a given desc: a smoke test. */
+static int smoke(const simba_mysql_desc *md, const char *name) {
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_clock none;
+    int ok = 0;
+    memset(&a, 0, sizeof a);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a;
+    a.s = new_client_ex(h_tenant(), "smoke", 3000, 1000, md, none);
+    if (!a.s) return 0;
+    l = acquire(a.s, name, -1);
+    if (h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000)) {
+        simba_release(a.s, l);
+        if (h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000)) ok = 1;
+    }
+    if (!ok) {
+        int i;
+        for (i = 0; i < a.nlog; i++)
+            printf("  #   event %s error %d\n", simba_event_name(a.log[i].type), a.log[i].error);
+    }
+    simba_destroy(a.s);
+    return ok;
+}
+
+/* The schema made by a fresh client (create_schema) and by the .sql file is
+   the same, InnoDB, and works; a client without create_schema on an empty
+   database reports the missing tables instead of hanging. */
+static void t_schema_client_and_file(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    const char *tables[] = { "simba_sessions", "simba_resources", "simba_entries", "simba_capacity_audit" };
+    char x[4096], y[4096];
+    int i;
+    CHECK(m);
+    CHECK(admin_exec(m, "DROP DATABASE IF EXISTS simba_schema_a; DROP DATABASE IF EXISTS simba_schema_b;"
+                        "CREATE DATABASE simba_schema_a; CREATE DATABASE simba_schema_b") == 0);
+    md.database = "simba_schema_a";
+    md.create_schema = 1;
+    CHECK(smoke(&md, "schema-a"));
+    CHECK(admin_exec(m, "USE simba_schema_b") == 0);
+    CHECK(run_sql_file(m, "simba_mysql.sql") == 0);
+    md.database = "simba_schema_b";
+    md.create_schema = 0;
+    CHECK(smoke(&md, "schema-b"));
+    for (i = 0; i < 4; i++) {
+        char sql[256];
+        show_create(m, "simba_schema_a", tables[i], x, sizeof x);
+        show_create(m, "simba_schema_b", tables[i], y, sizeof y);
+        CHECK(x[0] != 0);
+        if (strcmp(x, y) != 0) printf("  # client:\n%s\n  # file:\n%s\n", x, y);
+        CHECK(strcmp(x, y) == 0);
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='simba_schema_a'"
+                 " AND TABLE_NAME='%s' AND ENGINE='InnoDB'", tables[i]);
+        CHECK_EQ(admin_num(m, sql), 1);
+    }
+    CHECK(admin_exec(m, "DROP DATABASE simba_schema_a; DROP DATABASE simba_schema_b") == 0);
+    mysql_close(m);
+}
+
+/* Missing tables and no create_schema: the request fails with a clear error
+   (EBACKEND), it does not hang. */
+static void t_schema_missing_is_an_error(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    static h_client a;
+    h_client *cl[1];
+    simba_clock none;
+    simba_lock l;
+    simba_event *e;
+    CHECK(m);
+    CHECK(admin_exec(m, "DROP DATABASE IF EXISTS simba_empty; CREATE DATABASE simba_empty") == 0);
+    md.database = "simba_empty";
+    md.create_schema = 0;
+    memset(&a, 0, sizeof a);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a;
+    a.s = new_client_ex(h_tenant(), "noschema", 3000, 1000, &md, none);
+    CHECK(a.s);
+    l = acquire(a.s, "x", -1);
+    /* the session cannot open: the acquire never gets further than pending */
+    h_run_for(cl, 1, 1500);
+    CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
+    e = NULL;
+    (void)e;
+    simba_destroy(a.s);
+    CHECK(admin_exec(m, "DROP DATABASE simba_empty") == 0);
+    mysql_close(m);
+}
+
+/* A user with only the privileges simba_mysql.sql lists can do everything;
+   a user without them gets SIMBA_EAUTH, not a hang or a crash. */
+static void t_least_privilege_user(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_clock none;
+    simba_lock l, q;
+    simba_event *e;
+    const char *tenant = h_tenant();
+    simba_lock_desc d;
+    CHECK(m);
+    CHECK(admin_exec(m, "DROP USER IF EXISTS 'simba_app'@'127.0.0.1', 'simba_none'@'127.0.0.1';"
+                        "DROP DATABASE IF EXISTS simba_priv; CREATE DATABASE simba_priv") == 0);
+    CHECK(admin_exec(m, "USE simba_priv") == 0);
+    CHECK(run_sql_file(m, "simba_mysql.sql") == 0);
+    CHECK(admin_exec(m,
+        "CREATE USER 'simba_app'@'127.0.0.1' IDENTIFIED BY 'app-pw';"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_priv.simba_sessions TO 'simba_app'@'127.0.0.1';"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_priv.simba_resources TO 'simba_app'@'127.0.0.1';"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba_priv.simba_entries TO 'simba_app'@'127.0.0.1';"
+        "GRANT INSERT ON simba_priv.simba_capacity_audit TO 'simba_app'@'127.0.0.1';"
+        "CREATE USER 'simba_none'@'127.0.0.1' IDENTIFIED BY 'none-pw';"
+        "GRANT SELECT ON simba_priv.simba_sessions TO 'simba_none'@'127.0.0.1'") == 0);
+    md.database = "simba_priv";
+    md.create_schema = 0;
+    md.user = "simba_app";
+    md.password = "app-pw";
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex(tenant, "app", 3000, 1000, &md, none);
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.name = "priv"; d.capacity = 2; d.wait_ms = -1;
+    l = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    q = simba_set_capacity(a.s, "priv", 3, NULL);
+    CHECK((e = h_expect(cl, 1, 0, q, SIMBA_EVENT_DONE, 8000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_OK);
+    q = simba_inspect(a.s, "priv", NULL);
+    CHECK((e = h_expect(cl, 1, 0, q, SIMBA_EVENT_INFO, 8000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_OK);
+    CHECK_EQ(e->capacity, 3);
+    CHECK_EQ(e->held, 1);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    q = simba_delete(a.s, "priv", NULL);
+    CHECK((e = h_expect(cl, 1, 0, q, SIMBA_EVENT_DONE, 8000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_OK);
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_priv.simba_capacity_audit WHERE new_capacity=3"), 1);
+    /* wrong password: DISCONNECTED with EAUTH */
+    md.password = "wrong";
+    b.s = new_client_ex(tenant, "bad", 3000, 1000, &md, none);
+    CHECK(b.s);
+    CHECK((e = h_expect(cl, 2, 1, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    simba_destroy(b.s);
+    b.s = NULL;
+    /* right password, too few privileges: the session never opens, the
+       connection reports EAUTH-class errors in the log, nothing is granted */
+    md.user = "simba_none";
+    md.password = "none-pw";
+    b.s = new_client_ex(tenant, "none", 3000, 1000, &md, none);
+    CHECK(b.s);
+    l = acquire(b.s, "priv2", -1);
+    h_run_for(cl, 2, 1500);
+    CHECK(!h_has(&b, l, SIMBA_EVENT_ACQUIRED));
+    destroy_all(cl, 2);
+    CHECK(admin_exec(m, "DROP USER 'simba_app'@'127.0.0.1', 'simba_none'@'127.0.0.1'; DROP DATABASE simba_priv") == 0);
+    mysql_close(m);
+}
+
+/* Clocks: simba's clock is injectable; two clients whose clocks are hours
+   apart (and one of them running from a huge offset) still agree on who
+   holds, because only the server's clock decides expiry. A crashed holder
+   is taken over after about ttl + transition of *server* time, not earlier. */
+static int64_t clock_base(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+static int64_t clock_ahead(void *user) { (void)user; return clock_base() + 3600LL * 1000 * 24 * 365; }
+static int64_t clock_behind(void *user) { (void)user; return clock_base() - 7200LL * 1000; }
+
+static void t_skewed_clocks_agree(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_mysql_desc md = base_desc();
+    simba_clock ca, cb;
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa, t0, waited;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    ca.now_ms = clock_ahead; ca.user = NULL;
+    cb.now_ms = clock_behind; cb.user = NULL;
+    a.s = new_client_ex(tenant, "ahead", 1500, 1000, &md, ca);
+    b.s = new_client_ex(tenant, "behind", 1500, 1000, &md, cb);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "skew", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    fa = e->fence;
+    lb = acquire(b.s, "skew", -1);
+    h_run_for(cl, 2, 2000);                     /* A renews: B must keep waiting */
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(simba_valid_ms(a.s, la) > 0);
+    /* A crashes: B takes over after the lease has passed on the server */
+    simba_destroy(a.s);
+    a.s = NULL;
+    t0 = h_real_ms();
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 15000)) != NULL);
+    waited = h_real_ms() - t0;
+    printf("  # takeover after %lld ms (lease 2500 ms)\n", (long long)waited);
+    CHECK(waited >= 1500);   /* safety: not before A's local validity (ttl) ran out */
+    CHECK(e->fence > fa);
+    destroy_all(cl, 2);
+}
+
+/* Names that look like SQL, quotes, backslashes, LIKE wildcards, multi-byte
+   and high bytes: each is its own resource, stored byte for byte. */
+static void t_hostile_names(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    static const char *names[] = {
+        "x'); DROP TABLE simba_entries; --",
+        "\\", "\\'", "'", "\"", "%", "_", "a%", "a_", "a", "A", "a ", " a",
+        "\xc3\xa9t\xc3\xa9", "e\xcc\x81t\xc3\xa9", "\xff\xfe\x80", "`simba_resources`", "; SELECT SLEEP(10);",
+        "0x41", "X'41'"
+    };
+    enum { N = sizeof names / sizeof names[0] };
+    simba_lock la[N], lb[N];
+    MYSQL *m;
+    char sql[256];
+    int i;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "ha", 4000, 2000);
+    b.s = new_client(tenant, "hb", 4000, 2000);
+    CHECK(a.s && b.s);
+    for (i = 0; i < N; i++) {
+        la[i] = acquire(a.s, names[i], -1);
+        CHECK(la[i].id != 0);
+    }
+    for (i = 0; i < N; i++) CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    /* B try-locks each: all busy (A holds every one, none was merged) */
+    for (i = 0; i < N; i++) lb[i] = acquire(b.s, names[i], 0);
+    for (i = 0; i < N; i++) CHECK(h_expect(cl, 2, 1, lb[i], SIMBA_EVENT_TIMEOUT, 8000) != NULL);
+    m = admin_open(env_db);
+    CHECK(m);
+    snprintf(sql, sizeof sql, "SELECT COUNT(DISTINCT name) FROM simba_resources WHERE tenant='%s'", tenant);
+    CHECK_EQ(admin_num(m, sql), N);
+    /* stored byte for byte: the injection-shaped name is there verbatim */
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name=X'%s'", tenant,
+             "78273b2044524f50205441424c452073696d62615f656e74726965733b202d2d");
+    CHECK_EQ(admin_num(m, sql), 1);
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME='simba_entries'") >= 1, 1);
+    mysql_close(m);
+    for (i = 0; i < N; i++) simba_release(a.s, la[i]);
+    for (i = 0; i < N; i++) CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_RELEASED, 8000) != NULL);
+    destroy_all(cl, 2);
+}
+
+/* Bad options and garbage in the tables: clear errors, no crash. */
+static void t_bad_options_and_garbage(void) {
+    const char *tenant = h_tenant();
+    simba_mysql_desc md = base_desc();
+    simba_backend bk;
+    simba_desc d;
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_event *e;
+    MYSQL *m;
+    char sql[512];
+    int err = 0;
+    /* no database, a prefix that would need quoting */
+    md.database = NULL;
+    bk = simba_mysql(&md);
+    CHECK(bk.vt == NULL);
+    md = base_desc();
+    md.table_prefix = "x`; DROP TABLE y; --";
+    bk = simba_mysql(&md);
+    CHECK(bk.vt == NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = bk;
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(err != SIMBA_OK);
+    CHECK_EQ(simba_mysql_schema("bad prefix", NULL, 0), SIMBA_ENAME);
+    CHECK(simba_mysql_schema(NULL, NULL, 0) > 100);
+    /* garbage in a row simba owns: a negative fence on the entry ahead */
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, "garbage", 3000, 1000);
+    CHECK(a.s);
+    l = acquire(a.s, "junk", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    m = admin_open(env_db);
+    CHECK(m);
+    snprintf(sql, sizeof sql, "UPDATE simba_entries SET fence=-5 WHERE tenant='%s' AND name='junk'", tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    mysql_close(m);
+    l = acquire(a.s, "junk", -1);                /* a second handle: enqueue reads the garbage */
+    CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 8000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EPROTO);
+    simba_destroy(a.s);
+}
+
+/* No server at all: DISCONNECTED, no hang, no crash; acquire stays pending. */
+static void t_server_absent(void) {
+    simba_mysql_desc md = base_desc();
+    static h_client a;
+    h_client *cl[1];
+    simba_clock none;
+    simba_lock l;
+    int64_t t0;
+    md.port = 1;                                 /* nothing listens there */
+    memset(&a, 0, sizeof a);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a;
+    a.s = new_client_ex(h_tenant(), "absent", 3000, 1000, &md, none);
+    CHECK(a.s);
+    l = acquire(a.s, "nowhere", 300);
+    t0 = h_real_ms();
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 5000) != NULL);
+    CHECK(h_real_ms() - t0 < 5000);
+    CHECK(!simba_connected(a.s));
+    simba_destroy(a.s);
+}
+
+/* The sweep removes expired sessions and their entries in batches, even on
+   resources nobody touches again. */
+static void t_sweep_removes_dead_sessions(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    simba_lock l[20];
+    MYSQL *m;
+    char sql[256];
+    int i;
+    int64_t end;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "doomed", 600, 400);
+    CHECK(a.s);
+    for (i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "sweep-%d", i);
+        l[i] = acquire(a.s, name, -1);
+    }
+    for (i = 0; i < 20; i++) CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    simba_destroy(a.s);                          /* crash: nothing released */
+    a.s = NULL;
+    m = admin_open(env_db);
+    CHECK(m);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_entries WHERE tenant='%s'", tenant);
+    CHECK_EQ(admin_num(m, sql), 20);
+    md.sweep_ms = 300;
+    b.s = new_client_ex(tenant, "sweeper", 3000, 1000, &md, none);
+    CHECK(b.s);
+    for (end = h_real_ms() + 8000; h_real_ms() < end;) {
+        h_run_for(cl, 2, 200);
+        if (admin_num(m, sql) == 0) break;
+    }
+    CHECK_EQ(admin_num(m, sql), 0);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_sessions WHERE tenant='%s' AND client='doomed'", tenant);
+    CHECK_EQ(admin_num(m, sql), 0);
+    CHECK(stats_of(b.s).swept_entries >= 20);
+    mysql_close(m);
+    destroy_all(cl, 2);
+}
+
+/* Renewal is O(1): with 300 locks held, an idle renewal period costs a
+   constant handful of statements (one keepalive), not one per lock. */
+static void t_renewal_is_o1(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock_desc d;
+    simba_mysql_stats s0, s1;
+    int i, n = 300;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, "many", 900, 600); /* keepalive every 300 ms */
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.wait_ms = -1;
+    for (i = 0; i < n; i++) {
+        char name[32];
+        simba_lock l;
+        snprintf(name, sizeof name, "o1-%d", i);
+        d.name = name;
+        l = simba_acquire(a.s, &d);
+        CHECK(l.id != 0);
+    }
+    for (i = 0; i < n; i++) CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    h_run_for(cl, 1, 400);
+    s0 = stats_of(a.s);
+    h_run_for(cl, 1, 3000);                     /* about 10 renewal periods */
+    s1 = stats_of(a.s);
+    printf("  # %d locks: %llu batches, %llu statements in 3 s (keepalive every 300 ms)\n", n,
+           (unsigned long long)(s1.batches - s0.batches), (unsigned long long)(s1.statements - s0.statements));
+    CHECK(s1.batches - s0.batches <= 20);
+    CHECK(s1.batches - s0.batches >= 5);
+    CHECK(!h_has(&a, (simba_lock){0, 0}, SIMBA_EVENT_LOST));
+    simba_destroy(a.s);
+}
+
+/* The wake-up is a push: with the core's fallback re-check set to a minute,
+   a waiter still gets the lock right after the release, through its bell. */
+static void t_wakeup_is_pushed(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_desc d;
+    simba_lock la, lb;
+    simba_mysql_stats st;
+    simba_mysql_desc md = base_desc();
+    int64_t t0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&d, 0, sizeof d);
+    d.tenant = tenant;
+    d.ttl_ms = 60000;
+    d.transition_ms = 10000;
+    d.recheck_ms = 60000;
+    d.backend = make_backend(&md);
+    d.client_id = "wa";
+    a.s = simba_create(&d);
+    d.backend = make_backend(&md);
+    d.client_id = "wb";
+    b.s = simba_create(&d);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "bell", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    lb = acquire(b.s, "bell", -1);
+    h_run_for(cl, 2, 300);
+    CHECK_EQ(stats_of(b.s).watches, 1);
+    t0 = h_real_ms();
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    printf("  # hand-off in %lld ms with a 60 s re-check period\n", (long long)(h_real_ms() - t0));
+    CHECK(h_real_ms() - t0 < 30000);            /* far below the 60 s fallback */
+    st = stats_of(b.s);
+    CHECK(st.bell_rings >= 1);
+    CHECK_EQ(st.watches, 0);
+    destroy_all(cl, 2);
+}
+
+/* A waiter in a separate process (fork): the bell crosses processes. */
+static void t_wakeup_other_process(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock la;
+    pid_t pid;
+    int status = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, "parent", 4000, 2000);
+    CHECK(a.s);
+    la = acquire(a.s, "fork", -1);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        static h_client c;
+        h_client *cc[1];
+        simba_lock lc;
+        memset(&c, 0, sizeof c);
+        cc[0] = &c;
+        c.s = new_client(tenant, "child", 4000, 2000);
+        if (!c.s) _exit(3);
+        lc = acquire(c.s, "fork", 15000);
+        if (!h_expect(cc, 1, 0, lc, SIMBA_EVENT_ACQUIRED, 20000)) _exit(1);
+        simba_release(c.s, lc);
+        h_expect(cc, 1, 0, lc, SIMBA_EVENT_RELEASED, 5000);
+        simba_destroy(c.s);
+        _exit(0);
+    }
+    h_run_for(cl, 1, 1000);                     /* the child queues behind us */
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    while (waitpid(pid, &status, 0) < 0) {}
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    simba_destroy(a.s);
+}
+
+int main(int argc, char **argv) {
+    conf_backend cb;
+    MYSQL *m;
+    env_host = env_or("SIMBA_MYSQL_HOST", "127.0.0.1");
+    env_port = atoi(env_or("SIMBA_MYSQL_PORT", "3306"));
+    env_socket = env_or("SIMBA_MYSQL_SOCKET", NULL);
+    env_user = env_or("SIMBA_MYSQL_USER", "root");
+    env_password = getenv("SIMBA_MYSQL_PASSWORD") ? getenv("SIMBA_MYSQL_PASSWORD") : "";
+    env_db = env_or("SIMBA_MYSQL_DATABASE", "simba_test");
+    env_ctl = env_or("SIMBA_MYSQL_CTL", NULL);
+    (void)env_socket;
+    if (argc > 1) h_filter = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    m = admin_open(env_db);
+    if (!m) {
+        printf("no MySQL server at %s:%d (run through tests/servers/mysql.sh)\n", env_host, env_port);
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    mysql_close(m);
+
+    memset(&cb, 0, sizeof cb);
+    cb.name = "mysql";
+    cb.make = make_default;
+    cb.ttl_ms = 1500;
+    cb.transition_ms = 1000;
+    cb.kill = kill_client;
+    conformance_run(&cb, h_filter, &h_passed, &h_failed);
+
+    RUN(t_hostile_names);
+    RUN(t_bad_options_and_garbage);
+    RUN(t_server_absent);
+    RUN(t_schema_client_and_file);
+    RUN(t_schema_missing_is_an_error);
+    RUN(t_least_privilege_user);
+    RUN(t_kill_connection);
+    RUN(t_deadlock_retried);
+    RUN(t_skewed_clocks_agree);
+    RUN(t_sweep_removes_dead_sessions);
+    RUN(t_renewal_is_o1);
+    RUN(t_wakeup_is_pushed);
+    RUN(t_wakeup_other_process);
+    if (env_ctl) RUN(t_server_restart_mid_hold);
+    else printf("# skip - t_server_restart_mid_hold (no SIMBA_MYSQL_CTL)\n");
+    mysql_library_end();
+    return harness_summary();
+}
