@@ -158,8 +158,8 @@ int main(void) {
         w->job_ms = 150 + (i * 70) % 250;
         w->job_end = -1;
         if (!(w->s = start_worker(w))) { ok = 0; break; }
-        w->lock = simba_acquire(w->s, &(simba_lock_desc){ .name = "render-licences", .capacity = CAPACITY,
-                                                          .permits = w->permits, .wait_ms = 10000, .user = w });
+        w->lock = simba_acquire(w->s, &(simba_lock_desc){ .name = "render-licences",
+            .capacity = CAPACITY, .permits = w->permits, .wait_ms = 10000, .user = w });
         if (w->lock.id == 0) { printf("acquire: %s\n", simba_strerror(simba_last_error(w->s))); ok = 0; }
     }
     if (!server || !ok) { printf("FAIL: cannot start the workers\n"); failed = 1; }
