@@ -630,7 +630,7 @@ static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct
         int ok = simba__zk_parse_kid(zk, v->data[i], &r->kids[i]);
         r->nkids = i + 1;
         if (ok < 0) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-        if (ok == 0) {
+        if (ok == 0 && op->kind != SIMBA_OP_DELETE) {    /* DELETE clears junk too */
             op->status = SIMBA_EPROTO;
             snprintf(op->message, sizeof op->message, "node %.60s/%.80s is not a simba entry",
                      r->path, v->data[i]);
@@ -1296,7 +1296,7 @@ static void simba__zk_finish(simba__zk_op *op) {
 static void simba__zk_finish_status(simba__zk_op *op, int status, const char *msg) {
     if (op->status == SIMBA_OK && status != SIMBA_OK) {
         op->status = status;
-        snprintf(op->message, sizeof op->message, "%s", msg ? msg : "");
+        if (msg) snprintf(op->message, sizeof op->message, "%s", msg);
     }
     simba__zk_finish(op);
 }
@@ -2143,7 +2143,7 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
     out->timeout_ms = zk->up ? zk->negotiated : 0;
     out->handles = zk->handles;
     if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
-        char ip[64];
+        char ip[48];              /* INET6_ADDRSTRLEN: "[ip]:port" fits out->server */
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *in = (struct sockaddr_in *)&ss;
             inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);

@@ -1,0 +1,723 @@
+/* test_zk.c -- the conformance suite on the ZooKeeper backend, plus what only
+   ZooKeeper can show: forced session expiry, short connection losses, a
+   3-node ensemble losing the server a holder is connected to, digest ACLs,
+   container clean-up, garbage in the tree, bad options.
+
+   Run through tests/servers/zk.sh (`make test-zk`): it starts a standalone
+   server and exports SIMBA_ZK_HOSTS and SIMBA_ZK_CTL; the ensemble is started
+   once, by the first test that needs it, through $SIMBA_ZK_CTL. An optional
+   argv[1] runs only the tests whose name contains it. */
+#include "harness.h"
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_ZK_IMPLEMENTATION
+#include "simba_zk.h"
+#include "conformance.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+static const char *zk_hosts;           /* the standalone server */
+static char ensemble_hosts[256];       /* "" until started */
+
+/* A tenant unique to this test. Not h_tenant() alone: conformance.c is its
+   own translation unit with its own h_tenant() counter, so the two would
+   hand out the same tenants in one process. */
+static const char *zk_tenant(void) {
+    static char buf[SIMBA_MAX_TENANT + 1];
+    const char *t = h_tenant();             /* "t<pid>_<n>": far below the limit */
+    buf[0] = 'z';
+    buf[1] = 'k';
+    memcpy(buf + 2, t, strlen(t) + 1 < sizeof buf - 2 ? strlen(t) + 1 : sizeof buf - 3);
+    buf[sizeof buf - 1] = 0;
+    return buf;
+}
+
+/* ---- making clients ---- */
+
+static simba_backend make_zk_on(const char *hosts, const char *digest) {
+    simba_zk_desc d;
+    memset(&d, 0, sizeof d);
+    d.hosts = hosts;
+    d.digest = digest;
+    return simba_zk(&d);
+}
+
+static simba_backend make_zk(void *user) { (void)user; return make_zk_on(zk_hosts, NULL); }
+
+/* The conformance kill hook: end the client's TCP connection under the
+   library (as a server or network would), the session itself stays. */
+static int kill_zk(void *user, simba *s) {
+    struct pollfd fds[8];
+    int n = simba_pollfds(s, fds, 8);
+    (void)user;
+    if (n < 1) return SIMBA_EDISCONNECTED;
+    return shutdown(fds[0].fd, SHUT_RDWR) == 0 ? SIMBA_OK : SIMBA_EBACKEND;
+}
+
+/* A client whose backend the test keeps (for simba_zk_status_get). */
+typedef struct zk_client {
+    h_client h;
+    simba_backend be;
+} zk_client;
+
+static int zk_client_open(zk_client *c, const char *hosts, const char *tenant, const char *id,
+                          const char *digest, int ttl, int transition) {
+    simba_desc d;
+    int err = 0;
+    memset(c, 0, sizeof *c);
+    c->be = make_zk_on(hosts, digest);
+    memset(&d, 0, sizeof d);
+    d.backend = c->be;
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    c->h.s = simba_create_ex(&d, &err);
+    if (!c->h.s) printf("  # simba_create_ex: %s\n", simba_strerror(err));
+    return c->h.s != NULL;
+}
+
+static void zk_client_close(zk_client *c) {
+    if (c->h.s) simba_destroy(c->h.s);
+    c->h.s = NULL;
+}
+
+static simba_lock zk_acquire(zk_client *c, const char *name, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = wait_ms;
+    return simba_acquire(c->h.s, &d);
+}
+
+static int zk_wait_connected(h_client **cl, int n, int who, int ms) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        if (simba_connected(cl[who]->s)) return 1;
+        h_pump(cl, n, 20);
+    }
+    return 0;
+}
+
+/* ---- a raw ZooKeeper client for looking under the hood (async API + own loop:
+   libzookeeper_st has no synchronous calls) ---- */
+
+typedef struct raw {
+    zhandle_t *zh;
+    int connected, expired;
+    int done, rc;
+    struct String_vector kids;
+    struct Stat stat;
+} raw;
+
+static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    raw *r = (raw *)ctx;
+    (void)zh; (void)path;
+    if (type != ZOO_SESSION_EVENT) return;
+    if (state == ZOO_CONNECTED_STATE) r->connected = 1;
+    if (state == ZOO_EXPIRED_SESSION_STATE) r->expired = 1;
+}
+
+static void raw_silent(const char *m) { (void)m; }
+
+/* Runs the handle's I/O until *flag is set or ms pass. */
+static int raw_loop(raw *r, int *flag, int ms) {
+    int64_t end = h_real_ms() + ms;
+    while (!*flag && h_real_ms() < end) {
+        struct pollfd p;
+        struct timeval tv;
+        int fd = -1, interest = 0, t;
+        zookeeper_interest(r->zh, &fd, &interest, &tv);
+        t = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+        if (t > 20 || t < 0) t = 20;
+        if (fd < 0) { poll(NULL, 0, t); continue; }
+        p.fd = fd;
+        p.events = (short)(((interest & ZOOKEEPER_READ) ? POLLIN : 0) | ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
+        p.revents = 0;
+        poll(&p, 1, t);
+        zookeeper_process(r->zh, ((p.revents & (POLLIN | POLLHUP | POLLERR)) ? ZOOKEEPER_READ : 0) |
+                                 ((p.revents & POLLOUT) ? ZOOKEEPER_WRITE : 0));
+    }
+    return *flag;
+}
+
+static int raw_open(raw *r, const char *hosts, const clientid_t *cid, const char *digest) {
+    memset(r, 0, sizeof *r);
+    r->zh = zookeeper_init2(hosts, raw_watcher, 10000, cid, r, 0, raw_silent);
+    if (!r->zh) return 0;
+    if (digest) zoo_add_auth(r->zh, "digest", digest, (int)strlen(digest), NULL, NULL);
+    return raw_loop(r, &r->connected, 10000);
+}
+
+static void raw_close(raw *r) {
+    if (r->zh) zookeeper_close(r->zh);
+    r->zh = NULL;
+}
+
+static void raw_void_done(int rc, const void *data) {
+    raw *r = (raw *)data;
+    r->rc = rc;
+    r->done = 1;
+}
+
+static void raw_kids_done(int rc, const struct String_vector *v, const void *data) {
+    raw *r = (raw *)data;
+    int i;
+    r->rc = rc;
+    r->done = 1;
+    deallocate_String_vector(&r->kids);
+    memset(&r->kids, 0, sizeof r->kids);
+    if (rc == ZOK && v) {
+        r->kids.count = v->count;
+        r->kids.data = (char **)calloc((size_t)(v->count ? v->count : 1), sizeof(char *));
+        for (i = 0; i < v->count; i++) r->kids.data[i] = strdup(v->data[i]);
+    }
+}
+
+static void raw_stat_done(int rc, const struct Stat *st, const void *data) {
+    raw *r = (raw *)data;
+    r->rc = rc;
+    r->done = 1;
+    if (rc == ZOK && st) r->stat = *st;
+}
+
+static void raw_string_done(int rc, const char *v, const void *data) {
+    raw *r = (raw *)data;
+    (void)v;
+    r->rc = rc;
+    r->done = 1;
+}
+
+#define RAW_CALL(r, call) ((r)->done = 0, (r)->rc = (call), (r)->rc == ZOK ? (raw_loop((r), &(r)->done, 10000), (r)->rc) : (r)->rc)
+
+static int raw_delete(raw *r, const char *path) { return RAW_CALL(r, zoo_adelete(r->zh, path, -1, raw_void_done, r)); }
+static int raw_kids(raw *r, const char *path) { return RAW_CALL(r, zoo_aget_children(r->zh, path, 0, raw_kids_done, r)); }
+static int raw_exists(raw *r, const char *path) { return RAW_CALL(r, zoo_aexists(r->zh, path, 0, raw_stat_done, r)); }
+static int raw_set(raw *r, const char *path, const char *v) {
+    return RAW_CALL(r, zoo_aset(r->zh, path, v, (int)strlen(v), -1, raw_stat_done, r));
+}
+static int raw_create(raw *r, const char *path, const char *v) {
+    return RAW_CALL(r, zoo_acreate(r->zh, path, v, v ? (int)strlen(v) : -1, &ZOO_OPEN_ACL_UNSAFE, 0, raw_string_done, r));
+}
+
+/* ---- the ensemble ---- */
+
+static int ctl(const char *args, char *out, size_t cap) {
+    char cmd[512];
+    FILE *f;
+    size_t n = 0;
+    const char *c = getenv("SIMBA_ZK_CTL");
+    if (!c) return 0;
+    snprintf(cmd, sizeof cmd, "%s %s", c, args);
+    f = popen(cmd, "r");
+    if (!f) return 0;
+    if (out && cap) {
+        n = fread(out, 1, cap - 1, f);
+        out[n] = 0;
+        while (n && (out[n - 1] == '\n' || out[n - 1] == ' ')) out[--n] = 0;
+    } else {
+        char sink[256];
+        while (fread(sink, 1, sizeof sink, f) > 0) {}
+    }
+    return pclose(f) == 0;
+}
+
+static int ensemble(void) {
+    if (ensemble_hosts[0]) return 1;
+    if (!ctl("ensemble", ensemble_hosts, sizeof ensemble_hosts)) {
+        printf("  # could not start the ensemble\n");
+        ensemble_hosts[0] = 0;
+        return 0;
+    }
+    return 1;
+}
+
+/* Which ensemble node (1..3) listens on "ip:port"; 0 if none. */
+static int node_of(const char *server) {
+    const char *colon = strrchr(server, ':');
+    int n;
+    if (!colon) return 0;
+    for (n = 1; n <= 3; n++) {
+        char args[32], port[32];
+        snprintf(args, sizeof args, "port %d", n);
+        if (ctl(args, port, sizeof port) && strcmp(port, colon + 1) == 0) return n;
+    }
+    return 0;
+}
+
+/* ================= the tests ================= */
+
+/* The tenant node path of a tenant made of plain characters. */
+static void tenant_path(char *buf, size_t cap, const char *tenant) {
+    snprintf(buf, cap, "/simba/%s", tenant);
+}
+
+/* The session of a holder is closed by someone else (a second handle with
+   its id and password takes it over and closes it): the holder gets LOST,
+   the waiting contender takes over, and the first contender, on a new
+   ZooKeeper session, queues again and gets it back after a release. */
+static void t_zk_session_killed(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_zk_status st;
+    simba_event *e;
+    clientid_t cid;
+    raw r;
+    int handles;
+    cl[0] = &a.h; cl[1] = &b.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
+    CHECK(zk_client_open(&b, zk_hosts, tenant, "b", NULL, 1500, 1000));
+    la = simba_contend(a.h.s, "boss", NULL);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    lb = simba_contend(b.h.s, "boss", NULL);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK(st.connected && st.session_id != 0);
+    CHECK(st.timeout_ms >= 2500);                 /* the lease, at least */
+    handles = st.handles;
+    cid.client_id = st.session_id;
+    memcpy(cid.passwd, st.password, sizeof cid.passwd);
+    CHECK(raw_open(&r, zk_hosts, &cid, NULL));    /* takes the session over... */
+    raw_close(&r);                                /* ...and ends it on the server */
+    e = h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 10000);
+    CHECK(e != NULL);
+    CHECK(e->error == SIMBA_LOST_SESSION || e->error == SIMBA_LOST_EXPIRED);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(zk_wait_connected(cl, 2, 0, 10000));
+    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK(st.handles > handles);                  /* a new ZooKeeper session */
+    CHECK(st.session_id != cid.client_id);
+    CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&b);
+}
+
+/* The connection drops right after the create of an entry was sent: the
+   retried ENQUEUE finds the entry instead of making a second one, and the
+   short loss costs no LOST. */
+static void t_zk_cut_during_enqueue_no_duplicate(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    char path[256];
+    raw r;
+    int64_t end;
+    cl[0] = &a.h; cl[1] = &b.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
+    CHECK(zk_client_open(&b, zk_hosts, tenant, "b", NULL, 1500, 1000));
+    la = zk_acquire(&a, "warmup", -1);             /* sessions open, parents exist */
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    la = zk_acquire(&a, "dup", -1);
+    h_pump(cl, 1, 0);                              /* the ENQUEUE goes out... */
+    poll(NULL, 0, 100);                            /* ...the server runs it... */
+    CHECK_EQ(kill_zk(NULL, a.h.s), SIMBA_OK);      /* ...and the answer is lost */
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    lb = zk_acquire(&b, "dup", -1);
+    for (end = h_real_ms() + 600; h_real_ms() < end;) {
+        h_pump(cl, 2, 20);
+        CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
+        CHECK(!h_has(&a.h, la, SIMBA_EVENT_LOST));
+    }
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    snprintf(path, sizeof path, "/simba/%s/dup", tenant);
+    CHECK_EQ(raw_kids(&r, path), ZOK);
+    CHECK_EQ(r.kids.count, 2);                     /* a's one entry and b's */
+    deallocate_String_vector(&r.kids);
+    raw_close(&r);
+    CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&b);
+}
+
+/* A 3-node ensemble: the server the holder is connected to is killed while
+   it holds. The client moves to another server within the session timeout:
+   no LOST, nobody else is granted meanwhile, and the lock works after. */
+static void t_zk_ensemble_failover(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_zk_status st;
+    char args[32], server_before[64];
+    int node;
+    int64_t end, fence_a;
+    simba_event *e;
+    cl[0] = &a.h; cl[1] = &b.h;
+    CHECK(ensemble());
+    CHECK(zk_client_open(&a, ensemble_hosts, tenant, "a", NULL, 4000, 2000));
+    CHECK(zk_client_open(&b, ensemble_hosts, tenant, "b", NULL, 4000, 2000));
+    la = zk_acquire(&a, "fo", -1);
+    e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000);
+    CHECK(e != NULL);
+    fence_a = e->fence;
+    lb = zk_acquire(&b, "fo", -1);
+    h_run_for(cl, 2, 300);
+    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK(st.connected);
+    snprintf(server_before, sizeof server_before, "%s", st.server);
+    node = node_of(st.server);
+    CHECK(node >= 1 && node <= 3);
+    snprintf(args, sizeof args, "kill %d", node);
+    CHECK(ctl(args, NULL, 0));
+    for (end = h_real_ms() + 4000; h_real_ms() < end;) {
+        h_pump(cl, 2, 20);
+        CHECK(!h_has(&a.h, la, SIMBA_EVENT_LOST));
+        CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
+    }
+    CHECK(zk_wait_connected(cl, 2, 0, 10000));
+    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK(strcmp(st.server, server_before) != 0);
+    CHECK(simba_valid_ms(a.h.s, la) > 0);
+    CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
+    e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 15000);
+    CHECK(e != NULL);
+    CHECK(e->fence > fence_a);
+    CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&b);
+    snprintf(args, sizeof args, "start %d", node);
+    CHECK(ctl(args, NULL, 0));
+}
+
+/* Digest ACLs: what alice creates, mallory (other credentials) and an
+   anonymous client can neither list, change nor delete; mallory's simba gets
+   SIMBA_EAUTH, alice's hold is untouched. */
+static void t_zk_digest_acl(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, m;
+    h_client *cl[2];
+    simba_lock la, q, lm;
+    simba_event *e;
+    char res[256], entry[512];
+    raw ra, rm, anon;
+    cl[0] = &a.h; cl[1] = &m.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "alice", "alice:secret", 1500, 1000));
+    CHECK(zk_client_open(&m, zk_hosts, tenant, "mallory", "mallory:guess", 1500, 1000));
+    la = zk_acquire(&a, "acl", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    snprintf(res, sizeof res, "/simba/%s/acl", tenant);
+    CHECK(raw_open(&ra, zk_hosts, NULL, "alice:secret"));
+    CHECK_EQ(raw_kids(&ra, res), ZOK);
+    CHECK_EQ(ra.kids.count, 1);
+    snprintf(entry, sizeof entry, "%s/%s", res, ra.kids.data[0]);
+    deallocate_String_vector(&ra.kids);
+    raw_close(&ra);
+    CHECK(raw_open(&rm, zk_hosts, NULL, "mallory:guess"));
+    CHECK(raw_open(&anon, zk_hosts, NULL, NULL));
+    CHECK_EQ(raw_delete(&rm, entry), ZNOAUTH);
+    CHECK_EQ(raw_delete(&anon, entry), ZNOAUTH);
+    CHECK_EQ(raw_kids(&rm, res), ZNOAUTH);
+    CHECK_EQ(raw_set(&rm, res, "100"), ZNOAUTH);
+    CHECK_EQ(raw_set(&anon, res, "100"), ZNOAUTH);
+    CHECK_EQ(raw_exists(&anon, entry), ZOK);       /* still there */
+    raw_close(&rm);
+    raw_close(&anon);
+    q = simba_delete(m.h.s, "acl", NULL);
+    e = h_expect(cl, 2, 1, q, SIMBA_EVENT_DONE, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    lm = zk_acquire(&m, "acl", -1);
+    e = h_expect(cl, 2, 1, lm, SIMBA_EVENT_ERROR, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    h_run_for(cl, 2, 200);
+    CHECK(simba_valid_ms(a.h.s, la) > 0);
+    CHECK(!h_has(&a.h, la, SIMBA_EVENT_LOST));
+    CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&m);
+}
+
+/* Names that are not node names are percent-encoded, one node each. */
+static void t_zk_names_encoded(void) {
+    static const char *const names[] = { "a/b", ".", "..", "zookeeper", "a%2Fb", "\xff\xfe", "x y" };
+    static const char *const nodes[] = { "a%2Fb", "%2E", "%2E%2E", "zookeeper", "a%252Fb", "%FF%FE", "x%20y" };
+    enum { N = sizeof names / sizeof names[0] };
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l[N];
+    char tp[128], toolong[SIMBA_MAX_NAME + 2];
+    raw r;
+    int i, k, found;
+    cl[0] = &a.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
+    for (i = 0; i < N; i++) {
+        l[i] = zk_acquire(&a, names[i], -1);
+        CHECK(!(l[i].id == 0 && l[i].gen == 0));
+    }
+    for (i = 0; i < N; i++) CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    tenant_path(tp, sizeof tp, tenant);
+    CHECK_EQ(raw_kids(&r, tp), ZOK);
+    CHECK_EQ(r.kids.count, N);
+    for (i = 0; i < N; i++) {
+        for (found = 0, k = 0; k < r.kids.count; k++) if (strcmp(r.kids.data[k], nodes[i]) == 0) found = 1;
+        if (!found) printf("  # no node %s for name #%d\n", nodes[i], i);
+        CHECK(found);
+    }
+    deallocate_String_vector(&r.kids);
+    raw_close(&r);
+    memset(toolong, 'n', SIMBA_MAX_NAME + 1);
+    toolong[SIMBA_MAX_NAME + 1] = 0;
+    l[0] = zk_acquire(&a, toolong, -1);
+    CHECK(l[0].id == 0 && l[0].gen == 0);
+    CHECK_EQ(simba_last_error(a.h.s), SIMBA_ENAME);
+    zk_client_close(&a);
+}
+
+/* Resource and tenant nodes are containers: the server removes them once
+   their queue is empty (the ensemble checks every second). */
+static void t_zk_containers_cleaned(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l;
+    char tp[128], rp[160];
+    raw r;
+    int64_t end;
+    int rc = ZOK;
+    cl[0] = &a.h;
+    CHECK(ensemble());
+    CHECK(zk_client_open(&a, ensemble_hosts, tenant, "a", NULL, 1500, 1000));
+    l = zk_acquire(&a, "tmp", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    CHECK_EQ(simba_release(a.h.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    CHECK(raw_open(&r, ensemble_hosts, NULL, NULL));
+    tenant_path(tp, sizeof tp, tenant);
+    snprintf(rp, sizeof rp, "%s/tmp", tp);
+    for (end = h_real_ms() + 15000; h_real_ms() < end; ) {
+        h_pump(cl, 1, 200);
+        rc = raw_exists(&r, tp);
+        if (rc == ZNONODE) break;
+    }
+    CHECK_EQ(rc, ZNONODE);
+    CHECK_EQ(raw_exists(&r, rp), ZNONODE);
+    raw_close(&r);
+    /* and the name works again from scratch */
+    l = zk_acquire(&a, "tmp", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    zk_client_close(&a);
+}
+
+/* simba_destroy abandons the ZooKeeper session instead of closing it: the
+   entries stay until the server expires the session, as for every backend. */
+static void t_zk_destroy_abandons_session(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_zk_status st;
+    char rp[160];
+    raw r;
+    cl[0] = &a.h; cl[1] = &b.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
+    CHECK(zk_client_open(&b, zk_hosts, tenant, "b", NULL, 1500, 1000));
+    la = zk_acquire(&a, "ab", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    zk_client_close(&a);
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    snprintf(rp, sizeof rp, "/simba/%s/ab", tenant);
+    CHECK_EQ(raw_kids(&r, rp), ZOK);
+    CHECK_EQ(r.kids.count, 1);                     /* still there right after destroy */
+    deallocate_String_vector(&r.kids);
+    raw_close(&r);
+    lb = zk_acquire(&b, "ab", -1);
+    CHECK(h_expect(cl + 1, 1, 0, lb, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    zk_client_close(&b);
+}
+
+/* Bad options fail simba_create with SIMBA_EINVAL, never later. */
+static void t_zk_bad_options(void) {
+    static const char *const bad_hosts[] = {
+        "", "127.0.0.1", "127.0.0.1:", ":2181", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:21x1",
+        "localhost:2181", "127.0.0.1:2181,", "127.0.0.1:2181,,127.0.0.1:2182", "[::1:2181"
+    };
+    static const char *const bad_base[] = { "simba", "/", "/simba/", "/a//b", "/zookeeper", "/zookeeper/x", "/a/./b", "/a/../b", "/a b" };
+    static const char *const bad_digest[] = { "nopassword", ":pw", "user:", "us\ner:pw" };
+    simba_zk_desc zd;
+    simba_desc d;
+    simba *s;
+    int i, err;
+    memset(&d, 0, sizeof d);
+    d.tenant = zk_tenant();
+    for (i = 0; i < (int)(sizeof bad_hosts / sizeof *bad_hosts); i++) {
+        memset(&zd, 0, sizeof zd);
+        zd.hosts = bad_hosts[i];
+        d.backend = simba_zk(&zd);
+        err = 0;
+        s = simba_create_ex(&d, &err);
+        if (s) { printf("  # hosts \"%s\" accepted\n", bad_hosts[i]); simba_destroy(s); }
+        CHECK(s == NULL);
+        CHECK_EQ(err, SIMBA_EINVAL);
+    }
+    for (i = 0; i < (int)(sizeof bad_base / sizeof *bad_base); i++) {
+        memset(&zd, 0, sizeof zd);
+        zd.hosts = zk_hosts;
+        zd.base_path = bad_base[i];
+        d.backend = simba_zk(&zd);
+        s = simba_create_ex(&d, &err);
+        if (s) { printf("  # base \"%s\" accepted\n", bad_base[i]); simba_destroy(s); }
+        CHECK(s == NULL);
+        CHECK_EQ(err, SIMBA_EINVAL);
+    }
+    for (i = 0; i < (int)(sizeof bad_digest / sizeof *bad_digest); i++) {
+        memset(&zd, 0, sizeof zd);
+        zd.hosts = zk_hosts;
+        zd.digest = bad_digest[i];
+        d.backend = simba_zk(&zd);
+        s = simba_create_ex(&d, &err);
+        CHECK(s == NULL);
+        CHECK_EQ(err, SIMBA_EINVAL);
+    }
+    d.backend = simba_zk(NULL);
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_EINVAL);
+    /* names resolve (blocking) only when asked for; IPv6 literals are numeric */
+    memset(&zd, 0, sizeof zd);
+    zd.hosts = "localhost:1";
+    zd.allow_hostnames = 1;
+    d.backend = simba_zk(&zd);
+    s = simba_create_ex(&d, &err);
+    CHECK(s != NULL);
+    simba_destroy(s);
+    zd.hosts = "[::1]:1,127.0.0.1:1/chroot";
+    zd.allow_hostnames = 0;
+    d.backend = simba_zk(&zd);
+    s = simba_create_ex(&d, &err);
+    CHECK(s != NULL);
+    simba_destroy(s);
+    CHECK_EQ(simba_zk_status_get(simba_mem(NULL, NULL), NULL), SIMBA_EINVAL);
+}
+
+/* Garbage under our nodes is reported (SIMBA_EPROTO), never guessed around. */
+static void t_zk_garbage_in_the_tree(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_event *e;
+    char rp[160], junk[200];
+    raw r;
+    cl[0] = &a.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
+    l = zk_acquire(&a, "g1", -1);                /* creates the parents */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    snprintf(rp, sizeof rp, "/simba/%s/g1", tenant);
+    snprintf(junk, sizeof junk, "%s/junk", rp);
+    CHECK_EQ(raw_create(&r, junk, NULL), ZOK);     /* a child that is no entry */
+    snprintf(rp, sizeof rp, "/simba/%s/g2", tenant);
+    CHECK_EQ(raw_create(&r, rp, "many"), ZOK);     /* a capacity that is no number */
+    raw_close(&r);
+    l = zk_acquire(&a, "g1", -1);
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EPROTO);
+    l = zk_acquire(&a, "g2", -1);
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EPROTO);
+    l = simba_delete(a.h.s, "g1", NULL);           /* an admin can clear it */
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_DONE, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, 0);
+    zk_client_close(&a);
+}
+
+/* Nobody listening: no CONNECTED, a waiting request, no hang, no crash. */
+static void t_zk_unreachable(void) {
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l;
+    int64_t start;
+    cl[0] = &a.h;
+    CHECK(zk_client_open(&a, "127.0.0.1:1", zk_tenant(), "a", NULL, 1500, 1000));
+    l = zk_acquire(&a, "x", 500);
+    start = h_real_ms();
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 10000) != NULL);
+    CHECK(h_real_ms() - start < 9000);
+    CHECK(!simba_connected(a.h.s));
+    zk_client_close(&a);
+}
+
+static char logged[4096];
+static void capture_log(void *user, simba_log_level level, const char *msg) {
+    size_t n = strlen(logged);
+    (void)user; (void)level;
+    snprintf(logged + n, sizeof logged - n, "%s\n", msg);
+}
+
+/* A lease longer than the server's maxSessionTimeout (120 s here) cannot be
+   honoured: opening the session fails with a message that says why. */
+static void t_zk_lease_above_server_max(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_desc d;
+    simba_lock l;
+    int64_t end;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&d, 0, sizeof d);
+    d.backend = make_zk_on(zk_hosts, NULL);
+    d.tenant = zk_tenant();
+    d.ttl_ms = 100000;
+    d.transition_ms = 30000;
+    d.logger.func = capture_log;
+    d.logger.level = SIMBA_LOG_WARN;
+    logged[0] = 0;
+    a.s = simba_create(&d);
+    CHECK(a.s != NULL);
+    l = simba_acquire(a.s, &(simba_lock_desc){ .name = "long", .wait_ms = -1 });
+    for (end = h_real_ms() + 1500; h_real_ms() < end;) {
+        h_pump(cl, 1, 20);
+        CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
+    }
+    if (!strstr(logged, "maxSessionTimeout")) printf("  # log: %s\n", logged);
+    CHECK(strstr(logged, "maxSessionTimeout") != NULL);
+    simba_destroy(a.s);
+}
+
+int main(int argc, char **argv) {
+    conf_backend b;
+    if (argc > 1) h_filter = argv[1];
+    zk_hosts = getenv("SIMBA_ZK_HOSTS");
+    if (!zk_hosts) {
+        printf("SIMBA_ZK_HOSTS is not set: run me through tests/servers/zk.sh run %s\n", argv[0]);
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    memset(&b, 0, sizeof b);
+    b.name = "zookeeper";
+    b.make = make_zk;
+    b.ttl_ms = 1500;
+    b.transition_ms = 1000;
+    b.kill = kill_zk;
+    conformance_run(&b, h_filter, &h_passed, &h_failed);
+    RUN(t_zk_bad_options);
+    RUN(t_zk_unreachable);
+    RUN(t_zk_lease_above_server_max);
+    RUN(t_zk_names_encoded);
+    RUN(t_zk_garbage_in_the_tree);
+    RUN(t_zk_digest_acl);
+    RUN(t_zk_cut_during_enqueue_no_duplicate);
+    RUN(t_zk_destroy_abandons_session);
+    RUN(t_zk_session_killed);
+    RUN(t_zk_ensemble_failover);
+    RUN(t_zk_containers_cleaned);
+    return harness_summary();
+}
