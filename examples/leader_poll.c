@@ -70,8 +70,10 @@ static void say(const char *fmt, ...) {
 
 /* What the leader protects would do: refuse a write with an older fence. */
 static void storage_write(node *n, int64_t fence) {
-    if (fence <= storage_fence) { say("  FAIL: %s's fence %lld is not newer than %lld\n", n->name,
-                                         (long long)fence, (long long)storage_fence); failed = 1; }
+    if (fence <= storage_fence) {
+        say("  FAIL: %s's fence %lld is not newer than %lld\n", n->name, (long long)fence, (long long)storage_fence);
+        failed = 1;
+    }
     storage_fence = fence;
 }
 
