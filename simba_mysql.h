@@ -98,6 +98,7 @@ typedef struct simba_mysql_stats {
     uint64_t wakes;             /* simba_backend_wake() calls made */
     uint64_t swept_sessions;    /* expired sessions removed by the sweep */
     uint64_t swept_entries;     /* entries removed by the sweep */
+    int last_error;             /* SIMBA_E* of the last failed connect or op, 0 if none */
     int held_bells;             /* user locks this client holds for its entries */
     int watches;                /* waiting requests the waiter connection watches */
 } simba_mysql_stats;
@@ -184,7 +185,8 @@ typedef struct simba__my_conn {
     MYSQL_RES *res[SIMBA__MY_MAXRES];
     uint64_t affected[SIMBA__MY_MAXRES];
     int64_t started_ms;     /* when the current connect/query began */
-    int64_t retry_at;       /* CLOSED: when to connect again (-1 = not wanted) */
+    int64_t retry_at;       /* CLOSED: when to connect again, if retry_armed */
+    int retry_armed;        /* (times are simba_now_ms: any value, even negative) */
     int attempt;            /* failed connects in a row (backoff) */
     simba__my_buf sql;      /* the batch being run */
 } simba__my_conn;
@@ -232,7 +234,8 @@ typedef struct simba__my_job {
 /* A waiting request of ours and the bell it waits behind. */
 typedef struct simba__my_watch {
     char *request;
-    char *name;             /* resource to wake in simba_backend_wake */
+    char *name;             /* the request's first resource: the core finds
+                               handles by it in simba_backend_wake */
     int single;             /* one-resource request: a ring may carry its fence */
     char *tenant;
     uint64_t bell;
@@ -255,9 +258,14 @@ typedef struct simba__my {
     int head_started;       /* the head job's current step is running */
     int up;                 /* reported connected to the core */
     int64_t next_sweep;
-    /* bells we hold (open addressing set of hashes; 0 = empty) */
+    /* bells we hold (open addressing set of hashes, 0 = empty), with the
+       first resource name of each entry (to wake it after a notification) */
     uint64_t *mine;
+    char **mine_name;
     int mine_cap, mine_n;
+    /* notifications: the session's notify counter as last seen */
+    char notify_session[SIMBA_MAX_SESSION + 1];
+    int64_t notify_seen;
     int retake_needed;
     /* the waiter connection */
     simba__my_conn waiter;
@@ -383,32 +391,38 @@ static void simba__my_bellname(simba__my *b, simba__my_buf *x, uint64_t bell) {
                    (unsigned long)(bell & 0xffffffffUL));
 }
 
-/* The set of bells this client's main connection holds (one per entry). */
-static int simba__my_mine_add(simba__my *b, uint64_t h) {
+/* The set of bells this client's main connection holds (one per entry),
+   open addressing with linear probing. */
+static void simba__my_mine_put(uint64_t *keys, char **names, int cap, uint64_t h, char *name) {
+    int k = (int)(h % (uint64_t)cap);
+    while (keys[k]) k = (k + 1) % cap;
+    keys[k] = h;
+    names[k] = name;
+}
+static int simba__my_mine_add(simba__my *b, uint64_t h, const char *name, size_t len) {
     int i;
+    char *copy;
     if ((b->mine_n + 1) * 2 > b->mine_cap) {
         int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
         uint64_t *t = (uint64_t *)simba__my_alloc(b, (size_t)cap * sizeof *t);
-        if (!t) return 0;
+        char **tn = (char **)simba__my_alloc(b, (size_t)cap * sizeof *tn);
+        if (!t || !tn) { simba__my_free(b, t); simba__my_free(b, tn); return 0; }
         memset(t, 0, (size_t)cap * sizeof *t);
-        for (j = 0; j < b->mine_cap; j++) {
-            uint64_t v = b->mine[j];
-            if (v) {
-                int k = (int)(v % (uint64_t)cap);
-                while (t[k]) k = (k + 1) % cap;
-                t[k] = v;
-            }
-        }
+        memset(tn, 0, (size_t)cap * sizeof *tn);
+        for (j = 0; j < b->mine_cap; j++)
+            if (b->mine[j]) simba__my_mine_put(t, tn, cap, b->mine[j], b->mine_name[j]);
         simba__my_free(b, b->mine);
+        simba__my_free(b, b->mine_name);
         b->mine = t;
+        b->mine_name = tn;
         b->mine_cap = cap;
     }
-    i = (int)(h % (uint64_t)b->mine_cap);
-    while (b->mine[i]) {
+    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
         if (b->mine[i] == h) return 1;
-        i = (i + 1) % b->mine_cap;
-    }
+    copy = simba__my_strndup(b, name, len);
+    if (!copy) return 0;
     b->mine[i] = h;
+    b->mine_name[i] = copy;
     b->mine_n++;
     return 1;
 }
@@ -425,16 +439,27 @@ static void simba__my_mine_del(simba__my *b, uint64_t h) {
     i = (int)(h % (uint64_t)b->mine_cap);
     while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
     if (!b->mine[i]) return;
+    simba__my_free(b, b->mine_name[i]);
     b->mine[i] = 0;
+    b->mine_name[i] = NULL;
     b->mine_n--;
-    /* re-insert the rest of the cluster (linear probing deletion) */
+    /* put the rest of the cluster back where a lookup will find it */
     for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
         uint64_t v = b->mine[j];
-        int k = (int)(v % (uint64_t)b->mine_cap);
+        char *n = b->mine_name[j];
         b->mine[j] = 0;
-        while (b->mine[k]) k = (k + 1) % b->mine_cap;
-        b->mine[k] = v;
+        b->mine_name[j] = NULL;
+        simba__my_mine_put(b->mine, b->mine_name, b->mine_cap, v, n);
     }
+}
+static void simba__my_mine_clear(simba__my *b) {
+    int i;
+    for (i = 0; i < b->mine_cap; i++) simba__my_free(b, b->mine_name[i]);
+    simba__my_free(b, b->mine);
+    simba__my_free(b, b->mine_name);
+    b->mine = NULL;
+    b->mine_name = NULL;
+    b->mine_cap = b->mine_n = 0;
 }
 
 /* ---------------------------------------------------------------- watches */
@@ -736,6 +761,7 @@ static const char *const simba__my_ddl[] = {
     "    session     VARBINARY(96)  NOT NULL,\n"
     "    client      VARBINARY(64)  NOT NULL,\n"
     "    expires_ms  BIGINT         NOT NULL,\n"
+    "    notify      BIGINT         NOT NULL DEFAULT 0,\n"
     "    PRIMARY KEY (tenant, session),\n"
     "    KEY @sessions_expiry (expires_ms)\n"
     ") ENGINE=InnoDB",
@@ -1291,6 +1317,25 @@ static void simba__my_sql_writes(simba__my *b, simba__my_job *j, simba__my_eval 
         simba__my_hex(b, x, j->res[r].name, j->res[r].len);
         simba__my_put(b, x, ";\n");
     }
+    if (j->kind == SIMBA_OP_SET_CAPACITY || j->kind == SIMBA_OP_DELETE) {
+        /* no bell rings for these: tell the sessions queued here through
+           their notify counter, which their next keepalive sees */
+        any = 0;
+        for (i = 0; i < v->ne; i++) {
+            const simba__my_ent *e = &v->e[i];
+            if (e->dead) continue;
+            if (!any) {
+                simba__my_putf(b, x, "UPDATE %s SET notify=notify+1", b->t_sessions);
+                simba__my_where_tenant(b, x, j);
+                simba__my_put(b, x, " AND session IN (");
+            } else {
+                simba__my_put(b, x, ",");
+            }
+            simba__my_hex(b, x, e->session, e->seslen);
+            any = 1;
+        }
+        if (any) simba__my_put(b, x, ");\n");
+    }
     if (j->kind == SIMBA_OP_SET_CAPACITY) {
         simba__my_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
         simba__my_where_tenant(b, x, j);
@@ -1399,8 +1444,7 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
         j->release_bell = 1;
         break;
     case SIMBA_OP_INSPECT:
-        if (!v->exists[0]) return SIMBA_ENOTFOUND;
-        break;
+        break; /* a missing resource answers capacity 0, no entries */
     case SIMBA_OP_SET_CAPACITY:
         if (!v->exists[0]) return SIMBA_EPROTO; /* inserted in this transaction */
         old_capacity = v->capacity[0];
@@ -1408,7 +1452,7 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
         v->capacity[0] = new_capacity;
         break;
     case SIMBA_OP_DELETE:
-        if (!v->exists[0]) return SIMBA_ENOTFOUND;
+        /* deleting a missing resource is done already */
         for (i = 0; i < v->ne; i++) v->e[i].removed = 1;
         break;
     default:
@@ -1455,6 +1499,10 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
 static void simba__my_complete(simba__my *b, simba__my_job *j, int status, const char *msg) {
     simba_reply rep;
     if (j->kind >= SIMBA__MY_JOB_BELLS_RELEASE) return; /* internal */
+    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: op %d on '%s' -> %s granted %d ahead %d recheck %d%s%s",
+                      j->kind, j->nres ? j->res[j->sorted_of[0]].name : "", simba_strerror(status),
+                      j->reply.granted, j->reply.ahead, j->reply.recheck_ms, msg && *msg ? ": " : "", msg ? msg : "");
+    if (status != SIMBA_OK && status != SIMBA_ENOTFOUND && status != SIMBA_EKEYBUSY) b->stats.last_error = status;
     rep = j->reply;
     rep.id = j->op_id;
     rep.status = status;
@@ -1480,11 +1528,11 @@ static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
     case SIMBA_OP_ENQUEUE:
     case SIMBA_OP_POLL:
         if (status == SIMBA_OK && j->exists) {
-            simba__my_mine_add(b, j->bell);
+            simba__my_mine_add(b, j->bell, j->res[j->sorted_of[0]].name, j->res[j->sorted_of[0]].len);
             if (j->reply.granted || !j->watch_valid) simba__my_watch_del(b, j->request);
             else
-                simba__my_watch_set(b, j->tenant, j->request, j->res[j->watch_res].name, j->res[j->watch_res].len,
-                                    j->nres == 1, j->watch_bell);
+                simba__my_watch_set(b, j->tenant, j->request, j->res[j->sorted_of[0]].name,
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_bell);
         } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
             /* our entry is gone (or was never made): so is the need for its bell */
             simba__my_watch_del(b, j->request);
@@ -1503,9 +1551,7 @@ static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
     case SIMBA_OP_CLOSE:
         if (status == SIMBA_OK) {
             /* RELEASE_ALL_LOCKS dropped every bell */
-            simba__my_free(b, b->mine);
-            b->mine = NULL;
-            b->mine_cap = b->mine_n = 0;
+            simba__my_mine_clear(b);
             while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
         }
         break;
@@ -1522,13 +1568,47 @@ enum {
     SIMBA__MY_S_READS,      /* locking reads (transaction open) */
     SIMBA__MY_S_WRITES,     /* writes + COMMIT */
     SIMBA__MY_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
-    SIMBA__MY_S_SIMPLE,     /* one-batch ops (OPEN, KEEPALIVE, bells) */
+    SIMBA__MY_S_SIMPLE,     /* one-batch ops (OPEN, bells) */
+    SIMBA__MY_S_KEEPALIVE,  /* the renewal UPDATE */
+    SIMBA__MY_S_NOTIFY,     /* it matched nothing: session gone, or notified? */
     SIMBA__MY_S_CLOSE_ENTRIES,
     SIMBA__MY_S_CLOSE_SESSION,
     SIMBA__MY_S_SWEEP_LIST,
     SIMBA__MY_S_SWEEP_ENTRIES,
     SIMBA__MY_S_SWEEP_SESSIONS
 };
+
+/* One statement, whatever the number of locks: the whole renewal. It only
+   matches while the session's notify counter is the one we saw; a DELETE or
+   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
+   matches nothing and we look why (simba__my_job_result). */
+static void simba__my_sql_keepalive(simba__my *b, simba__my_job *j, simba__my_buf *x) {
+    simba__my_buf_clear(x);
+    simba__my_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MY_NOW_MS "+%d", b->t_sessions, j->lease_ms);
+    simba__my_where_tenant(b, x, j);
+    simba__my_put(b, x, " AND session=");
+    simba__my_hexs(b, x, j->session);
+    simba__my_putf(b, x, " AND expires_ms > " SIMBA__MY_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
+}
+
+/* After a notification: every entry of ours may have changed (a DELETE
+   removed it, a capacity grew): have the core look at each of them. */
+static void simba__my_wake_mine(simba__my *b) {
+    int i, n = 0;
+    char **names;
+    if (!b->mine_n) return;
+    /* copy first: a wake may submit, and a submit never changes `mine`,
+       but keep the loop independent of it all the same */
+    names = (char **)simba__my_alloc(b, (size_t)b->mine_n * sizeof *names);
+    if (!names) return;
+    for (i = 0; i < b->mine_cap && n < b->mine_n; i++)
+        if (b->mine[i]) names[n++] = simba__my_strdup(b, b->mine_name[i]);
+    for (i = 0; i < n; i++) {
+        if (names[i]) simba_backend_wake(b->s, names[i], NULL, 0);
+        simba__my_free(b, names[i]);
+    }
+    simba__my_free(b, names);
+}
 
 /* Build the first batch of job j into the main connection's buffer. */
 static void simba__my_job_first(simba__my *b, simba__my_job *j) {
@@ -1556,13 +1636,12 @@ static void simba__my_job_first(simba__my *b, simba__my_job *j) {
         j->step = SIMBA__MY_S_SIMPLE;
         break;
     case SIMBA_OP_KEEPALIVE:
-        /* one statement, whatever the number of locks: the whole renewal */
-        simba__my_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MY_NOW_MS "+%d", b->t_sessions, j->lease_ms);
-        simba__my_where_tenant(b, x, j);
-        simba__my_put(b, x, " AND session=");
-        simba__my_hexs(b, x, j->session);
-        simba__my_put(b, x, " AND expires_ms > " SIMBA__MY_NOW_MS);
-        j->step = SIMBA__MY_S_SIMPLE;
+        if (strcmp(b->notify_session, j->session) != 0) {
+            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+            b->notify_seen = 0;
+        }
+        simba__my_sql_keepalive(b, j, x);
+        j->step = SIMBA__MY_S_KEEPALIVE;
         break;
     case SIMBA_OP_CLOSE:
         /* entries first, in short autocommit batches; the session row last,
@@ -1713,8 +1792,47 @@ static void simba__my_job_result(simba__my *b) {
         simba__my_complete(b, j, status, j->msg);
         simba__my_job_free(b, j);
         return;
+    case SIMBA__MY_S_KEEPALIVE:
+        if (c->nres < 1 || c->affected[0] != 1) {
+            simba__my_free_results(c);
+            if (j->attempts > 3) { status = SIMBA_ESESSION; goto simple_done; }
+            j->attempts++;
+            simba__my_buf_clear(&c->sql);
+            simba__my_putf(b, &c->sql, "SELECT notify FROM %s", b->t_sessions);
+            simba__my_where_tenant(b, &c->sql, j);
+            simba__my_put(b, &c->sql, " AND session=");
+            simba__my_hexs(b, &c->sql, j->session);
+            simba__my_put(b, &c->sql, " AND expires_ms > " SIMBA__MY_NOW_MS);
+            j->step = SIMBA__MY_S_NOTIFY;
+            simba__my_send(b);
+            return;
+        }
+        simba__my_free_results(c);
+        simba__my_pop(b);
+        simba__my_complete(b, j, SIMBA_OK, NULL);
+        if (j->exists) simba__my_wake_mine(b); /* notified on the way */
+        simba__my_job_free(b, j);
+        return;
+    case SIMBA__MY_S_NOTIFY: {
+        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+        MYSQL_ROW row = r && mysql_num_fields(r) == 1 ? mysql_fetch_row(r) : NULL;
+        unsigned long *len = row ? mysql_fetch_lengths(r) : NULL;
+        int64_t seen;
+        if (!row || !len || !row[0] || !simba__my_int64(row[0], len[0], &seen)) {
+            simba__my_free_results(c);
+            status = r && !row ? SIMBA_ESESSION : SIMBA_EPROTO;
+            goto simple_done;
+        }
+        simba__my_free_results(c);
+        b->notify_seen = seen;
+        j->exists = 1;                          /* remember: wake our entries */
+        simba__my_sql_keepalive(b, j, &c->sql);
+        j->step = SIMBA__MY_S_KEEPALIVE;
+        simba__my_send(b);
+        return;
+    }
     case SIMBA__MY_S_SIMPLE:
-        if (j->kind == SIMBA_OP_KEEPALIVE && (c->nres < 1 || c->affected[0] != 1)) status = SIMBA_ESESSION;
+    simple_done:
         if (j->kind == SIMBA__MY_JOB_BELLS_RETAKE) b->retake_needed = 0;
         simba__my_free_results(c);
         simba__my_pop(b);
@@ -1867,6 +1985,7 @@ static void simba__my_schedule_reconnect(simba__my *b) {
     int ms = simba_backend_backoff_ms(b->s, b->main.attempt);
     b->main.attempt++;
     b->main.retry_at = simba_now_ms(b->s) + ms;
+    b->main.retry_armed = 1;
 }
 
 /* The main connection is gone (or we drop it): the server rolls back an open
@@ -1933,8 +2052,8 @@ static void simba__my_main_progress(simba__my *b) {
     int guard;
     for (guard = 0; guard < 64; guard++) {
         if (c->state == SIMBA__MY_CLOSED) {
-            if (c->retry_at >= 0 && simba_now_ms(b->s) >= c->retry_at) {
-                c->retry_at = -1;
+            if (c->retry_armed && simba_now_ms(b->s) >= c->retry_at) {
+                c->retry_armed = 0;
                 simba__my_conn_open(b, c);
                 continue;
             }
@@ -1954,6 +2073,7 @@ static void simba__my_main_progress(simba__my *b) {
                 int st = simba__my_status_of(c->err);
                 char msg[300];
                 snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
+                b->stats.last_error = st;
                 simba__my_conn_drop(c);
                 simba__my_schedule_reconnect(b);
                 simba_backend_state(b->s, 0, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
@@ -1978,6 +2098,7 @@ static void simba__my_main_progress(simba__my *b) {
                 int st = simba__my_status_of(c->err);
                 char msg[300];
                 snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+                b->stats.last_error = st;
                 simba__my_conn_drop(c);
                 simba__my_schedule_reconnect(b);
                 simba_backend_state(b->s, 0, st, msg);
@@ -2022,7 +2143,7 @@ static void simba__my_waiter_drop(simba__my *b, int backoff) {
         c->retry_at = simba_now_ms(b->s) + simba_backend_backoff_ms(b->s, c->attempt);
         c->attempt++;
     } else {
-        c->retry_at = 0;
+        c->retry_at = simba_now_ms(b->s);
     }
 }
 
@@ -2115,6 +2236,8 @@ static void simba__my_waiter_result(simba__my *b) {
     snprintf(request, sizeof request, "%s", w->request);
     single = w->single;
     b->stats.wakes++;
+    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: bell rang after %lld ms for %s (fence %lld)",
+                      (long long)elapsed, request, (long long)fence);
     if (single && fence > 0) {
         /* granted: the watch is over, the core gets the fence directly */
         simba__my_watch_del(b, request);
@@ -2186,6 +2309,7 @@ static int simba__my_attach(void *impl, simba *s) {
     b->s = s;
     now = simba_now_ms(s);
     b->main.retry_at = now; /* connect on the first process() */
+    b->main.retry_armed = 1;
     b->waiter.retry_at = now;
     if (b->sweep_ms == 0) {
         int lease = simba_lease_ms(s);
@@ -2237,15 +2361,16 @@ static int simba__my_pollfds(void *impl, struct pollfd *fds, int max) {
     return n;
 }
 
-static int64_t simba__my_min(int64_t a, int64_t v) { return (a < 0 || v < a) ? v : a; }
+/* Earliest of the deadlines so far (d, INT64_MAX = none) and v. */
+static int64_t simba__my_min(int64_t d, int64_t v) { return v < d ? v : d; }
 
 static int64_t simba__my_deadline(void *impl) {
     simba__my *b = (simba__my *)impl;
-    int64_t d = -1, now = simba_now_ms(b->s);
+    int64_t d = INT64_MAX, now = simba_now_ms(b->s);
     simba__my_conn *c = &b->main;
     int i;
     if (c->done) return now;
-    if (c->state == SIMBA__MY_CLOSED && c->retry_at >= 0) d = simba__my_min(d, c->retry_at);
+    if (c->state == SIMBA__MY_CLOSED && c->retry_armed) d = simba__my_min(d, c->retry_at);
     if (c->state == SIMBA__MY_CONNECTING || c->state == SIMBA__MY_SETUP)
         d = simba__my_min(d, c->started_ms + b->connect_timeout_ms);
     if (c->q != SIMBA__MY_Q_NONE && (c->wait & MYSQL_WAIT_TIMEOUT)) d = simba__my_min(d, c->wait_until);
@@ -2265,7 +2390,9 @@ static int64_t simba__my_deadline(void *impl) {
         if (w->state == SIMBA__MY_READY && w->q == SIMBA__MY_Q_NONE)
             for (i = 0; i < b->nwatch; i++) d = simba__my_min(d, b->watches[i].not_before > now ? b->watches[i].not_before : now);
     }
-    return d;
+    /* the contract reserves negative values for "none": a clock that runs
+       below zero cannot express its deadlines (see docs/mysql.md) */
+    return d == INT64_MAX ? -1 : (d < 0 ? 0 : d);
 }
 
 static void simba__my_process(void *impl, const struct pollfd *fds, int nfds) {
@@ -2303,7 +2430,7 @@ static void simba__my_destroy(void *impl) {
     }
     while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
     simba__my_free(b, b->watches);
-    simba__my_free(b, b->mine);
+    simba__my_mine_clear(b);
     simba__my_free(b, b->waiting_req);
     simba__my_buf_free(b, &b->main.sql);
     simba__my_buf_free(b, &b->waiter.sql);
@@ -2373,8 +2500,6 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     b->lock_wait_s = d->lock_wait_timeout_s > 0 ? d->lock_wait_timeout_s : 1;
     b->sweep_ms = d->sweep_ms;
     b->no_waiter = d->no_waiter;
-    b->main.retry_at = -1;
-    b->waiter.retry_at = -1;
     b->deploy = simba__my_fnv(simba__my_fnv(14695981039346656037ULL, b->database, strlen(b->database)),
                               b->prefix, strlen(b->prefix));
     snprintf(b->t_sessions, sizeof b->t_sessions, "`%ssessions`", b->prefix);

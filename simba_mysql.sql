@@ -32,6 +32,8 @@ CREATE TABLE IF NOT EXISTS simba_sessions (
     session     VARBINARY(96)  NOT NULL,  -- "<client id>~<16 hex>"
     client      VARBINARY(64)  NOT NULL,
     expires_ms  BIGINT         NOT NULL,  -- server time; dead when <= now
+    notify      BIGINT         NOT NULL DEFAULT 0,  -- bumped by DELETE and SET_CAPACITY
+                                                    -- of a resource the session is queued in
     PRIMARY KEY (tenant, session),
     KEY simba_sessions_expiry (expires_ms)
 ) ENGINE=InnoDB;
