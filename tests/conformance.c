@@ -1350,6 +1350,7 @@ static void conf_test(const char *name, void (*fn)(void)) {
 #define CONF_RUN(fn) conf_test(#fn, fn)
 
 void conformance_run(const conf_backend *b, const char *filter, int *passed, int *failed) {
+    int64_t start = h_real_ms();
     memset(&C, 0, sizeof C);
     C.b = b;
     h_filter = filter;
@@ -1383,6 +1384,9 @@ void conformance_run(const conf_backend *b, const char *filter, int *passed, int
     } else {
         printf("# skip - t_kill_* (the %s backend has no kill hook)\n", b->name);
     }
+    printf("# conformance on %s: %d passed, %d failed in %.1f s\n", b->name, h_passed, h_failed,
+           (double)(h_real_ms() - start) / 1000.0);
+    fflush(stdout);
     *passed += h_passed;
     *failed += h_failed;
     h_passed = h_failed = 0;
