@@ -1981,6 +1981,11 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
         simba__delivered(s, &out[n]);
         n++;
     }
+    if (!s->events.count && s->events.cap > 1024) {   /* give back a burst's buffer */
+        simba__free(s, s->events.buf);
+        s->events.buf = NULL;
+        s->events.cap = s->events.head = 0;
+    }
     return n;
 }
 

@@ -3,6 +3,7 @@
 # exit non-zero when something unexpected happens).
 set -u
 cd "$(dirname "$0")/.."
+mkdir -p build/logs
 make -s examples || { echo "0 passed, 1 failed"; exit 1; }
 pass=0 fail=0
 for x in leader_poll semaphore_pool epoll_loop; do
