@@ -1,0 +1,1569 @@
+/*
+    simba_redis.h -- the Redis backend of simba (hiredis, asynchronous API).
+
+    Project: simba. License: MIT (see simba.h).
+
+    Do this:
+        #define SIMBA_REDIS_IMPLEMENTATION
+    before you include this file in *one* C or C++ file, after simba.h:
+
+        #define SIMBA_IMPLEMENTATION
+        #include "simba.h"
+        #define SIMBA_REDIS_IMPLEMENTATION
+        #include "simba_redis.h"
+
+        simba_redis_desc rd = {0};
+        rd.host = "127.0.0.1";
+        rd.port = 6379;
+        simba_desc d = {0};
+        d.backend = simba_redis(&rd);
+        simba *s = simba_create(&d);
+
+    and link with -lhiredis (hiredis 0.14 or 1.x; the include path must find
+    <hiredis/hiredis.h>).
+
+    WHAT IT DOES
+    ============
+    Every operation of the backend contract (simba.h, "WRITING A BACKEND") is
+    one call of one Lua script (EVALSHA, loaded with SCRIPT LOAD on connect,
+    sent again as EVAL after NOSCRIPT), so each operation is atomic on the
+    server and judged by the server's clock (TIME) only. A second connection
+    SUBSCRIBEs to this client's channel: when a release (or a purge of a dead
+    session) grants a waiting entry, the script that did it PUBLISHes
+    "<request> <fence> <name>" to the new holder's client, which reports
+    ACQUIRED without another round trip. Lost messages only cost latency: the
+    core re-checks waiters at the earliest expiry ahead of them and on its
+    fallback period.
+
+    Nothing blocks: connects are non-blocking (give a numeric address, or a
+    unix socket: a host name is resolved by hiredis with getaddrinfo(), which
+    blocks), the fds are driven from simba_pollfds()/simba_tick(), and simba
+    times out every request itself (hiredis 0.14 has no async timeouts).
+
+    Key layout, scripts, guarantees, WAIT and the Redis Cluster rule:
+    docs/redis.md.
+
+    hiredis versions: written against the 0.14 async API (Debian 12); the
+    parts where 1.x differs are behind HIREDIS_MAJOR. hiredis has no per
+    context allocator: hiredis itself uses malloc; simba's per-request memory
+    comes from simba's allocator; this backend's own small state (the desc
+    strings, the script text) uses malloc too.
+
+    Known hiredis limitation: hiredis's async layer assert()s on a reply that
+    answers no request (only a server that is not Redis sends one). Every
+    reply simba is given is checked for shape and answered with SIMBA_EPROTO
+    when it is not what the script returns.
+*/
+#ifndef SIMBA_REDIS_INCLUDED
+#define SIMBA_REDIS_INCLUDED
+
+#ifndef SIMBA_INCLUDED
+#error "simba_redis.h needs simba.h: include simba.h first"
+#endif
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options of simba_redis(). Zero means the default; every string is copied. */
+typedef struct simba_redis_desc {
+    const char *host;          /* server address (default "127.0.0.1"); numeric, or resolving blocks */
+    int port;                  /* TCP port (default 6379), 1..65535 */
+    const char *unix_socket;   /* path of a unix socket; when set, host and port are not used */
+    const char *user;          /* ACL user (Redis 6+): "AUTH user password"; needs password */
+    const char *password;      /* NULL: no AUTH */
+    int db;                    /* SELECT this database index (default 0) */
+    const char *prefix;        /* first part of every key and channel (default "simba");
+                                  1..64 bytes of [A-Za-z0-9._:-] */
+    int connect_timeout_ms;    /* connect + AUTH + SCRIPT LOAD must be done by then (default 2000) */
+    int wait_replicas;         /* > 0: confirm a grant only after WAIT says this many replicas
+                                  have it (see docs/redis.md for what that does and does not
+                                  guarantee) */
+    int wait_timeout_ms;       /* the timeout given to WAIT (default 200) */
+} simba_redis_desc;
+
+/* simba_redis: a Redis backend for one simba client (pass it in
+   simba_desc.backend; simba owns it from then on). Never fails here: a bad
+   desc (NULL, port out of range, bad prefix, negative db or timeouts, a user
+   without password) gives a backend whose attach fails with SIMBA_EINVAL, so
+   simba_create_ex reports SIMBA_EINVAL; out of memory gives SIMBA_ENOMEM the
+   same way. */
+SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
+
+/* simba_redis_resource_key: the base key of resource `name` of `tenant`
+   under `prefix` (NULL: "simba"), written into out (size bytes, NUL
+   terminated when size > 0). The resource's keys are this base plus ":m",
+   ":q", ":e" and ":t:<request>"; all hash to the base's cluster slot.
+   Returns the length of the key (without the NUL; like snprintf, it may be
+   more than size - 1), or SIMBA_EINVAL / SIMBA_ENAME for bad arguments.
+   For tools and tests: the backend computes its keys itself. */
+SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
+                                      char *out, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMBA_REDIS_INCLUDED */
+
+/*--- IMPLEMENTATION ---------------------------------------------------------*/
+#ifdef SIMBA_REDIS_IMPLEMENTATION
+#ifndef SIMBA_REDIS_IMPL_INCLUDED
+#define SIMBA_REDIS_IMPL_INCLUDED
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <limits.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#ifndef HIREDIS_MAJOR
+#error "simba_redis.h: hiredis.h does not define HIREDIS_MAJOR"
+#endif
+
+/* With SIMBA_STATIC, a file that does not call every public function must
+   still compile cleanly under -Wunused-function. */
+#if defined(SIMBA_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#define SIMBA__REDIS_MAYBE_UNUSED __attribute__((unused))
+#else
+#define SIMBA__REDIS_MAYBE_UNUSED
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*--- the server side: one Lua script, one entry point per operation ----------
+   KEYS: the base key of each resource of the operation. ARGV: op, prefix,
+   tenant, session, request, lease_ms, run_id, try_only, wait, gen, then
+   name, capacity, weight of each resource. Answers are arrays that start
+   with a status (0 ok, 1 ESESSION, 2 ENOTFOUND, 3 ECAPACITY, 4 EKEYBUSY);
+   garbage in a key raises an error that contains "SIMBA_EPROTO".
+
+   Keys (B is a resource's base key, see simba__redis_key):
+     B:m    hash: cap, ctr (the fence counter), seq (the enqueue counter), name
+     B:q    zset: request -> seq (the queue, in order)
+     B:e    hash: request -> "session weight fence gen" (fence 0: waiting)
+     B:t:R  string, PX lease: "session gen" of a released request R (tombstone)
+     P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
+     P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
+   Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant) or
+   "- 0 <name>" (something changed: look again).
+
+   Each element below stays under C99's 4095-byte limit for one literal. */
+static const char *const simba__redis_lua[] = {
+"if redis.replicate_commands then pcall(redis.replicate_commands) end\n"
+"local OP, P, T, SESS, REQ = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
+"local LEASE, RUN = tonumber(ARGV[6]), ARGV[7]\n"
+"local TRY, WAITF, GEN = ARGV[8] == '1', ARGV[9] == '1', tonumber(ARGV[10])\n"
+"local tm = redis.call('TIME')\n"
+"local NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])\n"
+"local NOW = math.floor(NOW_US / 1000)\n"
+"local function fmt(n) return string.format('%.0f', n) end\n"
+"local function proto(what) error('SIMBA_EPROTO ' .. what) end\n"
+"local function num(v, what)\n"
+"  local n = tonumber(v)\n"
+"  if not n or n < 0 or n ~= math.floor(n) then proto(what) end\n"
+"  return n\n"
+"end\n"
+"local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
+"local function client_of(s) return string.match(s, '^(.*)~[^~]*$') or s end\n"
+"local function chan(s) return P .. ':c:' .. T .. ':' .. client_of(s) end\n"
+"local function eff(w, cap) if w == 0 or w > cap then return cap end return w end\n"
+"local function arg(i)\n"
+"  local b = 10 + 3 * (i - 1)\n"
+"  return ARGV[b + 1], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])\n"
+"end\n"
+"local function chunks(list, f)\n"
+"  for i = 1, #list, 1000 do f({unpack(list, i, math.min(i + 999, #list))}) end\n"
+"end\n"
+/* sessions: liveness by the stored expiry and the server's clock */
+"local SX = {}\n"
+"local function alive(s)\n"
+"  local e = SX[s]\n"
+"  if e == nil then\n"
+"    e = false\n"
+"    local v = redis.call('HGET', skey(s), 'exp')\n"
+"    if v then\n"
+"      e = num(v, 'session expiry')\n"
+"      if e <= NOW then e = false end\n"
+"    end\n"
+"    SX[s] = e\n"
+"  end\n"
+"  return e\n"
+"end\n"
+/* restart grace: a missing epoch (data lost) or another run_id (restart,
+   failover) holds grants back for one lease */
+"local GRACE\n"
+"local function grace()\n"
+"  if GRACE == nil then\n"
+"    local k = P .. ':epoch'\n"
+"    local v = redis.call('HMGET', k, 'run', 'grace')\n"
+"    local run = v[1]\n"
+"    GRACE = tonumber(v[2])\n"
+"    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
+"      GRACE = NOW + LEASE\n"
+"      redis.call('HSET', k, 'run', RUN, 'grace', fmt(GRACE))\n"
+"    elseif run == '' and RUN ~= '' then\n"
+"      redis.call('HSET', k, 'run', RUN)\n"
+"    end\n"
+"  end\n"
+"  return GRACE\n"
+"end\n",
+/* loading a resource: everything is read and checked before anything is
+   written, so garbage aborts the script without half an operation */
+"local function load(k, name)\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'name')\n"
+"  local R = {k = k, ids = {}, ent = {}, cap = false, ctr = 0, name = m[3] or name, owner = ''}\n"
+"  if m[1] then\n"
+"    R.cap = num(m[1], 'capacity')\n"
+"    if R.cap < 1 then proto('capacity') end\n"
+"  end\n"
+"  if m[2] then R.ctr = num(m[2], 'fence counter') end\n"
+"  local ids = redis.call('ZRANGE', k .. ':q', 0, -1)\n"
+"  if #ids == 0 then return R end\n"
+"  if not R.cap or not R.name then proto('a queue without capacity or name') end\n"
+"  local vals = {}\n"
+"  chunks(ids, function(part)\n"
+"    local got = redis.call('HMGET', k .. ':e', unpack(part))\n"
+"    for j = 1, #got do vals[#vals + 1] = got[j] end\n"
+"  end)\n"
+"  for i, id in ipairs(ids) do\n"
+"    local s, w, f, g = string.match(vals[i] or '', '^(%S+) (%d+) (%d+) (%d+)$')\n"
+"    if not s then proto('entry ' .. id) end\n"
+"    R.ent[id] = {s = s, w = tonumber(w), f = tonumber(f), g = tonumber(g)}\n"
+"    R.ids[i] = id\n"
+"  end\n"
+"  if R.ent[ids[1]].f > 0 then R.owner = R.ent[ids[1]].s end\n"
+"  return R\n"
+"end\n"
+"local function owner_of(R)\n"
+"  local first = R.ids[1] and R.ent[R.ids[1]]\n"
+"  if first and first.f > 0 then return first.s end\n"
+"  return ''\n"
+"end\n"
+"local function drop(R, list)\n"
+"  chunks(list, function(part)\n"
+"    redis.call('ZREM', R.k .. ':q', unpack(part))\n"
+"    redis.call('HDEL', R.k .. ':e', unpack(part))\n"
+"  end)\n"
+"end\n"
+"local function purge(R)\n"
+"  local keep, dead = {}, {}\n"
+"  for _, id in ipairs(R.ids) do\n"
+"    if alive(R.ent[id].s) then keep[#keep + 1] = id else dead[#dead + 1] = id; R.ent[id] = nil end\n"
+"  end\n"
+"  if #dead > 0 then drop(R, dead); R.ids = keep end\n"
+"end\n"
+"local function remove(R, id)\n"
+"  local e = R.ent[id]\n"
+"  drop(R, {id})\n"
+"  redis.call('HDEL', skey(e.s), 'e ' .. id .. ' ' .. R.k)\n"
+"  R.ent[id] = nil\n"
+"  for i, x in ipairs(R.ids) do if x == id then table.remove(R.ids, i) break end end\n"
+"end\n"
+/* "something changed": to the first 16 waiting clients (or to everyone),
+   never to `quiet` (the caller, who gets an answer anyway) */
+"local function tell(R, all, quiet)\n"
+"  local seen, n = {}, 0\n"
+"  for _, id in ipairs(R.ids) do\n"
+"    local e = R.ent[id]\n"
+"    local c = client_of(e.s)\n"
+"    if (all or e.f == 0) and not seen[c] and c ~= quiet then\n"
+"      seen[c] = true\n"
+"      n = n + 1\n"
+"      if n > 16 and not all then return end\n"
+"      redis.call('PUBLISH', chan(e.s), '- 0 ' .. R.name)\n"
+"    end\n"
+"  end\n"
+"end\n",
+/* the grant rule: walk from the head; an entry is granted when the weights
+   ahead of it plus its own fit; every new grant takes
+   max(counter + 1, server time in us) and is published to its client */
+"local function evaluate(R, self, quiet)\n"
+"  if not R.cap then return end\n"
+"  local sum, cap, new = 0, R.cap, {}\n"
+"  for _, id in ipairs(R.ids) do\n"
+"    local e = R.ent[id]\n"
+"    local w = eff(e.w, cap)\n"
+"    if e.f == 0 then\n"
+"      if sum + w > cap then break end\n"
+"      if NOW < grace() then R.grace = GRACE break end\n"
+"      e.f = math.max(R.ctr + 1, NOW_US)\n"
+"      R.ctr = e.f\n"
+"      redis.call('HSET', R.k .. ':e', id, e.s .. ' ' .. fmt(e.w) .. ' ' .. fmt(e.f) .. ' ' .. fmt(e.g))\n"
+"      new[#new + 1] = id\n"
+"    end\n"
+"    sum = sum + w\n"
+"  end\n"
+"  if #new > 0 then redis.call('HSET', R.k .. ':m', 'ctr', fmt(R.ctr)) end\n"
+"  for _, id in ipairs(new) do\n"
+"    local e = R.ent[id]\n"
+"    if id ~= self then redis.call('PUBLISH', chan(e.s), id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"  end\n"
+"  local owner = owner_of(R)\n"
+"  if owner ~= R.owner then R.owner = owner; tell(R, false, quiet) end\n"
+"end\n"
+/* the answer of ENQUEUE and POLL */
+"local function answer(RS)\n"
+"  local granted, fences, recheck = 1, {}, -1\n"
+"  local function hint(ms)\n"
+"    if ms < 0 then ms = 0 end\n"
+"    if recheck < 0 or ms < recheck then recheck = ms end\n"
+"  end\n"
+"  for i, R in ipairs(RS) do\n"
+"    local e = R.ent[REQ]\n"
+"    fences[i] = e and e.f or 0\n"
+"    if fences[i] == 0 then\n"
+"      granted = 0\n"
+"      if R.grace then hint(R.grace - NOW) end\n"
+"      for _, id in ipairs(R.ids) do\n"
+"        if id == REQ then break end\n"
+"        local x = alive(R.ent[id].s)\n"
+"        if x then hint(x - NOW) end\n"
+"      end\n"
+"    end\n"
+"  end\n"
+"  if granted == 1 and WAITF then redis.call('HSET', skey(SESS), 'w', fmt(NOW)) end\n"
+"  local R0, ahead, held = RS[1], 0, 0\n"
+"  for _, id in ipairs(R0.ids) do if id == REQ then break end ahead = ahead + 1 end\n"
+"  for _, id in ipairs(R0.ids) do if R0.ent[id].f > 0 then held = held + 1 end end\n"
+"  local out = {0, granted, ahead, held, recheck, owner_of(R0)}\n"
+"  for i = 1, #RS do out[6 + i] = fences[i] end\n"
+"  return out\n"
+"end\n"
+"local function load_all()\n"
+"  local RS = {}\n"
+"  for i = 1, #KEYS do RS[i] = load(KEYS[i], (arg(i))) end\n"
+"  return RS\n"
+"end\n"
+"local function create(R, i)\n"
+"  if R.cap then return end\n"
+"  local name, cap = arg(i)\n"
+"  R.cap, R.name = cap, name\n"
+"  redis.call('HSET', R.k .. ':m', 'cap', fmt(cap), 'name', name)\n"
+"  redis.call('PERSIST', R.k .. ':m')\n"
+"end\n",
+/* a RELEASE leaves a tombstone so that an ENQUEUE of the same request sent
+   earlier on a dropped connection (smaller gen) cannot run after it */
+"local function tombstone(R)\n"
+"  redis.call('SET', R.k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE))\n"
+"end\n"
+"local function stale_enqueue(R)\n"
+"  local v = redis.call('GET', R.k .. ':t:' .. REQ)\n"
+"  if not v then return false end\n"
+"  local s, g = string.match(v, '^(%S+) (%d+)$')\n"
+"  return s == SESS and tonumber(g) > GEN\n"
+"end\n"
+"local function fits(RS)\n"
+"  for i, R in ipairs(RS) do\n"
+"    local _, cap, w = arg(i)\n"
+"    local c = R.cap or cap\n"
+"    local sum = eff(w, c)\n"
+"    for _, id in ipairs(R.ids) do sum = sum + eff(R.ent[id].w, c) end\n"
+"    if sum > c then return false end\n"
+"  end\n"
+"  return NOW >= grace()\n"
+"end\n"
+"local function op_enqueue()\n"
+"  if not alive(SESS) then return {1} end\n"
+"  local RS, mine, me = load_all(), 0, client_of(SESS)\n"
+"  for i, R in ipairs(RS) do\n"
+"    local e = R.ent[REQ]\n"
+"    if e and e.s == SESS then mine = mine + 1\n"
+"    else\n"
+"      if e and alive(e.s) then return {4} end\n"
+"      local _, cap, w = arg(i)\n"
+"      if w > (R.cap or cap) then return {3} end\n"
+"    end\n"
+"  end\n"
+"  if mine > 0 and mine < #RS then return {2} end\n"
+"  if mine == 0 then\n"
+"    for _, R in ipairs(RS) do if stale_enqueue(R) then return {2} end end\n"
+"  end\n"
+"  for _, R in ipairs(RS) do purge(R) end\n"
+"  if mine == 0 and TRY and not fits(RS) then\n"
+"    for _, R in ipairs(RS) do evaluate(R, REQ, me) end\n"
+"    return answer(RS)\n"
+"  end\n"
+"  if mine == 0 then\n"
+"    for i, R in ipairs(RS) do\n"
+"      local _, _, w = arg(i)\n"
+"      create(R, i)\n"
+"      local seq = redis.call('HINCRBY', R.k .. ':m', 'seq', 1)\n"
+"      redis.call('ZADD', R.k .. ':q', fmt(seq), REQ)\n"
+"      redis.call('HSET', R.k .. ':e', REQ, SESS .. ' ' .. fmt(w) .. ' 0 ' .. fmt(GEN))\n"
+"      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. R.k, '1')\n"
+"      R.ids[#R.ids + 1] = REQ\n"
+"      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN}\n"
+"    end\n"
+"  end\n"
+"  for _, R in ipairs(RS) do evaluate(R, REQ, me) end\n"
+"  return answer(RS)\n"
+"end\n"
+"local function op_poll()\n"
+"  if not alive(SESS) then return {1} end\n"
+"  local RS = load_all()\n"
+"  for _, R in ipairs(RS) do\n"
+"    local e = R.ent[REQ]\n"
+"    if not e or e.s ~= SESS then return {2} end\n"
+"  end\n"
+"  for _, R in ipairs(RS) do purge(R); evaluate(R, REQ, client_of(SESS)) end\n"
+"  return answer(RS)\n"
+"end\n"
+"local function op_release()\n"
+"  local RS = load_all()\n"
+"  for _, R in ipairs(RS) do\n"
+"    local e = R.ent[REQ]\n"
+"    if not (e and e.s == SESS and e.g > GEN) then\n"
+"      if e and e.s == SESS then remove(R, REQ) end\n"
+"      tombstone(R)\n"
+"    end\n"
+"  end\n"
+"  for _, R in ipairs(RS) do purge(R); evaluate(R, nil, nil) end\n"
+"  return {0}\n"
+"end\n",
+"local function renew()\n"
+"  local sk, x = skey(SESS), NOW + LEASE\n"
+"  redis.call('HSET', sk, 'exp', fmt(x))\n"
+"  redis.call('PEXPIREAT', sk, fmt(x))\n"
+"  return {0}\n"
+"end\n"
+"local function op_open() grace(); return renew() end\n"
+"local function op_keepalive()\n"
+"  if not alive(SESS) then return {1} end\n"
+"  return renew()\n"
+"end\n"
+"local function op_close()\n"
+"  local sk = skey(SESS)\n"
+"  local fields = redis.call('HKEYS', sk)\n"
+"  redis.call('DEL', sk)\n"
+"  SX[SESS] = false\n"
+"  local done = {}\n"
+"  for _, f in ipairs(fields) do\n"
+"    local k = string.match(f, '^e %S+ (%S+)$')\n"
+"    if k and not done[k] then\n"
+"      done[k] = true\n"
+"      local R = load(k, nil)\n"
+"      purge(R); evaluate(R, nil, nil)\n"
+"    end\n"
+"  end\n"
+"  return {0}\n"
+"end\n"
+"local function op_inspect()\n"
+"  local R = load(KEYS[1], (arg(1)))\n"
+"  if not R.cap then return {0, 0, 0, '', 0} end\n"
+"  purge(R); evaluate(R, nil, nil)\n"
+"  local out, held = {0, R.cap, 0, owner_of(R), #R.ids}, 0\n"
+"  for _, id in ipairs(R.ids) do\n"
+"    local e = R.ent[id]\n"
+"    if e.f > 0 then held = held + 1 end\n"
+"    out[#out + 1] = e.s\n"
+"    out[#out + 1] = e.f\n"
+"    out[#out + 1] = e.w\n"
+"    out[#out + 1] = (e.f > 0) and 1 or 0\n"
+"  end\n"
+"  out[3] = held\n"
+"  return out\n"
+"end\n"
+"local function op_capacity()\n"
+"  local _, cap = arg(1)\n"
+"  if not cap or cap < 1 then return {3} end\n"
+"  local R = load(KEYS[1], (arg(1)))\n"
+"  purge(R)\n"
+"  if R.cap then redis.call('HSET', R.k .. ':m', 'cap', fmt(cap)); R.cap = cap else create(R, 1) end\n"
+"  evaluate(R, nil, nil)\n"
+"  return {0}\n"
+"end\n"
+/* DELETE keeps the fence counter for a minute, so that the fences of a
+   re-created resource stay above the old ones even within one microsecond */
+"local function op_delete()\n"
+"  local R = load(KEYS[1], (arg(1)))\n"
+"  if not R.cap then return {0} end\n"
+"  for _, id in ipairs(R.ids) do redis.call('HDEL', skey(R.ent[id].s), 'e ' .. id .. ' ' .. R.k) end\n"
+"  tell(R, true, nil)\n"
+"  redis.call('DEL', R.k .. ':q', R.k .. ':e', R.k .. ':m')\n"
+"  redis.call('HSET', R.k .. ':m', 'ctr', fmt(R.ctr))\n"
+"  redis.call('PEXPIRE', R.k .. ':m', 60000)\n"
+"  return {0}\n"
+"end\n"
+"local OPS = {open = op_open, keepalive = op_keepalive, close = op_close, enqueue = op_enqueue,\n"
+"  poll = op_poll, release = op_release, inspect = op_inspect, capacity = op_capacity, delete = op_delete}\n"
+"local f = OPS[OP]\n"
+"if not f then return redis.error_reply('SIMBA_EINVAL unknown operation') end\n"
+"return f()\n",
+NULL
+};
+
+/* Script statuses (the first element of every answer). */
+enum {
+    SIMBA__REDIS_ST_OK = 0,
+    SIMBA__REDIS_ST_SESSION = 1,
+    SIMBA__REDIS_ST_NOTFOUND = 2,
+    SIMBA__REDIS_ST_CAPACITY = 3,
+    SIMBA__REDIS_ST_KEYBUSY = 4
+};
+
+enum {
+    SIMBA__REDIS_MAIN = 0,          /* commands */
+    SIMBA__REDIS_SUB = 1,           /* SUBSCRIBE: grant pushes */
+    SIMBA__REDIS_FIXED_ARGS = 10,   /* ARGV before the per-resource triples */
+    SIMBA__REDIS_MAX_ARGC = 3 + SIMBA_MAX_RESOURCES + SIMBA__REDIS_FIXED_ARGS + 3 * SIMBA_MAX_RESOURCES,
+    SIMBA__REDIS_MAX_PREFIX = 64,
+    SIMBA__REDIS_MAX_REQUEST = SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32
+};
+
+typedef struct simba__redis simba__redis;
+
+/* One of the two connections. */
+typedef struct simba__redis_conn {
+    simba__redis *r;
+    redisAsyncContext *ac;
+    int role;
+    int want_write;             /* hiredis has output pending (its addWrite/delWrite) */
+    int connected;              /* the non-blocking connect completed */
+    int ready;                  /* main: handshake done; sub: subscribed */
+    int lost;                   /* hiredis freed the context by itself (EOF, error) */
+    int drop_err;               /* set from a callback: drop after the current I/O */
+    char why[160];              /* what went wrong, for the log and DISCONNECTED */
+    int64_t deadline;           /* connect + handshake must be done by then; -1 none */
+    int64_t retry_at;           /* next connect attempt; -1 none scheduled */
+    int attempt;                /* failed attempts in a row, for the backoff */
+} simba__redis_conn;
+
+/* One operation in flight on the main connection. */
+typedef struct simba__redis_req {
+    struct simba__redis_req *prev, *next;
+    simba__redis *r;
+    uint64_t id;
+    int kind, nres;
+    int done;                   /* already completed (reset); hiredis still owes a callback */
+    int evaled;                 /* sent again as EVAL after NOSCRIPT */
+    int waiting;                /* in the WAIT stage: `saved` is the answer */
+    simba_reply saved;
+    char owner[SIMBA_MAX_SESSION + 1];
+    int argc;
+    const char *argv[SIMBA__REDIS_MAX_ARGC];
+    size_t argvlen[SIMBA__REDIS_MAX_ARGC];
+    /* the argument bytes follow the struct */
+} simba__redis_req;
+
+struct simba__redis {
+    simba *s;
+    int bad;                    /* != 0: the desc was unusable; attach fails with it */
+    char *host, *unix_socket, *user, *password, *prefix;
+    int port, db, connect_timeout_ms, wait_replicas, wait_timeout_ms;
+    simba__redis_conn conn[2];
+    simba__redis_req *reqs;     /* in flight and not completed yet */
+    char *script;
+    size_t script_len;
+    char sha[41];               /* "" until SCRIPT LOAD answered: then EVAL is used */
+    char run_id[41];            /* the server's run_id ("" unknown) */
+    unsigned long gen;          /* main connections made ready so far */
+    int reported, reported_err; /* the last connection state told to the core */
+    int destroying;
+};
+
+/*--- small helpers -------------------------------------------------------------*/
+
+static char *simba__redis_strdup(const char *s) {
+    size_t n;
+    char *d;
+    if (!s) return NULL;
+    n = strlen(s) + 1;
+    d = (char *)malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void simba__redis_copy(char *dst, size_t cap, const char *src, size_t n) {
+    if (!src) n = 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static int simba__redis_prefix_ok(const char *p) {
+    size_t n = 0;
+    for (; p[n]; n++) {
+        char c = p[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-' || c == ':';
+        if (!ok || n >= SIMBA__REDIS_MAX_PREFIX) return 0;
+    }
+    return n > 0;
+}
+
+static int simba__redis_tenant_ok(const char *t) {
+    size_t n = 0;
+    for (; t[n]; n++) {
+        char c = t[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok || n >= SIMBA_MAX_TENANT) return 0;
+    }
+    return n > 0;
+}
+
+static int simba__redis_name_ok(const char *name) {
+    size_t n = 0;
+    for (; name[n]; n++) {
+        unsigned char c = (unsigned char)name[n];
+        if (c < 0x20 || c == 0x7f || n >= SIMBA_MAX_NAME) return 0;
+    }
+    return n > 0;
+}
+
+/*--- keys ---------------------------------------------------------------------
+   The base key of a resource is  <prefix>:{<tenant>:<hex of tag>}  or, when
+   the name carries a hash tag of its own ("{order-42}:items": the bytes
+   between the first '{' and the next '}', if any), <prefix>:{<tenant>:<hex
+   of that tag>}:<hex of the whole name>. Hex keeps it injective for any
+   name (a '}' in a name cannot end the tag early), and names that share a
+   tag share a cluster slot. */
+
+/* The name's own hash tag, as Redis Cluster would find it. */
+static int simba__redis_user_tag(const char *name, size_t n, size_t *off, size_t *len) {
+    const char *open = (const char *)memchr(name, '{', n), *close;
+    if (!open) return 0;
+    close = (const char *)memchr(open + 1, '}', n - (size_t)(open + 1 - name));
+    if (!close || close == open + 1) return 0;
+    *off = (size_t)(open + 1 - name);
+    *len = (size_t)(close - open - 1);
+    return 1;
+}
+
+/* Appends hex of n bytes at out (if out) and returns 2n. */
+static size_t simba__redis_hex(char *out, const char *s, size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+    if (out)
+        for (i = 0; i < n; i++) {
+            out[2 * i] = digits[((unsigned char)s[i]) >> 4];
+            out[2 * i + 1] = digits[((unsigned char)s[i]) & 15];
+        }
+    return 2 * n;
+}
+
+static size_t simba__redis_put(char *out, size_t at, const char *s, size_t n) {
+    if (out) memcpy(out + at, s, n);
+    return n;
+}
+
+/* Writes the base key (no NUL) at out if out is not NULL; returns its length. */
+static size_t simba__redis_key(char *out, const char *prefix, const char *tenant, const char *name) {
+    size_t n = strlen(name), at = 0, off = 0, len = n;
+    int tagged = simba__redis_user_tag(name, n, &off, &len);
+    at += simba__redis_put(out, at, prefix, strlen(prefix));
+    at += simba__redis_put(out, at, ":{", 2);
+    at += simba__redis_put(out, at, tenant, strlen(tenant));
+    at += simba__redis_put(out, at, ":", 1);
+    at += simba__redis_hex(out ? out + at : NULL, name + off, len);
+    at += simba__redis_put(out, at, "}", 1);
+    if (tagged) {
+        at += simba__redis_put(out, at, ":", 1);
+        at += simba__redis_hex(out ? out + at : NULL, name, n);
+    }
+    return at;
+}
+
+SIMBA__REDIS_MAYBE_UNUSED
+SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
+                                      char *out, size_t size) {
+    size_t need;
+    char *tmp;
+    if (!tenant || !name || (size && !out)) return SIMBA_EINVAL;
+    if (!prefix) prefix = "simba";
+    if (!simba__redis_prefix_ok(prefix)) return SIMBA_EINVAL;
+    if (!simba__redis_tenant_ok(tenant) || !simba__redis_name_ok(name)) return SIMBA_ENAME;
+    need = simba__redis_key(NULL, prefix, tenant, name);
+    if (size == 0) return (int)need;
+    tmp = (char *)malloc(need + 1);
+    if (!tmp) return SIMBA_ENOMEM;
+    simba__redis_key(tmp, prefix, tenant, name);
+    tmp[need] = 0;
+    simba__redis_copy(out, size, tmp, need);
+    free(tmp);
+    return (int)need;
+}
+
+/*--- talking to the core ---------------------------------------------------------*/
+
+static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
+
+/* Tell the core about the connection, once per change (and again when a
+   failing connection fails for another reason, e.g. EAUTH). */
+static void simba__redis_report(simba__redis *r, int up, int err, const char *msg) {
+    if (r->reported == up && (up || r->reported_err == err)) return;
+    r->reported = up;
+    r->reported_err = err;
+    simba_backend_state(r->s, up, err, msg);
+}
+
+/* Error replies of Redis and of our script, as SIMBA_E* codes. */
+static int simba__redis_error_code(const char *msg) {
+    if (!msg) return SIMBA_EBACKEND;
+    if (strstr(msg, "SIMBA_EPROTO") || strstr(msg, "WRONGTYPE")) return SIMBA_EPROTO;
+    if (strstr(msg, "NOPERM") || strstr(msg, "NOAUTH") || strstr(msg, "WRONGPASS") ||
+        strstr(msg, "invalid password") || strstr(msg, "invalid username"))
+        return SIMBA_EAUTH;
+    return SIMBA_EBACKEND;
+}
+
+static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
+    if (q->prev) q->prev->next = q->next;
+    else if (r->reqs == q) r->reqs = q->next;
+    if (q->next) q->next->prev = q->prev;
+    q->prev = q->next = NULL;
+}
+
+/* Complete an op (exactly once): unlink it and hand the reply to the core.
+   The request itself is freed by whoever holds it (the hiredis callback). */
+static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
+    simba__redis_unlink(r, q);
+    q->done = 1;
+    rep->id = q->id;
+    simba_backend_complete(r->s, rep);
+}
+
+static void simba__redis_complete_status(simba__redis *r, simba__redis_req *q, int status, const char *msg) {
+    simba_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.status = status;
+    rep.message = msg;
+    rep.recheck_ms = -1;
+    simba__redis_complete(r, q, &rep);
+}
+
+/* Complete every op in flight (the connection is going away). Completions may
+   submit again; submit refuses while the main connection is not ready, so
+   the list only shrinks. */
+static void simba__redis_fail_all(simba__redis *r, int status, const char *msg) {
+    while (r->reqs) simba__redis_complete_status(r, r->reqs, status, msg);
+}
+
+/*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
+   process calls redisAsyncHandleRead/Write -------------------------------------*/
+
+static void simba__redis_ev_add_read(void *p) { (void)p; /* we always read while connected */ }
+static void simba__redis_ev_del_read(void *p) { (void)p; }
+static void simba__redis_ev_add_write(void *p) {
+    if (p) ((simba__redis_conn *)p)->want_write = 1;
+}
+static void simba__redis_ev_del_write(void *p) {
+    if (p) ((simba__redis_conn *)p)->want_write = 0;
+}
+/* hiredis is freeing the context (EOF, error, or our redisAsyncFree). When
+   we free it ourselves we detach first (ev.data = NULL), so this only fires
+   for the context hiredis gave up by itself. */
+static void simba__redis_ev_cleanup(void *p) {
+    simba__redis_conn *c = (simba__redis_conn *)p;
+    if (!c) return;
+    if (c->ac && c->ac->err && !c->why[0] && c->ac->errstr)
+        simba__redis_copy(c->why, sizeof c->why, c->ac->errstr, strlen(c->ac->errstr));
+    c->ac = NULL;
+    c->lost = 1;
+    c->want_write = 0;
+}
+
+static void simba__redis_on_connect(const redisAsyncContext *ac, int status) {
+    simba__redis_conn *c = (simba__redis_conn *)ac->data;
+    if (!c) return;
+    if (status == REDIS_OK) { c->connected = 1; return; }
+    if (!c->why[0] && ac->errstr) simba__redis_copy(c->why, sizeof c->why, ac->errstr, strlen(ac->errstr));
+}
+
+static void simba__redis_on_disconnect(const redisAsyncContext *ac, int status) {
+    simba__redis_conn *c = (simba__redis_conn *)ac->data;
+    (void)status;
+    if (!c) return;
+    if (!c->why[0]) {
+        const char *m = (ac->err && ac->errstr) ? ac->errstr : "connection closed by the server";
+        simba__redis_copy(c->why, sizeof c->why, m, strlen(m));
+    }
+}
+
+/* From a callback: remember why, drop after the I/O call returns (freeing a
+   context from inside its own callback is deferred by hiredis anyway). */
+static void simba__redis_fail_conn(simba__redis_conn *c, int err, const char *msg, size_t len) {
+    if (c->drop_err) return;
+    c->drop_err = err;
+    simba__redis_copy(c->why, sizeof c->why, msg, len);
+}
+
+/*--- connecting -----------------------------------------------------------------*/
+
+static void simba__redis_send_auth(simba__redis_conn *c, redisCallbackFn *fn);
+static void simba__redis_on_auth(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_select(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_ignore(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata);
+
+static void simba__redis_schedule_retry(simba__redis *r, simba__redis_conn *c) {
+    c->retry_at = simba__redis_now(r) + simba_backend_backoff_ms(r->s, c->attempt);
+    c->attempt++;
+}
+
+/* Drop a connection: complete its ops, free the context, plan a reconnect. */
+static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, const char *msg) {
+    redisAsyncContext *ac = c->ac;
+    char why[160];
+    int was_ready = c->ready;
+    simba__redis_copy(why, sizeof why, msg, msg ? strlen(msg) : 0);
+    c->ac = NULL;
+    c->ready = c->connected = c->lost = c->drop_err = 0;
+    c->want_write = 0;
+    c->why[0] = 0;
+    c->deadline = -1;
+    if (c->role == SIMBA__REDIS_MAIN) simba__redis_fail_all(r, SIMBA_EDISCONNECTED, why);
+    if (ac) {
+        ac->data = NULL;          /* our callbacks ignore what follows */
+        ac->ev.data = NULL;
+        redisAsyncFree(ac);       /* op callbacks run with NULL: they free their requests */
+    }
+    if (r->destroying) return;
+    simba__redis_schedule_retry(r, c);
+    if (c->role == SIMBA__REDIS_MAIN) {
+        simba_backend_log(r->s, was_ready ? SIMBA_LOG_WARN : SIMBA_LOG_INFO,
+                          "simba_redis: connection %s: %s (%s)", was_ready ? "lost" : "failed",
+                          why[0] ? why : "-", simba_strerror(err));
+        simba__redis_report(r, 0, err, why[0] ? why : NULL);
+    } else if (was_ready) {
+        simba_backend_log(r->s, SIMBA_LOG_WARN,
+                          "simba_redis: push connection lost (%s); waiters re-check until it is back",
+                          why[0] ? why : "-");
+    }
+}
+
+static void simba__redis_client_name(simba__redis *r, simba__redis_conn *c, char *out, size_t cap) {
+    snprintf(out, cap, "simba%s:%s", c->role == SIMBA__REDIS_SUB ? "-sub" : "", simba_client_id(r->s));
+}
+
+static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
+    snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
+}
+
+/* Queue the handshake; hiredis sends it once the connect completes. */
+static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
+    redisAsyncContext *ac = c->ac;
+    char name[SIMBA_MAX_ID + 16];
+    simba__redis_send_auth(c, simba__redis_on_auth);
+    simba__redis_client_name(r, c, name, sizeof name);
+    /* a name shows up in CLIENT LIST; a user without the right may not set it */
+    redisAsyncCommand(ac, simba__redis_on_ignore, c, "CLIENT SETNAME %s", name);
+    if (c->role == SIMBA__REDIS_MAIN) {
+        if (r->db) redisAsyncCommand(ac, simba__redis_on_select, c, "SELECT %d", r->db);
+        redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
+        redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
+    } else {
+        char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 8];
+        simba__redis_channel(r, ch, sizeof ch);
+        redisAsyncCommand(ac, simba__redis_on_sub, c, "SUBSCRIBE %s", ch);
+    }
+}
+
+static void simba__redis_connect(simba__redis *r, simba__redis_conn *c) {
+    redisAsyncContext *ac;
+    c->retry_at = -1;
+    c->why[0] = 0;
+    c->lost = c->drop_err = c->connected = c->ready = 0;
+    ac = r->unix_socket ? redisAsyncConnectUnix(r->unix_socket) : redisAsyncConnect(r->host, r->port);
+    if (!ac) {
+        simba__redis_drop(r, c, SIMBA_ENOMEM, "out of memory");
+        return;
+    }
+    if (ac->err) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, ac->errstr, strlen(ac->errstr));
+        redisAsyncFree(ac);
+        simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
+        return;
+    }
+    c->ac = ac;
+    ac->data = c;
+    ac->ev.data = c;
+    ac->ev.addRead = simba__redis_ev_add_read;
+    ac->ev.delRead = simba__redis_ev_del_read;
+    ac->ev.addWrite = simba__redis_ev_add_write;
+    ac->ev.delWrite = simba__redis_ev_del_write;
+    ac->ev.cleanup = simba__redis_ev_cleanup;
+#if HIREDIS_MAJOR >= 1
+    ac->ev.scheduleTimer = NULL;   /* 1.x: simba times requests out itself */
+#endif
+    redisAsyncSetConnectCallback(ac, simba__redis_on_connect);
+    redisAsyncSetDisconnectCallback(ac, simba__redis_on_disconnect);
+    c->deadline = simba__redis_now(r) + r->connect_timeout_ms;
+    simba__redis_handshake(r, c);
+}
+
+static void simba__redis_send_auth(simba__redis_conn *c, redisCallbackFn *fn) {
+    simba__redis *r = c->r;
+    if (!r->password) return;
+    if (r->user) redisAsyncCommand(c->ac, fn, c, "AUTH %s %s", r->user, r->password);
+    else redisAsyncCommand(c->ac, fn, c, "AUTH %s", r->password);
+}
+
+/* Handshake callbacks: privdata is the connection; a NULL reply or a detached
+   context means the connection is already gone. */
+static simba__redis_conn *simba__redis_live_conn(redisAsyncContext *ac, void *reply, void *privdata) {
+    if (!reply || !ac->data) return NULL;
+    return (simba__redis_conn *)privdata;
+}
+
+static void simba__redis_on_ignore(redisAsyncContext *ac, void *reply, void *privdata) {
+    (void)ac; (void)reply; (void)privdata;
+}
+
+static void simba__redis_on_auth(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c) return;
+    if (rp->type == REDIS_REPLY_ERROR) simba__redis_fail_conn(c, SIMBA_EAUTH, rp->str, rp->len);
+}
+
+static void simba__redis_on_select(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c) return;
+    if (rp->type == REDIS_REPLY_ERROR) simba__redis_fail_conn(c, simba__redis_error_code(rp->str), rp->str, rp->len);
+}
+
+static int simba__redis_is_sha(const char *s, size_t n) {
+    size_t i;
+    if (n != 40) return 0;
+    for (i = 0; i < n; i++) if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    simba__redis *r;
+    if (!c) return;
+    r = c->r;
+    if (rp->type == REDIS_REPLY_STRING && simba__redis_is_sha(rp->str, rp->len)) {
+        memcpy(r->sha, rp->str, 40);
+        r->sha[40] = 0;
+    } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_error_code(rp->str) == SIMBA_EAUTH &&
+               !strstr(rp->str, "NOPERM")) {
+        simba__redis_fail_conn(c, SIMBA_EAUTH, rp->str, rp->len);
+    } else if (rp->type == REDIS_REPLY_ERROR) {
+        /* SCRIPT LOAD not allowed (ACL) or not available: send the script with EVAL */
+        r->sha[0] = 0;
+        simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: SCRIPT LOAD failed (%s); using EVAL", rp->str);
+    } else {
+        simba__redis_fail_conn(c, SIMBA_EPROTO, "SCRIPT LOAD answered something that is not a SHA1", 50);
+    }
+}
+
+/* The run_id tells a restarted (or failed-over) server from the one the
+   epoch key was written on; without it, only a lost epoch key starts the
+   restart grace. */
+static void simba__redis_parse_run_id(simba__redis *r, const char *info, size_t len) {
+    const char *p = info, *end = info + len;
+    r->run_id[0] = 0;
+    while (p < end) {
+        const char *nl = (const char *)memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        if ((size_t)(eol - p) >= 7 + 40 && memcmp(p, "run_id:", 7) == 0 && simba__redis_is_sha(p + 7, 40)) {
+            memcpy(r->run_id, p + 7, 40);
+            r->run_id[40] = 0;
+            return;
+        }
+        p = nl ? nl + 1 : end;
+    }
+}
+
+static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    simba__redis *r;
+    if (!c) return;
+    r = c->r;
+    if (c->drop_err) return;   /* an earlier step failed: no CONNECTED */
+    if (rp->type == REDIS_REPLY_STRING) simba__redis_parse_run_id(r, rp->str, rp->len);
+    else r->run_id[0] = 0;
+    if (!r->run_id[0])
+        simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: no run_id from INFO; only a lost epoch key "
+                          "starts the restart grace");
+    c->ready = 1;
+    c->attempt = 0;
+    c->deadline = -1;
+    r->gen++;
+    simba__redis_report(r, 1, 0, NULL);
+}
+
+/*--- pushes --------------------------------------------------------------------*/
+
+/* "<request> <fence> <name>" or "- 0 <name>". */
+static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
+    char request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
+    const char *sp1 = (const char *)memchr(msg, ' ', len), *sp2, *p;
+    int64_t fence = 0;
+    size_t rl, nl;
+    if (!sp1) return;
+    sp2 = (const char *)memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - msg));
+    if (!sp2) return;
+    rl = (size_t)(sp1 - msg);
+    nl = len - (size_t)(sp2 + 1 - msg);
+    if (rl == 0 || rl > SIMBA__REDIS_MAX_REQUEST || nl == 0 || nl > SIMBA_MAX_NAME || sp2 == sp1 + 1) return;
+    for (p = sp1 + 1; p < sp2; p++) {
+        if (*p < '0' || *p > '9' || fence > (INT64_MAX - 9) / 10) return;
+        fence = fence * 10 + (*p - '0');
+    }
+    simba__redis_copy(request, sizeof request, msg, rl);
+    simba__redis_copy(name, sizeof name, sp2 + 1, nl);
+    if (strlen(name) != nl || !simba__redis_name_ok(name)) return;
+    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
+    if ((rl == 1 && request[0] == '-') || r->wait_replicas > 0 || fence <= 0)
+        simba_backend_wake(r->s, name, NULL, 0);
+    else
+        simba_backend_wake(r->s, name, request, fence);
+}
+
+static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c) return;
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
+    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+        c->ready = 1;
+        c->attempt = 0;
+        c->deadline = -1;
+        return;
+    }
+    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING)
+        simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
+}
+
+/*--- operations ------------------------------------------------------------------*/
+
+static const char *simba__redis_op_name(int kind) {
+    switch (kind) {
+    case SIMBA_OP_OPEN: return "open";
+    case SIMBA_OP_KEEPALIVE: return "keepalive";
+    case SIMBA_OP_CLOSE: return "close";
+    case SIMBA_OP_ENQUEUE: return "enqueue";
+    case SIMBA_OP_POLL: return "poll";
+    case SIMBA_OP_RELEASE: return "release";
+    case SIMBA_OP_INSPECT: return "inspect";
+    case SIMBA_OP_SET_CAPACITY: return "capacity";
+    case SIMBA_OP_DELETE: return "delete";
+    default: return NULL;
+    }
+}
+
+/* Does this kind of op name resources? */
+static int simba__redis_has_res(int kind) {
+    return kind != SIMBA_OP_OPEN && kind != SIMBA_OP_KEEPALIVE && kind != SIMBA_OP_CLOSE;
+}
+
+/* The bytes of one argument: appended to the request's buffer (if buf). */
+typedef struct simba__redis_args {
+    simba__redis_req *q;        /* NULL while measuring */
+    char *buf;
+    size_t used;
+} simba__redis_args;
+
+static void simba__redis_arg(simba__redis_args *a, const char *s, size_t n) {
+    if (a->q) {
+        memcpy(a->buf + a->used, s, n);
+        a->buf[a->used + n] = 0;
+        a->q->argv[a->q->argc] = a->buf + a->used;
+        a->q->argvlen[a->q->argc] = n;
+        a->q->argc++;
+    }
+    a->used += n + 1;
+}
+
+static void simba__redis_arg_str(simba__redis_args *a, const char *s) {
+    simba__redis_arg(a, s ? s : "", s ? strlen(s) : 0);
+}
+
+static void simba__redis_arg_num(simba__redis_args *a, long long v) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", v);
+    simba__redis_arg(a, tmp, (size_t)n);
+}
+
+static void simba__redis_arg_key(simba__redis_args *a, simba__redis *r, const char *tenant, const char *name) {
+    size_t n = simba__redis_key(NULL, r->prefix, tenant, name);
+    if (a->q) {
+        simba__redis_key(a->buf + a->used, r->prefix, tenant, name);
+        a->buf[a->used + n] = 0;
+        a->q->argv[a->q->argc] = a->buf + a->used;
+        a->q->argvlen[a->q->argc] = n;
+        a->q->argc++;
+    }
+    a->used += n + 1;
+}
+
+/* EVALSHA sha numkeys KEYS... ARGV... (argv[0..1] are set when sending). */
+static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const simba_op *op) {
+    int i, nres = simba__redis_has_res(op->kind) ? op->nres : 0;
+    simba__redis_arg_str(a, "EVALSHA");
+    simba__redis_arg_str(a, "");
+    simba__redis_arg_num(a, nres);
+    for (i = 0; i < nres; i++) simba__redis_arg_key(a, r, op->tenant, op->res[i].name);
+    simba__redis_arg_str(a, simba__redis_op_name(op->kind));
+    simba__redis_arg_str(a, r->prefix);
+    simba__redis_arg_str(a, op->tenant);
+    simba__redis_arg_str(a, op->session);
+    simba__redis_arg_str(a, op->request);
+    simba__redis_arg_num(a, op->lease_ms);
+    simba__redis_arg_str(a, r->run_id);
+    simba__redis_arg_str(a, op->try_only ? "1" : "0");
+    simba__redis_arg_str(a, r->wait_replicas > 0 ? "1" : "0");
+    simba__redis_arg_num(a, (long long)r->gen);
+    for (i = 0; i < nres; i++) {
+        simba__redis_arg_str(a, op->res[i].name);
+        simba__redis_arg_num(a, op->res[i].capacity);
+        simba__redis_arg_num(a, op->res[i].weight);
+    }
+}
+
+/* What the core may hand us; anything else is refused before it costs a round trip. */
+static int simba__redis_check_op(simba__redis *r, const simba_op *op) {
+    int i;
+    if (!simba__redis_op_name(op->kind) || !op->tenant || !simba__redis_tenant_ok(op->tenant)) return SIMBA_EINVAL;
+    if (op->lease_ms <= 0) return SIMBA_EINVAL;
+    if (op->kind != SIMBA_OP_INSPECT && op->kind != SIMBA_OP_SET_CAPACITY && op->kind != SIMBA_OP_DELETE) {
+        if (!op->session || !op->session[0] || strlen(op->session) > SIMBA_MAX_SESSION ||
+            strchr(op->session, ' '))
+            return SIMBA_EINVAL;
+    }
+    if (op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) {
+        if (!op->request || !op->request[0] || strlen(op->request) > SIMBA__REDIS_MAX_REQUEST ||
+            strchr(op->request, ' '))
+            return SIMBA_EINVAL;
+    }
+    if (!simba__redis_has_res(op->kind)) return SIMBA_OK;
+    if (op->nres < 1 || op->nres > SIMBA_MAX_RESOURCES || !op->res) return SIMBA_EINVAL;
+    if (op->kind != SIMBA_OP_ENQUEUE && op->kind != SIMBA_OP_POLL && op->kind != SIMBA_OP_RELEASE && op->nres != 1)
+        return SIMBA_EINVAL;
+    for (i = 0; i < op->nres; i++) {
+        if (!op->res[i].name || !simba__redis_name_ok(op->res[i].name)) return SIMBA_ENAME;
+        if (op->res[i].weight < 0 || op->res[i].capacity < 0) return SIMBA_EINVAL;
+        if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_SET_CAPACITY) && op->res[i].capacity < 1)
+            return SIMBA_ECAPACITY;
+    }
+    (void)r;
+    return SIMBA_OK;
+}
+
+static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
+
+/* (Re)send a request's command: EVALSHA while we know the SHA, else EVAL. */
+static int simba__redis_send(simba__redis *r, simba__redis_req *q) {
+    redisAsyncContext *ac = r->conn[SIMBA__REDIS_MAIN].ac;
+    if (!ac) return SIMBA_EDISCONNECTED;
+    if (r->sha[0] && !q->evaled) {
+        q->argv[0] = "EVALSHA"; q->argvlen[0] = 7;
+        q->argv[1] = r->sha; q->argvlen[1] = 40;
+    } else {
+        q->argv[0] = "EVAL"; q->argvlen[0] = 4;
+        q->argv[1] = r->script; q->argvlen[1] = r->script_len;
+    }
+    if (redisAsyncCommandArgv(ac, simba__redis_on_reply, q, q->argc, q->argv, q->argvlen) != REDIS_OK)
+        return SIMBA_EDISCONNECTED;
+    return SIMBA_OK;
+}
+
+static int simba__redis_submit(void *impl, const simba_op *op) {
+    simba__redis *r = (simba__redis *)impl;
+    simba__redis_args a;
+    simba__redis_req *q;
+    int err;
+    if (!r || !r->s || !op) return SIMBA_EINVAL;
+    if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
+    if ((err = simba__redis_check_op(r, op)) != SIMBA_OK) return err;
+    memset(&a, 0, sizeof a);
+    simba__redis_build_args(&a, r, op);                      /* measure */
+    q = (simba__redis_req *)simba_backend_alloc(r->s, sizeof *q + a.used);
+    if (!q) return SIMBA_ENOMEM;
+    memset(q, 0, sizeof *q);
+    q->r = r;
+    q->id = op->id;
+    q->kind = op->kind;
+    q->nres = simba__redis_has_res(op->kind) ? op->nres : 0;
+    a.q = q;
+    a.buf = (char *)(q + 1);
+    a.used = 0;
+    simba__redis_build_args(&a, r, op);                      /* fill */
+    if (simba__redis_send(r, q) != SIMBA_OK) {
+        simba_backend_free(r->s, q);
+        return SIMBA_EDISCONNECTED;
+    }
+    q->next = r->reqs;
+    if (r->reqs) r->reqs->prev = q;
+    r->reqs = q;
+    return SIMBA_OK;
+}
+
+/*--- answers ----------------------------------------------------------------------*/
+
+static int simba__redis_int(const redisReply *e, long long lo, long long hi, long long *out) {
+    if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < lo || e->integer > hi) return 0;
+    *out = e->integer;
+    return 1;
+}
+
+static int simba__redis_status_code(long long st) {
+    switch (st) {
+    case SIMBA__REDIS_ST_OK: return SIMBA_OK;
+    case SIMBA__REDIS_ST_SESSION: return SIMBA_ESESSION;
+    case SIMBA__REDIS_ST_NOTFOUND: return SIMBA_ENOTFOUND;
+    case SIMBA__REDIS_ST_CAPACITY: return SIMBA_ECAPACITY;
+    case SIMBA__REDIS_ST_KEYBUSY: return SIMBA_EKEYBUSY;
+    default: return SIMBA_EPROTO;
+    }
+}
+
+/* {0, granted, ahead, held, recheck_ms, owner, fence...} into rep. */
+static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, simba_reply *rep) {
+    long long v;
+    int i;
+    if (rp->elements != (size_t)(6 + q->nres)) return SIMBA_EPROTO;
+    if (!simba__redis_int(rp->element[1], 0, 1, &v)) return SIMBA_EPROTO;
+    rep->granted = (int)v;
+    if (!simba__redis_int(rp->element[2], 0, INT_MAX, &v)) return SIMBA_EPROTO;
+    rep->ahead = (int)v;
+    if (!simba__redis_int(rp->element[3], 0, INT_MAX, &v)) return SIMBA_EPROTO;
+    rep->held = (int)v;
+    if (!simba__redis_int(rp->element[4], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+    rep->recheck_ms = v > INT_MAX ? INT_MAX : (int)v;
+    if (rp->element[5]->type != REDIS_REPLY_STRING || rp->element[5]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+    simba__redis_copy(q->owner, sizeof q->owner, rp->element[5]->str, rp->element[5]->len);
+    rep->owner = q->owner[0] ? q->owner : NULL;
+    for (i = 0; i < q->nres; i++) {
+        if (!simba__redis_int(rp->element[6 + i], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        rep->fence[i] = (int64_t)v;
+        if (rep->granted && v == 0) return SIMBA_EPROTO;   /* granted means granted everywhere */
+    }
+    return SIMBA_OK;
+}
+
+/* {0, capacity, held, owner, n, (session, fence, weight, granted) x n}. The
+   holders array is ours until the completion returns. */
+static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, const redisReply *rp,
+                                      simba_reply *rep, simba_holder **out) {
+    long long v, n;
+    size_t i;
+    simba_holder *hs = NULL;
+    if (rp->elements < 5) return SIMBA_EPROTO;
+    if (!simba__redis_int(rp->element[1], 0, INT_MAX, &v)) return SIMBA_EPROTO;
+    rep->capacity = (int)v;
+    if (!simba__redis_int(rp->element[2], 0, INT_MAX, &v)) return SIMBA_EPROTO;
+    rep->held = (int)v;
+    if (rp->element[3]->type != REDIS_REPLY_STRING || rp->element[3]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+    simba__redis_copy(q->owner, sizeof q->owner, rp->element[3]->str, rp->element[3]->len);
+    rep->owner = q->owner[0] ? q->owner : NULL;
+    if (!simba__redis_int(rp->element[4], 0, INT_MAX / 4, &n)) return SIMBA_EPROTO;
+    if (rp->elements != (size_t)(5 + 4 * n)) return SIMBA_EPROTO;
+    if (n > 0) {
+        hs = (simba_holder *)simba_backend_alloc(r->s, sizeof(simba_holder) * (size_t)n);
+        if (!hs) return SIMBA_ENOMEM;
+        memset(hs, 0, sizeof(simba_holder) * (size_t)n);
+    }
+    *out = hs;
+    for (i = 0; i < (size_t)n; i++) {
+        const redisReply *const *e = (const redisReply *const *)rp->element + 5 + 4 * i;
+        const char *tilde;
+        size_t cl;
+        if (e[0]->type != REDIS_REPLY_STRING || e[0]->len == 0 || e[0]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+        simba__redis_copy(hs[i].session, sizeof hs[i].session, e[0]->str, e[0]->len);
+        if (strlen(hs[i].session) != e[0]->len) return SIMBA_EPROTO;
+        tilde = strrchr(hs[i].session, '~');
+        cl = tilde ? (size_t)(tilde - hs[i].session) : e[0]->len;
+        if (cl > SIMBA_MAX_ID) return SIMBA_EPROTO;
+        simba__redis_copy(hs[i].client, sizeof hs[i].client, hs[i].session, cl);
+        if (!simba__redis_int(e[1], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].fence = (int64_t)v;
+        if (!simba__redis_int(e[2], 0, INT_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].weight = (int)v;
+        if (!simba__redis_int(e[3], 0, 1, &v)) return SIMBA_EPROTO;
+        hs[i].granted = (int)v;
+    }
+    rep->nentries = (int)n;
+    rep->entries = hs;
+    return SIMBA_OK;
+}
+
+/* The WAIT stage: the grant is reported only when enough replicas have it. */
+static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    char msg[96];
+    if (rp->type == REDIS_REPLY_INTEGER && rp->integer >= r->wait_replicas) {
+        simba__redis_complete(r, q, &q->saved);
+        return;
+    }
+    if (rp->type == REDIS_REPLY_ERROR) {
+        simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);
+        return;
+    }
+    /* not confirmed yet: ETIMEDOUT makes the core ask again (same request) */
+    snprintf(msg, sizeof msg, "WAIT: %lld of %d replicas acknowledged the grant",
+             rp->type == REDIS_REPLY_INTEGER ? rp->integer : -1LL, r->wait_replicas);
+    simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: %s", msg);
+    simba__redis_complete_status(r, q, SIMBA_ETIMEDOUT, msg);
+}
+
+/* The script's answer to q. */
+static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba_reply rep;
+    simba_holder *hs = NULL;
+    long long st;
+    int rc;
+    memset(&rep, 0, sizeof rep);
+    rep.recheck_ms = -1;
+    if (rp->type == REDIS_REPLY_ERROR) {
+        if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && !q->evaled) {
+            q->evaled = 1;            /* the server lost the script (SCRIPT FLUSH, failover) */
+            if (simba__redis_send(r, q) != SIMBA_OK) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
+            return;
+        }
+        simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);
+        return;
+    }
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 1 || !simba__redis_int(rp->element[0], 0, 99, &st)) {
+        simba__redis_complete_status(r, q, SIMBA_EPROTO, "the script's answer is not a status array");
+        return;
+    }
+    rep.status = simba__redis_status_code(st);
+    if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_ENQUEUE || q->kind == SIMBA_OP_POLL)) {
+        rc = simba__redis_parse_state(q, rp, &rep);
+        if (rc != SIMBA_OK) { simba__redis_complete_status(r, q, rc, "malformed ENQUEUE/POLL answer"); return; }
+        if (rep.granted && r->wait_replicas > 0) {
+            q->saved = rep;
+            q->waiting = 1;
+            if (!r->conn[SIMBA__REDIS_MAIN].ac ||
+                redisAsyncCommand(r->conn[SIMBA__REDIS_MAIN].ac, simba__redis_on_reply, q, "WAIT %d %d",
+                                  r->wait_replicas, r->wait_timeout_ms) != REDIS_OK)
+                simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
+            return;
+        }
+    } else if (rep.status == SIMBA_OK && q->kind == SIMBA_OP_INSPECT) {
+        rc = simba__redis_parse_inspect(r, q, rp, &rep, &hs);
+        if (rc != SIMBA_OK) {
+            simba_backend_free(r->s, hs);
+            simba__redis_complete_status(r, q, rc, "malformed INSPECT answer");
+            return;
+        }
+    }
+    simba__redis_complete(r, q, &rep);
+    simba_backend_free(r->s, hs);
+}
+
+/* Every op's callback: privdata is the request; a NULL reply means the
+   context is being freed. The request is freed here, always. */
+static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_req *q = (simba__redis_req *)privdata;
+    simba__redis *r = q->r;
+    redisReply *rp = (redisReply *)reply;
+    (void)ac;
+    if (!q->done) {
+        if (!rp) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, "connection lost");
+        else if (q->waiting) simba__redis_on_wait(r, q, rp);
+        else simba__redis_on_answer(r, q, rp);
+    }
+    /* still not done: the same request was sent again (EVAL, WAIT) */
+    if (q->done) simba_backend_free(r->s, q);
+}
+
+/*--- the vtable --------------------------------------------------------------------*/
+
+static int simba__redis_attach(void *impl, simba *s) {
+    simba__redis *r = (simba__redis *)impl;
+    size_t n = 0, i;
+    if (!r) return SIMBA_ENOMEM;
+    if (r->bad) return r->bad;
+    r->s = s;
+    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+    r->script = (char *)malloc(n + 1);
+    if (!r->script) return SIMBA_ENOMEM;
+    r->script_len = 0;
+    for (i = 0; simba__redis_lua[i]; i++) {
+        size_t k = strlen(simba__redis_lua[i]);
+        memcpy(r->script + r->script_len, simba__redis_lua[i], k);
+        r->script_len += k;
+    }
+    r->script[r->script_len] = 0;
+    /* connect on the first process(): inside attach, simba_client_id() (which
+       names our connections and channel) is not available yet */
+    r->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
+    r->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(r);
+    return SIMBA_OK;
+}
+
+static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
+    simba__redis *r = (simba__redis *)impl;
+    int i, n = 0;
+    if (!r) return 0;
+    for (i = 0; i < 2; i++) {
+        simba__redis_conn *c = &r->conn[i];
+        if (!c->ac || c->ac->c.fd < 0) continue;
+        if (n < max) {
+            fds[n].fd = c->ac->c.fd;
+            /* always read: a server that closes an idle connection is noticed at once */
+            fds[n].events = POLLIN;
+            if (c->want_write || !c->connected) fds[n].events |= POLLOUT;
+            fds[n].revents = 0;
+        }
+        n++;
+    }
+    return n;
+}
+
+static int64_t simba__redis_deadline(void *impl) {
+    simba__redis *r = (simba__redis *)impl;
+    int64_t at = -1;
+    int i;
+    if (!r || !r->s) return -1;
+    for (i = 0; i < 2; i++) {
+        simba__redis_conn *c = &r->conn[i];
+        int64_t t = -1;
+        if (c->ac && !c->ready) t = c->deadline;
+        else if (!c->ac) t = c->retry_at;
+        if (t >= 0 && (at < 0 || t < at)) at = t;
+    }
+    return at;
+}
+
+/* What poll() said about c's fd (everything, when fds is NULL). */
+static short simba__redis_revents(const simba__redis_conn *c, const struct pollfd *fds, int nfds) {
+    int i;
+    if (!fds) return POLLIN | POLLOUT;
+    for (i = 0; i < nfds; i++) if (fds[i].fd == c->ac->c.fd) return fds[i].revents;
+    return 0;
+}
+
+/* After hiredis ran: act on what its callbacks noted. */
+static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
+    if (c->lost) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
+        simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
+    } else if (c->drop_err) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, c->why, strlen(c->why));
+        simba__redis_drop(r, c, c->drop_err, why);
+    }
+}
+
+static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct pollfd *fds, int nfds) {
+    short ev;
+    if (!c->ac) return;
+    ev = simba__redis_revents(c, fds, nfds);
+    if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
+    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) redisAsyncHandleWrite(c->ac);
+    if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
+    simba__redis_settle(r, c);
+}
+
+static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds) {
+    simba__redis *r = (simba__redis *)impl;
+    int64_t now;
+    int i;
+    if (!r || !r->s) return;
+    /* replies before pushes: a grant answered on both reaches the core in order */
+    simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
+    simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
+    now = simba__redis_now(r);
+    for (i = 0; i < 2; i++) {
+        simba__redis_conn *c = &r->conn[i];
+        if (c->ac && !c->ready && c->deadline >= 0 && now >= c->deadline)
+            simba__redis_drop(r, c, SIMBA_ETIMEDOUT, c->connected ? "handshake timed out" : "connect timed out");
+        else if (!c->ac && c->retry_at >= 0 && now >= c->retry_at)
+            simba__redis_connect(r, c);
+    }
+}
+
+static void simba__redis_reset(void *impl, int why) {
+    simba__redis *r = (simba__redis *)impl;
+    int i;
+    if (!r || !r->s) return;
+    for (i = 0; i < 2; i++) {
+        simba__redis_conn *c = &r->conn[i];
+        if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
+    }
+}
+
+static void simba__redis_destroy(void *impl) {
+    simba__redis *r = (simba__redis *)impl;
+    int i;
+    if (!r) return;
+    r->destroying = 1;
+    if (r->s)
+        for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
+    free(r->script);
+    free(r->host);
+    free(r->unix_socket);
+    free(r->user);
+    if (r->password) memset(r->password, 0, strlen(r->password));
+    free(r->password);
+    free(r->prefix);
+    free(r);
+}
+
+static const simba_backend_vtable simba__redis_vtable = {
+    "redis",
+    simba__redis_attach,
+    simba__redis_submit,
+    simba__redis_pollfds,
+    simba__redis_deadline,
+    simba__redis_process,
+    simba__redis_reset,
+    simba__redis_destroy
+};
+
+/* Copy and check the desc; returns 0 or the SIMBA_E* that attach will give. */
+static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
+    if (!d) return SIMBA_EINVAL;
+    if (d->port < 0 || d->port > 65535 || d->db < 0 || d->connect_timeout_ms < 0 ||
+        d->wait_replicas < 0 || d->wait_timeout_ms < 0)
+        return SIMBA_EINVAL;
+    if (d->user && !d->password) return SIMBA_EINVAL;
+    if (d->prefix && !simba__redis_prefix_ok(d->prefix)) return SIMBA_EINVAL;
+    if (d->unix_socket && !d->unix_socket[0]) return SIMBA_EINVAL;
+    if (d->host && (!d->host[0] || strlen(d->host) > 255)) return SIMBA_EINVAL;
+    r->port = d->port ? d->port : 6379;
+    r->db = d->db;
+    r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
+    r->wait_replicas = d->wait_replicas;
+    r->wait_timeout_ms = d->wait_timeout_ms ? d->wait_timeout_ms : 200;
+    r->host = simba__redis_strdup(d->host ? d->host : "127.0.0.1");
+    r->prefix = simba__redis_strdup(d->prefix ? d->prefix : "simba");
+    if (!r->host || !r->prefix) return SIMBA_ENOMEM;
+    if (d->unix_socket && !(r->unix_socket = simba__redis_strdup(d->unix_socket))) return SIMBA_ENOMEM;
+    if (d->user && !(r->user = simba__redis_strdup(d->user))) return SIMBA_ENOMEM;
+    if (d->password && !(r->password = simba__redis_strdup(d->password))) return SIMBA_ENOMEM;
+    return SIMBA_OK;
+}
+
+SIMBA__REDIS_MAYBE_UNUSED
+SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc) {
+    simba_backend b;
+    simba__redis *r = (simba__redis *)calloc(1, sizeof *r);
+    int i;
+    b.vt = &simba__redis_vtable;
+    b.impl = r;
+    if (!r) return b;                 /* attach answers SIMBA_ENOMEM */
+    r->reported = -1;
+    for (i = 0; i < 2; i++) {
+        r->conn[i].r = r;
+        r->conn[i].role = i;
+        r->conn[i].deadline = -1;
+        r->conn[i].retry_at = -1;
+    }
+    r->bad = simba__redis_configure(r, desc);
+    return b;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMBA_REDIS_IMPL_INCLUDED */
+#endif /* SIMBA_REDIS_IMPLEMENTATION */
