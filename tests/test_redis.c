@@ -1,0 +1,945 @@
+/* test_redis.c -- the conformance suite on the Redis backend, plus what only
+   a real redis-server can show: restarts, killed connections, a paused
+   server, AUTH and ACL users, lost pub/sub messages, cluster slots of the
+   keys, garbage in the keys, NOSCRIPT, WAIT, the unix socket.
+
+   Run it through tests/servers/redis.sh (make test-redis), which starts the
+   servers and exports SIMBA_REDIS_* (see the top of that script). An
+   optional argv[1] runs only the tests whose name contains it. */
+#include "harness.h"
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_REDIS_IMPLEMENTATION
+#include "simba_redis.h"
+#include "conformance.h"
+
+#include <hiredis/hiredis.h>
+
+enum { TTL = 1500, TRANSITION = 1000, SOON = 10000 };
+
+static const char *host;
+static int port, auth_port, replica_port;
+static const char *sock_path, *ctl, *auth_password;
+
+/* ---- environment and admin connections ---- */
+
+static int env_int(const char *name) {
+    const char *v = getenv(name);
+    return v ? atoi(v) : 0;
+}
+
+/* A plain (blocking) hiredis connection for the test's own admin commands. */
+static redisContext *admin_on(int p, const char *password) {
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout(host, p, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (password) {
+        redisReply *r = (redisReply *)redisCommand(c, "AUTH %s", password);
+        int ok = r && r->type != REDIS_REPLY_ERROR;
+        if (r) freeReplyObject(r);
+        if (!ok) { redisFree(c); return NULL; }
+    }
+    return c;
+}
+
+static redisContext *admin(void) { return admin_on(port, NULL); }
+
+/* Runs a command, returns the reply (caller frees) or NULL. */
+static redisReply *cmd(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    void *r;
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    return (redisReply *)r;
+}
+
+static int cmd_ok(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    redisReply *r;
+    int ok;
+    va_start(ap, fmt);
+    r = (redisReply *)redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r && !ok) printf("  # redis: %s\n", r->str);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* Kills the connections whose CLIENT SETNAME is `name` (the backend names
+   them "simba:<client id>" and "simba-sub:<client id>"). Returns how many. */
+static int kill_by_name(redisContext *c, const char *name) {
+    redisReply *r = cmd(c, "CLIENT LIST");
+    char want[128];
+    const char *p;
+    int killed = 0;
+    if (!r || r->type != REDIS_REPLY_STRING) { if (r) freeReplyObject(r); return -1; }
+    snprintf(want, sizeof want, " name=%s ", name);
+    for (p = r->str; p && *p; ) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char line[1024];
+        if (n >= sizeof line) n = sizeof line - 1;
+        memcpy(line, p, n);
+        line[n] = 0;
+        if (strstr(line, want)) {
+            long long id = atoll(line + 3);   /* "id=N ..." */
+            if (cmd_ok(c, "CLIENT KILL ID %lld", id)) killed++;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    freeReplyObject(r);
+    return killed;
+}
+
+/* ---- the backend under test ---- */
+
+static simba_redis_desc base_desc(void) {
+    simba_redis_desc d;
+    memset(&d, 0, sizeof d);
+    d.host = host;
+    d.port = port;
+    d.connect_timeout_ms = 1000;
+    return d;
+}
+
+static simba_backend make_redis(void *user) {
+    simba_redis_desc d = base_desc();
+    (void)user;
+    return simba_redis(&d);
+}
+
+static int kill_redis(void *user, simba *s) {
+    redisContext *c = admin();
+    char name[128];
+    int n;
+    (void)user;
+    if (!c) return SIMBA_EDISCONNECTED;
+    snprintf(name, sizeof name, "simba:%s", simba_client_id(s));
+    n = kill_by_name(c, name);
+    snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(s));
+    if (n > 0) kill_by_name(c, name);
+    redisFree(c);
+    return n > 0 ? SIMBA_OK : SIMBA_ENOTFOUND;
+}
+
+/* Log lines of the clients made by new_client, for tests that check them. */
+static char h_logbuf[8192];
+static void log_to_buf(void *user, simba_log_level level, const char *msg) {
+    size_t n = strlen(h_logbuf);
+    (void)user; (void)level;
+    if (n + strlen(msg) + 2 < sizeof h_logbuf) { strcat(h_logbuf, msg); strcat(h_logbuf, "\n"); }
+}
+
+/* A client of its own (not part of a conformance fixture). */
+static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl, int transition,
+                            int recheck) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_redis(rd);
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    d.recheck_ms = recheck;
+    d.logger.func = log_to_buf;
+    d.logger.level = SIMBA_LOG_WARN;
+    return simba_create(&d);
+}
+
+static simba *new_client(const char *tenant, const char *id) {
+    simba_redis_desc rd = base_desc();
+    return new_client_ex(&rd, tenant, id, TTL, TRANSITION, 0);
+}
+
+static simba_lock acquire(simba *s, const char *name, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
+static int is_null(simba_lock l) { return l.id == 0 && l.gen == 0; }
+
+/* conformance.c numbers its tenants with a counter of its own: ours start
+   with 'r' so the two never meet. */
+static const char *my_tenant(void) {
+    static char buf[80];
+    snprintf(buf, sizeof buf, "r%s", h_tenant());
+    return buf;
+}
+
+/* Waits until the fresh server's restart grace is over (the first use of a
+   prefix holds grants back for one lease: see docs/redis.md). */
+static void warm_up(const char *prefix) {
+    simba_redis_desc rd = base_desc();
+    h_client c, *cl[1];
+    simba_lock l;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    rd.prefix = prefix;
+    c.s = new_client_ex(&rd, "warmup", NULL, TTL, TRANSITION, 200);
+    if (!c.s) return;
+    l = acquire(c.s, "warmup", -1);
+    if (!h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON)) printf("# warm-up: no grant\n");
+    simba_release(c.s, l);
+    h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON);
+    simba_destroy(c.s);
+}
+
+/* ---- cluster slots: CRC16 (XMODEM) as Redis Cluster computes it ---- */
+
+static unsigned crc16(const char *buf, size_t len) {
+    unsigned crc = 0;
+    size_t i;
+    int b;
+    for (i = 0; i < len; i++) {
+        crc ^= (unsigned)(unsigned char)buf[i] << 8;
+        for (b = 0; b < 8; b++) crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    }
+    return crc;
+}
+
+static unsigned keyslot(const char *key, size_t len) {
+    size_t s, e;
+    for (s = 0; s < len && key[s] != '{'; s++) {}
+    if (s < len) {
+        for (e = s + 1; e < len && key[e] != '}'; e++) {}
+        if (e < len && e != s + 1) return crc16(key + s + 1, e - s - 1) & 16383;
+    }
+    return crc16(key, len) & 16383;
+}
+
+/* ---- tests ---- */
+
+/* A bad desc never crashes: simba_create_ex fails with SIMBA_EINVAL. */
+static void t_redis_bad_desc(void) {
+    simba_redis_desc rd;
+    simba_desc d;
+    int err, i;
+    char longprefix[80];
+    memset(longprefix, 'p', sizeof longprefix - 1);
+    longprefix[sizeof longprefix - 1] = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_redis(NULL);
+    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_EINVAL);
+    for (i = 0; i < 11; i++) {
+        rd = base_desc();
+        switch (i) {
+        case 0: rd.port = 70000; break;
+        case 1: rd.port = -1; break;
+        case 2: rd.prefix = "a{b}"; break;
+        case 3: rd.prefix = "a b"; break;
+        case 4: rd.prefix = longprefix; break;
+        case 5: rd.db = -1; break;
+        case 6: rd.user = "u"; break;                 /* a user needs a password */
+        case 7: rd.connect_timeout_ms = -1; break;
+        case 8: rd.wait_replicas = -2; break;
+        case 9: rd.host = ""; break;
+        case 10: rd.unix_socket = ""; break;
+        }
+        d.backend = simba_redis(&rd);
+        err = 0;
+        CHECK(simba_create_ex(&d, &err) == NULL);
+        CHECK_EQ(err, SIMBA_EINVAL);
+    }
+}
+
+/* No server at all: requests wait and time out cleanly, nothing hangs. */
+static void t_redis_no_server(void) {
+    simba_redis_desc rd = base_desc();
+    h_client c, *cl[1];
+    simba_lock l;
+    redisContext *a = admin();
+    int free_port;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    CHECK(a != NULL);
+    /* a port nobody listens on: the one the main server has, plus one, is
+       taken by nobody we started; check that it refuses */
+    free_port = port == 65535 ? port - 1 : port + 1;
+    redisFree(a);
+    rd.port = free_port;
+    c.s = new_client_ex(&rd, my_tenant(), "nobody", TTL, TRANSITION, 0);
+    CHECK(c.s != NULL);
+    l = acquire(c.s, "x", 600);
+    CHECK(!is_null(l));
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 3000) != NULL);
+    CHECK(!simba_connected(c.s));
+    simba_destroy(c.s);
+}
+
+/* The key layout: injective for hostile names, one slot per resource, names
+   that share a hash tag share the slot. */
+static void t_redis_keys_and_slots(void) {
+    static const char *const names[] = {
+        "a", "{a}", "a}", "}a", "{a", "a{", "{}", "}{", "{{a}}", "{a}b", "{a}c", "x{a}", "a:b", "a b",
+        "\x80", "\xc2\x80", "\xff\xfe", "{\xff}", "}}}", "{{{", "simba", "A"
+    };
+    enum { N = sizeof names / sizeof names[0] };
+    char keys[N][1200];
+    int i, j;
+    char k1[1200], k2[1200], big[SIMBA_MAX_NAME + 1];
+    for (i = 0; i < N; i++) {
+        int n = simba_redis_resource_key("simba", "t", names[i], keys[i], sizeof keys[i]);
+        CHECK(n > 0 && n < (int)sizeof keys[i]);
+    }
+    for (i = 0; i < N; i++)
+        for (j = i + 1; j < N; j++)
+            if (strcmp(keys[i], keys[j]) == 0) { printf("  # %s and %s share a key\n", names[i], names[j]); CHECK(0); }
+    /* a name's own hash tag decides the slot; without one, the name does */
+    CHECK(simba_redis_resource_key(NULL, "t", "{order-42}:items", k1, sizeof k1) > 0);
+    CHECK(simba_redis_resource_key(NULL, "t", "{order-42}:payment", k2, sizeof k2) > 0);
+    CHECK(strcmp(k1, k2) != 0);
+    CHECK_EQ(keyslot(k1, strlen(k1)), keyslot(k2, strlen(k2)));
+    CHECK(simba_redis_resource_key(NULL, "t", "a}b{c", k1, sizeof k1) > 0);  /* '}' cannot close our tag */
+    CHECK(strncmp(k1, "simba:{t:617d627b63}", 20) == 0);
+    /* the longest name fits, longer or bad ones are refused */
+    memset(big, '}', SIMBA_MAX_NAME);
+    big[SIMBA_MAX_NAME] = 0;
+    CHECK(simba_redis_resource_key(NULL, "t", big, k1, sizeof k1) > 0);
+    CHECK_EQ(simba_redis_resource_key(NULL, "t", "", k1, sizeof k1), SIMBA_ENAME);
+    CHECK_EQ(simba_redis_resource_key(NULL, "t", "a\nb", k1, sizeof k1), SIMBA_ENAME);
+    CHECK_EQ(simba_redis_resource_key(NULL, "bad tenant", "a", k1, sizeof k1), SIMBA_ENAME);
+    CHECK_EQ(simba_redis_resource_key("a{b", "t", "a", k1, sizeof k1), SIMBA_EINVAL);
+    CHECK_EQ(simba_redis_resource_key(NULL, NULL, "a", k1, sizeof k1), SIMBA_EINVAL);
+    /* measuring without a buffer */
+    CHECK_EQ(simba_redis_resource_key(NULL, "t", "a", NULL, 0), (int)strlen("simba:{t:61}"));
+}
+
+/* Every key the backend writes for a resource lives in the resource's slot;
+   a multi-resource request over names with one hash tag stays in one slot. */
+static void t_redis_live_slots(void) {
+    const char *tenant = my_tenant();
+    static const char *const names[] = {"sl}ot{", "{job-7}:a", "{job-7}:b"};
+    h_client c, *cl[1];
+    simba_lock l1, l2;
+    simba_lock_desc d;
+    redisContext *a = admin();
+    redisReply *r;
+    char base[3][1200], pattern[200];
+    unsigned slot[3];
+    int i, seen[3] = {0, 0, 0};
+    size_t k;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    CHECK(a != NULL);
+    c.s = new_client(tenant, "slots");
+    CHECK(c.s != NULL);
+    for (i = 0; i < 3; i++) {
+        CHECK(simba_redis_resource_key(NULL, tenant, names[i], base[i], sizeof base[i]) > 0);
+        slot[i] = keyslot(base[i], strlen(base[i]));
+    }
+    CHECK_EQ(slot[1], slot[2]);
+    l1 = acquire(c.s, names[0], -1);
+    memset(&d, 0, sizeof d);
+    d.names = names + 1;
+    d.nnames = 2;
+    d.wait_ms = -1;
+    l2 = simba_acquire(c.s, &d);
+    CHECK(h_expect(cl, 1, 0, l1, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(h_expect(cl, 1, 0, l2, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(c.s, l2), SIMBA_OK);   /* leaves tombstones */
+    CHECK(h_expect(cl, 1, 0, l2, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    snprintf(pattern, sizeof pattern, "simba:{%s:*", tenant);
+    r = cmd(a, "KEYS %s", pattern);
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 6);
+    for (k = 0; k < r->elements; k++) {
+        const char *key = r->element[k]->str;
+        int owner = -1;
+        for (i = 0; i < 3; i++) if (strncmp(key, base[i], strlen(base[i])) == 0 && key[strlen(base[i])] == ':') owner = i;
+        if (owner < 0) { printf("  # unexpected key %s\n", key); freeReplyObject(r); redisFree(a); CHECK(0); }
+        seen[owner]++;
+        if (keyslot(key, r->element[k]->len) != slot[owner]) {
+            printf("  # %s: slot %u, not %u\n", key, keyslot(key, r->element[k]->len), slot[owner]);
+            freeReplyObject(r); redisFree(a); CHECK(0);
+        }
+    }
+    freeReplyObject(r);
+    redisFree(a);
+    CHECK(seen[0] >= 3 && seen[1] >= 2 && seen[2] >= 2);   /* held: m q e; released: m t:<request> */
+    CHECK_EQ(simba_release(c.s, l1), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l1, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    simba_destroy(c.s);
+}
+
+/* Names that a naive key scheme would mix up are distinct resources; a
+   1 KiB name is refused by the core. */
+static void t_redis_hostile_names(void) {
+    const char *tenant = my_tenant();
+    static const char *const odd[] = {
+        "{", "}", "}{", "{}", "{a}", "a", "{a}b", "{a}c", "a{b", "a b", " ", "a:b", "a::b",
+        "\x80", "\xc2\x80", "\xff", "{\xff}", "}}}}", "x}y{z"
+    };
+    enum { N = sizeof odd / sizeof odd[0] };
+    h_client a, b, *cl[2];
+    simba_lock l[N + 2], t;
+    char longest[SIMBA_MAX_NAME + 1], longest2[SIMBA_MAX_NAME + 1], kib[1025];
+    int i;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "holder");
+    b.s = new_client(tenant, "tryer");
+    CHECK(a.s && b.s);
+    memset(longest, '}', SIMBA_MAX_NAME); longest[SIMBA_MAX_NAME] = 0;
+    memset(longest2, '{', SIMBA_MAX_NAME); longest2[SIMBA_MAX_NAME] = 0;
+    /* hold every even one, and the two longest names */
+    for (i = 0; i < N; i += 2) l[i] = acquire(a.s, odd[i], -1);
+    l[N] = acquire(a.s, longest, -1);
+    l[N + 1] = acquire(a.s, longest2, -1);
+    for (i = 0; i < N; i += 2) CHECK(h_expect(cl, 2, 0, l[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(h_expect(cl, 2, 0, l[N], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(h_expect(cl, 2, 0, l[N + 1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    /* b: the held ones are busy, their neighbours are free */
+    for (i = 0; i < N; i++) {
+        t = acquire(b.s, odd[i], 0);
+        CHECK(!is_null(t));
+        if (i % 2 == 0) CHECK(h_expect(cl, 2, 1, t, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
+        else {
+            if (!h_expect(cl, 2, 1, t, SIMBA_EVENT_ACQUIRED, SOON)) { printf("  # name #%d mixed up\n", i); CHECK(0); }
+            CHECK_EQ(simba_release(b.s, t), SIMBA_OK);
+            CHECK(h_expect(cl, 2, 1, t, SIMBA_EVENT_RELEASED, SOON) != NULL);
+        }
+    }
+    t = acquire(b.s, longest, 0);
+    CHECK(h_expect(cl, 2, 1, t, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
+    memset(kib, 'k', 1024); kib[1024] = 0;
+    t = acquire(b.s, kib, -1);
+    CHECK(is_null(t));
+    CHECK_EQ(simba_last_error(b.s), SIMBA_ENAME);
+    for (i = 0; i < N; i += 2) CHECK_EQ(simba_release(a.s, l[i]), SIMBA_OK);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* The server is killed and restarted empty while a leader holds: the holder
+   gets LOST, nobody is granted before that, the contenders get the lock
+   back, and the new fence is above the old one. */
+static void t_redis_restart(void) {
+    const char *tenant = my_tenant();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t f1, end;
+    int lost_seen = 0, winner = -1;
+    char cmdline[1200];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "leader");
+    b.s = new_client(tenant, "follower");
+    CHECK(a.s && b.s);
+    la = simba_contend(a.s, "crown", NULL);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
+    f1 = e->fence;
+    lb = simba_contend(b.s, "crown", NULL);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    snprintf(cmdline, sizeof cmdline, "'%s' restart", ctl);
+    CHECK_EQ(system(cmdline), 0);
+    for (end = h_real_ms() + 3 * (TTL + TRANSITION) + SOON; h_real_ms() < end && winner < 0;) {
+        h_pump(cl, 2, 20);
+        if (h_has(&a, la, SIMBA_EVENT_LOST)) lost_seen = 1;
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) winner = 1;
+        else if (lost_seen && h_take(&a, la, SIMBA_EVENT_ACQUIRED)) winner = 0;
+        if (winner >= 0) CHECK(lost_seen);               /* never two holders */
+    }
+    CHECK(lost_seen);
+    CHECK(winner >= 0);
+    e = h_take(winner ? &b : &a, winner ? lb : la, SIMBA_EVENT_ACQUIRED);
+    CHECK(e != NULL);
+    CHECK(e->fence > f1);                                /* fences never go backwards */
+    simba_release(a.s, la);
+    simba_release(b.s, lb);
+    h_run_for(cl, 2, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    warm_up("simba");                                    /* the next tests see a warm server */
+}
+
+/* All client connections killed (CLIENT KILL TYPE normal + pubsub): holds
+   survive, clients reconnect, a release still hands over. */
+static void t_redis_client_kill_all(void) {
+    const char *tenant = my_tenant();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad = admin();
+    int64_t fa;
+    simba_event *e;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    a.s = new_client(tenant, "a");
+    b.s = new_client(tenant, "b");
+    la = acquire(a.s, "k", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
+    fa = e->fence;
+    lb = acquire(b.s, "k", -1);
+    h_run_for(cl, 2, 200);
+    while (h_take(&a, la, SIMBA_EVENT_CONNECTED)) {}
+    CHECK(cmd_ok(ad, "CLIENT KILL TYPE normal SKIPME yes"));
+    CHECK(cmd_ok(ad, "CLIENT KILL TYPE pubsub"));
+    redisFree(ad);
+    {
+        simba_lock none = {0, 0};
+        CHECK(h_expect(cl, 2, 0, none, SIMBA_EVENT_DISCONNECTED, SOON) != NULL);
+        CHECK(h_expect(cl, 2, 0, none, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    }
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(simba_valid_ms(a.s, la) > 0);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
+    CHECK(e->fence > fa);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* The server pauses (CLIENT PAUSE) longer than the holder's ttl: the holder
+   reports LOST from its own clock, strictly before anyone else is granted. */
+static void t_redis_pause_longer_than_ttl(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad = admin();
+    int64_t end;
+    int round = 0, lost_at = -1, acq_at = -1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    a.s = new_client_ex(&rd, tenant, "short", 1000, 1000, 0);      /* lease 2 s */
+    b.s = new_client_ex(&rd, tenant, "long", 6000, 4000, 500);     /* survives the pause */
+    la = acquire(a.s, "p", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = acquire(b.s, "p", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(cmd_ok(ad, "CLIENT PAUSE 2600 ALL"));
+    redisFree(ad);
+    for (end = h_real_ms() + 2600 + 2000 + SOON; h_real_ms() < end && acq_at < 0; round++) {
+        h_pump(cl, 2, 20);
+        if (lost_at < 0 && h_has(&a, la, SIMBA_EVENT_LOST)) lost_at = round;
+        if (acq_at < 0 && h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) acq_at = round;
+    }
+    CHECK(lost_at >= 0);
+    CHECK(acq_at >= 0);
+    CHECK(lost_at < acq_at);
+    CHECK_EQ(h_take(&a, la, SIMBA_EVENT_LOST)->error, SIMBA_LOST_EXPIRED);
+    simba_release(b.s, lb);
+    h_run_for(cl, 2, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* DEBUG SLEEP blocks the whole server (accept included) past the holder's
+   ttl: the holder gives up first here too. The command is written without
+   waiting for its answer, so the test keeps pumping. */
+static void t_redis_debug_sleep(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad = admin();
+    int64_t end;
+    int round = 0, lost_at = -1, acq_at = -1, done = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    a.s = new_client_ex(&rd, tenant, "short", 1000, 1000, 0);
+    b.s = new_client_ex(&rd, tenant, "long", 6000, 4000, 500);
+    la = acquire(a.s, "d", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = acquire(b.s, "d", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(redisAppendCommand(ad, "DEBUG SLEEP 2.6") == REDIS_OK);
+    while (!done) CHECK(redisBufferWrite(ad, &done) == REDIS_OK);
+    for (end = h_real_ms() + 2600 + 2000 + SOON; h_real_ms() < end && acq_at < 0; round++) {
+        h_pump(cl, 2, 20);
+        if (lost_at < 0 && h_has(&a, la, SIMBA_EVENT_LOST)) lost_at = round;
+        if (acq_at < 0 && h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) acq_at = round;
+    }
+    redisFree(ad);
+    CHECK(lost_at >= 0);
+    CHECK(acq_at >= 0);
+    CHECK(lost_at < acq_at);
+    simba_release(b.s, lb);
+    h_run_for(cl, 2, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* requirepass: a wrong password never connects (and says why in the log),
+   the right one works. */
+static void t_redis_requirepass(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    simba_lock l;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    rd.port = auth_port;
+    rd.password = "wrong";
+    h_logbuf[0] = 0;
+    a.s = new_client_ex(&rd, tenant, "badpw", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    l = acquire(a.s, "x", 800);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 3000) != NULL);
+    CHECK(!simba_connected(a.s));
+    simba_destroy(a.s);
+    rd.password = auth_password;
+    a.s = new_client_ex(&rd, tenant, "goodpw", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    l = acquire(a.s, "x", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    simba_destroy(a.s);
+}
+
+/* An ACL user with only the commands the backend needs and only its key and
+   channel patterns: locks and hand-offs work; the user really is limited. */
+static void t_redis_acl_user(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad = admin_on(auth_port, auth_password), *u;
+    redisReply *r;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    CHECK(cmd_ok(ad, "ACL SETUSER simba_u reset on >upw ~aclp:* &aclp:c:* -@all "
+                     "+evalsha +eval +script|load +info +subscribe +ping +auth "
+                     "+time +get +set +del +hget +hset +hmget +hkeys +hdel +hincrby "
+                     "+zadd +zrem +zrange +pexpire +pexpireat +persist +publish"));
+    redisFree(ad);
+    /* the user cannot touch other keys or run other commands */
+    u = admin_on(auth_port, NULL);
+    CHECK(u != NULL);
+    CHECK(cmd_ok(u, "AUTH simba_u upw"));
+    r = cmd(u, "SET other 1");
+    CHECK(r && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(u, "FLUSHALL");
+    CHECK(r && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    redisFree(u);
+    rd.port = auth_port;
+    rd.user = "simba_u";
+    rd.password = "upw";
+    rd.prefix = "aclp";
+    a.s = new_client_ex(&rd, tenant, "acl-a", TTL, TRANSITION, 0);
+    b.s = new_client_ex(&rd, tenant, "acl-b", TTL, TRANSITION, 60000);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "acl", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    lb = acquire(b.s, "acl", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* A grant is handed over by the push, not by polling: with re-checks a
+   minute away and a long lease, the waiter still gets the lock at once.
+   (The limit is there to tell "pushed" from "found at the next re-check
+   20 s later"; it is not a speed assertion.) */
+static void t_redis_handoff_by_push(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex(&rd, tenant, "pa", 10000, 10000, 60000);
+    b.s = new_client_ex(&rd, tenant, "pb", 10000, 10000, 60000);
+    la = acquire(a.s, "push", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = acquire(b.s, "push", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    simba_release(b.s, lb);
+    h_run_for(cl, 2, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* The waiter's grant message is lost for sure (its push connection is dead
+   and nobody is subscribed when the grant is published): it still gets the
+   lock, from its own re-check. */
+static void t_redis_lost_push_still_granted(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad = admin();
+    redisReply *r;
+    char name[128], chan[256];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    a.s = new_client_ex(&rd, tenant, "lp-a", 1500, 1000, 0);
+    b.s = new_client_ex(&rd, tenant, "lp-b", 1500, 1000, 1000);
+    la = acquire(a.s, "lost", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = acquire(b.s, "lost", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    b.paused = 1;                                   /* b cannot reconnect meanwhile */
+    snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(b.s));
+    CHECK_EQ(kill_by_name(ad, name), 1);
+    snprintf(chan, sizeof chan, "simba:c:%s:%s", tenant, simba_client_id(b.s));
+    r = cmd(ad, "PUBSUB NUMSUB %s", chan);
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    CHECK_EQ(r->element[1]->integer, 0);            /* the grant will reach nobody */
+    freeReplyObject(r);
+    redisFree(ad);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    b.paused = 0;
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    simba_release(b.s, lb);
+    h_run_for(cl, 2, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* Garbage in keys the backend owns: a clean SIMBA_EPROTO, no crash, and the
+   client keeps working on other resources. */
+static void t_redis_garbage_in_keys(void) {
+    const char *tenant = my_tenant();
+    h_client a, *cl[1];
+    simba_lock l;
+    simba_event *e;
+    redisContext *ad = admin();
+    char base[1200];
+    int i;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    a.s = new_client(tenant, "g");
+    CHECK(a.s != NULL);
+    for (i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "g%d", i);
+        CHECK(simba_redis_resource_key(NULL, tenant, name, base, sizeof base) > 0);
+        switch (i) {
+        case 0: CHECK(cmd_ok(ad, "SET %s:m garbage", base)); break;                    /* wrong type */
+        case 1: CHECK(cmd_ok(ad, "HSET %s:m cap -3 ctr 0 name %s", base, name)); break; /* bad capacity */
+        case 2: CHECK(cmd_ok(ad, "HSET %s:m cap 1 ctr 0 name %s", base, name));
+                CHECK(cmd_ok(ad, "ZADD %s:q 1 someone", base));
+                CHECK(cmd_ok(ad, "HSET %s:e someone %s", base, "not an entry")); break;
+        case 3: CHECK(cmd_ok(ad, "HSET %s:m cap 1 ctr banana name %s", base, name)); break;
+        }
+        l = acquire(a.s, name, -1);
+        CHECK(!is_null(l));
+        e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, SOON);
+        if (!e) printf("  # garbage #%d: no ERROR\n", i);
+        CHECK(e != NULL);
+        CHECK_EQ(e->error, SIMBA_EPROTO);
+    }
+    l = acquire(a.s, "clean", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(simba_connected(a.s));
+    redisFree(ad);
+    simba_destroy(a.s);
+}
+
+/* SCRIPT FLUSH under a connected client: NOSCRIPT is answered by EVAL. */
+static void t_redis_noscript(void) {
+    const char *tenant = my_tenant();
+    h_client a, *cl[1];
+    simba_lock l;
+    redisContext *ad = admin();
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    a.s = new_client(tenant, "ns");
+    l = acquire(a.s, "n1", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(cmd_ok(ad, "SCRIPT FLUSH"));
+    redisFree(ad);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    l = acquire(a.s, "n2", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(!h_has(&a, l, SIMBA_EVENT_ERROR));
+    simba_destroy(a.s);
+}
+
+/* The unix socket option. */
+static void t_redis_unix_socket(void) {
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    simba_lock l;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    rd.host = NULL;
+    rd.port = 0;
+    rd.unix_socket = sock_path;
+    a.s = new_client_ex(&rd, my_tenant(), "unix", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    l = acquire(a.s, "u", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    simba_destroy(a.s);
+}
+
+/* A fresh prefix is a server that lost its data: no grant for one lease
+   (a try-lock fails), then grants as usual. */
+static void t_redis_restart_grace(void) {
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    simba_lock l;
+    char prefix[64];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    snprintf(prefix, sizeof prefix, "fresh%ld", (long)getpid());
+    rd.prefix = prefix;
+    a.s = new_client_ex(&rd, my_tenant(), "grace", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    h_run_for(cl, 1, 200);                          /* OPEN: the grace starts */
+    l = acquire(a.s, "g", 0);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
+    l = acquire(a.s, "g", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    simba_destroy(a.s);
+}
+
+/* WAIT: with one replica, wait_replicas 1 grants; wait_replicas 2 never
+   reports the grant (the replica count is never reached). */
+static void t_redis_wait_replicas(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    rd.port = auth_port;
+    rd.password = auth_password;
+    rd.wait_replicas = 1;
+    rd.wait_timeout_ms = 500;
+    a.s = new_client_ex(&rd, tenant, "w1", TTL, TRANSITION, 0);
+    rd.wait_replicas = 2;
+    rd.wait_timeout_ms = 100;
+    b.s = new_client_ex(&rd, tenant, "w2", TTL, TRANSITION, 0);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "w-one", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    lb = acquire(b.s, "w-two", -1);
+    h_run_for(cl, 2, 1500);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ERROR));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* Renewal is O(1): the scripts run per keepalive period are the same for a
+   client holding 1 lock and for one holding 300. */
+static long long evalsha_calls(redisContext *ad) {
+    redisReply *r = cmd(ad, "INFO commandstats");
+    long long n = 0;
+    const char *p;
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "cmdstat_evalsha:calls=")) != NULL)
+        n = atoll(p + strlen("cmdstat_evalsha:calls="));
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+static void t_redis_keepalive_is_o1(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    redisContext *ad = admin();
+    long long calls[2];
+    int round, i;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    for (round = 0; round < 2; round++) {
+        int nlocks = round ? 300 : 1;
+        long long before;
+        a.s = new_client_ex(&rd, tenant, round ? "many" : "one", 600, 600, 0);   /* keepalive every 200 ms */
+        CHECK(a.s != NULL);
+        for (i = 0; i < nlocks; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "o1-%d-%d", round, i);
+            CHECK(!is_null(acquire(a.s, name, -1)));
+        }
+        for (i = 0; i < nlocks; i++) {
+            simba_lock any = {0, 0};
+            CHECK(h_expect(cl, 1, 0, any, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+        }
+        before = evalsha_calls(ad);
+        h_run_for(cl, 1, 1000);
+        calls[round] = evalsha_calls(ad) - before - 0;
+        simba_destroy(a.s);
+        a.nlog = 0;
+    }
+    redisFree(ad);
+    printf("  # scripts in 1 s of holding: 1 lock: %lld, 300 locks: %lld\n", calls[0], calls[1]);
+    CHECK(calls[1] <= calls[0] + 2);
+    CHECK(calls[0] <= 8);
+}
+
+int main(int argc, char **argv) {
+    conf_backend b;
+    if (argc > 1) h_filter = argv[1];
+    host = getenv("SIMBA_REDIS_HOST");
+    port = env_int("SIMBA_REDIS_PORT");
+    auth_port = env_int("SIMBA_REDIS_AUTH_PORT");
+    replica_port = env_int("SIMBA_REDIS_REPLICA_PORT");
+    sock_path = getenv("SIMBA_REDIS_SOCKET");
+    ctl = getenv("SIMBA_REDIS_CTL");
+    auth_password = getenv("SIMBA_REDIS_AUTH_PASSWORD");
+    if (!host || !port || !auth_port || !replica_port || !sock_path || !ctl || !auth_password) {
+        printf("test_redis: run me through tests/servers/redis.sh (SIMBA_REDIS_* are not set)\n");
+        h_failed++;
+        return harness_summary();
+    }
+    warm_up("simba");
+    memset(&b, 0, sizeof b);
+    b.name = "redis";
+    b.make = make_redis;
+    b.ttl_ms = TTL;
+    b.transition_ms = TRANSITION;
+    b.kill = kill_redis;
+    conformance_run(&b, h_filter, &h_passed, &h_failed);
+    RUN(t_redis_bad_desc);
+    RUN(t_redis_no_server);
+    RUN(t_redis_keys_and_slots);
+    RUN(t_redis_live_slots);
+    RUN(t_redis_hostile_names);
+    RUN(t_redis_handoff_by_push);
+    RUN(t_redis_lost_push_still_granted);
+    RUN(t_redis_client_kill_all);
+    RUN(t_redis_pause_longer_than_ttl);
+    RUN(t_redis_debug_sleep);
+    RUN(t_redis_garbage_in_keys);
+    RUN(t_redis_noscript);
+    RUN(t_redis_unix_socket);
+    RUN(t_redis_restart_grace);
+    RUN(t_redis_requirepass);
+    RUN(t_redis_acl_user);
+    RUN(t_redis_wait_replicas);
+    RUN(t_redis_keepalive_is_o1);
+    RUN(t_redis_restart);
+    return harness_summary();
+}
