@@ -3,7 +3,8 @@
 # user may build it, with -Wall -Wextra -Werror:
 #   - with its implementation: C99 and C11 -pedantic with gcc and clang,
 #     C++11 with g++ and clang++, and with SIMBA_STATIC (gcc, clang, g++);
-#     each one compiled and linked (-O2, so gcc's flow warnings run too);
+#     each one compiled and linked (gcc/g++ at -O2 so that their flow
+#     warnings such as -Wmaybe-uninitialized run; clang at -O0);
 #   - declarations only, each header included twice (the include guard);
 #   - a backend header included without simba.h first must stop at its #error;
 #   - a two-translation-unit link (tests/link_a.c has the implementation,
@@ -87,12 +88,12 @@ compile_variants() {
     {
         check "$h: gcc -std=c99 -pedantic" gcc -std=c99 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
         check "$h: gcc -std=c11 -pedantic" gcc -std=c11 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
-        check "$h: clang -std=c99 -pedantic" clang -std=c99 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
-        check "$h: clang -std=c11 -pedantic" clang -std=c11 -pedantic -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang -std=c99 -pedantic" clang -std=c99 -pedantic $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang -std=c11 -pedantic" clang -std=c11 -pedantic $WARN $INC -o "$out" "$src" $libs
         check "$h: g++ -std=c++11" g++ -x c++ -std=c++11 -O2 $WARN $INC -o "$out" "$src" $libs
-        check "$h: clang++ -std=c++11" clang++ -x c++ -std=c++11 -O2 $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang++ -std=c++11" clang++ -x c++ -std=c++11 $WARN $INC -o "$out" "$src" $libs
         check "$h: gcc -std=c99 -pedantic SIMBA_STATIC" gcc -std=c99 -pedantic -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
-        check "$h: clang -std=c99 -pedantic SIMBA_STATIC" clang -std=c99 -pedantic -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
+        check "$h: clang -std=c99 -pedantic SIMBA_STATIC" clang -std=c99 -pedantic -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
         check "$h: g++ -std=c++11 SIMBA_STATIC" g++ -x c++ -std=c++11 -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
         check "$h: declarations only, included twice (gcc c99)" gcc -std=c99 -pedantic $WARN $INC -c -o "$tmp/decl.o" "$tmp/$base.decl.c"
         check "$h: declarations only, included twice (g++)" g++ -x c++ -std=c++11 $WARN $INC -c -o "$tmp/decl.o" "$tmp/$base.decl.c"
