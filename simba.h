@@ -127,7 +127,11 @@
 
 #ifndef SIMBADEF
 #ifdef SIMBA_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define SIMBADEF static __attribute__((unused))   /* a user calls only some of them */
+#else
 #define SIMBADEF static
+#endif
 #else
 #define SIMBADEF extern
 #endif

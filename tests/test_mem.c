@@ -213,6 +213,46 @@ static void t_mem_bad_input(void) {
     simba_destroy(s);   /* double destroy is a no-op */
 }
 
+/* The blocking helper: waits for one handle's event and leaves the others
+   queued for the next simba_tick. */
+static void t_mem_wait_helper(void) {
+    const char *tenant = h_tenant();
+    simba *a = new_client(tenant, 1500, 1000), *b = new_client(tenant, 1500, 1000);
+    simba_lock_desc d;
+    simba_lock la, lb, lq;
+    simba_event ev, out[16];
+    int n, i, saw_connected = 0;
+    CHECK(a && b);
+    memset(&d, 0, sizeof d);
+    d.name = "w"; d.wait_ms = -1;
+    la = simba_acquire(a, &d);
+    CHECK_EQ(simba_wait(a, la, 3000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_ACQUIRED);
+    CHECK(ev.fence > 0);
+    d.wait_ms = 0;
+    lb = simba_acquire(b, &d);
+    CHECK_EQ(simba_wait(b, lb, 3000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_TIMEOUT);       /* a try-lock on a held lock */
+    d.wait_ms = -1;
+    lb = simba_acquire(b, &d);
+    CHECK_EQ(simba_wait(b, lb, 200, &ev), 0);     /* still held by a: times out, handle lives */
+    lq = simba_inspect(a, "w", NULL);
+    CHECK_EQ(simba_wait(a, lq, 3000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_INFO);
+    CHECK_EQ(ev.queued, 2);
+    CHECK_EQ(simba_release(a, la), SIMBA_OK);
+    CHECK_EQ(simba_wait(b, lb, 3000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_ACQUIRED);
+    /* b's CONNECTED event was not eaten by simba_wait */
+    n = simba_tick(b, NULL, 0, out, 16);
+    for (i = 0; i < n; i++) if (out[i].type == SIMBA_EVENT_CONNECTED) saw_connected = 1;
+    CHECK(saw_connected);
+    CHECK_EQ(simba_wait(a, la, 100, &ev), 1);     /* a's RELEASED */
+    CHECK_EQ(ev.type, SIMBA_EVENT_RELEASED);
+    CHECK_EQ(simba_wait(a, la, 100, &ev), SIMBA_ESTALE);
+    simba_destroy(a); simba_destroy(b);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -229,6 +269,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_partitioned_holder_loses_first);
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
+    RUN(t_mem_wait_helper);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
