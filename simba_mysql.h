@@ -770,19 +770,19 @@ static const char *const simba__my_ddl[] = {
     "    name        VARBINARY(256) NOT NULL,\n"
     "    capacity    INT            NOT NULL,\n"
     "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
+    "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
     "    PRIMARY KEY (tenant, name)\n"
     ") ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS `@entries` (\n"
-    "    id          BIGINT         NOT NULL AUTO_INCREMENT,\n"
     "    tenant      VARBINARY(64)  NOT NULL,\n"
     "    name        VARBINARY(256) NOT NULL,\n"
+    "    seq         BIGINT         NOT NULL,\n"
     "    request     VARBINARY(128) NOT NULL,\n"
     "    session     VARBINARY(96)  NOT NULL,\n"
     "    weight      INT            NOT NULL,\n"
     "    fence       BIGINT         NOT NULL DEFAULT 0,\n"
-    "    PRIMARY KEY (id),\n"
+    "    PRIMARY KEY (tenant, name, seq),\n"
     "    UNIQUE KEY @entries_request (tenant, name, request),\n"
-    "    KEY @entries_queue (tenant, name, id),\n"
     "    KEY @entries_session (tenant, session)\n"
     ") ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS `@capacity_audit` (\n"
@@ -998,7 +998,7 @@ static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x
         (*nst)++;
     }
     j->ix_res = *nst;
-    simba__my_putf(b, x, "SELECT name,capacity,counter FROM %s", b->t_resources);
+    simba__my_putf(b, x, "SELECT name,capacity,counter,seq FROM %s", b->t_resources);
     simba__my_where_tenant(b, x, j);
     simba__my_put(b, x, " AND ");
     simba__my_names_in(b, x, j);
@@ -1014,12 +1014,14 @@ static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x
     simba__my_put(b, x, ");\n");
     (*nst)++;
     j->ix_ent = *nst;
-    simba__my_putf(b, x, "SELECT e.name,e.id,e.request,e.session,e.weight,e.fence,s.expires_ms FROM %s e LEFT JOIN %s s"
-                   " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=", b->t_entries, b->t_sessions);
+    /* the queues in order: a range of the clustered key (tenant, name, seq) */
+    simba__my_putf(b, x, "SELECT e.name,e.seq,e.request,e.session,e.weight,e.fence,s.expires_ms FROM %s e"
+                   " FORCE INDEX (PRIMARY) LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE e.tenant=", b->t_entries, b->t_sessions);
     simba__my_hexs(b, x, j->tenant);
     simba__my_put(b, x, " AND e.");
     simba__my_names_in(b, x, j);
-    simba__my_put(b, x, " ORDER BY e.name,e.id;\n");
+    simba__my_put(b, x, " ORDER BY e.name,e.seq;\n");
     (*nst)++;
 }
 
@@ -1050,7 +1052,7 @@ static int simba__my_int(const char *s, unsigned long len, int *out) {
    results are freed). */
 typedef struct simba__my_ent {
     int r;                      /* sorted resource index */
-    int64_t id, fence, newfence;
+    int64_t seq, fence, newfence;
     int weight;
     const char *request, *session;
     unsigned long reqlen, seslen;
@@ -1063,6 +1065,7 @@ typedef struct simba__my_eval {
     int exists[SIMBA_MAX_RESOURCES];
     int capacity[SIMBA_MAX_RESOURCES];
     int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
+    int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
     simba__my_ent *e;
     int ne;
 } simba__my_eval;
@@ -1086,7 +1089,7 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
     rr = c->res[j->ix_res];
     rn = c->res[j->ix_now];
     re = c->res[j->ix_ent];
-    if (!rr || !rn || !re || mysql_num_fields(rr) != 3 || mysql_num_fields(rn) != 2 ||
+    if (!rr || !rn || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(rn) != 2 ||
         mysql_num_fields(re) != 7)
         return SIMBA_EPROTO;
     /* now, our session */
@@ -1099,13 +1102,15 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
     /* resources */
     while ((row = mysql_fetch_row(rr)) != NULL) {
         int k, cap;
-        int64_t ctr;
+        int64_t ctr, seq;
         len = mysql_fetch_lengths(rr);
-        if (!len || !row[0] || !row[1] || !row[2]) return SIMBA_EPROTO;
+        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return SIMBA_EPROTO;
         k = simba__my_res_index(j, row[0], len[0]);
         if (k < 0 || v->exists[k]) return SIMBA_EPROTO;
         if (!simba__my_int(row[1], len[1], &cap) || cap <= 0) return SIMBA_EPROTO;
         if (!simba__my_int64(row[2], len[2], &ctr) || ctr < 0) return SIMBA_EPROTO;
+        if (!simba__my_int64(row[3], len[3], &seq) || seq < 0) return SIMBA_EPROTO;
+        v->seq[k] = seq;
         v->exists[k] = 1;
         v->capacity[k] = cap;
         v->counter[k] = v->counter0[k] = ctr;
@@ -1124,7 +1129,7 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         if (!row || !len || !row[0] || !row[1] || !row[2] || !row[3] || !row[4] || !row[5]) return SIMBA_EPROTO;
         e->r = simba__my_res_index(j, row[0], len[0]);
         if (e->r < 0 || !v->exists[e->r]) return SIMBA_EPROTO;
-        if (!simba__my_int64(row[1], len[1], &e->id) || !simba__my_int(row[4], len[4], &e->weight) ||
+        if (!simba__my_int64(row[1], len[1], &e->seq) || !simba__my_int(row[4], len[4], &e->weight) ||
             !simba__my_int64(row[5], len[5], &e->fence) || e->weight < 0 || e->fence < 0)
             return SIMBA_EPROTO;
         if (len[2] == 0 || len[2] > 128 || len[3] == 0 || len[3] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
@@ -1136,7 +1141,9 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         if (row[6] && !simba__my_int64(row[6], len[6], &e->expires)) return SIMBA_EPROTO;
         e->dead = e->expires < 0 || e->expires <= v->now_ms;
         e->ours = e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0;
-        if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].id >= e->id) return SIMBA_EPROTO;
+        /* a queue position past the resource's own counter: not ours to trust */
+        if (e->seq <= 0 || e->seq > v->seq[e->r]) return SIMBA_EPROTO;
+        if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
     }
     return SIMBA_OK;
 }
@@ -1262,60 +1269,80 @@ static void simba__my_sql_release_bell(simba__my *b, simba__my_job *j, simba__my
 static void simba__my_sql_writes(simba__my *b, simba__my_job *j, simba__my_eval *v, simba__my_buf *x,
                                  int insert, const int64_t *extra_fence, int new_capacity, int old_capacity) {
     int i, r, any = 0;
-    /* deletes: dead entries, our released entries, everything on DELETE */
-    for (i = 0; i < v->ne; i++) {
-        const simba__my_ent *e = &v->e[i];
-        if (simba__my_live(e)) continue;
-        if (!any) simba__my_putf(b, x, "DELETE FROM %s WHERE id IN (", b->t_entries);
-        simba__my_putf(b, x, any ? ",%lld" : "%lld", (long long)e->id);
-        any = 1;
-    }
-    if (any) simba__my_put(b, x, ");\n");
-    if (insert) {
-        simba__my_putf(b, x, "INSERT INTO %s (tenant,name,request,session,weight,fence) VALUES ", b->t_entries);
-        for (r = 0; r < j->nres; r++) {
-            simba__my_put(b, x, r ? ",(" : "(");
+    for (r = 0; r < j->nres; r++) {
+        int64_t seq = v->seq[r];
+        /* deletes: dead entries, our released entries, everything on DELETE */
+        if (j->kind == SIMBA_OP_DELETE) {
+            simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
+            simba__my_where_tenant(b, x, j);
+            simba__my_put(b, x, " AND name=");
+            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__my_put(b, x, ";\n");
+        } else {
+            any = 0;
+            for (i = 0; i < v->ne; i++) {
+                const simba__my_ent *e = &v->e[i];
+                if (e->r != r || simba__my_live(e)) continue;
+                if (!any) {
+                    simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
+                    simba__my_where_tenant(b, x, j);
+                    simba__my_put(b, x, " AND name=");
+                    simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+                    simba__my_put(b, x, " AND seq IN (");
+                }
+                simba__my_putf(b, x, any ? ",%lld" : "%lld", (long long)e->seq);
+                any = 1;
+            }
+            if (any) simba__my_put(b, x, ");\n");
+        }
+        /* fences of the entries granted now */
+        any = 0;
+        for (i = 0; i < v->ne; i++) {
+            const simba__my_ent *e = &v->e[i];
+            if (e->r != r || !e->newfence || !simba__my_live(e)) continue;
+            if (!any) simba__my_putf(b, x, "UPDATE %s SET fence=CASE seq", b->t_entries);
+            simba__my_putf(b, x, " WHEN %lld THEN %lld", (long long)e->seq, (long long)e->newfence);
+            any = 1;
+        }
+        if (any) {
+            int first = 1;
+            simba__my_put(b, x, " ELSE fence END");
+            simba__my_where_tenant(b, x, j);
+            simba__my_put(b, x, " AND name=");
+            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__my_put(b, x, " AND seq IN (");
+            for (i = 0; i < v->ne; i++) {
+                const simba__my_ent *e = &v->e[i];
+                if (e->r != r || !e->newfence || !simba__my_live(e)) continue;
+                simba__my_putf(b, x, first ? "%lld" : ",%lld", (long long)e->seq);
+                first = 0;
+            }
+            simba__my_put(b, x, ") AND fence=0;\n");
+        }
+        /* our new entry, last in the queue */
+        if (insert) {
+            seq++;
+            simba__my_putf(b, x, "INSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (",
+                           b->t_entries);
             simba__my_hexs(b, x, j->tenant);
             simba__my_put(b, x, ",");
             simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__my_put(b, x, ",");
+            simba__my_putf(b, x, ",%lld,", (long long)seq);
             simba__my_hexs(b, x, j->request);
             simba__my_put(b, x, ",");
             simba__my_hexs(b, x, j->session);
-            simba__my_putf(b, x, ",%d,%lld)", j->res[r].weight < 0 ? 0 : j->res[r].weight,
+            simba__my_putf(b, x, ",%d,%lld);\n", j->res[r].weight < 0 ? 0 : j->res[r].weight,
                            (long long)extra_fence[r]);
             if (extra_fence[r] > v->counter[r]) v->counter[r] = extra_fence[r];
         }
-        simba__my_put(b, x, ";\n");
-    }
-    any = 0;
-    for (i = 0; i < v->ne; i++) {
-        const simba__my_ent *e = &v->e[i];
-        if (!e->newfence || e->dead || e->removed) continue;
-        if (!any) simba__my_putf(b, x, "UPDATE %s SET fence=CASE id", b->t_entries);
-        simba__my_putf(b, x, " WHEN %lld THEN %lld", (long long)e->id, (long long)e->newfence);
-        any = 1;
-    }
-    if (any) {
-        int first = 1;
-        simba__my_put(b, x, " ELSE fence END WHERE id IN (");
-        for (i = 0; i < v->ne; i++) {
-            const simba__my_ent *e = &v->e[i];
-            if (!e->newfence || e->dead || e->removed) continue;
-            simba__my_putf(b, x, first ? "%lld" : ",%lld", (long long)e->id);
-            first = 0;
+        if (j->kind != SIMBA_OP_DELETE && v->exists[r] && (v->counter[r] != v->counter0[r] || seq != v->seq[r])) {
+            simba__my_putf(b, x, "UPDATE %s SET counter=%lld, seq=%lld", b->t_resources, (long long)v->counter[r],
+                           (long long)seq);
+            simba__my_where_tenant(b, x, j);
+            simba__my_put(b, x, " AND name=");
+            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__my_put(b, x, ";\n");
         }
-        simba__my_put(b, x, ") AND fence=0;\n");
-    }
-    for (r = 0; r < j->nres; r++) {
-        if (!v->exists[r] && !insert) continue;
-        if (j->kind == SIMBA_OP_DELETE) continue;
-        if (v->counter[r] == v->counter0[r]) continue;
-        simba__my_putf(b, x, "UPDATE %s SET counter=%lld", b->t_resources, (long long)v->counter[r]);
-        simba__my_where_tenant(b, x, j);
-        simba__my_put(b, x, " AND name=");
-        simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-        simba__my_put(b, x, ";\n");
     }
     if (j->kind == SIMBA_OP_SET_CAPACITY || j->kind == SIMBA_OP_DELETE) {
         /* no bell rings for these: tell the sessions queued here through

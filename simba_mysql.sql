@@ -46,24 +46,24 @@ CREATE TABLE IF NOT EXISTS simba_resources (
     name        VARBINARY(256) NOT NULL,
     capacity    INT            NOT NULL,  -- mutex 1, semaphore N, rwlock R
     counter     BIGINT         NOT NULL DEFAULT 0,  -- the last fence granted
+    seq         BIGINT         NOT NULL DEFAULT 0,  -- the last queue position given out
     PRIMARY KEY (tenant, name)
 ) ENGINE=InnoDB;
 
--- The FIFO queues: one row per (request, resource). id orders the queue
--- (assigned at insert, under the resource row lock). An entry is granted
+-- The FIFO queues: one row per (request, resource), clustered in queue order
+-- (seq comes from the resource row, under its lock). An entry is granted
 -- when the weights ahead of it plus its own fit in the capacity; fence is 0
 -- while waiting and set once when it is granted.
 CREATE TABLE IF NOT EXISTS simba_entries (
-    id          BIGINT         NOT NULL AUTO_INCREMENT,
     tenant      VARBINARY(64)  NOT NULL,
     name        VARBINARY(256) NOT NULL,
+    seq         BIGINT         NOT NULL,  -- position in the resource's queue
     request     VARBINARY(128) NOT NULL,  -- idempotency: unique per resource
     session     VARBINARY(96)  NOT NULL,
     weight      INT            NOT NULL,  -- 0 = exclusive (the whole capacity)
     fence       BIGINT         NOT NULL DEFAULT 0,
-    PRIMARY KEY (id),
+    PRIMARY KEY (tenant, name, seq),
     UNIQUE KEY simba_entries_request (tenant, name, request),
-    KEY simba_entries_queue (tenant, name, id),
     KEY simba_entries_session (tenant, session)
 ) ENGINE=InnoDB;
 
