@@ -211,7 +211,7 @@ typedef struct simba__my_job {
     int sorted_of[SIMBA_MAX_RESOURCES];         /* op order -> sorted index */
     uint64_t bell;                              /* the request's bell */
     /* statement indexes of the reads in the batch of the current step */
-    int ix_now, ix_res, ix_ent, ix_list;
+    int ix_res, ix_ent;
     /* what the evaluation decided, kept for the completion */
     simba_reply reply;
     char owner[SIMBA_MAX_SESSION + 1];
@@ -871,7 +871,7 @@ static simba__my_job *simba__my_job_new(simba__my *b, int kind) {
     if (!j) return NULL;
     memset(j, 0, sizeof *j);
     j->kind = kind;
-    j->ix_now = j->ix_res = j->ix_ent = j->ix_list = -1;
+    j->ix_res = j->ix_ent = -1;
     return j;
 }
 
@@ -963,38 +963,17 @@ static void simba__my_where_tenant(simba__my *b, simba__my_buf *x, const simba__
     simba__my_hexs(b, x, j->tenant);
 }
 
-/* The reads every resource operation evaluates: server time and our
-   session's expiry, the resource rows, and their queues with each entry's
-   session expiry. `lock` makes it the first half of a locking transaction. */
+/* The reads every resource operation evaluates, in two statements (each
+   statement costs about a round trip on a busy server, so they are few):
+   1. the resource rows, locked (FOR UPDATE) in sorted order when `lock`;
+   2. one header row (server time, our session's expiry, and for ENQUEUE our
+      bell taken with GET_LOCK(b, 0), before our entry can exist), then the
+      queues in order with each entry's session expiry.
+   Time is read after the locks are ours, so fences taken from it follow
+   every grant made before. */
 static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x, int *nst, int lock) {
-    int create = lock && (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_SET_CAPACITY);
-    int i;
-    if (j->kind == SIMBA_OP_ENQUEUE) {
-        /* our bell, before the entry can exist; 0 s: never wait here */
-        simba__my_put(b, x, "SELECT IF(IS_USED_LOCK(");
-        simba__my_bellname(b, x, j->bell);
-        simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-        simba__my_bellname(b, x, j->bell);
-        simba__my_put(b, x, ", 0));\n");
-        (*nst)++;
-    }
     if (lock) {
         simba__my_put(b, x, "START TRANSACTION;\n");
-        (*nst)++;
-    }
-    if (create) {
-        /* ON DUPLICATE KEY takes the row's X lock right away (INSERT IGNORE
-           would take S, and two S holders upgrading deadlock) */
-        simba__my_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter) VALUES ", b->t_resources);
-        for (i = 0; i < j->nres; i++) {
-            int cap = j->res[i].capacity > 0 ? j->res[i].capacity : 1;
-            simba__my_put(b, x, i ? ",(" : "(");
-            simba__my_hexs(b, x, j->tenant);
-            simba__my_put(b, x, ",");
-            simba__my_hex(b, x, j->res[i].name, j->res[i].len);
-            simba__my_putf(b, x, ",%d,0)", cap);
-        }
-        simba__my_put(b, x, " ON DUPLICATE KEY UPDATE counter=counter;\n");
         (*nst)++;
     }
     j->ix_res = *nst;
@@ -1004,24 +983,30 @@ static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x
     simba__my_names_in(b, x, j);
     simba__my_put(b, x, lock ? " ORDER BY name FOR UPDATE;\n" : " ORDER BY name;\n");
     (*nst)++;
-    /* time after the locks are ours: fences taken from it follow every
-       grant made before */
-    j->ix_now = *nst;
-    simba__my_putf(b, x, "SELECT " SIMBA__MY_NOW_US ", (SELECT expires_ms FROM %s", b->t_sessions);
+    j->ix_ent = *nst;
+    simba__my_putf(b, x, "(SELECT 0 AS k, " SIMBA__MY_NOW_US " AS a, (SELECT expires_ms FROM %s", b->t_sessions);
     simba__my_where_tenant(b, x, j);
     simba__my_put(b, x, " AND session=");
     simba__my_hexs(b, x, j->session);
-    simba__my_put(b, x, ");\n");
-    (*nst)++;
-    j->ix_ent = *nst;
-    /* the queues in order: a range of the clustered key (tenant, name, seq) */
-    simba__my_putf(b, x, "SELECT e.name,e.seq,e.request,e.session,e.weight,e.fence,s.expires_ms FROM %s e"
+    simba__my_put(b, x, ") AS b, ");
+    if (j->kind == SIMBA_OP_ENQUEUE) {
+        simba__my_put(b, x, "IF(IS_USED_LOCK(");
+        simba__my_bellname(b, x, j->bell);
+        simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+        simba__my_bellname(b, x, j->bell);
+        simba__my_put(b, x, ", 0))");
+    } else {
+        simba__my_put(b, x, "0");
+    }
+    simba__my_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w)\nUNION ALL\n");
+    /* the queues: a range of the clustered key (tenant, name, seq) */
+    simba__my_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight FROM %s e"
                    " FORCE INDEX (PRIMARY) LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
                    " WHERE e.tenant=", b->t_entries, b->t_sessions);
     simba__my_hexs(b, x, j->tenant);
     simba__my_put(b, x, " AND e.");
     simba__my_names_in(b, x, j);
-    simba__my_put(b, x, " ORDER BY e.name,e.seq;\n");
+    simba__my_put(b, x, ")\nORDER BY k, n, a;\n");
     (*nst)++;
 }
 
@@ -1080,26 +1065,18 @@ static int simba__my_res_index(const simba__my_job *j, const char *name, unsigne
 /* Reads the three result sets of simba__my_sql_reads into v. SIMBA_EPROTO
    for anything of the wrong shape. */
 static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn *c, simba__my_eval *v) {
-    MYSQL_RES *rr, *rn, *re;
+    MYSQL_RES *rr, *re;
     MYSQL_ROW row;
     unsigned long *len;
-    int i;
+    int i, r;
     memset(v, 0, sizeof *v);
-    if (j->ix_res >= c->nres || j->ix_now >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
+    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
     rr = c->res[j->ix_res];
-    rn = c->res[j->ix_now];
     re = c->res[j->ix_ent];
-    if (!rr || !rn || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(rn) != 2 ||
-        mysql_num_fields(re) != 7)
+    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
         return SIMBA_EPROTO;
-    /* now, our session */
-    row = mysql_fetch_row(rn);
-    len = mysql_fetch_lengths(rn);
-    if (!row || !len || !simba__my_int64(row[0], len[0], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
-    v->now_ms = v->now_us / 1000;
-    v->our_expires = -1;
-    if (row[1] && !simba__my_int64(row[1], len[1], &v->our_expires)) return SIMBA_EPROTO;
-    /* resources */
+    /* resources; a missing one would be created with the capacity asked for */
+    for (r = 0; r < j->nres; r++) v->capacity[r] = j->res[r].capacity > 0 ? j->res[r].capacity : 1;
     while ((row = mysql_fetch_row(rr)) != NULL) {
         int k, cap;
         int64_t ctr, seq;
@@ -1115,8 +1092,16 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         v->capacity[k] = cap;
         v->counter[k] = v->counter0[k] = ctr;
     }
-    /* queues */
-    v->ne = (int)mysql_num_rows(re);
+    /* the header row: server time, our session */
+    row = mysql_fetch_row(re);
+    len = mysql_fetch_lengths(re);
+    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
+    if (!row[1] || !simba__my_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
+    v->now_ms = v->now_us / 1000;
+    v->our_expires = -1;
+    if (row[2] && !simba__my_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
+    /* the queues */
+    v->ne = (int)mysql_num_rows(re) - 1;
     if (v->ne) {
         v->e = (simba__my_ent *)simba__my_alloc(b, (size_t)v->ne * sizeof *v->e);
         if (!v->e) return SIMBA_ENOMEM;
@@ -1126,19 +1111,22 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         simba__my_ent *e = &v->e[i];
         row = mysql_fetch_row(re);
         len = mysql_fetch_lengths(re);
-        if (!row || !len || !row[0] || !row[1] || !row[2] || !row[3] || !row[4] || !row[5]) return SIMBA_EPROTO;
-        e->r = simba__my_res_index(j, row[0], len[0]);
-        if (e->r < 0 || !v->exists[e->r]) return SIMBA_EPROTO;
-        if (!simba__my_int64(row[1], len[1], &e->seq) || !simba__my_int(row[4], len[4], &e->weight) ||
-            !simba__my_int64(row[5], len[5], &e->fence) || e->weight < 0 || e->fence < 0)
+        /* k, seq, fence, expires, name, request, session, weight */
+        if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
+            !row[5] || !row[6] || !row[7])
             return SIMBA_EPROTO;
-        if (len[2] == 0 || len[2] > 128 || len[3] == 0 || len[3] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
-        e->request = row[2];
-        e->reqlen = len[2];
-        e->session = row[3];
-        e->seslen = len[3];
+        e->r = simba__my_res_index(j, row[4], len[4]);
+        if (e->r < 0 || !v->exists[e->r]) return SIMBA_EPROTO;
+        if (!simba__my_int64(row[1], len[1], &e->seq) || !simba__my_int64(row[2], len[2], &e->fence) ||
+            !simba__my_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
+            return SIMBA_EPROTO;
+        if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+        e->request = row[5];
+        e->reqlen = len[5];
+        e->session = row[6];
+        e->seslen = len[6];
         e->expires = -1;
-        if (row[6] && !simba__my_int64(row[6], len[6], &e->expires)) return SIMBA_EPROTO;
+        if (row[3] && !simba__my_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
         e->dead = e->expires < 0 || e->expires <= v->now_ms;
         e->ours = e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0;
         /* a queue position past the resource's own counter: not ours to trust */
@@ -1271,6 +1259,18 @@ static void simba__my_sql_writes(simba__my *b, simba__my_job *j, simba__my_eval 
     int i, r, any = 0;
     for (r = 0; r < j->nres; r++) {
         int64_t seq = v->seq[r];
+        if (!v->exists[r] && (insert || j->kind == SIMBA_OP_SET_CAPACITY)) {
+            /* a new resource, created by the first request that needs it. A
+               plain INSERT: if another transaction created it meanwhile, the
+               duplicate key rolls us back and the op runs again (and finds it) */
+            int64_t f = insert ? extra_fence[r] : 0;
+            simba__my_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (", b->t_resources);
+            simba__my_hexs(b, x, j->tenant);
+            simba__my_put(b, x, ",");
+            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__my_putf(b, x, ",%d,%lld,%d);\n", j->kind == SIMBA_OP_SET_CAPACITY ? new_capacity : v->capacity[r],
+                           (long long)(f > v->counter[r] ? f : v->counter[r]), insert ? 1 : 0);
+        }
         /* deletes: dead entries, our released entries, everything on DELETE */
         if (j->kind == SIMBA_OP_DELETE) {
             simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
@@ -1364,11 +1364,13 @@ static void simba__my_sql_writes(simba__my *b, simba__my_job *j, simba__my_eval 
         if (any) simba__my_put(b, x, ");\n");
     }
     if (j->kind == SIMBA_OP_SET_CAPACITY) {
-        simba__my_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
-        simba__my_where_tenant(b, x, j);
-        simba__my_put(b, x, " AND name=");
-        simba__my_hex(b, x, j->res[0].name, j->res[0].len);
-        simba__my_put(b, x, ";\n");
+        if (v->exists[0]) { /* (a new resource was inserted with it above) */
+            simba__my_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
+            simba__my_where_tenant(b, x, j);
+            simba__my_put(b, x, " AND name=");
+            simba__my_hex(b, x, j->res[0].name, j->res[0].len);
+            simba__my_put(b, x, ";\n");
+        }
         simba__my_putf(b, x, "INSERT INTO %s (tenant,name,old_capacity,new_capacity,session,at_ms) VALUES (",
                        b->t_audit);
         simba__my_hexs(b, x, j->tenant);
@@ -1453,10 +1455,8 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
         if (foreign_live) { j->release_bell = 1; return SIMBA_EKEYBUSY; }
         if (present && present != j->nres) { j->release_bell = 1; return SIMBA_ENOTFOUND; }
         if (!present) {
-            for (r = 0; r < j->nres; r++) {
-                if (!v->exists[r]) return SIMBA_EPROTO; /* we inserted it in this transaction */
+            for (r = 0; r < j->nres; r++)
                 if (j->res[r].weight > v->capacity[r]) { j->release_bell = 1; return SIMBA_ECAPACITY; }
-            }
             insert = 1;
         }
         break;
@@ -1473,8 +1473,7 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
     case SIMBA_OP_INSPECT:
         break; /* a missing resource answers capacity 0, no entries */
     case SIMBA_OP_SET_CAPACITY:
-        if (!v->exists[0]) return SIMBA_EPROTO; /* inserted in this transaction */
-        old_capacity = v->capacity[0];
+        old_capacity = v->exists[0] ? v->capacity[0] : 0;
         new_capacity = j->res[0].capacity;
         v->capacity[0] = new_capacity;
         break;
