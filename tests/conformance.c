@@ -94,7 +94,8 @@ static void conf_dump(int who) {
     for (; i < c->nlog; i++)
         printf("  #   %s event %d: %s handle %u.%u fence %lld error %d owner \"%s\"%s\n", C.id[who], i,
                simba_event_name(c->log[i].type), (unsigned)c->log[i].lock.id, (unsigned)c->log[i].lock.gen,
-               (long long)c->log[i].fence, c->log[i].error, c->log[i].owner, c->consumed[i] ? "" : " (unread)");
+               (long long)c->log[i].fence, c->log[i].error, c->log[i].owner,
+               c->consumed[i] ? "" : " (unread)");
 }
 
 static simba_event *conf_expect(int who, simba_lock l, simba_event_type type, int ms) {
@@ -264,7 +265,10 @@ static int conf_wait_owner(int who, simba_lock l, const char *owner, int ms) {
 static int conf_rejects(int who, const simba_lock_desc *d, int code, int code2, const char *what) {
     simba_lock l = simba_acquire(S(who), d);
     int err = simba_last_error(S(who));
-    if (!conf_null(l)) { printf("  # %s: accepted (handle %u.%u)\n", what, (unsigned)l.id, (unsigned)l.gen); return 0; }
+    if (!conf_null(l)) {
+        printf("  # %s: accepted (handle %u.%u)\n", what, (unsigned)l.id, (unsigned)l.gen);
+        return 0;
+    }
     if (err != code && err != code2) { printf("  # %s: %s\n", what, simba_strerror(err)); return 0; }
     return 1;
 }
@@ -1014,7 +1018,8 @@ static void t_capacity_and_inspect(void) {
         CHECK(!conf_null(lx));
         e = conf_next(3, lx, CONF_SOON_MS);
         CHECK(e != NULL);
-        if (e->type != SIMBA_EVENT_ERROR) printf("  # permits 5 > capacity 4: %s\n", simba_event_name(e->type));
+        if (e->type != SIMBA_EVENT_ERROR)
+            printf("  # permits 5 > capacity 4: %s\n", simba_event_name(e->type));
         CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
         CHECK_EQ(e->error, SIMBA_ECAPACITY);
     }
@@ -1144,49 +1149,71 @@ static void t_bad_create(void) {
     simba_destroy(NULL); /* a no-op */
 }
 
+/* Requests simba_acquire must refuse, with the error it must give (code2:
+   a second code that is just as right, e.g. for a NULL that is also empty). */
+typedef struct conf_bad_request {
+    const char *what;
+    simba_lock_desc desc;
+    int code, code2;
+} conf_bad_request;
+
+static char conf_long_name[SIMBA_MAX_NAME + 2];  /* SIMBA_MAX_NAME + 1 bytes */
+static char conf_long_key[SIMBA_MAX_ID + 2];     /* SIMBA_MAX_ID + 1 bytes */
+/* one more than SIMBA_MAX_RESOURCES (8): the compiler refuses too many */
+static const char *const conf_too_many[SIMBA_MAX_RESOURCES + 1] = {
+    "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"};
+static const char *const conf_empty_among[2] = {"n0", ""};
+
+static void conf_make_long_strings(void) {
+    memset(conf_long_name, 'n', SIMBA_MAX_NAME + 1);
+    conf_long_name[SIMBA_MAX_NAME + 1] = 0;
+    memset(conf_long_key, 'k', SIMBA_MAX_ID + 1);
+    conf_long_key[SIMBA_MAX_ID + 1] = 0;
+}
+
+static const conf_bad_request conf_bad_requests[] = {
+    {"no name", {.wait_ms = -1}, SIMBA_EINVAL, SIMBA_ENAME},
+    {"empty name", {.name = "", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"name of SIMBA_MAX_NAME+1 bytes", {.name = conf_long_name, .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"name with 0x01", {.name = "a\x01z", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"name with a newline", {.name = "a\nz", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"name with 0x1f", {.name = "a\x1f", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"name with 0x7f", {.name = "\x7f", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"capacity 0 (a mutex) with 2 permits", {.name = "x", .permits = 2, .wait_ms = -1},
+     SIMBA_ECAPACITY, SIMBA_ECAPACITY},
+    {"permits > capacity", {.name = "x", .capacity = 3, .permits = 4, .wait_ms = -1},
+     SIMBA_ECAPACITY, SIMBA_ECAPACITY},
+    {"capacity -1", {.name = "x", .capacity = -1, .wait_ms = -1}, SIMBA_ECAPACITY, SIMBA_EINVAL},
+    {"permits -1", {.name = "x", .capacity = 3, .permits = -1, .wait_ms = -1}, SIMBA_ECAPACITY, SIMBA_EINVAL},
+    {"nnames 0", {.names = conf_too_many, .nnames = 0, .wait_ms = -1}, SIMBA_EINVAL, SIMBA_EINVAL},
+    {"nnames SIMBA_MAX_RESOURCES+1",
+     {.names = conf_too_many, .nnames = SIMBA_MAX_RESOURCES + 1, .wait_ms = -1},
+     SIMBA_EINVAL, SIMBA_EINVAL},
+    {"an empty name among names", {.names = conf_empty_among, .nnames = 2, .wait_ms = -1},
+     SIMBA_ENAME, SIMBA_ENAME},
+    {"key with a space", {.name = "x", .key = "no spaces", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"empty key", {.name = "x", .key = "", .wait_ms = -1}, SIMBA_ENAME, SIMBA_ENAME},
+    {"key of SIMBA_MAX_ID+1 bytes", {.name = "x", .key = conf_long_key, .wait_ms = -1},
+     SIMBA_ENAME, SIMBA_ENAME},
+};
+
 static void t_bad_input(void) {
     int a = conf_client(), b = conf_client();
     simba_lock_desc d;
     simba_lock l, la, lb;
     simba_event ev[4];
-    char name[SIMBA_MAX_NAME + 2];
-    const char *names[SIMBA_MAX_RESOURCES + 1];
     int i;
     int64_t end;
     CHECK(a >= 0 && b >= 0);
+    conf_make_long_strings();
 
     l = simba_acquire(S(a), NULL);
     CHECK(conf_null(l));
     CHECK_EQ(simba_last_error(S(a)), SIMBA_EINVAL);
-#define CONF_DESC(field_assignments) (memset(&d, 0, sizeof d), d.wait_ms = -1, field_assignments, &d)
-    CHECK(conf_rejects(a, CONF_DESC(d.name = NULL), SIMBA_EINVAL, SIMBA_ENAME, "no name"));
-    CHECK(conf_rejects(a, CONF_DESC(d.name = ""), SIMBA_ENAME, SIMBA_ENAME, "empty name"));
-    memset(name, 'n', SIMBA_MAX_NAME + 1);
-    name[SIMBA_MAX_NAME + 1] = 0;
-    CHECK(conf_rejects(a, CONF_DESC(d.name = name), SIMBA_ENAME, SIMBA_ENAME, "name of SIMBA_MAX_NAME+1 bytes"));
-    CHECK(conf_rejects(a, CONF_DESC(d.name = "a\x01z"), SIMBA_ENAME, SIMBA_ENAME, "name with 0x01"));
-    CHECK(conf_rejects(a, CONF_DESC(d.name = "a\nz"), SIMBA_ENAME, SIMBA_ENAME, "name with a newline"));
-    CHECK(conf_rejects(a, CONF_DESC(d.name = "a\x1f"), SIMBA_ENAME, SIMBA_ENAME, "name with 0x1f"));
-    CHECK(conf_rejects(a, CONF_DESC(d.name = "\x7f"), SIMBA_ENAME, SIMBA_ENAME, "name with 0x7f"));
-    CHECK(conf_rejects(a, CONF_DESC((d.name = "x", d.permits = 2)), SIMBA_ECAPACITY, SIMBA_ECAPACITY,
-                       "capacity 0 (a mutex) with 2 permits"));
-    CHECK(conf_rejects(a, CONF_DESC((d.name = "x", d.capacity = 3, d.permits = 4)), SIMBA_ECAPACITY,
-                       SIMBA_ECAPACITY, "permits > capacity"));
-    CHECK(conf_rejects(a, CONF_DESC((d.name = "x", d.capacity = -1)), SIMBA_ECAPACITY, SIMBA_EINVAL,
-                       "capacity -1"));
-    CHECK(conf_rejects(a, CONF_DESC((d.name = "x", d.capacity = 3, d.permits = -1)), SIMBA_ECAPACITY,
-                       SIMBA_EINVAL, "permits -1"));
-    for (i = 0; i <= SIMBA_MAX_RESOURCES; i++) names[i] = (i & 1) ? "odd" : "even";
-    CHECK(conf_rejects(a, CONF_DESC((d.names = names, d.nnames = 0)), SIMBA_EINVAL, SIMBA_EINVAL, "nnames 0"));
-    CHECK(conf_rejects(a, CONF_DESC((d.names = names, d.nnames = SIMBA_MAX_RESOURCES + 1)), SIMBA_EINVAL,
-                       SIMBA_EINVAL, "nnames SIMBA_MAX_RESOURCES+1"));
-    names[1] = "";
-    CHECK(conf_rejects(a, CONF_DESC((d.names = names, d.nnames = 2)), SIMBA_ENAME, SIMBA_ENAME,
-                       "an empty name among names"));
-    CHECK(conf_rejects(a, CONF_DESC((d.name = "x", d.key = "no spaces")), SIMBA_ENAME, SIMBA_ENAME,
-                       "key with a space"));
-    CHECK(conf_rejects(a, CONF_DESC((d.name = "x", d.key = "")), SIMBA_ENAME, SIMBA_ENAME, "empty key"));
-#undef CONF_DESC
+    for (i = 0; i < (int)(sizeof conf_bad_requests / sizeof conf_bad_requests[0]); i++) {
+        const conf_bad_request *r = &conf_bad_requests[i];
+        CHECK(conf_rejects(a, &r->desc, r->code, r->code2, r->what));
+    }
     CHECK(conf_null(simba_contend(S(a), "", NULL)));
     CHECK_EQ(simba_last_error(S(a)), SIMBA_ENAME);
     CHECK(conf_null(simba_contend(S(a), NULL, NULL)));
