@@ -1,0 +1,477 @@
+/* bench_redis.c -- what the Redis backend costs, as ratios to the raw server.
+
+   Run through tests/servers/redis.sh (make bench-redis). In one run it
+   measures the raw hiredis PING round trip (RTT) and then, as ratios to it:
+     - uncontended acquire -> ACQUIRED, p50/p99      (target <= 1.3 x RTT)
+     - acquire + release cycle, p50                  (target <= 2.5 x RTT)
+     - hand-off: holder's release -> next waiter's ACQUIRED in another process
+       (fork), p50/p99                               (target <= 2 x RTT)
+     - throughput of acquire+release cycles, 64 distinct locks in flight on
+       one connection, vs redis-benchmark -P 16 of the same two scripts
+       (EVALSHA enqueue + EVALSHA release) in the same run     (target >= 0.4 x)
+     - with 100,000 held locks: Redis commands per renewal period (from INFO
+       commandstats), next to the same figure with 1 held lock (O(1))
+   It prints figures; it asserts nothing about speed. */
+#define _POSIX_C_SOURCE 200809L
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_REDIS_IMPLEMENTATION
+#include "simba_redis.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <poll.h>
+#include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <hiredis/hiredis.h>
+
+static const char *host;
+static int port;
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    int i;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    i = (int)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+/* ---- a simba client and a tiny event loop ---- */
+
+static simba *client(const char *tenant, int ttl) {
+    simba_redis_desc rd;
+    simba_desc d;
+    memset(&rd, 0, sizeof rd);
+    memset(&d, 0, sizeof d);
+    rd.host = host;
+    rd.port = port;
+    d.backend = simba_redis(&rd);
+    d.tenant = tenant;
+    d.ttl_ms = ttl;
+    return simba_create(&d);
+}
+
+/* Pumps until an event of `type` for `l` arrives (other events are handed to
+   on_other if set). Returns 1, or 0 after limit_ms. */
+typedef void (*other_fn)(simba *s, const simba_event *ev, void *user);
+
+static int pump_until(simba *s, simba_lock l, simba_event_type type, int limit_ms, other_fn other, void *user,
+                      simba_event *got) {
+    double end = now_us() + limit_ms * 1000.0;
+    for (;;) {
+        struct pollfd fds[4];
+        simba_event ev[64];
+        int n = simba_pollfds(s, fds, 4), t = simba_timeout_ms(s), k, i, found = 0;
+        double left = (end - now_us()) / 1000.0;
+        if (left <= 0) return 0;
+        if (t < 0 || t > left) t = (int)left + 1;
+        if (n > 4) n = 4;
+        poll(fds, (nfds_t)n, t);
+        k = simba_tick(s, fds, n, ev, 64);
+        for (i = 0; i < k; i++) {
+            if (!found && ev[i].type == type && ev[i].lock.id == l.id && ev[i].lock.gen == l.gen) {
+                found = 1;
+                if (got) *got = ev[i];
+            } else if (other) other(s, &ev[i], user);
+        }
+        if (found) return 1;
+    }
+}
+
+static simba_lock acquire(simba *s, const char *name) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = -1;
+    return simba_acquire(s, &d);
+}
+
+/* ---- 1. raw round trip ---- */
+
+static double rtt_p50, rtt_p99;
+
+static int bench_rtt(void) {
+    enum { N = 3000 };
+    static double v[N];
+    redisContext *c = redisConnect(host, port);
+    int i;
+    if (!c || c->err) { printf("cannot connect to %s:%d\n", host, port); return 0; }
+    for (i = 0; i < 200 + N; i++) {
+        double t0 = now_us();
+        redisReply *r = (redisReply *)redisCommand(c, "PING");
+        if (!r) { redisFree(c); return 0; }
+        freeReplyObject(r);
+        if (i >= 200) v[i - 200] = now_us() - t0;
+    }
+    rtt_p50 = pct(v, N, 0.5);
+    rtt_p99 = pct(v, N, 0.99);
+    for (i = 0; i < 100; i++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        double t0;
+        redisReply *r;
+        nanosleep(&ts, NULL);
+        t0 = now_us();
+        r = (redisReply *)redisCommand(c, "PING");
+        if (!r) break;
+        freeReplyObject(r);
+        v[i] = now_us() - t0;
+    }
+    redisFree(c);
+    cold_rtt_p50 = pct(v, 100, 0.5);
+    return 1;
+}
+
+/* ---- 2. uncontended acquire and the whole cycle ---- */
+
+static double acq_p50, acq_p99, cycle_p50, script_us, cold_rtt_p50;
+
+/* INFO commandstats: usec_per_call of EVALSHA (the server's time per script). */
+static double evalsha_usec(redisContext *c) {
+    redisReply *r = (redisReply *)redisCommand(c, "INFO commandstats");
+    const char *p;
+    double v = 0;
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "cmdstat_evalsha:")) != NULL &&
+        (p = strstr(p, "usec_per_call=")) != NULL)
+        v = atof(p + 14);
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+static int bench_uncontended(void) {
+    enum { N = 2000 };
+    static double acq[N], cyc[N];
+    simba *s = client("bench-u", 10000);
+    redisContext *c = redisConnect(host, port);
+    simba_lock warm;
+    int i;
+    if (!s || !c || c->err) return 0;
+    warm = acquire(s, "warm");                     /* connect, session, restart grace */
+    if (!pump_until(s, warm, SIMBA_EVENT_ACQUIRED, 30000, NULL, NULL, NULL)) { printf("no grant\n"); return 0; }
+    simba_release(s, warm);
+    pump_until(s, warm, SIMBA_EVENT_RELEASED, 5000, NULL, NULL, NULL);
+    freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+    for (i = 0; i < 200 + N; i++) {
+        double t0 = now_us(), t1, t2;
+        simba_lock l = acquire(s, "u");
+        if (!pump_until(s, l, SIMBA_EVENT_ACQUIRED, 5000, NULL, NULL, NULL)) return 0;
+        t1 = now_us();
+        simba_release(s, l);
+        if (!pump_until(s, l, SIMBA_EVENT_RELEASED, 5000, NULL, NULL, NULL)) return 0;
+        t2 = now_us();
+        if (i >= 200) { acq[i - 200] = t1 - t0; cyc[i - 200] = t2 - t0; }
+    }
+    simba_destroy(s);
+    script_us = evalsha_usec(c);
+    redisFree(c);
+    acq_p50 = pct(acq, N, 0.5);
+    acq_p99 = pct(acq, N, 0.99);
+    cycle_p50 = pct(cyc, N, 0.5);
+    return 1;
+}
+
+/* ---- 3. hand-off to a waiter in another process ---- */
+
+static double hand_p50, hand_p99;
+
+static int read_full(int fd, void *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char *)buf + got, n - got);
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
+static void child_waiter(int from_parent, int to_parent) {
+    simba *s = client("bench-h", 10000);
+    char c;
+    while (s && read_full(from_parent, &c, 1) && c == 'g') {
+        simba_lock l = acquire(s, "h");
+        simba_event ev;
+        double t;
+        /* let the ENQUEUE land before the holder releases */
+        pump_until(s, l, SIMBA_EVENT_ACQUIRED, 20, NULL, NULL, NULL);
+        if (write(to_parent, "q", 1) != 1) break;
+        if (!pump_until(s, l, SIMBA_EVENT_ACQUIRED, 10000, NULL, NULL, &ev)) t = -1;
+        else t = now_us();
+        if (write(to_parent, &t, sizeof t) != (ssize_t)sizeof t) break;
+        simba_release(s, l);
+        pump_until(s, l, SIMBA_EVENT_RELEASED, 5000, NULL, NULL, NULL);
+        if (write(to_parent, "d", 1) != 1) break;
+    }
+    if (s) simba_destroy(s);
+    _exit(0);
+}
+
+static int bench_handoff(void) {
+    enum { N = 300 };
+    static double v[N];
+    int p2c[2], c2p[2], i, n = 0;
+    pid_t pid;
+    simba *s;
+    if (pipe(p2c) || pipe(c2p)) return 0;
+    pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) { close(p2c[1]); close(c2p[0]); child_waiter(p2c[0], c2p[1]); }
+    close(p2c[0]);
+    close(c2p[1]);
+    s = client("bench-h", 10000);
+    for (i = 0; s && i < 20 + N; i++) {
+        simba_lock l = acquire(s, "h");
+        double t_rel, t_acq;
+        char c;
+        if (!pump_until(s, l, SIMBA_EVENT_ACQUIRED, 30000, NULL, NULL, NULL)) break;
+        if (write(p2c[1], "g", 1) != 1 || !read_full(c2p[0], &c, 1)) break;
+        t_rel = now_us();
+        simba_release(s, l);
+        pump_until(s, l, SIMBA_EVENT_RELEASED, 5000, NULL, NULL, NULL);
+        if (!read_full(c2p[0], &t_acq, sizeof t_acq) || !read_full(c2p[0], &c, 1)) break;
+        if (t_acq < 0) { printf("waiter got no grant\n"); break; }
+        if (i >= 20) v[n++] = t_acq - t_rel;
+    }
+    close(p2c[1]);
+    waitpid(pid, NULL, 0);
+    close(c2p[0]);
+    if (s) simba_destroy(s);
+    if (n < N) return 0;
+    hand_p50 = pct(v, n, 0.5);
+    hand_p99 = pct(v, n, 0.99);
+    return 1;
+}
+
+/* ---- 4. throughput, and redis-benchmark of the same scripts ---- */
+
+static double tput, raw_enqueue, raw_release;
+
+typedef struct tp_state { long cycles; int stop; } tp_state;
+
+static void tp_on_event(simba *s, const simba_event *ev, void *user) {
+    tp_state *st = (tp_state *)user;
+    if (ev->type == SIMBA_EVENT_ACQUIRED) simba_release(s, ev->lock);
+    else if (ev->type == SIMBA_EVENT_RELEASED) {
+        char name[32];
+        st->cycles++;
+        if (!st->stop) {
+            snprintf(name, sizeof name, "tp-%lu", (unsigned long)(uintptr_t)ev->user);
+            {
+                simba_lock_desc d;
+                memset(&d, 0, sizeof d);
+                d.name = name;
+                d.wait_ms = -1;
+                d.user = ev->user;
+                simba_acquire(s, &d);
+            }
+        }
+    }
+}
+
+static int bench_throughput(void) {
+    enum { INFLIGHT = 64 };
+    simba *s = client("bench-t", 10000);
+    tp_state st;
+    simba_lock none = {0, 0};
+    double t0, t1;
+    int i;
+    if (!s) return 0;
+    memset(&st, 0, sizeof st);
+    {   /* warm */
+        simba_lock w = acquire(s, "warm");
+        if (!pump_until(s, w, SIMBA_EVENT_ACQUIRED, 30000, NULL, NULL, NULL)) return 0;
+    }
+    for (i = 0; i < INFLIGHT; i++) {
+        char name[32];
+        simba_lock_desc d;
+        snprintf(name, sizeof name, "tp-%d", i);
+        memset(&d, 0, sizeof d);
+        d.name = name;
+        d.wait_ms = -1;
+        d.user = (void *)(uintptr_t)i;
+        simba_acquire(s, &d);
+    }
+    pump_until(s, none, SIMBA_EVENT_NONE, 500, tp_on_event, &st, NULL);   /* warm up */
+    st.cycles = 0;
+    t0 = now_us();
+    pump_until(s, none, SIMBA_EVENT_NONE, 3000, tp_on_event, &st, NULL);
+    t1 = now_us();
+    tput = st.cycles / ((t1 - t0) / 1e6);
+    st.stop = 1;
+    pump_until(s, none, SIMBA_EVENT_NONE, 500, tp_on_event, &st, NULL);
+    simba_destroy(s);
+    return 1;
+}
+
+/* redis-benchmark's "requests per second" for one command line. */
+static double redis_benchmark(const char *args) {
+    char cmdline[16384];
+    FILE *p;
+    char line[4096];
+    double rps = 0;
+    snprintf(cmdline, sizeof cmdline, "redis-benchmark -h %s -p %d -P 16 -n 100000 -r 100000000 --csv %s 2>/dev/null",
+             host, port, args);
+    p = popen(cmdline, "r");
+    if (!p) return 0;
+    while (fgets(line, sizeof line, p)) {
+        char *q = strchr(line, ',');
+        if (q && q[1] == '"') rps = atof(q + 2);   /* "test","rps",... */
+    }
+    pclose(p);
+    return rps;
+}
+
+static int bench_raw_scripts(void) {
+    redisContext *c = redisConnect(host, port);
+    redisReply *r;
+    char sha[41], *script;
+    char args[2048];
+    size_t n = 0, i;
+    if (!c || c->err) return 0;
+    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+    script = (char *)malloc(n + 1);
+    if (!script) return 0;
+    script[0] = 0;
+    for (i = 0; simba__redis_lua[i]; i++) strcat(script, simba__redis_lua[i]);
+    r = (redisReply *)redisCommand(c, "SCRIPT LOAD %s", script);
+    if (!r || r->type != REDIS_REPLY_STRING) { printf("SCRIPT LOAD failed\n"); return 0; }
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    /* one session for all of them, alive for the whole run */
+    r = (redisReply *)redisCommand(c, "EVALSHA %s 0 open simba rawb rawb~0000000000000000 - 600000 '' 0 0 1", sha);
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    free(script);
+    /* the same ARGV simba sends: a fresh resource and request each time */
+    snprintf(args, sizeof args, "EVALSHA %s 1 simba:{rawb:__rand_int__} enqueue simba rawb "
+             "rawb~0000000000000000 rawb~0000000000000000~__rand_int__ 600000 '' 0 0 1 n __rand_int__ 1 1", sha);
+    raw_enqueue = redis_benchmark(args);
+    snprintf(args, sizeof args, "EVALSHA %s 1 simba:{rawb:__rand_int__} release simba rawb "
+             "rawb~0000000000000000 rawb~0000000000000000~__rand_int__ 600000 '' 0 0 1 n __rand_int__ 1 1", sha);
+    raw_release = redis_benchmark(args);
+    return raw_enqueue > 0 && raw_release > 0;
+}
+
+/* ---- 5. renewal cost with 100,000 held locks ---- */
+
+static double cmds_per_period[2];
+static int evalsha_per_period[2];
+
+/* Sum of calls over all commands in INFO commandstats, but INFO itself. */
+static long long total_calls(redisContext *c, long long *evalsha) {
+    redisReply *r = (redisReply *)redisCommand(c, "INFO commandstats");
+    long long sum = 0;
+    const char *p;
+    *evalsha = 0;
+    if (!r || r->type != REDIS_REPLY_STRING) { if (r) freeReplyObject(r); return -1; }
+    for (p = strstr(r->str, "cmdstat_"); p; p = strstr(p + 1, "cmdstat_")) {
+        const char *calls = strstr(p, ":calls=");
+        long long n;
+        if (!calls) break;
+        n = atoll(calls + 7);
+        if (strncmp(p, "cmdstat_info:", 13) == 0) continue;
+        if (strncmp(p, "cmdstat_evalsha:", 16) == 0) *evalsha = n;
+        sum += n;
+    }
+    freeReplyObject(r);
+    return sum;
+}
+
+static int bench_renewal(int round, int nlocks) {
+    enum { TTL = 3000, BATCH = 2000, PERIODS = 3 };
+    simba *s = client(round ? "bench-100k" : "bench-1", TTL);
+    redisContext *c = redisConnect(host, port);
+    long long before, after, ev0, ev1;
+    int done = 0, i;
+    simba_lock none = {0, 0};
+    if (!s || !c || c->err) return 0;
+    while (done < nlocks) {
+        int batch = nlocks - done < BATCH ? nlocks - done : BATCH;
+        for (i = 0; i < batch; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "held-%d", done + i);
+            if (simba_acquire(s, &(simba_lock_desc){ .name = name, .wait_ms = -1 }).id == 0) return 0;
+        }
+        {
+            /* pump until this batch is all granted */
+            int granted = 0;
+            double end = now_us() + 60e6;
+            while (granted < batch && now_us() < end) {
+                struct pollfd fds[4];
+                simba_event evs[256];
+                int n = simba_pollfds(s, fds, 4), k, j;
+                poll(fds, (nfds_t)(n > 4 ? 4 : n), 10);
+                k = simba_tick(s, fds, n > 4 ? 4 : n, evs, 256);
+                for (j = 0; j < k; j++) {
+                    if (evs[j].type == SIMBA_EVENT_ACQUIRED) granted++;
+                    else if (evs[j].type == SIMBA_EVENT_LOST || evs[j].type == SIMBA_EVENT_ERROR) {
+                        printf("lost a lock while taking %d (%s)\n", nlocks, simba_event_name(evs[j].type));
+                        return 0;
+                    }
+                }
+            }
+            if (granted < batch) return 0;
+        }
+        done += batch;
+    }
+    pump_until(s, none, SIMBA_EVENT_NONE, TTL / 3, NULL, NULL, NULL);
+    before = total_calls(c, &ev0);
+    pump_until(s, none, SIMBA_EVENT_NONE, PERIODS * TTL / 3, NULL, NULL, NULL);
+    after = total_calls(c, &ev1);
+    cmds_per_period[round] = (double)(after - before) / PERIODS;
+    evalsha_per_period[round] = (int)((ev1 - ev0 + PERIODS / 2) / PERIODS);
+    redisFree(c);
+    simba_destroy(s);
+    return 1;
+}
+
+int main(void) {
+    const char *p = getenv("SIMBA_REDIS_PORT");
+    host = getenv("SIMBA_REDIS_HOST");
+    if (!host) host = "127.0.0.1";
+    port = p ? atoi(p) : 0;
+    if (!port) { printf("bench_redis: run me through tests/servers/redis.sh (SIMBA_REDIS_PORT)\n"); return 1; }
+    signal(SIGPIPE, SIG_IGN);
+    printf("simba Redis backend benchmark (%s:%d, one machine, loopback)\n", host, port);
+    fflush(stdout);
+    if (!bench_rtt()) return 1;
+    if (!bench_uncontended()) { printf("uncontended: failed\n"); return 1; }
+    if (!bench_handoff()) { printf("hand-off: failed\n"); return 1; }
+    if (!bench_throughput()) { printf("throughput: failed\n"); return 1; }
+    if (!bench_raw_scripts()) { printf("redis-benchmark: failed\n"); return 1; }
+    if (!bench_renewal(0, 1) || !bench_renewal(1, 100000)) { printf("renewal: failed\n"); return 1; }
+    printf("\n%-52s %12s %10s %8s\n", "measure", "value", "x RTT p50", "target");
+    printf("%-52s %9.1f us %10s %8s\n", "raw hiredis PING round trip p50 (RTT)", rtt_p50, "1.00", "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "raw hiredis PING round trip p99", rtt_p99, rtt_p99 / rtt_p50, "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "raw PING after 20 ms idle p50 (cold RTT)", cold_rtt_p50, cold_rtt_p50 / rtt_p50, "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "server time of one script (EVALSHA usec_per_call)", script_us, script_us / rtt_p50, "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "uncontended acquire -> ACQUIRED p50", acq_p50, acq_p50 / rtt_p50, "<= 1.3");
+    printf("%-52s %9.1f us %10.2f %8s\n", "uncontended acquire -> ACQUIRED p99", acq_p99, acq_p99 / rtt_p50, "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "acquire + release cycle p50", cycle_p50, cycle_p50 / rtt_p50, "<= 2.5");
+    printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / rtt_p50, "<= 2");
+    printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p99", hand_p99, hand_p99 / rtt_p50, "");
+    {
+        double raw_cycle = 1.0 / (1.0 / raw_enqueue + 1.0 / raw_release);
+        printf("\n%-52s %12s %10s %8s\n", "throughput", "per second", "ratio", "target");
+        printf("%-52s %12.0f %10s %8s\n", "redis-benchmark -P 16: EVALSHA enqueue", raw_enqueue, "", "");
+        printf("%-52s %12.0f %10s %8s\n", "redis-benchmark -P 16: EVALSHA release", raw_release, "", "");
+        printf("%-52s %12.0f %10s %8s\n", "  = raw enqueue+release cycles", raw_cycle, "1.00", "");
+        printf("%-52s %12.0f %10.2f %8s\n", "simba acquire+release cycles (64 locks in flight)", tput, tput / raw_cycle, ">= 0.4");
+    }
+    printf("\n%-52s %12s %10s\n", "renewal (ttl 3 s: one period = 1 s)", "cmds/period", "EVALSHA");
+    printf("%-52s %12.1f %10d\n", "1 held lock", cmds_per_period[0], evalsha_per_period[0]);
+    printf("%-52s %12.1f %10d\n", "100,000 held locks", cmds_per_period[1], evalsha_per_period[1]);
+    printf("(commands: every command Redis ran, those inside scripts included, INFO excluded)\n");
+    return 0;
+}
