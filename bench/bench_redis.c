@@ -101,7 +101,7 @@ static simba_lock acquire(simba *s, const char *name) {
 
 /* ---- 1. raw round trip ---- */
 
-static double rtt_p50, rtt_p99;
+static double rtt_p50, rtt_p99, cold_rtt_p50;
 
 static int bench_rtt(void) {
     enum { N = 3000 };
@@ -136,7 +136,7 @@ static int bench_rtt(void) {
 
 /* ---- 2. uncontended acquire and the whole cycle ---- */
 
-static double acq_p50, acq_p99, cycle_p50, script_us, cold_rtt_p50;
+static double acq_p50, acq_p99, cycle_p50, script_us;
 
 /* INFO commandstats: usec_per_call of EVALSHA (the server's time per script). */
 static double evalsha_usec(redisContext *c) {
