@@ -242,6 +242,7 @@ typedef struct simba__zk_rs {
     int64_t czxid, owner;     /* of our entry: fence and ephemeralOwner, 0 unknown */
     int pos;                  /* index of our entry in kids, -1 absent */
     int granted;
+    int was_granted;          /* this entry (mine) was granted before (from the cache) */
 } simba__zk_rs;
 
 typedef struct simba__zk simba__zk;
@@ -296,6 +297,7 @@ typedef struct simba__zk_mine {
     char *node[SIMBA_MAX_RESOURCES];   /* our child in each */
     int64_t czxid[SIMBA_MAX_RESOURCES];
     int64_t owner;
+    int granted;              /* we answered granted: it stays granted until removed */
 } simba__zk_mine;
 
 typedef struct simba__zk_wake {
@@ -728,6 +730,7 @@ static void simba__zk_mine_save(simba__zk_op *op) {
         }
         if (r->czxid) { m->czxid[i] = r->czxid; m->owner = r->owner; }
     }
+    if (op->granted && op->status == SIMBA_OK) m->granted = 1;
 }
 
 /* Fill an op's resources from the cache. */
@@ -739,9 +742,9 @@ static void simba__zk_mine_load(simba__zk_op *op) {
         simba__zk_rs *r = &op->res[i];
         if (!m->path[i] || !m->node[i] || strcmp(m->path[i], r->path) != 0) continue;
         if (!r->mine) r->mine = simba__zk_strdup(op->zk, m->node[i]);
-        if (r->mine && strcmp(r->mine, m->node[i]) == 0 && m->czxid[i]) {
-            r->czxid = m->czxid[i];
-            r->owner = m->owner;
+        if (r->mine && strcmp(r->mine, m->node[i]) == 0) {
+            r->was_granted = m->granted;
+            if (m->czxid[i]) { r->czxid = m->czxid[i]; r->owner = m->owner; }
         }
     }
 }
@@ -1070,21 +1073,24 @@ static void simba__zk_issue_create1(simba__zk_op *op) {
 /* All resources of a request in one atomic multi. */
 static void simba__zk_issue_createn(simba__zk_op *op) {
     zoo_op_t ops[SIMBA_MAX_RESOURCES];
-    char prefix[SIMBA_MAX_RESOURCES][SIMBA__ZK_PATH_MAX / 2];
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_MCREATE, 0);
     int i, rc, bufsize = SIMBA__ZK_PATH_MAX;
+    char *prefix;
     if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     c->results = (zoo_op_result_t *)simba__zk_zalloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
-    c->bufs = (char *)simba__zk_zalloc(op->zk, (size_t)bufsize * (size_t)op->nres);
+    /* the created paths come back here; the prefixes we send live in the second half */
+    c->bufs = (char *)simba__zk_zalloc(op->zk, (size_t)bufsize * (size_t)op->nres * 2);
     c->nresults = op->nres;
     c->bufsize = bufsize;
     if (!c->results || !c->bufs) { simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory"); return; }
+    prefix = c->bufs + (size_t)bufsize * (size_t)op->nres;
     for (i = 0; i < op->nres; i++) {
-        if (!simba__zk_entry_prefix(op, i, prefix[i], sizeof prefix[i])) {
+        char *pi = prefix + (size_t)i * (size_t)bufsize;
+        if (!simba__zk_entry_prefix(op, i, pi, (size_t)bufsize)) {
             simba__zk_call_refused(c, ZBADARGUMENTS, "name too long for a node path");
             return;
         }
-        zoo_create_op_init(&ops[i], prefix[i], NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
+        zoo_create_op_init(&ops[i], pi, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
                            c->bufs + (size_t)i * (size_t)bufsize, bufsize);
     }
     rc = zoo_amulti(op->zk->zh, op->nres, ops, c->results, simba__zk_on_void, c);
@@ -1225,7 +1231,11 @@ static void simba__zk_eval(simba__zk_op *op, int i) {
                     simba__zk_free(zk, r->mine);
                     r->mine = simba__zk_strdup(zk, kid->node);
                     r->czxid = r->owner = 0;
+                    r->was_granted = 0;
                 }
+                /* a grant is kept until the entry is removed, even if the capacity
+                   shrank since (the prefix rule still makes everyone behind wait) */
+                if (r->was_granted) r->granted = 1;
             } else {
                 char path[SIMBA__ZK_PATH_MAX];
                 simba__zk_entry_path(r, kid->node, path, sizeof path);
@@ -1380,14 +1390,23 @@ static void simba__zk_enqueue_read_done(simba__zk_op *op) {
         if (op->res[i].pos >= 0) found = 1;
     }
     if (found) {                       /* a retry: answer the entry as it is */
+        int complete = 1;
+        for (i = 0; i < op->nres; i++) if (op->res[i].pos < 0) complete = 0;
+        if (complete) { simba__zk_after_eval(op); return; }
+        /* some resource lost its entry (an admin's DELETE): remove the rest,
+           then enqueue again; the deletes run before the creates */
         for (i = 0; i < op->nres; i++) {
-            if (op->res[i].pos < 0) {
-                simba__zk_finish_status(op, SIMBA_EPROTO, "the request has entries in only some of its resources");
-                return;
-            }
+            char path[SIMBA__ZK_PATH_MAX];
+            simba__zk_rs *r = &op->res[i];
+            if (r->pos < 0) continue;
+            simba__zk_entry_path(r, r->kids[r->pos].node, path, sizeof path);
+            simba__zk_issue_delete(op->zk, NULL, path);
+            simba__zk_free(op->zk, r->mine);
+            r->mine = NULL;
+            r->pos = -1;
+            r->czxid = r->owner = 0;
         }
-        simba__zk_after_eval(op);
-        return;
+        simba__zk_mine_drop(op->zk, op->request, op->session);
     }
     for (i = 0; i < op->nres; i++) {
         if (op->res[i].exists && op->res[i].weight > op->res[i].capacity) {

@@ -262,6 +262,53 @@ static void tenant_path(char *buf, size_t cap, const char *tenant) {
     snprintf(buf, cap, "/simba/%s", tenant);
 }
 
+/* A grant stays a grant until released, even when the capacity shrinks
+   under it; the prefix rule makes everyone behind wait for all of them. */
+static void t_zk_capacity_shrink_keeps_holds(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[4];
+    h_client *cl[4];
+    simba_lock l[4], q;
+    simba_lock_desc d;
+    simba_event *e;
+    int i;
+    int64_t end;
+    char id[8];
+    for (i = 0; i < 4; i++) {
+        snprintf(id, sizeof id, "c%d", i);
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, id, NULL, 1500, 1000));
+        cl[i] = &c[i].h;
+    }
+    memset(&d, 0, sizeof d);
+    d.name = "shrink";
+    d.capacity = 3;
+    d.wait_ms = -1;
+    for (i = 0; i < 3; i++) {
+        l[i] = simba_acquire(c[i].h.s, &d);
+        CHECK(h_expect(cl, 4, i, l[i], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    }
+    q = simba_set_capacity(c[3].h.s, "shrink", 1, NULL);
+    e = h_expect(cl, 4, 3, q, SIMBA_EVENT_DONE, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, 0);
+    l[3] = simba_acquire(c[3].h.s, &d);
+    for (end = h_real_ms() + 800; h_real_ms() < end;) {
+        h_pump(cl, 4, 20);
+        for (i = 0; i < 3; i++) CHECK(!h_has(cl[i], l[i], SIMBA_EVENT_LOST));
+        CHECK(!h_has(cl[3], l[3], SIMBA_EVENT_ACQUIRED));
+    }
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ(simba_release(c[i].h.s, l[i]), SIMBA_OK);
+        CHECK(h_expect(cl, 4, i, l[i], SIMBA_EVENT_RELEASED, 10000) != NULL);
+    }
+    h_run_for(cl, 4, 300);
+    CHECK(!h_has(cl[3], l[3], SIMBA_EVENT_ACQUIRED));   /* c2 still holds the one permit */
+    CHECK(!h_has(cl[2], l[2], SIMBA_EVENT_LOST));
+    CHECK_EQ(simba_release(c[2].h.s, l[2]), SIMBA_OK);
+    CHECK(h_expect(cl, 4, 3, l[3], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    for (i = 0; i < 4; i++) zk_client_close(&c[i]);
+}
+
 /* The session of a holder is closed by someone else (a second handle with
    its id and password takes it over and closes it): the holder gets LOST,
    the waiting contender takes over, and the first contender, on a new
@@ -723,6 +770,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_names_encoded);
     RUN(t_zk_garbage_in_the_tree);
     RUN(t_zk_digest_acl);
+    RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_destroy_abandons_session);
     RUN(t_zk_session_killed);
