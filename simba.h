@@ -438,6 +438,10 @@ typedef struct simba_reply {
     int capacity;           /* INSPECT */
     int nentries;           /* INSPECT: entries in queue order */
     const simba_holder *entries;
+    int64_t epoch;          /* OPEN/KEEPALIVE: the tenant's admin epoch, a counter that
+                               DELETE and SET_CAPACITY increase (0: not kept). When it
+                               changes, the core re-checks its holds, so a holder of a
+                               deleted resource learns it even if the push was lost. */
 } simba_reply;
 
 struct simba_backend_vtable {
@@ -490,6 +494,7 @@ typedef struct simba_mem_faults {
     int delay_min_ms, delay_max_ms; /* each reply is delivered after a delay in this range */
     int drop_request_pct;       /* percent of requests lost before the server sees them */
     int drop_reply_pct;         /* percent of replies lost after the server did the work */
+    int drop_push_pct;          /* percent of pushes (wake-ups) lost */
     int reorder;                /* replies may overtake each other (random delays per reply) */
     int partitioned;            /* the connection is cut: nothing passes, connects fail */
     uint64_t seed;              /* random seed for the above (0 = fixed default) */
@@ -754,6 +759,7 @@ struct simba {
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
     uint64_t req_counter;
     simba__session session;
+    int64_t admin_epoch;             /* the last epoch a keepalive reported */
     /* lock slots */
     simba__lock *locks;
     uint32_t nlocks, caplocks, free_head; /* free list through next_dirty */
@@ -1217,6 +1223,17 @@ static void simba__session_tick(simba *s, int64_t now) {
     simba__session_send(s, ss->open ? SIMBA_OP_KEEPALIVE : SIMBA_OP_OPEN, now);
 }
 
+/* An admin change happened somewhere in the tenant: every hold checks it is still there. */
+static void simba__recheck_holds(simba *s) {
+    uint32_t i;
+    for (i = 0; i < s->nlocks; i++) {
+        simba__lock *l = &s->locks[i];
+        if (l->kind != SIMBA__K_LOCK || l->state != SIMBA__S_HELD) continue;
+        l->flags |= SIMBA__F_NEED_POLL;
+        if (!l->op) simba__mark_dirty(s, l);
+    }
+}
+
 static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, int64_t now) {
     simba__session *ss = &s->session;
     int kind = ss->op;
@@ -1228,6 +1245,8 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
         ss->open = 1;
         ss->failures = 0;
         ss->next_keepalive = ss->op_sent + s->ttl_ms / 3;
+        if (r->epoch && s->admin_epoch && r->epoch != s->admin_epoch) simba__recheck_holds(s);
+        if (r->epoch) s->admin_epoch = r->epoch;
         return;
     }
     if (r->status == SIMBA_ESESSION && kind == SIMBA_OP_KEEPALIVE) {
@@ -2101,6 +2120,7 @@ struct simba_mem_server {
     simba__mem_conn *conns;
     int epoch_set;
     int64_t grace_until;
+    int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
     uint64_t order, seq;
     simba_mem_stats stats;
 };
@@ -2130,6 +2150,7 @@ SIMBADEF simba_mem_server *simba_mem_server_create(const simba_mem_desc *desc) {
     memset(srv->rb, 0, sizeof(void *) * srv->nrb);
     memset(srv->sb, 0, sizeof(void *) * srv->nsb);
     srv->epoch_set = 1;      /* a new server has no holders to wait for */
+    srv->admin_epoch = 1;
     return srv;
 }
 
@@ -2273,7 +2294,8 @@ static void simba__mem_push_item(simba__mem_conn *c, simba__mem_item *it) {
 
 static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const char *request, int64_t fence, int64_t now) {
     simba__mem_item it;
-    if (!c || !c->connected || c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_reply_pct)) return;
+    if (!c || !c->connected || c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_reply_pct) ||
+        simba__mem_rand_pct(c, c->faults.drop_push_pct)) return;
     memset(&it, 0, sizeof it);
     it.wake = 1;
     it.due = simba__mem_due(c, now);
@@ -2549,6 +2571,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         }
         ss->expires = now + op->lease_ms;
         ss->conn = c;
+        a->r.epoch = srv->admin_epoch;
         return;
     case SIMBA_OP_KEEPALIVE:
         srv->stats.keepalives++;
@@ -2556,6 +2579,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         if (!ss) { a->r.status = SIMBA_ESESSION; return; }
         ss->expires = now + op->lease_ms;
         ss->conn = c;
+        a->r.epoch = srv->admin_epoch;
         return;
     case SIMBA_OP_CLOSE:
         simba__mem_close(srv, op->session, now);
@@ -2580,10 +2604,12 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         rs[0] = simba__mem_res_get(srv, op->tenant, op->res[0].name, op->res[0].capacity);
         if (!rs[0]) { a->r.status = SIMBA_ENOMEM; return; }
         rs[0]->capacity = op->res[0].capacity;
+        srv->admin_epoch++;
         simba__mem_touch(srv, rs[0], now, NULL);
         simba__mem_wake_all(srv, rs[0], now, NULL);
         return;
     case SIMBA_OP_DELETE:
+        srv->admin_epoch++;
         if ((rs[0] = simba__mem_res_find(srv, op->tenant, op->res[0].name)) != NULL) {
             simba__mem_wake_all(srv, rs[0], now, NULL);
             simba__mem_res_delete(srv, rs[0]);

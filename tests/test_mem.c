@@ -253,6 +253,44 @@ static void t_mem_wait_helper(void) {
     simba_destroy(a); simba_destroy(b);
 }
 
+/* Lost pushes: a waiter whose grant push is lost still gets the lock (at its
+   re-check), and a holder of a deleted resource learns it (at the next
+   keepalive, through the admin epoch) without any push. */
+static void t_mem_lost_pushes(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b, c;
+    h_client *cl[3];
+    simba_lock la, lb, lc, q;
+    simba_lock_desc d;
+    simba_mem_faults f;
+    simba_event *e;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    a.s = new_client(tenant, 900, 300); b.s = new_client(tenant, 900, 300); c.s = new_client(tenant, 900, 300);
+    memset(&d, 0, sizeof d);
+    d.name = "push"; d.wait_ms = -1;
+    memset(&f, 0, sizeof f);
+    f.drop_push_pct = 100;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    simba_mem_set_faults(srv, b.s, &f);
+    lb = simba_acquire(b.s, &d);
+    h_run_for(cl, 3, 100);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 2000) != NULL);   /* re-check: ttl/2 */
+    /* b holds, hears no pushes; c deletes the resource */
+    q = simba_delete(c.s, "push", NULL);
+    CHECK((e = h_expect(cl, 3, 2, q, SIMBA_EVENT_DONE, 2000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_OK);
+    CHECK((e = h_expect(cl, 3, 1, lb, SIMBA_EVENT_LOST, 2000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_LOST_STOLEN);
+    CHECK_EQ(simba_valid_ms(b.s, lb), 0);
+    lc = simba_acquire(c.s, &d);
+    CHECK(h_expect(cl, 3, 2, lc, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    simba_mem_set_faults(srv, b.s, NULL);
+    simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -270,6 +308,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_wait_helper);
+    RUN(t_mem_lost_pushes);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
