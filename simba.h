@@ -85,7 +85,10 @@
     LOST         a hold ended without your asking; .error tells why
                  (SIMBA_LOST_EXPIRED, SIMBA_LOST_SESSION, SIMBA_LOST_STOLEN)
     TIMEOUT      a wait ended without a grant (.wait_ms passed, or a try-lock
-                 found the resource busy); the request is withdrawn
+                 found the resource busy). It comes at the deadline; the
+                 entry is withdrawn from the server right after (until the
+                 server confirms, it may still hold its place in the queue,
+                 never a grant for you: the handle is finished)
     OWNER        contend handles: the holder changed; .owner is its client id
                  ("" when free)
     CONNECTED / DISCONNECTED   the backend connection changed state
@@ -105,6 +108,11 @@
     (0x01-0x1f, 0x7f). Tenants: 1..SIMBA_MAX_TENANT bytes of [A-Za-z0-9._-].
     Client ids and idempotency keys: 1..SIMBA_MAX_ID bytes of [A-Za-z0-9._:-].
     At most SIMBA_MAX_RESOURCES resources in one request.
+
+    THREADS
+    =======
+    simba starts none. One simba instance belongs to one thread at a time;
+    separate instances may live in separate threads.
 */
 /* The implementation uses POSIX (clock_gettime, gethostname, getpid). In the
    file that defines SIMBA_IMPLEMENTATION, include simba.h before any system
@@ -276,7 +284,9 @@ typedef struct simba_lock_desc {
     int contend;              /* leader election: re-enqueue after LOST, report OWNER */
     int reentrant;            /* a second acquire of a held (or waiting) resource by this
                                  client joins the same handle with a hold count */
-    const char *key;          /* idempotency key: the same key is the same request */
+    const char *key;          /* idempotency key: the same key is the same request. A second
+                                 acquire with a key this client already has in flight returns
+                                 the same handle; on the server the key makes one entry only */
     void *user;               /* given back in every event of this handle */
 } simba_lock_desc;
 
