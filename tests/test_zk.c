@@ -309,6 +309,47 @@ static void t_zk_capacity_shrink_keeps_holds(void) {
     for (i = 0; i < 4; i++) zk_client_close(&c[i]);
 }
 
+/* An entry that carries our session and request id but was made by another
+   ZooKeeper session (what a stale node of an older session looks like) is
+   never claimed: no ACQUIRED from it; once it is gone, we get the lock. */
+static void t_zk_foreign_owner_never_claimed(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_holder hs[2];
+    simba_event *e;
+    char path[512], session[SIMBA_MAX_SESSION + 1];
+    raw r;
+    int64_t end;
+    cl[0] = &a.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
+    l = zk_acquire(&a, "probe", -1);                /* request 1 of this session */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    l = simba_inspect(a.h.s, "probe", NULL);
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_INFO, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(simba_holders(a.h.s, l, hs, 2), 1);
+    snprintf(session, sizeof session, "%s", hs[0].session);
+    /* the next request will be "<session>~2": plant it first, from another session */
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    snprintf(path, sizeof path, "/simba/%s/own", tenant);
+    CHECK_EQ(raw_create(&r, path, "1"), ZOK);
+    snprintf(path, sizeof path, "/simba/%s/own/1_%s_%s~2_", tenant, session, session);
+    r.done = 0;
+    CHECK_EQ(zoo_acreate(r.zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, raw_string_done, &r), ZOK);
+    CHECK(raw_loop(&r, &r.done, 10000));
+    CHECK_EQ(r.rc, ZOK);
+    l = zk_acquire(&a, "own", -1);
+    for (end = h_real_ms() + 1500; h_real_ms() < end;) {
+        h_pump(cl, 1, 20);
+        CHECK(!h_has(&a.h, l, SIMBA_EVENT_ACQUIRED));
+    }
+    raw_close(&r);                                  /* the planted entry goes with its session */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    zk_client_close(&a);
+}
+
 /* The session of a holder is closed by someone else (a second handle with
    its id and password takes it over and closes it): the holder gets LOST,
    the waiting contender takes over, and the first contender, on a new
@@ -773,6 +814,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_destroy_abandons_session);
+    RUN(t_zk_foreign_owner_never_claimed);
     RUN(t_zk_session_killed);
     RUN(t_zk_ensemble_failover);
     RUN(t_zk_containers_cleaned);
