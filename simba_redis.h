@@ -146,7 +146,8 @@ extern "C" {
      B:m    hash: cap, ctr (the fence counter), seq (the enqueue counter), name
      B:q    zset: request -> seq (the queue, in order)
      B:e    hash: request -> "session weight fence gen" (fence 0: waiting)
-     B:t:R  string, PX lease: "session gen" of a released request R (tombstone)
+     B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
+            written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
      P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
    Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant) or
@@ -437,7 +438,8 @@ static const char *const simba__redis_lua[] = {
 "    -- an entry made by a newer connection than this RELEASE was sent on stays\n"
 "    if not (e and e.s == SESS and e.g > GEN) then\n"
 "      if e and e.s == SESS then remove(R, REQ) end\n"
-"      redis.call('SET', R.k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE))\n"
+"      -- a client still on its first connection has no older one that could be late\n"
+"      if GEN > 1 then redis.call('SET', R.k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE)) end\n"
 "    end\n"
 "  end\n"
 "  for _, R in ipairs(RS) do purge(R); evaluate(R, nil, nil); save(R) end\n"
