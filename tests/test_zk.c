@@ -70,6 +70,8 @@ typedef struct zk_client {
     simba_backend be;
 } zk_client;
 
+static int zk_op_timeout_ms;            /* 0: the core's default */
+
 static int zk_client_open(zk_client *c, const char *hosts, const char *tenant, const char *id,
                           const char *digest, int ttl, int transition) {
     simba_desc d;
@@ -82,6 +84,7 @@ static int zk_client_open(zk_client *c, const char *hosts, const char *tenant, c
     d.client_id = id;
     d.ttl_ms = ttl;
     d.transition_ms = transition;
+    d.op_timeout_ms = zk_op_timeout_ms;
     c->h.s = simba_create_ex(&d, &err);
     if (!c->h.s) printf("  # simba_create_ex: %s\n", simba_strerror(err));
     return c->h.s != NULL;
@@ -348,6 +351,47 @@ static void t_zk_foreign_owner_never_claimed(void) {
     raw_close(&r);                                  /* the planted entry goes with its session */
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
     zk_client_close(&a);
+}
+
+/* The server freezes (SIGSTOP) for half a ttl, less than the session
+   timeout. A keepalive goes out during the freeze (every ttl/3) and times
+   out (op timeout 300 ms): the core resets the connection, the library
+   reconnects to the same session once the server is back. The hold
+   survives (the freeze is shorter than ttl/3 + ttl/3), nobody else gets in. */
+static void t_zk_server_pause_short(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_zk_status before, after;
+    int64_t end;
+    cl[0] = &a.h; cl[1] = &b.h;
+    zk_op_timeout_ms = 300;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 6000, 3000));
+    CHECK(zk_client_open(&b, zk_hosts, tenant, "b", NULL, 6000, 3000));
+    zk_op_timeout_ms = 0;
+    la = zk_acquire(&a, "pause", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    lb = zk_acquire(&b, "pause", -1);
+    h_run_for(cl, 2, 300);
+    CHECK_EQ(simba_zk_status_get(a.be, &before), SIMBA_OK);
+    CHECK(ctl("stop s", NULL, 0));
+    h_run_for(cl, 2, 3000);                  /* ttl / 2 */
+    CHECK(ctl("cont s", NULL, 0));
+    for (end = h_real_ms() + 3000; h_real_ms() < end;) {
+        h_pump(cl, 2, 20);
+        CHECK(!h_has(&a.h, la, SIMBA_EVENT_LOST));
+        CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
+    }
+    CHECK(h_has(&a.h, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED));   /* the reset happened */
+    CHECK(zk_wait_connected(cl, 2, 0, 10000));
+    CHECK_EQ(simba_zk_status_get(a.be, &after), SIMBA_OK);
+    CHECK(after.session_id == before.session_id);                   /* the same session */
+    CHECK(simba_valid_ms(a.h.s, la) > 0);
+    CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&b);
 }
 
 /* The session of a holder is closed by someone else (a second handle with
@@ -815,6 +859,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_destroy_abandons_session);
     RUN(t_zk_foreign_owner_never_claimed);
+    RUN(t_zk_server_pause_short);
     RUN(t_zk_session_killed);
     RUN(t_zk_ensemble_failover);
     RUN(t_zk_containers_cleaned);
