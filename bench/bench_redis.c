@@ -461,6 +461,7 @@ int main(void) {
     printf("%-52s %9.1f us %10.2f %8s\n", "acquire + release cycle p50", cycle_p50, cycle_p50 / rtt_p50, "<= 2.5");
     printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / rtt_p50, "<= 2");
     printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p99", hand_p99, hand_p99 / rtt_p50, "");
+    printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / cold RTT: both ends were idle)", "", hand_p50 / cold_rtt_p50, "");
     {
         double raw_cycle = 1.0 / (1.0 / raw_enqueue + 1.0 / raw_release);
         printf("\n%-52s %12s %10s %8s\n", "throughput", "per second", "ratio", "target");
