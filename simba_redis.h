@@ -547,6 +547,7 @@ struct simba__redis {
     char run_id[41];            /* the server's run_id ("" unknown) */
     unsigned long gen;          /* main connections made ready so far */
     int reported, reported_err; /* the last connection state told to the core */
+    int warned_push;            /* the push connection's refusal was logged */
     int destroying;
 };
 
@@ -818,10 +819,13 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
                           "simba_redis: connection %s: %s (%s)", was_ready ? "lost" : "failed",
                           why[0] ? why : "-", simba_strerror(err));
         simba__redis_report(r, 0, err, why[0] ? why : NULL);
-    } else if (was_ready || err == SIMBA_EAUTH || strstr(why, "NOPERM")) {
+    } else if (was_ready || ((err == SIMBA_EAUTH || strstr(why, "NOPERM")) && !r->warned_push)) {
+        /* a refused SUBSCRIBE (e.g. an ACL user without the channel) is said
+           once: locks still work, waiters just learn of grants by re-checking */
+        if (!was_ready) r->warned_push = 1;
         simba_backend_log(r->s, SIMBA_LOG_WARN,
-                          "simba_redis: push connection lost (%s); waiters re-check until it is back",
-                          why[0] ? why : "-");
+                          "simba_redis: push connection %s (%s); waiters re-check until it is back",
+                          was_ready ? "lost" : "refused", why[0] ? why : "-");
     }
 }
 

@@ -670,6 +670,43 @@ static void t_redis_acl_user(void) {
     simba_destroy(b.s);
 }
 
+/* An ACL user that may not SUBSCRIBE (Redis 7 gives new users no channel):
+   no pushes at all, the refusal is logged once, and a waiter still gets the
+   lock from its re-checks. */
+static void t_redis_acl_user_without_channels(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad = admin_on(auth_port, auth_password);
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    CHECK(cmd_ok(ad, "ACL SETUSER simba_nc reset on >npw ~aclp:* resetchannels -@all "
+                     "+evalsha +eval +script|load +info +subscribe +ping +auth "
+                     "+time +get +set +del +hget +hset +hmget +hkeys +hdel +hincrby "
+                     "+zadd +zrem +zrange +pexpire +pexpireat +persist +publish"));
+    redisFree(ad);
+    rd.port = auth_port;
+    rd.user = "simba_nc";
+    rd.password = "npw";
+    rd.prefix = "aclp";
+    h_logbuf[0] = 0;
+    a.s = new_client_ex(&rd, tenant, "nc-a", TTL, TRANSITION, 0);
+    b.s = new_client_ex(&rd, tenant, "nc-b", TTL, TRANSITION, 500);
+    CHECK(a.s && b.s);
+    la = acquire(a.s, "nc", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    lb = acquire(b.s, "nc", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(strstr(h_logbuf, "push connection refused") != NULL);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* A grant is handed over by the push, not by polling: with re-checks a
    minute away and a long lease, the waiter still gets the lock at once.
    (The limit is there to tell "pushed" from "found at the next re-check
@@ -1048,6 +1085,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_restart_grace);
     RUN(t_redis_requirepass);
     RUN(t_redis_acl_user);
+    RUN(t_redis_acl_user_without_channels);
     RUN(t_redis_wait_replicas);
     RUN(t_redis_keepalive_is_o1);
     RUN(t_redis_restart);
