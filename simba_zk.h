@@ -268,7 +268,6 @@ typedef struct simba__zk_op {
     char owner[SIMBA_MAX_SESSION + 1];
     int nentries;
     simba_holder *entries;
-    int nstat;                /* INSPECT: stats still wanted */
 } simba__zk_op;
 
 /* One outstanding zoo_a* call. The library owns `data` = this until its
