@@ -145,13 +145,14 @@ extern "C" {
    Keys (B is a resource's base key, see simba__redis_key):
      B:m    hash: cap, ctr (the fence counter), seq (the enqueue counter), name
      B:q    zset: request -> seq (the queue, in order)
-     B:e    hash: request -> "session weight fence gen" (fence 0: waiting)
+     B:e    hash: request -> "session weight fence gen nres[ first-name]" (fence 0:
+            waiting; the request's first name when it has several resources)
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
      P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
-   Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant) or
-   "- 0 <name>" (something changed: look again).
+   Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant of a
+   single-resource request) or "- 0 <name>" (something changed: look again).
 
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
@@ -210,7 +211,7 @@ static const char *const simba__redis_lua[] = {
 "  redis.call('PEXPIREAT', sk, fmt(x))\n"
 "  return {0}\n"
 "end\n"
-"local TRY, WAITF, GEN = ARGV[8] == '1', ARGV[9] == '1', tonumber(ARGV[10])\n"
+"local TRY, WAITF, GEN = ARGV[8] == '1', ARGV[9] == '1', tonumber(ARGV[10])\n",
 "local function client_of(s) return string.match(s, '^(.*)~[^~]*$') or s end\n"
 "local function chan(s) return P .. ':c:' .. T .. ':' .. client_of(s) end\n"
 "local function eff(w, cap) if w == 0 or w > cap then return cap end return w end\n"
@@ -242,14 +243,14 @@ static const char *const simba__redis_lua[] = {
 "    for j = 1, #got do vals[#vals + 1] = got[j] end\n"
 "  end)\n"
 "  for i, id in ipairs(ids) do\n"
-"    local s, w, f, g = string.match(vals[i] or '', '^(%S+) (%d+) (%d+) (%d+)$')\n"
+"    local s, w, f, g, n, first = string.match(vals[i] or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) ?(.*)$')\n"
 "    if not s then proto('entry ' .. id) end\n"
-"    R.ent[id] = {s = s, w = tonumber(w), f = tonumber(f), g = tonumber(g)}\n"
+"    R.ent[id] = {s = s, w = tonumber(w), f = tonumber(f), g = tonumber(g), n = tonumber(n), first = first}\n"
 "    R.ids[i] = id\n"
 "  end\n"
 "  if R.ent[ids[1]].f > 0 then R.owner = R.ent[ids[1]].s end\n"
 "  return R\n"
-"end\n",
+"end\n"
 "local function owner_of(R)\n"
 "  local first = R.ids[1] and R.ent[R.ids[1]]\n"
 "  if first and first.f > 0 then return first.s end\n"
@@ -259,7 +260,7 @@ static const char *const simba__redis_lua[] = {
 "  chunks(list, function(part)\n"
 "    redis.call('ZREM', R.k .. ':q', unpack(part))\n"
 "    redis.call('HDEL', R.k .. ':e', unpack(part))\n"
-"  end)\n"
+"  end)\n",
 "end\n"
 "local function purge(R)\n"
 "  local keep, dead = {}, {}\n"
@@ -275,28 +276,34 @@ static const char *const simba__redis_lua[] = {
 "  R.ent[id] = nil\n"
 "  for i, x in ipairs(R.ids) do if x == id then table.remove(R.ids, i) break end end\n"
 "end\n"
-"-- 'something changed': to the first 16 waiting clients (or to all), never to quiet\n"
+"-- 'something changed': to the first 16 waiting clients (or to all), never to quiet;\n"
+"-- a request on several resources is named by its first name\n"
 "local function tell(R, all, quiet)\n"
 "  local seen, n = {}, 0\n"
 "  for _, id in ipairs(R.ids) do\n"
 "    local e = R.ent[id]\n"
 "    local c = client_of(e.s)\n"
-"    if (all or e.f == 0) and not seen[c] and c ~= quiet then\n"
-"      seen[c] = true\n"
+"    local name = e.n > 1 and e.first or R.name\n"
+"    if (all or e.f == 0) and not seen[c .. ' ' .. name] and c ~= quiet then\n"
+"      seen[c .. ' ' .. name] = true\n"
 "      n = n + 1\n"
 "      if n > 16 and not all then return end\n"
-"      redis.call('PUBLISH', chan(e.s), '- 0 ' .. R.name)\n"
+"      redis.call('PUBLISH', chan(e.s), '- 0 ' .. name)\n"
 "    end\n"
 "  end\n"
 "end\n"
 "local function put(R, id)\n"
 "  local e = R.ent[id]\n"
 "  e.new = nil\n"
-"  redis.call('HSET', R.k .. ':e', id, e.s .. ' ' .. fmt(e.w) .. ' ' .. fmt(e.f) .. ' ' .. fmt(e.g))\n"
+"  local v = e.s .. ' ' .. fmt(e.w) .. ' ' .. fmt(e.f) .. ' ' .. fmt(e.g) .. ' ' .. fmt(e.n)\n"
+"  if e.n > 1 then v = v .. ' ' .. e.first end\n"
+"  redis.call('HSET', R.k .. ':e', id, v)\n"
 "end\n"
 "-- the grant rule: from the head, an entry is granted when the weights ahead of it\n"
 "-- plus its own fit; a new grant takes max(counter + 1, server time in us) and is\n"
-"-- published to its client (but the caller's own request, which is answered)\n"
+"-- published to its client (but the caller's own request, which is answered);\n"
+"-- a request on several resources is only told to look (one fence is not its\n"
+"-- grant), under its first name, by which its client finds it\n"
 "local function evaluate(R, self, quiet)\n"
 "  if not R.cap then return end\n"
 "  local sum, cap, new = 0, R.cap, {}\n"
@@ -316,10 +323,13 @@ static const char *const simba__redis_lua[] = {
 "  end\n"
 "  for _, id in ipairs(new) do\n"
 "    local e = R.ent[id]\n"
-"    if id ~= self then redis.call('PUBLISH', chan(e.s), id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"    if id ~= self then\n"
+"      if e.n > 1 then redis.call('PUBLISH', chan(e.s), '- 0 ' .. e.first)\n"
+"      else redis.call('PUBLISH', chan(e.s), id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
-"  if owner ~= R.owner then R.owner = owner; tell(R, false, quiet) end\n"
+"  if owner ~= R.owner then R.owner = owner; tell(R, false, quiet) end\n",
 "end\n"
 "-- one write of the resource's header per operation\n"
 "local function save(R)\n"
@@ -329,7 +339,7 @@ static const char *const simba__redis_lua[] = {
 "    redis.call('HSET', R.k .. ':m', 'cap', fmt(R.cap), 'ctr', fmt(R.ctr), 'seq', fmt(R.seq), 'name', R.name)\n"
 "    if R.leftover then redis.call('PERSIST', R.k .. ':m') end\n"
 "  end\n"
-"end\n",
+"end\n"
 "local function answer(RS)\n"
 "  local granted, fences, recheck = 1, {}, -1\n"
 "  for _, R in ipairs(RS) do save(R) end\n"
@@ -419,11 +429,11 @@ static const char *const simba__redis_lua[] = {
 "      redis.call('ZADD', R.k .. ':q', fmt(R.seq), REQ)\n"
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. R.k, '1')\n"
 "      R.ids[#R.ids + 1] = REQ\n"
-"      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN, new = true}\n"
+"      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN, n = #RS, first = (arg(1)), new = true}\n"
 "    end\n"
 "  end\n"
 "  for _, R in ipairs(RS) do evaluate(R, REQ, me) end\n"
-"  return answer(RS)\n"
+"  return answer(RS)\n",
 "elseif OP == 'poll' then\n"
 "  if not alive(SESS) then return {1} end\n"
 "  for _, R in ipairs(RS) do\n"
@@ -444,7 +454,7 @@ static const char *const simba__redis_lua[] = {
 "  end\n"
 "  for _, R in ipairs(RS) do purge(R); evaluate(R, nil, nil); save(R) end\n"
 "  return {0}\n"
-"end\n",
+"end\n"
 "local R = RS[1]\n"
 "if OP == 'inspect' then\n"
 "  if not R.cap then return {0, 0, 0, '', 0} end\n"

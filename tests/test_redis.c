@@ -733,6 +733,36 @@ static void t_redis_handoff_by_push(void) {
     simba_destroy(b.s);
 }
 
+/* The same for a multi-resource request: a release of one of its
+   resources that completes the grant reaches it by push. */
+static void t_redis_multi_handoff_by_push(void) {
+    const char *tenant = my_tenant();
+    static const char *const both[] = {"mp-1", "mp-2"};
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    simba_lock_desc d;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex(&rd, tenant, "ma", 10000, 10000, 60000);
+    b.s = new_client_ex(&rd, tenant, "mb", 10000, 10000, 60000);
+    la = acquire(a.s, "mp-2", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    memset(&d, 0, sizeof d);
+    d.names = both;
+    d.nnames = 2;
+    d.wait_ms = -1;
+    lb = simba_acquire(b.s, &d);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    simba_release(b.s, lb);
+    h_run_for(cl, 2, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* The waiter's grant message is lost for sure (its push connection is dead
    and nobody is subscribed when the grant is published): it still gets the
    lock, from its own re-check. */
@@ -1074,6 +1104,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_live_slots);
     RUN(t_redis_hostile_names);
     RUN(t_redis_handoff_by_push);
+    RUN(t_redis_multi_handoff_by_push);
     RUN(t_redis_lost_push_still_granted);
     RUN(t_redis_client_kill_all);
     RUN(t_redis_pause_longer_than_ttl);
