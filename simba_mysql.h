@@ -74,6 +74,9 @@ typedef struct simba_mysql_desc {
                                    sessions; default 2 * lease (>= 5 s); <0: off */
     int no_waiter;              /* 1: no waiter connection (waiters then rely on
                                    the core's re-checks only; for measurements) */
+    int max_bells;              /* entries of this client that get a wake-up bell
+                                   (a user lock); default 512, <0: all. Waiters
+                                   behind an entry without one poll (<= 0.5 s). */
     simba_allocator allocator;  /* for the backend's memory; zero = malloc/free */
 } simba_mysql_desc;
 
@@ -145,7 +148,10 @@ enum {
     SIMBA__MY_SWEEP_BATCH = 500,    /* entries deleted per sweep statement */
     SIMBA__MY_SWEEP_SESSIONS = 50,  /* expired sessions handled per sweep round */
     SIMBA__MY_CLOSE_BATCH = 1000,   /* entries deleted per CLOSE statement */
-    SIMBA__MY_RETAKE_BATCH = 200    /* bells re-taken per statement after a reconnect */
+    SIMBA__MY_RETAKE_BATCH = 200,   /* bells re-taken per statement after a reconnect */
+    SIMBA__MY_MAX_QUEUED = 32       /* lock ops queued on the main connection at most:
+                                       the core times every op from its submit, so a
+                                       deeper queue would time out its own tail */
 };
 
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
@@ -222,6 +228,7 @@ typedef struct simba__my_job {
     int watch_valid;        /* waiting: watch_bell is the entry we wait behind */
     uint64_t watch_bell;
     int watch_res;          /* sorted index of the resource we wait in */
+    int took_bell;          /* ENQUEUE: our entry has a bell (see max_bells) */
     int release_bell;       /* release our bell after the transaction */
     int bell_released;      /* ... and the batch did */
     int retry;              /* ROLLBACK step: run the op again afterwards */
@@ -256,13 +263,13 @@ typedef struct simba__my {
     simba__my_conn main;
     simba__my_job *head, *tail;
     int head_started;       /* the head job's current step is running */
+    int queued_ops;         /* core ops (not session ops) in the queue */
     int up;                 /* reported connected to the core */
     int64_t next_sweep;
-    /* bells we hold (open addressing set of hashes, 0 = empty), with the
-       first resource name of each entry (to wake it after a notification) */
+    /* bells we hold (open addressing set of hashes, 0 = empty) */
     uint64_t *mine;
-    char **mine_name;
     int mine_cap, mine_n;
+    int max_bells;
     /* notifications: the session's notify counter as last seen */
     char notify_session[SIMBA_MAX_SESSION + 1];
     int64_t notify_seen;
@@ -391,40 +398,12 @@ static void simba__my_bellname(simba__my *b, simba__my_buf *x, uint64_t bell) {
                    (unsigned long)(bell & 0xffffffffUL));
 }
 
-/* The set of bells this client's main connection holds (one per entry),
-   open addressing with linear probing. */
-static void simba__my_mine_put(uint64_t *keys, char **names, int cap, uint64_t h, char *name) {
+/* The set of bells this client's main connection holds (one per entry, up
+   to max_bells), open addressing with linear probing. */
+static void simba__my_mine_put(uint64_t *keys, int cap, uint64_t h) {
     int k = (int)(h % (uint64_t)cap);
     while (keys[k]) k = (k + 1) % cap;
     keys[k] = h;
-    names[k] = name;
-}
-static int simba__my_mine_add(simba__my *b, uint64_t h, const char *name, size_t len) {
-    int i;
-    char *copy;
-    if ((b->mine_n + 1) * 2 > b->mine_cap) {
-        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
-        uint64_t *t = (uint64_t *)simba__my_alloc(b, (size_t)cap * sizeof *t);
-        char **tn = (char **)simba__my_alloc(b, (size_t)cap * sizeof *tn);
-        if (!t || !tn) { simba__my_free(b, t); simba__my_free(b, tn); return 0; }
-        memset(t, 0, (size_t)cap * sizeof *t);
-        memset(tn, 0, (size_t)cap * sizeof *tn);
-        for (j = 0; j < b->mine_cap; j++)
-            if (b->mine[j]) simba__my_mine_put(t, tn, cap, b->mine[j], b->mine_name[j]);
-        simba__my_free(b, b->mine);
-        simba__my_free(b, b->mine_name);
-        b->mine = t;
-        b->mine_name = tn;
-        b->mine_cap = cap;
-    }
-    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
-        if (b->mine[i] == h) return 1;
-    copy = simba__my_strndup(b, name, len);
-    if (!copy) return 0;
-    b->mine[i] = h;
-    b->mine_name[i] = copy;
-    b->mine_n++;
-    return 1;
 }
 static int simba__my_mine_has(const simba__my *b, uint64_t h) {
     int i;
@@ -433,32 +412,40 @@ static int simba__my_mine_has(const simba__my *b, uint64_t h) {
         if (b->mine[i] == h) return 1;
     return 0;
 }
+static int simba__my_mine_add(simba__my *b, uint64_t h) {
+    if (simba__my_mine_has(b, h)) return 1;
+    if ((b->mine_n + 1) * 2 > b->mine_cap) {
+        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
+        uint64_t *t = (uint64_t *)simba__my_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return 0;
+        memset(t, 0, (size_t)cap * sizeof *t);
+        for (j = 0; j < b->mine_cap; j++) if (b->mine[j]) simba__my_mine_put(t, cap, b->mine[j]);
+        simba__my_free(b, b->mine);
+        b->mine = t;
+        b->mine_cap = cap;
+    }
+    simba__my_mine_put(b->mine, b->mine_cap, h);
+    b->mine_n++;
+    return 1;
+}
 static void simba__my_mine_del(simba__my *b, uint64_t h) {
     int i, j;
     if (!b->mine_cap) return;
     i = (int)(h % (uint64_t)b->mine_cap);
     while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
     if (!b->mine[i]) return;
-    simba__my_free(b, b->mine_name[i]);
     b->mine[i] = 0;
-    b->mine_name[i] = NULL;
     b->mine_n--;
     /* put the rest of the cluster back where a lookup will find it */
     for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
         uint64_t v = b->mine[j];
-        char *n = b->mine_name[j];
         b->mine[j] = 0;
-        b->mine_name[j] = NULL;
-        simba__my_mine_put(b->mine, b->mine_name, b->mine_cap, v, n);
+        simba__my_mine_put(b->mine, b->mine_cap, v);
     }
 }
 static void simba__my_mine_clear(simba__my *b) {
-    int i;
-    for (i = 0; i < b->mine_cap; i++) simba__my_free(b, b->mine_name[i]);
     simba__my_free(b, b->mine);
-    simba__my_free(b, b->mine_name);
     b->mine = NULL;
-    b->mine_name = NULL;
     b->mine_cap = b->mine_n = 0;
 }
 
@@ -860,6 +847,7 @@ static void simba__my_push(simba__my *b, simba__my_job *j, int front) {
 static simba__my_job *simba__my_pop(simba__my *b) {
     simba__my_job *j = b->head;
     if (!j) return NULL;
+    if (j->kind >= SIMBA_OP_ENQUEUE && j->kind <= SIMBA_OP_DELETE && b->queued_ops > 0) b->queued_ops--;
     b->head = j->next;
     if (!b->head) b->tail = NULL;
     b->head_started = 0;
@@ -878,6 +866,7 @@ static simba__my_job *simba__my_job_new(simba__my *b, int kind) {
 /* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
 static void simba__my_queue_bell_release(simba__my *b, uint64_t bell) {
     simba__my_job *j;
+    if (!simba__my_mine_has(b, bell)) return; /* an entry without a bell */
     simba__my_mine_del(b, bell);
     /* join a pending release job that has not started yet */
     for (j = b->head; j; j = j->next) {
@@ -989,7 +978,11 @@ static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x
     simba__my_put(b, x, " AND session=");
     simba__my_hexs(b, x, j->session);
     simba__my_put(b, x, ") AS b, ");
-    if (j->kind == SIMBA_OP_ENQUEUE) {
+    /* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
+       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n) */
+    j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
+                   (simba__my_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
+    if (j->took_bell) {
         simba__my_put(b, x, "IF(IS_USED_LOCK(");
         simba__my_bellname(b, x, j->bell);
         simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
@@ -1246,6 +1239,7 @@ static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, 
    of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
 static void simba__my_sql_release_bell(simba__my *b, simba__my_job *j, simba__my_buf *x) {
     if (!j->release_bell) return;
+    if (j->kind == SIMBA_OP_ENQUEUE ? !j->took_bell : !simba__my_mine_has(b, j->bell)) return; /* none */
     j->bell_released = 1;
     simba__my_put(b, x, ";\nDO RELEASE_LOCK(");
     simba__my_bellname(b, x, j->bell);
@@ -1544,6 +1538,7 @@ static void simba__my_complete(simba__my *b, simba__my_job *j, int status, const
         rep.entries = NULL;
         rep.nentries = 0;
         rep.recheck_ms = -1;
+        rep.epoch = 0;
     }
     simba_backend_complete(b->s, &rep);
 }
@@ -1554,7 +1549,7 @@ static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
     case SIMBA_OP_ENQUEUE:
     case SIMBA_OP_POLL:
         if (status == SIMBA_OK && j->exists) {
-            simba__my_mine_add(b, j->bell, j->res[j->sorted_of[0]].name, j->res[j->sorted_of[0]].len);
+            if (j->took_bell) simba__my_mine_add(b, j->bell);
             if (j->reply.granted || !j->watch_valid) simba__my_watch_del(b, j->request);
             else
                 simba__my_watch_set(b, j->tenant, j->request, j->res[j->sorted_of[0]].name,
@@ -1617,25 +1612,6 @@ static void simba__my_sql_keepalive(simba__my *b, simba__my_job *j, simba__my_bu
     simba__my_putf(b, x, " AND expires_ms > " SIMBA__MY_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
 }
 
-/* After a notification: every entry of ours may have changed (a DELETE
-   removed it, a capacity grew): have the core look at each of them. */
-static void simba__my_wake_mine(simba__my *b) {
-    int i, n = 0;
-    char **names;
-    if (!b->mine_n) return;
-    /* copy first: a wake may submit, and a submit never changes `mine`,
-       but keep the loop independent of it all the same */
-    names = (char **)simba__my_alloc(b, (size_t)b->mine_n * sizeof *names);
-    if (!names) return;
-    for (i = 0; i < b->mine_cap && n < b->mine_n; i++)
-        if (b->mine[i]) names[n++] = simba__my_strdup(b, b->mine_name[i]);
-    for (i = 0; i < n; i++) {
-        if (names[i]) simba_backend_wake(b->s, names[i], NULL, 0);
-        simba__my_free(b, names[i]);
-    }
-    simba__my_free(b, names);
-}
-
 /* Build the first batch of job j into the main connection's buffer. */
 static void simba__my_job_first(simba__my *b, simba__my_job *j) {
     simba__my_buf *x = &b->main.sql;
@@ -1643,6 +1619,9 @@ static void simba__my_job_first(simba__my *b, simba__my_job *j) {
     simba__my_buf_clear(x);
     switch (j->kind) {
     case SIMBA_OP_OPEN:
+        snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+        b->notify_seen = 0;
+        j->reply.epoch = 1;
         /* a session id that expired must not come back to life with its old
            entries: drop them first (rare: ids are fresh per session) */
         simba__my_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
@@ -1835,8 +1814,10 @@ static void simba__my_job_result(simba__my *b) {
         }
         simba__my_free_results(c);
         simba__my_pop(b);
+        /* the contract's admin epoch: ours is the session's notify counter
+           (+1: 0 means "not kept"); when it moves, the core re-checks holds */
+        j->reply.epoch = b->notify_seen + 1;
         simba__my_complete(b, j, SIMBA_OK, NULL);
-        if (j->exists) simba__my_wake_mine(b); /* notified on the way */
         simba__my_job_free(b, j);
         return;
     case SIMBA__MY_S_NOTIFY: {
@@ -1851,7 +1832,6 @@ static void simba__my_job_result(simba__my *b) {
         }
         simba__my_free_results(c);
         b->notify_seen = seen;
-        j->exists = 1;                          /* remember: wake our entries */
         simba__my_sql_keepalive(b, j, &c->sql);
         j->step = SIMBA__MY_S_KEEPALIVE;
         simba__my_send(b);
@@ -2349,7 +2329,7 @@ static int simba__my_attach(void *impl, simba *s) {
 static int simba__my_submit(void *impl, const simba_op *op) {
     simba__my *b = (simba__my *)impl;
     simba__my_job *j;
-    int err;
+    int err, session_op;
     if (!op) return SIMBA_EINVAL;
     if (!b->up || b->main.state != SIMBA__MY_READY) return SIMBA_EDISCONNECTED;
     if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) &&
@@ -2363,9 +2343,15 @@ static int simba__my_submit(void *impl, const simba_op *op) {
     if (op->session && strlen(op->session) > SIMBA_MAX_SESSION) return SIMBA_ENAME;
     if (op->client && strlen(op->client) > SIMBA_MAX_ID) return SIMBA_ENAME;
     if (op->kind < SIMBA_OP_OPEN || op->kind > SIMBA_OP_DELETE) return SIMBA_EINVAL;
+    session_op = op->kind == SIMBA_OP_OPEN || op->kind == SIMBA_OP_KEEPALIVE || op->kind == SIMBA_OP_CLOSE;
+    /* back-pressure: the core keeps the op and offers it again later */
+    if (!session_op && b->queued_ops >= SIMBA__MY_MAX_QUEUED) return SIMBA_EBUSY;
     j = simba__my_job_from_op(b, op, &err);
     if (!j) return err;
-    simba__my_push(b, j, 0);
+    /* the session comes first: a keepalive stuck behind a long queue of
+       lock ops would cost every hold (the local safety rule) */
+    if (session_op) simba__my_push(b, j, 1);
+    else { simba__my_push(b, j, 0); b->queued_ops++; }
     simba__my_kick(b); /* send now; the answer is handled in process() */
     return SIMBA_OK;
 }
@@ -2526,6 +2512,7 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     b->lock_wait_s = d->lock_wait_timeout_s > 0 ? d->lock_wait_timeout_s : 1;
     b->sweep_ms = d->sweep_ms;
     b->no_waiter = d->no_waiter;
+    b->max_bells = d->max_bells ? d->max_bells : 512;
     b->deploy = simba__my_fnv(simba__my_fnv(14695981039346656037ULL, b->database, strlen(b->database)),
                               b->prefix, strlen(b->prefix));
     snprintf(b->t_sessions, sizeof b->t_sessions, "`%ssessions`", b->prefix);
