@@ -1046,6 +1046,8 @@ typedef struct simba__my_eval {
     int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
     simba__my_ent *e;
     int ne;
+    int torn;               /* unlocked reads that disagree (a change landed
+                               between the two statements): decide under locks */
 } simba__my_eval;
 
 static int simba__my_res_index(const simba__my_job *j, const char *name, unsigned long len) {
@@ -1057,7 +1059,7 @@ static int simba__my_res_index(const simba__my_job *j, const char *name, unsigne
 
 /* Reads the three result sets of simba__my_sql_reads into v. SIMBA_EPROTO
    for anything of the wrong shape. */
-static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn *c, simba__my_eval *v) {
+static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn *c, simba__my_eval *v, int locked) {
     MYSQL_RES *rr, *re;
     MYSQL_ROW row;
     unsigned long *len;
@@ -1109,7 +1111,11 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
             !row[5] || !row[6] || !row[7])
             return SIMBA_EPROTO;
         e->r = simba__my_res_index(j, row[4], len[4]);
-        if (e->r < 0 || !v->exists[e->r]) return SIMBA_EPROTO;
+        if (e->r < 0) return SIMBA_EPROTO;
+        if (!v->exists[e->r]) {
+            if (locked) return SIMBA_EPROTO; /* an entry without its resource row */
+            v->torn = 1;
+        }
         if (!simba__my_int64(row[1], len[1], &e->seq) || !simba__my_int64(row[2], len[2], &e->fence) ||
             !simba__my_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
             return SIMBA_EPROTO;
@@ -1122,8 +1128,13 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         if (row[3] && !simba__my_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
         e->dead = e->expires < 0 || e->expires <= v->now_ms;
         e->ours = e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0;
-        /* a queue position past the resource's own counter: not ours to trust */
-        if (e->seq <= 0 || e->seq > v->seq[e->r]) return SIMBA_EPROTO;
+        /* a queue position past the resource's own counter: not ours to trust
+           (unless the reads were not locked and an enqueue landed between them) */
+        if (e->seq <= 0) return SIMBA_EPROTO;
+        if (e->seq > v->seq[e->r]) {
+            if (locked) return SIMBA_EPROTO;
+            v->torn = 1;
+        }
         if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
     }
     return SIMBA_OK;
@@ -1922,8 +1933,9 @@ static void simba__my_job_result(simba__my *b) {
     case SIMBA__MY_S_FAST:
     case SIMBA__MY_S_READS: {
         int locked = j->step == SIMBA__MY_S_READS;
-        status = simba__my_parse_reads(b, j, c, &v);
-        if (status == SIMBA_OK) status = simba__my_decide(b, j, &v, &c->sql, locked, &what);
+        status = simba__my_parse_reads(b, j, c, &v, locked);
+        if (status == SIMBA_OK && v.torn) what = SIMBA__MY_DECIDE_LOCK;
+        else if (status == SIMBA_OK) status = simba__my_decide(b, j, &v, &c->sql, locked, &what);
         simba__my_free(b, v.e);
         /* decide() copied what it needs: the results can go */
         simba__my_free_results(c);

@@ -232,46 +232,43 @@ static void bench_handoff(const char *tenant, int rounds, double *p50, double *p
     free(lat);
 }
 
-/* The latency figures at the server's current durability setting. */
+/* The latency figures at the server's current durability setting. The raw
+   references and simba's cycles are measured interleaved, one of each per
+   round, so that a shared machine's changing load hits both alike. */
 static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v, double *w) {
     double rtt, getlock, floor_cycle, acq, cycle, t, p50 = 0, p99 = 0;
+    double *r1 = (double *)malloc(sizeof(double) * (size_t)N);
+    double *r2 = (double *)malloc(sizeof(double) * (size_t)N);
+    double *r3 = (double *)malloc(sizeof(double) * (size_t)N);
     simba *s;
     int i, done;
+    if (!r1 || !r2 || !r3) exit(1);
     printf("## innodb_flush_log_at_trx_commit=%lld%s\n", raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit"),
            raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit") == 1 ? " (durable: one fsync per commit)"
                                                                        : " (no fsync per commit)");
-    /* raw: SELECT 1 */
-    for (i = 0; i < 1000; i++) { t = now_us(); raw_query(m, "SELECT 1"); v[i] = now_us() - t; }
-    rtt = pct(v, 1000, 0.5);
-    /* raw: GET_LOCK + RELEASE_LOCK */
-    for (i = 0; i < 1000; i++) {
-        t = now_us();
-        raw_query(m, "SELECT GET_LOCK('simba_bench', 0)");
-        raw_query(m, "SELECT RELEASE_LOCK('simba_bench')");
-        v[i] = now_us() - t;
-    }
-    getlock = pct(v, 1000, 0.5);
-    /* raw: the least any table-based lock must do, an InnoDB row inserted and
-       deleted in two autocommit transactions (two commits) */
     raw_query(m, "CREATE TABLE IF NOT EXISTS simba_bench_floor (k INT PRIMARY KEY, v BIGINT) ENGINE=InnoDB");
-    for (i = 0; i < 300; i++) {
-        t = now_us();
-        raw_query(m, "INSERT INTO simba_bench_floor VALUES (1, 1)");
-        raw_query(m, "DELETE FROM simba_bench_floor WHERE k=1");
-        v[i] = now_us() - t;
-    }
-    floor_cycle = pct(v, 300, 0.5);
-    printf("raw SELECT 1 round trip           p50 %8.1f us\n", rtt);
-    printf("raw GET_LOCK+RELEASE_LOCK cycle   p50 %8.1f us\n", getlock);
-    printf("raw INSERT+DELETE row (2 commits) p50 %8.1f us  = %5.2f x GET_LOCK cycle (the floor of a table-based lock)\n",
-           floor_cycle, floor_cycle / getlock);
-
-    /* simba: uncontended acquire -> ACQUIRED, and the whole cycle */
     s = client(tenant, "solo", 10000, 5000);
     wait_connected(s);
     for (i = 0; i < N; i++) {
         simba_lock l;
-        double t0 = now_us();
+        double t0;
+        /* raw: SELECT 1 */
+        t = now_us();
+        raw_query(m, "SELECT 1");
+        r1[i] = now_us() - t;
+        /* raw: GET_LOCK + RELEASE_LOCK */
+        t = now_us();
+        raw_query(m, "SELECT GET_LOCK('simba_bench', 0)");
+        raw_query(m, "SELECT RELEASE_LOCK('simba_bench')");
+        r2[i] = now_us() - t;
+        /* raw: the least any table-based lock must do, an InnoDB row
+           inserted and deleted in two autocommit transactions */
+        t = now_us();
+        raw_query(m, "INSERT INTO simba_bench_floor VALUES (1, 1)");
+        raw_query(m, "DELETE FROM simba_bench_floor WHERE k=1");
+        r3[i] = now_us() - t;
+        /* simba: uncontended acquire -> ACQUIRED, and the whole cycle */
+        t0 = now_us();
         l = acquire(s, "solo", -1);
         if (wait_event(s, l, SIMBA_EVENT_ACQUIRED) < 0) exit(1);
         v[i] = now_us() - t0;
@@ -279,14 +276,24 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
         if (wait_event(s, l, SIMBA_EVENT_RELEASED) < 0) exit(1);
         w[i] = now_us() - t0;
     }
+    simba_destroy(s);
+    rtt = pct(r1, N, 0.5);
+    getlock = pct(r2, N, 0.5);
+    floor_cycle = pct(r3, N, 0.5);
     acq = pct(v, N, 0.5);
     cycle = pct(w, N, 0.5);
+    printf("raw SELECT 1 round trip           p50 %8.1f us\n", rtt);
+    printf("raw GET_LOCK+RELEASE_LOCK cycle   p50 %8.1f us\n", getlock);
+    printf("raw INSERT+DELETE row (2 commits) p50 %8.1f us  = %5.2f x GET_LOCK cycle (the floor of a table-based lock)\n",
+           floor_cycle, floor_cycle / getlock);
     printf("simba acquire -> ACQUIRED         p50 %8.1f us  = %5.2f x SELECT 1, %5.2f x GET_LOCK cycle\n",
            acq, acq / rtt, acq / getlock);
     printf("simba acquire + release cycle     p50 %8.1f us  = %5.2f x SELECT 1, %5.2f x GET_LOCK cycle"
            " (target <= 4x), %5.2f x the INSERT+DELETE floor\n", cycle, cycle / rtt, cycle / getlock,
            cycle / floor_cycle);
-    simba_destroy(s);
+    free(r1);
+    free(r2);
+    free(r3);
 
     /* hand-off to a waiter in another process */
     if (H > 0) {
