@@ -43,8 +43,12 @@
     Key layout, scripts, guarantees, WAIT and the Redis Cluster rule:
     docs/redis.md.
 
+    Servers: Redis 5 or newer (scripts that read TIME and then write need
+    effects replication, the default since 5.0); ACL users need Redis 6.
+    Tested with Redis 7.0.
+
     hiredis versions: written against the 0.14 async API (Debian 12); the
-    parts where 1.x differs are behind HIREDIS_MAJOR. hiredis has no per
+    parts where 1.x differs are behind HIREDIS_MAJOR (1.x is not tested). hiredis has no per
     context allocator: hiredis itself uses malloc; simba's per-request memory
     comes from simba's allocator; this backend's own small state (the desc
     strings, the script text) uses malloc too.
