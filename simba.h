@@ -106,7 +106,8 @@
     ================
     Resource names: 1..SIMBA_MAX_NAME bytes, any byte except control bytes
     (0x01-0x1f, 0x7f). Tenants: 1..SIMBA_MAX_TENANT bytes of [A-Za-z0-9._-].
-    Client ids and idempotency keys: 1..SIMBA_MAX_ID bytes of [A-Za-z0-9._:-].
+    Client ids and idempotency keys: 1..SIMBA_MAX_ID bytes of [A-Za-z0-9.:-]
+    (no '_': backends use it as a separator).
     At most SIMBA_MAX_RESOURCES resources in one request.
 
     THREADS
@@ -623,15 +624,17 @@ static int simba__check_name(const char *name) {
     return n ? SIMBA_OK : SIMBA_ENAME;
 }
 
-/* Ids (client ids, keys) and tenants: a restricted alphabet, so every backend
-   can put them into keys, node names and rows without escaping. */
-static int simba__check_id(const char *id, size_t max, int allow_colon) {
+/* Ids and tenants: a restricted alphabet, so every backend can put them into
+   keys, node names and rows without escaping. Client ids and keys have no
+   '_' (ZooKeeper entry names use it as a separator) and may have ':';
+   tenants may have '_' but no ':' (Redis keys use it as a separator). */
+static int simba__check_id(const char *id, size_t max, int is_tenant) {
     size_t n = 0;
     if (!id) return SIMBA_EINVAL;
     for (; id[n]; n++) {
         char c = id[n];
         int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-' || (allow_colon && c == ':');
+                 c == '.' || c == '-' || (is_tenant ? c == '_' : c == ':');
         if (!ok || n >= max) return SIMBA_ENAME;
     }
     return n ? SIMBA_OK : SIMBA_ENAME;
@@ -1637,8 +1640,8 @@ static void simba__default_client_id(simba *s, char *out, size_t cap) {
     host[24] = 0;                          /* leave room for pid and random */
     for (i = 0; host[i]; i++) {
         char c = host[i];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
-        if (!ok) host[i] = '_';
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+        if (!ok) host[i] = '-';
     }
     if (!host[0]) strcpy(host, "host");
     snprintf(out, cap, "%s:%ld:%08x", host, (long)getpid(), (unsigned)(simba__mix64(&s->rng) & 0xffffffffu));
@@ -1654,11 +1657,11 @@ static int simba__apply_desc(simba *s, const simba_desc *d) {
     s->op_timeout_ms = d->op_timeout_ms ? d->op_timeout_ms : (s->ttl_ms / 3 < 5000 ? s->ttl_ms / 3 : 5000);
     s->recheck_ms = d->recheck_ms ? d->recheck_ms : s->ttl_ms / 2;
     if (d->tenant) {
-        if ((err = simba__check_id(d->tenant, SIMBA_MAX_TENANT, 0)) != SIMBA_OK) return err;
+        if ((err = simba__check_id(d->tenant, SIMBA_MAX_TENANT, 1)) != SIMBA_OK) return err;
         simba__copy(s->tenant, sizeof s->tenant, d->tenant);
     } else simba__copy(s->tenant, sizeof s->tenant, "default");
     if (d->client_id) {
-        if ((err = simba__check_id(d->client_id, SIMBA_MAX_ID, 1)) != SIMBA_OK) return err;
+        if ((err = simba__check_id(d->client_id, SIMBA_MAX_ID, 0)) != SIMBA_OK) return err;
         simba__copy(s->client_id, sizeof s->client_id, d->client_id);
     } else simba__default_client_id(s, s->client_id, sizeof s->client_id);
     return SIMBA_OK;
@@ -1804,7 +1807,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     permits = d->permits ? d->permits : 1;
     if (capacity < 0 || permits < 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
     if (permits > capacity && !d->exclusive) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
-    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 1)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
+    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 0)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
     if (d->contend && (n != 1 || capacity != 1)) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
     weight = d->exclusive ? 0 : permits;
     now = simba__now(s);
