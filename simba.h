@@ -476,9 +476,10 @@ struct simba_backend_vtable {
 SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
 /* A push from the server: something changed in resource `name`. If `request`
    names one of our waiting single-resource requests and fence > 0, it was
-   granted with that fence; otherwise our waiters on `name` re-check. */
+   granted with that fence (ACQUIRED without another round trip). Otherwise
+   every waiter and holder of ours that has `name` among its resources
+   re-checks (POLL). */
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *request, int64_t fence);
-/* Connection state: up = 1 connected, 0 disconnected (err, msg say why). */
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg);
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size);
 SIMBADEF void simba_backend_free(simba *s, void *ptr);
@@ -731,6 +732,7 @@ typedef struct simba__lock {
     uint32_t heap_pos;               /* index + 1 in the timer heap, 0 = not in it */
     uint32_t next_dirty;             /* index + 1, dispatch list */
     uint32_t hnext;                  /* index + 1, name hash chain */
+    uint32_t mnext;                  /* index + 1, list of multi-resource locks */
     uint32_t session_no;             /* the session its entry belongs to */
     uint64_t req_no;
     int64_t timer_at;                /* min of the three deadlines below (heap key) */
@@ -765,6 +767,7 @@ struct simba {
     simba_clock clock;
     simba_backend backend;
     int attached, connected, last_error;
+    int conn_error;                  /* the last connection failure reported (0 none) */
     char tenant[SIMBA_MAX_TENANT + 1];
     char client_id[SIMBA_MAX_ID + 1];
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms;
@@ -785,6 +788,8 @@ struct simba {
     uint32_t nheap, capheap;
     /* dispatch list */
     uint32_t dirty_head, dirty_tail;
+    /* multi-resource locks (hashed by their first name only): wakes scan them */
+    uint32_t multi_head;
     /* answered queries whose INFO was delivered: freed at the next tick */
     uint32_t delivered_queries;
     simba__events events;
@@ -974,6 +979,7 @@ static int simba__hash_insert(simba *s, simba__lock *l) {
     l->hnext = s->buckets[k];
     s->buckets[k] = (uint32_t)(l - s->locks) + 1;
     l->flags |= SIMBA__F_HASHED;
+    if (l->nres > 1) { l->mnext = s->multi_head; s->multi_head = (uint32_t)(l - s->locks) + 1; }
     return SIMBA_OK;
 }
 
@@ -982,6 +988,10 @@ static void simba__hash_remove(simba *s, simba__lock *l) {
     uint32_t me = (uint32_t)(l - s->locks) + 1;
     while (*pp && *pp != me) pp = &s->locks[*pp - 1].hnext;
     if (*pp) *pp = l->hnext;
+    if (l->nres > 1) {
+        for (pp = &s->multi_head; *pp && *pp != me; pp = &s->locks[*pp - 1].mnext) {}
+        if (*pp) *pp = l->mnext;
+    }
 }
 
 /*--- timers: one heap entry per lock, keyed by its earliest deadline ----------*/
@@ -1461,33 +1471,59 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
     else if (l->kind == SIMBA__K_LOCK) simba__state_reply(s, l, op, r, now);
 }
 
-SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *request, int64_t fence) {
-    uint32_t i;
-    int64_t now;
+/* Does lock l have resource `name`? */
+static int simba__has_name(const simba__lock *l, const char *name) {
+    int i;
+    for (i = 0; i < l->nres; i++) if (strcmp(simba__name(l, i), name) == 0) return 1;
+    return 0;
+}
+
+/* A push said something changed on `name`: the waiters and holders there re-POLL. */
+static void simba__wake_lock(simba *s, simba__lock *l) {
+    if (l->kind != SIMBA__K_LOCK || l->session_no != s->session.no) return;
+    if (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_HELD) return;
+    l->flags |= SIMBA__F_NEED_POLL;
+    if (!l->op) simba__mark_dirty(s, l);
+}
+
+/* A push said our request was granted with `fence`: deliver it at once. */
+static int simba__wake_granted(simba *s, const char *name, const char *request, int64_t fence) {
     char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
-    if (!s || s->magic != SIMBA__MAGIC || !name || !s->nbuckets) return;
-    now = simba__now(s);
+    int64_t now = simba__now(s);
+    uint32_t i;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
-        if (l->kind != SIMBA__K_LOCK || strcmp(l->names, name) != 0) continue;
-        if (l->session_no != s->session.no) continue;
-        if (request && fence > 0) {
-            if (l->nres != 1 || (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING)) continue;
-            if (!(l->flags & SIMBA__F_MAY_EXIST)) continue;
-            simba__request_id(s, l, rid, sizeof rid);
-            if (strcmp(rid, request) != 0 || !simba__session_safe(s, now)) continue;
-            l->op = 0;
-            l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
-            l->op_deadline = SIMBA__NEVER;
-            simba__grant(s, l, &fence);
-            simba__update_owner(s, l, NULL, 1);
-            return;
-        }
-        if (l->state == SIMBA__S_WAITING || l->state == SIMBA__S_HELD) {
-            l->flags |= SIMBA__F_NEED_POLL;
-            if (!l->op) simba__mark_dirty(s, l);
-        }
+        if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) continue;
+        if (l->session_no != s->session.no || !(l->flags & SIMBA__F_MAY_EXIST)) continue;
+        if (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING) continue;
+        simba__request_id(s, l, rid, sizeof rid);
+        if (strcmp(rid, request) != 0 || !simba__session_safe(s, now)) continue;
+        l->op = 0;
+        l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
+        l->op_deadline = SIMBA__NEVER;
+        simba__grant(s, l, &fence);
+        simba__update_owner(s, l, NULL, 1);
+        return 1;
+    }
+    return 0;
+}
+
+SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *request, int64_t fence) {
+    uint32_t i;
+    if (!s || s->magic != SIMBA__MAGIC || !name || !s->nbuckets) return;
+    if (request && fence > 0 && simba__wake_granted(s, name, request, fence)) return;
+    /* a grant we cannot place (a multi-resource request, or already answered)
+       or a plain hint: everyone concerned with `name` looks again */
+    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
+        simba__lock *l = &s->locks[i - 1];
+        i = l->hnext;
+        if (strcmp(l->names, name) == 0) simba__wake_lock(s, l);
+    }
+    for (i = s->multi_head; i; ) {
+        simba__lock *l = &s->locks[i - 1];
+        i = l->mnext;
+        if (strcmp(l->names, name) != 0 && simba__has_name(l, name)) simba__wake_lock(s, l);
     }
 }
 
@@ -1498,12 +1534,20 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
         s->session.next_keepalive = 0;       /* re-confirm the session at once */
         simba__log(s, SIMBA_LOG_INFO, "simba: connected");
         simba__emit_simple(s, SIMBA_EVENT_CONNECTED, 0);
+        s->conn_error = 0;
     } else if (!up && s->connected) {
         s->connected = 0;
         s->session.op = 0;
         s->session.op_seq++;
+        s->conn_error = err ? err : SIMBA_EDISCONNECTED;
         simba__log(s, SIMBA_LOG_WARN, "simba: disconnected: %s%s%s", simba_strerror(err), msg ? ": " : "", msg ? msg : "");
-        simba__emit_simple(s, SIMBA_EVENT_DISCONNECTED, err ? err : SIMBA_EDISCONNECTED);
+        simba__emit_simple(s, SIMBA_EVENT_DISCONNECTED, s->conn_error);
+    } else if (!up && err && err != s->conn_error) {
+        /* a connect attempt failed (refused, bad password, ...): say so once per
+           kind of failure, not at every retry */
+        s->conn_error = err;
+        simba__log(s, SIMBA_LOG_ERROR, "simba: cannot connect: %s%s%s", simba_strerror(err), msg ? ": " : "", msg ? msg : "");
+        simba__emit_simple(s, SIMBA_EVENT_DISCONNECTED, err);
     }
 }
 
@@ -1698,8 +1742,10 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
         rc = simba__hash_grow(s);
     }
     if (rc == SIMBA_OK) {
+        simba__live_add(s);          /* the backend may call simba_client_id() etc. in attach */
         rc = s->backend.vt->attach(s->backend.impl, s);
         s->attached = 1;
+        if (rc != SIMBA_OK) simba__live_remove(s);
     }
     if (rc != SIMBA_OK) {
         s->magic = 0;
@@ -1709,7 +1755,6 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
         if (err) *err = rc;
         return NULL;
     }
-    simba__live_add(s);
     return s;
 }
 
@@ -2714,7 +2759,11 @@ static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
     if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1);
     if (!c->connected) {
         if (now < c->reconnect_at) return;
-        if (c->faults.partitioned) { c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts); return; }
+        if (c->faults.partitioned) {
+            c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts);
+            simba_backend_state(c->s, 0, SIMBA_EDISCONNECTED, "partitioned");
+            return;
+        }
         c->connected = 1;
         c->attempts = 0;
         simba_backend_state(c->s, 1, 0, NULL);

@@ -8,6 +8,8 @@
 
 static simba_mem_server *srv;
 
+static simba_lock h_no_lock(void) { simba_lock l = {0, 0}; return l; }
+
 static simba_backend make_mem(void *user) { (void)user; return simba_mem(srv, NULL); }
 static int kill_mem(void *user, simba *s) { (void)user; return simba_mem_kill(srv, s); }
 
@@ -291,6 +293,64 @@ static void t_mem_lost_pushes(void) {
     simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s);
 }
 
+/* A multi-resource waiter is woken by a push on any of its resources, not
+   only the first: with a 60 s fallback re-check, only the push explains a
+   prompt grant. */
+static void t_mem_multi_woken_by_push(void) {
+    const char *tenant = h_tenant();
+    static h_client a, c;
+    h_client *cl[2];
+    simba_lock la, lc;
+    simba_lock_desc d;
+    simba_desc sd;
+    const char *both[2] = {"first", "second"};
+    memset(&a, 0, sizeof a); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &c;
+    memset(&sd, 0, sizeof sd);
+    sd.tenant = tenant;
+    sd.recheck_ms = 60000;
+    sd.backend = simba_mem(srv, NULL); a.s = simba_create(&sd);
+    sd.backend = simba_mem(srv, NULL); c.s = simba_create(&sd);
+    CHECK(a.s && c.s);
+    memset(&d, 0, sizeof d);
+    d.name = "second"; d.wait_ms = -1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    memset(&d, 0, sizeof d);
+    d.names = both; d.nnames = 2; d.wait_ms = -1;
+    lc = simba_acquire(c.s, &d);
+    h_run_for(cl, 2, 200);
+    CHECK(!h_has(&c, lc, SIMBA_EVENT_ACQUIRED));
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 1, lc, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    simba_destroy(a.s); simba_destroy(c.s);
+}
+
+/* A client that cannot connect is told so once (DISCONNECTED with the
+   reason), not silently left waiting, and not once per retry. */
+static void t_mem_cannot_connect_reported(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_mem_faults f;
+    simba_desc sd;
+    simba_event *e;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    memset(&sd, 0, sizeof sd);
+    sd.backend = simba_mem(srv, &f);
+    a.s = simba_create(&sd);
+    CHECK(a.s != NULL);
+    CHECK((e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 2000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
+    h_run_for(cl, 1, 1000);                 /* several retries: no second event */
+    CHECK(!h_has(&a, h_no_lock(), SIMBA_EVENT_DISCONNECTED));
+    simba_mem_set_faults(srv, a.s, NULL);
+    CHECK(h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_CONNECTED, 3000) != NULL);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -309,6 +369,8 @@ int main(int argc, char **argv) {
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_wait_helper);
     RUN(t_mem_lost_pushes);
+    RUN(t_mem_multi_woken_by_push);
+    RUN(t_mem_cannot_connect_reported);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
