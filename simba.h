@@ -723,7 +723,6 @@ typedef struct simba__lock {
     uint32_t gen;
     uint8_t kind, state, op, nres;   /* op: the simba_op_kind in flight, 0 none */
     uint8_t qkind;                   /* query: the simba_op_kind it asks for */
-    uint8_t spare;
     uint16_t flags;
     int32_t capacity, weight;        /* weight 0 = exclusive */
     int32_t holds;
@@ -766,7 +765,7 @@ struct simba {
     simba_logger logger;
     simba_clock clock;
     simba_backend backend;
-    int attached, connected, last_error;
+    int connected, last_error;
     int conn_error;                  /* the last connection failure reported (0 none) */
     char tenant[SIMBA_MAX_TENANT + 1];
     char client_id[SIMBA_MAX_ID + 1];
@@ -793,7 +792,6 @@ struct simba {
     /* answered queries whose INFO was delivered: freed at the next tick */
     uint32_t delivered_queries;
     simba__events events;
-    int in_tick;
 };
 
 /*--- the registry of live instances ------------------------------------------
@@ -1744,7 +1742,6 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
     if (rc == SIMBA_OK) {
         simba__live_add(s);          /* the backend may call simba_client_id() etc. in attach */
         rc = s->backend.vt->attach(s->backend.impl, s);
-        s->attached = 1;
         if (rc != SIMBA_OK) simba__live_remove(s);
     }
     if (rc != SIMBA_OK) {
@@ -2025,7 +2022,6 @@ static void simba__reap_queries(simba *s) {
 /* Everything a tick does except handing out events. */
 static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     int64_t now = simba__now(s);
-    s->in_tick = 1;
     simba__reap_queries(s);
     /* the safety rule first: from the clock alone, before any I/O */
     if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED, now);
@@ -2034,7 +2030,6 @@ static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     simba__run_timers(s, now);
     simba__session_tick(s, now);
     simba__dispatch(s, now);
-    s->in_tick = 0;
 }
 
 /* Bookkeeping when an event leaves the queue. */
