@@ -74,6 +74,10 @@ typedef struct simba_mysql_desc {
                                    sessions; default 2 * lease (>= 5 s); <0: off */
     int no_waiter;              /* 1: no waiter connection (waiters then rely on
                                    the core's re-checks only; for measurements) */
+    int restart_grace;          /* grant nothing for one lease after the server
+                                   started: 0 (default) when the server's
+                                   innodb_flush_log_at_trx_commit != 1 (it may
+                                   lose its last commits), 1 always, <0 never */
     int max_bells;              /* entries of this client that get a wake-up bell
                                    (a user lock); default 512, <0: all. Waiters
                                    behind an entry without one poll (<= 0.5 s). */
@@ -257,6 +261,8 @@ typedef struct simba__my {
     char *host, *unix_socket, *user, *password, *database, *prefix;
     char *ssl_key, *ssl_cert, *ssl_ca, *ssl_capath, *ssl_cipher;
     int port, ssl_verify, connect_timeout_ms, create_schema, lock_wait_s, sweep_ms, no_waiter;
+    int restart_grace;
+    int64_t grace_until_ms; /* server time before which nothing is granted (0: none) */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
     /* the main connection and its job queue (head runs) */
@@ -1048,6 +1054,7 @@ typedef struct simba__my_eval {
     int ne;
     int torn;               /* unlocked reads that disagree (a change landed
                                between the two statements): decide under locks */
+    int64_t grace;          /* > 0: ms of restart grace left, no grants now */
 } simba__my_eval;
 
 static int simba__my_res_index(const simba__my_job *j, const char *name, unsigned long len) {
@@ -1093,6 +1100,7 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
     if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
     if (!row[1] || !simba__my_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
     v->now_ms = v->now_us / 1000;
+    if (b->grace_until_ms > v->now_ms) v->grace = b->grace_until_ms - v->now_ms;
     v->our_expires = -1;
     if (row[2] && !simba__my_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
     /* the queues */
@@ -1152,6 +1160,7 @@ static int simba__my_live(const simba__my_ent *e) { return !e->dead && !e->remov
    removed entries do not count. Returns how many fences were assigned. */
 static int simba__my_walk(simba__my_job *j, simba__my_eval *v) {
     int r, i, assigned = 0;
+    if (v->grace) return 0; /* see simba__my_grace */
     for (r = 0; r < j->nres; r++) {
         int64_t sum = 0;
         int cap = v->capacity[r];
@@ -1181,7 +1190,7 @@ static void simba__my_probe_new(simba__my_job *j, simba__my_eval *v, int64_t *fe
         for (i = 0; i < v->ne; i++)
             if (v->e[i].r == r && simba__my_live(&v->e[i])) sum += simba__my_eff(v->e[i].weight, cap);
         sum += simba__my_eff(j->res[r].weight, cap);
-        fence[r] = sum <= cap ? simba__my_next_fence(v->counter[r], v->now_us) : 0;
+        fence[r] = sum <= cap && !v->grace ? simba__my_next_fence(v->counter[r], v->now_us) : 0;
     }
 }
 
@@ -1224,6 +1233,7 @@ static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, 
         }
     }
     j->reply.granted = all;
+    if (!all && v->grace > 0 && (recheck < 0 || v->grace < recheck)) recheck = v->grace;
     if (all || recheck < 0) j->reply.recheck_ms = -1;
     else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
     /* res[0]: entries ahead of ours, holders, the oldest holder */
@@ -2044,6 +2054,11 @@ static void simba__my_queue_retake(simba__my *b) {
 
 static void simba__my_setup_sql(simba__my *b, simba__my_buf *x, int main_conn) {
     simba__my_buf_clear(x);
+    if (main_conn) {
+        /* results 0 and 1: what the restart grace needs (simba__my_grace) */
+        simba__my_put(b, x, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, " SIMBA__MY_NOW_MS ";\n"
+                            "SHOW GLOBAL STATUS LIKE 'Uptime';\n");
+    }
     simba__my_put(b, x, "SET SESSION time_zone='+00:00'");
     if (main_conn) {
         simba__my_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
@@ -2062,6 +2077,39 @@ static void simba__my_setup_sql(simba__my *b, simba__my_buf *x, int main_conn) {
             }
         }
     }
+}
+
+/* The restart grace. InnoDB keeps what it committed, so normally no grace
+   is needed. But a server that may lose its last commits in a crash
+   (innodb_flush_log_at_trx_commit != 1 and the OS goes down) could forget a
+   grant whose holder still believes it holds. So, like the Redis and mem
+   backends after a data loss, grant nothing until one lease after the
+   server started: every holder that could have been forgotten has given up
+   by then (its local deadline is at most one lease after its last confirmed
+   keepalive, which was before the crash). Uptime is whole seconds, rounded
+   down, so the estimated start is never earlier than the real one. A server
+   restart always breaks our connection, so reading it at connect is enough. */
+static void simba__my_grace(simba__my *b, simba__my_conn *c) {
+    int64_t flush = -1, now_ms = 0, uptime = -1;
+    int on;
+    MYSQL_ROW row;
+    unsigned long *len;
+    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 2 && (row = mysql_fetch_row(c->res[0])) &&
+        (len = mysql_fetch_lengths(c->res[0])) && row[0] && row[1]) {
+        if (!simba__my_int64(row[0], len[0], &flush)) flush = -1;
+        if (!simba__my_int64(row[1], len[1], &now_ms)) now_ms = 0;
+    }
+    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
+        (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__my_int64(row[1], len[1], &uptime))
+        uptime = -1;
+    on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
+    b->grace_until_ms = 0;
+    if (!on || now_ms <= 0) return;
+    /* unknown uptime: be safe, count the server as just started */
+    b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
+    if (b->grace_until_ms > now_ms)
+        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
+                          (long long)uptime, (long long)(b->grace_until_ms - now_ms));
 }
 
 /* Drive the main connection: connect, setup, jobs. */
@@ -2122,6 +2170,7 @@ static void simba__my_main_progress(simba__my *b) {
                 simba_backend_state(b->s, 0, st, msg);
                 return;
             }
+            simba__my_grace(b, c);
             simba__my_free_results(c);
             c->state = SIMBA__MY_READY;
             c->attempt = 0;
@@ -2525,6 +2574,7 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     b->sweep_ms = d->sweep_ms;
     b->no_waiter = d->no_waiter;
     b->max_bells = d->max_bells ? d->max_bells : 512;
+    b->restart_grace = d->restart_grace;
     b->deploy = simba__my_fnv(simba__my_fnv(14695981039346656037ULL, b->database, strlen(b->database)),
                               b->prefix, strlen(b->prefix));
     snprintf(b->t_sessions, sizeof b->t_sessions, "`%ssessions`", b->prefix);
