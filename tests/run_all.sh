@@ -44,6 +44,7 @@ suite asan-sim make -s asan-sim
 suite valgrind-mem make -s valgrind-mem
 suite valgrind-sim make -s valgrind-sim
 suite examples tests/run_examples.sh
+suite install tests/check_install.sh
 backend redis simba_redis.h && suite redis make -s test-redis
 backend mysql simba_mysql.h && suite mysql make -s test-mysql
 backend zk simba_zk.h && suite zk make -s test-zk
