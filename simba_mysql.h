@@ -232,6 +232,7 @@ typedef struct simba__my_job {
     int watch_valid;        /* waiting: watch_bell is the entry we wait behind */
     uint64_t watch_bell;
     int watch_res;          /* sorted index of the resource we wait in */
+    int watch_multi;        /* ... whose capacity is > 1 */
     int took_bell;          /* ENQUEUE: our entry has a bell (see max_bells) */
     int release_bell;       /* release our bell after the transaction */
     int bell_released;      /* ... and the batch did */
@@ -252,6 +253,9 @@ typedef struct simba__my_watch {
     uint64_t bell;
     int immediate;          /* rings in a row that came back at once (bell free) */
     int64_t not_before;     /* backoff after immediate rings */
+    int multi;              /* capacity > 1: the bell covers one holder of several */
+    int poll_ms;            /* multi: re-poll period, 50 ms doubling to 1 s */
+    int64_t poll_at;        /* multi: next re-poll (simba_now_ms) */
 } simba__my_watch;
 
 typedef struct simba__my {
@@ -474,11 +478,25 @@ static void simba__my_watch_del(simba__my *b, const char *request) {
     b->watches[i] = b->watches[b->nwatch - 1];
     b->nwatch--;
 }
+/* With capacity > 1 the bell covers only the oldest holder; a release by
+   another one would wait for the core's re-check period. So such waits also
+   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
+   changes. */
+enum { SIMBA__MY_POLL_MIN_MS = 50, SIMBA__MY_POLL_MAX_MS = 1000 };
+
 static void simba__my_watch_set(simba__my *b, const char *tenant, const char *request,
-                                const char *name, size_t namelen, int single, uint64_t bell) {
+                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
     simba__my_watch *w = simba__my_watch_find(b, request);
+    int64_t now = simba_now_ms(b->s);
     if (w) {
-        if (w->bell != bell) { w->bell = bell; w->immediate = 0; w->not_before = 0; }
+        if (w->bell != bell) {
+            w->bell = bell;
+            w->immediate = 0;
+            w->not_before = 0;
+            w->poll_ms = SIMBA__MY_POLL_MIN_MS;
+            w->poll_at = now + w->poll_ms;
+        }
+        w->multi = multi;
         return;
     }
     if (b->nwatch == b->watch_cap) {
@@ -502,8 +520,27 @@ static void simba__my_watch_set(simba__my *b, const char *tenant, const char *re
         return;
     }
     w->single = single;
+    w->multi = multi;
     w->bell = bell;
+    w->poll_ms = SIMBA__MY_POLL_MIN_MS;
+    w->poll_at = now + w->poll_ms;
     b->nwatch++;
+}
+
+/* Due re-polls of capacity > 1 waits: have the core POLL them. */
+static void simba__my_watch_polls(simba__my *b) {
+    int64_t now = simba_now_ms(b->s);
+    int i;
+    char name[SIMBA_MAX_NAME + 1];
+    for (i = 0; i < b->nwatch; i++) {
+        simba__my_watch *w = &b->watches[i];
+        if (!w->multi || now < w->poll_at) continue;
+        /* nothing moved since the last one (a change resets it): slow down */
+        w->poll_ms = w->poll_ms * 2 > SIMBA__MY_POLL_MAX_MS ? SIMBA__MY_POLL_MAX_MS : w->poll_ms * 2;
+        w->poll_at = now + w->poll_ms;
+        snprintf(name, sizeof name, "%s", w->name);
+        simba_backend_wake(b->s, name, NULL, 0);
+    }
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -1229,6 +1266,7 @@ static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, 
             const simba__my_ent *w = v->capacity[r] == 1 ? pred : head;
             j->watch_valid = 1;
             j->watch_res = r;
+            j->watch_multi = v->capacity[r] > 1;
             j->watch_bell = simba__my_bell(b, j->tenant, w->request, w->reqlen);
         }
     }
@@ -1574,7 +1612,7 @@ static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
             if (j->reply.granted || !j->watch_valid) simba__my_watch_del(b, j->request);
             else
                 simba__my_watch_set(b, j->tenant, j->request, j->res[j->sorted_of[0]].name,
-                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_bell);
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
         } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
             /* our entry is gone (or was never made): so is the need for its bell */
             simba__my_watch_del(b, j->request);
@@ -2463,6 +2501,8 @@ static int64_t simba__my_deadline(void *impl) {
         if (w->state == SIMBA__MY_READY && w->q == SIMBA__MY_Q_NONE)
             for (i = 0; i < b->nwatch; i++) d = simba__my_min(d, b->watches[i].not_before > now ? b->watches[i].not_before : now);
     }
+    for (i = 0; i < b->nwatch; i++)
+        if (b->watches[i].multi) d = simba__my_min(d, b->watches[i].poll_at);
     /* the contract reserves negative values for "none": a clock that runs
        below zero cannot express its deadlines (see docs/mysql.md) */
     return d == INT64_MAX ? -1 : (d < 0 ? 0 : d);
@@ -2476,6 +2516,7 @@ static void simba__my_process(void *impl, const struct pollfd *fds, int nfds) {
         simba__my_main_lost(b, SIMBA_EDISCONNECTED, "the server closed the connection");
     }
     simba__my_main_progress(b);
+    simba__my_watch_polls(b);
     if (!b->no_waiter) {
         rv = simba__my_revents(&b->waiter, fds, nfds);
         if (simba__my_conn_io(b, &b->waiter, rv)) simba__my_waiter_drop(b, 1);

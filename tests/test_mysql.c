@@ -954,6 +954,46 @@ static void t_restart_grace(void) {
     destroy_all(cl, 2);
 }
 
+/* A semaphore (capacity 2): the waiter's bell covers only the oldest holder,
+   so when the *other* holder releases, the backend's own re-polls (50 ms
+   doubling to 1 s) find the grant, long before the core's 60 s re-check. */
+static void t_semaphore_other_holder_release(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b, c;
+    h_client *cl[3];
+    simba_desc d;
+    simba_lock_desc ld;
+    simba_lock l1, l2, lw;
+    simba_mysql_desc md = base_desc();
+    int64_t t0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    memset(&d, 0, sizeof d);
+    d.tenant = tenant;
+    d.ttl_ms = 60000;
+    d.transition_ms = 10000;
+    d.recheck_ms = 60000;
+    d.backend = make_backend(&md); d.client_id = "s1"; a.s = simba_create(&d);
+    d.backend = make_backend(&md); d.client_id = "s2"; b.s = simba_create(&d);
+    d.backend = make_backend(&md); d.client_id = "sw"; c.s = simba_create(&d);
+    CHECK(a.s && b.s && c.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "pool"; ld.capacity = 2; ld.wait_ms = -1;
+    l1 = simba_acquire(a.s, &ld);
+    CHECK(h_expect(cl, 3, 0, l1, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    l2 = simba_acquire(b.s, &ld);
+    CHECK(h_expect(cl, 3, 1, l2, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    lw = simba_acquire(c.s, &ld);
+    h_run_for(cl, 3, 2000);
+    CHECK(!h_has(&c, lw, SIMBA_EVENT_ACQUIRED));
+    t0 = h_real_ms();
+    simba_release(b.s, l2);                     /* not the oldest holder */
+    CHECK(h_expect(cl, 3, 2, lw, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    printf("  # granted %lld ms after the younger holder's release\n", (long long)(h_real_ms() - t0));
+    CHECK(h_real_ms() - t0 < 30000);            /* far below the 60 s re-check */
+    destroy_all(cl, 3);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     MYSQL *m;
@@ -997,6 +1037,7 @@ int main(int argc, char **argv) {
     RUN(t_wakeup_is_pushed);
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
+    RUN(t_semaphore_other_holder_release);
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_restart_grace);
