@@ -680,6 +680,11 @@ static void simba__my_conn_open(simba__my *b, simba__my_conn *c) {
     timeout_s = (unsigned)((b->connect_timeout_ms + 999) / 1000);
     mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
     mysql_options(c->m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    {
+        /* simba never loads files: a hostile server must not be able to ask */
+        unsigned int off = 0; /* the connector reads an unsigned int here */
+        mysql_options(c->m, MYSQL_OPT_LOCAL_INFILE, &off);
+    }
     if (b->ssl_key || b->ssl_cert || b->ssl_ca || b->ssl_capath || b->ssl_cipher)
         mysql_ssl_set(c->m, b->ssl_key, b->ssl_cert, b->ssl_ca, b->ssl_capath, b->ssl_cipher);
     if (b->ssl_verify) mysql_options(c->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
@@ -2067,27 +2072,39 @@ static void simba__my_main_lost(simba__my *b, int err, const char *msg) {
     simba_backend_state(b->s, 0, err, msg);
 }
 
-/* Queue RETAKE jobs for all our bells (in front of the core's ops). */
+/* Queue RETAKE jobs for all our bells, in front of the core's ops (they are
+   chained first, then the chain goes to the front of the queue). */
 static void simba__my_queue_retake(simba__my *b) {
-    int i = 0, k = 0;
-    simba__my_job *j = NULL;
-    simba__my_job *jobs[1024];
-    int nj = 0;
-    if (!b->mine_n) { b->retake_needed = 0; return; }
+    simba__my_job *first = NULL, *last = NULL, *j = NULL;
+    int i;
+    b->retake_needed = 0;
     for (i = 0; i < b->mine_cap; i++) {
         if (!b->mine[i]) continue;
         if (!j || j->nbells == SIMBA__MY_RETAKE_BATCH) {
-            if (nj == (int)(sizeof jobs / sizeof jobs[0])) break;
             j = simba__my_job_new(b, SIMBA__MY_JOB_BELLS_RETAKE);
-            if (!j) break;
-            j->bells = (uint64_t *)simba__my_alloc(b, SIMBA__MY_RETAKE_BATCH * sizeof *j->bells);
-            if (!j->bells) { simba__my_job_free(b, j); j = NULL; break; }
-            jobs[nj++] = j;
+            if (j) j->bells = (uint64_t *)simba__my_alloc(b, SIMBA__MY_RETAKE_BATCH * sizeof *j->bells);
+            if (!j || !j->bells) {
+                /* no memory: those bells stay free; their waiters poll */
+                simba__my_job_free(b, j);
+                break;
+            }
+            if (last) last->next = j;
+            else first = j;
+            last = j;
         }
         j->bells[j->nbells++] = b->mine[i];
     }
-    /* keep their order, all in front */
-    for (k = nj - 1; k >= 0; k--) simba__my_push(b, jobs[k], 1);
+    if (!first) return;
+    /* the queue is idle right after a connect, but keep it general */
+    if (b->head && b->head_started) {
+        last->next = b->head->next;
+        b->head->next = first;
+        if (b->tail == b->head) b->tail = last;
+    } else {
+        last->next = b->head;
+        b->head = first;
+        if (!b->tail) b->tail = last;
+    }
 }
 
 static void simba__my_setup_sql(simba__my *b, simba__my_buf *x, int main_conn) {
