@@ -2425,10 +2425,25 @@ static void simba__my_waiter_progress(simba__my *b) {
 
 /* ---------------------------------------------------------------- vtable */
 
+/* Looks like a numeric IPv4/IPv6 address (or "localhost", which the
+   connector takes as its default unix socket): no DNS lookup, which would
+   block inside mysql_real_connect_start. */
+static int simba__my_host_is_numeric(const char *h) {
+    if (strcmp(h, "localhost") == 0) return 1;
+    for (; *h; h++)
+        if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f') || (*h >= 'A' && *h <= 'F') || *h == '.' ||
+              *h == ':'))
+            return 0;
+    return 1;
+}
+
 static int simba__my_attach(void *impl, simba *s) {
     simba__my *b = (simba__my *)impl;
     int64_t now;
     b->s = s;
+    if (!b->unix_socket && !simba__my_host_is_numeric(b->host))
+        simba_backend_log(s, SIMBA_LOG_WARN, "simba_mysql: host '%s' is a name: resolving it blocks the caller"
+                          " (give a numeric address)", b->host);
     now = simba_now_ms(s);
     b->main.retry_at = now; /* connect on the first process() */
     b->main.retry_armed = 1;
