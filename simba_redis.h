@@ -155,24 +155,49 @@ extern "C" {
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
      P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
+     P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
+                KEEPALIVE answer 1 + it as the admin epoch
    Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant of a
    single-resource request) or "- 0 <name>" (something changed: look again).
 
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
 "local OP, P, T, SESS, REQ = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
-"local LEASE, RUN = tonumber(ARGV[6]), ARGV[7]\n"
+"local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
+"local function fmt(n) return string.format('%.0f', n) end\n"
+"local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
+"-- The fast paths below serve the common cases (a lock nobody else wants) with\n"
+"-- the fewest commands and before the general machinery is even defined (its\n"
+"-- ~40 closures cost more server time than the commands). What they read\n"
+"-- before finding that the case is not theirs goes to load() through PRE, so\n"
+"-- the general path does not read it again.\n"
+"local PRE\n"
+"-- RELEASE of the only entry of a resource, made by this or an older connection:\n"
+"-- remove it; nobody is left to grant or tell, so not even TIME is needed\n"
+"if OP == 'release' and #KEYS == 1 then\n"
+"  local k = KEYS[1]\n"
+"  local ids = redis.call('ZRANGE', k .. ':q', 0, -1)\n"
+"  if #ids == 1 and ids[1] == REQ then\n"
+"    local s, g = string.match(redis.call('HGET', k .. ':e', REQ) or '', '^(%S+) %d+ %d+ (%d+) 1$')\n"
+"    if s == SESS and tonumber(g) <= GEN then\n"
+"      redis.call('ZREM', k .. ':q', REQ)\n"
+"      redis.call('HDEL', k .. ':e', REQ)\n"
+"      redis.call('HDEL', skey(SESS), 'e ' .. REQ .. ' ' .. k)\n"
+"      if GEN > 1 then redis.call('SET', k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE)) end\n"
+"      return {0}\n"
+"    end\n"
+"  end\n"
+"  PRE = {k = k, ids = ids}\n"
+"end\n"
 "local tm = redis.call('TIME')\n"
 "local NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])\n"
 "local NOW = math.floor(NOW_US / 1000)\n"
-"local function fmt(n) return string.format('%.0f', n) end\n"
 "local function proto(what) error('SIMBA_EPROTO ' .. what) end\n"
 "local function num(v, what)\n"
 "  local n = tonumber(v)\n"
 "  if not n or n < 0 or n ~= math.floor(n) then proto(what) end\n"
 "  return n\n"
 "end\n"
-"local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
 "-- sessions: alive while the stored expiry (server ms) is ahead of TIME\n"
 "local SX = {}\n"
 "local function alive(s)\n"
@@ -206,6 +231,9 @@ static const char *const simba__redis_lua[] = {
 "  end\n"
 "  return GRACE\n"
 "end\n"
+"-- the admin epoch of the tenant: 1 + the DELETEs and SET_CAPACITYs it has seen;\n"
+"-- holders re-check their holds when it moves (a lost push hides no delete)\n"
+"local AKEY = P .. ':a:{' .. T .. '}'\n"
 "-- the session operations need nothing more: answer them before the rest is defined\n"
 "if OP == 'open' or OP == 'keepalive' then\n"
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
@@ -213,9 +241,61 @@ static const char *const simba__redis_lua[] = {
 "  local sk, x = skey(SESS), NOW + LEASE\n"
 "  redis.call('HSET', sk, 'exp', fmt(x))\n"
 "  redis.call('PEXPIREAT', sk, fmt(x))\n"
-"  return {0}\n"
+"  return {0, num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1}\n"
 "end\n"
-"local TRY, WAITF, GEN = ARGV[8] == '1', ARGV[9] == '1', tonumber(ARGV[10])\n",
+"local TRY, WAITF = ARGV[8] == '1', ARGV[9] == '1'\n",
+"-- RELEASE by the holder of a mutex with exactly one waiter (a hand-off): the\n"
+"-- waiter is granted and told right here, when it is alive, single-resource and\n"
+"-- no restart grace runs (else the general path below decides)\n"
+"if PRE and #PRE.ids == 2 and PRE.ids[1] == REQ then\n"
+"  local k, W = PRE.k, PRE.ids[2]\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'name')\n"
+"  local v = redis.call('HMGET', k .. ':e', REQ, W)\n"
+"  local s, f, g = string.match(v[1] or '', '^(%S+) %d+ (%d+) (%d+) 1$')\n"
+"  local ws, ww, wg = string.match(v[2] or '', '^(%S+) (%d+) 0 (%d+) 1$')\n"
+"  if m[1] == '1' and m[3] and s == SESS and tonumber(f) > 0 and tonumber(g) <= GEN and ws\n"
+"     and alive(ws) and NOW >= grace() then\n"
+"    local fence = math.max(num(m[2] or 0, 'fence counter') + 1, NOW_US)\n"
+"    redis.call('ZREM', k .. ':q', REQ)\n"
+"    redis.call('HDEL', k .. ':e', REQ)\n"
+"    redis.call('HDEL', skey(SESS), 'e ' .. REQ .. ' ' .. k)\n"
+"    if GEN > 1 then redis.call('SET', k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE)) end\n"
+"    redis.call('HSET', k .. ':e', W, ws .. ' ' .. fmt(tonumber(ww)) .. ' ' .. fmt(fence) .. ' ' .. fmt(tonumber(wg)) .. ' 1')\n"
+"    redis.call('HSET', k .. ':m', 'ctr', fmt(fence))\n"
+"    local wc = string.match(ws, '^(.*)~[^~]*$') or ws\n"
+"    redis.call('PUBLISH', P .. ':c:' .. T .. ':' .. wc, W .. ' ' .. fmt(fence) .. ' ' .. m[3])\n"
+"    return {0}\n"
+"  end\n"
+"end\n",
+"-- ENQUEUE on one resource whose queue is empty (an uncontended acquire): granted\n"
+"-- at once, unless the session is gone, the weight does not fit, a tombstone\n"
+"-- exists or the restart grace runs (the general path answers those)\n"
+"if OP == 'enqueue' and #KEYS == 1 then\n"
+"  local k = KEYS[1]\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'seq', 'name')\n"
+"  local ids = redis.call('ZRANGE', k .. ':q', 0, -1)\n"
+"  PRE = {k = k, m = m, ids = ids}\n"
+"  if #ids == 0 then\n"
+"    local cap, w = tonumber(ARGV[12]), tonumber(ARGV[13])\n"
+"    if m[1] then\n"
+"      cap = num(m[1], 'capacity')\n"
+"      if cap < 1 then proto('capacity') end\n"
+"    end\n"
+"    local ctr, seq = num(m[2] or 0, 'fence counter'), num(m[3] or 0, 'sequence') + 1\n"
+"    if not alive(SESS) then return {1} end\n"
+"    if w > cap then return {3} end\n"
+"    if not redis.call('GET', k .. ':t:' .. REQ) and NOW >= grace() then\n"
+"      local f = math.max(ctr + 1, NOW_US)\n"
+"      redis.call('ZADD', k .. ':q', fmt(seq), REQ)\n"
+"      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. k, '1')\n"
+"      redis.call('HSET', k .. ':e', REQ, SESS .. ' ' .. fmt(w) .. ' ' .. fmt(f) .. ' ' .. fmt(GEN) .. ' 1')\n"
+"      redis.call('HSET', k .. ':m', 'cap', fmt(cap), 'ctr', fmt(f), 'seq', fmt(seq), 'name', m[4] or ARGV[11])\n"
+"      if not m[1] and m[2] then redis.call('PERSIST', k .. ':m') end\n"
+"      if WAITF then redis.call('HSET', skey(SESS), 'w', fmt(NOW)) end\n"
+"      return {0, 1, 0, 1, -1, SESS, f}\n"
+"    end\n"
+"  end\n"
+"end\n",
 "local function client_of(s) return string.match(s, '^(.*)~[^~]*$') or s end\n"
 "local function chan(s) return P .. ':c:' .. T .. ':' .. client_of(s) end\n"
 "local function eff(w, cap) if w == 0 or w > cap then return cap end return w end\n"
@@ -229,7 +309,9 @@ static const char *const simba__redis_lua[] = {
 "-- a resource is read and checked whole before anything is written, so\n"
 "-- garbage aborts the script without half an operation\n"
 "local function load(k, name)\n"
-"  local m = redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'seq', 'name')\n"
+"  local pre = PRE and PRE.k == k and PRE\n"
+"  if pre then PRE = nil end\n"
+"  local m = pre and pre.m or redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'seq', 'name')\n"
 "  local R = {k = k, ids = {}, ent = {}, cap = false, ctr = 0, seq = 0, name = m[4] or name, owner = ''}\n"
 "  if m[1] then\n"
 "    R.cap = num(m[1], 'capacity')\n"
@@ -238,7 +320,7 @@ static const char *const simba__redis_lua[] = {
 "  if m[2] then R.ctr = num(m[2], 'fence counter') end\n"
 "  if m[3] then R.seq = num(m[3], 'sequence') end\n"
 "  R.leftover = not m[1] and m[2]\n"
-"  local ids = redis.call('ZRANGE', k .. ':q', 0, -1)\n"
+"  local ids = pre and pre.ids or redis.call('ZRANGE', k .. ':q', 0, -1)\n"
 "  if #ids == 0 then return R end\n"
 "  if not R.cap or not R.name then proto('a queue without capacity or name') end\n"
 "  local vals = {}\n"
@@ -479,6 +561,7 @@ static const char *const simba__redis_lua[] = {
 "  if not cap or cap < 1 then return {3} end\n"
 "  purge(R)\n"
 "  R.cap, R.name, R.dirty = cap, R.name or name, true\n"
+"  redis.call('INCR', AKEY)\n"
 "  evaluate(R, nil, nil); save(R)\n"
 "  return {0}\n"
 "elseif OP == 'delete' then\n"
@@ -486,6 +569,7 @@ static const char *const simba__redis_lua[] = {
 "  if not R.cap then return {0} end\n"
 "  for _, id in ipairs(R.ids) do redis.call('HDEL', skey(R.ent[id].s), 'e ' .. id .. ' ' .. R.k) end\n"
 "  tell(R, true, nil)\n"
+"  redis.call('INCR', AKEY)\n"
 "  redis.call('DEL', R.k .. ':q', R.k .. ':e', R.k .. ':m')\n"
 "  redis.call('HSET', R.k .. ':m', 'ctr', fmt(R.ctr))\n"
 "  redis.call('PEXPIRE', R.k .. ':m', 60000)\n"
@@ -1337,7 +1421,13 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
         return;
     }
     rep.status = simba__redis_status_code(st);
-    if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_ENQUEUE || q->kind == SIMBA_OP_POLL)) {
+    if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
+        if (rp->elements != 2 || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &st)) {
+            simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
+            return;
+        }
+        rep.epoch = (int64_t)st;
+    } else if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_ENQUEUE || q->kind == SIMBA_OP_POLL)) {
         rc = simba__redis_parse_state(q, rp, &rep);
         if (rc != SIMBA_OK) { simba__redis_complete_status(r, q, rc, "malformed ENQUEUE/POLL answer"); return; }
         if (rep.granted && r->wait_replicas > 0) {
