@@ -994,6 +994,101 @@ static void t_semaphore_other_holder_release(void) {
     destroy_all(cl, 3);
 }
 
+/* Randomized, bounded (about 8 s): 6 clients acquire and release 2 mutexes
+   and a 2-permit semaphore at random, while their connections are KILLed
+   at random. At every step: no mutex is valid (simba_valid_ms > 0) for two
+   clients at once, a semaphore never for more than 2, each mutex's fences
+   strictly increase in the order its grants are seen (one holder at a time,
+   so that is the grant order), and no resource hands out a fence twice. (A
+   semaphore's concurrent holders may learn of their grants in any order.) */
+static void t_random_safety_under_kills(void) {
+    enum { NC = 6, NR = 3, STEPS_MS = 8000 };
+    static const char *names[NR] = { "rnd-m0", "rnd-m1", "rnd-sem" };
+    static const int caps[NR] = { 1, 1, 2 };
+    const char *tenant = my_tenant();
+    static h_client c[NC];
+    h_client *cl[NC];
+    simba_lock held[NC][NR];
+    int64_t last_fence[NR], end, seen[512];
+    int seen_r[512], nseen = 0, s2;
+    unsigned seed = 12345;
+    int i, r, grants = 0, kills = 0, violations = 0;
+    char id[16];
+    for (i = 0; i < NC; i++) {
+        memset(&c[i], 0, sizeof c[i]);
+        cl[i] = &c[i];
+        snprintf(id, sizeof id, "r%d", i);
+        c[i].s = new_client(tenant, id, 3000, 1500);
+        CHECK(c[i].s);
+        for (r = 0; r < NR; r++) held[i][r].id = held[i][r].gen = 0;
+    }
+    for (r = 0; r < NR; r++) last_fence[r] = 0;
+    h_run_for(cl, NC, 300);
+    end = h_real_ms() + STEPS_MS;
+    while (h_real_ms() < end) {
+        int k;
+        h_pump(cl, NC, 10);
+        /* act */
+        seed = seed * 1103515245u + 12345u;
+        i = (int)((seed >> 16) % NC);
+        r = (int)((seed >> 8) % NR);
+        if (held[i][r].gen == 0) {
+            simba_lock_desc d;
+            memset(&d, 0, sizeof d);
+            d.name = names[r];
+            d.capacity = caps[r];
+            d.wait_ms = 2000;
+            held[i][r] = simba_acquire(c[i].s, &d);
+        } else if ((seed >> 4) % 3 == 0 && simba_valid_ms(c[i].s, held[i][r]) > 0) {
+            simba_release(c[i].s, held[i][r]);
+        }
+        if ((seed >> 12) % 400 == 0) { kill_client(NULL, c[i].s); kills++; }
+        /* consume events: grants in order, ends free the slot */
+        for (i = 0; i < NC; i++) {
+            for (k = 0; k < c[i].nlog; k++) {
+                simba_event *e = &c[i].log[k];
+                if (c[i].consumed[k]) continue;
+                c[i].consumed[k] = 1;
+                for (r = 0; r < NR; r++) {
+                    if (e->lock.id != held[i][r].id || e->lock.gen != held[i][r].gen || !held[i][r].gen) continue;
+                    if (e->type == SIMBA_EVENT_ACQUIRED) {
+                        grants++;
+                        for (s2 = 0; s2 < nseen; s2++)
+                            if (seen[s2] == e->fence && seen_r[s2] == r) {
+                                printf("  # %s: fence %lld twice\n", names[r], (long long)e->fence);
+                                violations++;
+                            }
+                        if (nseen < 512) { seen[nseen] = e->fence; seen_r[nseen] = r; nseen++; }
+                        if (caps[r] == 1 && e->fence <= last_fence[r]) {
+                            printf("  # %s: fence %lld after %lld\n", names[r], (long long)e->fence,
+                                   (long long)last_fence[r]);
+                            violations++;
+                        }
+                        last_fence[r] = e->fence;
+                    } else if (e->type == SIMBA_EVENT_RELEASED || e->type == SIMBA_EVENT_LOST ||
+                               e->type == SIMBA_EVENT_TIMEOUT || e->type == SIMBA_EVENT_ERROR) {
+                        held[i][r].id = held[i][r].gen = 0;
+                    }
+                }
+            }
+        }
+        /* the safety invariant, by each client's own clock */
+        for (r = 0; r < NR; r++) {
+            int valid = 0;
+            for (i = 0; i < NC; i++)
+                if (held[i][r].gen && simba_valid_ms(c[i].s, held[i][r]) > 0) valid++;
+            if (valid > caps[r]) {
+                printf("  # %s: %d valid holders, capacity %d\n", names[r], valid, caps[r]);
+                violations++;
+            }
+        }
+    }
+    printf("  # %d grants, %d connections killed\n", grants, kills);
+    CHECK_EQ(violations, 0);
+    CHECK(grants >= 20);
+    destroy_all(cl, NC);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     MYSQL *m;
@@ -1038,6 +1133,7 @@ int main(int argc, char **argv) {
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
     RUN(t_semaphore_other_holder_release);
+    RUN(t_random_safety_under_kills);
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_restart_grace);
