@@ -903,9 +903,12 @@ static redisReply *late_op(redisContext *ad, const char *op, const char *tenant,
     static char sha[41];
     char base[1200];
     if (!sha[0]) {
-        char *script = (char *)malloc(16384);
+        size_t i, n = 1;
+        char *script;
         redisReply *r;
-        size_t i;
+        for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+        script = (char *)malloc(n);            /* the script's whole length, never a guess */
+        if (!script) return NULL;
         script[0] = 0;
         for (i = 0; simba__redis_lua[i]; i++) strcat(script, simba__redis_lua[i]);
         r = cmd(ad, "SCRIPT LOAD %s", script);
