@@ -36,10 +36,17 @@
     GET_LOCK(bell of the entry it waits behind); the release of that entry
     (or the death of its owner's connection) ends the wait at once, and the
     same round trip reads our fence, so the grant is usually delivered
-    without another query.
+    without another query. MariaDB's user locks cost O(n) per GET_LOCK on a
+    connection holding n, so at most max_bells entries get one; waiters
+    behind the others (and behind a holder of a capacity > 1 resource)
+    re-poll with backoff instead.
 
     Two connections per client at most: the main one (one operation in
-    flight, the rest queued) and the waiter one (only while waiting).
+    flight, at most 32 lock operations queued, session operations first) and
+    the waiter one (only while waiting). No restart grace is needed while
+    the server keeps its commits (innodb_flush_log_at_trx_commit = 1); with
+    another setting the backend grants nothing for one lease after the
+    server started (restart_grace).
 */
 #ifndef SIMBA_MYSQL_INCLUDED
 #define SIMBA_MYSQL_INCLUDED
