@@ -270,7 +270,7 @@ typedef struct simba_desc {
                                  costs at most this); default ttl/2 */
     simba_allocator allocator;
     simba_logger logger;
-    simba_clock clock;
+    simba_clock clock;        /* must not go backwards; values >= 0 */
 } simba_desc;
 
 typedef struct simba_lock_desc {
@@ -509,6 +509,7 @@ typedef struct simba_mem_faults {
     int drop_push_pct;          /* percent of pushes (wake-ups) lost */
     int reorder;                /* replies may overtake each other (random delays per reply) */
     int partitioned;            /* the connection is cut: nothing passes, connects fail */
+    int queue_limit;            /* answers in flight beyond which submit says SIMBA_EBUSY (0: none) */
     uint64_t seed;              /* random seed for the above (0 = fixed default) */
 } simba_mem_faults;
 
@@ -766,6 +767,8 @@ struct simba {
     simba_clock clock;
     simba_backend backend;
     int connected, last_error;
+    int backend_full;                /* the backend refused a submit (SIMBA_EBUSY): dispatch
+                                        waits for its next completion instead of spinning */
     int conn_error;                  /* the last connection failure reported (0 none) */
     char tenant[SIMBA_MAX_TENANT + 1];
     char client_id[SIMBA_MAX_ID + 1];
@@ -1453,6 +1456,7 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
     int op;
     int64_t now;
     if (!s || s->magic != SIMBA__MAGIC || !r) return;
+    s->backend_full = 0;                                /* room again: dispatch may go on */
     idx = (uint32_t)(r->id >> 32);
     seq = (uint32_t)r->id;
     now = simba__now(s);
@@ -1604,7 +1608,7 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
     simba_op op;
     simba_res res[SIMBA_MAX_RESOURCES];
     char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
-    int kind = simba__needed_op(l);
+    int kind = simba__needed_op(l), rc;
     if (!kind || l->op == kind) return 1;
     if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
         l->session_no = s->session.no;       /* a new request in this session */
@@ -1613,7 +1617,12 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
     }
     simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
     if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
-    if (simba__submit(s, &op) != SIMBA_OK) { l->op_seq--; return 0; }
+    rc = simba__submit(s, &op);
+    if (rc != SIMBA_OK) {
+        l->op_seq--;
+        s->backend_full = rc == SIMBA_EBUSY;
+        return 0;
+    }
     l->op = (uint8_t)kind;
     if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
     if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
@@ -1623,6 +1632,7 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
 }
 
 static void simba__dispatch(simba *s, int64_t now) {
+    s->backend_full = 0;                 /* try again each tick; a refusal sets it back */
     while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
         simba__lock *l = &s->locks[s->dirty_head - 1];
         if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
@@ -1996,7 +2006,7 @@ SIMBADEF int simba_timeout_ms(simba *s) {
     if (!simba__is_live(s)) return 0;
     if (s->events.count) return 0;
     now = simba__now(s);
-    if (s->dirty_head && s->connected && simba__session_safe(s, now)) return 0;
+    if (s->dirty_head && s->connected && !s->backend_full && simba__session_safe(s, now)) return 0;
     if (s->nheap) at = s->locks[s->heap[0]].timer_at;
     if (s->session.open && s->session.valid_until < at) at = s->session.valid_until;
     if (s->connected) {
@@ -2690,6 +2700,7 @@ static int simba__mem_submit(void *impl, const simba_op *op) {
     simba__mem_item it;
     int64_t now;
     if (!c->connected || c->broken) return SIMBA_EDISCONNECTED;
+    if (c->faults.queue_limit > 0 && c->n - c->head >= c->faults.queue_limit) return SIMBA_EBUSY;
     if (c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_request_pct)) return SIMBA_OK; /* lost */
     memset(&a, 0, sizeof a);
     a.r.id = op->id;
