@@ -11,6 +11,10 @@
        (EVALSHA enqueue + EVALSHA release) in the same run     (target >= 0.4 x)
      - with 100,000 held locks: Redis commands per renewal period (from INFO
        commandstats), next to the same figure with 1 held lock (O(1))
+     - two floors of the hand-off, with plain hiredis: PUBLISH to an idle
+       subscriber in another process, and one small script (keepalive) sent
+       to a server that was idle for 20 ms (a cold server runs a script
+       several times slower than a hot one)
    It prints figures; it asserts nothing about speed. */
 #define _POSIX_C_SOURCE 200809L
 #define SIMBA_IMPLEMENTATION
@@ -133,6 +137,115 @@ static int bench_rtt(void) {
     return 1;
 }
 
+static int read_full(int fd, void *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char *)buf + got, n - got);
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
+/* ---- 1b. floors for the hand-off: what the server and the OS cost when
+   both ends were idle, measured with plain hiredis and no simba ---- */
+
+static double raw_handoff_p50, cold_script_p50;
+
+/* A subscriber in another process, blocked in a read; the publisher idles
+   20 ms (as the holder does while the waiter queues), then PUBLISHes. The
+   time from before the PUBLISH to the subscriber holding the message is the
+   floor of any push hand-off on this machine. */
+static int bench_raw_handoff(void) {
+    enum { N = 200 };
+    static double v[N];
+    int c2p[2], i, n = 0;
+    char ready;
+    pid_t pid;
+    redisContext *c;
+    if (pipe(c2p)) return 0;
+    pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        redisContext *sc = redisConnect(host, port);
+        void *rep;
+        close(c2p[0]);
+        if (!sc || sc->err) _exit(1);
+        rep = redisCommand(sc, "SUBSCRIBE simba-bench-raw-handoff");
+        if (!rep) _exit(1);
+        freeReplyObject(rep);
+        if (write(c2p[1], "r", 1) != 1) _exit(1);
+        while (redisGetReply(sc, &rep) == REDIS_OK) {
+            double t = now_us();
+            freeReplyObject(rep);
+            if (write(c2p[1], &t, sizeof t) != (ssize_t)sizeof t) break;
+        }
+        _exit(0);
+    }
+    close(c2p[1]);
+    c = redisConnect(host, port);
+    if (!c || c->err || !read_full(c2p[0], &ready, 1)) { kill(pid, SIGKILL); waitpid(pid, NULL, 0); return 0; }
+    for (i = 0; i < 20 + N; i++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        double t0, t1;
+        redisReply *r;
+        nanosleep(&ts, NULL);
+        t0 = now_us();
+        r = (redisReply *)redisCommand(c, "PUBLISH simba-bench-raw-handoff x");
+        if (!r) break;
+        freeReplyObject(r);
+        if (!read_full(c2p[0], &t1, sizeof t1)) break;
+        if (i >= 20) v[n++] = t1 - t0;
+    }
+    redisFree(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(c2p[0]);
+    if (n < N) return 0;
+    raw_handoff_p50 = pct(v, n, 0.5);
+    return 1;
+}
+
+/* The round trip of one small script (simba's own keepalive) after 20 ms of
+   idleness: next to the cold PING it shows what a script costs a server
+   whose caches went cold, which is the case in every hand-off here. */
+static int bench_cold_script(void) {
+    enum { N = 100 };
+    static double v[N];
+    redisContext *c = redisConnect(host, port);
+    redisReply *r;
+    char sha[41], *script;
+    size_t len = 1, i;
+    int k;
+    if (!c || c->err) return 0;
+    for (i = 0; simba__redis_lua[i]; i++) len += strlen(simba__redis_lua[i]);
+    script = (char *)malloc(len);
+    if (!script) return 0;
+    script[0] = 0;
+    for (i = 0; simba__redis_lua[i]; i++) strcat(script, simba__redis_lua[i]);
+    r = (redisReply *)redisCommand(c, "SCRIPT LOAD %s", script);
+    free(script);
+    if (!r || r->type != REDIS_REPLY_STRING) { if (r) freeReplyObject(r); redisFree(c); return 0; }
+    snprintf(sha, sizeof sha, "%s", r->str);
+    freeReplyObject(r);
+    r = (redisReply *)redisCommand(c, "EVALSHA %s 0 open simba coldb coldb~0000000000000000 - 600000 '' 0 0 1", sha);
+    if (r) freeReplyObject(r);
+    for (k = 0; k < N; k++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        double t0;
+        nanosleep(&ts, NULL);
+        t0 = now_us();
+        r = (redisReply *)redisCommand(c, "EVALSHA %s 0 keepalive simba coldb coldb~0000000000000000 - 600000 '' 0 0 1", sha);
+        if (!r) break;
+        freeReplyObject(r);
+        v[k] = now_us() - t0;
+    }
+    redisFree(c);
+    if (k < N) return 0;
+    cold_script_p50 = pct(v, N, 0.5);
+    return 1;
+}
+
 /* ---- 2. uncontended acquire and the whole cycle ---- */
 
 static double acq_p50, acq_p99, cycle_p50, script_us;
@@ -192,16 +305,6 @@ static int bench_uncontended(void) {
 /* ---- 3. hand-off to a waiter in another process ---- */
 
 static double hand_p50, hand_p99;
-
-static int read_full(int fd, void *buf, size_t n) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = read(fd, (char *)buf + got, n - got);
-        if (k <= 0) return 0;
-        got += (size_t)k;
-    }
-    return 1;
-}
 
 static void child_waiter(int from_parent, int to_parent) {
     simba *s = client("bench-h", 10000);
@@ -455,6 +558,7 @@ int main(void) {
     if (!bench_rtt()) return 1;
     if (!bench_uncontended()) { printf("uncontended: failed\n"); return 1; }
     if (!bench_handoff()) { printf("hand-off: failed\n"); return 1; }
+    if (!bench_raw_handoff() || !bench_cold_script()) { printf("hand-off floors: failed\n"); return 1; }
     if (!bench_throughput()) { printf("throughput: failed\n"); return 1; }
     if (!bench_raw_scripts()) { printf("redis-benchmark: failed\n"); return 1; }
     if (!bench_renewal(0, 1) || !bench_renewal(1, 100000)) { printf("renewal: failed\n"); return 1; }
@@ -470,6 +574,9 @@ int main(void) {
     printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / rtt_p50, "<= 2");
     printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p99", hand_p99, hand_p99 / rtt_p50, "");
     printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / cold RTT: both ends were idle)", "", hand_p50 / cold_rtt_p50, "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "raw PUBLISH -> idle subscriber (2 procs) p50", raw_handoff_p50, raw_handoff_p50 / rtt_p50, "");
+    printf("%-52s %9.1f us %10.2f %8s\n", "raw EVALSHA keepalive after 20 ms idle p50", cold_script_p50, cold_script_p50 / rtt_p50, "");
+    printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / raw PUBLISH -> idle subscriber)", "", hand_p50 / raw_handoff_p50, "");
     {
         double raw_cycle = 1.0 / (1.0 / raw_enqueue + 1.0 / raw_release);
         printf("\n%-52s %12s %10s %8s\n", "throughput", "per second", "ratio", "target");
