@@ -38,7 +38,9 @@ backend() {  # backend NAME HEADER
 }
 
 suite compile tests/compile_matrix.sh
-suite mem make -s test-mem
+make -s build/test_mem build/test_sim >build/logs/build-mem.log 2>&1 || cat build/logs/build-mem.log
+suite mem ./build/test_mem
+suite sim ./build/test_sim
 suite asan-mem make -s asan-mem
 suite asan-sim make -s asan-sim
 suite valgrind-mem make -s valgrind-mem
