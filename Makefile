@@ -91,13 +91,13 @@ valgrind-sim: $(B)/test_sim
 # ---- benchmarks (programs that print ratios, not tests) ----
 BENCH := $(B)/bench_mem
 bench: $(BENCH)
-$(B)/bench_mem: bench/bench_mem.c $(HDR_CORE) | $(B)
+$(B)/bench_mem: bench/bench_mem.c bench/bench_util.h $(HDR_CORE) | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(LDFLAGS)
-$(B)/bench_redis: bench/bench_redis.c $(HDR_CORE) simba_redis.h | $(B)
+$(B)/bench_redis: bench/bench_redis.c bench/bench_util.h $(HDR_CORE) simba_redis.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(REDIS_LIBS) $(LDFLAGS)
-$(B)/bench_mysql: bench/bench_mysql.c $(HDR_CORE) simba_mysql.h | $(B)
+$(B)/bench_mysql: bench/bench_mysql.c bench/bench_util.h $(HDR_CORE) simba_mysql.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(MYSQL_LIBS) $(LDFLAGS)
-$(B)/bench_zk: bench/bench_zk.c $(HDR_CORE) simba_zk.h | $(B)
+$(B)/bench_zk: bench/bench_zk.c bench/bench_util.h $(HDR_CORE) simba_zk.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(ZK_LIBS) $(LDFLAGS)
 bench-mem: $(B)/bench_mem
 	./$(B)/bench_mem

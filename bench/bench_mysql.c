@@ -27,31 +27,10 @@
 #include "simba.h"
 #define SIMBA_MYSQL_IMPLEMENTATION
 #include "simba_mysql.h"
+#include "bench_util.h"
 
 static const char *host, *user, *password, *db;
 static int port;
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double pct(double *v, int n, double p) {
-    int i;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    i = (int)(p * (n - 1) + 0.5);
-    return v[i];
-}
-
-static int env_int(const char *name, int dflt) {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : dflt;
-}
 
 /* ---- raw round trips (blocking client, same library) ---- */
 

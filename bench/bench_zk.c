@@ -24,29 +24,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "bench_util.h"
 
 enum { RAW_N = 400, ACQ_N = 200, HANDOFF_N = 150, CONTENDERS = 10, CONTEND_GRANTS = 300 };
 
 static const char *hosts;
 static char tenant[64];
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);   /* system-wide: comparable across processes */
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-    int i;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    i = (int)(p * (n - 1) + 0.5);
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
 
 /* ---- raw round trips with a plain handle and our own loop ---- */
 
