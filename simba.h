@@ -367,12 +367,19 @@ SIMBADEF simba_lock simba_set_capacity(simba *s, const char *name, int capacity,
 SIMBADEF simba_lock simba_delete(simba *s, const char *name, void *user);
 
 /* ---- misc ---- */
+/* simba_strerror: a short English text for a SIMBA_E* code (never NULL). */
 SIMBADEF const char *simba_strerror(int err);
+/* simba_event_name: "ACQUIRED", "LOST", ... for logs. */
 SIMBADEF const char *simba_event_name(simba_event_type type);
+/* simba_last_error: why the last call that returned {0,0} or an error failed. */
 SIMBADEF int simba_last_error(simba *s);
+/* simba_client_id: this client's id (the desc's, or the generated host:pid:random). */
 SIMBADEF const char *simba_client_id(simba *s);
+/* simba_connected: 1 while the backend connection is up. */
 SIMBADEF int simba_connected(simba *s);
+/* simba_version: SIMBA_VERSION_STRING of the compiled implementation. */
 SIMBADEF const char *simba_version(void);
+/* simba_now_ms: simba's monotonic clock (the desc's clock, if one was given). */
 SIMBADEF int64_t simba_now_ms(simba *s);
 
 /*
