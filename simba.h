@@ -337,7 +337,9 @@ SIMBADEF int simba_holds(simba *s, simba_lock lock);
 
 /* simba_pollfds: fills up to max pollfds (fd, events) that simba wants
    watched; returns how many it needs (call again with more room if that is
-   more than max). The fds can change from call to call. */
+   more than max). The fds can change from call to call. It also hands the
+   requests made since the last tick to the backend, so they are on their way
+   while you sleep. */
 SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max);
 /* simba_timeout_ms: how long the caller may sleep before the next tick:
    -1 no deadline, 0 tick now. */
@@ -2005,6 +2007,9 @@ SIMBADEF int simba_holders(simba *s, simba_lock h, simba_holder *out, int max) {
 SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (max < 0 || (max > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
+    /* requests made since the last tick go out now, so the caller's poll()
+       already waits for their answers instead of spinning once first */
+    if (s->dirty_head) simba__dispatch(s, simba__now(s));
     return s->backend.vt->pollfds(s->backend.impl, fds, max);
 }
 
