@@ -31,27 +31,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <hiredis/hiredis.h>
+#include "bench_util.h"
 
 static const char *host;
 static int port;
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-    int i;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    i = (int)(p * (n - 1) + 0.5);
-    return v[i];
-}
 
 /* ---- a simba client and a tiny event loop ---- */
 

@@ -164,6 +164,15 @@ static H_UNUSED int h_has(h_client *c, simba_lock lock, simba_event_type type) {
     return 0;
 }
 
+/* Acquire one resource by name: the common case of the tests. */
+static H_UNUSED simba_lock h_acquire(simba *s, const char *name, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
 /* A tenant unique to this process and test, so tests never see each other's
    resources on a shared server. */
 static H_UNUSED const char *h_tenant(void) {

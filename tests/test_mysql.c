@@ -198,14 +198,6 @@ static simba *new_client(const char *tenant, const char *id, int ttl, int transi
     return new_client_ex(tenant, id, ttl, transition, &md, none);
 }
 
-static simba_lock acquire(simba *s, const char *name, int wait_ms) {
-    simba_lock_desc d;
-    memset(&d, 0, sizeof d);
-    d.name = name;
-    d.wait_ms = wait_ms;
-    return simba_acquire(s, &d);
-}
-
 /* Pump until client `who` is connected. */
 static int wait_connected(h_client **cl, int n, int who, int ms) {
     int64_t end = h_real_ms() + ms;
@@ -241,10 +233,10 @@ static void t_server_restart_mid_hold(void) {
     a.s = new_client(tenant, "ra", 8000, 6000);
     b.s = new_client(tenant, "rb", 8000, 6000);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "restart", -1);
+    la = h_acquire(a.s, "restart", -1);
     CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
     fa = e->fence;
-    lb = acquire(b.s, "restart", -1);
+    lb = h_acquire(b.s, "restart", -1);
     h_run_for(cl, 2, 300);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
@@ -331,9 +323,9 @@ static void t_kill_connection(void) {
     a.s = new_client(tenant, "ka", 4000, 2000);
     b.s = new_client(tenant, "kb", 4000, 2000);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "killed", -1);
+    la = h_acquire(a.s, "killed", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
-    lb = acquire(b.s, "killed", -1);
+    lb = h_acquire(b.s, "killed", -1);
     h_run_for(cl, 2, 200);
     CHECK_EQ(kill_client(NULL, a.s), SIMBA_OK);
     CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000) != NULL);
@@ -403,7 +395,7 @@ static int smoke(const simba_mysql_desc *md, const char *name) {
     cl[0] = &a;
     a.s = new_client_ex(my_tenant(), "smoke", 3000, 1000, md, none);
     if (!a.s) return 0;
-    l = acquire(a.s, name, -1);
+    l = h_acquire(a.s, name, -1);
     if (h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000)) {
         simba_release(a.s, l);
         if (h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000)) ok = 1;
@@ -471,7 +463,7 @@ static void t_schema_missing_is_an_error(void) {
     cl[0] = &a;
     a.s = new_client_ex(my_tenant(), "noschema", 3000, 1000, &md, none);
     CHECK(a.s);
-    l = acquire(a.s, "x", -1);
+    l = h_acquire(a.s, "x", -1);
     /* the session cannot open: the acquire never gets further than pending */
     h_run_for(cl, 1, 1500);
     CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
@@ -550,7 +542,7 @@ static void t_least_privilege_user(void) {
     md.password = "none-pw";
     b.s = new_client_ex(tenant, "none", 3000, 1000, &md, none);
     CHECK(b.s);
-    l = acquire(b.s, "priv2", -1);
+    l = h_acquire(b.s, "priv2", -1);
     h_run_for(cl, 2, 1500);
     CHECK(!h_has(&b, l, SIMBA_EVENT_ACQUIRED));
     CHECK_EQ(stats_of(b.s).last_error, SIMBA_EAUTH);
@@ -589,10 +581,10 @@ static void t_skewed_clocks_agree(void) {
     a.s = new_client_ex(tenant, "ahead", 1500, 1000, &md, ca);
     b.s = new_client_ex(tenant, "behind", 1500, 1000, &md, cb);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "skew", -1);
+    la = h_acquire(a.s, "skew", -1);
     CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
     fa = e->fence;
-    lb = acquire(b.s, "skew", -1);
+    lb = h_acquire(b.s, "skew", -1);
     h_run_for(cl, 2, 2000);                     /* A renews: B must keep waiting */
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     CHECK(simba_valid_ms(a.s, la) > 0);
@@ -631,12 +623,12 @@ static void t_hostile_names(void) {
     b.s = new_client(tenant, "hb", 4000, 2000);
     CHECK(a.s && b.s);
     for (i = 0; i < N; i++) {
-        la[i] = acquire(a.s, names[i], -1);
+        la[i] = h_acquire(a.s, names[i], -1);
         CHECK(la[i].id != 0);
     }
     for (i = 0; i < N; i++) CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     /* B try-locks each: all busy (A holds every one, none was merged) */
-    for (i = 0; i < N; i++) lb[i] = acquire(b.s, names[i], 0);
+    for (i = 0; i < N; i++) lb[i] = h_acquire(b.s, names[i], 0);
     for (i = 0; i < N; i++) CHECK(h_expect(cl, 2, 1, lb[i], SIMBA_EVENT_TIMEOUT, 8000) != NULL);
     m = admin_open(env_db);
     CHECK(m);
@@ -685,14 +677,14 @@ static void t_bad_options_and_garbage(void) {
     cl[0] = &a;
     a.s = new_client(tenant, "garbage", 3000, 1000);
     CHECK(a.s);
-    l = acquire(a.s, "junk", -1);
+    l = h_acquire(a.s, "junk", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     m = admin_open(env_db);
     CHECK(m);
     snprintf(sql, sizeof sql, "UPDATE simba_entries SET fence=-5 WHERE tenant='%s' AND name='junk'", tenant);
     CHECK(admin_exec(m, sql) == 0);
     mysql_close(m);
-    l = acquire(a.s, "junk", -1);                /* a second handle: enqueue reads the garbage */
+    l = h_acquire(a.s, "junk", -1);                /* a second handle: enqueue reads the garbage */
     CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 8000)) != NULL);
     CHECK_EQ(e->error, SIMBA_EPROTO);
     simba_destroy(a.s);
@@ -712,7 +704,7 @@ static void t_server_absent(void) {
     cl[0] = &a;
     a.s = new_client_ex(my_tenant(), "absent", 3000, 1000, &md, none);
     CHECK(a.s);
-    l = acquire(a.s, "nowhere", 300);
+    l = h_acquire(a.s, "nowhere", 300);
     t0 = h_real_ms();
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 5000) != NULL);
     CHECK(h_real_ms() - t0 < 5000);
@@ -741,7 +733,7 @@ static void t_sweep_removes_dead_sessions(void) {
     for (i = 0; i < 20; i++) {
         char name[32];
         snprintf(name, sizeof name, "sweep-%d", i);
-        l[i] = acquire(a.s, name, -1);
+        l[i] = h_acquire(a.s, name, -1);
     }
     for (i = 0; i < 20; i++) CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     simba_destroy(a.s);                          /* crash: nothing released */
@@ -826,9 +818,9 @@ static void t_wakeup_is_pushed(void) {
     d.client_id = "wb";
     b.s = simba_create(&d);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "bell", -1);
+    la = h_acquire(a.s, "bell", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
-    lb = acquire(b.s, "bell", -1);
+    lb = h_acquire(b.s, "bell", -1);
     h_run_for(cl, 2, 300);
     CHECK_EQ(stats_of(b.s).watches, 1);
     t0 = h_real_ms();
@@ -854,7 +846,7 @@ static void t_wakeup_other_process(void) {
     cl[0] = &a;
     a.s = new_client(tenant, "parent", 4000, 2000);
     CHECK(a.s);
-    la = acquire(a.s, "fork", -1);
+    la = h_acquire(a.s, "fork", -1);
     CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     fflush(stdout);
     pid = fork();
@@ -867,7 +859,7 @@ static void t_wakeup_other_process(void) {
         cc[0] = &c;
         c.s = new_client(tenant, "child", 4000, 2000);
         if (!c.s) _exit(3);
-        lc = acquire(c.s, "fork", 15000);
+        lc = h_acquire(c.s, "fork", 15000);
         if (!h_expect(cc, 1, 0, lc, SIMBA_EVENT_ACQUIRED, 20000)) _exit(1);
         simba_release(c.s, lc);
         h_expect(cc, 1, 0, lc, SIMBA_EVENT_RELEASED, 5000);
@@ -901,12 +893,12 @@ static void t_bell_cap_falls_back_to_polling(void) {
     a.s = new_client_ex(tenant, "capped", 6000, 3000, &md, none);
     b.s = new_client(tenant, "behind", 6000, 3000);
     CHECK(a.s && b.s);
-    la[0] = acquire(a.s, "cap-0", -1);
-    la[1] = acquire(a.s, "cap-1", -1);
-    la[2] = acquire(a.s, "cap-2", -1);
+    la[0] = h_acquire(a.s, "cap-0", -1);
+    la[1] = h_acquire(a.s, "cap-1", -1);
+    la[2] = h_acquire(a.s, "cap-2", -1);
     for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     CHECK_EQ(stats_of(a.s).held_bells, 2);
-    lb = acquire(b.s, "cap-2", -1);
+    lb = h_acquire(b.s, "cap-2", -1);
     h_run_for(cl, 2, 500);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     simba_release(a.s, la[2]);
@@ -938,13 +930,13 @@ static void t_restart_grace(void) {
     b.s = new_client_ex(tenant, "gb", 2500, 1500, &md, none);
     CHECK(a.s && b.s);
     h_run_for(cl, 2, 300);
-    la = acquire(a.s, "grace", -1);
+    la = h_acquire(a.s, "grace", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
     t_kill = h_real_ms();
     snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
     CHECK(system(cmd) == 0);
     CHECK(wait_connected(cl, 2, 1, 15000));
-    lb = acquire(b.s, "grace", -1);
+    lb = h_acquire(b.s, "grace", -1);
     simba_release(a.s, la);                     /* (or A's hold is lost: either way it is free) */
     CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 20000)) != NULL);
     waited = h_real_ms() - t_kill;

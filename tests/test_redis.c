@@ -20,6 +20,12 @@
 
 enum { TTL = 1500, TRANSITION = 1000, SOON = 10000 };
 
+/* The commands simba needs (docs/redis.md): what a least-privilege ACL user gets. */
+#define SIMBA_ACL_COMMANDS \
+    "+evalsha +eval +script|load +info +subscribe +ping +auth " \
+    "+time +get +set +del +incr +hget +hset +hmget +hkeys +hdel +hincrby " \
+    "+zadd +zrem +zrange +pexpire +pexpireat +persist +publish"
+
 static const char *host;
 static int port, auth_port, replica_port;
 static const char *sock_path, *ctl, *auth_password;
@@ -155,17 +161,22 @@ static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, cons
     return simba_create(&d);
 }
 
+/* Client 0 takes `name`; client 1 queues behind it and gets it only after
+   client 0 releases (within then_ms). Returns client 1's handle. */
+static simba_lock check_handoff(h_client **cl, const char *name, int first_ms, int then_ms) {
+    simba_lock la = h_acquire(cl[0]->s, name, -1), lb = {0, 0};
+    if (!h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, first_ms)) { h_fail(__FILE__, __LINE__, "first holder not granted"); return lb; }
+    lb = h_acquire(cl[1]->s, name, -1);
+    h_run_for(cl, 2, 300);
+    if (h_has(cl[1], lb, SIMBA_EVENT_ACQUIRED)) { h_fail(__FILE__, __LINE__, "granted while held"); return lb; }
+    if (simba_release(cl[0]->s, la) != SIMBA_OK) { h_fail(__FILE__, __LINE__, "release failed"); return lb; }
+    if (!h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, then_ms)) h_fail(__FILE__, __LINE__, "not handed over");
+    return lb;
+}
+
 static simba *new_client(const char *tenant, const char *id) {
     simba_redis_desc rd = base_desc();
     return new_client_ex(&rd, tenant, id, TTL, TRANSITION, 0);
-}
-
-static simba_lock acquire(simba *s, const char *name, int wait_ms) {
-    simba_lock_desc d;
-    memset(&d, 0, sizeof d);
-    d.name = name;
-    d.wait_ms = wait_ms;
-    return simba_acquire(s, &d);
 }
 
 static int is_null(simba_lock l) { return l.id == 0 && l.gen == 0; }
@@ -189,7 +200,7 @@ static void warm_up(const char *prefix) {
     rd.prefix = prefix;
     c.s = new_client_ex(&rd, "warmup", NULL, TTL, TRANSITION, 200);
     if (!c.s) return;
-    l = acquire(c.s, "warmup", -1);
+    l = h_acquire(c.s, "warmup", -1);
     if (!h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON)) printf("# warm-up: no grant\n");
     simba_release(c.s, l);
     h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON);
@@ -283,7 +294,7 @@ static void t_redis_no_server(void) {
     rd.port = free_port;
     c.s = new_client_ex(&rd, my_tenant(), "nobody", TTL, TRANSITION, 0);
     CHECK(c.s != NULL);
-    l = acquire(c.s, "x", 600);
+    l = h_acquire(c.s, "x", 600);
     CHECK(!is_null(l));
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 3000) != NULL);
     CHECK(!simba_connected(c.s));
@@ -352,7 +363,7 @@ static void t_redis_live_slots(void) {
         slot[i] = keyslot(base[i], strlen(base[i]));
     }
     CHECK_EQ(slot[1], slot[2]);
-    l1 = acquire(c.s, names[0], -1);
+    l1 = h_acquire(c.s, names[0], -1);
     memset(&d, 0, sizeof d);
     d.names = names + 1;
     d.nnames = 2;
@@ -409,15 +420,15 @@ static void t_redis_hostile_names(void) {
     memset(longest, '}', SIMBA_MAX_NAME); longest[SIMBA_MAX_NAME] = 0;
     memset(longest2, '{', SIMBA_MAX_NAME); longest2[SIMBA_MAX_NAME] = 0;
     /* hold every even one, and the two longest names */
-    for (i = 0; i < N; i += 2) l[i] = acquire(a.s, odd[i], -1);
-    l[N] = acquire(a.s, longest, -1);
-    l[N + 1] = acquire(a.s, longest2, -1);
+    for (i = 0; i < N; i += 2) l[i] = h_acquire(a.s, odd[i], -1);
+    l[N] = h_acquire(a.s, longest, -1);
+    l[N + 1] = h_acquire(a.s, longest2, -1);
     for (i = 0; i < N; i += 2) CHECK(h_expect(cl, 2, 0, l[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(h_expect(cl, 2, 0, l[N], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(h_expect(cl, 2, 0, l[N + 1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     /* b: the held ones are busy, their neighbours are free */
     for (i = 0; i < N; i++) {
-        t = acquire(b.s, odd[i], 0);
+        t = h_acquire(b.s, odd[i], 0);
         CHECK(!is_null(t));
         if (i % 2 == 0) CHECK(h_expect(cl, 2, 1, t, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
         else {
@@ -426,10 +437,10 @@ static void t_redis_hostile_names(void) {
             CHECK(h_expect(cl, 2, 1, t, SIMBA_EVENT_RELEASED, SOON) != NULL);
         }
     }
-    t = acquire(b.s, longest, 0);
+    t = h_acquire(b.s, longest, 0);
     CHECK(h_expect(cl, 2, 1, t, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
     memset(kib, 'k', 1024); kib[1024] = 0;
-    t = acquire(b.s, kib, -1);
+    t = h_acquire(b.s, kib, -1);
     CHECK(is_null(t));
     CHECK_EQ(simba_last_error(b.s), SIMBA_ENAME);
     for (i = 0; i < N; i += 2) CHECK_EQ(simba_release(a.s, l[i]), SIMBA_OK);
@@ -494,10 +505,10 @@ static void t_redis_client_kill_all(void) {
     CHECK(ad != NULL);
     a.s = new_client(tenant, "a");
     b.s = new_client(tenant, "b");
-    la = acquire(a.s, "k", -1);
+    la = h_acquire(a.s, "k", -1);
     CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
     fa = e->fence;
-    lb = acquire(b.s, "k", -1);
+    lb = h_acquire(b.s, "k", -1);
     h_run_for(cl, 2, 200);
     while (h_take(&a, la, SIMBA_EVENT_CONNECTED)) {}
     CHECK(cmd_ok(ad, "CLIENT KILL TYPE normal SKIPME yes"));
@@ -534,9 +545,9 @@ static void t_redis_pause_longer_than_ttl(void) {
     CHECK(ad != NULL);
     a.s = new_client_ex(&rd, tenant, "short", 1000, 1000, 0);      /* lease 2 s */
     b.s = new_client_ex(&rd, tenant, "long", 6000, 4000, 500);     /* survives the pause */
-    la = acquire(a.s, "p", -1);
+    la = h_acquire(a.s, "p", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = acquire(b.s, "p", -1);
+    lb = h_acquire(b.s, "p", -1);
     h_run_for(cl, 2, 300);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     CHECK(cmd_ok(ad, "CLIENT PAUSE 2600 ALL"));
@@ -572,9 +583,9 @@ static void t_redis_debug_sleep(void) {
     CHECK(ad != NULL);
     a.s = new_client_ex(&rd, tenant, "short", 1000, 1000, 0);
     b.s = new_client_ex(&rd, tenant, "long", 6000, 4000, 500);
-    la = acquire(a.s, "d", -1);
+    la = h_acquire(a.s, "d", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = acquire(b.s, "d", -1);
+    lb = h_acquire(b.s, "d", -1);
     h_run_for(cl, 2, 300);
     CHECK(redisAppendCommand(ad, "DEBUG SLEEP 2.6") == REDIS_OK);
     while (!done) CHECK(redisBufferWrite(ad, &done) == REDIS_OK);
@@ -607,7 +618,7 @@ static void t_redis_requirepass(void) {
     h_logbuf[0] = 0;
     a.s = new_client_ex(&rd, tenant, "badpw", TTL, TRANSITION, 0);
     CHECK(a.s != NULL);
-    l = acquire(a.s, "x", 800);
+    l = h_acquire(a.s, "x", 800);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 3000) != NULL);
     CHECK(!simba_connected(a.s));
     CHECK(strstr(h_logbuf, simba_strerror(SIMBA_EAUTH)) != NULL);   /* the reason is logged */
@@ -615,7 +626,7 @@ static void t_redis_requirepass(void) {
     rd.password = auth_password;
     a.s = new_client_ex(&rd, tenant, "goodpw", TTL, TRANSITION, 0);
     CHECK(a.s != NULL);
-    l = acquire(a.s, "x", -1);
+    l = h_acquire(a.s, "x", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
     CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
@@ -628,16 +639,14 @@ static void t_redis_acl_user(void) {
     const char *tenant = my_tenant();
     simba_redis_desc rd = base_desc();
     h_client a, b, *cl[2];
-    simba_lock la, lb;
+    simba_lock lb;
     redisContext *ad = admin_on(auth_port, auth_password), *u;
     redisReply *r;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
     CHECK(ad != NULL);
     CHECK(cmd_ok(ad, "ACL SETUSER simba_u reset on >upw ~aclp:* &aclp:c:* -@all "
-                     "+evalsha +eval +script|load +info +subscribe +ping +auth "
-                     "+time +get +set +del +incr +hget +hset +hmget +hkeys +hdel +hincrby "
-                     "+zadd +zrem +zrange +pexpire +pexpireat +persist +publish"));
+                     SIMBA_ACL_COMMANDS));
     redisFree(ad);
     /* the user cannot touch other keys or run other commands */
     u = admin_on(auth_port, NULL);
@@ -657,13 +666,8 @@ static void t_redis_acl_user(void) {
     a.s = new_client_ex(&rd, tenant, "acl-a", TTL, TRANSITION, 0);
     b.s = new_client_ex(&rd, tenant, "acl-b", TTL, TRANSITION, 60000);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "acl", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
-    lb = acquire(b.s, "acl", -1);
-    h_run_for(cl, 2, 300);
-    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
-    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
-    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = check_handoff(cl, "acl", 3 * (TTL + TRANSITION) + SOON, SOON);
+    if (h_current_failed) return;
     CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
     CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, SOON) != NULL);
     simba_destroy(a.s);
@@ -677,16 +681,14 @@ static void t_redis_acl_user_without_channels(void) {
     const char *tenant = my_tenant();
     simba_redis_desc rd = base_desc();
     h_client a, b, *cl[2];
-    simba_lock la, lb, ld;
+    simba_lock lb, ld;
     simba_event *e;
     redisContext *ad = admin_on(auth_port, auth_password);
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
     CHECK(ad != NULL);
     CHECK(cmd_ok(ad, "ACL SETUSER simba_nc reset on >npw ~aclp:* resetchannels -@all "
-                     "+evalsha +eval +script|load +info +subscribe +ping +auth "
-                     "+time +get +set +del +incr +hget +hset +hmget +hkeys +hdel +hincrby "
-                     "+zadd +zrem +zrange +pexpire +pexpireat +persist +publish"));
+                     SIMBA_ACL_COMMANDS));
     redisFree(ad);
     rd.port = auth_port;
     rd.user = "simba_nc";
@@ -696,13 +698,8 @@ static void t_redis_acl_user_without_channels(void) {
     a.s = new_client_ex(&rd, tenant, "nc-a", TTL, TRANSITION, 0);
     b.s = new_client_ex(&rd, tenant, "nc-b", TTL, TRANSITION, 500);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "nc", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
-    lb = acquire(b.s, "nc", -1);
-    h_run_for(cl, 2, 300);
-    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
-    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
-    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = check_handoff(cl, "nc", 3 * (TTL + TRANSITION) + SOON, SOON);
+    if (h_current_failed) return;
     CHECK(strstr(h_logbuf, "push connection refused") != NULL);
     /* scripts that publish (a delete tells every client in the queue) must
        not fail because this user may not publish to b's channel */
@@ -737,9 +734,7 @@ static void t_redis_admin_epoch_without_pushes(void) {
     cl[0] = &a; cl[1] = &b;
     CHECK(ad != NULL);
     CHECK(cmd_ok(ad, "ACL SETUSER simba_ep reset on >epw ~aclp:* resetchannels -@all "
-                     "+evalsha +eval +script|load +info +subscribe +ping +auth "
-                     "+time +get +set +del +incr +hget +hset +hmget +hkeys +hdel +hincrby "
-                     "+zadd +zrem +zrange +pexpire +pexpireat +persist +publish"));
+                     SIMBA_ACL_COMMANDS));
     rd.port = rd_admin.port = auth_port;
     rd.user = "simba_ep";
     rd.password = "epw";
@@ -748,7 +743,7 @@ static void t_redis_admin_epoch_without_pushes(void) {
     a.s = new_client_ex(&rd, tenant, "ep-a", TTL, TRANSITION, 60000);
     b.s = new_client_ex(&rd_admin, tenant, "ep-b", TTL, TRANSITION, 60000);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "ep", -1);
+    la = h_acquire(a.s, "ep", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
     h_run_for(cl, 2, TTL / 2);                      /* a keepalive has reported the epoch */
     snprintf(chan, sizeof chan, "aclp:c:%s:%s", tenant, simba_client_id(a.s));
@@ -778,18 +773,13 @@ static void t_redis_handoff_by_push(void) {
     const char *tenant = my_tenant();
     simba_redis_desc rd = base_desc();
     h_client a, b, *cl[2];
-    simba_lock la, lb;
+    simba_lock lb;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
     a.s = new_client_ex(&rd, tenant, "pa", 10000, 10000, 60000);
     b.s = new_client_ex(&rd, tenant, "pb", 10000, 10000, 60000);
-    la = acquire(a.s, "push", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = acquire(b.s, "push", -1);
-    h_run_for(cl, 2, 300);
-    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
-    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
-    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    lb = check_handoff(cl, "push", SOON, 3000);
+    if (h_current_failed) return;
     simba_release(b.s, lb);
     h_run_for(cl, 2, 100);
     simba_destroy(a.s);
@@ -809,7 +799,7 @@ static void t_redis_multi_handoff_by_push(void) {
     cl[0] = &a; cl[1] = &b;
     a.s = new_client_ex(&rd, tenant, "ma", 10000, 10000, 60000);
     b.s = new_client_ex(&rd, tenant, "mb", 10000, 10000, 60000);
-    la = acquire(a.s, "mp-2", -1);
+    la = h_acquire(a.s, "mp-2", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     memset(&d, 0, sizeof d);
     d.names = both;
@@ -842,9 +832,9 @@ static void t_redis_lost_push_still_granted(void) {
     CHECK(ad != NULL);
     a.s = new_client_ex(&rd, tenant, "lp-a", 1500, 1000, 0);
     b.s = new_client_ex(&rd, tenant, "lp-b", 1500, 1000, 1000);
-    la = acquire(a.s, "lost", -1);
+    la = h_acquire(a.s, "lost", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = acquire(b.s, "lost", -1);
+    lb = h_acquire(b.s, "lost", -1);
     h_run_for(cl, 2, 300);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     b.paused = 1;                                   /* b cannot reconnect meanwhile */
@@ -893,14 +883,14 @@ static void t_redis_garbage_in_keys(void) {
                 CHECK(cmd_ok(ad, "HSET %s:e someone %s", base, "not an entry")); break;
         case 3: CHECK(cmd_ok(ad, "HSET %s:m cap 1 ctr banana name %s", base, name)); break;
         }
-        l = acquire(a.s, name, -1);
+        l = h_acquire(a.s, name, -1);
         CHECK(!is_null(l));
         e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, SOON);
         if (!e) printf("  # garbage #%d: no ERROR\n", i);
         CHECK(e != NULL);
         CHECK_EQ(e->error, SIMBA_EPROTO);
     }
-    l = acquire(a.s, "clean", -1);
+    l = h_acquire(a.s, "clean", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(simba_connected(a.s));
     redisFree(ad);
@@ -1011,13 +1001,13 @@ static void t_redis_noscript(void) {
     cl[0] = &a;
     CHECK(ad != NULL);
     a.s = new_client(tenant, "ns");
-    l = acquire(a.s, "n1", -1);
+    l = h_acquire(a.s, "n1", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(cmd_ok(ad, "SCRIPT FLUSH"));
     redisFree(ad);
     CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
-    l = acquire(a.s, "n2", -1);
+    l = h_acquire(a.s, "n2", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(!h_has(&a, l, SIMBA_EVENT_ERROR));
     simba_destroy(a.s);
@@ -1035,7 +1025,7 @@ static void t_redis_unix_socket(void) {
     rd.unix_socket = sock_path;
     a.s = new_client_ex(&rd, my_tenant(), "unix", TTL, TRANSITION, 0);
     CHECK(a.s != NULL);
-    l = acquire(a.s, "u", -1);
+    l = h_acquire(a.s, "u", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
@@ -1056,9 +1046,9 @@ static void t_redis_restart_grace(void) {
     a.s = new_client_ex(&rd, my_tenant(), "grace", TTL, TRANSITION, 0);
     CHECK(a.s != NULL);
     h_run_for(cl, 1, 200);                          /* OPEN: the grace starts */
-    l = acquire(a.s, "g", 0);
+    l = h_acquire(a.s, "g", 0);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
-    l = acquire(a.s, "g", -1);
+    l = h_acquire(a.s, "g", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
     simba_destroy(a.s);
 }
@@ -1081,9 +1071,9 @@ static void t_redis_wait_replicas(void) {
     rd.wait_timeout_ms = 100;
     b.s = new_client_ex(&rd, tenant, "w2", TTL, TRANSITION, 0);
     CHECK(a.s && b.s);
-    la = acquire(a.s, "w-one", -1);
+    la = h_acquire(a.s, "w-one", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
-    lb = acquire(b.s, "w-two", -1);
+    lb = h_acquire(b.s, "w-two", -1);
     h_run_for(cl, 2, 1500);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ERROR));
@@ -1123,7 +1113,7 @@ static void t_redis_keepalive_is_o1(void) {
         for (i = 0; i < nlocks; i++) {
             char name[32];
             snprintf(name, sizeof name, "o1-%d-%d", round, i);
-            CHECK(!is_null(acquire(a.s, name, -1)));
+            CHECK(!is_null(h_acquire(a.s, name, -1)));
         }
         for (i = 0; i < nlocks; i++) {
             simba_lock any = {0, 0};
