@@ -1192,10 +1192,9 @@ static void simba__session_send(simba *s, simba_op_kind kind, int64_t now) {
    back to PENDING for the next session, releases in progress are done (the
    server drops the session's entries at the latest when it expires). The old
    session is closed on the server if we can reach it. */
-static void simba__session_drop(simba *s, int reason, int64_t now) {
+static void simba__session_drop(simba *s, int reason) {
     uint32_t i;
     simba_op op;
-    (void)now;
     if (s->session.no && s->connected) {
         simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, 0);
         (void)simba__submit(s, &op);   /* best effort: its answer is ignored */
@@ -1283,7 +1282,7 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
         return;
     }
     if (r->status == SIMBA_ESESSION && kind == SIMBA_OP_KEEPALIVE) {
-        simba__session_drop(s, SIMBA_LOST_SESSION, now);
+        simba__session_drop(s, SIMBA_LOST_SESSION);
         return;
     }
     /* transport trouble: try again soon; the safety deadline keeps us honest */
@@ -1355,14 +1354,13 @@ static void simba__grant(simba *s, simba__lock *l, const int64_t *fences) {
 }
 
 /* A hold vanished on the server (deleted, or no longer granted). */
-static void simba__lose_stolen(simba *s, simba__lock *l, int64_t now) {
+static void simba__lose_stolen(simba *s, simba__lock *l) {
     simba__emit_lock(s, l, SIMBA_EVENT_LOST, SIMBA_LOST_STOLEN);
     if (!(l->flags & SIMBA__F_CONTEND)) { simba__end_request(s, l); return; }
     l->state = SIMBA__S_PENDING;       /* contenders queue again, with a new request */
     l->session_no = 0;
     l->fence = 0;
     l->holds = 0;
-    (void)now;
     simba__mark_dirty(s, l);
 }
 
@@ -1380,10 +1378,10 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
     case SIMBA_OK:
         break;
     case SIMBA_ESESSION:
-        simba__session_drop(s, SIMBA_LOST_SESSION, now);
+        simba__session_drop(s, SIMBA_LOST_SESSION);
         return;
     case SIMBA_ENOTFOUND:
-        if (was == SIMBA__S_HELD) simba__lose_stolen(s, l, now);
+        if (was == SIMBA__S_HELD) simba__lose_stolen(s, l);
         else { l->state = SIMBA__S_PENDING; simba__mark_dirty(s, l); }
         return;
     case SIMBA_EKEYBUSY:           /* the key's owner may be a session about to expire */
@@ -1407,7 +1405,7 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
     if (r->granted && simba__session_safe(s, now)) {
         if (was != SIMBA__S_HELD) simba__grant(s, l, r->fence);
     } else if (was == SIMBA__S_HELD) {
-        simba__lose_stolen(s, l, now);
+        simba__lose_stolen(s, l);
         return;
     } else if (l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND)) {
         simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
@@ -2046,7 +2044,7 @@ static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     int64_t now = simba__now(s);
     simba__reap_queries(s);
     /* the safety rule first: from the clock alone, before any I/O */
-    if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED, now);
+    if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED);
     s->backend.vt->process(s->backend.impl, fds, nfds);
     now = simba__now(s);
     simba__run_timers(s, now);

@@ -173,6 +173,22 @@ static H_UNUSED simba_lock h_acquire(simba *s, const char *name, int wait_ms) {
     return simba_acquire(s, &d);
 }
 
+/* The common opening of a contention test: client 0 takes `name` (granted
+   within first_ms), then client 1 queues behind it and the pump runs for
+   settle_ms so that its request reaches the server. Returns 0 (after
+   recording the failure) if client 0 was not granted. */
+static H_UNUSED int h_hold_then_queue(h_client **cl, const char *name, int first_ms, int settle_ms,
+                                      simba_lock *la, simba_lock *lb) {
+    *la = h_acquire(cl[0]->s, name, -1);
+    if (!h_expect(cl, 2, 0, *la, SIMBA_EVENT_ACQUIRED, first_ms)) {
+        h_fail(__FILE__, __LINE__, "the first client was not granted");
+        return 0;
+    }
+    *lb = h_acquire(cl[1]->s, name, -1);
+    h_run_for(cl, 2, settle_ms);
+    return 1;
+}
+
 /* A tenant unique to this process and test, so tests never see each other's
    resources on a shared server. */
 static H_UNUSED const char *h_tenant(void) {

@@ -164,10 +164,8 @@ static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, cons
 /* Client 0 takes `name`; client 1 queues behind it and gets it only after
    client 0 releases (within then_ms). Returns client 1's handle. */
 static simba_lock check_handoff(h_client **cl, const char *name, int first_ms, int then_ms) {
-    simba_lock la = h_acquire(cl[0]->s, name, -1), lb = {0, 0};
-    if (!h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, first_ms)) { h_fail(__FILE__, __LINE__, "first holder not granted"); return lb; }
-    lb = h_acquire(cl[1]->s, name, -1);
-    h_run_for(cl, 2, 300);
+    simba_lock la = {0, 0}, lb = {0, 0};
+    if (!h_hold_then_queue(cl, name, first_ms, 300, &la, &lb)) return lb;
     if (h_has(cl[1], lb, SIMBA_EVENT_ACQUIRED)) { h_fail(__FILE__, __LINE__, "granted while held"); return lb; }
     if (simba_release(cl[0]->s, la) != SIMBA_OK) { h_fail(__FILE__, __LINE__, "release failed"); return lb; }
     if (!h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, then_ms)) h_fail(__FILE__, __LINE__, "not handed over");
@@ -545,10 +543,7 @@ static void t_redis_pause_longer_than_ttl(void) {
     CHECK(ad != NULL);
     a.s = new_client_ex(&rd, tenant, "short", 1000, 1000, 0);      /* lease 2 s */
     b.s = new_client_ex(&rd, tenant, "long", 6000, 4000, 500);     /* survives the pause */
-    la = h_acquire(a.s, "p", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = h_acquire(b.s, "p", -1);
-    h_run_for(cl, 2, 300);
+    CHECK(h_hold_then_queue(cl, "p", SOON, 300, &la, &lb));
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     CHECK(cmd_ok(ad, "CLIENT PAUSE 2600 ALL"));
     redisFree(ad);
@@ -583,10 +578,7 @@ static void t_redis_debug_sleep(void) {
     CHECK(ad != NULL);
     a.s = new_client_ex(&rd, tenant, "short", 1000, 1000, 0);
     b.s = new_client_ex(&rd, tenant, "long", 6000, 4000, 500);
-    la = h_acquire(a.s, "d", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = h_acquire(b.s, "d", -1);
-    h_run_for(cl, 2, 300);
+    CHECK(h_hold_then_queue(cl, "d", SOON, 300, &la, &lb));
     CHECK(redisAppendCommand(ad, "DEBUG SLEEP 2.6") == REDIS_OK);
     while (!done) CHECK(redisBufferWrite(ad, &done) == REDIS_OK);
     for (end = h_real_ms() + 2600 + 2000 + SOON; h_real_ms() < end && acq_at < 0; round++) {
@@ -832,10 +824,7 @@ static void t_redis_lost_push_still_granted(void) {
     CHECK(ad != NULL);
     a.s = new_client_ex(&rd, tenant, "lp-a", 1500, 1000, 0);
     b.s = new_client_ex(&rd, tenant, "lp-b", 1500, 1000, 1000);
-    la = h_acquire(a.s, "lost", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = h_acquire(b.s, "lost", -1);
-    h_run_for(cl, 2, 300);
+    CHECK(h_hold_then_queue(cl, "lost", SOON, 300, &la, &lb));
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     b.paused = 1;                                   /* b cannot reconnect meanwhile */
     snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(b.s));
