@@ -140,6 +140,8 @@ typedef struct simba_zk_status {
     int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
     char server[64];            /* "ip:port" of the server connected to, "" if none */
     int handles;                /* ZooKeeper handles opened so far (one more per new session) */
+    long long watch_grants;     /* mutex hand-offs granted from the predecessor's deletion
+                                   alone, with no read (see WAKE-UPS) */
 } simba_zk_status;
 
 /* simba_zk: a ZooKeeper backend for simba_desc.backend. simba owns it from
@@ -201,6 +203,7 @@ enum {
     SIMBA__ZK_C_MDELETE,      /* amulti of deletes (DELETE of a resource) */
     SIMBA__ZK_C_WATCH_PRED,   /* awget of the predecessor: gone = wake */
     SIMBA__ZK_C_WATCH_KIDS,   /* awget_children: changed since our read = wake */
+    SIMBA__ZK_C_WATCH_SELF,   /* awexists of our own entry: gone = forget the predecessor */
     SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
     SIMBA__ZK_C_AUTH          /* zoo_add_auth */
 };
@@ -297,6 +300,9 @@ typedef struct simba__zk_mine {
     int64_t czxid[SIMBA_MAX_RESOURCES];
     int64_t owner;
     int granted;              /* we answered granted: it stays granted until removed */
+    char *pred;               /* a mutex waiter: the only entry ahead at our last read, whose
+                                 deletion alone grants us (NULL: unknown, read again) */
+    int pred_gone;            /* its NodeDeleted arrived, nothing made us forget it since */
 } simba__zk_mine;
 
 typedef struct simba__zk_wake {
@@ -335,6 +341,8 @@ struct simba__zk {
     simba__zk_call *calls;
     simba__zk_op *ops, *done, *done_tail;
     simba__zk_mine *mine;
+    int npred;                /* mine entries with pred set */
+    long long watch_grants;
     simba__zk_wake *wakes;
 };
 
@@ -675,8 +683,23 @@ static simba__zk_mine *simba__zk_mine_find(simba__zk *zk, const char *request, c
     return NULL;
 }
 
+/* The predecessor a waiter knew is no longer enough to grant it. */
+static void simba__zk_forget_pred(simba__zk *zk, simba__zk_mine *m) {
+    if (!m->pred) return;
+    simba__zk_free(zk, m->pred);
+    m->pred = NULL;
+    m->pred_gone = 0;
+    zk->npred--;
+}
+
+static void simba__zk_forget_all_preds(simba__zk *zk) {
+    simba__zk_mine *m;
+    for (m = zk->mine; m && zk->npred > 0; m = m->next) simba__zk_forget_pred(zk, m);
+}
+
 static void simba__zk_mine_free(simba__zk *zk, simba__zk_mine *m) {
     int i;
+    simba__zk_forget_pred(zk, m);
     for (i = 0; i < m->nres; i++) { simba__zk_free(zk, m->path[i]); simba__zk_free(zk, m->node[i]); }
     simba__zk_free(zk, m->request);
     simba__zk_free(zk, m->session);
@@ -702,6 +725,17 @@ static void simba__zk_mine_clear(simba__zk *zk) {
         zk->mine = m->next;
         simba__zk_mine_free(zk, m);
     }
+}
+
+/* A waiter whose read showed exactly one entry ahead in a queue of capacity 1:
+   sequence numbers only grow, so nobody can get ahead of it any more, and the
+   deletion of that one entry alone makes it the head, which capacity 1 always
+   grants. Not for several resources (one grant is not the request's), and
+   only with our entry's fence and session known. */
+static int simba__zk_pred_grants(const simba__zk_op *op) {
+    const simba__zk_rs *r = &op->res[0];
+    return op->status == SIMBA_OK && !op->granted && op->nres == 1 && r->capacity == 1 && r->pos == 1 &&
+           r->nkids > 1 && r->czxid != 0 && r->owner == op->zk->zsid && op->zk->zsid != 0;
 }
 
 /* Remember what an op knows of its entries (best effort: no memory, no cache). */
@@ -730,6 +764,11 @@ static void simba__zk_mine_save(simba__zk_op *op) {
         if (r->czxid) { m->czxid[i] = r->czxid; m->owner = r->owner; }
     }
     if (op->granted && op->status == SIMBA_OK) m->granted = 1;
+    simba__zk_forget_pred(zk, m);
+    if (simba__zk_pred_grants(op)) {
+        m->pred = simba__zk_strdup(zk, op->res[0].kids[0].node);
+        if (m->pred) zk->npred++;
+    }
 }
 
 /* Fill an op's resources from the cache. */
@@ -876,6 +915,11 @@ static void simba__zk_on_kids(int rc, const struct String_vector *v, const void 
 static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
+    if (c->step == SIMBA__ZK_C_WATCH_SELF && !c->zk->closing && c->gen == c->zk->gen && rc != ZOK) {
+        /* our entry went before the watch was set (or we cannot tell): read again */
+        simba__zk_forget_all_preds(c->zk);
+        simba__zk_queue_wake(c->zk, c->name);
+    }
     if (op && c->step == SIMBA__ZK_C_PING) {
         if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
     } else if (op && c->step == SIMBA__ZK_C_SET) {
@@ -1137,7 +1181,8 @@ static void simba__zk_issue_set(simba__zk_op *op) {
 }
 
 /* DELETE: every entry and the resource node in one multi, so nobody sees a
-   half-deleted queue. A concurrent change fails it; the op reads again. */
+   half-deleted queue. A concurrent change fails it; the op reads again.
+   The server runs (and tells watchers of) a multi's deletes in order. */
 static void simba__zk_issue_mdelete(simba__zk_op *op) {
     simba__zk *zk = op->zk;
     simba__zk_rs *r = &op->res[0];
@@ -1158,9 +1203,12 @@ static void simba__zk_issue_mdelete(simba__zk_op *op) {
         simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory");
         return;
     }
+    /* tail first: a waiter that would take its predecessor's deletion as its
+       grant hears of its own entry's deletion before (simba__zk_watch_self) */
     for (i = 0, p = paths; i < r->nkids; i++) {
-        size_t k = plen + strlen(r->kids[i].node) + 2;
-        snprintf(p, k, "%s/%s", r->path, r->kids[i].node);
+        const char *node = r->kids[r->nkids - 1 - i].node;
+        size_t k = plen + strlen(node) + 2;
+        snprintf(p, k, "%s/%s", r->path, node);
         zoo_delete_op_init(&ops[i], p, -1);
         p += k;
     }
@@ -1169,6 +1217,22 @@ static void simba__zk_issue_mdelete(simba__zk_op *op) {
     simba__zk_free(zk, ops);       /* the request is serialized: paths are no longer needed */
     simba__zk_free(zk, paths);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting the resource");
+}
+
+/* A waiter that will be granted by its predecessor's deletion alone also
+   watches its own entry, before the predecessor: when a DELETE of the
+   resource removes both (our entry first, see simba__zk_issue_mdelete), the
+   news of our own entry comes first and we read again instead. */
+static void simba__zk_watch_self(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[0];
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_SELF, 0);
+    if (!c) return;
+    c->name = simba__zk_strdup(zk, r->name);
+    if (!c->name) { simba__zk_call_free(zk, c); return; }
+    simba__zk_entry_path(r, r->mine, path, sizeof path);
+    if (zoo_awexists(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
 }
 
 /* A waiter that was not granted watches what can grant it: with capacity 1
@@ -1183,6 +1247,7 @@ static void simba__zk_arm_watch(simba__zk_op *op, int i) {
     simba__zk_call *c;
     int rc;
     if (r->granted || r->pos < 0) return;
+    if (simba__zk_pred_grants(op)) simba__zk_watch_self(op);
     c = simba__zk_call_new(zk, NULL, pred ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, i);
     if (!c) return;                       /* the core's recheck period covers us */
     c->name = simba__zk_strdup(zk, r->name);
@@ -1801,6 +1866,27 @@ static void simba__zk_wake_path(simba__zk *zk, const char *path) {
     simba__zk_queue_wake(zk, name);
 }
 
+/* path is dir + "/" + node. */
+static int simba__zk_path_is(const char *path, const char *dir, const char *node) {
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && path[n] == '/' && strcmp(path + n + 1, node) == 0;
+}
+
+/* What a node event means for waiters that know their predecessor: its
+   deletion grants them; a change of the resource node (capacity, deletion) or
+   the deletion of our own entry means they must read again. ZooKeeper
+   delivers one client's events in the order the changes happened. */
+static void simba__zk_note_event(simba__zk *zk, int type, const char *path) {
+    simba__zk_mine *m;
+    for (m = zk->mine; m && zk->npred > 0; m = m->next) {
+        if (!m->pred || m->nres != 1 || !m->path[0]) continue;
+        if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
+        else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
+                 strcmp(path, m->path[0]) == 0)
+            simba__zk_forget_pred(zk, m);
+    }
+}
+
 /* The library calls this for session state changes (global watcher) and for
    the watches we set. Only flags and wake-ups here: the core hears of them
    after zookeeper_process() returns. */
@@ -1808,9 +1894,14 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     simba__zk *zk = (simba__zk *)ctx;
     if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
     if (type != ZOO_SESSION_EVENT) {
-        if (path && *path) simba__zk_wake_path(zk, path);
+        if (path && *path) {
+            simba__zk_note_event(zk, type, path);
+            simba__zk_wake_path(zk, path);
+        }
         return;
     }
+    /* after a reconnect the server replays missed events in no useful order */
+    simba__zk_forget_all_preds(zk);
     zk->zstate = state;
     if (state == ZOO_CONNECTED_STATE) {
         const clientid_t *id = zoo_client_id(zh);
@@ -1991,6 +2082,28 @@ static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
     }
 }
 
+/* POLL of a mutex waiter whose only predecessor is gone: granted, no read
+   (see simba__zk_pred_grants). The answer goes out in the next process(). */
+static int simba__zk_grant_from_watch(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
+    simba__zk_rs *r = &op->res[0];
+    if (!m || !m->pred || !m->pred_gone || op->nres != 1 || m->nres != 1 || !r->mine || !m->czxid[0] ||
+        m->owner != zk->zsid || zk->zsid == 0)
+        return 0;
+    simba__zk_forget_pred(zk, m);
+    m->granted = 1;
+    zk->watch_grants++;
+    op->granted = 1;
+    op->fence[0] = m->czxid[0];
+    op->ahead = 0;
+    op->held = 1;
+    op->capacity = 1;
+    snprintf(op->owner, sizeof op->owner, "%s", op->session);
+    simba__zk_finish(op);
+    return 1;
+}
+
 static int simba__zk_submit(void *impl, const simba_op *src) {
     simba__zk *zk = (simba__zk *)impl;
     simba__zk_op *op;
@@ -2013,7 +2126,10 @@ static int simba__zk_submit(void *impl, const simba_op *src) {
         simba__zk_finish_status(op, rc, NULL);     /* answered in the next process() */
         return SIMBA_OK;
     }
-    if (op->kind == SIMBA_OP_POLL) simba__zk_mine_load(op);
+    if (op->kind == SIMBA_OP_POLL) {
+        simba__zk_mine_load(op);
+        if (simba__zk_grant_from_watch(op)) return SIMBA_OK;
+    }
     op->fast = simba__zk_can_skip_read(op);
     simba__zk_op_advance(op);
     return SIMBA_OK;
@@ -2160,6 +2276,7 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
     memcpy(out->password, zk->passwd, sizeof out->password);
     out->timeout_ms = zk->up ? zk->negotiated : 0;
     out->handles = zk->handles;
+    out->watch_grants = zk->watch_grants;
     if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
         char ip[48];              /* INET6_ADDRSTRLEN: "[ip]:port" fits out->server */
         if (ss.ss_family == AF_INET) {

@@ -312,6 +312,80 @@ static void t_zk_capacity_shrink_keeps_holds(void) {
     for (i = 0; i < 4; i++) zk_client_close(&c[i]);
 }
 
+/* A mutex waiter whose read showed only the holder ahead is granted by the
+   holder's deletion alone (no read): the event's fence is its entry's czxid,
+   as INSPECT reports it, and the backend counts the grant. */
+static void t_zk_handoff_from_watch(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[2];
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    simba_zk_status st;
+    int i;
+    for (i = 0; i < 2; i++) {
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, i ? "b" : "a", NULL, 3000, 1000));
+        cl[i] = &c[i].h;
+    }
+    CHECK(h_hold_then_queue(cl, "hand", 10000, 300, &la, &lb));
+    CHECK(!h_has(cl[1], lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(c[0].h.s, la), SIMBA_OK);
+    e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(simba_zk_status_get(c[1].be, &st), SIMBA_OK);
+    CHECK_EQ(st.watch_grants, 1);
+    if (e) {
+        simba_lock q = simba_inspect(c[0].h.s, "hand", NULL);
+        simba_holder hs[2];
+        int64_t fence = e->fence;
+        CHECK(h_expect(cl, 2, 0, q, SIMBA_EVENT_INFO, 10000) != NULL);
+        CHECK_EQ(simba_holders(c[0].h.s, q, hs, 2), 1);
+        CHECK_EQ(hs[0].fence, fence);
+        CHECK_EQ(simba_fence(c[1].h.s, lb, 0), fence);
+    }
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(cl[1], lb, SIMBA_EVENT_LOST));
+    CHECK_EQ(simba_release(c[1].h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    for (i = 0; i < 2; i++) zk_client_close(&c[i]);
+}
+
+/* DELETE removes the holder's entry and the waiter's in one multi: the waiter
+   must never take the holder's deletion as its grant. It is granted again
+   only on the recreated resource, and keeps that grant. (The multi deletes
+   the queue tail first and the waiter watches its own entry; with the head
+   deleted first this test sees ACQUIRED then LOST.) */
+static void t_zk_delete_is_no_handoff(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[3];
+    h_client *cl[3];
+    simba_lock la, lb, q;
+    simba_event *e;
+    simba_zk_status st;
+    int i, round;
+    for (i = 0; i < 3; i++) {
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, i == 0 ? "a" : i == 1 ? "b" : "d", NULL, 3000, 1000));
+        cl[i] = &c[i].h;
+    }
+    for (round = 0; round < 3; round++) {
+        CHECK(h_hold_then_queue(cl, "gone", 10000, 300, &la, &lb));
+        q = simba_delete(c[2].h.s, "gone", NULL);
+        e = h_expect(cl, 3, 2, q, SIMBA_EVENT_DONE, 10000);
+        CHECK(e != NULL && e->error == 0);
+        e = h_expect(cl, 3, 0, la, SIMBA_EVENT_LOST, 10000);
+        CHECK(e != NULL && e->error == SIMBA_LOST_STOLEN);
+        CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+        h_run_for(cl, 3, 500);
+        CHECK(!h_has(cl[1], lb, SIMBA_EVENT_LOST));
+        CHECK(simba_valid_ms(c[1].h.s, lb) > 0);
+        CHECK_EQ(simba_zk_status_get(c[1].be, &st), SIMBA_OK);
+        CHECK_EQ(st.watch_grants, 0);
+        CHECK_EQ(simba_release(c[1].h.s, lb), SIMBA_OK);
+        CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    }
+    for (i = 0; i < 3; i++) zk_client_close(&c[i]);
+}
+
 /* An entry that carries our session and request id but was made by another
    ZooKeeper session (what a stale node of an older session looks like) is
    never claimed: no ACQUIRED from it; once it is gone, we get the lock. */
@@ -856,6 +930,8 @@ int main(int argc, char **argv) {
     RUN(t_zk_garbage_in_the_tree);
     RUN(t_zk_digest_acl);
     RUN(t_zk_capacity_shrink_keeps_holds);
+    RUN(t_zk_handoff_from_watch);
+    RUN(t_zk_delete_is_no_handoff);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_destroy_abandons_session);
     RUN(t_zk_foreign_owner_never_claimed);
