@@ -104,6 +104,19 @@
     fires calls simba_backend_wake(); the core re-polls, and falls back on its
     recheck period if a watch is ever lost.
 
+    The mutex hand-off needs no read: when a waiter's last read showed
+    exactly one entry ahead of it (capacity 1, one resource), nobody can get
+    ahead of it any more (sequence numbers only grow), so that entry's
+    NodeDeleted alone makes it the head, and the re-poll is answered from
+    what the backend knows (fence = its entry's czxid from create2). It is
+    a hand-off of one write plus one notification. What could make that
+    wrong is heard first, because ZooKeeper delivers one client's events in
+    the order the changes happened: the waiter also watches its own entry,
+    and DELETE's multi removes the queue from the tail (so our entry's
+    deletion is told before our predecessor's); a change of the resource
+    node (capacity) or any session event (events replayed after a reconnect
+    come in no useful order) makes the waiter read again.
+
     LIMITS
     ======
     - The sequence number of a resource node is a signed 32-bit counter: after
