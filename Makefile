@@ -14,7 +14,7 @@ HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
-        asan asan-mem asan-sim valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
 
 all: examples bench
 
@@ -24,6 +24,7 @@ help:
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-compile"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
+	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk: the backend suites under ASan+UBSan"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
@@ -75,7 +76,23 @@ $(B)/asan/test_mem: tests/test_mem.c $(TEST_DEPS)
 $(B)/asan/test_sim: tests/test_sim.c tests/harness.h $(HDR_CORE)
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_sim.c
+$(B)/asan/test_redis: tests/test_redis.c $(TEST_DEPS) simba_redis.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS)
+$(B)/asan/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS)
+$(B)/asan/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS)
 asan: asan-mem asan-sim
+asan-backends: asan-redis asan-mysql asan-zk
+asan-redis: $(B)/asan/test_redis
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh run ./$(B)/asan/test_redis
+asan-mysql: $(B)/asan/test_mysql
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/mysql.sh run ./$(B)/asan/test_mysql
+asan-zk: $(B)/asan/test_zk
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/zk.sh run ./$(B)/asan/test_zk
 asan-mem: $(B)/asan/test_mem
 	ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_mem
 asan-sim: $(B)/asan/test_sim

@@ -50,6 +50,11 @@ suite install tests/check_install.sh
 backend redis simba_redis.h && suite redis make -s test-redis
 backend mysql simba_mysql.h && suite mysql make -s test-mysql
 backend zk simba_zk.h && suite zk make -s test-zk
+# the backend suites once more under ASan+UBSan (leaks included): real
+# servers, reconnects and kills exercise paths the mem suites cannot
+backend redis simba_redis.h && suite asan-redis make -s asan-redis
+backend mysql simba_mysql.h && suite asan-mysql make -s asan-mysql
+backend zk simba_zk.h && suite asan-zk make -s asan-zk
 
 echo "== total (skipped suites: $skipped)"
 echo "$total_pass passed, $total_fail failed" | tee build/logs/total.txt
