@@ -285,6 +285,59 @@ static int bench_uncontended(void) {
     return 1;
 }
 
+/* ---- 2b. the floor of a script-based acquire ----
+   The same round as above (a raw PING, then one request), but the request
+   is a raw EVALSHA of (a) a script that does nothing and (b) a script that
+   runs the ten commands of simba's uncontended ENQUEUE (TIME, 3 reads of
+   the resource, session and tombstone, the grace read, ZADD and 3 HSETs on
+   fresh keys) with no logic. simba's acquire cannot beat (b) by much: it
+   is one round trip carrying those commands, plus the decisions around
+   them and the client's tick. Each ratio is to the PINGs of its own loop. */
+
+static double floor_empty, floor_cmds;
+
+static const char *const floor_cmds_lua =
+    "local k = KEYS[1] redis.call('TIME') redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'seq', 'name') "
+    "redis.call('ZRANGE', k .. ':q', 0, -1) redis.call('HGET', k .. ':s', 'exp') redis.call('GET', k .. ':t') "
+    "redis.call('HMGET', k .. ':g', 'run', 'grace') redis.call('ZADD', k .. ':q', 1, ARGV[1]) "
+    "redis.call('HSET', k .. ':s', 'e ' .. ARGV[1], '1') redis.call('HSET', k .. ':e', ARGV[1], 'sess 1 2 1 1') "
+    "redis.call('HSET', k .. ':m', 'cap', '1', 'ctr', '2', 'seq', '1', 'name', 'n') return {0, 1, 0, 1, -1, 'sess', 2}";
+
+static double floor_round(redisContext *c, const char *sha, int with_key) {
+    enum { N = 1000 };
+    static double ping[N], req[N];
+    int i;
+    for (i = 0; i < 100 + N; i++) {
+        double t0 = now_us(), t1;
+        freeReplyObject(redisCommand(c, "PING"));
+        t1 = now_us();
+        if (with_key) freeReplyObject(redisCommand(c, "EVALSHA %s 1 bench-floor:{%d} r%d", sha, i, i));
+        else freeReplyObject(redisCommand(c, "EVALSHA %s 0", sha));
+        if (i >= 100) { ping[i - 100] = t1 - t0; req[i - 100] = now_us() - t1; }
+    }
+    return pct(req, N, 0.5) / pct(ping, N, 0.5);
+}
+
+static int bench_script_floor(void) {
+    redisContext *c = redisConnect(host, port);
+    redisReply *r;
+    char sha0[41], sha10[41];
+    if (!c || c->err) return 0;
+    r = (redisReply *)redisCommand(c, "SCRIPT LOAD %s", "return 1");
+    if (!r || r->type != REDIS_REPLY_STRING) return 0;
+    snprintf(sha0, sizeof sha0, "%s", r->str);
+    freeReplyObject(r);
+    r = (redisReply *)redisCommand(c, "SCRIPT LOAD %s", floor_cmds_lua);
+    if (!r || r->type != REDIS_REPLY_STRING) return 0;
+    snprintf(sha10, sizeof sha10, "%s", r->str);
+    freeReplyObject(r);
+    floor_empty = floor_round(c, sha0, 0);
+    floor_cmds = floor_round(c, sha10, 1);
+    freeReplyObject(redisCommand(c, "EVAL %s 0", "for _, k in ipairs(redis.call('KEYS', 'bench-floor:*')) do redis.call('DEL', k) end"));
+    redisFree(c);
+    return 1;
+}
+
 /* ---- 3. hand-off to a waiter in another process ---- */
 
 static double hand_p50, hand_p99;
@@ -540,6 +593,7 @@ int main(void) {
     fflush(stdout);
     if (!bench_rtt()) return 1;
     if (!bench_uncontended()) { printf("uncontended: failed\n"); return 1; }
+    if (!bench_script_floor()) { printf("script floor: failed\n"); return 1; }
     if (!bench_handoff()) { printf("hand-off: failed\n"); return 1; }
     if (!bench_raw_handoff() || !bench_cold_script()) { printf("hand-off floors: failed\n"); return 1; }
     if (!bench_throughput()) { printf("throughput: failed\n"); return 1; }
@@ -553,6 +607,8 @@ int main(void) {
     printf("%-52s %9.1f us %10.2f %8s\n", "server time of one script (EVALSHA usec_per_call)", script_us, script_us / rtt_p50, "");
     printf("%-52s %9.1f us %10.2f %8s\n", "uncontended acquire -> ACQUIRED p50", acq_p50, acq_p50 / rtt_p50, "<= 1.3");
     printf("%-52s %9.1f us %10.2f %8s\n", "uncontended acquire -> ACQUIRED p99", acq_p99, acq_p99 / rtt_p50, "");
+    printf("%-52s %12s %10.2f %8s\n", "  floor: raw EVALSHA of an empty script, p50", "", floor_empty, "");
+    printf("%-52s %12s %10.2f %8s\n", "  floor: raw EVALSHA, the fast path's 10 commands", "", floor_cmds, "");
     printf("%-52s %9.1f us %10.2f %8s\n", "acquire + release cycle p50", cycle_p50, cycle_p50 / rtt_p50, "<= 2.5");
     printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / rtt_p50, "<= 2");
     printf("%-52s %9.1f us %10.2f %8s\n", "hand-off release -> waiter's ACQUIRED p99", hand_p99, hand_p99 / rtt_p50, "");
