@@ -84,7 +84,9 @@
     on the base path, a round trip that proves the session alive (the client
     library also pings every timeout/3). While the client library reconnects
     (ZOO_CONNECTING_STATE) the backend reports disconnected: holds then follow
-    the core's local safety rule. A reconnect within the session timeout keeps
+    the core's local safety rule. (libzookeeper 3.8 sometimes reconnects
+    without saying "connecting": a "connected" while connected is taken as a
+    drop too, see docs/zookeeper.md.) A reconnect within the session timeout keeps
     the session and every entry. An expired session answers SIMBA_ESESSION
     (LOST for every hold) and the backend opens a new ZooKeeper handle for the
     next OPEN. Before a grant is reported, the entry's ephemeralOwner must be
@@ -337,6 +339,7 @@ struct simba__zk {
     int handles;
     int zstate;               /* last session state the watcher saw */
     int up;                   /* what we told the core */
+    int dropped;              /* the watcher saw the link go down since the core was last told */
     int expired, auth_failed, close_wanted;
     int closing;              /* inside zookeeper_close: callbacks only free */
     int64_t zsid;             /* the connected session's id */
@@ -1915,6 +1918,10 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     }
     /* after a reconnect the server replays missed events in no useful order */
     simba__zk_forget_all_preds(zk);
+    /* "connected" while connected: the library replaced the connection
+       without a "connecting" first (seen with libzookeeper 3.8 after the
+       socket was cut under it). Requests sent on the old one get no answer. */
+    if (state != ZOO_CONNECTED_STATE || zk->zstate == ZOO_CONNECTED_STATE) zk->dropped = 1;
     zk->zstate = state;
     if (state == ZOO_CONNECTED_STATE) {
         const clientid_t *id = zoo_client_id(zh);
@@ -2012,12 +2019,9 @@ static int simba__zk_want_up(const simba__zk *zk, int64_t now) {
            !zk->close_wanted && now >= zk->resetting_until;
 }
 
-/* Tell the core what the handle's state is now. */
-static void simba__zk_report(simba__zk *zk) {
-    int want = simba__zk_want_up(zk, simba__zk_now(zk));
-    if (want == zk->up) return;
-    zk->up = want;
-    if (want) {
+static void simba__zk_tell_core(simba__zk *zk, int up) {
+    zk->up = up;
+    if (up) {
         simba_backend_state(zk->s, 1, 0, NULL);
     } else {
         int err = zk->expired ? SIMBA_ESESSION : zk->auth_failed ? SIMBA_EAUTH : SIMBA_EDISCONNECTED;
@@ -2025,6 +2029,20 @@ static void simba__zk_report(simba__zk *zk) {
                             : zk->auth_failed ? "ZooKeeper refused the credentials"
                             : "ZooKeeper connection lost; reconnecting");
     }
+}
+
+/* Tell the core what the handle's state is now. A connection that ended
+   and came back between two looks is still told as a drop and a return:
+   what was in flight on it is failed (and retried by the core, requests
+   are idempotent), as the library does itself when it says "connecting". */
+static void simba__zk_report(simba__zk *zk) {
+    int want = simba__zk_want_up(zk, simba__zk_now(zk));
+    if (zk->dropped && zk->up) {
+        simba__zk_fail_all(zk, SIMBA_EDISCONNECTED, 0);
+        simba__zk_tell_core(zk, 0);
+    }
+    zk->dropped = 0;
+    if (want != zk->up) simba__zk_tell_core(zk, want);
 }
 
 /* Expired, refused or unwanted handles are replaced here, outside any
