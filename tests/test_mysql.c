@@ -728,7 +728,7 @@ static void t_sweep_removes_dead_sessions(void) {
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     memset(&none, 0, sizeof none);
     cl[0] = &a; cl[1] = &b;
-    a.s = new_client(tenant, "doomed", 600, 400);
+    a.s = new_client(tenant, "doomed", 1500, 1000);
     CHECK(a.s);
     for (i = 0; i < 20; i++) {
         char name[32];
@@ -768,7 +768,10 @@ static void t_renewal_is_o1(void) {
     int i, n = 300;
     memset(&a, 0, sizeof a);
     cl[0] = &a;
-    a.s = new_client(tenant, "many", 900, 600); /* keepalive every 300 ms */
+    /* keepalive every second: a shorter ttl makes the op timeout (ttl / 3)
+       shorter than a loaded machine's commit, and the test would measure
+       the resets (and the LOST they rightly cause) instead of the renewal */
+    a.s = new_client(tenant, "many", 3000, 2000);
     CHECK(a.s);
     memset(&d, 0, sizeof d);
     d.wait_ms = -1;
@@ -781,14 +784,14 @@ static void t_renewal_is_o1(void) {
         CHECK(l.id != 0);
     }
     for (i = 0; i < n; i++) CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
-    h_run_for(cl, 1, 400);
+    h_run_for(cl, 1, 1000);
     s0 = stats_of(a.s);
-    h_run_for(cl, 1, 3000);                     /* about 10 renewal periods */
+    h_run_for(cl, 1, 5000);                     /* about 5 renewal periods */
     s1 = stats_of(a.s);
-    printf("  # %d locks: %llu batches, %llu statements in 3 s (keepalive every 300 ms)\n", n,
+    printf("  # %d locks: %llu batches, %llu statements in 5 s (keepalive every 1000 ms)\n", n,
            (unsigned long long)(s1.batches - s0.batches), (unsigned long long)(s1.statements - s0.statements));
-    CHECK(s1.batches - s0.batches <= 20);
-    CHECK(s1.batches - s0.batches >= 5);
+    CHECK(s1.batches - s0.batches <= 12);       /* O(locks) would be 1500 */
+    CHECK(s1.batches - s0.batches >= 3);
     CHECK(!h_has(&a, (simba_lock){0, 0}, SIMBA_EVENT_LOST));
     simba_destroy(a.s);
 }
