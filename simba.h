@@ -483,12 +483,16 @@ struct simba_backend_vtable {
 
 /* What a backend calls back. */
 SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
-/* A push from the server: something changed in resource `name`. If `request`
-   names one of our waiting single-resource requests and fence > 0, it was
-   granted with that fence (ACQUIRED without another round trip). Otherwise
-   every waiter and holder of ours that has `name` among its resources
-   re-checks (POLL). */
-SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *request, int64_t fence);
+/* A push from the server: something changed in resource `name`. If `session`
+   is our current session id, `request` names one of our waiting
+   single-resource requests and fence > 0, that entry was granted with that
+   fence (ACQUIRED without another round trip). A grant is believed only for
+   the session that owns the entry: a keyed request keeps its id across
+   sessions, so a push for an entry of an earlier (dropped) session must never
+   be taken for the new session's request. In every other case (session NULL
+   or not ours, request NULL, fence 0) every waiter and holder of ours that has
+   `name` among its resources re-checks (POLL). */
+SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence);
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg);
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size);
 SIMBADEF void simba_backend_free(simba *s, void *ptr);
@@ -1496,10 +1500,12 @@ static void simba__wake_lock(simba *s, simba__lock *l) {
 }
 
 /* A push said our request was granted with `fence`: deliver it at once. */
-static int simba__wake_granted(simba *s, const char *name, const char *request, int64_t fence) {
+static int simba__wake_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
     int64_t now = simba__now(s);
     uint32_t i;
+    /* the entry must be our current session's: a keyed id outlives sessions */
+    if (!s->session.open || strcmp(session, s->session.id) != 0) return 0;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
@@ -1518,10 +1524,10 @@ static int simba__wake_granted(simba *s, const char *name, const char *request, 
     return 0;
 }
 
-SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *request, int64_t fence) {
+SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     uint32_t i;
     if (!s || s->magic != SIMBA__MAGIC || !name || !s->nbuckets) return;
-    if (request && fence > 0 && simba__wake_granted(s, name, request, fence)) return;
+    if (session && request && fence > 0 && simba__wake_granted(s, name, session, request, fence)) return;
     /* a grant we cannot place (a multi-resource request, or already answered)
        or a plain hint: everyone concerned with `name` looks again */
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
@@ -2165,7 +2171,7 @@ typedef struct simba__mem_item {    /* an answer or a push on its way to a clien
     uint64_t order;
     int wake;
     simba_reply reply;
-    char *owner, *message, *name, *request;
+    char *owner, *message, *name, *session, *request;   /* session: whose entry a push is about */
     simba_holder *entries;
 } simba__mem_item;
 
@@ -2333,6 +2339,7 @@ static int64_t simba__mem_due(simba__mem_conn *c, int64_t now) {
 static void simba__mem_item_free(simba_mem_server *srv, simba__mem_item *it) {
     simba__mem_free(srv, it->owner); simba__mem_free(srv, it->message);
     simba__mem_free(srv, it->name); simba__mem_free(srv, it->request);
+    simba__mem_free(srv, it->session);
     simba__mem_free(srv, it->entries);
 }
 
@@ -2365,7 +2372,8 @@ static void simba__mem_push_item(simba__mem_conn *c, simba__mem_item *it) {
     c->n++;
 }
 
-static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const char *request, int64_t fence, int64_t now) {
+static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const char *session,
+                                 const char *request, int64_t fence, int64_t now) {
     simba__mem_item it;
     if (!c || !c->connected || c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_reply_pct) ||
         simba__mem_rand_pct(c, c->faults.drop_push_pct)) return;
@@ -2373,9 +2381,10 @@ static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const cha
     it.wake = 1;
     it.due = simba__mem_due(c, now);
     it.name = simba__mem_strdup(c->srv, name);
+    it.session = simba__mem_strdup(c->srv, session);
     it.request = simba__mem_strdup(c->srv, request);
     it.reply.fence[0] = fence;
-    if (!it.name || (request && !it.request)) { simba__mem_item_free(c->srv, &it); return; }
+    if (!it.name || (request && !it.request) || (session && !it.session)) { simba__mem_item_free(c->srv, &it); return; }
     simba__mem_push_item(c, &it);
 }
 
@@ -2402,7 +2411,7 @@ static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_
             int64_t f = r->counter + 1, t = now * 1000;
             simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
             e->fence = r->counter = f > t ? f : t;
-            if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->request, e->fence, now);
+            if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
         }
     }
 }
@@ -2423,7 +2432,7 @@ static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_
             simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
             if (o && o->conn == ss->conn) { seen = 1; break; }
         }
-        if (!seen) simba__mem_send_wake(ss->conn, r->name, NULL, 0, now);
+        if (!seen) simba__mem_send_wake(ss->conn, r->name, NULL, NULL, 0, now);
     }
 }
 
@@ -2739,7 +2748,7 @@ static int64_t simba__mem_deadline(void *impl) {
 
 /* Hand an item to the core; the item's strings live during the call. */
 static void simba__mem_deliver(simba__mem_conn *c, simba__mem_item *it) {
-    if (it->wake) simba_backend_wake(c->s, it->name, it->request, it->reply.fence[0]);
+    if (it->wake) simba_backend_wake(c->s, it->name, it->session, it->request, it->reply.fence[0]);
     else {
         it->reply.owner = it->owner;
         it->reply.message = it->message;

@@ -546,7 +546,7 @@ static void simba__my_watch_polls(simba__my *b) {
         w->poll_ms = w->poll_ms * 2 > SIMBA__MY_POLL_MAX_MS ? SIMBA__MY_POLL_MAX_MS : w->poll_ms * 2;
         w->poll_at = now + w->poll_ms;
         snprintf(name, sizeof name, "%s", w->name);
-        simba_backend_wake(b->s, name, NULL, 0);
+        simba_backend_wake(b->s, name, NULL, NULL, 0);
     }
 }
 
@@ -2370,9 +2370,9 @@ static void simba__my_waiter_result(simba__my *b) {
     if (single && fence > 0) {
         /* granted: the watch is over, the core gets the fence directly */
         simba__my_watch_del(b, request);
-        simba_backend_wake(b->s, name, request, fence);
+        simba_backend_wake(b->s, name, NULL, request, fence); /* TODO(session of the watch) */
     } else {
-        simba_backend_wake(b->s, name, NULL, 0);
+        simba_backend_wake(b->s, name, NULL, NULL, 0);
     }
 }
 

@@ -1113,9 +1113,9 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     if (strlen(name) != nl || !simba__redis_name_ok(name)) return;
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if ((rl == 1 && request[0] == '-') || r->wait_replicas > 0 || fence <= 0)
-        simba_backend_wake(r->s, name, NULL, 0);
+        simba_backend_wake(r->s, name, NULL, NULL, 0);
     else
-        simba_backend_wake(r->s, name, request, fence);
+        simba_backend_wake(r->s, name, NULL, request, fence); /* TODO(session in push) */
 }
 
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {

@@ -1847,7 +1847,7 @@ static void simba__zk_deliver_wakes(simba__zk *zk) {
     while (zk->wakes) {
         simba__zk_wake *w = zk->wakes;
         zk->wakes = w->next;
-        simba_backend_wake(zk->s, w->name, NULL, 0);
+        simba_backend_wake(zk->s, w->name, NULL, NULL, 0);
         simba__zk_free(zk, w->name);
         simba__zk_free(zk, w);
     }
