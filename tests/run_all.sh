@@ -46,6 +46,7 @@ suite asan-sim make -s asan-sim
 suite valgrind-mem make -s valgrind-mem
 suite valgrind-sim make -s valgrind-sim
 suite examples tests/run_examples.sh
+suite readme tests/readme_snippets.sh
 suite install tests/check_install.sh
 backend redis simba_redis.h && suite redis make -s test-redis
 backend mysql simba_mysql.h && suite mysql make -s test-mysql

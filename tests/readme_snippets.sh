@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# readme_snippets.sh -- the README's C code must compile and do what it says.
+# Every ```c block of README.md is extracted. A block with a main() is a whole
+# program: it is built with gcc and clang (-std=c99 -Wall -Wextra -Werror
+# -pedantic) and run (it must exit 0 within 20 s). A block without main() is a
+# fragment: it is compiled (syntax only) inside a function that has `s` and
+# `lock` in scope, after simba.h.
+set -u
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok()  { echo "ok - $1"; pass=$((pass + 1)); }
+bad() { echo "not ok - $1"; sed 's/^/   | /' "$tmp/log" | tail -n 15; fail=$((fail + 1)); }
+
+python3 - "$tmp" <<'PY'
+import sys, re
+out = sys.argv[1]
+text = open("README.md").read()
+blocks = re.findall(r"^```c\n(.*?)^```", text, flags=re.S | re.M)
+for i, b in enumerate(blocks, 1):
+    open(f"{out}/snippet{i}.c", "w").write(b)
+print(len(blocks), file=open(f"{out}/count", "w"))
+PY
+n=$(cat "$tmp/count")
+[ "$n" -gt 0 ] || { echo "not ok - README.md has no C snippet"; echo "0 passed, 1 failed"; exit 1; }
+flags="-std=c99 -Wall -Wextra -Werror -pedantic -I. -I/usr/include/hiredis -I/usr/include/mariadb -I/usr/include/zookeeper"
+for i in $(seq 1 "$n"); do
+    src="$tmp/snippet$i.c"
+    if grep -q 'int main' "$src"; then
+        for cc in gcc clang; do
+            if $cc $flags -o "$tmp/s$i-$cc" "$src" >"$tmp/log" 2>&1; then ok "README snippet $i builds with $cc"
+            else bad "README snippet $i builds with $cc"; continue; fi
+            if timeout 20 "$tmp/s$i-$cc" >"$tmp/log" 2>&1; then ok "README snippet $i runs to the end ($cc)"
+            else bad "README snippet $i runs to the end ($cc)"; fi
+        done
+    else
+        { printf '#define SIMBA_IMPLEMENTATION\n#include "simba.h"\n#include <poll.h>\n'
+          printf 'void snippet(simba *s, simba_lock lock);\nvoid snippet(simba *s, simba_lock lock) {\n(void)s; (void)lock;\n'
+          cat "$src"; printf '}\n'; } >"$tmp/frag$i.c"
+        if gcc $flags -fsyntax-only "$tmp/frag$i.c" >"$tmp/log" 2>&1; then ok "README fragment $i compiles"
+        else bad "README fragment $i compiles"; fi
+    fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
