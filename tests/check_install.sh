@@ -12,5 +12,6 @@ name="pkg-config knows simba"; check pkg-config --exact-version=0.1.0 simba
 printf '#define SIMBA_IMPLEMENTATION\n#include <simba.h>\n#include <string.h>\nint main(void){ return strcmp(simba_version(), SIMBA_VERSION_STRING) != 0; }\n' > "$tmp/t.c"
 name="a program builds and runs against the installed header"
 check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/t.c' -o '$tmp/t' && '$tmp/t'"
+name="the MySQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_mysql.sql"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
