@@ -176,7 +176,8 @@ enum {
     SIMBA_EBUSY = -13,        /* the handle is busy with another request */
     SIMBA_EDESTROYED = -14,   /* the simba instance was destroyed (or never created) */
     SIMBA_EAUTH = -15,        /* the server refused our credentials or permissions */
-    SIMBA_EUNSUPPORTED = -16  /* the backend cannot do that */
+    SIMBA_EUNSUPPORTED = -16, /* the backend cannot do that */
+    SIMBA_EKEYMISMATCH = -17  /* the idempotency key is in use here for another request shape */
 };
 
 /* Why a hold was LOST (simba_event.error for SIMBA_EVENT_LOST). */
@@ -287,7 +288,11 @@ typedef struct simba_lock_desc {
                                  client joins the same handle with a hold count */
     const char *key;          /* idempotency key: the same key is the same request. A second
                                  acquire with a key this client already has in flight returns
-                                 the same handle; on the server the key makes one entry only */
+                                 the same handle; on the server the key makes one entry only.
+                                 The shape must match (the same set of names in any order,
+                                 capacity, permits, exclusive, contend, reentrant): another
+                                 shape fails with SIMBA_EKEYMISMATCH. Fences follow the
+                                 order of the first acquire's names */
     void *user;               /* given back in every event of this handle */
 } simba_lock_desc;
 
@@ -674,6 +679,7 @@ SIMBADEF const char *simba_strerror(int err) {
     case SIMBA_EDESTROYED: return "the simba instance was destroyed";
     case SIMBA_EAUTH: return "the server refused our credentials or permissions";
     case SIMBA_EUNSUPPORTED: return "the backend does not support this";
+    case SIMBA_EKEYMISMATCH: return "the idempotency key is in use for another request (names, permits, capacity or mode)";
     default: return "unknown error";
     }
 }
@@ -746,6 +752,7 @@ typedef struct simba__lock {
     uint32_t next_dirty;             /* index + 1, dispatch list */
     uint32_t hnext;                  /* index + 1, name hash chain */
     uint32_t mnext;                  /* index + 1, list of multi-resource locks */
+    uint32_t knext;                  /* index + 1, list of keyed locks */
     uint32_t session_no;             /* the session its entry belongs to */
     uint64_t req_no;
     int64_t timer_at;                /* min of the three deadlines below (heap key) */
@@ -805,6 +812,9 @@ struct simba {
     uint32_t dirty_head, dirty_tail;
     /* multi-resource locks (hashed by their first name only): wakes scan them */
     uint32_t multi_head;
+    /* keyed locks, whatever their names: a key is looked up here, so that it
+       is found (and its shape compared) whichever names the caller passes */
+    uint32_t keyed_head;
     /* answered queries whose INFO was delivered: freed at the next tick */
     uint32_t delivered_queries;
     simba__events events;
@@ -994,6 +1004,7 @@ static int simba__hash_insert(simba *s, simba__lock *l) {
     s->buckets[k] = (uint32_t)(l - s->locks) + 1;
     l->flags |= SIMBA__F_HASHED;
     if (l->nres > 1) { l->mnext = s->multi_head; s->multi_head = (uint32_t)(l - s->locks) + 1; }
+    if (l->key) { l->knext = s->keyed_head; s->keyed_head = (uint32_t)(l - s->locks) + 1; }
     return SIMBA_OK;
 }
 
@@ -1005,6 +1016,10 @@ static void simba__hash_remove(simba *s, simba__lock *l) {
     if (l->nres > 1) {
         for (pp = &s->multi_head; *pp && *pp != me; pp = &s->locks[*pp - 1].mnext) {}
         if (*pp) *pp = l->mnext;
+    }
+    if (l->key) {
+        for (pp = &s->keyed_head; *pp && *pp != me; pp = &s->locks[*pp - 1].knext) {}
+        if (*pp) *pp = l->knext;
     }
 }
 
@@ -1824,14 +1839,44 @@ static int simba__desc_names(const simba_lock_desc *d, const char **names) {
     return n;
 }
 
-/* An existing handle that an acquire joins: the same key, or re-entrancy. */
-static simba__lock *simba__find_joinable(simba *s, const simba_lock_desc *d, const char *name, int weight, int n) {
+/* Is lock l the request that d describes: the same set of names (in any
+   order), capacity, weight, contend and re-entrancy? */
+static int simba__same_shape(const simba__lock *l, const simba_lock_desc *d, const char **names, int n,
+                             int capacity, int weight) {
+    int i, k;
+    if (l->nres != n || l->capacity != capacity || l->weight != weight) return 0;
+    if (!(l->flags & SIMBA__F_CONTEND) != !d->contend || !(l->flags & SIMBA__F_REENTRANT) != !d->reentrant) return 0;
+    for (i = 0; i < n; i++) {
+        const char *p = l->names;
+        for (k = 0; k < l->nres; k++, p += strlen(p) + 1) if (strcmp(p, names[i]) == 0) break;
+        if (k == l->nres) return 0;
+    }
+    return 1;
+}
+
+/* An existing handle that an acquire joins: the same key, or re-entrancy.
+   A key names one request: the server entry behind it is shared, so a key
+   reused for another shape (e.g. {a,b} then {b}) would leave two handles
+   believing in one entry; that is refused (*err = SIMBA_EKEYMISMATCH). */
+static simba__lock *simba__find_joinable(simba *s, const simba_lock_desc *d, const char **names, int n,
+                                         int capacity, int weight, int *err) {
     uint32_t i;
-    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
+    *err = SIMBA_OK;
+    if (d->key) {
+        for (i = s->keyed_head; i; ) {
+            simba__lock *l = &s->locks[i - 1];
+            i = l->knext;
+            if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->key, d->key) != 0) continue;
+            if (simba__same_shape(l, d, names, n, capacity, weight)) return l;
+            *err = SIMBA_EKEYMISMATCH;
+            return NULL;
+        }
+        return NULL;
+    }
+    for (i = s->buckets[simba__bucket(s, names[0])]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
-        if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->names, name) != 0) continue;
-        if (d->key) { if (l->key && strcmp(l->key, d->key) == 0) return l; continue; }
+        if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->names, names[0]) != 0) continue;
         if (d->reentrant && (l->flags & SIMBA__F_REENTRANT) && n == 1 && l->nres == 1 && l->weight == weight &&
             !(l->flags & SIMBA__F_CONTEND))
             return l;
@@ -1876,7 +1921,13 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     if (d->contend && (n != 1 || capacity != 1)) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
     weight = d->exclusive ? 0 : permits;
     now = simba__now(s);
-    l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names[0], weight, n) : NULL;
+    err = SIMBA_OK;
+    l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names, n, capacity, weight, &err) : NULL;
+    if (err != SIMBA_OK) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: key '%s' is in use here for another request shape", d->key);
+        s->last_error = err;
+        return simba__no_lock;
+    }
     if (l) {
         if (d->reentrant && !d->key) {
             l->holds++;
@@ -2200,6 +2251,7 @@ struct simba_mem_server {
     int epoch_set;
     int64_t grace_until;
     int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
+    int64_t fence_floor;        /* the highest fence ever given (kept across delete and restart) */
     uint64_t order, seq;
     simba_mem_stats stats;
 };
@@ -2401,16 +2453,22 @@ static int simba__mem_find(const simba__mem_res *r, const char *request) {
 /* Give fences to the entries that the prefix rule grants now; push a wake to
    the owners of the newly granted ones (except `quiet`, the caller). */
 static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    int i, sum = 0;
+    int i;
+    int64_t sum = 0;            /* weights near INT_MAX: an int sum would overflow and over-grant */
     if (now < srv->grace_until) return;
     for (i = 0; i < r->n; i++) {
         simba__mem_entry *e = &r->q[i];
         sum += simba__mem_eff(e->weight, r->capacity);
         if (sum > r->capacity) break;
         if (!e->fence) {
+            /* above the resource's counter, the clock and every fence this
+               server ever gave: a deleted (or restarted) resource starts from
+               zero again, and its fences must still never go backwards */
             int64_t f = r->counter + 1, t = now * 1000;
             simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
-            e->fence = r->counter = f > t ? f : t;
+            if (f < t) f = t;
+            if (f <= srv->fence_floor) f = srv->fence_floor + 1;
+            e->fence = r->counter = srv->fence_floor = f;
             if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
         }
     }
@@ -2531,7 +2589,7 @@ static int simba__mem_fits_now(simba_mem_server *srv, simba__mem_res **rs, const
     int i, j;
     if (now < srv->grace_until) return 0;
     for (i = 0; i < op->nres; i++) {
-        int sum = simba__mem_eff(op->res[i].weight, rs[i]->capacity);
+        int64_t sum = simba__mem_eff(op->res[i].weight, rs[i]->capacity);   /* 64 bits: see evaluate */
         for (j = 0; j < rs[i]->n; j++) sum += simba__mem_eff(rs[i]->q[j].weight, rs[i]->capacity);
         if (sum > rs[i]->capacity) return 0;
     }
