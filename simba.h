@@ -612,6 +612,43 @@ static uint64_t simba__mix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
+/* The seed of an instance's generator (handle salt, generated client id,
+   session ids, request numbers). Two instances must never share it, not even
+   one destroyed and another created at the same address in the same
+   millisecond (the new one would take over the old one's session and keep its
+   abandoned holds alive). So: 8 bytes of /dev/urandom when it can be read,
+   mixed with a per-process counter (atomic where the compiler has GCC
+   builtins: instances may be created in different threads; elsewhere a plain
+   counter, which threads could in theory read twice, still mixed with the
+   address and clocks), the pid, the address and both clocks. */
+static uint64_t simba__seed_counter;
+
+static uint64_t simba__new_seed(const void *addr) {
+    uint64_t seed = 0, n, st;
+    unsigned char b[8];
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        setvbuf(f, NULL, _IONBF, 0);         /* read 8 bytes, not a whole buffer */
+        if (fread(b, 1, sizeof b, f) == sizeof b) {
+            int i;
+            for (i = 0; i < 8; i++) seed = (seed << 8) | b[i];
+        }
+        fclose(f);
+    }
+#if defined(__GNUC__) || defined(__clang__)
+    n = __sync_add_and_fetch(&simba__seed_counter, 1);
+#else
+    n = ++simba__seed_counter;
+#endif
+    st = n ^ ((uint64_t)getpid() << 32);
+    seed ^= simba__mix64(&st);
+    st ^= (uint64_t)(uintptr_t)addr;
+    seed ^= simba__mix64(&st);
+    st ^= (uint64_t)simba__monotonic_ms(NULL) ^ ((uint64_t)time(NULL) << 20);
+    seed ^= simba__mix64(&st);
+    return seed;
+}
+
 /* FNV-1a: the name hash of the lock table and the mem server. */
 static uint32_t simba__hash(const char *s) {
     uint32_t h = 2166136261u;
@@ -777,6 +814,7 @@ typedef struct simba__session {
     uint32_t op_seq;
     int64_t op_sent, op_deadline;
     int failures;
+    uint64_t req_next;               /* the n of the last request id given (see simba__next_req_no) */
 } simba__session;
 
 struct simba {
@@ -795,7 +833,6 @@ struct simba {
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms;
     uint64_t rng;
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
-    uint64_t req_counter;
     simba__session session;
     int64_t admin_epoch;             /* the last epoch a keepalive reported */
     /* lock slots */
@@ -1158,6 +1195,16 @@ static void simba__request_id(simba *s, const simba__lock *l, char *buf, size_t 
     else snprintf(buf, cap, "%s~%llu", s->session.id, (unsigned long long)l->req_no);
 }
 
+/* The n of the next request id "<session>~<n>" of this session. Unique and
+   increasing within the session (backends may rely on "a new request has a
+   larger n"), but not guessable by other clients that see our ids: a random
+   start below 2^56 and random steps of 1..2^32, so the next id is one of 2^32
+   values. It stays below 2^62 for about 2^31 requests of one session. */
+static uint64_t simba__next_req_no(simba *s) {
+    s->session.req_next += 1 + (simba__mix64(&s->rng) & 0xffffffffull);
+    return s->session.req_next;
+}
+
 /* The client id inside a session id (the part before the last '~'). */
 static void simba__client_of(const char *session, char *out, size_t cap) {
     const char *tilde = session ? strrchr(session, '~') : NULL;
@@ -1180,6 +1227,7 @@ static void simba__session_new_id(simba *s) {
     s->session.valid_until = INT64_MIN;
     s->session.next_keepalive = 0;   /* open at once */
     s->session.failures = 0;
+    s->session.req_next = simba__mix64(&s->rng) & ((1ull << 56) - 1);
 }
 
 static void simba__fill_op(simba *s, simba_op *op, simba_op_kind kind, uint32_t idx, uint32_t seq) {
@@ -1640,7 +1688,7 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
     if (!kind || l->op == kind) return 1;
     if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
         l->session_no = s->session.no;       /* a new request in this session */
-        l->req_no = ++s->req_counter;
+        l->req_no = simba__next_req_no(s);
         l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
     }
     simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
@@ -1769,7 +1817,7 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
     s->logger = desc->logger;
     s->clock = simba__clock_or_default(desc->clock);
     s->backend = desc->backend;
-    s->rng = (uint64_t)simba__monotonic_ms(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)s ^ (uint64_t)time(NULL);
+    s->rng = simba__new_seed(s);
     s->magic = SIMBA__MAGIC;
     s->salt = (uint32_t)simba__mix64(&s->rng);
     rc = simba__apply_desc(s, desc);

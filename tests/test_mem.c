@@ -386,6 +386,113 @@ static void t_mem_backpressure_no_spin(void) {
     simba_destroy(a);
 }
 
+/* Session ids are unique per instance: destroy + create in a tight loop
+   (same address, same millisecond) never gives an id twice, neither the
+   session id nor the generated client id. White box: reads s->session.id. */
+static void t_mem_session_ids_unique(void) {
+    enum { N = 64 };
+    static char sid[N][SIMBA_MAX_SESSION + 1], cid[N][SIMBA_MAX_ID + 1];
+    const char *tenant = h_tenant();
+    int i, j, dup_s = 0, dup_c = 0;
+    for (i = 0; i < N; i++) {
+        simba *s = new_client(tenant, 1500, 1000);
+        CHECK(s != NULL);
+        snprintf(sid[i], sizeof sid[i], "%s", s->session.id);
+        snprintf(cid[i], sizeof cid[i], "%s", simba_client_id(s));
+        simba_destroy(s);
+    }
+    for (i = 0; i < N; i++)
+        for (j = 0; j < i; j++) {
+            if (strcmp(sid[i], sid[j]) == 0) dup_s++;
+            if (strcmp(cid[i], cid[j]) == 0) dup_c++;
+        }
+    if (dup_s || dup_c) printf("  # %d repeated session ids, %d repeated client ids (e.g. %s)\n", dup_s, dup_c, sid[0]);
+    CHECK_EQ(dup_s, 0);
+    CHECK_EQ(dup_c, 0);
+}
+
+/* An instance destroyed while holding (nothing released: a crash) and
+   re-created at once with the same client id (same address, same
+   millisecond) must not keep the abandoned hold alive with its keepalives:
+   a waiter gets the lock once the lease has run out. Each round crashes a
+   holder of a new name right after its grant, with no sleep in between. */
+static void t_mem_recreated_instance_drops_abandoned_hold(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_desc d;
+    simba_lock la, lb;
+    char name[32], old_id[SIMBA_MAX_SESSION + 1];
+    int round, same = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&d, 0, sizeof d);
+    d.tenant = tenant; d.client_id = "other"; d.ttl_ms = 1500; d.transition_ms = 1000;
+    d.backend = simba_mem(srv, NULL);
+    b.s = simba_create(&d);
+    CHECK(b.s != NULL);
+    d.client_id = "same";
+    for (round = 0; round < 10 && !same; round++) {
+        simba_event ev[16];
+        int k, i, got = 0;
+        if (a.s) simba_destroy(a.s);
+        d.backend = simba_mem(srv, NULL);
+        a.s = simba_create(&d);
+        CHECK(a.s != NULL);
+        snprintf(name, sizeof name, "abandon%d", round);
+        la = h_acquire(a.s, name, -1);
+        for (k = 0; k < 1000 && !got; k++) {
+            int n = simba_tick(a.s, NULL, 0, ev, 16);
+            for (i = 0; i < n; i++) if (ev[i].type == SIMBA_EVENT_ACQUIRED) got = 1;
+        }
+        CHECK(got);
+        snprintf(old_id, sizeof old_id, "%s", a.s->session.id);
+        simba_destroy(a.s);                  /* crash: the hold is abandoned */
+        d.backend = simba_mem(srv, NULL);
+        a.s = simba_create(&d);              /* and restart at once */
+        CHECK(a.s != NULL);
+        same = strcmp(old_id, a.s->session.id) == 0;
+    }
+    (void)la;
+    if (same) printf("  # round %d: the new instance has the crashed one's session id %s\n", round, old_id);
+    lb = h_acquire(b.s, name, -1);
+    /* the lease is 2.5 s: the abandoned entry must be gone well before 8 s */
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* Request ids "<session>~<n>" are not guessable from one another (a client
+   that sees ours must not be able to plant our next one): n increases within
+   the session (backends may rely on it) but by random steps, from a random
+   start. White box: reads the request numbers of the lock slots. */
+static void t_mem_request_ids_not_guessable(void) {
+    enum { N = 20 };
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l[N];
+    uint64_t n[N];
+    char name[16];
+    int i, steps_of_one = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(h_tenant(), 1500, 1000);
+    CHECK(a.s != NULL);
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "rid%d", i);
+        l[i] = h_acquire(a.s, name, -1);
+        CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        n[i] = a.s->locks[l[i].id - 1].req_no;
+    }
+    CHECK(n[0] > 1000000);
+    for (i = 1; i < N; i++) {
+        CHECK(n[i] > n[i - 1]);
+        if (n[i] - n[i - 1] == 1) steps_of_one++;
+        CHECK(n[i] < (1ull << 62));
+    }
+    CHECK(steps_of_one < N / 2);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -407,6 +514,9 @@ int main(int argc, char **argv) {
     RUN(t_mem_multi_woken_by_push);
     RUN(t_mem_cannot_connect_reported);
     RUN(t_mem_backpressure_no_spin);
+    RUN(t_mem_session_ids_unique);
+    RUN(t_mem_recreated_instance_drops_abandoned_hold);
+    RUN(t_mem_request_ids_not_guessable);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
