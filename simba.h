@@ -2780,6 +2780,14 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         if (!simba__mem_sess_live(srv, op->session, now)) { a->r.status = SIMBA_ESESSION; return; }
         if (!simba__mem_lookup_all(srv, op, rs)) { a->r.status = SIMBA_ENOTFOUND; return; }
         { int i; for (i = 0; i < op->nres; i++) simba__mem_touch(srv, rs[i], now, c); }
+        {   /* a keyed id is the same in every session: another session's entry is not ours */
+            int i, idx;
+            for (i = 0; i < op->nres; i++)
+                if ((idx = simba__mem_find(rs[i], op->request)) >= 0 && strcmp(rs[i]->q[idx].session, op->session) != 0) {
+                    a->r.status = SIMBA_ENOTFOUND;
+                    return;
+                }
+        }
         simba__mem_state(srv, rs, op->nres, op->request, now, a);
         return;
     case SIMBA_OP_RELEASE:

@@ -493,6 +493,78 @@ static void t_mem_request_ids_not_guessable(void) {
     simba_destroy(a.s);
 }
 
+/* Issue #9 item 1: a keyed waiter whose session is dropped locally while the
+   server still has it (a partition: the CLOSE never arrives) opens a new
+   session and re-enqueues the same key (k~<key>, the same id in every
+   session). When the server then grants the OLD session's entry and pushes
+   the grant, the new session must not take it for its own request: the old
+   session expires on the server, the next waiter is granted, and two would
+   believe. At no step may the keyed client and the third both hold.
+   White box: watches b's session generation and its request's state. */
+static void t_mem_keyed_waiter_dropped_session(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b, c;
+    h_client *cl[3];
+    simba_lock la, lb, lc;
+    simba_lock_desc d;
+    simba_mem_faults f;
+    simba__lock *bl;
+    uint32_t no0;
+    int64_t end;
+    int both = 0, b_believed = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    /* a long transition: the old session outlives b's local drop by ~3 s */
+    a.s = new_client(tenant, 1500, 3000); b.s = new_client(tenant, 1500, 3000); c.s = new_client(tenant, 1500, 3000);
+    CHECK(a.s && b.s && c.s);
+    la = h_acquire(a.s, "kd", -1);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    memset(&d, 0, sizeof d);
+    d.name = "kd"; d.key = "job"; d.wait_ms = -1;
+    lb = simba_acquire(b.s, &d);
+    CHECK(!(lb.id == 0 && lb.gen == 0));
+    h_run_for(cl, 3, 100);
+    lc = h_acquire(c.s, "kd", -1);
+    h_run_for(cl, 3, 100);
+    CHECK_EQ(simba_mem_server_stats(srv).entries >= 3, 1);
+    /* cut b off until it drops its session locally */
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    simba_mem_set_faults(srv, b.s, &f);
+    no0 = b.s->session.no;
+    for (end = h_real_ms() + 8000; h_real_ms() < end && b.s->session.no == no0;) h_pump(cl, 3, 10);
+    CHECK(b.s->session.no != no0);
+    /* heal: b opens a new session and re-enqueues k~job, which the server
+       still has for the old, live session */
+    simba_mem_set_faults(srv, b.s, NULL);
+    bl = &b.s->locks[lb.id - 1];
+    for (end = h_real_ms() + 3000; h_real_ms() < end; ) {
+        h_pump(cl, 3, 5);
+        if (b.s->session.open && bl->session_no == b.s->session.no && (bl->flags & SIMBA__F_MAY_EXIST)) break;
+    }
+    CHECK(b.s->session.open && bl->session_no == b.s->session.no);
+    h_run_for(cl, 3, 30);
+    /* now the server grants the old session's entry and pushes it */
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    for (end = h_real_ms() + 12000; h_real_ms() < end && !h_has(&c, lc, SIMBA_EVENT_ACQUIRED);) {
+        h_pump(cl, 3, 10);
+        if (simba_valid_ms(b.s, lb) > 0) b_believed = 1;
+        if (simba_valid_ms(b.s, lb) > 0 && simba_valid_ms(c.s, lc) > 0) both = 1;
+    }
+    if (b_believed) printf("  # the keyed client believed it held (granted the old session's entry)\n");
+    CHECK(h_has(&c, lc, SIMBA_EVENT_ACQUIRED));
+    h_run_for(cl, 3, 200);
+    if (simba_valid_ms(b.s, lb) > 0 && simba_valid_ms(c.s, lc) > 0) both = 1;
+    CHECK(!both);
+    CHECK(!b_believed);
+    /* and the keyed request is still served, after c */
+    CHECK_EQ(simba_release(c.s, lc), SIMBA_OK);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_release(b.s, lb);
+    h_run_for(cl, 3, 50);
+    simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -517,6 +589,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_session_ids_unique);
     RUN(t_mem_recreated_instance_drops_abandoned_hold);
     RUN(t_mem_request_ids_not_guessable);
+    RUN(t_mem_keyed_waiter_dropped_session);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
