@@ -314,7 +314,10 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err);
 SIMBADEF simba *simba_create(const simba_desc *desc);
 /* simba_destroy: frees everything, without waiting for the server. Holds that
    were not released expire on the server after ttl + transition. NULL is a
-   no-op; a destroyed pointer is caught by the other calls (SIMBA_EDESTROYED). */
+   no-op. Using the pointer afterwards is undefined behaviour, as after free():
+   the other calls answer SIMBA_EDESTROYED when they can tell (a registry of
+   live instances), but not once the allocator gave the same address to a new
+   instance. Stale and foreign handles are always detected (SIMBA_ESTALE). */
 SIMBADEF void simba_destroy(simba *s);
 
 /* ---- requests ---- */
@@ -858,8 +861,10 @@ struct simba {
 };
 
 /*--- the registry of live instances ------------------------------------------
-   Catches calls on a destroyed simba instead of reading freed memory. Only
-   create/destroy modify it, under a spin lock where the compiler has atomics. */
+   Catches most calls on a destroyed simba instead of reading freed memory: a
+   best effort, not a guarantee (a new instance at the same address is live,
+   and the stale pointer then reaches it). Only create/destroy modify it,
+   under a spin lock where the compiler has atomics. */
 static simba *simba__live_list;
 #if defined(__GNUC__) || defined(__clang__)
 static volatile int simba__live_lock_word;

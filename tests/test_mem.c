@@ -565,6 +565,31 @@ static void t_mem_keyed_waiter_dropped_session(void) {
     simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s);
 }
 
+/* A handle of a destroyed instance never reaches the instance created after
+   it, even at the same address in the same millisecond (their salts differ):
+   what is detected after simba_destroy (calls on the destroyed pointer are
+   undefined behaviour; its handles are not). */
+static void t_mem_old_handles_stale_in_new_instance(void) {
+    const char *tenant = h_tenant();
+    int round, same_addr = 0;
+    for (round = 0; round < 20; round++) {
+        simba *s1 = new_client(tenant, 1500, 1000), *s2;
+        simba_lock l;
+        CHECK(s1 != NULL);
+        l = h_acquire(s1, "old-handle", -1);
+        CHECK(l.id != 0);
+        simba_destroy(s1);
+        s2 = new_client(tenant, 1500, 1000);
+        CHECK(s2 != NULL);
+        if (s2 == s1) same_addr++;
+        (void)h_acquire(s2, "old-handle", -1);   /* slot 1 is live again in s2 */
+        CHECK_EQ(simba_release(s2, l), SIMBA_ESTALE);
+        CHECK_EQ(simba_valid_ms(s2, l), 0);
+        simba_destroy(s2);
+    }
+    printf("  # %d of 20 re-created at the same address\n", same_addr);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -590,6 +615,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_recreated_instance_drops_abandoned_hold);
     RUN(t_mem_request_ids_not_guessable);
     RUN(t_mem_keyed_waiter_dropped_session);
+    RUN(t_mem_old_handles_stale_in_new_instance);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
