@@ -1766,7 +1766,7 @@ static void simba__run_timers(simba *s, int64_t now) {
 /*--- the public API ---------------------------------------------------------------*/
 
 static void simba__default_client_id(simba *s, char *out, size_t cap) {
-    char host[64];
+    char host[64], buf[64];
     size_t i;
     if (gethostname(host, sizeof host) != 0) strcpy(host, "host");
     host[sizeof host - 1] = 0;
@@ -1777,7 +1777,10 @@ static void simba__default_client_id(simba *s, char *out, size_t cap) {
         if (!ok) host[i] = '-';
     }
     if (!host[0]) strcpy(host, "host");
-    snprintf(out, cap, "%s:%ld:%08x", host, (long)getpid(), (unsigned)(simba__mix64(&s->rng) & 0xffffffffu));
+    /* into a buffer of known size (at most 24 + 1 + 20 + 1 + 8 bytes), so that
+       gcc's -Wformat-truncation can see it fits at every -O level */
+    snprintf(buf, sizeof buf, "%.24s:%ld:%08x", host, (long)getpid(), (unsigned)(simba__mix64(&s->rng) & 0xffffffffu));
+    simba__copy(out, cap, buf);
 }
 
 static int simba__apply_desc(simba *s, const simba_desc *d) {
