@@ -38,7 +38,11 @@ static conf_fixture C;
 
 /* A new client on the backend under test, with the test's tenant, the client
    id "c<index>" and the short leases. Returns its index, or -1. */
-static int conf_client(void) {
+static int conf_client_lease(int ttl_ms, int transition_ms);
+static int conf_client(void) { return conf_client_lease(C.b->ttl_ms, C.b->transition_ms); }
+
+/* The same with other leases (a test that needs a wider window). */
+static int conf_client_lease(int ttl_ms, int transition_ms) {
     simba_desc d;
     h_client *c;
     int err = 0;
@@ -50,8 +54,8 @@ static int conf_client(void) {
     d.backend = C.b->make(C.b->user);
     d.tenant = C.tenant;
     d.client_id = C.id[C.n];
-    d.ttl_ms = C.b->ttl_ms;
-    d.transition_ms = C.b->transition_ms;
+    d.ttl_ms = ttl_ms;
+    d.transition_ms = transition_ms;
     c->s = simba_create_ex(&d, &err);
     if (!c->s) {
         printf("  # simba_create_ex: %s\n", simba_strerror(err));
@@ -1500,6 +1504,53 @@ static void t_key_shape_mismatch(void) {
     CHECK(conf_release(o, lo));
 }
 
+/* Issue #9 item 1, through the public API: a keyed waiter stalls (a stopped
+   process) and its connection is cut; it wakes up after its own deadline,
+   drops its session locally (no CLOSE can reach the server) and re-enqueues
+   the same key (k~job in every session) while the server still has the old
+   session (a long transition: ~3 s). The holder then releases, and the
+   server may grant the old session's entry and push that grant: the keyed
+   client must not take it. It must not believe it holds before the third
+   client (queued ahead of its new entry) has held and released. */
+static void t_kill_keyed_waiter_new_session(void) {
+    int ttl = C.b->ttl_ms, tr = C.b->ttl_ms + 3000;
+    int a = conf_client_lease(ttl, tr), b = conf_client_lease(ttl, tr), c = conf_client_lease(ttl, tr);
+    simba_lock la, lb, lc;
+    int64_t end;
+    CHECK(a >= 0 && b >= 0 && c >= 0);
+    la = conf_hold(a, "kwd", NULL);
+    CHECK(!conf_null(la));
+    lb = conf_acquire_key(b, "kwd", "job");
+    CHECK(!conf_null(lb));
+    CHECK(conf_wait_queued(a, "kwd", 2, NULL, 0));
+    lc = conf_acquire(c, "kwd", -1);
+    CHECK(!conf_null(lc));
+    CHECK(conf_wait_queued(a, "kwd", 3, NULL, 0));
+    C.cl[b]->paused = 1;
+    CHECK(conf_kill(b));
+    h_run_for(C.cl, C.n, ttl + 300);
+    C.cl[b]->paused = 0;
+    for (end = h_real_ms() + 1000; h_real_ms() < end;) {
+        conf_pump(CONF_STEP_MS);
+        CHECK(!conf_valid(b, lb));
+    }
+    CHECK_EQ(simba_release(S(a), la), SIMBA_OK);
+    for (end = h_real_ms() + conf_lease_wait_ms() + tr; h_real_ms() < end && !h_has(C.cl[c], lc, SIMBA_EVENT_ACQUIRED);) {
+        conf_pump(CONF_STEP_MS);
+        if (conf_valid(b, lb)) conf_dump(b);
+        CHECK(!conf_valid(b, lb));
+    }
+    CHECK(conf_expect(c, lc, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    for (end = h_real_ms() + CONF_SETTLE_MS; h_real_ms() < end;) {
+        conf_pump(CONF_STEP_MS);
+        CHECK(!(conf_valid(b, lb) && conf_valid(c, lc)));
+    }
+    CHECK(!h_has(C.cl[b], lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(conf_release(c, lc));
+    CHECK(conf_expect(b, lb, SIMBA_EVENT_ACQUIRED, conf_lease_wait_ms() + tr) != NULL);
+    CHECK(conf_release(b, lb));
+}
+
 /* ---- the runner ---- */
 
 static void conf_test(const char *name, void (*fn)(void)) {
@@ -1547,6 +1598,7 @@ void conformance_run(const conf_backend *b, const char *filter, int *passed, int
     if (b->kill) {
         CONF_RUN(t_kill_waiter_reconnects);
         CONF_RUN(t_kill_holder_keeps_hold);
+        CONF_RUN(t_kill_keyed_waiter_new_session);
     } else {
         printf("# skip - t_kill_* (the %s backend has no kill hook)\n", b->name);
     }
