@@ -201,6 +201,7 @@ static void t_mem_bad_input(void) {
     CHECK_EQ(simba_valid_ms(s, bogus), 0);
     CHECK(simba_strerror(SIMBA_ESTALE)[0] != 0);
     CHECK(strcmp(simba_strerror(-999), "unknown error") == 0);
+    CHECK(strcmp(simba_strerror(SIMBA_EKEYMISMATCH), "unknown error") != 0);
     simba_destroy(s);
     /* calls after destroy are caught, not undefined */
     CHECK_EQ(simba_tick(s, NULL, 0, ev, 4), SIMBA_EDESTROYED);
