@@ -176,7 +176,8 @@ enum {
     SIMBA_EBUSY = -13,        /* the handle is busy with another request */
     SIMBA_EDESTROYED = -14,   /* the simba instance was destroyed (or never created) */
     SIMBA_EAUTH = -15,        /* the server refused our credentials or permissions */
-    SIMBA_EUNSUPPORTED = -16  /* the backend cannot do that */
+    SIMBA_EUNSUPPORTED = -16, /* the backend cannot do that */
+    SIMBA_EKEYMISMATCH = -17  /* the idempotency key is in use here for another request shape */
 };
 
 /* Why a hold was LOST (simba_event.error for SIMBA_EVENT_LOST). */
@@ -287,7 +288,11 @@ typedef struct simba_lock_desc {
                                  client joins the same handle with a hold count */
     const char *key;          /* idempotency key: the same key is the same request. A second
                                  acquire with a key this client already has in flight returns
-                                 the same handle; on the server the key makes one entry only */
+                                 the same handle; on the server the key makes one entry only.
+                                 The shape must match (the same set of names in any order,
+                                 capacity, permits, exclusive, contend, reentrant): another
+                                 shape fails with SIMBA_EKEYMISMATCH. Fences follow the
+                                 order of the first acquire's names */
     void *user;               /* given back in every event of this handle */
 } simba_lock_desc;
 
@@ -309,7 +314,10 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err);
 SIMBADEF simba *simba_create(const simba_desc *desc);
 /* simba_destroy: frees everything, without waiting for the server. Holds that
    were not released expire on the server after ttl + transition. NULL is a
-   no-op; a destroyed pointer is caught by the other calls (SIMBA_EDESTROYED). */
+   no-op. Using the pointer afterwards is undefined behaviour, as after free():
+   the other calls answer SIMBA_EDESTROYED when they can tell (a registry of
+   live instances), but not once the allocator gave the same address to a new
+   instance. Stale and foreign handles are always detected (SIMBA_ESTALE). */
 SIMBADEF void simba_destroy(simba *s);
 
 /* ---- requests ---- */
@@ -607,6 +615,43 @@ static uint64_t simba__mix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
+/* The seed of an instance's generator (handle salt, generated client id,
+   session ids, request numbers). Two instances must never share it, not even
+   one destroyed and another created at the same address in the same
+   millisecond (the new one would take over the old one's session and keep its
+   abandoned holds alive). So: 8 bytes of /dev/urandom when it can be read,
+   mixed with a per-process counter (atomic where the compiler has GCC
+   builtins: instances may be created in different threads; elsewhere a plain
+   counter, which threads could in theory read twice, still mixed with the
+   address and clocks), the pid, the address and both clocks. */
+static uint64_t simba__seed_counter;
+
+static uint64_t simba__new_seed(const void *addr) {
+    uint64_t seed = 0, n, st;
+    unsigned char b[8];
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        setvbuf(f, NULL, _IONBF, 0);         /* read 8 bytes, not a whole buffer */
+        if (fread(b, 1, sizeof b, f) == sizeof b) {
+            int i;
+            for (i = 0; i < 8; i++) seed = (seed << 8) | b[i];
+        }
+        fclose(f);
+    }
+#if defined(__GNUC__) || defined(__clang__)
+    n = __sync_add_and_fetch(&simba__seed_counter, 1);
+#else
+    n = ++simba__seed_counter;
+#endif
+    st = n ^ ((uint64_t)getpid() << 32);
+    seed ^= simba__mix64(&st);
+    st ^= (uint64_t)(uintptr_t)addr;
+    seed ^= simba__mix64(&st);
+    st ^= (uint64_t)simba__monotonic_ms(NULL) ^ ((uint64_t)time(NULL) << 20);
+    seed ^= simba__mix64(&st);
+    return seed;
+}
+
 /* FNV-1a: the name hash of the lock table and the mem server. */
 static uint32_t simba__hash(const char *s) {
     uint32_t h = 2166136261u;
@@ -674,6 +719,7 @@ SIMBADEF const char *simba_strerror(int err) {
     case SIMBA_EDESTROYED: return "the simba instance was destroyed";
     case SIMBA_EAUTH: return "the server refused our credentials or permissions";
     case SIMBA_EUNSUPPORTED: return "the backend does not support this";
+    case SIMBA_EKEYMISMATCH: return "the idempotency key is in use for another request (names, permits, capacity or mode)";
     default: return "unknown error";
     }
 }
@@ -746,6 +792,7 @@ typedef struct simba__lock {
     uint32_t next_dirty;             /* index + 1, dispatch list */
     uint32_t hnext;                  /* index + 1, name hash chain */
     uint32_t mnext;                  /* index + 1, list of multi-resource locks */
+    uint32_t knext;                  /* index + 1, list of keyed locks */
     uint32_t session_no;             /* the session its entry belongs to */
     uint64_t req_no;
     int64_t timer_at;                /* min of the three deadlines below (heap key) */
@@ -770,6 +817,7 @@ typedef struct simba__session {
     uint32_t op_seq;
     int64_t op_sent, op_deadline;
     int failures;
+    uint64_t req_next;               /* the n of the last request id given (see simba__next_req_no) */
 } simba__session;
 
 struct simba {
@@ -788,7 +836,6 @@ struct simba {
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms;
     uint64_t rng;
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
-    uint64_t req_counter;
     simba__session session;
     int64_t admin_epoch;             /* the last epoch a keepalive reported */
     /* lock slots */
@@ -805,14 +852,19 @@ struct simba {
     uint32_t dirty_head, dirty_tail;
     /* multi-resource locks (hashed by their first name only): wakes scan them */
     uint32_t multi_head;
+    /* keyed locks, whatever their names: a key is looked up here, so that it
+       is found (and its shape compared) whichever names the caller passes */
+    uint32_t keyed_head;
     /* answered queries whose INFO was delivered: freed at the next tick */
     uint32_t delivered_queries;
     simba__events events;
 };
 
 /*--- the registry of live instances ------------------------------------------
-   Catches calls on a destroyed simba instead of reading freed memory. Only
-   create/destroy modify it, under a spin lock where the compiler has atomics. */
+   Catches most calls on a destroyed simba instead of reading freed memory: a
+   best effort, not a guarantee (a new instance at the same address is live,
+   and the stale pointer then reaches it). Only create/destroy modify it,
+   under a spin lock where the compiler has atomics. */
 static simba *simba__live_list;
 #if defined(__GNUC__) || defined(__clang__)
 static volatile int simba__live_lock_word;
@@ -994,6 +1046,7 @@ static int simba__hash_insert(simba *s, simba__lock *l) {
     s->buckets[k] = (uint32_t)(l - s->locks) + 1;
     l->flags |= SIMBA__F_HASHED;
     if (l->nres > 1) { l->mnext = s->multi_head; s->multi_head = (uint32_t)(l - s->locks) + 1; }
+    if (l->key) { l->knext = s->keyed_head; s->keyed_head = (uint32_t)(l - s->locks) + 1; }
     return SIMBA_OK;
 }
 
@@ -1005,6 +1058,10 @@ static void simba__hash_remove(simba *s, simba__lock *l) {
     if (l->nres > 1) {
         for (pp = &s->multi_head; *pp && *pp != me; pp = &s->locks[*pp - 1].mnext) {}
         if (*pp) *pp = l->mnext;
+    }
+    if (l->key) {
+        for (pp = &s->keyed_head; *pp && *pp != me; pp = &s->locks[*pp - 1].knext) {}
+        if (*pp) *pp = l->knext;
     }
 }
 
@@ -1143,6 +1200,16 @@ static void simba__request_id(simba *s, const simba__lock *l, char *buf, size_t 
     else snprintf(buf, cap, "%s~%llu", s->session.id, (unsigned long long)l->req_no);
 }
 
+/* The n of the next request id "<session>~<n>" of this session. Unique and
+   increasing within the session (backends may rely on "a new request has a
+   larger n"), but not guessable by other clients that see our ids: a random
+   start below 2^56 and random steps of 1..2^32, so the next id is one of 2^32
+   values. It stays below 2^62 for about 2^31 requests of one session. */
+static uint64_t simba__next_req_no(simba *s) {
+    s->session.req_next += 1 + (simba__mix64(&s->rng) & 0xffffffffull);
+    return s->session.req_next;
+}
+
 /* The client id inside a session id (the part before the last '~'). */
 static void simba__client_of(const char *session, char *out, size_t cap) {
     const char *tilde = session ? strrchr(session, '~') : NULL;
@@ -1165,6 +1232,7 @@ static void simba__session_new_id(simba *s) {
     s->session.valid_until = INT64_MIN;
     s->session.next_keepalive = 0;   /* open at once */
     s->session.failures = 0;
+    s->session.req_next = simba__mix64(&s->rng) & ((1ull << 56) - 1);
 }
 
 static void simba__fill_op(simba *s, simba_op *op, simba_op_kind kind, uint32_t idx, uint32_t seq) {
@@ -1625,7 +1693,7 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
     if (!kind || l->op == kind) return 1;
     if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
         l->session_no = s->session.no;       /* a new request in this session */
-        l->req_no = ++s->req_counter;
+        l->req_no = simba__next_req_no(s);
         l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
     }
     simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
@@ -1698,7 +1766,7 @@ static void simba__run_timers(simba *s, int64_t now) {
 /*--- the public API ---------------------------------------------------------------*/
 
 static void simba__default_client_id(simba *s, char *out, size_t cap) {
-    char host[64];
+    char host[64], buf[64];
     size_t i;
     if (gethostname(host, sizeof host) != 0) strcpy(host, "host");
     host[sizeof host - 1] = 0;
@@ -1709,7 +1777,10 @@ static void simba__default_client_id(simba *s, char *out, size_t cap) {
         if (!ok) host[i] = '-';
     }
     if (!host[0]) strcpy(host, "host");
-    snprintf(out, cap, "%s:%ld:%08x", host, (long)getpid(), (unsigned)(simba__mix64(&s->rng) & 0xffffffffu));
+    /* into a buffer of known size (at most 24 + 1 + 20 + 1 + 8 bytes), so that
+       gcc's -Wformat-truncation can see it fits at every -O level */
+    snprintf(buf, sizeof buf, "%.24s:%ld:%08x", host, (long)getpid(), (unsigned)(simba__mix64(&s->rng) & 0xffffffffu));
+    simba__copy(out, cap, buf);
 }
 
 static int simba__apply_desc(simba *s, const simba_desc *d) {
@@ -1754,7 +1825,7 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
     s->logger = desc->logger;
     s->clock = simba__clock_or_default(desc->clock);
     s->backend = desc->backend;
-    s->rng = (uint64_t)simba__monotonic_ms(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)s ^ (uint64_t)time(NULL);
+    s->rng = simba__new_seed(s);
     s->magic = SIMBA__MAGIC;
     s->salt = (uint32_t)simba__mix64(&s->rng);
     rc = simba__apply_desc(s, desc);
@@ -1824,14 +1895,44 @@ static int simba__desc_names(const simba_lock_desc *d, const char **names) {
     return n;
 }
 
-/* An existing handle that an acquire joins: the same key, or re-entrancy. */
-static simba__lock *simba__find_joinable(simba *s, const simba_lock_desc *d, const char *name, int weight, int n) {
+/* Is lock l the request that d describes: the same set of names (in any
+   order), capacity, weight, contend and re-entrancy? */
+static int simba__same_shape(const simba__lock *l, const simba_lock_desc *d, const char **names, int n,
+                             int capacity, int weight) {
+    int i, k;
+    if (l->nres != n || l->capacity != capacity || l->weight != weight) return 0;
+    if (!(l->flags & SIMBA__F_CONTEND) != !d->contend || !(l->flags & SIMBA__F_REENTRANT) != !d->reentrant) return 0;
+    for (i = 0; i < n; i++) {
+        const char *p = l->names;
+        for (k = 0; k < l->nres; k++, p += strlen(p) + 1) if (strcmp(p, names[i]) == 0) break;
+        if (k == l->nres) return 0;
+    }
+    return 1;
+}
+
+/* An existing handle that an acquire joins: the same key, or re-entrancy.
+   A key names one request: the server entry behind it is shared, so a key
+   reused for another shape (e.g. {a,b} then {b}) would leave two handles
+   believing in one entry; that is refused (*err = SIMBA_EKEYMISMATCH). */
+static simba__lock *simba__find_joinable(simba *s, const simba_lock_desc *d, const char **names, int n,
+                                         int capacity, int weight, int *err) {
     uint32_t i;
-    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
+    *err = SIMBA_OK;
+    if (d->key) {
+        for (i = s->keyed_head; i; ) {
+            simba__lock *l = &s->locks[i - 1];
+            i = l->knext;
+            if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->key, d->key) != 0) continue;
+            if (simba__same_shape(l, d, names, n, capacity, weight)) return l;
+            *err = SIMBA_EKEYMISMATCH;
+            return NULL;
+        }
+        return NULL;
+    }
+    for (i = s->buckets[simba__bucket(s, names[0])]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
-        if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->names, name) != 0) continue;
-        if (d->key) { if (l->key && strcmp(l->key, d->key) == 0) return l; continue; }
+        if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING || strcmp(l->names, names[0]) != 0) continue;
         if (d->reentrant && (l->flags & SIMBA__F_REENTRANT) && n == 1 && l->nres == 1 && l->weight == weight &&
             !(l->flags & SIMBA__F_CONTEND))
             return l;
@@ -1876,7 +1977,13 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     if (d->contend && (n != 1 || capacity != 1)) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
     weight = d->exclusive ? 0 : permits;
     now = simba__now(s);
-    l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names[0], weight, n) : NULL;
+    err = SIMBA_OK;
+    l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names, n, capacity, weight, &err) : NULL;
+    if (err != SIMBA_OK) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: key '%s' is in use here for another request shape", d->key);
+        s->last_error = err;
+        return simba__no_lock;
+    }
     if (l) {
         if (d->reentrant && !d->key) {
             l->holds++;
@@ -2200,6 +2307,7 @@ struct simba_mem_server {
     int epoch_set;
     int64_t grace_until;
     int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
+    int64_t fence_floor;        /* the highest fence ever given (kept across delete and restart) */
     uint64_t order, seq;
     simba_mem_stats stats;
 };
@@ -2401,16 +2509,22 @@ static int simba__mem_find(const simba__mem_res *r, const char *request) {
 /* Give fences to the entries that the prefix rule grants now; push a wake to
    the owners of the newly granted ones (except `quiet`, the caller). */
 static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    int i, sum = 0;
+    int i;
+    int64_t sum = 0;            /* weights near INT_MAX: an int sum would overflow and over-grant */
     if (now < srv->grace_until) return;
     for (i = 0; i < r->n; i++) {
         simba__mem_entry *e = &r->q[i];
         sum += simba__mem_eff(e->weight, r->capacity);
         if (sum > r->capacity) break;
         if (!e->fence) {
+            /* above the resource's counter, the clock and every fence this
+               server ever gave: a deleted (or restarted) resource starts from
+               zero again, and its fences must still never go backwards */
             int64_t f = r->counter + 1, t = now * 1000;
             simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
-            e->fence = r->counter = f > t ? f : t;
+            if (f < t) f = t;
+            if (f <= srv->fence_floor) f = srv->fence_floor + 1;
+            e->fence = r->counter = srv->fence_floor = f;
             if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
         }
     }
@@ -2531,7 +2645,7 @@ static int simba__mem_fits_now(simba_mem_server *srv, simba__mem_res **rs, const
     int i, j;
     if (now < srv->grace_until) return 0;
     for (i = 0; i < op->nres; i++) {
-        int sum = simba__mem_eff(op->res[i].weight, rs[i]->capacity);
+        int64_t sum = simba__mem_eff(op->res[i].weight, rs[i]->capacity);   /* 64 bits: see evaluate */
         for (j = 0; j < rs[i]->n; j++) sum += simba__mem_eff(rs[i]->q[j].weight, rs[i]->capacity);
         if (sum > rs[i]->capacity) return 0;
     }
@@ -2674,6 +2788,14 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         if (!simba__mem_sess_live(srv, op->session, now)) { a->r.status = SIMBA_ESESSION; return; }
         if (!simba__mem_lookup_all(srv, op, rs)) { a->r.status = SIMBA_ENOTFOUND; return; }
         { int i; for (i = 0; i < op->nres; i++) simba__mem_touch(srv, rs[i], now, c); }
+        {   /* a keyed id is the same in every session: another session's entry is not ours */
+            int i, idx;
+            for (i = 0; i < op->nres; i++)
+                if ((idx = simba__mem_find(rs[i], op->request)) >= 0 && strcmp(rs[i]->q[idx].session, op->session) != 0) {
+                    a->r.status = SIMBA_ENOTFOUND;
+                    return;
+                }
+        }
         simba__mem_state(srv, rs, op->nres, op->request, now, a);
         return;
     case SIMBA_OP_RELEASE:

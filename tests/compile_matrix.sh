@@ -5,6 +5,8 @@
 #     C++11 with g++ and clang++, and with SIMBA_STATIC (gcc, clang, g++);
 #     each one compiled and linked (gcc/g++ at -O2 so that their flow
 #     warnings such as -Wmaybe-uninitialized run; clang at -O0);
+#   - C99 with gcc and clang at every other -O level (-O0 -O1 -O2 -O3 -Os),
+#     compiled only: -Wformat-truncation and friends depend on the level;
 #   - declarations only, each header included twice (the include guard);
 #   - a backend header included without simba.h first must stop at its #error;
 #   - a two-translation-unit link (tests/link_a.c has the implementation,
@@ -95,6 +97,14 @@ compile_variants() {
         check "$h: gcc -std=c99 -pedantic SIMBA_STATIC" gcc -std=c99 -pedantic -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
         check "$h: clang -std=c99 -pedantic SIMBA_STATIC" clang -std=c99 -pedantic -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
         check "$h: g++ -std=c++11 SIMBA_STATIC" g++ -x c++ -std=c++11 -O2 -DSIMBA_STATIC $WARN $INC -o "$out" "$src" $libs
+        # gcc's flow warnings (-Wformat-truncation, -Wmaybe-uninitialized)
+        # change with the optimization level: every level, compile only
+        for opt in -O0 -O1 -O3 -Os; do
+            check "$h: gcc -std=c99 -pedantic $opt" gcc -std=c99 -pedantic $opt $WARN $INC -c -o "$tmp/opt.o" "$src"
+        done
+        for opt in -O1 -O2 -O3 -Os; do
+            check "$h: clang -std=c99 -pedantic $opt" clang -std=c99 -pedantic $opt $WARN $INC -c -o "$tmp/opt.o" "$src"
+        done
         check "$h: declarations only, included twice (gcc c99)" gcc -std=c99 -pedantic $WARN $INC -c -o "$tmp/decl.o" "$tmp/$base.decl.c"
         check "$h: declarations only, included twice (g++)" g++ -x c++ -std=c++11 $WARN $INC -c -o "$tmp/decl.o" "$tmp/$base.decl.c"
     }

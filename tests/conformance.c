@@ -38,7 +38,11 @@ static conf_fixture C;
 
 /* A new client on the backend under test, with the test's tenant, the client
    id "c<index>" and the short leases. Returns its index, or -1. */
-static int conf_client(void) {
+static int conf_client_lease(int ttl_ms, int transition_ms);
+static int conf_client(void) { return conf_client_lease(C.b->ttl_ms, C.b->transition_ms); }
+
+/* The same with other leases (a test that needs a wider window). */
+static int conf_client_lease(int ttl_ms, int transition_ms) {
     simba_desc d;
     h_client *c;
     int err = 0;
@@ -50,8 +54,8 @@ static int conf_client(void) {
     d.backend = C.b->make(C.b->user);
     d.tenant = C.tenant;
     d.client_id = C.id[C.n];
-    d.ttl_ms = C.b->ttl_ms;
-    d.transition_ms = C.b->transition_ms;
+    d.ttl_ms = ttl_ms;
+    d.transition_ms = transition_ms;
     c->s = simba_create_ex(&d, &err);
     if (!c->s) {
         printf("  # simba_create_ex: %s\n", simba_strerror(err));
@@ -1364,6 +1368,189 @@ static void t_kill_holder_keeps_hold(void) {
     CHECK(conf_release(b, lb));
 }
 
+/* ---- issue #9: the one promise under hostile input ---- */
+
+/* Permits near INT_MAX: two requests of 1.2e9 on a capacity of 2e9 never
+   hold together (their sum overflows a 32-bit int), neither as a try-lock
+   nor waiting; the waiter is granted once the first releases. */
+static void t_capacity_near_int_max(void) {
+    int a = conf_client(), b = conf_client(), c = conf_client();
+    simba_lock_desc d;
+    simba_lock la, lb, lc;
+    simba_event *e;
+    int64_t end;
+    CHECK(a >= 0 && b >= 0 && c >= 0);
+    memset(&d, 0, sizeof d);
+    d.name = "big";
+    d.capacity = 2000000000;
+    d.permits = 1200000000;
+    d.wait_ms = -1;
+    la = simba_acquire(S(a), &d);
+    CHECK(!conf_null(la));
+    CHECK(conf_expect(a, la, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    d.wait_ms = 0;
+    lc = simba_acquire(S(c), &d);
+    CHECK(!conf_null(lc));
+    e = conf_next(c, lc, CONF_SOON_MS);
+    CHECK(e != NULL);
+    if (e->type != SIMBA_EVENT_TIMEOUT) conf_dump(c);
+    CHECK_EQ(e->type, SIMBA_EVENT_TIMEOUT);
+    d.wait_ms = -1;
+    lb = simba_acquire(S(b), &d);
+    CHECK(!conf_null(lb));
+    for (end = h_real_ms() + 2 * CONF_SETTLE_MS; h_real_ms() < end;) {
+        conf_pump(CONF_STEP_MS);
+        CHECK(!h_has(C.cl[b], lb, SIMBA_EVENT_ACQUIRED));
+        CHECK(!(conf_valid(a, la) && conf_valid(b, lb)));
+    }
+    CHECK(conf_release(a, la));
+    CHECK(conf_expect(b, lb, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    CHECK(conf_release(b, lb));
+}
+
+/* Fences never go backwards for a name, not even across simba_delete:
+   several grants in a row push the counter ahead of any clock-based floor,
+   then the resource is deleted and taken again. */
+static void t_fence_after_delete(void) {
+    int a = conf_client(), d = conf_client(), i;
+    int64_t prev = 0, f = 0;
+    simba_lock l, q;
+    simba_event *e;
+    CHECK(a >= 0 && d >= 0);
+    for (i = 0; i < 5; i++) {
+        l = conf_hold(a, "fdel", &f);
+        CHECK(!conf_null(l));
+        CHECK(f > prev);
+        prev = f;
+        CHECK(conf_release(a, l));
+    }
+    q = simba_delete(S(d), "fdel", NULL);
+    CHECK(!conf_null(q));
+    e = conf_expect(d, q, SIMBA_EVENT_DONE, CONF_SOON_MS);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, 0);
+    l = conf_hold(a, "fdel", &f);
+    CHECK(!conf_null(l));
+    if (f <= prev) printf("  # fence %lld after delete, %lld before\n", (long long)f, (long long)prev);
+    CHECK(f > prev);
+    CHECK(conf_release(a, l));
+}
+
+/* One idempotency key names one request shape. Reusing it with other
+   resources (overlapping or not, whatever the first name), other permits,
+   capacity, exclusivity, contend or re-entrancy is refused with
+   SIMBA_EKEYMISMATCH, never joined; the same set of names in another order
+   joins. Nothing is left behind: after the release another client gets b. */
+static void t_key_shape_mismatch(void) {
+    static const char *const ab[2] = {"ka", "kb"};
+    static const char *const ba[2] = {"kb", "ka"};
+    static const char *const bc[2] = {"kb", "kc"};
+    int a = conf_client(), o = conf_client();
+    simba_lock_desc d;
+    simba_lock l, j, lo;
+    simba_event *e;
+    int64_t fence;
+    CHECK(a >= 0 && o >= 0);
+    memset(&d, 0, sizeof d);
+    d.names = ab; d.nnames = 2; d.key = "job"; d.wait_ms = -1;
+    l = simba_acquire(S(a), &d);
+    CHECK(!conf_null(l));
+    e = conf_expect(a, l, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS);
+    CHECK(e != NULL);
+    fence = e->fence;
+
+    memset(&d, 0, sizeof d);
+    d.name = "kb"; d.key = "job"; d.wait_ms = -1;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{kb} with the key of {ka,kb}"));
+    d.name = "ka";
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{ka} with the key of {ka,kb}"));
+    d.name = "kz";
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{kz} with the key of {ka,kb}"));
+    d.name = NULL; d.names = bc; d.nnames = 2;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{kb,kc} with the key of {ka,kb}"));
+    d.names = ab; d.capacity = 2;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "another capacity"));
+    d.capacity = 3; d.permits = 2;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "other permits"));
+    d.capacity = 0; d.permits = 0; d.exclusive = 1;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "exclusive"));
+    d.exclusive = 0; d.reentrant = 1;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "re-entrant"));
+    /* the same set in another order is the same request */
+    d.reentrant = 0; d.names = ba;
+    j = simba_acquire(S(a), &d);
+    CHECK(!conf_null(j));
+    if (!conf_same(j, l)) {
+        e = conf_expect(a, j, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS);
+        CHECK(e != NULL);
+        CHECK_EQ(e->fence, fence);
+    }
+    /* a single-name key against contend */
+    memset(&d, 0, sizeof d);
+    d.name = "kx"; d.key = "solo"; d.wait_ms = -1;
+    lo = simba_acquire(S(a), &d);
+    CHECK(!conf_null(lo));
+    d.contend = 1;
+    CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "contend with the key of a plain acquire"));
+    CHECK(conf_expect(a, lo, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    CHECK(conf_release(a, lo));
+
+    CHECK_EQ(simba_release(S(a), l), SIMBA_OK);
+    CHECK(conf_expect(a, l, SIMBA_EVENT_RELEASED, CONF_SOON_MS) != NULL);
+    if (!conf_same(j, l)) simba_release(S(a), j);   /* may be stale already */
+    lo = conf_acquire(o, "kb", -1);
+    CHECK(!conf_null(lo));
+    CHECK(conf_expect(o, lo, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    CHECK(conf_release(o, lo));
+}
+
+/* Issue #9 item 1, through the public API: a keyed waiter stalls (a stopped
+   process) and its connection is cut; it wakes up after its own deadline,
+   drops its session locally (no CLOSE can reach the server) and re-enqueues
+   the same key (k~job in every session) while the server still has the old
+   session (a long transition: ~3 s). The holder then releases, and the
+   server may grant the old session's entry and push that grant: the keyed
+   client must not take it. It must not believe it holds before the third
+   client (queued ahead of its new entry) has held and released. */
+static void t_kill_keyed_waiter_new_session(void) {
+    int ttl = C.b->ttl_ms, tr = C.b->ttl_ms + 3000;
+    int a = conf_client_lease(ttl, tr), b = conf_client_lease(ttl, tr), c = conf_client_lease(ttl, tr);
+    simba_lock la, lb, lc;
+    int64_t end;
+    CHECK(a >= 0 && b >= 0 && c >= 0);
+    la = conf_hold(a, "kwd", NULL);
+    CHECK(!conf_null(la));
+    lb = conf_acquire_key(b, "kwd", "job");
+    CHECK(!conf_null(lb));
+    CHECK(conf_wait_queued(a, "kwd", 2, NULL, 0));
+    lc = conf_acquire(c, "kwd", -1);
+    CHECK(!conf_null(lc));
+    CHECK(conf_wait_queued(a, "kwd", 3, NULL, 0));
+    C.cl[b]->paused = 1;
+    CHECK(conf_kill(b));
+    h_run_for(C.cl, C.n, ttl + 300);
+    C.cl[b]->paused = 0;
+    for (end = h_real_ms() + 1000; h_real_ms() < end;) {
+        conf_pump(CONF_STEP_MS);
+        CHECK(!conf_valid(b, lb));
+    }
+    CHECK_EQ(simba_release(S(a), la), SIMBA_OK);
+    for (end = h_real_ms() + conf_lease_wait_ms() + tr; h_real_ms() < end && !h_has(C.cl[c], lc, SIMBA_EVENT_ACQUIRED);) {
+        conf_pump(CONF_STEP_MS);
+        if (conf_valid(b, lb)) conf_dump(b);
+        CHECK(!conf_valid(b, lb));
+    }
+    CHECK(conf_expect(c, lc, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    for (end = h_real_ms() + CONF_SETTLE_MS; h_real_ms() < end;) {
+        conf_pump(CONF_STEP_MS);
+        CHECK(!(conf_valid(b, lb) && conf_valid(c, lc)));
+    }
+    CHECK(!h_has(C.cl[b], lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(conf_release(c, lc));
+    CHECK(conf_expect(b, lb, SIMBA_EVENT_ACQUIRED, conf_lease_wait_ms() + tr) != NULL);
+    CHECK(conf_release(b, lb));
+}
+
 /* ---- the runner ---- */
 
 static void conf_test(const char *name, void (*fn)(void)) {
@@ -1405,9 +1592,13 @@ void conformance_run(const conf_backend *b, const char *filter, int *passed, int
     CONF_RUN(t_bad_create);
     CONF_RUN(t_bad_input);
     CONF_RUN(t_names_distinct);
+    CONF_RUN(t_capacity_near_int_max);
+    CONF_RUN(t_fence_after_delete);
+    CONF_RUN(t_key_shape_mismatch);
     if (b->kill) {
         CONF_RUN(t_kill_waiter_reconnects);
         CONF_RUN(t_kill_holder_keeps_hold);
+        CONF_RUN(t_kill_keyed_waiter_new_session);
     } else {
         printf("# skip - t_kill_* (the %s backend has no kill hook)\n", b->name);
     }

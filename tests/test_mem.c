@@ -201,6 +201,7 @@ static void t_mem_bad_input(void) {
     CHECK_EQ(simba_valid_ms(s, bogus), 0);
     CHECK(simba_strerror(SIMBA_ESTALE)[0] != 0);
     CHECK(strcmp(simba_strerror(-999), "unknown error") == 0);
+    CHECK(strcmp(simba_strerror(SIMBA_EKEYMISMATCH), "unknown error") != 0);
     simba_destroy(s);
     /* calls after destroy are caught, not undefined */
     CHECK_EQ(simba_tick(s, NULL, 0, ev, 4), SIMBA_EDESTROYED);
@@ -386,6 +387,210 @@ static void t_mem_backpressure_no_spin(void) {
     simba_destroy(a);
 }
 
+/* Session ids are unique per instance: destroy + create in a tight loop
+   (same address, same millisecond) never gives an id twice, neither the
+   session id nor the generated client id. White box: reads s->session.id. */
+static void t_mem_session_ids_unique(void) {
+    enum { N = 64 };
+    static char sid[N][SIMBA_MAX_SESSION + 1], cid[N][SIMBA_MAX_ID + 1];
+    const char *tenant = h_tenant();
+    int i, j, dup_s = 0, dup_c = 0;
+    for (i = 0; i < N; i++) {
+        simba *s = new_client(tenant, 1500, 1000);
+        CHECK(s != NULL);
+        snprintf(sid[i], sizeof sid[i], "%s", s->session.id);
+        snprintf(cid[i], sizeof cid[i], "%s", simba_client_id(s));
+        simba_destroy(s);
+    }
+    for (i = 0; i < N; i++)
+        for (j = 0; j < i; j++) {
+            if (strcmp(sid[i], sid[j]) == 0) dup_s++;
+            if (strcmp(cid[i], cid[j]) == 0) dup_c++;
+        }
+    if (dup_s || dup_c) printf("  # %d repeated session ids, %d repeated client ids (e.g. %s)\n", dup_s, dup_c, sid[0]);
+    CHECK_EQ(dup_s, 0);
+    CHECK_EQ(dup_c, 0);
+}
+
+/* An instance destroyed while holding (nothing released: a crash) and
+   re-created at once with the same client id (same address, same
+   millisecond) must not keep the abandoned hold alive with its keepalives:
+   a waiter gets the lock once the lease has run out. Each round crashes a
+   holder of a new name right after its grant, with no sleep in between. */
+static void t_mem_recreated_instance_drops_abandoned_hold(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_desc d;
+    simba_lock la, lb;
+    char name[32], old_id[SIMBA_MAX_SESSION + 1];
+    int round, same = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&d, 0, sizeof d);
+    d.tenant = tenant; d.client_id = "other"; d.ttl_ms = 1500; d.transition_ms = 1000;
+    d.backend = simba_mem(srv, NULL);
+    b.s = simba_create(&d);
+    CHECK(b.s != NULL);
+    d.client_id = "same";
+    for (round = 0; round < 10 && !same; round++) {
+        simba_event ev[16];
+        int k, i, got = 0;
+        if (a.s) simba_destroy(a.s);
+        d.backend = simba_mem(srv, NULL);
+        a.s = simba_create(&d);
+        CHECK(a.s != NULL);
+        snprintf(name, sizeof name, "abandon%d", round);
+        la = h_acquire(a.s, name, -1);
+        for (k = 0; k < 1000 && !got; k++) {
+            int n = simba_tick(a.s, NULL, 0, ev, 16);
+            for (i = 0; i < n; i++) if (ev[i].type == SIMBA_EVENT_ACQUIRED) got = 1;
+        }
+        CHECK(got);
+        snprintf(old_id, sizeof old_id, "%s", a.s->session.id);
+        simba_destroy(a.s);                  /* crash: the hold is abandoned */
+        d.backend = simba_mem(srv, NULL);
+        a.s = simba_create(&d);              /* and restart at once */
+        CHECK(a.s != NULL);
+        same = strcmp(old_id, a.s->session.id) == 0;
+    }
+    (void)la;
+    if (same) printf("  # round %d: the new instance has the crashed one's session id %s\n", round, old_id);
+    lb = h_acquire(b.s, name, -1);
+    /* the lease is 2.5 s: the abandoned entry must be gone well before 8 s */
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* Request ids "<session>~<n>" are not guessable from one another (a client
+   that sees ours must not be able to plant our next one): n increases within
+   the session (backends may rely on it) but by random steps, from a random
+   start. White box: reads the request numbers of the lock slots. */
+static void t_mem_request_ids_not_guessable(void) {
+    enum { N = 20 };
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l[N];
+    uint64_t n[N];
+    char name[16];
+    int i, steps_of_one = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(h_tenant(), 1500, 1000);
+    CHECK(a.s != NULL);
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "rid%d", i);
+        l[i] = h_acquire(a.s, name, -1);
+        CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        n[i] = a.s->locks[l[i].id - 1].req_no;
+    }
+    CHECK(n[0] > 1000000);
+    for (i = 1; i < N; i++) {
+        CHECK(n[i] > n[i - 1]);
+        if (n[i] - n[i - 1] == 1) steps_of_one++;
+        CHECK(n[i] < (1ull << 62));
+    }
+    CHECK(steps_of_one < N / 2);
+    simba_destroy(a.s);
+}
+
+/* Issue #9 item 1: a keyed waiter whose session is dropped locally while the
+   server still has it (a partition: the CLOSE never arrives) opens a new
+   session and re-enqueues the same key (k~<key>, the same id in every
+   session). When the server then grants the OLD session's entry and pushes
+   the grant, the new session must not take it for its own request: the old
+   session expires on the server, the next waiter is granted, and two would
+   believe. At no step may the keyed client and the third both hold.
+   White box: watches b's session generation and its request's state. */
+static void t_mem_keyed_waiter_dropped_session(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b, c;
+    h_client *cl[3];
+    simba_lock la, lb, lc;
+    simba_lock_desc d;
+    simba_mem_faults f;
+    simba__lock *bl;
+    uint32_t no0;
+    int64_t end;
+    int both = 0, b_believed = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    /* a long transition: the old session outlives b's local drop by ~3 s */
+    a.s = new_client(tenant, 1500, 3000); b.s = new_client(tenant, 1500, 3000); c.s = new_client(tenant, 1500, 3000);
+    CHECK(a.s && b.s && c.s);
+    la = h_acquire(a.s, "kd", -1);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    memset(&d, 0, sizeof d);
+    d.name = "kd"; d.key = "job"; d.wait_ms = -1;
+    lb = simba_acquire(b.s, &d);
+    CHECK(!(lb.id == 0 && lb.gen == 0));
+    h_run_for(cl, 3, 100);
+    lc = h_acquire(c.s, "kd", -1);
+    h_run_for(cl, 3, 100);
+    CHECK_EQ(simba_mem_server_stats(srv).entries >= 3, 1);
+    /* cut b off until it drops its session locally */
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    simba_mem_set_faults(srv, b.s, &f);
+    no0 = b.s->session.no;
+    for (end = h_real_ms() + 8000; h_real_ms() < end && b.s->session.no == no0;) h_pump(cl, 3, 10);
+    CHECK(b.s->session.no != no0);
+    /* heal: b opens a new session and re-enqueues k~job, which the server
+       still has for the old, live session */
+    simba_mem_set_faults(srv, b.s, NULL);
+    bl = &b.s->locks[lb.id - 1];
+    for (end = h_real_ms() + 3000; h_real_ms() < end; ) {
+        h_pump(cl, 3, 5);
+        if (b.s->session.open && bl->session_no == b.s->session.no && (bl->flags & SIMBA__F_MAY_EXIST)) break;
+    }
+    CHECK(b.s->session.open && bl->session_no == b.s->session.no);
+    h_run_for(cl, 3, 30);
+    /* now the server grants the old session's entry and pushes it */
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    for (end = h_real_ms() + 12000; h_real_ms() < end && !h_has(&c, lc, SIMBA_EVENT_ACQUIRED);) {
+        h_pump(cl, 3, 10);
+        if (simba_valid_ms(b.s, lb) > 0) b_believed = 1;
+        if (simba_valid_ms(b.s, lb) > 0 && simba_valid_ms(c.s, lc) > 0) both = 1;
+    }
+    if (b_believed) printf("  # the keyed client believed it held (granted the old session's entry)\n");
+    CHECK(h_has(&c, lc, SIMBA_EVENT_ACQUIRED));
+    h_run_for(cl, 3, 200);
+    if (simba_valid_ms(b.s, lb) > 0 && simba_valid_ms(c.s, lc) > 0) both = 1;
+    CHECK(!both);
+    CHECK(!b_believed);
+    /* and the keyed request is still served, after c */
+    CHECK_EQ(simba_release(c.s, lc), SIMBA_OK);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_release(b.s, lb);
+    h_run_for(cl, 3, 50);
+    simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s);
+}
+
+/* A handle of a destroyed instance never reaches the instance created after
+   it, even at the same address in the same millisecond (their salts differ):
+   what is detected after simba_destroy (calls on the destroyed pointer are
+   undefined behaviour; its handles are not). */
+static void t_mem_old_handles_stale_in_new_instance(void) {
+    const char *tenant = h_tenant();
+    int round, same_addr = 0;
+    for (round = 0; round < 20; round++) {
+        simba *s1 = new_client(tenant, 1500, 1000), *s2;
+        simba_lock l;
+        CHECK(s1 != NULL);
+        l = h_acquire(s1, "old-handle", -1);
+        CHECK(l.id != 0);
+        simba_destroy(s1);
+        s2 = new_client(tenant, 1500, 1000);
+        CHECK(s2 != NULL);
+        if (s2 == s1) same_addr++;
+        (void)h_acquire(s2, "old-handle", -1);   /* slot 1 is live again in s2 */
+        CHECK_EQ(simba_release(s2, l), SIMBA_ESTALE);
+        CHECK_EQ(simba_valid_ms(s2, l), 0);
+        simba_destroy(s2);
+    }
+    printf("  # %d of 20 re-created at the same address\n", same_addr);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -407,6 +612,11 @@ int main(int argc, char **argv) {
     RUN(t_mem_multi_woken_by_push);
     RUN(t_mem_cannot_connect_reported);
     RUN(t_mem_backpressure_no_spin);
+    RUN(t_mem_session_ids_unique);
+    RUN(t_mem_recreated_instance_drops_abandoned_hold);
+    RUN(t_mem_request_ids_not_guessable);
+    RUN(t_mem_keyed_waiter_dropped_session);
+    RUN(t_mem_old_handles_stale_in_new_instance);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
