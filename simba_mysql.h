@@ -1148,7 +1148,10 @@ typedef struct simba__my_ent {
     const char *request, *session;
     unsigned long reqlen, seslen;
     int64_t expires;            /* -1: no session row */
-    int dead, removed, granted, ours;
+    int dead, removed, granted;
+    int ours;                   /* our request id AND our session */
+    int foreign;                /* our request id, another session's entry (a keyed
+                                   id is the same in every session): never ours */
 } simba__my_ent;
 
 typedef struct simba__my_eval {
@@ -1247,7 +1250,11 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         e->expires = -1;
         if (row[3] && !simba__my_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
         e->dead = e->expires < 0 || e->expires <= v->now_ms;
-        e->ours = e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0;
+        if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
+            int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
+            e->ours = same;
+            e->foreign = !same;
+        }
         /* a queue position past the resource's own counter: not ours to trust
            (unless the reads were not locked and an enqueue landed between them) */
         if (e->seq <= 0) return SIMBA_EPROTO;
@@ -1577,10 +1584,8 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
     for (i = 0; i < v->ne; i++) {
         simba__my_ent *e = &v->e[i];
         if (e->dead) { dead++; continue; }
-        if (e->ours) {
-            if (e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0) present++;
-            else foreign_live = 1;
-        }
+        if (e->ours) present++;
+        else if (e->foreign) foreign_live = 1;
     }
     switch (j->kind) {
     case SIMBA_OP_ENQUEUE:
@@ -1597,9 +1602,7 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
         break;
     case SIMBA_OP_RELEASE:
         for (i = 0; i < v->ne; i++)
-            if (v->e[i].ours && !v->e[i].dead &&
-                v->e[i].seslen == strlen(j->session) && memcmp(v->e[i].session, j->session, v->e[i].seslen) == 0)
-                v->e[i].removed = 1;
+            if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
         j->release_bell = 1;
         break;
     case SIMBA_OP_INSPECT:
