@@ -115,6 +115,12 @@ typedef struct simba_mysql_stats {
     int last_error;             /* SIMBA_E* of the last failed connect or op, 0 if none */
     int held_bells;             /* user locks this client holds for its entries */
     int watches;                /* waiting requests the waiter connection watches */
+    uint64_t polls;             /* POLL ops the core submitted (a grant pushed with its
+                                   fence needs none) */
+    uint64_t purged_watches;    /* watches of a dropped session discarded at the next OPEN */
+    uint64_t purged_bells;      /* bells of a dropped session given back at the next OPEN */
+    uint64_t stale_bell_waits;  /* GET_LOCK waits on a bell of a session not current (0:
+                                   a dropped session's waits end with it) */
 } simba_mysql_stats;
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -140,6 +146,7 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
 #include <mysql.h>
 #include <errmsg.h>
 #include <mysqld_error.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +181,9 @@ enum {
 enum {
     SIMBA__MY_JOB_BELLS_RELEASE = 100, /* RELEASE_LOCK of bells we no longer need */
     SIMBA__MY_JOB_BELLS_RETAKE,        /* GET_LOCK of our bells after a reconnect */
-    SIMBA__MY_JOB_SWEEP                /* background removal of expired sessions */
+    SIMBA__MY_JOB_SWEEP,               /* background removal of expired sessions */
+    SIMBA__MY_JOB_CLOSE_OLD            /* CLOSE of a session the core dropped while
+                                          it could not reach the server */
 };
 
 /* Connection states. */
@@ -253,6 +262,8 @@ typedef struct simba__my_job {
 /* A waiting request of ours and the bell it waits behind. */
 typedef struct simba__my_watch {
     char *request;
+    char *session;          /* the session that owns the entry: a ring's grant is
+                               for it only (keyed request ids outlive sessions) */
     char *name;             /* the request's first resource: the core finds
                                handles by it in simba_backend_wake */
     int single;             /* one-resource request: a ring may carry its fence */
@@ -290,6 +301,10 @@ typedef struct simba__my {
     /* notifications: the session's notify counter as last seen */
     char notify_session[SIMBA_MAX_SESSION + 1];
     int64_t notify_seen;
+    /* the session of the last OPEN: bells and watches are this session's
+       only; those of a session the core dropped go at the next OPEN */
+    char cur_session[SIMBA_MAX_SESSION + 1];
+    int cur_close_sent;     /* the core sent CLOSE for cur_session */
     int retake_needed;
     /* the waiter connection */
     simba__my_conn waiter;
@@ -480,6 +495,7 @@ static void simba__my_watch_del(simba__my *b, const char *request) {
     if (!w) return;
     i = (int)(w - b->watches);
     simba__my_free(b, w->request);
+    simba__my_free(b, w->session);
     simba__my_free(b, w->name);
     simba__my_free(b, w->tenant);
     b->watches[i] = b->watches[b->nwatch - 1];
@@ -491,10 +507,15 @@ static void simba__my_watch_del(simba__my *b, const char *request) {
    changes. */
 enum { SIMBA__MY_POLL_MIN_MS = 50, SIMBA__MY_POLL_MAX_MS = 1000 };
 
-static void simba__my_watch_set(simba__my *b, const char *tenant, const char *request,
+static void simba__my_watch_set(simba__my *b, const char *tenant, const char *session, const char *request,
                                 const char *name, size_t namelen, int single, int multi, uint64_t bell) {
     simba__my_watch *w = simba__my_watch_find(b, request);
     int64_t now = simba_now_ms(b->s);
+    if (w && strcmp(w->session, session) != 0) {
+        /* the same keyed request id in another session: not the same entry */
+        simba__my_watch_del(b, request);
+        w = NULL;
+    }
     if (w) {
         if (w->bell != bell) {
             w->bell = bell;
@@ -518,10 +539,12 @@ static void simba__my_watch_set(simba__my *b, const char *tenant, const char *re
     w = &b->watches[b->nwatch];
     memset(w, 0, sizeof *w);
     w->request = simba__my_strdup(b, request);
+    w->session = simba__my_strdup(b, session);
     w->name = simba__my_strndup(b, name, namelen);
     w->tenant = simba__my_strdup(b, tenant);
-    if (!w->request || !w->name || !w->tenant) {
+    if (!w->request || !w->session || !w->name || !w->tenant) {
         simba__my_free(b, w->request);
+        simba__my_free(b, w->session);
         simba__my_free(b, w->name);
         simba__my_free(b, w->tenant);
         return;
@@ -674,11 +697,35 @@ static void simba__my_conn_query(simba__my *b, simba__my_conn *c) {
 }
 
 /* Start connecting c (non-blocking). */
+/* SIGPIPE. Connector/C sends with MSG_NOSIGNAL (and its TLS goes through
+   the same send), so its writes to a connection the server closed fail with
+   EPIPE and raise no signal. But its library init (run by the first
+   mysql_init of the process) sets SIGPIPE to SIG_IGN for the whole process,
+   which is not a library's call to make. So the host's disposition is put
+   back around mysql_init: simba leaves signals as it found them, and with
+   SIGPIPE at its default nothing of simba raises it (t_no_sigpipe). */
+static MYSQL *simba__my_mysql_init(void) {
+    MYSQL *m;
+#if defined(SIGPIPE) && (defined(_POSIX_C_SOURCE) || defined(_XOPEN_SOURCE) || defined(_GNU_SOURCE))
+    struct sigaction old;
+    int saved = sigaction(SIGPIPE, NULL, &old) == 0;
+    m = mysql_init(NULL);
+    if (saved) (void)sigaction(SIGPIPE, &old, NULL);
+#elif defined(SIGPIPE)
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    m = mysql_init(NULL);
+    if (old != SIG_ERR) (void)signal(SIGPIPE, old);
+#else
+    m = mysql_init(NULL);
+#endif
+    return m;
+}
+
 static void simba__my_conn_open(simba__my *b, simba__my_conn *c) {
     unsigned int timeout_s;
     my_bool on = 1;
     simba__my_conn_drop(c);
-    c->m = mysql_init(NULL);
+    c->m = simba__my_mysql_init();
     c->done = 0;
     c->err = 0;
     c->started_ms = simba_now_ms(b->s);
@@ -918,11 +965,9 @@ static simba__my_job *simba__my_job_new(simba__my *b, int kind) {
     return j;
 }
 
-/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
-static void simba__my_queue_bell_release(simba__my *b, uint64_t bell) {
+/* Queue RELEASE_LOCK of a bell that is no longer in our set. */
+static void simba__my_queue_bell_release_raw(simba__my *b, uint64_t bell) {
     simba__my_job *j;
-    if (!simba__my_mine_has(b, bell)) return; /* an entry without a bell */
-    simba__my_mine_del(b, bell);
     /* join a pending release job that has not started yet */
     for (j = b->head; j; j = j->next) {
         if (j->kind == SIMBA__MY_JOB_BELLS_RELEASE && !(j == b->head && b->head_started) &&
@@ -938,6 +983,19 @@ static void simba__my_queue_bell_release(simba__my *b, uint64_t bell) {
     j->bells[0] = bell;
     j->nbells = 1;
     simba__my_push(b, j, 0);
+}
+
+/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
+static void simba__my_queue_bell_release(simba__my *b, uint64_t bell) {
+    if (!simba__my_mine_has(b, bell)) return; /* an entry without a bell */
+    simba__my_mine_del(b, bell);
+    simba__my_queue_bell_release_raw(b, bell);
+}
+
+/* Is `session` the one of the last OPEN (or is there none yet)? Bells and
+   watches belong to the current session only. */
+static int simba__my_is_current(const simba__my *b, const char *session) {
+    return !b->cur_session[0] || strcmp(b->cur_session, session) == 0;
 }
 
 /* Copy an op into a job: strings are the core's only during submit(). */
@@ -1090,7 +1148,10 @@ typedef struct simba__my_ent {
     const char *request, *session;
     unsigned long reqlen, seslen;
     int64_t expires;            /* -1: no session row */
-    int dead, removed, granted, ours;
+    int dead, removed, granted;
+    int ours;                   /* our request id AND our session */
+    int foreign;                /* our request id, another session's entry (a keyed
+                                   id is the same in every session): never ours */
 } simba__my_ent;
 
 typedef struct simba__my_eval {
@@ -1152,6 +1213,11 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
     if (b->grace_until_ms > v->now_ms) v->grace = b->grace_until_ms - v->now_ms;
     v->our_expires = -1;
     if (row[2] && !simba__my_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
+    /* GET_LOCK(bell, 0) is 0 when another connection has the name (user
+       locks are global to the server: any user may take any name, another
+       tenant's too). Then this entry has no bell: we must not count it as
+       ours (nor give it back), and its waiters fall back to polling. */
+    if (j->took_bell && !(row[3] && len[3] == 1 && row[3][0] == '1')) j->took_bell = 0;
     /* the queues */
     v->ne = (int)mysql_num_rows(re) - 1;
     if (v->ne) {
@@ -1184,7 +1250,11 @@ static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn 
         e->expires = -1;
         if (row[3] && !simba__my_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
         e->dead = e->expires < 0 || e->expires <= v->now_ms;
-        e->ours = e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0;
+        if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
+            int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
+            e->ours = same;
+            e->foreign = !same;
+        }
         /* a queue position past the resource's own counter: not ours to trust
            (unless the reads were not locked and an enqueue landed between them) */
         if (e->seq <= 0) return SIMBA_EPROTO;
@@ -1310,6 +1380,10 @@ static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, 
    of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
 static void simba__my_sql_release_bell(simba__my *b, simba__my_job *j, simba__my_buf *x) {
     if (!j->release_bell) return;
+    /* an op of a dropped session: its bells went at the next OPEN; the one
+       an ENQUEUE just took goes, unless the current session has the same */
+    if (!simba__my_is_current(b, j->session) && (j->kind != SIMBA_OP_ENQUEUE || simba__my_mine_has(b, j->bell)))
+        return;
     if (j->kind == SIMBA_OP_ENQUEUE ? !j->took_bell : !simba__my_mine_has(b, j->bell)) return; /* none */
     j->bell_released = 1;
     simba__my_put(b, x, ";\nDO RELEASE_LOCK(");
@@ -1510,10 +1584,8 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
     for (i = 0; i < v->ne; i++) {
         simba__my_ent *e = &v->e[i];
         if (e->dead) { dead++; continue; }
-        if (e->ours) {
-            if (e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0) present++;
-            else foreign_live = 1;
-        }
+        if (e->ours) present++;
+        else if (e->foreign) foreign_live = 1;
     }
     switch (j->kind) {
     case SIMBA_OP_ENQUEUE:
@@ -1530,9 +1602,7 @@ static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, s
         break;
     case SIMBA_OP_RELEASE:
         for (i = 0; i < v->ne; i++)
-            if (v->e[i].ours && !v->e[i].dead &&
-                v->e[i].seslen == strlen(j->session) && memcmp(v->e[i].session, j->session, v->e[i].seslen) == 0)
-                v->e[i].removed = 1;
+            if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
         j->release_bell = 1;
         break;
     case SIMBA_OP_INSPECT:
@@ -1616,6 +1686,16 @@ static void simba__my_complete(simba__my *b, simba__my_job *j, int status, const
 
 /* Bookkeeping after an op committed: bells we hold, requests we watch. */
 static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
+    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
+        !simba__my_is_current(b, j->session)) {
+        /* an op of a session the core has dropped (queued before the next
+           OPEN): its entry is no longer anyone's concern here. Give back a bell
+           it took, unless the current session holds the same one (a keyed
+           request id names the same bell in every session). */
+        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__my_mine_has(b, j->bell))
+            simba__my_queue_bell_release_raw(b, j->bell);
+        return;
+    }
     switch (j->kind) {
     case SIMBA_OP_ENQUEUE:
     case SIMBA_OP_POLL:
@@ -1623,7 +1703,7 @@ static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
             if (j->took_bell) simba__my_mine_add(b, j->bell);
             if (j->reply.granted || !j->watch_valid) simba__my_watch_del(b, j->request);
             else
-                simba__my_watch_set(b, j->tenant, j->request, j->res[j->sorted_of[0]].name,
+                simba__my_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
                                     j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
         } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
             /* our entry is gone (or was never made): so is the need for its bell */
@@ -1641,7 +1721,7 @@ static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
         }
         break;
     case SIMBA_OP_CLOSE:
-        if (status == SIMBA_OK) {
+        if (status == SIMBA_OK && simba__my_is_current(b, j->session)) {
             /* RELEASE_ALL_LOCKS dropped every bell */
             simba__my_mine_clear(b);
             while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
@@ -1720,6 +1800,7 @@ static void simba__my_job_first(simba__my *b, simba__my_job *j) {
         j->step = SIMBA__MY_S_KEEPALIVE;
         break;
     case SIMBA_OP_CLOSE:
+    case SIMBA__MY_JOB_CLOSE_OLD:
         /* entries first, in short autocommit batches; the session row last,
            so an interrupted CLOSE leaves a session the sweep will find */
         simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
@@ -1929,7 +2010,11 @@ static void simba__my_job_result(simba__my *b) {
         simba__my_where_tenant(b, &c->sql, j);
         simba__my_put(b, &c->sql, " AND session=");
         simba__my_hexs(b, &c->sql, j->session);
-        simba__my_put(b, &c->sql, ";\nDO RELEASE_ALL_LOCKS()");
+        /* the bells go with the session; only the current session's CLOSE
+           may drop them all at once (a dropped session's CLOSE can come
+           after the next OPEN, whose bells must stay) */
+        if (j->kind == SIMBA_OP_CLOSE && simba__my_is_current(b, j->session))
+            simba__my_put(b, &c->sql, ";\nDO RELEASE_ALL_LOCKS()");
         j->step = SIMBA__MY_S_CLOSE_SESSION;
         simba__my_send(b);
         return;
@@ -2315,7 +2400,12 @@ static void simba__my_waiter_start(simba__my *b, simba__my_watch *w) {
         simba__my_hexs(b, x, w->name);
         simba__my_put(b, x, " AND request=");
         simba__my_hexs(b, x, w->request);
+        /* a keyed request id is the same in every session: read only the
+           entry of the watch's own session */
+        simba__my_put(b, x, " AND session=");
+        simba__my_hexs(b, x, w->session);
     }
+    if (!simba__my_is_current(b, w->session)) b->stats.stale_bell_waits++;
     b->waiting_bell = w->bell;
     simba__my_free(b, b->waiting_req);
     b->waiting_req = simba__my_strdup(b, w->request);
@@ -2329,7 +2419,7 @@ static void simba__my_waiter_result(simba__my *b) {
     simba__my_watch *w;
     int64_t rang = 0, fence = 0;
     int64_t elapsed = simba_now_ms(b->s) - c->started_ms;
-    char name[SIMBA_MAX_NAME + 1], request[160];
+    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
     int single;
     c->done = 0;
     if (c->err) {
@@ -2363,6 +2453,7 @@ static void simba__my_waiter_result(simba__my *b) {
     }
     snprintf(name, sizeof name, "%s", w->name);
     snprintf(request, sizeof request, "%s", w->request);
+    snprintf(session, sizeof session, "%s", w->session);
     single = w->single;
     b->stats.wakes++;
     simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: bell rang after %lld ms for %s (fence %lld)",
@@ -2370,7 +2461,8 @@ static void simba__my_waiter_result(simba__my *b) {
     if (single && fence > 0) {
         /* granted: the watch is over, the core gets the fence directly */
         simba__my_watch_del(b, request);
-        simba_backend_wake(b->s, name, NULL, request, fence); /* TODO(session of the watch) */
+        /* the core believes it only if `session` is still its current one */
+        simba_backend_wake(b->s, name, session, request, fence);
     } else {
         simba_backend_wake(b->s, name, NULL, NULL, 0);
     }
@@ -2464,6 +2556,52 @@ static int simba__my_attach(void *impl, simba *s) {
     return SIMBA_OK;
 }
 
+/* The core opens a new session: the previous one was dropped (or this is
+   the first). Whatever the backend keeps for the old one goes now. The core
+   sends CLOSE only while it is connected, so after an outage longer than
+   ttl the backend would otherwise keep the old session's watches (the
+   waiter connection would keep waiting on them in turns, missing the live
+   ones' rings) and its bells (re-taken at every reconnect) for ever. On the
+   server, the old session is closed here if the core could not (its rows
+   would expire anyway; closing them frees its queue places now). */
+static void simba__my_session_switch(simba__my *b, const simba_op *op) {
+    int i;
+    char old[SIMBA_MAX_SESSION + 1];
+    snprintf(old, sizeof old, "%s", b->cur_session);
+    snprintf(b->cur_session, sizeof b->cur_session, "%s", op->session ? op->session : "");
+    b->stats.purged_watches += (uint64_t)b->nwatch;
+    while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
+    if (b->mine_n) {
+        /* the server frees them with the connection; this one lives on */
+        b->stats.purged_bells += (uint64_t)b->mine_n;
+        for (i = 0; i < b->mine_cap; i++)
+            if (b->mine[i]) simba__my_queue_bell_release_raw(b, b->mine[i]);
+        simba__my_mine_clear(b);
+    }
+    b->retake_needed = 0;
+    {
+        /* a re-take queued at the reconnect is for those same bells */
+        simba__my_job *q;
+        for (q = b->head; q; q = q->next)
+            if (q->kind == SIMBA__MY_JOB_BELLS_RETAKE && !(q == b->head && b->head_started)) q->nbells = 0;
+    }
+    if (old[0] && !b->cur_close_sent) {
+        int err;
+        simba_op c = *op;
+        simba__my_job *j;
+        c.kind = SIMBA_OP_CLOSE;
+        c.session = old;
+        c.nres = 0;
+        c.res = NULL;
+        j = simba__my_job_from_op(b, &c, &err);
+        if (j) {
+            j->kind = SIMBA__MY_JOB_CLOSE_OLD; /* internal: no answer to the core */
+            simba__my_push(b, j, 0);
+        }
+    }
+    b->cur_close_sent = 0;
+}
+
 static int simba__my_submit(void *impl, const simba_op *op) {
     simba__my *b = (simba__my *)impl;
     simba__my_job *j;
@@ -2486,6 +2624,9 @@ static int simba__my_submit(void *impl, const simba_op *op) {
     if (!session_op && b->queued_ops >= SIMBA__MY_MAX_QUEUED) return SIMBA_EBUSY;
     j = simba__my_job_from_op(b, op, &err);
     if (!j) return err;
+    if (op->kind == SIMBA_OP_POLL) b->stats.polls++;
+    if (op->kind == SIMBA_OP_OPEN && strcmp(b->cur_session, j->session) != 0) simba__my_session_switch(b, op);
+    if (op->kind == SIMBA_OP_CLOSE && strcmp(b->cur_session, j->session) == 0) b->cur_close_sent = 1;
     /* the session comes first: a keepalive stuck behind a long queue of
        lock ops would cost every hold (the local safety rule) */
     if (session_op) simba__my_push(b, j, 1);

@@ -19,6 +19,11 @@
 -- (plus CREATE on those tables if clients should create the schema
 -- themselves.) GET_LOCK/RELEASE_LOCK, used for wake-ups, need no privilege.
 --
+-- The tenant column is a namespace, not a security boundary: every user
+-- with these grants can change every tenant's rows. Tenants that must not
+-- touch each other's locks get a database and a user each, with these
+-- grants on their own database only (docs/mysql.md, "Tenant isolation").
+--
 -- All names are VARBINARY: resource names are arbitrary bytes, compared
 -- byte-wise, so two different names can never collide through a collation.
 -- Times are milliseconds since the epoch by the DATABASE SERVER's clock

@@ -23,6 +23,8 @@
 #                           $SIMBA_MYSQL_CTL start     start it again (same port, same data)
 #                                                      and wait until it answers
 #                           $SIMBA_MYSQL_CTL restart   kill + start
+#                           $SIMBA_MYSQL_CTL stop      SIGSTOP the server (it hangs, sockets stay open)
+#                           $SIMBA_MYSQL_CTL cont      SIGCONT it
 #                           $SIMBA_MYSQL_CTL sql 'SQL' run SQL as root (mariadb client)
 #
 # Runs as root (mariadbd --user=root) or as any user. Needs mariadb-server
@@ -45,6 +47,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/simba-mysql.XXXXXX") || die "mktemp failed"
 cleanup() {
     if [ -f "$TMP/pid" ]; then
         pid=$(cat "$TMP/pid")
+        kill -CONT "$pid" 2>/dev/null
         kill "$pid" 2>/dev/null
         for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null
@@ -94,12 +97,17 @@ kill9() {
     for _ in \$(seq 1 100); do kill -0 "\$pid" 2>/dev/null || break; sleep 0.05; done
     rm -f "\$TMP/pid" "\$TMP/sock"
 }
+# SIGSTOP / SIGCONT: a server that hangs without closing its connections
+pause_srv() { [ -f "\$TMP/pid" ] && kill -STOP "\$(cat "\$TMP/pid")"; }
+resume_srv() { [ -f "\$TMP/pid" ] && kill -CONT "\$(cat "\$TMP/pid")"; }
 case "\${1:-}" in
     start) start ;;
+    stop) pause_srv ;;
+    cont) resume_srv ;;
     kill) kill9 ;;
     restart) kill9; start ;;
     sql) shift; '$CLIENT' --no-defaults -uroot --socket="\$TMP/sock" -N -B -e "\$1" ;;
-    *) echo "usage: \$0 start|kill|restart|sql SQL" >&2; exit 2 ;;
+    *) echo "usage: \$0 start|kill|restart|stop|cont|sql SQL" >&2; exit 2 ;;
 esac
 EOF
 chmod +x "$TMP/ctl"
