@@ -41,5 +41,19 @@ for i in $(seq 1 "$n"); do
         else bad "README fragment $i compiles"; fi
     fi
 done
+# The backends table's "build with" column: a program including that header
+# must build with exactly those flags (and -I. for the headers themselves).
+grep -E '^\| `simba_[a-z]+\.h` \|' README.md | while IFS='|' read -r _ hdr _ flags _; do
+    h=$(echo "$hdr" | tr -d ' `'); f=$(echo "$flags" | tr -d '`')
+    up=$(echo "${h%.h}" | tr a-z A-Z)
+    printf '#define SIMBA_IMPLEMENTATION\n#include "simba.h"\n#define %s_IMPLEMENTATION\n#include "%s"\nint main(void) { return 0; }\n' "$up" "$h" >"$tmp/flags_${h%.h}.c"
+    echo "$h|$f"
+done >"$tmp/flags.list"
+while IFS='|' read -r h f; do
+    # shellcheck disable=SC2086 # the README's flags are words
+    if sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic -I. '$tmp/flags_${h%.h}.c' -o '$tmp/flags_${h%.h}' $f" >"$tmp/log" 2>&1
+    then ok "$h builds with the README's flags ($f)"; else bad "$h builds with the README's flags ($f)"; fi
+done <"$tmp/flags.list"
+[ -s "$tmp/flags.list" ] || { echo "not ok - README has no backends table"; fail=$((fail + 1)); }
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
