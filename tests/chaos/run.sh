@@ -133,10 +133,17 @@ record() { LAST_END=$3; echo "F $1 $2 $3" >>"$LOG"; echo "chaos $B: fault $1 ($(
 
 f_holder_stop() {
     local p t0
-    p=$(holder_pid)
+    # stopped, a process cannot change state: its state file still there
+    # after the STOP means it is stopped as a holder (else try another)
+    for _ in $(seq 1 20); do
+        p=$(holder_pid)
+        [ -n "$p" ] || continue
+        t0=$(now)
+        kill -STOP "$p"; STOPPED+=("$p")
+        [ -f "$STATE/$p" ] && break
+        kill -CONT "$p"; p=
+    done
     [ -n "$p" ] || { echo "chaos $B: no holder to stop"; return; }
-    t0=$(now)
-    kill -STOP "$p"; STOPPED+=("$p")
     sleep "$(ms $((LEASE_MS + 1000)))"
     kill -CONT "$p"
     record holder_stop "$t0" "$(now)"
@@ -144,7 +151,13 @@ f_holder_stop() {
 
 f_kill9() {
     local h w i t0
-    h=$(holder_pid)
+    for _ in $(seq 1 20); do   # a holder, checked while it is stopped (see above)
+        h=$(holder_pid)
+        [ -n "$h" ] || continue
+        kill -STOP "$h"; STOPPED+=("$h")
+        [ -f "$STATE/$h" ] && break
+        kill -CONT "$h"; h=
+    done
     t0=$(now)
     for i in "${!PIDS[@]}"; do
         [ "${PIDS[$i]}" = "$h" ] && continue
