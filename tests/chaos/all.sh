@@ -14,6 +14,19 @@ if python3 tests/chaos/check_selftest.py >build/chaos/selftest.out 2>&1; then
 else
     fail=$((fail + 1)); echo "chaos selftest: FAIL"; sed 's/^/  | /' build/chaos/selftest.out
 fi
+# The whole pipeline must be able to fail: a client that ignores
+# simba_valid_ms (CHAOS_CHEAT=1) with a holder stopped past its lease must
+# give violations, through real processes, the real log and the checker.
+if [ -f simba_redis.h ] && [ "${CHAOS_NO_CHEAT:-0}" != 1 ]; then
+    if CHAOS_CHEAT=1 CHAOS_FAULTS=holder_stop CHAOS_LOGDIR=build/chaos/cheat \
+        timeout 200 tests/chaos/run.sh redis 5 >build/chaos/cheat.out 2>&1; then
+        fail=$((fail + 1)); echo "chaos cheat: a client ignoring its validity was NOT caught"
+    elif grep -qE "VIOLATION [ms]: [0-9]+ permits believed" build/chaos/cheat.out; then
+        pass=$((pass + 1)); echo "chaos cheat: a client ignoring its validity is caught ($(grep -c VIOLATION build/chaos/cheat.out) violations reported, as it must)"
+    else
+        fail=$((fail + 1)); echo "chaos cheat: failed without the expected violation"; tail -n 15 build/chaos/cheat.out | sed 's/^/  | /'
+    fi
+fi
 for b in ${CHAOS_BACKENDS:-redis mysql zk}; do
     hdr=simba_$b.h
     [ -f "$hdr" ] || { echo "chaos $b: skipped ($hdr does not exist)"; continue; }

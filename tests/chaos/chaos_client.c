@@ -137,6 +137,10 @@ typedef struct hold {
 } hold;
 
 static char state_path[512];
+/* CHAOS_CHEAT=1: a broken application that ignores simba_valid_ms and
+   believes until it sees LOST. With a holder stopped past its lease this
+   must show up as a violation: it is how the chaos run shows it can fail. */
+static int cheat;
 
 static void end_belief(hold *k, const char *why) {
     int64_t t = now_ns();
@@ -152,7 +156,7 @@ static void end_belief(hold *k, const char *why) {
    program acts as a holder again. */
 static void note_validity(simba *s, hold *k) {
     int64_t v, t, until;
-    if (!k->held) return;
+    if (!k->held || cheat) return;
     v = simba_valid_ms(s, k->h);
     t = now_ns();
     if (v <= 0) { end_belief(k, "expired"); return; }
@@ -203,6 +207,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);  /* item 9 of issue #9 is another helper's; a
                                   chaos run must not die of it meanwhile */
 
+    cheat = env_int("CHAOS_CHEAT", 0);
     ttl = env_int("CHAOS_TTL_MS", 1500);
     transition = env_int("CHAOS_TRANSITION_MS", 1000);
     memset(&d, 0, sizeof d);
@@ -272,6 +277,7 @@ int main(int argc, char **argv) {
                 k.held = 1;
                 k.fence = e->fence;
                 k.valid_until = t + (v > 0 ? v + 1 : 0) * 1000000;
+                if (cheat) { v = 1; k.valid_until = t + (int64_t)3600 * 1000000000; }
                 k.release_at = t + (int64_t)(30 + rnd(400)) * 1000000;
                 rec("A %s %ld %ld %s %lld %d %d %lld %lld", client_name, my_pid, k.seq, k.name,
                     (long long)k.fence, k.permits, k.capacity, (long long)t, (long long)k.valid_until);
