@@ -269,6 +269,9 @@ int main(int argc, char **argv) {
             simba_event *e = &ev[i];
             int mine = k.active && e->lock.id == k.h.id && e->lock.gen == k.h.gen;
             t = now_ns();
+            if (e->type == SIMBA_EVENT_CONNECTED || e->type == SIMBA_EVENT_DISCONNECTED)
+                rec("X %s %ld - %s %d %lld", client_name, my_pid, simba_event_name(e->type),
+                    e->error, (long long)t);
             if (!mine) continue;
             switch (e->type) {
             case SIMBA_EVENT_ACQUIRED: {

@@ -237,11 +237,11 @@ f_loading() {
     local t0
     # a big RDB (in db 1, simba uses db 0) loaded slowly: -LOADING for seconds
     "${CLI[@]}" config set appendonly no >/dev/null
-    "${CLI[@]}" -n 1 debug populate 100000 chaospad 16 >/dev/null
+    "${CLI[@]}" -n 1 debug populate 30000 chaospad 16 >/dev/null
     "${CLI[@]}" save >/dev/null
     t0=$(now)
     redis_crash
-    redis_start_keep --appendonly no --key-load-delay 40
+    redis_start_keep --appendonly no --key-load-delay 50 --loading-process-events-interval-bytes 1024
     redis_wait_pong 300 || echo "chaos $B: redis did not finish loading"
     "${CLI[@]}" -n 1 flushdb >/dev/null
     record loading "$t0" "$(now)"
