@@ -202,6 +202,7 @@ redis_start_keep() {   # extra args...
     mapfile -t args <"$SRV_DIR/main.args"
     setsid redis-server "${args[@]}" "$@" </dev/null >>"$SRV_DIR/main.out" 2>&1 &
     echo $! >"$SRV_DIR/main.pid"
+    disown $!   # redis.sh kills it by pid; no "Killed" notice from this shell
 }
 redis_wait_pong() {    # up to $1 deciseconds
     for _ in $(seq 1 "$1"); do
