@@ -139,7 +139,8 @@ bench-zk: $(B)/bench_zk
 
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
-        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
+        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless \
+        python3 iproute2
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check.py -- the checker of `make chaos`.
 
-    tests/chaos/check.py LOGFILE LABEL [--ttl-ms N] [--lease-ms N]
+    tests/chaos/check.py LOGFILE LABEL [--ttl-ms N] [--lease-ms N] [--expect "KIND..."]
 
 Reads the shared log written by the chaos clients (A/V/E/X records, see
 chaos_client.c) and by the fault driver (F records: "F kind start_ns end_ns"),
@@ -23,7 +23,8 @@ and reports:
     recovery time of each fault (fault end to the next grant on every name).
 
 Exit status 0 when there is no violation, every fault was followed by a grant
-on every name, and there were grants at all; 1 otherwise.
+on every name, every --expect kind was injected at least once, and there were
+grants at all; 1 otherwise.
 """
 import sys
 import statistics
@@ -37,12 +38,15 @@ def main():
     path, label = args[0], args[1]
     ttl_ms = 1500
     lease_ms = 2500
+    expect = []         # fault kinds the driver meant to inject
     i = 2
     while i < len(args):
         if args[i] == "--ttl-ms":
             ttl_ms = int(args[i + 1]); i += 2
         elif args[i] == "--lease-ms":
             lease_ms = int(args[i + 1]); i += 2
+        elif args[i] == "--expect":
+            expect = args[i + 1].split(); i += 2
         else:
             print("check.py: unknown argument", args[i]); return 2
 
@@ -213,7 +217,10 @@ def main():
         print("chaos %s: ... %d more violations" % (label, len(violations) - 30))
     for u in unrecovered:
         print("chaos %s: NO RECOVERY after %s" % (label, u))
-    ok = not violations and not unrecovered and ngrants > 0 and set(names) >= {"m", "s"}
+    missing = [k for k in expect if k not in kinds]
+    for k in missing:
+        print("chaos %s: fault %s was never injected" % (label, k))
+    ok = not violations and not unrecovered and not missing and ngrants > 0 and set(names) >= {"m", "s"}
     print("chaos %s: %s" % (label, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

@@ -26,6 +26,7 @@
 #   zk        follower_kill crash + restart of a follower of the ensemble
 #             leader_kill   crash + restart of the leader
 #             leader_pause  SIGSTOP the leader for lease + 1 s
+#             conn_kill     the server ends of every client connection closed (ss -K)
 #             (the follower partition of item 6 needs tests/tools/tcp_proxy,
 #             not in this branch yet)
 #
@@ -101,7 +102,7 @@ mysql)
 zk)
     CHAOS_ZK_HOSTS=$("$SIMBA_ZK_CTL" ensemble) || die "the ZooKeeper ensemble did not start"
     export CHAOS_ZK_HOSTS
-    FAULTS="holder_stop kill9 follower_kill leader_kill leader_pause"
+    FAULTS="holder_stop kill9 follower_kill leader_kill leader_pause conn_kill"
     ;;
 esac
 [ -n "${CHAOS_FAULTS:-}" ] && FAULTS=$CHAOS_FAULTS
@@ -258,6 +259,11 @@ f_conn_kill() {
     mysql)
         ids=$("$SIMBA_MYSQL_CTL" sql "SELECT id FROM information_schema.processlist WHERE db='$SIMBA_MYSQL_DATABASE' AND id <> CONNECTION_ID()")
         for id in $ids; do "$SIMBA_MYSQL_CTL" sql "KILL $id" 2>/dev/null; done ;;
+    zk) # ZooKeeper has no command for it: close the server ends of every
+        # client connection (ss -K, SOCK_DESTROY) so that the clients see a reset
+        for n in 1 2 3; do
+            ss -K -tn "sport = :$("$SIMBA_ZK_CTL" port "$n")" >/dev/null 2>&1
+        done ;;
     esac
     record conn_kill "$t0" "$(now)"
 }
@@ -341,4 +347,4 @@ done
 if [ -s "$WORK/client.err" ]; then
     echo "chaos $B: client stderr (last lines):"; tail -n 5 "$WORK/client.err" | sed 's/^/  | /'
 fi
-python3 tests/chaos/check.py "$LOG" "$B" --ttl-ms "$CHAOS_TTL_MS" --lease-ms "$LEASE_MS"
+python3 tests/chaos/check.py "$LOG" "$B" --ttl-ms "$CHAOS_TTL_MS" --lease-ms "$LEASE_MS" --expect "$FAULTS"
