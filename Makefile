@@ -112,6 +112,9 @@ valgrind-sim: $(B)/test_sim
 CHAOS_SECONDS ?= 120
 $(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(LDFLAGS)
+$(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
 chaos: $(B)/chaos_client
 	tests/chaos/all.sh $(CHAOS_SECONDS)
 chaos-ci: $(B)/chaos_client

@@ -19,6 +19,8 @@ and reports:
     for the mutex every pair counts (its holds cannot overlap); for the
     semaphore two holders may see their grants in either order, so only
     grants seen more than a lease apart are compared;
+  - client processes that died by themselves (EXITED records of the driver):
+    a library must not kill its host, so any is a failure;
   - totals: grants per name, faults per kind, violations, errors, and the
     recovery time of each fault (fault end to the next grant on every name).
 
@@ -217,10 +219,14 @@ def main():
         print("chaos %s: ... %d more violations" % (label, len(violations) - 30))
     for u in unrecovered:
         print("chaos %s: NO RECOVERY after %s" % (label, u))
+    died = errors.get("EXITED", 0)
+    if died:
+        print("chaos %s: %d client process(es) died by themselves (crash, signal or exit): "
+              "see the client stderr above" % (label, died))
     missing = [k for k in expect if k not in kinds]
     for k in missing:
         print("chaos %s: fault %s was never injected" % (label, k))
-    ok = not violations and not unrecovered and not missing and ngrants > 0 and set(names) >= {"m", "s"}
+    ok = not violations and not unrecovered and not missing and not died and ngrants > 0 and set(names) >= {"m", "s"}
     print("chaos %s: %s" % (label, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

@@ -32,7 +32,8 @@
 #
 # Environment: CHAOS_TTL_MS (1500), CHAOS_TRANSITION_MS (1000), CHAOS_CLIENTS
 # (5), CHAOS_KNOWN_BUGS (0), CHAOS_FAULTS (a space-separated subset of kinds),
-# CHAOS_BIN (build/chaos_client), CHAOS_LOGDIR (build/chaos: the log is kept
+# CHAOS_BIN (build/chaos_client; build/asan/chaos_client for ASan+UBSan clients, made by
+# `make build/asan/chaos_client`), CHAOS_LOGDIR (build/chaos: the log is kept
 # there as BACKEND.log). Exit status 0 when the checker passes.
 set -u
 cd "$(dirname "$0")/../.."
@@ -309,12 +310,13 @@ wait_recovery() {   # $1 fault end ns
 }
 
 keep_clients() {    # a client that died by itself is a finding: say so, start another
-    local i
+    local i rc
     for i in "${!PIDS[@]}"; do
         if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then
             wait "${PIDS[$i]}" 2>/dev/null
-            echo "chaos $B: client $i (pid ${PIDS[$i]}) exited by itself (exit $?)"
-            echo "X c$i ${PIDS[$i]} - EXITED 0 $(now)" >>"$LOG"
+            rc=$?
+            echo "chaos $B: client $i (pid ${PIDS[$i]}) exited by itself (exit $rc)"
+            echo "X c$i ${PIDS[$i]} - EXITED $rc $(now)" >>"$LOG"
             start_client "$i"
         fi
     done
@@ -340,9 +342,22 @@ done
 sleep 2
 
 # stop the clients (their beliefs end with an "exit" record), then check
+# (a client that hangs on SIGTERM, or exits non-zero, e.g. with an ASan report
+# from CHAOS_BIN=build/asan/chaos_client, is a finding like a crash)
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-for p in "${PIDS[@]}"; do
-    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+for i in "${!PIDS[@]}"; do
+    p=${PIDS[$i]}
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then
+        echo "chaos $B: client $i (pid $p) did not exit within 10 s of SIGTERM"
+        kill -9 "$p" 2>/dev/null
+    fi
+    wait "$p" 2>/dev/null
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "chaos $B: client $i (pid $p) ended with exit $rc"
+        echo "X c$i $p - EXITED $rc $(now)" >>"$LOG"
+    fi
 done
 if [ -s "$WORK/client.err" ]; then
     echo "chaos $B: client stderr (last lines):"; tail -n 5 "$WORK/client.err" | sed 's/^/  | /'
