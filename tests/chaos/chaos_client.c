@@ -128,6 +128,7 @@ typedef struct hold {
     simba_lock h;
     int active;        /* a request is out */
     int held;          /* ACQUIRED seen, belief not ended */
+    int expired;       /* the belief ended at the local deadline, no final event yet */
     long seq;
     const char *name;
     int permits, capacity;
@@ -149,6 +150,7 @@ static void end_belief(hold *k, const char *why) {
     rec("E %s %ld %ld %s %lld %lld %s", client_name, my_pid, k->seq, k->name,
         (long long)k->fence, (long long)t, why);
     k->held = 0;
+    k->expired = strcmp(why, "expired") == 0;
     unlink(state_path);
 }
 
@@ -156,7 +158,23 @@ static void end_belief(hold *k, const char *why) {
    program acts as a holder again. */
 static void note_validity(simba *s, hold *k) {
     int64_t v, t, until;
-    if (!k->held || cheat) return;
+    if (cheat) return;
+    if (!k->held) {
+        /* after its deadline a hold must stay dead until its LOST: if simba
+           says it is valid again, an application would believe again; log it
+           as such (a V after the deadline: the checker calls it a violation) */
+        if (!k->active || !k->expired) return;
+        v = simba_valid_ms(s, k->h);
+        if (v <= 0) return;
+        t = now_ns();
+        until = t + (v + 1) * 1000000;
+        rec("V %s %ld %ld %s %lld %lld %lld", client_name, my_pid, k->seq, k->name,
+            (long long)k->fence, (long long)t, (long long)until);
+        k->valid_until = until;
+        k->held = 1;
+        k->expired = 0;
+        return;
+    }
     v = simba_valid_ms(s, k->h);
     t = now_ns();
     if (v <= 0) { end_belief(k, "expired"); return; }
@@ -240,6 +258,7 @@ int main(int argc, char **argv) {
             } else {
                 k.active = 1;
                 k.held = 0;
+                k.expired = 0;
                 k.seq = ++seq;
                 k.name = ld.name;
                 k.permits = ld.permits;

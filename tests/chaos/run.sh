@@ -13,6 +13,8 @@
 #
 # Faults (F records in the log: kind, start, end in CLOCK_MONOTONIC ns):
 #   all       holder_stop   SIGSTOP a holder for ttl + transition + 1 s
+#             holder_stop_ttl  SIGSTOP a holder for ttl + transition/2 (past its
+#                           own deadline, not its server lease)
 #             kill9         kill -9 a holder and a waiter, start two new clients
 #   redis     restart       crash + restart without persistence (data gone)
 #             restart_aof   crash + restart with appendonly (data kept)
@@ -92,18 +94,18 @@ redis)
     SRV_DIR=$(dirname "$SIMBA_REDIS_CTL")
     CLI=(redis-cli -h 127.0.0.1 -p "$SIMBA_REDIS_PORT")
     server_pid() { cat "$SRV_DIR/main.pid" 2>/dev/null; }
-    FAULTS="holder_stop kill9 restart restart_aof conn_kill server_pause"
+    FAULTS="holder_stop holder_stop_ttl kill9 restart restart_aof conn_kill server_pause"
     [ "$KNOWN_BUGS" = 1 ] && FAULTS="$FAULTS loading"
     ;;
 mysql)
     SRV_DIR=$(dirname "$SIMBA_MYSQL_CTL")
     server_pid() { cat "$SRV_DIR/pid" 2>/dev/null; }
-    FAULTS="holder_stop kill9 restart conn_kill server_pause"
+    FAULTS="holder_stop holder_stop_ttl kill9 restart conn_kill server_pause"
     ;;
 zk)
     CHAOS_ZK_HOSTS=$("$SIMBA_ZK_CTL" ensemble) || die "the ZooKeeper ensemble did not start"
     export CHAOS_ZK_HOSTS
-    FAULTS="holder_stop kill9 follower_kill leader_kill leader_pause conn_kill"
+    FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause conn_kill"
     ;;
 esac
 [ -n "${CHAOS_FAULTS:-}" ] && FAULTS=$CHAOS_FAULTS
@@ -149,6 +151,26 @@ f_holder_stop() {
     sleep "$(ms $((LEASE_MS + 1000)))"
     kill -CONT "$p"
     record holder_stop "$t0" "$(now)"
+}
+
+# A holder stopped past its ttl but not its lease: on waking its local
+# deadline has passed while the server may still know its session, so the
+# next tick must say LOST before anything else; a validity renewed for the
+# old hold shows in the log as a hold that came back to life.
+f_holder_stop_ttl() {
+    local p t0
+    for _ in $(seq 1 20); do
+        p=$(holder_pid)
+        [ -n "$p" ] || continue
+        t0=$(now)
+        kill -STOP "$p"; STOPPED+=("$p")
+        [ -f "$STATE/$p" ] && break
+        kill -CONT "$p"; p=
+    done
+    [ -n "$p" ] || { echo "chaos $B: no holder to stop"; return; }
+    sleep "$(ms $((CHAOS_TTL_MS + CHAOS_TRANSITION_MS / 2)))"
+    kill -CONT "$p"
+    record holder_stop_ttl "$t0" "$(now)"
 }
 
 f_kill9() {
