@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
         struct pollfd fds[16];
         simba_event ev[16];
         int n, m, i, timeout;
-        int64_t t = now_ns();
+        int64_t t = now_ns(), t_tick;
 
         if (!k.active && t >= next_acquire) {
             simba_lock_desc ld;
@@ -284,6 +284,7 @@ int main(int argc, char **argv) {
         if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
         m = simba_tick(s, fds, n, ev, 16);
         if (m < 0) { fprintf(stderr, "chaos_client: tick: %s\n", simba_strerror(m)); break; }
+        t_tick = now_ns();   /* an ACQUIRED is known from here on: its belief starts here */
         for (i = 0; i < m; i++) {
             simba_event *e = &ev[i];
             int mine = k.active && e->lock.id == k.h.id && e->lock.gen == k.h.gen;
@@ -302,7 +303,7 @@ int main(int argc, char **argv) {
                 if (cheat) { v = 1; k.valid_until = t + (int64_t)3600 * 1000000000; }
                 k.release_at = t + (int64_t)(30 + rnd(400)) * 1000000;
                 rec("A %s %ld %ld %s %lld %d %d %lld %lld", client_name, my_pid, k.seq, k.name,
-                    (long long)k.fence, k.permits, k.capacity, (long long)t, (long long)k.valid_until);
+                    (long long)k.fence, k.permits, k.capacity, (long long)t_tick, (long long)k.valid_until);
                 { int fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC, 0644); if (fd >= 0) close(fd); }
                 if (v <= 0) end_belief(&k, "expired");
                 break;

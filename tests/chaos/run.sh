@@ -346,7 +346,7 @@ keep_clients() {    # a client that died by itself is a finding: say so, start a
 
 echo "chaos $B: $NCLIENTS clients, ttl $CHAOS_TTL_MS ms, transition $CHAOS_TRANSITION_MS ms, ~$SECS s, faults: $FAULTS"
 START=$SECONDS
-sleep 3
+sleep 2
 round=0
 while :; do
     for f in $FAULTS; do
@@ -356,12 +356,12 @@ while :; do
         "f_$f"
         wait_recovery "$LAST_END"
         keep_clients
-        sleep 1
+        sleep 0.5
     done
     round=$((round + 1))
     [ $((SECONDS - START)) -ge "$SECS" ] && break
 done
-sleep 2
+sleep 1
 
 # stop the clients (their beliefs end with an "exit" record), then check
 # (a client that hangs on SIGTERM, or exits non-zero, e.g. with an ASan report
