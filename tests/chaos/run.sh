@@ -103,7 +103,16 @@ mysql)
     FAULTS="holder_stop holder_stop_ttl kill9 restart conn_kill server_pause"
     ;;
 zk)
-    CHAOS_ZK_HOSTS=$("$SIMBA_ZK_CTL" ensemble) || die "the ZooKeeper ensemble did not start"
+    # a member can lose its quorum or election port to another program of
+    # this busy machine between zk.sh picking it and java binding it: retry
+    for try in 1 2 3; do
+        CHAOS_ZK_HOSTS=$("$SIMBA_ZK_CTL" ensemble 2>>"$WORK/ensemble.err") && break
+        CHAOS_ZK_HOSTS=
+        for n in 1 2 3; do "$SIMBA_ZK_CTL" kill "$n"; done
+        echo "chaos $B: the ZooKeeper ensemble did not start (try $try)"
+        sleep 2
+    done
+    [ -n "$CHAOS_ZK_HOSTS" ] || { tail -n 5 "$WORK/ensemble.err" >&2; die "the ZooKeeper ensemble did not start"; }
     export CHAOS_ZK_HOSTS
     FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause conn_kill"
     ;;
