@@ -28,6 +28,8 @@
 #   zk        follower_kill crash + restart of a follower of the ensemble
 #             leader_kill   crash + restart of the leader
 #             leader_pause  SIGSTOP the leader for lease + 1 s
+#             follower_pause  SIGSTOP a follower for lease + 1 s (its clients
+#                           hear nothing, not even a close)
 #             conn_kill     the server ends of every client connection closed (ss -K)
 #             (the follower partition of item 6 needs tests/tools/tcp_proxy,
 #             not in this branch yet)
@@ -114,7 +116,7 @@ zk)
     done
     [ -n "$CHAOS_ZK_HOSTS" ] || { tail -n 5 "$WORK/ensemble.err" >&2; die "the ZooKeeper ensemble did not start"; }
     export CHAOS_ZK_HOSTS
-    FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause conn_kill"
+    FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause follower_pause conn_kill"
     ;;
 esac
 [ -n "${CHAOS_FAULTS:-}" ] && FAULTS=$CHAOS_FAULTS
@@ -318,16 +320,18 @@ f_zk_kill() {   # $1 leader|follower
 }
 f_follower_kill() { f_zk_kill follower; }
 f_leader_kill() { f_zk_kill leader; }
-f_leader_pause() {
+f_leader_pause() { zk_pause leader; }
+f_follower_pause() { zk_pause follower; }
+zk_pause() {    # $1 leader|follower
     local n p t0
-    n=$(zk_node_with_mode leader) || { echo "chaos $B: no leader found"; return; }
+    n=$(zk_node_with_mode "$1") || { echo "chaos $B: no $1 found"; return; }
     p=$("$SIMBA_ZK_CTL" pid "$n")
     t0=$(now)
     kill -STOP "$p"; STOPPED+=("$p")
     sleep "$(ms $((LEASE_MS + 1000)))"
     kill -CONT "$p"
     "$SIMBA_ZK_CTL" wait "$n" >/dev/null || echo "chaos $B: node $n does not serve after the pause"
-    record leader_pause "$t0" "$(now)"
+    record "$1_pause" "$t0" "$(now)"
 }
 
 # After a fault: wait (at most 30 s) for a grant on both names, so that every
