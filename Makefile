@@ -14,7 +14,8 @@ HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo \
+        chaos chaos-ci
 
 all: examples bench
 
@@ -26,6 +27,8 @@ help:
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk: the backend suites under ASan+UBSan"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
+	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
+	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 
@@ -105,6 +108,18 @@ valgrind-mem: $(B)/test_mem
 valgrind-sim: $(B)/test_sim
 	$(VALGRIND) ./$(B)/test_sim --quick
 
+# ---- chaos: real server and client processes under faults (tests/chaos/) ----
+CHAOS_SECONDS ?= 120
+$(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(LDFLAGS)
+$(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+chaos: $(B)/chaos_client
+	tests/chaos/all.sh $(CHAOS_SECONDS)
+chaos-ci: $(B)/chaos_client
+	tests/chaos/all.sh 30
+
 # ---- benchmarks (programs that print ratios, not tests) ----
 BENCH := $(B)/bench_mem
 bench: $(BENCH)
@@ -127,7 +142,8 @@ bench-zk: $(B)/bench_zk
 
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
-        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
+        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless \
+        python3 iproute2
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

@@ -56,6 +56,8 @@ backend zk simba_zk.h && suite zk make -s test-zk
 backend redis simba_redis.h && suite asan-redis make -s asan-redis
 backend mysql simba_mysql.h && suite asan-mysql make -s asan-mysql
 backend zk simba_zk.h && suite asan-zk make -s asan-zk
+# real server and client processes under faults, checked for double holds
+suite chaos make -s chaos-ci
 
 echo "== total (skipped suites: $skipped)"
 echo "$total_pass passed, $total_fail failed" | tee build/logs/total.txt
