@@ -120,6 +120,9 @@ SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, co
 #include <string.h>
 #include <stdio.h>
 #include <limits.h>
+#include <signal.h>
+#include <errno.h>
+#include <time.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
@@ -618,6 +621,8 @@ typedef struct simba__redis_conn {
     int64_t deadline;           /* connect + handshake must be done by then; -1 none */
     int64_t retry_at;           /* next connect attempt; -1 none scheduled */
     int attempt;                /* failed attempts in a row, for the backoff */
+    long long too_big;          /* != 0: the reader refused an array header of this size */
+    const redisReplyObjectFunctions *dflt_fn;   /* hiredis's own (0.14: wrapped, see limits) */
 } simba__redis_conn;
 
 /* One operation in flight on the main connection. */
@@ -832,6 +837,100 @@ static void simba__redis_fail_all(simba__redis *r, int status, const char *msg) 
     while (r->reqs) simba__redis_complete_status(r, r->reqs, status, msg);
 }
 
+/*--- reply limits ------------------------------------------------------------------
+   hiredis 0.14 has no maxelements: it allocates the element pointers of an
+   array as soon as it reads the header, so "*2147483647" from a hostile or
+   broken server costs 16 GB (or a stall) before a single element arrives.
+   The reader's object functions are wrapped: an array header above what any
+   simba reply can be is refused (the reader fails, hiredis disconnects, we
+   report why), and an input buffer above SIMBA__REDIS_MAX_BUF is dropped
+   after the read that grew it. The largest replies simba asks for are
+   INSPECT (5 + 4 per entry of one queue) and the script text (SCRIPT LOAD
+   answers 40 bytes), so both bounds are far above honest traffic. */
+enum {
+    SIMBA__REDIS_MAX_ELEMENTS = 1 << 20,           /* an INSPECT of 262,000 entries */
+    SIMBA__REDIS_MAX_BUF = 64 * 1024 * 1024        /* unparsed input bytes */
+};
+
+#if HIREDIS_MAJOR < 1
+/* The reader's privdata is the connection (it reaches every read task). */
+static void *simba__redis_create_array(const redisReadTask *task, int elements) {
+    simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (elements < 0 || elements > SIMBA__REDIS_MAX_ELEMENTS) {
+        c->too_big = elements;
+        return NULL;                               /* the reader fails: hiredis disconnects */
+    }
+    return c->dflt_fn->createArray(task, elements);
+}
+static void *simba__redis_create_string(const redisReadTask *task, char *str, size_t len) {
+    return ((simba__redis_conn *)task->privdata)->dflt_fn->createString(task, str, len);
+}
+static void *simba__redis_create_integer(const redisReadTask *task, long long value) {
+    return ((simba__redis_conn *)task->privdata)->dflt_fn->createInteger(task, value);
+}
+static void *simba__redis_create_nil(const redisReadTask *task) {
+    return ((simba__redis_conn *)task->privdata)->dflt_fn->createNil(task);
+}
+/* freeObject gets no task: hiredis's default freeReplyObject is what every
+   0.14 context uses (and is public) */
+static void simba__redis_free_object(void *obj) { freeReplyObject(obj); }
+
+static redisReplyObjectFunctions simba__redis_limited_fn = {
+    simba__redis_create_string,
+    simba__redis_create_array,
+    simba__redis_create_integer,
+    simba__redis_create_nil,
+    simba__redis_free_object
+};
+#endif
+
+/* Put the limits on a new context's reader. */
+static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *ac) {
+    redisReader *rd = ac->c.reader;
+    c->too_big = 0;
+    if (!rd) return;
+#if HIREDIS_MAJOR < 1
+    if (!rd->fn) return;            /* no object functions: replies are never built */
+    c->dflt_fn = rd->fn;
+    rd->fn = &simba__redis_limited_fn;
+    rd->privdata = c;
+#else
+    rd->maxelements = SIMBA__REDIS_MAX_ELEMENTS;
+#endif
+}
+
+/*--- SIGPIPE ------------------------------------------------------------------------
+   hiredis writes with write(): on a connection the server has closed, that
+   raises SIGPIPE, whose default action kills the host. A library must not
+   change the process's dispositions, so (as libpq does) SIGPIPE is blocked in
+   the calling thread around our writes; one that became pending because of
+   them is consumed (sigtimedwait, zero timeout) before the mask is restored.
+   A SIGPIPE that was pending before is left alone. */
+typedef struct simba__redis_nopipe {
+    sigset_t old;
+    int active, was_pending;
+} simba__redis_nopipe;
+
+static void simba__redis_nopipe_begin(simba__redis_nopipe *g) {
+    sigset_t set, pend;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    g->active = pthread_sigmask(SIG_BLOCK, &set, &g->old) == 0;
+    g->was_pending = g->active && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE) == 1;
+}
+
+static void simba__redis_nopipe_end(simba__redis_nopipe *g) {
+    sigset_t set, pend;
+    if (!g->active) return;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    if (!g->was_pending && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE) == 1) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {}
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
    process calls redisAsyncHandleRead/Write -------------------------------------*/
 
@@ -979,6 +1078,7 @@ static void simba__redis_connect(simba__redis *r, simba__redis_conn *c) {
     c->ac = ac;
     ac->data = c;
     ac->ev.data = c;
+    simba__redis_limit_reader(c, ac);
     ac->ev.addRead = simba__redis_ev_add_read;
     ac->ev.delRead = simba__redis_ev_del_read;
     ac->ev.addWrite = simba__redis_ev_add_write;
@@ -1504,8 +1604,11 @@ static int simba__redis_attach(void *impl, simba *s) {
    process() (the fd then polls as ready). */
 static void simba__redis_flush(simba__redis_conn *c) {
     int done = 0;
+    simba__redis_nopipe g;
     if (!c->ac || !c->connected || !c->want_write || c->ac->c.err) return;
+    simba__redis_nopipe_begin(&g);
     if (redisBufferWrite(&c->ac->c, &done) == REDIS_OK && done) c->want_write = 0;
+    simba__redis_nopipe_end(&g);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
@@ -1553,7 +1656,21 @@ static short simba__redis_revents(const simba__redis_conn *c, const struct pollf
 
 /* After hiredis ran: act on what its callbacks noted. */
 static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
-    if (c->lost) {
+    if (c->too_big) {
+        char why[160];
+        snprintf(why, sizeof why, "the server sent an array of %lld elements (more than %d: not an answer "
+                 "of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
+        if (c->ac) {                /* hiredis normally gave the context up already */
+            c->lost = 0;
+        }
+        c->too_big = 0;
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
+        char why[160];
+        snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
+                 "connection dropped", (int)SIMBA__REDIS_MAX_BUF);
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->lost) {
         char why[160];
         simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
         simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
@@ -1569,7 +1686,12 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     if (!c->ac) return;
     ev = simba__redis_revents(c, fds, nfds);
     if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
-    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) redisAsyncHandleWrite(c->ac);
+    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) {
+        simba__redis_nopipe g;
+        simba__redis_nopipe_begin(&g);
+        redisAsyncHandleWrite(c->ac);
+        simba__redis_nopipe_end(&g);
+    }
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
 }

@@ -17,6 +17,10 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <signal.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 
 enum { TTL = 1500, TRANSITION = 1000, SOON = 10000 };
 
@@ -1120,6 +1124,169 @@ static void t_redis_keepalive_is_o1(void) {
     CHECK(calls[0] <= 8);
 }
 
+
+/* ---- hostile servers and hostile sockets (issue #9, items 9 and 10) ---- */
+
+/* A fake "Redis" in a child process (its own process group): every
+   connection is answered, after its first bytes, with `header` and then a
+   stream of ":1\r\n" elements for up to 3 s or until the peer goes. Returns
+   the child's pid (kill(-pid) ends it and its helpers) and the port. */
+static pid_t fake_server(const char *header, int *port_out) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    pid_t pid;
+    if (lfd < 0) return -1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &len) != 0) { close(lfd); return -1; }
+    *port_out = ntohs(sa.sin_port);
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) { close(lfd); return -1; }
+    if (pid > 0) { close(lfd); return pid; }
+    setpgid(0, 0);
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) { if (errno == EINTR) continue; _exit(0); }
+        if (fork() == 0) {
+            static char junk[65536];
+            char in[4096];
+            int64_t end = h_real_ms() + 3000;
+            size_t i;
+            close(lfd);
+            for (i = 0; i + 4 <= sizeof junk; i += 4) memcpy(junk + i, ":1\r\n", 4);
+            if (recv(fd, in, sizeof in, 0) <= 0) _exit(0);
+            if (send(fd, header, strlen(header), MSG_NOSIGNAL) < 0) _exit(0);
+            while (h_real_ms() < end)
+                if (send(fd, junk, sizeof junk, MSG_NOSIGNAL) < 0) break;
+            _exit(0);
+        }
+        close(fd);
+    }
+}
+
+static void fake_server_stop(pid_t pid) {
+    if (pid <= 0) return;
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+static long max_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* An array header no simba answer can have: the connection is dropped at
+   the header (not after 50 million elements were read and allocated),
+   reported as SIMBA_EPROTO with the reason, every tick returns quickly, and
+   memory stays small. */
+static void hostile_array(const char *header, const char *count) {
+    simba_redis_desc rd = base_desc();
+    h_client c, *cl[1];
+    simba_lock none = {0, 0};
+    simba_event *e;
+    int fport = 0;
+    long rss0 = max_rss_kb();
+    int64_t end, slowest = 0;
+    pid_t pid = fake_server(header, &fport);
+    CHECK(pid > 0);
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    rd.port = fport;
+    rd.connect_timeout_ms = 5000;      /* a timeout must not be what ends it */
+    h_logbuf[0] = 0;
+    c.s = new_client_ex(&rd, my_tenant(), "victim", TTL, TRANSITION, 0);
+    CHECK(c.s != NULL);
+    for (end = h_real_ms() + 4000; h_real_ms() < end && !h_has(&c, none, SIMBA_EVENT_DISCONNECTED);) {
+        int64_t t0 = h_real_ms();
+        h_pump(cl, 1, 20);
+        if (h_real_ms() - t0 > slowest) slowest = h_real_ms() - t0;
+    }
+    fake_server_stop(pid);
+    CHECK((e = h_take(&c, none, SIMBA_EVENT_DISCONNECTED)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EPROTO);
+    CHECK(strstr(h_logbuf, count) != NULL);
+    CHECK(slowest < 1000);                             /* no tick stalls on it */
+    CHECK(max_rss_kb() - rss0 < 100 * 1024);           /* kB: not hundreds of MB */
+    CHECK(!simba_connected(c.s));
+    simba_destroy(c.s);
+}
+
+static void t_redis_hostile_array_header(void) {
+    hostile_array("*50000000\r\n", "array of 50000000");
+    if (h_current_failed) return;
+    hostile_array("*2147483647\r\n", "array of 2147483647");
+}
+
+/* SIGPIPE: the server closes our connections; the app keeps asking for
+   locks and calls simba_pollfds twice per loop (sizing, then filling), each
+   of which writes. With the default disposition a write to the closed
+   socket would kill the process (exit by signal 13): it must survive, with
+   its signal mask as it was and no SIGPIPE left pending. Runs in a child. */
+static void t_redis_sigpipe(void) {
+    pid_t pid;
+    int status = 0;
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        h_client c, *cl[1];
+        simba_lock none = {0, 0};
+        redisContext *ad;
+        char name[128];
+        sigset_t mask, pend;
+        int i;
+        signal(SIGPIPE, SIG_DFL);
+        memset(&c, 0, sizeof c);
+        cl[0] = &c;
+        c.s = new_client(my_tenant(), "piped");
+        if (!c.s || !h_expect(cl, 1, 0, none, SIMBA_EVENT_CONNECTED, SOON)) _exit(3);
+        h_run_for(cl, 1, 200);                         /* the push connection too */
+        if (!(ad = admin())) _exit(4);
+        snprintf(name, sizeof name, "simba:%s", simba_client_id(c.s));
+        if (kill_by_name(ad, name) < 1) _exit(5);
+        snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(c.s));
+        kill_by_name(ad, name);
+        redisFree(ad);
+        sleep_ms(100);                            /* the server's FIN is here */
+        for (i = 0; i < 20; i++) {
+            struct pollfd fds[8];
+            int n;
+            snprintf(name, sizeof name, "p%d", i);
+            h_acquire(c.s, name, 1000);
+            n = simba_pollfds(c.s, NULL, 0);
+            if (n > 8) n = 8;
+            simba_pollfds(c.s, fds, n);
+            sleep_ms(20);                         /* the RST of the first write arrives */
+        }
+        sigemptyset(&mask);
+        pthread_sigmask(SIG_SETMASK, NULL, &mask);
+        if (sigismember(&mask, SIGPIPE)) _exit(6);
+        sigpending(&pend);
+        if (sigismember(&pend, SIGPIPE)) _exit(7);
+        h_run_for(cl, 1, 300);                         /* and it recovers */
+        simba_destroy(c.s);
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid);
+    if (WIFSIGNALED(status)) printf("  # child killed by signal %d\n", WTERMSIG(status));
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1165,6 +1332,8 @@ int main(int argc, char **argv) {
     RUN(t_redis_admin_epoch_without_pushes);
     RUN(t_redis_wait_replicas);
     RUN(t_redis_keepalive_is_o1);
+    RUN(t_redis_hostile_array_header);
+    RUN(t_redis_sigpipe);
     RUN(t_redis_restart);
     return harness_summary();
 }
