@@ -30,7 +30,7 @@
     server and judged by the server's clock (TIME) only. A second connection
     SUBSCRIBEs to this client's channel: when a release (or a purge of a dead
     session) grants a waiting entry, the script that did it PUBLISHes
-    "<request> <fence> <name>" to the new holder's client, which reports
+    "<session> <request> <fence> <name>" to the new holder's client, which reports
     ACQUIRED without another round trip. Lost messages only cost latency: the
     core re-checks waiters at the earliest expiry ahead of them and on its
     fallback period.
@@ -160,8 +160,10 @@ extern "C" {
      P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
      P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
                 KEEPALIVE answer 1 + it as the admin epoch
-   Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant of a
-   single-resource request) or "- 0 <name>" (something changed: look again).
+   Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
+   of a single-resource request, to the session that owns the entry: a keyed
+   request id k~<key> is the same in every session of a client) or
+   "- - 0 <name>" (something changed: look again).
 
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
@@ -266,7 +268,7 @@ static const char *const simba__redis_lua[] = {
 "    redis.call('HSET', k .. ':e', W, ws .. ' ' .. ww .. ' ' .. fence .. ' ' .. wg .. ' 1')\n"
 "    redis.call('HSET', k .. ':m', 'ctr', fence)\n"
 "    local wc = string.match(ws, '^(.*)~[^~]*$') or ws\n"
-"    redis.pcall('PUBLISH', P .. ':c:' .. T .. ':' .. wc, W .. ' ' .. fence .. ' ' .. m[3])\n"
+"    redis.pcall('PUBLISH', P .. ':c:' .. T .. ':' .. wc, ws .. ' ' .. W .. ' ' .. fence .. ' ' .. m[3])\n"
 "    return {0}\n"
 "  end\n"
 "end\n",
@@ -382,7 +384,7 @@ static const char *const simba__redis_lua[] = {
 "      seen[c .. ' ' .. name] = true\n"
 "      n = n + 1\n"
 "      if n > 16 and not all then return end\n"
-"      redis.pcall('PUBLISH', chan(e.s), '- 0 ' .. name)\n"
+"      redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
 "    end\n"
 "  end\n"
 "end\n"
@@ -418,8 +420,8 @@ static const char *const simba__redis_lua[] = {
 "  for _, id in ipairs(new) do\n"
 "    local e = R.ent[id]\n"
 "    if id ~= self then\n"
-"      if e.n > 1 then redis.pcall('PUBLISH', chan(e.s), '- 0 ' .. e.first)\n"
-"      else redis.pcall('PUBLISH', chan(e.s), id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"      if e.n > 1 then redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. e.first)\n"
+"      else redis.pcall('PUBLISH', chan(e.s), e.s .. ' ' .. id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
 "    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
@@ -1192,30 +1194,47 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
 
 /*--- pushes --------------------------------------------------------------------*/
 
-/* "<request> <fence> <name>" or "- 0 <name>". */
+/* One space-free field of a push at *p (advanced past it and its space). */
+static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
+    const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
+    if (!sp || sp == *p || (size_t)(sp - *p) > max) return 0;
+    *f = *p;
+    *n = (size_t)(sp - *p);
+    *p = sp + 1;
+    return 1;
+}
+
+/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
+   again). Parsed strictly: anything else is ignored (a push is only a hint;
+   the re-checks find what a lost one would have said). The session goes to
+   the core, which believes a grant only for its current session. */
 static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
-    char request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
-    const char *sp1 = (const char *)memchr(msg, ' ', len), *sp2, *p;
+    char session[SIMBA_MAX_SESSION + 1], request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
+    const char *p = msg, *end = msg + len, *sf, *rf, *ff;
+    size_t sl, rl, fl, nl, i;
     int64_t fence = 0;
-    size_t rl, nl;
-    if (!sp1) return;
-    sp2 = (const char *)memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - msg));
-    if (!sp2) return;
-    rl = (size_t)(sp1 - msg);
-    nl = len - (size_t)(sp2 + 1 - msg);
-    if (rl == 0 || rl > SIMBA__REDIS_MAX_REQUEST || nl == 0 || nl > SIMBA_MAX_NAME || sp2 == sp1 + 1) return;
-    for (p = sp1 + 1; p < sp2; p++) {
-        if (*p < '0' || *p > '9' || fence > (INT64_MAX - 9) / 10) return;
-        fence = fence * 10 + (*p - '0');
+    if (!simba__redis_push_field(&p, end, SIMBA_MAX_SESSION, &sf, &sl) ||
+        !simba__redis_push_field(&p, end, SIMBA__REDIS_MAX_REQUEST, &rf, &rl) ||
+        !simba__redis_push_field(&p, end, 19, &ff, &fl))
+        return;
+    for (i = 0; i < fl; i++) {
+        if (ff[i] < '0' || ff[i] > '9' || fence > (INT64_MAX - 9) / 10) return;
+        fence = fence * 10 + (ff[i] - '0');
     }
-    simba__redis_copy(request, sizeof request, msg, rl);
-    simba__redis_copy(name, sizeof name, sp2 + 1, nl);
+    nl = (size_t)(end - p);
+    if (nl == 0 || nl > SIMBA_MAX_NAME) return;
+    simba__redis_copy(name, sizeof name, p, nl);
     if (strlen(name) != nl || !simba__redis_name_ok(name)) return;
-    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if ((rl == 1 && request[0] == '-') || r->wait_replicas > 0 || fence <= 0)
+    if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
         simba_backend_wake(r->s, name, NULL, NULL, 0);
-    else
-        simba_backend_wake(r->s, name, NULL, request, fence); /* TODO(session in push) */
+        return;
+    }
+    simba__redis_copy(session, sizeof session, sf, sl);
+    simba__redis_copy(request, sizeof request, rf, rl);
+    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
+    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
+    else simba_backend_wake(r->s, name, session, request, fence);
 }
 
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {

@@ -1287,6 +1287,136 @@ static void t_redis_sigpipe(void) {
     CHECK_EQ(WEXITSTATUS(status), 0);
 }
 
+
+/* ---- pushes name the entry's session (issue #9, item 1) ---- */
+
+static simba_lock keyed_acquire(simba *s, const char *name, const char *key) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.key = key;
+    d.wait_ms = -1;
+    return simba_acquire(s, &d);
+}
+
+static long long numsub(redisContext *ad, const char *tenant, simba *s) {
+    char chan[256];
+    long long n = -1;
+    redisReply *r;
+    snprintf(chan, sizeof chan, "simba:c:%s:%s", tenant, simba_client_id(s));
+    r = cmd(ad, "PUBSUB NUMSUB %s", chan);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* A keyed waiter (request id k~job in every session) stalls; its
+   connections are killed, so its session is dropped locally while the
+   server still has it (lease = ttl + transition, 5.5 s here). It comes back
+   with a new session and asks again (EKEYBUSY: the old entry is alive). The
+   holder releases: the OLD session's entry is granted and the grant pushed
+   to the client. The new session must not take it for its own; when the old
+   session expires the third client is granted, and at no moment do two
+   clients believe they hold "x". (Before pushes named the session, the
+   waiter reported ACQUIRED and still believed 9 s later, with C holding.) */
+static void t_redis_keyed_dropped_session(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc, none = {0, 0};
+    redisContext *ad = admin();
+    char name[128];
+    int64_t end;
+    int both = 0, c_got = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    CHECK(ad != NULL);
+    a.s = new_client(tenant, "ka");
+    b.s = new_client_ex(&rd, tenant, "kb", 1500, 4000, 0);
+    c.s = new_client(tenant, "kc");
+    CHECK(a.s && b.s && c.s);
+    la = h_acquire(a.s, "x", -1);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = keyed_acquire(b.s, "x", "job");
+    h_run_for(cl, 3, 300);
+    lc = h_acquire(c.s, "x", -1);
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && !h_has(&c, lc, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(zcard_queue(ad, tenant, "x"), 3);
+    b.paused = 1;                                     /* a stalled process */
+    snprintf(name, sizeof name, "simba:%s", simba_client_id(b.s));
+    CHECK_EQ(kill_by_name(ad, name), 1);
+    snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(b.s));
+    CHECK_EQ(kill_by_name(ad, name), 1);
+    h_run_for(cl, 3, 2200);                           /* past b's ttl: its session is gone locally */
+    while (h_take(&b, none, SIMBA_EVENT_CONNECTED)) {}
+    b.paused = 0;
+    CHECK(h_expect(cl, 3, 1, none, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && numsub(ad, tenant, b.s) != 1;) h_pump(cl, 3, 20);
+    CHECK_EQ(numsub(ad, tenant, b.s), 1);             /* b hears its channel again */
+    h_run_for(cl, 3, 300);                            /* b's new session asked (EKEYBUSY) */
+    CHECK_EQ(zcard_queue(ad, tenant, "x"), 3);        /* the old session's entry is still there */
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);       /* grants the old session's entry: pushed to b */
+    for (end = h_real_ms() + 9000; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (simba_valid_ms(b.s, lb) > 0 && simba_valid_ms(c.s, lc) > 0) both = 1;
+        if (h_has(&c, lc, SIMBA_EVENT_ACQUIRED)) c_got = 1;
+        if (both) break;
+    }
+    if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) printf("  # b reported ACQUIRED\n");
+    CHECK(!both);                                     /* never two believing holders */
+    CHECK(c_got);                                     /* the old session expired: c's turn */
+    redisFree(ad);
+    simba_release(b.s, lb);
+    simba_release(c.s, lc);
+    h_run_for(cl, 3, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    simba_destroy(c.s);
+}
+
+/* The push fast path is back: a waiter named in a grant push is told
+   ACQUIRED without a POLL of its own (one script, the release, runs). With
+   pushes that carried no session each grant cost a POLL more. Up to three
+   tries, so that a keepalive that happens to fall in the window cannot
+   decide it. */
+static void t_redis_handoff_without_poll(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    redisContext *ad = admin();
+    int round, best = 99;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    a.s = new_client_ex(&rd, tenant, "fa", 10000, 10000, 60000);
+    b.s = new_client_ex(&rd, tenant, "fb", 10000, 10000, 60000);
+    for (round = 0; round < 3 && best > 1; round++) {
+        simba_lock la, lb;
+        long long before;
+        char nm[32];
+        snprintf(nm, sizeof nm, "fast-%d", round);
+        la = h_acquire(a.s, nm, -1);
+        CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+        lb = keyed_acquire(b.s, nm, "fast-job");
+        h_run_for(cl, 2, 300);
+        before = evalsha_calls(ad);
+        CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+        CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        h_run_for(cl, 2, 50);
+        if (evalsha_calls(ad) - before < best) best = (int)(evalsha_calls(ad) - before);
+        simba_release(b.s, lb);
+        h_run_for(cl, 2, 100);
+    }
+    printf("  # scripts from release to ACQUIRED: %d\n", best);
+    CHECK_EQ(best, 1);
+    redisFree(ad);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1334,6 +1464,8 @@ int main(int argc, char **argv) {
     RUN(t_redis_keepalive_is_o1);
     RUN(t_redis_hostile_array_header);
     RUN(t_redis_sigpipe);
+    RUN(t_redis_keyed_dropped_session);
+    RUN(t_redis_handoff_without_poll);
     RUN(t_redis_restart);
     return harness_summary();
 }
