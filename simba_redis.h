@@ -807,6 +807,23 @@ static int simba__redis_error_code(const char *msg) {
     return SIMBA_EBACKEND;
 }
 
+/* Errors that say "not now" rather than "no": a server loading its data
+   set (LOADING), running a script past lua-time-limit (BUSY), a replica
+   that lost its master (MASTERDOWN), a cluster slot on the move (TRYAGAIN).
+   They are retried like a disconnect: the connection is dropped and made
+   again with the backoff, so every op in flight (a RELEASE included) is
+   sent again once the server answers, and no op ends in an ERROR event. */
+static int simba__redis_transient(const char *msg) {
+    static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
+    size_t i;
+    if (!msg) return 0;
+    for (i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(msg, words[i], n) == 0 && (msg[n] == ' ' || msg[n] == 0)) return 1;
+    }
+    return 0;
+}
+
 static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
     if (q->prev) q->prev->next = q->next;
     else if (r->reqs == q) r->reqs = q->next;
@@ -1143,6 +1160,9 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
     if (rp->type == REDIS_REPLY_STRING && simba__redis_is_sha(rp->str, rp->len)) {
         memcpy(r->sha, rp->str, 40);
         r->sha[40] = 0;
+    } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_transient(rp->str)) {
+        /* not a refusal: EVAL would fail the same way now; connect again later */
+        simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
     } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_error_code(rp->str) == SIMBA_EAUTH &&
                !strstr(rp->str, "NOPERM")) {
         simba__redis_fail_conn(c, SIMBA_EAUTH, rp->str, rp->len);
@@ -1505,11 +1525,24 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     return SIMBA_OK;
 }
 
+/* A transient error (see simba__redis_transient): the op is answered
+   EDISCONNECTED (the core sends it again after the reconnect) and the
+   connection is dropped once hiredis's read returns. */
+static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
+    if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
+    simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
+}
+
 /* The WAIT stage: the grant is reported only when enough replicas have it. */
 static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
     char msg[96];
     if (rp->type == REDIS_REPLY_INTEGER && rp->integer >= r->wait_replicas) {
         simba__redis_complete(r, q, &q->saved);
+        return;
+    }
+    if (rp->type == REDIS_REPLY_ERROR && simba__redis_transient(rp->str)) {
+        simba__redis_retry_later(r, q, rp);
         return;
     }
     if (rp->type == REDIS_REPLY_ERROR) {
@@ -1535,6 +1568,10 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
         if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && !q->evaled) {
             q->evaled = 1;            /* the server lost the script (SCRIPT FLUSH, failover) */
             if (simba__redis_send(r, q) != SIMBA_OK) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
+            return;
+        }
+        if (simba__redis_transient(rp->str)) {
+            simba__redis_retry_later(r, q, rp);
             return;
         }
         simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);

@@ -1417,6 +1417,79 @@ static void t_redis_handoff_without_poll(void) {
 }
 
 
+/* ---- transient errors (issue #9, item 8) ---- */
+
+static int server_loading(redisContext *ad) {
+    redisReply *r = cmd(ad, "INFO persistence");
+    int loading = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "loading:1") != NULL;
+    if (r) freeReplyObject(r);
+    return loading;
+}
+
+/* The server answers -LOADING for seconds (DEBUG RELOAD of a data set that
+   loads slowly: key-load-delay, with events processed while loading): a
+   RELEASE, an ENQUEUE and a POLL that meet it are retried like after a
+   disconnect. No ERROR event, the release is done (the waiter gets the
+   lock), the new request is granted, and the script is used by SHA again
+   (not EVAL for the connection's life). */
+static void t_redis_loading_is_transient(void) {
+    const char *tenant = my_tenant();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc, none = {0, 0};
+    redisContext *ad = admin(), *ad2 = admin();
+    redisReply *r;
+    int64_t end;
+    int64_t t0;
+    int done = 0, i, saw_loading = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    CHECK(ad && ad2);
+    a.s = new_client(tenant, "la");
+    b.s = new_client(tenant, "lb");
+    c.s = new_client(tenant, "lc");
+    CHECK(a.s && b.s && c.s);
+    CHECK(h_hold_then_queue(cl, "ld", SOON, 300, &la, &lb));
+    CHECK(cmd_ok(ad, "DEBUG POPULATE 3000 simba-loading 64"));
+    CHECK(cmd_ok(ad, "CONFIG SET loading-process-events-interval-bytes 1024"));
+    CHECK(cmd_ok(ad, "CONFIG SET key-load-delay 1000"));     /* us per key: ~3 s of loading */
+    CHECK(redisAppendCommand(ad2, "DEBUG RELOAD") == REDIS_OK);
+    while (!done) CHECK(redisBufferWrite(ad2, &done) == REDIS_OK);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && !(saw_loading = server_loading(ad));) h_pump(cl, 3, 5);
+    CHECK(saw_loading);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);               /* meets -LOADING */
+    lc = h_acquire(c.s, "ld-2", -1);                          /* so does this ENQUEUE */
+    t0 = h_real_ms();
+    for (end = h_real_ms() + 4 * SOON; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && h_has(&c, lc, SIMBA_EVENT_ACQUIRED) &&
+            h_has(&a, la, SIMBA_EVENT_RELEASED) && !server_loading(ad))
+            break;
+    }
+    printf("  # loading, release and grants done in %lld ms\n", (long long)(h_real_ms() - t0));
+    CHECK(cmd_ok(ad, "CONFIG SET key-load-delay 0"));
+    r = cmd(ad2, "PING");                                     /* DEBUG RELOAD's answer came first */
+    if (r) freeReplyObject(r);
+    for (i = 0; i < 3; i++) CHECK(!h_has(cl[i], none, SIMBA_EVENT_ERROR));
+    CHECK(h_take(&a, la, SIMBA_EVENT_RELEASED) != NULL);
+    CHECK(h_take(&b, lb, SIMBA_EVENT_ACQUIRED) != NULL);
+    CHECK(h_take(&c, lc, SIMBA_EVENT_ACQUIRED) != NULL);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_LOST));
+    {   /* and EVALSHA is used again: a script run shows up as evalsha */
+        long long before = evalsha_calls(ad);
+        simba_release(b.s, lb);
+        CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_RELEASED, SOON) != NULL);
+        CHECK(evalsha_calls(ad) > before);
+    }
+    CHECK(cmd_ok(ad, "EVAL %s 0", "for i = 0, 2999 do redis.call('DEL', 'simba-loading:' .. i) end"));
+    redisFree(ad);
+    redisFree(ad2);
+    simba_release(c.s, lc);
+    h_run_for(cl, 3, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    simba_destroy(c.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1466,6 +1539,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_sigpipe);
     RUN(t_redis_keyed_dropped_session);
     RUN(t_redis_handoff_without_poll);
+    RUN(t_redis_loading_is_transient);
     RUN(t_redis_restart);
     return harness_summary();
 }
