@@ -157,7 +157,10 @@ extern "C" {
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
-     P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
+     P:epoch:{T} hash of tenant T: run (the server's run_id), grace (no grants before, ms)
+     P:epoch    the same, server-wide: only a marker that this server run kept its
+                data (then a new tenant need not wait); read and written with
+                pcall (the tenant users of docs/redis.md have no rights on it)
      P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
                 KEEPALIVE answer 1 + it as the admin epoch
    Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
@@ -217,18 +220,33 @@ static const char *const simba__redis_lua[] = {
 "    SX[s] = e\n"
 "  end\n"
 "  return e\n"
-"end\n"
-"-- restart grace: a missing epoch (data lost) or another run_id (restart,\n"
-"-- failover) holds every grant back for one lease\n"
+"end\n",
+"-- restart grace: a missing epoch of the tenant (data lost) or another run_id\n"
+"-- (restart, failover) holds every grant of the tenant back for one lease. The\n"
+"-- epoch is per tenant: no key is shared between tenants, so none can poison it\n"
+"-- for the others. P:epoch (the epoch of older versions) is only read, as a\n"
+"-- marker: when it says this server run kept its data, a missing tenant epoch\n"
+"-- is a new tenant, whose first grant need not wait. A user without rights on\n"
+"-- it (pcall) just waits one lease at its tenant's first use on a server run.\n"
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
-"    local k = P .. ':epoch'\n"
+"    local k = P .. ':epoch:{' .. T .. '}'\n"
 "    local v = redis.call('HMGET', k, 'run', 'grace')\n"
 "    local run = v[1]\n"
 "    GRACE = tonumber(v[2])\n"
 "    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
 "      GRACE = NOW + LEASE\n"
+"      local mk = P .. ':epoch'\n"
+"      local m = redis.pcall('HMGET', mk, 'run', 'grace')\n"
+"      if type(m) == 'table' and not m.err then\n"
+"        local mg = tonumber(m[2])\n"
+"        if m[1] and mg and not (RUN ~= '' and m[1] ~= '' and m[1] ~= RUN) then\n"
+"          if not run and mg < GRACE then GRACE = mg end\n"
+"        else\n"
+"          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE))\n"
+"        end\n"
+"      end\n"
 "      redis.call('HSET', k, 'run', RUN, 'grace', fmt(GRACE))\n"
 "    elseif run == '' and RUN ~= '' then\n"
 "      redis.call('HSET', k, 'run', RUN)\n"
@@ -801,8 +819,11 @@ static void simba__redis_report(simba__redis *r, int up, int err, const char *ms
 static int simba__redis_error_code(const char *msg) {
     if (!msg) return SIMBA_EBACKEND;
     if (strstr(msg, "SIMBA_EPROTO") || strstr(msg, "WRONGTYPE")) return SIMBA_EPROTO;
+    /* Redis 7 words an ACL refusal inside a script "The user executing the
+       script can't access/run/publish ..." (no NOPERM) */
     if (strstr(msg, "NOPERM") || strstr(msg, "NOAUTH") || strstr(msg, "WRONGPASS") ||
-        strstr(msg, "invalid password") || strstr(msg, "invalid username"))
+        strstr(msg, "invalid password") || strstr(msg, "invalid username") ||
+        strstr(msg, "The user executing the script can't"))
         return SIMBA_EAUTH;
     return SIMBA_EBACKEND;
 }

@@ -1490,6 +1490,126 @@ static void t_redis_loading_is_transient(void) {
     simba_destroy(c.s);
 }
 
+
+/* ---- tenant isolation (issue #9) ---- */
+
+/* The recipe of docs/redis.md for one tenant: every key and channel of the
+   tenant under its own patterns, nothing shared, simba's commands only. */
+static int acl_tenant_user(redisContext *ad, const char *user, const char *pw, const char *prefix,
+                           const char *tenant) {
+    return cmd_ok(ad, "ACL SETUSER %s reset on >%s "
+                      "~%s:{%s:* ~%s:s:{%s:* ~%s:a:{%s} ~%s:epoch:{%s} &%s:c:%s:* -@all " SIMBA_ACL_COMMANDS,
+                  user, pw, prefix, tenant, prefix, tenant, prefix, tenant, prefix, tenant, prefix, tenant);
+}
+
+/* Is r a NOPERM refusal? (frees r) */
+static int noperm(redisReply *r) {
+    int ok = r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "NOPERM") != NULL;
+    if (r && !ok) printf("  # not refused: type %d %s\n", r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* Tenant A's ACL user, under the recipe, attacks tenant B: it cannot read
+   B's queue (to learn request ids), forge a grant on B's channel, listen
+   to it, delete B's keys, set B's epoch (or the server-wide marker) to
+   hold grants back or let them through, or run simba's own script on B's
+   keys (a simba client of A's user that names tenant B gets SIMBA_EAUTH).
+   B's holder and waiter are untouched, and the hold is then handed over as
+   usual. (Before the epoch was per tenant, the recipe could not work at
+   all: every tenant's scripts needed the shared P:epoch key.) */
+static void t_redis_tenant_isolation(void) {
+    char ta[80], tb[80], base[1200], chan[400], msg[400], prefix[64];
+    simba_redis_desc ra = base_desc(), rb = base_desc();
+    h_client b1, b2, a1, ev, *cl[4];
+    simba_lock l1, l2, la, le, none = {0, 0};
+    simba_event *e;
+    redisContext *ad = admin_on(auth_port, auth_password), *u;
+    int64_t f1, end;
+    memset(&b1, 0, sizeof b1); memset(&b2, 0, sizeof b2); memset(&a1, 0, sizeof a1); memset(&ev, 0, sizeof ev);
+    cl[0] = &b1; cl[1] = &b2; cl[2] = &a1; cl[3] = &ev;
+    snprintf(ta, sizeof ta, "%s", my_tenant());
+    snprintf(tb, sizeof tb, "%s", my_tenant());
+    snprintf(prefix, sizeof prefix, "iso%ld", (long)getpid());
+    CHECK(ad != NULL);
+    CHECK(acl_tenant_user(ad, "tenant_a", "apw", prefix, ta));
+    CHECK(acl_tenant_user(ad, "tenant_b", "bpw", prefix, tb));
+    redisFree(ad);
+    ra.port = rb.port = auth_port;
+    ra.prefix = rb.prefix = prefix;
+    ra.user = "tenant_a"; ra.password = "apw";
+    rb.user = "tenant_b"; rb.password = "bpw";
+    /* B works under its own patterns: a holder and a keyed waiter */
+    b1.s = new_client_ex(&rb, tb, "b1", TTL, TRANSITION, 0);
+    b2.s = new_client_ex(&rb, tb, "b2", TTL, TRANSITION, 0);
+    a1.s = new_client_ex(&ra, ta, "a1", TTL, TRANSITION, 0);
+    CHECK(b1.s && b2.s && a1.s);
+    l1 = h_acquire(b1.s, "x", -1);
+    CHECK((e = h_expect(cl, 3, 0, l1, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON)) != NULL);
+    f1 = e->fence;
+    l2 = keyed_acquire(b2.s, "x", "job");
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(&b2, l2, SIMBA_EVENT_ACQUIRED));
+    /* A works too, on its own "x" */
+    la = h_acquire(a1.s, "x", -1);
+    CHECK(h_expect(cl, 3, 2, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    /* the attacks, as A's user */
+    u = admin_on(auth_port, NULL);
+    CHECK(u != NULL);
+    CHECK(cmd_ok(u, "AUTH tenant_a apw"));
+    CHECK(simba_redis_resource_key(prefix, tb, "x", base, sizeof base) > 0);
+    CHECK(noperm(cmd(u, "ZRANGE %s:q 0 -1", base)));                     /* read the queue */
+    CHECK(noperm(cmd(u, "HMGET %s:e k~job", base)));
+    snprintf(chan, sizeof chan, "%s:c:%s:%s", prefix, tb, simba_client_id(b2.s));
+    snprintf(msg, sizeof msg, "%s~0 k~job 4242 x", simba_client_id(b2.s));
+    CHECK(noperm(cmd(u, "PUBLISH %s %s", chan, msg)));                   /* forge a grant */
+    CHECK(noperm(cmd(u, "DEL %s:q %s:e %s:m", base, base, base)));      /* delete B's keys */
+    CHECK(noperm(cmd(u, "HSET %s:epoch:{%s} grace 99999999999999", prefix, tb)));  /* hold B back */
+    CHECK(noperm(cmd(u, "HSET %s:epoch run x grace 0", prefix)));       /* the shared marker */
+    CHECK(noperm(cmd(u, "HSET %s:a:{%s} x 1", prefix, tb)));
+    {   /* simba's own script on B's keys: EVAL of a delete */
+        size_t i, n = 1;
+        char *script;
+        for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+        script = (char *)malloc(n);
+        CHECK(script != NULL);
+        script[0] = 0;
+        for (i = 0; simba__redis_lua[i]; i++) strcat(script, simba__redis_lua[i]);
+        CHECK(noperm(cmd(u, "EVAL %s 1 %s delete %s %s - - 2500 '' 0 0 1 x 1 1", script, base, prefix, tb)));
+        free(script);
+    }
+    CHECK(noperm(cmd(u, "SUBSCRIBE %s", chan)));                         /* listen to B's grants */
+    redisFree(u);
+    /* a simba client with A's credentials that names tenant B */
+    h_logbuf[0] = 0;
+    ev.s = new_client_ex(&ra, tb, "evil", TTL, TRANSITION, 0);
+    CHECK(ev.s != NULL);
+    le = h_acquire(ev.s, "x", 3000);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && !h_has(&ev, le, SIMBA_EVENT_TIMEOUT) &&
+                                   !h_has(&ev, le, SIMBA_EVENT_ERROR);)
+        h_pump(cl, 4, 20);
+    CHECK(!h_has(&ev, le, SIMBA_EVENT_ACQUIRED));
+    CHECK(strstr(h_logbuf, "NOPERM") != NULL);                          /* SUBSCRIBE */
+    CHECK(strstr(h_logbuf, "can't access") != NULL);                    /* the script's keys */
+    CHECK(strstr(h_logbuf, simba_strerror(SIMBA_EAUTH)) != NULL);       /* said as EAUTH */
+    simba_destroy(ev.s);
+    ev.s = NULL;
+    /* B is intact: the holder holds, the waiter waits, then gets it */
+    h_run_for(cl, 3, 500);
+    CHECK(!h_has(&b1, none, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(b1.s, l1) > 0);
+    CHECK(!h_has(&b2, l2, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(b1.s, l1), SIMBA_OK);
+    CHECK((e = h_expect(cl, 3, 1, l2, SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
+    CHECK(e->fence > f1);
+    simba_release(b2.s, l2);
+    simba_release(a1.s, la);
+    h_run_for(cl, 3, 100);
+    simba_destroy(b1.s);
+    simba_destroy(b2.s);
+    simba_destroy(a1.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1540,6 +1660,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_keyed_dropped_session);
     RUN(t_redis_handoff_without_poll);
     RUN(t_redis_loading_is_transient);
+    RUN(t_redis_tenant_isolation);
     RUN(t_redis_restart);
     return harness_summary();
 }
