@@ -53,6 +53,14 @@
     comes from simba's allocator; this backend's own small state (the desc
     strings, the script text) uses malloc too.
 
+    Signals: hiredis writes with write(), which raises SIGPIPE on a
+    connection the server closed. simba never changes the process's signal
+    dispositions; it blocks SIGPIPE in the calling thread around its own
+    writes and consumes one that they raised (the libpq approach), so the
+    host survives with the default disposition. Replies are bounded (2^20
+    array elements, 64 MiB of one unfinished reply): more drops the
+    connection with SIMBA_EPROTO (docs/redis.md, failure behaviour).
+
     Known hiredis limitation: hiredis's async layer assert()s on a reply that
     answers no request (only a server that is not Redis sends one). Every
     reply simba is given is checked for shape and answered with SIMBA_EPROTO
@@ -642,7 +650,8 @@ typedef struct simba__redis_conn {
     int64_t deadline;           /* connect + handshake must be done by then; -1 none */
     int64_t retry_at;           /* next connect attempt; -1 none scheduled */
     int attempt;                /* failed attempts in a row, for the backoff */
-    long long too_big;          /* != 0: the reader refused an array header of this size */
+    long long too_big;          /* != 0: the reader refused a reply of this many array elements */
+    long long reply_elements;   /* array elements of the reply being read so far */
     const redisReplyObjectFunctions *dflt_fn;   /* hiredis's own (0.14: wrapped, see limits) */
 } simba__redis_conn;
 
@@ -897,8 +906,11 @@ enum {
 /* The reader's privdata is the connection (it reaches every read task). */
 static void *simba__redis_create_array(const redisReadTask *task, int elements) {
     simba__redis_conn *c = (simba__redis_conn *)task->privdata;
-    if (elements < 0 || elements > SIMBA__REDIS_MAX_ELEMENTS) {
-        c->too_big = elements;
+    /* the bound is on the whole reply (nested arrays add up), not one header */
+    if (!task->parent) c->reply_elements = 0;
+    c->reply_elements += elements;
+    if (elements < 0 || c->reply_elements > SIMBA__REDIS_MAX_ELEMENTS) {
+        c->too_big = c->reply_elements;
         return NULL;                               /* the reader fails: hiredis disconnects */
     }
     return c->dflt_fn->createArray(task, elements);
@@ -928,7 +940,7 @@ static redisReplyObjectFunctions simba__redis_limited_fn = {
 /* Put the limits on a new context's reader. */
 static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *ac) {
     redisReader *rd = ac->c.reader;
-    c->too_big = 0;
+    c->too_big = c->reply_elements = 0;
     if (!rd) return;
 #if HIREDIS_MAJOR < 1
     if (!rd->fn) return;            /* no object functions: replies are never built */
@@ -1736,8 +1748,8 @@ static short simba__redis_revents(const simba__redis_conn *c, const struct pollf
 static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
     if (c->too_big) {
         char why[160];
-        snprintf(why, sizeof why, "the server sent an array of %lld elements (more than %d: not an answer "
-                 "of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
+        snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
+                 "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
         if (c->ac) {                /* hiredis normally gave the context up already */
             c->lost = 0;
         }

@@ -1226,9 +1226,12 @@ static void hostile_array(const char *header, const char *count) {
 }
 
 static void t_redis_hostile_array_header(void) {
-    hostile_array("*50000000\r\n", "array of 50000000");
+    hostile_array("*50000000\r\n", "reply of 50000000 array");
     if (h_current_failed) return;
-    hostile_array("*2147483647\r\n", "array of 2147483647");
+    hostile_array("*2147483647\r\n", "reply of 2147483647 array");
+    if (h_current_failed) return;
+    /* nested headers, each under the bound, add up */
+    hostile_array("*2\r\n*600000\r\n*600000\r\n", "reply of 1200002 array");
 }
 
 /* SIGPIPE: the server closes our connections; the app keeps asking for
@@ -1491,6 +1494,78 @@ static void t_redis_loading_is_transient(void) {
 }
 
 
+/* Which error replies are "not now" (retried like a disconnect) and which
+   are answers. */
+static void t_redis_transient_words(void) {
+    CHECK(simba__redis_transient("LOADING Redis is loading the dataset in memory"));
+    CHECK(simba__redis_transient("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."));
+    CHECK(simba__redis_transient("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+    CHECK(simba__redis_transient("TRYAGAIN Multiple keys request during rehashing of slot"));
+    CHECK(simba__redis_transient("LOADING"));
+    CHECK(!simba__redis_transient("BUSYGROUP Consumer Group name already exists"));
+    CHECK(!simba__redis_transient("BUSYKEY Target key name already exists."));
+    CHECK(!simba__redis_transient("ERR Error running script: LOADING"));
+    CHECK(!simba__redis_transient("NOSCRIPT No matching script. Please use EVAL."));
+    CHECK(!simba__redis_transient("NOPERM this user has no permissions"));
+    CHECK(!simba__redis_transient(NULL));
+}
+
+/* -BUSY: another client's script runs past busy-reply-threshold for about
+   two seconds; a release and an enqueue that meet it are retried, no ERROR
+   event, the waiter gets the lock. (Leases are long enough to outlive it.) */
+static void t_redis_busy_is_transient(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc, none = {0, 0};
+    redisContext *ad = admin(), *ad2 = admin();
+    redisReply *r;
+    int64_t end;
+    int done = 0, i, busy = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    CHECK(ad && ad2);
+    a.s = new_client_ex(&rd, tenant, "ba", 5000, 3000, 0);
+    b.s = new_client_ex(&rd, tenant, "bb", 5000, 3000, 0);
+    c.s = new_client_ex(&rd, tenant, "bc", 5000, 3000, 0);
+    CHECK(a.s && b.s && c.s);
+    CHECK(h_hold_then_queue(cl, "busy", SOON, 300, &la, &lb));
+    CHECK(cmd_ok(ad, "CONFIG SET busy-reply-threshold 100"));
+    CHECK(redisAppendCommand(ad2, "EVAL %s 0", "local t0 = tonumber(redis.call('TIME')[1]) "
+                             "while tonumber(redis.call('TIME')[1]) < t0 + 2 do end return 1") == REDIS_OK);
+    while (!done) CHECK(redisBufferWrite(ad2, &done) == REDIS_OK);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && !busy;) {    /* PING answers BUSY meanwhile */
+        r = cmd(ad, "PING");
+        busy = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
+        if (r) freeReplyObject(r);
+        h_pump(cl, 3, 5);
+    }
+    CHECK(busy);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);                       /* meets -BUSY */
+    lc = h_acquire(c.s, "busy-2", -1);                                /* so does this ENQUEUE */
+    for (end = h_real_ms() + 4 * SOON; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && h_has(&c, lc, SIMBA_EVENT_ACQUIRED) &&
+            h_has(&a, la, SIMBA_EVENT_RELEASED))
+            break;
+    }
+    r = cmd(ad2, "PING");                                             /* the EVAL's answer */
+    if (r) freeReplyObject(r);
+    CHECK(cmd_ok(ad, "CONFIG SET busy-reply-threshold 5000"));
+    for (i = 0; i < 3; i++) CHECK(!h_has(cl[i], none, SIMBA_EVENT_ERROR));
+    CHECK(h_take(&a, la, SIMBA_EVENT_RELEASED) != NULL);
+    CHECK(h_take(&b, lb, SIMBA_EVENT_ACQUIRED) != NULL);
+    CHECK(h_take(&c, lc, SIMBA_EVENT_ACQUIRED) != NULL);
+    redisFree(ad);
+    redisFree(ad2);
+    simba_release(b.s, lb);
+    simba_release(c.s, lc);
+    h_run_for(cl, 3, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    simba_destroy(c.s);
+}
+
 /* ---- tenant isolation (issue #9) ---- */
 
 /* The recipe of docs/redis.md for one tenant: every key and channel of the
@@ -1695,6 +1770,8 @@ int main(int argc, char **argv) {
     RUN(t_redis_keyed_dropped_session);
     RUN(t_redis_handoff_without_poll);
     RUN(t_redis_loading_is_transient);
+    RUN(t_redis_transient_words);
+    RUN(t_redis_busy_is_transient);
     RUN(t_redis_tenant_isolation);
     RUN(t_redis_big_counters);
     RUN(t_redis_restart);
