@@ -166,8 +166,9 @@ extern "C" {
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
      P:epoch:{T} hash of tenant T: run (the server's run_id), grace (no grants before, ms)
-     P:epoch    the same, server-wide: only a marker that this server run kept its
-                data (then a new tenant need not wait); read and written with
+     P:epoch    run, grace, at (server ms it was written), server-wide: only a
+                marker that this server run kept its data since `at` (then a new
+                tenant waits until at + lease at most); read and written with
                 pcall (the tenant users of docs/redis.md have no rights on it)
      P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
                 KEEPALIVE answer 1 + it as the admin epoch
@@ -232,10 +233,10 @@ static const char *const simba__redis_lua[] = {
 "-- restart grace: a missing epoch of the tenant (data lost) or another run_id\n"
 "-- (restart, failover) holds every grant of the tenant back for one lease. The\n"
 "-- epoch is per tenant: no key is shared between tenants, so none can poison it\n"
-"-- for the others. P:epoch (the epoch of older versions) is only read, as a\n"
-"-- marker: when it says this server run kept its data, a missing tenant epoch\n"
-"-- is a new tenant, whose first grant need not wait. A user without rights on\n"
-"-- it (pcall) just waits one lease at its tenant's first use on a server run.\n"
+"-- for the others. P:epoch (the epoch of older versions) is only a marker: when\n"
+"-- it says this server run kept its data since 'at', a missing tenant epoch is a\n"
+"-- new tenant (or one lost before 'at'), whose grants wait only until at + lease.\n"
+"-- A user without rights on it (pcall) waits one lease at its tenant's first use.\n"
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
@@ -246,13 +247,15 @@ static const char *const simba__redis_lua[] = {
 "    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
 "      GRACE = NOW + LEASE\n"
 "      local mk = P .. ':epoch'\n"
-"      local m = redis.pcall('HMGET', mk, 'run', 'grace')\n"
+"      -- 'at': when the marker saw this server run first; a tenant lost before\n"
+"      -- then needs one lease (ours) from it, as its own epoch would have given\n"
+"      local m = redis.pcall('HMGET', mk, 'run', 'grace', 'at')\n"
 "      if type(m) == 'table' and not m.err then\n"
-"        local mg = tonumber(m[2])\n"
-"        if m[1] and mg and not (RUN ~= '' and m[1] ~= '' and m[1] ~= RUN) then\n"
-"          if not run and mg < GRACE then GRACE = mg end\n"
+"        local at = tonumber(m[3])\n"
+"        if m[1] and tonumber(m[2]) and not (RUN ~= '' and m[1] ~= '' and m[1] ~= RUN) then\n"
+"          if not run and at and at + LEASE < GRACE then GRACE = at + LEASE end\n"
 "        else\n"
-"          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE))\n"
+"          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE), 'at', fmt(NOW))\n"
 "        end\n"
 "      end\n"
 "      redis.call('HSET', k, 'run', RUN, 'grace', fmt(GRACE))\n"
