@@ -30,7 +30,7 @@
     server and judged by the server's clock (TIME) only. A second connection
     SUBSCRIBEs to this client's channel: when a release (or a purge of a dead
     session) grants a waiting entry, the script that did it PUBLISHes
-    "<request> <fence> <name>" to the new holder's client, which reports
+    "<session> <request> <fence> <name>" to the new holder's client, which reports
     ACQUIRED without another round trip. Lost messages only cost latency: the
     core re-checks waiters at the earliest expiry ahead of them and on its
     fallback period.
@@ -52,6 +52,14 @@
     context allocator: hiredis itself uses malloc; simba's per-request memory
     comes from simba's allocator; this backend's own small state (the desc
     strings, the script text) uses malloc too.
+
+    Signals: hiredis writes with write(), which raises SIGPIPE on a
+    connection the server closed. simba never changes the process's signal
+    dispositions; it blocks SIGPIPE in the calling thread around its own
+    writes and consumes one that they raised (the libpq approach), so the
+    host survives with the default disposition. Replies are bounded (2^20
+    array elements, 64 MiB of one unfinished reply): more drops the
+    connection with SIMBA_EPROTO (docs/redis.md, failure behaviour).
 
     Known hiredis limitation: hiredis's async layer assert()s on a reply that
     answers no request (only a server that is not Redis sends one). Every
@@ -120,6 +128,9 @@ SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, co
 #include <string.h>
 #include <stdio.h>
 #include <limits.h>
+#include <signal.h>
+#include <errno.h>
+#include <time.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
@@ -154,11 +165,17 @@ extern "C" {
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
-     P:epoch    hash: run (the server's run_id), grace (no grants before, ms)
+     P:epoch:{T} hash of tenant T: run (the server's run_id), grace (no grants before, ms)
+     P:epoch    run, grace, at (server ms it was written), server-wide: only a
+                marker that this server run kept its data since `at` (then a new
+                tenant waits until at + lease at most); read and written with
+                pcall (the tenant users of docs/redis.md have no rights on it)
      P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
                 KEEPALIVE answer 1 + it as the admin epoch
-   Channel P:c:T:<client id>: "<request> <fence> <name>" (a grant of a
-   single-resource request) or "- 0 <name>" (something changed: look again).
+   Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
+   of a single-resource request, to the session that owns the entry: a keyed
+   request id k~<key> is the same in every session of a client) or
+   "- - 0 <name>" (something changed: look again).
 
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
@@ -212,18 +229,35 @@ static const char *const simba__redis_lua[] = {
 "    SX[s] = e\n"
 "  end\n"
 "  return e\n"
-"end\n"
-"-- restart grace: a missing epoch (data lost) or another run_id (restart,\n"
-"-- failover) holds every grant back for one lease\n"
+"end\n",
+"-- restart grace: a missing epoch of the tenant (data lost) or another run_id\n"
+"-- (restart, failover) holds every grant of the tenant back for one lease. The\n"
+"-- epoch is per tenant: no key is shared between tenants, so none can poison it\n"
+"-- for the others. P:epoch (the epoch of older versions) is only a marker: when\n"
+"-- it says this server run kept its data since 'at', a missing tenant epoch is a\n"
+"-- new tenant (or one lost before 'at'), whose grants wait only until at + lease.\n"
+"-- A user without rights on it (pcall) waits one lease at its tenant's first use.\n"
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
-"    local k = P .. ':epoch'\n"
+"    local k = P .. ':epoch:{' .. T .. '}'\n"
 "    local v = redis.call('HMGET', k, 'run', 'grace')\n"
 "    local run = v[1]\n"
 "    GRACE = tonumber(v[2])\n"
 "    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
 "      GRACE = NOW + LEASE\n"
+"      local mk = P .. ':epoch'\n"
+"      -- 'at': when the marker saw this server run first; a tenant lost before\n"
+"      -- then needs one lease (ours) from it, as its own epoch would have given\n"
+"      local m = redis.pcall('HMGET', mk, 'run', 'grace', 'at')\n"
+"      if type(m) == 'table' and not m.err then\n"
+"        local at = tonumber(m[3])\n"
+"        if m[1] and tonumber(m[2]) and not (RUN ~= '' and m[1] ~= '' and m[1] ~= RUN) then\n"
+"          if not run and at and at + LEASE < GRACE then GRACE = at + LEASE end\n"
+"        else\n"
+"          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE), 'at', fmt(NOW))\n"
+"        end\n"
+"      end\n"
 "      redis.call('HSET', k, 'run', RUN, 'grace', fmt(GRACE))\n"
 "    elseif run == '' and RUN ~= '' then\n"
 "      redis.call('HSET', k, 'run', RUN)\n"
@@ -263,7 +297,7 @@ static const char *const simba__redis_lua[] = {
 "    redis.call('HSET', k .. ':e', W, ws .. ' ' .. ww .. ' ' .. fence .. ' ' .. wg .. ' 1')\n"
 "    redis.call('HSET', k .. ':m', 'ctr', fence)\n"
 "    local wc = string.match(ws, '^(.*)~[^~]*$') or ws\n"
-"    redis.pcall('PUBLISH', P .. ':c:' .. T .. ':' .. wc, W .. ' ' .. fence .. ' ' .. m[3])\n"
+"    redis.pcall('PUBLISH', P .. ':c:' .. T .. ':' .. wc, ws .. ' ' .. W .. ' ' .. fence .. ' ' .. m[3])\n"
 "    return {0}\n"
 "  end\n"
 "end\n",
@@ -288,7 +322,8 @@ static const char *const simba__redis_lua[] = {
 "    if not redis.call('GET', k .. ':t:' .. REQ) and NOW >= grace() then\n"
 "      -- (string.format is the slow part of Lua here: one call; ARGV are decimal already)\n"
 "      local f = math.max(ctr + 1, NOW_US)\n"
-"      local fs, seqs = fmt(f), tostring(seq)\n"
+"      -- (tostring writes 1e+14 from 10^14 on: fmt there, never a rounded counter)\n"
+"      local fs, seqs = fmt(f), seq < 1e14 and tostring(seq) or fmt(seq)\n"
 "      redis.call('ZADD', k .. ':q', seqs, REQ)\n"
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. k, '1')\n"
 "      redis.call('HSET', k .. ':e', REQ, SESS .. ' ' .. ARGV[13] .. ' ' .. fs .. ' ' .. ARGV[10] .. ' 1')\n"
@@ -379,7 +414,7 @@ static const char *const simba__redis_lua[] = {
 "      seen[c .. ' ' .. name] = true\n"
 "      n = n + 1\n"
 "      if n > 16 and not all then return end\n"
-"      redis.pcall('PUBLISH', chan(e.s), '- 0 ' .. name)\n"
+"      redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
 "    end\n"
 "  end\n"
 "end\n"
@@ -415,8 +450,8 @@ static const char *const simba__redis_lua[] = {
 "  for _, id in ipairs(new) do\n"
 "    local e = R.ent[id]\n"
 "    if id ~= self then\n"
-"      if e.n > 1 then redis.pcall('PUBLISH', chan(e.s), '- 0 ' .. e.first)\n"
-"      else redis.pcall('PUBLISH', chan(e.s), id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"      if e.n > 1 then redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. e.first)\n"
+"      else redis.pcall('PUBLISH', chan(e.s), e.s .. ' ' .. id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
 "    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
@@ -618,6 +653,9 @@ typedef struct simba__redis_conn {
     int64_t deadline;           /* connect + handshake must be done by then; -1 none */
     int64_t retry_at;           /* next connect attempt; -1 none scheduled */
     int attempt;                /* failed attempts in a row, for the backoff */
+    long long too_big;          /* != 0: the reader refused a reply of this many array elements */
+    long long reply_elements;   /* array elements of the reply being read so far */
+    const redisReplyObjectFunctions *dflt_fn;   /* hiredis's own (0.14: wrapped, see limits) */
 } simba__redis_conn;
 
 /* One operation in flight on the main connection. */
@@ -794,10 +832,30 @@ static void simba__redis_report(simba__redis *r, int up, int err, const char *ms
 static int simba__redis_error_code(const char *msg) {
     if (!msg) return SIMBA_EBACKEND;
     if (strstr(msg, "SIMBA_EPROTO") || strstr(msg, "WRONGTYPE")) return SIMBA_EPROTO;
+    /* Redis 7 words an ACL refusal inside a script "The user executing the
+       script can't access/run/publish ..." (no NOPERM) */
     if (strstr(msg, "NOPERM") || strstr(msg, "NOAUTH") || strstr(msg, "WRONGPASS") ||
-        strstr(msg, "invalid password") || strstr(msg, "invalid username"))
+        strstr(msg, "invalid password") || strstr(msg, "invalid username") ||
+        strstr(msg, "The user executing the script can't"))
         return SIMBA_EAUTH;
     return SIMBA_EBACKEND;
+}
+
+/* Errors that say "not now" rather than "no": a server loading its data
+   set (LOADING), running a script past lua-time-limit (BUSY), a replica
+   that lost its master (MASTERDOWN), a cluster slot on the move (TRYAGAIN).
+   They are retried like a disconnect: the connection is dropped and made
+   again with the backoff, so every op in flight (a RELEASE included) is
+   sent again once the server answers, and no op ends in an ERROR event. */
+static int simba__redis_transient(const char *msg) {
+    static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
+    size_t i;
+    if (!msg) return 0;
+    for (i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (strncmp(msg, words[i], n) == 0 && (msg[n] == ' ' || msg[n] == 0)) return 1;
+    }
+    return 0;
 }
 
 static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
@@ -830,6 +888,103 @@ static void simba__redis_complete_status(simba__redis *r, simba__redis_req *q, i
    the list only shrinks. */
 static void simba__redis_fail_all(simba__redis *r, int status, const char *msg) {
     while (r->reqs) simba__redis_complete_status(r, r->reqs, status, msg);
+}
+
+/*--- reply limits ------------------------------------------------------------------
+   hiredis 0.14 has no maxelements: it allocates the element pointers of an
+   array as soon as it reads the header, so "*2147483647" from a hostile or
+   broken server costs 16 GB (or a stall) before a single element arrives.
+   The reader's object functions are wrapped: an array header above what any
+   simba reply can be is refused (the reader fails, hiredis disconnects, we
+   report why), and an input buffer above SIMBA__REDIS_MAX_BUF is dropped
+   after the read that grew it. The largest replies simba asks for are
+   INSPECT (5 + 4 per entry of one queue) and the script text (SCRIPT LOAD
+   answers 40 bytes), so both bounds are far above honest traffic. */
+enum {
+    SIMBA__REDIS_MAX_ELEMENTS = 1 << 20,           /* an INSPECT of 262,000 entries */
+    SIMBA__REDIS_MAX_BUF = 64 * 1024 * 1024        /* unparsed input bytes */
+};
+
+#if HIREDIS_MAJOR < 1
+/* The reader's privdata is the connection (it reaches every read task). */
+static void *simba__redis_create_array(const redisReadTask *task, int elements) {
+    simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    /* the bound is on the whole reply (nested arrays add up), not one header */
+    if (!task->parent) c->reply_elements = 0;
+    c->reply_elements += elements;
+    if (elements < 0 || c->reply_elements > SIMBA__REDIS_MAX_ELEMENTS) {
+        c->too_big = c->reply_elements;
+        return NULL;                               /* the reader fails: hiredis disconnects */
+    }
+    return c->dflt_fn->createArray(task, elements);
+}
+static void *simba__redis_create_string(const redisReadTask *task, char *str, size_t len) {
+    return ((simba__redis_conn *)task->privdata)->dflt_fn->createString(task, str, len);
+}
+static void *simba__redis_create_integer(const redisReadTask *task, long long value) {
+    return ((simba__redis_conn *)task->privdata)->dflt_fn->createInteger(task, value);
+}
+static void *simba__redis_create_nil(const redisReadTask *task) {
+    return ((simba__redis_conn *)task->privdata)->dflt_fn->createNil(task);
+}
+/* freeObject gets no task: hiredis's default freeReplyObject is what every
+   0.14 context uses (and is public) */
+static void simba__redis_free_object(void *obj) { freeReplyObject(obj); }
+
+static redisReplyObjectFunctions simba__redis_limited_fn = {
+    simba__redis_create_string,
+    simba__redis_create_array,
+    simba__redis_create_integer,
+    simba__redis_create_nil,
+    simba__redis_free_object
+};
+#endif
+
+/* Put the limits on a new context's reader. */
+static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *ac) {
+    redisReader *rd = ac->c.reader;
+    c->too_big = c->reply_elements = 0;
+    if (!rd) return;
+#if HIREDIS_MAJOR < 1
+    if (!rd->fn) return;            /* no object functions: replies are never built */
+    c->dflt_fn = rd->fn;
+    rd->fn = &simba__redis_limited_fn;
+    rd->privdata = c;
+#else
+    rd->maxelements = SIMBA__REDIS_MAX_ELEMENTS;
+#endif
+}
+
+/*--- SIGPIPE ------------------------------------------------------------------------
+   hiredis writes with write(): on a connection the server has closed, that
+   raises SIGPIPE, whose default action kills the host. A library must not
+   change the process's dispositions, so (as libpq does) SIGPIPE is blocked in
+   the calling thread around our writes; one that became pending because of
+   them is consumed (sigtimedwait, zero timeout) before the mask is restored.
+   A SIGPIPE that was pending before is left alone. */
+typedef struct simba__redis_nopipe {
+    sigset_t old;
+    int active, was_pending;
+} simba__redis_nopipe;
+
+static void simba__redis_nopipe_begin(simba__redis_nopipe *g) {
+    sigset_t set, pend;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    g->active = pthread_sigmask(SIG_BLOCK, &set, &g->old) == 0;
+    g->was_pending = g->active && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE) == 1;
+}
+
+static void simba__redis_nopipe_end(simba__redis_nopipe *g) {
+    sigset_t set, pend;
+    if (!g->active) return;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    if (!g->was_pending && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE) == 1) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {}
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
@@ -979,6 +1134,7 @@ static void simba__redis_connect(simba__redis *r, simba__redis_conn *c) {
     c->ac = ac;
     ac->data = c;
     ac->ev.data = c;
+    simba__redis_limit_reader(c, ac);
     ac->ev.addRead = simba__redis_ev_add_read;
     ac->ev.delRead = simba__redis_ev_del_read;
     ac->ev.addWrite = simba__redis_ev_add_write;
@@ -1041,6 +1197,9 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
     if (rp->type == REDIS_REPLY_STRING && simba__redis_is_sha(rp->str, rp->len)) {
         memcpy(r->sha, rp->str, 40);
         r->sha[40] = 0;
+    } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_transient(rp->str)) {
+        /* not a refusal: EVAL would fail the same way now; connect again later */
+        simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
     } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_error_code(rp->str) == SIMBA_EAUTH &&
                !strstr(rp->str, "NOPERM")) {
         simba__redis_fail_conn(c, SIMBA_EAUTH, rp->str, rp->len);
@@ -1092,30 +1251,47 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
 
 /*--- pushes --------------------------------------------------------------------*/
 
-/* "<request> <fence> <name>" or "- 0 <name>". */
+/* One space-free field of a push at *p (advanced past it and its space). */
+static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
+    const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
+    if (!sp || sp == *p || (size_t)(sp - *p) > max) return 0;
+    *f = *p;
+    *n = (size_t)(sp - *p);
+    *p = sp + 1;
+    return 1;
+}
+
+/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
+   again). Parsed strictly: anything else is ignored (a push is only a hint;
+   the re-checks find what a lost one would have said). The session goes to
+   the core, which believes a grant only for its current session. */
 static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
-    char request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
-    const char *sp1 = (const char *)memchr(msg, ' ', len), *sp2, *p;
+    char session[SIMBA_MAX_SESSION + 1], request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
+    const char *p = msg, *end = msg + len, *sf, *rf, *ff;
+    size_t sl, rl, fl, nl, i;
     int64_t fence = 0;
-    size_t rl, nl;
-    if (!sp1) return;
-    sp2 = (const char *)memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - msg));
-    if (!sp2) return;
-    rl = (size_t)(sp1 - msg);
-    nl = len - (size_t)(sp2 + 1 - msg);
-    if (rl == 0 || rl > SIMBA__REDIS_MAX_REQUEST || nl == 0 || nl > SIMBA_MAX_NAME || sp2 == sp1 + 1) return;
-    for (p = sp1 + 1; p < sp2; p++) {
-        if (*p < '0' || *p > '9' || fence > (INT64_MAX - 9) / 10) return;
-        fence = fence * 10 + (*p - '0');
+    if (!simba__redis_push_field(&p, end, SIMBA_MAX_SESSION, &sf, &sl) ||
+        !simba__redis_push_field(&p, end, SIMBA__REDIS_MAX_REQUEST, &rf, &rl) ||
+        !simba__redis_push_field(&p, end, 19, &ff, &fl))
+        return;
+    for (i = 0; i < fl; i++) {
+        if (ff[i] < '0' || ff[i] > '9' || fence > (INT64_MAX - 9) / 10) return;
+        fence = fence * 10 + (ff[i] - '0');
     }
-    simba__redis_copy(request, sizeof request, msg, rl);
-    simba__redis_copy(name, sizeof name, sp2 + 1, nl);
+    nl = (size_t)(end - p);
+    if (nl == 0 || nl > SIMBA_MAX_NAME) return;
+    simba__redis_copy(name, sizeof name, p, nl);
     if (strlen(name) != nl || !simba__redis_name_ok(name)) return;
-    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if ((rl == 1 && request[0] == '-') || r->wait_replicas > 0 || fence <= 0)
+    if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
         simba_backend_wake(r->s, name, NULL, NULL, 0);
-    else
-        simba_backend_wake(r->s, name, NULL, request, fence); /* TODO(session in push) */
+        return;
+    }
+    simba__redis_copy(session, sizeof session, sf, sl);
+    simba__redis_copy(request, sizeof request, rf, rl);
+    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
+    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
+    else simba_backend_wake(r->s, name, session, request, fence);
 }
 
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
@@ -1386,11 +1562,24 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     return SIMBA_OK;
 }
 
+/* A transient error (see simba__redis_transient): the op is answered
+   EDISCONNECTED (the core sends it again after the reconnect) and the
+   connection is dropped once hiredis's read returns. */
+static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
+    if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
+    simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
+}
+
 /* The WAIT stage: the grant is reported only when enough replicas have it. */
 static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
     char msg[96];
     if (rp->type == REDIS_REPLY_INTEGER && rp->integer >= r->wait_replicas) {
         simba__redis_complete(r, q, &q->saved);
+        return;
+    }
+    if (rp->type == REDIS_REPLY_ERROR && simba__redis_transient(rp->str)) {
+        simba__redis_retry_later(r, q, rp);
         return;
     }
     if (rp->type == REDIS_REPLY_ERROR) {
@@ -1416,6 +1605,10 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
         if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && !q->evaled) {
             q->evaled = 1;            /* the server lost the script (SCRIPT FLUSH, failover) */
             if (simba__redis_send(r, q) != SIMBA_OK) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
+            return;
+        }
+        if (simba__redis_transient(rp->str)) {
+            simba__redis_retry_later(r, q, rp);
             return;
         }
         simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);
@@ -1504,8 +1697,11 @@ static int simba__redis_attach(void *impl, simba *s) {
    process() (the fd then polls as ready). */
 static void simba__redis_flush(simba__redis_conn *c) {
     int done = 0;
+    simba__redis_nopipe g;
     if (!c->ac || !c->connected || !c->want_write || c->ac->c.err) return;
+    simba__redis_nopipe_begin(&g);
     if (redisBufferWrite(&c->ac->c, &done) == REDIS_OK && done) c->want_write = 0;
+    simba__redis_nopipe_end(&g);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
@@ -1553,7 +1749,21 @@ static short simba__redis_revents(const simba__redis_conn *c, const struct pollf
 
 /* After hiredis ran: act on what its callbacks noted. */
 static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
-    if (c->lost) {
+    if (c->too_big) {
+        char why[160];
+        snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
+                 "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
+        if (c->ac) {                /* hiredis normally gave the context up already */
+            c->lost = 0;
+        }
+        c->too_big = 0;
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
+        char why[160];
+        snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
+                 "connection dropped", (int)SIMBA__REDIS_MAX_BUF);
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->lost) {
         char why[160];
         simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
         simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
@@ -1569,7 +1779,12 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     if (!c->ac) return;
     ev = simba__redis_revents(c, fds, nfds);
     if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
-    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) redisAsyncHandleWrite(c->ac);
+    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) {
+        simba__redis_nopipe g;
+        simba__redis_nopipe_begin(&g);
+        redisAsyncHandleWrite(c->ac);
+        simba__redis_nopipe_end(&g);
+    }
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
 }

@@ -17,6 +17,10 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <signal.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 
 enum { TTL = 1500, TRANSITION = 1000, SOON = 10000 };
 
@@ -1120,6 +1124,635 @@ static void t_redis_keepalive_is_o1(void) {
     CHECK(calls[0] <= 8);
 }
 
+
+/* ---- hostile servers and hostile sockets (issue #9, items 9 and 10) ---- */
+
+/* A fake "Redis" in a child process (its own process group): every
+   connection is answered, after its first bytes, with `header` and then a
+   stream of ":1\r\n" elements for up to 3 s or until the peer goes. Returns
+   the child's pid (kill(-pid) ends it and its helpers) and the port. */
+static pid_t fake_server(const char *header, int *port_out) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    pid_t pid;
+    if (lfd < 0) return -1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &len) != 0) { close(lfd); return -1; }
+    *port_out = ntohs(sa.sin_port);
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) { close(lfd); return -1; }
+    if (pid > 0) { close(lfd); return pid; }
+    setpgid(0, 0);
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) { if (errno == EINTR) continue; _exit(0); }
+        if (fork() == 0) {
+            static char junk[65536];
+            char in[4096];
+            int64_t end = h_real_ms() + 3000;
+            size_t i;
+            close(lfd);
+            for (i = 0; i + 4 <= sizeof junk; i += 4) memcpy(junk + i, ":1\r\n", 4);
+            if (recv(fd, in, sizeof in, 0) <= 0) _exit(0);
+            if (send(fd, header, strlen(header), MSG_NOSIGNAL) < 0) _exit(0);
+            while (h_real_ms() < end)
+                if (send(fd, junk, sizeof junk, MSG_NOSIGNAL) < 0) break;
+            _exit(0);
+        }
+        close(fd);
+    }
+}
+
+static void fake_server_stop(pid_t pid) {
+    if (pid <= 0) return;
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
+
+static long max_rss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* An array header no simba answer can have: the connection is dropped at
+   the header (not after 50 million elements were read and allocated),
+   reported as SIMBA_EPROTO with the reason, every tick returns quickly, and
+   memory stays small. */
+static void hostile_array(const char *header, const char *count) {
+    simba_redis_desc rd = base_desc();
+    h_client c, *cl[1];
+    simba_lock none = {0, 0};
+    simba_event *e;
+    int fport = 0;
+    long rss0 = max_rss_kb();
+    int64_t end, slowest = 0;
+    pid_t pid = fake_server(header, &fport);
+    CHECK(pid > 0);
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    rd.port = fport;
+    rd.connect_timeout_ms = 5000;      /* a timeout must not be what ends it */
+    h_logbuf[0] = 0;
+    c.s = new_client_ex(&rd, my_tenant(), "victim", TTL, TRANSITION, 0);
+    CHECK(c.s != NULL);
+    for (end = h_real_ms() + 4000; h_real_ms() < end && !h_has(&c, none, SIMBA_EVENT_DISCONNECTED);) {
+        int64_t t0 = h_real_ms();
+        h_pump(cl, 1, 20);
+        if (h_real_ms() - t0 > slowest) slowest = h_real_ms() - t0;
+    }
+    fake_server_stop(pid);
+    CHECK((e = h_take(&c, none, SIMBA_EVENT_DISCONNECTED)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EPROTO);
+    CHECK(strstr(h_logbuf, count) != NULL);
+    CHECK(slowest < 1000);                             /* no tick stalls on it */
+    CHECK(max_rss_kb() - rss0 < 100 * 1024);           /* kB: not hundreds of MB */
+    CHECK(!simba_connected(c.s));
+    simba_destroy(c.s);
+}
+
+static void t_redis_hostile_array_header(void) {
+    hostile_array("*50000000\r\n", "reply of 50000000 array");
+    if (h_current_failed) return;
+    hostile_array("*2147483647\r\n", "reply of 2147483647 array");
+    if (h_current_failed) return;
+    /* nested headers, each under the bound, add up */
+    hostile_array("*2\r\n*600000\r\n*600000\r\n", "reply of 1200002 array");
+}
+
+/* SIGPIPE: the server closes our connections; the app keeps asking for
+   locks and calls simba_pollfds twice per loop (sizing, then filling), each
+   of which writes. With the default disposition a write to the closed
+   socket would kill the process (exit by signal 13): it must survive, with
+   its signal mask as it was and no SIGPIPE left pending. Runs in a child. */
+static void t_redis_sigpipe(void) {
+    pid_t pid;
+    int status = 0;
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        h_client c, *cl[1];
+        simba_lock none = {0, 0};
+        redisContext *ad;
+        char name[128];
+        sigset_t mask, pend;
+        int i;
+        signal(SIGPIPE, SIG_DFL);
+        memset(&c, 0, sizeof c);
+        cl[0] = &c;
+        c.s = new_client(my_tenant(), "piped");
+        if (!c.s || !h_expect(cl, 1, 0, none, SIMBA_EVENT_CONNECTED, SOON)) _exit(3);
+        h_run_for(cl, 1, 200);                         /* the push connection too */
+        if (!(ad = admin())) _exit(4);
+        snprintf(name, sizeof name, "simba:%s", simba_client_id(c.s));
+        if (kill_by_name(ad, name) < 1) _exit(5);
+        snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(c.s));
+        kill_by_name(ad, name);
+        redisFree(ad);
+        sleep_ms(100);                            /* the server's FIN is here */
+        for (i = 0; i < 20; i++) {
+            struct pollfd fds[8];
+            int n;
+            snprintf(name, sizeof name, "p%d", i);
+            h_acquire(c.s, name, 1000);
+            n = simba_pollfds(c.s, NULL, 0);
+            if (n > 8) n = 8;
+            simba_pollfds(c.s, fds, n);
+            sleep_ms(20);                         /* the RST of the first write arrives */
+        }
+        sigemptyset(&mask);
+        pthread_sigmask(SIG_SETMASK, NULL, &mask);
+        if (sigismember(&mask, SIGPIPE)) _exit(6);
+        sigpending(&pend);
+        if (sigismember(&pend, SIGPIPE)) _exit(7);
+        h_run_for(cl, 1, 300);                         /* and it recovers */
+        simba_destroy(c.s);
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid);
+    if (WIFSIGNALED(status)) printf("  # child killed by signal %d\n", WTERMSIG(status));
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
+
+/* ---- pushes name the entry's session (issue #9, item 1) ---- */
+
+static simba_lock keyed_acquire(simba *s, const char *name, const char *key) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.key = key;
+    d.wait_ms = -1;
+    return simba_acquire(s, &d);
+}
+
+static long long numsub(redisContext *ad, const char *tenant, simba *s) {
+    char chan[256];
+    long long n = -1;
+    redisReply *r;
+    snprintf(chan, sizeof chan, "simba:c:%s:%s", tenant, simba_client_id(s));
+    r = cmd(ad, "PUBSUB NUMSUB %s", chan);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* A keyed waiter (request id k~job in every session) stalls; its
+   connections are killed, so its session is dropped locally while the
+   server still has it (lease = ttl + transition, 5.5 s here). It comes back
+   with a new session and asks again (EKEYBUSY: the old entry is alive). The
+   holder releases: the OLD session's entry is granted and the grant pushed
+   to the client. The new session must not take it for its own; when the old
+   session expires the third client is granted, and at no moment do two
+   clients believe they hold "x". (Before pushes named the session, the
+   waiter reported ACQUIRED and still believed 9 s later, with C holding.) */
+static void t_redis_keyed_dropped_session(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc, none = {0, 0};
+    redisContext *ad = admin();
+    char name[128];
+    int64_t end;
+    int both = 0, c_got = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    CHECK(ad != NULL);
+    a.s = new_client(tenant, "ka");
+    b.s = new_client_ex(&rd, tenant, "kb", 1500, 4000, 0);
+    c.s = new_client(tenant, "kc");
+    CHECK(a.s && b.s && c.s);
+    la = h_acquire(a.s, "x", -1);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = keyed_acquire(b.s, "x", "job");
+    h_run_for(cl, 3, 300);
+    lc = h_acquire(c.s, "x", -1);
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && !h_has(&c, lc, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(zcard_queue(ad, tenant, "x"), 3);
+    b.paused = 1;                                     /* a stalled process */
+    snprintf(name, sizeof name, "simba:%s", simba_client_id(b.s));
+    CHECK_EQ(kill_by_name(ad, name), 1);
+    snprintf(name, sizeof name, "simba-sub:%s", simba_client_id(b.s));
+    CHECK_EQ(kill_by_name(ad, name), 1);
+    h_run_for(cl, 3, 2200);                           /* past b's ttl: its session is gone locally */
+    while (h_take(&b, none, SIMBA_EVENT_CONNECTED)) {}
+    b.paused = 0;
+    CHECK(h_expect(cl, 3, 1, none, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && numsub(ad, tenant, b.s) != 1;) h_pump(cl, 3, 20);
+    CHECK_EQ(numsub(ad, tenant, b.s), 1);             /* b hears its channel again */
+    h_run_for(cl, 3, 300);                            /* b's new session asked (EKEYBUSY) */
+    CHECK_EQ(zcard_queue(ad, tenant, "x"), 3);        /* the old session's entry is still there */
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);       /* grants the old session's entry: pushed to b */
+    for (end = h_real_ms() + 9000; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (simba_valid_ms(b.s, lb) > 0 && simba_valid_ms(c.s, lc) > 0) both = 1;
+        if (h_has(&c, lc, SIMBA_EVENT_ACQUIRED)) c_got = 1;
+        if (both) break;
+    }
+    if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) printf("  # b reported ACQUIRED\n");
+    CHECK(!both);                                     /* never two believing holders */
+    CHECK(c_got);                                     /* the old session expired: c's turn */
+    redisFree(ad);
+    simba_release(b.s, lb);
+    simba_release(c.s, lc);
+    h_run_for(cl, 3, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    simba_destroy(c.s);
+}
+
+/* The push fast path is back: a waiter named in a grant push is told
+   ACQUIRED without a POLL of its own (one script, the release, runs). With
+   pushes that carried no session each grant cost a POLL more. Up to three
+   tries, so that a keepalive that happens to fall in the window cannot
+   decide it. */
+static void t_redis_handoff_without_poll(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    redisContext *ad = admin();
+    int round, best = 99;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(ad != NULL);
+    a.s = new_client_ex(&rd, tenant, "fa", 10000, 10000, 60000);
+    b.s = new_client_ex(&rd, tenant, "fb", 10000, 10000, 60000);
+    for (round = 0; round < 3 && best > 1; round++) {
+        simba_lock la, lb;
+        long long before;
+        char nm[32];
+        snprintf(nm, sizeof nm, "fast-%d", round);
+        la = h_acquire(a.s, nm, -1);
+        CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+        lb = keyed_acquire(b.s, nm, "fast-job");
+        h_run_for(cl, 2, 300);
+        before = evalsha_calls(ad);
+        CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+        CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        h_run_for(cl, 2, 50);
+        if (evalsha_calls(ad) - before < best) best = (int)(evalsha_calls(ad) - before);
+        simba_release(b.s, lb);
+        h_run_for(cl, 2, 100);
+    }
+    printf("  # scripts from release to ACQUIRED: %d\n", best);
+    CHECK_EQ(best, 1);
+    redisFree(ad);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+
+/* ---- transient errors (issue #9, item 8) ---- */
+
+static int server_loading(redisContext *ad) {
+    redisReply *r = cmd(ad, "INFO persistence");
+    int loading = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "loading:1") != NULL;
+    if (r) freeReplyObject(r);
+    return loading;
+}
+
+/* The server answers -LOADING for seconds (DEBUG RELOAD of a data set that
+   loads slowly: key-load-delay, with events processed while loading): a
+   RELEASE, an ENQUEUE and a POLL that meet it are retried like after a
+   disconnect. No ERROR event, the release is done (the waiter gets the
+   lock), the new request is granted, and the script is used by SHA again
+   (not EVAL for the connection's life). */
+static void t_redis_loading_is_transient(void) {
+    const char *tenant = my_tenant();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc, none = {0, 0};
+    redisContext *ad = admin(), *ad2 = admin();
+    redisReply *r;
+    int64_t end;
+    int64_t t0;
+    int done = 0, i, saw_loading = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    CHECK(ad && ad2);
+    a.s = new_client(tenant, "la");
+    b.s = new_client(tenant, "lb");
+    c.s = new_client(tenant, "lc");
+    CHECK(a.s && b.s && c.s);
+    CHECK(h_hold_then_queue(cl, "ld", SOON, 300, &la, &lb));
+    CHECK(cmd_ok(ad, "DEBUG POPULATE 3000 simba-loading 64"));
+    CHECK(cmd_ok(ad, "CONFIG SET loading-process-events-interval-bytes 1024"));
+    CHECK(cmd_ok(ad, "CONFIG SET key-load-delay 1000"));     /* us per key: ~3 s of loading */
+    CHECK(redisAppendCommand(ad2, "DEBUG RELOAD") == REDIS_OK);
+    while (!done) CHECK(redisBufferWrite(ad2, &done) == REDIS_OK);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && !(saw_loading = server_loading(ad));) h_pump(cl, 3, 5);
+    CHECK(saw_loading);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);               /* meets -LOADING */
+    lc = h_acquire(c.s, "ld-2", -1);                          /* so does this ENQUEUE */
+    t0 = h_real_ms();
+    for (end = h_real_ms() + 4 * SOON; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && h_has(&c, lc, SIMBA_EVENT_ACQUIRED) &&
+            h_has(&a, la, SIMBA_EVENT_RELEASED) && !server_loading(ad))
+            break;
+    }
+    printf("  # loading, release and grants done in %lld ms\n", (long long)(h_real_ms() - t0));
+    CHECK(cmd_ok(ad, "CONFIG SET key-load-delay 0"));
+    r = cmd(ad2, "PING");                                     /* DEBUG RELOAD's answer came first */
+    if (r) freeReplyObject(r);
+    for (i = 0; i < 3; i++) CHECK(!h_has(cl[i], none, SIMBA_EVENT_ERROR));
+    CHECK(h_take(&a, la, SIMBA_EVENT_RELEASED) != NULL);
+    CHECK(h_take(&b, lb, SIMBA_EVENT_ACQUIRED) != NULL);
+    CHECK(h_take(&c, lc, SIMBA_EVENT_ACQUIRED) != NULL);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_LOST));
+    {   /* and EVALSHA is used again: a script run shows up as evalsha */
+        long long before = evalsha_calls(ad);
+        simba_release(b.s, lb);
+        CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_RELEASED, SOON) != NULL);
+        CHECK(evalsha_calls(ad) > before);
+    }
+    CHECK(cmd_ok(ad, "EVAL %s 0", "for i = 0, 2999 do redis.call('DEL', 'simba-loading:' .. i) end"));
+    redisFree(ad);
+    redisFree(ad2);
+    simba_release(c.s, lc);
+    h_run_for(cl, 3, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    simba_destroy(c.s);
+}
+
+
+/* Which error replies are "not now" (retried like a disconnect) and which
+   are answers. */
+static void t_redis_transient_words(void) {
+    CHECK(simba__redis_transient("LOADING Redis is loading the dataset in memory"));
+    CHECK(simba__redis_transient("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."));
+    CHECK(simba__redis_transient("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+    CHECK(simba__redis_transient("TRYAGAIN Multiple keys request during rehashing of slot"));
+    CHECK(simba__redis_transient("LOADING"));
+    CHECK(!simba__redis_transient("BUSYGROUP Consumer Group name already exists"));
+    CHECK(!simba__redis_transient("BUSYKEY Target key name already exists."));
+    CHECK(!simba__redis_transient("ERR Error running script: LOADING"));
+    CHECK(!simba__redis_transient("NOSCRIPT No matching script. Please use EVAL."));
+    CHECK(!simba__redis_transient("NOPERM this user has no permissions"));
+    CHECK(!simba__redis_transient(NULL));
+}
+
+/* -BUSY: another client's script runs past busy-reply-threshold for about
+   two seconds; a release and an enqueue that meet it are retried, no ERROR
+   event, the waiter gets the lock. (Leases are long enough to outlive it.) */
+static void t_redis_busy_is_transient(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, c, *cl[3];
+    simba_lock la, lb, lc, none = {0, 0};
+    redisContext *ad = admin(), *ad2 = admin();
+    redisReply *r;
+    int64_t end;
+    int done = 0, i, busy = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    CHECK(ad && ad2);
+    a.s = new_client_ex(&rd, tenant, "ba", 5000, 3000, 0);
+    b.s = new_client_ex(&rd, tenant, "bb", 5000, 3000, 0);
+    c.s = new_client_ex(&rd, tenant, "bc", 5000, 3000, 0);
+    CHECK(a.s && b.s && c.s);
+    CHECK(h_hold_then_queue(cl, "busy", SOON, 300, &la, &lb));
+    CHECK(cmd_ok(ad, "CONFIG SET busy-reply-threshold 100"));
+    CHECK(redisAppendCommand(ad2, "EVAL %s 0", "local t0 = tonumber(redis.call('TIME')[1]) "
+                             "while tonumber(redis.call('TIME')[1]) < t0 + 2 do end return 1") == REDIS_OK);
+    while (!done) CHECK(redisBufferWrite(ad2, &done) == REDIS_OK);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && !busy;) {    /* PING answers BUSY meanwhile */
+        r = cmd(ad, "PING");
+        busy = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
+        if (r) freeReplyObject(r);
+        h_pump(cl, 3, 5);
+    }
+    CHECK(busy);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);                       /* meets -BUSY */
+    lc = h_acquire(c.s, "busy-2", -1);                                /* so does this ENQUEUE */
+    for (end = h_real_ms() + 4 * SOON; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && h_has(&c, lc, SIMBA_EVENT_ACQUIRED) &&
+            h_has(&a, la, SIMBA_EVENT_RELEASED))
+            break;
+    }
+    r = cmd(ad2, "PING");                                             /* the EVAL's answer */
+    if (r) freeReplyObject(r);
+    CHECK(cmd_ok(ad, "CONFIG SET busy-reply-threshold 5000"));
+    for (i = 0; i < 3; i++) CHECK(!h_has(cl[i], none, SIMBA_EVENT_ERROR));
+    CHECK(h_take(&a, la, SIMBA_EVENT_RELEASED) != NULL);
+    CHECK(h_take(&b, lb, SIMBA_EVENT_ACQUIRED) != NULL);
+    CHECK(h_take(&c, lc, SIMBA_EVENT_ACQUIRED) != NULL);
+    redisFree(ad);
+    redisFree(ad2);
+    simba_release(b.s, lb);
+    simba_release(c.s, lc);
+    h_run_for(cl, 3, 100);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    simba_destroy(c.s);
+}
+
+/* A tenant with no epoch on a server run the marker saw only just now (a
+   restart may have lost the tenant's keys while its holders still believe)
+   waits one lease of its own from then, whatever grace the marker's writer
+   (another tenant, with a shorter lease) had: a try-lock fails, a waiting
+   acquire is granted later. */
+static void t_redis_new_tenant_after_restart_marker(void) {
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    simba_lock l;
+    redisContext *ad = admin();
+    redisReply *r;
+    long long now_ms = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    r = cmd(ad, "TIME");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    now_ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    CHECK(cmd_ok(ad, "HSET simba:epoch grace 0 at %lld", now_ms));
+    a.s = new_client_ex(&rd, my_tenant(), "late", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    l = h_acquire(a.s, "m", 0);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
+    l = h_acquire(a.s, "m", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    CHECK(cmd_ok(ad, "HSET simba:epoch at 0"));      /* the next tests' tenants need not wait */
+    redisFree(ad);
+    simba_release(a.s, l);
+    h_run_for(cl, 1, 100);
+    simba_destroy(a.s);
+}
+
+/* ---- tenant isolation (issue #9) ---- */
+
+/* The recipe of docs/redis.md for one tenant: every key and channel of the
+   tenant under its own patterns, nothing shared, simba's commands only. */
+static int acl_tenant_user(redisContext *ad, const char *user, const char *pw, const char *prefix,
+                           const char *tenant) {
+    return cmd_ok(ad, "ACL SETUSER %s reset on >%s "
+                      "~%s:{%s:* ~%s:s:{%s:* ~%s:a:{%s} ~%s:epoch:{%s} &%s:c:%s:* -@all " SIMBA_ACL_COMMANDS,
+                  user, pw, prefix, tenant, prefix, tenant, prefix, tenant, prefix, tenant, prefix, tenant);
+}
+
+/* Is r a NOPERM refusal? (frees r) */
+static int noperm(redisReply *r) {
+    int ok = r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "NOPERM") != NULL;
+    if (r && !ok) printf("  # not refused: type %d %s\n", r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* Tenant A's ACL user, under the recipe, attacks tenant B: it cannot read
+   B's queue (to learn request ids), forge a grant on B's channel, listen
+   to it, delete B's keys, set B's epoch (or the server-wide marker) to
+   hold grants back or let them through, or run simba's own script on B's
+   keys (a simba client of A's user that names tenant B gets SIMBA_EAUTH).
+   B's holder and waiter are untouched, and the hold is then handed over as
+   usual. (Before the epoch was per tenant, the recipe could not work at
+   all: every tenant's scripts needed the shared P:epoch key.) */
+static void t_redis_tenant_isolation(void) {
+    char ta[80], tb[80], base[1200], chan[400], msg[400], prefix[64];
+    simba_redis_desc ra = base_desc(), rb = base_desc();
+    h_client b1, b2, a1, ev, *cl[4];
+    simba_lock l1, l2, la, le, none = {0, 0};
+    simba_event *e;
+    redisContext *ad = admin_on(auth_port, auth_password), *u;
+    int64_t f1, end;
+    memset(&b1, 0, sizeof b1); memset(&b2, 0, sizeof b2); memset(&a1, 0, sizeof a1); memset(&ev, 0, sizeof ev);
+    cl[0] = &b1; cl[1] = &b2; cl[2] = &a1; cl[3] = &ev;
+    snprintf(ta, sizeof ta, "%s", my_tenant());
+    snprintf(tb, sizeof tb, "%s", my_tenant());
+    snprintf(prefix, sizeof prefix, "iso%ld", (long)getpid());
+    CHECK(ad != NULL);
+    CHECK(acl_tenant_user(ad, "tenant_a", "apw", prefix, ta));
+    CHECK(acl_tenant_user(ad, "tenant_b", "bpw", prefix, tb));
+    redisFree(ad);
+    ra.port = rb.port = auth_port;
+    ra.prefix = rb.prefix = prefix;
+    ra.user = "tenant_a"; ra.password = "apw";
+    rb.user = "tenant_b"; rb.password = "bpw";
+    /* B works under its own patterns: a holder and a keyed waiter */
+    b1.s = new_client_ex(&rb, tb, "b1", TTL, TRANSITION, 0);
+    b2.s = new_client_ex(&rb, tb, "b2", TTL, TRANSITION, 0);
+    a1.s = new_client_ex(&ra, ta, "a1", TTL, TRANSITION, 0);
+    CHECK(b1.s && b2.s && a1.s);
+    l1 = h_acquire(b1.s, "x", -1);
+    CHECK((e = h_expect(cl, 3, 0, l1, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON)) != NULL);
+    f1 = e->fence;
+    l2 = keyed_acquire(b2.s, "x", "job");
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(&b2, l2, SIMBA_EVENT_ACQUIRED));
+    /* A works too, on its own "x" */
+    la = h_acquire(a1.s, "x", -1);
+    CHECK(h_expect(cl, 3, 2, la, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    /* the attacks, as A's user */
+    u = admin_on(auth_port, NULL);
+    CHECK(u != NULL);
+    CHECK(cmd_ok(u, "AUTH tenant_a apw"));
+    CHECK(simba_redis_resource_key(prefix, tb, "x", base, sizeof base) > 0);
+    CHECK(noperm(cmd(u, "ZRANGE %s:q 0 -1", base)));                     /* read the queue */
+    CHECK(noperm(cmd(u, "HMGET %s:e k~job", base)));
+    snprintf(chan, sizeof chan, "%s:c:%s:%s", prefix, tb, simba_client_id(b2.s));
+    snprintf(msg, sizeof msg, "%s~0 k~job 4242 x", simba_client_id(b2.s));
+    CHECK(noperm(cmd(u, "PUBLISH %s %s", chan, msg)));                   /* forge a grant */
+    CHECK(noperm(cmd(u, "DEL %s:q %s:e %s:m", base, base, base)));      /* delete B's keys */
+    CHECK(noperm(cmd(u, "HSET %s:epoch:{%s} grace 99999999999999", prefix, tb)));  /* hold B back */
+    CHECK(noperm(cmd(u, "HSET %s:epoch run x grace 0", prefix)));       /* the shared marker */
+    CHECK(noperm(cmd(u, "HSET %s:a:{%s} x 1", prefix, tb)));
+    {   /* simba's own script on B's keys: EVAL of a delete */
+        size_t i, n = 1;
+        char *script;
+        for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+        script = (char *)malloc(n);
+        CHECK(script != NULL);
+        script[0] = 0;
+        for (i = 0; simba__redis_lua[i]; i++) strcat(script, simba__redis_lua[i]);
+        CHECK(noperm(cmd(u, "EVAL %s 1 %s delete %s %s - - 2500 '' 0 0 1 x 1 1", script, base, prefix, tb)));
+        free(script);
+    }
+    CHECK(noperm(cmd(u, "SUBSCRIBE %s", chan)));                         /* listen to B's grants */
+    redisFree(u);
+    /* a simba client with A's credentials that names tenant B */
+    h_logbuf[0] = 0;
+    ev.s = new_client_ex(&ra, tb, "evil", TTL, TRANSITION, 0);
+    CHECK(ev.s != NULL);
+    le = h_acquire(ev.s, "x", 3000);
+    for (end = h_real_ms() + SOON; h_real_ms() < end && !h_has(&ev, le, SIMBA_EVENT_TIMEOUT) &&
+                                   !h_has(&ev, le, SIMBA_EVENT_ERROR);)
+        h_pump(cl, 4, 20);
+    CHECK(!h_has(&ev, le, SIMBA_EVENT_ACQUIRED));
+    CHECK(strstr(h_logbuf, "NOPERM") != NULL);                          /* SUBSCRIBE */
+    CHECK(strstr(h_logbuf, "can't access") != NULL);                    /* the script's keys */
+    CHECK(strstr(h_logbuf, simba_strerror(SIMBA_EAUTH)) != NULL);       /* said as EAUTH */
+    simba_destroy(ev.s);
+    ev.s = NULL;
+    /* B is intact: the holder holds, the waiter waits, then gets it */
+    h_run_for(cl, 3, 500);
+    CHECK(!h_has(&b1, none, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(b1.s, l1) > 0);
+    CHECK(!h_has(&b2, l2, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(b1.s, l1), SIMBA_OK);
+    CHECK((e = h_expect(cl, 3, 1, l2, SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
+    CHECK(e->fence > f1);
+    simba_release(b2.s, l2);
+    simba_release(a1.s, la);
+    h_run_for(cl, 3, 100);
+    simba_destroy(b1.s);
+    simba_destroy(b2.s);
+    simba_destroy(a1.s);
+}
+
+
+/* Counters past 2^31 and past 10^14 stay exact decimal integers in the
+   keys (item 3 of issue #9 on the Lua side: Lua numbers are doubles, exact
+   to 2^53, but tostring() writes 1e+14 from 10^14 on). */
+static void t_redis_big_counters(void) {
+    const char *tenant = my_tenant();
+    h_client a, *cl[1];
+    simba_lock l;
+    redisContext *ad = admin();
+    redisReply *r;
+    char base[1200];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    a.s = new_client(tenant, "big");
+    CHECK(a.s != NULL);
+    l = h_acquire(a.s, "big", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    CHECK(simba_redis_resource_key(NULL, tenant, "big", base, sizeof base) > 0);
+    CHECK(cmd_ok(ad, "HSET %s:m seq 99999999999999", base));
+    l = h_acquire(a.s, "big", -1);                   /* the uncontended fast path */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    r = cmd(ad, "HGET %s:m seq", base);
+    CHECK(r && r->type == REDIS_REPLY_STRING);
+    if (strcmp(r->str, "100000000000000") != 0) printf("  # seq written as %s\n", r->str);
+    CHECK(strcmp(r->str, "100000000000000") == 0);
+    freeReplyObject(r);
+    simba_release(a.s, l);
+    h_run_for(cl, 1, 100);
+    redisFree(ad);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1165,6 +1798,16 @@ int main(int argc, char **argv) {
     RUN(t_redis_admin_epoch_without_pushes);
     RUN(t_redis_wait_replicas);
     RUN(t_redis_keepalive_is_o1);
+    RUN(t_redis_hostile_array_header);
+    RUN(t_redis_sigpipe);
+    RUN(t_redis_keyed_dropped_session);
+    RUN(t_redis_handoff_without_poll);
+    RUN(t_redis_loading_is_transient);
+    RUN(t_redis_transient_words);
+    RUN(t_redis_busy_is_transient);
+    RUN(t_redis_tenant_isolation);
+    RUN(t_redis_new_tenant_after_restart_marker);
+    RUN(t_redis_big_counters);
     RUN(t_redis_restart);
     return harness_summary();
 }
