@@ -69,6 +69,7 @@ CASES = [
              A("c7", 7, 1, "m", 21, 1, 1, 7600, 9100), E("c7", 7, 1, "m", 21, 7700)], 0),
     ("a fault with no grant after it", BASE + [F("restart", 20000, 21000)], 1),
     ("a client that died by itself", BASE + ["X c1 1 - EXITED 0 5000000000"], 1),
+    ("a request that ended in ERROR under a transient fault", BASE + ["X c1 1 m ERROR -10 5000000000"], 1),
 ]
 
 

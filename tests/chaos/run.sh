@@ -21,7 +21,6 @@
 #             conn_kill     CLIENT KILL of every client connection
 #             server_pause  SIGSTOP redis-server for lease + 1 s
 #             loading       restart from a big RDB: -LOADING for seconds
-#                           (known bug, issue #9 item 8: only with CHAOS_KNOWN_BUGS=1)
 #   mysql     restart       crash + restart of mariadbd
 #             conn_kill     KILL of every connection to the database
 #             server_pause  SIGSTOP mariadbd for lease + 1 s
@@ -35,7 +34,7 @@
 #             not in this branch yet)
 #
 # Environment: CHAOS_TTL_MS (1500), CHAOS_TRANSITION_MS (1000), CHAOS_CLIENTS
-# (5), CHAOS_KNOWN_BUGS (0), CHAOS_FAULTS (a space-separated subset of kinds),
+# (5), CHAOS_FAULTS (a space-separated subset of kinds),
 # CHAOS_BIN (build/chaos_client; build/asan/chaos_client for ASan+UBSan clients, made by
 # `make build/asan/chaos_client`), CHAOS_LOGDIR (build/chaos: the log is kept
 # there as BACKEND.log). Exit status 0 when the checker passes.
@@ -59,7 +58,6 @@ export CHAOS_TTL_MS=${CHAOS_TTL_MS:-1500}
 export CHAOS_TRANSITION_MS=${CHAOS_TRANSITION_MS:-1000}
 LEASE_MS=$((CHAOS_TTL_MS + CHAOS_TRANSITION_MS))
 NCLIENTS=${CHAOS_CLIENTS:-5}
-KNOWN_BUGS=${CHAOS_KNOWN_BUGS:-0}
 LOGDIR=${CHAOS_LOGDIR:-build/chaos}
 mkdir -p "$LOGDIR"
 
@@ -96,8 +94,7 @@ redis)
     SRV_DIR=$(dirname "$SIMBA_REDIS_CTL")
     CLI=(redis-cli -h 127.0.0.1 -p "$SIMBA_REDIS_PORT")
     server_pid() { cat "$SRV_DIR/main.pid" 2>/dev/null; }
-    FAULTS="holder_stop holder_stop_ttl kill9 restart restart_aof conn_kill server_pause"
-    [ "$KNOWN_BUGS" = 1 ] && FAULTS="$FAULTS loading"
+    FAULTS="holder_stop holder_stop_ttl kill9 restart restart_aof conn_kill server_pause loading"
     ;;
 mysql)
     SRV_DIR=$(dirname "$SIMBA_MYSQL_CTL")
