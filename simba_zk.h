@@ -347,6 +347,8 @@ struct simba__zk {
     int negotiated;
     int64_t reinit_at;        /* when to make a new handle (-1: not waiting) */
     int attempts;
+    int64_t hold_until;       /* a connect failed: leave the library alone until then */
+    int conn_attempts;        /* failed connects since the last CONNECTED */
     char session[SIMBA_MAX_SESSION + 1];   /* the simba session on zsid, "" none yet */
     int64_t resetting_until;  /* after reset(): down until the library noticed, at most this */
     char fast_session[SIMBA_MAX_SESSION + 1];
@@ -584,6 +586,15 @@ static void simba__zk_fail(simba__zk_op *op, int status, const char *fmt, const 
 
 static void simba__zk_fail_rc(simba__zk_op *op, int rc, const char *what) {
     simba__zk_fail(op, simba__zk_status_of(rc, op->kind), "%s: %s", what, rc);
+}
+
+/* "A node is missing, retry" -- only if nothing worse happened first. A
+   parent refused with ZNOAUTH (a tenant node squatted by another digest
+   user) makes the entry's create fail with ZNONODE right after it: the
+   refusal is the story, a retry would only repeat it (it did, 30,000
+   requests in 5 s, and the core re-enqueues at once on SIMBA_ENOTFOUND). */
+static void simba__zk_missing(simba__zk_op *op) {
+    if (op->status == SIMBA_OK) op->status = SIMBA_ENOTFOUND;
 }
 
 /*--- children ------------------------------------------------------------------------------*/
@@ -939,7 +950,7 @@ static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     if (op && c->step == SIMBA__ZK_C_PING) {
         if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
     } else if (op && c->step == SIMBA__ZK_C_SET) {
-        if (rc == ZNONODE) op->status = SIMBA_ENOTFOUND;      /* create it, then set again */
+        if (rc == ZNONODE) simba__zk_missing(op);      /* create it, then set again */
         else if (rc != ZOK) simba__zk_fail_rc(op, rc, "setting the capacity");
     } else if (op && op->kind == SIMBA_OP_INSPECT) {
         if (rc == ZOK && st && c->index < op->nentries) op->entries[c->index].fence = st->czxid;
@@ -966,7 +977,7 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
             if (st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
             op->created = 1;
         } else if (rc == ZNONODE) {
-            op->status = SIMBA_ENOTFOUND;    /* a parent is missing: the op retries with parents */
+            simba__zk_missing(op);           /* a parent is missing: the op retries with parents */
         } else {
             simba__zk_fail_rc(op, rc, "creating the entry");
         }
@@ -977,7 +988,7 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
 
 static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
     if (rc == ZOK || rc == ZNODEEXISTS) return;
-    if (rc == ZNONODE) { op->status = SIMBA_ENOTFOUND; return; }   /* raced with a reaper: retry */
+    if (rc == ZNONODE) { simba__zk_missing(op); return; }   /* raced with a reaper: retry */
     simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
 }
 
@@ -994,7 +1005,7 @@ static void simba__zk_on_mcreate(simba__zk_call *c, simba__zk_op *op, int rc) {
         return;
     }
     for (i = 0; i < c->nresults; i++) if (c->results[i].err == ZNONODE) rc = ZNONODE;
-    if (rc == ZNONODE) op->status = SIMBA_ENOTFOUND;
+    if (rc == ZNONODE) simba__zk_missing(op);
     else simba__zk_fail_rc(op, rc, "creating the entries");
 }
 
@@ -1014,7 +1025,7 @@ static void simba__zk_on_void(int rc, const void *data) {
             if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "deleting an entry");
             break;
         case SIMBA__ZK_C_MDELETE:
-            if (rc == ZNOTEMPTY || rc == ZNONODE) op->status = SIMBA_ENOTFOUND;  /* changed: retry */
+            if (rc == ZNOTEMPTY || rc == ZNONODE) simba__zk_missing(op);  /* changed: retry */
             else if (rc != ZOK) simba__zk_fail_rc(op, rc, "deleting the resource");
             break;
         default: break;
@@ -1933,6 +1944,8 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
         zk->negotiated = zoo_recv_timeout(zh);
         zk->resetting_until = 0;
         zk->attempts = 0;
+        zk->conn_attempts = 0;
+        zk->hold_until = 0;
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         zk->expired = 1;
     } else if (state == ZOO_AUTH_FAILED_STATE) {
@@ -1942,13 +1955,37 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     }
 }
 
+/* A connection attempt failed (refused, reset, timed out) while not
+   connected. libzookeeper retries at once and hands out a fd that is
+   always ready (a refused port made the caller's loop spin at 100 % CPU,
+   ~500 connect()/s): back off like the other backends. The wait is capped
+   well below the session timeout, so a server that comes back is found
+   while the session still lives. */
+static void simba__zk_connect_failed(simba__zk *zk) {
+    int64_t now = simba__zk_now(zk);
+    int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 8;
+    if (zk->zstate == ZOO_CONNECTED_STATE || zk->hold_until > now) return;
+    if (cap < 50) cap = 50;
+    if (wait > cap) wait = cap;
+    zk->hold_until = now + wait;
+}
+
 static void simba__zk_refresh(simba__zk *zk) {
     struct timeval tv;
     int fd = -1, interest = 0, rc;
+    int64_t now;
     if (!zk->zh) { zk->fd = -1; return; }
+    now = simba__zk_now(zk);
+    if (zk->hold_until > now && zk->zstate != ZOO_CONNECTED_STATE) {
+        zk->fd = -1;
+        zk->interest = 0;
+        zk->next_ms = zk->hold_until;
+        return;
+    }
     tv.tv_sec = 0;
     tv.tv_usec = 0;
     rc = zookeeper_interest(zk->zh, &fd, &interest, &tv);
+    if (rc != ZOK && rc != ZNOTHING && rc != ZOPERATIONTIMEOUT) simba__zk_connect_failed(zk);
     if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) fd = -1;
     zk->fd = fd;
     zk->interest = fd >= 0 ? interest : 0;
@@ -1965,6 +2002,8 @@ static void simba__zk_open_handle(simba__zk *zk) {
     zk->parents_ok = 0;
     zk->expired = zk->auth_failed = zk->close_wanted = 0;
     zk->resetting_until = 0;
+    zk->hold_until = 0;
+    zk->conn_attempts = 0;
     zk->fd = -1;
     zk->zh = zookeeper_init2(zk->hosts, simba__zk_watcher, zk->timeout_ms, NULL, zk, 0,
                              zk->log_level > 0 ? (log_callback_fn)0 : simba__zk_silent_log);
@@ -2201,7 +2240,7 @@ static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
             if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
             if (fds[i].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
         }
-        if (events) (void)zookeeper_process(zk->zh, events);
+        if (events && zookeeper_process(zk->zh, events) == ZCONNECTIONLOSS) simba__zk_connect_failed(zk);
     }
     simba__zk_housekeeping(zk);
     simba__zk_refresh(zk);          /* connects, pings and times out; may complete calls */

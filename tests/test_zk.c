@@ -112,6 +112,19 @@ static int zk_wait_connected(h_client **cl, int n, int who, int ms) {
     return 0;
 }
 
+/* Pump until `lock` of client `who` has its first ACQUIRED, ERROR or
+   TIMEOUT (consumed), up to ms. */
+static simba_event *zk_expect_end(h_client **cl, int n, int who, simba_lock lock, int ms) {
+    int64_t end = h_real_ms() + ms;
+    for (;;) {
+        simba_event *e = h_take(cl[who], lock, SIMBA_EVENT_ACQUIRED);
+        if (!e) e = h_take(cl[who], lock, SIMBA_EVENT_ERROR);
+        if (!e) e = h_take(cl[who], lock, SIMBA_EVENT_TIMEOUT);
+        if (e || h_real_ms() >= end) return e;
+        h_pump(cl, n, 20);
+    }
+}
+
 /* ---- a raw ZooKeeper client for looking under the hood (async API + own loop:
    libzookeeper_st has no synchronous calls) ---- */
 
@@ -917,6 +930,88 @@ static void t_zk_unreachable(void) {
     zk_client_close(&a);
 }
 
+/* Nothing listening, driven the way an application does it (poll on the
+   fds for simba_timeout_ms, then tick): the loop must sleep between
+   reconnects (the backend's backoff), not spin on a fd that is always
+   ready. The old code spun ~12,000 times a second. */
+static void t_zk_refused_port_backs_off(void) {
+    simba *s;
+    simba_desc d;
+    int64_t end;
+    long iterations = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = make_zk_on("127.0.0.1:1", NULL);
+    d.tenant = zk_tenant();
+    d.ttl_ms = 1500;
+    d.transition_ms = 1000;
+    s = simba_create(&d);
+    CHECK(s != NULL);
+    for (end = h_real_ms() + 2000; h_real_ms() < end; iterations++) {
+        struct pollfd fds[8];
+        simba_event ev[16];
+        int n = simba_pollfds(s, fds, 8), t = simba_timeout_ms(s);
+        if (n < 0) n = 0;
+        if (n > 8) n = 8;
+        if (t < 0 || t > 200) t = 200;
+        poll(fds, (nfds_t)n, t);
+        (void)simba_tick(s, fds, n, ev, 16);
+    }
+    printf("  # %ld loop iterations in 2 s on a refused port\n", iterations);
+    simba_destroy(s);
+    CHECK(iterations < 200);
+}
+
+/* The "Received:" counter of the standalone server's srvr answer. */
+static long long server_received(void) {
+    char out[2048];
+    const char *p;
+    if (!ctl("srvr s", out, sizeof out)) return -1;
+    p = strstr(out, "Received: ");
+    return p ? atoll(p + 10) : -1;
+}
+
+/* Another digest user created the tenant node first (squatting): our
+   acquire must end at once as an ERROR with SIMBA_EAUTH, after a handful of
+   requests. The old code turned the refusal into "not found", retried, and
+   the core re-enqueued at once: ~30,000 requests in 5 s, then TIMEOUT with
+   error 0. */
+static void t_zk_squatted_tenant_is_eauth(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_event *e;
+    char path[256];
+    raw sq;
+    long long before, after;
+    cl[0] = &a.h;
+    CHECK(raw_open(&sq, zk_hosts, NULL, "squatter:x"));
+    sq.done = 0;
+    CHECK_EQ(zoo_acreate(sq.zh, "/simba", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, raw_string_done, &sq), ZOK);
+    CHECK(raw_loop(&sq, &sq.done, 10000));
+    CHECK(sq.rc == ZOK || sq.rc == ZNODEEXISTS);
+    tenant_path(path, sizeof path, tenant);
+    sq.done = 0;
+    CHECK_EQ(zoo_acreate(sq.zh, path, NULL, -1, &ZOO_CREATOR_ALL_ACL, 0, raw_string_done, &sq), ZOK);
+    CHECK(raw_loop(&sq, &sq.done, 10000));
+    CHECK_EQ(sq.rc, ZOK);
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "victim", "victim:y", 1500, 1000));
+    CHECK(zk_wait_connected(cl, 1, 0, 10000));
+    h_run_for(cl, 1, 300);                       /* the session is open */
+    before = server_received();
+    l = zk_acquire(&a, "r", 3000);
+    e = zk_expect_end(cl, 1, 0, l, 5000);
+    after = server_received();
+    printf("  # %lld requests for one acquire\n", after - before);
+    CHECK(e != NULL);
+    CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    CHECK(before >= 0 && after >= 0);
+    CHECK(after - before < 100);
+    raw_close(&sq);
+    zk_client_close(&a);
+}
+
 static char logged[4096];
 static void capture_log(void *user, simba_log_level level, const char *msg) {
     size_t n = strlen(logged);
@@ -973,10 +1068,12 @@ int main(int argc, char **argv) {
     conformance_run(&b, h_filter, &h_passed, &h_failed);
     RUN(t_zk_bad_options);
     RUN(t_zk_unreachable);
+    RUN(t_zk_refused_port_backs_off);
     RUN(t_zk_lease_above_server_max);
     RUN(t_zk_names_encoded);
     RUN(t_zk_garbage_in_the_tree);
     RUN(t_zk_digest_acl);
+    RUN(t_zk_squatted_tenant_is_eauth);
     RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_handoff_from_watch);
     RUN(t_zk_delete_is_no_handoff);
