@@ -220,7 +220,8 @@ enum {
     SIMBA__ZK_C_WATCH_KIDS,   /* awget_children: changed since our read = wake */
     SIMBA__ZK_C_WATCH_SELF,   /* awexists of our own entry: gone = forget the predecessor */
     SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
-    SIMBA__ZK_C_AUTH          /* zoo_add_auth */
+    SIMBA__ZK_C_AUTH,         /* zoo_add_auth */
+    SIMBA__ZK_C_SYNC          /* async (sync) of the base path: the keepalive reached the leader */
 };
 
 /* Phases of an operation: each phase is one flight of pipelined calls. */
@@ -1067,7 +1068,11 @@ static void simba__zk_on_string(int rc, const char *value, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
     (void)value;
-    if (op) simba__zk_on_parent(c, op, rc);
+    if (op && c->step == SIMBA__ZK_C_SYNC) {
+        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "sync with the quorum");
+    } else if (op) {
+        simba__zk_on_parent(c, op, rc);
+    }
     simba__zk_call_free(c->zk, c);
     if (op) simba__zk_op_advance(op);
 }
@@ -1189,9 +1194,23 @@ static void simba__zk_issue_delete(simba__zk *zk, simba__zk_op *op, const char *
     if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting an entry");
 }
 
+/* The session round trip of OPEN and KEEPALIVE, on which the core extends
+   every hold to send time + ttl. A read alone proves nothing: a follower
+   cut off from the leader answers it locally (for up to syncLimit x
+   tickTime) while the leader, which alone expires sessions, hears nothing
+   from us, and another client on the majority is granted once it expires
+   our session (t_zk_partitioned_follower_no_overlap: two believing holders
+   for ~1 s in every run before). So a sync goes first: the server sends it
+   to the leader and answers it, and the read queued behind it, only once
+   the leader did. A cut-off follower never answers, the keepalive times
+   out, and the hold ends at the last keepalive that reached the leader. */
 static void simba__zk_issue_ping(simba__zk_op *op) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
     int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
+    if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return; }
+    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
     if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "session round trip");

@@ -665,6 +665,82 @@ static void t_zk_ensemble_failover(void) {
     CHECK(ctl(args, NULL, 0));
 }
 
+/* Issue #9 item 6. A client connected only to follower F is granted; then
+   F (with the client still talking to it) is cut from the leader and the
+   other follower, silently: the proxies on F's member links stop
+   forwarding without closing anything. F answers reads locally until it
+   notices (syncLimit x tickTime = 2 s here). B, on the majority, queues
+   behind A and is granted when the leader expires A's session. A must have
+   stopped believing by then: a keepalive counts only when it proved
+   contact with the quorum. (Before: A's exists() keepalives were answered
+   by F alone and extended the hold past B's grant, in every run.) */
+static void t_zk_partitioned_follower_no_overlap(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    char args[64], mode[64], fhost[64], bhosts[160], out[64];
+    int f = 0, n, b_granted = 0, partitioned = 0;
+    int64_t cut, end, a_end = -1, b_at = -1;
+    cl[0] = &a.h; cl[1] = &b.h;
+    CHECK(ensemble());
+    if (!ctl("phosts 1", out, sizeof out)) {
+        printf("  # the ensemble has no proxies: run with SIMBA_ZK_PROXY (make test-zk sets it)\n");
+        CHECK(0);
+    }
+    for (n = 1; n <= 3 && !f; n++) {
+        snprintf(args, sizeof args, "mode %d", n);
+        if (ctl(args, mode, sizeof mode) && strcmp(mode, "follower") == 0) f = n;
+    }
+    CHECK(f != 0);
+    snprintf(args, sizeof args, "hosts %d", f);
+    CHECK(ctl(args, fhost, sizeof fhost));
+    bhosts[0] = 0;
+    for (n = 1; n <= 3; n++) {
+        char h[64];
+        if (n == f) continue;
+        snprintf(args, sizeof args, "hosts %d", n);
+        CHECK(ctl(args, h, sizeof h));
+        snprintf(bhosts + strlen(bhosts), sizeof bhosts - strlen(bhosts), "%s%s", bhosts[0] ? "," : "", h);
+    }
+    CHECK(zk_client_open(&a, fhost, tenant, "a", NULL, 1500, 1000));
+    CHECK(zk_client_open(&b, bhosts, tenant, "b", NULL, 1500, 1000));
+    la = zk_acquire(&a, "part", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    lb = zk_acquire(&b, "part", -1);
+    h_run_for(cl, 2, 600);                           /* B's entry is queued behind A's */
+    CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
+    snprintf(args, sizeof args, "partition %d", f);
+    CHECK(ctl(args, NULL, 0));
+    partitioned = 1;
+    cut = h_real_ms();
+    for (end = cut + 20000; h_real_ms() < end && !b_granted;) {
+        h_pump(cl, 2, 10);
+        if (a_end < 0 && simba_valid_ms(a.h.s, la) <= 0) a_end = h_real_ms();
+        if (h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED)) {
+            b_granted = 1;
+            b_at = h_real_ms();
+            if (simba_valid_ms(a.h.s, la) > 0) {
+                printf("  # B granted %lld ms after the cut while A still believes for %lld ms\n",
+                       (long long)(b_at - cut), (long long)simba_valid_ms(a.h.s, la));
+            }
+        }
+    }
+    if (b_granted && a_end >= 0)
+        printf("  # A stopped believing %lld ms after the cut, B granted after %lld ms\n",
+               (long long)(a_end - cut), (long long)(b_at - cut));
+    snprintf(args, sizeof args, "heal %d", f);
+    if (partitioned) CHECK(ctl(args, NULL, 0));
+    CHECK(b_granted);
+    CHECK(a_end >= 0 && a_end <= b_at);
+    snprintf(args, sizeof args, "wait %d", f);
+    CHECK(ctl(args, NULL, 0));
+    CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&b);
+}
+
 /* Digest ACLs: what alice creates, mallory (other credentials) and an
    anonymous client can neither list, change nor delete; mallory's simba gets
    SIMBA_EAUTH, alice's hold is untouched. */
@@ -1084,6 +1160,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_server_pause_short);
     RUN(t_zk_session_killed);
     RUN(t_zk_ensemble_failover);
+    RUN(t_zk_partitioned_follower_no_overlap);
     RUN(t_zk_containers_cleaned);
     return harness_summary();
 }
