@@ -221,7 +221,8 @@ enum {
     SIMBA__ZK_C_WATCH_SELF,   /* awexists of our own entry: gone = forget the predecessor */
     SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
     SIMBA__ZK_C_AUTH,         /* zoo_add_auth */
-    SIMBA__ZK_C_SYNC          /* async (sync) of the base path: the keepalive reached the leader */
+    SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
+    SIMBA__ZK_C_OWNER         /* aexists of a child named like ours: whose is it? */
 };
 
 /* Phases of an operation: each phase is one flight of pipelined calls. */
@@ -235,7 +236,8 @@ enum {
     SIMBA__ZK_P_PING,
     SIMBA__ZK_P_SET,
     SIMBA__ZK_P_CREATE_RES,   /* SET_CAPACITY of a missing resource */
-    SIMBA__ZK_P_MDELETE
+    SIMBA__ZK_P_MDELETE,
+    SIMBA__ZK_P_OWNERS        /* STAT of children named like ours whose owner we do not know */
 };
 
 /* One child of a resource node, parsed. */
@@ -245,6 +247,7 @@ typedef struct simba__zk_kid {
     char *request;
     int weight;
     long long seq;
+    int64_t owner, czxid;     /* named like ours: from a stat; owner 0 unknown, -1 gone */
 } simba__zk_kid;
 
 /* One resource of an operation. */
@@ -953,6 +956,14 @@ static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     } else if (op && c->step == SIMBA__ZK_C_SET) {
         if (rc == ZNONODE) simba__zk_missing(op);      /* create it, then set again */
         else if (rc != ZOK) simba__zk_fail_rc(op, rc, "setting the capacity");
+    } else if (op && c->step == SIMBA__ZK_C_OWNER) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (c->nkids < r->nkids) {
+            simba__zk_kid *kid = &r->kids[c->nkids];
+            if (rc == ZOK && st) { kid->owner = st->ephemeralOwner ? st->ephemeralOwner : -1; kid->czxid = st->czxid; }
+            else if (rc == ZNONODE) kid->owner = -1;
+            else simba__zk_fail_rc(op, rc, "reading an entry");
+        }
     } else if (op && op->kind == SIMBA_OP_INSPECT) {
         if (rc == ZOK && st && c->index < op->nentries) op->entries[c->index].fence = st->czxid;
         else if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "reading an entry");
@@ -1319,14 +1330,20 @@ static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
     return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
 }
 
-/* Walk a queue from its head: granted entries, our position and grant. A
-   second entry of ours (a create that was retried after a lost answer and
-   still went through) is deleted, never counted as ours. */
+/* Walk a queue from its head: granted entries, our position and grant.
+   A child named like ours (our session and request id) is ours only if it
+   is the node our create returned (r->mine, kept in the mine cache), or,
+   when we do not know that name (a create whose answer was lost), if its
+   ephemeralOwner is our ZooKeeper session (simba__zk_need_owners stats it
+   first). Anyone with create rights can read our names and plant such a
+   child: it is someone else's entry and counts like any other. Only a
+   second child proven ours (a retried create that still went through) is
+   deleted. */
 static void simba__zk_eval(simba__zk_op *op, int i) {
     simba__zk *zk = op->zk;
     simba__zk_rs *r = &op->res[i];
     long long sum = 0;
-    int k;
+    int k, known = r->mine != NULL;
     r->pos = -1;
     r->granted = 0;
     for (k = 0; k < r->nkids; k++) {
@@ -1334,19 +1351,20 @@ static void simba__zk_eval(simba__zk_op *op, int i) {
         int eff = simba__zk_eff(kid->weight, r->capacity);
         int granted = sum + eff <= r->capacity;
         if (op->request && simba__zk_is_ours(op, kid)) {
-            if (r->pos < 0) {
+            int ours = known ? strcmp(r->mine, kid->node) == 0 : (zk->zsid != 0 && kid->owner == zk->zsid);
+            if (ours && r->pos < 0) {
                 r->pos = k;
                 r->granted = granted;
-                if (!r->mine || strcmp(r->mine, kid->node) != 0) {
-                    simba__zk_free(zk, r->mine);
+                if (!known) {
                     r->mine = simba__zk_strdup(zk, kid->node);
-                    r->czxid = r->owner = 0;
+                    r->czxid = kid->czxid;
+                    r->owner = kid->owner;
                     r->was_granted = 0;
                 }
                 /* a grant is kept until the entry is removed, even if the capacity
                    shrank since (the prefix rule still makes everyone behind wait) */
                 if (r->was_granted) r->granted = 1;
-            } else {
+            } else if (!known && zk->zsid != 0 && kid->owner == zk->zsid) {
                 char path[SIMBA__ZK_PATH_MAX];
                 simba__zk_entry_path(r, kid->node, path, sizeof path);
                 simba__zk_issue_delete(zk, NULL, path);
@@ -1354,6 +1372,34 @@ static void simba__zk_eval(simba__zk_op *op, int i) {
         }
         sum += eff;
     }
+}
+
+/* Before evaluating a read whose queues hold children named like ours that
+   we cannot tell apart (our node name unknown): stat each of them for its
+   ephemeralOwner. Returns 1 if calls went out (phase P_OWNERS). */
+static int simba__zk_need_owners(simba__zk_op *op) {
+    int i, k, sent = 0;
+    if (!op->request) return 0;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (r->mine) continue;
+        for (k = 0; k < r->nkids; k++) {
+            simba__zk_kid *kid = &r->kids[k];
+            char path[SIMBA__ZK_PATH_MAX];
+            simba__zk_call *c;
+            int rc;
+            if (kid->owner != 0 || !simba__zk_is_ours(op, kid)) continue;
+            c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_OWNER, i);
+            if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 1; }
+            c->nkids = k;
+            simba__zk_entry_path(r, kid->node, path, sizeof path);
+            rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
+            if (rc != ZOK) { simba__zk_call_refused(c, rc, "reading an entry"); return 1; }
+            sent = 1;
+        }
+    }
+    if (sent) op->phase = SIMBA__ZK_P_OWNERS;
+    return sent;
 }
 
 static int simba__zk_held(const simba__zk_rs *r) {
@@ -1491,6 +1537,7 @@ static void simba__zk_issue_write(simba__zk_op *op, int parents) {
 static void simba__zk_enqueue_read_done(simba__zk_op *op) {
     int i, found = 0;
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_need_owners(op)) return;
     if (simba__zk_key_busy(op)) {
         simba__zk_finish_status(op, SIMBA_EKEYBUSY, "the key belongs to another live session");
         return;
@@ -1558,6 +1605,7 @@ static void simba__zk_enqueue_write_done(simba__zk_op *op) {
 static void simba__zk_poll_read_done(simba__zk_op *op) {
     int i;
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_need_owners(op)) return;
     for (i = 0; i < op->nres; i++) {
         simba__zk_eval(op, i);
         if (op->res[i].pos < 0) {
@@ -1580,7 +1628,7 @@ static void simba__zk_step_enqueue(simba__zk_op *op) {
         if (op->fast) simba__zk_issue_write(op, 0);
         else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
         break;
-    case SIMBA__ZK_P_READ:
+    case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
         if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
         else simba__zk_enqueue_read_done(op);
         break;
@@ -1978,11 +2026,13 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
    connected. libzookeeper retries at once and hands out a fd that is
    always ready (a refused port made the caller's loop spin at 100 % CPU,
    ~500 connect()/s): back off like the other backends. The wait is capped
-   well below the session timeout, so a server that comes back is found
-   while the session still lives. */
+   far below the session timeout (1/20: the core keeps a hold for ttl
+   after its last keepalive, and a failover to another member, an election
+   included, must still fit in that), so a server that comes back, or the
+   next member of the list, is found while the hold and the session live. */
 static void simba__zk_connect_failed(simba__zk *zk) {
     int64_t now = simba__zk_now(zk);
-    int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 8;
+    int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 20;
     if (zk->zstate == ZOO_CONNECTED_STATE || zk->hold_until > now) return;
     if (cap < 50) cap = 50;
     if (wait > cap) wait = cap;

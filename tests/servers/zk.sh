@@ -32,10 +32,16 @@
 #   SIMBA_ZK_DIR     the temp dir (logs in $SIMBA_ZK_DIR/<node>/server.log)
 #
 # Partitions (no iptables needed): with SIMBA_ZK_PROXY set to a tcp_proxy
-# binary (tests/tools/tcp_proxy.c), `ensemble` routes every member-to-member
-# link through user-space proxies, one proxy process per pair of members
-# (each member's zoo.cfg names the proxies' ports for the two others), and
-# puts a proxy in front of each member's client port. Then:
+# binary (tests/tools/tcp_proxy.c),
+#   $SIMBA_ZK_CTL proxied          (re)starts the ensemble (same ports and data)
+#                                  with every member-to-member link through
+#                                  user-space proxies, one proxy process per
+#                                  pair of members (each member's zoo.cfg names
+#                                  the proxies' ports for the two others), and a
+#                                  proxy in front of each member's client port;
+#                                  prints the connection string. It stays so.
+# Elections are slower through the proxies (a leader's death took 7-23 s to
+# a new quorum, 2-3 s direct), so `ensemble` alone does not use them. Then:
 #   $SIMBA_ZK_CTL partition NODE   freeze both pair proxies of NODE: it and the
 #                                  clients connected to it directly keep
 #                                  talking, the rest of the ensemble hears
@@ -46,7 +52,7 @@
 #                                  freeze / resume the proxy in front of NODE's
 #                                  client port (its clients hear silence)
 #   $SIMBA_ZK_CTL mode NODE        print "leader", "follower" or "" (down)
-# Without SIMBA_ZK_PROXY these commands fail. Election links are proxied
+# Before `proxied` these commands fail. Election links are proxied
 # too, but ZooKeeper calls a lower member back on the address that member
 # announces (its real port), so election traffic may bypass the proxies:
 # a partitioned member still cannot sync with the leader (the quorum port
@@ -262,7 +268,7 @@ start_proxies() {
 signal_proxies() { # $1 signal, then proxy names
     local sig=$1 name
     shift
-    [ -f "$TMP/proxied" ] || die "the ensemble has no proxies (set SIMBA_ZK_PROXY before 'ensemble')"
+    [ -f "$TMP/proxied" ] || die "the ensemble has no proxies (run 'proxied' first)"
     for name in "$@"; do kill "-$sig" "$(cat "$TMP/$name/pid")" || exit 1; done
 }
 
@@ -279,10 +285,20 @@ hosts() {
 }
 
 case "${1:-}" in
-    ensemble)
-        if [ -n "$PROXY" ] && [ ! -f "$TMP/proxied" ] && [ -z "$(pid_of 1)$(pid_of 2)$(pid_of 3)" ]; then
+    proxied)
+        if [ ! -f "$TMP/proxied" ]; then
+            for n in 1 2 3; do
+                p=$(pid_of "$n") || continue
+                kill -9 "$p" 2>/dev/null
+                for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+                rm -f "$TMP/$n/pid"
+            done
             start_proxies
         fi
+        launch 1; launch 2; launch 3
+        wait_serving 1 && wait_serving 2 && wait_serving 3 || exit 1
+        hosts ensemble ;;
+    ensemble)
         launch 1; launch 2; launch 3
         wait_serving 1 && wait_serving 2 && wait_serving 3 || exit 1
         hosts ensemble ;;
@@ -308,7 +324,7 @@ case "${1:-}" in
     freeze-client) node_ok "${2:-}"; signal_proxies USR1 "c$2" ;;
     thaw-client) node_ok "${2:-}"; signal_proxies USR2 "c$2" ;;
     phosts) node_ok "${2:-}"; [ -f "$TMP/proxied" ] || die "no proxies"; echo "127.0.0.1:$(cat "$TMP/$2/pport")" ;;
-    *) die "usage: ctl ensemble | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr|mode|partition|heal|phosts|freeze-client|thaw-client NODE" ;;
+    *) die "usage: ctl ensemble | proxied | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr|mode|partition|heal|phosts|freeze-client|thaw-client NODE" ;;
 esac
 EOF
 chmod +x "$TMP/ctl"
