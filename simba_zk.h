@@ -280,6 +280,7 @@ typedef struct simba__zk_op {
     simba__zk_rs res[SIMBA_MAX_RESOURCES];
     int phase, pending, attempts;
     int created;              /* this op created our entries */
+    int parent_refused;       /* creating the base path or the tenant node: ZNOAUTH */
     int fast;                 /* skipped the read before creating */
     long long req_n;          /* n of "<session>~<n>", -1 for other ids */
     int status;
@@ -598,7 +599,15 @@ static void simba__zk_fail_rc(simba__zk_op *op, int rc, const char *what) {
    refusal is the story, a retry would only repeat it (it did, 30,000
    requests in 5 s, and the core re-enqueues at once on SIMBA_ENOTFOUND). */
 static void simba__zk_missing(simba__zk_op *op) {
-    if (op->status == SIMBA_OK) op->status = SIMBA_ENOTFOUND;
+    if (op->status != SIMBA_OK) return;
+    if (op->parent_refused) {
+        op->status = SIMBA_EAUTH;
+        snprintf(op->message, sizeof op->message, "%s",
+                 "the tenant node is missing and this user may not create it: "
+                 "provision the tenant (docs/zookeeper.md, tenant isolation)");
+        return;
+    }
+    op->status = SIMBA_ENOTFOUND;
 }
 
 /*--- children ------------------------------------------------------------------------------*/
@@ -1000,6 +1009,12 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
 
 static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
     if (rc == ZOK || rc == ZNODEEXISTS) return;
+    /* The base path and the tenant node are provisioned by an admin in the
+       tenant recipe, where tenants may not create under the base path: the
+       create is refused before the server looks whether the node exists.
+       Not an error by itself; if the node really is missing, the creates
+       below it fail with ZNONODE and simba__zk_missing says why. */
+    if (rc == ZNOAUTH && c->index < 0) { op->parent_refused = 1; return; }
     if (rc == ZNONODE) { simba__zk_missing(op); return; }   /* raced with a reaper: retry */
     simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
 }

@@ -497,6 +497,7 @@ static void t_zk_planted_entry_is_foreign(void) {
         CHECK_EQ(raw_exists(&r, entry), ZOK);
         if (r.stat.ephemeralOwner != zoo_client_id(r.zh)->client_id) real++;
     }
+    deallocate_String_vector(&r.kids);
     CHECK_EQ(real, 1);
     raw_close(&r);                                  /* the planted entry goes with its session */
     e = h_expect(cl, 1, 0, ly, SIMBA_EVENT_ACQUIRED, 15000);
@@ -867,6 +868,144 @@ static void t_zk_digest_acl(void) {
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 10000) != NULL);
     zk_client_close(&a);
     zk_client_close(&m);
+}
+
+/* A simba client on base path `base`. */
+static int zk_client_open_base(zk_client *c, const char *base, const char *tenant, const char *id,
+                               const char *digest) {
+    simba_zk_desc zd;
+    simba_desc d;
+    int err = 0;
+    memset(c, 0, sizeof *c);
+    memset(&zd, 0, sizeof zd);
+    zd.hosts = zk_hosts;
+    zd.base_path = base;
+    zd.digest = digest;
+    c->be = simba_zk(&zd);
+    memset(&d, 0, sizeof d);
+    d.backend = c->be;
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = 1500;
+    d.transition_ms = 1000;
+    c->h.s = simba_create_ex(&d, &err);
+    return c->h.s != NULL;
+}
+
+/* raw create with an ACL; rc of the create */
+static int raw_create_acl(raw *r, const char *path, struct ACL_vector *acl) {
+    r->done = 0;
+    r->rc = zoo_acreate(r->zh, path, NULL, -1, acl, 0, raw_string_done, r);
+    if (r->rc != ZOK) return r->rc;
+    raw_loop(r, &r->done, 10000);
+    return r->rc;
+}
+
+/* The tenant isolation recipe (docs/zookeeper.md): an admin provisions the
+   base path (world READ only) and one node per tenant (ALL for that
+   tenant's digest user). Tenant A then attacks tenant B, which holds a
+   lock, with its own credentials: every attack is refused, nothing of B's
+   is lost, and B keeps working (including new resources, whose parents it
+   may not create: the refusal of those creates is no error). */
+static void t_zk_tenant_recipe(void) {
+    static char s_world[] = "world", s_anyone[] = "anyone", s_auth[] = "auth", s_empty[] = "";
+    struct ACL base_items[2], own_items[1];
+    struct ACL_vector base_acl, own_acl;
+    static zk_client b, ab, aa, sq;
+    h_client *cl[4];
+    simba_lock lb, l, q;
+    simba_event *e;
+    char base[64], path[512], res[256], entry[512], tb[32], ta[32];
+    raw adm, atk;
+    int64_t end;
+    base_items[0].perms = ZOO_PERM_READ; base_items[0].id.scheme = s_world; base_items[0].id.id = s_anyone;
+    base_items[1].perms = ZOO_PERM_ALL; base_items[1].id.scheme = s_auth; base_items[1].id.id = s_empty;
+    own_items[0].perms = ZOO_PERM_ALL; own_items[0].id.scheme = s_auth; own_items[0].id.id = s_empty;
+    base_acl.count = 2; base_acl.data = base_items;
+    own_acl.count = 1; own_acl.data = own_items;
+    snprintf(base, sizeof base, "/recipe%ld", (long)getpid());
+    snprintf(ta, sizeof ta, "ta%ld", (long)getpid());
+    snprintf(tb, sizeof tb, "tb%ld", (long)getpid());
+    /* the admin step: base path, then one session per tenant (admin + tenant ids) */
+    CHECK(raw_open(&adm, zk_hosts, NULL, "admin:root"));
+    CHECK_EQ(raw_create_acl(&adm, base, &base_acl), ZOK);
+    raw_close(&adm);
+    CHECK(raw_open(&adm, zk_hosts, NULL, "admin:root"));
+    zoo_add_auth(adm.zh, "digest", "ta:pa", 5, NULL, NULL);
+    snprintf(path, sizeof path, "%s/%s", base, ta);
+    CHECK_EQ(raw_create_acl(&adm, path, &own_acl), ZOK);
+    raw_close(&adm);
+    CHECK(raw_open(&adm, zk_hosts, NULL, "admin:root"));
+    zoo_add_auth(adm.zh, "digest", "tb:pb", 5, NULL, NULL);
+    snprintf(path, sizeof path, "%s/%s", base, tb);
+    CHECK_EQ(raw_create_acl(&adm, path, &own_acl), ZOK);
+    raw_close(&adm);
+    /* B holds a lock; its resource node is created under its tenant node */
+    cl[0] = &b.h; cl[1] = &ab.h; cl[2] = &aa.h; cl[3] = &sq.h;
+    CHECK(zk_client_open_base(&b, base, tb, "b", "tb:pb"));
+    CHECK(zk_client_open_base(&ab, base, tb, "a-as-b", "ta:pa"));   /* A's credentials, B's tenant */
+    CHECK(zk_client_open_base(&aa, base, ta, "a", "ta:pa"));       /* A in its own tenant */
+    CHECK(zk_client_open_base(&sq, base, "squat", "a-squat", "ta:pa"));
+    lb = zk_acquire(&b, "job", -1);
+    CHECK(h_expect(cl, 4, 0, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    snprintf(res, sizeof res, "%s/%s/job", base, tb);
+    /* raw attacks with A's credentials */
+    CHECK(raw_open(&atk, zk_hosts, NULL, "ta:pa"));
+    CHECK_EQ(raw_kids(&atk, res), ZNOAUTH);                       /* read */
+    CHECK(raw_open(&adm, zk_hosts, NULL, "tb:pb"));                /* (B's view, to name its entry) */
+    CHECK_EQ(raw_kids(&adm, res), ZOK);
+    CHECK_EQ(adm.kids.count, 1);
+    snprintf(entry, sizeof entry, "%s/%s", res, adm.kids.data[0]);
+    CHECK_EQ(raw_delete(&atk, entry), ZNOAUTH);                    /* steal */
+    CHECK_EQ(raw_set(&atk, res, "100"), ZNOAUTH);                  /* forge the capacity */
+    CHECK_EQ(raw_delete(&atk, res), ZNOAUTH);                      /* delete the resource */
+    snprintf(path, sizeof path, "%s/0_x~1_x~1_", res);
+    atk.done = 0;                                                  /* block: an entry ahead */
+    CHECK_EQ(zoo_acreate(atk.zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                         raw_string_done, &atk), ZOK);
+    CHECK(raw_loop(&atk, &atk.done, 10000));
+    CHECK_EQ(atk.rc, ZNOAUTH);
+    snprintf(path, sizeof path, "%s/squat2", base);                /* squat a tenant name */
+    CHECK_EQ(raw_create_acl(&atk, path, &own_acl), ZNOAUTH);
+    raw_close(&atk);
+    /* simba with A's credentials on B's tenant, and on an unprovisioned one */
+    l = zk_acquire(&ab, "job", 3000);
+    e = zk_expect_end(cl, 4, 1, l, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    q = simba_inspect(ab.h.s, "job", NULL);
+    e = h_expect(cl, 4, 1, q, SIMBA_EVENT_INFO, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    q = simba_delete(ab.h.s, "job", NULL);
+    e = h_expect(cl, 4, 1, q, SIMBA_EVENT_DONE, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    l = zk_acquire(&sq, "x", 3000);
+    e = zk_expect_end(cl, 4, 3, l, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    /* A in its own provisioned tenant works */
+    l = zk_acquire(&aa, "job", 5000);
+    CHECK(h_expect(cl, 4, 2, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    /* nothing of B's was lost: still one entry (B's), still held */
+    for (end = h_real_ms() + 500; h_real_ms() < end;) h_pump(cl, 4, 20);
+    CHECK(!h_has(&b.h, lb, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(b.h.s, lb) > 0);
+    CHECK_EQ(raw_kids(&adm, res), ZOK);
+    CHECK_EQ(adm.kids.count, 1);
+    deallocate_String_vector(&adm.kids);
+    raw_close(&adm);
+    l = zk_acquire(&b, "fresh", 5000);                 /* a new resource under B's node */
+    CHECK(h_expect(cl, 4, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 4, 0, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&b);
+    zk_client_close(&ab);
+    zk_client_close(&aa);
+    zk_client_close(&sq);
 }
 
 /* Names that are not node names are percent-encoded, one node each. */
@@ -1360,6 +1499,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_garbage_in_the_tree);
     RUN(t_zk_digest_acl);
     RUN(t_zk_squatted_tenant_is_eauth);
+    RUN(t_zk_tenant_recipe);
     RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_handoff_from_watch);
     RUN(t_zk_delete_is_no_handoff);
