@@ -54,6 +54,9 @@ $(B)/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS) $(LDFLAGS)
 $(B)/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS) $(LDFLAGS)
+# A user-space TCP proxy that can freeze its links (network partitions in tests).
+$(B)/tcp_proxy: tests/tools/tcp_proxy.c | $(B)
+	$(CC) $(WARN) $(CFLAGS) -o $@ tests/tools/tcp_proxy.c $(LDFLAGS)
 
 test-mem: $(B)/test_mem $(B)/test_sim
 	./$(B)/test_mem
@@ -62,8 +65,8 @@ test-redis: $(B)/test_redis
 	tests/servers/redis.sh run ./$(B)/test_redis
 test-mysql: $(B)/test_mysql
 	tests/servers/mysql.sh run ./$(B)/test_mysql
-test-zk: $(B)/test_zk
-	tests/servers/zk.sh run ./$(B)/test_zk
+test-zk: $(B)/test_zk $(B)/tcp_proxy
+	SIMBA_ZK_PROXY=./$(B)/tcp_proxy tests/servers/zk.sh run ./$(B)/test_zk
 test-compile:
 	tests/compile_matrix.sh
 
@@ -94,8 +97,8 @@ asan-redis: $(B)/asan/test_redis
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh run ./$(B)/asan/test_redis
 asan-mysql: $(B)/asan/test_mysql
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/mysql.sh run ./$(B)/asan/test_mysql
-asan-zk: $(B)/asan/test_zk
-	ASAN_OPTIONS=detect_leaks=1 tests/servers/zk.sh run ./$(B)/asan/test_zk
+asan-zk: $(B)/asan/test_zk $(B)/tcp_proxy
+	ASAN_OPTIONS=detect_leaks=1 SIMBA_ZK_PROXY=./$(B)/tcp_proxy tests/servers/zk.sh run ./$(B)/asan/test_zk
 asan-mem: $(B)/asan/test_mem
 	ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_mem
 asan-sim: $(B)/asan/test_sim

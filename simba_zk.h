@@ -220,7 +220,9 @@ enum {
     SIMBA__ZK_C_WATCH_KIDS,   /* awget_children: changed since our read = wake */
     SIMBA__ZK_C_WATCH_SELF,   /* awexists of our own entry: gone = forget the predecessor */
     SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
-    SIMBA__ZK_C_AUTH          /* zoo_add_auth */
+    SIMBA__ZK_C_AUTH,         /* zoo_add_auth */
+    SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
+    SIMBA__ZK_C_OWNER         /* aexists of a child named like ours: whose is it? */
 };
 
 /* Phases of an operation: each phase is one flight of pipelined calls. */
@@ -234,7 +236,8 @@ enum {
     SIMBA__ZK_P_PING,
     SIMBA__ZK_P_SET,
     SIMBA__ZK_P_CREATE_RES,   /* SET_CAPACITY of a missing resource */
-    SIMBA__ZK_P_MDELETE
+    SIMBA__ZK_P_MDELETE,
+    SIMBA__ZK_P_OWNERS        /* STAT of children named like ours whose owner we do not know */
 };
 
 /* One child of a resource node, parsed. */
@@ -244,6 +247,7 @@ typedef struct simba__zk_kid {
     char *request;
     int weight;
     long long seq;
+    int64_t owner, czxid;     /* named like ours: from a stat; owner 0 unknown, -1 gone */
 } simba__zk_kid;
 
 /* One resource of an operation. */
@@ -276,6 +280,7 @@ typedef struct simba__zk_op {
     simba__zk_rs res[SIMBA_MAX_RESOURCES];
     int phase, pending, attempts;
     int created;              /* this op created our entries */
+    int parent_refused;       /* creating the base path or the tenant node: ZNOAUTH */
     int fast;                 /* skipped the read before creating */
     long long req_n;          /* n of "<session>~<n>", -1 for other ids */
     int status;
@@ -347,6 +352,8 @@ struct simba__zk {
     int negotiated;
     int64_t reinit_at;        /* when to make a new handle (-1: not waiting) */
     int attempts;
+    int64_t hold_until;       /* a connect failed: leave the library alone until then */
+    int conn_attempts;        /* failed connects since the last CONNECTED */
     char session[SIMBA_MAX_SESSION + 1];   /* the simba session on zsid, "" none yet */
     int64_t resetting_until;  /* after reset(): down until the library noticed, at most this */
     char fast_session[SIMBA_MAX_SESSION + 1];
@@ -584,6 +591,23 @@ static void simba__zk_fail(simba__zk_op *op, int status, const char *fmt, const 
 
 static void simba__zk_fail_rc(simba__zk_op *op, int rc, const char *what) {
     simba__zk_fail(op, simba__zk_status_of(rc, op->kind), "%s: %s", what, rc);
+}
+
+/* "A node is missing, retry" -- only if nothing worse happened first. A
+   parent refused with ZNOAUTH (a tenant node squatted by another digest
+   user) makes the entry's create fail with ZNONODE right after it: the
+   refusal is the story, a retry would only repeat it (it did, 30,000
+   requests in 5 s, and the core re-enqueues at once on SIMBA_ENOTFOUND). */
+static void simba__zk_missing(simba__zk_op *op) {
+    if (op->status != SIMBA_OK) return;
+    if (op->parent_refused) {
+        op->status = SIMBA_EAUTH;
+        snprintf(op->message, sizeof op->message, "%s",
+                 "the tenant node is missing and this user may not create it: "
+                 "provision the tenant (docs/zookeeper.md, tenant isolation)");
+        return;
+    }
+    op->status = SIMBA_ENOTFOUND;
 }
 
 /*--- children ------------------------------------------------------------------------------*/
@@ -939,8 +963,16 @@ static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     if (op && c->step == SIMBA__ZK_C_PING) {
         if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
     } else if (op && c->step == SIMBA__ZK_C_SET) {
-        if (rc == ZNONODE) op->status = SIMBA_ENOTFOUND;      /* create it, then set again */
+        if (rc == ZNONODE) simba__zk_missing(op);      /* create it, then set again */
         else if (rc != ZOK) simba__zk_fail_rc(op, rc, "setting the capacity");
+    } else if (op && c->step == SIMBA__ZK_C_OWNER) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (c->nkids < r->nkids) {
+            simba__zk_kid *kid = &r->kids[c->nkids];
+            if (rc == ZOK && st) { kid->owner = st->ephemeralOwner ? st->ephemeralOwner : -1; kid->czxid = st->czxid; }
+            else if (rc == ZNONODE) kid->owner = -1;
+            else simba__zk_fail_rc(op, rc, "reading an entry");
+        }
     } else if (op && op->kind == SIMBA_OP_INSPECT) {
         if (rc == ZOK && st && c->index < op->nentries) op->entries[c->index].fence = st->czxid;
         else if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "reading an entry");
@@ -966,7 +998,7 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
             if (st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
             op->created = 1;
         } else if (rc == ZNONODE) {
-            op->status = SIMBA_ENOTFOUND;    /* a parent is missing: the op retries with parents */
+            simba__zk_missing(op);           /* a parent is missing: the op retries with parents */
         } else {
             simba__zk_fail_rc(op, rc, "creating the entry");
         }
@@ -977,7 +1009,13 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
 
 static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
     if (rc == ZOK || rc == ZNODEEXISTS) return;
-    if (rc == ZNONODE) { op->status = SIMBA_ENOTFOUND; return; }   /* raced with a reaper: retry */
+    /* The base path and the tenant node are provisioned by an admin in the
+       tenant recipe, where tenants may not create under the base path: the
+       create is refused before the server looks whether the node exists.
+       Not an error by itself; if the node really is missing, the creates
+       below it fail with ZNONODE and simba__zk_missing says why. */
+    if (rc == ZNOAUTH && c->index < 0) { op->parent_refused = 1; return; }
+    if (rc == ZNONODE) { simba__zk_missing(op); return; }   /* raced with a reaper: retry */
     simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
 }
 
@@ -994,7 +1032,7 @@ static void simba__zk_on_mcreate(simba__zk_call *c, simba__zk_op *op, int rc) {
         return;
     }
     for (i = 0; i < c->nresults; i++) if (c->results[i].err == ZNONODE) rc = ZNONODE;
-    if (rc == ZNONODE) op->status = SIMBA_ENOTFOUND;
+    if (rc == ZNONODE) simba__zk_missing(op);
     else simba__zk_fail_rc(op, rc, "creating the entries");
 }
 
@@ -1014,7 +1052,7 @@ static void simba__zk_on_void(int rc, const void *data) {
             if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "deleting an entry");
             break;
         case SIMBA__ZK_C_MDELETE:
-            if (rc == ZNOTEMPTY || rc == ZNONODE) op->status = SIMBA_ENOTFOUND;  /* changed: retry */
+            if (rc == ZNOTEMPTY || rc == ZNONODE) simba__zk_missing(op);  /* changed: retry */
             else if (rc != ZOK) simba__zk_fail_rc(op, rc, "deleting the resource");
             break;
         default: break;
@@ -1056,7 +1094,11 @@ static void simba__zk_on_string(int rc, const char *value, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
     (void)value;
-    if (op) simba__zk_on_parent(c, op, rc);
+    if (op && c->step == SIMBA__ZK_C_SYNC) {
+        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "sync with the quorum");
+    } else if (op) {
+        simba__zk_on_parent(c, op, rc);
+    }
     simba__zk_call_free(c->zk, c);
     if (op) simba__zk_op_advance(op);
 }
@@ -1178,9 +1220,23 @@ static void simba__zk_issue_delete(simba__zk *zk, simba__zk_op *op, const char *
     if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting an entry");
 }
 
+/* The session round trip of OPEN and KEEPALIVE, on which the core extends
+   every hold to send time + ttl. A read alone proves nothing: a follower
+   cut off from the leader answers it locally (for up to syncLimit x
+   tickTime) while the leader, which alone expires sessions, hears nothing
+   from us, and another client on the majority is granted once it expires
+   our session (t_zk_partitioned_follower_no_overlap: two believing holders
+   for ~1 s in every run before). So a sync goes first: the server sends it
+   to the leader and answers it, and the read queued behind it, only once
+   the leader did. A cut-off follower never answers, the keepalive times
+   out, and the hold ends at the last keepalive that reached the leader. */
 static void simba__zk_issue_ping(simba__zk_op *op) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
     int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
+    if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return; }
+    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
     if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "session round trip");
@@ -1289,14 +1345,20 @@ static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
     return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
 }
 
-/* Walk a queue from its head: granted entries, our position and grant. A
-   second entry of ours (a create that was retried after a lost answer and
-   still went through) is deleted, never counted as ours. */
+/* Walk a queue from its head: granted entries, our position and grant.
+   A child named like ours (our session and request id) is ours only if it
+   is the node our create returned (r->mine, kept in the mine cache), or,
+   when we do not know that name (a create whose answer was lost), if its
+   ephemeralOwner is our ZooKeeper session (simba__zk_need_owners stats it
+   first). Anyone with create rights can read our names and plant such a
+   child: it is someone else's entry and counts like any other. Only a
+   second child proven ours (a retried create that still went through) is
+   deleted. */
 static void simba__zk_eval(simba__zk_op *op, int i) {
     simba__zk *zk = op->zk;
     simba__zk_rs *r = &op->res[i];
     long long sum = 0;
-    int k;
+    int k, known = r->mine != NULL;
     r->pos = -1;
     r->granted = 0;
     for (k = 0; k < r->nkids; k++) {
@@ -1304,19 +1366,20 @@ static void simba__zk_eval(simba__zk_op *op, int i) {
         int eff = simba__zk_eff(kid->weight, r->capacity);
         int granted = sum + eff <= r->capacity;
         if (op->request && simba__zk_is_ours(op, kid)) {
-            if (r->pos < 0) {
+            int ours = known ? strcmp(r->mine, kid->node) == 0 : (zk->zsid != 0 && kid->owner == zk->zsid);
+            if (ours && r->pos < 0) {
                 r->pos = k;
                 r->granted = granted;
-                if (!r->mine || strcmp(r->mine, kid->node) != 0) {
-                    simba__zk_free(zk, r->mine);
+                if (!known) {
                     r->mine = simba__zk_strdup(zk, kid->node);
-                    r->czxid = r->owner = 0;
+                    r->czxid = kid->czxid;
+                    r->owner = kid->owner;
                     r->was_granted = 0;
                 }
                 /* a grant is kept until the entry is removed, even if the capacity
                    shrank since (the prefix rule still makes everyone behind wait) */
                 if (r->was_granted) r->granted = 1;
-            } else {
+            } else if (!known && zk->zsid != 0 && kid->owner == zk->zsid) {
                 char path[SIMBA__ZK_PATH_MAX];
                 simba__zk_entry_path(r, kid->node, path, sizeof path);
                 simba__zk_issue_delete(zk, NULL, path);
@@ -1324,6 +1387,34 @@ static void simba__zk_eval(simba__zk_op *op, int i) {
         }
         sum += eff;
     }
+}
+
+/* Before evaluating a read whose queues hold children named like ours that
+   we cannot tell apart (our node name unknown): stat each of them for its
+   ephemeralOwner. Returns 1 if calls went out (phase P_OWNERS). */
+static int simba__zk_need_owners(simba__zk_op *op) {
+    int i, k, sent = 0;
+    if (!op->request) return 0;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (r->mine) continue;
+        for (k = 0; k < r->nkids; k++) {
+            simba__zk_kid *kid = &r->kids[k];
+            char path[SIMBA__ZK_PATH_MAX];
+            simba__zk_call *c;
+            int rc;
+            if (kid->owner != 0 || !simba__zk_is_ours(op, kid)) continue;
+            c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_OWNER, i);
+            if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 1; }
+            c->nkids = k;
+            simba__zk_entry_path(r, kid->node, path, sizeof path);
+            rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
+            if (rc != ZOK) { simba__zk_call_refused(c, rc, "reading an entry"); return 1; }
+            sent = 1;
+        }
+    }
+    if (sent) op->phase = SIMBA__ZK_P_OWNERS;
+    return sent;
 }
 
 static int simba__zk_held(const simba__zk_rs *r) {
@@ -1461,6 +1552,7 @@ static void simba__zk_issue_write(simba__zk_op *op, int parents) {
 static void simba__zk_enqueue_read_done(simba__zk_op *op) {
     int i, found = 0;
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_need_owners(op)) return;
     if (simba__zk_key_busy(op)) {
         simba__zk_finish_status(op, SIMBA_EKEYBUSY, "the key belongs to another live session");
         return;
@@ -1528,6 +1620,7 @@ static void simba__zk_enqueue_write_done(simba__zk_op *op) {
 static void simba__zk_poll_read_done(simba__zk_op *op) {
     int i;
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_need_owners(op)) return;
     for (i = 0; i < op->nres; i++) {
         simba__zk_eval(op, i);
         if (op->res[i].pos < 0) {
@@ -1550,7 +1643,7 @@ static void simba__zk_step_enqueue(simba__zk_op *op) {
         if (op->fast) simba__zk_issue_write(op, 0);
         else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
         break;
-    case SIMBA__ZK_P_READ:
+    case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
         if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
         else simba__zk_enqueue_read_done(op);
         break;
@@ -1933,6 +2026,8 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
         zk->negotiated = zoo_recv_timeout(zh);
         zk->resetting_until = 0;
         zk->attempts = 0;
+        zk->conn_attempts = 0;
+        zk->hold_until = 0;
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
         zk->expired = 1;
     } else if (state == ZOO_AUTH_FAILED_STATE) {
@@ -1942,13 +2037,39 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     }
 }
 
+/* A connection attempt failed (refused, reset, timed out) while not
+   connected. libzookeeper retries at once and hands out a fd that is
+   always ready (a refused port made the caller's loop spin at 100 % CPU,
+   ~500 connect()/s): back off like the other backends. The wait is capped
+   far below the session timeout (1/20: the core keeps a hold for ttl
+   after its last keepalive, and a failover to another member, an election
+   included, must still fit in that), so a server that comes back, or the
+   next member of the list, is found while the hold and the session live. */
+static void simba__zk_connect_failed(simba__zk *zk) {
+    int64_t now = simba__zk_now(zk);
+    int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 20;
+    if (zk->zstate == ZOO_CONNECTED_STATE || zk->hold_until > now) return;
+    if (cap < 50) cap = 50;
+    if (wait > cap) wait = cap;
+    zk->hold_until = now + wait;
+}
+
 static void simba__zk_refresh(simba__zk *zk) {
     struct timeval tv;
     int fd = -1, interest = 0, rc;
+    int64_t now;
     if (!zk->zh) { zk->fd = -1; return; }
+    now = simba__zk_now(zk);
+    if (zk->hold_until > now && zk->zstate != ZOO_CONNECTED_STATE) {
+        zk->fd = -1;
+        zk->interest = 0;
+        zk->next_ms = zk->hold_until;
+        return;
+    }
     tv.tv_sec = 0;
     tv.tv_usec = 0;
     rc = zookeeper_interest(zk->zh, &fd, &interest, &tv);
+    if (rc != ZOK && rc != ZNOTHING && rc != ZOPERATIONTIMEOUT) simba__zk_connect_failed(zk);
     if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) fd = -1;
     zk->fd = fd;
     zk->interest = fd >= 0 ? interest : 0;
@@ -1965,6 +2086,8 @@ static void simba__zk_open_handle(simba__zk *zk) {
     zk->parents_ok = 0;
     zk->expired = zk->auth_failed = zk->close_wanted = 0;
     zk->resetting_until = 0;
+    zk->hold_until = 0;
+    zk->conn_attempts = 0;
     zk->fd = -1;
     zk->zh = zookeeper_init2(zk->hosts, simba__zk_watcher, zk->timeout_ms, NULL, zk, 0,
                              zk->log_level > 0 ? (log_callback_fn)0 : simba__zk_silent_log);
@@ -2201,7 +2324,7 @@ static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
             if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
             if (fds[i].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
         }
-        if (events) (void)zookeeper_process(zk->zh, events);
+        if (events && zookeeper_process(zk->zh, events) == ZCONNECTIONLOSS) simba__zk_connect_failed(zk);
     }
     simba__zk_housekeeping(zk);
     simba__zk_refresh(zk);          /* connects, pings and times out; may complete calls */

@@ -15,7 +15,11 @@
 #include "conformance.h"
 
 #include <signal.h>
+#include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 static const char *zk_hosts;           /* the standalone server */
 static char ensemble_hosts[256];       /* "" until started */
@@ -110,6 +114,19 @@ static int zk_wait_connected(h_client **cl, int n, int who, int ms) {
         h_pump(cl, n, 20);
     }
     return 0;
+}
+
+/* Pump until `lock` of client `who` has its first ACQUIRED, ERROR or
+   TIMEOUT (consumed), up to ms. */
+static simba_event *zk_expect_end(h_client **cl, int n, int who, simba_lock lock, int ms) {
+    int64_t end = h_real_ms() + ms;
+    for (;;) {
+        simba_event *e = h_take(cl[who], lock, SIMBA_EVENT_ACQUIRED);
+        if (!e) e = h_take(cl[who], lock, SIMBA_EVENT_ERROR);
+        if (!e) e = h_take(cl[who], lock, SIMBA_EVENT_TIMEOUT);
+        if (e || h_real_ms() >= end) return e;
+        h_pump(cl, n, 20);
+    }
 }
 
 /* ---- a raw ZooKeeper client for looking under the hood (async API + own loop:
@@ -427,6 +444,69 @@ static void t_zk_foreign_owner_never_claimed(void) {
     zk_client_close(&a);
 }
 
+/* Issue #9 item 13. A client with create rights in the tenant reads the
+   victim's session from a node name, predicts its next request id and
+   plants "1_<session>_<session>~N_" at the head of a free resource. When
+   the victim acquires that resource, the planted entry is someone else's
+   (its ephemeralOwner is not our ZooKeeper session): it counts in the queue
+   like any other entry, it is never taken for ours, and our own entry is
+   never deleted as its "duplicate". Before: the victim deleted its real
+   entry, then failed the ephemeralOwner check and lost every hold. */
+static void t_zk_planted_entry_is_foreign(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock lx, ly, q;
+    simba_holder hs[2];
+    simba_event *e;
+    char path[512], session[SIMBA_MAX_SESSION + 1];
+    raw r;
+    int64_t end;
+    int i, real = 0;
+    cl[0] = &a.h;
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "victim", NULL, 1500, 1000));
+    lx = zk_acquire(&a, "x", -1);                   /* request 1: a hold to lose */
+    CHECK(h_expect(cl, 1, 0, lx, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    q = simba_inspect(a.h.s, "x", NULL);
+    CHECK(h_expect(cl, 1, 0, q, SIMBA_EVENT_INFO, 10000) != NULL);
+    CHECK_EQ(simba_holders(a.h.s, q, hs, 2), 1);
+    snprintf(session, sizeof session, "%s", hs[0].session);
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    snprintf(path, sizeof path, "/simba/%s/y", tenant);
+    CHECK_EQ(raw_create(&r, path, "1"), ZOK);
+    snprintf(path, sizeof path, "/simba/%s/y/1_%s_%s~2_", tenant, session, session);
+    r.done = 0;
+    CHECK_EQ(zoo_acreate(r.zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, raw_string_done, &r), ZOK);
+    CHECK(raw_loop(&r, &r.done, 10000));
+    CHECK_EQ(r.rc, ZOK);
+    ly = zk_acquire(&a, "y", -1);                   /* request 2: what was predicted */
+    for (end = h_real_ms() + 2000; h_real_ms() < end;) {
+        h_pump(cl, 1, 20);
+        CHECK(!h_has(&a.h, lx, SIMBA_EVENT_LOST));
+        CHECK(!h_has(&a.h, ly, SIMBA_EVENT_ACQUIRED));
+        CHECK(!h_has(&a.h, ly, SIMBA_EVENT_ERROR));
+    }
+    CHECK(simba_valid_ms(a.h.s, lx) > 0);
+    /* our real entry is still there, behind the planted one */
+    snprintf(path, sizeof path, "/simba/%s/y", tenant);
+    CHECK_EQ(raw_kids(&r, path), ZOK);
+    CHECK_EQ(r.kids.count, 2);
+    for (i = 0; i < r.kids.count; i++) {
+        char entry[600];
+        snprintf(entry, sizeof entry, "%s/%s", path, r.kids.data[i]);
+        CHECK_EQ(raw_exists(&r, entry), ZOK);
+        if (r.stat.ephemeralOwner != zoo_client_id(r.zh)->client_id) real++;
+    }
+    deallocate_String_vector(&r.kids);
+    CHECK_EQ(real, 1);
+    raw_close(&r);                                  /* the planted entry goes with its session */
+    e = h_expect(cl, 1, 0, ly, SIMBA_EVENT_ACQUIRED, 15000);
+    CHECK(e != NULL);
+    CHECK(simba_valid_ms(a.h.s, lx) > 0);
+    CHECK(!h_has(&a.h, lx, SIMBA_EVENT_LOST));
+    zk_client_close(&a);
+}
+
 /* The server freezes (SIGSTOP) for half a ttl, less than the session
    timeout. A keepalive goes out during the freeze (every ttl/3) and times
    out (op timeout 300 ms): the core resets the connection, the library
@@ -633,6 +713,11 @@ static void t_zk_ensemble_failover(void) {
     CHECK(ctl(args, NULL, 0));
     for (end = h_real_ms() + 4000; h_real_ms() < end;) {
         h_pump(cl, 2, 20);
+        if (h_has(&a.h, la, SIMBA_EVENT_LOST)) {
+            int i;
+            for (i = 0; i < a.h.nlog; i++)
+                printf("  # a event %d error %d at log %d\n", a.h.log[i].type, a.h.log[i].error, i);
+        }
         CHECK(!h_has(&a.h, la, SIMBA_EVENT_LOST));
         CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
     }
@@ -650,6 +735,89 @@ static void t_zk_ensemble_failover(void) {
     zk_client_close(&b);
     snprintf(args, sizeof args, "start %d", node);
     CHECK(ctl(args, NULL, 0));
+}
+
+/* Issue #9 item 6. A client connected only to follower F is granted; then
+   F (with the client still talking to it) is cut from the leader and the
+   other follower, silently: the proxies on F's member links stop
+   forwarding without closing anything. F answers reads locally until it
+   notices (syncLimit x tickTime = 2 s here). B, on the majority, queues
+   behind A and is granted when the leader expires A's session. A must have
+   stopped believing by then: a keepalive counts only when it proved
+   contact with the quorum. (Before: A's exists() keepalives were answered
+   by F alone and extended the hold past B's grant, in every run.) */
+static void t_zk_partitioned_follower_no_overlap(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    char args[64], mode[64], fhost[64], bhosts[160], out[64];
+    int f = 0, n, b_granted = 0, partitioned = 0;
+    int64_t cut, end, a_end = -1, b_at = -1;
+    cl[0] = &a.h; cl[1] = &b.h;
+    CHECK(ensemble());
+    if (!ctl("proxied", out, sizeof out)) {           /* members restart behind proxies */
+        printf("  # no proxied ensemble: run with SIMBA_ZK_PROXY (make test-zk sets it)\n");
+        CHECK(0);
+    }
+    for (n = 1; n <= 3; n++) {                       /* an earlier test may have left one down */
+        snprintf(args, sizeof args, "start %d", n);
+        CHECK(ctl(args, NULL, 0));
+    }
+    for (end = h_real_ms() + 15000; h_real_ms() < end && !f;) {
+        for (n = 1; n <= 3 && !f; n++) {
+            snprintf(args, sizeof args, "mode %d", n);
+            if (ctl(args, mode, sizeof mode) && strcmp(mode, "follower") == 0) f = n;
+        }
+        if (!f) poll(NULL, 0, 200);
+    }
+    CHECK(f != 0);
+    snprintf(args, sizeof args, "hosts %d", f);
+    CHECK(ctl(args, fhost, sizeof fhost));
+    bhosts[0] = 0;
+    for (n = 1; n <= 3; n++) {
+        char h[64];
+        if (n == f) continue;
+        snprintf(args, sizeof args, "hosts %d", n);
+        CHECK(ctl(args, h, sizeof h));
+        snprintf(bhosts + strlen(bhosts), sizeof bhosts - strlen(bhosts), "%s%s", bhosts[0] ? "," : "", h);
+    }
+    CHECK(zk_client_open(&a, fhost, tenant, "a", NULL, 1500, 1000));
+    CHECK(zk_client_open(&b, bhosts, tenant, "b", NULL, 1500, 1000));
+    la = zk_acquire(&a, "part", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    lb = zk_acquire(&b, "part", -1);
+    h_run_for(cl, 2, 600);                           /* B's entry is queued behind A's */
+    CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
+    snprintf(args, sizeof args, "partition %d", f);
+    CHECK(ctl(args, NULL, 0));
+    partitioned = 1;
+    cut = h_real_ms();
+    for (end = cut + 20000; h_real_ms() < end && !b_granted;) {
+        h_pump(cl, 2, 10);
+        if (a_end < 0 && simba_valid_ms(a.h.s, la) <= 0) a_end = h_real_ms();
+        if (h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED)) {
+            b_granted = 1;
+            b_at = h_real_ms();
+            if (simba_valid_ms(a.h.s, la) > 0) {
+                printf("  # B granted %lld ms after the cut while A still believes for %lld ms\n",
+                       (long long)(b_at - cut), (long long)simba_valid_ms(a.h.s, la));
+            }
+        }
+    }
+    if (b_granted && a_end >= 0)
+        printf("  # A stopped believing %lld ms after the cut, B granted after %lld ms\n",
+               (long long)(a_end - cut), (long long)(b_at - cut));
+    snprintf(args, sizeof args, "heal %d", f);
+    if (partitioned) CHECK(ctl(args, NULL, 0));
+    CHECK(b_granted);
+    CHECK(a_end >= 0 && a_end <= b_at);
+    snprintf(args, sizeof args, "wait %d", f);
+    CHECK(ctl(args, NULL, 0));
+    CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&a);
+    zk_client_close(&b);
 }
 
 /* Digest ACLs: what alice creates, mallory (other credentials) and an
@@ -700,6 +868,144 @@ static void t_zk_digest_acl(void) {
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 10000) != NULL);
     zk_client_close(&a);
     zk_client_close(&m);
+}
+
+/* A simba client on base path `base`. */
+static int zk_client_open_base(zk_client *c, const char *base, const char *tenant, const char *id,
+                               const char *digest) {
+    simba_zk_desc zd;
+    simba_desc d;
+    int err = 0;
+    memset(c, 0, sizeof *c);
+    memset(&zd, 0, sizeof zd);
+    zd.hosts = zk_hosts;
+    zd.base_path = base;
+    zd.digest = digest;
+    c->be = simba_zk(&zd);
+    memset(&d, 0, sizeof d);
+    d.backend = c->be;
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = 1500;
+    d.transition_ms = 1000;
+    c->h.s = simba_create_ex(&d, &err);
+    return c->h.s != NULL;
+}
+
+/* raw create with an ACL; rc of the create */
+static int raw_create_acl(raw *r, const char *path, struct ACL_vector *acl) {
+    r->done = 0;
+    r->rc = zoo_acreate(r->zh, path, NULL, -1, acl, 0, raw_string_done, r);
+    if (r->rc != ZOK) return r->rc;
+    raw_loop(r, &r->done, 10000);
+    return r->rc;
+}
+
+/* The tenant isolation recipe (docs/zookeeper.md): an admin provisions the
+   base path (world READ only) and one node per tenant (ALL for that
+   tenant's digest user). Tenant A then attacks tenant B, which holds a
+   lock, with its own credentials: every attack is refused, nothing of B's
+   is lost, and B keeps working (including new resources, whose parents it
+   may not create: the refusal of those creates is no error). */
+static void t_zk_tenant_recipe(void) {
+    static char s_world[] = "world", s_anyone[] = "anyone", s_auth[] = "auth", s_empty[] = "";
+    struct ACL base_items[2], own_items[1];
+    struct ACL_vector base_acl, own_acl;
+    static zk_client b, ab, aa, sq;
+    h_client *cl[4];
+    simba_lock lb, l, q;
+    simba_event *e;
+    char base[64], path[512], res[256], entry[512], tb[32], ta[32];
+    raw adm, atk;
+    int64_t end;
+    base_items[0].perms = ZOO_PERM_READ; base_items[0].id.scheme = s_world; base_items[0].id.id = s_anyone;
+    base_items[1].perms = ZOO_PERM_ALL; base_items[1].id.scheme = s_auth; base_items[1].id.id = s_empty;
+    own_items[0].perms = ZOO_PERM_ALL; own_items[0].id.scheme = s_auth; own_items[0].id.id = s_empty;
+    base_acl.count = 2; base_acl.data = base_items;
+    own_acl.count = 1; own_acl.data = own_items;
+    snprintf(base, sizeof base, "/recipe%ld", (long)getpid());
+    snprintf(ta, sizeof ta, "ta%ld", (long)getpid());
+    snprintf(tb, sizeof tb, "tb%ld", (long)getpid());
+    /* the admin step: base path, then one session per tenant (admin + tenant ids) */
+    CHECK(raw_open(&adm, zk_hosts, NULL, "admin:root"));
+    CHECK_EQ(raw_create_acl(&adm, base, &base_acl), ZOK);
+    raw_close(&adm);
+    CHECK(raw_open(&adm, zk_hosts, NULL, "admin:root"));
+    zoo_add_auth(adm.zh, "digest", "ta:pa", 5, NULL, NULL);
+    snprintf(path, sizeof path, "%s/%s", base, ta);
+    CHECK_EQ(raw_create_acl(&adm, path, &own_acl), ZOK);
+    raw_close(&adm);
+    CHECK(raw_open(&adm, zk_hosts, NULL, "admin:root"));
+    zoo_add_auth(adm.zh, "digest", "tb:pb", 5, NULL, NULL);
+    snprintf(path, sizeof path, "%s/%s", base, tb);
+    CHECK_EQ(raw_create_acl(&adm, path, &own_acl), ZOK);
+    raw_close(&adm);
+    /* B holds a lock; its resource node is created under its tenant node */
+    cl[0] = &b.h; cl[1] = &ab.h; cl[2] = &aa.h; cl[3] = &sq.h;
+    CHECK(zk_client_open_base(&b, base, tb, "b", "tb:pb"));
+    CHECK(zk_client_open_base(&ab, base, tb, "a-as-b", "ta:pa"));   /* A's credentials, B's tenant */
+    CHECK(zk_client_open_base(&aa, base, ta, "a", "ta:pa"));       /* A in its own tenant */
+    CHECK(zk_client_open_base(&sq, base, "squat", "a-squat", "ta:pa"));
+    lb = zk_acquire(&b, "job", -1);
+    CHECK(h_expect(cl, 4, 0, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    snprintf(res, sizeof res, "%s/%s/job", base, tb);
+    /* raw attacks with A's credentials */
+    CHECK(raw_open(&atk, zk_hosts, NULL, "ta:pa"));
+    CHECK_EQ(raw_kids(&atk, res), ZNOAUTH);                       /* read */
+    CHECK(raw_open(&adm, zk_hosts, NULL, "tb:pb"));                /* (B's view, to name its entry) */
+    CHECK_EQ(raw_kids(&adm, res), ZOK);
+    CHECK_EQ(adm.kids.count, 1);
+    snprintf(entry, sizeof entry, "%s/%s", res, adm.kids.data[0]);
+    CHECK_EQ(raw_delete(&atk, entry), ZNOAUTH);                    /* steal */
+    CHECK_EQ(raw_set(&atk, res, "100"), ZNOAUTH);                  /* forge the capacity */
+    CHECK_EQ(raw_delete(&atk, res), ZNOAUTH);                      /* delete the resource */
+    snprintf(path, sizeof path, "%s/0_x~1_x~1_", res);
+    atk.done = 0;                                                  /* block: an entry ahead */
+    CHECK_EQ(zoo_acreate(atk.zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                         raw_string_done, &atk), ZOK);
+    CHECK(raw_loop(&atk, &atk.done, 10000));
+    CHECK_EQ(atk.rc, ZNOAUTH);
+    snprintf(path, sizeof path, "%s/squat2", base);                /* squat a tenant name */
+    CHECK_EQ(raw_create_acl(&atk, path, &own_acl), ZNOAUTH);
+    raw_close(&atk);
+    /* simba with A's credentials on B's tenant, and on an unprovisioned one */
+    l = zk_acquire(&ab, "job", 3000);
+    e = zk_expect_end(cl, 4, 1, l, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    q = simba_inspect(ab.h.s, "job", NULL);
+    e = h_expect(cl, 4, 1, q, SIMBA_EVENT_INFO, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    q = simba_delete(ab.h.s, "job", NULL);
+    e = h_expect(cl, 4, 1, q, SIMBA_EVENT_DONE, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    l = zk_acquire(&sq, "x", 3000);
+    e = zk_expect_end(cl, 4, 3, l, 10000);
+    CHECK(e != NULL);
+    CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    /* A in its own provisioned tenant works */
+    l = zk_acquire(&aa, "job", 5000);
+    CHECK(h_expect(cl, 4, 2, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    /* nothing of B's was lost: still one entry (B's), still held */
+    for (end = h_real_ms() + 500; h_real_ms() < end;) h_pump(cl, 4, 20);
+    CHECK(!h_has(&b.h, lb, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(b.h.s, lb) > 0);
+    CHECK_EQ(raw_kids(&adm, res), ZOK);
+    CHECK_EQ(adm.kids.count, 1);
+    deallocate_String_vector(&adm.kids);
+    raw_close(&adm);
+    l = zk_acquire(&b, "fresh", 5000);                 /* a new resource under B's node */
+    CHECK(h_expect(cl, 4, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 4, 0, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    zk_client_close(&b);
+    zk_client_close(&ab);
+    zk_client_close(&aa);
+    zk_client_close(&sq);
 }
 
 /* Names that are not node names are percent-encoded, one node each. */
@@ -917,6 +1223,219 @@ static void t_zk_unreachable(void) {
     zk_client_close(&a);
 }
 
+/* Nothing listening, driven the way an application does it (poll on the
+   fds for simba_timeout_ms, then tick): the loop must sleep between
+   reconnects (the backend's backoff), not spin on a fd that is always
+   ready. The old code spun ~12,000 times a second. */
+static void t_zk_refused_port_backs_off(void) {
+    simba *s;
+    simba_desc d;
+    int64_t end;
+    long iterations = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = make_zk_on("127.0.0.1:1", NULL);
+    d.tenant = zk_tenant();
+    d.ttl_ms = 1500;
+    d.transition_ms = 1000;
+    s = simba_create(&d);
+    CHECK(s != NULL);
+    for (end = h_real_ms() + 2000; h_real_ms() < end; iterations++) {
+        struct pollfd fds[8];
+        simba_event ev[16];
+        int n = simba_pollfds(s, fds, 8), t = simba_timeout_ms(s);
+        if (n < 0) n = 0;
+        if (n > 8) n = 8;
+        if (t < 0 || t > 200) t = 200;
+        poll(fds, (nfds_t)n, t);
+        (void)simba_tick(s, fds, n, ev, 16);
+    }
+    printf("  # %ld loop iterations in 2 s on a refused port\n", iterations);
+    simba_destroy(s);
+    CHECK(iterations < 200);
+}
+
+/* The "Received:" counter of the standalone server's srvr answer. */
+static long long server_received(void) {
+    char out[2048];
+    const char *p;
+    if (!ctl("srvr s", out, sizeof out)) return -1;
+    p = strstr(out, "Received: ");
+    return p ? atoll(p + 10) : -1;
+}
+
+/* Another digest user created the tenant node first (squatting): our
+   acquire must end at once as an ERROR with SIMBA_EAUTH, after a handful of
+   requests. The old code turned the refusal into "not found", retried, and
+   the core re-enqueued at once: ~30,000 requests in 5 s, then TIMEOUT with
+   error 0. */
+static void t_zk_squatted_tenant_is_eauth(void) {
+    const char *tenant = zk_tenant();
+    static zk_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_event *e;
+    char path[256];
+    raw sq;
+    long long before, after;
+    cl[0] = &a.h;
+    CHECK(raw_open(&sq, zk_hosts, NULL, "squatter:x"));
+    sq.done = 0;
+    CHECK_EQ(zoo_acreate(sq.zh, "/simba", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, raw_string_done, &sq), ZOK);
+    CHECK(raw_loop(&sq, &sq.done, 10000));
+    CHECK(sq.rc == ZOK || sq.rc == ZNODEEXISTS);
+    tenant_path(path, sizeof path, tenant);
+    sq.done = 0;
+    CHECK_EQ(zoo_acreate(sq.zh, path, NULL, -1, &ZOO_CREATOR_ALL_ACL, 0, raw_string_done, &sq), ZOK);
+    CHECK(raw_loop(&sq, &sq.done, 10000));
+    CHECK_EQ(sq.rc, ZOK);
+    CHECK(zk_client_open(&a, zk_hosts, tenant, "victim", "victim:y", 1500, 1000));
+    CHECK(zk_wait_connected(cl, 1, 0, 10000));
+    h_run_for(cl, 1, 300);                       /* the session is open */
+    before = server_received();
+    l = zk_acquire(&a, "r", 3000);
+    e = zk_expect_end(cl, 1, 0, l, 5000);
+    after = server_received();
+    printf("  # %lld requests for one acquire\n", after - before);
+    CHECK(e != NULL);
+    CHECK_EQ(e->type, SIMBA_EVENT_ERROR);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    CHECK(before >= 0 && after >= 0);
+    CHECK(after - before < 100);
+    raw_close(&sq);
+    zk_client_close(&a);
+}
+
+/* Every send() of libzookeeper goes through here (the executable's
+   definition interposes the shared library's call): it counts the calls and
+   those without MSG_NOSIGNAL, then sends through sendto(). A library built
+   without the flag fails t_zk_server_gone_no_sigpipe even when the timing
+   never makes it write on a reset connection. */
+static long sends_seen, sends_unprotected;
+ssize_t send(int fd, const void *buf, size_t len, int flags) {
+    sends_seen++;
+    if (!(flags & MSG_NOSIGNAL)) sends_unprotected++;
+    return sendto(fd, buf, len, flags, NULL, 0);
+}
+
+/* A free loopback port (bound, then closed: good enough for a test). */
+static int free_local_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    if (fd < 0) return 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Issue #9 item 9. The server goes away mid-session (the proxy in front of
+   it is SIGKILLed: the kernel closes its sockets) while a process with the
+   default SIGPIPE disposition keeps using simba the documented way
+   (simba_pollfds twice per loop, acquires and releases going on), after a
+   pause in which the connection was reset under it. Writes on
+   the dead connection must not raise SIGPIPE: libzookeeper sends with
+   MSG_NOSIGNAL (all its send() calls in Debian's 3.8.0 pass 0x4000) and
+   simba_zk.h writes nothing itself (it only shutdown()s). The child must
+   exit 0, not die of signal 13. */
+static void t_zk_server_gone_no_sigpipe(void) {
+    const char *proxy = getenv("SIMBA_ZK_PROXY"), *colon = strrchr(zk_hosts, ':');
+    char link[64], hosts[64];
+    int port = free_local_port(), fds[2], status = 0, up = 0;
+    pid_t ppid, child;
+    int64_t end;
+    if (!proxy) printf("  # SIMBA_ZK_PROXY is not set (make test-zk sets it)\n");
+    CHECK(proxy != NULL && colon != NULL && port > 0);
+    snprintf(link, sizeof link, "%d:127.0.0.1:%s", port, colon + 1);
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d", port);
+    fflush(stdout);
+    ppid = fork();
+    CHECK(ppid >= 0);
+    if (ppid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execl(proxy, proxy, link, (char *)NULL);
+        _exit(127);
+    }
+    for (end = h_real_ms() + 5000; h_real_ms() < end && !up;) {
+        struct sockaddr_in a;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_port = htons((unsigned short)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        up = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0) close(fd);
+        if (!up) poll(NULL, 0, 20);
+    }
+    if (!up) { kill(ppid, SIGKILL); waitpid(ppid, NULL, 0); }
+    CHECK(up);
+    if (pipe(fds) != 0) { kill(ppid, SIGKILL); waitpid(ppid, NULL, 0); CHECK(0); }
+    child = fork();
+    if (child == 0) {
+        static zk_client c;
+        h_client *cl[1];
+        simba_lock l;
+        int64_t stop;
+        signal(SIGPIPE, SIG_DFL);
+        close(fds[0]);
+        cl[0] = &c.h;
+        if (!zk_client_open(&c, hosts, zk_tenant(), "pipe", NULL, 1500, 1000)) _exit(3);
+        l = zk_acquire(&c, "pipe", -1);
+        if (!h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000)) _exit(4);
+        if (write(fds[1], "a", 1) != 1) _exit(5);
+        h_run_for(cl, 1, 500);           /* sends that now sit unread in the frozen proxy */
+        poll(NULL, 0, 1500);             /* busy elsewhere: the RST arrives meanwhile, and
+                                            the library's next look wants to send a ping */
+        for (stop = h_real_ms() + 3000; h_real_ms() < stop;) {
+            struct pollfd pf[8];
+            simba_event ev[16];
+            int n = simba_pollfds(c.h.s, NULL, 0);      /* the sizing call ... */
+            n = simba_pollfds(c.h.s, pf, 8);             /* ... then the real one */
+            if (n < 0) n = 0;
+            if (n > 8) n = 8;
+            poll(pf, (nfds_t)n, 10);
+            (void)simba_tick(c.h.s, pf, n, ev, 16);
+            simba_release(c.h.s, l);
+            l = zk_acquire(&c, "pipe", 50);
+        }
+        simba_destroy(c.h.s);
+        if (sends_unprotected) {
+            printf("  # %ld of %ld send() calls without MSG_NOSIGNAL\n", sends_unprotected, sends_seen);
+            fflush(stdout);
+            _exit(6);
+        }
+        if (!sends_seen) printf("  # send() is not interposed in this build: only survival was checked\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    close(fds[1]);
+    if (child > 0) {
+        struct pollfd pf;
+        char ch;
+        pf.fd = fds[0];
+        pf.events = POLLIN;
+        if (poll(&pf, 1, 15000) == 1 && read(fds[0], &ch, 1) == 1) up = 2;
+    }
+    /* freeze the proxy first, so what the child sends meanwhile sits unread
+       in the proxy's socket: its close then answers with RST, and the
+       child's next send() on that connection fails with EPIPE */
+    kill(ppid, SIGUSR1);
+    poll(NULL, 0, 900);
+    kill(ppid, SIGKILL);                             /* the server "goes away" */
+    waitpid(ppid, NULL, 0);
+    close(fds[0]);
+    CHECK(child > 0);
+    CHECK(waitpid(child, &status, 0) == child);
+    if (WIFSIGNALED(status)) printf("  # the child died of signal %d\n", WTERMSIG(status));
+    CHECK_EQ(up, 2);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
 static char logged[4096];
 static void capture_log(void *user, simba_log_level level, const char *msg) {
     size_t n = strlen(logged);
@@ -973,10 +1492,14 @@ int main(int argc, char **argv) {
     conformance_run(&b, h_filter, &h_passed, &h_failed);
     RUN(t_zk_bad_options);
     RUN(t_zk_unreachable);
+    RUN(t_zk_refused_port_backs_off);
+    RUN(t_zk_server_gone_no_sigpipe);
     RUN(t_zk_lease_above_server_max);
     RUN(t_zk_names_encoded);
     RUN(t_zk_garbage_in_the_tree);
     RUN(t_zk_digest_acl);
+    RUN(t_zk_squatted_tenant_is_eauth);
+    RUN(t_zk_tenant_recipe);
     RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_handoff_from_watch);
     RUN(t_zk_delete_is_no_handoff);
@@ -984,9 +1507,11 @@ int main(int argc, char **argv) {
     RUN(t_zk_quiet_reconnect_is_told);
     RUN(t_zk_destroy_abandons_session);
     RUN(t_zk_foreign_owner_never_claimed);
+    RUN(t_zk_planted_entry_is_foreign);
     RUN(t_zk_server_pause_short);
     RUN(t_zk_session_killed);
     RUN(t_zk_ensemble_failover);
     RUN(t_zk_containers_cleaned);
+    RUN(t_zk_partitioned_follower_no_overlap);   /* last: leaves the ensemble proxied */
     return harness_summary();
 }

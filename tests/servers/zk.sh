@@ -31,6 +31,33 @@
 #                      $SIMBA_ZK_CTL srvr NODE    print the "srvr" four-letter answer
 #   SIMBA_ZK_DIR     the temp dir (logs in $SIMBA_ZK_DIR/<node>/server.log)
 #
+# Partitions (no iptables needed): with SIMBA_ZK_PROXY set to a tcp_proxy
+# binary (tests/tools/tcp_proxy.c),
+#   $SIMBA_ZK_CTL proxied          (re)starts the ensemble (same ports and data)
+#                                  with every member-to-member link through
+#                                  user-space proxies, one proxy process per
+#                                  pair of members (each member's zoo.cfg names
+#                                  the proxies' ports for the two others), and a
+#                                  proxy in front of each member's client port;
+#                                  prints the connection string. It stays so.
+# Elections are slower through the proxies (a leader's death took 7-23 s to
+# a new quorum, 2-3 s direct), so `ensemble` alone does not use them. Then:
+#   $SIMBA_ZK_CTL partition NODE   freeze both pair proxies of NODE: it and the
+#                                  clients connected to it directly keep
+#                                  talking, the rest of the ensemble hears
+#                                  silence (no FIN, no RST)
+#   $SIMBA_ZK_CTL heal NODE        resume them
+#   $SIMBA_ZK_CTL phosts NODE      print the proxied client address of NODE
+#   $SIMBA_ZK_CTL freeze-client NODE / thaw-client NODE
+#                                  freeze / resume the proxy in front of NODE's
+#                                  client port (its clients hear silence)
+#   $SIMBA_ZK_CTL mode NODE        print "leader", "follower" or "" (down)
+# Before `proxied` these commands fail. Election links are proxied
+# too, but ZooKeeper calls a lower member back on the address that member
+# announces (its real port), so election traffic may bypass the proxies:
+# a partitioned member still cannot sync with the leader (the quorum port
+# goes through the proxy), which is what a partition test needs.
+#
 # Server settings: tickTime=100 (sessions can be as short as 200 ms),
 # maxSessionTimeout=120000, 4lw "srvr,ruok,mntr,cons,stat" on, admin server off,
 # a 256 MB heap, forceSync=no unless SIMBA_ZK_FORCESYNC=yes (the benchmark may
@@ -79,11 +106,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # Free loopback ports: random in 20000-49999, skipped when something listens.
+# Below the kernel's ephemeral range when it leaves room (32768 by default):
+# an outgoing connection (a proxy's, a client's) can hold any ephemeral port,
+# and a member restarted later could not bind it.
 used_ports=" "
+port_span=30000
+eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+if [ -n "$eph_low" ] && [ "$eph_low" -gt 25000 ] && [ "$eph_low" -le 50000 ]; then
+    port_span=$(( eph_low - 20000 ))
+fi
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
+        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % port_span ))
         case "$used_ports" in *" $p "*) continue ;; esac
         if command -v ss >/dev/null && ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then
             continue
@@ -105,6 +140,12 @@ for n in 1 2 3; do
     free_port >"$TMP/$n/port" || die "no free port"
     free_port >"$TMP/$n/qport" || die "no free port"
     free_port >"$TMP/$n/eport" || die "no free port"
+    free_port >"$TMP/$n/pport" || die "no free port"
+    for m in 1 2 3; do
+        [ "$m" = "$n" ] && continue
+        free_port >"$TMP/$n/to$m.q" || die "no free port"
+        free_port >"$TMP/$n/to$m.e" || die "no free port"
+    done
 done
 
 # The control script: everything about starting a server lives here, so the
@@ -116,6 +157,7 @@ TMP='$TMP'
 JAVA='$JAVA'
 CP='$CP'
 FORCESYNC='${SIMBA_ZK_FORCESYNC:-no}'
+PROXY='${SIMBA_ZK_PROXY:-}'
 EOF
 cat >>"$TMP/ctl" <<'EOF'
 die() { echo "zk ctl: $*" >&2; exit 2; }
@@ -140,7 +182,11 @@ write_cfg() {   # $1 node
             echo "standaloneEnabled=false"
             echo "cnxTimeout=500"
             for m in 1 2 3; do
-                echo "server.$m=127.0.0.1:$(cat "$TMP/$m/qport"):$(cat "$TMP/$m/eport")"
+                if [ -f "$TMP/proxied" ] && [ "$m" != "$n" ]; then
+                    echo "server.$m=127.0.0.1:$(cat "$TMP/$n/to$m.q"):$(cat "$TMP/$n/to$m.e")"
+                else
+                    echo "server.$m=127.0.0.1:$(cat "$TMP/$m/qport"):$(cat "$TMP/$m/eport")"
+                fi
             done
         fi
     } >"$d/zoo.cfg"
@@ -185,6 +231,51 @@ wait_serving() { # $1 node; 30 s at most
     return 1
 }
 
+# One proxy process: $1 its name (a dir under $TMP), then its links.
+start_proxy() {
+    local name=$1 ready
+    shift
+    mkdir -p "$TMP/$name"
+    "$PROXY" -p "$TMP/$name/pid" "$@" </dev/null >"$TMP/$name/out" 2>>"$TMP/$name/log" &
+    for _ in $(seq 1 100); do
+        grep -q '^ready' "$TMP/$name/out" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    die "proxy $name did not start: $(cat "$TMP/$name/log")"
+}
+
+# Pair proxies carry the links between members a < b (both directions, quorum
+# and election); client proxies c<n> sit in front of member n's client port.
+start_proxies() {
+    local a b n
+    [ -n "$PROXY" ] && [ -x "$PROXY" ] || die "SIMBA_ZK_PROXY is not an executable tcp_proxy"
+    for a in 1 2 3; do
+        for b in 1 2 3; do
+            [ "$a" -lt "$b" ] || continue
+            start_proxy "p$a$b" \
+                "$(cat "$TMP/$a/to$b.q"):127.0.0.1:$(cat "$TMP/$b/qport")" \
+                "$(cat "$TMP/$a/to$b.e"):127.0.0.1:$(cat "$TMP/$b/eport")" \
+                "$(cat "$TMP/$b/to$a.q"):127.0.0.1:$(cat "$TMP/$a/qport")" \
+                "$(cat "$TMP/$b/to$a.e"):127.0.0.1:$(cat "$TMP/$a/eport")"
+        done
+    done
+    for n in 1 2 3; do
+        start_proxy "c$n" "$(cat "$TMP/$n/pport"):127.0.0.1:$(cat "$TMP/$n/port")"
+    done
+    touch "$TMP/proxied"
+}
+
+signal_proxies() { # $1 signal, then proxy names
+    local sig=$1 name
+    shift
+    [ -f "$TMP/proxied" ] || die "the ensemble has no proxies (run 'proxied' first)"
+    for name in "$@"; do kill "-$sig" "$(cat "$TMP/$name/pid")" || exit 1; done
+}
+
+pair_proxies() { # $1 node: the names of its two pair proxies
+    case "$1" in 1) echo p12 p13 ;; 2) echo p12 p23 ;; 3) echo p13 p23 ;; esac
+}
+
 hosts() {
     if [ "$1" = ensemble ]; then
         echo "127.0.0.1:$(cat "$TMP/1/port"),127.0.0.1:$(cat "$TMP/2/port"),127.0.0.1:$(cat "$TMP/3/port")"
@@ -194,6 +285,19 @@ hosts() {
 }
 
 case "${1:-}" in
+    proxied)
+        if [ ! -f "$TMP/proxied" ]; then
+            for n in 1 2 3; do
+                p=$(pid_of "$n") || continue
+                kill -9 "$p" 2>/dev/null
+                for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+                rm -f "$TMP/$n/pid"
+            done
+            start_proxies
+        fi
+        launch 1; launch 2; launch 3
+        wait_serving 1 && wait_serving 2 && wait_serving 3 || exit 1
+        hosts ensemble ;;
     ensemble)
         launch 1; launch 2; launch 3
         wait_serving 1 && wait_serving 2 && wait_serving 3 || exit 1
@@ -212,7 +316,15 @@ case "${1:-}" in
     cont) node_ok "${2:-}"; p=$(pid_of "$2") && kill -CONT "$p" ;;
     wait) node_ok "${2:-}"; wait_serving "$2" ;;
     srvr) node_ok "${2:-}"; srvr "$2" ;;
-    *) die "usage: ctl ensemble | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr NODE" ;;
+    mode) node_ok "${2:-}"; srvr "$2" | sed -n 's/^Mode: //p' ;;
+    partition) node_ok "${2:-}"; [ "$2" != s ] || die "partition: 1, 2 or 3"
+        signal_proxies USR1 $(pair_proxies "$2") ;;
+    heal) node_ok "${2:-}"; [ "$2" != s ] || die "heal: 1, 2 or 3"
+        signal_proxies USR2 $(pair_proxies "$2") ;;
+    freeze-client) node_ok "${2:-}"; signal_proxies USR1 "c$2" ;;
+    thaw-client) node_ok "${2:-}"; signal_proxies USR2 "c$2" ;;
+    phosts) node_ok "${2:-}"; [ -f "$TMP/proxied" ] || die "no proxies"; echo "127.0.0.1:$(cat "$TMP/$2/pport")" ;;
+    *) die "usage: ctl ensemble | proxied | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr|mode|partition|heal|phosts|freeze-client|thaw-client NODE" ;;
 esac
 EOF
 chmod +x "$TMP/ctl"
