@@ -14,7 +14,8 @@ HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help \
+        fuzz fuzz-ci fuzz-build fuzz-merge bench-mem bench-redis bench-mysql bench-zk demo
 
 all: examples bench
 
@@ -26,6 +27,7 @@ help:
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk: the backend suites under ASan+UBSan"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
+	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 60 s each"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 
@@ -105,6 +107,27 @@ valgrind-mem: $(B)/test_mem
 valgrind-sim: $(B)/test_sim
 	$(VALGRIND) ./$(B)/test_sim --quick
 
+# ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_HARNESSES := mem parse
+FUZZ_SECONDS ?= 300
+$(B)/fuzz/fuzz_mem: tests/fuzz/fuzz_mem.c tests/fuzz/fuzz_input.h $(HDR_CORE)
+	@mkdir -p $(B)/fuzz
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_mem.c
+$(B)/fuzz/fuzz_parse: tests/fuzz/fuzz_parse.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+	@mkdir -p $(B)/fuzz
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_parse.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+fuzz-build: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES))
+# each harness FUZZ_SECONDS (default 300); fuzz-ci: 60 s each, for CI
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+fuzz-ci: fuzz-build
+	tests/fuzz/run.sh 60 $(FUZZ_HARNESSES)
+# fold what `make fuzz` found back into the kept corpus, minimized
+fuzz-merge: fuzz-build
+	for h in $(FUZZ_HARNESSES); do mkdir -p tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h; \
+	  $(B)/fuzz/fuzz_$$h -merge=1 -max_len=1024 tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h >/dev/null 2>&1 || exit 1; done
+
 # ---- benchmarks (programs that print ratios, not tests) ----
 BENCH := $(B)/bench_mem
 bench: $(BENCH)
@@ -126,7 +149,7 @@ bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
 
 # ---- setup and install ----
-DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
+DEPS := build-essential clang libclang-rt-14-dev pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
 deps:
 	apt-get update -qq

@@ -40,6 +40,26 @@
 #ifndef FUZZ_KNOWN_BUGS
 #define FUZZ_KNOWN_BUGS 0
 #endif
+/* One switch per known bug (all follow FUZZ_KNOWN_BUGS), so a regression
+   input replays with exactly its own bug's input class turned on. */
+#ifndef FUZZ_BUG_INT_MAX          /* capacities/permits near INT_MAX (core helper) */
+#define FUZZ_BUG_INT_MAX FUZZ_KNOWN_BUGS
+#endif
+#ifndef FUZZ_BUG_DELETE_FENCES    /* fences going backwards after simba_delete (core helper) */
+#define FUZZ_BUG_DELETE_FENCES FUZZ_KNOWN_BUGS
+#endif
+#ifndef FUZZ_BUG_KEYS             /* keyed requests across sessions / resource sets (core helper) */
+#define FUZZ_BUG_KEYS FUZZ_KNOWN_BUGS
+#endif
+#ifndef FUZZ_BUG_ID_REUSE         /* re-created clients reusing a client id (core helper) */
+#define FUZZ_BUG_ID_REUSE FUZZ_KNOWN_BUGS
+#endif
+#ifndef FUZZ_BUG_TIMER_HEAP       /* found here: timer heap growth failure */
+#define FUZZ_BUG_TIMER_HEAP FUZZ_KNOWN_BUGS
+#endif
+#ifndef FUZZ_BUG_REENTRANT_JOIN   /* found here: re-entrant join hides a LOST */
+#define FUZZ_BUG_REENTRANT_JOIN FUZZ_KNOWN_BUGS
+#endif
 
 enum { NCLI = 4, NRES = 4, NH = 160, NFENCE = 512, TTL = 300, TRANS = 200, LEASE = TTL + TRANS };
 
@@ -58,7 +78,7 @@ static struct { long calls, fail_at; int fail_run; int enabled; } fa;
    FUZZ_KNOWN_BUGS, those sizes never fail. */
 static int known_bug_size(size_t n) {
     size_t k;
-    if (FUZZ_KNOWN_BUGS) return 0;
+    if (FUZZ_BUG_TIMER_HEAP) return 0;
     for (k = 256; k <= ((size_t)1 << 24); k <<= 1) if (n == k) return 1;
     return 0;
 }
@@ -147,7 +167,7 @@ static void on_event(int ci, const simba_event *ev) {
         h->ended = 1;
         if (h->qkind == 2) {      /* the delete happened (or not): its window ends one lease later */
             W.exempt_until[h->qres] = vnow + 2 * LEASE;
-            if (!FUZZ_KNOWN_BUGS) { W.nfences[h->qres] = 0; if (h->qres == 0) W.last_mutex_fence = 0; }
+            if (!FUZZ_BUG_DELETE_FENCES) { W.nfences[h->qres] = 0; if (h->qres == 0) W.last_mutex_fence = 0; }
         }
         return;
     }
@@ -263,7 +283,7 @@ static simba *new_client(int ci) {
     d.backend = simba_mem(W.srv, NULL);
     d.tenant = "fz";
     /* distinct ids unless FUZZ_KNOWN_BUGS: the core helper is fixing session id reuse */
-    snprintf(id, sizeof id, "c%d-%d", ci, FUZZ_KNOWN_BUGS ? 0 : W.next_client_no++);
+    snprintf(id, sizeof id, "c%d-%d", ci, FUZZ_BUG_ID_REUSE ? 0 : W.next_client_no++);
     d.client_id = id;
     d.ttl_ms = TTL;
     d.transition_ms = TRANS;
@@ -318,7 +338,7 @@ static void op_acquire(fz_in *in, int ci) {
     d.capacity = mincap;
     h->exclusive = (b & 7) == 0;
     h->weight = 1 + (int)((b >> 3) % (uint32_t)mincap);
-    if (FUZZ_KNOWN_BUGS && (b & 0xc0) == 0xc0) { d.capacity = INT_MAX - (b & 3); h->weight = INT_MAX - (b & 7); }
+    if (FUZZ_BUG_INT_MAX && (b & 0xc0) == 0xc0) { d.capacity = INT_MAX - (b & 3); h->weight = INT_MAX - (b & 7); }
     d.permits = h->exclusive ? 0 : h->weight;
     d.exclusive = h->exclusive;
     switch (fz_u8(in) & 7) {
@@ -329,14 +349,14 @@ static void op_acquire(fz_in *in, int ci) {
     b = fz_u8(in);
     if ((b & 7) == 1 && h->nres == 1) { d.contend = 1; d.capacity = 1; d.permits = 0; d.exclusive = 0; h->exclusive = 0; h->weight = 1; }
     if ((b & 7) == 2) d.reentrant = 1;
-    if (FUZZ_KNOWN_BUGS && (b & 7) == 3) d.key = (b & 8) ? "k1" : "k2";
+    if (FUZZ_BUG_KEYS && (b & 7) == 3) d.key = (b & 8) ? "k1" : "k2";
     if (d.capacity > W.maxcap[h->res[0]] && h->nres == 1) { /* an acquire may create the resource with its capacity */ }
     /* Known bug (simba.h simba_acquire + simba__session_drop): a re-entrant
        join of a held handle queues a second ACQUIRED and sets ACQ_QUEUED, so
        if the session drops before that event is delivered, the hold is
        "forgotten" with no LOST although the caller learned it long ago.
        Unless FUZZ_KNOWN_BUGS, no re-entrant acquire joins a held handle. */
-    if (d.reentrant && !FUZZ_KNOWN_BUGS)
+    if (d.reentrant && !FUZZ_BUG_REENTRANT_JOIN)
         for (i = 0; i < W.nh; i++)
             if (W.h[i].client == ci && !W.h[i].ended && !W.h[i].query && W.h[i].reentrant && W.h[i].acquired &&
                 W.h[i].res[0] == h->res[0]) return;
@@ -382,7 +402,7 @@ static void op_admin(fz_in *in, int ci) {
     if (kind == 0) lk = simba_inspect(s, res_name[r], NULL);
     else if (kind == 1) {
         cap = 1 + (b >> 4) % 4;
-        if (FUZZ_KNOWN_BUGS && (b & 0xf0) == 0xf0) cap = INT_MAX;
+        if (FUZZ_BUG_INT_MAX && (b & 0xf0) == 0xf0) cap = INT_MAX;
         lk = simba_set_capacity(s, res_name[r], cap, NULL);
         if (lk.id) {
             W.cap[r] = cap;
