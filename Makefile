@@ -109,7 +109,7 @@ valgrind-sim: $(B)/test_sim
 
 # ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-FUZZ_HARNESSES := mem parse
+FUZZ_HARNESSES := mem parse redis
 FUZZ_SECONDS ?= 300
 $(B)/fuzz/fuzz_mem: tests/fuzz/fuzz_mem.c tests/fuzz/fuzz_input.h $(HDR_CORE)
 	@mkdir -p $(B)/fuzz
@@ -117,6 +117,9 @@ $(B)/fuzz/fuzz_mem: tests/fuzz/fuzz_mem.c tests/fuzz/fuzz_input.h $(HDR_CORE)
 $(B)/fuzz/fuzz_parse: tests/fuzz/fuzz_parse.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
 	@mkdir -p $(B)/fuzz
 	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_parse.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+$(B)/fuzz/fuzz_redis: tests/fuzz/fuzz_redis.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h
+	@mkdir -p $(B)/fuzz
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_redis.c $(REDIS_LIBS)
 fuzz-build: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES))
 # each harness FUZZ_SECONDS (default 300); fuzz-ci: 60 s each, for CI
 fuzz: fuzz-build

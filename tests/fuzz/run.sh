@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 secs=${1:-${FUZZ_SECONDS:-60}}
 shift || true
-harnesses=${*:-mem parse}
+harnesses=${*:-mem parse redis}
 B=build/fuzz
 pass=0 fail=0
 for h in $harnesses; do
