@@ -87,6 +87,7 @@ typedef struct sconn {
     int sub;                    /* 1: the subscribe connection (CLIENT SETNAME simba-sub:...) */
     int subscribed;
     int close_after;            /* close once `out` is flushed */
+    int mute;                   /* hung: no reply to anything any more */
     char channel[256];
 } sconn;
 
@@ -280,8 +281,10 @@ static const char *const errs[] = {
 
 /* Answer one command on c: sane in the heal phase, else what the input says. */
 static void answer(sconn *c, const cmd *m, fz_in *in) {
-    uint8_t how = F.sane ? 0 : fz_u8(in);
+    uint8_t how;
     buf *b = &c->out;
+    if (c->mute) return;
+    how = F.sane ? 0 : fz_u8(in);
     TR("srv%s <- %.*s %.*s  (how %d)", c->sub ? "(sub)" : "", (int)m->len[0], m->argv[0],
        m->argc > 3 ? (int)(m->len[3] > 40 ? 40 : m->len[3]) : 0, m->argc > 3 ? m->argv[3] : "", how % 16);
     if (arg_is(m, 0, "CLIENT") && m->argc >= 3 && m->len[2] >= 10 && strncmp(m->argv[2], "simba-sub:", 10) == 0) c->sub = 1;
@@ -293,7 +296,7 @@ static void answer(sconn *c, const cmd *m, fz_in *in) {
     if (c->sub) {
         switch (how % 16) {
         case 4: { const char *e = errs[fz_u8(in) % (sizeof errs / sizeof errs[0])]; buf_add(b, e, strlen(e)); return; }
-        case 11: return;
+        case 11: c->mute = 1; return;
         case 13: c->close_after = 1; return;
         case 10: break;
         default: sane_reply(c, m, in, 0); return;
@@ -332,7 +335,9 @@ static void answer(sconn *c, const cmd *m, fz_in *in) {
         c->close_after = 1;
         break;
     }
-    case 11: break;                             /* silence: simba's op timeout must act */
+    case 11: c->mute = 1; break;                /* hung (for good: RESP answers in order, so a
+                                                   server cannot skip one reply and answer the
+                                                   next); simba's op timeout must act */
     case 12: {                                  /* garbage: a type byte RESP does not have */
         char g[64];
         size_t n = fz_u8(in) % sizeof g, i;
@@ -362,7 +367,7 @@ static void forge_push(fz_in *in) {
     char payload[512];
     uint8_t how = fz_u8(in);
     buf *b;
-    for (i = 0; i < NCONN; i++) if (F.c[i].fd >= 0 && F.c[i].sub && F.c[i].subscribed) c = &F.c[i];
+    for (i = 0; i < NCONN; i++) if (F.c[i].fd >= 0 && F.c[i].sub && F.c[i].subscribed && !F.c[i].mute) c = &F.c[i];
     if (!c) return;
     b = &c->out;
     switch (how % 6) {
@@ -404,7 +409,7 @@ static void sconn_close(sconn *c) {
     c->fd = -1;
     buf_free(&c->in);
     buf_free(&c->out);
-    c->sub = c->subscribed = c->close_after = 0;
+    c->sub = c->subscribed = c->close_after = c->mute = 0;
 }
 
 static void server_io(fz_in *in) {
