@@ -350,7 +350,6 @@ static void op_acquire(fz_in *in, int ci) {
     if ((b & 7) == 1 && h->nres == 1) { d.contend = 1; d.capacity = 1; d.permits = 0; d.exclusive = 0; h->exclusive = 0; h->weight = 1; }
     if ((b & 7) == 2) d.reentrant = 1;
     if (FUZZ_BUG_KEYS && (b & 7) == 3) d.key = (b & 8) ? "k1" : "k2";
-    if (d.capacity > W.maxcap[h->res[0]] && h->nres == 1) { /* an acquire may create the resource with its capacity */ }
     /* Known bug (simba.h simba_acquire + simba__session_drop): a re-entrant
        join of a held handle queues a second ACQUIRED and sets ACQ_QUEUED, so
        if the session drops before that event is delivered, the hold is
@@ -360,6 +359,7 @@ static void op_acquire(fz_in *in, int ci) {
         for (i = 0; i < W.nh; i++)
             if (W.h[i].client == ci && !W.h[i].ended && !W.h[i].query && W.h[i].reentrant && W.h[i].acquired &&
                 W.h[i].res[0] == h->res[0]) return;
+    /* an acquire may create a resource with its capacity: the bound grows */
     for (i = 0; i < h->nres; i++) if (d.capacity > W.maxcap[h->res[i]]) W.maxcap[h->res[i]] = d.capacity;
     lk = simba_acquire(s, &d);
     TR("c%d acquire %s%s%s n=%d cap=%d permits=%d excl=%d wait=%d contend=%d reentrant=%d key=%s -> h%u (%d)", ci, names[0],
@@ -379,7 +379,7 @@ static void op_acquire(fz_in *in, int ci) {
 }
 
 static void op_release(fz_in *in, int ci) {
-    int i, tries;
+    int tries;
     for (tries = 0; tries < 4 && W.nh; tries++) {
         fh *h = &W.h[fz_pick(in, (uint32_t)W.nh)];
         int rc;
@@ -389,7 +389,6 @@ static void op_release(fz_in *in, int ci) {
         if (rc == SIMBA_OK && --h->holds <= 0) h->release_asked = 1;
         return;
     }
-    (void)i;
 }
 
 static void op_admin(fz_in *in, int ci) {
