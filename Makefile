@@ -14,8 +14,7 @@ HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help \
-        fuzz fuzz-ci fuzz-build fuzz-merge bench-mem bench-redis bench-mysql bench-zk demo
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
 
 all: examples bench
 
@@ -108,6 +107,7 @@ valgrind-sim: $(B)/test_sim
 	$(VALGRIND) ./$(B)/test_sim --quick
 
 # ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-merge
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 FUZZ_HARNESSES := mem parse redis
 FUZZ_SECONDS ?= 300
