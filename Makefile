@@ -126,10 +126,12 @@ fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 fuzz-ci: fuzz-build
 	tests/fuzz/run.sh 50 $(FUZZ_HARNESSES)
-# fold what `make fuzz` found back into the kept corpus, minimized
+# fold what `make fuzz` found back into the kept corpus, minimized (a fresh
+# set covering everything both had)
 fuzz-merge: fuzz-build
-	for h in $(FUZZ_HARNESSES); do mkdir -p tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h; \
-	  $(B)/fuzz/fuzz_$$h -merge=1 -max_len=1024 tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h >/dev/null 2>&1 || exit 1; done
+	for h in $(FUZZ_HARNESSES); do rm -rf $(B)/fuzz/min-$$h; mkdir -p $(B)/fuzz/min-$$h tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h; \
+	  $(B)/fuzz/fuzz_$$h -merge=1 -max_len=1024 $(B)/fuzz/min-$$h tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h >/dev/null 2>&1 || exit 1; \
+	  rm -f tests/fuzz/corpus/$$h/*; cp $(B)/fuzz/min-$$h/* tests/fuzz/corpus/$$h/; done
 
 # ---- benchmarks (programs that print ratios, not tests) ----
 BENCH := $(B)/bench_mem
