@@ -29,6 +29,7 @@ help:
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
+	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 50 s each"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 
@@ -122,6 +123,32 @@ chaos: $(B)/chaos_client
 	tests/chaos/all.sh $(CHAOS_SECONDS)
 chaos-ci: $(B)/chaos_client
 	tests/chaos/all.sh 30
+# ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-merge
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_HARNESSES := mem parse redis
+FUZZ_SECONDS ?= 300
+$(B)/fuzz/fuzz_mem: tests/fuzz/fuzz_mem.c tests/fuzz/fuzz_input.h $(HDR_CORE)
+	@mkdir -p $(B)/fuzz
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_mem.c
+$(B)/fuzz/fuzz_parse: tests/fuzz/fuzz_parse.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+	@mkdir -p $(B)/fuzz
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_parse.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+$(B)/fuzz/fuzz_redis: tests/fuzz/fuzz_redis.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h
+	@mkdir -p $(B)/fuzz
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_redis.c $(REDIS_LIBS)
+fuzz-build: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES))
+# each harness FUZZ_SECONDS (default 300); fuzz-ci: 50 s each (< 4 min in all), for CI
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+fuzz-ci: fuzz-build
+	tests/fuzz/run.sh 50 $(FUZZ_HARNESSES)
+# fold what `make fuzz` found back into the kept corpus, minimized (a fresh
+# set covering everything both had)
+fuzz-merge: fuzz-build
+	for h in $(FUZZ_HARNESSES); do rm -rf $(B)/fuzz/min-$$h; mkdir -p $(B)/fuzz/min-$$h tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h; \
+	  $(B)/fuzz/fuzz_$$h -merge=1 -max_len=1024 $(B)/fuzz/min-$$h tests/fuzz/corpus/$$h $(B)/fuzz/corpus-$$h >/dev/null 2>&1 || exit 1; \
+	  rm -f tests/fuzz/corpus/$$h/*; cp $(B)/fuzz/min-$$h/* tests/fuzz/corpus/$$h/; done
 
 # ---- benchmarks (programs that print ratios, not tests) ----
 BENCH := $(B)/bench_mem
@@ -147,6 +174,8 @@ bench-zk: $(B)/bench_zk
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless \
         python3 iproute2
+DEPS := build-essential clang libclang-rt-14-dev pkg-config valgrind libhiredis-dev redis-server \
+        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

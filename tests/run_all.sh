@@ -51,6 +51,7 @@ suite install tests/check_install.sh
 backend redis simba_redis.h && suite redis make -s test-redis
 backend mysql simba_mysql.h && suite mysql make -s test-mysql
 backend zk simba_zk.h && suite zk make -s test-zk
+suite fuzz make -s fuzz-ci
 # the backend suites once more under ASan+UBSan (leaks included): real
 # servers, reconnects and kills exercise paths the mem suites cannot
 backend redis simba_redis.h && suite asan-redis make -s asan-redis
