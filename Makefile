@@ -16,7 +16,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
 
-all: examples bench
+all: examples bench cli
 
 help:
 	@echo "make            examples and benchmarks"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
+	@echo "make cli | test-cli | bench-cli | fuzz-url   the simba command-line tool, its tests, its figure, the URL fuzzer"
 
 $(B):
 	@mkdir -p $(B)
@@ -124,6 +125,43 @@ bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
+
+# ---- the `simba` command-line tool and the URL syntax (issue #13) ----
+# build/simba: every backend compiled in. test-cli starts its own Redis,
+# MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
+# harness of the URL parser for FUZZ_URL_SECONDS (clang).
+.PHONY: cli test-cli asan-cli bench-cli fuzz-url install-cli
+CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+FUZZ_URL_SECONDS ?= 60
+cli: $(B)/simba
+$(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS) $(LDFLAGS)
+$(B)/test_url: tests/test_url.c $(CLI_HDRS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
+$(B)/asan/simba: cli/simba.c $(CLI_HDRS)
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS)
+$(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_url.c $(CLI_LIBS)
+$(B)/fuzz/fuzz_url: tests/fuzz/fuzz_url.c $(CLI_HDRS)
+	@mkdir -p $(B)/fuzz
+	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INC) -o $@ tests/fuzz/fuzz_url.c $(CLI_LIBS)
+test-cli: $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
+	tests/test_cli.sh
+asan-cli: $(B)/asan/simba
+	SIMBA_CLI=$(B)/asan/simba ASAN_OPTIONS=detect_leaks=1 tests/test_cli.sh
+fuzz-url: $(B)/fuzz/fuzz_url
+	@mkdir -p $(B)/fuzz/corpus-url
+	./$(B)/fuzz/fuzz_url -max_total_time=$(FUZZ_URL_SECONDS) -max_len=1024 -dict=tests/fuzz/url.dict $(B)/fuzz/corpus-url
+bench-cli: $(B)/simba
+	tests/servers/redis.sh run bench/bench_cli.sh ./$(B)/simba
+install: install-cli
+install-cli: $(B)/simba
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(B)/simba $(DESTDIR)$(PREFIX)/bin/simba
+	install -m 644 docs/simba.1 $(DESTDIR)$(PREFIX)/share/man/man1/simba.1
 
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \

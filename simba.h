@@ -3146,8 +3146,8 @@ static int simba__url_host(simba_url *u, size_t *pos, const char *h, size_t len,
         if (hl == 0) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: empty host name before ':'");
         for (i = 0; i < hl; i++)
             if (!simba__url_host_char((unsigned char)h[i]))
-                return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: byte '%c' is not allowed in a host name",
-                                      (h[i] > 0x20 && h[i] < 0x7f) ? h[i] : '?');
+                return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: byte 0x%02x is not allowed in a host name (encode it)",
+                                      (unsigned)(unsigned char)h[i]);
         if (!(out->host = simba__url_put(u, pos, h, hl, "host", err))) return err ? err->code : SIMBA_EINVAL;
     }
     out->port = 0;
