@@ -582,6 +582,12 @@ static int run_or_elect(void) {
             case SIMBA_EVENT_RELEASED:
                 if (o.verbose) say("released '%s'", o.names[0]);
                 if (final_code >= 0) exit_code = final_code;
+                else if (child <= 0) {
+                    /* we did not ask: the request ended without a grant */
+                    say("the request for '%s' ended without a grant (%s)", o.names[0],
+                        last_log[0] ? last_log : "released by the backend");
+                    exit_code = EXIT_ERROR;
+                }
                 break;
             default:
                 break;
