@@ -166,6 +166,7 @@ install-cli: $(B)/simba
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
+DEPS += libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz-url, test-cli)
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)
