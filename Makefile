@@ -17,7 +17,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo \
         chaos chaos-ci
 
-all: examples bench
+all: examples bench cli
 
 help:
 	@echo "make            examples and benchmarks"
@@ -32,6 +32,7 @@ help:
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 50 s each"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
+	@echo "make cli | test-cli | bench-cli | fuzz-url   the simba command-line tool, its tests, its figure, the URL fuzzer"
 
 $(B):
 	@mkdir -p $(B)
@@ -170,12 +171,50 @@ bench-mysql: $(B)/bench_mysql
 bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
 
+# ---- the `simba` command-line tool and the URL syntax (issue #13) ----
+# build/simba: every backend compiled in. test-cli starts its own Redis,
+# MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
+# harness of the URL parser for FUZZ_URL_SECONDS (clang).
+.PHONY: cli test-cli asan-cli bench-cli fuzz-url install-cli
+CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+FUZZ_URL_SECONDS ?= 60
+cli: $(B)/simba
+$(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS) $(LDFLAGS)
+$(B)/test_url: tests/test_url.c $(CLI_HDRS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
+$(B)/asan/simba: cli/simba.c $(CLI_HDRS)
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS)
+$(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_url.c $(CLI_LIBS)
+$(B)/fuzz/fuzz_url: tests/fuzz/fuzz_url.c $(CLI_HDRS)
+	@mkdir -p $(B)/fuzz
+	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INC) -o $@ tests/fuzz/fuzz_url.c $(CLI_LIBS)
+test-cli: $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
+	tests/test_cli.sh
+asan-cli: $(B)/asan/simba
+	SIMBA_CLI=$(B)/asan/simba ASAN_OPTIONS=detect_leaks=1 tests/test_cli.sh
+fuzz-url: $(B)/fuzz/fuzz_url
+	@mkdir -p $(B)/fuzz/corpus-url
+	./$(B)/fuzz/fuzz_url -max_total_time=$(FUZZ_URL_SECONDS) -max_len=1024 -dict=tests/fuzz/url.dict $(B)/fuzz/corpus-url
+bench-cli: $(B)/simba
+	tests/servers/redis.sh run bench/bench_cli.sh ./$(B)/simba
+install: install-cli
+install-cli: $(B)/simba
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(B)/simba $(DESTDIR)$(PREFIX)/bin/simba
+	install -m 644 docs/simba.1 $(DESTDIR)$(PREFIX)/share/man/man1/simba.1
+
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless \
         python3 iproute2
 DEPS := build-essential clang libclang-rt-14-dev pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
+DEPS += libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz-url, test-cli)
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

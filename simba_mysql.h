@@ -134,6 +134,18 @@ SIMBADEF int simba_mysql_get_stats(simba_backend b, simba_mysql_stats *out);
    snprintf), or SIMBA_ENAME for a bad prefix. */
 SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
 
+/* ---- connection URLs ----
+   simba_mysql_from_url: the backend for a parsed URL (simba_url_parse in
+   simba.h) of scheme mysql:
+       mysql://[user[:password]@]host[:port]/database[?parameters]
+       mysql://[user[:password]@]/database?socket=/path/to/socket
+   parameters: socket, table_prefix, create_schema (0/1), connect_timeout
+   (duration), lock_wait_timeout (seconds), ssl_ca, ssl_capath, ssl_cert,
+   ssl_key, ssl_cipher, ssl_verify (0/1), plus password_env / password_file
+   (simba.h). Read the client options (simba_url_client_options) first: a
+   parameter nobody read is an error here. */
+SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
+
 #ifdef __cplusplus
 }
 #endif
@@ -2817,6 +2829,54 @@ SIMBADEF int simba_mysql_get_stats(simba_backend bk, simba_mysql_stats *out) {
     *out = b->stats;
     out->held_bells = b->mine_n;
     out->watches = b->nwatch;
+    return SIMBA_OK;
+}
+
+
+/* ---- connection URLs (implementation) ---- */
+SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_mysql_desc d;
+    int rc;
+    memset(&d, 0, sizeof d);
+    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
+    if (strcmp(u->scheme, "mysql") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not mysql", u->scheme);
+    if (!u->has_authority)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: mysql needs '//' (mysql://user@host/database)");
+    d.unix_socket = simba_url_param(u, "socket");
+    if (d.unix_socket && !*d.unix_socket)
+        return simba_url_fail(err, SIMBA_EINVAL, "socket", "URL parameter socket: empty");
+    if (u->nhosts > 1) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: mysql takes one host");
+    if (u->nhosts == 0 && !d.unix_socket)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: missing (mysql://user@host/database, or ?socket=PATH)");
+    if (u->nhosts) {
+        d.host = u->hosts[0].host;
+        d.port = u->hosts[0].port ? u->hosts[0].port : 3306;
+    }
+    if (!u->path[0] || !u->path[1] || strchr(u->path + 1, '/') || strlen(u->path + 1) > 64)
+        return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: mysql needs the database: mysql://user@host/database");
+    d.database = u->path + 1;
+    d.user = u->user;
+    d.password = u->password;
+    if ((d.table_prefix = simba_url_param(u, "table_prefix")) != NULL) {
+        const char *c = d.table_prefix;
+        for (; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) break;
+        if (*c || c - d.table_prefix > 32)
+            return simba_url_fail(err, SIMBA_EINVAL, "table_prefix", "URL parameter table_prefix: 0..32 bytes of [A-Za-z0-9_]");
+    }
+    if ((rc = simba_url_int(u, "create_schema", 0, 1, &d.create_schema, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_int(u, "lock_wait_timeout", 1, 3600, &d.lock_wait_timeout_s, err)) != SIMBA_OK) return rc;
+    d.ssl_ca = simba_url_param(u, "ssl_ca");
+    d.ssl_capath = simba_url_param(u, "ssl_capath");
+    d.ssl_cert = simba_url_param(u, "ssl_cert");
+    d.ssl_key = simba_url_param(u, "ssl_key");
+    d.ssl_cipher = simba_url_param(u, "ssl_cipher");
+    if ((rc = simba_url_int(u, "ssl_verify", 0, 1, &d.ssl_verify_server_cert, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
+    *out = simba_mysql(&d);
+    if (!out->vt) return simba_url_fail(err, SIMBA_ENOMEM, "url", "URL: the MySQL backend could not be made (out of memory)");
     return SIMBA_OK;
 }
 

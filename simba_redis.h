@@ -114,6 +114,16 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
 SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
                                       char *out, size_t size);
 
+/* ---- connection URLs ----
+   simba_redis_from_url: the backend for a parsed URL (simba_url_parse in
+   simba.h) of scheme redis or redis+unix:
+       redis://[user[:password]@]host[:port][/db][?parameters]
+       redis+unix://[user[:password]@]/path/to/socket[?db=N&parameters]
+   parameters: prefix, wait_replicas, wait_timeout (duration),
+   connect_timeout (duration), db (redis+unix only), plus password_env /
+   password_file (simba.h). Read the client options (simba_url_client_options)
+   first: a parameter nobody read is an error here. */
+SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
 #ifdef __cplusplus
 }
 #endif
@@ -1886,6 +1896,66 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc) {
     }
     r->bad = simba__redis_configure(r, desc);
     return b;
+}
+
+/* ---- connection URLs (implementation) ---- */
+SIMBA__REDIS_MAYBE_UNUSED
+SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_redis_desc d;
+    int unix_sock, rc;
+    const char *v;
+    memset(&d, 0, sizeof d);
+    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
+    unix_sock = strcmp(u->scheme, "redis+unix") == 0;
+    if (!unix_sock && strcmp(u->scheme, "redis") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis or redis+unix", u->scheme);
+    if (!u->has_authority)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
+                              unix_sock ? "redis+unix:///path/to/socket" : "redis://host:port");
+    if (unix_sock) {
+        if (u->nhosts)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+unix takes no host (redis+unix:///path/to/socket)");
+        if (!u->path[0] || strcmp(u->path, "/") == 0)
+            return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: redis+unix needs the socket's path");
+        d.unix_socket = u->path;
+        if ((rc = simba_url_int(u, "db", 0, 1000000, &d.db, err)) != SIMBA_OK) return rc;
+    } else {
+        if (u->nhosts != 1)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s",
+                                  u->nhosts ? "redis takes one host" : "missing (redis://host[:port])");
+        d.host = u->hosts[0].host;
+        d.port = u->hosts[0].port ? u->hosts[0].port : 6379;
+        if (u->path[0] && strcmp(u->path, "/") != 0) {
+            const char *c = u->path + 1;
+            long db = 0;
+            for (; *c; c++) {
+                if (*c < '0' || *c > '9' || db > 1000000)
+                    return simba_url_fail(err, SIMBA_EINVAL, "path",
+                                          "URL path: '%.40s' is not a database number (/0, /1, ...)", u->path);
+                db = db * 10 + (*c - '0');
+            }
+            d.db = (int)db;
+        }
+    }
+    d.user = u->user;
+    d.password = u->password;
+    if (d.user && !d.password)
+        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
+                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
+    if ((v = simba_url_param(u, "prefix")) != NULL) {
+        const char *c = v;
+        for (; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._:-", *c))) break;
+        if (!*v || *c || c - v > 64)
+            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
+        d.prefix = v;
+    }
+    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d.wait_replicas, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d.wait_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
+    *out = simba_redis(&d);
+    return SIMBA_OK;
 }
 
 #ifdef __cplusplus

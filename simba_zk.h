@@ -171,6 +171,16 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
    SIMBA_OK, or SIMBA_EINVAL if b is not a ZooKeeper backend. */
 SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out);
 
+/* ---- connection URLs ----
+   simba_zk_from_url: the backend for a parsed URL (simba_url_parse in
+   simba.h) of scheme zk:
+       zk://[user:password@]host1[:port1],host2[:port2][/chroot][?parameters]
+   (default port 2181; user:password becomes the digest credential).
+   parameters: base_path, session_timeout (duration), allow_hostnames (0/1),
+   log_level (0..4), plus password_env / password_file (simba.h). Read the
+   client options (simba_url_client_options) first: a parameter nobody read
+   is an error here. */
+SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
 #ifdef __cplusplus
 }
 #endif
@@ -2443,6 +2453,56 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
             snprintf(out->server, sizeof out->server, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
         }
     }
+    return SIMBA_OK;
+}
+
+/* ---- connection URLs (implementation) ---- */
+SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_zk_desc d;
+    char hosts[SIMBA_URL_MAX + 64], digest[1024];
+    size_t len = 0;
+    int i, rc;
+    memset(&d, 0, sizeof d);
+    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
+    if (strcmp(u->scheme, "zk") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not zk", u->scheme);
+    if (!u->has_authority || u->nhosts == 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: missing (zk://host1:2181,host2:2181[/chroot])");
+    hosts[0] = '\0';
+    for (i = 0; i < u->nhosts; i++) {
+        /* ZooKeeper's own connection string: "h:p,h:p/chroot" */
+        int n = snprintf(hosts + len, sizeof hosts - len, "%s%s:%d", i ? "," : "", u->hosts[i].host,
+                         u->hosts[i].port ? u->hosts[i].port : 2181);
+        if (n < 0 || (size_t)n >= sizeof hosts - len)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: the host list is too long");
+        len += (size_t)n;
+    }
+    if (u->path[0] && strcmp(u->path, "/") != 0) {
+        if (len + strlen(u->path) + 1 > sizeof hosts)
+            return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: too long");
+        memcpy(hosts + len, u->path, strlen(u->path) + 1);
+    }
+    d.hosts = hosts;
+    if (u->user || u->password) {
+        int n;
+        if (!u->user || !u->password)
+            return simba_url_fail(err, SIMBA_EINVAL, "userinfo", "URL userinfo: ZooKeeper digest auth needs user:password");
+        n = snprintf(digest, sizeof digest, "%s:%s", u->user, u->password);
+        if (n < 0 || (size_t)n >= sizeof digest)
+            return simba_url_fail(err, SIMBA_EINVAL, "userinfo", "URL userinfo: too long");
+        d.digest = digest;
+    }
+    d.base_path = simba_url_param(u, "base_path");
+    if ((rc = simba_url_duration(u, "session_timeout", 1, 86400000, &d.session_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_int(u, "allow_hostnames", 0, 1, &d.allow_hostnames, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_int(u, "log_level", 0, 4, &d.zk_log_level, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
+    if (!d.allow_hostnames && !simba__zk_check_hosts(hosts, 0))
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: a host name needs ?allow_hostnames=1 (resolving blocks); or give addresses");
+    if (d.base_path && !simba__zk_check_base(d.base_path))
+        return simba_url_fail(err, SIMBA_EINVAL, "base_path", "URL parameter base_path: not a ZooKeeper path ('/a/b')");
+    *out = simba_zk(&d);
+    memset(digest, 0, sizeof digest);
     return SIMBA_OK;
 }
 

@@ -48,6 +48,7 @@ suite valgrind-sim make -s valgrind-sim
 suite examples tests/run_examples.sh
 suite readme tests/readme_snippets.sh
 suite install tests/check_install.sh
+suite cli make -s test-cli
 backend redis simba_redis.h && suite redis make -s test-redis
 backend mysql simba_mysql.h && suite mysql make -s test-mysql
 backend zk simba_zk.h && suite zk make -s test-zk

@@ -1,0 +1,796 @@
+/* simba.c -- the `simba` command-line tool: guard a job across hosts like
+   `flock -n`, `consul lock` or `etcdctl lock`, on any simba backend.
+
+       simba run [options] URL NAME... -- command [args...]
+       simba elect [options] URL NAME -- command [args...]
+       simba status [--json] URL NAME...
+       simba delete URL NAME
+       simba set-capacity URL NAME N
+
+   It uses only simba's public API (this file is also the proof that the API
+   is enough): one poll loop that watches simba's fds and a signal self-pipe,
+   fork/exec of the command into its own process group, SIGTERM to that
+   group at once when the lock is LOST and SIGKILL after --kill-after.
+   `simba --help` and docs/cli.md (and simba.1) document everything. */
+#define _GNU_SOURCE
+#define SIMBA_IMPLEMENTATION
+#define SIMBA_REDIS_IMPLEMENTATION
+#define SIMBA_MYSQL_IMPLEMENTATION
+#define SIMBA_ZK_IMPLEMENTATION
+#include "simba.h"
+#ifndef SIMBA_CLI_NO_REDIS
+#include "simba_redis.h"
+#endif
+#ifndef SIMBA_CLI_NO_MYSQL
+#include "simba_mysql.h"
+#endif
+#ifndef SIMBA_CLI_NO_ZK
+#include "simba_zk.h"
+#endif
+#define SIMBA_URL_DISPATCH
+#include "simba.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+/* Exit codes of simba itself. Anything else is the command's own status
+   (128 + N when a signal N killed it), as with `timeout` and `flock`. */
+enum {
+    EXIT_BUSY = 75,        /* --try found it held, or --wait ran out (EX_TEMPFAIL) */
+    EXIT_USAGE = 64,       /* bad options, URL or name (EX_USAGE) */
+    EXIT_CONNECT = 69,     /* cannot connect within --connect-timeout (EX_UNAVAILABLE) */
+    EXIT_AUTH = 77,        /* the server refused our credentials (EX_NOPERM) */
+    EXIT_LOST = 79,        /* the lock was lost while the command ran; it was killed */
+    EXIT_ERROR = 70,       /* any other failure (server error, out of memory) (EX_SOFTWARE) */
+    EXIT_NOEXEC = 126,     /* the command exists but cannot be run */
+    EXIT_NOTFOUND = 127    /* the command was not found */
+};
+
+static const char *usage_main =
+    "usage: simba run [options] URL NAME... -- command [args...]\n"
+    "       simba elect [options] URL NAME -- command [args...]\n"
+    "       simba status [--json] [options] URL NAME...\n"
+    "       simba delete [options] URL NAME\n"
+    "       simba set-capacity [options] URL NAME N\n"
+    "       simba --help | COMMAND --help | --version\n"
+    "\n"
+    "Distributed locks for shell scripts and cron jobs: `run` holds NAME while\n"
+    "the command runs, in its own process group; if the lock is lost the\n"
+    "command gets SIGTERM at once and SIGKILL after --kill-after.\n"
+    "\n"
+    "URL: redis://[user[:password]@]host[:port][/db][?...], redis+unix:///socket,\n"
+    "     mysql://user[:password]@host[:port]/database[?...],\n"
+    "     zk://host:port[,host:port...][/chroot][?...], mem: (this process only).\n"
+    "     Query parameters tenant, client_id, ttl, transition for every scheme;\n"
+    "     password_env=VAR or password_file=PATH keep passwords out of `ps`.\n"
+    "     The URL may be \"-\": then it is taken from $SIMBA_URL.\n"
+    "\n"
+    "exit codes: the command's own status (128+N when signal N killed it), or\n"
+    "  64 bad usage or URL   69 cannot connect   70 other error   75 busy\n"
+    "  (--try, --wait ran out)   77 authentication refused   79 lock lost\n"
+    "  126 command not runnable   127 command not found\n";
+
+static const char *usage_run =
+    "usage: simba run [options] URL NAME... -- command [args...]\n"
+    "Acquire NAME (several NAMEs: all or nothing), run the command in its own\n"
+    "process group while holding, release when it exits, exit with its status.\n"
+    "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
+    "  --wait DURATION      give up after DURATION (500ms, 10s, 2m, 1h): exit 75\n"
+    "  --try, -n            do not wait: exit 75 at once if held\n"
+    "                       (default: wait forever)\n"
+    "  --permits N          take N permits of a semaphore (default 1)\n"
+    "  --capacity C         the resource's capacity when this request creates it\n"
+    "                       (default 1, a mutex; 1000 with --shared/--exclusive)\n"
+    "  --shared             a reader of a read/write lock (1 permit)\n"
+    "  --exclusive          the writer of a read/write lock (all permits)\n"
+    "  --key KEY            idempotency key: the same key is the same request\n"
+    "  --ttl DURATION       lease (default 10s); --transition DURATION (default 6s)\n"
+    "  --kill-after DURATION  SIGKILL this long after SIGTERM on LOST\n"
+    "                       (default transition/2; must be below transition)\n"
+    "  --tenant T, --client-id ID   override the URL's\n"
+    "  --connect-timeout DURATION   exit 69 if not connected by then (default 10s)\n"
+    "  --quiet, -q          no messages; --verbose, -v  say what happens\n"
+    "exit codes: see `simba --help`.\n";
+
+static const char *usage_elect =
+    "usage: simba elect [options] URL NAME -- command [args...]\n"
+    "Leader election: run the command while this process is the leader of\n"
+    "NAME. On LOST the command is killed (SIGTERM, then SIGKILL after\n"
+    "--kill-after) and simba contends again and reruns it when it leads again.\n"
+    "When the command exits by itself, simba steps down and exits with its status.\n"
+    "  --once               exit 79 after a LOST instead of contending again\n"
+    "  --verbose, -v        print owner changes on stderr\n"
+    "  --ttl, --transition, --kill-after, --tenant, --client-id,\n"
+    "  --connect-timeout, --quiet: as for `simba run`.\n";
+
+static const char *usage_status =
+    "usage: simba status [--json] [options] URL NAME...\n"
+    "Print each resource's capacity, holders (client id, session, fence,\n"
+    "permits) and waiters in queue order. --json: one JSON object per resource\n"
+    "and line: {\"name\", \"exists\", \"capacity\", \"queued\", \"held\",\n"
+    "\"holders\": [{\"client\", \"session\", \"fence\", \"permits\", \"exclusive\"}],\n"
+    "\"waiters\": [same fields, fence 0]}.\n";
+
+static const char *usage_delete =
+    "usage: simba delete [options] URL NAME\n"
+    "Remove the resource and every entry in it; its holders lose it (LOST).\n";
+
+static const char *usage_setcap =
+    "usage: simba set-capacity [options] URL NAME N\n"
+    "Change the resource's capacity to N (1 or more).\n";
+
+/* ---- options ---- */
+typedef struct opts {
+    const char *cmd;
+    const char *url;
+    const char *names[SIMBA_MAX_RESOURCES];
+    int nnames;
+    char **argv;                  /* the command */
+    int wait_ms, permits, capacity, shared, exclusive, once, json, quiet, verbose;
+    const char *key, *tenant, *client_id;
+    int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms;
+    int setcap;
+} opts;
+
+static opts o;
+static char last_log[512];       /* the library's last error message: the "why" */
+
+static void say(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static void say(const char *fmt, ...) {
+    va_list ap;
+    if (o.quiet) return;
+    fputs("simba: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Bad usage is always printed, even with --quiet. */
+static int usage_error(const char *what, const char *why) {
+    fprintf(stderr, "simba: %s (%s)\n", what, why);
+    return EXIT_USAGE;
+}
+
+static void on_log(void *user, simba_log_level level, const char *msg) {
+    (void)user;
+    /* keep the reason only: our own line says what failed */
+    if (strncmp(msg, "simba: ", 7) == 0) msg += 7;
+    if (strncmp(msg, "cannot connect: ", 16) == 0) msg += 16;
+    if (strncmp(msg, "disconnected: ", 14) == 0) msg += 14;
+    if (level <= SIMBA_LOG_WARN) snprintf(last_log, sizeof last_log, "%s", msg);
+    if (o.verbose > 1) fprintf(stderr, "simba: [%d] %s\n", (int)level, msg);
+}
+
+static int duration_arg(const char *opt, const char *v, int *out) {
+    char why[160];
+    if (!v) return usage_error(opt, "needs a duration such as 500ms, 10s, 2m");
+    if (simba_parse_duration_ms(v, out) != SIMBA_OK) {
+        snprintf(why, sizeof why, "'%.60s' is not a duration: use 500ms, 10s, 2m or 1h", v);
+        return usage_error(opt, why);
+    }
+    return 0;
+}
+
+static int int_arg(const char *opt, const char *v, int min, int *out) {
+    char *end;
+    long x;
+    char why[160];
+    if (!v) return usage_error(opt, "needs a number");
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < min || x > 1000000000L) {
+        snprintf(why, sizeof why, "'%.60s' is not a number >= %d", v, min);
+        return usage_error(opt, why);
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static const char *command_usage(const char *cmd) {
+    if (strcmp(cmd, "run") == 0) return usage_run;
+    if (strcmp(cmd, "elect") == 0) return usage_elect;
+    if (strcmp(cmd, "status") == 0) return usage_status;
+    if (strcmp(cmd, "delete") == 0) return usage_delete;
+    if (strcmp(cmd, "set-capacity") == 0) return usage_setcap;
+    return NULL;
+}
+
+/* Parses argv after the command name. Returns -1 when all is well, else an exit code. */
+static int parse_args(int argc, char **argv) {
+    int i, npos = 0, rc;
+    const char *pos[SIMBA_MAX_RESOURCES + 3];
+    int want_cmd = strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0;
+    for (i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--") == 0) {
+            if (!want_cmd) return usage_error("'--'", "only run and elect take a command");
+            o.argv = argv + i + 1;
+            if (!o.argv[0]) return usage_error("no command after '--'", "simba run URL NAME -- command");
+            break;
+        }
+        if (a[0] == '-' && a[1] && strcmp(a, "-") != 0) {
+            rc = -1;
+            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+                fputs(command_usage(o.cmd), stdout);
+                return 0;
+            } else if (strcmp(a, "--try") == 0 || strcmp(a, "-n") == 0) o.wait_ms = 0;
+            else if (strcmp(a, "--wait") == 0 || strcmp(a, "-w") == 0) { if ((rc = duration_arg(a, v, &o.wait_ms))) return rc; i++; }
+            else if (strcmp(a, "--permits") == 0) { if ((rc = int_arg(a, v, 1, &o.permits))) return rc; i++; }
+            else if (strcmp(a, "--capacity") == 0) { if ((rc = int_arg(a, v, 1, &o.capacity))) return rc; i++; }
+            else if (strcmp(a, "--shared") == 0) o.shared = 1;
+            else if (strcmp(a, "--exclusive") == 0) o.exclusive = 1;
+            else if (strcmp(a, "--once") == 0) o.once = 1;
+            else if (strcmp(a, "--json") == 0) o.json = 1;
+            else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) o.quiet = 1;
+            else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) o.verbose++;
+            else if (strcmp(a, "--key") == 0) { if (!v) return usage_error(a, "needs a key"); o.key = v; i++; }
+            else if (strcmp(a, "--tenant") == 0) { if (!v) return usage_error(a, "needs a tenant"); o.tenant = v; i++; }
+            else if (strcmp(a, "--client-id") == 0) { if (!v) return usage_error(a, "needs an id"); o.client_id = v; i++; }
+            else if (strcmp(a, "--ttl") == 0) { if ((rc = duration_arg(a, v, &o.ttl_ms))) return rc; i++; }
+            else if (strcmp(a, "--transition") == 0) { if ((rc = duration_arg(a, v, &o.transition_ms))) return rc; i++; }
+            else if (strcmp(a, "--kill-after") == 0) { if ((rc = duration_arg(a, v, &o.kill_after_ms))) return rc; i++; }
+            else if (strcmp(a, "--connect-timeout") == 0) { if ((rc = duration_arg(a, v, &o.connect_timeout_ms))) return rc; i++; }
+            else {
+                char what[96];
+                snprintf(what, sizeof what, "unknown option '%.60s'", a);
+                return usage_error(what, "see simba COMMAND --help");
+            }
+            continue;
+        }
+        if (npos >= (int)(sizeof pos / sizeof pos[0])) return usage_error("too many arguments", "at most 8 names");
+        pos[npos++] = a;
+    }
+    if (npos < 1) return usage_error("no URL", "see simba COMMAND --help");
+    o.url = pos[0];
+    if (strcmp(o.url, "-") == 0) {
+        o.url = getenv("SIMBA_URL");
+        if (!o.url || !*o.url) return usage_error("URL '-'", "SIMBA_URL is not set");
+    }
+    if (npos < 2) return usage_error("no NAME", "see simba COMMAND --help");
+    if (strcmp(o.cmd, "set-capacity") == 0) {
+        if (npos != 3) return usage_error("set-capacity", "needs URL NAME N");
+        if ((rc = int_arg("capacity N", pos[2], 1, &o.setcap))) return rc;
+        npos = 2;
+    }
+    if ((strcmp(o.cmd, "elect") == 0 || strcmp(o.cmd, "delete") == 0 || strcmp(o.cmd, "set-capacity") == 0) && npos != 2)
+        return usage_error(o.cmd, "takes exactly one NAME");
+    for (i = 1; i < npos; i++) o.names[o.nnames++] = pos[i];
+    if (want_cmd && !o.argv) return usage_error("no command", "put it after '--': simba run URL NAME -- command");
+    if (o.shared && o.exclusive) return usage_error("--shared and --exclusive", "choose one");
+    if ((o.shared || o.exclusive) && o.permits) return usage_error("--permits", "not with --shared or --exclusive");
+    if (o.capacity == 0) o.capacity = (o.shared || o.exclusive) ? 1000 : 1;
+    if (o.permits > o.capacity) return usage_error("--permits", "more than --capacity");
+    return -1;
+}
+
+/* ---- the client ---- */
+static int connect_error_exit(int err) {
+    if (err == SIMBA_EAUTH) return EXIT_AUTH;
+    if (err == SIMBA_EINVAL || err == SIMBA_ENAME || err == SIMBA_ECAPACITY) return EXIT_USAGE;
+    if (err == SIMBA_EDISCONNECTED || err == SIMBA_ETIMEDOUT) return EXIT_CONNECT;
+    return EXIT_ERROR;
+}
+
+static simba *make_client(int *code) {
+    simba_url *u = (simba_url *)calloc(1, sizeof *u);
+    simba_url_error e;
+    simba_desc d;
+    simba *s;
+    int rc;
+    memset(&d, 0, sizeof d);
+    memset(&e, 0, sizeof e);
+    if (!u) {
+        *code = EXIT_ERROR;
+        return NULL;
+    }
+    d.logger.func = on_log;
+    d.logger.level = o.verbose > 1 ? SIMBA_LOG_DEBUG : SIMBA_LOG_WARN;
+    if ((rc = simba_url_desc(o.url, u, &d, &e)) != SIMBA_OK) {
+        fprintf(stderr, "simba: bad URL (%s)\n", e.msg);
+        *code = rc == SIMBA_EAUTH ? EXIT_AUTH : EXIT_USAGE;
+        simba_url_clear(u);
+        free(u);
+        return NULL;
+    }
+    if (o.tenant) d.tenant = o.tenant;
+    if (o.client_id) d.client_id = o.client_id;
+    if (o.ttl_ms) d.ttl_ms = o.ttl_ms;
+    if (o.transition_ms) d.transition_ms = o.transition_ms;
+    o.ttl_ms = d.ttl_ms ? d.ttl_ms : 10000;
+    o.transition_ms = d.transition_ms ? d.transition_ms : 6000;
+    s = simba_create_ex(&d, &rc);
+    simba_url_clear(u);        /* the password must not linger in our memory */
+    free(u);
+    if (!s) {
+        fprintf(stderr, "simba: cannot create the client (%s)\n", simba_strerror(rc));
+        *code = connect_error_exit(rc);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- signals: a self-pipe read by the poll loop ---- */
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    if (write(sig_pipe[1], &c, 1) < 0) { /* the pipe is full: a signal is pending anyway */ }
+    errno = saved;
+}
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NFORWARDED ((int)(sizeof forwarded / sizeof forwarded[0]))
+
+static int setup_signals(void) {
+    struct sigaction sa;
+    int i;
+    if (pipe(sig_pipe) != 0) return -1;
+    for (i = 0; i < 2; i++) {
+        fcntl(sig_pipe[i], F_SETFL, fcntl(sig_pipe[i], F_GETFL) | O_NONBLOCK);
+        fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &sa, NULL);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+/* ---- the child ---- */
+static pid_t child = -1;
+static int child_status = 0, child_done = 0;
+
+static void set_env_num(const char *k, long long v) {
+    char b[32];
+    snprintf(b, sizeof b, "%lld", v);
+    setenv(k, b, 1);
+}
+
+/* fork + exec into a new process group. Returns 0, or an exit code when the
+   command cannot be run (the child reports exec's errno through a CLOEXEC pipe). */
+static int spawn(simba *s, simba_lock lk) {
+    int ep[2], i, err = 0;
+    pid_t parent = getpid();
+    char fences[SIMBA_MAX_RESOURCES * 24];
+    size_t fl = 0;
+    ssize_t n;
+    fences[0] = '\0';
+    for (i = 0; i < o.nnames; i++)
+        fl += (size_t)snprintf(fences + fl, sizeof fences - fl, "%s%lld", i ? " " : "", (long long)simba_fence(s, lk, i));
+    if (pipe(ep) != 0) return EXIT_ERROR;
+    fcntl(ep[1], F_SETFD, FD_CLOEXEC);
+    child = fork();
+    if (child < 0) {
+        close(ep[0]);
+        close(ep[1]);
+        say("cannot start the command (fork: %s)", strerror(errno));
+        return EXIT_ERROR;
+    }
+    if (child == 0) {
+        struct sigaction sa;
+        sigset_t none;
+        close(ep[0]);
+        setpgid(0, 0);
+#ifdef __linux__
+        /* Dies with simba (kill -9 included): a guard that is gone cannot
+           kill its job when the lock is lost. Other systems have no such
+           call; see docs/cli.md. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+        if (getppid() != parent) _exit(EXIT_ERROR);   /* simba died before prctl */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigemptyset(&sa.sa_mask);
+        for (i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &sa, NULL);
+        sigaction(SIGCHLD, &sa, NULL);
+        sigaction(SIGPIPE, &sa, NULL);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        set_env_num("SIMBA_FENCE", (long long)simba_fence(s, lk, 0));
+        setenv("SIMBA_FENCES", fences, 1);
+        setenv("SIMBA_NAME", o.names[0], 1);
+        setenv("SIMBA_CLIENT_ID", simba_client_id(s), 1);
+        execvp(o.argv[0], o.argv);
+        err = errno;
+        if (write(ep[1], &err, sizeof err) < 0) {}
+        _exit(err == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
+    }
+    setpgid(child, child);    /* both sides: whoever runs first, the group exists before any kill */
+    close(ep[1]);
+    do n = read(ep[0], &err, sizeof err); while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    child_done = 0;
+    if (n == (ssize_t)sizeof err) {
+        int st;
+        while (waitpid(child, &st, 0) < 0 && errno == EINTR) {}
+        child = -1;
+        say("cannot run '%s' (%s)", o.argv[0], strerror(err));
+        return err == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
+    }
+    if (o.verbose) say("started '%s' (pid %d, fence %lld)", o.argv[0], (int)child, (long long)simba_fence(s, lk, 0));
+    return 0;
+}
+
+static void reap(void) {
+    int st;
+    pid_t p;
+    if (child <= 0) return;
+    while ((p = waitpid(child, &st, WNOHANG)) < 0 && errno == EINTR) {}
+    if (p == child) {
+        child_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : EXIT_ERROR;
+        child_done = 1;
+        child = -1;
+    }
+}
+
+static const char *lost_reason(int why) {
+    switch (why) {
+    case SIMBA_LOST_EXPIRED: return "not renewed in time: the server or the network did not answer";
+    case SIMBA_LOST_SESSION: return "the server ended our session";
+    case SIMBA_LOST_STOLEN: return "the entry was deleted on the server";
+    default: return "unknown reason";
+    }
+}
+
+/* ---- the loop shared by run and elect ---- */
+static int64_t min_deadline(int64_t now, int64_t at, int timeout) {
+    int64_t t;
+    if (at < 0) return timeout;
+    t = at - now;
+    if (t < 0) t = 0;
+    return (timeout < 0 || t < timeout) ? t : timeout;
+}
+
+static int run_or_elect(void) {
+    int code = -1, rc, elect = strcmp(o.cmd, "elect") == 0;
+    simba *s = make_client(&code);
+    simba_lock lk;
+    int64_t connect_deadline, kill_at = -1, release_deadline = -1;
+    int lost = 0, exit_code = -1;
+    int final_code = -1;   /* >= 0: we are ending; exit with this once the release is confirmed */
+    if (!s) return code;
+    if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
+    if (o.kill_after_ms >= o.transition_ms) {
+        simba_destroy(s);
+        return usage_error("--kill-after", "must be less than transition, or the job may outlive the lock");
+    }
+    if (setup_signals() != 0) {
+        simba_destroy(s);
+        say("cannot set up signals (%s)", strerror(errno));
+        return EXIT_ERROR;
+    }
+    if (elect) {
+        lk = simba_contend(s, o.names[0], NULL);
+    } else {
+        simba_lock_desc ld;
+        memset(&ld, 0, sizeof ld);
+        if (o.nnames == 1) ld.name = o.names[0];
+        else {
+            ld.names = o.names;
+            ld.nnames = o.nnames;
+        }
+        ld.capacity = o.capacity;
+        ld.permits = o.permits ? o.permits : 1;
+        ld.exclusive = o.exclusive;
+        ld.wait_ms = o.wait_ms;
+        ld.key = o.key;
+        lk = simba_acquire(s, &ld);
+    }
+    if (lk.id == 0) {
+        rc = simba_last_error(s);
+        simba_destroy(s);
+        return usage_error("cannot request the lock", simba_strerror(rc));
+    }
+    connect_deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
+
+    while (exit_code < 0) {
+        struct pollfd fds[64];
+        simba_event ev[32];
+        int n, k, i;
+        int64_t now = simba_now_ms(s), timeout;
+        fds[0].fd = sig_pipe[0];
+        fds[0].events = POLLIN;
+        fds[0].revents = 0;
+        n = simba_pollfds(s, fds + 1, 63);
+        if (n > 63) n = 63;
+        timeout = simba_timeout_ms(s);
+        if (!simba_connected(s)) timeout = min_deadline(now, connect_deadline, (int)timeout);
+        timeout = min_deadline(now, kill_at, (int)timeout);
+        timeout = min_deadline(now, release_deadline, (int)timeout);
+        if (poll(fds, (nfds_t)(n + 1), (int)timeout) < 0 && errno != EINTR) {
+            say("poll failed (%s)", strerror(errno));
+            exit_code = EXIT_ERROR;
+            break;
+        }
+        /* the lock first: a LOST must reach the job before anything else happens */
+        k = simba_tick(s, fds + 1, n, ev, 32);
+        for (i = 0; i < k && exit_code < 0; i++) {
+            simba_event *e = &ev[i];
+            if (e->type == SIMBA_EVENT_CONNECTED) {
+                connect_deadline = -1;
+                if (o.verbose) say("connected (client id %s)", simba_client_id(s));
+                continue;
+            }
+            if (e->type == SIMBA_EVENT_DISCONNECTED) {
+                if (e->error == SIMBA_EAUTH && child <= 0) {
+                    say("authentication refused (%s)", last_log[0] ? last_log : simba_strerror(e->error));
+                    exit_code = EXIT_AUTH;
+                } else if (o.verbose) say("disconnected (%s)", last_log[0] ? last_log : simba_strerror(e->error));
+                continue;
+            }
+            if (e->type == SIMBA_EVENT_OWNER) {
+                if (o.verbose) say("leader of '%s' is now %s", o.names[0], e->owner[0] ? e->owner : "(none)");
+                continue;
+            }
+            if (e->lock.id != lk.id || e->lock.gen != lk.gen) continue;
+            switch (e->type) {
+            case SIMBA_EVENT_ACQUIRED:
+                if (o.verbose) say("acquired '%s' (fence %lld)", o.names[0], (long long)e->fence);
+                if (final_code >= 0) break;            /* ending already: the release is on its way */
+                if ((rc = spawn(s, lk)) != 0) {
+                    final_code = rc;
+                    simba_release(s, lk);
+                    release_deadline = simba_now_ms(s) + 5000;
+                }
+                break;
+            case SIMBA_EVENT_LOST:
+                if (child > 0) {
+                    say("lost '%s' (%s): SIGTERM to the command now, SIGKILL in %d ms",
+                        o.names[0], lost_reason(e->error), o.kill_after_ms);
+                    kill(-child, SIGTERM);
+                    kill_at = simba_now_ms(s) + o.kill_after_ms;
+                    lost = 1;
+                } else {
+                    say("lost '%s' (%s)", o.names[0], lost_reason(e->error));
+                    if (final_code >= 0) exit_code = final_code;   /* the job had ended already */
+                    else if (!elect) exit_code = EXIT_LOST;
+                }
+                break;
+            case SIMBA_EVENT_TIMEOUT:
+                if (!simba_connected(s)) {
+                    say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+                    exit_code = EXIT_CONNECT;
+                } else {
+                    if (o.verbose) say("'%s' is busy", o.names[0]);
+                    exit_code = EXIT_BUSY;
+                }
+                break;
+            case SIMBA_EVENT_ERROR:
+                say("cannot acquire '%s' (%s)", o.names[0], simba_strerror(e->error));
+                exit_code = e->error == SIMBA_EKEYBUSY ? EXIT_BUSY : connect_error_exit(e->error);
+                break;
+            case SIMBA_EVENT_RELEASED:
+                if (o.verbose) say("released '%s'", o.names[0]);
+                if (final_code >= 0) exit_code = final_code;
+                else if (child <= 0) {
+                    /* we did not ask: the request ended without a grant */
+                    say("the request for '%s' ended without a grant (%s)", o.names[0],
+                        last_log[0] ? last_log : "released by the backend");
+                    exit_code = EXIT_ERROR;
+                }
+                break;
+            default:
+                break;
+            }
+        }
+        if (exit_code >= 0) break;
+        /* signals: forward them to the job; before it runs, give up */
+        if (fds[0].revents & POLLIN) {
+            unsigned char buf[64];
+            ssize_t r, j;
+            while ((r = read(sig_pipe[0], buf, sizeof buf)) > 0) {
+                for (j = 0; j < r; j++) {
+                    int sig = buf[j];
+                    if (sig == SIGCHLD) continue;
+                    if (child > 0) {
+                        if (o.verbose) say("forwarding signal %d to the command", sig);
+                        kill(-child, sig);
+                    } else if (final_code < 0) {
+                        final_code = 128 + sig;
+                        if (!simba_connected(s)) exit_code = final_code;   /* nothing to withdraw yet */
+                        simba_release(s, lk);       /* withdraw the request (or drop the hold) */
+                        release_deadline = simba_now_ms(s) + 5000;
+                    }
+                }
+            }
+        }
+        reap();
+        now = simba_now_ms(s);
+        if (child > 0 && kill_at >= 0 && now >= kill_at) {
+            say("the command did not stop after SIGTERM: SIGKILL");
+            kill(-child, SIGKILL);
+            kill_at = -1;
+        }
+        if (child_done) {
+            child_done = 0;
+            kill_at = -1;
+            if (lost) {
+                lost = 0;
+                if (elect && !o.once) {
+                    if (o.verbose) say("contending for '%s' again", o.names[0]);   /* the handle re-enters by itself */
+                } else if (elect) {
+                    final_code = EXIT_LOST;
+                    simba_release(s, lk);          /* stop contending */
+                    release_deadline = now + 5000;
+                } else exit_code = EXIT_LOST;      /* a LOST handle is finished: nothing to release */
+            } else if (final_code < 0) {
+                /* the job ended: release at once so the next waiter does not wait for expiry */
+                final_code = child_status;
+                if (simba_release(s, lk) != SIMBA_OK) exit_code = final_code;
+                release_deadline = now + 5000;
+            }
+        }
+        if (exit_code < 0 && final_code >= 0 && release_deadline >= 0 && now >= release_deadline) {
+            /* the server does not confirm: the hold expires there by itself */
+            say("release of '%s' not confirmed; it expires on the server", o.names[0]);
+            exit_code = final_code;
+        }
+        if (exit_code < 0 && final_code < 0 && child <= 0 && connect_deadline >= 0 && !simba_connected(s) &&
+            now >= connect_deadline) {
+            say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+            exit_code = EXIT_CONNECT;
+        }
+    }
+    if (child > 0) {      /* leaving with the job still running: never leave it unguarded */
+        kill(-child, SIGKILL);
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+    }
+    simba_destroy(s);
+    return exit_code;
+}
+
+/* ---- status, delete, set-capacity ---- */
+static void json_str(const char *v) {
+    putchar('"');
+    for (; *v; v++) {
+        unsigned char c = (unsigned char)*v;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_entries(const simba_holder *h, int n, int granted, int capacity) {
+    int i, first = 1;
+    for (i = 0; i < n; i++) {
+        if (h[i].granted != granted) continue;
+        if (o.json) {
+            printf("%s{\"client\": ", first ? "" : ", ");
+            json_str(h[i].client);
+            printf(", \"session\": ");
+            json_str(h[i].session);
+            printf(", \"fence\": %lld, \"permits\": %d, \"exclusive\": %s}", (long long)h[i].fence,
+                   h[i].weight == 0 ? capacity : h[i].weight, h[i].weight == 0 ? "true" : "false");
+        } else {
+            printf("  %s %-24s session %s", granted ? "holder" : "waiter", h[i].client, h[i].session);
+            if (granted) printf(" fence %lld", (long long)h[i].fence);
+            if (h[i].weight == 0) printf(" exclusive\n");
+            else printf(" permits %d\n", h[i].weight);
+        }
+        first = 0;
+    }
+}
+
+static int admin(void) {
+    int code = -1, i, done = 0, exit_code = 0;
+    simba *s = make_client(&code);
+    simba_lock q[SIMBA_MAX_RESOURCES];
+    int64_t deadline;
+    if (!s) return code;
+    for (i = 0; i < o.nnames; i++) {
+        if (strcmp(o.cmd, "status") == 0) q[i] = simba_inspect(s, o.names[i], NULL);
+        else if (strcmp(o.cmd, "delete") == 0) q[i] = simba_delete(s, o.names[i], NULL);
+        else q[i] = simba_set_capacity(s, o.names[i], o.setcap, NULL);
+        if (q[i].id == 0) {
+            int rc = simba_last_error(s);
+            simba_destroy(s);
+            return usage_error("bad request", simba_strerror(rc));
+        }
+    }
+    deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
+    /* in name order, so the output is in the order the names were given */
+    while (done < o.nnames) {
+        simba_event ev;
+        int64_t left = deadline - simba_now_ms(s);
+        int r = simba_wait(s, q[done], left < 0 ? 0 : (int)left, &ev);
+        if (r <= 0) {
+            if (!simba_connected(s)) {
+                say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+                exit_code = simba_last_error(s) == SIMBA_EAUTH || strstr(last_log, "auth") ? EXIT_AUTH : EXIT_CONNECT;
+            } else {
+                say("no answer from the server (timeout)");
+                exit_code = EXIT_ERROR;
+            }
+            break;
+        }
+        if (ev.type == SIMBA_EVENT_INFO) {
+            simba_holder h[256];
+            int n = simba_holders(s, q[done], h, 256);
+            if (n > 256) n = 256;
+            if (o.json) {
+                printf("{\"name\": ");
+                json_str(o.names[done]);
+                printf(", \"exists\": %s, \"capacity\": %d, \"queued\": %d, \"held\": %d, \"holders\": [",
+                       ev.capacity > 0 ? "true" : "false", ev.capacity, ev.queued, ev.held);
+                print_entries(h, n, 1, ev.capacity);
+                printf("], \"waiters\": [");
+                print_entries(h, n, 0, ev.capacity);
+                printf("]}\n");
+            } else if (ev.capacity == 0) {
+                printf("%s: no such resource\n", o.names[done]);
+            } else {
+                printf("%s: capacity %d, %d held, %d waiting\n", o.names[done], ev.capacity, ev.held, ev.queued - ev.held);
+                print_entries(h, n, 1, ev.capacity);
+                print_entries(h, n, 0, ev.capacity);
+            }
+        } else if ((ev.type == SIMBA_EVENT_ERROR || ev.type == SIMBA_EVENT_DONE) && ev.error == SIMBA_ENOTFOUND &&
+                   strcmp(o.cmd, "status") == 0) {
+            if (o.json) {
+                printf("{\"name\": ");
+                json_str(o.names[done]);
+                printf(", \"exists\": false, \"capacity\": 0, \"queued\": 0, \"held\": 0, \"holders\": [], \"waiters\": []}\n");
+            } else printf("%s: no such resource\n", o.names[done]);
+        } else if (ev.type == SIMBA_EVENT_DONE && ev.error == 0) {
+            if (o.verbose) say("%s '%s': done", o.cmd, o.names[done]);
+        } else {
+            int err = ev.error ? ev.error : SIMBA_EPROTO;
+            char what[320];
+            snprintf(what, sizeof what, "%s '%.200s' failed", o.cmd, o.names[done]);
+            if (!o.quiet) fprintf(stderr, "simba: %s (%s)\n", what, simba_strerror(err));
+            exit_code = err == SIMBA_ENOTFOUND ? EXIT_ERROR : connect_error_exit(err);
+            if (exit_code == EXIT_USAGE && err != SIMBA_ECAPACITY) exit_code = EXIT_ERROR;
+        }
+        fflush(stdout);
+        done++;
+    }
+    simba_destroy(s);
+    return exit_code;
+}
+
+int main(int argc, char **argv) {
+    int rc;
+    o.wait_ms = -1;
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        fputs(usage_main, stdout);
+        printf("\nschemes compiled in: %s\n", simba_url_schemes());
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("simba %s\n", simba_version());
+        return 0;
+    }
+    o.cmd = argv[1];
+    if (!command_usage(o.cmd)) {
+        char what[96];
+        snprintf(what, sizeof what, "unknown command '%.60s'", o.cmd);
+        return usage_error(what, "one of run, elect, status, delete, set-capacity; see simba --help");
+    }
+    if ((rc = parse_args(argc - 2, argv + 2)) >= 0) return rc;
+    if (strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0) return run_or_elect();
+    return admin();
+}

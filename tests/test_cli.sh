@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# tests/test_cli.sh -- the `simba` tool and the URL syntax, against real
+# servers started by tests/servers/*.sh (throw-away, 127.0.0.1, temp dirs).
+#
+#   tests/test_cli.sh                     everything; last line "N passed, N failed"
+#   SIMBA_CLI=build/asan/simba tests/test_cli.sh   the same with another binary
+#
+# Parts: the URL unit test (plain and ASan), a bounded libFuzzer run of the
+# URL parser, the tool on mem:, then on Redis (most tests), MySQL and
+# ZooKeeper (the no-overlap test on each). The script runs itself under
+# each server script with `--part NAME`; results are added up in a file.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SIMBA=$(realpath "${SIMBA_CLI:-build/simba}")
+
+pass() { echo "ok - $1"; echo pass >> "$RESULTS"; }
+fail() { echo "not ok - $1${2:+: $2}"; echo fail >> "$RESULTS"; }
+check() { # check NAME CONDITION-EXIT-CODE [detail]
+    if [ "$2" -eq 0 ]; then pass "$1"; else fail "$1" "${3:-}"; fi
+}
+now_ms() { date +%s%3N; }
+
+# wait_gone PID SECONDS: 0 when the process is gone in time
+wait_gone() {
+    local i
+    for i in $(seq 1 $(( $2 * 20 ))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+    return 1
+}
+# wait_file FILE SECONDS: 0 when the file exists (non-empty) in time
+wait_file() {
+    local i
+    for i in $(seq 1 $(( $2 * 20 ))); do [ -s "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+# finish PID SECONDS: waits for a background simba; its exit code in $FIN
+# (255 after a kill -9 when it does not end in time). Not in $(...): a
+# subshell cannot wait for our children.
+finish() {
+    if wait_gone "$1" "$2"; then wait "$1"; FIN=$?; else kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; FIN=255; fi
+}
+
+# max_conc FILE: how many jobs ran at once at most (lines "s|e ID NS")
+max_conc() {
+    python3 - "$1" <<'EOF'
+import sys
+ev = []
+for line in open(sys.argv[1]):
+    k, _, t = line.split()
+    ev.append((int(t), 0 if k == 'e' else 1))   # an end before a start at the same ns
+ev.sort()
+cur = best = 0
+for _, d in ev:
+    cur += 1 if d else -1
+    best = max(best, cur)
+print(best)
+EOF
+}
+
+mkjob() {   # the job: records its start and end, sleeps in between
+    cat > "$T/job" <<'EOF'
+#!/bin/sh
+echo "s $$ $(date +%s%N)" >> "$1"
+sleep "$2"
+echo "e $$ $(date +%s%N)" >> "$1"
+EOF
+    chmod +x "$T/job"
+}
+
+# overlap URL NAME: 4 runs at once never overlap, all exit 0
+overlap_test() {
+    local url=$1 what=$2 f="$T/ovl-$2" pids="" p rc bad=0 n
+    : > "$f"
+    for _ in 1 2 3 4; do
+        "$SIMBA" run "$url" "ovl-$what" -- "$T/job" "$f" 0.3 2>>"$T/err" &
+        pids="$pids $!"
+    done
+    for p in $pids; do finish "$p" 60; rc=$FIN; [ "$rc" -eq 0 ] || bad=1; done
+    n=$(grep -c '^s' "$f")
+    check "$what: 4 simba run of one job all exit 0" $bad
+    check "$what: all 4 jobs ran" $([ "$n" -eq 4 ]; echo $?) "$n ran"
+    check "$what: no two jobs overlapped" $([ "$(max_conc "$f")" -eq 1 ]; echo $?) "max concurrency $(max_conc "$f")"
+}
+
+part_mem() {
+    local out rc
+    "$SIMBA" --help > "$T/help" 2>&1; rc=$?
+    check "--help exits 0 and documents the exit codes" $([ $rc -eq 0 ] && grep -q '75 busy' "$T/help" && grep -q '79 lock lost' "$T/help"; echo $?)
+    for c in run elect status delete set-capacity; do
+        "$SIMBA" $c --help > "$T/help" 2>&1; rc=$?
+        check "$c --help" $([ $rc -eq 0 ] && grep -q "usage: simba $c" "$T/help"; echo $?)
+    done
+    out=$("$SIMBA" --version); check "--version" $([[ "$out" =~ ^simba\ [0-9]+\.[0-9]+\.[0-9]+$ ]]; echo $?) "$out"
+    "$SIMBA" frobnicate 2> "$T/e1"; rc=$?
+    check "unknown command: exit 64, one line 'simba: what (why)'" \
+        $([ $rc -eq 64 ] && [ "$(wc -l < "$T/e1")" -eq 1 ] && grep -Eq '^simba: .+ \(.+\)$' "$T/e1"; echo $?) "$rc $(cat "$T/e1")"
+    "$SIMBA" run mem: x 2> "$T/e1"; rc=$?
+    check "run without a command: 64" $([ $rc -eq 64 ] && grep -Eq '^simba: .+ \(.+\)$' "$T/e1"; echo $?) "$rc"
+    "$SIMBA" run --wait 10 mem: x -- true 2> "$T/e1"; rc=$?
+    check "--wait without a unit: 64 naming the option" $([ $rc -eq 64 ] && grep -q -- '--wait' "$T/e1"; echo $?) "$rc"
+    "$SIMBA" run 'nosuch://h' x -- true 2> "$T/e1"; rc=$?
+    check "unknown scheme: 64, lists the compiled-in schemes" \
+        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
+    "$SIMBA" run 'redis://127.0.0.1:99999' x -- true 2> "$T/e1"; rc=$?
+    check "bad port: 64, names the port" $([ $rc -eq 64 ] && grep -q 'URL port' "$T/e1"; echo $?) "$(cat "$T/e1")"
+    "$SIMBA" run --kill-after 7s --transition 6s mem: x -- true 2> "$T/e1"; rc=$?
+    check "--kill-after >= transition is refused" $([ $rc -eq 64 ]; echo $?) "$rc"
+    "$SIMBA" run mem: x -- sh -c 'exit 3'; rc=$?
+    check "mem: the command's exit status comes back" $([ $rc -eq 3 ]; echo $?) "$rc"
+    "$SIMBA" run mem: x -- sh -c 'kill -9 $$'; rc=$?
+    check "mem: killed by signal 9 gives 137" $([ $rc -eq 137 ]; echo $?) "$rc"
+    "$SIMBA" run mem: x -- /nonexistent/cmd 2> "$T/e1"; rc=$?
+    check "command not found: 127" $([ $rc -eq 127 ] && grep -q "cannot run" "$T/e1"; echo $?) "$rc"
+    "$SIMBA" run mem: x -- /dev/null 2> "$T/e1"; rc=$?
+    check "command not executable: 126" $([ $rc -eq 126 ]; echo $?) "$rc"
+    out=$("$SIMBA" run 'mem:?client_id=me-1' nm -- sh -c 'echo "$SIMBA_NAME|$SIMBA_CLIENT_ID|$SIMBA_FENCE"')
+    check "the command gets SIMBA_NAME, SIMBA_CLIENT_ID, SIMBA_FENCE" $([[ "$out" =~ ^nm\|me-1\|[0-9]+$ ]]; echo $?) "$out"
+    SIMBA_URL='mem:' "$SIMBA" run - x -- true; rc=$?
+    check "URL '-' is taken from \$SIMBA_URL" $([ $rc -eq 0 ]; echo $?) "$rc"
+}
+
+part_redis() {
+    local U="redis://127.0.0.1:$SIMBA_REDIS_PORT" rc rc2 t0 t1 p pids f out srv_pid
+    local RDIR; RDIR=$(dirname "$SIMBA_REDIS_CTL")
+    overlap_test "$U" redis
+    overlap_test "redis+unix://$SIMBA_REDIS_SOCKET" redis-unix
+
+    # --try and --wait while held
+    rm -f "$T/held"
+    "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 4" & p=$!
+    wait_file "$T/held" 10 || touch "$T/held.missing"
+    : > "$T/held.x"
+    t0=$(now_ms); "$SIMBA" run --try "$U" busy -- true 2>/dev/null; rc=$?; t1=$(now_ms)
+    check "--try while held: exit 75 at once" $([ $rc -eq 75 ] && [ $((t1 - t0)) -lt 1500 ]; echo $?) "rc $rc after $((t1 - t0)) ms"
+    t0=$(now_ms); "$SIMBA" run --wait 200ms "$U" busy -- true 2>/dev/null; rc=$?; t1=$(now_ms)
+    check "--wait 200ms while held: exit 75 after ~200 ms" $([ $rc -eq 75 ] && [ $((t1 - t0)) -ge 200 ] && [ $((t1 - t0)) -lt 3000 ]; echo $?) "rc $rc after $((t1 - t0)) ms"
+    "$SIMBA" run "$U" busy -- true & pids=$!
+    sleep 0.3; t0=$(now_ms); kill -TERM $pids; finish $pids 10; rc=$FIN; t1=$(now_ms)
+    check "SIGTERM while waiting: the request is withdrawn, exit 143 at once" $([ "$rc" -eq 143 ] && [ $((t1 - t0)) -lt 2000 ]; echo $?) "rc $rc after $((t1 - t0)) ms"
+    finish $p 20; rc=$FIN; check "the holder ends normally" $([ "$rc" -eq 0 ]; echo $?) "$rc"
+
+    # the next waiter gets it at once when the job ends (not at expiry: ttl is 10 s)
+    rm -f "$T/a_end" "$T/b_start" "$T/held"
+    "$SIMBA" run "$U" handoff -- sh -c "echo 1 > '$T/held'; sleep 1; date +%s%3N > '$T/a_end'" & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" run "$U" handoff -- sh -c "date +%s%3N > '$T/b_start'"; rc=$?
+    finish $p 20 >/dev/null
+    out=$(( $(cat "$T/b_start" 2>/dev/null || echo 99999999999999) - $(cat "$T/a_end" 2>/dev/null || echo 0) ))
+    check "release when the job exits: the waiter starts within 1.5 s (ttl 10 s)" $([ $rc -eq 0 ] && [ $out -lt 1500 ]; echo $?) "gap $out ms"
+
+    # semaphore: exactly 3 of 6 at once
+    f="$T/sem"; : > "$f"; pids=""
+    for _ in 1 2 3 4 5 6; do "$SIMBA" run --capacity 3 "$U" sem -- "$T/job" "$f" 1.5 & pids="$pids $!"; done
+    for p in $pids; do finish $p 60 >/dev/null; done
+    out=$(max_conc "$f")
+    check "semaphore --capacity 3: exactly 3 of 6 at once" $([ "$out" -eq 3 ] && [ "$(grep -c '^e' "$f")" -eq 6 ]; echo $?) "max $out, $(grep -c '^e' "$f") ended"
+    # --permits: 2 + 2 do not fit in 3
+    f="$T/perm"; : > "$f"; pids=""
+    for _ in 1 2; do "$SIMBA" run --capacity 3 --permits 2 "$U" perm -- "$T/job" "$f" 0.7 & pids="$pids $!"; done
+    for p in $pids; do finish $p 60 >/dev/null; done
+    check "--permits 2 of capacity 3: one at a time" $([ "$(max_conc "$f")" -eq 1 ]; echo $?) "max $(max_conc "$f")"
+
+    # read/write: readers together, the writer alone
+    f="$T/rw"; : > "$f"; : > "$T/rw-w"; pids=""
+    for _ in 1 2 3; do "$SIMBA" run --shared "$U" rw -- "$T/job" "$f" 1.5 & pids="$pids $!"; done
+    sleep 0.3
+    "$SIMBA" run --exclusive "$U" rw -- sh -c "'$T/job' '$f' 0.5; '$T/job' '$T/rw-w' 0" & pids="$pids $!"
+    sleep 0.3
+    "$SIMBA" run --shared "$U" rw -- "$T/job" "$f" 0.3 & pids="$pids $!"
+    for p in $pids; do finish $p 60 >/dev/null; done
+    out=$(python3 - "$f" "$T/rw-w" <<'EOF'
+import sys
+ev = {}
+for line in open(sys.argv[1]):
+    k, pid, t = line.split(); ev.setdefault(pid, {})[k] = int(t)
+w = [line.split() for line in open(sys.argv[2])]
+ws = [int(t) for k, _, t in w if k == 's'][0]
+iv = sorted((v['s'], v['e']) for v in ev.values())
+# the writer's interval is the one that started at or just before ws (its job file is f too)
+writer = max((i for i in iv if i[0] <= ws), key=lambda i: i[0])
+readers = [i for i in iv if i != writer]
+conc = max(sum(1 for a in readers if a[0] <= r[0] < a[1]) for r in readers)
+over = any(r[0] < writer[1] and writer[0] < r[1] for r in readers)
+late = readers[-1][0] >= writer[1]   # the reader that came after the writer waited for it
+print(f"{conc} {int(over)} {int(late)}")
+EOF
+)
+    check "--shared: 3 readers at once" $([ "${out%% *}" -ge 3 ]; echo $?) "$out"
+    check "--exclusive: the writer overlaps no reader" $([ "$(echo "$out" | cut -d' ' -f2)" -eq 0 ]; echo $?) "$out"
+    check "a reader that came after a waiting writer runs after it (FIFO)" $([ "$(echo "$out" | cut -d' ' -f3)" -eq 1 ]; echo $?) "$out"
+
+    # several names: all or nothing
+    rm -f "$T/held"
+    "$SIMBA" run "$U" mb -- sh -c "echo 1 > '$T/held'; sleep 2" & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" run --try "$U" ma mb -- true 2>/dev/null; rc=$?
+    check "several names: --try fails when one is held" $([ $rc -eq 75 ]; echo $?) "$rc"
+    finish $p 20 >/dev/null
+    out=$("$SIMBA" run "$U" ma mb -- sh -c 'echo "$SIMBA_FENCES"'); rc=$?
+    check "several names: granted together, SIMBA_FENCES has both" $([ $rc -eq 0 ] && [[ "$out" =~ ^[0-9]+\ [0-9]+$ ]]; echo $?) "$rc '$out'"
+
+    # fences strictly increase across runs
+    out=""
+    for _ in 1 2 3; do out="$out $("$SIMBA" run "$U" fence -- sh -c 'echo $SIMBA_FENCE')"; done
+    check "SIMBA_FENCE strictly increases across runs" $(python3 -c "import sys; f=[int(x) for x in sys.argv[1:]]; sys.exit(0 if len(f)==3 and f[0]<f[1]<f[2] else 1)" $out; echo $?) "$out"
+
+    # exit status and signals come back
+    "$SIMBA" run "$U" st -- sh -c 'exit 42'; rc=$?
+    check "the command's exit status comes back" $([ $rc -eq 42 ]; echo $?) "$rc"
+    "$SIMBA" run "$U" st -- sh -c 'kill -TERM $$'; rc=$?
+    check "killed by SIGTERM gives 143" $([ $rc -eq 143 ]; echo $?) "$rc"
+    rm -f "$T/pid"
+    "$SIMBA" run "$U" sig -- sh -c "echo \$\$ > '$T/pid'; trap 'exit 7' TERM; while :; do sleep 0.1; done" & p=$!
+    wait_file "$T/pid" 10; sleep 0.2
+    kill -TERM $p; finish $p 10; rc=$FIN
+    check "SIGTERM to simba is forwarded to the command (its trap exits 7)" $([ "$rc" -eq 7 ]; echo $?) "$rc"
+    rm -f "$T/pid"
+    "$SIMBA" run "$U" sig -- sh -c "echo \$\$ > '$T/pid'; trap 'exit 9' HUP; while :; do sleep 0.1; done" & p=$!
+    wait_file "$T/pid" 10; sleep 0.2
+    kill -HUP $p; finish $p 10; rc=$FIN
+    check "SIGHUP is forwarded too" $([ "$rc" -eq 9 ]; echo $?) "$rc"
+    "$SIMBA" run --try "$U" sig -- true; rc=$?
+    check "after the forwarded signal the lock is free" $([ $rc -eq 0 ]; echo $?) "$rc"
+
+    # kill -9 simba: the command dies with it
+    rm -f "$T/pid"
+    "$SIMBA" run "$U" k9 -- sh -c "echo \$\$ > '$T/pid'; exec sleep 60" & p=$!
+    wait_file "$T/pid" 10
+    kill -9 $p; wait $p 2>/dev/null
+    check "kill -9 simba: the command dies with it" $(wait_gone "$(cat "$T/pid")" 5; echo $?)
+
+    # LOST: the server freezes longer than ttl; the command is killed
+    srv_pid=$(cat "$RDIR/main.pid")
+    rm -f "$T/pid"
+    "$SIMBA" run --ttl 1500ms --transition 1500ms "$U" lost -- sh -c "echo \$\$ > '$T/pid'; exec sleep 60" 2> "$T/lost.err" & p=$!
+    wait_file "$T/pid" 10
+    t0=$(now_ms); kill -STOP "$srv_pid"
+    finish $p 20; rc=$FIN; t1=$(now_ms)
+    kill -CONT "$srv_pid"
+    check "LOST (server frozen past ttl): simba exits 79" $([ "$rc" -eq 79 ]; echo $?) "rc $rc"
+    check "LOST: the command was killed before ttl + transition" $(! kill -0 "$(cat "$T/pid")" 2>/dev/null && [ $((t1 - t0)) -lt 3000 ]; echo $?) "$((t1 - t0)) ms"
+    check "LOST: stderr says so with the reason" $(grep -q "lost 'lost' (" "$T/lost.err"; echo $?) "$(cat "$T/lost.err")"
+    # ... and a command that ignores SIGTERM gets SIGKILL after --kill-after
+    rm -f "$T/pid"
+    "$SIMBA" run --ttl 1500ms --transition 1500ms --kill-after 300ms "$U" lost2 -- \
+        sh -c "echo \$\$ > '$T/pid'; trap '' TERM; exec sleep 60" 2> "$T/lost.err" & p=$!
+    wait_file "$T/pid" 10
+    kill -STOP "$srv_pid"
+    finish $p 20; rc=$FIN
+    kill -CONT "$srv_pid"
+    check "LOST: a command that ignores SIGTERM is SIGKILLed after --kill-after" \
+        $([ "$rc" -eq 79 ] && ! kill -0 "$(cat "$T/pid")" 2>/dev/null && grep -q SIGKILL "$T/lost.err"; echo $?) "rc $rc"
+
+    # status --json matches what is held and who waits
+    rm -f "$T/held"
+    "$SIMBA" run --client-id holder-1 "$U" stat -- sh -c "echo 1 > '$T/held'; sleep 6" & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" run --client-id waiter-1 "$U" stat -- true & pids=$!
+    sleep 0.5
+    "$SIMBA" status --json "$U" stat nothing-here > "$T/status.json"; rc=$?
+    "$SIMBA" status "$U" stat > "$T/status.txt"; rc2=$?     # now: the holder sleeps only so long
+    check "status --json exits 0" $([ $rc -eq 0 ]; echo $?) "$rc"
+    check "status --json parses (python3 -m json.tool, line by line)" \
+        $(while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || exit 1; done < "$T/status.json"; echo $?)
+    python3 - "$T/status.json" <<'EOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+a, b = lines
+ok = (a["name"] == "stat" and a["exists"] and a["capacity"] == 1 and a["held"] == 1 and a["queued"] == 2
+      and [h["client"] for h in a["holders"]] == ["holder-1"] and a["holders"][0]["fence"] > 0
+      and a["holders"][0]["permits"] == 1 and a["holders"][0]["session"].startswith("holder-1")
+      and [w["client"] for w in a["waiters"]] == ["waiter-1"] and a["waiters"][0]["fence"] == 0
+      and b["name"] == "nothing-here" and not b["exists"])
+sys.exit(0 if ok else 1)
+EOF
+    check "status --json: holder, waiter, capacity and a missing resource as they are" $? "$(cat "$T/status.json")"
+    check "status (text)" $([ $rc2 -eq 0 ] && grep -q 'holder holder-1' "$T/status.txt" && grep -q 'waiter waiter-1' "$T/status.txt"; echo $?) "$(cat "$T/status.txt")"
+    finish $p 20 >/dev/null; finish $pids 20 >/dev/null
+
+    # set-capacity, delete
+    "$SIMBA" run "$U" cap -- true
+    "$SIMBA" set-capacity "$U" cap 3; rc=$?
+    out=$("$SIMBA" status --json "$U" cap | python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity"])')
+    check "set-capacity 3" $([ $rc -eq 0 ] && [ "$out" = 3 ]; echo $?) "rc $rc capacity $out"
+    "$SIMBA" set-capacity "$U" cap 0 2>/dev/null; rc=$?
+    check "set-capacity 0 is bad usage" $([ $rc -eq 64 ]; echo $?) "$rc"
+    rm -f "$T/held"
+    "$SIMBA" run --ttl 1500ms --transition 1500ms "$U" del -- sh -c "echo 1 > '$T/held'; exec sleep 60" 2>"$T/del.err" & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" delete "$U" del; rc=$?
+    finish $p 20; out=$FIN
+    check "delete while held: the holder loses it (79)" $([ $rc -eq 0 ] && [ "$out" -eq 79 ]; echo $?) "delete $rc, holder $out"
+
+    # connection and credentials
+    t0=$(now_ms); "$SIMBA" run --connect-timeout 1s redis://127.0.0.1:1 x -- true 2> "$T/e1"; rc=$?; t1=$(now_ms)
+    check "cannot connect: 69 after --connect-timeout" $([ $rc -eq 69 ] && [ $((t1 - t0)) -lt 5000 ] && grep -Eq '^simba: cannot connect \(.+\)$' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run "redis://:wrong-s3cret@127.0.0.1:$SIMBA_REDIS_AUTH_PORT" x -- true 2> "$T/e1"; rc=$?
+    check "wrong password: 77, the password is not printed" $([ $rc -eq 77 ] && ! grep -q s3cret "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    PW="$SIMBA_REDIS_AUTH_PASSWORD" "$SIMBA" run "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" x -- true; rc=$?
+    check "password_env: the password stays out of argv" $([ $rc -eq 0 ]; echo $?) "$rc"
+    printf '%s\n' "$SIMBA_REDIS_AUTH_PASSWORD" > "$T/pwfile"
+    "$SIMBA" run "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_file=$T/pwfile" x -- true; rc=$?
+    check "password_file" $([ $rc -eq 0 ]; echo $?) "$rc"
+    "$SIMBA" run "redis://127.0.0.1:$SIMBA_REDIS_PORT?tenant=t-a&ttl=3s&prefix=cli" x -- true; rc=$?
+    check "client options and backend parameters in the URL" $([ $rc -eq 0 ]; echo $?) "$rc"
+
+    # elect: one leader at a time; the next takes over when it goes
+    f="$T/elect"; : > "$f"
+    "$SIMBA" elect "$U" ldr -- sh -c "echo A >> '$f'; exec sleep 60" & p=$!
+    wait_file "$f" 10
+    "$SIMBA" elect -v "$U" ldr -- sh -c "echo B >> '$f'; exec sleep 60" 2> "$T/elect.err" & pids=$!
+    sleep 1
+    out=$(tr -d '\n' < "$f")
+    check "elect: one leader runs its command" $([ "$out" = A ]; echo $?) "$out"
+    kill -TERM $p; finish $p 10; rc=$FIN
+    for _ in $(seq 1 60); do grep -q B "$f" && break; sleep 0.05; done
+    out=$(tr -d '\n' < "$f")
+    check "elect: the leader's command ends with the signal (143)" $([ "$rc" -eq 143 ]; echo $?) "$rc"
+    check "elect: the other one takes over within 3 s" $([ "$out" = AB ]; echo $?) "$out"
+    kill -TERM $pids; finish $pids 10 >/dev/null
+    check "elect --verbose prints owner changes" $(grep -q "leader of 'ldr' is now" "$T/elect.err"; echo $?) "$(cat "$T/elect.err")"
+    # elect: on LOST the command is killed and it contends again; --once exits 79
+    srv_pid=$(cat "$RDIR/main.pid")
+    : > "$f"
+    "$SIMBA" elect --once --ttl 1500ms --transition 1500ms "$U" ldr2 -- sh -c "echo X >> '$f'; exec sleep 60" 2>/dev/null & p=$!
+    wait_file "$f" 10
+    kill -STOP "$srv_pid"; finish $p 20; rc=$FIN; kill -CONT "$srv_pid"
+    check "elect --once: LOST exits 79" $([ "$rc" -eq 79 ]; echo $?) "$rc"
+    : > "$f"
+    "$SIMBA" elect --ttl 1500ms --transition 1500ms "$U" ldr3 -- sh -c "echo Y >> '$f'; exec sleep 60" 2>/dev/null & p=$!
+    wait_file "$f" 10
+    kill -STOP "$srv_pid"; sleep 3; kill -CONT "$srv_pid"
+    for _ in $(seq 1 200); do [ "$(grep -c Y "$f")" -ge 2 ] && break; sleep 0.05; done
+    check "elect: after LOST it contends again and reruns the command" $([ "$(grep -c Y "$f")" -ge 2 ]; echo $?) "$(grep -c Y "$f") runs"
+    kill -TERM $p; finish $p 10 >/dev/null
+}
+
+part_mysql() {
+    local U="mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1"
+    overlap_test "$U" mysql
+    overlap_test "mysql://${SIMBA_MYSQL_USER}@/$SIMBA_MYSQL_DATABASE?socket=$SIMBA_MYSQL_SOCKET&create_schema=1" mysql-socket
+}
+
+part_zk() {
+    overlap_test "zk://$SIMBA_ZK_HOSTS" zk
+    # (a /chroot must exist on the server already; the URL form is in test_url)
+    overlap_test "zk://$SIMBA_ZK_HOSTS?base_path=/cli-locks&session_timeout=10s" zk-base-path
+}
+
+if [ "${1:-}" = --part ]; then
+    T=$(mktemp -d "${TMPDIR:-/tmp}/simba-cli.XXXXXX")
+    trap 'rm -rf "$T"' EXIT
+    mkjob
+    "part_$2"
+    exit 0
+fi
+
+RESULTS=$(mktemp "${TMPDIR:-/tmp}/simba-cli-results.XXXXXX")
+export RESULTS
+trap 'rm -f "$RESULTS"' EXIT
+[ -x "$SIMBA" ] || { echo "no $SIMBA: run make cli"; echo "0 passed, 1 failed"; exit 1; }
+
+# the URL syntax: unit test, under ASan too, and a bounded fuzz run
+for t in build/test_url build/asan/test_url; do
+    if [ -x "$t" ]; then "$t" > "$RESULTS.url" 2>&1; rc=$?; grep -E '^  FAIL' "$RESULTS.url"
+        check "$t: every URL form and malformed ones with their messages" $rc "$(tail -n 1 "$RESULTS.url")"
+    else fail "$t" "not built (make test-cli builds it)"; fi
+done
+rm -f "$RESULTS.url"
+if [ -x build/fuzz/fuzz_url ]; then
+    mkdir -p build/fuzz/corpus-url
+    build/fuzz/fuzz_url -max_total_time="${FUZZ_URL_SECONDS:-15}" -max_len=1024 -dict=tests/fuzz/url.dict \
+        build/fuzz/corpus-url > build/fuzz/fuzz_url.log 2>&1
+    check "libFuzzer on the URL parser (${FUZZ_URL_SECONDS:-15} s): no crash, no over-read" $? "see build/fuzz/fuzz_url.log"
+else
+    fail "fuzz_url" "not built (make test-cli builds it; needs clang's libFuzzer)"
+fi
+
+"$0" --part mem
+tests/servers/redis.sh run "$0" --part redis || fail "redis part" "the server script failed"
+tests/servers/mysql.sh run "$0" --part mysql || fail "mysql part" "the server script failed"
+tests/servers/zk.sh run "$0" --part zk || fail "zk part" "the server script failed"
+
+p=$(grep -c pass "$RESULTS"); f=$(grep -c fail "$RESULTS")
+echo "$p passed, $f failed"
+[ "$f" -eq 0 ]
