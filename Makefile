@@ -29,7 +29,7 @@ help:
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
-	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 50 s each"
+	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 	@echo "make cli | test-cli | bench-cli | fuzz-url   the simba command-line tool, its tests, its figure, the URL fuzzer"
@@ -127,7 +127,7 @@ chaos-ci: $(B)/chaos_client
 # ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-merge
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-FUZZ_HARNESSES := mem parse redis
+FUZZ_HARNESSES := mem parse redis url
 FUZZ_SECONDS ?= 300
 $(B)/fuzz/fuzz_mem: tests/fuzz/fuzz_mem.c tests/fuzz/fuzz_input.h $(HDR_CORE)
 	@mkdir -p $(B)/fuzz
@@ -139,11 +139,11 @@ $(B)/fuzz/fuzz_redis: tests/fuzz/fuzz_redis.c tests/fuzz/fuzz_input.h $(HDR_CORE
 	@mkdir -p $(B)/fuzz
 	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_redis.c $(REDIS_LIBS)
 fuzz-build: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES))
-# each harness FUZZ_SECONDS (default 300); fuzz-ci: 50 s each (< 4 min in all), for CI
+# each harness FUZZ_SECONDS (default 300); fuzz-ci: 40 s each (< 4 min in all), for CI
 fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 fuzz-ci: fuzz-build
-	tests/fuzz/run.sh 50 $(FUZZ_HARNESSES)
+	tests/fuzz/run.sh 40 $(FUZZ_HARNESSES)
 # fold what `make fuzz` found back into the kept corpus, minimized (a fresh
 # set covering everything both had)
 fuzz-merge: fuzz-build
