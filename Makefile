@@ -13,6 +13,7 @@ ZK_LIBS    := -lzookeeper_st
 HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
+.PHONY: test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
 
@@ -23,6 +24,7 @@ help:
 	@echo "make demo       leader election on the in-memory backend (no server needed)"
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-compile"
+	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk: the backend suites under ASan+UBSan"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
@@ -63,6 +65,27 @@ test-zk: $(B)/test_zk
 	tests/servers/zk.sh run ./$(B)/test_zk
 test-compile:
 	tests/compile_matrix.sh
+
+# ---- loop integration: push-mode hooks through adapters/ (epoll, libevent, libuv) ----
+LOOP_LIBS := -levent -luv
+LOOP_DEPS := tests/test_loop.c tests/harness.h $(HDR_CORE) adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h
+$(B)/test_loop_mem: $(LOOP_DEPS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_loop.c $(LOOP_LIBS) $(LDFLAGS)
+$(B)/test_loop_redis: $(LOOP_DEPS) simba_redis.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_REDIS -o $@ tests/test_loop.c $(REDIS_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+$(B)/test_loop_mysql: $(LOOP_DEPS) simba_mysql.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_MYSQL -o $@ tests/test_loop.c $(MYSQL_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+$(B)/test_loop_zk: $(LOOP_DEPS) simba_zk.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_ZK -o $@ tests/test_loop.c $(ZK_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+test-loop: test-loop-mem test-loop-redis test-loop-mysql test-loop-zk
+test-loop-mem: $(B)/test_loop_mem
+	./$(B)/test_loop_mem
+test-loop-redis: $(B)/test_loop_redis
+	tests/servers/redis.sh run ./$(B)/test_loop_redis
+test-loop-mysql: $(B)/test_loop_mysql
+	tests/servers/mysql.sh run ./$(B)/test_loop_mysql
+test-loop-zk: $(B)/test_loop_zk
+	tests/servers/zk.sh run ./$(B)/test_loop_zk
 
 # Everything available; the last line is the total "N passed, N failed".
 test:
@@ -128,6 +151,7 @@ bench-zk: $(B)/bench_zk
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
+DEPS += libevent-dev libuv1-dev
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)
@@ -135,6 +159,8 @@ deps:
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 simba.h simba_redis.h simba_mysql.h simba_zk.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/simba_adapters
+	install -m 644 adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h $(DESTDIR)$(PREFIX)/include/simba_adapters/
 	install -d $(DESTDIR)$(PREFIX)/share/simba
 	install -m 644 simba_mysql.sql $(DESTDIR)$(PREFIX)/share/simba/
 	sed -e 's|@PREFIX@|$(PREFIX)|' simba.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/simba.pc
