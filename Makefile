@@ -13,7 +13,7 @@ ZK_LIBS    := -lzookeeper_st
 HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
-.PHONY: test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
+.PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo
 
@@ -36,9 +36,14 @@ $(B):
 
 # ---- examples ----
 EXAMPLES := $(B)/leader_poll $(B)/semaphore_pool $(B)/epoll_loop
-examples: $(EXAMPLES)
+examples: $(EXAMPLES) loop-examples
 $(B)/%: examples/%.c $(HDR_CORE) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ $< $(LDFLAGS)
+# services that hold a lock on their own loop through adapters/ (push mode)
+LOOP_EXAMPLES := $(B)/epoll_service $(B)/libevent_service $(B)/libuv_service
+loop-examples: $(LOOP_EXAMPLES)
+$(B)/epoll_service $(B)/libevent_service $(B)/libuv_service: $(B)/%: examples/%.c $(HDR_CORE) adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ $< -levent -luv $(LDFLAGS)
 demo: $(B)/leader_poll
 	./$(B)/leader_poll
 
