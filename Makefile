@@ -27,7 +27,7 @@ help:
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk: the backend suites under ASan+UBSan"
-	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
+	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-loop"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 
@@ -152,6 +152,11 @@ bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
+# push mode: hand-off from a foreign callback vs the poll loop, idle wake-ups (Redis)
+$(B)/bench_loop: bench/bench_loop.c bench/bench_util.h $(HDR_CORE) simba_redis.h adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(REDIS_LIBS) -levent -luv $(LDFLAGS)
+bench-loop: $(B)/bench_loop
+	tests/servers/redis.sh run ./$(B)/bench_loop
 
 # ---- setup and install ----
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \

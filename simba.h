@@ -647,6 +647,7 @@ SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 
 #ifndef SIMBA_ASSERT
 #include <assert.h>
@@ -2346,6 +2347,15 @@ static void simba__loop_fds(simba *s) {
             w->mask = 0;
             w->ok = 0;
             simba__loop_identity(fd, &w->dev, &w->ino);
+            /* A child that inherits the socket keeps it open after the
+               backend closed it, and an epoll set keeps reporting that old
+               socket under the fd number, which a reconnect may have reused:
+               a stale watcher nobody can remove (the ZooKeeper client does
+               not set close-on-exec). Forks after this point cannot do that. */
+            {
+                int fl = fcntl(fd, F_GETFD);
+                if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+            }
         }
         if (!w->ok || w->mask != mask) {
             w->mask = mask;

@@ -12,7 +12,7 @@
                else handle_your_own(&ev[i]);
        }
 
-   simba's fds and its timer (a timerfd) live in an epoll set of the adapter's
+   simba's fds and its timer (a timerfd, and an eventfd for "now") live in an epoll set of the adapter's
    own, which is one fd in your set (registered with data.ptr == the adapter),
    so your fds' epoll_data is never touched and you never see simba's fds.
    on_event gets every simba event; it may call simba on the same instance
@@ -25,6 +25,7 @@
 #include "../simba.h"    /* installed: $(PREFIX)/include/simba_adapters/ next to simba.h */
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ typedef struct simba_epoll {
     int epfd;                   /* the caller's set */
     int inner;                  /* ours: simba's fds + the timerfd */
     int tfd;
+    int efd;                    /* timer(0): an eventfd is ready at once (a timerfd has timer slack) */
     simba_epoll_cb cb;
     void *user;
     int depth, dead;            /* inside dispatch; detached meanwhile */
@@ -49,6 +51,7 @@ typedef struct simba_epoll {
 static inline void simba__epoll_free(simba_epoll *a) {
     epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->inner, NULL);
     close(a->tfd);
+    close(a->efd);
     close(a->inner);
     free(a);
 }
@@ -82,13 +85,16 @@ static inline int simba__epoll_socket(void *user, int fd, int what) {
 static inline void simba__epoll_timer(void *user, int ms) {
     simba_epoll *a = (simba_epoll *)user;
     struct itimerspec t;
+    uint64_t x;
     memset(&t, 0, sizeof t);
-    if (ms >= 0) {
+    if (read(a->efd, &x, sizeof x) < 0) {}      /* a new timer replaces a pending 0 */
+    if (ms > 0) {
         t.it_value.tv_sec = ms / 1000;
         t.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
-        if (ms == 0) t.it_value.tv_nsec = 1;   /* all zero would disarm */
     }
-    timerfd_settime(a->tfd, 0, &t, NULL);
+    timerfd_settime(a->tfd, 0, &t, NULL);       /* all zero disarms */
+    x = 1;
+    if (ms == 0 && write(a->efd, &x, sizeof x) < 0) {}
 }
 
 static inline void simba__epoll_detach(void *user) {
@@ -111,10 +117,10 @@ static inline int simba_epoll_dispatch(simba_epoll *a) {
     a->depth++;
     n = epoll_wait(a->inner, evs, 16, 0);
     for (i = 0; i < n && !a->dead; i++) {
-        if (evs[i].data.fd == a->tfd) {
+        if (evs[i].data.fd == a->tfd || evs[i].data.fd == a->efd) {
             uint64_t x;
             /* nothing to read: a later action of this batch re-armed it */
-            if (read(a->tfd, &x, sizeof x) != (ssize_t)sizeof x) continue;
+            if (read(evs[i].data.fd, &x, sizeof x) != (ssize_t)sizeof x) continue;
             a->timer_fires++;
             simba__epoll_deliver(a, SIMBA_TIMEOUT, 0);
         } else {
@@ -140,10 +146,13 @@ static inline simba_epoll *simba_epoll_attach(simba *s, int epfd, simba_epoll_cb
     a->s = s; a->epfd = epfd; a->cb = cb; a->user = user;
     a->inner = epoll_create1(EPOLL_CLOEXEC);
     a->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN;
     ev.data.fd = a->tfd;
-    if (a->inner < 0 || a->tfd < 0 || epoll_ctl(a->inner, EPOLL_CTL_ADD, a->tfd, &ev) != 0) goto fail;
+    if (a->inner < 0 || a->tfd < 0 || a->efd < 0 || epoll_ctl(a->inner, EPOLL_CTL_ADD, a->tfd, &ev) != 0) goto fail;
+    ev.data.fd = a->efd;
+    if (epoll_ctl(a->inner, EPOLL_CTL_ADD, a->efd, &ev) != 0) goto fail;
     ev.data.ptr = a;
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, a->inner, &ev) != 0) goto fail;
     memset(&loop, 0, sizeof loop);
@@ -155,6 +164,7 @@ static inline simba_epoll *simba_epoll_attach(simba *s, int epfd, simba_epoll_cb
     return a;
 fail:
     if (a->tfd >= 0) close(a->tfd);
+    if (a->efd >= 0) close(a->efd);
     if (a->inner >= 0) close(a->inner);
     free(a);
     return NULL;
