@@ -443,6 +443,8 @@ SIMBADEF int64_t simba_now_ms(simba *s);
         The REMOVE may come after the fd was closed (a client library closes
         sockets on its own), but always within the simba call that closed
         it, before control returns to the loop: ignore EBADF/ENOENT there.
+        Sockets handed to the loop are made close-on-exec, so a forked
+        child cannot keep a closed socket alive inside the loop's epoll set.
       - The timer carries every deadline, the local safety deadline too: a
         LOST from the clock alone arrives while the loop is otherwise idle.
     REENTRANCY: hooks are called only from inside simba calls on this

@@ -175,6 +175,7 @@ static double handoff_p50(int rounds) {
         app_timer(5);
         if (!until(&acquired[w], 20000)) { printf("  hand-off %d never completed\n", r); break; }
         if (handoff_us >= 0) v[n++] = handoff_us;
+        if (getenv("BENCH_VERBOSE")) printf("    round %d: %.0f us\n", r, handoff_us);
         holder = w;
     }
     simba_destroy(cl[0]); simba_destroy(cl[1]);
