@@ -27,6 +27,8 @@
 #include "adapters/simba_libevent.h"
 #include "adapters/simba_libuv.h"
 #include <dirent.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 
 /*--- the backend under test ---------------------------------------------------*/
@@ -433,6 +435,83 @@ static void t_lost_from_clock(void) {
     run_for(50);
 }
 
+#if !defined(LOOP_REDIS) && !defined(LOOP_MYSQL) && !defined(LOOP_ZK)
+/* A backend that only owns one socket, so the test decides when it changes. */
+static int fake_fd = -1;
+static char hook_log[512];
+static int fake_attach(void *impl, simba *s) { (void)impl; (void)s; return SIMBA_OK; }
+static int fake_submit(void *impl, const simba_op *op) { (void)impl; (void)op; return SIMBA_EDISCONNECTED; }
+static int fake_pollfds(void *impl, struct pollfd *fds, int max) {
+    (void)impl;
+    if (fake_fd < 0) return 0;
+    if (max >= 1) { fds[0].fd = fake_fd; fds[0].events = POLLIN; fds[0].revents = 0; }
+    return 1;
+}
+static int64_t fake_deadline(void *impl) { (void)impl; return -1; }
+static void fake_process(void *impl, const struct pollfd *fds, int nfds) { (void)impl; (void)fds; (void)nfds; }
+static void fake_reset(void *impl, int why) { (void)impl; (void)why; }
+static void fake_destroy(void *impl) { (void)impl; }
+static const simba_backend_vtable fake_vt = { "fake", fake_attach, fake_submit, fake_pollfds, fake_deadline,
+                                              fake_process, fake_reset, fake_destroy };
+static int log_socket(void *user, int fd, int what) {
+    size_t n = strlen(hook_log);
+    (void)user;
+    snprintf(hook_log + n, sizeof hook_log - n, "%s%s(%d)", n ? " " : "",
+             (what & SIMBA_POLL_REMOVE) ? "remove" : what == SIMBA_POLL_IN ? "in" : "other", fd == fake_fd ? 1 : 0);
+    return 0;
+}
+static void log_timer(void *user, int ms) {
+    size_t n = strlen(hook_log);
+    (void)user;
+    snprintf(hook_log + n, sizeof hook_log - n, "%stimer(%d)", n ? " " : "", ms);
+}
+static void log_detach(void *user) {
+    size_t n = strlen(hook_log);
+    (void)user;
+    snprintf(hook_log + n, sizeof hook_log - n, "%sdetach", n ? " " : "");
+}
+
+/* The backend's socket is replaced by another one under the SAME fd number
+   (dup2: what a reconnect inside a client library looks like): the loop
+   must hear REMOVE and then the add, in that order, although the number
+   never changed; an unchanged socket costs no hook call. */
+static void t_same_number_new_socket_is_remove_then_add(void) {
+    simba_desc d;
+    simba_backend b;
+    simba_event ev[8];
+    simba *s;
+    int t;
+    memset(&d, 0, sizeof d);
+    b.vt = &fake_vt;
+    b.impl = NULL;
+    d.backend = b;
+    d.loop.socket = log_socket;
+    d.loop.timer = log_timer;
+    d.loop.detach = log_detach;
+    fake_fd = socket(AF_INET, SOCK_STREAM, 0);
+    hook_log[0] = 0;
+    s = simba_create(&d);
+    CHECK(s != NULL);
+    printf("  create: %s\n", hook_log);
+    CHECK(strcmp(hook_log, "in(1)") == 0);
+    hook_log[0] = 0;
+    simba_tick(s, NULL, 0, ev, 8);
+    CHECK(strcmp(hook_log, "") == 0);                /* nothing changed: nothing told */
+    t = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(dup2(t, fake_fd) == fake_fd);              /* the old socket is closed, the number reused */
+    close(t);
+    simba_tick(s, NULL, 0, ev, 8);
+    printf("  same number, new socket: %s\n", hook_log);
+    CHECK(strcmp(hook_log, "remove(1) in(1)") == 0);
+    hook_log[0] = 0;
+    simba_destroy(s);
+    printf("  destroy: %s\n", hook_log);
+    CHECK(strcmp(hook_log, "remove(1) detach") == 0);
+    close(fake_fd);
+    fake_fd = -1;
+}
+#endif
+
 int main(int argc, char **argv) {
     int i;
     if (argc > 1) h_filter = argv[1];
@@ -453,6 +532,9 @@ int main(int argc, char **argv) {
     uv_loop_init(&uvl);
     uv_timer_init(&uvl, &uv_bound);
     uv_timer_init(&uvl, &uv_ftimer);
+#if !defined(LOOP_REDIS) && !defined(LOOP_MYSQL) && !defined(LOOP_ZK)
+    RUN(t_same_number_new_socket_is_remove_then_add);
+#endif
     warm_up();
     for (i = 0; i < 3; i++) {
         D = &drivers[i];
