@@ -13,7 +13,19 @@ printf '#define SIMBA_IMPLEMENTATION\n#include <simba.h>\n#include <string.h>\ni
 name="a program builds and runs against the installed header"
 check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/t.c' -o '$tmp/t' && '$tmp/t'"
 name="the MySQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_mysql.sql"
-printf '#define _GNU_SOURCE\n#define SIMBA_IMPLEMENTATION\n#include <simba_adapters/simba_epoll.h>\n#include <simba_adapters/simba_libevent.h>\n#include <simba_adapters/simba_libuv.h>\nint main(void){ return simba_epoll_attach == 0 || simba_libevent_attach == 0 || simba_libuv_attach == 0; }\n' > "$tmp/a.c"
+cat > "$tmp/a.c" <<'EOF'
+#define _GNU_SOURCE
+#define SIMBA_IMPLEMENTATION
+#include <simba_adapters/simba_epoll.h>
+#include <simba_adapters/simba_libevent.h>
+#include <simba_adapters/simba_libuv.h>
+int main(void) {
+    simba_epoll *(*a)(simba *, int, simba_epoll_cb, void *) = simba_epoll_attach;
+    simba_libevent *(*b)(simba *, struct event_base *, simba_libevent_cb, void *) = simba_libevent_attach;
+    simba_libuv *(*c)(simba *, uv_loop_t *, simba_libuv_cb, void *) = simba_libuv_attach;
+    return !a || !b || !c;
+}
+EOF
 name="the loop adapters are installed and build against the installed headers"
 check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/a.c' -o '$tmp/a' -levent -luv && '$tmp/a'"
 echo "$pass passed, $fail failed"
