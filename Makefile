@@ -13,6 +13,7 @@ ZK_LIBS    := -lzookeeper_st
 HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
+.PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo \
         chaos chaos-ci
@@ -24,12 +25,13 @@ help:
 	@echo "make demo       leader election on the in-memory backend (no server needed)"
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-compile"
+	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk: the backend suites under ASan+UBSan"
-	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
+	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-loop"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 	@echo "make cli | test-cli | bench-cli | fuzz-url   the simba command-line tool, its tests, its figure, the URL fuzzer"
@@ -39,9 +41,14 @@ $(B):
 
 # ---- examples ----
 EXAMPLES := $(B)/leader_poll $(B)/semaphore_pool $(B)/epoll_loop
-examples: $(EXAMPLES)
+examples: $(EXAMPLES) loop-examples
 $(B)/%: examples/%.c $(HDR_CORE) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ $< $(LDFLAGS)
+# services that hold a lock on their own loop through adapters/ (push mode)
+LOOP_EXAMPLES := $(B)/epoll_service $(B)/libevent_service $(B)/libuv_service
+loop-examples: $(LOOP_EXAMPLES)
+$(B)/epoll_service $(B)/libevent_service $(B)/libuv_service: $(B)/%: examples/%.c $(HDR_CORE) adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ $< -levent -luv $(LDFLAGS)
 demo: $(B)/leader_poll
 	./$(B)/leader_poll
 
@@ -71,6 +78,27 @@ test-zk: $(B)/test_zk $(B)/tcp_proxy
 	SIMBA_ZK_PROXY=./$(B)/tcp_proxy tests/servers/zk.sh run ./$(B)/test_zk
 test-compile:
 	tests/compile_matrix.sh
+
+# ---- loop integration: push-mode hooks through adapters/ (epoll, libevent, libuv) ----
+LOOP_LIBS := -levent -luv
+LOOP_DEPS := tests/test_loop.c tests/harness.h $(HDR_CORE) adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h
+$(B)/test_loop_mem: $(LOOP_DEPS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_loop.c $(LOOP_LIBS) $(LDFLAGS)
+$(B)/test_loop_redis: $(LOOP_DEPS) simba_redis.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_REDIS -o $@ tests/test_loop.c $(REDIS_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+$(B)/test_loop_mysql: $(LOOP_DEPS) simba_mysql.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_MYSQL -o $@ tests/test_loop.c $(MYSQL_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+$(B)/test_loop_zk: $(LOOP_DEPS) simba_zk.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_ZK -o $@ tests/test_loop.c $(ZK_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+test-loop: test-loop-mem test-loop-redis test-loop-mysql test-loop-zk
+test-loop-mem: $(B)/test_loop_mem
+	./$(B)/test_loop_mem
+test-loop-redis: $(B)/test_loop_redis
+	tests/servers/redis.sh run ./$(B)/test_loop_redis
+test-loop-mysql: $(B)/test_loop_mysql
+	tests/servers/mysql.sh run ./$(B)/test_loop_mysql
+test-loop-zk: $(B)/test_loop_zk
+	tests/servers/zk.sh run ./$(B)/test_loop_zk
 
 # Everything available; the last line is the total "N passed, N failed".
 test:
@@ -170,6 +198,11 @@ bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
+# push mode: hand-off from a foreign callback vs the poll loop, idle wake-ups (Redis)
+$(B)/bench_loop: bench/bench_loop.c bench/bench_util.h $(HDR_CORE) simba_redis.h adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(REDIS_LIBS) -levent -luv $(LDFLAGS)
+bench-loop: $(B)/bench_loop
+	tests/servers/redis.sh run ./$(B)/bench_loop
 
 # ---- the `simba` command-line tool and the URL syntax (issue #13) ----
 # build/simba: every backend compiled in. test-cli starts its own Redis,
@@ -215,6 +248,7 @@ DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
 DEPS := build-essential clang libclang-rt-14-dev pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
 DEPS += libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz-url, test-cli)
+DEPS += libevent-dev libuv1-dev
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)
@@ -222,6 +256,8 @@ deps:
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 simba.h simba_redis.h simba_mysql.h simba_zk.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/simba_adapters
+	install -m 644 adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h $(DESTDIR)$(PREFIX)/include/simba_adapters/
 	install -d $(DESTDIR)$(PREFIX)/share/simba
 	install -m 644 simba_mysql.sql $(DESTDIR)$(PREFIX)/share/simba/
 	sed -e 's|@PREFIX@|$(PREFIX)|' simba.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/simba.pc

@@ -259,6 +259,32 @@ typedef struct simba_backend {
     void *impl;
 } simba_backend;
 
+/* ---- push mode: event-loop hooks (see "LOOP INTEGRATION" below) ---- */
+enum {
+    SIMBA_POLL_IN = 1,        /* readable (hook: watch for it; action: it happened) */
+    SIMBA_POLL_OUT = 2,       /* writable */
+    SIMBA_POLL_REMOVE = 4,    /* hook only: stop watching this fd */
+    SIMBA_POLL_ERR = 8        /* action only: error or hang-up on the fd */
+};
+/* The fd argument of simba_socket_action() when the timer expired. */
+#define SIMBA_TIMEOUT (-1)
+
+typedef struct simba_loop {
+    /* watch fd for `what` (SIMBA_POLL_IN and/or SIMBA_POLL_OUT; a later call
+       for the same fd replaces the mask), or stop (SIMBA_POLL_REMOVE).
+       Return 0, or nonzero when the loop cannot watch that fd: simba then
+       polls it from the timer (every 20 ms) and asks again at the next change. */
+    int (*socket)(void *user, int fd, int what);
+    /* call simba_socket_action(s, SIMBA_TIMEOUT, 0, ...) once, ms from now
+       (0: as soon as the loop gets back control); replaces the previous
+       timer. -1: cancel. One-shot. */
+    void (*timer)(void *user, int ms);
+    /* optional: the hooks are no longer used (simba_set_loop replaced them,
+       or simba_destroy); every fd was REMOVEd and the timer cancelled before. */
+    void (*detach)(void *user);
+    void *user;
+} simba_loop;
+
 typedef struct simba_desc {
     simba_backend backend;    /* required: simba_mem(...), simba_redis(...), ...; simba owns it */
     const char *tenant;       /* namespace of every resource name; default "default" */
@@ -272,6 +298,7 @@ typedef struct simba_desc {
     simba_allocator allocator;
     simba_logger logger;
     simba_clock clock;        /* must not go backwards; values >= 0 */
+    simba_loop loop;          /* optional push mode: socket + timer hooks (zero: pull mode) */
 } simba_desc;
 
 typedef struct simba_lock_desc {
@@ -391,6 +418,65 @@ SIMBADEF int simba_connected(simba *s);
 SIMBADEF const char *simba_version(void);
 /* simba_now_ms: simba's monotonic clock (the desc's clock, if one was given). */
 SIMBADEF int64_t simba_now_ms(simba *s);
+
+/*
+    LOOP INTEGRATION
+    ================
+    Three ways to drive simba; pick one per instance.
+
+    PULL (poll/select): each iteration call simba_pollfds(), sleep in poll()
+    at most simba_timeout_ms(), then simba_tick(). An API call made between
+    two ticks (simba_acquire, simba_release, simba_inspect, ...) only queues
+    work; simba_timeout_ms() then returns 0, so the rule is simply: after
+    any simba call, ask simba_pollfds() and simba_timeout_ms() again before
+    you sleep (a loop that recomputes them every iteration, as in the
+    walkthrough, does). A loop that cached the timeout across callbacks
+    would wait for the next keepalive (ttl/3) instead.
+
+    PUSH (hooks, like curl_multi_socket_action): set desc.loop (or call
+    simba_set_loop). simba tells the loop, as it happens:
+        socket(user, fd, SIMBA_POLL_IN|SIMBA_POLL_OUT)   start or change watching fd
+        socket(user, fd, SIMBA_POLL_REMOVE)              stop watching fd
+        timer(user, ms)                                  call back in ms (-1: cancel)
+    and the loop calls simba_socket_action(s, fd, what_happened, ev, max)
+    when fd is ready, or simba_socket_action(s, SIMBA_TIMEOUT, 0, ev, max)
+    when the timer expires. It does that I/O, fires due timers and returns
+    events exactly like simba_tick(). The user never diffs fd sets.
+      - An API call that queued work calls timer(user, 0): a release from
+        any callback of the loop goes out on the loop's next turn, not at
+        the next keepalive.
+      - A reconnect is told as REMOVE of the old fd before the add of the
+        new one, also when the new socket got the same fd number (simba
+        compares the socket's identity, st_dev/st_ino, not only the number).
+        The REMOVE may come after the fd was closed (a client library closes
+        sockets on its own), but always within the simba call that closed
+        it, before control returns to the loop: ignore EBADF/ENOENT there.
+        Sockets handed to the loop are made close-on-exec, so a forked
+        child cannot keep a closed socket alive inside the loop's epoll set.
+      - The timer carries every deadline, the local safety deadline too: a
+        LOST from the clock alone arrives while the loop is otherwise idle.
+    REENTRANCY: hooks are called only from inside simba calls on this
+    instance (simba_create, simba_set_loop, simba_acquire, simba_release,
+    simba_inspect/set_capacity/delete, simba_tick, simba_socket_action,
+    simba_pollfds, simba_wait, simba_destroy), on the thread making that
+    call. A hook must not call simba functions on the same instance (only
+    simba_now_ms); simba_socket_action/simba_tick from inside a hook return
+    SIMBA_EBUSY. Defer the work to the loop instead (the loop calls
+    simba_socket_action later, from its own dispatch).
+    ADAPTERS: adapters/simba_epoll.h, simba_libevent.h, simba_libuv.h wire
+    these hooks to a loop library in one call and hand events to a callback.
+*/
+/* simba_set_loop: install (or with NULL remove) the push-mode hooks. The
+   old hooks get REMOVE for every fd, timer -1 and detach; the new ones at
+   once get every fd simba wants and the timer. socket and timer are
+   required. Returns SIMBA_OK or SIMBA_E*. */
+SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop);
+/* simba_socket_action: the loop says fd is ready (what: SIMBA_POLL_IN/OUT/
+   ERR) or, with fd SIMBA_TIMEOUT, that the timer expired. Does the I/O,
+   fires due timers, writes up to max events into out and re-arms the hooks.
+   Returns the number of events or a negative SIMBA_E*. Events that do not
+   fit stay queued and the timer is set to 0 for them. */
+SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, int max);
 
 /*
     WRITING A BACKEND
@@ -674,6 +760,8 @@ SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, co
 #include <stdarg.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 
 #ifndef SIMBA_ASSERT
 #include <assert.h>
@@ -962,7 +1050,27 @@ struct simba {
     /* answered queries whose INFO was delivered: freed at the next tick */
     uint32_t delivered_queries;
     simba__events events;
+    /* push mode (simba_loop): what the loop watches for us, so simba tells only changes */
+    simba_loop loop;
+    struct simba__watch *watch;
+    int nwatch, capwatch;
+    struct pollfd *loop_want;
+    int capwant;
+    int64_t loop_at;                 /* the armed timer's absolute time, SIMBA__NEVER: none */
+    int loop_busy;                   /* inside a hook: no nested sync or action */
+    int loop_fallback;               /* an fd the loop could not watch: poll it from the timer */
 };
+
+/* One fd the loop watches for us, with the identity of its socket: a new
+   socket that got the same number is a different fd for the loop. */
+struct simba__watch {
+    int fd, mask, ok;
+    dev_t dev;
+    ino_t ino;
+};
+static void simba__loop_sync(simba *s);
+static void simba__loop_kick(simba *s);
+static void simba__loop_teardown(simba *s);
 
 /*--- the registry of live instances ------------------------------------------
    Catches most calls on a destroyed simba instead of reading freed memory: a
@@ -1942,6 +2050,11 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
         rc = s->backend.vt->attach(s->backend.impl, s);
         if (rc != SIMBA_OK) simba__live_remove(s);
     }
+    s->loop_at = SIMBA__NEVER;
+    if (rc == SIMBA_OK && (desc->loop.socket || desc->loop.timer || desc->loop.detach)) {
+        rc = simba_set_loop(s, &desc->loop);
+        if (rc != SIMBA_OK) simba__live_remove(s);
+    }
     if (rc != SIMBA_OK) {
         s->magic = 0;
         s->backend.vt->destroy(s->backend.impl);
@@ -1959,6 +2072,7 @@ SIMBADEF void simba_destroy(simba *s) {
     uint32_t i;
     simba_allocator a;
     if (!simba__is_live(s)) return;
+    simba__loop_teardown(s);      /* the loop lets go of the fds while they are open */
     simba__live_remove(s);
     s->magic = 0;                 /* the backend's last completions are ignored */
     s->backend.vt->destroy(s->backend.impl);
@@ -1972,6 +2086,8 @@ SIMBADEF void simba_destroy(simba *s) {
     simba__free(s, s->buckets);
     simba__free(s, s->heap);
     simba__free(s, s->events.buf);
+    simba__free(s, s->watch);
+    simba__free(s, s->loop_want);
     a = s->alloc;
     a.free(s, a.user);
 }
@@ -2094,6 +2210,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
             if (l->state == SIMBA__S_HELD) simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
         }
         s->last_error = SIMBA_OK;
+        simba__loop_kick(s);
         return simba__handle(s, l);
     }
     l = simba__new_lock(s, names, n);
@@ -2117,6 +2234,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     simba__timer_update(s, l);
     simba__mark_dirty(s, l);
     s->last_error = SIMBA_OK;
+    simba__loop_kick(s);
     return simba__handle(s, l);
 }
 
@@ -2136,7 +2254,7 @@ SIMBADEF int simba_release(simba *s, simba_lock h) {
     l = simba__lookup(s, h, SIMBA__K_LOCK);
     if (!l) {
         simba__lock *q = simba__lookup(s, h, SIMBA__K_QUERY);
-        if (q && q->state == SIMBA__S_ANSWERED && !(q->flags & SIMBA__F_DELIVERED)) { simba__finish(s, q); return SIMBA_OK; }
+        if (q && q->state == SIMBA__S_ANSWERED && !(q->flags & SIMBA__F_DELIVERED)) { simba__finish(s, q); simba__loop_kick(s); return SIMBA_OK; }
         return simba__fail(s, SIMBA_ESTALE);
     }
     if (l->state == SIMBA__S_RELEASING) return simba__fail(s, SIMBA_ESTALE);
@@ -2145,6 +2263,7 @@ SIMBADEF int simba_release(simba *s, simba_lock h) {
     if (l->state == SIMBA__S_PENDING && !(l->flags & SIMBA__F_MAY_EXIST)) {
         simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);   /* nothing was sent: nothing to undo */
         simba__finish(s, l);
+        simba__loop_kick(s);
         return SIMBA_OK;
     }
     l->state = SIMBA__S_RELEASING;
@@ -2153,6 +2272,7 @@ SIMBADEF int simba_release(simba *s, simba_lock h) {
     l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
     simba__timer_update(s, l);
     simba__mark_dirty(s, l);
+    simba__loop_kick(s);
     return SIMBA_OK;
 }
 
@@ -2199,6 +2319,7 @@ static simba_lock simba__query(simba *s, const char *name, int kind, int capacit
     l->state = SIMBA__S_PENDING;
     simba__mark_dirty(s, l);
     s->last_error = SIMBA_OK;
+    simba__loop_kick(s);
     return simba__handle(s, l);
 }
 
@@ -2225,6 +2346,7 @@ SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
     /* requests made since the last tick go out now, so the caller's poll()
        already waits for their answers instead of spinning once first */
     if (s->dirty_head) simba__dispatch(s, simba__now(s));
+    simba__loop_sync(s);              /* push mode: the dispatch may have changed what to watch */
     return s->backend.vt->pollfds(s->backend.impl, fds, max);
 }
 
@@ -2299,6 +2421,7 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
         s->events.buf = NULL;
         s->events.cap = s->events.head = 0;
     }
+    simba__loop_sync(s);              /* push mode: tell the loop the new fds and deadline */
     return n;
 }
 
@@ -2338,7 +2461,188 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
         if (n < 0) n = 0;
         poll(fds, (nfds_t)n, t);
         simba__step(s, n ? fds : NULL, n);
+        simba__loop_sync(s);
     }
+}
+
+/*--- push mode: event-loop hooks ----------------------------------------------------
+   simba keeps the set of fds the loop watches for it (with each socket's
+   identity) and the time the loop's timer is armed for; after each tick and
+   each API call it tells the loop only the differences. */
+
+#define SIMBA__LOOP_FALLBACK_MS 20      /* polling period of an fd the loop could not watch */
+
+static int simba__loop_mask(short ev) {
+    return ((ev & POLLIN) ? SIMBA_POLL_IN : 0) | ((ev & POLLOUT) ? SIMBA_POLL_OUT : 0);
+}
+
+static int simba__loop_hook(simba *s, int fd, int what) {
+    int rc;
+    s->loop_busy++;
+    rc = s->loop.socket(s->loop.user, fd, what);
+    s->loop_busy--;
+    return rc;
+}
+
+/* Arm the loop's timer for simba's next deadline, if that changed. */
+static void simba__loop_timer(simba *s) {
+    int ms = simba_timeout_ms(s);
+    int64_t now = simba__now(s), at;
+    if (s->loop_fallback && (ms < 0 || ms > SIMBA__LOOP_FALLBACK_MS)) ms = SIMBA__LOOP_FALLBACK_MS;
+    at = ms < 0 ? SIMBA__NEVER : now + ms;
+    if (at == s->loop_at) return;
+    if (at != SIMBA__NEVER && at <= now && s->loop_at <= now) return;   /* already due */
+    s->loop_at = at;
+    s->loop_busy++;
+    s->loop.timer(s->loop.user, ms);
+    s->loop_busy--;
+}
+
+static void simba__loop_identity(int fd, dev_t *dev, ino_t *ino) {
+    struct stat st;
+    if (fstat(fd, &st) == 0) { *dev = st.st_dev; *ino = st.st_ino; }
+    else { *dev = 0; *ino = 0; }
+}
+
+static void simba__loop_forget(simba *s, int i) {
+    s->watch[i] = s->watch[--s->nwatch];
+}
+
+/* Tell the loop which fds changed: every REMOVE first, then the adds and changes. */
+static void simba__loop_fds(simba *s) {
+    int n, i, j, fallback = 0;
+    for (;;) {
+        n = s->backend.vt->pollfds(s->backend.impl, s->loop_want, s->capwant);
+        if (n <= s->capwant) break;
+        {
+            struct pollfd *p = (struct pollfd *)simba__alloc(s, (size_t)n * sizeof *p);
+            if (!p) { n = s->capwant; break; }   /* watch what fits; the rest from the timer */
+            simba__free(s, s->loop_want);
+            s->loop_want = p;
+            s->capwant = n;
+        }
+        fallback = 0;
+    }
+    if (n < 0) n = 0;
+    if (n > s->capwant) { n = s->capwant; fallback = 1; }
+    for (i = 0; i < s->nwatch;) {
+        struct simba__watch *w = &s->watch[i];
+        int keep = 0;
+        for (j = 0; j < n; j++)
+            if (s->loop_want[j].fd == w->fd && simba__loop_mask(s->loop_want[j].events)) { keep = 1; break; }
+        if (keep) {
+            dev_t dev;
+            ino_t ino;
+            simba__loop_identity(w->fd, &dev, &ino);
+            keep = dev == w->dev && ino == w->ino;
+        }
+        if (keep) { i++; continue; }
+        if (w->ok) (void)simba__loop_hook(s, w->fd, SIMBA_POLL_REMOVE);
+        simba__loop_forget(s, i);
+    }
+    for (j = 0; j < n; j++) {
+        int fd = s->loop_want[j].fd, mask = simba__loop_mask(s->loop_want[j].events);
+        struct simba__watch *w = NULL;
+        if (fd < 0 || !mask) continue;
+        for (i = 0; i < s->nwatch; i++) if (s->watch[i].fd == fd) { w = &s->watch[i]; break; }
+        if (!w) {
+            if (s->nwatch == s->capwatch) {
+                int cap = s->capwatch ? s->capwatch * 2 : 4;
+                struct simba__watch *p = (struct simba__watch *)simba__alloc(s, (size_t)cap * sizeof *p);
+                if (!p) { fallback = 1; continue; }
+                if (s->nwatch) memcpy(p, s->watch, (size_t)s->nwatch * sizeof *p);
+                simba__free(s, s->watch);
+                s->watch = p;
+                s->capwatch = cap;
+            }
+            w = &s->watch[s->nwatch++];
+            w->fd = fd;
+            w->mask = 0;
+            w->ok = 0;
+            simba__loop_identity(fd, &w->dev, &w->ino);
+            /* A child that inherits the socket keeps it open after the
+               backend closed it, and an epoll set keeps reporting that old
+               socket under the fd number, which a reconnect may have reused:
+               a stale watcher nobody can remove (the ZooKeeper client does
+               not set close-on-exec). Forks after this point cannot do that. */
+            {
+                int fl = fcntl(fd, F_GETFD);
+                if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+            }
+        }
+        if (!w->ok || w->mask != mask) {
+            w->mask = mask;
+            w->ok = simba__loop_hook(s, fd, mask) == 0;
+            if (!w->ok) simba__log(s, SIMBA_LOG_WARN, "simba: the loop cannot watch fd %d; polling it every %d ms",
+                                   fd, SIMBA__LOOP_FALLBACK_MS);
+        }
+        if (!w->ok) fallback = 1;
+    }
+    s->loop_fallback = fallback;
+}
+
+static void simba__loop_sync(simba *s) {
+    if (!s->loop.socket || s->loop_busy) return;
+    simba__loop_fds(s);
+    simba__loop_timer(s);
+}
+
+/* An API call queued work (or an event): let the loop come back at once. */
+static void simba__loop_kick(simba *s) {
+    if (!s->loop.socket || s->loop_busy) return;
+    simba__loop_timer(s);
+}
+
+/* The loop lets go of everything: REMOVE each fd, cancel the timer, detach. */
+static void simba__loop_teardown(simba *s) {
+    simba_loop old = s->loop;
+    if (!old.socket) return;
+    s->loop_busy++;
+    while (s->nwatch) {
+        struct simba__watch w = s->watch[s->nwatch - 1];
+        s->nwatch--;
+        if (w.ok) (void)old.socket(old.user, w.fd, SIMBA_POLL_REMOVE);
+    }
+    if (s->loop_at != SIMBA__NEVER) old.timer(old.user, -1);
+    s->loop_at = SIMBA__NEVER;
+    s->loop_fallback = 0;
+    memset(&s->loop, 0, sizeof s->loop);
+    if (old.detach) old.detach(old.user);
+    s->loop_busy--;
+}
+
+SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop) {
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (loop && (!loop->socket || !loop->timer)) return simba__fail(s, SIMBA_EINVAL);
+    if (s->loop_busy) return simba__fail(s, SIMBA_EBUSY);
+    simba__loop_teardown(s);
+    if (!loop) return SIMBA_OK;
+    s->loop = *loop;
+    s->loop_at = SIMBA__NEVER;
+    simba__loop_sync(s);
+    return SIMBA_OK;
+}
+
+SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, int max) {
+    struct pollfd p;
+    int i;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (s->loop_busy) return simba__fail(s, SIMBA_EBUSY);
+    if (!out || max <= 0) return simba__fail(s, SIMBA_EINVAL);
+    if (fd == SIMBA_TIMEOUT) {
+        s->loop_at = SIMBA__NEVER;          /* the one-shot timer is spent */
+        /* an fd the loop could not watch is tried on every timer */
+        return s->loop_fallback ? simba_tick(s, NULL, 0, out, max) : simba_tick(s, &p, 0, out, max);
+    }
+    if (fd < 0) return simba__fail(s, SIMBA_EINVAL);
+    p.fd = fd;
+    p.events = POLLIN | POLLOUT;
+    for (i = 0; i < s->nwatch; i++)
+        if (s->watch[i].fd == fd) p.events = (short)(((s->watch[i].mask & SIMBA_POLL_IN) ? POLLIN : 0) |
+                                                     ((s->watch[i].mask & SIMBA_POLL_OUT) ? POLLOUT : 0));
+    p.revents = (short)(((what & SIMBA_POLL_IN) ? POLLIN : 0) | ((what & SIMBA_POLL_OUT) ? POLLOUT : 0) |
+                        ((what & SIMBA_POLL_ERR) ? (POLLERR | POLLHUP) : 0));
+    return simba_tick(s, &p, 1, out, max);
 }
 
 /*--- the in-memory backend ----------------------------------------------------------
@@ -2582,6 +2886,10 @@ static void simba__mem_push_item(simba__mem_conn *c, simba__mem_item *it) {
     memmove(c->items + k + 1, c->items + k, sizeof(simba__mem_item) * (size_t)(c->n - k));
     c->items[k] = *it;
     c->n++;
+    /* push mode: the answer is due for a client that may be in no simba call
+       right now (another client of this server made the change); a real
+       server would make its socket readable, here its timer is re-armed */
+    if (c->s && simba__is_live(c->s)) simba__loop_kick(c->s);
 }
 
 static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const char *session,

@@ -15,5 +15,20 @@ check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags 
 name="the MySQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_mysql.sql"
 name="the simba tool is installed in bin and runs"; check sh -c "'$tmp/prefix/bin/simba' --version | grep -q '^simba 0.1.0$'"
 name="its man page is installed"; check test -s "$tmp/prefix/share/man/man1/simba.1"
+cat > "$tmp/a.c" <<'EOF'
+#define _GNU_SOURCE
+#define SIMBA_IMPLEMENTATION
+#include <simba_adapters/simba_epoll.h>
+#include <simba_adapters/simba_libevent.h>
+#include <simba_adapters/simba_libuv.h>
+int main(void) {
+    simba_epoll *(*a)(simba *, int, simba_epoll_cb, void *) = simba_epoll_attach;
+    simba_libevent *(*b)(simba *, struct event_base *, simba_libevent_cb, void *) = simba_libevent_attach;
+    simba_libuv *(*c)(simba *, uv_loop_t *, simba_libuv_cb, void *) = simba_libuv_attach;
+    return !a || !b || !c;
+}
+EOF
+name="the loop adapters are installed and build against the installed headers"
+check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/a.c' -o '$tmp/a' -levent -luv && '$tmp/a'"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

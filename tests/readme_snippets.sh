@@ -28,7 +28,7 @@ for i in $(seq 1 "$n"); do
     src="$tmp/snippet$i.c"
     if grep -q 'int main' "$src"; then
         for cc in gcc clang; do
-            if $cc $flags -o "$tmp/s$i-$cc" "$src" >"$tmp/log" 2>&1; then ok "README snippet $i builds with $cc"
+            if $cc $flags -o "$tmp/s$i-$cc" "$src" -levent -luv >"$tmp/log" 2>&1; then ok "README snippet $i builds with $cc"
             else bad "README snippet $i builds with $cc"; continue; fi
             if timeout 20 "$tmp/s$i-$cc" >"$tmp/log" 2>&1; then ok "README snippet $i runs to the end ($cc)"
             else bad "README snippet $i runs to the end ($cc)"; fi

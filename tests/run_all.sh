@@ -53,6 +53,11 @@ backend redis simba_redis.h && suite redis make -s test-redis
 backend mysql simba_mysql.h && suite mysql make -s test-mysql
 backend zk simba_zk.h && suite zk make -s test-zk
 suite fuzz make -s fuzz-ci
+# push mode: the epoll, libevent and libuv adapters with each backend
+suite loop-mem make -s test-loop-mem
+backend redis simba_redis.h && suite loop-redis make -s test-loop-redis
+backend mysql simba_mysql.h && suite loop-mysql make -s test-loop-mysql
+backend zk simba_zk.h && suite loop-zk make -s test-loop-zk
 # the backend suites once more under ASan+UBSan (leaks included): real
 # servers, reconnects and kills exercise paths the mem suites cannot
 backend redis simba_redis.h && suite asan-redis make -s asan-redis
