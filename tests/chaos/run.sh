@@ -388,6 +388,7 @@ zk_pause() {    # $1 leader|follower
 # commit, and its client would stall instead of believing on keepalives.
 f_partition() {
     local p i t0 held=
+    [ -n "${ZK_F:-}" ] || { echo "chaos $B: partition is a fault of the zk-partition round"; return; }
     kill -USR1 "${PIDS[1]}" "${PIDS[2]}" 2>/dev/null
     for _ in $(seq 1 100); do   # up to ~10 s for a holder among F's clients
         for i in 1 2; do
