@@ -148,9 +148,9 @@ $(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_my
 $(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
-chaos: $(B)/chaos_client
+chaos: $(B)/chaos_client $(B)/tcp_proxy
 	tests/chaos/all.sh $(CHAOS_SECONDS)
-chaos-ci: $(B)/chaos_client
+chaos-ci: $(B)/chaos_client $(B)/tcp_proxy
 	tests/chaos/all.sh 30
 # ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-merge

@@ -28,6 +28,12 @@
  *
  * While it holds, the process has a file STATEDIR/<pid> so that the fault
  * driver can pick a holder to stop or kill.
+ *
+ * SIGUSR1: from now on keep every hold (no release) until SIGUSR2. The ZK
+ * partition fault uses it so that a client of the cut-off follower is still
+ * a holder, relying on keepalives alone, for longer than the lease (issue #9
+ * item 6: holds of 30-430 ms end in a release that the cut-off follower
+ * cannot commit, which hides the bug).
  */
 #define SIMBA_IMPLEMENTATION
 #define SIMBA_REDIS_IMPLEMENTATION
@@ -50,6 +56,8 @@
 
 static volatile sig_atomic_t stop_flag;
 static void on_term(int sig) { (void)sig; stop_flag = 1; }
+static volatile sig_atomic_t long_hold;
+static void on_usr(int sig) { long_hold = sig == SIGUSR1; }
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -222,6 +230,9 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_term;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_usr;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);  /* item 9 of issue #9 is another helper's; a
                                   chaos run must not die of it meanwhile */
 
@@ -267,7 +278,7 @@ int main(int argc, char **argv) {
                 k.valid_until = 0;
             }
         }
-        if (k.held && t >= k.release_at) {
+        if (k.held && !long_hold && t >= k.release_at) {
             /* the belief ends when the release is sent */
             end_belief(&k, "release");
             simba_release(s, k.h);
@@ -277,7 +288,7 @@ int main(int argc, char **argv) {
         if (n > 16) n = 16;
         timeout = simba_timeout_ms(s);
         if (timeout < 0 || timeout > 50) timeout = 50;
-        if (k.held) {
+        if (k.held && !long_hold) {
             int64_t left = (k.release_at - now_ns()) / 1000000;
             if (left < timeout) timeout = left < 0 ? 0 : (int)left;
         }

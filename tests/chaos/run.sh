@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # tests/chaos/run.sh -- process-level chaos against a real server (`make chaos`).
 #
-#   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, mysql or zk
+#   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, mysql, zk or
+#                                            zk-partition
 #
 # Starts the backend's throw-away servers (tests/servers/BACKEND.sh run; for zk
-# also the 3-node ensemble), CHAOS_CLIENTS (default 5) chaos_client processes
+# also the 3-node ensemble; zk-partition is its own ZooKeeper round, see
+# below), CHAOS_CLIENTS (default 5) chaos_client processes
 # that acquire/hold/release the mutex "m" and the semaphore "s" (capacity 2)
 # and log every believed hold, then injects faults one after the other for
 # about SECONDS, each followed by a wait for a grant on both names (the
@@ -30,8 +32,23 @@
 #             follower_pause  SIGSTOP a follower for lease + 1 s (its clients
 #                           hear nothing, not even a close)
 #             conn_kill     the server ends of every client connection closed (ss -K)
-#             (the follower partition of item 6 needs tests/tools/tcp_proxy,
-#             not in this branch yet)
+#   zk-partition  (a second ZooKeeper round: the ensemble with every member
+#             link and client port behind tests/tools/tcp_proxy, `zk.sh
+#             proxied`; elections through the proxies are slow, 7-23 s, so
+#             the zk round above stays direct. A follower F is picked at the
+#             start; clients 1 and 2 connect only to F, the others only to the
+#             leader and the other follower.)
+#             partition     once one of F's clients holds (or 5 s passed), F
+#                           and its clients cut off from the leader and the
+#                           other follower, silently (frozen proxies: no FIN,
+#                           no RST), for lease + 2 s; then healed, and F serves
+#                           again (issue #9 item 6). F's clients keep their
+#                           holds meanwhile (SIGUSR1/SIGUSR2, chaos_client.c),
+#                           and one of them must be granted again within 30 s
+#                           of the heal, else the run fails. With simba_zk.h
+#                           from before the fix (4862574^) this round gives
+#                           violations (two believing holders for ~0.3-1 s).
+#             holder_stop, holder_stop_ttl  as above
 #
 # Environment: CHAOS_TTL_MS (1500), CHAOS_TRANSITION_MS (1000), CHAOS_CLIENTS
 # (5), CHAOS_FAULTS (a space-separated subset of kinds),
@@ -45,11 +62,14 @@ die() { echo "chaos: $*" >&2; exit 2; }
 
 B=${1:-}
 SECS=${2:-120}
-case "$B" in redis|mysql|zk) ;; *) die "usage: $0 redis|mysql|zk SECONDS" ;; esac
+case "$B" in redis|mysql|zk|zk-partition) ;; *) die "usage: $0 redis|mysql|zk|zk-partition SECONDS" ;; esac
+SRV=${B%%-*}    # the server script: zk-partition runs ZooKeeper's
 
 if [ -z "${CHAOS_INNER:-}" ]; then
     export CHAOS_INNER=1
-    exec tests/servers/$B.sh run "$0" "$@"
+    # zk-partition: zk.sh's `proxied` needs the proxy (make build/tcp_proxy)
+    [ "$B" = zk-partition ] && export SIMBA_ZK_PROXY=${SIMBA_ZK_PROXY:-$PWD/build/tcp_proxy}
+    exec tests/servers/$SRV.sh run "$0" "$@"
 fi
 
 BIN=${CHAOS_BIN:-build/chaos_client}
@@ -115,12 +135,40 @@ zk)
     export CHAOS_ZK_HOSTS
     FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause follower_pause conn_kill"
     ;;
+zk-partition)
+    [ -x "${SIMBA_ZK_PROXY:-}" ] || die "SIMBA_ZK_PROXY=${SIMBA_ZK_PROXY:-} is not executable (make build/tcp_proxy)"
+    for try in 1 2 3; do
+        "$SIMBA_ZK_CTL" proxied >/dev/null 2>>"$WORK/ensemble.err" && break
+        for n in 1 2 3; do "$SIMBA_ZK_CTL" kill "$n"; done
+        echo "chaos $B: the proxied ZooKeeper ensemble did not start (try $try)"
+        sleep 2
+    done
+    for n in 1 2 3; do "$SIMBA_ZK_CTL" wait "$n" >/dev/null 2>&1 || { tail -n 5 "$WORK/ensemble.err" >&2; die "the proxied ZooKeeper ensemble did not start"; }; done
+    ZK_LEADER=
+    for n in 1 2 3; do [ "$("$SIMBA_ZK_CTL" mode "$n")" = leader ] && ZK_LEADER=$n; done
+    [ -n "$ZK_LEADER" ] || die "the proxied ensemble has no leader"
+    ZK_F= ZK_OTHERS=
+    for n in 1 2 3; do
+        [ "$n" = "$ZK_LEADER" ] && continue
+        if [ -z "$ZK_F" ]; then ZK_F=$n; else ZK_OTHERS=$n; fi
+    done
+    # clients 1 and 2 see only F (through its client proxy); the others only
+    # the leader and the other follower (so they are on the majority side)
+    ZK_F_HOSTS=$("$SIMBA_ZK_CTL" phosts "$ZK_F")
+    ZK_MAJ_HOSTS=$("$SIMBA_ZK_CTL" phosts "$ZK_LEADER"),$("$SIMBA_ZK_CTL" phosts "$ZK_OTHERS")
+    echo "chaos $B: leader $ZK_LEADER, partitioned follower $ZK_F (clients 1 and 2)"
+    FAULTS="partition holder_stop partition holder_stop_ttl"
+    ;;
 esac
 [ -n "${CHAOS_FAULTS:-}" ] && FAULTS=$CHAOS_FAULTS
 
 # ---- clients ----
 start_client() {   # $1 index
-    "$BIN" "$B" "$1" "$LOG" "$STATE" "$RANDOM$1" 2>>"$WORK/client.err" &
+    if [ "$B" = zk-partition ]; then
+        if [ "$1" -le 2 ]; then CHAOS_ZK_HOSTS=$ZK_F_HOSTS; else CHAOS_ZK_HOSTS=$ZK_MAJ_HOSTS; fi
+        export CHAOS_ZK_HOSTS
+    fi
+    "$BIN" "$SRV" "$1" "$LOG" "$STATE" "$RANDOM$1" 2>>"$WORK/client.err" &
     PIDS[$1]=$!
 }
 for i in $(seq 1 "$NCLIENTS"); do start_client "$i"; done
@@ -331,6 +379,43 @@ zk_pause() {    # $1 leader|follower
     record "$1_pause" "$t0" "$(now)"
 }
 
+# Item 6 of issue #9: F and its clients cut off from the leader and the other
+# follower, silently, right after one of F's clients is granted (the window
+# where a keepalive answered locally by F would extend a validity the leader
+# no longer backs), for longer than the lease, then healed.
+# F's clients keep their holds (SIGUSR1, see chaos_client.c) from just before
+# the cut until the heal: a short hold would end in a release that F cannot
+# commit, and its client would stall instead of believing on keepalives.
+f_partition() {
+    local p i t0 held=
+    [ -n "${ZK_F:-}" ] || { echo "chaos $B: partition is a fault of the zk-partition round"; return; }
+    kill -USR1 "${PIDS[1]}" "${PIDS[2]}" 2>/dev/null
+    for _ in $(seq 1 100); do   # up to ~10 s for a holder among F's clients
+        for i in 1 2; do
+            p=${PIDS[$i]}
+            [ -f "$STATE/$p" ] && { held=$p; break 2; }
+        done
+        sleep 0.1
+    done
+    [ -n "$held" ] || echo "chaos $B: no client of follower $ZK_F holds; partitioned anyway"
+    t0=$(now)
+    "$SIMBA_ZK_CTL" partition "$ZK_F" || echo "chaos $B: partition $ZK_F failed"
+    sleep "$(ms $((LEASE_MS + 2000)))"
+    "$SIMBA_ZK_CTL" heal "$ZK_F" || echo "chaos $B: heal $ZK_F failed"
+    kill -USR2 "${PIDS[1]}" "${PIDS[2]}" 2>/dev/null
+    "$SIMBA_ZK_CTL" wait "$ZK_F" >/dev/null 2>&1 || echo "chaos $B: node $ZK_F does not serve after the heal"
+    record partition "$t0" "$(now)"
+    # recovery on F's side too: one of its clients granted again (30 s at most)
+    for _ in $(seq 1 300); do
+        awk -v t="$LAST_END" '$1 == "A" && ($2 == "c1" || $2 == "c2") && $9 > t { ok = 1 } END { exit !ok }' "$LOG" && {
+            echo "chaos $B: a client of follower $ZK_F granted again $(( ($(now) - LAST_END) / 1000000 )) ms (or less) after the heal"; return; }
+        sleep 0.1
+    done
+    echo "chaos $B: FAIL: no client of follower $ZK_F granted within 30 s of the heal"
+    PART_FAIL=1
+}
+PART_FAIL=0
+
 # After a fault: wait (at most 30 s) for a grant on both names, so that every
 # fault's recovery is measured on its own. The checker measures it from the log.
 wait_recovery() {   # $1 fault end ns
@@ -394,4 +479,5 @@ done
 if [ -s "$WORK/client.err" ]; then
     echo "chaos $B: client stderr (last lines):"; tail -n 5 "$WORK/client.err" | sed 's/^/  | /'
 fi
-python3 tests/chaos/check.py "$LOG" "$B" --ttl-ms "$CHAOS_TTL_MS" --lease-ms "$LEASE_MS" --expect "$FAULTS"
+python3 tests/chaos/check.py "$LOG" "$B" --ttl-ms "$CHAOS_TTL_MS" --lease-ms "$LEASE_MS" --expect "$FAULTS" || exit 1
+[ "$PART_FAIL" = 0 ] || { echo "chaos $B: FAIL (follower $ZK_F's clients did not recover after a heal)"; exit 1; }
