@@ -80,7 +80,9 @@
     pointers into simba's state (strings are copied into the event).
     Events that do not fit stay queued for the next call.
 
-    ACQUIRED     a request was granted; .fence is the first resource's fence
+    ACQUIRED     a request was granted; .fence is the first resource's fence,
+                 .valid_ms/.valid_until how long the hold is safe, .capacity
+                 the capacity the server stored (0: the backend does not say)
     RELEASED     a release (or the cancel of a waiting request) is done
     LOST         a hold ended without your asking; .error tells why
                  (SIMBA_LOST_EXPIRED, SIMBA_LOST_SESSION, SIMBA_LOST_STOLEN)
@@ -88,10 +90,15 @@
                  found the resource busy). It comes at the deadline; the
                  entry is withdrawn from the server right after (until the
                  server confirms, it may still hold its place in the queue,
-                 never a grant for you: the handle is finished)
+                 never a grant for you: the handle is finished). .error is
+                 the cause seen while it waited (SIMBA_EDISCONNECTED,
+                 SIMBA_EAUTH, SIMBA_EGRACE, ...) or 0 when it was just busy;
+                 .message says it in words
     OWNER        contend handles: the holder changed; .owner is its client id
                  ("" when free)
-    CONNECTED / DISCONNECTED   the backend connection changed state
+    CONNECTED / DISCONNECTED   the backend connection changed state;
+                 DISCONNECTED also for a failed connect, from the first
+                 attempt on (.error, .message), once per kind of failure
     ERROR        a request failed; .error is a SIMBA_E* code
     INFO         an inspect request finished (.capacity, .queued, .held,
                  .owner; simba_holders() gives the list until the next tick)
