@@ -1303,6 +1303,10 @@ static int simba__wait_cause(simba *s, const simba__lock *l, char *msg, size_t c
         simba__copy(msg, cap, s->sess_msg);
         return s->sess_error;
     }
+    if (!s->session.open) {            /* connected, but the request could not be placed */
+        simba__copy(msg, cap, "the server has not confirmed our session yet (no answer)");
+        return SIMBA_ETIMEDOUT;
+    }
     if (l->cause == SIMBA_EDISCONNECTED) simba__copy(msg, cap, s->conn_msg);
     return l->cause;
 }

@@ -644,6 +644,26 @@ static void t_mem_timeout_carries_cause(void) {
     simba_destroy(a.s);
 }
 
+/* Connected, but the server never answers: the TIMEOUT is not "busy" (0). */
+static void t_mem_timeout_no_answer(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_mem_faults f;
+    simba_event *e;
+    simba_lock la;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&f, 0, sizeof f);
+    f.drop_reply_pct = 100;
+    a.s = new_client_on(srv, &f, 3000, 1000, NULL);
+    CHECK(a.s != NULL);
+    la = h_acquire(a.s, "mute", 300);
+    CHECK((e = h_expect(cl, 1, 0, la, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK(e->error == SIMBA_ETIMEDOUT || e->error == SIMBA_EDISCONNECTED);
+    CHECK(e->message[0] != 0);
+    simba_destroy(a.s);
+}
+
 /* A busy resource still times out with error 0: the cause is only what went wrong. */
 static void t_mem_timeout_busy_is_zero(void) {
     static h_client a, b;
@@ -870,6 +890,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_keyed_waiter_dropped_session);
     RUN(t_mem_old_handles_stale_in_new_instance);
     RUN(t_mem_timeout_carries_cause);
+    RUN(t_mem_timeout_no_answer);
     RUN(t_mem_timeout_busy_is_zero);
     RUN(t_mem_restart_grace_reason_and_init);
     RUN(t_mem_capacity_mismatch_reported);
