@@ -80,7 +80,9 @@
     pointers into simba's state (strings are copied into the event).
     Events that do not fit stay queued for the next call.
 
-    ACQUIRED     a request was granted; .fence is the first resource's fence
+    ACQUIRED     a request was granted; .fence is the first resource's fence,
+                 .valid_ms/.valid_until how long the hold is safe, .capacity
+                 the capacity the server stored (0: the backend does not say)
     RELEASED     a release (or the cancel of a waiting request) is done
     LOST         a hold ended without your asking; .error tells why
                  (SIMBA_LOST_EXPIRED, SIMBA_LOST_SESSION, SIMBA_LOST_STOLEN)
@@ -88,10 +90,15 @@
                  found the resource busy). It comes at the deadline; the
                  entry is withdrawn from the server right after (until the
                  server confirms, it may still hold its place in the queue,
-                 never a grant for you: the handle is finished)
+                 never a grant for you: the handle is finished). .error is
+                 the cause seen while it waited (SIMBA_EDISCONNECTED,
+                 SIMBA_EAUTH, SIMBA_EGRACE, ...) or 0 when it was just busy;
+                 .message says it in words
     OWNER        contend handles: the holder changed; .owner is its client id
                  ("" when free)
-    CONNECTED / DISCONNECTED   the backend connection changed state
+    CONNECTED / DISCONNECTED   the backend connection changed state;
+                 DISCONNECTED also for a failed connect, from the first
+                 attempt on (.error, .message), once per kind of failure
     ERROR        a request failed; .error is a SIMBA_E* code
     INFO         an inspect request finished (.capacity, .queued, .held,
                  .owner; simba_holders() gives the list until the next tick)
@@ -155,7 +162,8 @@ enum {
     SIMBA_MAX_TENANT = 64,      /* bytes in a tenant */
     SIMBA_MAX_ID = 64,          /* bytes in a client id or idempotency key */
     SIMBA_MAX_RESOURCES = 8,    /* resources in one multi-resource request */
-    SIMBA_MAX_SESSION = 96      /* bytes in a session id: client id, '~', 16 hex */
+    SIMBA_MAX_SESSION = 96,     /* bytes in a session id: client id, '~', 16 hex */
+    SIMBA_MAX_MESSAGE = 160     /* bytes of detail text in an event or simba_error */
 };
 
 /* Error codes: 0 is success, every error is negative. simba_strerror() names them. */
@@ -177,7 +185,9 @@ enum {
     SIMBA_EDESTROYED = -14,   /* the simba instance was destroyed (or never created) */
     SIMBA_EAUTH = -15,        /* the server refused our credentials or permissions */
     SIMBA_EUNSUPPORTED = -16, /* the backend cannot do that */
-    SIMBA_EKEYMISMATCH = -17  /* the idempotency key is in use here for another request shape */
+    SIMBA_EKEYMISMATCH = -17, /* the idempotency key is in use here for another request shape */
+    SIMBA_EGRACE = -18        /* the server holds back grants after a restart (data loss): a
+                                 holder from before may still be alive; see "restart grace" */
 };
 
 /* Why a hold was LOST (simba_event.error for SIMBA_EVENT_LOST). */
@@ -228,6 +238,14 @@ typedef struct simba_event {
     int queued;               /* INFO: entries in its queue (held and waiting) */
     int held;                 /* INFO: entries granted; OWNER: holders (0 or 1 for a mutex) */
     char owner[SIMBA_MAX_ID + 1]; /* OWNER, INFO: client id of the oldest holder ("" = none) */
+    /* (the fields below came later; ACQUIRED also sets .capacity: the capacity the
+       server has stored for the first resource, 0 if the backend does not say) */
+    int64_t valid_ms;         /* ACQUIRED: how long the hold is safe from now (simba_valid_ms) */
+    int64_t valid_until;      /* ACQUIRED: the same as a deadline on simba_now_ms()'s clock */
+    char message[SIMBA_MAX_MESSAGE + 1]; /* DISCONNECTED, TIMEOUT, ERROR: the cause in words
+                                 ("" if none); TIMEOUT and ERROR also set .error to the cause
+                                 seen while the request waited (SIMBA_EDISCONNECTED,
+                                 SIMBA_EAUTH, SIMBA_EGRACE, ...; 0 = the resource was busy) */
 } simba_event;
 
 /* The allocator (sokol style); zero means malloc/free. */
@@ -339,6 +357,20 @@ typedef struct simba_holder {
    (simba owns it from this call on). */
 SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err);
 SIMBADEF simba *simba_create(const simba_desc *desc);
+/* simba_create_err: the same, and on failure `err` (if not NULL) says why in
+   words: which field of which desc is wrong and how, e.g.
+   "simba_desc.ttl_ms: 20 is below the minimum of 30" or
+   "simba_mysql_desc.url: no database in 'mysql://u@127.0.0.1:3306'".
+   Why a caller-provided struct: simba_create fails before any instance exists,
+   so there is no simba to ask, and a global or thread-local "last message"
+   would race between threads that create instances. A backend constructor that
+   rejects its desc returns a backend carrying the message (simba_backend_error),
+   which simba_create_err reports here. */
+typedef struct simba_error {
+    int code;                 /* SIMBA_E*, 0 = ok */
+    char message[SIMBA_MAX_MESSAGE + 96]; /* "" if there is nothing more than simba_strerror(code) */
+} simba_error;
+SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err);
 /* simba_destroy: frees everything, without waiting for the server. Holds that
    were not released expire on the server after ttl + transition. NULL is a
    no-op. Using the pointer afterwards is undefined behaviour, as after free():
@@ -363,6 +395,24 @@ SIMBADEF int simba_release(simba *s, simba_lock lock);
 /* simba_valid_ms: how long this hold is still safe by the local monotonic
    clock; 0 when it is not held (waiting, lost, released or stale). */
 SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock lock);
+/* simba_valid_until: the same as an absolute deadline on simba_now_ms()'s
+   clock (0 when not held), so a worker reads it once and compares with its own
+   readings of simba_now_ms(). It moves later with every confirmed keepalive.
+   Between that deadline and the LOST event (delivered by the next simba_tick)
+   the hold is NOT safe any more although LOST has not been seen yet:
+   simba_valid_ms() is 0, simba_fence() is 0, and you must stop touching the
+   protected data; LOST SIMBA_LOST_EXPIRED follows at the next tick. */
+SIMBADEF int64_t simba_valid_until(simba *s, simba_lock lock);
+/* simba_lease_ms: ttl + transition: how long the server keeps a session after
+   its last keepalive. After a crash of the holder, the next holder is granted
+   at the earliest this long after the crashed client's last keepalive (16 s
+   with the defaults); after a clean exit (simba_release, simba_destroy closes
+   without a release leaves the hold to expire) it is granted within a round
+   trip. Tune failover with ttl_ms (keepalive every ttl/3) and transition_ms
+   (the margin against clock-rate differences and pauses): both shorter means
+   faster failover, more keepalive traffic and less tolerance for a stalled
+   loop. */
+SIMBADEF int simba_lease_ms(simba *s);
 /* simba_fence: the fence of resource `index` of a held request (0 if not held). */
 SIMBADEF int64_t simba_fence(simba *s, simba_lock lock, int index);
 /* simba_holds: the hold count of a re-entrant handle (0 if not held). */
@@ -389,6 +439,21 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
    forever). Returns 1 with the event in *ev, 0 on timeout, <0 on error.
    Events of other handles stay queued for the next simba_tick. */
 SIMBADEF int simba_wait(simba *s, simba_lock lock, int timeout_ms, simba_event *ev);
+/* simba_hold_for: blocking helper for a holder that does blocking work in
+   steps: runs the loop (poll + tick, so keepalives go out) for `ms` of simba's
+   clock while `lock` is held. Returns 0 when ms passed and the hold is still
+   valid; 1 with the event in *ev as soon as the lock has an event (LOST: stop
+   at once; RELEASED; ...); <0 on error (SIMBA_ESTALE: not a live handle).
+   Events of other handles stay queued for the next simba_tick.
+   simba_hold_until: the same, and also returns 0 as soon as done(user) is
+   non-zero (checked before every sleep, sleeps of at most 50 ms).
+   WHICH CALLS TICK: simba_tick, simba_wait, simba_hold_for and simba_hold_until
+   run the loop (I/O, keepalives, timers). simba_pollfds only hands new
+   requests to the backend. Nothing else does I/O: between ticks keepalives
+   stop, so a hold outlives at most ttl without a tick (sleep() with a lock
+   held loses it; call simba_hold_for instead). */
+SIMBADEF int simba_hold_for(simba *s, simba_lock lock, int ms, simba_event *ev);
+SIMBADEF int simba_hold_until(simba *s, simba_lock lock, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev);
 
 /* ---- introspection and administration (asynchronous: answered by events) ---- */
 
@@ -408,8 +473,12 @@ SIMBADEF simba_lock simba_delete(simba *s, const char *name, void *user);
 SIMBADEF const char *simba_strerror(int err);
 /* simba_event_name: "ACQUIRED", "LOST", ... for logs. */
 SIMBADEF const char *simba_event_name(simba_event_type type);
-/* simba_last_error: why the last call that returned {0,0} or an error failed. */
+/* simba_last_error: why the last call that returned {0,0} or an error failed,
+   or the cause (.error) of the last TIMEOUT, ERROR or DISCONNECTED event. */
 SIMBADEF int simba_last_error(simba *s);
+/* simba_last_error_msg: detail text for simba_last_error() ("" if none);
+   valid until the next simba call on s. */
+SIMBADEF const char *simba_last_error_msg(simba *s);
 /* simba_client_id: this client's id (the desc's, or the generated host:pid:random). */
 SIMBADEF const char *simba_client_id(simba *s);
 /* simba_connected: 1 while the backend connection is up. */
@@ -549,13 +618,17 @@ typedef struct simba_reply {
     const char *owner;      /* ENQUEUE/POLL/INSPECT: session id of the oldest holder of
                                res[0], NULL or "" if none (valid during the call) */
     int held;               /* ENQUEUE/POLL/INSPECT: granted entries in res[0] */
-    int capacity;           /* INSPECT */
+    int capacity;           /* INSPECT; ENQUEUE/POLL: the stored capacity of res[0] (0 =
+                               not reported: then ACQUIRED carries none and no mismatch
+                               is warned about) */
     int nentries;           /* INSPECT: entries in queue order */
     const simba_holder *entries;
     int64_t epoch;          /* OPEN/KEEPALIVE: the tenant's admin epoch, a counter that
                                DELETE and SET_CAPACITY increase (0: not kept). When it
                                changes, the core re-checks its holds, so a holder of a
                                deleted resource learns it even if the push was lost. */
+    int grace_ms;           /* ENQUEUE/POLL: the server holds back grants for this long
+                               after losing its data (restart grace); 0 = no grace */
 } simba_reply;
 
 struct simba_backend_vtable {
@@ -594,7 +667,23 @@ SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt
 /* Reconnect backoff shared by the backends: 50 ms doubling to 5 s, with jitter. */
 SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt);
 SIMBADEF const char *simba_tenant(simba *s);
-SIMBADEF int simba_lease_ms(simba *s);
+/* simba_backend_error: what a backend constructor returns when it rejects its
+   desc: simba_create then fails with `code` and (simba_create_err) the
+   message, e.g. simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.url: no
+   database in '%s'", url). Allocated with malloc (the constructor has no
+   simba yet); an allocation failure still makes simba_create fail. */
+SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* simba_backend_fail: from attach(): the reason the backend refuses, in words
+   (then attach returns the code). */
+SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* ---- the in-memory backend ----
    A server object in this process; every simba client made with
@@ -630,6 +719,11 @@ SIMBADEF int simba_mem_set_faults(simba_mem_server *srv, simba *s, const simba_m
    back for one lease after the restart, so that no holder that has not yet
    noticed can overlap with a new one. */
 SIMBADEF void simba_mem_server_restart(simba_mem_server *srv);
+/* The admin "init" of a server that lost its data: the operator vouches that
+   no client holds anything from before (every client was stopped, or they are
+   all new), so the restart grace ends now. Never call it while an old holder
+   may still be working: two holders would overlap. */
+SIMBADEF void simba_mem_server_init(simba_mem_server *srv);
 /* Drop the connection of client `s` (its ops fail, it reconnects). */
 SIMBADEF int simba_mem_kill(simba_mem_server *srv, simba *s);
 /* Server statistics for tests and benchmarks. */
@@ -968,7 +1062,8 @@ enum { /* simba__lock.flags */
     SIMBA__F_MAY_EXIST = 1 << 4,   /* an ENQUEUE was sent in the lock's session */
     SIMBA__F_ACQ_QUEUED = 1 << 5,  /* its ACQUIRED event is not delivered yet */
     SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
-    SIMBA__F_DELIVERED = 1 << 7    /* query: its event was delivered; freed at the next tick */
+    SIMBA__F_DELIVERED = 1 << 7,   /* query: its event was delivered; freed at the next tick */
+    SIMBA__F_CAP_WARNED = 1 << 8   /* a capacity mismatch was logged for it */
 };
 
 typedef struct simba__lock {
@@ -997,6 +1092,8 @@ typedef struct simba__lock {
     void *user;
     simba_holder *result;            /* query: INSPECT entries */
     int nresult;
+    int cause;                       /* the last backend error seen while it waited (0 none) */
+    int stored_capacity;             /* the server's capacity of its first resource (0 unknown) */
 } simba__lock;
 
 typedef struct simba__session {
@@ -1023,6 +1120,13 @@ struct simba {
     int backend_full;                /* the backend refused a submit (SIMBA_EBUSY): dispatch
                                         waits for its next completion instead of spinning */
     int conn_error;                  /* the last connection failure reported (0 none) */
+    char conn_msg[SIMBA_MAX_MESSAGE + 1];  /* its message */
+    char last_msg[SIMBA_MAX_MESSAGE + 96]; /* simba_last_error_msg() */
+    int64_t grace_warned_until;      /* the end of the last restart grace logged */
+    int64_t grace_until;             /* the end of the server's restart grace, our clock */
+    int last_msg_code;               /* last_msg belongs to this simba_last_error() */
+    int sess_error;                  /* why the last OPEN failed (0: none since it worked) */
+    char sess_msg[SIMBA_MAX_MESSAGE + 1];
     char tenant[SIMBA_MAX_TENANT + 1];
     char client_id[SIMBA_MAX_ID + 1];
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms;
@@ -1134,6 +1238,13 @@ static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
 static int64_t simba__now(simba *s) { return s->clock.now_ms(s->clock.user); }
 
 static int simba__fail(simba *s, int err) { s->last_error = err; return err; }
+
+/* simba_last_error() with its words. */
+static void simba__set_error(simba *s, int err, const char *msg) {
+    s->last_error = err;
+    s->last_msg_code = err;
+    simba__copy(s->last_msg, sizeof s->last_msg, msg);
+}
 
 /*--- events -----------------------------------------------------------------*/
 
@@ -1385,6 +1496,33 @@ static void simba__finish(simba *s, simba__lock *l) {
     simba__slot_free(s, l);
 }
 
+static int simba__session_safe(simba *s, int64_t now);
+
+/* Why a request waited in vain (TIMEOUT) or failed: the last backend error it
+   met, else the state of the connection and the session; 0 = plain busy. */
+static int simba__wait_cause(simba *s, const simba__lock *l, char *msg, size_t cap) {
+    msg[0] = 0;
+    if (l->cause == SIMBA_EGRACE) {
+        snprintf(msg, cap, "restart grace: the server holds back grants until %lld ms on simba's clock "
+                 "(it lost its data; a holder from before may still be alive)", (long long)s->grace_until);
+        return SIMBA_EGRACE;
+    }
+    if (!s->connected) {
+        simba__copy(msg, cap, s->conn_msg[0] ? s->conn_msg : "no connection to the backend");
+        return s->conn_error ? s->conn_error : SIMBA_EDISCONNECTED;
+    }
+    if (!s->session.open && s->sess_error) {
+        simba__copy(msg, cap, s->sess_msg);
+        return s->sess_error;
+    }
+    if (!s->session.open) {            /* connected, but the request could not be placed */
+        simba__copy(msg, cap, "the server has not confirmed our session yet (no answer)");
+        return SIMBA_ETIMEDOUT;
+    }
+    if (l->cause == SIMBA_EDISCONNECTED) simba__copy(msg, cap, s->conn_msg);
+    return l->cause;
+}
+
 static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, int error) {
     simba_event ev;
     memset(&ev, 0, sizeof ev);
@@ -1392,7 +1530,20 @@ static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, in
     ev.lock = simba__handle(s, l);
     ev.user = l->user;
     ev.error = error;
-    if (type == SIMBA_EVENT_ACQUIRED) { ev.fence = l->fence; l->flags |= SIMBA__F_ACQ_QUEUED; }
+    if (type == SIMBA_EVENT_TIMEOUT) {
+        ev.error = simba__wait_cause(s, l, ev.message, sizeof ev.message);
+        if (ev.error) simba__set_error(s, ev.error, ev.message);
+    }
+    if (type == SIMBA_EVENT_ACQUIRED) {
+        int64_t now = simba__now(s);
+        ev.fence = l->fence;
+        ev.capacity = l->stored_capacity;
+        if (simba__session_safe(s, now)) {
+            ev.valid_until = s->session.valid_until;
+            ev.valid_ms = ev.valid_until - now;
+        }
+        l->flags |= SIMBA__F_ACQ_QUEUED;
+    }
     if (type == SIMBA_EVENT_LOST) simba__events_forget(s, ev.lock);
     simba__emit_at(s, &ev, type == SIMBA_EVENT_LOST);
 }
@@ -1560,6 +1711,7 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
         if (until > ss->valid_until) ss->valid_until = until;
         ss->open = 1;
         ss->failures = 0;
+        s->sess_error = 0;
         ss->next_keepalive = ss->op_sent + s->ttl_ms / 3;
         if (r->epoch && s->admin_epoch && r->epoch != s->admin_epoch) simba__recheck_holds(s);
         if (r->epoch) s->admin_epoch = r->epoch;
@@ -1572,6 +1724,10 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
     /* transport trouble: try again soon; the safety deadline keeps us honest */
     ss->failures++;
     ss->next_keepalive = now + simba_backend_backoff_ms(s, ss->failures);
+    if (!ss->open) {
+        s->sess_error = r->status;
+        simba__copy(s->sess_msg, sizeof s->sess_msg, r->message ? r->message : "opening the session failed");
+    }
     if (!ss->open) simba__log(s, SIMBA_LOG_WARN, "simba: opening the session failed: %s%s%s",
                               simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
 }
@@ -1655,6 +1811,44 @@ static void simba__retry_op(simba *s, simba__lock *l, int op) {
     simba__mark_dirty(s, l);
 }
 
+static void simba__emit_error(simba *s, simba__lock *l, int err, const char *msg) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIMBA_EVENT_ERROR;
+    ev.lock = simba__handle(s, l);
+    ev.user = l->user;
+    ev.error = err;
+    simba__copy(ev.message, sizeof ev.message, msg);
+    simba__set_error(s, err, ev.message);
+    simba__emit_at(s, &ev, 0);
+}
+
+/* What an ENQUEUE/POLL answer says beside the grant: the stored capacity (a
+   request that asked for another one is told once, in the log) and the
+   server's restart grace (logged once per grace, with its end). */
+static void simba__note_reply(simba *s, simba__lock *l, const simba_reply *r, int64_t now) {
+    l->cause = 0;
+    if (r->capacity > 0) {
+        l->stored_capacity = r->capacity;
+        if (r->capacity != l->capacity && !(l->flags & SIMBA__F_CAP_WARNED)) {
+            l->flags |= SIMBA__F_CAP_WARNED;
+            simba__log(s, SIMBA_LOG_WARN, "simba: '%s' exists with capacity %d; this request asked for %d "
+                       "and gets the stored %d (a resource keeps its capacity until it is deleted; "
+                       "simba_set_capacity changes it)", l->names, r->capacity, (int)l->capacity, r->capacity);
+        }
+    }
+    if (r->grace_ms > 0 && !r->granted) {
+        l->cause = SIMBA_EGRACE;
+        s->grace_until = now + r->grace_ms;
+        if (now >= s->grace_warned_until) {
+            s->grace_warned_until = s->grace_until;
+            simba__log(s, SIMBA_LOG_WARN, "simba: the server lost its data (restart): no grants until %lld ms "
+                       "on simba's clock (in %d ms), so that a holder from before cannot overlap with a new one",
+                       (long long)s->grace_until, r->grace_ms);
+        }
+    }
+}
+
 static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_reply *r, int64_t now) {
     int was = l->state;
     SIMBA_ASSERT(was != SIMBA__S_RELEASING);
@@ -1669,23 +1863,26 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
         else { l->state = SIMBA__S_PENDING; simba__mark_dirty(s, l); }
         return;
     case SIMBA_EKEYBUSY:           /* the key's owner may be a session about to expire */
+        l->cause = r->status;
         l->state = SIMBA__S_PENDING;
         simba__recheck_later(s, l, now, -1);
         return;
     case SIMBA_EDISCONNECTED:
     case SIMBA_ETIMEDOUT:
+        l->cause = r->status;
         simba__retry_op(s, l, op);
         return;
     default:
         simba__log(s, SIMBA_LOG_ERROR, "simba: request on '%s' failed: %s%s%s", l->names,
                    simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
-        simba__emit_lock(s, l, SIMBA_EVENT_ERROR, r->status);
+        simba__emit_error(s, l, r->status, r->message);
         if (l->flags & SIMBA__F_CONTEND) {
             l->state = SIMBA__S_PENDING;
             simba__recheck_later(s, l, now, -1);
         } else simba__end_request(s, l);
         return;
     }
+    simba__note_reply(s, l, r, now);
     if (r->granted && simba__session_safe(s, now)) {
         if (was != SIMBA__S_HELD) simba__grant(s, l, r->fence);
     } else if (was == SIMBA__S_HELD) {
@@ -1708,7 +1905,7 @@ static void simba__release_reply(simba *s, simba__lock *l, const simba_reply *r)
     if (r->status != SIMBA_OK && r->status != SIMBA_ESESSION && r->status != SIMBA_ENOTFOUND) {
         /* the entry stays until our session ends; nobody holds it twice */
         simba__log(s, SIMBA_LOG_ERROR, "simba: release of '%s' failed: %s", l->names, simba_strerror(r->status));
-        if (l->kind == SIMBA__K_LOCK) simba__emit_lock(s, l, SIMBA_EVENT_ERROR, r->status);
+        if (l->kind == SIMBA__K_LOCK) simba__emit_error(s, l, r->status, r->message);
     } else if (l->kind == SIMBA__K_LOCK) {
         simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);
     }
@@ -1822,6 +2019,16 @@ SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session
     }
 }
 
+static void simba__emit_conn(simba *s, int err, const char *msg) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIMBA_EVENT_DISCONNECTED;
+    ev.error = err;
+    simba__copy(ev.message, sizeof ev.message, msg);
+    simba__set_error(s, err, ev.message);
+    simba__emit_at(s, &ev, 0);
+}
+
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
     if (!s || s->magic != SIMBA__MAGIC) return;
     if (up && !s->connected) {
@@ -1835,14 +2042,19 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
         s->session.op = 0;
         s->session.op_seq++;
         s->conn_error = err ? err : SIMBA_EDISCONNECTED;
+        simba__copy(s->conn_msg, sizeof s->conn_msg, msg);
         simba__log(s, SIMBA_LOG_WARN, "simba: disconnected: %s%s%s", simba_strerror(err), msg ? ": " : "", msg ? msg : "");
-        simba__emit_simple(s, SIMBA_EVENT_DISCONNECTED, s->conn_error);
+        simba__emit_conn(s, s->conn_error, msg);
     } else if (!up && err && err != s->conn_error) {
         /* a connect attempt failed (refused, bad password, ...): say so once per
-           kind of failure, not at every retry */
+           kind of failure, not at every retry; also before the first connect
+           ever succeeded, so a wrong port or password is never silent */
         s->conn_error = err;
+        simba__copy(s->conn_msg, sizeof s->conn_msg, msg);
         simba__log(s, SIMBA_LOG_ERROR, "simba: cannot connect: %s%s%s", simba_strerror(err), msg ? ": " : "", msg ? msg : "");
-        simba__emit_simple(s, SIMBA_EVENT_DISCONNECTED, err);
+        simba__emit_conn(s, err, msg);
+    } else if (!up && err && msg) {
+        simba__copy(s->conn_msg, sizeof s->conn_msg, msg);   /* the newest words for the same error */
     }
 }
 
@@ -1863,6 +2075,57 @@ SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt) {
     return base - base / 8 + jitter;
 }
 SIMBADEF const char *simba_tenant(simba *s) { return s ? s->tenant : ""; }
+
+SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...) {
+    char buf[sizeof s->last_msg];
+    va_list ap;
+    if (!s || !fmt) return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    simba__set_error(s, code, buf);
+}
+
+/* The backend a constructor returns when it refuses its desc: attach fails
+   with the code and the message. */
+typedef struct simba__error_backend {
+    int code;
+    char msg[SIMBA_MAX_MESSAGE + 96];
+} simba__error_backend;
+
+static int simba__error_attach(void *impl, simba *s) {
+    simba__error_backend *e = (simba__error_backend *)impl;
+    simba_backend_fail(s, e->code, "%s", e->msg);
+    return e->code;
+}
+static int simba__error_submit(void *impl, const simba_op *op) { (void)impl; (void)op; return SIMBA_EDISCONNECTED; }
+static int simba__error_pollfds(void *impl, struct pollfd *fds, int max) { (void)impl; (void)fds; (void)max; return 0; }
+static int64_t simba__error_deadline(void *impl) { (void)impl; return -1; }
+static void simba__error_process(void *impl, const struct pollfd *fds, int nfds) { (void)impl; (void)fds; (void)nfds; }
+static void simba__error_reset(void *impl, int why) { (void)impl; (void)why; }
+static void simba__error_destroy(void *impl) { free(impl); }
+static const simba_backend_vtable simba__error_vtable = {
+    "error", simba__error_attach, simba__error_submit, simba__error_pollfds, simba__error_deadline,
+    simba__error_process, simba__error_reset, simba__error_destroy
+};
+
+SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...) {
+    simba_backend b;
+    simba__error_backend *e = (simba__error_backend *)malloc(sizeof *e);
+    va_list ap;
+    memset(&b, 0, sizeof b);
+    if (!e) return b;                      /* simba_create: EINVAL, "backend not set" */
+    e->code = code ? code : SIMBA_EINVAL;
+    e->msg[0] = 0;
+    if (fmt) {
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    b.vt = &simba__error_vtable;
+    b.impl = e;
+    return b;
+}
 SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
 SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
 
@@ -1945,6 +2208,7 @@ static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset)
         l->op = 0;
         l->op_seq++;
         l->op_deadline = SIMBA__NEVER;
+        l->cause = SIMBA_ETIMEDOUT;
         *reset = 1;
         if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
         if (op) simba__mark_dirty(s, l);
@@ -1995,41 +2259,73 @@ static void simba__default_client_id(simba *s, char *out, size_t cap) {
     simba__copy(out, cap, buf);
 }
 
-static int simba__apply_desc(simba *s, const simba_desc *d) {
+/* Each refusal names the field and what is wrong (simba_create_err). */
+static int simba__apply_desc(simba *s, const simba_desc *d, char *msg, size_t cap) {
     int err;
-    if (d->ttl_ms < 0 || d->transition_ms < 0 || d->op_timeout_ms < 0 || d->recheck_ms < 0) return SIMBA_EINVAL;
-    if (d->ttl_ms && d->ttl_ms < 30) return SIMBA_EINVAL;     /* keepalives every ttl/3 need room */
+    if (d->ttl_ms < 0 || d->transition_ms < 0 || d->op_timeout_ms < 0 || d->recheck_ms < 0) {
+        snprintf(msg, cap, "simba_desc.%s: %d is negative (0 means the default)",
+                 d->ttl_ms < 0 ? "ttl_ms" : d->transition_ms < 0 ? "transition_ms" : d->op_timeout_ms < 0 ? "op_timeout_ms" : "recheck_ms",
+                 d->ttl_ms < 0 ? d->ttl_ms : d->transition_ms < 0 ? d->transition_ms : d->op_timeout_ms < 0 ? d->op_timeout_ms : d->recheck_ms);
+        return SIMBA_EINVAL;
+    }
+    if (d->ttl_ms && d->ttl_ms < 30) {     /* keepalives every ttl/3 need room */
+        snprintf(msg, cap, "simba_desc.ttl_ms: %d is below the minimum of 30", d->ttl_ms);
+        return SIMBA_EINVAL;
+    }
     s->ttl_ms = d->ttl_ms ? d->ttl_ms : 10000;
     s->transition_ms = d->transition_ms ? d->transition_ms : 6000;
-    if (s->ttl_ms > 0x3fffffff - s->transition_ms) return SIMBA_EINVAL;
+    if (s->ttl_ms > 0x3fffffff - s->transition_ms) {
+        snprintf(msg, cap, "simba_desc.ttl_ms + transition_ms: %d + %d is too large (at most %d)",
+                 s->ttl_ms, s->transition_ms, 0x3fffffff);
+        return SIMBA_EINVAL;
+    }
     s->op_timeout_ms = d->op_timeout_ms ? d->op_timeout_ms : (s->ttl_ms / 3 < 5000 ? s->ttl_ms / 3 : 5000);
     s->recheck_ms = d->recheck_ms ? d->recheck_ms : s->ttl_ms / 2;
     if (d->tenant) {
-        if ((err = simba__check_id(d->tenant, SIMBA_MAX_TENANT, 1)) != SIMBA_OK) return err;
+        if ((err = simba__check_id(d->tenant, SIMBA_MAX_TENANT, 1)) != SIMBA_OK) {
+            snprintf(msg, cap, "simba_desc.tenant: must be 1..%d bytes of [A-Za-z0-9._-]", SIMBA_MAX_TENANT);
+            return err;
+        }
         simba__copy(s->tenant, sizeof s->tenant, d->tenant);
     } else simba__copy(s->tenant, sizeof s->tenant, "default");
     if (d->client_id) {
-        if ((err = simba__check_id(d->client_id, SIMBA_MAX_ID, 0)) != SIMBA_OK) return err;
+        if ((err = simba__check_id(d->client_id, SIMBA_MAX_ID, 0)) != SIMBA_OK) {
+            snprintf(msg, cap, "simba_desc.client_id: must be 1..%d bytes of [A-Za-z0-9.:-]", SIMBA_MAX_ID);
+            return err;
+        }
         simba__copy(s->client_id, sizeof s->client_id, d->client_id);
     } else simba__default_client_id(s, s->client_id, sizeof s->client_id);
     return SIMBA_OK;
 }
 
 SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
+    simba_error e;
+    simba *s = simba_create_err(desc, &e);
+    if (err) *err = e.code;
+    return s;
+}
+
+SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
     simba_allocator a;
     simba *s;
     int rc;
-    if (err) *err = SIMBA_OK;
+    char msg[sizeof err->message];
+    msg[0] = 0;
+    if (err) { err->code = SIMBA_OK; err->message[0] = 0; }
     if (!desc || !desc->backend.vt || !desc->backend.vt->attach) {
         if (desc && desc->backend.vt && desc->backend.vt->destroy) desc->backend.vt->destroy(desc->backend.impl);
-        if (err) *err = SIMBA_EINVAL;
+        if (err) {
+            err->code = SIMBA_EINVAL;
+            simba__copy(err->message, sizeof err->message, !desc ? "simba_desc: NULL" :
+                        "simba_desc.backend: not set (the backend constructor failed: out of memory, or a NULL argument)");
+        }
         return NULL;
     }
     a = simba__allocator_or_default(desc->allocator);
     s = (simba *)a.alloc(sizeof *s, a.user);
     if (!s) {
         desc->backend.vt->destroy(desc->backend.impl);
-        if (err) *err = SIMBA_ENOMEM;
+        if (err) { err->code = SIMBA_ENOMEM; simba__copy(err->message, sizeof err->message, "simba_create: out of memory"); }
         return NULL;
     }
     memset(s, 0, sizeof *s);
@@ -2040,7 +2336,7 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
     s->rng = simba__new_seed(s);
     s->magic = SIMBA__MAGIC;
     s->salt = (uint32_t)simba__mix64(&s->rng);
-    rc = simba__apply_desc(s, desc);
+    rc = simba__apply_desc(s, desc, msg, sizeof msg);
     if (rc == SIMBA_OK) {
         simba__session_new_id(s);
         rc = simba__hash_grow(s);
@@ -2048,7 +2344,10 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
     if (rc == SIMBA_OK) {
         simba__live_add(s);          /* the backend may call simba_client_id() etc. in attach */
         rc = s->backend.vt->attach(s->backend.impl, s);
-        if (rc != SIMBA_OK) simba__live_remove(s);
+        if (rc != SIMBA_OK) {
+            simba__live_remove(s);
+            if (s->last_msg_code == rc) simba__copy(msg, sizeof msg, s->last_msg);   /* simba_backend_fail */
+        }
     }
     s->loop_at = SIMBA__NEVER;
     if (rc == SIMBA_OK && (desc->loop.socket || desc->loop.timer || desc->loop.detach)) {
@@ -2060,7 +2359,7 @@ SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
         s->backend.vt->destroy(s->backend.impl);
         simba__free(s, s->buckets);
         a.free(s, a.user);
-        if (err) *err = rc;
+        if (err) { err->code = rc; simba__copy(err->message, sizeof err->message, msg); }
         return NULL;
     }
     return s;
@@ -2093,6 +2392,10 @@ SIMBADEF void simba_destroy(simba *s) {
 }
 
 SIMBADEF int simba_last_error(simba *s) { return simba__is_live(s) ? s->last_error : SIMBA_EDESTROYED; }
+SIMBADEF const char *simba_last_error_msg(simba *s) {
+    if (!simba__is_live(s)) return "the simba instance was destroyed";
+    return (s->last_error && s->last_msg_code == s->last_error) ? s->last_msg : "";
+}
 SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
 SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
 
@@ -2282,6 +2585,10 @@ SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock h) {
     if (!simba__is_live(s) || !(l = simba__lookup(s, h, SIMBA__K_LOCK)) || l->state != SIMBA__S_HELD) return 0;
     now = simba__now(s);
     return simba__session_safe(s, now) ? s->session.valid_until - now : 0;
+}
+
+SIMBADEF int64_t simba_valid_until(simba *s, simba_lock h) {
+    return simba_valid_ms(s, h) > 0 ? s->session.valid_until : 0;
 }
 
 SIMBADEF int64_t simba_fence(simba *s, simba_lock h, int index) {
@@ -2643,6 +2950,39 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     p.revents = (short)(((what & SIMBA_POLL_IN) ? POLLIN : 0) | ((what & SIMBA_POLL_OUT) ? POLLOUT : 0) |
                         ((what & SIMBA_POLL_ERR) ? (POLLERR | POLLHUP) : 0));
     return simba_tick(s, &p, 1, out, max);
+}
+
+/* The hold helpers measure time on simba's clock (a virtual clock in tests)
+   and sleep in poll() for at most what is left, capped, so that a clock that
+   runs faster or slower than the wall clock still works. */
+SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
+    int64_t end;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (!ev) return simba__fail(s, SIMBA_EINVAL);
+    end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
+    for (;;) {
+        struct pollfd fds[16];
+        int n, t;
+        int64_t left;
+        if (simba__take_event(s, h, ev)) return 1;
+        if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
+        if (done && done(user)) return 0;
+        left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
+        if (left <= 0) return 0;
+        t = simba_timeout_ms(s);
+        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
+        if (done && t > 50) t = 50;
+        n = simba_pollfds(s, fds, 16);
+        if (n > 16) n = 16;
+        if (n < 0) n = 0;
+        poll(fds, (nfds_t)n, t);
+        simba__step(s, n ? fds : NULL, n);
+    }
+}
+
+SIMBADEF int simba_hold_for(simba *s, simba_lock h, int ms, simba_event *ev) {
+    if (ms < 0) return simba__is_live(s) ? simba__fail(s, SIMBA_EINVAL) : SIMBA_EDESTROYED;
+    return simba_hold_until(s, h, ms, NULL, NULL, ev);
 }
 
 /*--- the in-memory backend ----------------------------------------------------------
@@ -3026,7 +3366,11 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
             if (ss) a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, ss->expires - now);
         }
     }
-    if (now < srv->grace_until) a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, srv->grace_until - now);
+    if (now < srv->grace_until) {
+        a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, srv->grace_until - now);
+        a->r.grace_ms = simba__mem_min_hint(-1, srv->grace_until - now);
+    }
+    a->r.capacity = rs[0]->capacity;
     a->r.ahead = idx0;
     for (i = 0; i < rs[0]->n; i++) if (rs[0]->q[i].fence) a->r.held++;
     simba__copy(a->owner, sizeof a->owner, simba__mem_owner(rs[0]));
@@ -3081,7 +3425,12 @@ static void simba__mem_enqueue(simba_mem_server *srv, simba__mem_conn *c, const 
         existing = 1;
     }
     if (!existing) {
-        if (op->try_only && !simba__mem_fits_now(srv, rs, op, now)) { a->r.recheck_ms = -1; return; }
+        if (op->try_only && !simba__mem_fits_now(srv, rs, op, now)) {
+            a->r.recheck_ms = -1;
+            a->r.capacity = rs[0]->capacity;
+            if (now < srv->grace_until) a->r.grace_ms = simba__mem_min_hint(-1, srv->grace_until - now);
+            return;
+        }
         for (i = 0; i < op->nres; i++) {
             if (simba__mem_append(srv, rs[i], op, op->res[i].weight) != SIMBA_OK) { a->r.status = SIMBA_ENOMEM; return; }
             simba__mem_touch(srv, rs[i], now, c);
@@ -3428,6 +3777,12 @@ SIMBADEF void simba_mem_server_restart(simba_mem_server *srv) {
     simba__mem_clear(srv);
     srv->epoch_set = 0;                   /* the next operation starts the grace period */
     for (c = srv->conns; c; c = c->next) if (c->connected) c->broken = 1;
+}
+
+SIMBADEF void simba_mem_server_init(simba_mem_server *srv) {
+    if (!srv) return;
+    srv->epoch_set = 1;                   /* no grace will start ... */
+    srv->grace_until = 0;                 /* ... and a running one ends */
 }
 
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv) {

@@ -16,8 +16,10 @@
 
     Everything goes through the connector's non-blocking API (MYSQL_OPT_NONBLOCK,
     the _start and _cont calls, mysql_get_socket, mysql_get_timeout_value_ms): connecting,
-    querying and reconnecting never block the caller. Give `host` as a numeric
-    address: the connector resolves host names with a blocking getaddrinfo().
+    querying and reconnecting never block the caller. Host names follow the one
+    policy of docs/design.md: a numeric address or "localhost" is used as given;
+    another name is resolved once, blocking, inside simba_mysql() (not in the
+    loop), and a name that does not resolve fails simba_create with a message.
 
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------
@@ -61,8 +63,9 @@ extern "C" {
 
 /* Options of simba_mysql(). Strings are copied; zero fields take defaults. */
 typedef struct simba_mysql_desc {
-    const char *host;           /* numeric address (a name would resolve with a
-                                   blocking DNS lookup); default "127.0.0.1" */
+    const char *host;           /* numeric address or "localhost"; another name is
+                                   resolved once, blocking, by simba_mysql()
+                                   (docs/design.md); default "127.0.0.1" */
     int port;                   /* default 3306 */
     const char *unix_socket;    /* connect through this socket instead of TCP */
     const char *user;           /* default: the connector's default (login name) */
@@ -93,8 +96,9 @@ typedef struct simba_mysql_desc {
 
 /* A new MySQL backend for one simba client (pass it in simba_desc.backend;
    simba owns it from simba_create on). On bad options (database missing,
-   bad prefix, allocation failure) it returns a backend with vt == NULL,
-   which simba_create refuses with SIMBA_EINVAL. */
+   bad prefix, a host name that does not resolve) it returns a backend that
+   makes simba_create fail with SIMBA_EINVAL and a message naming the field
+   (simba_create_err); on allocation failure one with vt == NULL. */
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
 
 /* Counters of one backend, for tests, benchmarks and monitoring. */
@@ -158,8 +162,10 @@ SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_er
 #include <mysql.h>
 #include <errmsg.h>
 #include <mysqld_error.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1365,6 +1371,10 @@ static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, 
         }
     }
     j->reply.granted = all;
+    /* the stored capacity (a request asking for another one is told) and the
+       restart grace (the core names it as the cause of a TIMEOUT) */
+    j->reply.capacity = v->capacity[r0];
+    j->reply.grace_ms = (!all && v->grace > 0) ? (v->grace > 0x3fffffff ? 0x3fffffff : (int)v->grace) : 0;
     if (!all && v->grace > 0 && (recheck < 0 || v->grace < recheck)) recheck = v->grace;
     if (all || recheck < 0) j->reply.recheck_ms = -1;
     else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
@@ -2765,23 +2775,64 @@ static const simba_backend_vtable simba__my_vtable = {
     simba__my_destroy
 };
 
+/* A host name to a numeric address: 0 (out = the address, or "" when host is
+   numeric or "localhost" and needs no lookup) or a getaddrinfo error. */
+static int simba__my_resolve(const char *host, char *out, size_t cap) {
+    struct addrinfo hints, *res = NULL;
+    int rc;
+    out[0] = 0;
+    if (strcmp(host, "localhost") == 0) return 0;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST;
+    if (getaddrinfo(host, NULL, &hints, &res) == 0) { freeaddrinfo(res); return 0; }
+    hints.ai_flags = 0;
+    if ((rc = getaddrinfo(host, NULL, &hints, &res)) != 0) return rc;
+    rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
+    freeaddrinfo(res);
+    if (rc != 0) { out[0] = 0; return rc; }
+    return 0;
+}
+
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     simba_backend none;
     simba__my *b;
     simba_allocator al;
     const char *prefix;
+    char numeric[64];
     none.vt = NULL;
     none.impl = NULL;
-    if (!d || !d->database || !*d->database || strlen(d->database) > 64) return none;
+    /* every refusal names the field (simba_create_err shows it) */
+    if (!d) return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc: NULL");
+    if (!d->database || !*d->database)
+        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: required (the schema that holds simba's tables)");
+    if (strlen(d->database) > 64)
+        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: %u bytes, at most 64", (unsigned)strlen(d->database));
     prefix = d->table_prefix ? d->table_prefix : "simba_";
-    if (!simba__my_prefix_ok(prefix)) return none;
-    if (d->port < 0 || d->port > 65535) return none;
+    if (!simba__my_prefix_ok(prefix))
+        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.table_prefix: '%.40s' is not [A-Za-z0-9_]{0,32}", prefix);
+    if (d->port < 0 || d->port > 65535)
+        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.port: %d is not 0..65535", d->port);
+    numeric[0] = 0;
+    if (d->host && !d->unix_socket && !d->ssl_verify_server_cert) {
+        /* the host-name policy (docs/design.md): a numeric address or
+           "localhost" is used as given; any other name is resolved here, once,
+           with a blocking lookup, so that no (re)connect inside simba_tick()
+           ever waits for DNS. With ssl_verify_server_cert the connector keeps
+           the name (it checks the certificate against it) and resolves it at
+           each connect. */
+        int rc = simba__my_resolve(d->host, numeric, sizeof numeric);
+        if (rc != 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
+                                       d->host, gai_strerror(rc));
+    }
     al = d->allocator;
     b = (simba__my *)(al.alloc ? al.alloc(sizeof *b, al.user) : malloc(sizeof *b));
     if (!b) return none;
     memset(b, 0, sizeof *b);
     b->alloc = al;
-    b->host = simba__my_strdup(b, d->host ? d->host : "127.0.0.1");
+    b->host = simba__my_strdup(b, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1");
     b->unix_socket = simba__my_strdup(b, d->unix_socket);
     b->user = simba__my_strdup(b, d->user);
     b->password = simba__my_strdup(b, d->password);

@@ -591,6 +591,278 @@ static void t_mem_old_handles_stale_in_new_instance(void) {
     printf("  # %d of 20 re-created at the same address\n", same_addr);
 }
 
+
+/*--- issue 11: nothing silent ----------------------------------------------------*/
+
+typedef struct log_cap {
+    int warns, matches;
+    const char *want;
+    char last[512];
+} log_cap;
+
+static void cap_log(void *user, simba_log_level level, const char *msg) {
+    log_cap *c = (log_cap *)user;
+    if (level == SIMBA_LOG_WARN) c->warns++;
+    if (c->want && strstr(msg, c->want)) { c->matches++; simba__copy(c->last, sizeof c->last, msg); }
+}
+
+static simba *new_client_on(simba_mem_server *sv, const simba_mem_faults *f, int ttl, int transition, log_cap *lc) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(sv, f);
+    d.tenant = "i11";
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    if (lc) { d.logger.func = cap_log; d.logger.user = lc; d.logger.level = SIMBA_LOG_DEBUG; }
+    return simba_create(&d);
+}
+
+/* A server that cannot be reached: the DISCONNECTED event of the first failed
+   attempt has the message, and the TIMEOUT of a waiting request says why
+   (not error 0), as does simba_last_error(). */
+static void t_mem_timeout_carries_cause(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_mem_faults f;
+    simba_event *e;
+    simba_lock la;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    a.s = new_client_on(srv, &f, 1500, 1000, NULL);
+    CHECK(a.s != NULL);
+    la = h_acquire(a.s, "unreachable", 400);
+    CHECK((e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 2000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
+    CHECK(strstr(e->message, "partitioned") != NULL);
+    CHECK((e = h_expect(cl, 1, 0, la, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
+    CHECK(strstr(e->message, "partitioned") != NULL);
+    CHECK_EQ(simba_last_error(a.s), SIMBA_EDISCONNECTED);
+    CHECK(strstr(simba_last_error_msg(a.s), "partitioned") != NULL);
+    simba_destroy(a.s);
+}
+
+/* Connected, but the server never answers: the TIMEOUT is not "busy" (0). */
+static void t_mem_timeout_no_answer(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_mem_faults f;
+    simba_event *e;
+    simba_lock la;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&f, 0, sizeof f);
+    f.drop_reply_pct = 100;
+    a.s = new_client_on(srv, &f, 3000, 1000, NULL);
+    CHECK(a.s != NULL);
+    la = h_acquire(a.s, "mute", 300);
+    CHECK((e = h_expect(cl, 1, 0, la, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK(e->error == SIMBA_ETIMEDOUT || e->error == SIMBA_EDISCONNECTED);
+    CHECK(e->message[0] != 0);
+    simba_destroy(a.s);
+}
+
+/* A busy resource still times out with error 0: the cause is only what went wrong. */
+static void t_mem_timeout_busy_is_zero(void) {
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_on(srv, NULL, 1500, 1000, NULL); b.s = new_client_on(srv, NULL, 1500, 1000, NULL);
+    la = h_acquire(a.s, "busy", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    lb = h_acquire(b.s, "busy", 0);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK_EQ(e->error, 0);
+    CHECK_EQ(e->message[0], 0);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* The restart grace: a try-lock refused by it says SIMBA_EGRACE with the end
+   time, the WARN line comes once per grace; the admin init ends it. */
+static void t_mem_restart_grace_reason_and_init(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_mem_server *sv = simba_mem_server_create(NULL);
+    log_cap lc;
+    simba_lock l1, l2, l3;
+    simba_event *e;
+    memset(&a, 0, sizeof a);
+    memset(&lc, 0, sizeof lc);
+    lc.want = "lost its data";
+    cl[0] = &a;
+    CHECK(sv != NULL);
+    a.s = new_client_on(sv, NULL, 1500, 1000, &lc);
+    h_run_for(cl, 1, 100);                         /* session open */
+    simba_mem_server_restart(sv);
+    l1 = h_acquire(a.s, "cron", 0);
+    CHECK((e = h_expect(cl, 1, 0, l1, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EGRACE);
+    CHECK(strstr(e->message, "restart grace") != NULL);
+    CHECK_EQ(simba_last_error(a.s), SIMBA_EGRACE);
+    l2 = h_acquire(a.s, "cron", 0);
+    CHECK((e = h_expect(cl, 1, 0, l2, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EGRACE);
+    CHECK_EQ(lc.matches, 1);                       /* once per grace, not per request */
+    CHECK(strstr(lc.last, "no grants until") != NULL);
+    simba_mem_server_init(sv);                     /* the operator vouches: no old holder */
+    l3 = h_acquire(a.s, "cron", 0);
+    CHECK(h_expect(cl, 1, 0, l3, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    simba_destroy(a.s);
+    simba_mem_server_destroy(sv);
+}
+
+/* Sticky capacity: a writer without .capacity made a mutex; a reader asking
+   for 3 is told in the log, and ACQUIRED says the capacity it really got. */
+static void t_mem_capacity_mismatch_reported(void) {
+    static h_client a;
+    h_client *cl[1];
+    log_cap lc;
+    simba_lock_desc d;
+    simba_lock w, r;
+    simba_event *e;
+    memset(&a, 0, sizeof a);
+    memset(&lc, 0, sizeof lc);
+    lc.want = "exists with capacity 1";
+    cl[0] = &a;
+    a.s = new_client_on(srv, NULL, 1500, 1000, &lc);
+    memset(&d, 0, sizeof d);
+    d.name = "rw-sticky"; d.exclusive = 1; d.wait_ms = -1;
+    w = simba_acquire(a.s, &d);
+    CHECK((e = h_expect(cl, 1, 0, w, SIMBA_EVENT_ACQUIRED, 3000)) != NULL);
+    CHECK_EQ(e->capacity, 1);
+    CHECK_EQ(lc.matches, 0);
+    simba_release(a.s, w);
+    CHECK(h_expect(cl, 1, 0, w, SIMBA_EVENT_RELEASED, 3000) != NULL);
+    memset(&d, 0, sizeof d);
+    d.name = "rw-sticky"; d.capacity = 3; d.wait_ms = -1;
+    r = simba_acquire(a.s, &d);
+    CHECK((e = h_expect(cl, 1, 0, r, SIMBA_EVENT_ACQUIRED, 3000)) != NULL);
+    CHECK_EQ(e->capacity, 1);
+    CHECK_EQ(lc.matches, 1);
+    simba_destroy(a.s);
+}
+
+/* ACQUIRED carries the validity; simba_valid_until is the same deadline. */
+static void t_mem_acquired_validity(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_event *e;
+    int64_t now, until;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client_on(srv, NULL, 1500, 1000, NULL);
+    l = h_acquire(a.s, "validity", -1);
+    CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3000)) != NULL);
+    CHECK(e->valid_ms > 0 && e->valid_ms <= 1500);
+    CHECK(e->valid_until > 0);
+    until = simba_valid_until(a.s, l);
+    now = simba_now_ms(a.s);
+    CHECK(until >= e->valid_until);                /* only moves later */
+    CHECK(until - now <= 1500 && until - now > 0);
+    CHECK(simba_valid_ms(a.s, l) <= until - now + 1);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 3000) != NULL);
+    CHECK_EQ(simba_valid_until(a.s, l), 0);
+    simba_destroy(a.s);
+}
+
+/* A clock 20 times faster than the wall clock: simba_hold_for over 3 x ttl
+   keeps the hold (keepalives went out), and returns LOST at once when the
+   hold is lost. */
+static int64_t fast_origin;
+static int64_t fast_clock(void *user) { (void)user; return (h_real_ms() - fast_origin) * 20 + 1000; }
+
+static void t_mem_hold_for_virtual_clock(void) {
+    simba_mem_desc md;
+    simba_mem_server *sv;
+    simba_desc d;
+    simba *s;
+    simba_lock l;
+    simba_event ev;
+    simba_mem_faults f;
+    int64_t before, after;
+    fast_origin = h_real_ms();
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = fast_clock;
+    sv = simba_mem_server_create(&md);
+    CHECK(sv != NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(sv, NULL);
+    d.ttl_ms = 3000; d.transition_ms = 2000;
+    d.clock.now_ms = fast_clock;
+    s = simba_create(&d);
+    CHECK(s != NULL);
+    l = h_acquire(s, "hold", -1);
+    CHECK_EQ(simba_wait(s, l, 5000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_ACQUIRED);
+    before = simba_now_ms(s);
+    CHECK_EQ(simba_hold_for(s, l, 9000, &ev), 0);  /* 3 x ttl on simba's clock */
+    after = simba_now_ms(s);
+    CHECK(after - before >= 9000);
+    CHECK(simba_valid_ms(s, l) > 0);
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    simba_mem_set_faults(sv, s, &f);
+    CHECK_EQ(simba_hold_for(s, l, 30000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_LOST);
+    CHECK(simba_now_ms(s) - after < 30000);        /* returned early */
+    CHECK_EQ(simba_hold_for(s, l, 10, &ev), SIMBA_ESTALE);
+    simba_destroy(s);
+    simba_mem_server_destroy(sv);
+}
+
+static int flag_done(void *user) { return *(int *)user; }
+
+static void t_mem_hold_until_condition(void) {
+    simba *s = new_client_on(srv, NULL, 1500, 1000, NULL);
+    simba_lock l;
+    simba_event ev;
+    int done = 1;
+    CHECK(s != NULL);
+    l = h_acquire(s, "hold-until", -1);
+    CHECK_EQ(simba_wait(s, l, 5000, &ev), 1);
+    CHECK_EQ(simba_hold_until(s, l, 60000, flag_done, &done, &ev), 0);   /* at once */
+    CHECK(simba_valid_ms(s, l) > 0);
+    simba_destroy(s);
+}
+
+/* simba_create_err names the field and what is wrong, also for a backend
+   constructor that refused its desc. */
+static void t_mem_create_err_messages(void) {
+    simba_desc d;
+    simba_error e;
+    int code = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.ttl_ms = 20;
+    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK_EQ(e.code, SIMBA_EINVAL);
+    CHECK(strstr(e.message, "simba_desc.ttl_ms") != NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = "a:b";
+    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK_EQ(e.code, SIMBA_ENAME);
+    CHECK(strstr(e.message, "simba_desc.tenant") != NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_backend_error(SIMBA_EINVAL, "simba_x_desc.host: '%s' is not numeric", "example.org");
+    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK_EQ(e.code, SIMBA_EINVAL);
+    CHECK(strstr(e.message, "simba_x_desc.host: 'example.org'") != NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_backend_error(SIMBA_EINVAL, "x");
+    CHECK(simba_create_ex(&d, &code) == NULL);
+    CHECK_EQ(code, SIMBA_EINVAL);
+    CHECK(simba_create_err(NULL, &e) == NULL);
+    CHECK(strstr(e.message, "NULL") != NULL);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -617,6 +889,15 @@ int main(int argc, char **argv) {
     RUN(t_mem_request_ids_not_guessable);
     RUN(t_mem_keyed_waiter_dropped_session);
     RUN(t_mem_old_handles_stale_in_new_instance);
+    RUN(t_mem_timeout_carries_cause);
+    RUN(t_mem_timeout_no_answer);
+    RUN(t_mem_timeout_busy_is_zero);
+    RUN(t_mem_restart_grace_reason_and_init);
+    RUN(t_mem_capacity_mismatch_reported);
+    RUN(t_mem_acquired_validity);
+    RUN(t_mem_hold_for_virtual_clock);
+    RUN(t_mem_hold_until_condition);
+    RUN(t_mem_create_err_messages);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }

@@ -227,6 +227,8 @@ static void destroy_all(h_client **cl, int n) {
     for (i = 0; i < n; i++) if (cl[i]->s) { simba_destroy(cl[i]->s); cl[i]->s = NULL; }
 }
 
+static simba_lock h_no_lock(void) { simba_lock l = {0, 0}; return l; }
+
 /* ---- backend-specific tests ---- */
 
 /* The server is SIGKILLed and started again while A holds and B waits:
@@ -680,18 +682,32 @@ static void t_bad_options_and_garbage(void) {
     MYSQL *m;
     char sql[512];
     int err = 0;
-    /* no database, a prefix that would need quoting */
+    simba_error why;
+    /* no database, a prefix that would need quoting: simba_create fails and
+       says which field is wrong */
     md.database = NULL;
-    bk = simba_mysql(&md);
-    CHECK(bk.vt == NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mysql(&md);
+    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK_EQ(why.code, SIMBA_EINVAL);
+    CHECK(strstr(why.message, "simba_mysql_desc.database") != NULL);
+    md = base_desc();
+    md.host = "no-such-host.invalid";            /* the host-name policy: resolved once, here */
+    d.backend = simba_mysql(&md);
+    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(strstr(why.message, "simba_mysql_desc.host: cannot resolve 'no-such-host.invalid'") != NULL);
     md = base_desc();
     md.table_prefix = "x`; DROP TABLE y; --";
     bk = simba_mysql(&md);
-    CHECK(bk.vt == NULL);
     memset(&d, 0, sizeof d);
     d.backend = bk;
     CHECK(simba_create_ex(&d, &err) == NULL);
     CHECK(err != SIMBA_OK);
+    md = base_desc();
+    md.table_prefix = "x`; DROP TABLE y; --";
+    d.backend = simba_mysql(&md);
+    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(strstr(why.message, "simba_mysql_desc.table_prefix") != NULL);
     CHECK_EQ(simba_mysql_schema("bad prefix", NULL, 0), SIMBA_ENAME);
     CHECK(simba_mysql_schema(NULL, NULL, 0) > 100);
     /* garbage in a row simba owns: a negative fence on the entry ahead */
@@ -719,6 +735,7 @@ static void t_server_absent(void) {
     h_client *cl[1];
     simba_clock none;
     simba_lock l;
+    simba_event *e;
     int64_t t0;
     md.port = 1;                                 /* nothing listens there */
     memset(&a, 0, sizeof a);
@@ -728,10 +745,112 @@ static void t_server_absent(void) {
     CHECK(a.s);
     l = h_acquire(a.s, "nowhere", 300);
     t0 = h_real_ms();
-    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 5000) != NULL);
+    CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 5000)) != NULL);
     CHECK(h_real_ms() - t0 < 5000);
     CHECK(!simba_connected(a.s));
+    /* the TIMEOUT says why (not error 0), and so does the DISCONNECTED of the
+       first failed attempt, with the connector's words */
+    CHECK(e->error == SIMBA_EDISCONNECTED || e->error == SIMBA_ETIMEDOUT);
+    CHECK(e->message[0] != 0);
+    CHECK_EQ(simba_last_error(a.s), e->error);
+    CHECK((e = h_take(&a, h_no_lock(), SIMBA_EVENT_DISCONNECTED)) != NULL);
+    CHECK(e->error != 0);
+    CHECK(strstr(e->message, "connect") != NULL);
     simba_destroy(a.s);
+}
+
+/* A wrong password: DISCONNECTED with SIMBA_EAUTH and the server's words, and
+   a waiting request's TIMEOUT names the same cause. */
+static void t_wrong_password(void) {
+    simba_mysql_desc md = base_desc();
+    static h_client a;
+    h_client *cl[1];
+    simba_clock none;
+    simba_lock l;
+    simba_event *e;
+    md.password = "certainly-not-the-password";
+    memset(&a, 0, sizeof a);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a;
+    a.s = new_client_ex(my_tenant(), "badpw", 3000, 1000, &md, none);
+    CHECK(a.s);
+    l = h_acquire(a.s, "nowhere", 1500);
+    CHECK((e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 8000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    CHECK(strstr(e->message, "denied") != NULL);
+    CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 8000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    CHECK(strstr(e->message, "denied") != NULL);
+    CHECK_EQ(simba_last_error(a.s), SIMBA_EAUTH);
+    simba_destroy(a.s);
+}
+
+/* Sticky capacity on MySQL: the ENQUEUE/POLL answers carry the stored
+   capacity; ACQUIRED reports it; a mismatch is logged once. */
+static int cap_warns;
+static void cap_log(void *user, simba_log_level level, const char *msg) {
+    (void)user;
+    if (level == SIMBA_LOG_WARN && strstr(msg, "exists with capacity 1")) cap_warns++;
+}
+
+static void t_capacity_reported(void) {
+    simba_mysql_desc md = base_desc();
+    static h_client a;
+    h_client *cl[1];
+    simba_desc d;
+    simba_lock_desc ld;
+    simba_lock w, r;
+    simba_event *e;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&d, 0, sizeof d);
+    d.backend = make_backend(&md);
+    d.tenant = my_tenant();
+    d.ttl_ms = 3000; d.transition_ms = 1000;
+    d.logger.func = cap_log; d.logger.level = SIMBA_LOG_WARN;
+    cap_warns = 0;
+    a.s = simba_create(&d);
+    CHECK(a.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "rw"; ld.exclusive = 1; ld.wait_ms = -1;
+    w = simba_acquire(a.s, &ld);
+    CHECK((e = h_expect(cl, 1, 0, w, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    CHECK_EQ(e->capacity, 1);
+    CHECK(e->valid_ms > 0 && e->valid_ms <= 3000);
+    CHECK(e->valid_until > 0 && simba_valid_until(a.s, w) >= e->valid_until);
+    simba_release(a.s, w);
+    CHECK(h_expect(cl, 1, 0, w, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "rw"; ld.capacity = 3; ld.wait_ms = -1;
+    r = simba_acquire(a.s, &ld);
+    CHECK((e = h_expect(cl, 1, 0, r, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    CHECK_EQ(e->capacity, 1);
+    CHECK_EQ(cap_warns, 1);
+    simba_destroy(a.s);
+}
+
+/* simba_hold_for keeps a hold across 3 x ttl (keepalives go out while it
+   blocks), on a real server. */
+static void t_hold_for_three_ttl(void) {
+    simba *s = new_client(my_tenant(), "holder", 1500, 1000);
+    simba_lock l;
+    simba_event ev;
+    int64_t f, t0;
+    CHECK(s);
+    l = h_acquire(s, "long-job", -1);
+    CHECK_EQ(simba_wait(s, l, 10000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_ACQUIRED);
+    f = ev.fence;
+    t0 = simba_now_ms(s);
+    CHECK_EQ(simba_hold_for(s, l, 4500, &ev), 0);
+    CHECK(simba_now_ms(s) - t0 >= 4500);
+    CHECK(simba_valid_ms(s, l) > 0);
+    CHECK_EQ(simba_fence(s, l, 0), f);
+    CHECK(simba_valid_until(s, l) > simba_now_ms(s));
+    simba_release(s, l);
+    CHECK_EQ(simba_wait(s, l, 10000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_RELEASED);
+    simba_destroy(s);
 }
 
 /* The sweep removes expired sessions and their entries in batches, even on
@@ -963,6 +1082,16 @@ static void t_restart_grace(void) {
     snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
     CHECK(system(cmd) == 0);
     CHECK(wait_connected(cl, 2, 1, 15000));
+    {   /* a try-lock refused by the grace says so (not a plain busy TIMEOUT) */
+        simba_lock lt = h_acquire(b.s, "grace-try", 0);
+        CHECK((e = h_expect(cl, 2, 1, lt, SIMBA_EVENT_TIMEOUT, 15000)) != NULL);
+        printf("  # try-lock %lld ms after the kill: TIMEOUT error %d (%s)\n", (long long)(h_real_ms() - t_kill),
+               e->error, e->message);
+        if (h_real_ms() - t_kill < 3500) {       /* still inside the 4 s grace */
+            CHECK_EQ(e->error, SIMBA_EGRACE);
+            CHECK(strstr(e->message, "restart grace") != NULL);
+        }
+    }
     lb = h_acquire(b.s, "grace", -1);
     simba_release(a.s, la);                     /* (or A's hold is lost: either way it is free) */
     CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 20000)) != NULL);
@@ -1676,6 +1805,9 @@ int main(int argc, char **argv) {
     RUN(t_hostile_names);
     RUN(t_bad_options_and_garbage);
     RUN(t_server_absent);
+    RUN(t_wrong_password);
+    RUN(t_capacity_reported);
+    RUN(t_hold_for_three_ttl);
     RUN(t_schema_client_and_file);
     RUN(t_schema_missing_is_an_error);
     RUN(t_least_privilege_user);
