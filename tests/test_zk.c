@@ -1491,9 +1491,12 @@ static void t_zk_missing_chroot_is_einval(void) {
     int error = 0, got = 0;
     long long before, after;
     snprintf(chroot, sizeof chroot, "/nochroot_%s", zk_tenant());
-    snprintf(hosts, sizeof hosts, "%s%s", zk_hosts, chroot);
+    static simba_url u;                      /* the CLI's way in: zk://host:port/chroot */
+    simba_url_error ue;
+    snprintf(hosts, sizeof hosts, "zk://%s%s", zk_hosts, chroot);
     memset(&d, 0, sizeof d);
-    d.backend = make_zk_on(hosts, NULL);
+    CHECK_EQ(simba_url_parse(hosts, &u, &ue), SIMBA_OK);
+    CHECK_EQ(simba_zk_from_url(&u, &d.backend, &ue), SIMBA_OK);
     d.tenant = zk_tenant();
     d.ttl_ms = 1500;
     d.transition_ms = 1000;
