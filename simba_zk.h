@@ -1017,6 +1017,10 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
     if (op) simba__zk_op_advance(op);
 }
 
+/* The call index of the base path's first component ("/simba"); -1 marks
+   the other parents above the resources. */
+enum { SIMBA__ZK_TOP = -2 };
+
 static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
     if (rc == ZOK || rc == ZNODEEXISTS) return;
     /* The base path and the tenant node are provisioned by an admin in the
@@ -1025,6 +1029,17 @@ static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
        Not an error by itself; if the node really is missing, the creates
        below it fail with ZNONODE and simba__zk_missing says why. */
     if (rc == ZNOAUTH && c->index < 0) { op->parent_refused = 1; return; }
+    if (rc == ZNONODE && c->index == SIMBA__ZK_TOP) {
+        /* The parent of the base path's first component is "/": only a
+           chroot ("host:port/chroot") can be missing there. Not retried
+           (it was, as "not found": a busy loop, no grant, no error). */
+        const char *chroot = strchr(op->zk->hosts, '/');
+        if (op->status != SIMBA_OK) return;
+        op->status = SIMBA_EINVAL;
+        snprintf(op->message, sizeof op->message, "chroot %.120s does not exist: create it first",
+                 chroot ? chroot : "/");
+        return;
+    }
     if (rc == ZNONODE) { simba__zk_missing(op); return; }   /* raced with a reaper: retry */
     simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
 }
@@ -1136,7 +1151,8 @@ static void simba__zk_issue_parents(simba__zk_op *op, int all) {
             if (i < n && zk->base[i] != '/') continue;
             memcpy(path, zk->base, i);
             path[i] = 0;
-            simba__zk_issue_parent(op, path, NULL, simba__zk_acl_base(zk), 0, -1);
+            simba__zk_issue_parent(op, path, NULL, simba__zk_acl_base(zk), 0,
+                                   strchr(path + 1, '/') ? -1 : SIMBA__ZK_TOP);
         }
         snprintf(path, sizeof path, "%s/%s", zk->base, zk->tenant_enc);
         simba__zk_issue_parent(op, path, NULL, simba__zk_acl_own(zk), ZOO_CONTAINER, -1);

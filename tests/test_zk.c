@@ -1473,6 +1473,88 @@ static void t_zk_lease_above_server_max(void) {
     simba_destroy(a.s);
 }
 
+/* A connection string whose chroot does not exist ("host:port/nope"):
+   the session opens (the chroot is only a client-side prefix), but every
+   create below it fails with ZNONODE. That used to read as "a parent is
+   missing, retry" and the core re-enqueued at once: a busy loop with no
+   grant and no error, for ever. Now the acquire ends as an ERROR
+   (SIMBA_EINVAL, a configuration error) whose message names the chroot,
+   after a handful of requests, and the application's loop sleeps. */
+static void t_zk_missing_chroot_is_einval(void) {
+    simba *s;
+    simba_desc d;
+    simba_lock_desc ld;
+    simba_lock l;
+    char hosts[256], chroot[96];
+    int64_t start, end;
+    long iterations = 0, in_2s = -1;
+    int error = 0, got = 0;
+    long long before, after;
+    snprintf(chroot, sizeof chroot, "/nochroot_%s", zk_tenant());
+    static simba_url u;                      /* the CLI's way in: zk://host:port/chroot */
+    simba_url_error ue;
+    snprintf(hosts, sizeof hosts, "zk://%s%s", zk_hosts, chroot);
+    memset(&d, 0, sizeof d);
+    CHECK_EQ(simba_url_parse(hosts, &u, &ue), SIMBA_OK);
+    CHECK_EQ(simba_zk_from_url(&u, &d.backend, &ue), SIMBA_OK);
+    d.tenant = zk_tenant();
+    d.ttl_ms = 1500;
+    d.transition_ms = 1000;
+    d.logger.func = capture_log;
+    d.logger.level = SIMBA_LOG_WARN;
+    logged[0] = 0;
+    s = simba_create(&d);
+    CHECK(s != NULL);
+    for (end = h_real_ms() + 10000; h_real_ms() < end && !simba_connected(s);) {
+        struct pollfd fds[8];
+        simba_event ev[16];
+        int n = simba_pollfds(s, fds, 8), t = simba_timeout_ms(s);
+        if (n < 0) n = 0;
+        if (n > 8) n = 8;
+        if (t < 0 || t > 50) t = 50;
+        poll(fds, (nfds_t)n, t);
+        (void)simba_tick(s, fds, n, ev, 16);
+    }
+    CHECK(simba_connected(s));
+    before = server_received();
+    memset(&ld, 0, sizeof ld);
+    ld.name = "c";
+    ld.wait_ms = -1;                         /* no TIMEOUT to hide behind */
+    l = simba_acquire(s, &ld);
+    start = h_real_ms();
+    for (end = start + 5000; h_real_ms() < end; iterations++) {
+        struct pollfd fds[8];
+        simba_event ev[16];
+        int i, k, n = simba_pollfds(s, fds, 8), t = simba_timeout_ms(s);
+        if (n < 0) n = 0;
+        if (n > 8) n = 8;
+        if (t < 0 || t > 200) t = 200;
+        poll(fds, (nfds_t)n, t);
+        k = simba_tick(s, fds, n, ev, 16);
+        for (i = 0; i < k; i++) {
+            if (ev[i].lock.id != l.id || ev[i].lock.gen != l.gen) continue;
+            CHECK(ev[i].type != SIMBA_EVENT_ACQUIRED);
+            if (ev[i].type == SIMBA_EVENT_ERROR && !got) { got = 1; error = ev[i].error; }
+        }
+        if (in_2s < 0 && h_real_ms() - start >= 2000) {
+            in_2s = iterations;
+            if (got) break;
+        }
+    }
+    after = server_received();
+    printf("  # %ld loop iterations in 2 s, %lld requests, error %s\n", in_2s, after - before,
+           got ? simba_strerror(error) : "(none)");
+    CHECK(got);
+    CHECK_EQ(error, SIMBA_EINVAL);
+    if (!strstr(logged, chroot) || !strstr(logged, "does not exist")) printf("  # log: %s\n", logged);
+    CHECK(strstr(logged, chroot) != NULL);
+    CHECK(strstr(logged, "does not exist") != NULL);
+    CHECK(in_2s >= 0 && in_2s < 200);
+    CHECK(before >= 0 && after >= 0);
+    CHECK(after - before < 100);
+    simba_destroy(s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1495,6 +1577,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_refused_port_backs_off);
     RUN(t_zk_server_gone_no_sigpipe);
     RUN(t_zk_lease_above_server_max);
+    RUN(t_zk_missing_chroot_is_einval);
     RUN(t_zk_names_encoded);
     RUN(t_zk_garbage_in_the_tree);
     RUN(t_zk_digest_acl);
