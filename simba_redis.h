@@ -689,6 +689,9 @@ struct simba__redis {
     unsigned long gen;          /* main connections made ready so far */
     int reported, reported_err; /* the last connection state told to the core */
     int warned_push;            /* the push connection's refusal was logged */
+    char last_fail[200];        /* the last connection failure logged ("" none) */
+    int last_fail_level;        /* its log level */
+    long repeats;               /* the same failure since, not logged again */
     int destroying;
 };
 
@@ -1051,6 +1054,28 @@ static void simba__redis_schedule_retry(simba__redis *r, simba__redis_conn *c) {
     c->attempt++;
 }
 
+/* A connection that keeps failing the same way (a wrong password, a refused
+   port) is retried with the backoff for as long as it takes: its failure is
+   logged once, and the count of identical repeats when it changes or when
+   the connection succeeds, instead of a line at every attempt. */
+static void simba__redis_flush_repeats(simba__redis *r) {
+    if (r->repeats > 0)
+        simba_backend_log(r->s, (simba_log_level)r->last_fail_level, "%s (repeated %ld times)", r->last_fail,
+                          r->repeats);
+    r->repeats = 0;
+}
+
+static void simba__redis_log_failure(simba__redis *r, int level, const char *line) {
+    if (r->last_fail[0] && strcmp(r->last_fail, line) == 0) {
+        r->repeats++;
+        return;
+    }
+    simba__redis_flush_repeats(r);
+    simba__redis_copy(r->last_fail, sizeof r->last_fail, line, strlen(line));
+    r->last_fail_level = level;
+    simba_backend_log(r->s, (simba_log_level)level, "%s", line);
+}
+
 /* Drop a connection: complete its ops, free the context, plan a reconnect. */
 static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, const char *msg) {
     redisAsyncContext *ac = c->ac;
@@ -1073,9 +1098,11 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     if (c->role == SIMBA__REDIS_MAIN) {
         /* a refused password or a missing permission is an operator's
            problem: say it loudly even when we never got connected */
-        simba_backend_log(r->s, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : was_ready ? SIMBA_LOG_WARN : SIMBA_LOG_INFO,
-                          "simba_redis: connection %s: %s (%s)", was_ready ? "lost" : "failed",
-                          why[0] ? why : "-", simba_strerror(err));
+        char line[sizeof r->last_fail];
+        snprintf(line, sizeof line, "simba_redis: connection %s: %.150s (%s)", was_ready ? "lost" : "failed",
+                 why[0] ? why : "-", simba_strerror(err));
+        simba__redis_log_failure(r, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : was_ready ? SIMBA_LOG_WARN : SIMBA_LOG_INFO,
+                                 line);
         simba__redis_report(r, 0, err, why[0] ? why : NULL);
     } else if (was_ready || ((err == SIMBA_EAUTH || strstr(why, "NOPERM")) && !r->warned_push)) {
         /* a refused SUBSCRIBE (e.g. an ACL user without the channel) is said
@@ -1194,6 +1221,7 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
     simba__redis *r;
     if (!c) return;
     r = c->r;
+    if (c->drop_err) return;   /* e.g. a refused AUTH: SCRIPT LOAD failed for that reason */
     if (rp->type == REDIS_REPLY_STRING && simba__redis_is_sha(rp->str, rp->len)) {
         memcpy(r->sha, rp->str, 40);
         r->sha[40] = 0;
@@ -1246,6 +1274,8 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     c->attempt = 0;
     c->deadline = -1;
     r->gen++;
+    simba__redis_flush_repeats(r);
+    r->last_fail[0] = 0;
     simba__redis_report(r, 1, 0, NULL);
 }
 
@@ -1822,6 +1852,7 @@ static void simba__redis_destroy(void *impl) {
     int i;
     if (!r) return;
     r->destroying = 1;
+    if (r->s) simba__redis_flush_repeats(r);
     if (r->s)
         for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     free(r->script);

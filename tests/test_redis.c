@@ -629,6 +629,58 @@ static void t_redis_requirepass(void) {
     simba_destroy(a.s);
 }
 
+/* The server's INFO stats total_connections_received (-1 unknown). */
+static long long connections_received(redisContext *ad) {
+    redisReply *r = cmd(ad, "INFO stats");
+    const char *p;
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "total_connections_received:")) != NULL)
+        n = atoll(p + strlen("total_connections_received:"));
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+static int count_lines(const char *buf, const char *needle) {
+    int n = 0;
+    const char *p = buf;
+    while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
+    return n;
+}
+
+/* A wrong password for 2 s: both connections back off (the push connection
+   used to reconnect ~20 times a second) and the same refusal is logged once,
+   not at every attempt. */
+static void t_redis_wrong_password_backs_off(void) {
+    simba_redis_desc rd = base_desc();
+    redisContext *ad = admin_on(auth_port, auth_password);
+    h_client a, *cl[1];
+    long long before, after;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    rd.port = auth_port;
+    rd.password = "wrong";
+    h_logbuf[0] = 0;
+    before = connections_received(ad);
+    a.s = new_client_ex(&rd, my_tenant(), "storm", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    CHECK(!is_null(h_acquire(a.s, "x", -1)));       /* a waiting request does not hurry it */
+    h_run_for(cl, 1, getenv("STORM_MS") ? atoi(getenv("STORM_MS")) : 2000);
+    after = connections_received(ad);
+    simba_destroy(a.s);
+    CHECK(before >= 0 && after >= 0);
+    /* the backoff doubles from 50 ms: ~6 attempts a connection in 2 s */
+    if (after - before > 24) printf("  # %lld connections in 2 s\n", after - before);
+    CHECK(after - before <= 24);
+    CHECK(after - before >= 2);
+    if (count_lines(h_logbuf, "\n") > 6) printf("  # log:\n%s", h_logbuf);
+    CHECK(count_lines(h_logbuf, "\n") <= 6);
+    CHECK(strstr(h_logbuf, simba_strerror(SIMBA_EAUTH)) != NULL);
+    CHECK(strstr(h_logbuf, "(repeated ") != NULL);   /* the count, said at destroy */
+    redisFree(ad);
+}
+
 /* An ACL user with only the commands the backend needs and only its key and
    channel patterns: locks and hand-offs work; the user really is limited. */
 static void t_redis_acl_user(void) {
@@ -1793,6 +1845,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_unix_socket);
     RUN(t_redis_restart_grace);
     RUN(t_redis_requirepass);
+    RUN(t_redis_wrong_password_backs_off);
     RUN(t_redis_acl_user);
     RUN(t_redis_acl_user_without_channels);
     RUN(t_redis_admin_epoch_without_pushes);
