@@ -350,6 +350,7 @@ struct simba__zk {
     int64_t zsid;             /* the connected session's id */
     char passwd[16];
     int negotiated;
+    int warned_short;         /* the too short negotiated timeout was logged on this handle */
     int64_t reinit_at;        /* when to make a new handle (-1: not waiting) */
     int attempts;
     int64_t hold_until;       /* a connect failed: leave the library alone until then */
@@ -2026,6 +2027,9 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
         zk->negotiated = zoo_recv_timeout(zh);
         zk->resetting_until = 0;
         zk->attempts = 0;
+        if (zk->conn_attempts > 1)
+            simba_backend_log(zk->s, SIMBA_LOG_INFO, "simba_zk: connected to %s after %d failed attempts",
+                              zk->hosts, zk->conn_attempts);
         zk->conn_attempts = 0;
         zk->hold_until = 0;
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
@@ -2046,9 +2050,21 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
    included, must still fit in that), so a server that comes back, or the
    next member of the list, is found while the hold and the session live. */
 static void simba__zk_connect_failed(simba__zk *zk) {
+    int why = errno;
     int64_t now = simba__zk_now(zk);
     int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 20;
-    if (zk->zstate == ZOO_CONNECTED_STATE || zk->hold_until > now) return;
+    if (zk->zstate == ZOO_CONNECTED_STATE) return;
+    if (!zk->up && !zk->expired && !zk->auth_failed) {
+        /* told from the first failed attempt on, also before any CONNECTED
+           (the core says it once per kind of failure); logged once a run of
+           failures, the count comes with the next CONNECTED */
+        char msg[300];
+        snprintf(msg, sizeof msg, "cannot connect to %.200s: %s", zk->hosts,
+                 why ? strerror(why) : "connection failed");
+        if (zk->conn_attempts == 1) simba_backend_log(zk->s, SIMBA_LOG_WARN, "simba_zk: %s; retrying with backoff", msg);
+        simba_backend_state(zk->s, 0, SIMBA_EDISCONNECTED, msg);
+    }
+    if (zk->hold_until > now) return;
     if (cap < 50) cap = 50;
     if (wait > cap) wait = cap;
     zk->hold_until = now + wait;
@@ -2082,6 +2098,7 @@ static void simba__zk_open_handle(simba__zk *zk) {
     zk->zstate = 0;
     zk->zsid = 0;
     zk->negotiated = 0;
+    zk->warned_short = 0;
     zk->session[0] = 0;
     zk->parents_ok = 0;
     zk->expired = zk->auth_failed = zk->close_wanted = 0;
@@ -2137,15 +2154,33 @@ static void simba__zk_close_handle(simba__zk *zk, int abandon) {
     simba__zk_mine_clear(zk);
 }
 
+/* The server gave a session timeout below the lease (its maxSessionTimeout):
+   a hold would outlive the session, so the backend stays down and says why. */
+static int simba__zk_too_short(const simba__zk *zk) {
+    return zk->negotiated > 0 && zk->negotiated < zk->lease_ms;
+}
+
+static void simba__zk_too_short_msg(const simba__zk *zk, char *out, size_t cap) {
+    snprintf(out, cap, "the server allows a session timeout of %d ms only, below the lease of %d ms: "
+             "raise its maxSessionTimeout or lower ttl", zk->negotiated, zk->lease_ms);
+}
+
 static int simba__zk_want_up(const simba__zk *zk, int64_t now) {
     return zk->zh && zk->zstate == ZOO_CONNECTED_STATE && !zk->expired && !zk->auth_failed &&
-           !zk->close_wanted && now >= zk->resetting_until;
+           !zk->close_wanted && now >= zk->resetting_until && !simba__zk_too_short(zk);
 }
 
 static void simba__zk_tell_core(simba__zk *zk, int up) {
     zk->up = up;
     if (up) {
         simba_backend_state(zk->s, 1, 0, NULL);
+    } else if (!zk->expired && !zk->auth_failed && zk->zstate == ZOO_CONNECTED_STATE && simba__zk_too_short(zk)) {
+        /* a persistent refusal, not a drop: SIMBA_EINVAL with the reason */
+        char msg[200];
+        simba__zk_too_short_msg(zk, msg, sizeof msg);
+        if (!zk->warned_short) simba_backend_log(zk->s, SIMBA_LOG_ERROR, "simba_zk: %s", msg);
+        zk->warned_short = 1;
+        simba_backend_state(zk->s, 0, SIMBA_EINVAL, msg);
     } else {
         int err = zk->expired ? SIMBA_ESESSION : zk->auth_failed ? SIMBA_EAUTH : SIMBA_EDISCONNECTED;
         simba_backend_state(zk->s, 0, err, zk->expired ? "ZooKeeper session expired"
@@ -2166,6 +2201,8 @@ static void simba__zk_report(simba__zk *zk) {
     }
     zk->dropped = 0;
     if (want != zk->up) simba__zk_tell_core(zk, want);
+    else if (!want && zk->zstate == ZOO_CONNECTED_STATE && simba__zk_too_short(zk) && !zk->warned_short)
+        simba__zk_tell_core(zk, 0);   /* never up: still say why */
 }
 
 /* Expired, refused or unwanted handles are replaced here, outside any
@@ -2216,11 +2253,9 @@ static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
             zk->close_wanted = 1;
             return SIMBA_EDISCONNECTED;
         }
-        if (zk->negotiated > 0 && zk->negotiated < zk->lease_ms) {
-            snprintf(op->message, sizeof op->message,
-                     "the server allows a session timeout of %d ms only, below the lease of %d ms: "
-                     "raise its maxSessionTimeout or lower ttl", zk->negotiated, zk->lease_ms);
-            return SIMBA_EBACKEND;
+        if (simba__zk_too_short(zk)) {   /* not sent while too short (want_up): be safe */
+            simba__zk_too_short_msg(zk, op->message, sizeof op->message);
+            return SIMBA_EINVAL;
         }
         snprintf(zk->session, sizeof zk->session, "%s", op->session);
         return SIMBA_OK;

@@ -1213,10 +1213,16 @@ static void t_zk_unreachable(void) {
     h_client *cl[1];
     simba_lock l;
     int64_t start;
+    simba_event *e;
     cl[0] = &a.h;
     CHECK(zk_client_open(&a, "127.0.0.1:1", zk_tenant(), "a", NULL, 1500, 1000));
     l = zk_acquire(&a, "x", 500);
     start = h_real_ms();
+    /* the first refused attempt is told (it used to be silent until a
+       first CONNECTED that never comes) */
+    e = h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 10000) != NULL);
     CHECK(h_real_ms() - start < 9000);
     CHECK(!simba_connected(a.h.s));
@@ -1470,6 +1476,13 @@ static void t_zk_lease_above_server_max(void) {
     }
     if (!strstr(logged, "maxSessionTimeout")) printf("  # log: %s\n", logged);
     CHECK(strstr(logged, "maxSessionTimeout") != NULL);
+    /* and the application is told: a DISCONNECTED with SIMBA_EINVAL */
+    {
+        simba_event *e = h_take(&a, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED);
+        CHECK(e != NULL);
+        if (e) CHECK_EQ(e->error, SIMBA_EINVAL);
+        CHECK(!simba_connected(a.s));
+    }
     simba_destroy(a.s);
 }
 
