@@ -335,6 +335,7 @@ struct simba__zk {
     simba *s;
     simba_allocator a;
     int error;                /* a bad option: attach fails with it */
+    char error_why[300];      /* why, naming the field ("" none) */
     char *hosts, *base, *digest, *tenant_enc;
     int timeout_ms;           /* asked for */
     int lease_ms;
@@ -486,26 +487,48 @@ static int simba__zk_numeric_host(const char *h, size_t n) {
 
 /* "host:port,host:port[/chroot]": every host numeric unless names are allowed,
    every port 1..65535. */
-static int simba__zk_check_hosts(const char *hosts, int allow_names) {
+/* why (cap bytes) gets what is wrong, naming the field, when 0 is returned. */
+static int simba__zk_check_hosts(const char *hosts, int allow_names, char *why, size_t cap) {
     const char *p = hosts, *end;
     const char *slash = hosts ? strchr(hosts, '/') : NULL;
-    if (!hosts || !*hosts) return 0;
+    if (!hosts || !*hosts) {
+        snprintf(why, cap, "hosts: empty (want \"ip:port[,ip:port...]\")");
+        return 0;
+    }
     end = slash ? slash : hosts + strlen(hosts);
+    if (p == end) {
+        snprintf(why, cap, "hosts: no server before the chroot '/'");
+        return 0;
+    }
     while (p < end) {
         const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
         const char *item_end = comma ? comma : end;
         const char *colon = NULL, *q;
+        int n = (int)(item_end - p > 100 ? 100 : item_end - p);
         long port = 0;
         for (q = p; q < item_end; q++) if (*q == ':') colon = q;
-        if (!colon || colon == p || colon + 1 >= item_end) return 0;
+        if (!colon || colon == p || colon + 1 >= item_end) {
+            snprintf(why, cap, "hosts: \"%.*s\" is not ip:port", n, p);
+            return 0;
+        }
         for (q = colon + 1; q < item_end; q++) {
-            if (*q < '0' || *q > '9' || port > 65535) return 0;
+            if (*q < '0' || *q > '9' || port > 65535) break;
             port = port * 10 + (*q - '0');
         }
-        if (port < 1 || port > 65535) return 0;
-        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) return 0;
+        if (q < item_end || port < 1 || port > 65535) {
+            snprintf(why, cap, "hosts: the port of \"%.*s\" is not a number in 1..65535", n, p);
+            return 0;
+        }
+        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) {
+            snprintf(why, cap, "hosts: \"%.*s\" is a host name, not a numeric IPv4/IPv6 address (use e.g. "
+                     "127.0.0.1 for localhost, or set allow_hostnames: the library then resolves it, blocking)", n, p);
+            return 0;
+        }
         p = comma ? comma + 1 : end;
-        if (comma && p >= end) return 0;
+        if (comma && p >= end) {
+            snprintf(why, cap, "hosts: empty entry after the last ','");
+            return 0;
+        }
     }
     return 1;
 }
@@ -2229,7 +2252,10 @@ static int simba__zk_attach(void *impl, simba *s) {
     size_t len = 0;
     int lease;
     zk->s = s;
-    if (zk->error) return zk->error;
+    if (zk->error) {
+        if (zk->error_why[0]) simba_backend_log(s, SIMBA_LOG_ERROR, "simba_zk: %s", zk->error_why);
+        return zk->error;
+    }
     lease = simba_lease_ms(s);
     zk->lease_ms = lease;
     if (zk->timeout_ms < lease) zk->timeout_ms = lease;
@@ -2437,10 +2463,28 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     zk->fd = -1;
     zk->reinit_at = -1;
     zk->fast_max_n = -1;
-    if (!desc || !simba__zk_check_hosts(desc->hosts, desc->allow_hostnames)) zk->error = SIMBA_EINVAL;
-    else if (desc->base_path && !simba__zk_check_base(desc->base_path)) zk->error = SIMBA_EINVAL;
-    else if (desc->digest && !simba__zk_check_digest(desc->digest)) zk->error = SIMBA_EINVAL;
-    else if (desc->session_timeout_ms < 0 || desc->zk_log_level < 0 || desc->zk_log_level > 4) zk->error = SIMBA_EINVAL;
+    /* a refusal is logged at ERROR by attach (the first moment a logger exists) */
+    if (!desc) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "the desc is NULL");
+    } else if (!simba__zk_check_hosts(desc->hosts, desc->allow_hostnames, zk->error_why, sizeof zk->error_why)) {
+        zk->error = SIMBA_EINVAL;
+    } else if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "base_path: \"%.100s\" is not an absolute path of plain "
+                 "components (no trailing '/', no . or .., not under /zookeeper, at most %d bytes)",
+                 desc->base_path, (int)SIMBA__ZK_BASE_MAX);
+    } else if (desc->digest && !simba__zk_check_digest(desc->digest)) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "digest: want \"user:password\" (both non-empty, no "
+                 "control characters)");
+    } else if (desc->session_timeout_ms < 0) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "session_timeout_ms: negative");
+    } else if (desc->zk_log_level < 0 || desc->zk_log_level > 4) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "zk_log_level: want 0..4");
+    }
     if (!zk->error) {
         zk->hosts = simba__zk_strdup(zk, desc->hosts);
         zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
