@@ -124,6 +124,24 @@ SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, co
    password_file (simba.h). Read the client options (simba_url_client_options)
    first: a parameter nobody read is an error here. */
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
+
+/* simba_redis_init_server: an operator's statement that no client of
+   `tenant` (NULL: "default") holds or can hold a lock on the server of
+   `desc` right now, e.g. a fresh server before any client started: it
+   writes the tenant's epoch for the server's current run with no restart
+   grace, so the first acquires are granted at once instead of waiting a
+   lease (docs/redis.md, "Restart grace"). Wrong while a client of the
+   tenant may hold a lock the server forgot (it could then be granted
+   twice). Blocking: connects (desc's host/port or unix socket, password,
+   db; connect_timeout_ms for every step), runs INFO and one HSET, and
+   disconnects. Returns SIMBA_OK, SIMBA_EINVAL (bad desc or tenant),
+   SIMBA_EDISCONNECTED, SIMBA_EAUTH or SIMBA_EBACKEND; `msg` (msg_size bytes,
+   may be NULL) gets a line saying what went wrong. The same with redis-cli:
+     redis-cli HSET 'simba:epoch:{TENANT}' run RUN_ID grace 0
+   where RUN_ID is the run_id line of `redis-cli INFO server`. */
+SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
+                                     size_t msg_size);
+
 #ifdef __cplusplus
 }
 #endif
@@ -281,11 +299,13 @@ static const char *const simba__redis_lua[] = {
 "-- the session operations need nothing more: answer them before the rest is defined\n"
 "if OP == 'open' or OP == 'keepalive' then\n"
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
-"  if OP == 'open' then grace() end\n"
 "  local sk, x = skey(SESS), fmt(NOW + LEASE)\n"
 "  redis.call('HSET', sk, 'exp', x)\n"
 "  redis.call('PEXPIREAT', sk, x)\n"
-"  return {0, num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1}\n"
+"  local ae = num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1\n"
+"  -- OPEN also says whether a restart grace runs: its end and what is left of it\n"
+"  if OP == 'open' and NOW < grace() then return {0, ae, GRACE, GRACE - NOW} end\n"
+"  return {0, ae}\n"
 "end\n"
 "local TRY, WAITF = ARGV[8] == '1', ARGV[9] == '1'\n",
 "-- RELEASE by the holder of a mutex with exactly one waiter (a hand-off): the\n"
@@ -340,7 +360,7 @@ static const char *const simba__redis_lua[] = {
 "      redis.call('HSET', k .. ':m', 'cap', caps, 'ctr', fs, 'seq', seqs, 'name', m[4] or ARGV[11])\n"
 "      if not m[1] and m[2] then redis.call('PERSIST', k .. ':m') end\n"
 "      if WAITF then redis.call('HSET', skey(SESS), 'w', fmt(NOW)) end\n"
-"      return {0, 1, 0, 1, -1, SESS, f}\n"
+"      return {0, 1, 0, 1, -1, SESS, f, cap, 0, 0}\n"
 "    end\n"
 "  end\n"
 "end\n",
@@ -499,6 +519,13 @@ static const char *const simba__redis_lua[] = {
 "  for _, id in ipairs(R0.ids) do if R0.ent[id].f > 0 then held = held + 1 end end\n"
 "  local out = {0, granted, ahead, held, recheck, owner_of(R0)}\n"
 "  for i = 1, #RS do out[6 + i] = fences[i] end\n"
+"  -- then the stored capacity of the first resource and, when the restart grace\n"
+"  -- held a grant back, its end and what is left of it (server ms; 0 0 none)\n"
+"  local gend = 0\n"
+"  for _, R in ipairs(RS) do if R.grace and R.grace > gend then gend = R.grace end end\n"
+"  out[#out + 1] = R0.cap or 0\n"
+"  out[#out + 1] = gend\n"
+"  out[#out + 1] = gend > NOW and gend - NOW or 0\n"
 "  return out\n"
 "end\n"
 "local RS = {}\n"
@@ -688,6 +715,7 @@ typedef struct simba__redis_req {
 struct simba__redis {
     simba *s;
     int bad;                    /* != 0: the desc was unusable; attach fails with it */
+    char bad_why[160];          /* why, naming the field ("" none) */
     char *host, *unix_socket, *user, *password, *prefix;
     int port, db, connect_timeout_ms, wait_replicas, wait_timeout_ms;
     simba__redis_conn conn[2];
@@ -699,6 +727,11 @@ struct simba__redis {
     unsigned long gen;          /* main connections made ready so far */
     int reported, reported_err; /* the last connection state told to the core */
     int warned_push;            /* the push connection's refusal was logged */
+    char last_fail[200];        /* the last connection failure logged ("" none) */
+    int last_fail_level;        /* its log level */
+    long repeats;               /* the same failure since, not logged again */
+    long long grace_logged;     /* end (server ms) of the restart grace last logged */
+    int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int destroying;
 };
 
@@ -1054,11 +1087,34 @@ static void simba__redis_on_select(redisAsyncContext *ac, void *reply, void *pri
 static void simba__redis_on_ignore(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_memory(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata);
 
 static void simba__redis_schedule_retry(simba__redis *r, simba__redis_conn *c) {
     c->retry_at = simba__redis_now(r) + simba_backend_backoff_ms(r->s, c->attempt);
     c->attempt++;
+}
+
+/* A connection that keeps failing the same way (a wrong password, a refused
+   port) is retried with the backoff for as long as it takes: its failure is
+   logged once, and the count of identical repeats when it changes or when
+   the connection succeeds, instead of a line at every attempt. */
+static void simba__redis_flush_repeats(simba__redis *r) {
+    if (r->repeats > 0)
+        simba_backend_log(r->s, (simba_log_level)r->last_fail_level, "%s (repeated %ld times)", r->last_fail,
+                          r->repeats);
+    r->repeats = 0;
+}
+
+static void simba__redis_log_failure(simba__redis *r, int level, const char *line) {
+    if (r->last_fail[0] && strcmp(r->last_fail, line) == 0) {
+        r->repeats++;
+        return;
+    }
+    simba__redis_flush_repeats(r);
+    simba__redis_copy(r->last_fail, sizeof r->last_fail, line, strlen(line));
+    r->last_fail_level = level;
+    simba_backend_log(r->s, (simba_log_level)level, "%s", line);
 }
 
 /* Drop a connection: complete its ops, free the context, plan a reconnect. */
@@ -1083,9 +1139,11 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     if (c->role == SIMBA__REDIS_MAIN) {
         /* a refused password or a missing permission is an operator's
            problem: say it loudly even when we never got connected */
-        simba_backend_log(r->s, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : was_ready ? SIMBA_LOG_WARN : SIMBA_LOG_INFO,
-                          "simba_redis: connection %s: %s (%s)", was_ready ? "lost" : "failed",
-                          why[0] ? why : "-", simba_strerror(err));
+        char line[sizeof r->last_fail];
+        snprintf(line, sizeof line, "simba_redis: connection %s: %.150s (%s)", was_ready ? "lost" : "failed",
+                 why[0] ? why : "-", simba_strerror(err));
+        simba__redis_log_failure(r, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : was_ready ? SIMBA_LOG_WARN : SIMBA_LOG_INFO,
+                                 line);
         simba__redis_report(r, 0, err, why[0] ? why : NULL);
     } else if (was_ready || ((err == SIMBA_EAUTH || strstr(why, "NOPERM")) && !r->warned_push)) {
         /* a refused SUBSCRIBE (e.g. an ACL user without the channel) is said
@@ -1116,6 +1174,7 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
     if (c->role == SIMBA__REDIS_MAIN) {
         if (r->db) redisAsyncCommand(ac, simba__redis_on_select, c, "SELECT %d", r->db);
         redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
+        if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
         redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
     } else {
         char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 8];
@@ -1204,6 +1263,7 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
     simba__redis *r;
     if (!c) return;
     r = c->r;
+    if (c->drop_err) return;   /* e.g. a refused AUTH: SCRIPT LOAD failed for that reason */
     if (rp->type == REDIS_REPLY_STRING && simba__redis_is_sha(rp->str, rp->len)) {
         memcpy(r->sha, rp->str, 40);
         r->sha[40] = 0;
@@ -1240,6 +1300,31 @@ static void simba__redis_parse_run_id(simba__redis *r, const char *info, size_t 
     }
 }
 
+/* An eviction policy other than noeviction can silently drop simba's keys
+   when the server reaches maxmemory: the volatile-* ones evict the session
+   keys (they have a TTL: a holder's session then looks dead and its lock is
+   granted again while it still believes it holds it), the allkeys-* ones
+   any key, a queue included. Said once, at the first connect. */
+static void simba__redis_on_memory(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    const char *p;
+    char policy[64];
+    long long maxmemory = -1;
+    if (!c || c->drop_err || rp->type != REDIS_REPLY_STRING) return;   /* INFO refused: nothing known */
+    c->r->warned_policy = 1;
+    p = strstr(rp->str, "maxmemory_policy:");
+    if (!p) return;
+    p += strlen("maxmemory_policy:");
+    simba__redis_copy(policy, sizeof policy, p, strcspn(p, "\r\n"));
+    if (strcmp(policy, "noeviction") == 0) return;
+    if ((p = strstr(rp->str, "\nmaxmemory:")) != NULL) maxmemory = atoll(p + strlen("\nmaxmemory:"));
+    simba_backend_log(c->r->s, SIMBA_LOG_WARN,
+                      "simba_redis: the server runs with maxmemory-policy %s (maxmemory %lld): once it is full it "
+                      "may evict simba's keys (sessions have a TTL, queues do not), and an evicted key is a lock "
+                      "silently granted twice; use maxmemory-policy noeviction (docs/redis.md)", policy, maxmemory);
+}
+
 static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata) {
     simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
     redisReply *rp = (redisReply *)reply;
@@ -1256,6 +1341,8 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     c->attempt = 0;
     c->deadline = -1;
     r->gen++;
+    simba__redis_flush_repeats(r);
+    r->last_fail[0] = 0;
     simba__redis_report(r, 1, 0, NULL);
 }
 
@@ -1503,10 +1590,11 @@ static int simba__redis_status_code(long long st) {
 }
 
 /* {0, granted, ahead, held, recheck_ms, owner, fence...} into rep. */
-static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, simba_reply *rep) {
+static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, simba_reply *rep,
+                                    long long *grace_end, long long *grace_left) {
     long long v;
     int i;
-    if (rp->elements != (size_t)(6 + q->nres)) return SIMBA_EPROTO;
+    if (rp->elements != (size_t)(6 + q->nres + 3)) return SIMBA_EPROTO;
     if (!simba__redis_int(rp->element[1], 0, 1, &v)) return SIMBA_EPROTO;
     rep->granted = (int)v;
     if (!simba__redis_int(rp->element[2], 0, INT_MAX, &v)) return SIMBA_EPROTO;
@@ -1523,7 +1611,32 @@ static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, s
         rep->fence[i] = (int64_t)v;
         if (rep->granted && v == 0) return SIMBA_EPROTO;   /* granted means granted everywhere */
     }
+    /* the stored capacity of res[0] (0: no resource), the restart grace */
+    if (!simba__redis_int(rp->element[6 + q->nres], 0, INT_MAX, &v)) return SIMBA_EPROTO;
+    rep->capacity = (int)v;
+    if (!simba__redis_int(rp->element[7 + q->nres], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
+    *grace_end = v;
+    if (!simba__redis_int(rp->element[8 + q->nres], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
+    *grace_left = v;
     return SIMBA_OK;
+}
+
+/* A restart grace (no grants of the tenant until `end`, server ms; `left` ms
+   from now) is said once per grace at WARN: without it, a first acquire on a
+   fresh or restarted server waits a lease and a try-lock times out with no
+   word why. */
+static void simba__redis_grace_log(simba__redis *r, long long end, long long left) {
+    long long day;
+    if (end <= 0 || left <= 0 || end == r->grace_logged) return;
+    r->grace_logged = end;
+    day = end % 86400000LL;
+    simba_backend_log(r->s, SIMBA_LOG_WARN,
+                      "simba_redis: restart grace of tenant '%s': no lock is granted until %02d:%02d:%02d.%03d UTC "
+                      "(server clock, %lld ms from now): the server has no epoch for it (fresh server, restart, "
+                      "failover or FLUSHALL), so a holder it forgot may still run; docs/redis.md says how to "
+                      "skip it on a fresh server (simba_redis_init_server)",
+                      simba_tenant(r->s), (int)(day / 3600000), (int)(day / 60000 % 60), (int)(day / 1000 % 60),
+                      (int)(day % 1000), left);
 }
 
 /* {0, capacity, held, owner, n, (session, fence, weight, granted) x n}. The
@@ -1630,14 +1743,22 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     }
     rep.status = simba__redis_status_code(st);
     if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
-        if (rp->elements != 2 || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &st)) {
+        long long gend = 0, gleft = 0;
+        if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &st) ||
+            (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
+                                   !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft)))) {
             simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
             return;
         }
         rep.epoch = (int64_t)st;
+        simba__redis_grace_log(r, gend, gleft);
     } else if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_ENQUEUE || q->kind == SIMBA_OP_POLL)) {
-        rc = simba__redis_parse_state(q, rp, &rep);
+        long long gend = 0, gleft = 0;
+        rc = simba__redis_parse_state(q, rp, &rep, &gend, &gleft);
         if (rc != SIMBA_OK) { simba__redis_complete_status(r, q, rc, "malformed ENQUEUE/POLL answer"); return; }
+        /* the core makes it the TIMEOUT's cause (SIMBA_EGRACE) */
+        rep.grace_ms = gleft > INT_MAX ? INT_MAX : (int)gleft;
+        simba__redis_grace_log(r, gend, gleft);   /* no-op when OPEN already said it */
         if (rep.granted && r->wait_replicas > 0) {
             q->saved = rep;
             q->waiting = 1;
@@ -1681,7 +1802,13 @@ static int simba__redis_attach(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
     size_t n = 0, i;
     if (!r) return SIMBA_ENOMEM;
-    if (r->bad) return r->bad;
+    if (r->bad) {
+        if (r->bad_why[0]) {
+            simba_backend_log(s, SIMBA_LOG_ERROR, "%s", r->bad_why);
+            simba_backend_fail(s, r->bad, "%s", r->bad_why);
+        }
+        return r->bad;
+    }
     r->s = s;
     for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
     r->script = (char *)malloc(n + 1);
@@ -1832,6 +1959,7 @@ static void simba__redis_destroy(void *impl) {
     int i;
     if (!r) return;
     r->destroying = 1;
+    if (r->s) simba__redis_flush_repeats(r);
     if (r->s)
         for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     free(r->script);
@@ -1856,15 +1984,28 @@ static const simba_backend_vtable simba__redis_vtable = {
 };
 
 /* Copy and check the desc; returns 0 or the SIMBA_E* that attach will give. */
+/* A bad desc: the reason, naming the field, is logged at ERROR by attach
+   (the first moment a logger exists). */
+static int simba__redis_bad(simba__redis *r, const char *why) {
+    simba__redis_copy(r->bad_why, sizeof r->bad_why, why, strlen(why));
+    return SIMBA_EINVAL;
+}
+
 static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
-    if (!d) return SIMBA_EINVAL;
-    if (d->port < 0 || d->port > 65535 || d->db < 0 || d->connect_timeout_ms < 0 ||
-        d->wait_replicas < 0 || d->wait_timeout_ms < 0)
-        return SIMBA_EINVAL;
-    if (d->user && !d->password) return SIMBA_EINVAL;
-    if (d->prefix && !simba__redis_prefix_ok(d->prefix)) return SIMBA_EINVAL;
-    if (d->unix_socket && !d->unix_socket[0]) return SIMBA_EINVAL;
-    if (d->host && (!d->host[0] || strlen(d->host) > 255)) return SIMBA_EINVAL;
+    if (!d) return simba__redis_bad(r, "simba_redis: the desc is NULL");
+    if (d->port < 0 || d->port > 65535)
+        return simba__redis_bad(r, "simba_redis: port: want 1..65535 (0: 6379)");
+    if (d->db < 0) return simba__redis_bad(r, "simba_redis: db: negative");
+    if (d->connect_timeout_ms < 0) return simba__redis_bad(r, "simba_redis: connect_timeout_ms: negative");
+    if (d->wait_replicas < 0) return simba__redis_bad(r, "simba_redis: wait_replicas: negative");
+    if (d->wait_timeout_ms < 0) return simba__redis_bad(r, "simba_redis: wait_timeout_ms: negative");
+    if (d->user && !d->password) return simba__redis_bad(r, "simba_redis: user: given without a password");
+    if (d->prefix && !simba__redis_prefix_ok(d->prefix))
+        return simba__redis_bad(r, "simba_redis: prefix: want 1..64 characters of A-Z a-z 0-9 . _ - : (no braces, "
+                                   "no spaces)");
+    if (d->unix_socket && !d->unix_socket[0]) return simba__redis_bad(r, "simba_redis: unix_socket: empty (NULL: TCP)");
+    if (d->host && !d->host[0]) return simba__redis_bad(r, "simba_redis: host: empty (NULL: 127.0.0.1)");
+    if (d->host && strlen(d->host) > 255) return simba__redis_bad(r, "simba_redis: host: longer than 255");
     r->port = d->port ? d->port : 6379;
     r->db = d->db;
     r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
@@ -1877,6 +2018,86 @@ static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
     if (d->user && !(r->user = simba__redis_strdup(d->user))) return SIMBA_ENOMEM;
     if (d->password && !(r->password = simba__redis_strdup(d->password))) return SIMBA_ENOMEM;
     return SIMBA_OK;
+}
+
+/*--- the operator's init ---------------------------------------------------------*/
+
+static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {
+    if (msg && cap) snprintf(msg, cap, "simba_redis_init_server: %s%s%s", what, detail ? ": " : "",
+                             detail ? detail : "");
+    return err;
+}
+
+SIMBA__REDIS_MAYBE_UNUSED
+SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
+                                     size_t msg_size) {
+    struct timeval tv;
+    redisContext *c;
+    redisReply *rp;
+    char run_id[41] = "", key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 16];
+    const char *prefix, *p;
+    int ms, err = SIMBA_OK;
+    if (msg && msg_size) msg[0] = 0;
+    if (!desc) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "desc is NULL", NULL);
+    if (!tenant) tenant = "default";
+    prefix = desc->prefix ? desc->prefix : "simba";
+    if (!simba__redis_prefix_ok(prefix)) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad prefix", prefix);
+    if (!simba__redis_tenant_ok(tenant) || strlen(tenant) > SIMBA_MAX_TENANT)
+        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad tenant", tenant);
+    if (desc->user && !desc->password)
+        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
+    if (!desc->unix_socket && (desc->port < 0 || desc->port > 65535))
+        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "port out of range", NULL);
+    ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    c = desc->unix_socket ? redisConnectUnixWithTimeout(desc->unix_socket, tv)
+                          : redisConnectWithTimeout(desc->host ? desc->host : "127.0.0.1",
+                                                    desc->port ? desc->port : 6379, tv);
+    if (!c) return simba__redis_init_fail(msg, msg_size, SIMBA_ENOMEM, "out of memory", NULL);
+    if (c->err) {
+        err = simba__redis_init_fail(msg, msg_size, SIMBA_EDISCONNECTED, "cannot connect", c->errstr);
+        redisFree(c);
+        return err;
+    }
+    redisSetTimeout(c, tv);
+    if (desc->password) {
+        rp = desc->user ? (redisReply *)redisCommand(c, "AUTH %s %s", desc->user, desc->password)
+                        : (redisReply *)redisCommand(c, "AUTH %s", desc->password);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, msg_size, rp ? SIMBA_EAUTH : SIMBA_EDISCONNECTED, "AUTH failed",
+                                         rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    if (!err && desc->db > 0) {
+        rp = (redisReply *)redisCommand(c, "SELECT %d", desc->db);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
+                                         "SELECT failed", rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    if (!err) {
+        /* the epoch must name this server run: a restart (or a failover)
+           later still starts a grace, as without the init */
+        rp = (redisReply *)redisCommand(c, "INFO server");
+        if (rp && rp->type == REDIS_REPLY_STRING && (p = strstr(rp->str, "run_id:")) != NULL &&
+            simba__redis_is_sha(p + 7, strspn(p + 7, "0123456789abcdef")))
+            memcpy(run_id, p + 7, 40);
+        else
+            err = simba__redis_init_fail(msg, msg_size, rp ? SIMBA_EBACKEND : SIMBA_EDISCONNECTED,
+                                         "no run_id from INFO server", rp && rp->type == REDIS_REPLY_ERROR ? rp->str : NULL);
+        if (rp) freeReplyObject(rp);
+    }
+    if (!err) {
+        snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tenant);
+        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
+                                         "HSET of the epoch failed", rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    redisFree(c);
+    return err;
 }
 
 SIMBA__REDIS_MAYBE_UNUSED

@@ -345,6 +345,7 @@ struct simba__zk {
     simba *s;
     simba_allocator a;
     int error;                /* a bad option: attach fails with it */
+    char error_why[300];      /* why, naming the field ("" none) */
     char *hosts, *base, *digest, *tenant_enc;
     int timeout_ms;           /* asked for */
     int lease_ms;
@@ -360,6 +361,7 @@ struct simba__zk {
     int64_t zsid;             /* the connected session's id */
     char passwd[16];
     int negotiated;
+    int warned_short;         /* the too short negotiated timeout was logged on this handle */
     int64_t reinit_at;        /* when to make a new handle (-1: not waiting) */
     int attempts;
     int64_t hold_until;       /* a connect failed: leave the library alone until then */
@@ -495,26 +497,48 @@ static int simba__zk_numeric_host(const char *h, size_t n) {
 
 /* "host:port,host:port[/chroot]": every host numeric unless names are allowed,
    every port 1..65535. */
-static int simba__zk_check_hosts(const char *hosts, int allow_names) {
+/* why (cap bytes) gets what is wrong, naming the field, when 0 is returned. */
+static int simba__zk_check_hosts(const char *hosts, int allow_names, char *why, size_t cap) {
     const char *p = hosts, *end;
     const char *slash = hosts ? strchr(hosts, '/') : NULL;
-    if (!hosts || !*hosts) return 0;
+    if (!hosts || !*hosts) {
+        snprintf(why, cap, "hosts: empty (want \"ip:port[,ip:port...]\")");
+        return 0;
+    }
     end = slash ? slash : hosts + strlen(hosts);
+    if (p == end) {
+        snprintf(why, cap, "hosts: no server before the chroot '/'");
+        return 0;
+    }
     while (p < end) {
         const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
         const char *item_end = comma ? comma : end;
         const char *colon = NULL, *q;
+        int n = (int)(item_end - p > 100 ? 100 : item_end - p);
         long port = 0;
         for (q = p; q < item_end; q++) if (*q == ':') colon = q;
-        if (!colon || colon == p || colon + 1 >= item_end) return 0;
+        if (!colon || colon == p || colon + 1 >= item_end) {
+            snprintf(why, cap, "hosts: \"%.*s\" is not ip:port", n, p);
+            return 0;
+        }
         for (q = colon + 1; q < item_end; q++) {
-            if (*q < '0' || *q > '9' || port > 65535) return 0;
+            if (*q < '0' || *q > '9' || port > 65535) break;
             port = port * 10 + (*q - '0');
         }
-        if (port < 1 || port > 65535) return 0;
-        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) return 0;
+        if (q < item_end || port < 1 || port > 65535) {
+            snprintf(why, cap, "hosts: the port of \"%.*s\" is not a number in 1..65535", n, p);
+            return 0;
+        }
+        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) {
+            snprintf(why, cap, "hosts: \"%.*s\" is a host name, not a numeric IPv4/IPv6 address (use e.g. "
+                     "127.0.0.1 for localhost, or set allow_hostnames: the library then resolves it, blocking)", n, p);
+            return 0;
+        }
         p = comma ? comma + 1 : end;
-        if (comma && p >= end) return 0;
+        if (comma && p >= end) {
+            snprintf(why, cap, "hosts: empty entry after the last ','");
+            return 0;
+        }
     }
     return 1;
 }
@@ -2052,6 +2076,9 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
         zk->negotiated = zoo_recv_timeout(zh);
         zk->resetting_until = 0;
         zk->attempts = 0;
+        if (zk->conn_attempts > 1)
+            simba_backend_log(zk->s, SIMBA_LOG_INFO, "simba_zk: connected to %s after %d failed attempts",
+                              zk->hosts, zk->conn_attempts);
         zk->conn_attempts = 0;
         zk->hold_until = 0;
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
@@ -2072,9 +2099,21 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
    included, must still fit in that), so a server that comes back, or the
    next member of the list, is found while the hold and the session live. */
 static void simba__zk_connect_failed(simba__zk *zk) {
+    int why = errno;
     int64_t now = simba__zk_now(zk);
     int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 20;
-    if (zk->zstate == ZOO_CONNECTED_STATE || zk->hold_until > now) return;
+    if (zk->zstate == ZOO_CONNECTED_STATE) return;
+    if (!zk->up && !zk->expired && !zk->auth_failed) {
+        /* told from the first failed attempt on, also before any CONNECTED
+           (the core says it once per kind of failure); logged once a run of
+           failures, the count comes with the next CONNECTED */
+        char msg[300];
+        snprintf(msg, sizeof msg, "cannot connect to %.200s: %s", zk->hosts,
+                 why ? strerror(why) : "connection failed");
+        if (zk->conn_attempts == 1) simba_backend_log(zk->s, SIMBA_LOG_WARN, "simba_zk: %s; retrying with backoff", msg);
+        simba_backend_state(zk->s, 0, SIMBA_EDISCONNECTED, msg);
+    }
+    if (zk->hold_until > now) return;
     if (cap < 50) cap = 50;
     if (wait > cap) wait = cap;
     zk->hold_until = now + wait;
@@ -2108,6 +2147,7 @@ static void simba__zk_open_handle(simba__zk *zk) {
     zk->zstate = 0;
     zk->zsid = 0;
     zk->negotiated = 0;
+    zk->warned_short = 0;
     zk->session[0] = 0;
     zk->parents_ok = 0;
     zk->expired = zk->auth_failed = zk->close_wanted = 0;
@@ -2163,15 +2203,33 @@ static void simba__zk_close_handle(simba__zk *zk, int abandon) {
     simba__zk_mine_clear(zk);
 }
 
+/* The server gave a session timeout below the lease (its maxSessionTimeout):
+   a hold would outlive the session, so the backend stays down and says why. */
+static int simba__zk_too_short(const simba__zk *zk) {
+    return zk->negotiated > 0 && zk->negotiated < zk->lease_ms;
+}
+
+static void simba__zk_too_short_msg(const simba__zk *zk, char *out, size_t cap) {
+    snprintf(out, cap, "the server allows a session timeout of %d ms only, below the lease of %d ms: "
+             "raise its maxSessionTimeout or lower ttl", zk->negotiated, zk->lease_ms);
+}
+
 static int simba__zk_want_up(const simba__zk *zk, int64_t now) {
     return zk->zh && zk->zstate == ZOO_CONNECTED_STATE && !zk->expired && !zk->auth_failed &&
-           !zk->close_wanted && now >= zk->resetting_until;
+           !zk->close_wanted && now >= zk->resetting_until && !simba__zk_too_short(zk);
 }
 
 static void simba__zk_tell_core(simba__zk *zk, int up) {
     zk->up = up;
     if (up) {
         simba_backend_state(zk->s, 1, 0, NULL);
+    } else if (!zk->expired && !zk->auth_failed && zk->zstate == ZOO_CONNECTED_STATE && simba__zk_too_short(zk)) {
+        /* a persistent refusal, not a drop: SIMBA_EINVAL with the reason */
+        char msg[200];
+        simba__zk_too_short_msg(zk, msg, sizeof msg);
+        if (!zk->warned_short) simba_backend_log(zk->s, SIMBA_LOG_ERROR, "simba_zk: %s", msg);
+        zk->warned_short = 1;
+        simba_backend_state(zk->s, 0, SIMBA_EINVAL, msg);
     } else {
         int err = zk->expired ? SIMBA_ESESSION : zk->auth_failed ? SIMBA_EAUTH : SIMBA_EDISCONNECTED;
         simba_backend_state(zk->s, 0, err, zk->expired ? "ZooKeeper session expired"
@@ -2192,6 +2250,8 @@ static void simba__zk_report(simba__zk *zk) {
     }
     zk->dropped = 0;
     if (want != zk->up) simba__zk_tell_core(zk, want);
+    else if (!want && zk->zstate == ZOO_CONNECTED_STATE && simba__zk_too_short(zk) && !zk->warned_short)
+        simba__zk_tell_core(zk, 0);   /* never up: still say why */
 }
 
 /* Expired, refused or unwanted handles are replaced here, outside any
@@ -2218,7 +2278,13 @@ static int simba__zk_attach(void *impl, simba *s) {
     size_t len = 0;
     int lease;
     zk->s = s;
-    if (zk->error) return zk->error;
+    if (zk->error) {
+        if (zk->error_why[0]) {
+            simba_backend_log(s, SIMBA_LOG_ERROR, "simba_zk: %s", zk->error_why);
+            simba_backend_fail(s, zk->error, "simba_zk: %s", zk->error_why);
+        }
+        return zk->error;
+    }
     lease = simba_lease_ms(s);
     zk->lease_ms = lease;
     if (zk->timeout_ms < lease) zk->timeout_ms = lease;
@@ -2242,11 +2308,9 @@ static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
             zk->close_wanted = 1;
             return SIMBA_EDISCONNECTED;
         }
-        if (zk->negotiated > 0 && zk->negotiated < zk->lease_ms) {
-            snprintf(op->message, sizeof op->message,
-                     "the server allows a session timeout of %d ms only, below the lease of %d ms: "
-                     "raise its maxSessionTimeout or lower ttl", zk->negotiated, zk->lease_ms);
-            return SIMBA_EBACKEND;
+        if (simba__zk_too_short(zk)) {   /* not sent while too short (want_up): be safe */
+            simba__zk_too_short_msg(zk, op->message, sizeof op->message);
+            return SIMBA_EINVAL;
         }
         snprintf(zk->session, sizeof zk->session, "%s", op->session);
         return SIMBA_OK;
@@ -2428,10 +2492,28 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     zk->fd = -1;
     zk->reinit_at = -1;
     zk->fast_max_n = -1;
-    if (!desc || !simba__zk_check_hosts(desc->hosts, desc->allow_hostnames)) zk->error = SIMBA_EINVAL;
-    else if (desc->base_path && !simba__zk_check_base(desc->base_path)) zk->error = SIMBA_EINVAL;
-    else if (desc->digest && !simba__zk_check_digest(desc->digest)) zk->error = SIMBA_EINVAL;
-    else if (desc->session_timeout_ms < 0 || desc->zk_log_level < 0 || desc->zk_log_level > 4) zk->error = SIMBA_EINVAL;
+    /* a refusal is logged at ERROR by attach (the first moment a logger exists) */
+    if (!desc) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "the desc is NULL");
+    } else if (!simba__zk_check_hosts(desc->hosts, desc->allow_hostnames, zk->error_why, sizeof zk->error_why)) {
+        zk->error = SIMBA_EINVAL;
+    } else if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "base_path: \"%.100s\" is not an absolute path of plain "
+                 "components (no trailing '/', no . or .., not under /zookeeper, at most %d bytes)",
+                 desc->base_path, (int)SIMBA__ZK_BASE_MAX);
+    } else if (desc->digest && !simba__zk_check_digest(desc->digest)) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "digest: want \"user:password\" (both non-empty, no "
+                 "control characters)");
+    } else if (desc->session_timeout_ms < 0) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "session_timeout_ms: negative");
+    } else if (desc->zk_log_level < 0 || desc->zk_log_level > 4) {
+        zk->error = SIMBA_EINVAL;
+        snprintf(zk->error_why, sizeof zk->error_why, "zk_log_level: want 0..4");
+    }
     if (!zk->error) {
         zk->hosts = simba__zk_strdup(zk, desc->hosts);
         zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
@@ -2475,6 +2557,7 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
 /* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_zk_desc d;
+    char why[192];   /* what simba__zk_check_hosts found wrong */
     char hosts[SIMBA_URL_MAX + 64], digest[1024];
     size_t len = 0;
     int i, rc;
@@ -2513,7 +2596,7 @@ SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error
     if ((rc = simba_url_int(u, "allow_hostnames", 0, 1, &d.allow_hostnames, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_int(u, "log_level", 0, 4, &d.zk_log_level, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
-    if (!d.allow_hostnames && !simba__zk_check_hosts(hosts, 0))
+    if (!d.allow_hostnames && !simba__zk_check_hosts(hosts, 0, why, sizeof why))
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: a host name needs ?allow_hostnames=1 (resolving blocks); or give addresses");
     if (d.base_path && !simba__zk_check_base(d.base_path))
         return simba_url_fail(err, SIMBA_EINVAL, "base_path", "URL parameter base_path: not a ZooKeeper path ('/a/b')");

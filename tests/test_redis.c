@@ -236,6 +236,8 @@ static unsigned keyslot(const char *key, size_t len) {
 
 /* A bad desc never crashes: simba_create_ex fails with SIMBA_EINVAL. */
 static void t_redis_bad_desc(void) {
+    static const char *const field[11] = {"port", "port", "prefix", "prefix", "prefix", "db", "user",
+                                          "connect_timeout_ms", "wait_replicas", "host", "unix_socket"};
     simba_redis_desc rd;
     simba_desc d;
     int err, i;
@@ -246,7 +248,12 @@ static void t_redis_bad_desc(void) {
     d.backend = simba_redis(NULL);
     CHECK(simba_create_ex(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_EINVAL);
+    /* each refusal is logged at ERROR naming the field */
+    d.logger.func = log_to_buf;
+    d.logger.level = SIMBA_LOG_ERROR;
     for (i = 0; i < 11; i++) {
+        char want[64];
+        h_logbuf[0] = 0;
         rd = base_desc();
         switch (i) {
         case 0: rd.port = 70000; break;
@@ -265,6 +272,9 @@ static void t_redis_bad_desc(void) {
         err = 0;
         CHECK(simba_create_ex(&d, &err) == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
+        snprintf(want, sizeof want, "simba_redis: %s: ", field[i]);
+        if (!strstr(h_logbuf, want)) printf("  # case %d: want \"%s\" in the log: %s\n", i, want, h_logbuf);
+        CHECK(strstr(h_logbuf, want) != NULL);
     }
 }
 
@@ -298,6 +308,11 @@ static void t_redis_no_server(void) {
     CHECK(c.s != NULL);
     l = h_acquire(c.s, "x", 600);
     CHECK(!is_null(l));
+    {   /* the refused connect is told from the first attempt on */
+        simba_event *e = h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 3000);
+        CHECK(e != NULL);
+        if (e) CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
+    }
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 3000) != NULL);
     CHECK(!simba_connected(c.s));
     simba_destroy(c.s);
@@ -627,6 +642,63 @@ static void t_redis_requirepass(void) {
     CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON) != NULL);
     simba_destroy(a.s);
+}
+
+/* The server's INFO stats total_connections_received (-1 unknown). */
+static long long connections_received(redisContext *ad) {
+    redisReply *r = cmd(ad, "INFO stats");
+    const char *p;
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "total_connections_received:")) != NULL)
+        n = atoll(p + strlen("total_connections_received:"));
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+static int count_lines(const char *buf, const char *needle) {
+    int n = 0;
+    const char *p = buf;
+    while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
+    return n;
+}
+
+/* A wrong password for 2 s: both connections back off (the push connection
+   used to reconnect ~20 times a second) and the same refusal is logged once,
+   not at every attempt. */
+static void t_redis_wrong_password_backs_off(void) {
+    simba_redis_desc rd = base_desc();
+    redisContext *ad = admin_on(auth_port, auth_password);
+    h_client a, *cl[1];
+    long long before, after;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    rd.port = auth_port;
+    rd.password = "wrong";
+    h_logbuf[0] = 0;
+    before = connections_received(ad);
+    a.s = new_client_ex(&rd, my_tenant(), "storm", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    CHECK(!is_null(h_acquire(a.s, "x", -1)));       /* a waiting request does not hurry it */
+    h_run_for(cl, 1, 2000);
+    after = connections_received(ad);
+    {   /* the application was told, with the cause, without ever connecting */
+        simba_event *e = h_take(&a, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED);
+        CHECK(e != NULL);
+        if (e) CHECK_EQ(e->error, SIMBA_EAUTH);
+    }
+    simba_destroy(a.s);
+    CHECK(before >= 0 && after >= 0);
+    /* the backoff doubles from 50 ms: ~6 attempts a connection in 2 s */
+    if (after - before > 24) printf("  # %lld connections in 2 s\n", after - before);
+    CHECK(after - before <= 24);
+    CHECK(after - before >= 2);
+    if (count_lines(h_logbuf, "\n") > 6) printf("  # log:\n%s", h_logbuf);
+    CHECK(count_lines(h_logbuf, "\n") <= 6);
+    CHECK(strstr(h_logbuf, simba_strerror(SIMBA_EAUTH)) != NULL);
+    CHECK(strstr(h_logbuf, "(repeated ") != NULL);   /* the count, said at destroy */
+    redisFree(ad);
 }
 
 /* An ACL user with only the commands the backend needs and only its key and
@@ -1036,6 +1108,7 @@ static void t_redis_restart_grace(void) {
     cl[0] = &a;
     snprintf(prefix, sizeof prefix, "fresh%ld", (long)getpid());
     rd.prefix = prefix;
+    h_logbuf[0] = 0;
     a.s = new_client_ex(&rd, my_tenant(), "grace", TTL, TRANSITION, 0);
     CHECK(a.s != NULL);
     h_run_for(cl, 1, 200);                          /* OPEN: the grace starts */
@@ -1043,7 +1116,77 @@ static void t_redis_restart_grace(void) {
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
     l = h_acquire(a.s, "g", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    /* the grace is said, once (not per request), with its end */
+    if (count_lines(h_logbuf, "restart grace") != 1) printf("  # log:\n%s", h_logbuf);
+    CHECK_EQ(count_lines(h_logbuf, "restart grace"), 1);
+    CHECK(strstr(h_logbuf, " UTC ") != NULL);
     simba_destroy(a.s);
+}
+
+/* simba_redis_init_server on a fresh server (a prefix nobody used): the
+   first try-lock is granted at once, no grace; the init names what fails. */
+static void t_redis_init_skips_grace(void) {
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    simba_lock l;
+    char prefix[64], msg[256], tenant[80];
+    int64_t start;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    snprintf(tenant, sizeof tenant, "%s", my_tenant());
+    snprintf(prefix, sizeof prefix, "init%ld", (long)getpid());
+    rd.prefix = prefix;
+    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_OK);
+    if (msg[0]) printf("  # %s\n", msg);
+    h_logbuf[0] = 0;
+    a.s = new_client_ex(&rd, tenant, "init", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    h_run_for(cl, 1, 300);                          /* OPEN answered */
+    start = h_real_ms();
+    l = h_acquire(a.s, "g", 0);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(h_real_ms() - start < TTL + TRANSITION);
+    CHECK(strstr(h_logbuf, "restart grace") == NULL);
+    simba_destroy(a.s);
+    /* errors say what is wrong */
+    rd.port = auth_port;
+    rd.password = "wrong";
+    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_EAUTH);
+    CHECK(strstr(msg, "AUTH") != NULL);
+    rd = base_desc();
+    rd.port = unused_port();
+    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_EDISCONNECTED);
+    CHECK(strstr(msg, "cannot connect") != NULL);
+    CHECK_EQ(simba_redis_init_server(&rd, "bad tenant", msg, sizeof msg), SIMBA_EINVAL);
+    CHECK(strstr(msg, "tenant") != NULL);
+}
+
+/* A maxmemory-policy that can evict simba's keys is warned about at connect. */
+static void t_redis_eviction_policy_warned(void) {
+    redisContext *ad = admin();
+    h_client a, *cl[1];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    CHECK(cmd_ok(ad, "CONFIG SET maxmemory-policy volatile-lru"));
+    h_logbuf[0] = 0;
+    a.s = new_client(my_tenant(), "evict");
+    CHECK(a.s != NULL);
+    CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    h_run_for(cl, 1, 100);
+    simba_destroy(a.s);
+    CHECK(cmd_ok(ad, "CONFIG SET maxmemory-policy noeviction"));
+    if (!strstr(h_logbuf, "maxmemory-policy volatile-lru")) printf("  # log:\n%s", h_logbuf);
+    CHECK(strstr(h_logbuf, "maxmemory-policy volatile-lru") != NULL);
+    /* noeviction: nothing said */
+    h_logbuf[0] = 0;
+    a.s = new_client(my_tenant(), "noevict");
+    CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    simba_destroy(a.s);
+    CHECK(strstr(h_logbuf, "maxmemory") == NULL);
+    redisFree(ad);
 }
 
 /* WAIT: with one replica, wait_replicas 1 grants; wait_replicas 2 never
@@ -1792,7 +1935,10 @@ int main(int argc, char **argv) {
     RUN(t_redis_noscript);
     RUN(t_redis_unix_socket);
     RUN(t_redis_restart_grace);
+    RUN(t_redis_init_skips_grace);
+    RUN(t_redis_eviction_policy_warned);
     RUN(t_redis_requirepass);
+    RUN(t_redis_wrong_password_backs_off);
     RUN(t_redis_acl_user);
     RUN(t_redis_acl_user_without_channels);
     RUN(t_redis_admin_epoch_without_pushes);

@@ -1110,6 +1110,19 @@ static void t_zk_destroy_abandons_session(void) {
 }
 
 /* Bad options fail simba_create with SIMBA_EINVAL, never later. */
+static char bad_log[2048];
+static void bad_log_fn(void *user, simba_log_level level, const char *msg) {
+    (void)user; (void)level;
+    snprintf(bad_log, sizeof bad_log, "%s", msg);
+}
+
+/* A refused desc is logged at ERROR naming the field (want). */
+static int bad_log_names(const char *want) {
+    if (strstr(bad_log, want)) return 1;
+    printf("  # want \"%s\" in the log: %s\n", want, bad_log);
+    return 0;
+}
+
 static void t_zk_bad_options(void) {
     static const char *const bad_hosts[] = {
         "", "127.0.0.1", "127.0.0.1:", ":2181", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:21x1",
@@ -1123,34 +1136,43 @@ static void t_zk_bad_options(void) {
     int i, err;
     memset(&d, 0, sizeof d);
     d.tenant = zk_tenant();
+    d.logger.func = bad_log_fn;
+    d.logger.level = SIMBA_LOG_ERROR;
     for (i = 0; i < (int)(sizeof bad_hosts / sizeof *bad_hosts); i++) {
         memset(&zd, 0, sizeof zd);
         zd.hosts = bad_hosts[i];
         d.backend = simba_zk(&zd);
         err = 0;
+        bad_log[0] = 0;
         s = simba_create_ex(&d, &err);
         if (s) { printf("  # hosts \"%s\" accepted\n", bad_hosts[i]); simba_destroy(s); }
         CHECK(s == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
+        CHECK(bad_log_names("simba_zk: hosts: "));
+        if (strncmp(bad_hosts[i], "localhost", 9) == 0) CHECK(bad_log_names("host name"));
     }
     for (i = 0; i < (int)(sizeof bad_base / sizeof *bad_base); i++) {
         memset(&zd, 0, sizeof zd);
         zd.hosts = zk_hosts;
         zd.base_path = bad_base[i];
         d.backend = simba_zk(&zd);
+        bad_log[0] = 0;
         s = simba_create_ex(&d, &err);
         if (s) { printf("  # base \"%s\" accepted\n", bad_base[i]); simba_destroy(s); }
         CHECK(s == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
+        CHECK(bad_log_names("simba_zk: base_path: "));
     }
     for (i = 0; i < (int)(sizeof bad_digest / sizeof *bad_digest); i++) {
         memset(&zd, 0, sizeof zd);
         zd.hosts = zk_hosts;
         zd.digest = bad_digest[i];
         d.backend = simba_zk(&zd);
+        bad_log[0] = 0;
         s = simba_create_ex(&d, &err);
         CHECK(s == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
+        CHECK(bad_log_names("simba_zk: digest: "));
     }
     d.backend = simba_zk(NULL);
     CHECK(simba_create_ex(&d, &err) == NULL);
@@ -1213,10 +1235,16 @@ static void t_zk_unreachable(void) {
     h_client *cl[1];
     simba_lock l;
     int64_t start;
+    simba_event *e;
     cl[0] = &a.h;
     CHECK(zk_client_open(&a, "127.0.0.1:1", zk_tenant(), "a", NULL, 1500, 1000));
     l = zk_acquire(&a, "x", 500);
     start = h_real_ms();
+    /* the first refused attempt is told (it used to be silent until a
+       first CONNECTED that never comes) */
+    e = h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 10000) != NULL);
     CHECK(h_real_ms() - start < 9000);
     CHECK(!simba_connected(a.h.s));
@@ -1470,6 +1498,13 @@ static void t_zk_lease_above_server_max(void) {
     }
     if (!strstr(logged, "maxSessionTimeout")) printf("  # log: %s\n", logged);
     CHECK(strstr(logged, "maxSessionTimeout") != NULL);
+    /* and the application is told: a DISCONNECTED with SIMBA_EINVAL */
+    {
+        simba_event *e = h_take(&a, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED);
+        CHECK(e != NULL);
+        if (e) CHECK_EQ(e->error, SIMBA_EINVAL);
+        CHECK(!simba_connected(a.s));
+    }
     simba_destroy(a.s);
 }
 
