@@ -677,6 +677,13 @@ SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* simba_backend_resolve: the host-name policy of every backend, in one place
+   (docs/design.md, "Host names"). Returns 0 with `out` = "" when `host` needs
+   no lookup (a numeric IPv4/IPv6 address, or "localhost"), 0 with `out` = the
+   numeric address of a name (resolved now, with a blocking getaddrinfo: call
+   it from a backend constructor, never from inside simba_tick), or the
+   getaddrinfo error code (gai_strerror() says it in words). */
+SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap);
 /* simba_backend_fail: from attach(): the reason the backend refuses, in words
    (then attach returns the code). */
 SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
@@ -855,6 +862,8 @@ SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, co
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
+#include <netdb.h>
 #include <fcntl.h>
 
 #ifndef SIMBA_ASSERT
@@ -2126,6 +2135,26 @@ SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...) {
     b.impl = e;
     return b;
 }
+SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap) {
+    struct addrinfo hints, *res = NULL;
+    int rc;
+    if (!out || cap == 0) return EAI_FAIL;
+    out[0] = 0;
+    if (!host || !*host) return EAI_NONAME;
+    if (strcmp(host, "localhost") == 0) return 0;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST;
+    if (getaddrinfo(host, NULL, &hints, &res) == 0) { freeaddrinfo(res); return 0; }
+    hints.ai_flags = 0;
+    if ((rc = getaddrinfo(host, NULL, &hints, &res)) != 0) return rc;
+    rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
+    freeaddrinfo(res);
+    if (rc != 0) out[0] = 0;
+    return rc;
+}
+
 SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
 SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
 

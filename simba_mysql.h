@@ -2775,26 +2775,6 @@ static const simba_backend_vtable simba__my_vtable = {
     simba__my_destroy
 };
 
-/* A host name to a numeric address: 0 (out = the address, or "" when host is
-   numeric or "localhost" and needs no lookup) or a getaddrinfo error. */
-static int simba__my_resolve(const char *host, char *out, size_t cap) {
-    struct addrinfo hints, *res = NULL;
-    int rc;
-    out[0] = 0;
-    if (strcmp(host, "localhost") == 0) return 0;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICHOST;
-    if (getaddrinfo(host, NULL, &hints, &res) == 0) { freeaddrinfo(res); return 0; }
-    hints.ai_flags = 0;
-    if ((rc = getaddrinfo(host, NULL, &hints, &res)) != 0) return rc;
-    rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
-    freeaddrinfo(res);
-    if (rc != 0) { out[0] = 0; return rc; }
-    return 0;
-}
-
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     simba_backend none;
     simba__my *b;
@@ -2822,7 +2802,7 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
            ever waits for DNS. With ssl_verify_server_cert the connector keeps
            the name (it checks the certificate against it) and resolves it at
            each connect. */
-        int rc = simba__my_resolve(d->host, numeric, sizeof numeric);
+        int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
         if (rc != 0)
             return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
                                        d->host, gai_strerror(rc));

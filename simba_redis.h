@@ -35,9 +35,9 @@
     core re-checks waiters at the earliest expiry ahead of them and on its
     fallback period.
 
-    Nothing blocks: connects are non-blocking (give a numeric address, or a
-    unix socket: a host name is resolved by hiredis with getaddrinfo(), which
-    blocks), the fds are driven from simba_pollfds()/simba_tick(), and simba
+    Nothing blocks: connects are non-blocking (a host name is resolved once,
+    in simba_redis(), the only blocking step; every connect then uses the
+    address), the fds are driven from simba_pollfds()/simba_tick(), and simba
     times out every request itself (hiredis 0.14 has no async timeouts).
 
     Key layout, scripts, guarantees, WAIT and the Redis Cluster rule:
@@ -81,7 +81,8 @@ extern "C" {
 
 /* Options of simba_redis(). Zero means the default; every string is copied. */
 typedef struct simba_redis_desc {
-    const char *host;          /* server address (default "127.0.0.1"); numeric, or resolving blocks */
+    const char *host;          /* server address (default "127.0.0.1"): numeric, "localhost", or a
+                                  name resolved once by simba_redis() (blocking; docs/design.md) */
     int port;                  /* TCP port (default 6379), 1..65535 */
     const char *unix_socket;   /* path of a unix socket; when set, host and port are not used */
     const char *user;          /* ACL user (Redis 6+): "AUTH user password"; needs password */
@@ -159,6 +160,7 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
 #include <signal.h>
 #include <errno.h>
 #include <time.h>
+#include <netdb.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
@@ -2011,7 +2013,19 @@ static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
     r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
     r->wait_replicas = d->wait_replicas;
     r->wait_timeout_ms = d->wait_timeout_ms ? d->wait_timeout_ms : 200;
-    r->host = simba__redis_strdup(d->host ? d->host : "127.0.0.1");
+    if (d->host && !d->unix_socket) {
+        /* the host-name policy (docs/design.md): a name is resolved here, once,
+           so that no (re)connect inside simba_tick() waits for DNS */
+        char numeric[64], why[sizeof r->bad_why];
+        int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
+        if (rc != 0) {
+            snprintf(why, sizeof why, "simba_redis: host: cannot resolve '%.100s': %s", d->host, gai_strerror(rc));
+            return simba__redis_bad(r, why);
+        }
+        r->host = simba__redis_strdup(numeric[0] ? numeric : d->host);
+    } else {
+        r->host = simba__redis_strdup(d->host ? d->host : "127.0.0.1");
+    }
     r->prefix = simba__redis_strdup(d->prefix ? d->prefix : "simba");
     if (!r->host || !r->prefix) return SIMBA_ENOMEM;
     if (d->unix_socket && !(r->unix_socket = simba__redis_strdup(d->unix_socket))) return SIMBA_ENOMEM;

@@ -236,8 +236,8 @@ static unsigned keyslot(const char *key, size_t len) {
 
 /* A bad desc never crashes: simba_create_ex fails with SIMBA_EINVAL. */
 static void t_redis_bad_desc(void) {
-    static const char *const field[11] = {"port", "port", "prefix", "prefix", "prefix", "db", "user",
-                                          "connect_timeout_ms", "wait_replicas", "host", "unix_socket"};
+    static const char *const field[12] = {"port", "port", "prefix", "prefix", "prefix", "db", "user",
+                                          "connect_timeout_ms", "wait_replicas", "host", "unix_socket", "host"};
     simba_redis_desc rd;
     simba_desc d;
     int err, i;
@@ -251,7 +251,7 @@ static void t_redis_bad_desc(void) {
     /* each refusal is logged at ERROR naming the field */
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_ERROR;
-    for (i = 0; i < 11; i++) {
+    for (i = 0; i < 12; i++) {
         char want[64];
         h_logbuf[0] = 0;
         rd = base_desc();
@@ -267,6 +267,7 @@ static void t_redis_bad_desc(void) {
         case 8: rd.wait_replicas = -2; break;
         case 9: rd.host = ""; break;
         case 10: rd.unix_socket = ""; break;
+        case 11: rd.host = "no-such-host.invalid"; break;   /* resolved once, here: it fails */
         }
         d.backend = simba_redis(&rd);
         err = 0;
