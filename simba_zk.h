@@ -21,11 +21,13 @@
 
     OPTIONS (simba_zk_desc)
     =======================
-    hosts               required: "ip:port,ip:port,..." -- an ensemble's client
-                        addresses, optionally followed by "/chroot". Use numeric
-                        addresses: zookeeper_init() resolves host names itself,
-                        with a blocking getaddrinfo(), so names are rejected
-                        (SIMBA_EINVAL) unless allow_hostnames is set.
+    hosts               required: "host:port,host:port,..." -- an ensemble's
+                        client addresses, optionally followed by "/chroot" (which
+                        must exist). A host name (localhost too) is resolved once,
+                        in simba_zk() (blocking, the host-name policy of
+                        docs/design.md), so no reconnect inside simba_tick()
+                        waits for DNS; a name that does not resolve is
+                        SIMBA_EINVAL naming `hosts`.
     base_path           where simba keeps its nodes; default "/simba". Absolute,
                         no trailing '/', at most 256 bytes.
     session_timeout_ms  the ZooKeeper session timeout asked for; default (and
@@ -40,7 +42,8 @@
                         delete a tenant's resources and entries) and the base
                         path world:anyone READ|CREATE plus the creator's ALL.
                         Without it, nodes are created with OPEN_ACL_UNSAFE.
-    allow_hostnames     accept host names in `hosts` (blocking resolution!).
+    allow_hostnames     leave names to the client library, which resolves them
+                        (blocking) at every connect, e.g. to follow DNS changes.
     zk_log_level        libzookeeper's own log (to stderr): 0 silent (default),
                         1 error .. 4 debug. The level is process-wide in the
                         library (zoo_set_debug_level).
@@ -142,7 +145,8 @@ typedef struct simba_zk_desc {
     const char *base_path;      /* default "/simba" */
     int session_timeout_ms;     /* default and minimum: simba_lease_ms(s) at attach */
     const char *digest;         /* "user:password" for zoo_add_auth("digest"); NULL = none */
-    int allow_hostnames;        /* accept names in hosts (zookeeper_init resolves them, blocking) */
+    int allow_hostnames;        /* names resolved by the client library at each connect (blocking),
+                                   not once by simba_zk() */
     int zk_log_level;           /* libzookeeper's stderr log: 0 silent (default), 1..4 */
     simba_allocator allocator;  /* zero: malloc/free */
 } simba_zk_desc;
@@ -193,6 +197,7 @@ SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error
 
 /* <zookeeper/zookeeper.h> rather than <zookeeper.h>: found through the system
    include path, its C11 anonymous union does not trip -pedantic. */
+#include <netdb.h>
 #include <zookeeper/zookeeper.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -2474,10 +2479,61 @@ static const simba_backend_vtable simba__zk_vtable = {
 
 /*--- public -------------------------------------------------------------------------------------*/
 
+/* The host-name policy (docs/design.md, simba_backend_resolve): every name in
+   "host:port,...[/chroot]" is resolved here, once, into `out`, so that the
+   client library's (re)connects inside simba_tick() never wait for DNS.
+   "localhost" becomes 127.0.0.1. Returns 0, or 0 with `why` set when a name
+   does not resolve or the string does not fit. With allow_hostnames the
+   names are left to the client library (it resolves at each connect). */
+static int simba__zk_resolve_hosts(const char *in, char *out, size_t cap, char *why, size_t wcap) {
+    const char *p = in, *chroot = strchr(in, '/');
+    const char *end = chroot ? chroot : in + strlen(in);
+    size_t n = 0;
+    out[0] = 0;
+    while (p < end) {
+        const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end, *colon = NULL, *q;
+        char host[256], numeric[64];
+        const char *use;
+        size_t hl;
+        int rc, w;
+        for (q = p; q < e; q++) if (*q == ':') colon = q;        /* the last ':' starts the port */
+        if (*p == '[' || !colon || colon == p || (size_t)(colon - p) >= sizeof host) {
+            host[0] = 0;                  /* bracketed IPv6, or malformed: copied as is for the check */
+            use = NULL;
+        } else {
+            hl = (size_t)(colon - p);
+            memcpy(host, p, hl);
+            host[hl] = 0;
+            rc = simba_backend_resolve(host, numeric, sizeof numeric);
+            if (rc != 0) {
+                snprintf(why, wcap, "hosts: cannot resolve '%.100s': %s", host, gai_strerror(rc));
+                return 0;
+            }
+            use = strcmp(host, "localhost") == 0 ? "127.0.0.1" : numeric[0] ? numeric : NULL;
+        }
+        if (use)
+            w = snprintf(out + n, cap - n, "%s%s%s%s%.*s", n ? "," : "", strchr(use, ':') ? "[" : "", use,
+                         strchr(use, ':') ? "]" : "", (int)(e - colon), colon);
+        else
+            w = snprintf(out + n, cap - n, "%s%.*s", n ? "," : "", (int)(e - p), p);
+        if (w < 0 || (size_t)w >= cap - n) { snprintf(why, wcap, "hosts: too long once resolved"); return 0; }
+        n += (size_t)w;
+        p = comma ? comma + 1 : end;
+    }
+    if (end > in && end[-1] == ',' && n + 1 < cap) { out[n++] = ','; out[n] = 0; }   /* kept for the check */
+    if (chroot) {
+        int w = snprintf(out + n, cap - n, "%s", chroot);
+        if (w < 0 || (size_t)w >= cap - n) { snprintf(why, wcap, "hosts: too long once resolved"); return 0; }
+    }
+    return 1;
+}
+
 SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     simba_backend b;
     simba_allocator a;
     simba__zk *zk;
+    char hosts[2048];                 /* desc->hosts with every name resolved */
     b.vt = NULL;
     b.impl = NULL;
     a.alloc = simba__zk_default_alloc;
@@ -2496,7 +2552,11 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     if (!desc) {
         zk->error = SIMBA_EINVAL;
         snprintf(zk->error_why, sizeof zk->error_why, "the desc is NULL");
-    } else if (!simba__zk_check_hosts(desc->hosts, desc->allow_hostnames, zk->error_why, sizeof zk->error_why)) {
+    } else if (desc->hosts && !desc->allow_hostnames &&
+               !simba__zk_resolve_hosts(desc->hosts, hosts, sizeof hosts, zk->error_why, sizeof zk->error_why)) {
+        zk->error = SIMBA_EINVAL;
+    } else if (!simba__zk_check_hosts(desc->hosts && !desc->allow_hostnames ? hosts : desc->hosts,
+                                      desc->allow_hostnames, zk->error_why, sizeof zk->error_why)) {
         zk->error = SIMBA_EINVAL;
     } else if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
         zk->error = SIMBA_EINVAL;
@@ -2515,7 +2575,7 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
         snprintf(zk->error_why, sizeof zk->error_why, "zk_log_level: want 0..4");
     }
     if (!zk->error) {
-        zk->hosts = simba__zk_strdup(zk, desc->hosts);
+        zk->hosts = simba__zk_strdup(zk, desc->allow_hostnames ? desc->hosts : hosts);
         zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
         zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
         zk->timeout_ms = desc->session_timeout_ms;
@@ -2557,7 +2617,7 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
 /* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_zk_desc d;
-    char why[192];   /* what simba__zk_check_hosts found wrong */
+    char why[192], resolved[2048];   /* what simba__zk_resolve_hosts found wrong; its output */
     char hosts[SIMBA_URL_MAX + 64], digest[1024];
     size_t len = 0;
     int i, rc;
@@ -2596,8 +2656,8 @@ SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error
     if ((rc = simba_url_int(u, "allow_hostnames", 0, 1, &d.allow_hostnames, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_int(u, "log_level", 0, 4, &d.zk_log_level, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
-    if (!d.allow_hostnames && !simba__zk_check_hosts(hosts, 0, why, sizeof why))
-        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: a host name needs ?allow_hostnames=1 (resolving blocks); or give addresses");
+    if (!d.allow_hostnames && !simba__zk_resolve_hosts(hosts, resolved, sizeof resolved, why, sizeof why))
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s", why);
     if (d.base_path && !simba__zk_check_base(d.base_path))
         return simba_url_fail(err, SIMBA_EINVAL, "base_path", "URL parameter base_path: not a ZooKeeper path ('/a/b')");
     *out = simba_zk(&d);
