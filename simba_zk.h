@@ -490,6 +490,7 @@ static int simba__zk_check_hosts(const char *hosts, int allow_names) {
     const char *slash = hosts ? strchr(hosts, '/') : NULL;
     if (!hosts || !*hosts) return 0;
     end = slash ? slash : hosts + strlen(hosts);
+    if (end == hosts) return 0;   /* only a chroot ("/x"): no host at all */
     while (p < end) {
         const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
         const char *item_end = comma ? comma : end;
