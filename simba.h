@@ -936,11 +936,23 @@ static int simba__events_grow(simba *s) {
     return SIMBA_OK;
 }
 
-/* Events are never dropped silently: if the queue cannot grow, the event is
-   logged as lost and the error is remembered (simba_last_error). */
+/* Room the event queue keeps for every live lock (and query): its events
+   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
+   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
+   one more event queued (a LOST takes its older events out first); the
+   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
+   where SIMBA_ENOMEM can be returned to the caller. */
+enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
+
+/* Events are never dropped silently. A lock's event uses the room reserved
+   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
+   that room: if the queue cannot grow, it is logged as lost and the error is
+   remembered (simba_last_error). */
 static void simba__emit_at(simba *s, const simba_event *ev, int front) {
     simba__events *q = &s->events;
-    if (q->count == q->cap && simba__events_grow(s) != SIMBA_OK) {
+    int room = q->cap - q->count;
+    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
+    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
         simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
         s->last_error = SIMBA_ENOMEM;
         return;
@@ -988,9 +1000,11 @@ static const char *simba__name(const simba__lock *l, int i) {
     return p;
 }
 
+static int simba__reserve(simba *s, uint32_t live);
 static simba__lock *simba__slot_new(simba *s) {
     simba__lock *l;
     uint32_t idx;
+    if (simba__reserve(s, s->live_locks + 1) != SIMBA_OK) return NULL;
     if (s->free_head) {
         idx = s->free_head - 1;
         s->free_head = s->locks[idx].next_dirty;
@@ -1106,7 +1120,29 @@ static void simba__heap_remove(simba *s, simba__lock *l) {
     }
 }
 
-/* Recompute a lock's earliest deadline and fix its place in the heap. */
+/* Make room for `live` lock slots: a timer heap entry each and their events
+   (SIMBA__EV_PER_LOCK each, beyond what is queued), so that neither
+   simba__timer_update nor a lock's event allocates inside a tick, where an
+   ENOMEM could only be dropped. */
+static int simba__reserve(simba *s, uint32_t live) {
+    if (s->capheap < live) {
+        uint32_t ncap = s->capheap ? s->capheap : 64;
+        uint32_t *nh;
+        while (ncap < live) ncap *= 2;
+        nh = (uint32_t *)simba__alloc(s, sizeof(uint32_t) * ncap);
+        if (!nh) return simba__fail(s, SIMBA_ENOMEM);
+        if (s->nheap) memcpy(nh, s->heap, sizeof(uint32_t) * s->nheap);
+        simba__free(s, s->heap);
+        s->heap = nh; s->capheap = ncap;
+    }
+    while (s->events.cap < s->events.count + SIMBA__EV_PER_LOCK * (int)live + SIMBA__EV_SLACK)
+        if (simba__events_grow(s) != SIMBA_OK) return simba__fail(s, SIMBA_ENOMEM);
+    return SIMBA_OK;
+}
+
+/* Recompute a lock's earliest deadline and fix its place in the heap. The
+   heap has room for every live lock (simba__reserve), so this never
+   allocates and a lock never goes without its deadlines. */
 static void simba__timer_update(simba *s, simba__lock *l) {
     int64_t at = l->wait_deadline;
     if (l->recheck_at < at) at = l->recheck_at;
@@ -1114,14 +1150,8 @@ static void simba__timer_update(simba *s, simba__lock *l) {
     if (at == SIMBA__NEVER) { simba__heap_remove(s, l); l->timer_at = at; return; }
     l->timer_at = at;
     if (!l->heap_pos) {
-        if (s->nheap == s->capheap) {
-            uint32_t ncap = s->capheap ? s->capheap * 2 : 64;
-            uint32_t *nh = (uint32_t *)simba__alloc(s, sizeof(uint32_t) * ncap);
-            if (!nh) { s->last_error = SIMBA_ENOMEM; return; }
-            if (s->nheap) memcpy(nh, s->heap, sizeof(uint32_t) * s->nheap);
-            simba__free(s, s->heap);
-            s->heap = nh; s->capheap = ncap;
-        }
+        SIMBA_ASSERT(s->nheap < s->capheap);
+        if (s->nheap >= s->capheap) { s->last_error = SIMBA_ENOMEM; return; }   /* unreachable */
         s->heap[s->nheap] = (uint32_t)(l - s->locks);
         l->heap_pos = ++s->nheap;
         simba__heap_up(s, l->heap_pos - 1);
@@ -2190,7 +2220,7 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
         simba__delivered(s, &out[n]);
         n++;
     }
-    if (!s->events.count && s->events.cap > 1024) {   /* give back a burst's buffer */
+    if (!s->events.count && s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
         simba__free(s, s->events.buf);
         s->events.buf = NULL;
         s->events.cap = s->events.head = 0;

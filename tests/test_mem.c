@@ -591,6 +591,102 @@ static void t_mem_old_handles_stale_in_new_instance(void) {
     printf("  # %d of 20 re-created at the same address\n", same_addr);
 }
 
+/*--- out of memory inside a tick (found by fuzz_mem) -------------------------*/
+
+/* An allocator that can fail: the n-th allocation of `size` bytes (nth 0:
+   every one of that size), or any allocation while `fail_all` is set. */
+static struct { size_t size; int nth, seen, fail_all; } oom;
+static void *oom_alloc(size_t n, void *user) {
+    (void)user;
+    if (oom.fail_all) return NULL;
+    if (oom.size && n == oom.size && (!oom.nth || ++oom.seen == oom.nth)) return NULL;
+    return malloc(n);
+}
+static void oom_free(void *p, void *user) { (void)user; free(p); }
+
+static simba *new_oom_client(const char *tenant, int ttl, int transition) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = tenant;
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    d.allocator.alloc = oom_alloc;
+    d.allocator.free = oom_free;
+    return simba_create(&d);
+}
+
+/* A lock whose timer could not be set (the timer heap failed to grow) was
+   left without deadlines: its wait never timed out, its request never
+   ended. Now an acquire either is refused with SIMBA_ENOMEM or ends. Every
+   256-byte allocation fails meanwhile: that is the timer heap's first size
+   (64 x uint32_t; the name hash, same size, was made by simba_create). */
+static void t_mem_timer_heap_enomem_no_silent_loss(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_lock_desc d;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 1500, 500); b.s = new_client(tenant, 1500, 500);
+    CHECK(a.s && b.s);
+    lb = h_acquire(b.s, "m", -1);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    h_run_for(cl, 2, 50);
+    oom.size = 256; oom.nth = 0;
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = 200;
+    la = simba_acquire(a.s, &d);
+    if (la.id == 0) CHECK_EQ(simba_last_error(a.s), SIMBA_ENOMEM);
+    else CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_TIMEOUT, 3000) != NULL);   /* its wait ended */
+    oom.size = 0;
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* A lost hold is told even when memory runs out: the event queue keeps room
+   for every live lock, reserved when the lock is made (where SIMBA_ENOMEM
+   can be returned). 65 holds, the queue drained in between, so it never
+   grew past 64 events before the fix; then every allocation fails and the
+   session is cut: 65 LOSTs must come. */
+static void t_mem_lost_never_dropped_under_enomem(void) {
+    enum { N = 65 };
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock lk[N];
+    simba_mem_faults f;
+    int i, lost;
+    int64_t start;
+    char name[16];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 1500, 500);
+    CHECK(a.s);
+    h_run_for(cl, 1, 50);
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        lk[i] = h_acquire(a.s, name, -1);
+        CHECK(lk[i].id != 0);
+        CHECK(h_expect(cl, 1, 0, lk[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    }
+    oom.fail_all = 1;
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    simba_mem_set_faults(srv, a.s, &f);
+    start = h_real_ms();
+    for (lost = 0; lost < N && h_real_ms() - start < 6000;) {
+        h_pump(cl, 1, 20);
+        for (i = 0, lost = 0; i < N; i++) lost += h_has(&a, lk[i], SIMBA_EVENT_LOST);
+    }
+    oom.fail_all = 0;
+    simba_mem_set_faults(srv, a.s, NULL);
+    CHECK_EQ(lost, N);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -617,6 +713,8 @@ int main(int argc, char **argv) {
     RUN(t_mem_request_ids_not_guessable);
     RUN(t_mem_keyed_waiter_dropped_session);
     RUN(t_mem_old_handles_stale_in_new_instance);
+    RUN(t_mem_timer_heap_enomem_no_silent_loss);
+    RUN(t_mem_lost_never_dropped_under_enomem);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
