@@ -774,7 +774,7 @@ enum { /* simba__lock.flags */
     SIMBA__F_DIRTY = 1 << 2,       /* on the dispatch list */
     SIMBA__F_NEED_POLL = 1 << 3,   /* WAITING/HELD: a POLL is wanted */
     SIMBA__F_MAY_EXIST = 1 << 4,   /* an ENQUEUE was sent in the lock's session */
-    SIMBA__F_ACQ_QUEUED = 1 << 5,  /* its ACQUIRED event is not delivered yet */
+    SIMBA__F_ACQ_QUEUED = 1 << 5,  /* the caller was not told of this hold yet (ACQUIRED queued) */
     SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
     SIMBA__F_DELIVERED = 1 << 7    /* query: its event was delivered; freed at the next tick */
 };
@@ -2017,7 +2017,14 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     if (l) {
         if (d->reentrant && !d->key) {
             l->holds++;
-            if (l->state == SIMBA__S_HELD) simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+            if (l->state == SIMBA__S_HELD) {
+                /* ACQ_QUEUED means "the caller does not know it holds this";
+                   once the first ACQUIRED was delivered it does, and a drop
+                   must tell it LOST, not forget the hold with this event */
+                int known = !(l->flags & SIMBA__F_ACQ_QUEUED);
+                simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+                if (known) l->flags &= (uint16_t)~SIMBA__F_ACQ_QUEUED;
+            }
         }
         s->last_error = SIMBA_OK;
         return simba__handle(s, l);

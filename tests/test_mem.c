@@ -591,6 +591,35 @@ static void t_mem_old_handles_stale_in_new_instance(void) {
     printf("  # %d of 20 re-created at the same address\n", same_addr);
 }
 
+/* A re-entrant join of a held handle queues a second ACQUIRED. If the
+   session drops before that event is delivered, the drop took the hold for
+   one the caller never learned of and forgot it with no LOST, though the
+   caller had its first ACQUIRED long before (found by fuzz_mem). */
+static void t_mem_reentrant_join_then_drop_tells_lost(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock la, again;
+    simba_lock_desc d;
+    int64_t start;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, 1500, 500);
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = -1; d.reentrant = 1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    /* a stopped process: not ticked until its lease has run out locally */
+    start = h_real_ms();
+    while (simba_valid_ms(a.s, la) > 0 && h_real_ms() - start < 5000) poll(NULL, 0, 20);
+    CHECK_EQ(simba_valid_ms(a.s, la), 0);
+    again = simba_acquire(a.s, &d);            /* joins: a second ACQUIRED is queued */
+    CHECK(again.id == la.id && again.gen == la.gen);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_LOST, 3000) != NULL);   /* the next tick drops the session */
+    simba_destroy(a.s);
+}
+
 /*--- out of memory inside a tick (found by fuzz_mem) -------------------------*/
 
 /* An allocator that can fail: the n-th allocation of `size` bytes (nth 0:
@@ -715,6 +744,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_old_handles_stale_in_new_instance);
     RUN(t_mem_timer_heap_enomem_no_silent_loss);
     RUN(t_mem_lost_never_dropped_under_enomem);
+    RUN(t_mem_reentrant_join_then_drop_tells_lost);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }

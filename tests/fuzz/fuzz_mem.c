@@ -27,24 +27,15 @@
      the clock driven on): every request ended, and once every client is
      destroyed and the clock passed every lease, no entry is left.
 
-   FUZZ_KNOWN_BUGS (off by default) turns on input classes that trip bugs
-   already being fixed elsewhere (see tests/fuzz/README.md): capacities and
-   permits near INT_MAX, fence history kept across simba_delete, idempotency
-   keys (across sessions and on different resource sets), and re-created
-   clients that reuse a client id. */
+   Every input class is on: capacities and permits near INT_MAX, fence
+   history kept across simba_delete, idempotency keys (across sessions and
+   on different resource sets), re-created clients that reuse a client id,
+   re-entrant joins of a held handle, every allocation may fail. The bugs
+   they found are fixed; tests/fuzz/regressions/mem/ replays them. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
 #include <limits.h>
 #include "fuzz_input.h"
-
-#ifndef FUZZ_KNOWN_BUGS
-#define FUZZ_KNOWN_BUGS 0
-#endif
-/* One switch per known bug (all follow FUZZ_KNOWN_BUGS), so a regression
-   input replays with exactly its own bug's input class turned on. */
-#ifndef FUZZ_BUG_REENTRANT_JOIN   /* found here: re-entrant join hides a LOST */
-#define FUZZ_BUG_REENTRANT_JOIN FUZZ_KNOWN_BUGS
-#endif
 
 enum { NCLI = 4, NRES = 4, NH = 160, NFENCE = 512, TTL = 300, TRANS = 200, LEASE = TTL + TRANS };
 
@@ -324,15 +315,6 @@ static void op_acquire(fz_in *in, int ci) {
     if ((b & 7) == 1 && h->nres == 1) { d.contend = 1; d.capacity = 1; d.permits = 0; d.exclusive = 0; h->exclusive = 0; h->weight = 1; }
     if ((b & 7) == 2) d.reentrant = 1;
     if ((b & 7) == 3) d.key = (b & 8) ? "k1" : "k2";
-    /* Known bug (simba.h simba_acquire + simba__session_drop): a re-entrant
-       join of a held handle queues a second ACQUIRED and sets ACQ_QUEUED, so
-       if the session drops before that event is delivered, the hold is
-       "forgotten" with no LOST although the caller learned it long ago.
-       Unless FUZZ_KNOWN_BUGS, no re-entrant acquire joins a held handle. */
-    if (d.reentrant && !FUZZ_BUG_REENTRANT_JOIN)
-        for (i = 0; i < W.nh; i++)
-            if (W.h[i].client == ci && !W.h[i].ended && !W.h[i].query && W.h[i].reentrant && W.h[i].acquired &&
-                W.h[i].res[0] == h->res[0]) return;
     /* an acquire may create a resource with its capacity: the bound grows */
     for (i = 0; i < h->nres; i++) if (d.capacity > W.maxcap[h->res[i]]) W.maxcap[h->res[i]] = d.capacity;
     lk = simba_acquire(s, &d);
