@@ -1177,6 +1177,7 @@ static void simba__slot_free(simba *s, simba__lock *l) {
     SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
     simba__heap_remove(s, l);
     if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
+    l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
     simba__free(s, l->names);
     simba__free(s, l->key);
     simba__free(s, l->fences);

@@ -623,12 +623,16 @@ static void t_mem_reentrant_join_then_drop_tells_lost(void) {
 /*--- out of memory inside a tick (found by fuzz_mem) -------------------------*/
 
 /* An allocator that can fail: the n-th allocation of `size` bytes (nth 0:
-   every one of that size), or any allocation while `fail_all` is set. */
+   every one of that size; nth -k: the k-th and every later one), or any
+   allocation while `fail_all` is set. */
 static struct { size_t size; int nth, seen, fail_all; } oom;
 static void *oom_alloc(size_t n, void *user) {
     (void)user;
     if (oom.fail_all) return NULL;
-    if (oom.size && n == oom.size && (!oom.nth || ++oom.seen == oom.nth)) return NULL;
+    if (oom.size && n == oom.size) {
+        ++oom.seen;
+        if (!oom.nth || oom.seen == oom.nth || (oom.nth < 0 && oom.seen >= -oom.nth)) return NULL;
+    }
     return malloc(n);
 }
 static void oom_free(void *p, void *user) { (void)user; free(p); }
@@ -643,6 +647,42 @@ static simba *new_oom_client(const char *tenant, int ttl, int transition) {
     d.allocator.alloc = oom_alloc;
     d.allocator.free = oom_free;
     return simba_create(&d);
+}
+
+/* A freed lock slot kept its "in the name hash" flag, so growing the hash
+   later read the freed slot's name (NULL): a crash. It takes a hash that
+   could not grow (ENOMEM) while more than 64 locks lived, then a free slot
+   when it grows (found by fuzz_mem). */
+static void t_mem_hash_grow_skips_free_slots(void) {
+    enum { N = 66 };
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock lk[N], more;
+    int i;
+    char name[16];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 1500, 500);
+    CHECK(a.s);
+    h_run_for(cl, 1, 50);
+    oom.size = 512; oom.nth = -2;     /* 128 x uint32_t: the timer heap grows, the name hash cannot */
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        lk[i] = h_acquire(a.s, name, -1);
+        CHECK(lk[i].id != 0);
+        CHECK(h_expect(cl, 1, 0, lk[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    }
+    oom.size = 0;
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ(simba_release(a.s, lk[i]), SIMBA_OK);
+        CHECK(h_expect(cl, 1, 0, lk[i], SIMBA_EVENT_RELEASED, 3000) != NULL);
+    }
+    more = h_acquire(a.s, "more", -1);   /* 65 live again: the hash grows, one slot is free */
+    CHECK(more.id != 0);
+    CHECK(h_expect(cl, 1, 0, more, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    simba_destroy(a.s);
 }
 
 /* A lock whose timer could not be set (the timer heap failed to grow) was
@@ -745,6 +785,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_timer_heap_enomem_no_silent_loss);
     RUN(t_mem_lost_never_dropped_under_enomem);
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
+    RUN(t_mem_hash_grow_skips_free_slots);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
