@@ -116,7 +116,10 @@ static void note_fence(int r, int64_t f) {
     if (exempt(r)) return;
     for (i = 0; i < W.nfences[r]; i++) FZ_CHECK(W.fences[r][i] != f, "fence %lld given twice on %s", (long long)f, res_name[r]);
     if (W.nfences[r] < NFENCE) W.fences[r][W.nfences[r]++] = f;
-    if (r == 0 && !W.ever_resized[0]) {
+    /* only while "m" is a mutex: an acquire may have created it with a
+       larger capacity, and then holders overlap and learn of their grants
+       in any order */
+    if (r == 0 && !W.ever_resized[0] && W.maxcap[0] == 1) {
         FZ_CHECK(f > W.last_mutex_fence, "mutex fence went backwards: %lld after %lld", (long long)f, (long long)W.last_mutex_fence);
         W.last_mutex_fence = f;
     }
