@@ -1498,6 +1498,13 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
     default:
         simba__log(s, SIMBA_LOG_ERROR, "simba: request on '%s' failed: %s%s%s", l->names,
                    simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
+        if (was == SIMBA__S_HELD) {
+            /* the hold cannot be confirmed any more: a holder that stops
+               holding is told LOST first, then why (ERROR) */
+            simba__emit_lock(s, l, SIMBA_EVENT_LOST, SIMBA_LOST_STOLEN);
+            l->fence = 0;
+            l->holds = 0;
+        }
         simba__emit_lock(s, l, SIMBA_EVENT_ERROR, r->status);
         if (l->flags & SIMBA__F_CONTEND) {
             l->state = SIMBA__S_PENDING;

@@ -620,6 +620,86 @@ static void t_mem_reentrant_join_then_drop_tells_lost(void) {
     simba_destroy(a.s);
 }
 
+/* A backend that wraps a mem connection and, while `fail_polls` is set,
+   answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
+   request), in its next process(). */
+static struct { simba_backend inner; simba *s; int fail_polls; uint64_t pending[16]; int npending; } wrap;
+static int wrap_attach(void *impl, simba *s) { (void)impl; wrap.s = s; return wrap.inner.vt->attach(wrap.inner.impl, s); }
+static int wrap_submit(void *impl, const simba_op *op) {
+    (void)impl;
+    if (wrap.fail_polls && op->kind == SIMBA_OP_POLL && wrap.npending < 16) { wrap.pending[wrap.npending++] = op->id; return SIMBA_OK; }
+    return wrap.inner.vt->submit(wrap.inner.impl, op);
+}
+static int wrap_pollfds(void *impl, struct pollfd *fds, int max) { (void)impl; return wrap.inner.vt->pollfds(wrap.inner.impl, fds, max); }
+static int64_t wrap_deadline(void *impl) {
+    (void)impl;
+    return wrap.npending ? simba_now_ms(wrap.s) : wrap.inner.vt->deadline_ms(wrap.inner.impl);
+}
+static void wrap_answer(int status) {
+    while (wrap.npending) {
+        simba_reply r;
+        memset(&r, 0, sizeof r);
+        r.id = wrap.pending[--wrap.npending];
+        r.status = status;
+        r.message = "injected";
+        r.recheck_ms = -1;
+        simba_backend_complete(wrap.s, &r);
+    }
+}
+static void wrap_process(void *impl, const struct pollfd *fds, int nfds) {
+    (void)impl;
+    wrap.inner.vt->process(wrap.inner.impl, fds, nfds);
+    wrap_answer(SIMBA_EBACKEND);
+}
+static void wrap_reset(void *impl, int why) { (void)impl; wrap_answer(SIMBA_EDISCONNECTED); wrap.inner.vt->reset(wrap.inner.impl, why); }
+static void wrap_destroy(void *impl) { (void)impl; wrap.npending = 0; wrap.inner.vt->destroy(wrap.inner.impl); }
+static const simba_backend_vtable wrap_vt = { "wrap", wrap_attach, wrap_submit, wrap_pollfds, wrap_deadline,
+                                              wrap_process, wrap_reset, wrap_destroy };
+
+/* A held contend handle whose POLL the server refuses: the holder cannot
+   confirm its hold any more. It got ERROR and queued again, still believing
+   it held the lock (no LOST). A holder that stops holding is told LOST
+   before anything else. */
+static void t_mem_contend_error_while_held_tells_lost(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, q;
+    simba_lock_desc d;
+    simba_desc sd;
+    int i, lost_at = -1, error_at = -1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&wrap, 0, sizeof wrap);
+    wrap.inner = simba_mem(srv, NULL);
+    memset(&sd, 0, sizeof sd);
+    sd.backend.vt = &wrap_vt;
+    sd.tenant = tenant;
+    sd.ttl_ms = 1500;
+    sd.transition_ms = 500;
+    a.s = simba_create(&sd);
+    b.s = new_client(tenant, 1500, 500);
+    CHECK(a.s && b.s);
+    memset(&d, 0, sizeof d);
+    d.name = "ldr"; d.wait_ms = -1; d.contend = 1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    wrap.fail_polls = 1;
+    q = simba_set_capacity(b.s, "ldr", 1, NULL);   /* an admin change: holders re-POLL */
+    CHECK(q.id != 0);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ERROR, 4000) != NULL);
+    wrap.fail_polls = 0;
+    for (i = 0; i < a.nlog; i++) {
+        if (a.log[i].lock.id != la.id || a.log[i].lock.gen != la.gen) continue;
+        if (a.log[i].type == SIMBA_EVENT_LOST && lost_at < 0) lost_at = i;
+        if (a.log[i].type == SIMBA_EVENT_ERROR && error_at < 0) error_at = i;
+    }
+    CHECK(lost_at >= 0);
+    CHECK(lost_at < error_at);
+    CHECK_EQ(simba_valid_ms(a.s, la), 0);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
 /*--- out of memory inside a tick (found by fuzz_mem) -------------------------*/
 
 /* An allocator that can fail: the n-th allocation of `size` bytes (nth 0:
@@ -786,6 +866,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_lost_never_dropped_under_enomem);
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
     RUN(t_mem_hash_grow_skips_free_slots);
+    RUN(t_mem_contend_error_while_held_tells_lost);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
