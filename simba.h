@@ -1500,10 +1500,12 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
                    simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
         if (was == SIMBA__S_HELD) {
             /* the hold cannot be confirmed any more: a holder that stops
-               holding is told LOST first, then why (ERROR) */
+               holding is told LOST first (final, unless it contends: then
+               ERROR says why and it queues again) */
             simba__emit_lock(s, l, SIMBA_EVENT_LOST, SIMBA_LOST_STOLEN);
             l->fence = 0;
             l->holds = 0;
+            if (!(l->flags & SIMBA__F_CONTEND)) { simba__end_request(s, l); return; }
         }
         simba__emit_lock(s, l, SIMBA_EVENT_ERROR, r->status);
         if (l->flags & SIMBA__F_CONTEND) {

@@ -697,6 +697,17 @@ static void t_mem_contend_error_while_held_tells_lost(void) {
     CHECK(lost_at >= 0);
     CHECK(lost_at < error_at);
     CHECK_EQ(simba_valid_ms(a.s, la), 0);
+    /* a plain holder: LOST is its final event, nothing after it */
+    d.contend = 0; d.name = "plain";
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    wrap.fail_polls = 1;
+    q = simba_set_capacity(b.s, "plain", 1, NULL);
+    CHECK(q.id != 0);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 4000) != NULL);
+    wrap.fail_polls = 0;
+    h_run_for(cl, 2, 100);
+    CHECK(!h_has(&a, la, SIMBA_EVENT_ERROR));
     simba_destroy(a.s); simba_destroy(b.s);
 }
 
