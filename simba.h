@@ -184,7 +184,8 @@ enum {
 enum {
     SIMBA_LOST_EXPIRED = 1,   /* the local safety deadline passed without a confirmed keepalive */
     SIMBA_LOST_SESSION = 2,   /* the server says our session is gone (expired, restarted, killed) */
-    SIMBA_LOST_STOLEN = 3     /* our entry disappeared from the server (deleted by an admin) */
+    SIMBA_LOST_STOLEN = 3     /* our entry disappeared from the server (deleted by an admin),
+                                 or the server answered our hold with an error */
 };
 
 typedef enum simba_event_type {
