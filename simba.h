@@ -194,7 +194,8 @@ enum {
 enum {
     SIMBA_LOST_EXPIRED = 1,   /* the local safety deadline passed without a confirmed keepalive */
     SIMBA_LOST_SESSION = 2,   /* the server says our session is gone (expired, restarted, killed) */
-    SIMBA_LOST_STOLEN = 3     /* our entry disappeared from the server (deleted by an admin) */
+    SIMBA_LOST_STOLEN = 3     /* our entry disappeared from the server (deleted by an admin),
+                                 or the server answered our hold with an error */
 };
 
 typedef enum simba_event_type {
@@ -1069,7 +1070,7 @@ enum { /* simba__lock.flags */
     SIMBA__F_DIRTY = 1 << 2,       /* on the dispatch list */
     SIMBA__F_NEED_POLL = 1 << 3,   /* WAITING/HELD: a POLL is wanted */
     SIMBA__F_MAY_EXIST = 1 << 4,   /* an ENQUEUE was sent in the lock's session */
-    SIMBA__F_ACQ_QUEUED = 1 << 5,  /* its ACQUIRED event is not delivered yet */
+    SIMBA__F_ACQ_QUEUED = 1 << 5,  /* the caller was not told of this hold yet (ACQUIRED queued) */
     SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
     SIMBA__F_DELIVERED = 1 << 7,   /* query: its event was delivered; freed at the next tick */
     SIMBA__F_CAP_WARNED = 1 << 8   /* a capacity mismatch was logged for it */
@@ -1268,11 +1269,23 @@ static int simba__events_grow(simba *s) {
     return SIMBA_OK;
 }
 
-/* Events are never dropped silently: if the queue cannot grow, the event is
-   logged as lost and the error is remembered (simba_last_error). */
+/* Room the event queue keeps for every live lock (and query): its events
+   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
+   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
+   one more event queued (a LOST takes its older events out first); the
+   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
+   where SIMBA_ENOMEM can be returned to the caller. */
+enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
+
+/* Events are never dropped silently. A lock's event uses the room reserved
+   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
+   that room: if the queue cannot grow, it is logged as lost and the error is
+   remembered (simba_last_error). */
 static void simba__emit_at(simba *s, const simba_event *ev, int front) {
     simba__events *q = &s->events;
-    if (q->count == q->cap && simba__events_grow(s) != SIMBA_OK) {
+    int room = q->cap - q->count;
+    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
+    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
         simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
         s->last_error = SIMBA_ENOMEM;
         return;
@@ -1320,9 +1333,11 @@ static const char *simba__name(const simba__lock *l, int i) {
     return p;
 }
 
+static int simba__reserve(simba *s, uint32_t live);
 static simba__lock *simba__slot_new(simba *s) {
     simba__lock *l;
     uint32_t idx;
+    if (simba__reserve(s, s->live_locks + 1) != SIMBA_OK) return NULL;
     if (s->free_head) {
         idx = s->free_head - 1;
         s->free_head = s->locks[idx].next_dirty;
@@ -1438,7 +1453,29 @@ static void simba__heap_remove(simba *s, simba__lock *l) {
     }
 }
 
-/* Recompute a lock's earliest deadline and fix its place in the heap. */
+/* Make room for `live` lock slots: a timer heap entry each and their events
+   (SIMBA__EV_PER_LOCK each, beyond what is queued), so that neither
+   simba__timer_update nor a lock's event allocates inside a tick, where an
+   ENOMEM could only be dropped. */
+static int simba__reserve(simba *s, uint32_t live) {
+    if (s->capheap < live) {
+        uint32_t ncap = s->capheap ? s->capheap : 64;
+        uint32_t *nh;
+        while (ncap < live) ncap *= 2;
+        nh = (uint32_t *)simba__alloc(s, sizeof(uint32_t) * ncap);
+        if (!nh) return simba__fail(s, SIMBA_ENOMEM);
+        if (s->nheap) memcpy(nh, s->heap, sizeof(uint32_t) * s->nheap);
+        simba__free(s, s->heap);
+        s->heap = nh; s->capheap = ncap;
+    }
+    while (s->events.cap < s->events.count + SIMBA__EV_PER_LOCK * (int)live + SIMBA__EV_SLACK)
+        if (simba__events_grow(s) != SIMBA_OK) return simba__fail(s, SIMBA_ENOMEM);
+    return SIMBA_OK;
+}
+
+/* Recompute a lock's earliest deadline and fix its place in the heap. The
+   heap has room for every live lock (simba__reserve), so this never
+   allocates and a lock never goes without its deadlines. */
 static void simba__timer_update(simba *s, simba__lock *l) {
     int64_t at = l->wait_deadline;
     if (l->recheck_at < at) at = l->recheck_at;
@@ -1446,14 +1483,8 @@ static void simba__timer_update(simba *s, simba__lock *l) {
     if (at == SIMBA__NEVER) { simba__heap_remove(s, l); l->timer_at = at; return; }
     l->timer_at = at;
     if (!l->heap_pos) {
-        if (s->nheap == s->capheap) {
-            uint32_t ncap = s->capheap ? s->capheap * 2 : 64;
-            uint32_t *nh = (uint32_t *)simba__alloc(s, sizeof(uint32_t) * ncap);
-            if (!nh) { s->last_error = SIMBA_ENOMEM; return; }
-            if (s->nheap) memcpy(nh, s->heap, sizeof(uint32_t) * s->nheap);
-            simba__free(s, s->heap);
-            s->heap = nh; s->capheap = ncap;
-        }
+        SIMBA_ASSERT(s->nheap < s->capheap);
+        if (s->nheap >= s->capheap) { s->last_error = SIMBA_ENOMEM; return; }   /* unreachable */
         s->heap[s->nheap] = (uint32_t)(l - s->locks);
         l->heap_pos = ++s->nheap;
         simba__heap_up(s, l->heap_pos - 1);
@@ -1479,6 +1510,7 @@ static void simba__slot_free(simba *s, simba__lock *l) {
     SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
     simba__heap_remove(s, l);
     if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
+    l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
     simba__free(s, l->names);
     simba__free(s, l->key);
     simba__free(s, l->fences);
@@ -1884,6 +1916,15 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
     default:
         simba__log(s, SIMBA_LOG_ERROR, "simba: request on '%s' failed: %s%s%s", l->names,
                    simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
+        if (was == SIMBA__S_HELD) {
+            /* the hold cannot be confirmed any more: a holder that stops
+               holding is told LOST first (final, unless it contends: then
+               ERROR says why and it queues again) */
+            simba__emit_lock(s, l, SIMBA_EVENT_LOST, SIMBA_LOST_STOLEN);
+            l->fence = 0;
+            l->holds = 0;
+            if (!(l->flags & SIMBA__F_CONTEND)) { simba__end_request(s, l); return; }
+        }
         simba__emit_error(s, l, r->status, r->message);
         if (l->flags & SIMBA__F_CONTEND) {
             l->state = SIMBA__S_PENDING;
@@ -2539,7 +2580,14 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     if (l) {
         if (d->reentrant && !d->key) {
             l->holds++;
-            if (l->state == SIMBA__S_HELD) simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+            if (l->state == SIMBA__S_HELD) {
+                /* ACQ_QUEUED means "the caller does not know it holds this";
+                   once the first ACQUIRED was delivered it does, and a drop
+                   must tell it LOST, not forget the hold with this event */
+                int known = !(l->flags & SIMBA__F_ACQ_QUEUED);
+                simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+                if (known) l->flags &= (uint16_t)~SIMBA__F_ACQ_QUEUED;
+            }
         }
         s->last_error = SIMBA_OK;
         simba__loop_kick(s);
@@ -2752,7 +2800,7 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
         simba__delivered(s, &out[n]);
         n++;
     }
-    if (!s->events.count && s->events.cap > 1024) {   /* give back a burst's buffer */
+    if (!s->events.count && s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
         simba__free(s, s->events.buf);
         s->events.buf = NULL;
         s->events.cap = s->events.head = 0;

@@ -863,6 +863,262 @@ static void t_mem_create_err_messages(void) {
     CHECK(strstr(e.message, "NULL") != NULL);
 }
 
+/* A re-entrant join of a held handle queues a second ACQUIRED. If the
+   session drops before that event is delivered, the drop took the hold for
+   one the caller never learned of and forgot it with no LOST, though the
+   caller had its first ACQUIRED long before (found by fuzz_mem). */
+static void t_mem_reentrant_join_then_drop_tells_lost(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock la, again;
+    simba_lock_desc d;
+    int64_t start;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, 1500, 500);
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = -1; d.reentrant = 1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    /* a stopped process: not ticked until its lease has run out locally */
+    start = h_real_ms();
+    while (simba_valid_ms(a.s, la) > 0 && h_real_ms() - start < 5000) poll(NULL, 0, 20);
+    CHECK_EQ(simba_valid_ms(a.s, la), 0);
+    again = simba_acquire(a.s, &d);            /* joins: a second ACQUIRED is queued */
+    CHECK(again.id == la.id && again.gen == la.gen);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_LOST, 3000) != NULL);   /* the next tick drops the session */
+    simba_destroy(a.s);
+}
+
+/* A backend that wraps a mem connection and, while `fail_polls` is set,
+   answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
+   request), in its next process(). */
+static struct { simba_backend inner; simba *s; int fail_polls; uint64_t pending[16]; int npending; } wrap;
+static int wrap_attach(void *impl, simba *s) { (void)impl; wrap.s = s; return wrap.inner.vt->attach(wrap.inner.impl, s); }
+static int wrap_submit(void *impl, const simba_op *op) {
+    (void)impl;
+    if (wrap.fail_polls && op->kind == SIMBA_OP_POLL && wrap.npending < 16) { wrap.pending[wrap.npending++] = op->id; return SIMBA_OK; }
+    return wrap.inner.vt->submit(wrap.inner.impl, op);
+}
+static int wrap_pollfds(void *impl, struct pollfd *fds, int max) { (void)impl; return wrap.inner.vt->pollfds(wrap.inner.impl, fds, max); }
+static int64_t wrap_deadline(void *impl) {
+    (void)impl;
+    return wrap.npending ? simba_now_ms(wrap.s) : wrap.inner.vt->deadline_ms(wrap.inner.impl);
+}
+static void wrap_answer(int status) {
+    while (wrap.npending) {
+        simba_reply r;
+        memset(&r, 0, sizeof r);
+        r.id = wrap.pending[--wrap.npending];
+        r.status = status;
+        r.message = "injected";
+        r.recheck_ms = -1;
+        simba_backend_complete(wrap.s, &r);
+    }
+}
+static void wrap_process(void *impl, const struct pollfd *fds, int nfds) {
+    (void)impl;
+    wrap.inner.vt->process(wrap.inner.impl, fds, nfds);
+    wrap_answer(SIMBA_EBACKEND);
+}
+static void wrap_reset(void *impl, int why) { (void)impl; wrap_answer(SIMBA_EDISCONNECTED); wrap.inner.vt->reset(wrap.inner.impl, why); }
+static void wrap_destroy(void *impl) { (void)impl; wrap.npending = 0; wrap.inner.vt->destroy(wrap.inner.impl); }
+static const simba_backend_vtable wrap_vt = { "wrap", wrap_attach, wrap_submit, wrap_pollfds, wrap_deadline,
+                                              wrap_process, wrap_reset, wrap_destroy };
+
+/* A held contend handle whose POLL the server refuses: the holder cannot
+   confirm its hold any more. It got ERROR and queued again, still believing
+   it held the lock (no LOST). A holder that stops holding is told LOST
+   before anything else. */
+static void t_mem_contend_error_while_held_tells_lost(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, q;
+    simba_lock_desc d;
+    simba_desc sd;
+    int i, lost_at = -1, error_at = -1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&wrap, 0, sizeof wrap);
+    wrap.inner = simba_mem(srv, NULL);
+    memset(&sd, 0, sizeof sd);
+    sd.backend.vt = &wrap_vt;
+    sd.tenant = tenant;
+    sd.ttl_ms = 1500;
+    sd.transition_ms = 500;
+    a.s = simba_create(&sd);
+    b.s = new_client(tenant, 1500, 500);
+    CHECK(a.s && b.s);
+    memset(&d, 0, sizeof d);
+    d.name = "ldr"; d.wait_ms = -1; d.contend = 1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    wrap.fail_polls = 1;
+    q = simba_set_capacity(b.s, "ldr", 1, NULL);   /* an admin change: holders re-POLL */
+    CHECK(q.id != 0);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ERROR, 4000) != NULL);
+    wrap.fail_polls = 0;
+    for (i = 0; i < a.nlog; i++) {
+        if (a.log[i].lock.id != la.id || a.log[i].lock.gen != la.gen) continue;
+        if (a.log[i].type == SIMBA_EVENT_LOST && lost_at < 0) lost_at = i;
+        if (a.log[i].type == SIMBA_EVENT_ERROR && error_at < 0) error_at = i;
+    }
+    CHECK(lost_at >= 0);
+    CHECK(lost_at < error_at);
+    CHECK_EQ(simba_valid_ms(a.s, la), 0);
+    /* a plain holder: LOST is its final event, nothing after it */
+    d.contend = 0; d.name = "plain";
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    wrap.fail_polls = 1;
+    q = simba_set_capacity(b.s, "plain", 1, NULL);
+    CHECK(q.id != 0);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 4000) != NULL);
+    wrap.fail_polls = 0;
+    h_run_for(cl, 2, 100);
+    CHECK(!h_has(&a, la, SIMBA_EVENT_ERROR));
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/*--- out of memory inside a tick (found by fuzz_mem) -------------------------*/
+
+/* An allocator that can fail: the n-th allocation of `size` bytes (nth 0:
+   every one of that size; nth -k: the k-th and every later one), or any
+   allocation while `fail_all` is set. */
+static struct { size_t size; int nth, seen, fail_all; } oom;
+static void *oom_alloc(size_t n, void *user) {
+    (void)user;
+    if (oom.fail_all) return NULL;
+    if (oom.size && n == oom.size) {
+        ++oom.seen;
+        if (!oom.nth || oom.seen == oom.nth || (oom.nth < 0 && oom.seen >= -oom.nth)) return NULL;
+    }
+    return malloc(n);
+}
+static void oom_free(void *p, void *user) { (void)user; free(p); }
+
+static simba *new_oom_client(const char *tenant, int ttl, int transition) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = tenant;
+    d.ttl_ms = ttl;
+    d.transition_ms = transition;
+    d.allocator.alloc = oom_alloc;
+    d.allocator.free = oom_free;
+    return simba_create(&d);
+}
+
+/* A freed lock slot kept its "in the name hash" flag, so growing the hash
+   later read the freed slot's name (NULL): a crash. It takes a hash that
+   could not grow (ENOMEM) while more than 64 locks lived, then a free slot
+   when it grows (found by fuzz_mem). */
+static void t_mem_hash_grow_skips_free_slots(void) {
+    enum { N = 66 };
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock lk[N], more;
+    int i;
+    char name[16];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 1500, 500);
+    CHECK(a.s);
+    h_run_for(cl, 1, 50);
+    oom.size = 512; oom.nth = -2;     /* 128 x uint32_t: the timer heap grows, the name hash cannot */
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        lk[i] = h_acquire(a.s, name, -1);
+        CHECK(lk[i].id != 0);
+        CHECK(h_expect(cl, 1, 0, lk[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    }
+    oom.size = 0;
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ(simba_release(a.s, lk[i]), SIMBA_OK);
+        CHECK(h_expect(cl, 1, 0, lk[i], SIMBA_EVENT_RELEASED, 3000) != NULL);
+    }
+    more = h_acquire(a.s, "more", -1);   /* 65 live again: the hash grows, one slot is free */
+    CHECK(more.id != 0);
+    CHECK(h_expect(cl, 1, 0, more, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    simba_destroy(a.s);
+}
+
+/* A lock whose timer could not be set (the timer heap failed to grow) was
+   left without deadlines: its wait never timed out, its request never
+   ended. Now an acquire either is refused with SIMBA_ENOMEM or ends. Every
+   256-byte allocation fails meanwhile: that is the timer heap's first size
+   (64 x uint32_t; the name hash, same size, was made by simba_create). */
+static void t_mem_timer_heap_enomem_no_silent_loss(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_lock_desc d;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 1500, 500); b.s = new_client(tenant, 1500, 500);
+    CHECK(a.s && b.s);
+    lb = h_acquire(b.s, "m", -1);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    h_run_for(cl, 2, 50);
+    oom.size = 256; oom.nth = 0;
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = 200;
+    la = simba_acquire(a.s, &d);
+    if (la.id == 0) CHECK_EQ(simba_last_error(a.s), SIMBA_ENOMEM);
+    else CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_TIMEOUT, 3000) != NULL);   /* its wait ended */
+    oom.size = 0;
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* A lost hold is told even when memory runs out: the event queue keeps room
+   for every live lock, reserved when the lock is made (where SIMBA_ENOMEM
+   can be returned). 65 holds, the queue drained in between, so it never
+   grew past 64 events before the fix; then every allocation fails and the
+   session is cut: 65 LOSTs must come. */
+static void t_mem_lost_never_dropped_under_enomem(void) {
+    enum { N = 65 };
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock lk[N];
+    simba_mem_faults f;
+    int i, lost;
+    int64_t start;
+    char name[16];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 1500, 500);
+    CHECK(a.s);
+    h_run_for(cl, 1, 50);
+    for (i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        lk[i] = h_acquire(a.s, name, -1);
+        CHECK(lk[i].id != 0);
+        CHECK(h_expect(cl, 1, 0, lk[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    }
+    oom.fail_all = 1;
+    memset(&f, 0, sizeof f);
+    f.partitioned = 1;
+    simba_mem_set_faults(srv, a.s, &f);
+    start = h_real_ms();
+    for (lost = 0; lost < N && h_real_ms() - start < 6000;) {
+        h_pump(cl, 1, 20);
+        for (i = 0, lost = 0; i < N; i++) lost += h_has(&a, lk[i], SIMBA_EVENT_LOST);
+    }
+    oom.fail_all = 0;
+    simba_mem_set_faults(srv, a.s, NULL);
+    CHECK_EQ(lost, N);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -898,6 +1154,11 @@ int main(int argc, char **argv) {
     RUN(t_mem_hold_for_virtual_clock);
     RUN(t_mem_hold_until_condition);
     RUN(t_mem_create_err_messages);
+    RUN(t_mem_timer_heap_enomem_no_silent_loss);
+    RUN(t_mem_lost_never_dropped_under_enomem);
+    RUN(t_mem_reentrant_join_then_drop_tells_lost);
+    RUN(t_mem_hash_grow_skips_free_slots);
+    RUN(t_mem_contend_error_while_held_tells_lost);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }

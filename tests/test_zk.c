@@ -1126,7 +1126,8 @@ static int bad_log_names(const char *want) {
 static void t_zk_bad_options(void) {
     static const char *const bad_hosts[] = {
         "", "127.0.0.1", "127.0.0.1:", ":2181", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:21x1",
-        "no-such-host.invalid:2181", "127.0.0.1:2181,", "127.0.0.1:2181,,127.0.0.1:2182", "[::1:2181"
+        "no-such-host.invalid:2181", "127.0.0.1:2181,", "127.0.0.1:2181,,127.0.0.1:2182", "[::1:2181",
+        "/x", "/"   /* only a chroot, no host (found by fuzz_parse) */
     };
     static const char *const bad_base[] = { "simba", "/", "/simba/", "/a//b", "/zookeeper", "/zookeeper/x", "/a/./b", "/a/../b", "/a b" };
     static const char *const bad_digest[] = { "nopassword", ":pw", "user:", "us\ner:pw" };

@@ -27,39 +27,15 @@
      the clock driven on): every request ended, and once every client is
      destroyed and the clock passed every lease, no entry is left.
 
-   FUZZ_KNOWN_BUGS (off by default) turns on input classes that trip bugs
-   already being fixed elsewhere (see tests/fuzz/README.md): capacities and
-   permits near INT_MAX, fence history kept across simba_delete, idempotency
-   keys (across sessions and on different resource sets), and re-created
-   clients that reuse a client id. */
+   Every input class is on: capacities and permits near INT_MAX, fence
+   history kept across simba_delete, idempotency keys (across sessions and
+   on different resource sets), re-created clients that reuse a client id,
+   re-entrant joins of a held handle, every allocation may fail. The bugs
+   they found are fixed; tests/fuzz/regressions/mem/ replays them. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
 #include <limits.h>
 #include "fuzz_input.h"
-
-#ifndef FUZZ_KNOWN_BUGS
-#define FUZZ_KNOWN_BUGS 0
-#endif
-/* One switch per known bug (all follow FUZZ_KNOWN_BUGS), so a regression
-   input replays with exactly its own bug's input class turned on. */
-#ifndef FUZZ_BUG_INT_MAX          /* capacities/permits near INT_MAX (core helper) */
-#define FUZZ_BUG_INT_MAX FUZZ_KNOWN_BUGS
-#endif
-#ifndef FUZZ_BUG_DELETE_FENCES    /* fences going backwards after simba_delete (core helper) */
-#define FUZZ_BUG_DELETE_FENCES FUZZ_KNOWN_BUGS
-#endif
-#ifndef FUZZ_BUG_KEYS             /* keyed requests across sessions / resource sets (core helper) */
-#define FUZZ_BUG_KEYS FUZZ_KNOWN_BUGS
-#endif
-#ifndef FUZZ_BUG_ID_REUSE         /* re-created clients reusing a client id (core helper) */
-#define FUZZ_BUG_ID_REUSE FUZZ_KNOWN_BUGS
-#endif
-#ifndef FUZZ_BUG_TIMER_HEAP       /* found here: timer heap growth failure */
-#define FUZZ_BUG_TIMER_HEAP FUZZ_KNOWN_BUGS
-#endif
-#ifndef FUZZ_BUG_REENTRANT_JOIN   /* found here: re-entrant join hides a LOST */
-#define FUZZ_BUG_REENTRANT_JOIN FUZZ_KNOWN_BUGS
-#endif
 
 enum { NCLI = 4, NRES = 4, NH = 160, NFENCE = 512, TTL = 300, TRANS = 200, LEASE = TTL + TRANS };
 
@@ -72,20 +48,10 @@ static int trace;   /* FZ_TRACE=1 in the environment: print every step (replayin
 
 /*--- the allocator: counts calls and fails the ones the input chose --------*/
 static struct { long calls, fail_at; int fail_run; int enabled; } fa;
-/* Known bug (simba.h simba__timer_update): when growing the timer heap
-   fails, the lock silently gets no timer, so a lost op is never timed out
-   and its request never ends. The heap grows by 256 << k bytes; unless
-   FUZZ_KNOWN_BUGS, those sizes never fail. */
-static int known_bug_size(size_t n) {
-    size_t k;
-    if (FUZZ_BUG_TIMER_HEAP) return 0;
-    for (k = 256; k <= ((size_t)1 << 24); k <<= 1) if (n == k) return 1;
-    return 0;
-}
 static void *fz_alloc(size_t n, void *user) {
     (void)user;
     fa.calls++;
-    if (fa.enabled && !known_bug_size(n)) {
+    if (fa.enabled) {
         if (fa.fail_run > 0) { fa.fail_run--; TR("allocation %ld (%zu bytes) fails", fa.calls, n); return NULL; }
         if (fa.calls == fa.fail_at) { TR("allocation %ld (%zu bytes) fails", fa.calls, n); return NULL; }
     }
@@ -111,7 +77,7 @@ typedef struct fh {
 
 typedef struct cli {
     simba *s;
-    int paused, lost_events, gen;
+    int paused, gen;
 } cli;
 
 static struct {
@@ -124,14 +90,16 @@ static struct {
     int64_t fences[NRES][NFENCE];
     int nfences[NRES];
     int64_t last_mutex_fence;
-    int next_client_no;
 } W;
 
-static int lost_event_log;
 static void fz_log(void *user, simba_log_level level, const char *msg) {
-    (void)level;
+    (void)user; (void)level;
     TR("log: %s", msg);
-    if (strstr(msg, "event dropped")) { lost_event_log = 1; if (user) ((cli *)user)->lost_events = 1; }
+    /* under ENOMEM only an event of no lock (CONNECTED, DISCONNECTED) may be
+       dropped: room for a lock's events is reserved when the lock is made */
+    if (strstr(msg, "event dropped")) {
+        FZ_CHECK(strstr(msg, "CONNECTED") != NULL, "a lock's event was dropped: %s", msg);
+    }
 }
 
 static int exempt(int r) { return vnow < W.exempt_until[r]; }
@@ -148,7 +116,10 @@ static void note_fence(int r, int64_t f) {
     if (exempt(r)) return;
     for (i = 0; i < W.nfences[r]; i++) FZ_CHECK(W.fences[r][i] != f, "fence %lld given twice on %s", (long long)f, res_name[r]);
     if (W.nfences[r] < NFENCE) W.fences[r][W.nfences[r]++] = f;
-    if (r == 0 && !W.ever_resized[0]) {
+    /* only while "m" is a mutex: an acquire may have created it with a
+       larger capacity, and then holders overlap and learn of their grants
+       in any order */
+    if (r == 0 && !W.ever_resized[0] && W.maxcap[0] == 1) {
         FZ_CHECK(f > W.last_mutex_fence, "mutex fence went backwards: %lld after %lld", (long long)f, (long long)W.last_mutex_fence);
         W.last_mutex_fence = f;
     }
@@ -167,7 +138,6 @@ static void on_event(int ci, const simba_event *ev) {
         h->ended = 1;
         if (h->qkind == 2) {      /* the delete happened (or not): its window ends one lease later */
             W.exempt_until[h->qres] = vnow + 2 * LEASE;
-            if (!FUZZ_BUG_DELETE_FENCES) { W.nfences[h->qres] = 0; if (h->qres == 0) W.last_mutex_fence = 0; }
         }
         return;
     }
@@ -232,15 +202,14 @@ static void tick(int ci) {
             if (match && ev[k].type == SIMBA_EVENT_LOST) {
                 for (j = 0; j < nexp; j++)
                     if (expiring[j] >= 0 && W.h[expiring[j]].h.id == ev[k].lock.id && W.h[expiring[j]].h.gen == ev[k].lock.gen) expiring[j] = -1;
-            } else if ((left || match) && !W.c[ci].lost_events) {
+            } else if (left || match) {
                 FZ_CHECK(0, "client %d: %s (handle %u) before the LOST of a hold expired by the clock", ci,
                          simba_event_name(ev[k].type), ev[k].lock.id);
             }
             on_event(ci, &ev[k]);
         }
     } while (n == 64);
-    if (!W.c[ci].lost_events)
-        for (j = 0; j < nexp; j++) FZ_CHECK(expiring[j] < 0, "client %d: expired hold %u got no LOST in the next tick", ci, W.h[expiring[j]].h.id);
+    for (j = 0; j < nexp; j++) FZ_CHECK(expiring[j] < 0, "client %d: expired hold %u got no LOST in the next tick", ci, W.h[expiring[j]].h.id);
 }
 
 static void tick_all(int include_paused) {
@@ -256,7 +225,7 @@ static void check(void) {
         if (h->ended || h->query || !W.c[h->client].s) continue;
         v = simba_valid_ms(W.c[h->client].s, h->h);
         FZ_CHECK(v <= TTL, "valid_ms %lld > ttl", (long long)v);
-        if (v > 0 && !W.c[h->client].lost_events) FZ_CHECK(h->acquired, "client %d handle %u valid without an ACQUIRED", h->client, h->h.id);
+        if (v > 0) FZ_CHECK(h->acquired, "client %d handle %u valid without an ACQUIRED", h->client, h->h.id);
     }
     for (r = 0; r < NRES; r++) {
         long sum = 0;
@@ -282,8 +251,8 @@ static simba *new_client(int ci) {
     memset(&d, 0, sizeof d);
     d.backend = simba_mem(W.srv, NULL);
     d.tenant = "fz";
-    /* distinct ids unless FUZZ_KNOWN_BUGS: the core helper is fixing session id reuse */
-    snprintf(id, sizeof id, "c%d-%d", ci, FUZZ_BUG_ID_REUSE ? 0 : W.next_client_no++);
+    /* a re-created client reuses its client id: sessions must still differ */
+    snprintf(id, sizeof id, "c%d-0", ci);
     d.client_id = id;
     d.ttl_ms = TTL;
     d.transition_ms = TRANS;
@@ -293,7 +262,6 @@ static simba *new_client(int ci) {
     d.logger.func = fz_log;
     d.logger.user = &W.c[ci];
     d.logger.level = SIMBA_LOG_ERROR;
-    W.c[ci].lost_events = 0;
     W.c[ci].paused = 0;
     return simba_create(&d);
 }
@@ -338,7 +306,7 @@ static void op_acquire(fz_in *in, int ci) {
     d.capacity = mincap;
     h->exclusive = (b & 7) == 0;
     h->weight = 1 + (int)((b >> 3) % (uint32_t)mincap);
-    if (FUZZ_BUG_INT_MAX && (b & 0xc0) == 0xc0) { d.capacity = INT_MAX - (b & 3); h->weight = INT_MAX - (b & 7); }
+    if ((b & 0xc0) == 0xc0) { d.capacity = INT_MAX - (b & 3); h->weight = INT_MAX - (b & 7); }
     d.permits = h->exclusive ? 0 : h->weight;
     d.exclusive = h->exclusive;
     switch (fz_u8(in) & 7) {
@@ -349,16 +317,7 @@ static void op_acquire(fz_in *in, int ci) {
     b = fz_u8(in);
     if ((b & 7) == 1 && h->nres == 1) { d.contend = 1; d.capacity = 1; d.permits = 0; d.exclusive = 0; h->exclusive = 0; h->weight = 1; }
     if ((b & 7) == 2) d.reentrant = 1;
-    if (FUZZ_BUG_KEYS && (b & 7) == 3) d.key = (b & 8) ? "k1" : "k2";
-    /* Known bug (simba.h simba_acquire + simba__session_drop): a re-entrant
-       join of a held handle queues a second ACQUIRED and sets ACQ_QUEUED, so
-       if the session drops before that event is delivered, the hold is
-       "forgotten" with no LOST although the caller learned it long ago.
-       Unless FUZZ_KNOWN_BUGS, no re-entrant acquire joins a held handle. */
-    if (d.reentrant && !FUZZ_BUG_REENTRANT_JOIN)
-        for (i = 0; i < W.nh; i++)
-            if (W.h[i].client == ci && !W.h[i].ended && !W.h[i].query && W.h[i].reentrant && W.h[i].acquired &&
-                W.h[i].res[0] == h->res[0]) return;
+    if ((b & 7) == 3) d.key = (b & 8) ? "k1" : "k2";
     /* an acquire may create a resource with its capacity: the bound grows */
     for (i = 0; i < h->nres; i++) if (d.capacity > W.maxcap[h->res[i]]) W.maxcap[h->res[i]] = d.capacity;
     lk = simba_acquire(s, &d);
@@ -401,7 +360,7 @@ static void op_admin(fz_in *in, int ci) {
     if (kind == 0) lk = simba_inspect(s, res_name[r], NULL);
     else if (kind == 1) {
         cap = 1 + (b >> 4) % 4;
-        if (FUZZ_BUG_INT_MAX && (b & 0xf0) == 0xf0) cap = INT_MAX;
+        if ((b & 0xf0) == 0xf0) cap = INT_MAX;
         lk = simba_set_capacity(s, res_name[r], cap, NULL);
         if (lk.id) {
             W.cap[r] = cap;
@@ -451,7 +410,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (trace) setvbuf(stdout, NULL, _IONBF, 0);
     memset(&W, 0, sizeof W);
     memset(&fa, 0, sizeof fa);
-    lost_event_log = 0;
     vnow = 1000000;
     for (r = 0; r < NRES; r++) W.maxcap[r] = W.cap[r] = res_cap0[r];
     memset(&md, 0, sizeof md);
@@ -515,9 +473,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (i = 0; i < W.nh; i++) {
         fh *h = &W.h[i];
         if (h->ended || !W.c[h->client].s) continue;
-        /* out of memory, the event queue could not grow and the final event
-           was dropped (logged, by contract): the handle must be finished */
-        if (W.c[h->client].lost_events && (h->query || simba_release(W.c[h->client].s, h->h) == SIMBA_ESTALE)) continue;
         FZ_CHECK(0, "client %d handle %u (%s) never ended", h->client, h->h.id, h->query ? "query" : "lock");
     }
     /* every client gone, every lease past: touching the resources purges what is left */

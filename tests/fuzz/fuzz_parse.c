@@ -26,13 +26,6 @@
 #include "simba_zk.h"
 #include "fuzz_input.h"
 
-#ifndef FUZZ_KNOWN_BUGS
-#define FUZZ_KNOWN_BUGS 0
-#endif
-#ifndef FUZZ_BUG_ZK_CHROOT_ONLY   /* found here: a hosts string that is only a chroot */
-#define FUZZ_BUG_ZK_CHROOT_ONLY FUZZ_KNOWN_BUGS
-#endif
-
 enum { NSTR = 6 };
 
 /* Split the input into up to NSTR NUL-terminated strings (copies). */
@@ -66,12 +59,8 @@ static void fuzz_zk(char **s, uint8_t flags) {
     d.session_timeout_ms = (flags & 8) ? -1 : 0;
     destroy_backend(simba_zk(&d));
     ok = simba__zk_check_hosts(s[0], flags & 1);
-    /* Known bug (simba_zk.h simba__zk_check_hosts): a hosts string that is
-       only a chroot ("/x", "/") has no host at all and is accepted, because
-       the loop over the part before '/' never runs. Checked only with
-       FUZZ_KNOWN_BUGS until it is fixed. */
-    if (ok && (FUZZ_BUG_ZK_CHROOT_ONLY || s[0][0] != '/'))
-        FZ_CHECK(s[0][0] != '/' && strchr(s[0], ':') != NULL, "hosts without a host:port accepted: %s", s[0]);
+    /* a hosts string that is only a chroot ("/x") was accepted (found here) */
+    if (ok) FZ_CHECK(s[0][0] != '/' && strchr(s[0], ':') != NULL, "hosts without a host:port accepted: %s", s[0]);
     if (simba__zk_check_base(s[1])) FZ_CHECK(s[1][0] == '/', "relative base path accepted");
     (void)simba__zk_check_digest(s[2]);
     /* server data: an entry node's name and a capacity */

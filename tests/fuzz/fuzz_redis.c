@@ -11,7 +11,7 @@
    so timeouts, backoffs and keepalives happen within the loop's bound.
 
    Asserted (abort = a finding):
-   - no crash, leak, UB, signal (ASan/UBSan; SIGPIPE: see FUZZ_BUG_SIGPIPE);
+   - no crash, leak, UB, signal (ASan/UBSan; a SIGPIPE aborts);
    - no stall: after the hostile part the server turns sane (grants
      everything) and, within a bounded number of loop turns, the client is
      connected again and every request has ended once released;
@@ -24,9 +24,9 @@
    simba_redis.h, not simba's): more replies than commands on the main
    connection (hiredis assert()s), and on the subscribe connection arrays
    with fewer than two elements, a non-string type or channel, or an
-   unsubscribe (hiredis assert()s). FUZZ_BUG_HUGE_ARRAY (FUZZ_KNOWN_BUGS)
-   turns on array headers up to INT_MAX elements (the Redis helper is adding
-   reader limits; hiredis 0.14 allocates the pointer array up front). */
+   unsubscribe (hiredis assert()s). Array headers
+   up to INT_MAX elements are sent (simba_redis limits what its reader
+   accepts; hiredis 0.14 would allocate the pointer array up front). */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
 #define SIMBA_REDIS_IMPLEMENTATION
@@ -39,20 +39,8 @@
 #include <sys/socket.h>
 #include <strings.h>
 
-#ifndef FUZZ_KNOWN_BUGS
-#define FUZZ_KNOWN_BUGS 0
-#endif
-#ifndef FUZZ_BUG_HUGE_ARRAY
-#define FUZZ_BUG_HUGE_ARRAY FUZZ_KNOWN_BUGS
-#endif
-/* Found here: hiredis writes with write(), so a command simba sends on a
-   connection the server has closed raises SIGPIPE, which kills a process
-   that does not ignore it (simba_redis neither blocks it nor says to
-   ignore it). Off: the harness ignores SIGPIPE, as an application must
-   today; on: SIGPIPE aborts, so libFuzzer keeps the input. */
-#ifndef FUZZ_BUG_SIGPIPE
-#define FUZZ_BUG_SIGPIPE FUZZ_KNOWN_BUGS
-#endif
+/* SIGPIPE (found here): simba_redis must never let a write to a connection
+   the server has closed raise it, so the harness aborts if one does. */
 #include <signal.h>
 
 enum { NCONN = 8, NH = 48, NGRANT = 2048, MAXARG = 64, TURNS = 1500, HEAL_TURNS = 3000 };
@@ -323,7 +311,7 @@ static void answer(sconn *c, const cmd *m, fz_in *in) {
     }
     case 9: {                                   /* a big (claimed) array */
         uint32_t n = fz_u16(in);
-        if (FUZZ_BUG_HUGE_ARRAY && (n & 1)) n = (uint32_t)INT_MAX - fz_u8(in);
+        if (n & 1) n = (uint32_t)INT_MAX - fz_u8(in);
         else n %= 4096;
         buf_fmt(b, "*%u\r\n", n);
         if (fz_u8(in) & 1) { uint32_t i; for (i = 0; i < n && i < 4096; i++) r_int(b, i); }
@@ -562,7 +550,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int i, turn, lfd, port;
     trace = getenv("FZ_TRACE") != NULL;
     if (trace) setvbuf(stdout, NULL, _IONBF, 0);
-    signal(SIGPIPE, FUZZ_BUG_SIGPIPE ? on_sigpipe : SIG_IGN);
+    signal(SIGPIPE, on_sigpipe);
     lfd = F.lfd; port = F.port;
     memset(&F, 0, sizeof F);
     F.lfd = lfd; F.port = port;
