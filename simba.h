@@ -685,6 +685,8 @@ SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...)
    it from a backend constructor, never from inside simba_tick), or the
    getaddrinfo error code (gai_strerror() says it in words). */
 SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap);
+/* simba_backend_resolve_error: a simba_backend_resolve error in words. */
+SIMBADEF const char *simba_backend_resolve_error(int rc);
 /* simba_backend_fail: from attach(): the reason the backend refuses, in words
    (then attach returns the code). */
 SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
@@ -2195,6 +2197,8 @@ SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap) {
     if (rc != 0) out[0] = 0;
     return rc;
 }
+
+SIMBADEF const char *simba_backend_resolve_error(int rc) { return rc ? gai_strerror(rc) : "ok"; }
 
 SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
 SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }

@@ -2805,7 +2805,7 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
         int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
         if (rc != 0)
             return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
-                                       d->host, gai_strerror(rc));
+                                       d->host, simba_backend_resolve_error(rc));
     }
     al = d->allocator;
     b = (simba__my *)(al.alloc ? al.alloc(sizeof *b, al.user) : malloc(sizeof *b));

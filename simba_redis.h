@@ -160,7 +160,6 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
 #include <signal.h>
 #include <errno.h>
 #include <time.h>
-#include <netdb.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
@@ -1007,6 +1006,8 @@ static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *a
    the calling thread around our writes; one that became pending because of
    them is consumed (sigtimedwait, zero timeout) before the mask is restored.
    A SIGPIPE that was pending before is left alone. */
+#if defined(_POSIX_C_SOURCE) || defined(_XOPEN_SOURCE) || defined(_GNU_SOURCE)
+#define SIMBA__REDIS_NOPIPE 1
 typedef struct simba__redis_nopipe {
     sigset_t old;
     int active, was_pending;
@@ -1031,6 +1032,17 @@ static void simba__redis_nopipe_end(simba__redis_nopipe *g) {
     }
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
+#else
+/* Built without POSIX declarations (strict C99 with no feature macro and
+   simba.h's implementation not in this file): the signal mask cannot be
+   touched. attach() says so at WARN; the application must then ignore
+   SIGPIPE itself. simba.h's implementation turns POSIX on, so defining
+   SIMBA_IMPLEMENTATION in this file (as documented) avoids this. */
+#define SIMBA__REDIS_NOPIPE 0
+typedef struct simba__redis_nopipe { int unused; } simba__redis_nopipe;
+static void simba__redis_nopipe_begin(simba__redis_nopipe *g) { g->unused = 0; }
+static void simba__redis_nopipe_end(simba__redis_nopipe *g) { (void)g; }
+#endif
 
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
    process calls redisAsyncHandleRead/Write -------------------------------------*/
@@ -1812,6 +1824,10 @@ static int simba__redis_attach(void *impl, simba *s) {
         return r->bad;
     }
     r->s = s;
+    if (!SIMBA__REDIS_NOPIPE)
+        simba_backend_log(s, SIMBA_LOG_WARN, "simba_redis: built without POSIX signal functions: SIGPIPE is not "
+                          "blocked around writes; ignore SIGPIPE in the application (or define SIMBA_IMPLEMENTATION "
+                          "in this file)");
     for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
     r->script = (char *)malloc(n + 1);
     if (!r->script) return SIMBA_ENOMEM;
@@ -2019,7 +2035,7 @@ static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
         char numeric[64], why[sizeof r->bad_why];
         int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
         if (rc != 0) {
-            snprintf(why, sizeof why, "simba_redis: host: cannot resolve '%.100s': %s", d->host, gai_strerror(rc));
+            snprintf(why, sizeof why, "simba_redis: host: cannot resolve '%.100s': %s", d->host, simba_backend_resolve_error(rc));
             return simba__redis_bad(r, why);
         }
         r->host = simba__redis_strdup(numeric[0] ? numeric : d->host);

@@ -197,7 +197,6 @@ SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error
 
 /* <zookeeper/zookeeper.h> rather than <zookeeper.h>: found through the system
    include path, its C11 anonymous union does not trip -pedantic. */
-#include <netdb.h>
 #include <zookeeper/zookeeper.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -2507,7 +2506,7 @@ static int simba__zk_resolve_hosts(const char *in, char *out, size_t cap, char *
             host[hl] = 0;
             rc = simba_backend_resolve(host, numeric, sizeof numeric);
             if (rc != 0) {
-                snprintf(why, wcap, "hosts: cannot resolve '%.100s': %s", host, gai_strerror(rc));
+                snprintf(why, wcap, "hosts: cannot resolve '%.100s': %s", host, simba_backend_resolve_error(rc));
                 return 0;
             }
             use = strcmp(host, "localhost") == 0 ? "127.0.0.1" : numeric[0] ? numeric : NULL;
