@@ -10,6 +10,8 @@ REDIS_LIBS := -lhiredis
 MYSQL_LIBS := -lmariadb
 ZK_LIBS    := -lzookeeper_st
 
+# test and fuzz builds never send a name to a DNS resolver (simba_backend_resolve)
+TEST_DEFS := -DSIMBA_NO_DNS
 HDR_CORE  := simba.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
@@ -54,15 +56,15 @@ demo: $(B)/leader_poll
 
 # ---- tests ----
 $(B)/test_mem: tests/test_mem.c $(TEST_DEPS) | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_mem.c tests/conformance.c $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_mem.c tests/conformance.c $(LDFLAGS)
 $(B)/test_sim: tests/test_sim.c tests/harness.h $(HDR_CORE) | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_sim.c $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_sim.c $(LDFLAGS)
 $(B)/test_redis: tests/test_redis.c $(TEST_DEPS) simba_redis.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
 $(B)/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS) $(LDFLAGS)
 $(B)/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS) $(LDFLAGS)
 # A user-space TCP proxy that can freeze its links (network partitions in tests).
 $(B)/tcp_proxy: tests/tools/tcp_proxy.c | $(B)
 	$(CC) $(WARN) $(CFLAGS) -o $@ tests/tools/tcp_proxy.c $(LDFLAGS)
@@ -83,13 +85,13 @@ test-compile:
 LOOP_LIBS := -levent -luv
 LOOP_DEPS := tests/test_loop.c tests/harness.h $(HDR_CORE) adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h
 $(B)/test_loop_mem: $(LOOP_DEPS) | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_loop.c $(LOOP_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_loop.c $(LOOP_LIBS) $(LDFLAGS)
 $(B)/test_loop_redis: $(LOOP_DEPS) simba_redis.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_REDIS -o $@ tests/test_loop.c $(REDIS_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -DLOOP_REDIS -o $@ tests/test_loop.c $(REDIS_LIBS) $(LOOP_LIBS) $(LDFLAGS)
 $(B)/test_loop_mysql: $(LOOP_DEPS) simba_mysql.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_MYSQL -o $@ tests/test_loop.c $(MYSQL_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -DLOOP_MYSQL -o $@ tests/test_loop.c $(MYSQL_LIBS) $(LOOP_LIBS) $(LDFLAGS)
 $(B)/test_loop_zk: $(LOOP_DEPS) simba_zk.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -DLOOP_ZK -o $@ tests/test_loop.c $(ZK_LIBS) $(LOOP_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -DLOOP_ZK -o $@ tests/test_loop.c $(ZK_LIBS) $(LOOP_LIBS) $(LDFLAGS)
 test-loop: test-loop-mem test-loop-redis test-loop-mysql test-loop-zk
 test-loop-mem: $(B)/test_loop_mem
 	./$(B)/test_loop_mem
@@ -108,19 +110,19 @@ test:
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 $(B)/asan/test_mem: tests/test_mem.c $(TEST_DEPS)
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_mem.c tests/conformance.c
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_mem.c tests/conformance.c
 $(B)/asan/test_sim: tests/test_sim.c tests/harness.h $(HDR_CORE)
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_sim.c
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_sim.c
 $(B)/asan/test_redis: tests/test_redis.c $(TEST_DEPS) simba_redis.h
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS)
 $(B)/asan/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS)
 $(B)/asan/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS)
 asan: asan-mem asan-sim
 asan-backends: asan-redis asan-mysql asan-zk
 asan-redis: $(B)/asan/test_redis
@@ -144,10 +146,10 @@ valgrind-sim: $(B)/test_sim
 # ---- chaos: real server and client processes under faults (tests/chaos/) ----
 CHAOS_SECONDS ?= 120
 $(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(LDFLAGS)
 $(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
 chaos: $(B)/chaos_client $(B)/tcp_proxy
 	tests/chaos/all.sh $(CHAOS_SECONDS)
 chaos-ci: $(B)/chaos_client $(B)/tcp_proxy
@@ -159,13 +161,13 @@ FUZZ_HARNESSES := mem parse redis url
 FUZZ_SECONDS ?= 300
 $(B)/fuzz/fuzz_mem: tests/fuzz/fuzz_mem.c tests/fuzz/fuzz_input.h $(HDR_CORE)
 	@mkdir -p $(B)/fuzz
-	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_mem.c
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/fuzz/fuzz_mem.c
 $(B)/fuzz/fuzz_parse: tests/fuzz/fuzz_parse.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
 	@mkdir -p $(B)/fuzz
-	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_parse.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/fuzz/fuzz_parse.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
 $(B)/fuzz/fuzz_redis: tests/fuzz/fuzz_redis.c tests/fuzz/fuzz_input.h $(HDR_CORE) simba_redis.h
 	@mkdir -p $(B)/fuzz
-	clang $(WARN) $(FUZZ_FLAGS) $(INC) -o $@ tests/fuzz/fuzz_redis.c $(REDIS_LIBS)
+	clang $(WARN) $(FUZZ_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/fuzz/fuzz_redis.c $(REDIS_LIBS)
 fuzz-build: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES))
 # each harness FUZZ_SECONDS (default 300); fuzz-ci: 40 s each (< 4 min in all), for CI
 fuzz: fuzz-build
@@ -216,16 +218,16 @@ cli: $(B)/simba
 $(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS) $(LDFLAGS)
 $(B)/test_url: tests/test_url.c $(CLI_HDRS) | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
 $(B)/asan/simba: cli/simba.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS)
 $(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ tests/test_url.c $(CLI_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS)
 $(B)/fuzz/fuzz_url: tests/fuzz/fuzz_url.c $(CLI_HDRS)
 	@mkdir -p $(B)/fuzz
-	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INC) -o $@ tests/fuzz/fuzz_url.c $(CLI_LIBS)
+	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INC) $(TEST_DEFS) -o $@ tests/fuzz/fuzz_url.c $(CLI_LIBS)
 test-cli: $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
 	tests/test_cli.sh
 asan-cli: $(B)/asan/simba
@@ -245,10 +247,8 @@ install-cli: $(B)/simba
 DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless \
         python3 iproute2
-DEPS := build-essential clang libclang-rt-14-dev pkg-config valgrind libhiredis-dev redis-server \
-        libmariadb-dev mariadb-server libzookeeper-st-dev zookeeper default-jre-headless
-DEPS += libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz-url, test-cli)
-DEPS += libevent-dev libuv1-dev
+DEPS += libclang-rt-14-dev libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz, test-cli)
+DEPS += libevent-dev libuv1-dev              # the loop adapters
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

@@ -51,6 +51,7 @@ static void fuzz_zk(char **s, uint8_t flags) {
     simba__zk zk;
     simba__zk_kid kid;
     int cap, ok;
+    char why[256];
     memset(&d, 0, sizeof d);
     d.hosts = s[0];
     d.allow_hostnames = flags & 1;
@@ -58,7 +59,7 @@ static void fuzz_zk(char **s, uint8_t flags) {
     if (flags & 4) d.digest = s[2];
     d.session_timeout_ms = (flags & 8) ? -1 : 0;
     destroy_backend(simba_zk(&d));
-    ok = simba__zk_check_hosts(s[0], flags & 1);
+    ok = simba__zk_check_hosts(s[0], flags & 1, why, sizeof why);
     /* a hosts string that is only a chroot ("/x") was accepted (found here) */
     if (ok) FZ_CHECK(s[0][0] != '/' && strchr(s[0], ':') != NULL, "hosts without a host:port accepted: %s", s[0]);
     if (simba__zk_check_base(s[1])) FZ_CHECK(s[1][0] == '/', "relative base path accepted");
