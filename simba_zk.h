@@ -53,7 +53,7 @@
     ===========
         <base>                                   persistent
         <base>/<tenant>                          container
-        <base>/<tenant>/<resource>               container, data = capacity ("3")
+        <base>/<tenant>/<resource>               persistent, data = capacity ("3")
         <base>/<tenant>/<resource>/<w>_<session>_<request>_<seq>
                                                  ephemeral sequential entry
     Tenants and resource names are percent-encoded: bytes other than
@@ -72,11 +72,13 @@
     zoo_amulti (atomic), so every pair of requests is ordered the same way in
     every queue.
 
-    Empty resources and tenants are container nodes: the server deletes them
-    some time after their last entry went (znode.container.checkIntervalMs,
-    default 60 s). The capacity is the resource node's data, so a capacity set
-    with simba_set_capacity lasts until the resource is empty and reaped; the
-    next request recreates it with its own capacity.
+    A resource node and its capacity (the node's data) stay until
+    simba_delete removes them, however long the resource sits empty: the one
+    resource lifetime rule of every backend. Tenant nodes are containers: the
+    server deletes one some time after its last resource went
+    (znode.container.checkIntervalMs, default 60 s). Resource nodes made by
+    an older simba as containers keep that kind until they are reaped or
+    deleted; the next request then recreates them persistent.
 
     SESSIONS
     ========
@@ -214,7 +216,7 @@ extern "C" {
 enum {
     SIMBA__ZK_BASE_MAX = 256,
     SIMBA__ZK_PATH_MAX = 2048,       /* base + tenant + resource (3x encoded) + entry */
-    SIMBA__ZK_RETRIES = 4,           /* resource node vanished under us (container reaped) */
+    SIMBA__ZK_RETRIES = 4,           /* resource node vanished under us (deleted meanwhile) */
     SIMBA__ZK_MAGIC = 0x5a4b4245     /* "ZKBE" */
 };
 
@@ -1188,7 +1190,9 @@ static void simba__zk_issue_parents(simba__zk_op *op, int all) {
     for (r = 0; r < op->nres; r++) {
         if (op->res[r].exists && !all) continue;
         snprintf(cap, sizeof cap, "%d", op->res[r].want_capacity);
-        simba__zk_issue_parent(op, op->res[r].path, cap, simba__zk_acl_own(zk), ZOO_CONTAINER, r);
+        /* persistent, not a container: a resource and its capacity stay
+           until DELETE, as on every backend (docs/backend-contract.md) */
+        simba__zk_issue_parent(op, op->res[r].path, cap, simba__zk_acl_own(zk), ZOO_PERSISTENT, r);
     }
 }
 
@@ -1652,7 +1656,7 @@ static void simba__zk_enqueue_read_done(simba__zk_op *op) {
 static void simba__zk_enqueue_write_done(simba__zk_op *op) {
     int i;
     if (op->status == SIMBA_ENOTFOUND && !op->created && op->attempts < SIMBA__ZK_RETRIES) {
-        /* a parent was missing (first use, or a container reaped under us) */
+        /* a parent was missing (first use, a DELETE meanwhile, or an empty tenant reaped) */
         op->attempts++;
         op->status = SIMBA_OK;
         op->message[0] = 0;

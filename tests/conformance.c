@@ -1069,6 +1069,37 @@ static void t_delete(void) {
     CHECK(conf_release(a, lc[1]));
 }
 
+/* One resource lifetime rule: an emptied resource keeps its stored
+   capacity until DELETE. A later request without .capacity (a writer that
+   comes first, say) gets the stored capacity, not 1, and ACQUIRED says so. */
+static void t_capacity_sticks_when_empty(void) {
+    int a = conf_client();
+    simba_lock l;
+    simba_lock_desc ld;
+    simba_event *e, info;
+    simba_holder hs[1];
+    int nh;
+    CHECK(a >= 0);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "sticky";
+    ld.capacity = 3;
+    ld.wait_ms = -1;
+    l = simba_acquire(S(a), &ld);
+    e = conf_expect(a, l, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->capacity, 3);
+    CHECK(conf_release(a, l));
+    conf_pump(CONF_STEP_MS);
+    ld.capacity = 0;                                   /* "1, unless it exists" */
+    l = simba_acquire(S(a), &ld);
+    e = conf_expect(a, l, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->capacity, 3);
+    CHECK(conf_inspect(a, "sticky", &info, hs, 1, &nh));
+    CHECK_EQ(info.capacity, 3);
+    CHECK(conf_release(a, l));
+}
+
 /* ---- handles and input ---- */
 
 /* Double release and stale handles give ESTALE and touch nothing else. */
@@ -1588,6 +1619,7 @@ void conformance_run(const conf_backend *b, const char *filter, int *passed, int
     CONF_RUN(t_contend_lost_reenters);
     CONF_RUN(t_capacity_and_inspect);
     CONF_RUN(t_delete);
+    CONF_RUN(t_capacity_sticks_when_empty);
     CONF_RUN(t_stale_handles);
     CONF_RUN(t_bad_create);
     CONF_RUN(t_bad_input);

@@ -1046,13 +1046,19 @@ static void t_zk_names_encoded(void) {
     zk_client_close(&a);
 }
 
-/* Resource and tenant nodes are containers: the server removes them once
-   their queue is empty (the ensemble checks every second). */
-static void t_zk_containers_cleaned(void) {
+/* One resource lifetime rule on every backend: a resource and its stored
+   capacity stay until simba_delete, however long it sits empty. The
+   ensemble checks containers every second, so a container resource node
+   would be gone (and its capacity forgotten) well within the wait below.
+   Tenant nodes stay containers: they go once their last resource is
+   deleted. */
+static void t_zk_capacity_sticks_until_delete(void) {
     const char *tenant = zk_tenant();
     static zk_client a;
     h_client *cl[1];
-    simba_lock l;
+    simba_lock l, q;
+    simba_lock_desc d;
+    simba_event *e;
     char tp[128], rp[160];
     raw r;
     int64_t end;
@@ -1060,24 +1066,42 @@ static void t_zk_containers_cleaned(void) {
     cl[0] = &a.h;
     CHECK(ensemble());
     CHECK(zk_client_open(&a, ensemble_hosts, tenant, "a", NULL, 1500, 1000));
-    l = zk_acquire(&a, "tmp", -1);
+    memset(&d, 0, sizeof d);
+    d.name = "tmp";
+    d.capacity = 3;
+    d.wait_ms = -1;
+    l = simba_acquire(a.h.s, &d);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
     CHECK_EQ(simba_release(a.h.s, l), SIMBA_OK);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
     CHECK(raw_open(&r, ensemble_hosts, NULL, NULL));
     tenant_path(tp, sizeof tp, tenant);
     snprintf(rp, sizeof rp, "%s/tmp", tp);
-    for (end = h_real_ms() + 15000; h_real_ms() < end; ) {
+    h_run_for(cl, 1, 3500);                        /* three container checks */
+    CHECK_EQ(raw_exists(&r, rp), ZOK);
+    l = zk_acquire(&a, "tmp", -1);                 /* no .capacity: gets the stored 3 */
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->capacity, 3);
+    CHECK_EQ(simba_release(a.h.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    q = simba_delete(a.h.s, "tmp", NULL);
+    e = h_expect(cl, 1, 0, q, SIMBA_EVENT_DONE, 10000);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->error, 0);
+    CHECK_EQ(raw_exists(&r, rp), ZNONODE);
+    for (end = h_real_ms() + 15000; h_real_ms() < end; ) {   /* the empty tenant goes */
         h_pump(cl, 1, 200);
         rc = raw_exists(&r, tp);
         if (rc == ZNONODE) break;
     }
     CHECK_EQ(rc, ZNONODE);
-    CHECK_EQ(raw_exists(&r, rp), ZNONODE);
     raw_close(&r);
-    /* and the name works again from scratch */
+    /* and the name starts over: the next request's capacity is stored */
     l = zk_acquire(&a, "tmp", -1);
-    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 15000);
+    CHECK(e != NULL);
+    if (e) CHECK_EQ(e->capacity, 1);
     zk_client_close(&a);
 }
 
@@ -1637,7 +1661,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_server_pause_short);
     RUN(t_zk_session_killed);
     RUN(t_zk_ensemble_failover);
-    RUN(t_zk_containers_cleaned);
+    RUN(t_zk_capacity_sticks_until_delete);
     RUN(t_zk_partitioned_follower_no_overlap);   /* last: leaves the ensemble proxied */
     return harness_summary();
 }
