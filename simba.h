@@ -695,6 +695,44 @@ SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
 #endif
     ;
 
+/* ---- the backend kit ----
+   The rules every backend shares, written once here; a backend calls them and
+   never writes them again (docs/backend-contract.md). */
+
+/* simba_grant_weight: the grant rule's effective weight of an entry:
+   min(weight, capacity), where weight 0 (exclusive) counts as the capacity. */
+SIMBADEF int simba_grant_weight(int weight, int capacity);
+/* simba_grant_step: one step of the prefix rule, walking a queue from its
+   head. Adds the entry's effective weight to *ahead (the sum of the entries
+   before it, 0 at the head; 64 bits, so weights near INT_MAX cannot wrap and
+   over-grant) and returns 1 iff the entry is granted: what is ahead of it plus
+   itself fits in the capacity. */
+SIMBADEF int simba_grant_step(int64_t *ahead, int weight, int capacity);
+/* simba_grant_fence: the fence a newly granted entry takes:
+   max(counter + 1, now_us), so fences never go backwards, not even when the
+   server lost its counter (a restart) as long as its clock did not go back. */
+SIMBADEF int64_t simba_grant_fence(int64_t counter, int64_t now_us);
+/* simba_check_name, simba_check_tenant, simba_check_id: what may go into a
+   key, node name or row. Names: 1..SIMBA_MAX_NAME bytes, no control bytes.
+   Tenants: 1..SIMBA_MAX_TENANT bytes of [A-Za-z0-9._-]. Client ids and keys:
+   1..SIMBA_MAX_ID bytes of [A-Za-z0-9.:-]. Return SIMBA_OK, SIMBA_ENAME, or
+   SIMBA_EINVAL for NULL. The core checks every name, tenant and id before a
+   backend sees it; backends call these only on what they read back or take
+   from their own desc. */
+SIMBADEF int simba_check_name(const char *name);
+SIMBADEF int simba_check_tenant(const char *tenant);
+SIMBADEF int simba_check_id(const char *id);
+/* simba_allocator_check: SIMBA_EINVAL if exactly one of alloc/free is set
+   (a user alloc paired with libc free corrupts the heap), else SIMBA_OK. */
+SIMBADEF int simba_allocator_check(const simba_allocator *a);
+/* simba_allocator_alloc, _free, _strdup: memory that follows a desc's
+   allocator before there is a simba (backend constructors); a NULL or zero
+   allocator means malloc/free. _alloc returns zeroed memory (n 0 counts as 1);
+   _free(a, NULL) does nothing. */
+SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n);
+SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr);
+SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str);
+
 /* ---- the in-memory backend ----
    A server object in this process; every simba client made with
    simba_mem(srv, ...) is one connection to it. Several clients of one server
@@ -894,6 +932,8 @@ static int64_t simba__monotonic_ms(void *user) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+static const simba_allocator simba__no_allocator = {NULL, NULL, NULL};
 
 static simba_allocator simba__allocator_or_default(simba_allocator a) {
     if (!a.alloc || !a.free) { a.alloc = simba__default_alloc; a.free = simba__default_free; }
@@ -2108,6 +2148,51 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
     } else if (!up && err && msg) {
         simba__copy(s->conn_msg, sizeof s->conn_msg, msg);   /* the newest words for the same error */
     }
+}
+
+/*--- the backend kit ---*/
+
+SIMBADEF int simba_grant_weight(int weight, int capacity) {
+    return (weight == 0 || weight > capacity) ? capacity : weight;
+}
+
+SIMBADEF int simba_grant_step(int64_t *ahead, int weight, int capacity) {
+    *ahead += simba_grant_weight(weight, capacity);
+    return *ahead <= capacity;
+}
+
+SIMBADEF int64_t simba_grant_fence(int64_t counter, int64_t now_us) {
+    return counter + 1 > now_us ? counter + 1 : now_us;
+}
+
+SIMBADEF int simba_check_name(const char *name) { return simba__check_name(name); }
+SIMBADEF int simba_check_tenant(const char *tenant) { return simba__check_id(tenant, SIMBA_MAX_TENANT, 1); }
+SIMBADEF int simba_check_id(const char *id) { return simba__check_id(id, SIMBA_MAX_ID, 0); }
+
+SIMBADEF int simba_allocator_check(const simba_allocator *a) {
+    return a && (!a->alloc != !a->free) ? SIMBA_EINVAL : SIMBA_OK;
+}
+
+SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n) {
+    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
+    void *p = d.alloc(n ? n : 1, d.user);
+    if (p) memset(p, 0, n ? n : 1);
+    return p;
+}
+
+SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr) {
+    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
+    if (ptr) d.free(ptr, d.user);
+}
+
+SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str) {
+    size_t n;
+    char *d;
+    if (!str) return NULL;
+    n = strlen(str) + 1;
+    d = (char *)simba_allocator_alloc(a, n);
+    if (d) memcpy(d, str, n);
+    return d;
 }
 
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size) { return simba__alloc(s, size); }
@@ -3336,8 +3421,6 @@ static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const cha
 
 /*--- the queue rule ---*/
 
-static int simba__mem_eff(int w, int capacity) { return (w == 0 || w > capacity) ? capacity : w; }
-
 static int simba__mem_find(const simba__mem_res *r, const char *request) {
     int i;
     for (i = 0; i < r->n; i++) if (strcmp(r->q[i].request, request) == 0) return i;
@@ -3352,15 +3435,13 @@ static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_
     if (now < srv->grace_until) return;
     for (i = 0; i < r->n; i++) {
         simba__mem_entry *e = &r->q[i];
-        sum += simba__mem_eff(e->weight, r->capacity);
-        if (sum > r->capacity) break;
+        if (!simba_grant_step(&sum, e->weight, r->capacity)) break;
         if (!e->fence) {
             /* above the resource's counter, the clock and every fence this
                server ever gave: a deleted (or restarted) resource starts from
                zero again, and its fences must still never go backwards */
-            int64_t f = r->counter + 1, t = now * 1000;
+            int64_t f = simba_grant_fence(r->counter, now * 1000);
             simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
-            if (f < t) f = t;
             if (f <= srv->fence_floor) f = srv->fence_floor + 1;
             e->fence = r->counter = srv->fence_floor = f;
             if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
@@ -3487,9 +3568,9 @@ static int simba__mem_fits_now(simba_mem_server *srv, simba__mem_res **rs, const
     int i, j;
     if (now < srv->grace_until) return 0;
     for (i = 0; i < op->nres; i++) {
-        int64_t sum = simba__mem_eff(op->res[i].weight, rs[i]->capacity);   /* 64 bits: see evaluate */
-        for (j = 0; j < rs[i]->n; j++) sum += simba__mem_eff(rs[i]->q[j].weight, rs[i]->capacity);
-        if (sum > rs[i]->capacity) return 0;
+        int64_t ahead = 0;
+        for (j = 0; j < rs[i]->n; j++) simba_grant_step(&ahead, rs[i]->q[j].weight, rs[i]->capacity);
+        if (!simba_grant_step(&ahead, op->res[i].weight, rs[i]->capacity)) return 0;
     }
     return 1;
 }
