@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# tests/servers/redis_topo_ctl.sh -- what $SIMBA_REDIS_CTL does in the
+# sentinel and cluster modes of tests/servers/redis.sh (which makes a
+# wrapper that passes its temp dir and redis-cli first).
+#
+#   redis_topo_ctl.sh TMP CLI master               the port the sentinels name as master
+#   redis_topo_ctl.sh TMP CLI failover             SENTINEL FAILOVER, then wait until a
+#                                                  new master answers ROLE as master
+#   redis_topo_ctl.sh TMP CLI wait-ok              until every cluster node says cluster_state:ok
+#   redis_topo_ctl.sh TMP CLI slot-port SLOT       the port of the master serving SLOT
+#   redis_topo_ctl.sh TMP CLI migrate SLOT PORT    move SLOT, keys and all, to the master at PORT
+#   redis_topo_ctl.sh TMP CLI cluster-failover PORT   CLUSTER FAILOVER on the replica at PORT
+#   redis_topo_ctl.sh TMP CLI kill|start|restart|stop|cont NAME|PORT
+#                                                  as ctl.sh; a port names its server
+set -u
+TMP=$1 CLI=$2
+shift 2
+
+node_ports() { local f; for f in "$TMP"/n[0-9].port; do [ -f "$f" ] && cat "$f"; done; }
+sentinel_port() { cat "$TMP/s1.port"; }
+rcli() { local p=$1; shift; "$CLI" -h 127.0.0.1 -p "$p" "$@"; }
+
+master_port() {
+    rcli "$(sentinel_port)" sentinel get-master-addr-by-name simba 2>/dev/null | sed -n 2p
+}
+
+failover() {
+    local old new
+    old=$(master_port)
+    rcli "$(sentinel_port)" sentinel failover simba >/dev/null || return 1
+    for _ in $(seq 1 300); do
+        new=$(master_port)
+        if [ -n "$new" ] && [ "$new" != "$old" ] &&
+            rcli "$new" role 2>/dev/null | head -n 1 | grep -q master; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
+wait_ok() {
+    local p ok
+    for _ in $(seq 1 300); do
+        ok=1
+        for p in $(node_ports); do
+            rcli "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || { ok=0; break; }
+        done
+        [ "$ok" = 1 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# CLUSTER SLOTS as redis-cli prints it (not a tty): one value a line: start,
+# end, then per node ip, port, id (and from 7.0 a metadata block). Walk it
+# with "number, number, address" as the anchor of a range.
+slot_port() {
+    local slot=$1 p
+    for p in $(node_ports); do
+        rcli "$p" cluster slots 2>/dev/null | awk -v s="$slot" '
+            { v[NR] = $0 }
+            END {
+                for (i = 1; i + 3 <= NR; i++)
+                    if (v[i] ~ /^[0-9]+$/ && v[i+1] ~ /^[0-9]+$/ && v[i+2] ~ /^[0-9.]+$/ && v[i+2] ~ /\./ &&
+                        v[i] + 0 <= s && s <= v[i+1] + 0) { print v[i+3]; exit }
+            }' | grep . && return 0
+    done
+    return 1
+}
+
+node_id() { rcli "$1" cluster myid; }
+
+migrate() {
+    local slot=$1 dst=$2 src keys k p
+    src=$(slot_port "$slot") || return 1
+    [ "$src" = "$dst" ] && return 0
+    rcli "$dst" cluster setslot "$slot" importing "$(node_id "$src")" | grep -q OK || return 1
+    rcli "$src" cluster setslot "$slot" migrating "$(node_id "$dst")" | grep -q OK || return 1
+    while :; do
+        keys=$(rcli "$src" cluster getkeysinslot "$slot" 100)
+        [ -z "$keys" ] && break
+        for k in $keys; do
+            rcli "$src" migrate 127.0.0.1 "$dst" "" 0 5000 keys "$k" >/dev/null || return 1
+        done
+    done
+    for p in $(node_ports); do
+        rcli "$p" cluster setslot "$slot" node "$(node_id "$dst")" >/dev/null 2>&1
+    done
+    return 0
+}
+
+server_name() {   # a name as it is, or the name of the server with that port
+    local f
+    for f in "$TMP"/*.port; do
+        [ "$(cat "$f")" = "$1" ] && { basename "$f" .port; return; }
+    done
+    echo "$1"
+}
+
+case "${1:-}" in
+    master) master_port ;;
+    failover) failover ;;
+    wait-ok) wait_ok ;;
+    slot-port) slot_port "${2:?slot}" ;;
+    migrate) migrate "${2:?slot}" "${3:?port}" ;;
+    cluster-failover) rcli "${2:?port}" cluster failover | grep -q OK ;;
+    kill|start|restart|stop|cont) exec "$TMP/ctl.sh" "$1" "$(server_name "${2:?name or port}")" ;;
+    *) echo "usage: \$SIMBA_REDIS_CTL master|failover|wait-ok|slot-port SLOT|migrate SLOT PORT|cluster-failover PORT|kill|start|restart|stop|cont NAME|PORT" >&2
+       exit 2 ;;
+esac
