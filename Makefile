@@ -102,6 +102,15 @@ test-loop-mysql: $(B)/test_loop_mysql
 test-loop-zk: $(B)/test_loop_zk
 	tests/servers/zk.sh run ./$(B)/test_loop_zk
 
+# Every binary `make test` runs, built up front (tests/run_all.sh runs the
+# suites in parallel lanes that then never build at once).
+TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
+	$(B)/test_redis $(B)/test_mysql $(B)/test_zk $(B)/tcp_proxy \
+	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
+	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
+	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
+.PHONY: test-build
+test-build: $(TEST_BINS)
 # Everything available; the last line is the total "N passed, N failed".
 test:
 	tests/run_all.sh

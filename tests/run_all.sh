@@ -4,6 +4,13 @@
 # them up and prints the total as its own last line. A suite that crashes or
 # prints no summary counts as one failure. A backend whose header does not
 # exist is reported as "skipped" and counts as neither.
+#
+# Most suites spend their time waiting on lease timers, not on the CPU, so
+# the backends run in lanes side by side (one lane per backend: its suite,
+# its loop suite, its ASan suite), next to the mem lane; the CPU-bound steps
+# (the compile matrix, the builds, the fuzzers, chaos) run alone. Each lane
+# writes its report to build/logs/lane-<name>.out; they are printed in a
+# fixed order once all are done. SIMBA_SERIAL=1 runs every lane in turn.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p build/logs
@@ -22,6 +29,7 @@ suite() {   # suite NAME COMMAND...
     if [ -z "$line" ]; then
         echo "   no summary (exit $rc); last lines:"; tail -n 15 "$log" | sed 's/^/   | /'
         total_fail=$((total_fail + 1))
+        echo "0 1" >> build/logs/counts.txt
         return
     fi
     local p f
@@ -30,6 +38,7 @@ suite() {   # suite NAME COMMAND...
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "   exit $rc with no failed test: counted as a failure"; fi
     echo "   $name: $p passed, $f failed ($((SECONDS - start)) s)"
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    echo "$p $f" >> build/logs/counts.txt
 }
 
 backend() {  # backend NAME HEADER
@@ -37,35 +46,68 @@ backend() {  # backend NAME HEADER
     return 0
 }
 
+rm -f build/logs/counts.txt build/logs/lane-*.out
+
+# lane NAME FUNCTION: runs FUNCTION (a list of suites) in the background,
+# its report in build/logs/lane-NAME.out
+lanes=""
+lane() {
+    if [ "${SIMBA_SERIAL:-0}" = 1 ]; then "$2" > "build/logs/lane-$1.out" 2>&1; else "$2" > "build/logs/lane-$1.out" 2>&1 & fi
+    lanes="$lanes $1"
+}
+
+lane_mem() {
+    suite mem ./build/test_mem
+    suite sim ./build/test_sim
+    suite asan-mem make -s asan-mem
+    suite asan-sim make -s asan-sim
+    suite valgrind-mem make -s valgrind-mem
+    suite valgrind-sim make -s valgrind-sim
+    suite examples tests/run_examples.sh
+    suite readme tests/readme_snippets.sh
+    suite install tests/check_install.sh
+    # push mode: the epoll, libevent and libuv adapters on the mem backend
+    suite loop-mem make -s test-loop-mem
+}
+# per backend: its suite, the adapters with it, and the suite once more
+# under ASan+UBSan (leaks included): real servers, reconnects and kills
+# exercise paths the mem suites cannot
+lane_cli() { suite cli make -s test-cli; }
+lane_redis() {
+    suite redis make -s test-redis
+    suite loop-redis make -s test-loop-redis
+    suite asan-redis make -s asan-redis
+}
+lane_mysql() {
+    suite mysql make -s test-mysql
+    suite loop-mysql make -s test-loop-mysql
+    suite asan-mysql make -s asan-mysql
+}
+lane_zk() {
+    suite zk make -s test-zk
+    suite loop-zk make -s test-loop-zk
+    suite asan-zk make -s asan-zk
+}
+
 suite compile tests/compile_matrix.sh
-make -s build/test_mem build/test_sim >build/logs/build-mem.log 2>&1 || cat build/logs/build-mem.log
-suite mem ./build/test_mem
-suite sim ./build/test_sim
-suite asan-mem make -s asan-mem
-suite asan-sim make -s asan-sim
-suite valgrind-mem make -s valgrind-mem
-suite valgrind-sim make -s valgrind-sim
-suite examples tests/run_examples.sh
-suite readme tests/readme_snippets.sh
-suite install tests/check_install.sh
-suite cli make -s test-cli
-backend redis simba_redis.h && suite redis make -s test-redis
-backend mysql simba_mysql.h && suite mysql make -s test-mysql
-backend zk simba_zk.h && suite zk make -s test-zk
+# every binary the lanes run, built once here (lanes never build at once)
+if ! make -s -j2 test-build >build/logs/build.log 2>&1; then
+    echo "== build: make test-build failed"; tail -n 30 build/logs/build.log | sed 's/^/   | /'
+    echo "0 1" >> build/logs/counts.txt
+fi
+lane mem lane_mem
+lane cli lane_cli
+backend redis simba_redis.h && lane redis lane_redis
+backend mysql simba_mysql.h && lane mysql lane_mysql
+backend zk simba_zk.h && lane zk lane_zk
+wait
+for l in $lanes; do cat "build/logs/lane-$l.out"; done
 suite fuzz make -s fuzz-ci
-# push mode: the epoll, libevent and libuv adapters with each backend
-suite loop-mem make -s test-loop-mem
-backend redis simba_redis.h && suite loop-redis make -s test-loop-redis
-backend mysql simba_mysql.h && suite loop-mysql make -s test-loop-mysql
-backend zk simba_zk.h && suite loop-zk make -s test-loop-zk
-# the backend suites once more under ASan+UBSan (leaks included): real
-# servers, reconnects and kills exercise paths the mem suites cannot
-backend redis simba_redis.h && suite asan-redis make -s asan-redis
-backend mysql simba_mysql.h && suite asan-mysql make -s asan-mysql
-backend zk simba_zk.h && suite asan-zk make -s asan-zk
 # real server and client processes under faults, checked for double holds
 suite chaos make -s chaos-ci
 
+total_pass=0 total_fail=0
+while read -r p f; do total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); done < build/logs/counts.txt
 echo "== total (skipped suites: $skipped)"
 echo "$total_pass passed, $total_fail failed" | tee build/logs/total.txt
 [ "$total_fail" -eq 0 ]
