@@ -142,6 +142,7 @@
 extern "C" {
 #endif
 
+/*>>options: what the caller sets (OPTIONS above) */
 typedef struct simba_zk_desc {
     const char *hosts;          /* "127.0.0.1:2181,127.0.0.1:2182[/chroot]" (required) */
     const char *base_path;      /* default "/simba" */
@@ -153,29 +154,14 @@ typedef struct simba_zk_desc {
     simba_allocator allocator;  /* zero: malloc/free */
 } simba_zk_desc;
 
-/* What simba_zk_status() reports about the backend's ZooKeeper connection. */
-typedef struct simba_zk_status {
-    int connected;              /* 1 while the session is usable (what the core was told) */
-    int64_t session_id;         /* the ZooKeeper session id, 0 before the first connect */
-    char password[16];          /* its password (sensitive: for tests and admin tools) */
-    int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
-    char server[64];            /* "ip:port" of the server connected to, "" if none */
-    int handles;                /* ZooKeeper handles opened so far (one more per new session) */
-    long long watch_grants;     /* mutex hand-offs granted from the predecessor's deletion
-                                   alone, with no read (see WAKE-UPS) */
-} simba_zk_status;
+/*>>constructor: simba_zk and simba_zk_from_url */
 
 /* simba_zk: a ZooKeeper backend for simba_desc.backend. simba owns it from
-   simba_create on. Bad options (no hosts, a host name without
-   allow_hostnames, a bad base path or digest) make simba_create fail with
-   SIMBA_EINVAL; if memory runs out the result has no vtable and simba_create
-   fails with SIMBA_EINVAL too. */
+   simba_create on. A bad desc (no hosts, a host name that does not resolve,
+   a bad base path or digest, half an allocator) makes simba_create fail
+   with SIMBA_EINVAL and simba_create_err names the field
+   ("simba_zk_desc.hosts: ..."); no memory makes it fail with SIMBA_ENOMEM. */
 SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
-
-/* simba_zk_status: fills *out for a backend made by simba_zk (keep a copy of
-   the simba_backend value; it stays valid until simba_destroy). Returns
-   SIMBA_OK, or SIMBA_EINVAL if b is not a ZooKeeper backend. */
-SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out);
 
 /* ---- connection URLs ----
    simba_zk_from_url: the backend for a parsed URL (simba_url_parse in
@@ -187,6 +173,30 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out);
    client options (simba_url_client_options) first: a parameter nobody read
    is an error here. */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
+
+/*>>stats: what the backend reports about itself */
+
+/* What simba_zk_stats() reports (the first five fields are the same on every
+   backend). */
+struct simba_zk_stats {
+    int connected;              /* 1 while the session is usable (what the core was told) */
+    int64_t reconnects;         /* connections made after the first (same session or a new one) */
+    int64_t ops_sent;           /* ops the backend accepted from the core */
+    int64_t ops_completed;      /* replies it gave (ops_sent - ops_completed are in flight) */
+    int64_t wakes;              /* simba_backend_wake calls (watches that fired) */
+    int64_t session_id;         /* the ZooKeeper session id, 0 before the first connect */
+    char password[16];          /* its password (sensitive: for tests and admin tools) */
+    int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
+    char server[64];            /* "ip:port" of the server connected to, "" if none */
+    int handles;                /* ZooKeeper handles opened so far (one more per new session) */
+    int64_t watch_grants;       /* mutex hand-offs granted from the predecessor's deletion
+                                   alone, with no read (see WAKE-UPS) */
+};
+
+/* simba_zk_stats: fills *out for a backend made by simba_zk (keep a copy of
+   the simba_backend value; it stays valid until simba_destroy). Returns
+   SIMBA_OK, or SIMBA_EINVAL if b is not a ZooKeeper backend or out is NULL. */
+SIMBADEF int simba_zk_stats(simba_backend b, struct simba_zk_stats *out);
 #ifdef __cplusplus
 }
 #endif
@@ -349,9 +359,7 @@ typedef struct simba__zk_wake {
 struct simba__zk {
     unsigned magic;
     simba *s;
-    simba_allocator a;
-    int error;                /* a bad option: attach fails with it */
-    char error_why[300];      /* why, naming the field ("" none) */
+    simba_allocator a;        /* the desc's (zero: malloc/free) */
     char *hosts, *base, *digest, *tenant_enc;
     int timeout_ms;           /* asked for */
     int lease_ms;
@@ -383,35 +391,19 @@ struct simba__zk {
     simba__zk_op *ops, *done, *done_tail;
     simba__zk_mine *mine;
     int npred;                /* mine entries with pred set */
-    long long watch_grants;
+    int64_t watch_grants;
+    int64_t connects;         /* CONNECTED events, every handle (reconnects = connects - 1) */
+    int64_t ops_sent, ops_completed, wakes_sent;   /* simba_zk_stats */
     simba__zk_wake *wakes;
 };
 
 /*--- memory and strings ---------------------------------------------------------*/
 
-static void *simba__zk_default_alloc(size_t n, void *u) { (void)u; return malloc(n); }
-static void simba__zk_default_free(void *p, void *u) { (void)u; free(p); }
-
-static void *simba__zk_alloc(simba__zk *zk, size_t n) { return zk->a.alloc(n ? n : 1, zk->a.user); }
-static void simba__zk_free(simba__zk *zk, void *p) { if (p) zk->a.free(p, zk->a.user); }
-
-static void *simba__zk_zalloc(simba__zk *zk, size_t n) {
-    void *p = simba__zk_alloc(zk, n);
-    if (p) memset(p, 0, n);
-    return p;
-}
-
-static char *simba__zk_strndup(simba__zk *zk, const char *s, size_t n) {
-    char *d = (char *)simba__zk_alloc(zk, n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = 0;
-    return d;
-}
-
-static char *simba__zk_strdup(simba__zk *zk, const char *s) {
-    return s ? simba__zk_strndup(zk, s, strlen(s)) : NULL;
-}
+/* One-line forwarders to the kit: memory follows the desc's allocator (zero
+   means malloc/free); _alloc returns zeroed memory. */
+static void *simba__zk_alloc(simba__zk *zk, size_t n) { return simba_allocator_alloc(&zk->a, n); }
+static void simba__zk_free(simba__zk *zk, void *p) { simba_allocator_free(&zk->a, p); }
+static char *simba__zk_strdup(simba__zk *zk, const char *s) { return simba_allocator_strdup(&zk->a, s); }
 
 static int64_t simba__zk_now(simba__zk *zk) { return simba_now_ms(zk->s); }
 
@@ -481,7 +473,7 @@ static char *simba__zk_res_path(simba__zk *zk, const char *tenant, const char *n
     buf[len++] = '/';
     buf[len] = 0;
     if (!simba__zk_encode(buf, sizeof buf, &len, name)) return NULL;
-    return simba__zk_strndup(zk, buf, len);
+    return simba__zk_strdup(zk, buf);
 }
 
 /*--- option checks ------------------------------------------------------------------*/
@@ -713,7 +705,7 @@ static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct
     int i, n = v ? v->count : 0;
     simba__zk_free_kids(zk, r);
     if (n <= 0) return;
-    r->kids = (simba__zk_kid *)simba__zk_zalloc(zk, sizeof(simba__zk_kid) * (size_t)n);
+    r->kids = (simba__zk_kid *)simba__zk_alloc(zk, sizeof(simba__zk_kid) * (size_t)n);
     if (!r->kids) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     for (i = 0; i < n; i++) {
         int ok = simba__zk_parse_kid(zk, v->data[i], &r->kids[i]);
@@ -729,28 +721,27 @@ static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct
     qsort(r->kids, (size_t)r->nkids, sizeof(simba__zk_kid), simba__zk_kid_cmp);
 }
 
-/* An order-independent digest of a children list, to notice a change. */
+/* FNV-1a of one child name. */
+static uint64_t simba__zk_name_hash(const char *name) {
+    const unsigned char *p = (const unsigned char *)name;
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
+    return h;
+}
+
+/* An order-independent digest of a children list (the sum of the names'
+   hashes), to notice a change: of a getChildren answer, and of a read queue. */
 static uint64_t simba__zk_kids_hash(const struct String_vector *v) {
     uint64_t sum = 0;
     int i;
-    for (i = 0; v && i < v->count; i++) {
-        const unsigned char *p = (const unsigned char *)v->data[i];
-        uint64_t h = 1469598103934665603ull;
-        for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
-        sum += h;
-    }
+    for (i = 0; v && i < v->count; i++) sum += simba__zk_name_hash(v->data[i]);
     return sum;
 }
 
 static uint64_t simba__zk_rs_hash(const simba__zk_rs *r) {
     uint64_t sum = 0;
     int i;
-    for (i = 0; i < r->nkids; i++) {
-        const unsigned char *p = (const unsigned char *)r->kids[i].node;
-        uint64_t h = 1469598103934665603ull;
-        for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
-        sum += h;
-    }
+    for (i = 0; i < r->nkids; i++) sum += simba__zk_name_hash(r->kids[i].node);
     return sum;
 }
 
@@ -824,7 +815,7 @@ static void simba__zk_mine_save(simba__zk_op *op) {
     simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
     int i;
     if (!m) {
-        m = (simba__zk_mine *)simba__zk_zalloc(zk, sizeof *m);
+        m = (simba__zk_mine *)simba__zk_alloc(zk, sizeof *m);
         if (!m) return;
         m->request = simba__zk_strdup(zk, op->request);
         m->session = simba__zk_strdup(zk, op->session);
@@ -870,7 +861,7 @@ static void simba__zk_mine_load(simba__zk_op *op) {
 /*--- calls -----------------------------------------------------------------------------------*/
 
 static simba__zk_call *simba__zk_call_new(simba__zk *zk, simba__zk_op *op, int step, int index) {
-    simba__zk_call *c = (simba__zk_call *)simba__zk_zalloc(zk, sizeof *c);
+    simba__zk_call *c = (simba__zk_call *)simba__zk_alloc(zk, sizeof *c);
     if (!c) return NULL;
     c->zk = zk;
     c->op = op;
@@ -928,7 +919,7 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
 static void simba__zk_queue_wake(simba__zk *zk, const char *name) {
     simba__zk_wake *w;
     for (w = zk->wakes; w; w = w->next) if (strcmp(w->name, name) == 0) return;
-    w = (simba__zk_wake *)simba__zk_zalloc(zk, sizeof *w);
+    w = (simba__zk_wake *)simba__zk_alloc(zk, sizeof *w);
     if (!w) return;
     w->name = simba__zk_strdup(zk, name);
     if (!w->name) { simba__zk_free(zk, w); return; }
@@ -1236,9 +1227,9 @@ static void simba__zk_issue_createn(simba__zk_op *op) {
     int i, rc, bufsize = SIMBA__ZK_PATH_MAX;
     char *prefix;
     if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    c->results = (zoo_op_result_t *)simba__zk_zalloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
+    c->results = (zoo_op_result_t *)simba__zk_alloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
     /* the created paths come back here; the prefixes we send live in the second half */
-    c->bufs = (char *)simba__zk_zalloc(op->zk, (size_t)bufsize * (size_t)op->nres * 2);
+    c->bufs = (char *)simba__zk_alloc(op->zk, (size_t)bufsize * (size_t)op->nres * 2);
     c->nresults = op->nres;
     c->bufsize = bufsize;
     if (!c->results || !c->bufs) { simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory"); return; }
@@ -1323,9 +1314,9 @@ static void simba__zk_issue_mdelete(simba__zk_op *op) {
     simba__zk_call *c = simba__zk_call_new(zk, op, SIMBA__ZK_C_MDELETE, 0);
     if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     for (i = 0; i < r->nkids; i++) total += plen + strlen(r->kids[i].node) + 2;
-    c->results = (zoo_op_result_t *)simba__zk_zalloc(zk, sizeof(zoo_op_result_t) * (size_t)n);
+    c->results = (zoo_op_result_t *)simba__zk_alloc(zk, sizeof(zoo_op_result_t) * (size_t)n);
     c->nresults = n;
-    ops = (zoo_op_t *)simba__zk_zalloc(zk, sizeof(zoo_op_t) * (size_t)n);
+    ops = (zoo_op_t *)simba__zk_alloc(zk, sizeof(zoo_op_t) * (size_t)n);
     paths = (char *)simba__zk_alloc(zk, total + 1);
     if (!c->results || !ops || !paths) {
         simba__zk_free(zk, ops);
@@ -1395,10 +1386,6 @@ static void simba__zk_arm_watch(simba__zk_op *op, int i) {
 
 /*--- the grant rule ----------------------------------------------------------------------------*/
 
-static int simba__zk_eff(int weight, int capacity) {
-    return (weight == 0 || weight > capacity) ? capacity : weight;
-}
-
 static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
     return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
 }
@@ -1415,14 +1402,13 @@ static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
 static void simba__zk_eval(simba__zk_op *op, int i) {
     simba__zk *zk = op->zk;
     simba__zk_rs *r = &op->res[i];
-    long long sum = 0;
+    int64_t ahead = 0;
     int k, known = r->mine != NULL;
     r->pos = -1;
     r->granted = 0;
     for (k = 0; k < r->nkids; k++) {
         simba__zk_kid *kid = &r->kids[k];
-        int eff = simba__zk_eff(kid->weight, r->capacity);
-        int granted = sum + eff <= r->capacity;
+        int granted = simba_grant_step(&ahead, kid->weight, r->capacity);
         if (op->request && simba__zk_is_ours(op, kid)) {
             int ours = known ? strcmp(r->mine, kid->node) == 0 : (zk->zsid != 0 && kid->owner == zk->zsid);
             if (ours && r->pos < 0) {
@@ -1443,7 +1429,6 @@ static void simba__zk_eval(simba__zk_op *op, int i) {
                 simba__zk_issue_delete(zk, NULL, path);
             }
         }
-        sum += eff;
     }
 }
 
@@ -1476,14 +1461,11 @@ static int simba__zk_need_owners(simba__zk_op *op) {
 }
 
 static int simba__zk_held(const simba__zk_rs *r) {
-    long long sum = 0;
-    int k, held = 0;
-    for (k = 0; k < r->nkids; k++) {
-        sum += simba__zk_eff(r->kids[k].weight, r->capacity);
-        if (sum <= r->capacity) held++;
-        else break;
-    }
-    return held;
+    int64_t ahead = 0;
+    int k;
+    for (k = 0; k < r->nkids; k++)
+        if (!simba_grant_step(&ahead, r->kids[k].weight, r->capacity)) break;
+    return k;
 }
 
 /* Another session has an entry with our request id (an idempotency key). */
@@ -1502,9 +1484,9 @@ static int simba__zk_grantable_now(const simba__zk_op *op) {
     int i, k;
     for (i = 0; i < op->nres; i++) {
         const simba__zk_rs *r = &op->res[i];
-        long long sum = simba__zk_eff(r->weight, r->capacity);
-        for (k = 0; k < r->nkids; k++) sum += simba__zk_eff(r->kids[k].weight, r->capacity);
-        if (sum > r->capacity) return 0;
+        int64_t ahead = 0;
+        for (k = 0; k < r->nkids; k++) simba_grant_step(&ahead, r->kids[k].weight, r->capacity);
+        if (!simba_grant_step(&ahead, r->weight, r->capacity)) return 0;
     }
     return 1;
 }
@@ -1771,7 +1753,7 @@ static void simba__zk_step_release(simba__zk_op *op) {
 
 static void simba__zk_inspect_read_done(simba__zk_op *op) {
     simba__zk_rs *r = &op->res[0];
-    long long sum = 0;
+    int64_t ahead = 0;
     int k;
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
     if (!r->exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); return; }
@@ -1779,7 +1761,7 @@ static void simba__zk_inspect_read_done(simba__zk_op *op) {
     simba__zk_fill_queue_answer(op);
     op->nentries = r->nkids;
     if (r->nkids > 0) {
-        op->entries = (simba_holder *)simba__zk_zalloc(op->zk, sizeof(simba_holder) * (size_t)r->nkids);
+        op->entries = (simba_holder *)simba__zk_alloc(op->zk, sizeof(simba_holder) * (size_t)r->nkids);
         if (!op->entries) { simba__zk_finish_status(op, SIMBA_ENOMEM, "out of memory"); return; }
     }
     op->phase = SIMBA__ZK_P_STAT;
@@ -1793,8 +1775,7 @@ static void simba__zk_inspect_read_done(simba__zk_op *op) {
         h->client[clen] = 0;
         snprintf(h->session, sizeof h->session, "%s", r->kids[k].session);
         h->weight = r->kids[k].weight;
-        sum += simba__zk_eff(r->kids[k].weight, r->capacity);
-        h->granted = sum <= r->capacity;
+        h->granted = simba_grant_step(&ahead, r->kids[k].weight, r->capacity);
         if (!h->granted) continue;
         simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
         simba__zk_issue_stat(op, path, k);      /* the holder's fence: its czxid */
@@ -1946,24 +1927,22 @@ static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *sr
     op->session = simba__zk_strdup(zk, src->session ? src->session : "");
     if (!op->tenant || !op->session) return SIMBA_ENOMEM;
     if (src->request) {
-        if (strchr(src->request, '_') || strchr(src->request, '/') || strchr(op->session, '_'))
-            return SIMBA_ENAME;                 /* would break the entry's node name */
+        /* no '_' or '/' in ids (simba_check_id): the entry's node name stays parseable */
         op->request = simba__zk_strdup(zk, src->request);
         if (!op->request) return SIMBA_ENOMEM;
         op->req_n = simba__zk_request_n(op->session, op->request);
     }
-    if (src->nres < 0 || src->nres > SIMBA_MAX_RESOURCES || (src->nres > 0 && !src->res)) return SIMBA_EINVAL;
-    op->nres = src->nres;
+    op->nres = src->nres;                     /* the core validated the op: trusted */
     for (i = 0; i < op->nres; i++) {
         simba__zk_rs *r = &op->res[i];
-        if (!src->res[i].name || !src->res[i].name[0]) return SIMBA_ENAME;
         r->name = simba__zk_strdup(zk, src->res[i].name);
         r->path = simba__zk_res_path(zk, op->tenant, src->res[i].name);
-        if (!r->name) return SIMBA_ENOMEM;
-        if (!r->path) return SIMBA_ENAME;
+        /* the core's limits keep every path below SIMBA__ZK_PATH_MAX: NULL is no memory */
+        if (!r->name || !r->path) return SIMBA_ENOMEM;
+        /* ops that create nothing (POLL, RELEASE, INSPECT, DELETE) carry no capacity */
         r->want_capacity = src->res[i].capacity > 0 ? src->res[i].capacity : 1;
         r->capacity = r->want_capacity;
-        r->weight = src->res[i].weight < 0 ? 0 : src->res[i].weight;
+        r->weight = src->res[i].weight;
         r->pos = -1;
     }
     return SIMBA_OK;
@@ -1989,6 +1968,7 @@ static void simba__zk_deliver(simba__zk *zk) {
         rep.capacity = op->capacity;
         rep.nentries = op->nentries;
         rep.entries = op->entries;
+        zk->ops_completed++;
         simba_backend_complete(zk->s, &rep);
         simba__zk_op_free(zk, op);
     }
@@ -1998,6 +1978,7 @@ static void simba__zk_deliver_wakes(simba__zk *zk) {
     while (zk->wakes) {
         simba__zk_wake *w = zk->wakes;
         zk->wakes = w->next;
+        zk->wakes_sent++;
         simba_backend_wake(zk->s, w->name, NULL, NULL, 0);
         simba__zk_free(zk, w->name);
         simba__zk_free(zk, w);
@@ -2030,6 +2011,7 @@ static void simba__zk_wake_path(simba__zk *zk, const char *path) {
     p += tl + 1;
     slash = strchr(p, '/');
     if (!simba__zk_decode(name, sizeof name, p, slash ? (size_t)(slash - p) : strlen(p))) return;
+    if (simba_check_name(name) != SIMBA_OK) return;     /* read back from the server: no name of ours */
     simba__zk_queue_wake(zk, name);
 }
 
@@ -2054,19 +2036,8 @@ static void simba__zk_note_event(simba__zk *zk, int type, const char *path) {
     }
 }
 
-/* The library calls this for session state changes (global watcher) and for
-   the watches we set. Only flags and wake-ups here: the core hears of them
-   after zookeeper_process() returns. */
-static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    simba__zk *zk = (simba__zk *)ctx;
-    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
-    if (type != ZOO_SESSION_EVENT) {
-        if (path && *path) {
-            simba__zk_note_event(zk, type, path);
-            simba__zk_wake_path(zk, path);
-        }
-        return;
-    }
+/* A session state change (from simba__zk_watcher): flags only. */
+static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) {
     /* after a reconnect the server replays missed events in no useful order */
     simba__zk_forget_all_preds(zk);
     /* "connected" while connected: the library replaced the connection
@@ -2076,6 +2047,7 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     zk->zstate = state;
     if (state == ZOO_CONNECTED_STATE) {
         const clientid_t *id = zoo_client_id(zh);
+        zk->connects++;
         if (id) {
             if (zk->zsid && id->client_id != zk->zsid) zk->expired = 1;   /* cannot happen: be safe */
             zk->zsid = id->client_id;
@@ -2095,6 +2067,20 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
         zk->auth_failed = 1;
     } else if (state == ZOO_CONNECTING_STATE) {
         zk->resetting_until = 0;
+    }
+}
+
+/* The library calls this for session state changes (global watcher) and for
+   the watches we set. Only flags and wake-ups here: the core hears of them
+   after zookeeper_process() returns. */
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    simba__zk *zk = (simba__zk *)ctx;
+    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
+    if (type == ZOO_SESSION_EVENT) {
+        simba__zk_on_session_event(zk, zh, state);
+    } else if (path && *path) {
+        simba__zk_note_event(zk, type, path);
+        simba__zk_wake_path(zk, path);
     }
 }
 
@@ -2286,13 +2272,6 @@ static int simba__zk_attach(void *impl, simba *s) {
     size_t len = 0;
     int lease;
     zk->s = s;
-    if (zk->error) {
-        if (zk->error_why[0]) {
-            simba_backend_log(s, SIMBA_LOG_ERROR, "simba_zk: %s", zk->error_why);
-            simba_backend_fail(s, zk->error, "simba_zk: %s", zk->error_why);
-        }
-        return zk->error;
-    }
     lease = simba_lease_ms(s);
     zk->lease_ms = lease;
     if (zk->timeout_ms < lease) zk->timeout_ms = lease;
@@ -2360,20 +2339,16 @@ static int simba__zk_submit(void *impl, const simba_op *src) {
     simba__zk *zk = (simba__zk *)impl;
     simba__zk_op *op;
     int rc;
-    if (!src) return SIMBA_EINVAL;
     if (!zk->zh || !zk->up || zk->close_wanted) return SIMBA_EDISCONNECTED;
-    op = (simba__zk_op *)simba__zk_zalloc(zk, sizeof *op);
+    op = (simba__zk_op *)simba__zk_alloc(zk, sizeof *op);
     if (!op) return SIMBA_ENOMEM;
     rc = simba__zk_op_copy(zk, op, src);
-    if (rc == SIMBA_ENOMEM) { simba__zk_op_free(zk, op); return rc; }
+    if (rc != SIMBA_OK) { simba__zk_op_free(zk, op); return rc; }
     op->next = zk->ops;
     if (zk->ops) zk->ops->prev = op;
     zk->ops = op;
-    if (rc == SIMBA_OK && (src->kind == SIMBA_OP_ENQUEUE || src->kind == SIMBA_OP_POLL ||
-                           src->kind == SIMBA_OP_RELEASE) && (!op->request || op->nres < 1)) rc = SIMBA_EINVAL;
-    if (rc == SIMBA_OK && (src->kind == SIMBA_OP_INSPECT || src->kind == SIMBA_OP_SET_CAPACITY ||
-                           src->kind == SIMBA_OP_DELETE) && op->nres < 1) rc = SIMBA_EINVAL;
-    if (rc == SIMBA_OK) rc = simba__zk_start_session_op(zk, op);
+    zk->ops_sent++;                              /* from here on, exactly one reply follows */
+    rc = simba__zk_start_session_op(zk, op);
     if (rc != SIMBA_OK || op->kind == SIMBA_OP_CLOSE) {
         simba__zk_finish_status(op, rc, NULL);     /* answered in the next process() */
         return SIMBA_OK;
@@ -2532,71 +2507,72 @@ static int simba__zk_resolve_hosts(const char *in, char *out, size_t cap, char *
     return 1;
 }
 
+/* Every check of a desc, before anything is allocated. Returns 0 with `why`
+   = "<field>: what is wrong"; `hosts` gets desc->hosts with every name
+   resolved (the host-name policy), unless allow_hostnames. */
+static int simba__zk_check_desc(const simba_zk_desc *desc, char *hosts, size_t cap, char *why, size_t wcap) {
+    hosts[0] = 0;
+    if (desc->hosts && !desc->allow_hostnames && !simba__zk_resolve_hosts(desc->hosts, hosts, cap, why, wcap))
+        return 0;
+    if (!simba__zk_check_hosts(desc->hosts && !desc->allow_hostnames ? hosts : desc->hosts,
+                               desc->allow_hostnames, why, wcap))
+        return 0;
+    if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
+        snprintf(why, wcap, "base_path: \"%.100s\" is not an absolute path of plain components (no trailing "
+                 "'/', no . or .., not under /zookeeper, at most %d bytes)", desc->base_path, (int)SIMBA__ZK_BASE_MAX);
+        return 0;
+    }
+    if (desc->digest && !simba__zk_check_digest(desc->digest)) {
+        snprintf(why, wcap, "digest: want \"user:password\" (both non-empty, no control characters)");
+        return 0;
+    }
+    if (desc->session_timeout_ms < 0) { snprintf(why, wcap, "session_timeout_ms: negative"); return 0; }
+    if (desc->zk_log_level < 0 || desc->zk_log_level > 4) { snprintf(why, wcap, "zk_log_level: want 0..4"); return 0; }
+    return 1;
+}
+
 SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     simba_backend b;
-    simba_allocator a;
     simba__zk *zk;
-    char hosts[2048];                 /* desc->hosts with every name resolved */
-    b.vt = NULL;
-    b.impl = NULL;
-    a.alloc = simba__zk_default_alloc;
-    a.free = simba__zk_default_free;
-    a.user = NULL;
-    if (desc && desc->allocator.alloc && desc->allocator.free) a = desc->allocator;
-    zk = (simba__zk *)a.alloc(sizeof *zk, a.user);
-    if (!zk) return b;
-    memset(zk, 0, sizeof *zk);
+    char hosts[2048], why[300];       /* desc->hosts with every name resolved; what is wrong */
+    if (!desc) return simba_backend_error(SIMBA_EINVAL, "simba_zk_desc: NULL");
+    if (simba_allocator_check(&desc->allocator) != SIMBA_OK)
+        return simba_backend_error(SIMBA_EINVAL, "simba_zk_desc.allocator: set both alloc and free, or neither");
+    why[0] = 0;
+    if (!simba__zk_check_desc(desc, hosts, sizeof hosts, why, sizeof why))
+        return simba_backend_error(SIMBA_EINVAL, "simba_zk_desc.%s", why);
+    zk = (simba__zk *)simba_allocator_alloc(&desc->allocator, sizeof *zk);
+    if (!zk) return simba_backend_error(SIMBA_ENOMEM, "simba_zk: out of memory");
     zk->magic = SIMBA__ZK_MAGIC;
-    zk->a = a;
+    zk->a = desc->allocator;
     zk->fd = -1;
     zk->reinit_at = -1;
     zk->fast_max_n = -1;
-    /* a refusal is logged at ERROR by attach (the first moment a logger exists) */
-    if (!desc) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "the desc is NULL");
-    } else if (desc->hosts && !desc->allow_hostnames &&
-               !simba__zk_resolve_hosts(desc->hosts, hosts, sizeof hosts, zk->error_why, sizeof zk->error_why)) {
-        zk->error = SIMBA_EINVAL;
-    } else if (!simba__zk_check_hosts(desc->hosts && !desc->allow_hostnames ? hosts : desc->hosts,
-                                      desc->allow_hostnames, zk->error_why, sizeof zk->error_why)) {
-        zk->error = SIMBA_EINVAL;
-    } else if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "base_path: \"%.100s\" is not an absolute path of plain "
-                 "components (no trailing '/', no . or .., not under /zookeeper, at most %d bytes)",
-                 desc->base_path, (int)SIMBA__ZK_BASE_MAX);
-    } else if (desc->digest && !simba__zk_check_digest(desc->digest)) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "digest: want \"user:password\" (both non-empty, no "
-                 "control characters)");
-    } else if (desc->session_timeout_ms < 0) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "session_timeout_ms: negative");
-    } else if (desc->zk_log_level < 0 || desc->zk_log_level > 4) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "zk_log_level: want 0..4");
-    }
-    if (!zk->error) {
-        zk->hosts = simba__zk_strdup(zk, desc->allow_hostnames ? desc->hosts : hosts);
-        zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
-        zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
-        zk->timeout_ms = desc->session_timeout_ms;
-        zk->log_level = desc->zk_log_level;
-        if (!zk->hosts || !zk->base || (desc->digest && !zk->digest)) zk->error = SIMBA_ENOMEM;
+    zk->hosts = simba__zk_strdup(zk, desc->allow_hostnames ? desc->hosts : hosts);
+    zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
+    zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
+    zk->timeout_ms = desc->session_timeout_ms;
+    zk->log_level = desc->zk_log_level;
+    if (!zk->hosts || !zk->base || (desc->digest && !zk->digest)) {
+        simba__zk_destroy(zk);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_zk: out of memory");
     }
     b.vt = &simba__zk_vtable;
     b.impl = zk;
     return b;
 }
 
-SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
+SIMBADEF int simba_zk_stats(simba_backend b, struct simba_zk_stats *out) {
     simba__zk *zk = (simba__zk *)b.impl;
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     if (b.vt != &simba__zk_vtable || !zk || zk->magic != SIMBA__ZK_MAGIC || !out) return SIMBA_EINVAL;
     memset(out, 0, sizeof *out);
     out->connected = zk->up;
+    out->reconnects = zk->connects > 0 ? zk->connects - 1 : 0;
+    out->ops_sent = zk->ops_sent;
+    out->ops_completed = zk->ops_completed;
+    out->wakes = zk->wakes_sent;
     out->session_id = zk->zsid;
     memcpy(out->password, zk->passwd, sizeof out->password);
     out->timeout_ms = zk->up ? zk->negotiated : 0;
