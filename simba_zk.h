@@ -12,6 +12,26 @@
     Link with -lzookeeper_st (the single-threaded client: simba drives it
     from your poll loop; never link the _mt library into the same program).
 
+    CONTENTS (each section starts with a marker line: ">>name" right after
+    the comment opener, the same names in every backend header)
+    ========
+    declarations    >>options      simba_zk_desc
+                    >>constructor  simba_zk, simba_zk_from_url
+                    >>stats        struct simba_zk_stats, simba_zk_stats
+    implementation  >>internals    includes, limits, private types, memory, names,
+                                   errors, children, the entry cache, calls, ops
+                    >>connection   the ZooKeeper handle: connect, session events,
+                                   reconnect with backoff, reset
+                    >>session      OPEN, KEEPALIVE, CLOSE
+                    >>locks        completions; ENQUEUE, POLL, RELEASE, INSPECT,
+                                   SET_CAPACITY, DELETE
+                    >>wakeups      watches -> simba_backend_wake; the mutex
+                                   hand-off from a watch
+                    >>stats        simba_zk_stats
+                    >>vtable       attach, submit, pollfds, deadline_ms, process,
+                                   reset, destroy (glue only)
+                    >>constructor  desc checks, allocation, simba_zk_from_url
+
     WALKTHROUGH
     ===========
         simba *s = simba_create(&(simba_desc){
@@ -34,7 +54,7 @@
                         minimum) the core's lease, simba_lease_ms(s) = ttl +
                         transition, read at attach. If the server negotiates a
                         shorter one (its maxSessionTimeout is below the lease),
-                        opening a session fails with SIMBA_EBACKEND: the server
+                        opening a session fails with SIMBA_EINVAL: the server
                         would expire holds that the client still believes valid.
     digest              "user:password": sent with zoo_add_auth("digest") on
                         every connection. Then every node simba creates carries
@@ -47,7 +67,20 @@
     zk_log_level        libzookeeper's own log (to stderr): 0 silent (default),
                         1 error .. 4 debug. The level is process-wide in the
                         library (zoo_set_debug_level).
-    allocator           for the backend's memory; zero means malloc/free.
+    allocator           for the backend's memory (not libzookeeper's own);
+                        zero means malloc/free; only one of alloc/free set is
+                        SIMBA_EINVAL (a user alloc paired with libc free would
+                        corrupt the heap).
+
+    A bad desc makes simba_create fail with SIMBA_EINVAL, and
+    simba_create_err's message names the field ("simba_zk_desc.hosts: ...").
+
+    STATS
+    =====
+    simba_zk_stats(backend, &st) (struct simba_zk_stats): connected,
+    reconnects, ops_sent, ops_completed, wakes (the same first fields on every
+    backend), then the ZooKeeper session (id, password, negotiated timeout,
+    server), the handles opened and the hand-offs granted from a watch.
 
     NODE LAYOUT
     ===========
@@ -142,6 +175,7 @@
 extern "C" {
 #endif
 
+/*>>options: what the caller sets (OPTIONS above) */
 typedef struct simba_zk_desc {
     const char *hosts;          /* "127.0.0.1:2181,127.0.0.1:2182[/chroot]" (required) */
     const char *base_path;      /* default "/simba" */
@@ -153,29 +187,14 @@ typedef struct simba_zk_desc {
     simba_allocator allocator;  /* zero: malloc/free */
 } simba_zk_desc;
 
-/* What simba_zk_status() reports about the backend's ZooKeeper connection. */
-typedef struct simba_zk_status {
-    int connected;              /* 1 while the session is usable (what the core was told) */
-    int64_t session_id;         /* the ZooKeeper session id, 0 before the first connect */
-    char password[16];          /* its password (sensitive: for tests and admin tools) */
-    int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
-    char server[64];            /* "ip:port" of the server connected to, "" if none */
-    int handles;                /* ZooKeeper handles opened so far (one more per new session) */
-    long long watch_grants;     /* mutex hand-offs granted from the predecessor's deletion
-                                   alone, with no read (see WAKE-UPS) */
-} simba_zk_status;
+/*>>constructor: simba_zk and simba_zk_from_url */
 
 /* simba_zk: a ZooKeeper backend for simba_desc.backend. simba owns it from
-   simba_create on. Bad options (no hosts, a host name without
-   allow_hostnames, a bad base path or digest) make simba_create fail with
-   SIMBA_EINVAL; if memory runs out the result has no vtable and simba_create
-   fails with SIMBA_EINVAL too. */
+   simba_create on. A bad desc (no hosts, a host name that does not resolve,
+   a bad base path or digest, half an allocator) makes simba_create fail
+   with SIMBA_EINVAL and simba_create_err names the field
+   ("simba_zk_desc.hosts: ..."); no memory makes it fail with SIMBA_ENOMEM. */
 SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
-
-/* simba_zk_status: fills *out for a backend made by simba_zk (keep a copy of
-   the simba_backend value; it stays valid until simba_destroy). Returns
-   SIMBA_OK, or SIMBA_EINVAL if b is not a ZooKeeper backend. */
-SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out);
 
 /* ---- connection URLs ----
    simba_zk_from_url: the backend for a parsed URL (simba_url_parse in
@@ -187,6 +206,30 @@ SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out);
    client options (simba_url_client_options) first: a parameter nobody read
    is an error here. */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
+
+/*>>stats: what the backend reports about itself */
+
+/* What simba_zk_stats() reports (the first five fields are the same on every
+   backend). */
+struct simba_zk_stats {
+    int connected;              /* 1 while the session is usable (what the core was told) */
+    int64_t reconnects;         /* connections made after the first (same session or a new one) */
+    int64_t ops_sent;           /* ops the backend accepted from the core */
+    int64_t ops_completed;      /* replies it gave (ops_sent - ops_completed are in flight) */
+    int64_t wakes;              /* simba_backend_wake calls (watches that fired) */
+    int64_t session_id;         /* the ZooKeeper session id, 0 before the first connect */
+    char password[16];          /* its password (sensitive: for tests and admin tools) */
+    int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
+    char server[64];            /* "ip:port" of the server connected to, "" if none */
+    int handles;                /* ZooKeeper handles opened so far (one more per new session) */
+    int64_t watch_grants;       /* mutex hand-offs granted from the predecessor's deletion
+                                   alone, with no read (see WAKE-UPS) */
+};
+
+/* simba_zk_stats: fills *out for a backend made by simba_zk (keep a copy of
+   the simba_backend value; it stays valid until simba_destroy). Returns
+   SIMBA_OK, or SIMBA_EINVAL if b is not a ZooKeeper backend or out is NULL. */
+SIMBADEF int simba_zk_stats(simba_backend b, struct simba_zk_stats *out);
 #ifdef __cplusplus
 }
 #endif
@@ -196,6 +239,8 @@ SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error
 #ifdef SIMBA_ZK_IMPLEMENTATION
 #ifndef SIMBA_ZK_IMPL_INCLUDED
 #define SIMBA_ZK_IMPL_INCLUDED
+
+/*>>internals: includes, limits, private types, memory, names, errors, children, the entry cache, calls, ops */
 
 /* <zookeeper/zookeeper.h> rather than <zookeeper.h>: found through the system
    include path, its C11 anonymous union does not trip -pedantic. */
@@ -255,6 +300,10 @@ enum {
     SIMBA__ZK_P_MDELETE,
     SIMBA__ZK_P_OWNERS        /* STAT of children named like ours whose owner we do not know */
 };
+
+/* The call index of the base path's first component ("/simba"); -1 marks
+   the other parents above the resources. */
+enum { SIMBA__ZK_TOP = -2 };
 
 /* One child of a resource node, parsed. */
 typedef struct simba__zk_kid {
@@ -349,9 +398,7 @@ typedef struct simba__zk_wake {
 struct simba__zk {
     unsigned magic;
     simba *s;
-    simba_allocator a;
-    int error;                /* a bad option: attach fails with it */
-    char error_why[300];      /* why, naming the field ("" none) */
+    simba_allocator a;        /* the desc's (zero: malloc/free) */
     char *hosts, *base, *digest, *tenant_enc;
     int timeout_ms;           /* asked for */
     int lease_ms;
@@ -383,39 +430,23 @@ struct simba__zk {
     simba__zk_op *ops, *done, *done_tail;
     simba__zk_mine *mine;
     int npred;                /* mine entries with pred set */
-    long long watch_grants;
+    int64_t watch_grants;
+    int64_t connects;         /* CONNECTED events, every handle (reconnects = connects - 1) */
+    int64_t ops_sent, ops_completed, wakes_sent;   /* simba_zk_stats */
     simba__zk_wake *wakes;
 };
 
-/*--- memory and strings ---------------------------------------------------------*/
+/*--- memory ---*/
 
-static void *simba__zk_default_alloc(size_t n, void *u) { (void)u; return malloc(n); }
-static void simba__zk_default_free(void *p, void *u) { (void)u; free(p); }
-
-static void *simba__zk_alloc(simba__zk *zk, size_t n) { return zk->a.alloc(n ? n : 1, zk->a.user); }
-static void simba__zk_free(simba__zk *zk, void *p) { if (p) zk->a.free(p, zk->a.user); }
-
-static void *simba__zk_zalloc(simba__zk *zk, size_t n) {
-    void *p = simba__zk_alloc(zk, n);
-    if (p) memset(p, 0, n);
-    return p;
-}
-
-static char *simba__zk_strndup(simba__zk *zk, const char *s, size_t n) {
-    char *d = (char *)simba__zk_alloc(zk, n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = 0;
-    return d;
-}
-
-static char *simba__zk_strdup(simba__zk *zk, const char *s) {
-    return s ? simba__zk_strndup(zk, s, strlen(s)) : NULL;
-}
+/* One-line forwarders to the kit: memory follows the desc's allocator (zero
+   means malloc/free); _alloc returns zeroed memory. */
+static void *simba__zk_alloc(simba__zk *zk, size_t n) { return simba_allocator_alloc(&zk->a, n); }
+static void simba__zk_free(simba__zk *zk, void *p) { simba_allocator_free(&zk->a, p); }
+static char *simba__zk_strdup(simba__zk *zk, const char *s) { return simba_allocator_strdup(&zk->a, s); }
 
 static int64_t simba__zk_now(simba__zk *zk) { return simba_now_ms(zk->s); }
 
-/*--- name encoding ----------------------------------------------------------------*/
+/*--- name encoding ---*/
 
 /* Bytes kept as they are; everything else becomes %XX. '.' is escaped so that
    "." and ".." can never appear as a node name. */
@@ -481,103 +512,10 @@ static char *simba__zk_res_path(simba__zk *zk, const char *tenant, const char *n
     buf[len++] = '/';
     buf[len] = 0;
     if (!simba__zk_encode(buf, sizeof buf, &len, name)) return NULL;
-    return simba__zk_strndup(zk, buf, len);
+    return simba__zk_strdup(zk, buf);
 }
 
-/*--- option checks ------------------------------------------------------------------*/
-
-static int simba__zk_numeric_host(const char *h, size_t n) {
-    char buf[64];
-    unsigned char addr[16];
-    if (n == 0 || n >= sizeof buf) return 0;
-    if (h[0] == '[') {
-        if (n < 3 || h[n - 1] != ']') return 0;
-        memcpy(buf, h + 1, n - 2);
-        buf[n - 2] = 0;
-        return inet_pton(AF_INET6, buf, addr) == 1;
-    }
-    memcpy(buf, h, n);
-    buf[n] = 0;
-    return inet_pton(AF_INET, buf, addr) == 1;
-}
-
-/* "host:port,host:port[/chroot]": every host numeric unless names are allowed,
-   every port 1..65535. */
-/* why (cap bytes) gets what is wrong, naming the field, when 0 is returned. */
-static int simba__zk_check_hosts(const char *hosts, int allow_names, char *why, size_t cap) {
-    const char *p = hosts, *end;
-    const char *slash = hosts ? strchr(hosts, '/') : NULL;
-    if (!hosts || !*hosts) {
-        snprintf(why, cap, "hosts: empty (want \"ip:port[,ip:port...]\")");
-        return 0;
-    }
-    end = slash ? slash : hosts + strlen(hosts);
-    if (p == end) {
-        snprintf(why, cap, "hosts: no server before the chroot '/'");
-        return 0;
-    }
-    while (p < end) {
-        const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
-        const char *item_end = comma ? comma : end;
-        const char *colon = NULL, *q;
-        int n = (int)(item_end - p > 100 ? 100 : item_end - p);
-        long port = 0;
-        for (q = p; q < item_end; q++) if (*q == ':') colon = q;
-        if (!colon || colon == p || colon + 1 >= item_end) {
-            snprintf(why, cap, "hosts: \"%.*s\" is not ip:port", n, p);
-            return 0;
-        }
-        for (q = colon + 1; q < item_end; q++) {
-            if (*q < '0' || *q > '9' || port > 65535) break;
-            port = port * 10 + (*q - '0');
-        }
-        if (q < item_end || port < 1 || port > 65535) {
-            snprintf(why, cap, "hosts: the port of \"%.*s\" is not a number in 1..65535", n, p);
-            return 0;
-        }
-        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) {
-            snprintf(why, cap, "hosts: \"%.*s\" is a host name, not a numeric IPv4/IPv6 address (use e.g. "
-                     "127.0.0.1 for localhost, or set allow_hostnames: the library then resolves it, blocking)", n, p);
-            return 0;
-        }
-        p = comma ? comma + 1 : end;
-        if (comma && p >= end) {
-            snprintf(why, cap, "hosts: empty entry after the last ','");
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* An absolute path of plain components, no trailing '/', not under /zookeeper. */
-static int simba__zk_check_base(const char *b) {
-    size_t n = strlen(b), i, comp = 0;
-    if (n < 2 || n > SIMBA__ZK_BASE_MAX || b[0] != '/' || b[n - 1] == '/') return 0;
-    if (strncmp(b, "/zookeeper", 10) == 0 && (b[10] == 0 || b[10] == '/')) return 0;
-    for (i = 1; i <= n; i++) {
-        if (i == n || b[i] == '/') {
-            const char *c = b + i - comp;
-            if (comp == 0) return 0;
-            if ((comp == 1 && c[0] == '.') || (comp == 2 && c[0] == '.' && c[1] == '.')) return 0;
-            comp = 0;
-        } else {
-            unsigned char ch = (unsigned char)b[i];
-            if (ch < 0x21 || ch > 0x7e) return 0;
-            comp++;
-        }
-    }
-    return 1;
-}
-
-static int simba__zk_check_digest(const char *d) {
-    const char *colon = strchr(d, ':');
-    const unsigned char *p;
-    if (!colon || colon == d || !colon[1]) return 0;
-    for (p = (const unsigned char *)d; *p; p++) if (*p < 0x20 || *p == 0x7f) return 0;
-    return 1;
-}
-
-/*--- ACLs ------------------------------------------------------------------------------*/
+/*--- ACLs ---*/
 
 static char simba__zk_s_world[] = "world", simba__zk_s_anyone[] = "anyone";
 static char simba__zk_s_auth[] = "auth", simba__zk_s_empty[] = "";
@@ -600,7 +538,7 @@ static struct ACL_vector *simba__zk_acl_own(simba__zk *zk) {
     return zk->digest ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 }
 
-/*--- error mapping -----------------------------------------------------------------------*/
+/*--- error mapping ---*/
 
 /* A ZooKeeper error as a simba code for an op of `kind`. An expired session is
    SIMBA_ESESSION only where the op belongs to the session; admin ops just
@@ -650,7 +588,7 @@ static void simba__zk_missing(simba__zk_op *op) {
     op->status = SIMBA_ENOTFOUND;
 }
 
-/*--- children ------------------------------------------------------------------------------*/
+/*--- children of a resource node ---*/
 
 static int simba__zk_parse_uint(const char *s, size_t n, long long max, long long *out) {
     size_t i;
@@ -713,7 +651,7 @@ static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct
     int i, n = v ? v->count : 0;
     simba__zk_free_kids(zk, r);
     if (n <= 0) return;
-    r->kids = (simba__zk_kid *)simba__zk_zalloc(zk, sizeof(simba__zk_kid) * (size_t)n);
+    r->kids = (simba__zk_kid *)simba__zk_alloc(zk, sizeof(simba__zk_kid) * (size_t)n);
     if (!r->kids) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     for (i = 0; i < n; i++) {
         int ok = simba__zk_parse_kid(zk, v->data[i], &r->kids[i]);
@@ -729,32 +667,39 @@ static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct
     qsort(r->kids, (size_t)r->nkids, sizeof(simba__zk_kid), simba__zk_kid_cmp);
 }
 
-/* An order-independent digest of a children list, to notice a change. */
+/* FNV-1a of one child name. */
+static uint64_t simba__zk_name_hash(const char *name) {
+    const unsigned char *p = (const unsigned char *)name;
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
+    return h;
+}
+
+/* An order-independent digest of a children list (the sum of the names'
+   hashes), to notice a change: of a getChildren answer, and of a read queue. */
 static uint64_t simba__zk_kids_hash(const struct String_vector *v) {
     uint64_t sum = 0;
     int i;
-    for (i = 0; v && i < v->count; i++) {
-        const unsigned char *p = (const unsigned char *)v->data[i];
-        uint64_t h = 1469598103934665603ull;
-        for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
-        sum += h;
-    }
+    for (i = 0; v && i < v->count; i++) sum += simba__zk_name_hash(v->data[i]);
     return sum;
 }
 
 static uint64_t simba__zk_rs_hash(const simba__zk_rs *r) {
     uint64_t sum = 0;
     int i;
-    for (i = 0; i < r->nkids; i++) {
-        const unsigned char *p = (const unsigned char *)r->kids[i].node;
-        uint64_t h = 1469598103934665603ull;
-        for (; *p; p++) { h ^= *p; h *= 1099511628211ull; }
-        sum += h;
-    }
+    for (i = 0; i < r->nkids; i++) sum += simba__zk_name_hash(r->kids[i].node);
     return sum;
 }
 
-/*--- the entry cache ----------------------------------------------------------------------------*/
+/* The capacity in a resource node's data: decimal 1..INT_MAX, nothing else. */
+static int simba__zk_parse_capacity(const char *v, int len, int *out) {
+    long long c;
+    if (!v || len <= 0 || !simba__zk_parse_uint(v, (size_t)len, INT_MAX, &c) || c < 1) return 0;
+    *out = (int)c;
+    return 1;
+}
+
+/*--- the entry cache ---*/
 
 static simba__zk_mine *simba__zk_mine_find(simba__zk *zk, const char *request, const char *session) {
     simba__zk_mine *m;
@@ -824,7 +769,7 @@ static void simba__zk_mine_save(simba__zk_op *op) {
     simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
     int i;
     if (!m) {
-        m = (simba__zk_mine *)simba__zk_zalloc(zk, sizeof *m);
+        m = (simba__zk_mine *)simba__zk_alloc(zk, sizeof *m);
         if (!m) return;
         m->request = simba__zk_strdup(zk, op->request);
         m->session = simba__zk_strdup(zk, op->session);
@@ -867,10 +812,10 @@ static void simba__zk_mine_load(simba__zk_op *op) {
     }
 }
 
-/*--- calls -----------------------------------------------------------------------------------*/
+/*--- calls ---*/
 
 static simba__zk_call *simba__zk_call_new(simba__zk *zk, simba__zk_op *op, int step, int index) {
-    simba__zk_call *c = (simba__zk_call *)simba__zk_zalloc(zk, sizeof *c);
+    simba__zk_call *c = (simba__zk_call *)simba__zk_alloc(zk, sizeof *c);
     if (!c) return NULL;
     c->zk = zk;
     c->op = op;
@@ -914,610 +859,22 @@ static simba__zk_op *simba__zk_call_done(simba__zk_call *c) {
     return op;
 }
 
-static void simba__zk_op_advance(simba__zk_op *op);
+/*--- ops: bookkeeping and delivery ---*/
 
-/*--- completions: each records what it got, then lets the op advance ---------------------*/
-
-static void simba__zk_on_void(int rc, const void *data);
-static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data);
-static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data);
-static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data);
-static void simba__zk_on_create(int rc, const char *path, const struct Stat *st, const void *data);
-static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
-
-static void simba__zk_queue_wake(simba__zk *zk, const char *name) {
-    simba__zk_wake *w;
-    for (w = zk->wakes; w; w = w->next) if (strcmp(w->name, name) == 0) return;
-    w = (simba__zk_wake *)simba__zk_zalloc(zk, sizeof *w);
-    if (!w) return;
-    w->name = simba__zk_strdup(zk, name);
-    if (!w->name) { simba__zk_free(zk, w); return; }
-    w->next = zk->wakes;
-    zk->wakes = w;
-}
-
-/* The capacity in a resource node's data: decimal 1..INT_MAX, nothing else. */
-static int simba__zk_parse_capacity(const char *v, int len, int *out) {
-    long long c;
-    if (!v || len <= 0 || !simba__zk_parse_uint(v, (size_t)len, INT_MAX, &c) || c < 1) return 0;
-    *out = (int)c;
-    return 1;
-}
-
-static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data) {
-    simba__zk_call *c = (simba__zk_call *)data;
-    simba__zk_op *op = simba__zk_call_done(c);
-    (void)st;
-    if (op) {
-        simba__zk_rs *r = &op->res[c->index];
-        if (rc == ZOK) {
-            r->exists = 1;
-            if (!simba__zk_parse_capacity(value, len, &r->capacity) && op->status == SIMBA_OK) {
-                op->status = SIMBA_EPROTO;
-                snprintf(op->message, sizeof op->message, "resource node %.150s holds no capacity", r->path);
-            }
-        } else if (rc == ZNONODE) {
-            r->exists = 0;
-            r->capacity = r->want_capacity;
-        } else {
-            simba__zk_fail_rc(op, rc, "reading the resource");
-        }
-    } else if (c->step == SIMBA__ZK_C_WATCH_PRED && !c->zk->closing && c->gen == c->zk->gen && rc == ZNONODE) {
-        simba__zk_queue_wake(c->zk, c->name);   /* the predecessor went before the watch was set */
-    }
-    simba__zk_call_free(c->zk, c);
-    if (op) simba__zk_op_advance(op);
-}
-
-static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data) {
-    simba__zk_call *c = (simba__zk_call *)data;
-    simba__zk_op *op = simba__zk_call_done(c);
-    if (op) {
-        simba__zk_rs *r = &op->res[c->index];
-        if (rc == ZOK) {
-            r->exists = 1;
-            simba__zk_store_kids(op, r, v);
-        } else if (rc == ZNONODE) {
-            r->exists = 0;
-            simba__zk_free_kids(op->zk, r);
-        } else {
-            simba__zk_fail_rc(op, rc, "listing the queue");
-        }
-    } else if (c->step == SIMBA__ZK_C_WATCH_KIDS && !c->zk->closing && c->gen == c->zk->gen) {
-        int n = rc == ZOK && v ? v->count : -1;
-        if (n != c->nkids || simba__zk_kids_hash(v) != c->kids_hash)
-            simba__zk_queue_wake(c->zk, c->name);   /* changed between our read and the watch */
-    }
-    simba__zk_call_free(c->zk, c);
-    if (op) simba__zk_op_advance(op);
-}
-
-static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
-    simba__zk_call *c = (simba__zk_call *)data;
-    simba__zk_op *op = simba__zk_call_done(c);
-    if (c->step == SIMBA__ZK_C_WATCH_SELF && !c->zk->closing && c->gen == c->zk->gen && rc != ZOK) {
-        /* our entry went before the watch was set (or we cannot tell): read again */
-        simba__zk_forget_all_preds(c->zk);
-        simba__zk_queue_wake(c->zk, c->name);
-    }
-    if (op && c->step == SIMBA__ZK_C_PING) {
-        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
-    } else if (op && c->step == SIMBA__ZK_C_SET) {
-        if (rc == ZNONODE) simba__zk_missing(op);      /* create it, then set again */
-        else if (rc != ZOK) simba__zk_fail_rc(op, rc, "setting the capacity");
-    } else if (op && c->step == SIMBA__ZK_C_OWNER) {
-        simba__zk_rs *r = &op->res[c->index];
-        if (c->nkids < r->nkids) {
-            simba__zk_kid *kid = &r->kids[c->nkids];
-            if (rc == ZOK && st) { kid->owner = st->ephemeralOwner ? st->ephemeralOwner : -1; kid->czxid = st->czxid; }
-            else if (rc == ZNONODE) kid->owner = -1;
-            else simba__zk_fail_rc(op, rc, "reading an entry");
-        }
-    } else if (op && op->kind == SIMBA_OP_INSPECT) {
-        if (rc == ZOK && st && c->index < op->nentries) op->entries[c->index].fence = st->czxid;
-        else if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "reading an entry");
-    } else if (op) {
-        simba__zk_rs *r = &op->res[c->index];
-        if (rc == ZOK && st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
-        else if (rc == ZNONODE) simba__zk_fail(op, SIMBA_ENOTFOUND, "%sentry gone: %s", "", rc);
-        else simba__zk_fail_rc(op, rc, "reading our entry");
-    }
-    simba__zk_call_free(c->zk, c);
-    if (op) simba__zk_op_advance(op);
-}
-
-static void simba__zk_on_create(int rc, const char *path, const struct Stat *st, const void *data) {
-    simba__zk_call *c = (simba__zk_call *)data;
-    simba__zk_op *op = simba__zk_call_done(c);
-    if (op) {
-        simba__zk_rs *r = &op->res[c->index];
-        if (rc == ZOK && path) {
-            const char *slash = strrchr(path, '/');
-            simba__zk_free(op->zk, r->mine);
-            r->mine = simba__zk_strdup(op->zk, slash ? slash + 1 : path);
-            if (st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
-            op->created = 1;
-        } else if (rc == ZNONODE) {
-            simba__zk_missing(op);           /* a parent is missing: the op retries with parents */
-        } else {
-            simba__zk_fail_rc(op, rc, "creating the entry");
-        }
-    }
-    simba__zk_call_free(c->zk, c);
-    if (op) simba__zk_op_advance(op);
-}
-
-/* The call index of the base path's first component ("/simba"); -1 marks
-   the other parents above the resources. */
-enum { SIMBA__ZK_TOP = -2 };
-
-static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
-    if (rc == ZOK || rc == ZNODEEXISTS) return;
-    /* The base path and the tenant node are provisioned by an admin in the
-       tenant recipe, where tenants may not create under the base path: the
-       create is refused before the server looks whether the node exists.
-       Not an error by itself; if the node really is missing, the creates
-       below it fail with ZNONODE and simba__zk_missing says why. */
-    if (rc == ZNOAUTH && c->index < 0) { op->parent_refused = 1; return; }
-    if (rc == ZNONODE && c->index == SIMBA__ZK_TOP) {
-        /* The parent of the base path's first component is "/": only a
-           chroot ("host:port/chroot") can be missing there. Not retried
-           (it was, as "not found": a busy loop, no grant, no error). */
-        const char *chroot = strchr(op->zk->hosts, '/');
-        if (op->status != SIMBA_OK) return;
-        op->status = SIMBA_EINVAL;
-        snprintf(op->message, sizeof op->message, "chroot %.120s does not exist: create it first",
-                 chroot ? chroot : "/");
-        return;
-    }
-    if (rc == ZNONODE) { simba__zk_missing(op); return; }   /* raced with a reaper: retry */
-    simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
-}
-
-static void simba__zk_on_mcreate(simba__zk_call *c, simba__zk_op *op, int rc) {
-    int i;
-    if (rc == ZOK) {
-        for (i = 0; i < c->nresults && i < op->nres; i++) {
-            const char *path = c->results[i].value;
-            const char *slash = path ? strrchr(path, '/') : NULL;
-            simba__zk_free(op->zk, op->res[i].mine);
-            op->res[i].mine = simba__zk_strdup(op->zk, slash ? slash + 1 : "");
-        }
-        op->created = 1;
-        return;
-    }
-    for (i = 0; i < c->nresults; i++) if (c->results[i].err == ZNONODE) rc = ZNONODE;
-    if (rc == ZNONODE) simba__zk_missing(op);
-    else simba__zk_fail_rc(op, rc, "creating the entries");
-}
-
-static void simba__zk_on_void(int rc, const void *data) {
-    simba__zk_call *c = (simba__zk_call *)data;
-    simba__zk *zk = c->zk;
-    simba__zk_op *op;
-    if (c->step == SIMBA__ZK_C_AUTH && !zk->closing && c->gen == zk->gen && rc != ZOK && rc != ZCONNECTIONLOSS) {
-        zk->auth_failed = 1;
-    }
-    op = simba__zk_call_done(c);
-    if (op) {
-        switch (c->step) {
-        case SIMBA__ZK_C_PARENT: simba__zk_on_parent(c, op, rc); break;
-        case SIMBA__ZK_C_MCREATE: simba__zk_on_mcreate(c, op, rc); break;
-        case SIMBA__ZK_C_DELETE:
-            if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "deleting an entry");
-            break;
-        case SIMBA__ZK_C_MDELETE:
-            if (rc == ZNOTEMPTY || rc == ZNONODE) simba__zk_missing(op);  /* changed: retry */
-            else if (rc != ZOK) simba__zk_fail_rc(op, rc, "deleting the resource");
-            break;
-        default: break;
-        }
-    }
-    simba__zk_call_free(zk, c);
-    if (op) simba__zk_op_advance(op);
-}
-
-/*--- issuing calls ----------------------------------------------------------------------------*/
-
-static void simba__zk_issue_get(simba__zk_op *op, int i) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_GET, i);
-    int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    /* the data watch tells every reader of a resource about capacity changes and deletion */
-    rc = zoo_awget(op->zk->zh, op->res[i].path, simba__zk_watcher, op->zk, simba__zk_on_data, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "reading the resource");
-}
-
-static void simba__zk_issue_kids(simba__zk_op *op, int i) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_KIDS, i);
-    int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_aget_children(op->zk->zh, op->res[i].path, 0, simba__zk_on_kids, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "listing the queue");
-}
-
-static void simba__zk_issue_reads(simba__zk_op *op) {
+static void simba__zk_op_free(simba__zk *zk, simba__zk_op *op) {
     int i;
     for (i = 0; i < op->nres; i++) {
-        simba__zk_issue_get(op, i);
-        simba__zk_issue_kids(op, i);
+        simba__zk_free(zk, op->res[i].name);
+        simba__zk_free(zk, op->res[i].path);
+        simba__zk_free(zk, op->res[i].mine);
+        simba__zk_free_kids(zk, &op->res[i]);
     }
+    simba__zk_free(zk, op->tenant);
+    simba__zk_free(zk, op->session);
+    simba__zk_free(zk, op->request);
+    simba__zk_free(zk, op->entries);
+    simba__zk_free(zk, op);
 }
-
-
-static void simba__zk_on_string(int rc, const char *value, const void *data) {
-    simba__zk_call *c = (simba__zk_call *)data;
-    simba__zk_op *op = simba__zk_call_done(c);
-    (void)value;
-    if (op && c->step == SIMBA__ZK_C_SYNC) {
-        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "sync with the quorum");
-    } else if (op) {
-        simba__zk_on_parent(c, op, rc);
-    }
-    simba__zk_call_free(c->zk, c);
-    if (op) simba__zk_op_advance(op);
-}
-
-static void simba__zk_issue_parent(simba__zk_op *op, const char *path, const char *data,
-                                   struct ACL_vector *acl, int mode, int index) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PARENT, index);
-    int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_acreate(op->zk->zh, path, data, data ? (int)strlen(data) : -1, acl, mode,
-                     simba__zk_on_string, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating a parent node");
-}
-
-/* Create whatever may be missing above our entries, in order, in the same
-   flight as the entries themselves: ZooKeeper runs a session's requests in
-   order, so the entries' create sees the parents. "Exists" is success. */
-static void simba__zk_issue_parents(simba__zk_op *op, int all) {
-    simba__zk *zk = op->zk;
-    char path[SIMBA__ZK_PATH_MAX], cap[16];
-    size_t i, n = strlen(zk->base);
-    int r;
-    if (!zk->parents_ok || all) {
-        for (i = 1; i <= n; i++) {
-            if (i < n && zk->base[i] != '/') continue;
-            memcpy(path, zk->base, i);
-            path[i] = 0;
-            simba__zk_issue_parent(op, path, NULL, simba__zk_acl_base(zk), 0,
-                                   strchr(path + 1, '/') ? -1 : SIMBA__ZK_TOP);
-        }
-        snprintf(path, sizeof path, "%s/%s", zk->base, zk->tenant_enc);
-        simba__zk_issue_parent(op, path, NULL, simba__zk_acl_own(zk), ZOO_CONTAINER, -1);
-    }
-    for (r = 0; r < op->nres; r++) {
-        if (op->res[r].exists && !all) continue;
-        snprintf(cap, sizeof cap, "%d", op->res[r].want_capacity);
-        /* persistent, not a container: a resource and its capacity stay
-           until DELETE, as on every backend (docs/backend-contract.md) */
-        simba__zk_issue_parent(op, op->res[r].path, cap, simba__zk_acl_own(zk), ZOO_PERSISTENT, r);
-    }
-}
-
-/* The entry's path prefix; the server appends the sequence number. */
-static int simba__zk_entry_prefix(const simba__zk_op *op, int i, char *buf, size_t cap) {
-    int n = snprintf(buf, cap, "%s/%d_%s_%s_", op->res[i].path, op->res[i].weight, op->session, op->request);
-    return n > 0 && (size_t)n < cap;
-}
-
-static void simba__zk_note_sent(simba__zk_op *op) {
-    simba__zk *zk = op->zk;
-    if (op->req_n < 0) return;
-    if (strcmp(zk->fast_session, op->session) != 0) {
-        snprintf(zk->fast_session, sizeof zk->fast_session, "%s", op->session);
-        zk->fast_max_n = op->req_n;
-    } else if (op->req_n > zk->fast_max_n) {
-        zk->fast_max_n = op->req_n;
-    }
-}
-
-static void simba__zk_issue_create1(simba__zk_op *op) {
-    char prefix[SIMBA__ZK_PATH_MAX];
-    simba__zk_call *c;
-    int rc;
-    if (!simba__zk_entry_prefix(op, 0, prefix, sizeof prefix)) {
-        simba__zk_fail(op, SIMBA_ENAME, "%sname too long for a node path%s", "", 0);
-        return;
-    }
-    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_CREATE, 0);
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_acreate2(op->zk->zh, prefix, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
-                      simba__zk_on_create, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entry");
-    else simba__zk_note_sent(op);
-}
-
-/* All resources of a request in one atomic multi. */
-static void simba__zk_issue_createn(simba__zk_op *op) {
-    zoo_op_t ops[SIMBA_MAX_RESOURCES];
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_MCREATE, 0);
-    int i, rc, bufsize = SIMBA__ZK_PATH_MAX;
-    char *prefix;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    c->results = (zoo_op_result_t *)simba__zk_zalloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
-    /* the created paths come back here; the prefixes we send live in the second half */
-    c->bufs = (char *)simba__zk_zalloc(op->zk, (size_t)bufsize * (size_t)op->nres * 2);
-    c->nresults = op->nres;
-    c->bufsize = bufsize;
-    if (!c->results || !c->bufs) { simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory"); return; }
-    prefix = c->bufs + (size_t)bufsize * (size_t)op->nres;
-    for (i = 0; i < op->nres; i++) {
-        char *pi = prefix + (size_t)i * (size_t)bufsize;
-        if (!simba__zk_entry_prefix(op, i, pi, (size_t)bufsize)) {
-            simba__zk_call_refused(c, ZBADARGUMENTS, "name too long for a node path");
-            return;
-        }
-        zoo_create_op_init(&ops[i], pi, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
-                           c->bufs + (size_t)i * (size_t)bufsize, bufsize);
-    }
-    rc = zoo_amulti(op->zk->zh, op->nres, ops, c->results, simba__zk_on_void, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entries");
-    else simba__zk_note_sent(op);
-}
-
-static void simba__zk_entry_path(const simba__zk_rs *r, const char *node, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/%s", r->path, node);
-}
-
-static void simba__zk_issue_stat(simba__zk_op *op, const char *path, int index) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_STAT, index);
-    int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "reading an entry");
-}
-
-/* op NULL: a delete nobody waits for (a duplicate, an undo after an error). */
-static void simba__zk_issue_delete(simba__zk *zk, simba__zk_op *op, const char *path) {
-    simba__zk_call *c = simba__zk_call_new(zk, op, op ? SIMBA__ZK_C_DELETE : SIMBA__ZK_C_FORGET, 0);
-    int rc;
-    if (!c) { if (op) simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_adelete(zk->zh, path, -1, simba__zk_on_void, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting an entry");
-}
-
-/* The session round trip of OPEN and KEEPALIVE, on which the core extends
-   every hold to send time + ttl. A read alone proves nothing: a follower
-   cut off from the leader answers it locally (for up to syncLimit x
-   tickTime) while the leader, which alone expires sessions, hears nothing
-   from us, and another client on the majority is granted once it expires
-   our session (t_zk_partitioned_follower_no_overlap: two believing holders
-   for ~1 s in every run before). So a sync goes first: the server sends it
-   to the leader and answers it, and the read queued behind it, only once
-   the leader did. A cut-off follower never answers, the keepalive times
-   out, and the hold ends at the last keepalive that reached the leader. */
-static void simba__zk_issue_ping(simba__zk_op *op) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
-    int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
-    if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return; }
-    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "session round trip");
-}
-
-static void simba__zk_issue_set(simba__zk_op *op) {
-    char cap[16];
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SET, 0);
-    int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    snprintf(cap, sizeof cap, "%d", op->res[0].want_capacity);
-    rc = zoo_aset(op->zk->zh, op->res[0].path, cap, (int)strlen(cap), -1, simba__zk_on_stat, c);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "setting the capacity");
-}
-
-/* DELETE: every entry and the resource node in one multi, so nobody sees a
-   half-deleted queue. A concurrent change fails it; the op reads again.
-   The server runs (and tells watchers of) a multi's deletes in order. */
-static void simba__zk_issue_mdelete(simba__zk_op *op) {
-    simba__zk *zk = op->zk;
-    simba__zk_rs *r = &op->res[0];
-    int n = r->nkids + 1, i, rc;
-    size_t plen = strlen(r->path), total = 0;
-    zoo_op_t *ops;
-    char *paths, *p;
-    simba__zk_call *c = simba__zk_call_new(zk, op, SIMBA__ZK_C_MDELETE, 0);
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    for (i = 0; i < r->nkids; i++) total += plen + strlen(r->kids[i].node) + 2;
-    c->results = (zoo_op_result_t *)simba__zk_zalloc(zk, sizeof(zoo_op_result_t) * (size_t)n);
-    c->nresults = n;
-    ops = (zoo_op_t *)simba__zk_zalloc(zk, sizeof(zoo_op_t) * (size_t)n);
-    paths = (char *)simba__zk_alloc(zk, total + 1);
-    if (!c->results || !ops || !paths) {
-        simba__zk_free(zk, ops);
-        simba__zk_free(zk, paths);
-        simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory");
-        return;
-    }
-    /* tail first: a waiter that would take its predecessor's deletion as its
-       grant hears of its own entry's deletion before (simba__zk_watch_self) */
-    for (i = 0, p = paths; i < r->nkids; i++) {
-        const char *node = r->kids[r->nkids - 1 - i].node;
-        size_t k = plen + strlen(node) + 2;
-        snprintf(p, k, "%s/%s", r->path, node);
-        zoo_delete_op_init(&ops[i], p, -1);
-        p += k;
-    }
-    zoo_delete_op_init(&ops[n - 1], r->path, -1);
-    rc = zoo_amulti(zk->zh, n, ops, c->results, simba__zk_on_void, c);
-    simba__zk_free(zk, ops);       /* the request is serialized: paths are no longer needed */
-    simba__zk_free(zk, paths);
-    if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting the resource");
-}
-
-/* A waiter that will be granted by its predecessor's deletion alone also
-   watches its own entry, before the predecessor: when a DELETE of the
-   resource removes both (our entry first, see simba__zk_issue_mdelete), the
-   news of our own entry comes first and we read again instead. */
-static void simba__zk_watch_self(simba__zk_op *op) {
-    simba__zk *zk = op->zk;
-    simba__zk_rs *r = &op->res[0];
-    char path[SIMBA__ZK_PATH_MAX];
-    simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_SELF, 0);
-    if (!c) return;
-    c->name = simba__zk_strdup(zk, r->name);
-    if (!c->name) { simba__zk_call_free(zk, c); return; }
-    simba__zk_entry_path(r, r->mine, path, sizeof path);
-    if (zoo_awexists(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
-}
-
-/* A waiter that was not granted watches what can grant it: with capacity 1
-   only its predecessor (no herd when the holder goes), otherwise the queue.
-   The watch is set after our read, so a change in between is caught by the
-   answer to the watch-setting call itself. */
-static void simba__zk_arm_watch(simba__zk_op *op, int i) {
-    simba__zk *zk = op->zk;
-    simba__zk_rs *r = &op->res[i];
-    char path[SIMBA__ZK_PATH_MAX];
-    int pred = r->capacity == 1 && r->pos > 0;
-    simba__zk_call *c;
-    int rc;
-    if (r->granted || r->pos < 0) return;
-    if (simba__zk_pred_grants(op)) simba__zk_watch_self(op);
-    c = simba__zk_call_new(zk, NULL, pred ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, i);
-    if (!c) return;                       /* the core's recheck period covers us */
-    c->name = simba__zk_strdup(zk, r->name);
-    if (!c->name) { simba__zk_call_free(zk, c); return; }
-    if (pred) {
-        simba__zk_entry_path(r, r->kids[r->pos - 1].node, path, sizeof path);
-        rc = zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c);
-    } else {
-        c->nkids = r->nkids;
-        c->kids_hash = simba__zk_rs_hash(r);
-        rc = zoo_awget_children(zk->zh, r->path, simba__zk_watcher, zk, simba__zk_on_kids, c);
-    }
-    if (rc != ZOK) simba__zk_call_free(zk, c);
-}
-
-/*--- the grant rule ----------------------------------------------------------------------------*/
-
-static int simba__zk_eff(int weight, int capacity) {
-    return (weight == 0 || weight > capacity) ? capacity : weight;
-}
-
-static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
-    return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
-}
-
-/* Walk a queue from its head: granted entries, our position and grant.
-   A child named like ours (our session and request id) is ours only if it
-   is the node our create returned (r->mine, kept in the mine cache), or,
-   when we do not know that name (a create whose answer was lost), if its
-   ephemeralOwner is our ZooKeeper session (simba__zk_need_owners stats it
-   first). Anyone with create rights can read our names and plant such a
-   child: it is someone else's entry and counts like any other. Only a
-   second child proven ours (a retried create that still went through) is
-   deleted. */
-static void simba__zk_eval(simba__zk_op *op, int i) {
-    simba__zk *zk = op->zk;
-    simba__zk_rs *r = &op->res[i];
-    long long sum = 0;
-    int k, known = r->mine != NULL;
-    r->pos = -1;
-    r->granted = 0;
-    for (k = 0; k < r->nkids; k++) {
-        simba__zk_kid *kid = &r->kids[k];
-        int eff = simba__zk_eff(kid->weight, r->capacity);
-        int granted = sum + eff <= r->capacity;
-        if (op->request && simba__zk_is_ours(op, kid)) {
-            int ours = known ? strcmp(r->mine, kid->node) == 0 : (zk->zsid != 0 && kid->owner == zk->zsid);
-            if (ours && r->pos < 0) {
-                r->pos = k;
-                r->granted = granted;
-                if (!known) {
-                    r->mine = simba__zk_strdup(zk, kid->node);
-                    r->czxid = kid->czxid;
-                    r->owner = kid->owner;
-                    r->was_granted = 0;
-                }
-                /* a grant is kept until the entry is removed, even if the capacity
-                   shrank since (the prefix rule still makes everyone behind wait) */
-                if (r->was_granted) r->granted = 1;
-            } else if (!known && zk->zsid != 0 && kid->owner == zk->zsid) {
-                char path[SIMBA__ZK_PATH_MAX];
-                simba__zk_entry_path(r, kid->node, path, sizeof path);
-                simba__zk_issue_delete(zk, NULL, path);
-            }
-        }
-        sum += eff;
-    }
-}
-
-/* Before evaluating a read whose queues hold children named like ours that
-   we cannot tell apart (our node name unknown): stat each of them for its
-   ephemeralOwner. Returns 1 if calls went out (phase P_OWNERS). */
-static int simba__zk_need_owners(simba__zk_op *op) {
-    int i, k, sent = 0;
-    if (!op->request) return 0;
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_rs *r = &op->res[i];
-        if (r->mine) continue;
-        for (k = 0; k < r->nkids; k++) {
-            simba__zk_kid *kid = &r->kids[k];
-            char path[SIMBA__ZK_PATH_MAX];
-            simba__zk_call *c;
-            int rc;
-            if (kid->owner != 0 || !simba__zk_is_ours(op, kid)) continue;
-            c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_OWNER, i);
-            if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 1; }
-            c->nkids = k;
-            simba__zk_entry_path(r, kid->node, path, sizeof path);
-            rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
-            if (rc != ZOK) { simba__zk_call_refused(c, rc, "reading an entry"); return 1; }
-            sent = 1;
-        }
-    }
-    if (sent) op->phase = SIMBA__ZK_P_OWNERS;
-    return sent;
-}
-
-static int simba__zk_held(const simba__zk_rs *r) {
-    long long sum = 0;
-    int k, held = 0;
-    for (k = 0; k < r->nkids; k++) {
-        sum += simba__zk_eff(r->kids[k].weight, r->capacity);
-        if (sum <= r->capacity) held++;
-        else break;
-    }
-    return held;
-}
-
-/* Another session has an entry with our request id (an idempotency key). */
-static int simba__zk_key_busy(const simba__zk_op *op) {
-    int i, k;
-    for (i = 0; i < op->nres; i++)
-        for (k = 0; k < op->res[i].nkids; k++) {
-            const simba__zk_kid *kid = &op->res[i].kids[k];
-            if (strcmp(kid->request, op->request) == 0 && strcmp(kid->session, op->session) != 0) return 1;
-        }
-    return 0;
-}
-
-/* try_only: would a new entry at the tail of every queue be granted now? */
-static int simba__zk_grantable_now(const simba__zk_op *op) {
-    int i, k;
-    for (i = 0; i < op->nres; i++) {
-        const simba__zk_rs *r = &op->res[i];
-        long long sum = simba__zk_eff(r->weight, r->capacity);
-        for (k = 0; k < r->nkids; k++) sum += simba__zk_eff(r->kids[k].weight, r->capacity);
-        if (sum > r->capacity) return 0;
-    }
-    return 1;
-}
-
-static void simba__zk_fill_queue_answer(simba__zk_op *op) {
-    simba__zk_rs *r = &op->res[0];
-    op->held = simba__zk_held(r);
-    op->ahead = r->pos >= 0 ? r->pos : r->nkids;
-    op->capacity = r->capacity;
-    if (r->nkids > 0 && op->held > 0) snprintf(op->owner, sizeof op->owner, "%s", r->kids[0].session);
-}
-
-/*--- finishing ----------------------------------------------------------------------------------*/
 
 static void simba__zk_finish(simba__zk_op *op) {
     simba__zk *zk = op->zk;
@@ -1540,433 +897,16 @@ static void simba__zk_finish_status(simba__zk_op *op, int status, const char *ms
     simba__zk_finish(op);
 }
 
-/* ENQUEUE/POLL: the answer once every resource was evaluated (and stat'ed). */
-static void simba__zk_answer(simba__zk_op *op) {
-    simba__zk *zk = op->zk;
-    int i;
-    simba__zk_fill_queue_answer(op);
-    for (i = 0; i < op->nres; i++) op->fence[i] = 0;
-    if (op->granted) {
-        for (i = 0; i < op->nres; i++) {
-            if (op->res[i].owner != zk->zsid) {
-                /* never claim an entry of another ZooKeeper session, even one of ours */
-                simba__zk_finish_status(op, SIMBA_ESESSION, "the entry belongs to an older ZooKeeper session");
-                return;
-            }
-            op->fence[i] = op->res[i].czxid;
-        }
-    } else {
-        for (i = 0; i < op->nres; i++) simba__zk_arm_watch(op, i);
+/* Every op in flight ends with `status` (an expired session: per op kind). */
+static void simba__zk_fail_all(simba__zk *zk, int status, int expired) {
+    simba__zk_call *c;
+    for (c = zk->calls; c; c = c->next) c->op = NULL;
+    while (zk->ops) {
+        simba__zk_op *op = zk->ops;
+        int st = expired ? simba__zk_status_of(ZSESSIONEXPIRED, op->kind) : status;
+        op->pending = 0;
+        simba__zk_finish_status(op, st, expired ? "the ZooKeeper session expired" : "connection reset");
     }
-    simba__zk_mine_save(op);
-    simba__zk_finish(op);
-}
-
-/* After a read (or our create) of every queue. */
-static void simba__zk_after_eval(simba__zk_op *op) {
-    int i, need_stat = 0;
-    op->granted = 1;
-    for (i = 0; i < op->nres; i++) if (!op->res[i].granted) op->granted = 0;
-    if (op->try_only && !op->granted && op->created) {
-        char path[SIMBA__ZK_PATH_MAX];
-        op->phase = SIMBA__ZK_P_UNDO;          /* lost a race for a free resource: take it back */
-        for (i = 0; i < op->nres; i++) {
-            if (!op->res[i].mine) continue;
-            simba__zk_entry_path(&op->res[i], op->res[i].mine, path, sizeof path);
-            simba__zk_issue_delete(op->zk, op, path);
-        }
-        return;
-    }
-    if (op->granted) {
-        op->phase = SIMBA__ZK_P_STAT;
-        for (i = 0; i < op->nres; i++) {
-            char path[SIMBA__ZK_PATH_MAX];
-            if (op->res[i].czxid) continue;
-            simba__zk_entry_path(&op->res[i], op->res[i].mine, path, sizeof path);
-            simba__zk_issue_stat(op, path, i);
-            need_stat = 1;
-        }
-        if (need_stat) return;
-    }
-    simba__zk_answer(op);
-}
-
-/*--- ENQUEUE -------------------------------------------------------------------------------------*/
-
-/* The create flight. parents: 0 none (the fast path: a missing parent fails
-   the create and we come back with 2), 1 the resources the read found
-   missing, 2 everything from the base path down. */
-static void simba__zk_issue_write(simba__zk_op *op, int parents) {
-    int i, missing = 0;
-    for (i = 0; i < op->nres; i++) if (!op->res[i].exists) missing = 1;
-    if (parents == 2) simba__zk_issue_parents(op, 1);
-    else if (parents == 1 && missing) simba__zk_issue_parents(op, 0);
-    if (op->nres == 1) simba__zk_issue_create1(op);
-    else simba__zk_issue_createn(op);
-    simba__zk_issue_reads(op);
-    op->phase = SIMBA__ZK_P_WRITE;
-}
-
-static void simba__zk_enqueue_read_done(simba__zk_op *op) {
-    int i, found = 0;
-    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
-    if (simba__zk_need_owners(op)) return;
-    if (simba__zk_key_busy(op)) {
-        simba__zk_finish_status(op, SIMBA_EKEYBUSY, "the key belongs to another live session");
-        return;
-    }
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_eval(op, i);
-        if (op->res[i].pos >= 0) found = 1;
-    }
-    if (found) {                       /* a retry: answer the entry as it is */
-        int complete = 1;
-        for (i = 0; i < op->nres; i++) if (op->res[i].pos < 0) complete = 0;
-        if (complete) { simba__zk_after_eval(op); return; }
-        /* some resource lost its entry (an admin's DELETE): remove the rest,
-           then enqueue again; the deletes run before the creates */
-        for (i = 0; i < op->nres; i++) {
-            char path[SIMBA__ZK_PATH_MAX];
-            simba__zk_rs *r = &op->res[i];
-            if (r->pos < 0) continue;
-            simba__zk_entry_path(r, r->kids[r->pos].node, path, sizeof path);
-            simba__zk_issue_delete(op->zk, NULL, path);
-            simba__zk_free(op->zk, r->mine);
-            r->mine = NULL;
-            r->pos = -1;
-            r->czxid = r->owner = 0;
-        }
-        simba__zk_mine_drop(op->zk, op->request, op->session);
-    }
-    for (i = 0; i < op->nres; i++) {
-        if (op->res[i].exists && op->res[i].weight > op->res[i].capacity) {
-            simba__zk_finish_status(op, SIMBA_ECAPACITY, "more permits than the resource's capacity");
-            return;
-        }
-    }
-    if (op->try_only && !simba__zk_grantable_now(op)) {
-        op->granted = 0;
-        simba__zk_fill_queue_answer(op);
-        simba__zk_finish(op);
-        return;
-    }
-    simba__zk_issue_write(op, 1);
-}
-
-static void simba__zk_enqueue_write_done(simba__zk_op *op) {
-    int i;
-    if (op->status == SIMBA_ENOTFOUND && !op->created && op->attempts < SIMBA__ZK_RETRIES) {
-        /* a parent was missing (first use, a DELETE meanwhile, or an empty tenant reaped) */
-        op->attempts++;
-        op->status = SIMBA_OK;
-        op->message[0] = 0;
-        simba__zk_issue_write(op, 2);
-        return;
-    }
-    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
-    op->zk->parents_ok = 1;
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_eval(op, i);
-        if (op->res[i].pos < 0) {
-            simba__zk_finish_status(op, SIMBA_ENOTFOUND, "the new entry was deleted at once");
-            return;
-        }
-    }
-    simba__zk_after_eval(op);
-}
-
-static void simba__zk_poll_read_done(simba__zk_op *op) {
-    int i;
-    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
-    if (simba__zk_need_owners(op)) return;
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_eval(op, i);
-        if (op->res[i].pos < 0) {
-            simba__zk_mine_drop(op->zk, op->request, op->session);
-            simba__zk_finish_status(op, SIMBA_ENOTFOUND, "the entry is gone");
-            return;
-        }
-    }
-    simba__zk_after_eval(op);
-}
-
-static void simba__zk_stat_done(simba__zk_op *op) {
-    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
-    simba__zk_answer(op);
-}
-
-static void simba__zk_step_enqueue(simba__zk_op *op) {
-    switch (op->phase) {
-    case SIMBA__ZK_P_START:
-        if (op->fast) simba__zk_issue_write(op, 0);
-        else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
-        break;
-    case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
-        if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
-        else simba__zk_enqueue_read_done(op);
-        break;
-    case SIMBA__ZK_P_WRITE: simba__zk_enqueue_write_done(op); break;
-    case SIMBA__ZK_P_STAT: simba__zk_stat_done(op); break;
-    case SIMBA__ZK_P_UNDO:
-        op->granted = 0;
-        op->status = SIMBA_OK;             /* whatever the delete said: nothing is held */
-        op->res[0].pos = -1;
-        simba__zk_fill_queue_answer(op);
-        simba__zk_mine_drop(op->zk, op->request, op->session);
-        simba__zk_finish(op);
-        break;
-    default: simba__zk_finish(op); break;
-    }
-}
-
-/*--- RELEASE ------------------------------------------------------------------------------------*/
-
-static void simba__zk_release_delete(simba__zk_op *op) {
-    char path[SIMBA__ZK_PATH_MAX];
-    int i, k, any = 0;
-    op->phase = SIMBA__ZK_P_DELETE;
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_rs *r = &op->res[i];
-        if (r->nkids == 0 && r->mine) {            /* from the cache */
-            simba__zk_entry_path(r, r->mine, path, sizeof path);
-            simba__zk_issue_delete(op->zk, op, path);
-            any = 1;
-        }
-        for (k = 0; k < r->nkids; k++) {
-            if (!simba__zk_is_ours(op, &r->kids[k])) continue;
-            simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
-            simba__zk_issue_delete(op->zk, op, path);
-            any = 1;
-        }
-    }
-    if (!any) simba__zk_finish(op);
-}
-
-static void simba__zk_step_release(simba__zk_op *op) {
-    int i, cached = 1;
-    switch (op->phase) {
-    case SIMBA__ZK_P_START:
-        simba__zk_mine_load(op);
-        for (i = 0; i < op->nres; i++) if (!op->res[i].mine) cached = 0;
-        if (cached) { simba__zk_release_delete(op); break; }
-        for (i = 0; i < op->nres; i++) {
-            simba__zk_free(op->zk, op->res[i].mine);
-            op->res[i].mine = NULL;
-            simba__zk_issue_kids(op, i);
-        }
-        op->phase = SIMBA__ZK_P_READ;
-        break;
-    case SIMBA__ZK_P_READ:
-        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
-        simba__zk_release_delete(op);
-        break;
-    default:
-        if (op->status == SIMBA_OK) simba__zk_mine_drop(op->zk, op->request, op->session);
-        simba__zk_finish(op);
-        break;
-    }
-}
-
-/*--- INSPECT, SET_CAPACITY, DELETE --------------------------------------------------------------*/
-
-static void simba__zk_inspect_read_done(simba__zk_op *op) {
-    simba__zk_rs *r = &op->res[0];
-    long long sum = 0;
-    int k;
-    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
-    if (!r->exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); return; }
-    op->res[0].pos = -1;
-    simba__zk_fill_queue_answer(op);
-    op->nentries = r->nkids;
-    if (r->nkids > 0) {
-        op->entries = (simba_holder *)simba__zk_zalloc(op->zk, sizeof(simba_holder) * (size_t)r->nkids);
-        if (!op->entries) { simba__zk_finish_status(op, SIMBA_ENOMEM, "out of memory"); return; }
-    }
-    op->phase = SIMBA__ZK_P_STAT;
-    for (k = 0; k < r->nkids; k++) {
-        simba_holder *h = &op->entries[k];
-        const char *tilde = strrchr(r->kids[k].session, '~');
-        size_t clen = tilde ? (size_t)(tilde - r->kids[k].session) : strlen(r->kids[k].session);
-        char path[SIMBA__ZK_PATH_MAX];
-        if (clen > SIMBA_MAX_ID) clen = SIMBA_MAX_ID;
-        memcpy(h->client, r->kids[k].session, clen);
-        h->client[clen] = 0;
-        snprintf(h->session, sizeof h->session, "%s", r->kids[k].session);
-        h->weight = r->kids[k].weight;
-        sum += simba__zk_eff(r->kids[k].weight, r->capacity);
-        h->granted = sum <= r->capacity;
-        if (!h->granted) continue;
-        simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
-        simba__zk_issue_stat(op, path, k);      /* the holder's fence: its czxid */
-    }
-    if (op->pending == 0) simba__zk_finish(op);
-}
-
-static void simba__zk_step_inspect(simba__zk_op *op) {
-    switch (op->phase) {
-    case SIMBA__ZK_P_START: op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); break;
-    case SIMBA__ZK_P_READ: simba__zk_inspect_read_done(op); break;
-    default: simba__zk_finish(op); break;
-    }
-}
-
-static void simba__zk_step_set_capacity(simba__zk_op *op) {
-    switch (op->phase) {
-    case SIMBA__ZK_P_START:
-        op->phase = SIMBA__ZK_P_SET;
-        simba__zk_issue_set(op);
-        break;
-    case SIMBA__ZK_P_SET:
-    case SIMBA__ZK_P_CREATE_RES:
-        if (op->status == SIMBA_ENOTFOUND && op->attempts < SIMBA__ZK_RETRIES) {
-            op->attempts++;
-            op->status = SIMBA_OK;
-            if (op->phase == SIMBA__ZK_P_SET) {
-                /* no such resource yet: create it with the capacity (then set, in case
-                   someone else created it first) */
-                op->res[0].exists = 0;
-                op->phase = SIMBA__ZK_P_CREATE_RES;
-                simba__zk_issue_parents(op, 1);
-            } else {
-                op->phase = SIMBA__ZK_P_SET;
-                simba__zk_issue_set(op);
-            }
-            break;
-        }
-        if (op->status == SIMBA_OK && op->phase == SIMBA__ZK_P_CREATE_RES) {
-            op->phase = SIMBA__ZK_P_SET;
-            simba__zk_issue_set(op);
-            break;
-        }
-        simba__zk_finish(op);
-        break;
-    default: simba__zk_finish(op); break;
-    }
-}
-
-static void simba__zk_step_delete(simba__zk_op *op) {
-    switch (op->phase) {
-    case SIMBA__ZK_P_START:
-        op->phase = SIMBA__ZK_P_READ;
-        simba__zk_issue_kids(op, 0);
-        break;
-    case SIMBA__ZK_P_READ:
-        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
-        if (!op->res[0].exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); break; }
-        op->phase = SIMBA__ZK_P_MDELETE;
-        simba__zk_issue_mdelete(op);
-        break;
-    case SIMBA__ZK_P_MDELETE:
-        if (op->status == SIMBA_ENOTFOUND && op->attempts < SIMBA__ZK_RETRIES) {
-            op->attempts++;                       /* the queue changed meanwhile: read it again */
-            op->status = SIMBA_OK;
-            op->phase = SIMBA__ZK_P_READ;
-            simba__zk_issue_kids(op, 0);
-            break;
-        }
-        simba__zk_finish(op);
-        break;
-    default: simba__zk_finish(op); break;
-    }
-}
-
-/*--- OPEN, KEEPALIVE ------------------------------------------------------------------------------*/
-
-static void simba__zk_step_session(simba__zk_op *op) {
-    if (op->phase == SIMBA__ZK_P_START) {
-        op->phase = SIMBA__ZK_P_PING;
-        simba__zk_issue_ping(op);
-        return;
-    }
-    simba__zk_finish(op);
-}
-
-/* Runs an op until it waits for the server or is finished. */
-static void simba__zk_op_advance(simba__zk_op *op) {
-    while (op->pending == 0 && op->phase >= 0) {
-        switch (op->kind) {
-        case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL: simba__zk_step_enqueue(op); break;
-        case SIMBA_OP_RELEASE: simba__zk_step_release(op); break;
-        case SIMBA_OP_INSPECT: simba__zk_step_inspect(op); break;
-        case SIMBA_OP_SET_CAPACITY: simba__zk_step_set_capacity(op); break;
-        case SIMBA_OP_DELETE: simba__zk_step_delete(op); break;
-        case SIMBA_OP_OPEN: case SIMBA_OP_KEEPALIVE: simba__zk_step_session(op); break;
-        default: simba__zk_finish(op); break;
-        }
-    }
-}
-
-/*--- ops: creation, delivery ----------------------------------------------------------------------*/
-
-static void simba__zk_op_free(simba__zk *zk, simba__zk_op *op) {
-    int i;
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_free(zk, op->res[i].name);
-        simba__zk_free(zk, op->res[i].path);
-        simba__zk_free(zk, op->res[i].mine);
-        simba__zk_free_kids(zk, &op->res[i]);
-    }
-    simba__zk_free(zk, op->tenant);
-    simba__zk_free(zk, op->session);
-    simba__zk_free(zk, op->request);
-    simba__zk_free(zk, op->entries);
-    simba__zk_free(zk, op);
-}
-
-/* n of a request id "<session>~<n>", -1 for any other form (keys). */
-static long long simba__zk_request_n(const char *session, const char *request) {
-    size_t sl = strlen(session);
-    long long n;
-    if (strncmp(request, session, sl) != 0 || request[sl] != '~') return -1;
-    if (!simba__zk_parse_uint(request + sl + 1, strlen(request + sl + 1), LLONG_MAX / 2, &n)) return -1;
-    return n;
-}
-
-/* The fast path: create without reading first. Safe only for a request that
-   this backend never sent before (so no entry of it can exist) and whose
-   weight fits any capacity (so no SIMBA_ECAPACITY can be due). */
-static int simba__zk_can_skip_read(const simba__zk_op *op) {
-    const simba__zk *zk = op->zk;
-    int i;
-    if (op->kind != SIMBA_OP_ENQUEUE || op->try_only || op->req_n < 0) return 0;
-    for (i = 0; i < op->nres; i++) if (op->res[i].weight > 1) return 0;
-    if (simba__zk_mine_find((simba__zk *)zk, op->request, op->session)) return 0;
-    return strcmp(zk->fast_session, op->session) != 0 || op->req_n > zk->fast_max_n;
-}
-
-static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *src) {
-    int i;
-    op->zk = zk;
-    op->id = src->id;
-    op->kind = src->kind;
-    op->try_only = src->try_only;
-    op->lease_ms = src->lease_ms;
-    op->req_n = -1;
-    op->tenant = simba__zk_strdup(zk, src->tenant ? src->tenant : simba_tenant(zk->s));
-    op->session = simba__zk_strdup(zk, src->session ? src->session : "");
-    if (!op->tenant || !op->session) return SIMBA_ENOMEM;
-    if (src->request) {
-        if (strchr(src->request, '_') || strchr(src->request, '/') || strchr(op->session, '_'))
-            return SIMBA_ENAME;                 /* would break the entry's node name */
-        op->request = simba__zk_strdup(zk, src->request);
-        if (!op->request) return SIMBA_ENOMEM;
-        op->req_n = simba__zk_request_n(op->session, op->request);
-    }
-    if (src->nres < 0 || src->nres > SIMBA_MAX_RESOURCES || (src->nres > 0 && !src->res)) return SIMBA_EINVAL;
-    op->nres = src->nres;
-    for (i = 0; i < op->nres; i++) {
-        simba__zk_rs *r = &op->res[i];
-        if (!src->res[i].name || !src->res[i].name[0]) return SIMBA_ENAME;
-        r->name = simba__zk_strdup(zk, src->res[i].name);
-        r->path = simba__zk_res_path(zk, op->tenant, src->res[i].name);
-        if (!r->name) return SIMBA_ENOMEM;
-        if (!r->path) return SIMBA_ENAME;
-        r->want_capacity = src->res[i].capacity > 0 ? src->res[i].capacity : 1;
-        r->capacity = r->want_capacity;
-        r->weight = src->res[i].weight < 0 ? 0 : src->res[i].weight;
-        r->pos = -1;
-    }
-    return SIMBA_OK;
 }
 
 static void simba__zk_deliver(simba__zk *zk) {
@@ -1989,84 +929,34 @@ static void simba__zk_deliver(simba__zk *zk) {
         rep.capacity = op->capacity;
         rep.nentries = op->nentries;
         rep.entries = op->entries;
+        zk->ops_completed++;
         simba_backend_complete(zk->s, &rep);
         simba__zk_op_free(zk, op);
     }
 }
 
-static void simba__zk_deliver_wakes(simba__zk *zk) {
-    while (zk->wakes) {
-        simba__zk_wake *w = zk->wakes;
-        zk->wakes = w->next;
-        simba_backend_wake(zk->s, w->name, NULL, NULL, 0);
-        simba__zk_free(zk, w->name);
-        simba__zk_free(zk, w);
-    }
-}
+/* Declared ahead: the completions (in >>locks) and the watcher (in
+   >>wakeups) are handed to the library by every section; op_advance runs
+   the step functions of >>session and >>locks; queue_wake and arm_watch
+   belong to >>wakeups; the stats find their backend through the vtable. */
+static void simba__zk_op_advance(simba__zk_op *op);
+static void simba__zk_on_void(int rc, const void *data);
+static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data);
+static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data);
+static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data);
+static void simba__zk_on_create(int rc, const char *path, const struct Stat *st, const void *data);
+static void simba__zk_on_string(int rc, const char *value, const void *data);
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+static void simba__zk_queue_wake(simba__zk *zk, const char *name);
+static void simba__zk_arm_watch(simba__zk_op *op, int i);
+static simba__zk *simba__zk_of(simba_backend b);
 
-/* Every op in flight ends with `status` (an expired session: per op kind). */
-static void simba__zk_fail_all(simba__zk *zk, int status, int expired) {
-    simba__zk_call *c;
-    for (c = zk->calls; c; c = c->next) c->op = NULL;
-    while (zk->ops) {
-        simba__zk_op *op = zk->ops;
-        int st = expired ? simba__zk_status_of(ZSESSIONEXPIRED, op->kind) : status;
-        op->pending = 0;
-        simba__zk_finish_status(op, st, expired ? "the ZooKeeper session expired" : "connection reset");
-    }
-}
-
-/*--- the ZooKeeper handle ------------------------------------------------------------------------*/
+/*>>connection: the ZooKeeper handle: connect, session events, reconnect with backoff, reset */
 
 static void simba__zk_silent_log(const char *msg) { (void)msg; }
 
-static void simba__zk_wake_path(simba__zk *zk, const char *path) {
-    size_t bl = strlen(zk->base), tl = strlen(zk->tenant_enc);
-    const char *p, *slash;
-    char name[SIMBA_MAX_NAME + 1];
-    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return;
-    p = path + bl + 1;
-    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return;
-    p += tl + 1;
-    slash = strchr(p, '/');
-    if (!simba__zk_decode(name, sizeof name, p, slash ? (size_t)(slash - p) : strlen(p))) return;
-    simba__zk_queue_wake(zk, name);
-}
-
-/* path is dir + "/" + node. */
-static int simba__zk_path_is(const char *path, const char *dir, const char *node) {
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && path[n] == '/' && strcmp(path + n + 1, node) == 0;
-}
-
-/* What a node event means for waiters that know their predecessor: its
-   deletion grants them; a change of the resource node (capacity, deletion) or
-   the deletion of our own entry means they must read again. ZooKeeper
-   delivers one client's events in the order the changes happened. */
-static void simba__zk_note_event(simba__zk *zk, int type, const char *path) {
-    simba__zk_mine *m;
-    for (m = zk->mine; m && zk->npred > 0; m = m->next) {
-        if (!m->pred || m->nres != 1 || !m->path[0]) continue;
-        if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
-        else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
-                 strcmp(path, m->path[0]) == 0)
-            simba__zk_forget_pred(zk, m);
-    }
-}
-
-/* The library calls this for session state changes (global watcher) and for
-   the watches we set. Only flags and wake-ups here: the core hears of them
-   after zookeeper_process() returns. */
-static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    simba__zk *zk = (simba__zk *)ctx;
-    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
-    if (type != ZOO_SESSION_EVENT) {
-        if (path && *path) {
-            simba__zk_note_event(zk, type, path);
-            simba__zk_wake_path(zk, path);
-        }
-        return;
-    }
+/* A session state change (from simba__zk_watcher): flags only. */
+static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) {
     /* after a reconnect the server replays missed events in no useful order */
     simba__zk_forget_all_preds(zk);
     /* "connected" while connected: the library replaced the connection
@@ -2076,6 +966,7 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     zk->zstate = state;
     if (state == ZOO_CONNECTED_STATE) {
         const clientid_t *id = zoo_client_id(zh);
+        zk->connects++;
         if (id) {
             if (zk->zsid && id->client_id != zk->zsid) zk->expired = 1;   /* cannot happen: be safe */
             zk->zsid = id->client_id;
@@ -2278,32 +1169,7 @@ static void simba__zk_housekeeping(simba__zk *zk) {
     if (!zk->zh && zk->reinit_at >= 0 && now >= zk->reinit_at) simba__zk_open_handle(zk);
 }
 
-/*--- the vtable ----------------------------------------------------------------------------------*/
-
-static int simba__zk_attach(void *impl, simba *s) {
-    simba__zk *zk = (simba__zk *)impl;
-    char enc[SIMBA_MAX_TENANT * 3 + 1];
-    size_t len = 0;
-    int lease;
-    zk->s = s;
-    if (zk->error) {
-        if (zk->error_why[0]) {
-            simba_backend_log(s, SIMBA_LOG_ERROR, "simba_zk: %s", zk->error_why);
-            simba_backend_fail(s, zk->error, "simba_zk: %s", zk->error_why);
-        }
-        return zk->error;
-    }
-    lease = simba_lease_ms(s);
-    zk->lease_ms = lease;
-    if (zk->timeout_ms < lease) zk->timeout_ms = lease;
-    if (!simba__zk_encode(enc, sizeof enc, &len, simba_tenant(s))) return SIMBA_ENAME;
-    zk->tenant_enc = simba__zk_strdup(zk, enc);
-    if (!zk->tenant_enc) return SIMBA_ENOMEM;
-    if (zk->log_level > 0) zoo_set_debug_level((ZooLogLevel)zk->log_level);
-    simba__zk_open_handle(zk);
-    if (!zk->zh && errno == EINVAL) return SIMBA_EINVAL;
-    return SIMBA_OK;
-}
+/*>>session: OPEN, KEEPALIVE, CLOSE */
 
 /* Session ops are answered from what we know of the handle, or by one round
    trip; everything else runs its phases. */
@@ -2334,6 +1200,1053 @@ static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
     }
 }
 
+/* The session round trip of OPEN and KEEPALIVE, on which the core extends
+   every hold to send time + ttl. A read alone proves nothing: a follower
+   cut off from the leader answers it locally (for up to syncLimit x
+   tickTime) while the leader, which alone expires sessions, hears nothing
+   from us, and another client on the majority is granted once it expires
+   our session (t_zk_partitioned_follower_no_overlap: two believing holders
+   for ~1 s in every run before). So a sync goes first: the server sends it
+   to the leader and answers it, and the read queued behind it, only once
+   the leader did. A cut-off follower never answers, the keepalive times
+   out, and the hold ends at the last keepalive that reached the leader. */
+static void simba__zk_issue_ping(simba__zk_op *op) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
+    if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return; }
+    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "session round trip");
+}
+
+static void simba__zk_step_session(simba__zk_op *op) {
+    if (op->phase == SIMBA__ZK_P_START) {
+        op->phase = SIMBA__ZK_P_PING;
+        simba__zk_issue_ping(op);
+        return;
+    }
+    simba__zk_finish(op);
+}
+
+/*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE */
+
+/*--- completions: each records what it got, then lets the op advance (also for the calls of >>connection and >>session) ---*/
+
+static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    (void)st;
+    if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK) {
+            r->exists = 1;
+            if (!simba__zk_parse_capacity(value, len, &r->capacity) && op->status == SIMBA_OK) {
+                op->status = SIMBA_EPROTO;
+                snprintf(op->message, sizeof op->message, "resource node %.150s holds no capacity", r->path);
+            }
+        } else if (rc == ZNONODE) {
+            r->exists = 0;
+            r->capacity = r->want_capacity;
+        } else {
+            simba__zk_fail_rc(op, rc, "reading the resource");
+        }
+    } else if (c->step == SIMBA__ZK_C_WATCH_PRED && !c->zk->closing && c->gen == c->zk->gen && rc == ZNONODE) {
+        simba__zk_queue_wake(c->zk, c->name);   /* the predecessor went before the watch was set */
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK) {
+            r->exists = 1;
+            simba__zk_store_kids(op, r, v);
+        } else if (rc == ZNONODE) {
+            r->exists = 0;
+            simba__zk_free_kids(op->zk, r);
+        } else {
+            simba__zk_fail_rc(op, rc, "listing the queue");
+        }
+    } else if (c->step == SIMBA__ZK_C_WATCH_KIDS && !c->zk->closing && c->gen == c->zk->gen) {
+        int n = rc == ZOK && v ? v->count : -1;
+        if (n != c->nkids || simba__zk_kids_hash(v) != c->kids_hash)
+            simba__zk_queue_wake(c->zk, c->name);   /* changed between our read and the watch */
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    if (c->step == SIMBA__ZK_C_WATCH_SELF && !c->zk->closing && c->gen == c->zk->gen && rc != ZOK) {
+        /* our entry went before the watch was set (or we cannot tell): read again */
+        simba__zk_forget_all_preds(c->zk);
+        simba__zk_queue_wake(c->zk, c->name);
+    }
+    if (op && c->step == SIMBA__ZK_C_PING) {
+        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
+    } else if (op && c->step == SIMBA__ZK_C_SET) {
+        if (rc == ZNONODE) simba__zk_missing(op);      /* create it, then set again */
+        else if (rc != ZOK) simba__zk_fail_rc(op, rc, "setting the capacity");
+    } else if (op && c->step == SIMBA__ZK_C_OWNER) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (c->nkids < r->nkids) {
+            simba__zk_kid *kid = &r->kids[c->nkids];
+            if (rc == ZOK && st) { kid->owner = st->ephemeralOwner ? st->ephemeralOwner : -1; kid->czxid = st->czxid; }
+            else if (rc == ZNONODE) kid->owner = -1;
+            else simba__zk_fail_rc(op, rc, "reading an entry");
+        }
+    } else if (op && op->kind == SIMBA_OP_INSPECT) {
+        if (rc == ZOK && st && c->index < op->nentries) op->entries[c->index].fence = st->czxid;
+        else if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "reading an entry");
+    } else if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK && st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
+        else if (rc == ZNONODE) simba__zk_fail(op, SIMBA_ENOTFOUND, "%sentry gone: %s", "", rc);
+        else simba__zk_fail_rc(op, rc, "reading our entry");
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_create(int rc, const char *path, const struct Stat *st, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    if (op) {
+        simba__zk_rs *r = &op->res[c->index];
+        if (rc == ZOK && path) {
+            const char *slash = strrchr(path, '/');
+            simba__zk_free(op->zk, r->mine);
+            r->mine = simba__zk_strdup(op->zk, slash ? slash + 1 : path);
+            if (st) { r->czxid = st->czxid; r->owner = st->ephemeralOwner; }
+            op->created = 1;
+        } else if (rc == ZNONODE) {
+            simba__zk_missing(op);           /* a parent is missing: the op retries with parents */
+        } else {
+            simba__zk_fail_rc(op, rc, "creating the entry");
+        }
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
+    if (rc == ZOK || rc == ZNODEEXISTS) return;
+    /* The base path and the tenant node are provisioned by an admin in the
+       tenant recipe, where tenants may not create under the base path: the
+       create is refused before the server looks whether the node exists.
+       Not an error by itself; if the node really is missing, the creates
+       below it fail with ZNONODE and simba__zk_missing says why. */
+    if (rc == ZNOAUTH && c->index < 0) { op->parent_refused = 1; return; }
+    if (rc == ZNONODE && c->index == SIMBA__ZK_TOP) {
+        /* The parent of the base path's first component is "/": only a
+           chroot ("host:port/chroot") can be missing there. Not retried
+           (it was, as "not found": a busy loop, no grant, no error). */
+        const char *chroot = strchr(op->zk->hosts, '/');
+        if (op->status != SIMBA_OK) return;
+        op->status = SIMBA_EINVAL;
+        snprintf(op->message, sizeof op->message, "chroot %.120s does not exist: create it first",
+                 chroot ? chroot : "/");
+        return;
+    }
+    if (rc == ZNONODE) { simba__zk_missing(op); return; }   /* raced with a reaper: retry */
+    simba__zk_fail_rc(op, rc, c->index < 0 ? "creating the base path" : "creating the resource");
+}
+
+static void simba__zk_on_mcreate(simba__zk_call *c, simba__zk_op *op, int rc) {
+    int i;
+    if (rc == ZOK) {
+        for (i = 0; i < c->nresults && i < op->nres; i++) {
+            const char *path = c->results[i].value;
+            const char *slash = path ? strrchr(path, '/') : NULL;
+            simba__zk_free(op->zk, op->res[i].mine);
+            op->res[i].mine = simba__zk_strdup(op->zk, slash ? slash + 1 : "");
+        }
+        op->created = 1;
+        return;
+    }
+    for (i = 0; i < c->nresults; i++) if (c->results[i].err == ZNONODE) rc = ZNONODE;
+    if (rc == ZNONODE) simba__zk_missing(op);
+    else simba__zk_fail_rc(op, rc, "creating the entries");
+}
+
+static void simba__zk_on_void(int rc, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk *zk = c->zk;
+    simba__zk_op *op;
+    if (c->step == SIMBA__ZK_C_AUTH && !zk->closing && c->gen == zk->gen && rc != ZOK && rc != ZCONNECTIONLOSS) {
+        zk->auth_failed = 1;
+    }
+    op = simba__zk_call_done(c);
+    if (op) {
+        switch (c->step) {
+        case SIMBA__ZK_C_PARENT: simba__zk_on_parent(c, op, rc); break;
+        case SIMBA__ZK_C_MCREATE: simba__zk_on_mcreate(c, op, rc); break;
+        case SIMBA__ZK_C_DELETE:
+            if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "deleting an entry");
+            break;
+        case SIMBA__ZK_C_MDELETE:
+            if (rc == ZNOTEMPTY || rc == ZNONODE) simba__zk_missing(op);  /* changed: retry */
+            else if (rc != ZOK) simba__zk_fail_rc(op, rc, "deleting the resource");
+            break;
+        default: break;
+        }
+    }
+    simba__zk_call_free(zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+static void simba__zk_on_string(int rc, const char *value, const void *data) {
+    simba__zk_call *c = (simba__zk_call *)data;
+    simba__zk_op *op = simba__zk_call_done(c);
+    (void)value;
+    if (op && c->step == SIMBA__ZK_C_SYNC) {
+        if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "sync with the quorum");
+    } else if (op) {
+        simba__zk_on_parent(c, op, rc);
+    }
+    simba__zk_call_free(c->zk, c);
+    if (op) simba__zk_op_advance(op);
+}
+
+/*--- issuing calls ---*/
+
+static void simba__zk_issue_get(simba__zk_op *op, int i) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_GET, i);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    /* the data watch tells every reader of a resource about capacity changes and deletion */
+    rc = zoo_awget(op->zk->zh, op->res[i].path, simba__zk_watcher, op->zk, simba__zk_on_data, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "reading the resource");
+}
+
+static void simba__zk_issue_kids(simba__zk_op *op, int i) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_KIDS, i);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_aget_children(op->zk->zh, op->res[i].path, 0, simba__zk_on_kids, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "listing the queue");
+}
+
+static void simba__zk_issue_reads(simba__zk_op *op) {
+    int i;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_issue_get(op, i);
+        simba__zk_issue_kids(op, i);
+    }
+}
+
+static void simba__zk_issue_parent(simba__zk_op *op, const char *path, const char *data,
+                                   struct ACL_vector *acl, int mode, int index) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PARENT, index);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_acreate(op->zk->zh, path, data, data ? (int)strlen(data) : -1, acl, mode,
+                     simba__zk_on_string, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating a parent node");
+}
+
+/* Create whatever may be missing above our entries, in order, in the same
+   flight as the entries themselves: ZooKeeper runs a session's requests in
+   order, so the entries' create sees the parents. "Exists" is success. */
+static void simba__zk_issue_parents(simba__zk_op *op, int all) {
+    simba__zk *zk = op->zk;
+    char path[SIMBA__ZK_PATH_MAX], cap[16];
+    size_t i, n = strlen(zk->base);
+    int r;
+    if (!zk->parents_ok || all) {
+        for (i = 1; i <= n; i++) {
+            if (i < n && zk->base[i] != '/') continue;
+            memcpy(path, zk->base, i);
+            path[i] = 0;
+            simba__zk_issue_parent(op, path, NULL, simba__zk_acl_base(zk), 0,
+                                   strchr(path + 1, '/') ? -1 : SIMBA__ZK_TOP);
+        }
+        snprintf(path, sizeof path, "%s/%s", zk->base, zk->tenant_enc);
+        simba__zk_issue_parent(op, path, NULL, simba__zk_acl_own(zk), ZOO_CONTAINER, -1);
+    }
+    for (r = 0; r < op->nres; r++) {
+        if (op->res[r].exists && !all) continue;
+        snprintf(cap, sizeof cap, "%d", op->res[r].want_capacity);
+        /* persistent, not a container: a resource and its capacity stay
+           until DELETE, as on every backend (docs/backend-contract.md) */
+        simba__zk_issue_parent(op, op->res[r].path, cap, simba__zk_acl_own(zk), ZOO_PERSISTENT, r);
+    }
+}
+
+/* The entry's path prefix; the server appends the sequence number. */
+static int simba__zk_entry_prefix(const simba__zk_op *op, int i, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "%s/%d_%s_%s_", op->res[i].path, op->res[i].weight, op->session, op->request);
+    return n > 0 && (size_t)n < cap;
+}
+
+static void simba__zk_note_sent(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    if (op->req_n < 0) return;
+    if (strcmp(zk->fast_session, op->session) != 0) {
+        snprintf(zk->fast_session, sizeof zk->fast_session, "%s", op->session);
+        zk->fast_max_n = op->req_n;
+    } else if (op->req_n > zk->fast_max_n) {
+        zk->fast_max_n = op->req_n;
+    }
+}
+
+static void simba__zk_issue_create1(simba__zk_op *op) {
+    char prefix[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    int rc;
+    if (!simba__zk_entry_prefix(op, 0, prefix, sizeof prefix)) {
+        simba__zk_fail(op, SIMBA_ENAME, "%sname too long for a node path%s", "", 0);
+        return;
+    }
+    c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_CREATE, 0);
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_acreate2(op->zk->zh, prefix, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
+                      simba__zk_on_create, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entry");
+    else simba__zk_note_sent(op);
+}
+
+/* All resources of a request in one atomic multi. */
+static void simba__zk_issue_createn(simba__zk_op *op) {
+    zoo_op_t ops[SIMBA_MAX_RESOURCES];
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_MCREATE, 0);
+    int i, rc, bufsize = SIMBA__ZK_PATH_MAX;
+    char *prefix;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    c->results = (zoo_op_result_t *)simba__zk_alloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
+    /* the created paths come back here; the prefixes we send live in the second half */
+    c->bufs = (char *)simba__zk_alloc(op->zk, (size_t)bufsize * (size_t)op->nres * 2);
+    c->nresults = op->nres;
+    c->bufsize = bufsize;
+    if (!c->results || !c->bufs) { simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory"); return; }
+    prefix = c->bufs + (size_t)bufsize * (size_t)op->nres;
+    for (i = 0; i < op->nres; i++) {
+        char *pi = prefix + (size_t)i * (size_t)bufsize;
+        if (!simba__zk_entry_prefix(op, i, pi, (size_t)bufsize)) {
+            simba__zk_call_refused(c, ZBADARGUMENTS, "name too long for a node path");
+            return;
+        }
+        zoo_create_op_init(&ops[i], pi, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
+                           c->bufs + (size_t)i * (size_t)bufsize, bufsize);
+    }
+    rc = zoo_amulti(op->zk->zh, op->nres, ops, c->results, simba__zk_on_void, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entries");
+    else simba__zk_note_sent(op);
+}
+
+static void simba__zk_entry_path(const simba__zk_rs *r, const char *node, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s", r->path, node);
+}
+
+static void simba__zk_issue_stat(simba__zk_op *op, const char *path, int index) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_STAT, index);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "reading an entry");
+}
+
+/* op NULL: a delete nobody waits for (a duplicate, an undo after an error). */
+static void simba__zk_issue_delete(simba__zk *zk, simba__zk_op *op, const char *path) {
+    simba__zk_call *c = simba__zk_call_new(zk, op, op ? SIMBA__ZK_C_DELETE : SIMBA__ZK_C_FORGET, 0);
+    int rc;
+    if (!c) { if (op) simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    rc = zoo_adelete(zk->zh, path, -1, simba__zk_on_void, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting an entry");
+}
+
+static void simba__zk_issue_set(simba__zk_op *op) {
+    char cap[16];
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SET, 0);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    snprintf(cap, sizeof cap, "%d", op->res[0].want_capacity);
+    rc = zoo_aset(op->zk->zh, op->res[0].path, cap, (int)strlen(cap), -1, simba__zk_on_stat, c);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "setting the capacity");
+}
+
+/* DELETE: every entry and the resource node in one multi, so nobody sees a
+   half-deleted queue. A concurrent change fails it; the op reads again.
+   The server runs (and tells watchers of) a multi's deletes in order. */
+static void simba__zk_issue_mdelete(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[0];
+    int n = r->nkids + 1, i, rc;
+    size_t plen = strlen(r->path), total = 0;
+    zoo_op_t *ops;
+    char *paths, *p;
+    simba__zk_call *c = simba__zk_call_new(zk, op, SIMBA__ZK_C_MDELETE, 0);
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    for (i = 0; i < r->nkids; i++) total += plen + strlen(r->kids[i].node) + 2;
+    c->results = (zoo_op_result_t *)simba__zk_alloc(zk, sizeof(zoo_op_result_t) * (size_t)n);
+    c->nresults = n;
+    ops = (zoo_op_t *)simba__zk_alloc(zk, sizeof(zoo_op_t) * (size_t)n);
+    paths = (char *)simba__zk_alloc(zk, total + 1);
+    if (!c->results || !ops || !paths) {
+        simba__zk_free(zk, ops);
+        simba__zk_free(zk, paths);
+        simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory");
+        return;
+    }
+    /* tail first: a waiter that would take its predecessor's deletion as its
+       grant hears of its own entry's deletion before (simba__zk_watch_self) */
+    for (i = 0, p = paths; i < r->nkids; i++) {
+        const char *node = r->kids[r->nkids - 1 - i].node;
+        size_t k = plen + strlen(node) + 2;
+        snprintf(p, k, "%s/%s", r->path, node);
+        zoo_delete_op_init(&ops[i], p, -1);
+        p += k;
+    }
+    zoo_delete_op_init(&ops[n - 1], r->path, -1);
+    rc = zoo_amulti(zk->zh, n, ops, c->results, simba__zk_on_void, c);
+    simba__zk_free(zk, ops);       /* the request is serialized: paths are no longer needed */
+    simba__zk_free(zk, paths);
+    if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting the resource");
+}
+
+/*--- the grant rule (simba_grant_step of simba.h) on a read queue ---*/
+
+static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
+    return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
+}
+
+/* Walk a queue from its head: granted entries, our position and grant.
+   A child named like ours (our session and request id) is ours only if it
+   is the node our create returned (r->mine, kept in the mine cache), or,
+   when we do not know that name (a create whose answer was lost), if its
+   ephemeralOwner is our ZooKeeper session (simba__zk_need_owners stats it
+   first). Anyone with create rights can read our names and plant such a
+   child: it is someone else's entry and counts like any other. Only a
+   second child proven ours (a retried create that still went through) is
+   deleted. */
+static void simba__zk_eval(simba__zk_op *op, int i) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[i];
+    int64_t ahead = 0;
+    int k, known = r->mine != NULL;
+    r->pos = -1;
+    r->granted = 0;
+    for (k = 0; k < r->nkids; k++) {
+        simba__zk_kid *kid = &r->kids[k];
+        int granted = simba_grant_step(&ahead, kid->weight, r->capacity);
+        if (op->request && simba__zk_is_ours(op, kid)) {
+            int ours = known ? strcmp(r->mine, kid->node) == 0 : (zk->zsid != 0 && kid->owner == zk->zsid);
+            if (ours && r->pos < 0) {
+                r->pos = k;
+                r->granted = granted;
+                if (!known) {
+                    r->mine = simba__zk_strdup(zk, kid->node);
+                    r->czxid = kid->czxid;
+                    r->owner = kid->owner;
+                    r->was_granted = 0;
+                }
+                /* a grant is kept until the entry is removed, even if the capacity
+                   shrank since (the prefix rule still makes everyone behind wait) */
+                if (r->was_granted) r->granted = 1;
+            } else if (!known && zk->zsid != 0 && kid->owner == zk->zsid) {
+                char path[SIMBA__ZK_PATH_MAX];
+                simba__zk_entry_path(r, kid->node, path, sizeof path);
+                simba__zk_issue_delete(zk, NULL, path);
+            }
+        }
+    }
+}
+
+/* Before evaluating a read whose queues hold children named like ours that
+   we cannot tell apart (our node name unknown): stat each of them for its
+   ephemeralOwner. Returns 1 if calls went out (phase P_OWNERS). */
+static int simba__zk_need_owners(simba__zk_op *op) {
+    int i, k, sent = 0;
+    if (!op->request) return 0;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (r->mine) continue;
+        for (k = 0; k < r->nkids; k++) {
+            simba__zk_kid *kid = &r->kids[k];
+            char path[SIMBA__ZK_PATH_MAX];
+            simba__zk_call *c;
+            int rc;
+            if (kid->owner != 0 || !simba__zk_is_ours(op, kid)) continue;
+            c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_OWNER, i);
+            if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 1; }
+            c->nkids = k;
+            simba__zk_entry_path(r, kid->node, path, sizeof path);
+            rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
+            if (rc != ZOK) { simba__zk_call_refused(c, rc, "reading an entry"); return 1; }
+            sent = 1;
+        }
+    }
+    if (sent) op->phase = SIMBA__ZK_P_OWNERS;
+    return sent;
+}
+
+static int simba__zk_held(const simba__zk_rs *r) {
+    int64_t ahead = 0;
+    int k;
+    for (k = 0; k < r->nkids; k++)
+        if (!simba_grant_step(&ahead, r->kids[k].weight, r->capacity)) break;
+    return k;
+}
+
+/* Another session has an entry with our request id (an idempotency key). */
+static int simba__zk_key_busy(const simba__zk_op *op) {
+    int i, k;
+    for (i = 0; i < op->nres; i++)
+        for (k = 0; k < op->res[i].nkids; k++) {
+            const simba__zk_kid *kid = &op->res[i].kids[k];
+            if (strcmp(kid->request, op->request) == 0 && strcmp(kid->session, op->session) != 0) return 1;
+        }
+    return 0;
+}
+
+/* try_only: would a new entry at the tail of every queue be granted now? */
+static int simba__zk_grantable_now(const simba__zk_op *op) {
+    int i, k;
+    for (i = 0; i < op->nres; i++) {
+        const simba__zk_rs *r = &op->res[i];
+        int64_t ahead = 0;
+        for (k = 0; k < r->nkids; k++) simba_grant_step(&ahead, r->kids[k].weight, r->capacity);
+        if (!simba_grant_step(&ahead, r->weight, r->capacity)) return 0;
+    }
+    return 1;
+}
+
+static void simba__zk_fill_queue_answer(simba__zk_op *op) {
+    simba__zk_rs *r = &op->res[0];
+    op->held = simba__zk_held(r);
+    op->ahead = r->pos >= 0 ? r->pos : r->nkids;
+    op->capacity = r->capacity;
+    if (r->nkids > 0 && op->held > 0) snprintf(op->owner, sizeof op->owner, "%s", r->kids[0].session);
+}
+
+/*--- answering ENQUEUE and POLL ---*/
+
+/* ENQUEUE/POLL: the answer once every resource was evaluated (and stat'ed). */
+static void simba__zk_answer(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    int i;
+    simba__zk_fill_queue_answer(op);
+    for (i = 0; i < op->nres; i++) op->fence[i] = 0;
+    if (op->granted) {
+        for (i = 0; i < op->nres; i++) {
+            if (op->res[i].owner != zk->zsid) {
+                /* never claim an entry of another ZooKeeper session, even one of ours */
+                simba__zk_finish_status(op, SIMBA_ESESSION, "the entry belongs to an older ZooKeeper session");
+                return;
+            }
+            op->fence[i] = op->res[i].czxid;
+        }
+    } else {
+        for (i = 0; i < op->nres; i++) simba__zk_arm_watch(op, i);
+    }
+    simba__zk_mine_save(op);
+    simba__zk_finish(op);
+}
+
+/* After a read (or our create) of every queue. */
+static void simba__zk_after_eval(simba__zk_op *op) {
+    int i, need_stat = 0;
+    op->granted = 1;
+    for (i = 0; i < op->nres; i++) if (!op->res[i].granted) op->granted = 0;
+    if (op->try_only && !op->granted && op->created) {
+        char path[SIMBA__ZK_PATH_MAX];
+        op->phase = SIMBA__ZK_P_UNDO;          /* lost a race for a free resource: take it back */
+        for (i = 0; i < op->nres; i++) {
+            if (!op->res[i].mine) continue;
+            simba__zk_entry_path(&op->res[i], op->res[i].mine, path, sizeof path);
+            simba__zk_issue_delete(op->zk, op, path);
+        }
+        return;
+    }
+    if (op->granted) {
+        op->phase = SIMBA__ZK_P_STAT;
+        for (i = 0; i < op->nres; i++) {
+            char path[SIMBA__ZK_PATH_MAX];
+            if (op->res[i].czxid) continue;
+            simba__zk_entry_path(&op->res[i], op->res[i].mine, path, sizeof path);
+            simba__zk_issue_stat(op, path, i);
+            need_stat = 1;
+        }
+        if (need_stat) return;
+    }
+    simba__zk_answer(op);
+}
+
+/*--- ENQUEUE, POLL ---*/
+
+/* The create flight. parents: 0 none (the fast path: a missing parent fails
+   the create and we come back with 2), 1 the resources the read found
+   missing, 2 everything from the base path down. */
+static void simba__zk_issue_write(simba__zk_op *op, int parents) {
+    int i, missing = 0;
+    for (i = 0; i < op->nres; i++) if (!op->res[i].exists) missing = 1;
+    if (parents == 2) simba__zk_issue_parents(op, 1);
+    else if (parents == 1 && missing) simba__zk_issue_parents(op, 0);
+    if (op->nres == 1) simba__zk_issue_create1(op);
+    else simba__zk_issue_createn(op);
+    simba__zk_issue_reads(op);
+    op->phase = SIMBA__ZK_P_WRITE;
+}
+
+static void simba__zk_enqueue_read_done(simba__zk_op *op) {
+    int i, found = 0;
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_need_owners(op)) return;
+    if (simba__zk_key_busy(op)) {
+        simba__zk_finish_status(op, SIMBA_EKEYBUSY, "the key belongs to another live session");
+        return;
+    }
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_eval(op, i);
+        if (op->res[i].pos >= 0) found = 1;
+    }
+    if (found) {                       /* a retry: answer the entry as it is */
+        int complete = 1;
+        for (i = 0; i < op->nres; i++) if (op->res[i].pos < 0) complete = 0;
+        if (complete) { simba__zk_after_eval(op); return; }
+        /* some resource lost its entry (an admin's DELETE): remove the rest,
+           then enqueue again; the deletes run before the creates */
+        for (i = 0; i < op->nres; i++) {
+            char path[SIMBA__ZK_PATH_MAX];
+            simba__zk_rs *r = &op->res[i];
+            if (r->pos < 0) continue;
+            simba__zk_entry_path(r, r->kids[r->pos].node, path, sizeof path);
+            simba__zk_issue_delete(op->zk, NULL, path);
+            simba__zk_free(op->zk, r->mine);
+            r->mine = NULL;
+            r->pos = -1;
+            r->czxid = r->owner = 0;
+        }
+        simba__zk_mine_drop(op->zk, op->request, op->session);
+    }
+    for (i = 0; i < op->nres; i++) {
+        if (op->res[i].exists && op->res[i].weight > op->res[i].capacity) {
+            simba__zk_finish_status(op, SIMBA_ECAPACITY, "more permits than the resource's capacity");
+            return;
+        }
+    }
+    if (op->try_only && !simba__zk_grantable_now(op)) {
+        op->granted = 0;
+        simba__zk_fill_queue_answer(op);
+        simba__zk_finish(op);
+        return;
+    }
+    simba__zk_issue_write(op, 1);
+}
+
+static void simba__zk_enqueue_write_done(simba__zk_op *op) {
+    int i;
+    if (op->status == SIMBA_ENOTFOUND && !op->created && op->attempts < SIMBA__ZK_RETRIES) {
+        /* a parent was missing (first use, a DELETE meanwhile, or an empty tenant reaped) */
+        op->attempts++;
+        op->status = SIMBA_OK;
+        op->message[0] = 0;
+        simba__zk_issue_write(op, 2);
+        return;
+    }
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    op->zk->parents_ok = 1;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_eval(op, i);
+        if (op->res[i].pos < 0) {
+            simba__zk_finish_status(op, SIMBA_ENOTFOUND, "the new entry was deleted at once");
+            return;
+        }
+    }
+    simba__zk_after_eval(op);
+}
+
+static void simba__zk_poll_read_done(simba__zk_op *op) {
+    int i;
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (simba__zk_need_owners(op)) return;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_eval(op, i);
+        if (op->res[i].pos < 0) {
+            simba__zk_mine_drop(op->zk, op->request, op->session);
+            simba__zk_finish_status(op, SIMBA_ENOTFOUND, "the entry is gone");
+            return;
+        }
+    }
+    simba__zk_after_eval(op);
+}
+
+static void simba__zk_stat_done(simba__zk_op *op) {
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    simba__zk_answer(op);
+}
+
+static void simba__zk_step_enqueue(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        if (op->fast) simba__zk_issue_write(op, 0);
+        else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
+        break;
+    case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
+        if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
+        else simba__zk_enqueue_read_done(op);
+        break;
+    case SIMBA__ZK_P_WRITE: simba__zk_enqueue_write_done(op); break;
+    case SIMBA__ZK_P_STAT: simba__zk_stat_done(op); break;
+    case SIMBA__ZK_P_UNDO:
+        op->granted = 0;
+        op->status = SIMBA_OK;             /* whatever the delete said: nothing is held */
+        op->res[0].pos = -1;
+        simba__zk_fill_queue_answer(op);
+        simba__zk_mine_drop(op->zk, op->request, op->session);
+        simba__zk_finish(op);
+        break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+/*--- RELEASE ---*/
+
+static void simba__zk_release_delete(simba__zk_op *op) {
+    char path[SIMBA__ZK_PATH_MAX];
+    int i, k, any = 0;
+    op->phase = SIMBA__ZK_P_DELETE;
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        if (r->nkids == 0 && r->mine) {            /* from the cache */
+            simba__zk_entry_path(r, r->mine, path, sizeof path);
+            simba__zk_issue_delete(op->zk, op, path);
+            any = 1;
+        }
+        for (k = 0; k < r->nkids; k++) {
+            if (!simba__zk_is_ours(op, &r->kids[k])) continue;
+            simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
+            simba__zk_issue_delete(op->zk, op, path);
+            any = 1;
+        }
+    }
+    if (!any) simba__zk_finish(op);
+}
+
+static void simba__zk_step_release(simba__zk_op *op) {
+    int i, cached = 1;
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        simba__zk_mine_load(op);
+        for (i = 0; i < op->nres; i++) if (!op->res[i].mine) cached = 0;
+        if (cached) { simba__zk_release_delete(op); break; }
+        for (i = 0; i < op->nres; i++) {
+            simba__zk_free(op->zk, op->res[i].mine);
+            op->res[i].mine = NULL;
+            simba__zk_issue_kids(op, i);
+        }
+        op->phase = SIMBA__ZK_P_READ;
+        break;
+    case SIMBA__ZK_P_READ:
+        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
+        simba__zk_release_delete(op);
+        break;
+    default:
+        if (op->status == SIMBA_OK) simba__zk_mine_drop(op->zk, op->request, op->session);
+        simba__zk_finish(op);
+        break;
+    }
+}
+
+/*--- INSPECT, SET_CAPACITY, DELETE ---*/
+
+static void simba__zk_inspect_read_done(simba__zk_op *op) {
+    simba__zk_rs *r = &op->res[0];
+    int64_t ahead = 0;
+    int k;
+    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (!r->exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); return; }
+    op->res[0].pos = -1;
+    simba__zk_fill_queue_answer(op);
+    op->nentries = r->nkids;
+    if (r->nkids > 0) {
+        op->entries = (simba_holder *)simba__zk_alloc(op->zk, sizeof(simba_holder) * (size_t)r->nkids);
+        if (!op->entries) { simba__zk_finish_status(op, SIMBA_ENOMEM, "out of memory"); return; }
+    }
+    op->phase = SIMBA__ZK_P_STAT;
+    for (k = 0; k < r->nkids; k++) {
+        simba_holder *h = &op->entries[k];
+        const char *tilde = strrchr(r->kids[k].session, '~');
+        size_t clen = tilde ? (size_t)(tilde - r->kids[k].session) : strlen(r->kids[k].session);
+        char path[SIMBA__ZK_PATH_MAX];
+        if (clen > SIMBA_MAX_ID) clen = SIMBA_MAX_ID;
+        memcpy(h->client, r->kids[k].session, clen);
+        h->client[clen] = 0;
+        snprintf(h->session, sizeof h->session, "%s", r->kids[k].session);
+        h->weight = r->kids[k].weight;
+        h->granted = simba_grant_step(&ahead, r->kids[k].weight, r->capacity);
+        if (!h->granted) continue;
+        simba__zk_entry_path(r, r->kids[k].node, path, sizeof path);
+        simba__zk_issue_stat(op, path, k);      /* the holder's fence: its czxid */
+    }
+    if (op->pending == 0) simba__zk_finish(op);
+}
+
+static void simba__zk_step_inspect(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START: op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); break;
+    case SIMBA__ZK_P_READ: simba__zk_inspect_read_done(op); break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+static void simba__zk_step_set_capacity(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        op->phase = SIMBA__ZK_P_SET;
+        simba__zk_issue_set(op);
+        break;
+    case SIMBA__ZK_P_SET:
+    case SIMBA__ZK_P_CREATE_RES:
+        if (op->status == SIMBA_ENOTFOUND && op->attempts < SIMBA__ZK_RETRIES) {
+            op->attempts++;
+            op->status = SIMBA_OK;
+            if (op->phase == SIMBA__ZK_P_SET) {
+                /* no such resource yet: create it with the capacity (then set, in case
+                   someone else created it first) */
+                op->res[0].exists = 0;
+                op->phase = SIMBA__ZK_P_CREATE_RES;
+                simba__zk_issue_parents(op, 1);
+            } else {
+                op->phase = SIMBA__ZK_P_SET;
+                simba__zk_issue_set(op);
+            }
+            break;
+        }
+        if (op->status == SIMBA_OK && op->phase == SIMBA__ZK_P_CREATE_RES) {
+            op->phase = SIMBA__ZK_P_SET;
+            simba__zk_issue_set(op);
+            break;
+        }
+        simba__zk_finish(op);
+        break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+static void simba__zk_step_delete(simba__zk_op *op) {
+    switch (op->phase) {
+    case SIMBA__ZK_P_START:
+        op->phase = SIMBA__ZK_P_READ;
+        simba__zk_issue_kids(op, 0);
+        break;
+    case SIMBA__ZK_P_READ:
+        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
+        if (!op->res[0].exists) { simba__zk_finish_status(op, SIMBA_ENOTFOUND, "no such resource"); break; }
+        op->phase = SIMBA__ZK_P_MDELETE;
+        simba__zk_issue_mdelete(op);
+        break;
+    case SIMBA__ZK_P_MDELETE:
+        if (op->status == SIMBA_ENOTFOUND && op->attempts < SIMBA__ZK_RETRIES) {
+            op->attempts++;                       /* the queue changed meanwhile: read it again */
+            op->status = SIMBA_OK;
+            op->phase = SIMBA__ZK_P_READ;
+            simba__zk_issue_kids(op, 0);
+            break;
+        }
+        simba__zk_finish(op);
+        break;
+    default: simba__zk_finish(op); break;
+    }
+}
+
+/*--- ops: running, creation ---*/
+
+/* Runs an op until it waits for the server or is finished. */
+static void simba__zk_op_advance(simba__zk_op *op) {
+    while (op->pending == 0 && op->phase >= 0) {
+        switch (op->kind) {
+        case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL: simba__zk_step_enqueue(op); break;
+        case SIMBA_OP_RELEASE: simba__zk_step_release(op); break;
+        case SIMBA_OP_INSPECT: simba__zk_step_inspect(op); break;
+        case SIMBA_OP_SET_CAPACITY: simba__zk_step_set_capacity(op); break;
+        case SIMBA_OP_DELETE: simba__zk_step_delete(op); break;
+        case SIMBA_OP_OPEN: case SIMBA_OP_KEEPALIVE: simba__zk_step_session(op); break;
+        default: simba__zk_finish(op); break;
+        }
+    }
+}
+
+/* n of a request id "<session>~<n>", -1 for any other form (keys). */
+static long long simba__zk_request_n(const char *session, const char *request) {
+    size_t sl = strlen(session);
+    long long n;
+    if (strncmp(request, session, sl) != 0 || request[sl] != '~') return -1;
+    if (!simba__zk_parse_uint(request + sl + 1, strlen(request + sl + 1), LLONG_MAX / 2, &n)) return -1;
+    return n;
+}
+
+/* The fast path: create without reading first. Safe only for a request that
+   this backend never sent before (so no entry of it can exist) and whose
+   weight fits any capacity (so no SIMBA_ECAPACITY can be due). */
+static int simba__zk_can_skip_read(const simba__zk_op *op) {
+    const simba__zk *zk = op->zk;
+    int i;
+    if (op->kind != SIMBA_OP_ENQUEUE || op->try_only || op->req_n < 0) return 0;
+    for (i = 0; i < op->nres; i++) if (op->res[i].weight > 1) return 0;
+    if (simba__zk_mine_find((simba__zk *)zk, op->request, op->session)) return 0;
+    return strcmp(zk->fast_session, op->session) != 0 || op->req_n > zk->fast_max_n;
+}
+
+static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *src) {
+    int i;
+    op->zk = zk;
+    op->id = src->id;
+    op->kind = src->kind;
+    op->try_only = src->try_only;
+    op->lease_ms = src->lease_ms;
+    op->req_n = -1;
+    op->tenant = simba__zk_strdup(zk, src->tenant ? src->tenant : simba_tenant(zk->s));
+    op->session = simba__zk_strdup(zk, src->session ? src->session : "");
+    if (!op->tenant || !op->session) return SIMBA_ENOMEM;
+    if (src->request) {
+        /* no '_' or '/' in ids (simba_check_id): the entry's node name stays parseable */
+        op->request = simba__zk_strdup(zk, src->request);
+        if (!op->request) return SIMBA_ENOMEM;
+        op->req_n = simba__zk_request_n(op->session, op->request);
+    }
+    op->nres = src->nres;                     /* the core validated the op: trusted */
+    for (i = 0; i < op->nres; i++) {
+        simba__zk_rs *r = &op->res[i];
+        r->name = simba__zk_strdup(zk, src->res[i].name);
+        r->path = simba__zk_res_path(zk, op->tenant, src->res[i].name);
+        /* the core's limits keep every path below SIMBA__ZK_PATH_MAX: NULL is no memory */
+        if (!r->name || !r->path) return SIMBA_ENOMEM;
+        /* ops that create nothing (POLL, RELEASE, INSPECT, DELETE) carry no capacity */
+        r->want_capacity = src->res[i].capacity > 0 ? src->res[i].capacity : 1;
+        r->capacity = r->want_capacity;
+        r->weight = src->res[i].weight;
+        r->pos = -1;
+    }
+    return SIMBA_OK;
+}
+
+/*>>wakeups: watches -> simba_backend_wake; the mutex hand-off from a watch */
+
+static void simba__zk_queue_wake(simba__zk *zk, const char *name) {
+    simba__zk_wake *w;
+    for (w = zk->wakes; w; w = w->next) if (strcmp(w->name, name) == 0) return;
+    w = (simba__zk_wake *)simba__zk_alloc(zk, sizeof *w);
+    if (!w) return;
+    w->name = simba__zk_strdup(zk, name);
+    if (!w->name) { simba__zk_free(zk, w); return; }
+    w->next = zk->wakes;
+    zk->wakes = w;
+}
+
+static void simba__zk_deliver_wakes(simba__zk *zk) {
+    while (zk->wakes) {
+        simba__zk_wake *w = zk->wakes;
+        zk->wakes = w->next;
+        zk->wakes_sent++;
+        simba_backend_wake(zk->s, w->name, NULL, NULL, 0);
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
+}
+
+static void simba__zk_wake_path(simba__zk *zk, const char *path) {
+    size_t bl = strlen(zk->base), tl = strlen(zk->tenant_enc);
+    const char *p, *slash;
+    char name[SIMBA_MAX_NAME + 1];
+    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return;
+    p = path + bl + 1;
+    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return;
+    p += tl + 1;
+    slash = strchr(p, '/');
+    if (!simba__zk_decode(name, sizeof name, p, slash ? (size_t)(slash - p) : strlen(p))) return;
+    if (simba_check_name(name) != SIMBA_OK) return;     /* read back from the server: no name of ours */
+    simba__zk_queue_wake(zk, name);
+}
+
+/* path is dir + "/" + node. */
+static int simba__zk_path_is(const char *path, const char *dir, const char *node) {
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && path[n] == '/' && strcmp(path + n + 1, node) == 0;
+}
+
+/* What a node event means for waiters that know their predecessor: its
+   deletion grants them; a change of the resource node (capacity, deletion) or
+   the deletion of our own entry means they must read again. ZooKeeper
+   delivers one client's events in the order the changes happened. */
+static void simba__zk_note_event(simba__zk *zk, int type, const char *path) {
+    simba__zk_mine *m;
+    for (m = zk->mine; m && zk->npred > 0; m = m->next) {
+        if (!m->pred || m->nres != 1 || !m->path[0]) continue;
+        if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
+        else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
+                 strcmp(path, m->path[0]) == 0)
+            simba__zk_forget_pred(zk, m);
+    }
+}
+
+/* The library calls this for session state changes (global watcher) and for
+   the watches we set. Only flags and wake-ups here: the core hears of them
+   after zookeeper_process() returns. */
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    simba__zk *zk = (simba__zk *)ctx;
+    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
+    if (type == ZOO_SESSION_EVENT) {
+        simba__zk_on_session_event(zk, zh, state);
+    } else if (path && *path) {
+        simba__zk_note_event(zk, type, path);
+        simba__zk_wake_path(zk, path);
+    }
+}
+
+/* A waiter that will be granted by its predecessor's deletion alone also
+   watches its own entry, before the predecessor: when a DELETE of the
+   resource removes both (our entry first, see simba__zk_issue_mdelete), the
+   news of our own entry comes first and we read again instead. */
+static void simba__zk_watch_self(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[0];
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_SELF, 0);
+    if (!c) return;
+    c->name = simba__zk_strdup(zk, r->name);
+    if (!c->name) { simba__zk_call_free(zk, c); return; }
+    simba__zk_entry_path(r, r->mine, path, sizeof path);
+    if (zoo_awexists(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
+}
+
+/* A waiter that was not granted watches what can grant it: with capacity 1
+   only its predecessor (no herd when the holder goes), otherwise the queue.
+   The watch is set after our read, so a change in between is caught by the
+   answer to the watch-setting call itself. */
+static void simba__zk_arm_watch(simba__zk_op *op, int i) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[i];
+    char path[SIMBA__ZK_PATH_MAX];
+    int pred = r->capacity == 1 && r->pos > 0;
+    simba__zk_call *c;
+    int rc;
+    if (r->granted || r->pos < 0) return;
+    if (simba__zk_pred_grants(op)) simba__zk_watch_self(op);
+    c = simba__zk_call_new(zk, NULL, pred ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, i);
+    if (!c) return;                       /* the core's recheck period covers us */
+    c->name = simba__zk_strdup(zk, r->name);
+    if (!c->name) { simba__zk_call_free(zk, c); return; }
+    if (pred) {
+        simba__zk_entry_path(r, r->kids[r->pos - 1].node, path, sizeof path);
+        rc = zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c);
+    } else {
+        c->nkids = r->nkids;
+        c->kids_hash = simba__zk_rs_hash(r);
+        rc = zoo_awget_children(zk->zh, r->path, simba__zk_watcher, zk, simba__zk_on_kids, c);
+    }
+    if (rc != ZOK) simba__zk_call_free(zk, c);
+}
+
 /* POLL of a mutex waiter whose only predecessor is gone: granted, no read
    (see simba__zk_pred_grants). The answer goes out in the next process(). */
 static int simba__zk_grant_from_watch(simba__zk_op *op) {
@@ -2356,24 +2269,73 @@ static int simba__zk_grant_from_watch(simba__zk_op *op) {
     return 1;
 }
 
+/*>>stats: simba_zk_stats */
+
+SIMBADEF int simba_zk_stats(simba_backend b, struct simba_zk_stats *out) {
+    simba__zk *zk = simba__zk_of(b);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (!zk || !out) return SIMBA_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->connected = zk->up;
+    out->reconnects = zk->connects > 0 ? zk->connects - 1 : 0;
+    out->ops_sent = zk->ops_sent;
+    out->ops_completed = zk->ops_completed;
+    out->wakes = zk->wakes_sent;
+    out->session_id = zk->zsid;
+    memcpy(out->password, zk->passwd, sizeof out->password);
+    out->timeout_ms = zk->up ? zk->negotiated : 0;
+    out->handles = zk->handles;
+    out->watch_grants = zk->watch_grants;
+    if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
+        char ip[48];              /* INET6_ADDRSTRLEN: "[ip]:port" fits out->server */
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+            snprintf(out->server, sizeof out->server, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+            snprintf(out->server, sizeof out->server, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
+        }
+    }
+    return SIMBA_OK;
+}
+
+/*>>vtable: attach, submit, pollfds, deadline_ms, process, reset, destroy (glue only) */
+
+static int simba__zk_attach(void *impl, simba *s) {
+    simba__zk *zk = (simba__zk *)impl;
+    char enc[SIMBA_MAX_TENANT * 3 + 1];
+    size_t len = 0;
+    int lease;
+    zk->s = s;
+    lease = simba_lease_ms(s);
+    zk->lease_ms = lease;
+    if (zk->timeout_ms < lease) zk->timeout_ms = lease;
+    if (!simba__zk_encode(enc, sizeof enc, &len, simba_tenant(s))) return SIMBA_ENAME;
+    zk->tenant_enc = simba__zk_strdup(zk, enc);
+    if (!zk->tenant_enc) return SIMBA_ENOMEM;
+    if (zk->log_level > 0) zoo_set_debug_level((ZooLogLevel)zk->log_level);
+    simba__zk_open_handle(zk);
+    if (!zk->zh && errno == EINVAL) return SIMBA_EINVAL;
+    return SIMBA_OK;
+}
+
 static int simba__zk_submit(void *impl, const simba_op *src) {
     simba__zk *zk = (simba__zk *)impl;
     simba__zk_op *op;
     int rc;
-    if (!src) return SIMBA_EINVAL;
     if (!zk->zh || !zk->up || zk->close_wanted) return SIMBA_EDISCONNECTED;
-    op = (simba__zk_op *)simba__zk_zalloc(zk, sizeof *op);
+    op = (simba__zk_op *)simba__zk_alloc(zk, sizeof *op);
     if (!op) return SIMBA_ENOMEM;
     rc = simba__zk_op_copy(zk, op, src);
-    if (rc == SIMBA_ENOMEM) { simba__zk_op_free(zk, op); return rc; }
+    if (rc != SIMBA_OK) { simba__zk_op_free(zk, op); return rc; }
     op->next = zk->ops;
     if (zk->ops) zk->ops->prev = op;
     zk->ops = op;
-    if (rc == SIMBA_OK && (src->kind == SIMBA_OP_ENQUEUE || src->kind == SIMBA_OP_POLL ||
-                           src->kind == SIMBA_OP_RELEASE) && (!op->request || op->nres < 1)) rc = SIMBA_EINVAL;
-    if (rc == SIMBA_OK && (src->kind == SIMBA_OP_INSPECT || src->kind == SIMBA_OP_SET_CAPACITY ||
-                           src->kind == SIMBA_OP_DELETE) && op->nres < 1) rc = SIMBA_EINVAL;
-    if (rc == SIMBA_OK) rc = simba__zk_start_session_op(zk, op);
+    zk->ops_sent++;                              /* from here on, exactly one reply follows */
+    rc = simba__zk_start_session_op(zk, op);
     if (rc != SIMBA_OK || op->kind == SIMBA_OP_CLOSE) {
         simba__zk_finish_status(op, rc, NULL);     /* answered in the next process() */
         return SIMBA_OK;
@@ -2480,7 +2442,104 @@ static const simba_backend_vtable simba__zk_vtable = {
     simba__zk_destroy
 };
 
-/*--- public -------------------------------------------------------------------------------------*/
+/* The backend behind a simba_backend value; NULL if it is not a ZooKeeper one. */
+static simba__zk *simba__zk_of(simba_backend b) {
+    simba__zk *zk = (simba__zk *)b.impl;
+    return b.vt == &simba__zk_vtable && zk && zk->magic == SIMBA__ZK_MAGIC ? zk : NULL;
+}
+
+/*>>constructor: desc checks, allocation, simba_zk_from_url */
+
+static int simba__zk_numeric_host(const char *h, size_t n) {
+    char buf[64];
+    unsigned char addr[16];
+    if (n == 0 || n >= sizeof buf) return 0;
+    if (h[0] == '[') {
+        if (n < 3 || h[n - 1] != ']') return 0;
+        memcpy(buf, h + 1, n - 2);
+        buf[n - 2] = 0;
+        return inet_pton(AF_INET6, buf, addr) == 1;
+    }
+    memcpy(buf, h, n);
+    buf[n] = 0;
+    return inet_pton(AF_INET, buf, addr) == 1;
+}
+
+/* "host:port,host:port[/chroot]": every host numeric unless names are allowed,
+   every port 1..65535. */
+/* why (cap bytes) gets what is wrong, naming the field, when 0 is returned. */
+static int simba__zk_check_hosts(const char *hosts, int allow_names, char *why, size_t cap) {
+    const char *p = hosts, *end;
+    const char *slash = hosts ? strchr(hosts, '/') : NULL;
+    if (!hosts || !*hosts) {
+        snprintf(why, cap, "hosts: empty (want \"ip:port[,ip:port...]\")");
+        return 0;
+    }
+    end = slash ? slash : hosts + strlen(hosts);
+    if (p == end) {
+        snprintf(why, cap, "hosts: no server before the chroot '/'");
+        return 0;
+    }
+    while (p < end) {
+        const char *comma = (const char *)memchr(p, ',', (size_t)(end - p));
+        const char *item_end = comma ? comma : end;
+        const char *colon = NULL, *q;
+        int n = (int)(item_end - p > 100 ? 100 : item_end - p);
+        long port = 0;
+        for (q = p; q < item_end; q++) if (*q == ':') colon = q;
+        if (!colon || colon == p || colon + 1 >= item_end) {
+            snprintf(why, cap, "hosts: \"%.*s\" is not ip:port", n, p);
+            return 0;
+        }
+        for (q = colon + 1; q < item_end; q++) {
+            if (*q < '0' || *q > '9' || port > 65535) break;
+            port = port * 10 + (*q - '0');
+        }
+        if (q < item_end || port < 1 || port > 65535) {
+            snprintf(why, cap, "hosts: the port of \"%.*s\" is not a number in 1..65535", n, p);
+            return 0;
+        }
+        if (!allow_names && !simba__zk_numeric_host(p, (size_t)(colon - p))) {
+            snprintf(why, cap, "hosts: \"%.*s\" is a host name, not a numeric IPv4/IPv6 address (use e.g. "
+                     "127.0.0.1 for localhost, or set allow_hostnames: the library then resolves it, blocking)", n, p);
+            return 0;
+        }
+        p = comma ? comma + 1 : end;
+        if (comma && p >= end) {
+            snprintf(why, cap, "hosts: empty entry after the last ','");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* An absolute path of plain components, no trailing '/', not under /zookeeper. */
+static int simba__zk_check_base(const char *b) {
+    size_t n = strlen(b), i, comp = 0;
+    if (n < 2 || n > SIMBA__ZK_BASE_MAX || b[0] != '/' || b[n - 1] == '/') return 0;
+    if (strncmp(b, "/zookeeper", 10) == 0 && (b[10] == 0 || b[10] == '/')) return 0;
+    for (i = 1; i <= n; i++) {
+        if (i == n || b[i] == '/') {
+            const char *c = b + i - comp;
+            if (comp == 0) return 0;
+            if ((comp == 1 && c[0] == '.') || (comp == 2 && c[0] == '.' && c[1] == '.')) return 0;
+            comp = 0;
+        } else {
+            unsigned char ch = (unsigned char)b[i];
+            if (ch < 0x21 || ch > 0x7e) return 0;
+            comp++;
+        }
+    }
+    return 1;
+}
+
+static int simba__zk_check_digest(const char *d) {
+    const char *colon = strchr(d, ':');
+    const unsigned char *p;
+    if (!colon || colon == d || !colon[1]) return 0;
+    for (p = (const unsigned char *)d; *p; p++) if (*p < 0x20 || *p == 0x7f) return 0;
+    return 1;
+}
 
 /* The host-name policy (docs/design.md, simba_backend_resolve): every name in
    "host:port,...[/chroot]" is resolved here, once, into `out`, so that the
@@ -2532,92 +2591,61 @@ static int simba__zk_resolve_hosts(const char *in, char *out, size_t cap, char *
     return 1;
 }
 
+/* Every check of a desc, before anything is allocated. Returns 0 with `why`
+   = "<field>: what is wrong"; `hosts` gets desc->hosts with every name
+   resolved (the host-name policy), unless allow_hostnames. */
+static int simba__zk_check_desc(const simba_zk_desc *desc, char *hosts, size_t cap, char *why, size_t wcap) {
+    hosts[0] = 0;
+    if (desc->hosts && !desc->allow_hostnames && !simba__zk_resolve_hosts(desc->hosts, hosts, cap, why, wcap))
+        return 0;
+    if (!simba__zk_check_hosts(desc->hosts && !desc->allow_hostnames ? hosts : desc->hosts,
+                               desc->allow_hostnames, why, wcap))
+        return 0;
+    if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
+        snprintf(why, wcap, "base_path: \"%.100s\" is not an absolute path of plain components (no trailing "
+                 "'/', no . or .., not under /zookeeper, at most %d bytes)", desc->base_path, (int)SIMBA__ZK_BASE_MAX);
+        return 0;
+    }
+    if (desc->digest && !simba__zk_check_digest(desc->digest)) {
+        snprintf(why, wcap, "digest: want \"user:password\" (both non-empty, no control characters)");
+        return 0;
+    }
+    if (desc->session_timeout_ms < 0) { snprintf(why, wcap, "session_timeout_ms: negative"); return 0; }
+    if (desc->zk_log_level < 0 || desc->zk_log_level > 4) { snprintf(why, wcap, "zk_log_level: want 0..4"); return 0; }
+    return 1;
+}
+
 SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     simba_backend b;
-    simba_allocator a;
     simba__zk *zk;
-    char hosts[2048];                 /* desc->hosts with every name resolved */
-    b.vt = NULL;
-    b.impl = NULL;
-    a.alloc = simba__zk_default_alloc;
-    a.free = simba__zk_default_free;
-    a.user = NULL;
-    if (desc && desc->allocator.alloc && desc->allocator.free) a = desc->allocator;
-    zk = (simba__zk *)a.alloc(sizeof *zk, a.user);
-    if (!zk) return b;
-    memset(zk, 0, sizeof *zk);
+    char hosts[2048], why[300];       /* desc->hosts with every name resolved; what is wrong */
+    if (!desc) return simba_backend_error(SIMBA_EINVAL, "simba_zk_desc: NULL");
+    if (simba_allocator_check(&desc->allocator) != SIMBA_OK)
+        return simba_backend_error(SIMBA_EINVAL, "simba_zk_desc.allocator: set both alloc and free, or neither");
+    why[0] = 0;
+    if (!simba__zk_check_desc(desc, hosts, sizeof hosts, why, sizeof why))
+        return simba_backend_error(SIMBA_EINVAL, "simba_zk_desc.%s", why);
+    zk = (simba__zk *)simba_allocator_alloc(&desc->allocator, sizeof *zk);
+    if (!zk) return simba_backend_error(SIMBA_ENOMEM, "simba_zk: out of memory");
     zk->magic = SIMBA__ZK_MAGIC;
-    zk->a = a;
+    zk->a = desc->allocator;
     zk->fd = -1;
     zk->reinit_at = -1;
     zk->fast_max_n = -1;
-    /* a refusal is logged at ERROR by attach (the first moment a logger exists) */
-    if (!desc) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "the desc is NULL");
-    } else if (desc->hosts && !desc->allow_hostnames &&
-               !simba__zk_resolve_hosts(desc->hosts, hosts, sizeof hosts, zk->error_why, sizeof zk->error_why)) {
-        zk->error = SIMBA_EINVAL;
-    } else if (!simba__zk_check_hosts(desc->hosts && !desc->allow_hostnames ? hosts : desc->hosts,
-                                      desc->allow_hostnames, zk->error_why, sizeof zk->error_why)) {
-        zk->error = SIMBA_EINVAL;
-    } else if (desc->base_path && !simba__zk_check_base(desc->base_path)) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "base_path: \"%.100s\" is not an absolute path of plain "
-                 "components (no trailing '/', no . or .., not under /zookeeper, at most %d bytes)",
-                 desc->base_path, (int)SIMBA__ZK_BASE_MAX);
-    } else if (desc->digest && !simba__zk_check_digest(desc->digest)) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "digest: want \"user:password\" (both non-empty, no "
-                 "control characters)");
-    } else if (desc->session_timeout_ms < 0) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "session_timeout_ms: negative");
-    } else if (desc->zk_log_level < 0 || desc->zk_log_level > 4) {
-        zk->error = SIMBA_EINVAL;
-        snprintf(zk->error_why, sizeof zk->error_why, "zk_log_level: want 0..4");
-    }
-    if (!zk->error) {
-        zk->hosts = simba__zk_strdup(zk, desc->allow_hostnames ? desc->hosts : hosts);
-        zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
-        zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
-        zk->timeout_ms = desc->session_timeout_ms;
-        zk->log_level = desc->zk_log_level;
-        if (!zk->hosts || !zk->base || (desc->digest && !zk->digest)) zk->error = SIMBA_ENOMEM;
+    zk->hosts = simba__zk_strdup(zk, desc->allow_hostnames ? desc->hosts : hosts);
+    zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
+    zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
+    zk->timeout_ms = desc->session_timeout_ms;
+    zk->log_level = desc->zk_log_level;
+    if (!zk->hosts || !zk->base || (desc->digest && !zk->digest)) {
+        simba__zk_destroy(zk);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_zk: out of memory");
     }
     b.vt = &simba__zk_vtable;
     b.impl = zk;
     return b;
 }
 
-SIMBADEF int simba_zk_status_get(simba_backend b, simba_zk_status *out) {
-    simba__zk *zk = (simba__zk *)b.impl;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (b.vt != &simba__zk_vtable || !zk || zk->magic != SIMBA__ZK_MAGIC || !out) return SIMBA_EINVAL;
-    memset(out, 0, sizeof *out);
-    out->connected = zk->up;
-    out->session_id = zk->zsid;
-    memcpy(out->password, zk->passwd, sizeof out->password);
-    out->timeout_ms = zk->up ? zk->negotiated : 0;
-    out->handles = zk->handles;
-    out->watch_grants = zk->watch_grants;
-    if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
-        char ip[48];              /* INET6_ADDRSTRLEN: "[ip]:port" fits out->server */
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-            snprintf(out->server, sizeof out->server, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
-        } else if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-            snprintf(out->server, sizeof out->server, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
-        }
-    }
-    return SIMBA_OK;
-}
-
-/* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_zk_desc d;
     char why[192], resolved[2048];   /* what simba__zk_resolve_hosts found wrong; its output */

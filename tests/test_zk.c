@@ -68,7 +68,7 @@ static int cut_reading(simba *s) {
     return shutdown(fds[0].fd, SHUT_RD) == 0 ? SIMBA_OK : SIMBA_EBACKEND;
 }
 
-/* A client whose backend the test keeps (for simba_zk_status_get). */
+/* A client whose backend the test keeps (for simba_zk_stats). */
 typedef struct zk_client {
     h_client h;
     simba_backend be;
@@ -338,7 +338,7 @@ static void t_zk_handoff_from_watch(void) {
     h_client *cl[2];
     simba_lock la, lb;
     simba_event *e;
-    simba_zk_status st;
+    struct simba_zk_stats st;
     int i;
     for (i = 0; i < 2; i++) {
         CHECK(zk_client_open(&c[i], zk_hosts, tenant, i ? "b" : "a", NULL, 3000, 1000));
@@ -349,8 +349,9 @@ static void t_zk_handoff_from_watch(void) {
     CHECK_EQ(simba_release(c[0].h.s, la), SIMBA_OK);
     e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000);
     CHECK(e != NULL);
-    CHECK_EQ(simba_zk_status_get(c[1].be, &st), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(c[1].be, &st), SIMBA_OK);
     CHECK_EQ(st.watch_grants, 1);
+    CHECK(st.wakes >= 1);                        /* the predecessor's deletion */
     if (e) {
         simba_lock q = simba_inspect(c[0].h.s, "hand", NULL);
         simba_holder hs[2];
@@ -378,7 +379,7 @@ static void t_zk_delete_is_no_handoff(void) {
     h_client *cl[3];
     simba_lock la, lb, q;
     simba_event *e;
-    simba_zk_status st;
+    struct simba_zk_stats st;
     int i, round;
     for (i = 0; i < 3; i++) {
         CHECK(zk_client_open(&c[i], zk_hosts, tenant, i == 0 ? "a" : i == 1 ? "b" : "d", NULL, 3000, 1000));
@@ -395,7 +396,7 @@ static void t_zk_delete_is_no_handoff(void) {
         h_run_for(cl, 3, 500);
         CHECK(!h_has(cl[1], lb, SIMBA_EVENT_LOST));
         CHECK(simba_valid_ms(c[1].h.s, lb) > 0);
-        CHECK_EQ(simba_zk_status_get(c[1].be, &st), SIMBA_OK);
+        CHECK_EQ(simba_zk_stats(c[1].be, &st), SIMBA_OK);
         CHECK_EQ(st.watch_grants, 0);
         CHECK_EQ(simba_release(c[1].h.s, lb), SIMBA_OK);
         CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
@@ -517,7 +518,7 @@ static void t_zk_server_pause_short(void) {
     static zk_client a, b;
     h_client *cl[2];
     simba_lock la, lb;
-    simba_zk_status before, after;
+    struct simba_zk_stats before, after;
     int64_t end;
     cl[0] = &a.h; cl[1] = &b.h;
     zk_op_timeout_ms = 300;
@@ -528,7 +529,7 @@ static void t_zk_server_pause_short(void) {
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
     lb = zk_acquire(&b, "pause", -1);
     h_run_for(cl, 2, 300);
-    CHECK_EQ(simba_zk_status_get(a.be, &before), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &before), SIMBA_OK);
     CHECK(ctl("stop s", NULL, 0));
     h_run_for(cl, 2, 3000);                  /* ttl / 2 */
     CHECK(ctl("cont s", NULL, 0));
@@ -539,7 +540,7 @@ static void t_zk_server_pause_short(void) {
     }
     CHECK(h_has(&a.h, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED));   /* the reset happened */
     CHECK(zk_wait_connected(cl, 2, 0, 10000));
-    CHECK_EQ(simba_zk_status_get(a.be, &after), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &after), SIMBA_OK);
     CHECK(after.session_id == before.session_id);                   /* the same session */
     CHECK(simba_valid_ms(a.h.s, la) > 0);
     CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
@@ -557,7 +558,7 @@ static void t_zk_session_killed(void) {
     static zk_client a, b;
     h_client *cl[2];
     simba_lock la, lb;
-    simba_zk_status st;
+    struct simba_zk_stats st;
     simba_event *e;
     clientid_t cid;
     raw r;
@@ -570,7 +571,7 @@ static void t_zk_session_killed(void) {
     lb = simba_contend(b.h.s, "boss", NULL);
     h_run_for(cl, 2, 300);
     CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
-    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &st), SIMBA_OK);
     CHECK(st.connected && st.session_id != 0);
     CHECK(st.timeout_ms >= 2500);                 /* the lease, at least */
     handles = st.handles;
@@ -583,7 +584,7 @@ static void t_zk_session_killed(void) {
     CHECK(e->error == SIMBA_LOST_SESSION || e->error == SIMBA_LOST_EXPIRED);
     CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
     CHECK(zk_wait_connected(cl, 2, 0, 10000));
-    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &st), SIMBA_OK);
     CHECK(st.handles > handles);                  /* a new ZooKeeper session */
     CHECK(st.session_id != cid.client_id);
     CHECK_EQ(simba_release(b.h.s, lb), SIMBA_OK);
@@ -689,7 +690,7 @@ static void t_zk_ensemble_failover(void) {
     static zk_client a, b;
     h_client *cl[2];
     simba_lock la, lb;
-    simba_zk_status st;
+    struct simba_zk_stats st;
     char args[32], server_before[64];
     int node;
     int64_t end, fence_a;
@@ -704,7 +705,7 @@ static void t_zk_ensemble_failover(void) {
     fence_a = e->fence;
     lb = zk_acquire(&b, "fo", -1);
     h_run_for(cl, 2, 300);
-    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &st), SIMBA_OK);
     CHECK(st.connected);
     snprintf(server_before, sizeof server_before, "%s", st.server);
     node = node_of(st.server);
@@ -722,7 +723,7 @@ static void t_zk_ensemble_failover(void) {
         CHECK(!h_has(&b.h, lb, SIMBA_EVENT_ACQUIRED));
     }
     CHECK(zk_wait_connected(cl, 2, 0, 10000));
-    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &st), SIMBA_OK);
     CHECK(strcmp(st.server, server_before) != 0);
     CHECK(simba_valid_ms(a.h.s, la) > 0);
     CHECK_EQ(simba_release(a.h.s, la), SIMBA_OK);
@@ -1112,7 +1113,7 @@ static void t_zk_destroy_abandons_session(void) {
     static zk_client a, b;
     h_client *cl[2];
     simba_lock la, lb;
-    simba_zk_status st;
+    struct simba_zk_stats st;
     char rp[160];
     raw r;
     cl[0] = &a.h; cl[1] = &b.h;
@@ -1120,7 +1121,7 @@ static void t_zk_destroy_abandons_session(void) {
     CHECK(zk_client_open(&b, zk_hosts, tenant, "b", NULL, 1500, 1000));
     la = zk_acquire(&a, "ab", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
-    CHECK_EQ(simba_zk_status_get(a.be, &st), SIMBA_OK);
+    CHECK_EQ(simba_zk_stats(a.be, &st), SIMBA_OK);
     zk_client_close(&a);
     CHECK(raw_open(&r, zk_hosts, NULL, NULL));
     snprintf(rp, sizeof rp, "/simba/%s/ab", tenant);
@@ -1133,17 +1134,79 @@ static void t_zk_destroy_abandons_session(void) {
     zk_client_close(&b);
 }
 
-/* Bad options fail simba_create with SIMBA_EINVAL, never later. */
-static char bad_log[2048];
-static void bad_log_fn(void *user, simba_log_level level, const char *msg) {
-    (void)user; (void)level;
-    snprintf(bad_log, sizeof bad_log, "%s", msg);
+/* A counting allocator for the desc's allocator field. */
+static long zk_allocs, zk_live;
+static void *zk_test_alloc(size_t n, void *user) {
+    void *p = malloc(n);
+    (void)user;
+    if (p) { zk_allocs++; zk_live++; }
+    return p;
+}
+static void zk_test_free(void *p, void *user) {
+    (void)user;
+    if (p) zk_live--;
+    free(p);
 }
 
-/* A refused desc is logged at ERROR naming the field (want). */
+/* The backend's memory follows simba_zk_desc.allocator (every block it
+   takes is given back to it), and simba_zk_stats counts ops and replies. */
+static void t_zk_allocator_and_stats(void) {
+    simba_zk_desc zd;
+    simba_desc d;
+    simba_backend be;
+    struct simba_zk_stats st;
+    h_client c, *cl[1];
+    simba_lock l;
+    int err = 0;
+    memset(&zd, 0, sizeof zd);
+    zd.hosts = zk_hosts;
+    zd.allocator.alloc = zk_test_alloc;
+    zd.allocator.free = zk_test_free;
+    zk_allocs = zk_live = 0;
+    be = simba_zk(&zd);
+    CHECK(zk_allocs > 0);
+    memset(&d, 0, sizeof d);
+    memset(&c, 0, sizeof c);
+    d.backend = be;
+    d.tenant = zk_tenant();
+    c.s = simba_create_ex(&d, &err);
+    CHECK(c.s != NULL);
+    if (!c.s) return;
+    cl[0] = &c;
+    CHECK_EQ(simba_zk_stats(be, &st), SIMBA_OK);
+    CHECK_EQ(st.ops_completed, st.ops_sent);
+    l = simba_acquire(c.s, &(simba_lock_desc){ .name = "alloc", .wait_ms = -1 });
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_zk_stats(be, &st), SIMBA_OK);
+    CHECK(st.connected);
+    CHECK_EQ(st.reconnects, 0);
+    CHECK(st.ops_sent >= 2);                     /* OPEN, ENQUEUE at least */
+    CHECK(st.ops_completed >= 2 && st.ops_completed <= st.ops_sent);
+    CHECK(zk_allocs > 3);
+    CHECK_EQ(simba_release(c.s, l), SIMBA_OK);
+    simba_destroy(c.s);
+    CHECK_EQ(zk_live, 0);
+    CHECK(zk_allocs > 3);
+}
+
+/* Bad options fail simba_create with SIMBA_EINVAL, never later. */
+static char bad_log[2048];
+
+/* simba_create_err, keeping its message in bad_log. */
+static simba *create_bad(const simba_desc *d, int *err) {
+    simba_error e;
+    simba *s;
+    memset(&e, 0, sizeof e);
+    s = simba_create_err(d, &e);
+    *err = e.code;
+    snprintf(bad_log, sizeof bad_log, "%s", e.message);
+    return s;
+}
+
+/* A refused desc is reported by simba_create_err naming the field (want). */
 static int bad_log_names(const char *want) {
     if (strstr(bad_log, want)) return 1;
-    printf("  # want \"%s\" in the log: %s\n", want, bad_log);
+    printf("  # want \"%s\" in the error: %s\n", want, bad_log);
     return 0;
 }
 
@@ -1161,19 +1224,17 @@ static void t_zk_bad_options(void) {
     int i, err;
     memset(&d, 0, sizeof d);
     d.tenant = zk_tenant();
-    d.logger.func = bad_log_fn;
-    d.logger.level = SIMBA_LOG_ERROR;
     for (i = 0; i < (int)(sizeof bad_hosts / sizeof *bad_hosts); i++) {
         memset(&zd, 0, sizeof zd);
         zd.hosts = bad_hosts[i];
         d.backend = simba_zk(&zd);
         err = 0;
         bad_log[0] = 0;
-        s = simba_create_ex(&d, &err);
+        s = create_bad(&d, &err);
         if (s) { printf("  # hosts \"%s\" accepted\n", bad_hosts[i]); simba_destroy(s); }
         CHECK(s == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
-        CHECK(bad_log_names("simba_zk: hosts: "));
+        CHECK(bad_log_names("simba_zk_desc.hosts: "));
         if (strncmp(bad_hosts[i], "no-such", 7) == 0) CHECK(bad_log_names("cannot resolve"));
     }
     for (i = 0; i < (int)(sizeof bad_base / sizeof *bad_base); i++) {
@@ -1182,11 +1243,11 @@ static void t_zk_bad_options(void) {
         zd.base_path = bad_base[i];
         d.backend = simba_zk(&zd);
         bad_log[0] = 0;
-        s = simba_create_ex(&d, &err);
+        s = create_bad(&d, &err);
         if (s) { printf("  # base \"%s\" accepted\n", bad_base[i]); simba_destroy(s); }
         CHECK(s == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
-        CHECK(bad_log_names("simba_zk: base_path: "));
+        CHECK(bad_log_names("simba_zk_desc.base_path: "));
     }
     for (i = 0; i < (int)(sizeof bad_digest / sizeof *bad_digest); i++) {
         memset(&zd, 0, sizeof zd);
@@ -1194,14 +1255,23 @@ static void t_zk_bad_options(void) {
         zd.digest = bad_digest[i];
         d.backend = simba_zk(&zd);
         bad_log[0] = 0;
-        s = simba_create_ex(&d, &err);
+        s = create_bad(&d, &err);
         CHECK(s == NULL);
         CHECK_EQ(err, SIMBA_EINVAL);
-        CHECK(bad_log_names("simba_zk: digest: "));
+        CHECK(bad_log_names("simba_zk_desc.digest: "));
     }
     d.backend = simba_zk(NULL);
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(create_bad(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_EINVAL);
+    CHECK(bad_log_names("simba_zk_desc: NULL"));
+    /* half an allocator (a user alloc paired with libc free) is refused */
+    memset(&zd, 0, sizeof zd);
+    zd.hosts = zk_hosts;
+    zd.allocator.alloc = zk_test_alloc;
+    d.backend = simba_zk(&zd);
+    CHECK(create_bad(&d, &err) == NULL);
+    CHECK_EQ(err, SIMBA_EINVAL);
+    CHECK(bad_log_names("simba_zk_desc.allocator: "));
     /* names are resolved once, in simba_zk() (the host-name policy), or left
        to the client library with allow_hostnames; IPv6 literals are numeric */
     memset(&zd, 0, sizeof zd);
@@ -1223,7 +1293,7 @@ static void t_zk_bad_options(void) {
     s = simba_create_ex(&d, &err);
     CHECK(s != NULL);
     simba_destroy(s);
-    CHECK_EQ(simba_zk_status_get(simba_mem(NULL, NULL), NULL), SIMBA_EINVAL);
+    CHECK_EQ(simba_zk_stats(simba_mem(NULL, NULL), NULL), SIMBA_EINVAL);
 }
 
 /* Garbage under our nodes is reported (SIMBA_EPROTO), never guessed around. */
@@ -1640,6 +1710,7 @@ int main(int argc, char **argv) {
     b.kill = kill_zk;
     conformance_run(&b, h_filter, &h_passed, &h_failed);
     RUN(t_zk_bad_options);
+    RUN(t_zk_allocator_and_stats);
     RUN(t_zk_unreachable);
     RUN(t_zk_refused_port_backs_off);
     RUN(t_zk_server_gone_no_sigpipe);

@@ -65,9 +65,7 @@ static void fuzz_zk(char **s, uint8_t flags) {
     if (simba__zk_check_base(s[1])) FZ_CHECK(s[1][0] == '/', "relative base path accepted");
     (void)simba__zk_check_digest(s[2]);
     /* server data: an entry node's name and a capacity */
-    memset(&zk, 0, sizeof zk);
-    zk.a.alloc = simba__zk_default_alloc;
-    zk.a.free = simba__zk_default_free;
+    memset(&zk, 0, sizeof zk);                  /* zero allocator: malloc/free */
     ok = simba__zk_parse_kid(&zk, s[3], &kid);
     if (ok == 1) {
         FZ_CHECK(kid.weight >= 0 && kid.session && kid.request && !strchr(kid.request, '_'), "bad entry parse of %s", s[3]);
