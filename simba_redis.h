@@ -48,10 +48,13 @@
     Tested with Redis 7.0.
 
     hiredis versions: written against the 0.14 async API (Debian 12); the
-    parts where 1.x differs are behind HIREDIS_MAJOR (1.x is not tested). hiredis has no per
-    context allocator: hiredis itself uses malloc; simba's per-request memory
-    comes from simba's allocator; this backend's own small state (the desc
-    strings, the script text) uses malloc too.
+    parts where 1.x differs are behind HIREDIS_MAJOR (1.x is not tested).
+
+    Memory: everything this backend allocates (its state, the desc strings,
+    the script text, the requests in flight, INSPECT answers) follows
+    simba_redis_desc.allocator. hiredis keeps its own allocator: 0.14 has no
+    per-context one (its contexts and replies come from malloc), and 1.x's
+    hiredisSetAllocators is process-wide, so simba leaves it alone.
 
     Signals: hiredis writes with write(), which raises SIGPIPE on a
     connection the server closed. simba never changes the process's signal
@@ -95,15 +98,40 @@ typedef struct simba_redis_desc {
                                   have it (see docs/redis.md for what that does and does not
                                   guarantee) */
     int wait_timeout_ms;       /* the timeout given to WAIT (default 200) */
+    simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
 /* simba_redis: a Redis backend for one simba client (pass it in
-   simba_desc.backend; simba owns it from then on). Never fails here: a bad
-   desc (NULL, port out of range, bad prefix, negative db or timeouts, a user
-   without password) gives a backend whose attach fails with SIMBA_EINVAL, so
-   simba_create_ex reports SIMBA_EINVAL; out of memory gives SIMBA_ENOMEM the
-   same way. */
+   simba_desc.backend; simba owns it from then on). A bad desc (NULL, port out
+   of range, bad prefix, negative db or timeouts, a user without password, a
+   host that does not resolve, half an allocator) gives
+   simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.<field>: ..."), out of
+   memory simba_backend_error(SIMBA_ENOMEM, ...): simba_create then fails with
+   that code and simba_create_err says which field and why. */
 SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
+
+/* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
+   struct stat / stat() pattern: the struct tag and the function share the
+   name). The first fields are the same on every backend. */
+struct simba_redis_stats {
+    int connected;              /* the main connection is ready (handshake done) */
+    int64_t reconnects;         /* main connections made ready after the first one */
+    int64_t ops_sent;           /* operations the core submitted (one script call each) */
+    int64_t ops_completed;      /* operations completed, whatever the status (resets included) */
+    int64_t wakes;              /* simba_backend_wake() calls made for pushes */
+    /* Redis only */
+    int push_connected;         /* the push connection is subscribed */
+    int64_t scripts_sent;       /* EVALSHA/EVAL commands written (an op sent again counts again) */
+    int64_t pushes;             /* messages received on the push connection */
+    int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
+    int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
+    int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
+};
+/* simba_redis_stats: copies the counters of backend b (the value simba_redis()
+   returned; valid until the simba instance that owns it is destroyed).
+   Returns SIMBA_OK, or SIMBA_EINVAL when b is not a Redis backend (a rejected
+   desc's error backend included) or out is NULL. */
+SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out);
 
 /* simba_redis_resource_key: the base key of resource `name` of `tenant`
    under `prefix` (NULL: "simba"), written into out (size bytes, NUL
@@ -165,14 +193,6 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
 
 #ifndef HIREDIS_MAJOR
 #error "simba_redis.h: hiredis.h does not define HIREDIS_MAJOR"
-#endif
-
-/* With SIMBA_STATIC, a file that does not call every public function must
-   still compile cleanly under -Wunused-function. */
-#if defined(SIMBA_STATIC) && (defined(__GNUC__) || defined(__clang__))
-#define SIMBA__REDIS_MAYBE_UNUSED __attribute__((unused))
-#else
-#define SIMBA__REDIS_MAYBE_UNUSED
 #endif
 
 #ifdef __cplusplus
@@ -715,8 +735,7 @@ typedef struct simba__redis_req {
 
 struct simba__redis {
     simba *s;
-    int bad;                    /* != 0: the desc was unusable; attach fails with it */
-    char bad_why[160];          /* why, naming the field ("" none) */
+    simba_allocator alloc;      /* simba_redis_desc.allocator */
     char *host, *unix_socket, *user, *password, *prefix;
     int port, db, connect_timeout_ms, wait_replicas, wait_timeout_ms;
     simba__redis_conn conn[2];
@@ -734,18 +753,22 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int destroying;
+    struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
 
 /*--- small helpers -------------------------------------------------------------*/
 
-static char *simba__redis_strdup(const char *s) {
-    size_t n;
-    char *d;
-    if (!s) return NULL;
-    n = strlen(s) + 1;
-    d = (char *)malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
+/* Frees what the constructor allocated (also a half-built backend). */
+static void simba__redis_free(simba__redis *r) {
+    simba_allocator a = r->alloc;
+    simba_allocator_free(&a, r->script);
+    simba_allocator_free(&a, r->host);
+    simba_allocator_free(&a, r->unix_socket);
+    simba_allocator_free(&a, r->user);
+    if (r->password) memset(r->password, 0, strlen(r->password));
+    simba_allocator_free(&a, r->password);
+    simba_allocator_free(&a, r->prefix);
+    simba_allocator_free(&a, r);
 }
 
 static void simba__redis_copy(char *dst, size_t cap, const char *src, size_t n) {
@@ -762,26 +785,6 @@ static int simba__redis_prefix_ok(const char *p) {
         int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  c == '.' || c == '_' || c == '-' || c == ':';
         if (!ok || n >= SIMBA__REDIS_MAX_PREFIX) return 0;
-    }
-    return n > 0;
-}
-
-static int simba__redis_tenant_ok(const char *t) {
-    size_t n = 0;
-    for (; t[n]; n++) {
-        char c = t[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
-        if (!ok || n >= SIMBA_MAX_TENANT) return 0;
-    }
-    return n > 0;
-}
-
-static int simba__redis_name_ok(const char *name) {
-    size_t n = 0;
-    for (; name[n]; n++) {
-        unsigned char c = (unsigned char)name[n];
-        if (c < 0x20 || c == 0x7f || n >= SIMBA_MAX_NAME) return 0;
     }
     return n > 0;
 }
@@ -839,7 +842,6 @@ static size_t simba__redis_key(char *out, const char *prefix, const char *tenant
     return at;
 }
 
-SIMBA__REDIS_MAYBE_UNUSED
 SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
                                       char *out, size_t size) {
     size_t need;
@@ -847,15 +849,14 @@ SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, co
     if (!tenant || !name || (size && !out)) return SIMBA_EINVAL;
     if (!prefix) prefix = "simba";
     if (!simba__redis_prefix_ok(prefix)) return SIMBA_EINVAL;
-    if (!simba__redis_tenant_ok(tenant) || !simba__redis_name_ok(name)) return SIMBA_ENAME;
+    if (simba_check_tenant(tenant) != SIMBA_OK || simba_check_name(name) != SIMBA_OK) return SIMBA_ENAME;
     need = simba__redis_key(NULL, prefix, tenant, name);
     if (size == 0) return (int)need;
-    tmp = (char *)malloc(need + 1);
+    tmp = (char *)simba_allocator_alloc(NULL, need + 1);   /* no backend here: malloc */
     if (!tmp) return SIMBA_ENOMEM;
     simba__redis_key(tmp, prefix, tenant, name);
-    tmp[need] = 0;
     simba__redis_copy(out, size, tmp, need);
-    free(tmp);
+    simba_allocator_free(NULL, tmp);
     return (int)need;
 }
 
@@ -914,6 +915,7 @@ static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
 static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
     simba__redis_unlink(r, q);
     q->done = 1;
+    r->stats.ops_completed++;
     rep->id = q->id;
     simba_backend_complete(r->s, rep);
 }
@@ -1283,6 +1285,7 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
         r->sha[40] = 0;
     } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_transient(rp->str)) {
         /* not a refusal: EVAL would fail the same way now; connect again later */
+        r->stats.transient_errors++;
         simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
     } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_error_code(rp->str) == SIMBA_EAUTH &&
                !strstr(rp->str, "NOPERM")) {
@@ -1392,14 +1395,16 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     nl = (size_t)(end - p);
     if (nl == 0 || nl > SIMBA_MAX_NAME) return;
     simba__redis_copy(name, sizeof name, p, nl);
-    if (strlen(name) != nl || !simba__redis_name_ok(name)) return;
+    if (strlen(name) != nl || simba_check_name(name) != SIMBA_OK) return;
     if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
+        r->stats.wakes++;
         simba_backend_wake(r->s, name, NULL, NULL, 0);
         return;
     }
     simba__redis_copy(session, sizeof session, sf, sl);
     simba__redis_copy(request, sizeof request, rf, rl);
     if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    r->stats.wakes++;
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
     else simba_backend_wake(r->s, name, session, request, fence);
@@ -1416,8 +1421,10 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
         c->deadline = -1;
         return;
     }
-    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING)
+    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+        c->r->stats.pushes++;
         simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
+    }
 }
 
 /*--- operations ------------------------------------------------------------------*/
@@ -1506,35 +1513,6 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     }
 }
 
-/* What the core may hand us; anything else is refused before it costs a round trip. */
-static int simba__redis_check_op(simba__redis *r, const simba_op *op) {
-    int i;
-    if (!simba__redis_op_name(op->kind) || !op->tenant || !simba__redis_tenant_ok(op->tenant)) return SIMBA_EINVAL;
-    if (op->lease_ms <= 0) return SIMBA_EINVAL;
-    if (op->kind != SIMBA_OP_INSPECT && op->kind != SIMBA_OP_SET_CAPACITY && op->kind != SIMBA_OP_DELETE) {
-        if (!op->session || !op->session[0] || strlen(op->session) > SIMBA_MAX_SESSION ||
-            strchr(op->session, ' '))
-            return SIMBA_EINVAL;
-    }
-    if (op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) {
-        if (!op->request || !op->request[0] || strlen(op->request) > SIMBA__REDIS_MAX_REQUEST ||
-            strchr(op->request, ' '))
-            return SIMBA_EINVAL;
-    }
-    if (!simba__redis_has_res(op->kind)) return SIMBA_OK;
-    if (op->nres < 1 || op->nres > SIMBA_MAX_RESOURCES || !op->res) return SIMBA_EINVAL;
-    if (op->kind != SIMBA_OP_ENQUEUE && op->kind != SIMBA_OP_POLL && op->kind != SIMBA_OP_RELEASE && op->nres != 1)
-        return SIMBA_EINVAL;
-    for (i = 0; i < op->nres; i++) {
-        if (!op->res[i].name || !simba__redis_name_ok(op->res[i].name)) return SIMBA_ENAME;
-        if (op->res[i].weight < 0 || op->res[i].capacity < 0) return SIMBA_EINVAL;
-        if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_SET_CAPACITY) && op->res[i].capacity < 1)
-            return SIMBA_ECAPACITY;
-    }
-    (void)r;
-    return SIMBA_OK;
-}
-
 static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* (Re)send a request's command: EVALSHA while we know the SHA, else EVAL. */
@@ -1550,6 +1528,7 @@ static int simba__redis_send(simba__redis *r, simba__redis_req *q) {
     }
     if (redisAsyncCommandArgv(ac, simba__redis_on_reply, q, q->argc, q->argv, q->argvlen) != REDIS_OK)
         return SIMBA_EDISCONNECTED;
+    r->stats.scripts_sent++;
     return SIMBA_OK;
 }
 
@@ -1557,15 +1536,12 @@ static int simba__redis_submit(void *impl, const simba_op *op) {
     simba__redis *r = (simba__redis *)impl;
     simba__redis_args a;
     simba__redis_req *q;
-    int err;
-    if (!r || !r->s || !op) return SIMBA_EINVAL;
+    /* the core validated op (names, tenant, ids, kind): it is trusted here */
     if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
-    if ((err = simba__redis_check_op(r, op)) != SIMBA_OK) return err;
     memset(&a, 0, sizeof a);
     simba__redis_build_args(&a, r, op);                      /* measure */
-    q = (simba__redis_req *)simba_backend_alloc(r->s, sizeof *q + a.used);
+    q = (simba__redis_req *)simba_allocator_alloc(&r->alloc, sizeof *q + a.used);
     if (!q) return SIMBA_ENOMEM;
-    memset(q, 0, sizeof *q);
     q->r = r;
     q->id = op->id;
     q->kind = op->kind;
@@ -1575,12 +1551,13 @@ static int simba__redis_submit(void *impl, const simba_op *op) {
     a.used = 0;
     simba__redis_build_args(&a, r, op);                      /* fill */
     if (simba__redis_send(r, q) != SIMBA_OK) {
-        simba_backend_free(r->s, q);
+        simba_allocator_free(&r->alloc, q);
         return SIMBA_EDISCONNECTED;
     }
     q->next = r->reqs;
     if (r->reqs) r->reqs->prev = q;
     r->reqs = q;
+    r->stats.ops_sent++;
     return SIMBA_OK;
 }
 
@@ -1671,9 +1648,8 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     if (!simba__redis_int(rp->element[4], 0, INT_MAX / 4, &n)) return SIMBA_EPROTO;
     if (rp->elements != (size_t)(5 + 4 * n)) return SIMBA_EPROTO;
     if (n > 0) {
-        hs = (simba_holder *)simba_backend_alloc(r->s, sizeof(simba_holder) * (size_t)n);
+        hs = (simba_holder *)simba_allocator_alloc(&r->alloc, sizeof(simba_holder) * (size_t)n);
         if (!hs) return SIMBA_ENOMEM;
-        memset(hs, 0, sizeof(simba_holder) * (size_t)n);
     }
     *out = hs;
     for (i = 0; i < (size_t)n; i++) {
@@ -1704,6 +1680,7 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
    connection is dropped once hiredis's read returns. */
 static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
     simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
+    r->stats.transient_errors++;
     if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
     simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
 }
@@ -1741,6 +1718,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     if (rp->type == REDIS_REPLY_ERROR) {
         if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && !q->evaled) {
             q->evaled = 1;            /* the server lost the script (SCRIPT FLUSH, failover) */
+            r->stats.noscript_reloads++;
             if (simba__redis_send(r, q) != SIMBA_OK) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
             return;
         }
@@ -1776,6 +1754,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
         if (rep.granted && r->wait_replicas > 0) {
             q->saved = rep;
             q->waiting = 1;
+            r->stats.waits++;
             if (!r->conn[SIMBA__REDIS_MAIN].ac ||
                 redisAsyncCommand(r->conn[SIMBA__REDIS_MAIN].ac, simba__redis_on_reply, q, "WAIT %d %d",
                                   r->wait_replicas, r->wait_timeout_ms) != REDIS_OK)
@@ -1785,13 +1764,13 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     } else if (rep.status == SIMBA_OK && q->kind == SIMBA_OP_INSPECT) {
         rc = simba__redis_parse_inspect(r, q, rp, &rep, &hs);
         if (rc != SIMBA_OK) {
-            simba_backend_free(r->s, hs);
+            simba_allocator_free(&r->alloc, hs);
             simba__redis_complete_status(r, q, rc, "malformed INSPECT answer");
             return;
         }
     }
     simba__redis_complete(r, q, &rep);
-    simba_backend_free(r->s, hs);
+    simba_allocator_free(&r->alloc, hs);
 }
 
 /* Every op's callback: privdata is the request; a NULL reply means the
@@ -1807,37 +1786,20 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
         else simba__redis_on_answer(r, q, rp);
     }
     /* still not done: the same request was sent again (EVAL, WAIT) */
-    if (q->done) simba_backend_free(r->s, q);
+    if (q->done) simba_allocator_free(&r->alloc, q);
 }
 
 /*--- the vtable --------------------------------------------------------------------*/
 
+/* The constructor checked the desc and built everything: attach only
+   schedules the first connects. */
 static int simba__redis_attach(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
-    size_t n = 0, i;
-    if (!r) return SIMBA_ENOMEM;
-    if (r->bad) {
-        if (r->bad_why[0]) {
-            simba_backend_log(s, SIMBA_LOG_ERROR, "%s", r->bad_why);
-            simba_backend_fail(s, r->bad, "%s", r->bad_why);
-        }
-        return r->bad;
-    }
     r->s = s;
     if (!SIMBA__REDIS_NOPIPE)
         simba_backend_log(s, SIMBA_LOG_WARN, "simba_redis: built without POSIX signal functions: SIGPIPE is not "
                           "blocked around writes; ignore SIGPIPE in the application (or define SIMBA_IMPLEMENTATION "
                           "in this file)");
-    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
-    r->script = (char *)malloc(n + 1);
-    if (!r->script) return SIMBA_ENOMEM;
-    r->script_len = 0;
-    for (i = 0; simba__redis_lua[i]; i++) {
-        size_t k = strlen(simba__redis_lua[i]);
-        memcpy(r->script + r->script_len, simba__redis_lua[i], k);
-        r->script_len += k;
-    }
-    r->script[r->script_len] = 0;
     /* connect on the first process(): inside attach, simba_client_id() (which
        names our connections and channel) is not available yet */
     r->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
@@ -1862,7 +1824,6 @@ static void simba__redis_flush(simba__redis_conn *c) {
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
-    if (!r) return 0;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
@@ -1883,7 +1844,7 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
-    if (!r || !r->s) return -1;
+    if (!r->s) return -1;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
@@ -1948,7 +1909,7 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     simba__redis *r = (simba__redis *)impl;
     int64_t now;
     int i;
-    if (!r || !r->s) return;
+    if (!r->s) return;
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
@@ -1965,7 +1926,7 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
 static void simba__redis_reset(void *impl, int why) {
     simba__redis *r = (simba__redis *)impl;
     int i;
-    if (!r || !r->s) return;
+    if (!r->s) return;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
@@ -1975,19 +1936,12 @@ static void simba__redis_reset(void *impl, int why) {
 static void simba__redis_destroy(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int i;
-    if (!r) return;
     r->destroying = 1;
-    if (r->s) simba__redis_flush_repeats(r);
-    if (r->s)
+    if (r->s) {                   /* attached (simba_create may destroy it before) */
+        simba__redis_flush_repeats(r);
         for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
-    free(r->script);
-    free(r->host);
-    free(r->unix_socket);
-    free(r->user);
-    if (r->password) memset(r->password, 0, strlen(r->password));
-    free(r->password);
-    free(r->prefix);
-    free(r);
+    }
+    simba__redis_free(r);
 }
 
 static const simba_backend_vtable simba__redis_vtable = {
@@ -2001,52 +1955,13 @@ static const simba_backend_vtable simba__redis_vtable = {
     simba__redis_destroy
 };
 
-/* Copy and check the desc; returns 0 or the SIMBA_E* that attach will give. */
-/* A bad desc: the reason, naming the field, is logged at ERROR by attach
-   (the first moment a logger exists). */
-static int simba__redis_bad(simba__redis *r, const char *why) {
-    simba__redis_copy(r->bad_why, sizeof r->bad_why, why, strlen(why));
-    return SIMBA_EINVAL;
-}
-
-static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
-    if (!d) return simba__redis_bad(r, "simba_redis: the desc is NULL");
-    if (d->port < 0 || d->port > 65535)
-        return simba__redis_bad(r, "simba_redis: port: want 1..65535 (0: 6379)");
-    if (d->db < 0) return simba__redis_bad(r, "simba_redis: db: negative");
-    if (d->connect_timeout_ms < 0) return simba__redis_bad(r, "simba_redis: connect_timeout_ms: negative");
-    if (d->wait_replicas < 0) return simba__redis_bad(r, "simba_redis: wait_replicas: negative");
-    if (d->wait_timeout_ms < 0) return simba__redis_bad(r, "simba_redis: wait_timeout_ms: negative");
-    if (d->user && !d->password) return simba__redis_bad(r, "simba_redis: user: given without a password");
-    if (d->prefix && !simba__redis_prefix_ok(d->prefix))
-        return simba__redis_bad(r, "simba_redis: prefix: want 1..64 characters of A-Z a-z 0-9 . _ - : (no braces, "
-                                   "no spaces)");
-    if (d->unix_socket && !d->unix_socket[0]) return simba__redis_bad(r, "simba_redis: unix_socket: empty (NULL: TCP)");
-    if (d->host && !d->host[0]) return simba__redis_bad(r, "simba_redis: host: empty (NULL: 127.0.0.1)");
-    if (d->host && strlen(d->host) > 255) return simba__redis_bad(r, "simba_redis: host: longer than 255");
-    r->port = d->port ? d->port : 6379;
-    r->db = d->db;
-    r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
-    r->wait_replicas = d->wait_replicas;
-    r->wait_timeout_ms = d->wait_timeout_ms ? d->wait_timeout_ms : 200;
-    if (d->host && !d->unix_socket) {
-        /* the host-name policy (docs/design.md): a name is resolved here, once,
-           so that no (re)connect inside simba_tick() waits for DNS */
-        char numeric[64], why[sizeof r->bad_why];
-        int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
-        if (rc != 0) {
-            snprintf(why, sizeof why, "simba_redis: host: cannot resolve '%.100s': %s", d->host, simba_backend_resolve_error(rc));
-            return simba__redis_bad(r, why);
-        }
-        r->host = simba__redis_strdup(numeric[0] ? numeric : d->host);
-    } else {
-        r->host = simba__redis_strdup(d->host ? d->host : "127.0.0.1");
-    }
-    r->prefix = simba__redis_strdup(d->prefix ? d->prefix : "simba");
-    if (!r->host || !r->prefix) return SIMBA_ENOMEM;
-    if (d->unix_socket && !(r->unix_socket = simba__redis_strdup(d->unix_socket))) return SIMBA_ENOMEM;
-    if (d->user && !(r->user = simba__redis_strdup(d->user))) return SIMBA_ENOMEM;
-    if (d->password && !(r->password = simba__redis_strdup(d->password))) return SIMBA_ENOMEM;
+SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
+    const simba__redis *r = (const simba__redis *)b.impl;
+    if (b.vt != &simba__redis_vtable || !r || !out) return SIMBA_EINVAL;
+    *out = r->stats;
+    out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
+    out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
+    out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
     return SIMBA_OK;
 }
 
@@ -2058,7 +1973,6 @@ static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *wh
     return err;
 }
 
-SIMBA__REDIS_MAYBE_UNUSED
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size) {
     struct timeval tv;
@@ -2072,7 +1986,7 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     if (!tenant) tenant = "default";
     prefix = desc->prefix ? desc->prefix : "simba";
     if (!simba__redis_prefix_ok(prefix)) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad prefix", prefix);
-    if (!simba__redis_tenant_ok(tenant) || strlen(tenant) > SIMBA_MAX_TENANT)
+    if (simba_check_tenant(tenant) != SIMBA_OK)
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad tenant", tenant);
     if (desc->user && !desc->password)
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
@@ -2130,14 +2044,73 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     return err;
 }
 
-SIMBA__REDIS_MAYBE_UNUSED
-SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc) {
-    simba_backend b;
-    simba__redis *r = (simba__redis *)calloc(1, sizeof *r);
-    int i;
-    b.vt = &simba__redis_vtable;
-    b.impl = r;
-    if (!r) return b;                 /* attach answers SIMBA_ENOMEM */
+/* The desc's first problem, as the backend simba_create reports it; a
+   zero vt when the desc is fine. */
+static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
+    simba_backend ok;
+    memset(&ok, 0, sizeof ok);
+    if (!d) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc: NULL");
+    if (simba_allocator_check(&d->allocator) != SIMBA_OK)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.allocator: alloc and free must be set together "
+                                   "(or neither: malloc/free)");
+    if (d->port < 0 || d->port > 65535)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.port: %d: want 1..65535 (0: 6379)", d->port);
+    if (d->db < 0) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.db: %d is negative", d->db);
+    if (d->connect_timeout_ms < 0)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.connect_timeout_ms: %d is negative",
+                                   d->connect_timeout_ms);
+    if (d->wait_replicas < 0)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.wait_replicas: %d is negative", d->wait_replicas);
+    if (d->wait_timeout_ms < 0)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.wait_timeout_ms: %d is negative",
+                                   d->wait_timeout_ms);
+    if (d->user && !d->password)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.user: given without a password");
+    if (d->prefix && !simba__redis_prefix_ok(d->prefix))
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.prefix: want 1..64 characters of A-Z a-z 0-9 . _ "
+                                   "- : (no braces, no spaces)");
+    if (d->unix_socket && !d->unix_socket[0])
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.unix_socket: empty (NULL: TCP)");
+    if (d->host && !d->host[0]) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: empty (NULL: 127.0.0.1)");
+    if (d->host && strlen(d->host) > 255)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: longer than 255");
+    return ok;
+}
+
+/* The script text, the Lua elements joined (sent by SCRIPT LOAD and EVAL). */
+static int simba__redis_build_script(simba__redis *r) {
+    size_t n = 0, i;
+    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+    r->script = (char *)simba_allocator_alloc(&r->alloc, n + 1);
+    if (!r->script) return SIMBA_ENOMEM;
+    r->script_len = 0;
+    for (i = 0; simba__redis_lua[i]; i++) {
+        size_t k = strlen(simba__redis_lua[i]);
+        memcpy(r->script + r->script_len, simba__redis_lua[i], k);
+        r->script_len += k;
+    }
+    r->script[r->script_len] = 0;
+    return SIMBA_OK;
+}
+
+SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
+    simba_backend b = simba__redis_check_desc(d);
+    simba__redis *r;
+    char numeric[64];
+    int i, rc;
+    if (b.vt) return b;
+    numeric[0] = 0;
+    if (d->host && !d->unix_socket) {
+        /* the host-name policy (docs/design.md): a name is resolved here, once,
+           so that no (re)connect inside simba_tick() waits for DNS */
+        rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
+        if (rc != 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: cannot resolve '%.100s': %s", d->host,
+                                       simba_backend_resolve_error(rc));
+    }
+    r = (simba__redis *)simba_allocator_alloc(&d->allocator, sizeof *r);
+    if (!r) return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    r->alloc = d->allocator;
     r->reported = -1;
     for (i = 0; i < 2; i++) {
         r->conn[i].r = r;
@@ -2145,12 +2118,28 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc) {
         r->conn[i].deadline = -1;
         r->conn[i].retry_at = -1;
     }
-    r->bad = simba__redis_configure(r, desc);
+    r->port = d->port ? d->port : 6379;
+    r->db = d->db;
+    r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
+    r->wait_replicas = d->wait_replicas;
+    r->wait_timeout_ms = d->wait_timeout_ms ? d->wait_timeout_ms : 200;
+    r->host = simba_allocator_strdup(&r->alloc, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1");
+    r->prefix = simba_allocator_strdup(&r->alloc, d->prefix ? d->prefix : "simba");
+    /* (strdup of NULL is NULL: an unset optional string stays unset) */
+    r->unix_socket = simba_allocator_strdup(&r->alloc, d->unix_socket);
+    r->user = simba_allocator_strdup(&r->alloc, d->user);
+    r->password = simba_allocator_strdup(&r->alloc, d->password);
+    if (!r->host || !r->prefix || (d->unix_socket && !r->unix_socket) || (d->user && !r->user) ||
+        (d->password && !r->password) || simba__redis_build_script(r) != SIMBA_OK) {
+        simba__redis_free(r);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    }
+    b.vt = &simba__redis_vtable;
+    b.impl = r;
     return b;
 }
 
 /* ---- connection URLs (implementation) ---- */
-SIMBA__REDIS_MAYBE_UNUSED
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_redis_desc d;
     int unix_sock, rc;
