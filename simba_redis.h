@@ -22,6 +22,31 @@
     and link with -lhiredis (hiredis 0.14 or 1.x; the include path must find
     <hiredis/hiredis.h>).
 
+    CONTENTS (each section starts with a marker comment ">>name ...": grep for ">>name")
+    ========
+    Declarations:
+      >>options       simba_redis_desc
+      >>constructor   simba_redis(), simba_redis_from_url(),
+                      simba_redis_init_server(), simba_redis_resource_key()
+      >>stats         struct simba_redis_stats, simba_redis_stats()
+    Implementation (SIMBA_REDIS_IMPLEMENTATION):
+      >>internals     includes, the Lua script (the server side of every
+                      operation), limits, private types, memory, keys,
+                      completions, reply limits, SIGPIPE
+      >>connection    the hiredis adapter, connect, handshake (AUTH, SELECT,
+                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O
+      >>session       every operation as one script call (arguments, send,
+                      NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
+      >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
+                      their answers, WAIT, and where every answer arrives
+      >>wakeups       the SUBSCRIBE connection's pushes -> simba_backend_wake
+      >>stats         simba_redis_stats()
+      >>vtable        attach, submit, pollfds, deadline_ms, process, reset,
+                      destroy (glue only)
+      >>constructor   desc checks, allocation, the script text,
+                      simba_redis(), simba_redis_from_url(),
+                      simba_redis_init_server()
+
     WHAT IT DOES
     ============
     Every operation of the backend contract (simba.h, "WRITING A BACKEND") is
@@ -82,6 +107,8 @@
 extern "C" {
 #endif
 
+/*>>options: what the caller sets */
+
 /* Options of simba_redis(). Zero means the default; every string is copied. */
 typedef struct simba_redis_desc {
     const char *host;          /* server address (default "127.0.0.1"): numeric, "localhost", or a
@@ -101,6 +128,8 @@ typedef struct simba_redis_desc {
     simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
+/*>>constructor: simba_redis(), from a URL, and the operator's tools */
+
 /* simba_redis: a Redis backend for one simba client (pass it in
    simba_desc.backend; simba owns it from then on). A bad desc (NULL, port out
    of range, bad prefix, negative db or timeouts, a user without password, a
@@ -109,39 +138,6 @@ typedef struct simba_redis_desc {
    memory simba_backend_error(SIMBA_ENOMEM, ...): simba_create then fails with
    that code and simba_create_err says which field and why. */
 SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
-
-/* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
-   struct stat / stat() pattern: the struct tag and the function share the
-   name). The first fields are the same on every backend. */
-struct simba_redis_stats {
-    int connected;              /* the main connection is ready (handshake done) */
-    int64_t reconnects;         /* main connections made ready after the first one */
-    int64_t ops_sent;           /* operations the core submitted (one script call each) */
-    int64_t ops_completed;      /* operations completed, whatever the status (resets included) */
-    int64_t wakes;              /* simba_backend_wake() calls made for pushes */
-    /* Redis only */
-    int push_connected;         /* the push connection is subscribed */
-    int64_t scripts_sent;       /* EVALSHA/EVAL commands written (an op sent again counts again) */
-    int64_t pushes;             /* messages received on the push connection */
-    int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
-    int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
-    int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
-};
-/* simba_redis_stats: copies the counters of backend b (the value simba_redis()
-   returned; valid until the simba instance that owns it is destroyed).
-   Returns SIMBA_OK, or SIMBA_EINVAL when b is not a Redis backend (a rejected
-   desc's error backend included) or out is NULL. */
-SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out);
-
-/* simba_redis_resource_key: the base key of resource `name` of `tenant`
-   under `prefix` (NULL: "simba"), written into out (size bytes, NUL
-   terminated when size > 0). The resource's keys are this base plus ":m",
-   ":q", ":e" and ":t:<request>"; all hash to the base's cluster slot.
-   Returns the length of the key (without the NUL; like snprintf, it may be
-   more than size - 1), or SIMBA_EINVAL / SIMBA_ENAME for bad arguments.
-   For tools and tests: the backend computes its keys itself. */
-SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
-                                      char *out, size_t size);
 
 /* ---- connection URLs ----
    simba_redis_from_url: the backend for a parsed URL (simba_url_parse in
@@ -171,6 +167,41 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size);
 
+/* simba_redis_resource_key: the base key of resource `name` of `tenant`
+   under `prefix` (NULL: "simba"), written into out (size bytes, NUL
+   terminated when size > 0). The resource's keys are this base plus ":m",
+   ":q", ":e" and ":t:<request>"; all hash to the base's cluster slot.
+   Returns the length of the key (without the NUL; like snprintf, it may be
+   more than size - 1), or SIMBA_EINVAL / SIMBA_ENAME for bad arguments.
+   For tools and tests: the backend computes its keys itself. */
+SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
+                                      char *out, size_t size);
+
+/*>>stats: counters of one backend */
+
+/* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
+   struct stat / stat() pattern: the struct tag and the function share the
+   name). The first fields are the same on every backend. */
+struct simba_redis_stats {
+    int connected;              /* the main connection is ready (handshake done) */
+    int64_t reconnects;         /* main connections made ready after the first one */
+    int64_t ops_sent;           /* operations the core submitted (one script call each) */
+    int64_t ops_completed;      /* operations completed, whatever the status (resets included) */
+    int64_t wakes;              /* simba_backend_wake() calls made for pushes */
+    /* Redis only */
+    int push_connected;         /* the push connection is subscribed */
+    int64_t scripts_sent;       /* EVALSHA/EVAL commands written (an op sent again counts again) */
+    int64_t pushes;             /* messages received on the push connection */
+    int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
+    int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
+    int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
+};
+/* simba_redis_stats: copies the counters of backend b (the value simba_redis()
+   returned; valid until the simba instance that owns it is destroyed).
+   Returns SIMBA_OK, or SIMBA_EINVAL when b is not a Redis backend (a rejected
+   desc's error backend included) or out is NULL. */
+SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -180,6 +211,8 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
 #ifdef SIMBA_REDIS_IMPLEMENTATION
 #ifndef SIMBA_REDIS_IMPL_INCLUDED
 #define SIMBA_REDIS_IMPL_INCLUDED
+
+/*>>internals: includes, the server-side script, limits, private types, memory, keys, completions */
 
 #include <stdlib.h>
 #include <string.h>
@@ -756,8 +789,6 @@ struct simba__redis {
     struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
 
-/*--- small helpers -------------------------------------------------------------*/
-
 /* Frees what the constructor allocated (also a half-built backend). */
 static void simba__redis_free(simba__redis *r) {
     simba_allocator a = r->alloc;
@@ -859,8 +890,6 @@ SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, co
     simba_allocator_free(NULL, tmp);
     return (int)need;
 }
-
-/*--- talking to the core ---------------------------------------------------------*/
 
 static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
 
@@ -1046,6 +1075,8 @@ static void simba__redis_nopipe_begin(simba__redis_nopipe *g) { g->unused = 0; }
 static void simba__redis_nopipe_end(simba__redis_nopipe *g) { (void)g; }
 #endif
 
+/*>>connection: the hiredis adapter, connect, handshake, reconnect with backoff, drop, I/O */
+
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
    process calls redisAsyncHandleRead/Write -------------------------------------*/
 
@@ -1094,8 +1125,6 @@ static void simba__redis_fail_conn(simba__redis_conn *c, int err, const char *ms
     c->drop_err = err;
     simba__redis_copy(c->why, sizeof c->why, msg, len);
 }
-
-/*--- connecting -----------------------------------------------------------------*/
 
 static void simba__redis_send_auth(simba__redis_conn *c, redisCallbackFn *fn);
 static void simba__redis_on_auth(redisAsyncContext *ac, void *reply, void *privdata);
@@ -1363,71 +1392,74 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     simba__redis_report(r, 1, 0, NULL);
 }
 
-/*--- pushes --------------------------------------------------------------------*/
-
-/* One space-free field of a push at *p (advanced past it and its space). */
-static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
-    const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
-    if (!sp || sp == *p || (size_t)(sp - *p) > max) return 0;
-    *f = *p;
-    *n = (size_t)(sp - *p);
-    *p = sp + 1;
-    return 1;
+/* Requests submitted during a tick sit in hiredis's output buffer. Writing
+   them just before the caller sleeps saves a whole poll() round per request
+   (and sends everything of one tick in one write). redisBufferWrite runs no
+   callbacks; an error stays in the context and is acted on by the next
+   process() (the fd then polls as ready). */
+static void simba__redis_flush(simba__redis_conn *c) {
+    int done = 0;
+    simba__redis_nopipe g;
+    if (!c->ac || !c->connected || !c->want_write || c->ac->c.err) return;
+    simba__redis_nopipe_begin(&g);
+    if (redisBufferWrite(&c->ac->c, &done) == REDIS_OK && done) c->want_write = 0;
+    simba__redis_nopipe_end(&g);
 }
 
-/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
-   again). Parsed strictly: anything else is ignored (a push is only a hint;
-   the re-checks find what a lost one would have said). The session goes to
-   the core, which believes a grant only for its current session. */
-static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
-    char session[SIMBA_MAX_SESSION + 1], request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
-    const char *p = msg, *end = msg + len, *sf, *rf, *ff;
-    size_t sl, rl, fl, nl, i;
-    int64_t fence = 0;
-    if (!simba__redis_push_field(&p, end, SIMBA_MAX_SESSION, &sf, &sl) ||
-        !simba__redis_push_field(&p, end, SIMBA__REDIS_MAX_REQUEST, &rf, &rl) ||
-        !simba__redis_push_field(&p, end, 19, &ff, &fl))
-        return;
-    for (i = 0; i < fl; i++) {
-        if (ff[i] < '0' || ff[i] > '9' || fence > (INT64_MAX - 9) / 10) return;
-        fence = fence * 10 + (ff[i] - '0');
-    }
-    nl = (size_t)(end - p);
-    if (nl == 0 || nl > SIMBA_MAX_NAME) return;
-    simba__redis_copy(name, sizeof name, p, nl);
-    if (strlen(name) != nl || simba_check_name(name) != SIMBA_OK) return;
-    if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
-        r->stats.wakes++;
-        simba_backend_wake(r->s, name, NULL, NULL, 0);
-        return;
-    }
-    simba__redis_copy(session, sizeof session, sf, sl);
-    simba__redis_copy(request, sizeof request, rf, rl);
-    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
-    r->stats.wakes++;
-    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
-    else simba_backend_wake(r->s, name, session, request, fence);
+/* What poll() said about c's fd (everything, when fds is NULL). */
+static short simba__redis_revents(const simba__redis_conn *c, const struct pollfd *fds, int nfds) {
+    int i;
+    if (!fds) return POLLIN | POLLOUT;
+    for (i = 0; i < nfds; i++) if (fds[i].fd == c->ac->c.fd) return fds[i].revents;
+    return 0;
 }
 
-static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
-    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
-    redisReply *rp = (redisReply *)reply;
-    if (!c) return;
-    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
-    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
-        c->ready = 1;
-        c->attempt = 0;
-        c->deadline = -1;
-        return;
-    }
-    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
-        c->r->stats.pushes++;
-        simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
+/* After hiredis ran: act on what its callbacks noted. */
+static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
+    if (c->too_big) {
+        char why[160];
+        snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
+                 "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
+        if (c->ac) {                /* hiredis normally gave the context up already */
+            c->lost = 0;
+        }
+        c->too_big = 0;
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
+        char why[160];
+        snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
+                 "connection dropped", (int)SIMBA__REDIS_MAX_BUF);
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->lost) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
+        simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
+    } else if (c->drop_err) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, c->why, strlen(c->why));
+        simba__redis_drop(r, c, c->drop_err, why);
     }
 }
 
-/*--- operations ------------------------------------------------------------------*/
+static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct pollfd *fds, int nfds) {
+    short ev;
+    if (!c->ac) return;
+    ev = simba__redis_revents(c, fds, nfds);
+    if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
+    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) {
+        simba__redis_nopipe g;
+        simba__redis_nopipe_begin(&g);
+        redisAsyncHandleWrite(c->ac);
+        simba__redis_nopipe_end(&g);
+    }
+    if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
+    simba__redis_settle(r, c);
+}
+
+/*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
+/* What every operation shares (the arguments of its EVALSHA, the send, the
+   errors any answer may be) comes first; then the session operations'
+   answer. Their server side is the script's 'open'/'keepalive'/'close'. */
 
 static const char *simba__redis_op_name(int kind) {
     switch (kind) {
@@ -1532,8 +1564,9 @@ static int simba__redis_send(simba__redis *r, simba__redis_req *q) {
     return SIMBA_OK;
 }
 
-static int simba__redis_submit(void *impl, const simba_op *op) {
-    simba__redis *r = (simba__redis *)impl;
+/* An operation from the core: built into one request (one allocation: the
+   struct and its argument bytes), sent, and kept until its answer. */
+static int simba__redis_start(simba__redis *r, const simba_op *op) {
     simba__redis_args a;
     simba__redis_req *q;
     /* the core validated op (names, tenant, ids, kind): it is trusted here */
@@ -1561,8 +1594,6 @@ static int simba__redis_submit(void *impl, const simba_op *op) {
     return SIMBA_OK;
 }
 
-/*--- answers ----------------------------------------------------------------------*/
-
 static int simba__redis_int(const redisReply *e, long long lo, long long hi, long long *out) {
     if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < lo || e->integer > hi) return 0;
     *out = e->integer;
@@ -1579,6 +1610,53 @@ static int simba__redis_status_code(long long st) {
     default: return SIMBA_EPROTO;
     }
 }
+
+/* A transient error (see simba__redis_transient): the op is answered
+   EDISCONNECTED (the core sends it again after the reconnect) and the
+   connection is dropped once hiredis's read returns. */
+static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
+    r->stats.transient_errors++;
+    if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
+    simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
+}
+
+/* A restart grace (no grants of the tenant until `end`, server ms; `left` ms
+   from now) is said once per grace at WARN: without it, a first acquire on a
+   fresh or restarted server waits a lease and a try-lock times out with no
+   word why. */
+static void simba__redis_grace_log(simba__redis *r, long long end, long long left) {
+    long long day;
+    if (end <= 0 || left <= 0 || end == r->grace_logged) return;
+    r->grace_logged = end;
+    day = end % 86400000LL;
+    simba_backend_log(r->s, SIMBA_LOG_WARN,
+                      "simba_redis: restart grace of tenant '%s': no lock is granted until %02d:%02d:%02d.%03d UTC "
+                      "(server clock, %lld ms from now): the server has no epoch for it (fresh server, restart, "
+                      "failover or FLUSHALL), so a holder it forgot may still run; docs/redis.md says how to "
+                      "skip it on a fresh server (simba_redis_init_server)",
+                      simba_tenant(r->s), (int)(day / 3600000), (int)(day / 60000 % 60), (int)(day / 1000 % 60),
+                      (int)(day % 1000), left);
+}
+
+/* OPEN, KEEPALIVE: {0, admin epoch} or, when OPEN finds a restart grace
+   running, {0, admin epoch, grace end (server ms), ms left of it}. CLOSE
+   answers {0} only. */
+static int simba__redis_parse_session(simba__redis *r, const redisReply *rp, simba_reply *rep) {
+    long long epoch, gend = 0, gleft = 0;
+    if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &epoch) ||
+        (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
+                               !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft))))
+        return SIMBA_EPROTO;
+    rep->epoch = (int64_t)epoch;
+    simba__redis_grace_log(r, gend, gleft);
+    return SIMBA_OK;
+}
+
+/*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE: answers, WAIT */
+/* The grant rule and the fences live in the script (server side) only;
+   here the answers are checked for shape and handed to the core.
+   RELEASE, SET_CAPACITY and DELETE answer {0}. */
 
 /* {0, granted, ahead, held, recheck_ms, owner, fence...} into rep. */
 static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, simba_reply *rep,
@@ -1610,24 +1688,6 @@ static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, s
     if (!simba__redis_int(rp->element[8 + q->nres], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
     *grace_left = v;
     return SIMBA_OK;
-}
-
-/* A restart grace (no grants of the tenant until `end`, server ms; `left` ms
-   from now) is said once per grace at WARN: without it, a first acquire on a
-   fresh or restarted server waits a lease and a try-lock times out with no
-   word why. */
-static void simba__redis_grace_log(simba__redis *r, long long end, long long left) {
-    long long day;
-    if (end <= 0 || left <= 0 || end == r->grace_logged) return;
-    r->grace_logged = end;
-    day = end % 86400000LL;
-    simba_backend_log(r->s, SIMBA_LOG_WARN,
-                      "simba_redis: restart grace of tenant '%s': no lock is granted until %02d:%02d:%02d.%03d UTC "
-                      "(server clock, %lld ms from now): the server has no epoch for it (fresh server, restart, "
-                      "failover or FLUSHALL), so a holder it forgot may still run; docs/redis.md says how to "
-                      "skip it on a fresh server (simba_redis_init_server)",
-                      simba_tenant(r->s), (int)(day / 3600000), (int)(day / 60000 % 60), (int)(day / 1000 % 60),
-                      (int)(day % 1000), left);
 }
 
 /* {0, capacity, held, owner, n, (session, fence, weight, granted) x n}. The
@@ -1673,16 +1733,6 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     rep->nentries = (int)n;
     rep->entries = hs;
     return SIMBA_OK;
-}
-
-/* A transient error (see simba__redis_transient): the op is answered
-   EDISCONNECTED (the core sends it again after the reconnect) and the
-   connection is dropped once hiredis's read returns. */
-static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
-    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
-    r->stats.transient_errors++;
-    if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
-    simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
 }
 
 /* The WAIT stage: the grant is reported only when enough replicas have it. */
@@ -1735,15 +1785,10 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     }
     rep.status = simba__redis_status_code(st);
     if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
-        long long gend = 0, gleft = 0;
-        if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &st) ||
-            (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
-                                   !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft)))) {
+        if (simba__redis_parse_session(r, rp, &rep) != SIMBA_OK) {
             simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
             return;
         }
-        rep.epoch = (int64_t)st;
-        simba__redis_grace_log(r, gend, gleft);
     } else if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_ENQUEUE || q->kind == SIMBA_OP_POLL)) {
         long long gend = 0, gleft = 0;
         rc = simba__redis_parse_state(q, rp, &rep, &gend, &gleft);
@@ -1789,7 +1834,86 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
     if (q->done) simba_allocator_free(&r->alloc, q);
 }
 
-/*--- the vtable --------------------------------------------------------------------*/
+/*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_wake */
+
+/* One space-free field of a push at *p (advanced past it and its space). */
+static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
+    const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
+    if (!sp || sp == *p || (size_t)(sp - *p) > max) return 0;
+    *f = *p;
+    *n = (size_t)(sp - *p);
+    *p = sp + 1;
+    return 1;
+}
+
+/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
+   again). Parsed strictly: anything else is ignored (a push is only a hint;
+   the re-checks find what a lost one would have said). The session goes to
+   the core, which believes a grant only for its current session. */
+static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
+    char session[SIMBA_MAX_SESSION + 1], request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
+    const char *p = msg, *end = msg + len, *sf, *rf, *ff;
+    size_t sl, rl, fl, nl, i;
+    int64_t fence = 0;
+    if (!simba__redis_push_field(&p, end, SIMBA_MAX_SESSION, &sf, &sl) ||
+        !simba__redis_push_field(&p, end, SIMBA__REDIS_MAX_REQUEST, &rf, &rl) ||
+        !simba__redis_push_field(&p, end, 19, &ff, &fl))
+        return;
+    for (i = 0; i < fl; i++) {
+        if (ff[i] < '0' || ff[i] > '9' || fence > (INT64_MAX - 9) / 10) return;
+        fence = fence * 10 + (ff[i] - '0');
+    }
+    nl = (size_t)(end - p);
+    if (nl == 0 || nl > SIMBA_MAX_NAME) return;
+    simba__redis_copy(name, sizeof name, p, nl);
+    if (strlen(name) != nl || simba_check_name(name) != SIMBA_OK) return;
+    if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
+        r->stats.wakes++;
+        simba_backend_wake(r->s, name, NULL, NULL, 0);
+        return;
+    }
+    simba__redis_copy(session, sizeof session, sf, sl);
+    simba__redis_copy(request, sizeof request, rf, rl);
+    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    r->stats.wakes++;
+    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
+    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
+    else simba_backend_wake(r->s, name, session, request, fence);
+}
+
+static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c) return;
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
+    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+        c->ready = 1;
+        c->attempt = 0;
+        c->deadline = -1;
+        return;
+    }
+    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+        c->r->stats.pushes++;
+        simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
+    }
+}
+
+/*>>stats: simba_redis_stats */
+
+/* (the vtable is defined below; its destroy tells a Redis backend from others) */
+static void simba__redis_destroy(void *impl);
+
+SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
+    const simba__redis *r = (const simba__redis *)b.impl;
+    if (!b.vt || b.vt->destroy != simba__redis_destroy || !r || !out) return SIMBA_EINVAL;
+    *out = r->stats;
+    out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
+    out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
+    out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
+    return SIMBA_OK;
+}
+
+/*>>vtable: glue between the core and the sections above */
 
 /* The constructor checked the desc and built everything: attach only
    schedules the first connects. */
@@ -1807,18 +1931,8 @@ static int simba__redis_attach(void *impl, simba *s) {
     return SIMBA_OK;
 }
 
-/* Requests submitted during a tick sit in hiredis's output buffer. Writing
-   them just before the caller sleeps saves a whole poll() round per request
-   (and sends everything of one tick in one write). redisBufferWrite runs no
-   callbacks; an error stays in the context and is acted on by the next
-   process() (the fd then polls as ready). */
-static void simba__redis_flush(simba__redis_conn *c) {
-    int done = 0;
-    simba__redis_nopipe g;
-    if (!c->ac || !c->connected || !c->want_write || c->ac->c.err) return;
-    simba__redis_nopipe_begin(&g);
-    if (redisBufferWrite(&c->ac->c, &done) == REDIS_OK && done) c->want_write = 0;
-    simba__redis_nopipe_end(&g);
+static int simba__redis_submit(void *impl, const simba_op *op) {
+    return simba__redis_start((simba__redis *)impl, op);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
@@ -1853,56 +1967,6 @@ static int64_t simba__redis_deadline(void *impl) {
         if (t >= 0 && (at < 0 || t < at)) at = t;
     }
     return at;
-}
-
-/* What poll() said about c's fd (everything, when fds is NULL). */
-static short simba__redis_revents(const simba__redis_conn *c, const struct pollfd *fds, int nfds) {
-    int i;
-    if (!fds) return POLLIN | POLLOUT;
-    for (i = 0; i < nfds; i++) if (fds[i].fd == c->ac->c.fd) return fds[i].revents;
-    return 0;
-}
-
-/* After hiredis ran: act on what its callbacks noted. */
-static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
-    if (c->too_big) {
-        char why[160];
-        snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
-                 "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
-        if (c->ac) {                /* hiredis normally gave the context up already */
-            c->lost = 0;
-        }
-        c->too_big = 0;
-        simba__redis_drop(r, c, SIMBA_EPROTO, why);
-    } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
-        char why[160];
-        snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
-                 "connection dropped", (int)SIMBA__REDIS_MAX_BUF);
-        simba__redis_drop(r, c, SIMBA_EPROTO, why);
-    } else if (c->lost) {
-        char why[160];
-        simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
-        simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
-    } else if (c->drop_err) {
-        char why[160];
-        simba__redis_copy(why, sizeof why, c->why, strlen(c->why));
-        simba__redis_drop(r, c, c->drop_err, why);
-    }
-}
-
-static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct pollfd *fds, int nfds) {
-    short ev;
-    if (!c->ac) return;
-    ev = simba__redis_revents(c, fds, nfds);
-    if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
-    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) {
-        simba__redis_nopipe g;
-        simba__redis_nopipe_begin(&g);
-        redisAsyncHandleWrite(c->ac);
-        simba__redis_nopipe_end(&g);
-    }
-    if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
-    simba__redis_settle(r, c);
 }
 
 static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds) {
@@ -1955,94 +2019,7 @@ static const simba_backend_vtable simba__redis_vtable = {
     simba__redis_destroy
 };
 
-SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
-    const simba__redis *r = (const simba__redis *)b.impl;
-    if (b.vt != &simba__redis_vtable || !r || !out) return SIMBA_EINVAL;
-    *out = r->stats;
-    out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
-    out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
-    out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
-    return SIMBA_OK;
-}
-
-/*--- the operator's init ---------------------------------------------------------*/
-
-static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {
-    if (msg && cap) snprintf(msg, cap, "simba_redis_init_server: %s%s%s", what, detail ? ": " : "",
-                             detail ? detail : "");
-    return err;
-}
-
-SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
-                                     size_t msg_size) {
-    struct timeval tv;
-    redisContext *c;
-    redisReply *rp;
-    char run_id[41] = "", key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 16];
-    const char *prefix, *p;
-    int ms, err = SIMBA_OK;
-    if (msg && msg_size) msg[0] = 0;
-    if (!desc) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "desc is NULL", NULL);
-    if (!tenant) tenant = "default";
-    prefix = desc->prefix ? desc->prefix : "simba";
-    if (!simba__redis_prefix_ok(prefix)) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad prefix", prefix);
-    if (simba_check_tenant(tenant) != SIMBA_OK)
-        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad tenant", tenant);
-    if (desc->user && !desc->password)
-        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
-    if (!desc->unix_socket && (desc->port < 0 || desc->port > 65535))
-        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "port out of range", NULL);
-    ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (ms % 1000) * 1000;
-    c = desc->unix_socket ? redisConnectUnixWithTimeout(desc->unix_socket, tv)
-                          : redisConnectWithTimeout(desc->host ? desc->host : "127.0.0.1",
-                                                    desc->port ? desc->port : 6379, tv);
-    if (!c) return simba__redis_init_fail(msg, msg_size, SIMBA_ENOMEM, "out of memory", NULL);
-    if (c->err) {
-        err = simba__redis_init_fail(msg, msg_size, SIMBA_EDISCONNECTED, "cannot connect", c->errstr);
-        redisFree(c);
-        return err;
-    }
-    redisSetTimeout(c, tv);
-    if (desc->password) {
-        rp = desc->user ? (redisReply *)redisCommand(c, "AUTH %s %s", desc->user, desc->password)
-                        : (redisReply *)redisCommand(c, "AUTH %s", desc->password);
-        if (!rp || rp->type == REDIS_REPLY_ERROR)
-            err = simba__redis_init_fail(msg, msg_size, rp ? SIMBA_EAUTH : SIMBA_EDISCONNECTED, "AUTH failed",
-                                         rp ? rp->str : c->errstr);
-        if (rp) freeReplyObject(rp);
-    }
-    if (!err && desc->db > 0) {
-        rp = (redisReply *)redisCommand(c, "SELECT %d", desc->db);
-        if (!rp || rp->type == REDIS_REPLY_ERROR)
-            err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
-                                         "SELECT failed", rp ? rp->str : c->errstr);
-        if (rp) freeReplyObject(rp);
-    }
-    if (!err) {
-        /* the epoch must name this server run: a restart (or a failover)
-           later still starts a grace, as without the init */
-        rp = (redisReply *)redisCommand(c, "INFO server");
-        if (rp && rp->type == REDIS_REPLY_STRING && (p = strstr(rp->str, "run_id:")) != NULL &&
-            simba__redis_is_sha(p + 7, strspn(p + 7, "0123456789abcdef")))
-            memcpy(run_id, p + 7, 40);
-        else
-            err = simba__redis_init_fail(msg, msg_size, rp ? SIMBA_EBACKEND : SIMBA_EDISCONNECTED,
-                                         "no run_id from INFO server", rp && rp->type == REDIS_REPLY_ERROR ? rp->str : NULL);
-        if (rp) freeReplyObject(rp);
-    }
-    if (!err) {
-        snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tenant);
-        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
-        if (!rp || rp->type == REDIS_REPLY_ERROR)
-            err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
-                                         "HSET of the epoch failed", rp ? rp->str : c->errstr);
-        if (rp) freeReplyObject(rp);
-    }
-    redisFree(c);
-    return err;
-}
+/*>>constructor: desc checks, allocation, from_url, the operator's init */
 
 /* The desc's first problem, as the backend simba_create reports it; a
    zero vt when the desc is fine. */
@@ -2139,7 +2116,6 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     return b;
 }
 
-/* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_redis_desc d;
     int unix_sock, rc;
@@ -2196,6 +2172,83 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
     if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
     *out = simba_redis(&d);
     return SIMBA_OK;
+}
+
+static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {
+    if (msg && cap) snprintf(msg, cap, "simba_redis_init_server: %s%s%s", what, detail ? ": " : "",
+                             detail ? detail : "");
+    return err;
+}
+
+SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
+                                     size_t msg_size) {
+    struct timeval tv;
+    redisContext *c;
+    redisReply *rp;
+    char run_id[41] = "", key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 16];
+    const char *prefix, *p;
+    int ms, err = SIMBA_OK;
+    if (msg && msg_size) msg[0] = 0;
+    if (!desc) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "desc is NULL", NULL);
+    if (!tenant) tenant = "default";
+    prefix = desc->prefix ? desc->prefix : "simba";
+    if (!simba__redis_prefix_ok(prefix)) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad prefix", prefix);
+    if (simba_check_tenant(tenant) != SIMBA_OK)
+        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad tenant", tenant);
+    if (desc->user && !desc->password)
+        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
+    if (!desc->unix_socket && (desc->port < 0 || desc->port > 65535))
+        return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "port out of range", NULL);
+    ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    c = desc->unix_socket ? redisConnectUnixWithTimeout(desc->unix_socket, tv)
+                          : redisConnectWithTimeout(desc->host ? desc->host : "127.0.0.1",
+                                                    desc->port ? desc->port : 6379, tv);
+    if (!c) return simba__redis_init_fail(msg, msg_size, SIMBA_ENOMEM, "out of memory", NULL);
+    if (c->err) {
+        err = simba__redis_init_fail(msg, msg_size, SIMBA_EDISCONNECTED, "cannot connect", c->errstr);
+        redisFree(c);
+        return err;
+    }
+    redisSetTimeout(c, tv);
+    if (desc->password) {
+        rp = desc->user ? (redisReply *)redisCommand(c, "AUTH %s %s", desc->user, desc->password)
+                        : (redisReply *)redisCommand(c, "AUTH %s", desc->password);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, msg_size, rp ? SIMBA_EAUTH : SIMBA_EDISCONNECTED, "AUTH failed",
+                                         rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    if (!err && desc->db > 0) {
+        rp = (redisReply *)redisCommand(c, "SELECT %d", desc->db);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
+                                         "SELECT failed", rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    if (!err) {
+        /* the epoch must name this server run: a restart (or a failover)
+           later still starts a grace, as without the init */
+        rp = (redisReply *)redisCommand(c, "INFO server");
+        if (rp && rp->type == REDIS_REPLY_STRING && (p = strstr(rp->str, "run_id:")) != NULL &&
+            simba__redis_is_sha(p + 7, strspn(p + 7, "0123456789abcdef")))
+            memcpy(run_id, p + 7, 40);
+        else
+            err = simba__redis_init_fail(msg, msg_size, rp ? SIMBA_EBACKEND : SIMBA_EDISCONNECTED,
+                                         "no run_id from INFO server", rp && rp->type == REDIS_REPLY_ERROR ? rp->str : NULL);
+        if (rp) freeReplyObject(rp);
+    }
+    if (!err) {
+        snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tenant);
+        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
+                                         "HSET of the epoch failed", rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    redisFree(c);
+    return err;
 }
 
 #ifdef __cplusplus

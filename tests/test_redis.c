@@ -149,12 +149,15 @@ static void log_to_buf(void *user, simba_log_level level, const char *msg) {
     if (n + strlen(msg) + 2 < sizeof h_logbuf) { strcat(h_logbuf, msg); strcat(h_logbuf, "\n"); }
 }
 
+/* The backend of the last client new_client_ex made (for simba_redis_stats). */
+static simba_backend last_backend;
+
 /* A client of its own (not part of a conformance fixture). */
 static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl, int transition,
                             int recheck) {
     simba_desc d;
     memset(&d, 0, sizeof d);
-    d.backend = simba_redis(rd);
+    d.backend = last_backend = simba_redis(rd);
     d.tenant = tenant;
     d.client_id = id;
     d.ttl_ms = ttl;
@@ -1733,10 +1736,13 @@ static void t_redis_loading_is_transient(void) {
     int64_t end;
     int64_t t0;
     int done = 0, i, saw_loading = 0;
+    simba_backend ba;
+    struct simba_redis_stats st;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
     cl[0] = &a; cl[1] = &b; cl[2] = &c;
     CHECK(ad && ad2);
     a.s = new_client(tenant, "la");
+    ba = last_backend;
     b.s = new_client(tenant, "lb");
     c.s = new_client(tenant, "lc");
     CHECK(a.s && b.s && c.s);
@@ -1766,6 +1772,9 @@ static void t_redis_loading_is_transient(void) {
     CHECK(h_take(&b, lb, SIMBA_EVENT_ACQUIRED) != NULL);
     CHECK(h_take(&c, lc, SIMBA_EVENT_ACQUIRED) != NULL);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_LOST));
+    CHECK_EQ(simba_redis_stats(ba, &st), SIMBA_OK);           /* a's RELEASE met -LOADING */
+    CHECK(st.transient_errors >= 1);
+    CHECK_EQ(st.connected, 1);
     {   /* and EVALSHA is used again: a script run shows up as evalsha */
         long long before = evalsha_calls(ad);
         simba_release(b.s, lb);
