@@ -2159,10 +2159,7 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
         return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
                               "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
     if ((v = simba_url_param(u, "prefix")) != NULL) {
-        const char *c = v;
-        for (; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._:-", *c))) break;
-        if (!*v || *c || c - v > 64)
+        if (!simba__redis_prefix_ok(v))
             return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
         d.prefix = v;
     }
