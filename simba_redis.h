@@ -1420,10 +1420,7 @@ static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
         char why[160];
         snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
                  "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
-        if (c->ac) {                /* hiredis normally gave the context up already */
-            c->lost = 0;
-        }
-        c->too_big = 0;
+        c->too_big = 0;             /* (drop resets the rest) */
         simba__redis_drop(r, c, SIMBA_EPROTO, why);
     } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
         char why[160];
@@ -1958,7 +1955,6 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
-    if (!r->s) return -1;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
@@ -1973,7 +1969,6 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     simba__redis *r = (simba__redis *)impl;
     int64_t now;
     int i;
-    if (!r->s) return;
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
@@ -1990,7 +1985,6 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
 static void simba__redis_reset(void *impl, int why) {
     simba__redis *r = (simba__redis *)impl;
     int i;
-    if (!r->s) return;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
