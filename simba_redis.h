@@ -22,6 +22,31 @@
     and link with -lhiredis (hiredis 0.14 or 1.x; the include path must find
     <hiredis/hiredis.h>).
 
+    CONTENTS (each section starts with a marker comment ">>name ...": grep for ">>name")
+    ========
+    Declarations:
+      >>options       simba_redis_desc
+      >>constructor   simba_redis(), simba_redis_from_url(),
+                      simba_redis_init_server(), simba_redis_resource_key()
+      >>stats         struct simba_redis_stats, simba_redis_stats()
+    Implementation (SIMBA_REDIS_IMPLEMENTATION):
+      >>internals     includes, the Lua script (the server side of every
+                      operation), limits, private types, memory, keys,
+                      completions, reply limits, SIGPIPE
+      >>connection    the hiredis adapter, connect, handshake (AUTH, SELECT,
+                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O
+      >>session       every operation as one script call (arguments, send,
+                      NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
+      >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
+                      their answers, WAIT, and where every answer arrives
+      >>wakeups       the SUBSCRIBE connection's pushes -> simba_backend_wake
+      >>stats         simba_redis_stats()
+      >>vtable        attach, submit, pollfds, deadline_ms, process, reset,
+                      destroy (glue only)
+      >>constructor   desc checks, allocation, the script text,
+                      simba_redis(), simba_redis_from_url(),
+                      simba_redis_init_server()
+
     WHAT IT DOES
     ============
     Every operation of the backend contract (simba.h, "WRITING A BACKEND") is
@@ -48,10 +73,13 @@
     Tested with Redis 7.0.
 
     hiredis versions: written against the 0.14 async API (Debian 12); the
-    parts where 1.x differs are behind HIREDIS_MAJOR (1.x is not tested). hiredis has no per
-    context allocator: hiredis itself uses malloc; simba's per-request memory
-    comes from simba's allocator; this backend's own small state (the desc
-    strings, the script text) uses malloc too.
+    parts where 1.x differs are behind HIREDIS_MAJOR (1.x is not tested).
+
+    Memory: everything this backend allocates (its state, the desc strings,
+    the script text, the requests in flight, INSPECT answers) follows
+    simba_redis_desc.allocator. hiredis keeps its own allocator: 0.14 has no
+    per-context one (its contexts and replies come from malloc), and 1.x's
+    hiredisSetAllocators is process-wide, so simba leaves it alone.
 
     Signals: hiredis writes with write(), which raises SIGPIPE on a
     connection the server closed. simba never changes the process's signal
@@ -79,6 +107,8 @@
 extern "C" {
 #endif
 
+/*>>options: what the caller sets */
+
 /* Options of simba_redis(). Zero means the default; every string is copied. */
 typedef struct simba_redis_desc {
     const char *host;          /* server address (default "127.0.0.1"): numeric, "localhost", or a
@@ -95,25 +125,19 @@ typedef struct simba_redis_desc {
                                   have it (see docs/redis.md for what that does and does not
                                   guarantee) */
     int wait_timeout_ms;       /* the timeout given to WAIT (default 200) */
+    simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
-/* simba_redis: a Redis backend for one simba client (pass it in
-   simba_desc.backend; simba owns it from then on). Never fails here: a bad
-   desc (NULL, port out of range, bad prefix, negative db or timeouts, a user
-   without password) gives a backend whose attach fails with SIMBA_EINVAL, so
-   simba_create_ex reports SIMBA_EINVAL; out of memory gives SIMBA_ENOMEM the
-   same way. */
-SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
+/*>>constructor: simba_redis(), from a URL, and the operator's tools */
 
-/* simba_redis_resource_key: the base key of resource `name` of `tenant`
-   under `prefix` (NULL: "simba"), written into out (size bytes, NUL
-   terminated when size > 0). The resource's keys are this base plus ":m",
-   ":q", ":e" and ":t:<request>"; all hash to the base's cluster slot.
-   Returns the length of the key (without the NUL; like snprintf, it may be
-   more than size - 1), or SIMBA_EINVAL / SIMBA_ENAME for bad arguments.
-   For tools and tests: the backend computes its keys itself. */
-SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
-                                      char *out, size_t size);
+/* simba_redis: a Redis backend for one simba client (pass it in
+   simba_desc.backend; simba owns it from then on). A bad desc (NULL, port out
+   of range, bad prefix, negative db or timeouts, a user without password, a
+   host that does not resolve, half an allocator) gives
+   simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.<field>: ..."), out of
+   memory simba_backend_error(SIMBA_ENOMEM, ...): simba_create then fails with
+   that code and simba_create_err says which field and why. */
+SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
 
 /* ---- connection URLs ----
    simba_redis_from_url: the backend for a parsed URL (simba_url_parse in
@@ -143,6 +167,41 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size);
 
+/* simba_redis_resource_key: the base key of resource `name` of `tenant`
+   under `prefix` (NULL: "simba"), written into out (size bytes, NUL
+   terminated when size > 0). The resource's keys are this base plus ":m",
+   ":q", ":e" and ":t:<request>"; all hash to the base's cluster slot.
+   Returns the length of the key (without the NUL; like snprintf, it may be
+   more than size - 1), or SIMBA_EINVAL / SIMBA_ENAME for bad arguments.
+   For tools and tests: the backend computes its keys itself. */
+SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
+                                      char *out, size_t size);
+
+/*>>stats: counters of one backend */
+
+/* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
+   struct stat / stat() pattern: the struct tag and the function share the
+   name). The first fields are the same on every backend. */
+struct simba_redis_stats {
+    int connected;              /* the main connection is ready (handshake done) */
+    int64_t reconnects;         /* main connections made ready after the first one */
+    int64_t ops_sent;           /* operations the core submitted (one script call each) */
+    int64_t ops_completed;      /* operations completed, whatever the status (resets included) */
+    int64_t wakes;              /* simba_backend_wake() calls made for pushes */
+    /* Redis only */
+    int push_connected;         /* the push connection is subscribed */
+    int64_t scripts_sent;       /* EVALSHA/EVAL commands written (an op sent again counts again) */
+    int64_t pushes;             /* messages received on the push connection */
+    int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
+    int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
+    int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
+};
+/* simba_redis_stats: copies the counters of backend b (the value simba_redis()
+   returned; valid until the simba instance that owns it is destroyed).
+   Returns SIMBA_OK, or SIMBA_EINVAL when b is not a Redis backend (a rejected
+   desc's error backend included) or out is NULL. */
+SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -152,6 +211,8 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
 #ifdef SIMBA_REDIS_IMPLEMENTATION
 #ifndef SIMBA_REDIS_IMPL_INCLUDED
 #define SIMBA_REDIS_IMPL_INCLUDED
+
+/*>>internals: includes, the server-side script, limits, private types, memory, keys, completions */
 
 #include <stdlib.h>
 #include <string.h>
@@ -165,14 +226,6 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
 
 #ifndef HIREDIS_MAJOR
 #error "simba_redis.h: hiredis.h does not define HIREDIS_MAJOR"
-#endif
-
-/* With SIMBA_STATIC, a file that does not call every public function must
-   still compile cleanly under -Wunused-function. */
-#if defined(SIMBA_STATIC) && (defined(__GNUC__) || defined(__clang__))
-#define SIMBA__REDIS_MAYBE_UNUSED __attribute__((unused))
-#else
-#define SIMBA__REDIS_MAYBE_UNUSED
 #endif
 
 #ifdef __cplusplus
@@ -715,8 +768,7 @@ typedef struct simba__redis_req {
 
 struct simba__redis {
     simba *s;
-    int bad;                    /* != 0: the desc was unusable; attach fails with it */
-    char bad_why[160];          /* why, naming the field ("" none) */
+    simba_allocator alloc;      /* simba_redis_desc.allocator */
     char *host, *unix_socket, *user, *password, *prefix;
     int port, db, connect_timeout_ms, wait_replicas, wait_timeout_ms;
     simba__redis_conn conn[2];
@@ -734,18 +786,20 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int destroying;
+    struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
 
-/*--- small helpers -------------------------------------------------------------*/
-
-static char *simba__redis_strdup(const char *s) {
-    size_t n;
-    char *d;
-    if (!s) return NULL;
-    n = strlen(s) + 1;
-    d = (char *)malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
+/* Frees what the constructor allocated (also a half-built backend). */
+static void simba__redis_free(simba__redis *r) {
+    simba_allocator a = r->alloc;
+    simba_allocator_free(&a, r->script);
+    simba_allocator_free(&a, r->host);
+    simba_allocator_free(&a, r->unix_socket);
+    simba_allocator_free(&a, r->user);
+    if (r->password) memset(r->password, 0, strlen(r->password));
+    simba_allocator_free(&a, r->password);
+    simba_allocator_free(&a, r->prefix);
+    simba_allocator_free(&a, r);
 }
 
 static void simba__redis_copy(char *dst, size_t cap, const char *src, size_t n) {
@@ -762,26 +816,6 @@ static int simba__redis_prefix_ok(const char *p) {
         int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  c == '.' || c == '_' || c == '-' || c == ':';
         if (!ok || n >= SIMBA__REDIS_MAX_PREFIX) return 0;
-    }
-    return n > 0;
-}
-
-static int simba__redis_tenant_ok(const char *t) {
-    size_t n = 0;
-    for (; t[n]; n++) {
-        char c = t[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
-        if (!ok || n >= SIMBA_MAX_TENANT) return 0;
-    }
-    return n > 0;
-}
-
-static int simba__redis_name_ok(const char *name) {
-    size_t n = 0;
-    for (; name[n]; n++) {
-        unsigned char c = (unsigned char)name[n];
-        if (c < 0x20 || c == 0x7f || n >= SIMBA_MAX_NAME) return 0;
     }
     return n > 0;
 }
@@ -839,7 +873,6 @@ static size_t simba__redis_key(char *out, const char *prefix, const char *tenant
     return at;
 }
 
-SIMBA__REDIS_MAYBE_UNUSED
 SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
                                       char *out, size_t size) {
     size_t need;
@@ -847,19 +880,16 @@ SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, co
     if (!tenant || !name || (size && !out)) return SIMBA_EINVAL;
     if (!prefix) prefix = "simba";
     if (!simba__redis_prefix_ok(prefix)) return SIMBA_EINVAL;
-    if (!simba__redis_tenant_ok(tenant) || !simba__redis_name_ok(name)) return SIMBA_ENAME;
+    if (simba_check_tenant(tenant) != SIMBA_OK || simba_check_name(name) != SIMBA_OK) return SIMBA_ENAME;
     need = simba__redis_key(NULL, prefix, tenant, name);
     if (size == 0) return (int)need;
-    tmp = (char *)malloc(need + 1);
+    tmp = (char *)simba_allocator_alloc(NULL, need + 1);   /* no backend here: malloc */
     if (!tmp) return SIMBA_ENOMEM;
     simba__redis_key(tmp, prefix, tenant, name);
-    tmp[need] = 0;
     simba__redis_copy(out, size, tmp, need);
-    free(tmp);
+    simba_allocator_free(NULL, tmp);
     return (int)need;
 }
-
-/*--- talking to the core ---------------------------------------------------------*/
 
 static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
 
@@ -914,6 +944,7 @@ static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
 static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
     simba__redis_unlink(r, q);
     q->done = 1;
+    r->stats.ops_completed++;
     rep->id = q->id;
     simba_backend_complete(r->s, rep);
 }
@@ -1044,6 +1075,8 @@ static void simba__redis_nopipe_begin(simba__redis_nopipe *g) { g->unused = 0; }
 static void simba__redis_nopipe_end(simba__redis_nopipe *g) { (void)g; }
 #endif
 
+/*>>connection: the hiredis adapter, connect, handshake, reconnect with backoff, drop, I/O */
+
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
    process calls redisAsyncHandleRead/Write -------------------------------------*/
 
@@ -1092,8 +1125,6 @@ static void simba__redis_fail_conn(simba__redis_conn *c, int err, const char *ms
     c->drop_err = err;
     simba__redis_copy(c->why, sizeof c->why, msg, len);
 }
-
-/*--- connecting -----------------------------------------------------------------*/
 
 static void simba__redis_send_auth(simba__redis_conn *c, redisCallbackFn *fn);
 static void simba__redis_on_auth(redisAsyncContext *ac, void *reply, void *privdata);
@@ -1283,6 +1314,7 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
         r->sha[40] = 0;
     } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_transient(rp->str)) {
         /* not a refusal: EVAL would fail the same way now; connect again later */
+        r->stats.transient_errors++;
         simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
     } else if (rp->type == REDIS_REPLY_ERROR && simba__redis_error_code(rp->str) == SIMBA_EAUTH &&
                !strstr(rp->str, "NOPERM")) {
@@ -1360,67 +1392,71 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     simba__redis_report(r, 1, 0, NULL);
 }
 
-/*--- pushes --------------------------------------------------------------------*/
-
-/* One space-free field of a push at *p (advanced past it and its space). */
-static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
-    const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
-    if (!sp || sp == *p || (size_t)(sp - *p) > max) return 0;
-    *f = *p;
-    *n = (size_t)(sp - *p);
-    *p = sp + 1;
-    return 1;
+/* Requests submitted during a tick sit in hiredis's output buffer. Writing
+   them just before the caller sleeps saves a whole poll() round per request
+   (and sends everything of one tick in one write). redisBufferWrite runs no
+   callbacks; an error stays in the context and is acted on by the next
+   process() (the fd then polls as ready). */
+static void simba__redis_flush(simba__redis_conn *c) {
+    int done = 0;
+    simba__redis_nopipe g;
+    if (!c->ac || !c->connected || !c->want_write || c->ac->c.err) return;
+    simba__redis_nopipe_begin(&g);
+    if (redisBufferWrite(&c->ac->c, &done) == REDIS_OK && done) c->want_write = 0;
+    simba__redis_nopipe_end(&g);
 }
 
-/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
-   again). Parsed strictly: anything else is ignored (a push is only a hint;
-   the re-checks find what a lost one would have said). The session goes to
-   the core, which believes a grant only for its current session. */
-static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
-    char session[SIMBA_MAX_SESSION + 1], request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
-    const char *p = msg, *end = msg + len, *sf, *rf, *ff;
-    size_t sl, rl, fl, nl, i;
-    int64_t fence = 0;
-    if (!simba__redis_push_field(&p, end, SIMBA_MAX_SESSION, &sf, &sl) ||
-        !simba__redis_push_field(&p, end, SIMBA__REDIS_MAX_REQUEST, &rf, &rl) ||
-        !simba__redis_push_field(&p, end, 19, &ff, &fl))
-        return;
-    for (i = 0; i < fl; i++) {
-        if (ff[i] < '0' || ff[i] > '9' || fence > (INT64_MAX - 9) / 10) return;
-        fence = fence * 10 + (ff[i] - '0');
-    }
-    nl = (size_t)(end - p);
-    if (nl == 0 || nl > SIMBA_MAX_NAME) return;
-    simba__redis_copy(name, sizeof name, p, nl);
-    if (strlen(name) != nl || !simba__redis_name_ok(name)) return;
-    if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
-        simba_backend_wake(r->s, name, NULL, NULL, 0);
-        return;
-    }
-    simba__redis_copy(session, sizeof session, sf, sl);
-    simba__redis_copy(request, sizeof request, rf, rl);
-    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
-    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
-    else simba_backend_wake(r->s, name, session, request, fence);
+/* What poll() said about c's fd (everything, when fds is NULL). */
+static short simba__redis_revents(const simba__redis_conn *c, const struct pollfd *fds, int nfds) {
+    int i;
+    if (!fds) return POLLIN | POLLOUT;
+    for (i = 0; i < nfds; i++) if (fds[i].fd == c->ac->c.fd) return fds[i].revents;
+    return 0;
 }
 
-static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
-    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
-    redisReply *rp = (redisReply *)reply;
-    if (!c) return;
-    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
-    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
-        c->ready = 1;
-        c->attempt = 0;
-        c->deadline = -1;
-        return;
+/* After hiredis ran: act on what its callbacks noted. */
+static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
+    if (c->too_big) {
+        char why[160];
+        snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
+                 "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
+        c->too_big = 0;             /* (drop resets the rest) */
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
+        char why[160];
+        snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
+                 "connection dropped", (int)SIMBA__REDIS_MAX_BUF);
+        simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->lost) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
+        simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
+    } else if (c->drop_err) {
+        char why[160];
+        simba__redis_copy(why, sizeof why, c->why, strlen(c->why));
+        simba__redis_drop(r, c, c->drop_err, why);
     }
-    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING)
-        simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
 }
 
-/*--- operations ------------------------------------------------------------------*/
+static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct pollfd *fds, int nfds) {
+    short ev;
+    if (!c->ac) return;
+    ev = simba__redis_revents(c, fds, nfds);
+    if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
+    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) {
+        simba__redis_nopipe g;
+        simba__redis_nopipe_begin(&g);
+        redisAsyncHandleWrite(c->ac);
+        simba__redis_nopipe_end(&g);
+    }
+    if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
+    simba__redis_settle(r, c);
+}
+
+/*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
+/* What every operation shares (the arguments of its EVALSHA, the send, the
+   errors any answer may be) comes first; then the session operations'
+   answer. Their server side is the script's 'open'/'keepalive'/'close'. */
 
 static const char *simba__redis_op_name(int kind) {
     switch (kind) {
@@ -1506,35 +1542,6 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     }
 }
 
-/* What the core may hand us; anything else is refused before it costs a round trip. */
-static int simba__redis_check_op(simba__redis *r, const simba_op *op) {
-    int i;
-    if (!simba__redis_op_name(op->kind) || !op->tenant || !simba__redis_tenant_ok(op->tenant)) return SIMBA_EINVAL;
-    if (op->lease_ms <= 0) return SIMBA_EINVAL;
-    if (op->kind != SIMBA_OP_INSPECT && op->kind != SIMBA_OP_SET_CAPACITY && op->kind != SIMBA_OP_DELETE) {
-        if (!op->session || !op->session[0] || strlen(op->session) > SIMBA_MAX_SESSION ||
-            strchr(op->session, ' '))
-            return SIMBA_EINVAL;
-    }
-    if (op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) {
-        if (!op->request || !op->request[0] || strlen(op->request) > SIMBA__REDIS_MAX_REQUEST ||
-            strchr(op->request, ' '))
-            return SIMBA_EINVAL;
-    }
-    if (!simba__redis_has_res(op->kind)) return SIMBA_OK;
-    if (op->nres < 1 || op->nres > SIMBA_MAX_RESOURCES || !op->res) return SIMBA_EINVAL;
-    if (op->kind != SIMBA_OP_ENQUEUE && op->kind != SIMBA_OP_POLL && op->kind != SIMBA_OP_RELEASE && op->nres != 1)
-        return SIMBA_EINVAL;
-    for (i = 0; i < op->nres; i++) {
-        if (!op->res[i].name || !simba__redis_name_ok(op->res[i].name)) return SIMBA_ENAME;
-        if (op->res[i].weight < 0 || op->res[i].capacity < 0) return SIMBA_EINVAL;
-        if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_SET_CAPACITY) && op->res[i].capacity < 1)
-            return SIMBA_ECAPACITY;
-    }
-    (void)r;
-    return SIMBA_OK;
-}
-
 static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* (Re)send a request's command: EVALSHA while we know the SHA, else EVAL. */
@@ -1550,22 +1557,21 @@ static int simba__redis_send(simba__redis *r, simba__redis_req *q) {
     }
     if (redisAsyncCommandArgv(ac, simba__redis_on_reply, q, q->argc, q->argv, q->argvlen) != REDIS_OK)
         return SIMBA_EDISCONNECTED;
+    r->stats.scripts_sent++;
     return SIMBA_OK;
 }
 
-static int simba__redis_submit(void *impl, const simba_op *op) {
-    simba__redis *r = (simba__redis *)impl;
+/* An operation from the core: built into one request (one allocation: the
+   struct and its argument bytes), sent, and kept until its answer. */
+static int simba__redis_start(simba__redis *r, const simba_op *op) {
     simba__redis_args a;
     simba__redis_req *q;
-    int err;
-    if (!r || !r->s || !op) return SIMBA_EINVAL;
+    /* the core validated op (names, tenant, ids, kind): it is trusted here */
     if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
-    if ((err = simba__redis_check_op(r, op)) != SIMBA_OK) return err;
     memset(&a, 0, sizeof a);
     simba__redis_build_args(&a, r, op);                      /* measure */
-    q = (simba__redis_req *)simba_backend_alloc(r->s, sizeof *q + a.used);
+    q = (simba__redis_req *)simba_allocator_alloc(&r->alloc, sizeof *q + a.used);
     if (!q) return SIMBA_ENOMEM;
-    memset(q, 0, sizeof *q);
     q->r = r;
     q->id = op->id;
     q->kind = op->kind;
@@ -1575,16 +1581,15 @@ static int simba__redis_submit(void *impl, const simba_op *op) {
     a.used = 0;
     simba__redis_build_args(&a, r, op);                      /* fill */
     if (simba__redis_send(r, q) != SIMBA_OK) {
-        simba_backend_free(r->s, q);
+        simba_allocator_free(&r->alloc, q);
         return SIMBA_EDISCONNECTED;
     }
     q->next = r->reqs;
     if (r->reqs) r->reqs->prev = q;
     r->reqs = q;
+    r->stats.ops_sent++;
     return SIMBA_OK;
 }
-
-/*--- answers ----------------------------------------------------------------------*/
 
 static int simba__redis_int(const redisReply *e, long long lo, long long hi, long long *out) {
     if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < lo || e->integer > hi) return 0;
@@ -1602,6 +1607,53 @@ static int simba__redis_status_code(long long st) {
     default: return SIMBA_EPROTO;
     }
 }
+
+/* A transient error (see simba__redis_transient): the op is answered
+   EDISCONNECTED (the core sends it again after the reconnect) and the
+   connection is dropped once hiredis's read returns. */
+static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
+    r->stats.transient_errors++;
+    if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
+    simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
+}
+
+/* A restart grace (no grants of the tenant until `end`, server ms; `left` ms
+   from now) is said once per grace at WARN: without it, a first acquire on a
+   fresh or restarted server waits a lease and a try-lock times out with no
+   word why. */
+static void simba__redis_grace_log(simba__redis *r, long long end, long long left) {
+    long long day;
+    if (end <= 0 || left <= 0 || end == r->grace_logged) return;
+    r->grace_logged = end;
+    day = end % 86400000LL;
+    simba_backend_log(r->s, SIMBA_LOG_WARN,
+                      "simba_redis: restart grace of tenant '%s': no lock is granted until %02d:%02d:%02d.%03d UTC "
+                      "(server clock, %lld ms from now): the server has no epoch for it (fresh server, restart, "
+                      "failover or FLUSHALL), so a holder it forgot may still run; docs/redis.md says how to "
+                      "skip it on a fresh server (simba_redis_init_server)",
+                      simba_tenant(r->s), (int)(day / 3600000), (int)(day / 60000 % 60), (int)(day / 1000 % 60),
+                      (int)(day % 1000), left);
+}
+
+/* OPEN, KEEPALIVE: {0, admin epoch} or, when OPEN finds a restart grace
+   running, {0, admin epoch, grace end (server ms), ms left of it}. CLOSE
+   answers {0} only. */
+static int simba__redis_parse_session(simba__redis *r, const redisReply *rp, simba_reply *rep) {
+    long long epoch, gend = 0, gleft = 0;
+    if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &epoch) ||
+        (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
+                               !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft))))
+        return SIMBA_EPROTO;
+    rep->epoch = (int64_t)epoch;
+    simba__redis_grace_log(r, gend, gleft);
+    return SIMBA_OK;
+}
+
+/*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE: answers, WAIT */
+/* The grant rule and the fences live in the script (server side) only;
+   here the answers are checked for shape and handed to the core.
+   RELEASE, SET_CAPACITY and DELETE answer {0}. */
 
 /* {0, granted, ahead, held, recheck_ms, owner, fence...} into rep. */
 static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, simba_reply *rep,
@@ -1635,24 +1687,6 @@ static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, s
     return SIMBA_OK;
 }
 
-/* A restart grace (no grants of the tenant until `end`, server ms; `left` ms
-   from now) is said once per grace at WARN: without it, a first acquire on a
-   fresh or restarted server waits a lease and a try-lock times out with no
-   word why. */
-static void simba__redis_grace_log(simba__redis *r, long long end, long long left) {
-    long long day;
-    if (end <= 0 || left <= 0 || end == r->grace_logged) return;
-    r->grace_logged = end;
-    day = end % 86400000LL;
-    simba_backend_log(r->s, SIMBA_LOG_WARN,
-                      "simba_redis: restart grace of tenant '%s': no lock is granted until %02d:%02d:%02d.%03d UTC "
-                      "(server clock, %lld ms from now): the server has no epoch for it (fresh server, restart, "
-                      "failover or FLUSHALL), so a holder it forgot may still run; docs/redis.md says how to "
-                      "skip it on a fresh server (simba_redis_init_server)",
-                      simba_tenant(r->s), (int)(day / 3600000), (int)(day / 60000 % 60), (int)(day / 1000 % 60),
-                      (int)(day % 1000), left);
-}
-
 /* {0, capacity, held, owner, n, (session, fence, weight, granted) x n}. The
    holders array is ours until the completion returns. */
 static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, const redisReply *rp,
@@ -1671,9 +1705,8 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     if (!simba__redis_int(rp->element[4], 0, INT_MAX / 4, &n)) return SIMBA_EPROTO;
     if (rp->elements != (size_t)(5 + 4 * n)) return SIMBA_EPROTO;
     if (n > 0) {
-        hs = (simba_holder *)simba_backend_alloc(r->s, sizeof(simba_holder) * (size_t)n);
+        hs = (simba_holder *)simba_allocator_alloc(&r->alloc, sizeof(simba_holder) * (size_t)n);
         if (!hs) return SIMBA_ENOMEM;
-        memset(hs, 0, sizeof(simba_holder) * (size_t)n);
     }
     *out = hs;
     for (i = 0; i < (size_t)n; i++) {
@@ -1697,15 +1730,6 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     rep->nentries = (int)n;
     rep->entries = hs;
     return SIMBA_OK;
-}
-
-/* A transient error (see simba__redis_transient): the op is answered
-   EDISCONNECTED (the core sends it again after the reconnect) and the
-   connection is dropped once hiredis's read returns. */
-static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
-    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
-    if (c->ac) simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, rp->str, rp->len);
-    simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
 }
 
 /* The WAIT stage: the grant is reported only when enough replicas have it. */
@@ -1741,6 +1765,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     if (rp->type == REDIS_REPLY_ERROR) {
         if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && !q->evaled) {
             q->evaled = 1;            /* the server lost the script (SCRIPT FLUSH, failover) */
+            r->stats.noscript_reloads++;
             if (simba__redis_send(r, q) != SIMBA_OK) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
             return;
         }
@@ -1757,15 +1782,10 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     }
     rep.status = simba__redis_status_code(st);
     if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
-        long long gend = 0, gleft = 0;
-        if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &st) ||
-            (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
-                                   !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft)))) {
+        if (simba__redis_parse_session(r, rp, &rep) != SIMBA_OK) {
             simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
             return;
         }
-        rep.epoch = (int64_t)st;
-        simba__redis_grace_log(r, gend, gleft);
     } else if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_ENQUEUE || q->kind == SIMBA_OP_POLL)) {
         long long gend = 0, gleft = 0;
         rc = simba__redis_parse_state(q, rp, &rep, &gend, &gleft);
@@ -1776,6 +1796,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
         if (rep.granted && r->wait_replicas > 0) {
             q->saved = rep;
             q->waiting = 1;
+            r->stats.waits++;
             if (!r->conn[SIMBA__REDIS_MAIN].ac ||
                 redisAsyncCommand(r->conn[SIMBA__REDIS_MAIN].ac, simba__redis_on_reply, q, "WAIT %d %d",
                                   r->wait_replicas, r->wait_timeout_ms) != REDIS_OK)
@@ -1785,13 +1806,13 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     } else if (rep.status == SIMBA_OK && q->kind == SIMBA_OP_INSPECT) {
         rc = simba__redis_parse_inspect(r, q, rp, &rep, &hs);
         if (rc != SIMBA_OK) {
-            simba_backend_free(r->s, hs);
+            simba_allocator_free(&r->alloc, hs);
             simba__redis_complete_status(r, q, rc, "malformed INSPECT answer");
             return;
         }
     }
     simba__redis_complete(r, q, &rep);
-    simba_backend_free(r->s, hs);
+    simba_allocator_free(&r->alloc, hs);
 }
 
 /* Every op's callback: privdata is the request; a NULL reply means the
@@ -1807,37 +1828,99 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
         else simba__redis_on_answer(r, q, rp);
     }
     /* still not done: the same request was sent again (EVAL, WAIT) */
-    if (q->done) simba_backend_free(r->s, q);
+    if (q->done) simba_allocator_free(&r->alloc, q);
 }
 
-/*--- the vtable --------------------------------------------------------------------*/
+/*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_wake */
 
+/* One space-free field of a push at *p (advanced past it and its space). */
+static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
+    const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
+    if (!sp || sp == *p || (size_t)(sp - *p) > max) return 0;
+    *f = *p;
+    *n = (size_t)(sp - *p);
+    *p = sp + 1;
+    return 1;
+}
+
+/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
+   again). Parsed strictly: anything else is ignored (a push is only a hint;
+   the re-checks find what a lost one would have said). The session goes to
+   the core, which believes a grant only for its current session. */
+static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
+    char session[SIMBA_MAX_SESSION + 1], request[SIMBA__REDIS_MAX_REQUEST + 1], name[SIMBA_MAX_NAME + 1];
+    const char *p = msg, *end = msg + len, *sf, *rf, *ff;
+    size_t sl, rl, fl, nl, i;
+    int64_t fence = 0;
+    if (!simba__redis_push_field(&p, end, SIMBA_MAX_SESSION, &sf, &sl) ||
+        !simba__redis_push_field(&p, end, SIMBA__REDIS_MAX_REQUEST, &rf, &rl) ||
+        !simba__redis_push_field(&p, end, 19, &ff, &fl))
+        return;
+    for (i = 0; i < fl; i++) {
+        if (ff[i] < '0' || ff[i] > '9' || fence > (INT64_MAX - 9) / 10) return;
+        fence = fence * 10 + (ff[i] - '0');
+    }
+    nl = (size_t)(end - p);
+    if (nl == 0 || nl > SIMBA_MAX_NAME) return;
+    simba__redis_copy(name, sizeof name, p, nl);
+    if (strlen(name) != nl || simba_check_name(name) != SIMBA_OK) return;
+    if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
+        r->stats.wakes++;
+        simba_backend_wake(r->s, name, NULL, NULL, 0);
+        return;
+    }
+    simba__redis_copy(session, sizeof session, sf, sl);
+    simba__redis_copy(request, sizeof request, rf, rl);
+    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    r->stats.wakes++;
+    /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
+    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
+    else simba_backend_wake(r->s, name, session, request, fence);
+}
+
+static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c) return;
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
+    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+        c->ready = 1;
+        c->attempt = 0;
+        c->deadline = -1;
+        return;
+    }
+    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+        c->r->stats.pushes++;
+        simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
+    }
+}
+
+/*>>stats: simba_redis_stats */
+
+/* (the vtable is defined below; its destroy tells a Redis backend from others) */
+static void simba__redis_destroy(void *impl);
+
+SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
+    const simba__redis *r = (const simba__redis *)b.impl;
+    if (!b.vt || b.vt->destroy != simba__redis_destroy || !r || !out) return SIMBA_EINVAL;
+    *out = r->stats;
+    out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
+    out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
+    out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
+    return SIMBA_OK;
+}
+
+/*>>vtable: glue between the core and the sections above */
+
+/* The constructor checked the desc and built everything: attach only
+   schedules the first connects. */
 static int simba__redis_attach(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
-    size_t n = 0, i;
-    if (!r) return SIMBA_ENOMEM;
-    if (r->bad) {
-        if (r->bad_why[0]) {
-            simba_backend_log(s, SIMBA_LOG_ERROR, "%s", r->bad_why);
-            simba_backend_fail(s, r->bad, "%s", r->bad_why);
-        }
-        return r->bad;
-    }
     r->s = s;
     if (!SIMBA__REDIS_NOPIPE)
         simba_backend_log(s, SIMBA_LOG_WARN, "simba_redis: built without POSIX signal functions: SIGPIPE is not "
                           "blocked around writes; ignore SIGPIPE in the application (or define SIMBA_IMPLEMENTATION "
                           "in this file)");
-    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
-    r->script = (char *)malloc(n + 1);
-    if (!r->script) return SIMBA_ENOMEM;
-    r->script_len = 0;
-    for (i = 0; simba__redis_lua[i]; i++) {
-        size_t k = strlen(simba__redis_lua[i]);
-        memcpy(r->script + r->script_len, simba__redis_lua[i], k);
-        r->script_len += k;
-    }
-    r->script[r->script_len] = 0;
     /* connect on the first process(): inside attach, simba_client_id() (which
        names our connections and channel) is not available yet */
     r->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
@@ -1845,24 +1928,13 @@ static int simba__redis_attach(void *impl, simba *s) {
     return SIMBA_OK;
 }
 
-/* Requests submitted during a tick sit in hiredis's output buffer. Writing
-   them just before the caller sleeps saves a whole poll() round per request
-   (and sends everything of one tick in one write). redisBufferWrite runs no
-   callbacks; an error stays in the context and is acted on by the next
-   process() (the fd then polls as ready). */
-static void simba__redis_flush(simba__redis_conn *c) {
-    int done = 0;
-    simba__redis_nopipe g;
-    if (!c->ac || !c->connected || !c->want_write || c->ac->c.err) return;
-    simba__redis_nopipe_begin(&g);
-    if (redisBufferWrite(&c->ac->c, &done) == REDIS_OK && done) c->want_write = 0;
-    simba__redis_nopipe_end(&g);
+static int simba__redis_submit(void *impl, const simba_op *op) {
+    return simba__redis_start((simba__redis *)impl, op);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
-    if (!r) return 0;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
@@ -1883,7 +1955,6 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
-    if (!r || !r->s) return -1;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
@@ -1894,61 +1965,10 @@ static int64_t simba__redis_deadline(void *impl) {
     return at;
 }
 
-/* What poll() said about c's fd (everything, when fds is NULL). */
-static short simba__redis_revents(const simba__redis_conn *c, const struct pollfd *fds, int nfds) {
-    int i;
-    if (!fds) return POLLIN | POLLOUT;
-    for (i = 0; i < nfds; i++) if (fds[i].fd == c->ac->c.fd) return fds[i].revents;
-    return 0;
-}
-
-/* After hiredis ran: act on what its callbacks noted. */
-static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
-    if (c->too_big) {
-        char why[160];
-        snprintf(why, sizeof why, "the server sent a reply of %lld array elements (more than %d: not an "
-                 "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
-        if (c->ac) {                /* hiredis normally gave the context up already */
-            c->lost = 0;
-        }
-        c->too_big = 0;
-        simba__redis_drop(r, c, SIMBA_EPROTO, why);
-    } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
-        char why[160];
-        snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
-                 "connection dropped", (int)SIMBA__REDIS_MAX_BUF);
-        simba__redis_drop(r, c, SIMBA_EPROTO, why);
-    } else if (c->lost) {
-        char why[160];
-        simba__redis_copy(why, sizeof why, c->why[0] ? c->why : "connection closed", strlen(c->why[0] ? c->why : "connection closed"));
-        simba__redis_drop(r, c, SIMBA_EDISCONNECTED, why);
-    } else if (c->drop_err) {
-        char why[160];
-        simba__redis_copy(why, sizeof why, c->why, strlen(c->why));
-        simba__redis_drop(r, c, c->drop_err, why);
-    }
-}
-
-static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct pollfd *fds, int nfds) {
-    short ev;
-    if (!c->ac) return;
-    ev = simba__redis_revents(c, fds, nfds);
-    if (ev & POLLNVAL) { simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "bad file descriptor"); return; }
-    if ((ev & (POLLOUT | POLLERR | POLLHUP)) && (c->want_write || !c->connected)) {
-        simba__redis_nopipe g;
-        simba__redis_nopipe_begin(&g);
-        redisAsyncHandleWrite(c->ac);
-        simba__redis_nopipe_end(&g);
-    }
-    if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
-    simba__redis_settle(r, c);
-}
-
 static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__redis *r = (simba__redis *)impl;
     int64_t now;
     int i;
-    if (!r || !r->s) return;
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
@@ -1965,7 +1985,6 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
 static void simba__redis_reset(void *impl, int why) {
     simba__redis *r = (simba__redis *)impl;
     int i;
-    if (!r || !r->s) return;
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
@@ -1975,19 +1994,12 @@ static void simba__redis_reset(void *impl, int why) {
 static void simba__redis_destroy(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int i;
-    if (!r) return;
     r->destroying = 1;
-    if (r->s) simba__redis_flush_repeats(r);
-    if (r->s)
+    if (r->s) {                   /* attached (simba_create may destroy it before) */
+        simba__redis_flush_repeats(r);
         for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
-    free(r->script);
-    free(r->host);
-    free(r->unix_socket);
-    free(r->user);
-    if (r->password) memset(r->password, 0, strlen(r->password));
-    free(r->password);
-    free(r->prefix);
-    free(r);
+    }
+    simba__redis_free(r);
 }
 
 static const simba_backend_vtable simba__redis_vtable = {
@@ -2001,56 +2013,157 @@ static const simba_backend_vtable simba__redis_vtable = {
     simba__redis_destroy
 };
 
-/* Copy and check the desc; returns 0 or the SIMBA_E* that attach will give. */
-/* A bad desc: the reason, naming the field, is logged at ERROR by attach
-   (the first moment a logger exists). */
-static int simba__redis_bad(simba__redis *r, const char *why) {
-    simba__redis_copy(r->bad_why, sizeof r->bad_why, why, strlen(why));
-    return SIMBA_EINVAL;
+/*>>constructor: desc checks, allocation, from_url, the operator's init */
+
+/* The desc's first problem, as the backend simba_create reports it; a
+   zero vt when the desc is fine. */
+static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
+    simba_backend ok;
+    memset(&ok, 0, sizeof ok);
+    if (!d) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc: NULL");
+    if (simba_allocator_check(&d->allocator) != SIMBA_OK)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.allocator: alloc and free must be set together "
+                                   "(or neither: malloc/free)");
+    if (d->port < 0 || d->port > 65535)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.port: %d: want 1..65535 (0: 6379)", d->port);
+    if (d->db < 0) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.db: %d is negative", d->db);
+    if (d->connect_timeout_ms < 0)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.connect_timeout_ms: %d is negative",
+                                   d->connect_timeout_ms);
+    if (d->wait_replicas < 0)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.wait_replicas: %d is negative", d->wait_replicas);
+    if (d->wait_timeout_ms < 0)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.wait_timeout_ms: %d is negative",
+                                   d->wait_timeout_ms);
+    if (d->user && !d->password)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.user: given without a password");
+    if (d->prefix && !simba__redis_prefix_ok(d->prefix))
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.prefix: want 1..64 characters of A-Z a-z 0-9 . _ "
+                                   "- : (no braces, no spaces)");
+    if (d->unix_socket && !d->unix_socket[0])
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.unix_socket: empty (NULL: TCP)");
+    if (d->host && !d->host[0]) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: empty (NULL: 127.0.0.1)");
+    if (d->host && strlen(d->host) > 255)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: longer than 255");
+    return ok;
 }
 
-static int simba__redis_configure(simba__redis *r, const simba_redis_desc *d) {
-    if (!d) return simba__redis_bad(r, "simba_redis: the desc is NULL");
-    if (d->port < 0 || d->port > 65535)
-        return simba__redis_bad(r, "simba_redis: port: want 1..65535 (0: 6379)");
-    if (d->db < 0) return simba__redis_bad(r, "simba_redis: db: negative");
-    if (d->connect_timeout_ms < 0) return simba__redis_bad(r, "simba_redis: connect_timeout_ms: negative");
-    if (d->wait_replicas < 0) return simba__redis_bad(r, "simba_redis: wait_replicas: negative");
-    if (d->wait_timeout_ms < 0) return simba__redis_bad(r, "simba_redis: wait_timeout_ms: negative");
-    if (d->user && !d->password) return simba__redis_bad(r, "simba_redis: user: given without a password");
-    if (d->prefix && !simba__redis_prefix_ok(d->prefix))
-        return simba__redis_bad(r, "simba_redis: prefix: want 1..64 characters of A-Z a-z 0-9 . _ - : (no braces, "
-                                   "no spaces)");
-    if (d->unix_socket && !d->unix_socket[0]) return simba__redis_bad(r, "simba_redis: unix_socket: empty (NULL: TCP)");
-    if (d->host && !d->host[0]) return simba__redis_bad(r, "simba_redis: host: empty (NULL: 127.0.0.1)");
-    if (d->host && strlen(d->host) > 255) return simba__redis_bad(r, "simba_redis: host: longer than 255");
+/* The script text, the Lua elements joined (sent by SCRIPT LOAD and EVAL). */
+static int simba__redis_build_script(simba__redis *r) {
+    size_t n = 0, i;
+    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+    r->script = (char *)simba_allocator_alloc(&r->alloc, n + 1);
+    if (!r->script) return SIMBA_ENOMEM;
+    r->script_len = 0;
+    for (i = 0; simba__redis_lua[i]; i++) {
+        size_t k = strlen(simba__redis_lua[i]);
+        memcpy(r->script + r->script_len, simba__redis_lua[i], k);
+        r->script_len += k;
+    }
+    r->script[r->script_len] = 0;
+    return SIMBA_OK;
+}
+
+SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
+    simba_backend b = simba__redis_check_desc(d);
+    simba__redis *r;
+    char numeric[64];
+    int i, rc;
+    if (b.vt) return b;
+    numeric[0] = 0;
+    if (d->host && !d->unix_socket) {
+        /* the host-name policy (docs/design.md): a name is resolved here, once,
+           so that no (re)connect inside simba_tick() waits for DNS */
+        rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
+        if (rc != 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: cannot resolve '%.100s': %s", d->host,
+                                       simba_backend_resolve_error(rc));
+    }
+    r = (simba__redis *)simba_allocator_alloc(&d->allocator, sizeof *r);
+    if (!r) return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    r->alloc = d->allocator;
+    r->reported = -1;
+    for (i = 0; i < 2; i++) {
+        r->conn[i].r = r;
+        r->conn[i].role = i;
+        r->conn[i].deadline = -1;
+        r->conn[i].retry_at = -1;
+    }
     r->port = d->port ? d->port : 6379;
     r->db = d->db;
     r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
     r->wait_replicas = d->wait_replicas;
     r->wait_timeout_ms = d->wait_timeout_ms ? d->wait_timeout_ms : 200;
-    if (d->host && !d->unix_socket) {
-        /* the host-name policy (docs/design.md): a name is resolved here, once,
-           so that no (re)connect inside simba_tick() waits for DNS */
-        char numeric[64], why[sizeof r->bad_why];
-        int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
-        if (rc != 0) {
-            snprintf(why, sizeof why, "simba_redis: host: cannot resolve '%.100s': %s", d->host, simba_backend_resolve_error(rc));
-            return simba__redis_bad(r, why);
-        }
-        r->host = simba__redis_strdup(numeric[0] ? numeric : d->host);
-    } else {
-        r->host = simba__redis_strdup(d->host ? d->host : "127.0.0.1");
+    r->host = simba_allocator_strdup(&r->alloc, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1");
+    r->prefix = simba_allocator_strdup(&r->alloc, d->prefix ? d->prefix : "simba");
+    /* (strdup of NULL is NULL: an unset optional string stays unset) */
+    r->unix_socket = simba_allocator_strdup(&r->alloc, d->unix_socket);
+    r->user = simba_allocator_strdup(&r->alloc, d->user);
+    r->password = simba_allocator_strdup(&r->alloc, d->password);
+    if (!r->host || !r->prefix || (d->unix_socket && !r->unix_socket) || (d->user && !r->user) ||
+        (d->password && !r->password) || simba__redis_build_script(r) != SIMBA_OK) {
+        simba__redis_free(r);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
     }
-    r->prefix = simba__redis_strdup(d->prefix ? d->prefix : "simba");
-    if (!r->host || !r->prefix) return SIMBA_ENOMEM;
-    if (d->unix_socket && !(r->unix_socket = simba__redis_strdup(d->unix_socket))) return SIMBA_ENOMEM;
-    if (d->user && !(r->user = simba__redis_strdup(d->user))) return SIMBA_ENOMEM;
-    if (d->password && !(r->password = simba__redis_strdup(d->password))) return SIMBA_ENOMEM;
-    return SIMBA_OK;
+    b.vt = &simba__redis_vtable;
+    b.impl = r;
+    return b;
 }
 
-/*--- the operator's init ---------------------------------------------------------*/
+SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_redis_desc d;
+    int unix_sock, rc;
+    const char *v;
+    memset(&d, 0, sizeof d);
+    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
+    unix_sock = strcmp(u->scheme, "redis+unix") == 0;
+    if (!unix_sock && strcmp(u->scheme, "redis") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis or redis+unix", u->scheme);
+    if (!u->has_authority)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
+                              unix_sock ? "redis+unix:///path/to/socket" : "redis://host:port");
+    if (unix_sock) {
+        if (u->nhosts)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+unix takes no host (redis+unix:///path/to/socket)");
+        if (!u->path[0] || strcmp(u->path, "/") == 0)
+            return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: redis+unix needs the socket's path");
+        d.unix_socket = u->path;
+        if ((rc = simba_url_int(u, "db", 0, 1000000, &d.db, err)) != SIMBA_OK) return rc;
+    } else {
+        if (u->nhosts != 1)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s",
+                                  u->nhosts ? "redis takes one host" : "missing (redis://host[:port])");
+        d.host = u->hosts[0].host;
+        d.port = u->hosts[0].port ? u->hosts[0].port : 6379;
+        if (u->path[0] && strcmp(u->path, "/") != 0) {
+            const char *c = u->path + 1;
+            long db = 0;
+            for (; *c; c++) {
+                if (*c < '0' || *c > '9' || db > 1000000)
+                    return simba_url_fail(err, SIMBA_EINVAL, "path",
+                                          "URL path: '%.40s' is not a database number (/0, /1, ...)", u->path);
+                db = db * 10 + (*c - '0');
+            }
+            d.db = (int)db;
+        }
+    }
+    d.user = u->user;
+    d.password = u->password;
+    if (d.user && !d.password)
+        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
+                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
+    if ((v = simba_url_param(u, "prefix")) != NULL) {
+        if (!simba__redis_prefix_ok(v))
+            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
+        d.prefix = v;
+    }
+    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d.wait_replicas, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d.wait_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
+    *out = simba_redis(&d);
+    return SIMBA_OK;
+}
 
 static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {
     if (msg && cap) snprintf(msg, cap, "simba_redis_init_server: %s%s%s", what, detail ? ": " : "",
@@ -2058,7 +2171,6 @@ static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *wh
     return err;
 }
 
-SIMBA__REDIS_MAYBE_UNUSED
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size) {
     struct timeval tv;
@@ -2072,7 +2184,7 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     if (!tenant) tenant = "default";
     prefix = desc->prefix ? desc->prefix : "simba";
     if (!simba__redis_prefix_ok(prefix)) return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad prefix", prefix);
-    if (!simba__redis_tenant_ok(tenant) || strlen(tenant) > SIMBA_MAX_TENANT)
+    if (simba_check_tenant(tenant) != SIMBA_OK)
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "bad tenant", tenant);
     if (desc->user && !desc->password)
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
@@ -2128,85 +2240,6 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     }
     redisFree(c);
     return err;
-}
-
-SIMBA__REDIS_MAYBE_UNUSED
-SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc) {
-    simba_backend b;
-    simba__redis *r = (simba__redis *)calloc(1, sizeof *r);
-    int i;
-    b.vt = &simba__redis_vtable;
-    b.impl = r;
-    if (!r) return b;                 /* attach answers SIMBA_ENOMEM */
-    r->reported = -1;
-    for (i = 0; i < 2; i++) {
-        r->conn[i].r = r;
-        r->conn[i].role = i;
-        r->conn[i].deadline = -1;
-        r->conn[i].retry_at = -1;
-    }
-    r->bad = simba__redis_configure(r, desc);
-    return b;
-}
-
-/* ---- connection URLs (implementation) ---- */
-SIMBA__REDIS_MAYBE_UNUSED
-SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
-    simba_redis_desc d;
-    int unix_sock, rc;
-    const char *v;
-    memset(&d, 0, sizeof d);
-    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
-    unix_sock = strcmp(u->scheme, "redis+unix") == 0;
-    if (!unix_sock && strcmp(u->scheme, "redis") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis or redis+unix", u->scheme);
-    if (!u->has_authority)
-        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
-                              unix_sock ? "redis+unix:///path/to/socket" : "redis://host:port");
-    if (unix_sock) {
-        if (u->nhosts)
-            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+unix takes no host (redis+unix:///path/to/socket)");
-        if (!u->path[0] || strcmp(u->path, "/") == 0)
-            return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: redis+unix needs the socket's path");
-        d.unix_socket = u->path;
-        if ((rc = simba_url_int(u, "db", 0, 1000000, &d.db, err)) != SIMBA_OK) return rc;
-    } else {
-        if (u->nhosts != 1)
-            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s",
-                                  u->nhosts ? "redis takes one host" : "missing (redis://host[:port])");
-        d.host = u->hosts[0].host;
-        d.port = u->hosts[0].port ? u->hosts[0].port : 6379;
-        if (u->path[0] && strcmp(u->path, "/") != 0) {
-            const char *c = u->path + 1;
-            long db = 0;
-            for (; *c; c++) {
-                if (*c < '0' || *c > '9' || db > 1000000)
-                    return simba_url_fail(err, SIMBA_EINVAL, "path",
-                                          "URL path: '%.40s' is not a database number (/0, /1, ...)", u->path);
-                db = db * 10 + (*c - '0');
-            }
-            d.db = (int)db;
-        }
-    }
-    d.user = u->user;
-    d.password = u->password;
-    if (d.user && !d.password)
-        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
-                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
-    if ((v = simba_url_param(u, "prefix")) != NULL) {
-        const char *c = v;
-        for (; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._:-", *c))) break;
-        if (!*v || *c || c - v > 64)
-            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
-        d.prefix = v;
-    }
-    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d.wait_replicas, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d.wait_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
-    *out = simba_redis(&d);
-    return SIMBA_OK;
 }
 
 #ifdef __cplusplus

@@ -149,12 +149,15 @@ static void log_to_buf(void *user, simba_log_level level, const char *msg) {
     if (n + strlen(msg) + 2 < sizeof h_logbuf) { strcat(h_logbuf, msg); strcat(h_logbuf, "\n"); }
 }
 
+/* The backend of the last client new_client_ex made (for simba_redis_stats). */
+static simba_backend last_backend;
+
 /* A client of its own (not part of a conformance fixture). */
 static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl, int transition,
                             int recheck) {
     simba_desc d;
     memset(&d, 0, sizeof d);
-    d.backend = simba_redis(rd);
+    d.backend = last_backend = simba_redis(rd);
     d.tenant = tenant;
     d.client_id = id;
     d.ttl_ms = ttl;
@@ -234,26 +237,40 @@ static unsigned keyslot(const char *key, size_t len) {
 
 /* ---- tests ---- */
 
-/* A bad desc never crashes: simba_create_ex fails with SIMBA_EINVAL. */
+/* A test allocator: counts what is live, fails on demand. */
+static int t_alloc_live, t_alloc_fail_at, t_alloc_calls;
+static void *t_alloc(size_t n, void *user) {
+    (void)user;
+    if (++t_alloc_calls == t_alloc_fail_at) return NULL;
+    t_alloc_live++;
+    return malloc(n);
+}
+static void t_free(void *p, void *user) {
+    (void)user;
+    if (p) t_alloc_live--;
+    free(p);
+}
+
+/* A bad desc never crashes: the constructor returns simba_backend_error, so
+   simba_create_err fails with SIMBA_EINVAL and a message naming the field. */
 static void t_redis_bad_desc(void) {
-    static const char *const field[12] = {"port", "port", "prefix", "prefix", "prefix", "db", "user",
-                                          "connect_timeout_ms", "wait_replicas", "host", "unix_socket", "host"};
+    static const char *const field[15] = {"port", "port", "prefix", "prefix", "prefix", "db", "user",
+                                          "connect_timeout_ms", "wait_replicas", "host", "unix_socket", "host",
+                                          "wait_timeout_ms", "allocator", "allocator"};
     simba_redis_desc rd;
     simba_desc d;
-    int err, i;
+    simba_error e;
+    int i;
     char longprefix[80];
     memset(longprefix, 'p', sizeof longprefix - 1);
     longprefix[sizeof longprefix - 1] = 0;
     memset(&d, 0, sizeof d);
     d.backend = simba_redis(NULL);
-    CHECK(simba_create_ex(&d, &err) == NULL);
-    CHECK_EQ(err, SIMBA_EINVAL);
-    /* each refusal is logged at ERROR naming the field */
-    d.logger.func = log_to_buf;
-    d.logger.level = SIMBA_LOG_ERROR;
-    for (i = 0; i < 12; i++) {
+    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK_EQ(e.code, SIMBA_EINVAL);
+    CHECK(strstr(e.message, "simba_redis_desc: NULL") != NULL);
+    for (i = 0; i < 15; i++) {
         char want[64];
-        h_logbuf[0] = 0;
         rd = base_desc();
         switch (i) {
         case 0: rd.port = 70000; break;
@@ -268,15 +285,66 @@ static void t_redis_bad_desc(void) {
         case 9: rd.host = ""; break;
         case 10: rd.unix_socket = ""; break;
         case 11: rd.host = "no-such-host.invalid"; break;   /* resolved once, here: it fails */
+        case 12: rd.wait_timeout_ms = -5; break;
+        case 13: rd.allocator.alloc = t_alloc; break;      /* alloc without free */
+        case 14: rd.allocator.free = t_free; break;        /* free without alloc */
         }
         d.backend = simba_redis(&rd);
-        err = 0;
-        CHECK(simba_create_ex(&d, &err) == NULL);
-        CHECK_EQ(err, SIMBA_EINVAL);
-        snprintf(want, sizeof want, "simba_redis: %s: ", field[i]);
-        if (!strstr(h_logbuf, want)) printf("  # case %d: want \"%s\" in the log: %s\n", i, want, h_logbuf);
-        CHECK(strstr(h_logbuf, want) != NULL);
+        CHECK(d.backend.vt != NULL);                  /* never an unusable backend */
+        memset(&e, 0, sizeof e);
+        CHECK(simba_create_err(&d, &e) == NULL);
+        CHECK_EQ(e.code, SIMBA_EINVAL);
+        snprintf(want, sizeof want, "simba_redis_desc.%s: ", field[i]);
+        if (!strstr(e.message, want)) printf("  # case %d: want \"%s\" in: %s\n", i, want, e.message);
+        CHECK(strstr(e.message, want) != NULL);
     }
+}
+
+/* The desc's allocator serves all of the backend's memory (and gets all of
+   it back); an allocation failure in the constructor is SIMBA_ENOMEM with
+   the backend's message, and leaks nothing. */
+static void t_redis_allocator(void) {
+    simba_redis_desc rd = base_desc();
+    simba_desc d;
+    simba_error e;
+    h_client c, *cl[1];
+    simba_lock l;
+    int n, built;
+    rd.allocator.alloc = t_alloc;
+    rd.allocator.free = t_free;
+    t_alloc_live = t_alloc_calls = 0;
+    t_alloc_fail_at = 0;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    c.s = new_client_ex(&rd, my_tenant(), NULL, TTL, TRANSITION, 0);
+    CHECK(c.s != NULL);
+    if (!c.s) return;
+    CHECK(t_alloc_live > 0);
+    built = t_alloc_calls;
+    l = h_acquire(c.s, "alloc-a", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON));
+    CHECK(t_alloc_calls > built);                     /* requests in flight came from it too */
+    simba_release(c.s, l);
+    h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, SOON);
+    simba_destroy(c.s);
+    CHECK_EQ(t_alloc_live, 0);
+    /* the constructor allocates a handful of blocks: fail each in turn */
+    for (n = 1; n <= 8; n++) {
+        t_alloc_live = t_alloc_calls = 0;
+        t_alloc_fail_at = n;
+        memset(&d, 0, sizeof d);
+        d.backend = simba_redis(&rd);
+        memset(&e, 0, sizeof e);
+        c.s = simba_create_err(&d, &e);
+        if (c.s) {                                    /* n is past the constructor's allocations */
+            simba_destroy(c.s);
+        } else {
+            CHECK_EQ(e.code, SIMBA_ENOMEM);
+            CHECK(strstr(e.message, "simba_redis: out of memory") != NULL);
+        }
+        CHECK_EQ(t_alloc_live, 0);
+    }
+    t_alloc_fail_at = 0;
 }
 
 /* A loopback port nobody listens on (the kernel's pick, closed again). */
@@ -1079,6 +1147,89 @@ static void t_redis_noscript(void) {
     simba_destroy(a.s);
 }
 
+/* simba_redis_stats: the common counters and the Redis ones move with what
+   the backend does (ops, pushes, NOSCRIPT, reconnects); a backend of another
+   kind or a NULL out is SIMBA_EINVAL. */
+static simba *stats_client(const char *tenant, const char *id, simba_backend *b) {
+    simba_redis_desc rd = base_desc();
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    *b = d.backend = simba_redis(&rd);
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = TTL;
+    d.transition_ms = TRANSITION;
+    d.recheck_ms = 60000;      /* a grant reaches b by push, not by a re-check */
+    return simba_create(&d);
+}
+
+static void t_redis_stats(void) {
+    const char *tenant = my_tenant();
+    struct simba_redis_stats st, sb;
+    simba_backend ba, bb, none;
+    simba_redis_desc bad;
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    redisContext *ad;
+    int64_t end;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a; cl[1] = &b;
+    a.s = stats_client(tenant, "sa", &ba);
+    b.s = stats_client(tenant, "sb", &bb);
+    CHECK(a.s && b.s);
+    if (!a.s || !b.s) return;
+    CHECK_EQ(simba_redis_stats(none, &st), SIMBA_EINVAL);
+    CHECK_EQ(simba_redis_stats(ba, NULL), SIMBA_EINVAL);
+    bad = base_desc();
+    bad.port = -1;
+    none = simba_redis(&bad);               /* an error backend is not a Redis backend */
+    CHECK_EQ(simba_redis_stats(none, &st), SIMBA_EINVAL);
+    none.vt->destroy(none.impl);
+    CHECK_EQ(simba_redis_stats(ba, &st), SIMBA_OK);
+    CHECK_EQ(st.connected, 0);              /* nothing happens before the first tick */
+    CHECK_EQ(st.ops_sent, 0);
+    /* a holds, b waits; a's release reaches b by push */
+    if (!h_hold_then_queue(cl, "st", SOON, 300, &la, &lb)) return;
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    h_run_for(cl, 2, 100);
+    CHECK_EQ(simba_redis_stats(ba, &st), SIMBA_OK);
+    CHECK_EQ(simba_redis_stats(bb, &sb), SIMBA_OK);
+    CHECK_EQ(st.connected, 1);
+    CHECK_EQ(st.push_connected, 1);
+    CHECK_EQ(st.reconnects, 0);
+    CHECK(st.ops_sent >= 3);                /* OPEN, ENQUEUE, RELEASE at least */
+    CHECK(st.ops_completed >= 3 && st.ops_completed <= st.ops_sent);
+    CHECK(st.scripts_sent >= st.ops_sent);
+    CHECK_EQ(st.noscript_reloads, 0);
+    CHECK_EQ(st.transient_errors, 0);
+    CHECK_EQ(st.waits, 0);
+    CHECK(sb.pushes >= 1);                  /* the grant */
+    CHECK(sb.wakes >= 1 && sb.wakes <= sb.pushes);
+    /* the server forgets the script: the next op goes again as EVAL */
+    ad = admin();
+    CHECK(ad != NULL);
+    if (ad) { CHECK(cmd_ok(ad, "SCRIPT FLUSH")); redisFree(ad); }
+    CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    la = h_acquire(b.s, "st2", -1);
+    CHECK(h_expect(cl, 2, 1, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_redis_stats(bb, &sb), SIMBA_OK);
+    CHECK_EQ(sb.noscript_reloads, 1);
+    CHECK(sb.scripts_sent > sb.ops_sent);   /* the op sent again counts again */
+    /* a killed connection is made again: one reconnect */
+    CHECK_EQ(kill_redis(NULL, b.s), SIMBA_OK);
+    for (end = h_real_ms() + SOON; h_real_ms() < end; h_pump(cl, 2, 20)) {
+        CHECK_EQ(simba_redis_stats(bb, &sb), SIMBA_OK);
+        if (sb.connected && sb.reconnects > 0) break;
+    }
+    CHECK_EQ(sb.connected, 1);
+    CHECK_EQ(sb.reconnects, 1);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* The unix socket option. */
 static void t_redis_unix_socket(void) {
     simba_redis_desc rd = base_desc();
@@ -1588,10 +1739,13 @@ static void t_redis_loading_is_transient(void) {
     int64_t end;
     int64_t t0;
     int done = 0, i, saw_loading = 0;
+    simba_backend ba;
+    struct simba_redis_stats st;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
     cl[0] = &a; cl[1] = &b; cl[2] = &c;
     CHECK(ad && ad2);
     a.s = new_client(tenant, "la");
+    ba = last_backend;
     b.s = new_client(tenant, "lb");
     c.s = new_client(tenant, "lc");
     CHECK(a.s && b.s && c.s);
@@ -1621,6 +1775,8 @@ static void t_redis_loading_is_transient(void) {
     CHECK(h_take(&b, lb, SIMBA_EVENT_ACQUIRED) != NULL);
     CHECK(h_take(&c, lc, SIMBA_EVENT_ACQUIRED) != NULL);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_LOST));
+    CHECK_EQ(simba_redis_stats(ba, &st), SIMBA_OK);           /* a's RELEASE met -LOADING */
+    CHECK(st.transient_errors >= 1);
     {   /* and EVALSHA is used again: a script run shows up as evalsha */
         long long before = evalsha_calls(ad);
         simba_release(b.s, lb);
@@ -1921,6 +2077,7 @@ int main(int argc, char **argv) {
     b.kill = kill_redis;
     conformance_run(&b, h_filter, &h_passed, &h_failed);
     RUN(t_redis_bad_desc);
+    RUN(t_redis_allocator);
     RUN(t_redis_no_server);
     RUN(t_redis_keys_and_slots);
     RUN(t_redis_live_slots);
@@ -1934,6 +2091,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_garbage_in_keys);
     RUN(t_redis_late_commands_of_old_connection);
     RUN(t_redis_noscript);
+    RUN(t_redis_stats);
     RUN(t_redis_unix_socket);
     RUN(t_redis_restart_grace);
     RUN(t_redis_init_skips_grace);
