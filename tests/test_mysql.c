@@ -150,7 +150,7 @@ static simba_backend backend_of(simba *s) {
     int i;
     simba_backend none;
     for (i = 0; i < nmade; i++)
-        if (((simba__my *)made[i].impl)->s == s) return made[i];
+        if (((simba__mysql *)made[i].impl)->s == s) return made[i];
     none.vt = NULL;
     none.impl = NULL;
     return none;
@@ -166,14 +166,14 @@ static simba_mysql_stats stats_of(simba *s) {
 /* KILL the main connection of client s from the server side. */
 static int kill_client(void *user, simba *s) {
     simba_backend b = backend_of(s);
-    simba__my *impl;
+    simba__mysql *impl;
     MYSQL *m;
     char sql[64];
     unsigned long id;
     (void)user;
     if (!b.impl) return SIMBA_ESTALE;
-    impl = (simba__my *)b.impl;
-    if (!impl->main.m || impl->main.state != SIMBA__MY_READY) return SIMBA_EDISCONNECTED;
+    impl = (simba__mysql *)b.impl;
+    if (!impl->main.m || impl->main.state != SIMBA__MYSQL_READY) return SIMBA_EDISCONNECTED;
     id = mysql_thread_id(impl->main.m);
     m = admin_open(NULL);
     if (!m) return SIMBA_EDISCONNECTED;
@@ -1559,7 +1559,7 @@ static int refused(MYSQL *m, const char *sql) {
         return -1;
     }
     e = mysql_errno(m);
-    if (simba__my_status_of(e) != SIMBA_EAUTH) {
+    if (simba__mysql_status_of(e) != SIMBA_EAUTH) {
         printf("  # %s: error %u %s (not an access error)\n", sql, e, mysql_error(m));
         return -1;
     }
@@ -1602,11 +1602,11 @@ static void t_tenant_isolation(void) {
     simba_lock lh, lw, la;
     simba_lock_desc ld;
     simba_event *e;
-    simba__my *ib;
+    simba__mysql *ib;
     simba_mysql_stats st;
     int64_t fh;
     uint64_t bell;
-    simba__my_buf bn;
+    simba__mysql_buf bn;
     char sql[1024], bname[64];
     const char *tenant = my_tenant();
     static const char *const attacks[] = {
@@ -1662,13 +1662,13 @@ static void t_tenant_isolation(void) {
     CHECK(wait_connected(cl, 2, 0, 10000));
     /* A squats the bell name of B's next keyed entry (public inputs: the
        database, the prefix, the tenant and the key) */
-    ib = (simba__my *)backend_of(hb.s).impl;
+    ib = (simba__mysql *)backend_of(hb.s).impl;
     CHECK(ib);
-    bell = simba__my_bell(ib, tenant, "k~job", 5);
-    simba__my_bellname(ib, &bn, bell);
+    bell = simba__mysql_bell(ib, tenant, "k~job", 5);
+    simba__mysql_bellname(ib, &bn, bell);
     CHECK(!bn.oom);
     snprintf(bname, sizeof bname, "%s", bn.p);
-    simba__my_buf_free(ib, &bn);
+    simba__mysql_buf_free(ib, &bn);
     ua = user_open("simba_ta", "ta-pw", "simba_ta");
     CHECK(ua);
     snprintf(sql, sizeof sql, "SELECT GET_LOCK(%s, 0)", bname);
@@ -1699,7 +1699,7 @@ static void t_tenant_isolation(void) {
     for (i = 0; attacks[i]; i++) CHECK(refused(ua, attacks[i]) == 0);
     /* A's KILL of B's connections: B's waiter's bell gives its connection id */
     {
-        simba__my *iw = (simba__my *)backend_of(wb.s).impl;
+        simba__mysql *iw = (simba__mysql *)backend_of(wb.s).impl;
         unsigned long idw = mysql_thread_id(iw->main.m), idh = mysql_thread_id(ib->main.m);
         snprintf(sql, sizeof sql, "KILL CONNECTION %lu", idw);
         CHECK(mysql_query(ua, sql) != 0);
@@ -1716,12 +1716,12 @@ static void t_tenant_isolation(void) {
             int k;
             for (k = 0; k < iw->mine_cap; k++) if (iw->mine[k]) wbell = iw->mine[k];
             memset(&bn, 0, sizeof bn);
-            simba__my_bellname(iw, &bn, wbell);
+            simba__mysql_bellname(iw, &bn, wbell);
             snprintf(sql, sizeof sql, "SELECT GET_LOCK(%s, 0)", bn.p);
             CHECK_EQ(user_num(ua, sql), 0);
             snprintf(sql, sizeof sql, "SELECT COALESCE(RELEASE_LOCK(%s), -1)", bn.p);
             CHECK_EQ(user_num(ua, sql), 0);      /* 0: held by another connection */
-            simba__my_buf_free(iw, &bn);
+            simba__mysql_buf_free(iw, &bn);
         }
     }
     /* A sees none of B's connections or statements */
