@@ -91,18 +91,29 @@ typedef struct simba_mysql_desc {
     int max_bells;              /* entries of this client that get a wake-up bell
                                    (a user lock); default 512, <0: all. Waiters
                                    behind an entry without one poll (<= 0.5 s). */
-    simba_allocator allocator;  /* for the backend's memory; zero = malloc/free */
+    simba_allocator allocator;  /* for the backend's memory; zero = malloc/free;
+                                   exactly one of alloc/free set: SIMBA_EINVAL */
 } simba_mysql_desc;
 
 /* A new MySQL backend for one simba client (pass it in simba_desc.backend;
-   simba owns it from simba_create on). On bad options (database missing,
-   bad prefix, a host name that does not resolve) it returns a backend that
-   makes simba_create fail with SIMBA_EINVAL and a message naming the field
-   (simba_create_err); on allocation failure one with vt == NULL. */
+   simba owns it from simba_create on). Never an unusable backend: on bad
+   options (database missing, bad prefix, a host name that does not resolve,
+   half an allocator) it returns one that makes simba_create fail with
+   SIMBA_EINVAL and a message naming the field ("simba_mysql_desc.<field>:
+   ...", simba_create_err); out of memory, SIMBA_ENOMEM and
+   "simba_mysql: out of memory". */
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
 
-/* Counters of one backend, for tests, benchmarks and monitoring. */
-typedef struct simba_mysql_stats {
+/* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
+   struct stat / stat() pattern). The first five fields are the same on
+   every backend. */
+struct simba_mysql_stats {
+    int connected;              /* the main connection is up (as told to the core) */
+    int64_t reconnects;         /* connects of the main connection after the first */
+    int64_t ops_sent;           /* ops of the core accepted by submit */
+    int64_t ops_completed;      /* ops answered to the core (simba_backend_complete) */
+    int64_t wakes;              /* simba_backend_wake() calls made */
+    /* MySQL's own */
     uint64_t batches;           /* query batches sent on the main connection */
     uint64_t statements;        /* statements in those batches */
     uint64_t transactions;      /* locking transactions committed */
@@ -113,7 +124,6 @@ typedef struct simba_mysql_stats {
     uint64_t waiter_connects;   /* ... and of the waiter connection */
     uint64_t bell_waits;        /* GET_LOCK waits started on the waiter connection */
     uint64_t bell_rings;        /* waits that ended because the bell was released */
-    uint64_t wakes;             /* simba_backend_wake() calls made */
     uint64_t swept_sessions;    /* expired sessions removed by the sweep */
     uint64_t swept_entries;     /* entries removed by the sweep */
     int last_error;             /* SIMBA_E* of the last failed connect or op, 0 if none */
@@ -125,12 +135,12 @@ typedef struct simba_mysql_stats {
     uint64_t purged_bells;      /* bells of a dropped session given back at the next OPEN */
     uint64_t stale_bell_waits;  /* GET_LOCK waits on a bell of a session not current (0:
                                    a dropped session's waits end with it) */
-} simba_mysql_stats;
+};
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
    until the simba instance that owns it is destroyed). Returns SIMBA_OK, or
-   SIMBA_EINVAL if b is not a MySQL backend. */
-SIMBADEF int simba_mysql_get_stats(simba_backend b, simba_mysql_stats *out);
+   SIMBA_EINVAL if b is not a MySQL backend or out is NULL. */
+SIMBADEF int simba_mysql_stats(simba_backend b, struct simba_mysql_stats *out);
 
 /* Writes the schema (the CREATE TABLE IF NOT EXISTS statements of
    simba_mysql.sql, separated by ";\n") for table prefix `prefix` (NULL =
@@ -330,20 +340,15 @@ typedef struct simba__mysql {
     int nwatch, watch_cap, watch_rr;
     uint64_t waiting_bell;  /* bell of the GET_LOCK in flight (0 = none) */
     char *waiting_req;      /* its request */
-    simba_mysql_stats stats;
+    struct simba_mysql_stats stats;
 } simba__mysql;
 
 /* ---------------------------------------------------------------- memory */
 
-static void *simba__mysql_alloc(simba__mysql *b, size_t n) {
-    if (b->alloc.alloc) return b->alloc.alloc(n, b->alloc.user);
-    return malloc(n);
-}
-static void simba__mysql_free(simba__mysql *b, void *p) {
-    if (!p) return;
-    if (b->alloc.free) b->alloc.free(p, b->alloc.user);
-    else free(p);
-}
+/* Everything goes through the desc's allocator (the kit's helpers: zero =
+   malloc/free); alloc returns zeroed memory. */
+static void *simba__mysql_alloc(simba__mysql *b, size_t n) { return simba_allocator_alloc(&b->alloc, n); }
+static void simba__mysql_free(simba__mysql *b, void *p) { simba_allocator_free(&b->alloc, p); }
 static char *simba__mysql_strndup(simba__mysql *b, const char *s, size_t n) {
     char *p;
     if (!s) return NULL;
@@ -353,9 +358,7 @@ static char *simba__mysql_strndup(simba__mysql *b, const char *s, size_t n) {
     p[n] = 0;
     return p;
 }
-static char *simba__mysql_strdup(simba__mysql *b, const char *s) {
-    return s ? simba__mysql_strndup(b, s, strlen(s)) : NULL;
-}
+static char *simba__mysql_strdup(simba__mysql *b, const char *s) { return simba_allocator_strdup(&b->alloc, s); }
 
 /* ---------------------------------------------------------------- SQL text */
 
@@ -575,6 +578,13 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
     b->nwatch++;
 }
 
+/* Every wake-up of the core goes through here (stats.wakes counts them). */
+static void simba__mysql_wake(simba__mysql *b, const char *name, const char *session, const char *request,
+                              int64_t fence) {
+    b->stats.wakes++;
+    simba_backend_wake(b->s, name, session, request, fence);
+}
+
 /* Due re-polls of capacity > 1 waits: have the core POLL them. */
 static void simba__mysql_watch_polls(simba__mysql *b) {
     int64_t now = simba_now_ms(b->s);
@@ -587,7 +597,7 @@ static void simba__mysql_watch_polls(simba__mysql *b) {
         w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
         w->poll_at = now + w->poll_ms;
         snprintf(name, sizeof name, "%s", w->name);
-        simba_backend_wake(b->s, name, NULL, NULL, 0);
+        simba__mysql_wake(b, name, NULL, NULL, 0);
     }
 }
 
@@ -1030,15 +1040,10 @@ static simba__mysql_job *simba__mysql_job_from_op(simba__mysql *b, const simba_o
     j->session = simba__mysql_strdup(b, op->session ? op->session : "");
     j->request = simba__mysql_strdup(b, op->request ? op->request : "");
     if (!j->tenant || !j->client || !j->session || !j->request) goto fail;
-    if (op->nres < 0 || op->nres > SIMBA_MAX_RESOURCES || (op->nres > 0 && !op->res)) {
-        *err = SIMBA_EINVAL;
-        goto fail;
-    }
     for (i = 0; i < op->nres; i++) {
         const char *name = op->res[i].name;
-        size_t len = name ? strlen(name) : 0;
+        size_t len = strlen(name);
         simba__mysql_res r;
-        if (len == 0 || len > SIMBA_MAX_NAME) { *err = SIMBA_ENAME; goto fail; }
         r.name = simba__mysql_strndup(b, name, len);
         if (!r.name) goto fail;
         r.len = len;
@@ -1051,7 +1056,6 @@ static simba__mysql_job *simba__mysql_job_from_op(simba__mysql *b, const simba_o
             simba__mysql_res *q = &j->res[k - 1];
             size_t m = q->len < len ? q->len : len;
             int c = memcmp(q->name, name, m);
-            if (c == 0 && q->len == len) { simba__mysql_free(b, r.name); *err = SIMBA_EINVAL; goto fail; }
             if (c < 0 || (c == 0 && q->len < len)) break;
             j->res[k] = *q;
         }
@@ -1285,10 +1289,6 @@ static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba_
     return SIMBA_OK;
 }
 
-static int simba__mysql_eff(int w, int cap) { return (w == 0 || w > cap) ? cap : w; }
-static int64_t simba__mysql_next_fence(int64_t counter, int64_t now_us) {
-    return counter + 1 > now_us ? counter + 1 : now_us;
-}
 static int simba__mysql_live(const simba__mysql_ent *e) { return !e->dead && !e->removed; }
 
 /* The grant rule over every queue: walk from the head; an entry is granted
@@ -1303,11 +1303,12 @@ static int simba__mysql_walk(simba__mysql_job *j, simba__mysql_eval *v) {
         int cap = v->capacity[r];
         for (i = 0; i < v->ne; i++) {
             simba__mysql_ent *e = &v->e[i];
+            int fits;
             if (e->r != r || !simba__mysql_live(e)) continue;
-            sum += simba__mysql_eff(e->weight, cap);
+            fits = simba_grant_step(&sum, e->weight, cap);
             e->granted = e->fence > 0;
-            if (!e->granted && sum <= cap) {
-                e->newfence = simba__mysql_next_fence(v->counter[r], v->now_us);
+            if (!e->granted && fits) {
+                e->newfence = simba_grant_fence(v->counter[r], v->now_us);
                 v->counter[r] = e->newfence;
                 e->granted = 1;
                 assigned++;
@@ -1325,9 +1326,9 @@ static void simba__mysql_probe_new(simba__mysql_job *j, simba__mysql_eval *v, in
         int64_t sum = 0;
         int cap = v->capacity[r];
         for (i = 0; i < v->ne; i++)
-            if (v->e[i].r == r && simba__mysql_live(&v->e[i])) sum += simba__mysql_eff(v->e[i].weight, cap);
-        sum += simba__mysql_eff(j->res[r].weight, cap);
-        fence[r] = sum <= cap && !v->grace ? simba__mysql_next_fence(v->counter[r], v->now_us) : 0;
+            if (v->e[i].r == r && simba__mysql_live(&v->e[i])) (void)simba_grant_step(&sum, v->e[i].weight, cap);
+        fence[r] = simba_grant_step(&sum, j->res[r].weight, cap) && !v->grace
+                       ? simba_grant_fence(v->counter[r], v->now_us) : 0;
     }
 }
 
@@ -1703,6 +1704,7 @@ static void simba__mysql_complete(simba__mysql *b, simba__mysql_job *j, int stat
         rep.recheck_ms = -1;
         rep.epoch = 0;
     }
+    b->stats.ops_completed++;
     simba_backend_complete(b->s, &rep);
 }
 
@@ -2343,7 +2345,7 @@ static void simba__mysql_main_progress(simba__mysql *b) {
             simba__mysql_free_results(c);
             c->state = SIMBA__MYSQL_READY;
             c->attempt = 0;
-            b->stats.connects++;
+            if (b->stats.connects++) b->stats.reconnects++;
             if (b->retake_needed) simba__mysql_queue_retake(b);
             b->up = 1;
             simba_backend_state(b->s, 1, 0, NULL);
@@ -2477,16 +2479,15 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
     snprintf(request, sizeof request, "%s", w->request);
     snprintf(session, sizeof session, "%s", w->session);
     single = w->single;
-    b->stats.wakes++;
     simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: bell rang after %lld ms for %s (fence %lld)",
                       (long long)elapsed, request, (long long)fence);
     if (single && fence > 0) {
         /* granted: the watch is over, the core gets the fence directly */
         simba__mysql_watch_del(b, request);
         /* the core believes it only if `session` is still its current one */
-        simba_backend_wake(b->s, name, session, request, fence);
+        simba__mysql_wake(b, name, session, request, fence);
     } else {
-        simba_backend_wake(b->s, name, NULL, NULL, 0);
+        simba__mysql_wake(b, name, NULL, NULL, 0);
     }
 }
 
@@ -2628,24 +2629,14 @@ static int simba__mysql_submit(void *impl, const simba_op *op) {
     simba__mysql *b = (simba__mysql *)impl;
     simba__mysql_job *j;
     int err, session_op;
-    if (!op) return SIMBA_EINVAL;
+    /* the core validated the op (names, tenant, ids, counts, capacity) */
     if (!b->up || b->main.state != SIMBA__MYSQL_READY) return SIMBA_EDISCONNECTED;
-    if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) &&
-        (op->nres < 1 || !op->request || !*op->request || strlen(op->request) > 128))
-        return SIMBA_EINVAL;
-    if ((op->kind == SIMBA_OP_INSPECT || op->kind == SIMBA_OP_SET_CAPACITY || op->kind == SIMBA_OP_DELETE) &&
-        op->nres != 1)
-        return SIMBA_EINVAL;
-    if (op->kind == SIMBA_OP_SET_CAPACITY && op->res[0].capacity <= 0) return SIMBA_ECAPACITY;
-    if (!op->tenant || !*op->tenant || strlen(op->tenant) > SIMBA_MAX_TENANT) return SIMBA_ENAME;
-    if (op->session && strlen(op->session) > SIMBA_MAX_SESSION) return SIMBA_ENAME;
-    if (op->client && strlen(op->client) > SIMBA_MAX_ID) return SIMBA_ENAME;
-    if (op->kind < SIMBA_OP_OPEN || op->kind > SIMBA_OP_DELETE) return SIMBA_EINVAL;
     session_op = op->kind == SIMBA_OP_OPEN || op->kind == SIMBA_OP_KEEPALIVE || op->kind == SIMBA_OP_CLOSE;
     /* back-pressure: the core keeps the op and offers it again later */
     if (!session_op && b->queued_ops >= SIMBA__MYSQL_MAX_QUEUED) return SIMBA_EBUSY;
     j = simba__mysql_job_from_op(b, op, &err);
     if (!j) return err;
+    b->stats.ops_sent++;
     if (op->kind == SIMBA_OP_POLL) b->stats.polls++;
     if (op->kind == SIMBA_OP_OPEN && strcmp(b->cur_session, j->session) != 0) simba__mysql_session_switch(b, op);
     if (op->kind == SIMBA_OP_CLOSE && strcmp(b->cur_session, j->session) == 0) b->cur_close_sent = 1;
@@ -2775,26 +2766,34 @@ static const simba_backend_vtable simba__mysql_vtable = {
     simba__mysql_destroy
 };
 
-SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
-    simba_backend none;
-    simba__mysql *b;
-    simba_allocator al;
+/* Every refusal names the field (simba_create_err shows it). Returns
+   SIMBA_OK, or simba_backend_error()'s backend in *err. The host name is
+   resolved here (numeric[0] stays 0 when it is used as given). */
+static int simba__mysql_check_desc(const simba_mysql_desc *d, char *numeric, size_t cap, simba_backend *err) {
     const char *prefix;
-    char numeric[64];
-    none.vt = NULL;
-    none.impl = NULL;
-    /* every refusal names the field (simba_create_err shows it) */
-    if (!d) return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc: NULL");
-    if (!d->database || !*d->database)
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: required (the schema that holds simba's tables)");
-    if (strlen(d->database) > 64)
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: %u bytes, at most 64", (unsigned)strlen(d->database));
-    prefix = d->table_prefix ? d->table_prefix : "simba_";
-    if (!simba__mysql_prefix_ok(prefix))
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.table_prefix: '%.40s' is not [A-Za-z0-9_]{0,32}", prefix);
-    if (d->port < 0 || d->port > 65535)
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.port: %d is not 0..65535", d->port);
     numeric[0] = 0;
+    if (!d) { *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc: NULL"); return SIMBA_EINVAL; }
+    if (simba_allocator_check(&d->allocator) != SIMBA_OK) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.allocator: set both alloc and free, or neither");
+        return SIMBA_EINVAL;
+    }
+    if (!d->database || !*d->database) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: required (the schema that holds simba's tables)");
+        return SIMBA_EINVAL;
+    }
+    if (strlen(d->database) > 64) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: %u bytes, at most 64", (unsigned)strlen(d->database));
+        return SIMBA_EINVAL;
+    }
+    prefix = d->table_prefix ? d->table_prefix : "simba_";
+    if (!simba__mysql_prefix_ok(prefix)) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.table_prefix: '%.40s' is not [A-Za-z0-9_]{0,32}", prefix);
+        return SIMBA_EINVAL;
+    }
+    if (d->port < 0 || d->port > 65535) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.port: %d is not 0..65535", d->port);
+        return SIMBA_EINVAL;
+    }
     if (d->host && !d->unix_socket && !d->ssl_verify_server_cert) {
         /* the host-name policy (docs/design.md): a numeric address or
            "localhost" is used as given; any other name is resolved here, once,
@@ -2802,33 +2801,46 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
            ever waits for DNS. With ssl_verify_server_cert the connector keeps
            the name (it checks the certificate against it) and resolves it at
            each connect. */
-        int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
-        if (rc != 0)
-            return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
+        int rc = simba_backend_resolve(d->host, numeric, cap);
+        if (rc != 0) {
+            *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
                                        d->host, simba_backend_resolve_error(rc));
+            return SIMBA_EINVAL;
+        }
     }
-    al = d->allocator;
-    b = (simba__mysql *)(al.alloc ? al.alloc(sizeof *b, al.user) : malloc(sizeof *b));
-    if (!b) return none;
-    memset(b, 0, sizeof *b);
-    b->alloc = al;
-    b->host = simba__mysql_strdup(b, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1");
+    return SIMBA_OK;
+}
+
+/* Copies the strings of d (0: out of memory). */
+static int simba__mysql_copy_strings(simba__mysql *b, const simba_mysql_desc *d, const char *host) {
+    b->host = simba__mysql_strdup(b, host);
     b->unix_socket = simba__mysql_strdup(b, d->unix_socket);
     b->user = simba__mysql_strdup(b, d->user);
     b->password = simba__mysql_strdup(b, d->password);
     b->database = simba__mysql_strdup(b, d->database);
-    b->prefix = simba__mysql_strdup(b, prefix);
+    b->prefix = simba__mysql_strdup(b, d->table_prefix ? d->table_prefix : "simba_");
     b->ssl_key = simba__mysql_strdup(b, d->ssl_key);
     b->ssl_cert = simba__mysql_strdup(b, d->ssl_cert);
     b->ssl_ca = simba__mysql_strdup(b, d->ssl_ca);
     b->ssl_capath = simba__mysql_strdup(b, d->ssl_capath);
     b->ssl_cipher = simba__mysql_strdup(b, d->ssl_cipher);
-    if (!b->host || !b->database || !b->prefix || (d->unix_socket && !b->unix_socket) ||
-        (d->user && !b->user) || (d->password && !b->password) || (d->ssl_key && !b->ssl_key) ||
-        (d->ssl_cert && !b->ssl_cert) || (d->ssl_ca && !b->ssl_ca) || (d->ssl_capath && !b->ssl_capath) ||
-        (d->ssl_cipher && !b->ssl_cipher)) {
+    return b->host && b->database && b->prefix && (!d->unix_socket || b->unix_socket) &&
+           (!d->user || b->user) && (!d->password || b->password) && (!d->ssl_key || b->ssl_key) &&
+           (!d->ssl_cert || b->ssl_cert) && (!d->ssl_ca || b->ssl_ca) && (!d->ssl_capath || b->ssl_capath) &&
+           (!d->ssl_cipher || b->ssl_cipher);
+}
+
+SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
+    simba_backend out;
+    simba__mysql *b;
+    char numeric[64];
+    if (simba__mysql_check_desc(d, numeric, sizeof numeric, &out) != SIMBA_OK) return out;
+    b = (simba__mysql *)simba_allocator_alloc(&d->allocator, sizeof *b);
+    if (!b) return simba_backend_error(SIMBA_ENOMEM, "simba_mysql: out of memory");
+    b->alloc = d->allocator;
+    if (!simba__mysql_copy_strings(b, d, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1")) {
         simba__mysql_destroy(b);
-        return none;
+        return simba_backend_error(SIMBA_ENOMEM, "simba_mysql: out of memory");
     }
     b->port = d->port ? d->port : 3306;
     b->ssl_verify = d->ssl_verify_server_cert;
@@ -2845,24 +2857,21 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     snprintf(b->t_resources, sizeof b->t_resources, "`%sresources`", b->prefix);
     snprintf(b->t_entries, sizeof b->t_entries, "`%sentries`", b->prefix);
     snprintf(b->t_audit, sizeof b->t_audit, "`%scapacity_audit`", b->prefix);
-    {
-        simba_backend out;
-        out.vt = &simba__mysql_vtable;
-        out.impl = b;
-        return out;
-    }
+    out.vt = &simba__mysql_vtable;
+    out.impl = b;
+    return out;
 }
 
-SIMBADEF int simba_mysql_get_stats(simba_backend bk, simba_mysql_stats *out) {
+SIMBADEF int simba_mysql_stats(simba_backend bk, struct simba_mysql_stats *out) {
     simba__mysql *b;
     if (bk.vt != &simba__mysql_vtable || !bk.impl || !out) return SIMBA_EINVAL;
     b = (simba__mysql *)bk.impl;
     *out = b->stats;
+    out->connected = b->up;
     out->held_bells = b->mine_n;
     out->watches = b->nwatch;
     return SIMBA_OK;
 }
-
 
 /* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
@@ -2889,13 +2898,8 @@ SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_er
     d.database = u->path + 1;
     d.user = u->user;
     d.password = u->password;
-    if ((d.table_prefix = simba_url_param(u, "table_prefix")) != NULL) {
-        const char *c = d.table_prefix;
-        for (; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) break;
-        if (*c || c - d.table_prefix > 32)
-            return simba_url_fail(err, SIMBA_EINVAL, "table_prefix", "URL parameter table_prefix: 0..32 bytes of [A-Za-z0-9_]");
-    }
+    if ((d.table_prefix = simba_url_param(u, "table_prefix")) != NULL && !simba__mysql_prefix_ok(d.table_prefix))
+        return simba_url_fail(err, SIMBA_EINVAL, "table_prefix", "URL parameter table_prefix: 0..32 bytes of [A-Za-z0-9_]");
     if ((rc = simba_url_int(u, "create_schema", 0, 1, &d.create_schema, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_int(u, "lock_wait_timeout", 1, 3600, &d.lock_wait_timeout_s, err)) != SIMBA_OK) return rc;
