@@ -1196,20 +1196,12 @@ static int simba__mysql_res_index(const simba__mysql_job *j, const char *name, u
     return -1;
 }
 
-/* Reads the three result sets of simba__mysql_sql_reads into v. SIMBA_EPROTO
-   for anything of the wrong shape. */
-static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c, simba__mysql_eval *v, int locked) {
-    MYSQL_RES *rr, *re;
+/* The resource rows (name, capacity, counter, seq); a missing one would be
+   created with the capacity asked for. */
+static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr, simba__mysql_eval *v) {
     MYSQL_ROW row;
     unsigned long *len;
-    int i, r;
-    memset(v, 0, sizeof *v);
-    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
-    rr = c->res[j->ix_res];
-    re = c->res[j->ix_ent];
-    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
-        return SIMBA_EPROTO;
-    /* resources; a missing one would be created with the capacity asked for */
+    int r;
     for (r = 0; r < j->nres; r++) v->capacity[r] = j->res[r].capacity > 0 ? j->res[r].capacity : 1;
     while ((row = mysql_fetch_row(rr)) != NULL) {
         int k, cap;
@@ -1226,9 +1218,13 @@ static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba_
         v->capacity[k] = cap;
         v->counter[k] = v->counter0[k] = ctr;
     }
-    /* the header row: server time, our session */
-    row = mysql_fetch_row(re);
-    len = mysql_fetch_lengths(re);
+    return SIMBA_OK;
+}
+
+/* The header row: server time, our session's expiry, our bell. */
+static int simba__mysql_parse_header(simba__mysql *b, simba__mysql_job *j, MYSQL_RES *re, simba__mysql_eval *v) {
+    MYSQL_ROW row = mysql_fetch_row(re);
+    unsigned long *len = mysql_fetch_lengths(re);
     if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
     if (!row[1] || !simba__mysql_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
     v->now_ms = v->now_us / 1000;
@@ -1240,51 +1236,70 @@ static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba_
        tenant's too). Then this entry has no bell: we must not count it as
        ours (nor give it back), and its waiters fall back to polling. */
     if (j->took_bell && !(row[3] && len[3] == 1 && row[3][0] == '1')) j->took_bell = 0;
-    /* the queues */
+    return SIMBA_OK;
+}
+
+/* Queue entry i: k, seq, fence, expires, name, request, session, weight. */
+static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, const unsigned long *len,
+                                    simba__mysql_eval *v, int i, int locked) {
+    simba__mysql_ent *e = &v->e[i];
+    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
+        !row[5] || !row[6] || !row[7])
+        return SIMBA_EPROTO;
+    e->r = simba__mysql_res_index(j, row[4], len[4]);
+    if (e->r < 0) return SIMBA_EPROTO;
+    if (!v->exists[e->r]) {
+        if (locked) return SIMBA_EPROTO; /* an entry without its resource row */
+        v->torn = 1;
+    }
+    if (!simba__mysql_int64(row[1], len[1], &e->seq) || !simba__mysql_int64(row[2], len[2], &e->fence) ||
+        !simba__mysql_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
+        return SIMBA_EPROTO;
+    if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+    e->request = row[5];
+    e->reqlen = len[5];
+    e->session = row[6];
+    e->seslen = len[6];
+    e->expires = -1;
+    if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
+    e->dead = e->expires < 0 || e->expires <= v->now_ms;
+    if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
+        int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
+        e->ours = same;
+        e->foreign = !same;
+    }
+    /* a queue position past the resource's own counter: not ours to trust
+       (unless the reads were not locked and an enqueue landed between them) */
+    if (e->seq <= 0) return SIMBA_EPROTO;
+    if (e->seq > v->seq[e->r]) {
+        if (locked) return SIMBA_EPROTO;
+        v->torn = 1;
+    }
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
+    return SIMBA_OK;
+}
+
+/* Reads the three result sets of simba__mysql_sql_reads into v. SIMBA_EPROTO
+   for anything of the wrong shape. */
+static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c, simba__mysql_eval *v, int locked) {
+    MYSQL_RES *rr, *re;
+    int i, rc;
+    memset(v, 0, sizeof *v);
+    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
+    rr = c->res[j->ix_res];
+    re = c->res[j->ix_ent];
+    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
+        return SIMBA_EPROTO;
+    if ((rc = simba__mysql_parse_resources(j, rr, v)) != SIMBA_OK) return rc;
+    if ((rc = simba__mysql_parse_header(b, j, re, v)) != SIMBA_OK) return rc;
     v->ne = (int)mysql_num_rows(re) - 1;
     if (v->ne) {
         v->e = (simba__mysql_ent *)simba__mysql_alloc(b, (size_t)v->ne * sizeof *v->e);
         if (!v->e) return SIMBA_ENOMEM;
-        memset(v->e, 0, (size_t)v->ne * sizeof *v->e);
     }
     for (i = 0; i < v->ne; i++) {
-        simba__mysql_ent *e = &v->e[i];
-        row = mysql_fetch_row(re);
-        len = mysql_fetch_lengths(re);
-        /* k, seq, fence, expires, name, request, session, weight */
-        if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
-            !row[5] || !row[6] || !row[7])
-            return SIMBA_EPROTO;
-        e->r = simba__mysql_res_index(j, row[4], len[4]);
-        if (e->r < 0) return SIMBA_EPROTO;
-        if (!v->exists[e->r]) {
-            if (locked) return SIMBA_EPROTO; /* an entry without its resource row */
-            v->torn = 1;
-        }
-        if (!simba__mysql_int64(row[1], len[1], &e->seq) || !simba__mysql_int64(row[2], len[2], &e->fence) ||
-            !simba__mysql_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
-            return SIMBA_EPROTO;
-        if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
-        e->request = row[5];
-        e->reqlen = len[5];
-        e->session = row[6];
-        e->seslen = len[6];
-        e->expires = -1;
-        if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
-        e->dead = e->expires < 0 || e->expires <= v->now_ms;
-        if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
-            int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
-            e->ours = same;
-            e->foreign = !same;
-        }
-        /* a queue position past the resource's own counter: not ours to trust
-           (unless the reads were not locked and an enqueue landed between them) */
-        if (e->seq <= 0) return SIMBA_EPROTO;
-        if (e->seq > v->seq[e->r]) {
-            if (locked) return SIMBA_EPROTO;
-            v->torn = 1;
-        }
-        if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
+        MYSQL_ROW row = mysql_fetch_row(re);
+        if ((rc = simba__mysql_parse_entry(j, row, mysql_fetch_lengths(re), v, i, locked)) != SIMBA_OK) return rc;
     }
     return SIMBA_OK;
 }
@@ -1414,140 +1429,159 @@ static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, 
     simba__mysql_put(b, x, ")");
 }
 
+/* " WHERE tenant=<t> AND name=<res r>" */
+static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int r) {
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND name=");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+}
+
+/* A new resource, created by the first request that needs it. A plain
+   INSERT: if another transaction created it meanwhile, the duplicate key
+   rolls us back and the op runs again (and finds it). */
+static void simba__mysql_sql_new_resource(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                          simba__mysql_buf *x, int r, int insert, int64_t f, int capacity) {
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (", b->t_resources);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+    simba__mysql_putf(b, x, ",%d,%lld,%d);\n", capacity, (long long)(f > v->counter[r] ? f : v->counter[r]),
+                   insert ? 1 : 0);
+}
+
+/* Deletes of resource r's entries: all of them on DELETE, else the dead
+   ones and those this op released. */
+static void simba__mysql_sql_purge(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                   simba__mysql_buf *x, int r) {
+    int i, any = 0;
+    if (j->kind == SIMBA_OP_DELETE) {
+        simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+        simba__mysql_where_res(b, x, j, r);
+        simba__mysql_put(b, x, ";\n");
+        return;
+    }
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r || simba__mysql_live(e)) continue;
+        if (!any) {
+            simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+            simba__mysql_where_res(b, x, j, r);
+            simba__mysql_put(b, x, " AND seq IN (");
+        }
+        simba__mysql_putf(b, x, any ? ",%lld" : "%lld", (long long)e->seq);
+        any = 1;
+    }
+    if (any) simba__mysql_put(b, x, ");\n");
+}
+
+/* The fences of resource r's entries granted now (one UPDATE ... CASE). */
+static void simba__mysql_sql_fences(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                    simba__mysql_buf *x, int r) {
+    int i, any = 0, first = 1;
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r || !e->newfence || !simba__mysql_live(e)) continue;
+        if (!any) simba__mysql_putf(b, x, "UPDATE %s SET fence=CASE seq", b->t_entries);
+        simba__mysql_putf(b, x, " WHEN %lld THEN %lld", (long long)e->seq, (long long)e->newfence);
+        any = 1;
+    }
+    if (!any) return;
+    simba__mysql_put(b, x, " ELSE fence END");
+    simba__mysql_where_res(b, x, j, r);
+    simba__mysql_put(b, x, " AND seq IN (");
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r || !e->newfence || !simba__mysql_live(e)) continue;
+        simba__mysql_putf(b, x, first ? "%lld" : ",%lld", (long long)e->seq);
+        first = 0;
+    }
+    simba__mysql_put(b, x, ") AND fence=0;\n");
+}
+
+/* Our new entry, last in resource r's queue at position seq. */
+static void simba__mysql_sql_insert_entry(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int r,
+                                          int64_t seq, int64_t fence) {
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (",
+                   b->t_entries);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+    simba__mysql_putf(b, x, ",%lld,", (long long)seq);
+    simba__mysql_hexs(b, x, j->request);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, ",%d,%lld);\n", j->res[r].weight < 0 ? 0 : j->res[r].weight, (long long)fence);
+}
+
+/* No bell rings for SET_CAPACITY and DELETE: tell the sessions queued here
+   through their notify counter, which their next keepalive sees. */
+static void simba__mysql_sql_notify_queued(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                           simba__mysql_buf *x) {
+    int i, any = 0;
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->dead) continue;
+        if (!any) {
+            simba__mysql_putf(b, x, "UPDATE %s SET notify=notify+1", b->t_sessions);
+            simba__mysql_where_tenant(b, x, j);
+            simba__mysql_put(b, x, " AND session IN (");
+        } else {
+            simba__mysql_put(b, x, ",");
+        }
+        simba__mysql_hex(b, x, e->session, e->seslen);
+        any = 1;
+    }
+    if (any) simba__mysql_put(b, x, ");\n");
+}
+
+/* SET_CAPACITY: the new capacity and its audit row. */
+static void simba__mysql_sql_set_capacity(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                          simba__mysql_buf *x, int new_capacity, int old_capacity) {
+    if (v->exists[0]) { /* (a new resource was inserted with it) */
+        simba__mysql_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
+        simba__mysql_where_res(b, x, j, 0);
+        simba__mysql_put(b, x, ";\n");
+    }
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,old_capacity,new_capacity,session,at_ms) VALUES (",
+                   b->t_audit);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    if (old_capacity > 0) simba__mysql_putf(b, x, ",%d,%d,", old_capacity, new_capacity);
+    else simba__mysql_putf(b, x, ",NULL,%d,", new_capacity);
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, ",%lld);\n", (long long)v->now_ms);
+}
+
 /* The writes (second half of a locking transaction) for the evaluation v:
    purge dead entries, the changes of this op, new fences, counters. */
 static void simba__mysql_sql_writes(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v, simba__mysql_buf *x,
                                  int insert, const int64_t *extra_fence, int new_capacity, int old_capacity) {
-    int i, r, any = 0;
+    int r;
     for (r = 0; r < j->nres; r++) {
         int64_t seq = v->seq[r];
-        if (!v->exists[r] && (insert || j->kind == SIMBA_OP_SET_CAPACITY)) {
-            /* a new resource, created by the first request that needs it. A
-               plain INSERT: if another transaction created it meanwhile, the
-               duplicate key rolls us back and the op runs again (and finds it) */
-            int64_t f = insert ? extra_fence[r] : 0;
-            simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (", b->t_resources);
-            simba__mysql_hexs(b, x, j->tenant);
-            simba__mysql_put(b, x, ",");
-            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__mysql_putf(b, x, ",%d,%lld,%d);\n", j->kind == SIMBA_OP_SET_CAPACITY ? new_capacity : v->capacity[r],
-                           (long long)(f > v->counter[r] ? f : v->counter[r]), insert ? 1 : 0);
-        }
-        /* deletes: dead entries, our released entries, everything on DELETE */
-        if (j->kind == SIMBA_OP_DELETE) {
-            simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
-            simba__mysql_where_tenant(b, x, j);
-            simba__mysql_put(b, x, " AND name=");
-            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__mysql_put(b, x, ";\n");
-        } else {
-            any = 0;
-            for (i = 0; i < v->ne; i++) {
-                const simba__mysql_ent *e = &v->e[i];
-                if (e->r != r || simba__mysql_live(e)) continue;
-                if (!any) {
-                    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
-                    simba__mysql_where_tenant(b, x, j);
-                    simba__mysql_put(b, x, " AND name=");
-                    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
-                    simba__mysql_put(b, x, " AND seq IN (");
-                }
-                simba__mysql_putf(b, x, any ? ",%lld" : "%lld", (long long)e->seq);
-                any = 1;
-            }
-            if (any) simba__mysql_put(b, x, ");\n");
-        }
-        /* fences of the entries granted now */
-        any = 0;
-        for (i = 0; i < v->ne; i++) {
-            const simba__mysql_ent *e = &v->e[i];
-            if (e->r != r || !e->newfence || !simba__mysql_live(e)) continue;
-            if (!any) simba__mysql_putf(b, x, "UPDATE %s SET fence=CASE seq", b->t_entries);
-            simba__mysql_putf(b, x, " WHEN %lld THEN %lld", (long long)e->seq, (long long)e->newfence);
-            any = 1;
-        }
-        if (any) {
-            int first = 1;
-            simba__mysql_put(b, x, " ELSE fence END");
-            simba__mysql_where_tenant(b, x, j);
-            simba__mysql_put(b, x, " AND name=");
-            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__mysql_put(b, x, " AND seq IN (");
-            for (i = 0; i < v->ne; i++) {
-                const simba__mysql_ent *e = &v->e[i];
-                if (e->r != r || !e->newfence || !simba__mysql_live(e)) continue;
-                simba__mysql_putf(b, x, first ? "%lld" : ",%lld", (long long)e->seq);
-                first = 0;
-            }
-            simba__mysql_put(b, x, ") AND fence=0;\n");
-        }
-        /* our new entry, last in the queue */
+        if (!v->exists[r] && (insert || j->kind == SIMBA_OP_SET_CAPACITY))
+            simba__mysql_sql_new_resource(b, j, v, x, r, insert, insert ? extra_fence[r] : 0,
+                                          j->kind == SIMBA_OP_SET_CAPACITY ? new_capacity : v->capacity[r]);
+        simba__mysql_sql_purge(b, j, v, x, r);
+        simba__mysql_sql_fences(b, j, v, x, r);
         if (insert) {
             seq++;
-            simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (",
-                           b->t_entries);
-            simba__mysql_hexs(b, x, j->tenant);
-            simba__mysql_put(b, x, ",");
-            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__mysql_putf(b, x, ",%lld,", (long long)seq);
-            simba__mysql_hexs(b, x, j->request);
-            simba__mysql_put(b, x, ",");
-            simba__mysql_hexs(b, x, j->session);
-            simba__mysql_putf(b, x, ",%d,%lld);\n", j->res[r].weight < 0 ? 0 : j->res[r].weight,
-                           (long long)extra_fence[r]);
+            simba__mysql_sql_insert_entry(b, j, x, r, seq, extra_fence[r]);
             if (extra_fence[r] > v->counter[r]) v->counter[r] = extra_fence[r];
         }
         if (j->kind != SIMBA_OP_DELETE && v->exists[r] && (v->counter[r] != v->counter0[r] || seq != v->seq[r])) {
             simba__mysql_putf(b, x, "UPDATE %s SET counter=%lld, seq=%lld", b->t_resources, (long long)v->counter[r],
                            (long long)seq);
-            simba__mysql_where_tenant(b, x, j);
-            simba__mysql_put(b, x, " AND name=");
-            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__mysql_where_res(b, x, j, r);
             simba__mysql_put(b, x, ";\n");
         }
     }
-    if (j->kind == SIMBA_OP_SET_CAPACITY || j->kind == SIMBA_OP_DELETE) {
-        /* no bell rings for these: tell the sessions queued here through
-           their notify counter, which their next keepalive sees */
-        any = 0;
-        for (i = 0; i < v->ne; i++) {
-            const simba__mysql_ent *e = &v->e[i];
-            if (e->dead) continue;
-            if (!any) {
-                simba__mysql_putf(b, x, "UPDATE %s SET notify=notify+1", b->t_sessions);
-                simba__mysql_where_tenant(b, x, j);
-                simba__mysql_put(b, x, " AND session IN (");
-            } else {
-                simba__mysql_put(b, x, ",");
-            }
-            simba__mysql_hex(b, x, e->session, e->seslen);
-            any = 1;
-        }
-        if (any) simba__mysql_put(b, x, ");\n");
-    }
-    if (j->kind == SIMBA_OP_SET_CAPACITY) {
-        if (v->exists[0]) { /* (a new resource was inserted with it above) */
-            simba__mysql_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
-            simba__mysql_where_tenant(b, x, j);
-            simba__mysql_put(b, x, " AND name=");
-            simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
-            simba__mysql_put(b, x, ";\n");
-        }
-        simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,old_capacity,new_capacity,session,at_ms) VALUES (",
-                       b->t_audit);
-        simba__mysql_hexs(b, x, j->tenant);
-        simba__mysql_put(b, x, ",");
-        simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
-        if (old_capacity > 0) simba__mysql_putf(b, x, ",%d,%d,", old_capacity, new_capacity);
-        else simba__mysql_putf(b, x, ",NULL,%d,", new_capacity);
-        simba__mysql_hexs(b, x, j->session);
-        simba__mysql_putf(b, x, ",%lld);\n", (long long)v->now_ms);
-    }
+    if (j->kind == SIMBA_OP_SET_CAPACITY || j->kind == SIMBA_OP_DELETE) simba__mysql_sql_notify_queued(b, j, v, x);
+    if (j->kind == SIMBA_OP_SET_CAPACITY) simba__mysql_sql_set_capacity(b, j, v, x, new_capacity, old_capacity);
     if (j->kind == SIMBA_OP_DELETE && v->exists[0]) {
         simba__mysql_putf(b, x, "DELETE FROM %s", b->t_resources);
-        simba__mysql_where_tenant(b, x, j);
-        simba__mysql_put(b, x, " AND name=");
-        simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+        simba__mysql_where_res(b, x, j, 0);
         simba__mysql_put(b, x, ";\n");
     }
     simba__mysql_put(b, x, "COMMIT");
@@ -1590,9 +1624,64 @@ static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, si
    were made under the row locks (else: the POLL fast path, which only
    answers when nothing needs writing). */
 enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK };
+
+/* What the op itself changes in v, before the grant rule runs: our entries
+   (present: how many live ones), removals, a new capacity. Sets *insert when
+   an ENQUEUE adds our entry; SIMBA_OK or the op's refusal. */
+static int simba__mysql_decide_op(simba__mysql_job *j, simba__mysql_eval *v, int present, int foreign_live,
+                                  int *insert, int *old_capacity, int *new_capacity) {
+    int i, r;
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+        if (foreign_live) { j->release_bell = 1; return SIMBA_EKEYBUSY; }
+        if (present && present != j->nres) { j->release_bell = 1; return SIMBA_ENOTFOUND; }
+        if (!present) {
+            for (r = 0; r < j->nres; r++)
+                if (j->res[r].weight > v->capacity[r]) { j->release_bell = 1; return SIMBA_ECAPACITY; }
+            *insert = 1;
+        }
+        return SIMBA_OK;
+    case SIMBA_OP_POLL:
+        return present != j->nres ? SIMBA_ENOTFOUND : SIMBA_OK;
+    case SIMBA_OP_RELEASE:
+        for (i = 0; i < v->ne; i++)
+            if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
+        j->release_bell = 1;
+        return SIMBA_OK;
+    case SIMBA_OP_INSPECT:
+        return SIMBA_OK; /* a missing resource answers capacity 0, no entries */
+    case SIMBA_OP_SET_CAPACITY:
+        *old_capacity = v->exists[0] ? v->capacity[0] : 0;
+        *new_capacity = j->res[0].capacity;
+        v->capacity[0] = *new_capacity;
+        return SIMBA_OK;
+    case SIMBA_OP_DELETE:
+        /* deleting a missing resource is done already */
+        for (i = 0; i < v->ne; i++) v->e[i].removed = 1;
+        return SIMBA_OK;
+    default:
+        return SIMBA_EINVAL;
+    }
+}
+
+/* INSPECT's answer: the live queue, holders, the oldest holder. */
+static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
+    int i, rc = simba__mysql_collect_holders(b, j, v);
+    if (rc) return rc;
+    j->reply.capacity = v->capacity[0];
+    j->reply.held = 0;
+    j->owner[0] = 0;
+    for (i = 0; i < j->nholders; i++) {
+        if (!j->holders[i].granted) continue;
+        if (!j->owner[0]) memcpy(j->owner, j->holders[i].session, sizeof j->owner);
+        j->reply.held++;
+    }
+    return SIMBA_OK;
+}
+
 static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v, simba__mysql_buf *x, int locked,
                             int *what) {
-    int i, r, present = 0, foreign_live = 0, insert = 0, dead = 0, assigned;
+    int i, r, present = 0, foreign_live = 0, insert = 0, dead = 0, assigned, rc;
     int64_t extra_fence[SIMBA_MAX_RESOURCES];
     int needs_session = j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL;
     int old_capacity = 0, new_capacity = 0;
@@ -1610,38 +1699,8 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
         if (e->ours) present++;
         else if (e->foreign) foreign_live = 1;
     }
-    switch (j->kind) {
-    case SIMBA_OP_ENQUEUE:
-        if (foreign_live) { j->release_bell = 1; return SIMBA_EKEYBUSY; }
-        if (present && present != j->nres) { j->release_bell = 1; return SIMBA_ENOTFOUND; }
-        if (!present) {
-            for (r = 0; r < j->nres; r++)
-                if (j->res[r].weight > v->capacity[r]) { j->release_bell = 1; return SIMBA_ECAPACITY; }
-            insert = 1;
-        }
-        break;
-    case SIMBA_OP_POLL:
-        if (present != j->nres) return SIMBA_ENOTFOUND;
-        break;
-    case SIMBA_OP_RELEASE:
-        for (i = 0; i < v->ne; i++)
-            if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
-        j->release_bell = 1;
-        break;
-    case SIMBA_OP_INSPECT:
-        break; /* a missing resource answers capacity 0, no entries */
-    case SIMBA_OP_SET_CAPACITY:
-        old_capacity = v->exists[0] ? v->capacity[0] : 0;
-        new_capacity = j->res[0].capacity;
-        v->capacity[0] = new_capacity;
-        break;
-    case SIMBA_OP_DELETE:
-        /* deleting a missing resource is done already */
-        for (i = 0; i < v->ne; i++) v->e[i].removed = 1;
-        break;
-    default:
-        return SIMBA_EINVAL;
-    }
+    rc = simba__mysql_decide_op(j, v, present, foreign_live, &insert, &old_capacity, &new_capacity);
+    if (rc != SIMBA_OK) return rc;
     assigned = simba__mysql_walk(j, v);
     if (insert) {
         simba__mysql_probe_new(j, v, extra_fence);
@@ -1655,17 +1714,8 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
         simba__mysql_answer(b, j, v, insert ? extra_fence : NULL);
         j->exists = insert || present;
         if (!j->exists) { j->reply.granted = 0; j->reply.recheck_ms = -1; }
-    } else if (j->kind == SIMBA_OP_INSPECT) {
-        int rc = simba__mysql_collect_holders(b, j, v);
-        if (rc) return rc;
-        j->reply.capacity = v->capacity[0];
-        j->reply.held = 0;
-        j->owner[0] = 0;
-        for (i = 0; i < j->nholders; i++) {
-            if (!j->holders[i].granted) continue;
-            if (!j->owner[0]) memcpy(j->owner, j->holders[i].session, sizeof j->owner);
-            j->reply.held++;
-        }
+    } else if (j->kind == SIMBA_OP_INSPECT && (rc = simba__mysql_answer_inspect(b, j, v)) != SIMBA_OK) {
+        return rc;
     }
     if (!locked) {
         /* fast path: answer only if the snapshot is settled */
@@ -1758,13 +1808,16 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
 
 /* ---------------------------------------------------------------- job steps */
 
+/* Phases of a job (j->step). Each kind of job has its own step function,
+   a small switch over the phases it goes through; S_FIRST builds and sends
+   its first batch, every later phase reads the answer of the last one. */
 enum {
     SIMBA__MYSQL_S_FIRST = 0,  /* nothing sent yet */
     SIMBA__MYSQL_S_FAST,       /* POLL: unlocked reads */
     SIMBA__MYSQL_S_READS,      /* locking reads (transaction open) */
     SIMBA__MYSQL_S_WRITES,     /* writes + COMMIT */
     SIMBA__MYSQL_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
-    SIMBA__MYSQL_S_SIMPLE,     /* one-batch ops (OPEN, bells) */
+    SIMBA__MYSQL_S_SIMPLE,     /* one-batch jobs (OPEN, bells): sent */
     SIMBA__MYSQL_S_KEEPALIVE,  /* the renewal UPDATE */
     SIMBA__MYSQL_S_NOTIFY,     /* it matched nothing: session gone, or notified? */
     SIMBA__MYSQL_S_CLOSE_ENTRIES,
@@ -1773,112 +1826,6 @@ enum {
     SIMBA__MYSQL_S_SWEEP_ENTRIES,
     SIMBA__MYSQL_S_SWEEP_SESSIONS
 };
-
-/* One statement, whatever the number of locks: the whole renewal. It only
-   matches while the session's notify counter is the one we saw; a DELETE or
-   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
-   matches nothing and we look why (simba__mysql_job_result). */
-static void simba__mysql_sql_keepalive(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MYSQL_NOW_MS "+%d", b->t_sessions, j->lease_ms);
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_putf(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
-}
-
-/* Build the first batch of job j into the main connection's buffer. */
-static void simba__mysql_job_first(simba__mysql *b, simba__mysql_job *j) {
-    simba__mysql_buf *x = &b->main.sql;
-    int nst = 0, i;
-    simba__mysql_buf_clear(x);
-    switch (j->kind) {
-    case SIMBA_OP_OPEN:
-        snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
-        b->notify_seen = 0;
-        j->reply.epoch = 1;
-        /* a session id that expired must not come back to life with its old
-           entries: drop them first (rare: ids are fresh per session) */
-        simba__mysql_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
-                       " WHERE s.tenant=", b->t_entries, b->t_sessions);
-        simba__mysql_hexs(b, x, j->tenant);
-        simba__mysql_put(b, x, " AND s.session=");
-        simba__mysql_hexs(b, x, j->session);
-        simba__mysql_put(b, x, " AND s.expires_ms <= " SIMBA__MYSQL_NOW_MS ";\n");
-        simba__mysql_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
-        simba__mysql_hexs(b, x, j->tenant);
-        simba__mysql_put(b, x, ",");
-        simba__mysql_hexs(b, x, j->session);
-        simba__mysql_put(b, x, ",");
-        simba__mysql_hexs(b, x, j->client);
-        simba__mysql_putf(b, x, "," SIMBA__MYSQL_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
-                       j->lease_ms);
-        j->step = SIMBA__MYSQL_S_SIMPLE;
-        break;
-    case SIMBA_OP_KEEPALIVE:
-        if (strcmp(b->notify_session, j->session) != 0) {
-            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
-            b->notify_seen = 0;
-        }
-        simba__mysql_sql_keepalive(b, j, x);
-        j->step = SIMBA__MYSQL_S_KEEPALIVE;
-        break;
-    case SIMBA_OP_CLOSE:
-    case SIMBA__MYSQL_JOB_CLOSE_OLD:
-        /* entries first, in short autocommit batches; the session row last,
-           so an interrupted CLOSE leaves a session the sweep will find */
-        simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
-        simba__mysql_where_tenant(b, x, j);
-        simba__mysql_put(b, x, " AND session=");
-        simba__mysql_hexs(b, x, j->session);
-        simba__mysql_putf(b, x, " LIMIT %d", SIMBA__MYSQL_CLOSE_BATCH);
-        j->step = SIMBA__MYSQL_S_CLOSE_ENTRIES;
-        break;
-    case SIMBA_OP_POLL:
-        simba__mysql_sql_reads(b, j, x, &nst, 0);
-        j->step = SIMBA__MYSQL_S_FAST;
-        break;
-    case SIMBA_OP_ENQUEUE:
-    case SIMBA_OP_RELEASE:
-    case SIMBA_OP_INSPECT:
-    case SIMBA_OP_SET_CAPACITY:
-    case SIMBA_OP_DELETE:
-        simba__mysql_sql_reads(b, j, x, &nst, 1);
-        j->step = SIMBA__MYSQL_S_READS;
-        break;
-    case SIMBA__MYSQL_JOB_BELLS_RELEASE:
-        simba__mysql_put(b, x, "DO 0");
-        for (i = 0; i < j->nbells; i++) {
-            simba__mysql_put(b, x, ", RELEASE_LOCK(");
-            simba__mysql_bellname(b, x, j->bells[i]);
-            simba__mysql_put(b, x, ")");
-        }
-        j->step = SIMBA__MYSQL_S_SIMPLE;
-        break;
-    case SIMBA__MYSQL_JOB_BELLS_RETAKE:
-        /* after a reconnect: our entries live on (the session does), their
-           bells must ring again when they go. 0.05 s: a waiter may be passing
-           through a bell that was free. */
-        simba__mysql_put(b, x, "DO 0");
-        for (i = 0; i < j->nbells; i++) {
-            simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
-            simba__mysql_bellname(b, x, j->bells[i]);
-            simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-            simba__mysql_bellname(b, x, j->bells[i]);
-            simba__mysql_put(b, x, ", 0.05))");
-        }
-        j->step = SIMBA__MYSQL_S_SIMPLE;
-        break;
-    case SIMBA__MYSQL_JOB_SWEEP:
-        simba__mysql_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MYSQL_NOW_MS
-                       " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MYSQL_SWEEP_SESSIONS);
-        j->step = SIMBA__MYSQL_S_SWEEP_LIST;
-        break;
-    default:
-        x->oom = 1;
-        break;
-    }
-}
 
 static void simba__mysql_send(simba__mysql *b) {
     b->stats.batches++;
@@ -1893,18 +1840,161 @@ static void simba__mysql_send(simba__mysql *b) {
     simba__mysql_conn_query(b, &b->main);
 }
 
-/* Start the head job if the connection is free. Never completes anything
-   (so it is safe inside submit()). */
-static void simba__mysql_kick(simba__mysql *b) {
-    simba__mysql_job *j = b->head;
-    if (!j || b->head_started || b->main.state != SIMBA__MYSQL_READY || b->main.q != SIMBA__MYSQL_Q_NONE ||
-        b->main.done)
-        return;
-    b->head_started = 1;
-    j->attempts++;
-    simba__mysql_job_first(b, j);
+/* Set j's next phase and send the batch built for it in b->main.sql. */
+static void simba__mysql_send_step(simba__mysql *b, simba__mysql_job *j, int step) {
+    j->step = step;
     simba__mysql_send(b);
 }
+
+/* The head job is done: take it off the queue, do the bookkeeping, answer
+   the core (internal jobs get no answer) and free it. */
+static void simba__mysql_finish(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
+    simba__mysql_free_results(&b->main);
+    simba__mysql_pop(b);
+    simba__mysql_after(b, j, status);
+    simba__mysql_complete(b, j, status, msg);
+    simba__mysql_job_free(b, j);
+}
+
+/* ---- SQL of the session and internal jobs ---- */
+
+/* OPEN: drop the entries of an expired session of the same id (a session id
+   that expired must not come back to life with its old entries; rare: ids
+   are fresh per session), then create or renew the session row. */
+static void simba__mysql_sql_open(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE s.tenant=", b->t_entries, b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, " AND s.session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND s.expires_ms <= " SIMBA__MYSQL_NOW_MS ";\n");
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->client);
+    simba__mysql_putf(b, x, "," SIMBA__MYSQL_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
+                   j->lease_ms);
+}
+
+/* One statement, whatever the number of locks: the whole renewal. It only
+   matches while the session's notify counter is the one we saw; a DELETE or
+   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
+   matches nothing and we look why (simba__mysql_step_keepalive). */
+static void simba__mysql_sql_keepalive(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MYSQL_NOW_MS "+%d", b->t_sessions, j->lease_ms);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
+}
+
+/* The keepalive matched nothing: is the session alive, and what is its
+   notify counter now? */
+static void simba__mysql_sql_notify(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "SELECT notify FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS);
+}
+
+/* CLOSE: the session's entries first, in short autocommit batches; the
+   session row last, so an interrupted CLOSE leaves a session the sweep
+   will find. */
+static void simba__mysql_sql_close_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, " LIMIT %d", SIMBA__MYSQL_CLOSE_BATCH);
+}
+static void simba__mysql_sql_close_session(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    /* the bells go with the session; only the current session's CLOSE
+       may drop them all at once (a dropped session's CLOSE can come
+       after the next OPEN, whose bells must stay) */
+    if (j->kind == SIMBA_OP_CLOSE && simba__mysql_is_current(b, j->session))
+        simba__mysql_put(b, x, ";\nDO RELEASE_ALL_LOCKS()");
+}
+
+/* RELEASE_LOCK of bells we no longer need; or, after a reconnect, GET_LOCK
+   of our bells again: our entries live on (the session does), their bells
+   must ring again when they go. 0.05 s: a waiter may be passing through a
+   bell that was free. */
+static void simba__mysql_sql_bells(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int i;
+    simba__mysql_buf_clear(x);
+    simba__mysql_put(b, x, "DO 0");
+    for (i = 0; i < j->nbells; i++) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE) {
+            simba__mysql_put(b, x, ", RELEASE_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ")");
+        } else {
+            simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ", 0.05))");
+        }
+    }
+}
+
+/* SWEEP: a round of expired sessions, then their entries in batches, then
+   the session rows (the list can be long: it goes in with put, not the
+   printf buffer). */
+static void simba__mysql_sql_sweep_list(simba__mysql *b, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MYSQL_NOW_MS
+                   " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MYSQL_SWEEP_SESSIONS);
+}
+static void simba__mysql_sql_sweep_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
+    simba__mysql_put(b, x, j->list.p);
+    simba__mysql_putf(b, x, ") LIMIT %d", SIMBA__MYSQL_SWEEP_BATCH);
+}
+static void simba__mysql_sql_sweep_sessions(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    /* only sessions still expired: a row cannot come back to life, but
+       check anyway rather than trust the list's age */
+    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
+    simba__mysql_put(b, x, j->list.p);
+    simba__mysql_put(b, x, ") AND expires_ms < " SIMBA__MYSQL_NOW_MS);
+}
+
+/* Reads the sweep's list of expired sessions into j->list as
+   "(t,s),(t,s)"; returns how many. */
+static int simba__mysql_sweep_read_list(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c) {
+    MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+    MYSQL_ROW row;
+    int n = 0;
+    simba__mysql_buf_clear(&j->list);
+    while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
+        unsigned long *len = mysql_fetch_lengths(r);
+        if (!row[0] || !row[1] || !len) continue;
+        simba__mysql_put(b, &j->list, n ? ",(" : "(");
+        simba__mysql_hex(b, &j->list, row[0], len[0]);
+        simba__mysql_put(b, &j->list, ",");
+        simba__mysql_hex(b, &j->list, row[1], len[1]);
+        simba__mysql_put(b, &j->list, ")");
+        n++;
+    }
+    return n;
+}
+
+/* Rows the first statement of the last batch changed (0 without one). */
+static uint64_t simba__mysql_affected(const simba__mysql_conn *c) { return c->nres >= 1 ? c->affected[0] : 0; }
 
 static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg);
 
@@ -1922,79 +2012,45 @@ static void simba__mysql_rollback(simba__mysql *b, simba__mysql_job *j, int stat
     simba__mysql_send(b);
 }
 
-/* The head job's batch finished on the main connection: decide what next. */
-static void simba__mysql_job_result(simba__mysql *b) {
+
+/* ---- the step functions, one per kind of job ---- */
+
+/* OPEN: one batch (drop an expired namesake's entries, create the row). */
+static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j) {
+    if (j->step != SIMBA__MYSQL_S_FIRST) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
+    snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+    b->notify_seen = 0;
+    j->reply.epoch = 1;
+    simba__mysql_sql_open(b, j, &b->main.sql);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
+}
+
+/* KEEPALIVE: the renewal; when it matches nothing, read the session's
+   notify counter (gone: ESESSION) and renew again with it. */
+static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_conn *c = &b->main;
-    simba__mysql_job *j = b->head;
-    int status = SIMBA_OK, what = 0;
-    simba__mysql_eval v;
-    c->done = 0;
-    if (!j) { simba__mysql_free_results(c); return; }
-    if (c->err) {
-        unsigned e = c->err;
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", c->errmsg);
-        simba__mysql_free_results(c);
-        if (simba__mysql_is_conn_error(e)) { simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
-        if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
-            /* the transaction (or its last statement) was rolled back: roll
-               back the rest and run the whole op again from the reads */
-            if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
-            if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
-            if (j->attempts < SIMBA__MYSQL_MAX_RETRIES) {
-                b->stats.retries++;
-                simba__mysql_rollback(b, j, SIMBA_OK, 1);
-                return;
-            }
-        }
-        /* an SQL error: roll back (harmless outside a transaction) and answer */
-        if (e == ER_NO_SUCH_TABLE)
-            snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
-                     e, msg);
-        else
-            snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
-        /* an ENQUEUE that failed keeps its bell only for an older entry */
-        j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
-        simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
-        return;
-    }
     switch (j->step) {
-    case SIMBA__MYSQL_S_ROLLBACK:
-        simba__mysql_free_results(c);
-        if (j->retry) {
-            j->retry = 0;
-            b->head_started = 0;
-            simba__mysql_kick(b);
-            return;
+    case SIMBA__MYSQL_S_FIRST:
+        if (strcmp(b->notify_session, j->session) != 0) {
+            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+            b->notify_seen = 0;
         }
-        status = j->reply.status ? j->reply.status : SIMBA_EBACKEND;
-        simba__mysql_pop(b);
-        simba__mysql_after(b, j, status);
-        simba__mysql_complete(b, j, status, j->msg);
-        simba__mysql_job_free(b, j);
+        simba__mysql_sql_keepalive(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
         return;
     case SIMBA__MYSQL_S_KEEPALIVE:
-        if (c->nres < 1 || c->affected[0] != 1) {
-            simba__mysql_free_results(c);
-            if (j->attempts > 3) { status = SIMBA_ESESSION; goto simple_done; }
-            j->attempts++;
-            simba__mysql_buf_clear(&c->sql);
-            simba__mysql_putf(b, &c->sql, "SELECT notify FROM %s", b->t_sessions);
-            simba__mysql_where_tenant(b, &c->sql, j);
-            simba__mysql_put(b, &c->sql, " AND session=");
-            simba__mysql_hexs(b, &c->sql, j->session);
-            simba__mysql_put(b, &c->sql, " AND expires_ms > " SIMBA__MYSQL_NOW_MS);
-            j->step = SIMBA__MYSQL_S_NOTIFY;
-            simba__mysql_send(b);
+        if (c->nres >= 1 && c->affected[0] == 1) {
+            /* the contract's admin epoch: ours is the session's notify counter
+               (+1: 0 means "not kept"); when it moves, the core re-checks holds */
+            j->reply.epoch = b->notify_seen + 1;
+            simba__mysql_finish(b, j, SIMBA_OK, NULL);
             return;
         }
         simba__mysql_free_results(c);
-        simba__mysql_pop(b);
-        /* the contract's admin epoch: ours is the session's notify counter
-           (+1: 0 means "not kept"); when it moves, the core re-checks holds */
-        j->reply.epoch = b->notify_seen + 1;
-        simba__mysql_complete(b, j, SIMBA_OK, NULL);
-        simba__mysql_job_free(b, j);
+        if (j->attempts > 3) { simba__mysql_finish(b, j, SIMBA_ESESSION, NULL); return; }
+        j->attempts++;
+        simba__mysql_sql_notify(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_NOTIFY);
         return;
     case SIMBA__MYSQL_S_NOTIFY: {
         MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
@@ -2002,159 +2058,233 @@ static void simba__mysql_job_result(simba__mysql *b) {
         unsigned long *len = row ? mysql_fetch_lengths(r) : NULL;
         int64_t seen;
         if (!row || !len || !row[0] || !simba__mysql_int64(row[0], len[0], &seen)) {
-            simba__mysql_free_results(c);
-            status = r && !row ? SIMBA_ESESSION : SIMBA_EPROTO;
-            goto simple_done;
+            simba__mysql_finish(b, j, r && !row ? SIMBA_ESESSION : SIMBA_EPROTO, NULL);
+            return;
         }
         simba__mysql_free_results(c);
         b->notify_seen = seen;
         simba__mysql_sql_keepalive(b, j, &c->sql);
-        j->step = SIMBA__MYSQL_S_KEEPALIVE;
-        simba__mysql_send(b);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
         return;
     }
-    case SIMBA__MYSQL_S_SIMPLE:
-    simple_done:
-        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE) b->retake_needed = 0;
-        simba__mysql_free_results(c);
-        simba__mysql_pop(b);
-        simba__mysql_after(b, j, status);
-        simba__mysql_complete(b, j, status, NULL);
-        simba__mysql_job_free(b, j);
+    default:
+        simba__mysql_finish(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
         return;
-    case SIMBA__MYSQL_S_CLOSE_ENTRIES:
-        if (c->nres >= 1 && c->affected[0] >= (uint64_t)SIMBA__MYSQL_CLOSE_BATCH) {
-            simba__mysql_free_results(c);
+    }
+}
+
+/* BELLS_RELEASE, BELLS_RETAKE: one batch of RELEASE_LOCK / GET_LOCK. */
+static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j) {
+    if (j->step != SIMBA__MYSQL_S_FIRST) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE) b->retake_needed = 0;
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+    simba__mysql_sql_bells(b, j, &b->main.sql);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
+}
+
+/* CLOSE (and CLOSE_OLD): the entries in batches, then the session row. */
+static void simba__mysql_step_close(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_sql_close_entries(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_ENTRIES);
+        return;
+    case SIMBA__MYSQL_S_CLOSE_ENTRIES: {
+        uint64_t n = simba__mysql_affected(c);
+        simba__mysql_free_results(c);
+        if (n >= (uint64_t)SIMBA__MYSQL_CLOSE_BATCH) {
             simba__mysql_send(b); /* same statement again: the next batch */
             return;
         }
-        simba__mysql_free_results(c);
-        simba__mysql_buf_clear(&c->sql);
-        simba__mysql_putf(b, &c->sql, "DELETE FROM %s", b->t_sessions);
-        simba__mysql_where_tenant(b, &c->sql, j);
-        simba__mysql_put(b, &c->sql, " AND session=");
-        simba__mysql_hexs(b, &c->sql, j->session);
-        /* the bells go with the session; only the current session's CLOSE
-           may drop them all at once (a dropped session's CLOSE can come
-           after the next OPEN, whose bells must stay) */
-        if (j->kind == SIMBA_OP_CLOSE && simba__mysql_is_current(b, j->session))
-            simba__mysql_put(b, &c->sql, ";\nDO RELEASE_ALL_LOCKS()");
-        j->step = SIMBA__MYSQL_S_CLOSE_SESSION;
-        simba__mysql_send(b);
+        simba__mysql_sql_close_session(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_SESSION);
         return;
-    case SIMBA__MYSQL_S_CLOSE_SESSION:
-        simba__mysql_free_results(c);
-        simba__mysql_pop(b);
-        simba__mysql_after(b, j, SIMBA_OK);
-        simba__mysql_complete(b, j, SIMBA_OK, NULL);
-        simba__mysql_job_free(b, j);
+    }
+    default:
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+}
+
+/* SWEEP: list expired sessions, delete their entries in batches, then the
+   session rows. Internal: nobody is answered. */
+static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_sql_sweep_list(b, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_LIST);
         return;
     case SIMBA__MYSQL_S_SWEEP_LIST: {
-        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
-        MYSQL_ROW row;
-        int n = 0;
-        simba__mysql_buf_clear(&j->list);
-        while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
-            unsigned long *len = mysql_fetch_lengths(r);
-            if (!row[0] || !row[1] || !len) continue;
-            simba__mysql_put(b, &j->list, n ? ",(" : "(");
-            simba__mysql_hex(b, &j->list, row[0], len[0]);
-            simba__mysql_put(b, &j->list, ",");
-            simba__mysql_hex(b, &j->list, row[1], len[1]);
-            simba__mysql_put(b, &j->list, ")");
-            n++;
-        }
+        int n = simba__mysql_sweep_read_list(b, j, c);
         simba__mysql_free_results(c);
-        if (!n || j->list.oom) { simba__mysql_pop(b); simba__mysql_job_free(b, j); return; }
+        if (!n || j->list.oom) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
         j->nbells = n; /* sessions in this round */
-        j->step = SIMBA__MYSQL_S_SWEEP_ENTRIES;
-        /* the list can be long: it goes in with put, not the printf buffer */
-        simba__mysql_buf_clear(&c->sql);
-        simba__mysql_putf(b, &c->sql, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
-        simba__mysql_put(b, &c->sql, j->list.p);
-        simba__mysql_putf(b, &c->sql, ") LIMIT %d", SIMBA__MYSQL_SWEEP_BATCH);
-        simba__mysql_send(b);
+        simba__mysql_sql_sweep_entries(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_ENTRIES);
         return;
     }
-    case SIMBA__MYSQL_S_SWEEP_ENTRIES:
-        if (c->nres >= 1) b->stats.swept_entries += c->affected[0];
-        if (c->nres >= 1 && c->affected[0] >= (uint64_t)SIMBA__MYSQL_SWEEP_BATCH) {
-            simba__mysql_free_results(c);
+    case SIMBA__MYSQL_S_SWEEP_ENTRIES: {
+        uint64_t n = simba__mysql_affected(c);
+        b->stats.swept_entries += n;
+        simba__mysql_free_results(c);
+        if (n >= (uint64_t)SIMBA__MYSQL_SWEEP_BATCH) {
             simba__mysql_send(b);
             return;
         }
-        simba__mysql_free_results(c);
-        simba__mysql_buf_clear(&c->sql);
-        /* only sessions still expired: a row cannot come back to life, but
-           check anyway rather than trust the list's age */
-        simba__mysql_putf(b, &c->sql, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
-        simba__mysql_put(b, &c->sql, j->list.p);
-        simba__mysql_put(b, &c->sql, ") AND expires_ms < " SIMBA__MYSQL_NOW_MS);
-        j->step = SIMBA__MYSQL_S_SWEEP_SESSIONS;
-        simba__mysql_send(b);
+        simba__mysql_sql_sweep_sessions(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_SESSIONS);
         return;
-    case SIMBA__MYSQL_S_SWEEP_SESSIONS:
-        if (c->nres >= 1) b->stats.swept_sessions += c->affected[0];
-        simba__mysql_free_results(c);
-        simba__mysql_pop(b);
-        simba__mysql_job_free(b, j);
+    }
+    default:
+        b->stats.swept_sessions += simba__mysql_affected(c);
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+}
+
+/* The reads of a lock op came back: decide, then answer, take the row
+   locks (the POLL fast path found writes to do) or send the writes. */
+static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    int locked = j->step == SIMBA__MYSQL_S_READS, what = 0, status;
+    simba__mysql_eval v;
+    status = simba__mysql_parse_reads(b, j, c, &v, locked);
+    if (status == SIMBA_OK && v.torn) what = SIMBA__MYSQL_DECIDE_LOCK;
+    else if (status == SIMBA_OK) status = simba__mysql_decide(b, j, &v, &c->sql, locked, &what);
+    simba__mysql_free(b, v.e);
+    /* decide() copied what it needs: the results can go */
+    simba__mysql_free_results(c);
+    if (status != SIMBA_OK) {
+        if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
+        if (!locked) simba__mysql_finish(b, j, status, j->msg);
+        else simba__mysql_rollback(b, j, status, 0);
+        return;
+    }
+    if (what == SIMBA__MYSQL_DECIDE_ANSWER) {
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+    } else if (what == SIMBA__MYSQL_DECIDE_LOCK) {
+        /* the snapshot needs writes: do it again under the row locks */
+        int nst = 0;
+        simba__mysql_buf_clear(&c->sql);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+    } else {
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_WRITES);
+    }
+}
+
+/* ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE: reads (a POLL
+   first without locks), the decision, writes + COMMIT. */
+static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_buf *x = &b->main.sql;
+    int nst = 0;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_buf_clear(x);
+        simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL);
+        simba__mysql_send_step(b, j, j->kind == SIMBA_OP_POLL ? SIMBA__MYSQL_S_FAST : SIMBA__MYSQL_S_READS);
         return;
     case SIMBA__MYSQL_S_FAST:
-    case SIMBA__MYSQL_S_READS: {
-        int locked = j->step == SIMBA__MYSQL_S_READS;
-        status = simba__mysql_parse_reads(b, j, c, &v, locked);
-        if (status == SIMBA_OK && v.torn) what = SIMBA__MYSQL_DECIDE_LOCK;
-        else if (status == SIMBA_OK) status = simba__mysql_decide(b, j, &v, &c->sql, locked, &what);
-        simba__mysql_free(b, v.e);
-        /* decide() copied what it needs: the results can go */
-        simba__mysql_free_results(c);
-        if (status != SIMBA_OK) {
-            if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
-            if (!locked) {
-                simba__mysql_pop(b);
-                simba__mysql_after(b, j, status);
-                simba__mysql_complete(b, j, status, j->msg);
-                simba__mysql_job_free(b, j);
-                return;
-            }
-            simba__mysql_rollback(b, j, status, 0);
-            return;
-        }
-        if (what == SIMBA__MYSQL_DECIDE_ANSWER) {
-            simba__mysql_pop(b);
-            simba__mysql_after(b, j, SIMBA_OK);
-            simba__mysql_complete(b, j, SIMBA_OK, NULL);
-            simba__mysql_job_free(b, j);
-            return;
-        }
-        if (what == SIMBA__MYSQL_DECIDE_LOCK) {
-            /* the snapshot needs writes: do it again under the row locks */
-            int nst = 0;
-            simba__mysql_buf_clear(&c->sql);
-            simba__mysql_sql_reads(b, j, &c->sql, &nst, 1);
-            j->step = SIMBA__MYSQL_S_READS;
-            simba__mysql_send(b);
-            return;
-        }
-        j->step = SIMBA__MYSQL_S_WRITES;
-        simba__mysql_send(b);
+    case SIMBA__MYSQL_S_READS:
+        simba__mysql_lock_reads_done(b, j);
         return;
-    }
     case SIMBA__MYSQL_S_WRITES:
-        simba__mysql_free_results(c);
         b->stats.transactions++;
-        simba__mysql_pop(b);
-        simba__mysql_after(b, j, SIMBA_OK);
-        simba__mysql_complete(b, j, SIMBA_OK, NULL);
-        simba__mysql_job_free(b, j);
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
         return;
     default:
-        simba__mysql_free_results(c);
+        simba__mysql_free_results(&b->main);
         simba__mysql_pop(b);
         simba__mysql_complete(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
         simba__mysql_job_free(b, j);
         return;
     }
+}
+
+/* The step function of j's kind. */
+static void simba__mysql_step(simba__mysql *b, simba__mysql_job *j) {
+    switch (j->kind) {
+    case SIMBA_OP_OPEN: simba__mysql_step_open(b, j); break;
+    case SIMBA__MYSQL_JOB_BELLS_RELEASE:
+    case SIMBA__MYSQL_JOB_BELLS_RETAKE: simba__mysql_step_bells(b, j); break;
+    case SIMBA_OP_KEEPALIVE: simba__mysql_step_keepalive(b, j); break;
+    case SIMBA_OP_CLOSE:
+    case SIMBA__MYSQL_JOB_CLOSE_OLD: simba__mysql_step_close(b, j); break;
+    case SIMBA__MYSQL_JOB_SWEEP: simba__mysql_step_sweep(b, j); break;
+    default: simba__mysql_step_lock(b, j); break;
+    }
+}
+
+/* Start the head job if the connection is free. Never completes anything
+   (so it is safe inside submit()). */
+static void simba__mysql_kick(simba__mysql *b) {
+    simba__mysql_job *j = b->head;
+    if (!j || b->head_started || b->main.state != SIMBA__MYSQL_READY || b->main.q != SIMBA__MYSQL_Q_NONE ||
+        b->main.done)
+        return;
+    b->head_started = 1;
+    j->attempts++;
+    j->step = SIMBA__MYSQL_S_FIRST;
+    simba__mysql_step(b, j);
+}
+
+/* The rollback of j came back: run the op again (retry) or answer. */
+static void simba__mysql_rollback_done(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_free_results(&b->main);
+    if (j->retry) {
+        j->retry = 0;
+        b->head_started = 0;
+        simba__mysql_kick(b);
+        return;
+    }
+    simba__mysql_finish(b, j, j->reply.status ? j->reply.status : SIMBA_EBACKEND, j->msg);
+}
+
+/* The head job's batch failed: a lost connection fails everything; a
+   deadlock or lock wait timeout runs the op again; another SQL error rolls
+   back and answers. */
+static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    unsigned e = c->err;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", c->errmsg);
+    simba__mysql_free_results(c);
+    if (simba__mysql_is_conn_error(e)) { simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
+        /* the transaction (or its last statement) was rolled back: roll
+           back the rest and run the whole op again from the reads */
+        if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
+        if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
+        if (j->attempts < SIMBA__MYSQL_MAX_RETRIES) {
+            b->stats.retries++;
+            simba__mysql_rollback(b, j, SIMBA_OK, 1);
+            return;
+        }
+    }
+    /* an SQL error: roll back (harmless outside a transaction) and answer */
+    if (e == ER_NO_SUCH_TABLE)
+        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
+                 e, msg);
+    else
+        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
+    /* an ENQUEUE that failed keeps its bell only for an older entry */
+    j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
+    simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
+}
+
+/* The head job's batch finished on the main connection: on to its next step. */
+static void simba__mysql_job_result(simba__mysql *b) {
+    simba__mysql_conn *c = &b->main;
+    simba__mysql_job *j = b->head;
+    c->done = 0;
+    if (!j) { simba__mysql_free_results(c); return; }
+    if (c->err) simba__mysql_job_error(b, j);
+    else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
+    else simba__mysql_step(b, j);
 }
 
 /* ---------------------------------------------------------------- main connection */
@@ -2283,6 +2413,65 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
                           (long long)uptime, (long long)(b->grace_until_ms - now_ms));
 }
 
+/* The main connection's connect or setup failed (or timed out): drop it,
+   retry with backoff, tell the core. */
+static void simba__mysql_main_failed(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_conn_drop(&b->main);
+    simba__mysql_schedule_reconnect(b);
+    simba_backend_state(b->s, 0, err, msg);
+}
+
+/* CONNECTING: when the connect is done, send the setup batch. Returns 1 to
+   go on, 0 to wait. */
+static int simba__mysql_main_connecting(simba__mysql *b, simba__mysql_conn *c) {
+    if (!c->done) {
+        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connect timed out");
+        return 0;
+    }
+    c->done = 0;
+    if (c->err) {
+        int st = simba__mysql_status_of(c->err);
+        char msg[300];
+        snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
+        b->stats.last_error = st;
+        simba__mysql_main_failed(b, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
+        return 0;
+    }
+    c->state = SIMBA__MYSQL_SETUP;
+    simba__mysql_setup_sql(b, &c->sql, 1);
+    simba__mysql_conn_query(b, c);
+    return 1;
+}
+
+/* SETUP: when the setup batch is done, the connection is ready: re-take
+   our bells, tell the core. Returns 1 to go on, 0 to wait. */
+static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
+    if (!c->done) {
+        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connection setup timed out");
+        return 0;
+    }
+    c->done = 0;
+    if (c->err) {
+        int st = simba__mysql_status_of(c->err);
+        char msg[300];
+        snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+        b->stats.last_error = st;
+        simba__mysql_main_failed(b, st, msg);
+        return 0;
+    }
+    simba__mysql_grace(b, c);
+    simba__mysql_free_results(c);
+    c->state = SIMBA__MYSQL_READY;
+    c->attempt = 0;
+    if (b->stats.connects++) b->stats.reconnects++;
+    if (b->retake_needed) simba__mysql_queue_retake(b);
+    b->up = 1;
+    simba_backend_state(b->s, 1, 0, NULL);
+    return 1;
+}
+
 /* Drive the main connection: connect, setup, jobs. */
 static void simba__mysql_main_progress(simba__mysql *b) {
     simba__mysql_conn *c = &b->main;
@@ -2297,58 +2486,11 @@ static void simba__mysql_main_progress(simba__mysql *b) {
             return;
         }
         if (c->state == SIMBA__MYSQL_CONNECTING) {
-            if (!c->done) {
-                if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms) {
-                    simba__mysql_conn_drop(c);
-                    simba__mysql_schedule_reconnect(b);
-                    simba_backend_state(b->s, 0, SIMBA_ETIMEDOUT, "connect timed out");
-                }
-                return;
-            }
-            c->done = 0;
-            if (c->err) {
-                int st = simba__mysql_status_of(c->err);
-                char msg[300];
-                snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
-                b->stats.last_error = st;
-                simba__mysql_conn_drop(c);
-                simba__mysql_schedule_reconnect(b);
-                simba_backend_state(b->s, 0, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
-                return;
-            }
-            c->state = SIMBA__MYSQL_SETUP;
-            simba__mysql_setup_sql(b, &c->sql, 1);
-            simba__mysql_conn_query(b, c);
+            if (!simba__mysql_main_connecting(b, c)) return;
             continue;
         }
         if (c->state == SIMBA__MYSQL_SETUP) {
-            if (!c->done) {
-                if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms) {
-                    simba__mysql_conn_drop(c);
-                    simba__mysql_schedule_reconnect(b);
-                    simba_backend_state(b->s, 0, SIMBA_ETIMEDOUT, "connection setup timed out");
-                }
-                return;
-            }
-            c->done = 0;
-            if (c->err) {
-                int st = simba__mysql_status_of(c->err);
-                char msg[300];
-                snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
-                b->stats.last_error = st;
-                simba__mysql_conn_drop(c);
-                simba__mysql_schedule_reconnect(b);
-                simba_backend_state(b->s, 0, st, msg);
-                return;
-            }
-            simba__mysql_grace(b, c);
-            simba__mysql_free_results(c);
-            c->state = SIMBA__MYSQL_READY;
-            c->attempt = 0;
-            if (b->stats.connects++) b->stats.reconnects++;
-            if (b->retake_needed) simba__mysql_queue_retake(b);
-            b->up = 1;
-            simba_backend_state(b->s, 1, 0, NULL);
+            if (!simba__mysql_main_setup(b, c)) return;
             continue;
         }
         /* READY */
