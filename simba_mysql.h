@@ -21,6 +21,23 @@
     another name is resolved once, blocking, inside simba_mysql() (not in the
     loop), and a name that does not resolve fails simba_create with a message.
 
+    CONTENTS (every section starts with a comment ">>name", grep for it)
+    --------
+    Declarations:
+        >>options       simba_mysql_desc: what the caller sets
+        >>constructor   simba_mysql(), simba_mysql_from_url(), simba_mysql_schema()
+        >>stats         struct simba_mysql_stats and simba_mysql_stats()
+    Implementation (SIMBA_MYSQL_IMPLEMENTATION; guard SIMBA_MYSQL_IMPL_INCLUDED):
+        >>internals     includes, limits, private types, memory, SQL text, the job queue
+        >>connection    connect, setup, reconnect with backoff; the main connection
+                        runs the job queue (one step function per kind of job)
+        >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
+        >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
+        >>wakeups       bells, watches, the waiter connection -> simba_backend_wake
+        >>stats         simba_mysql_stats()
+        >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
+        >>constructor   desc checks, allocation, the schema, simba_mysql_from_url
+
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------
     Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
@@ -61,6 +78,7 @@
 extern "C" {
 #endif
 
+/*>>options: what the caller sets */
 /* Options of simba_mysql(). Strings are copied; zero fields take defaults. */
 typedef struct simba_mysql_desc {
     const char *host;           /* numeric address or "localhost"; another name is
@@ -95,6 +113,7 @@ typedef struct simba_mysql_desc {
                                    exactly one of alloc/free set: SIMBA_EINVAL */
 } simba_mysql_desc;
 
+/*>>constructor: simba_mysql, simba_mysql_from_url, simba_mysql_schema */
 /* A new MySQL backend for one simba client (pass it in simba_desc.backend;
    simba owns it from simba_create on). Never an unusable backend: on bad
    options (database missing, bad prefix, a host name that does not resolve,
@@ -104,6 +123,25 @@ typedef struct simba_mysql_desc {
    "simba_mysql: out of memory". */
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
 
+/* Writes the schema (the CREATE TABLE IF NOT EXISTS statements of
+   simba_mysql.sql, separated by ";\n") for table prefix `prefix` (NULL =
+   "simba_") into buf. Returns the length it needs without the NUL (like
+   snprintf), or SIMBA_ENAME for a bad prefix. */
+SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
+
+/* ---- connection URLs ----
+   simba_mysql_from_url: the backend for a parsed URL (simba_url_parse in
+   simba.h) of scheme mysql:
+       mysql://[user[:password]@]host[:port]/database[?parameters]
+       mysql://[user[:password]@]/database?socket=/path/to/socket
+   parameters: socket, table_prefix, create_schema (0/1), connect_timeout
+   (duration), lock_wait_timeout (seconds), ssl_ca, ssl_capath, ssl_cert,
+   ssl_key, ssl_cipher, ssl_verify (0/1), plus password_env / password_file
+   (simba.h). Read the client options (simba_url_client_options) first: a
+   parameter nobody read is an error here. */
+SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
+
+/*>>stats: counters of one backend */
 /* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
    struct stat / stat() pattern). The first five fields are the same on
    every backend. */
@@ -142,32 +180,16 @@ struct simba_mysql_stats {
    SIMBA_EINVAL if b is not a MySQL backend or out is NULL. */
 SIMBADEF int simba_mysql_stats(simba_backend b, struct simba_mysql_stats *out);
 
-/* Writes the schema (the CREATE TABLE IF NOT EXISTS statements of
-   simba_mysql.sql, separated by ";\n") for table prefix `prefix` (NULL =
-   "simba_") into buf. Returns the length it needs without the NUL (like
-   snprintf), or SIMBA_ENAME for a bad prefix. */
-SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
-
-/* ---- connection URLs ----
-   simba_mysql_from_url: the backend for a parsed URL (simba_url_parse in
-   simba.h) of scheme mysql:
-       mysql://[user[:password]@]host[:port]/database[?parameters]
-       mysql://[user[:password]@]/database?socket=/path/to/socket
-   parameters: socket, table_prefix, create_schema (0/1), connect_timeout
-   (duration), lock_wait_timeout (seconds), ssl_ca, ssl_capath, ssl_cert,
-   ssl_key, ssl_cipher, ssl_verify (0/1), plus password_env / password_file
-   (simba.h). Read the client options (simba_url_client_options) first: a
-   parameter nobody read is an error here. */
-SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
-
 #ifdef __cplusplus
 }
 #endif
 #endif /* SIMBA_MYSQL_INCLUDED */
 
 /* ======================================================================= */
-#if defined(SIMBA_MYSQL_IMPLEMENTATION) && !defined(SIMBA_MYSQL_IMPLEMENTED)
-#define SIMBA_MYSQL_IMPLEMENTED
+#if defined(SIMBA_MYSQL_IMPLEMENTATION) && !defined(SIMBA_MYSQL_IMPL_INCLUDED)
+#define SIMBA_MYSQL_IMPL_INCLUDED
+
+/*>>internals: includes, limits, private types, memory, SQL text, the job queue */
 
 #include <mysql.h>
 #include <errmsg.h>
@@ -179,13 +201,12 @@ SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_er
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #ifndef SIMBA_ASSERT
 #include <assert.h>
 #define SIMBA_ASSERT(c) assert(c)
 #endif
 
-/* ---- limits and tunables ---- */
+/* Limits and tunables. */
 enum {
     SIMBA__MYSQL_MAXRES = 40,          /* statements whose results one batch keeps */
     SIMBA__MYSQL_MAX_RETRIES = 8,      /* deadlock / lock-wait retries of one op */
@@ -203,6 +224,7 @@ enum {
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
    even across daylight-saving changes of the server's zone. */
 #define SIMBA__MYSQL_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)"
+
 #define SIMBA__MYSQL_NOW_US "CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"
 
 /* Internal job kinds, after the simba_op_kind values. */
@@ -216,9 +238,29 @@ enum {
 
 /* Connection states. */
 enum { SIMBA__MYSQL_CLOSED = 0, SIMBA__MYSQL_CONNECTING, SIMBA__MYSQL_SETUP, SIMBA__MYSQL_READY };
+
 /* Steps of the async call in progress on a connection. */
 enum { SIMBA__MYSQL_Q_NONE = 0, SIMBA__MYSQL_Q_CONNECT, SIMBA__MYSQL_Q_QUERY, SIMBA__MYSQL_Q_STORE,
        SIMBA__MYSQL_Q_NEXT };
+
+/* Phases of a job (j->step). Each kind of job has its own step function,
+   a small switch over the phases it goes through; S_FIRST builds and sends
+   its first batch, every later phase reads the answer of the last one. */
+enum {
+    SIMBA__MYSQL_S_FIRST = 0,  /* nothing sent yet */
+    SIMBA__MYSQL_S_FAST,       /* POLL: unlocked reads */
+    SIMBA__MYSQL_S_READS,      /* locking reads (transaction open) */
+    SIMBA__MYSQL_S_WRITES,     /* writes + COMMIT */
+    SIMBA__MYSQL_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
+    SIMBA__MYSQL_S_SIMPLE,     /* one-batch jobs (OPEN, bells): sent */
+    SIMBA__MYSQL_S_KEEPALIVE,  /* the renewal UPDATE */
+    SIMBA__MYSQL_S_NOTIFY,     /* it matched nothing: session gone, or notified? */
+    SIMBA__MYSQL_S_CLOSE_ENTRIES,
+    SIMBA__MYSQL_S_CLOSE_SESSION,
+    SIMBA__MYSQL_S_SWEEP_LIST,
+    SIMBA__MYSQL_S_SWEEP_ENTRIES,
+    SIMBA__MYSQL_S_SWEEP_SESSIONS
+};
 
 typedef struct simba__mysql_buf {
     char *p;
@@ -343,12 +385,64 @@ typedef struct simba__mysql {
     struct simba_mysql_stats stats;
 } simba__mysql;
 
-/* ---------------------------------------------------------------- memory */
+/* One queue entry as read (pointers into the MYSQL_RES, valid until the
+   results are freed). */
+typedef struct simba__mysql_ent {
+    int r;                      /* sorted resource index */
+    int64_t seq, fence, newfence;
+    int weight;
+    const char *request, *session;
+    unsigned long reqlen, seslen;
+    int64_t expires;            /* -1: no session row */
+    int dead, removed, granted;
+    int ours;                   /* our request id AND our session */
+    int foreign;                /* our request id, another session's entry (a keyed
+                                   id is the same in every session): never ours */
+} simba__mysql_ent;
+
+typedef struct simba__mysql_eval {
+    int64_t now_us, now_ms, our_expires;
+    int exists[SIMBA_MAX_RESOURCES];
+    int capacity[SIMBA_MAX_RESOURCES];
+    int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
+    int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
+    simba__mysql_ent *e;
+    int ne;
+    int torn;               /* unlocked reads that disagree (a change landed
+                               between the two statements): decide under locks */
+    int64_t grace;          /* > 0: ms of restart grace left, no grants now */
+} simba__mysql_eval;
+
+/* Defined in their sections below, used before. The step functions, one
+   per kind of job, each a small switch over the job's phases: */
+static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j);      /* >>session */
+static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j); /* >>session */
+static void simba__mysql_step_close(simba__mysql *b, simba__mysql_job *j);     /* >>session */
+static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j);     /* >>session */
+static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j);      /* >>locks */
+static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j);     /* >>wakeups */
+/* >>connection */
+static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg);
+/* >>locks */
+static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x);
+/* >>wakeups */
+static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen);
+static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell);
+static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h);
+static void simba__mysql_mine_clear(simba__mysql *b);
+static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell);
+static void simba__mysql_queue_retake(simba__mysql *b);
+static void simba__mysql_watch_del(simba__mysql *b, const char *request);
+static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status);
+/* >>vtable */
+static void simba__mysql_destroy(void *impl);
 
 /* Everything goes through the desc's allocator (the kit's helpers: zero =
    malloc/free); alloc returns zeroed memory. */
 static void *simba__mysql_alloc(simba__mysql *b, size_t n) { return simba_allocator_alloc(&b->alloc, n); }
+
 static void simba__mysql_free(simba__mysql *b, void *p) { simba_allocator_free(&b->alloc, p); }
+
 static char *simba__mysql_strndup(simba__mysql *b, const char *s, size_t n) {
     char *p;
     if (!s) return NULL;
@@ -358,9 +452,8 @@ static char *simba__mysql_strndup(simba__mysql *b, const char *s, size_t n) {
     p[n] = 0;
     return p;
 }
-static char *simba__mysql_strdup(simba__mysql *b, const char *s) { return simba_allocator_strdup(&b->alloc, s); }
 
-/* ---------------------------------------------------------------- SQL text */
+static char *simba__mysql_strdup(simba__mysql *b, const char *s) { return simba_allocator_strdup(&b->alloc, s); }
 
 static int simba__mysql_reserve(simba__mysql *b, simba__mysql_buf *x, size_t more) {
     size_t need = x->n + more + 1, cap;
@@ -377,6 +470,7 @@ static int simba__mysql_reserve(simba__mysql *b, simba__mysql_buf *x, size_t mor
     x->cap = cap;
     return 1;
 }
+
 static void simba__mysql_put(simba__mysql *b, simba__mysql_buf *x, const char *s) {
     size_t n = strlen(s);
     if (!simba__mysql_reserve(b, x, n)) return;
@@ -384,6 +478,7 @@ static void simba__mysql_put(simba__mysql *b, simba__mysql_buf *x, const char *s
     x->n += n;
     x->p[x->n] = 0;
 }
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
@@ -397,6 +492,7 @@ static void simba__mysql_putf(simba__mysql *b, simba__mysql_buf *x, const char *
     if (n < 0 || (size_t)n >= sizeof tmp) { x->oom = 1; return; } /* only short pieces go here */
     simba__mysql_put(b, x, tmp);
 }
+
 /* Every string reaches SQL as a hex literal X'...': no byte of a name (quotes,
    backslashes, %, _, NUL-free binary) can end the literal or change the
    statement, whatever sql_mode (NO_BACKSLASH_ESCAPES, ANSI_QUOTES) says. */
@@ -414,14 +510,17 @@ static void simba__mysql_hex(simba__mysql *b, simba__mysql_buf *x, const char *s
     x->p[x->n++] = '\'';
     x->p[x->n] = 0;
 }
+
 static void simba__mysql_hexs(simba__mysql *b, simba__mysql_buf *x, const char *s) {
     simba__mysql_hex(b, x, s, strlen(s));
 }
+
 static void simba__mysql_buf_clear(simba__mysql_buf *x) {
     x->n = 0;
     x->oom = 0;
     if (x->p) x->p[0] = 0;
 }
+
 static void simba__mysql_buf_free(simba__mysql *b, simba__mysql_buf *x) {
     simba__mysql_free(b, x->p);
     x->p = NULL;
@@ -429,185 +528,145 @@ static void simba__mysql_buf_free(simba__mysql *b, simba__mysql_buf *x) {
     x->oom = 0;
 }
 
-/* ---------------------------------------------------------------- bells */
-
-/* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
-   (database, prefix), tenant and request id. GET_LOCK names are global to the
-   server and limited to 64 characters, hence the hash. */
-static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
-    h ^= 0xff; /* separator, so ("ab","c") and ("a","bc") differ */
-    h *= 1099511628211ULL;
-    return h;
-}
-static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen) {
-    uint64_t h = simba__mysql_fnv(b->deploy, tenant, strlen(tenant));
-    h = simba__mysql_fnv(h, req, reqlen);
-    return h ? h : 1; /* 0 marks an empty slot */
-}
-static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell) {
-    simba__mysql_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
-                   (unsigned long)(bell & 0xffffffffUL));
+static void simba__mysql_where_tenant(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
+    simba__mysql_put(b, x, " WHERE tenant=");
+    simba__mysql_hexs(b, x, j->tenant);
 }
 
-/* The set of bells this client's main connection holds (one per entry, up
-   to max_bells), open addressing with linear probing. */
-static void simba__mysql_mine_put(uint64_t *keys, int cap, uint64_t h) {
-    int k = (int)(h % (uint64_t)cap);
-    while (keys[k]) k = (k + 1) % cap;
-    keys[k] = h;
-}
-static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h) {
-    int i;
-    if (!b->mine_cap) return 0;
-    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
-        if (b->mine[i] == h) return 1;
-    return 0;
-}
-static int simba__mysql_mine_add(simba__mysql *b, uint64_t h) {
-    if (simba__mysql_mine_has(b, h)) return 1;
-    if ((b->mine_n + 1) * 2 > b->mine_cap) {
-        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
-        uint64_t *t = (uint64_t *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
-        if (!t) return 0;
-        memset(t, 0, (size_t)cap * sizeof *t);
-        for (j = 0; j < b->mine_cap; j++) if (b->mine[j]) simba__mysql_mine_put(t, cap, b->mine[j]);
-        simba__mysql_free(b, b->mine);
-        b->mine = t;
-        b->mine_cap = cap;
+static int simba__mysql_int64(const char *s, unsigned long len, int64_t *out) {
+    int64_t v = 0;
+    unsigned long i = 0;
+    int neg = 0;
+    if (!s || len == 0 || len > 20) return 0;
+    if (s[0] == '-') { neg = 1; i = 1; if (len == 1) return 0; }
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        if (v > (INT64_MAX - (s[i] - '0')) / 10) return 0;
+        v = v * 10 + (s[i] - '0');
     }
-    simba__mysql_mine_put(b->mine, b->mine_cap, h);
-    b->mine_n++;
+    *out = neg ? -v : v;
     return 1;
 }
-static void simba__mysql_mine_del(simba__mysql *b, uint64_t h) {
-    int i, j;
-    if (!b->mine_cap) return;
-    i = (int)(h % (uint64_t)b->mine_cap);
-    while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
-    if (!b->mine[i]) return;
-    b->mine[i] = 0;
-    b->mine_n--;
-    /* put the rest of the cluster back where a lookup will find it */
-    for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
-        uint64_t v = b->mine[j];
-        b->mine[j] = 0;
-        simba__mysql_mine_put(b->mine, b->mine_cap, v);
+
+static int simba__mysql_int(const char *s, unsigned long len, int *out) {
+    int64_t v;
+    if (!simba__mysql_int64(s, len, &v) || v < INT32_MIN || v > INT32_MAX) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* Is `session` the one of the last OPEN (or is there none yet)? Bells and
+   watches belong to the current session only. */
+static int simba__mysql_is_current(const simba__mysql *b, const char *session) {
+    return !b->cur_session[0] || strcmp(b->cur_session, session) == 0;
+}
+
+static void simba__mysql_job_free(simba__mysql *b, simba__mysql_job *j) {
+    int i;
+    if (!j) return;
+    simba__mysql_free(b, j->tenant);
+    simba__mysql_free(b, j->client);
+    simba__mysql_free(b, j->session);
+    simba__mysql_free(b, j->request);
+    for (i = 0; i < j->nres; i++) simba__mysql_free(b, j->res[i].name);
+    simba__mysql_free(b, j->holders);
+    simba__mysql_free(b, j->bells);
+    simba__mysql_buf_free(b, &j->list);
+    simba__mysql_free(b, j);
+}
+
+static void simba__mysql_push(simba__mysql *b, simba__mysql_job *j, int front) {
+    j->next = NULL;
+    if (front && b->head && b->head_started) {
+        /* never in front of a job whose transaction is open: right behind it */
+        j->next = b->head->next;
+        b->head->next = j;
+        if (b->tail == b->head) b->tail = j;
+    } else if (front) {
+        j->next = b->head;
+        b->head = j;
+        if (!b->tail) b->tail = j;
+    } else {
+        if (b->tail) b->tail->next = j;
+        else b->head = j;
+        b->tail = j;
     }
 }
-static void simba__mysql_mine_clear(simba__mysql *b) {
-    simba__mysql_free(b, b->mine);
-    b->mine = NULL;
-    b->mine_cap = b->mine_n = 0;
+
+static simba__mysql_job *simba__mysql_pop(simba__mysql *b) {
+    simba__mysql_job *j = b->head;
+    if (!j) return NULL;
+    if (j->kind >= SIMBA_OP_ENQUEUE && j->kind <= SIMBA_OP_DELETE && b->queued_ops > 0) b->queued_ops--;
+    b->head = j->next;
+    if (!b->head) b->tail = NULL;
+    b->head_started = 0;
+    return j;
 }
 
-/* ---------------------------------------------------------------- watches */
+static simba__mysql_job *simba__mysql_job_new(simba__mysql *b, int kind) {
+    simba__mysql_job *j = (simba__mysql_job *)simba__mysql_alloc(b, sizeof *j);
+    if (!j) return NULL;
+    memset(j, 0, sizeof *j);
+    j->kind = kind;
+    j->ix_res = j->ix_ent = -1;
+    return j;
+}
 
-static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request) {
-    int i;
-    for (i = 0; i < b->nwatch; i++)
-        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
+/* Copy an op into a job: strings are the core's only during submit(). */
+static simba__mysql_job *simba__mysql_job_from_op(simba__mysql *b, const simba_op *op, int *err) {
+    simba__mysql_job *j = simba__mysql_job_new(b, (int)op->kind);
+    int i, k;
+    *err = SIMBA_ENOMEM;
+    if (!j) return NULL;
+    j->op_id = op->id;
+    j->try_only = op->try_only;
+    j->lease_ms = op->lease_ms;
+    j->tenant = simba__mysql_strdup(b, op->tenant ? op->tenant : "");
+    j->client = simba__mysql_strdup(b, op->client ? op->client : "");
+    j->session = simba__mysql_strdup(b, op->session ? op->session : "");
+    j->request = simba__mysql_strdup(b, op->request ? op->request : "");
+    if (!j->tenant || !j->client || !j->session || !j->request) goto fail;
+    for (i = 0; i < op->nres; i++) {
+        const char *name = op->res[i].name;
+        size_t len = strlen(name);
+        simba__mysql_res r;
+        r.name = simba__mysql_strndup(b, name, len);
+        if (!r.name) goto fail;
+        r.len = len;
+        r.capacity = op->res[i].capacity;
+        r.weight = op->res[i].weight;
+        r.orig = i;
+        /* insertion sort by bytes: the order InnoDB's VARBINARY index uses,
+           so every transaction locks resource rows in the same order */
+        for (k = j->nres; k > 0; k--) {
+            simba__mysql_res *q = &j->res[k - 1];
+            size_t m = q->len < len ? q->len : len;
+            int c = memcmp(q->name, name, m);
+            if (c < 0 || (c == 0 && q->len < len)) break;
+            j->res[k] = *q;
+        }
+        j->res[k] = r;
+        j->nres++;
+    }
+    for (i = 0; i < j->nres; i++) j->sorted_of[j->res[i].orig] = i;
+    j->bell = simba__mysql_bell(b, j->tenant, j->request, strlen(j->request));
+    *err = SIMBA_OK;
+    return j;
+fail:
+    simba__mysql_job_free(b, j);
     return NULL;
 }
-static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
-    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
-    int i;
-    if (!w) return;
-    i = (int)(w - b->watches);
-    simba__mysql_free(b, w->request);
-    simba__mysql_free(b, w->session);
-    simba__mysql_free(b, w->name);
-    simba__mysql_free(b, w->tenant);
-    b->watches[i] = b->watches[b->nwatch - 1];
-    b->nwatch--;
-}
-/* With capacity > 1 the bell covers only the oldest holder; a release by
-   another one would wait for the core's re-check period. So such waits also
-   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
-   changes. */
-enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
 
-static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
-                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
-    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
-    int64_t now = simba_now_ms(b->s);
-    if (w && strcmp(w->session, session) != 0) {
-        /* the same keyed request id in another session: not the same entry */
-        simba__mysql_watch_del(b, request);
-        w = NULL;
-    }
-    if (w) {
-        if (w->bell != bell) {
-            w->bell = bell;
-            w->immediate = 0;
-            w->not_before = 0;
-            w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
-            w->poll_at = now + w->poll_ms;
-        }
-        w->multi = multi;
-        return;
-    }
-    if (b->nwatch == b->watch_cap) {
-        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
-        simba__mysql_watch *t = (simba__mysql_watch *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
-        if (!t) return; /* no watch: the core's re-checks still find the grant */
-        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
-        simba__mysql_free(b, b->watches);
-        b->watches = t;
-        b->watch_cap = cap;
-    }
-    w = &b->watches[b->nwatch];
-    memset(w, 0, sizeof *w);
-    w->request = simba__mysql_strdup(b, request);
-    w->session = simba__mysql_strdup(b, session);
-    w->name = simba__mysql_strndup(b, name, namelen);
-    w->tenant = simba__mysql_strdup(b, tenant);
-    if (!w->request || !w->session || !w->name || !w->tenant) {
-        simba__mysql_free(b, w->request);
-        simba__mysql_free(b, w->session);
-        simba__mysql_free(b, w->name);
-        simba__mysql_free(b, w->tenant);
-        return;
-    }
-    w->single = single;
-    w->multi = multi;
-    w->bell = bell;
-    w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
-    w->poll_at = now + w->poll_ms;
-    b->nwatch++;
-}
-
-/* Every wake-up of the core goes through here (stats.wakes counts them). */
-static void simba__mysql_wake(simba__mysql *b, const char *name, const char *session, const char *request,
-                              int64_t fence) {
-    b->stats.wakes++;
-    simba_backend_wake(b->s, name, session, request, fence);
-}
-
-/* Due re-polls of capacity > 1 waits: have the core POLL them. */
-static void simba__mysql_watch_polls(simba__mysql *b) {
-    int64_t now = simba_now_ms(b->s);
-    int i;
-    char name[SIMBA_MAX_NAME + 1];
-    for (i = 0; i < b->nwatch; i++) {
-        simba__mysql_watch *w = &b->watches[i];
-        if (!w->multi || now < w->poll_at) continue;
-        /* nothing moved since the last one (a change resets it): slow down */
-        w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
-        w->poll_at = now + w->poll_ms;
-        snprintf(name, sizeof name, "%s", w->name);
-        simba__mysql_wake(b, name, NULL, NULL, 0);
-    }
-}
-
-/* ---------------------------------------------------------------- connections */
+/*>>connection: connect, setup, reconnect with backoff; the job queue runs on the main connection */
 
 static void simba__mysql_free_results(simba__mysql_conn *c) {
     int i;
     for (i = 0; i < c->nres; i++) if (c->res[i]) mysql_free_result(c->res[i]);
     c->nres = 0;
 }
+
+/* Rows the first statement of the last batch changed (0 without one). */
+static uint64_t simba__mysql_affected(const simba__mysql_conn *c) { return c->nres >= 1 ? c->affected[0] : 0; }
 
 /* Drop a connection at once, whatever it was doing: mariadb_cancel makes every
    further read/write fail, so mysql_close cannot block on a dead or busy
@@ -634,82 +693,95 @@ static void simba__mysql_set_error(simba__mysql_conn *c, unsigned err, const cha
     c->wait = 0;
 }
 
+/* c's call finished without error: nothing more to run. */
+static void simba__mysql_conn_done(simba__mysql_conn *c) {
+    c->q = SIMBA__MYSQL_Q_NONE;
+    c->wait = 0;
+    c->err = 0;
+    c->done = 1;
+}
+
+/* The connector's _start (ev < 0) or _cont call of each phase. Each returns
+   the MYSQL_WAIT_* it suspended on, or 0 with c->q set to the next phase
+   (SIMBA__MYSQL_Q_NONE: finished, see c->done and c->err). */
+static int simba__mysql_call_connect(simba__mysql *b, simba__mysql_conn *c, int ev) {
+    MYSQL *ret = NULL;
+    int st;
+    if (ev < 0)
+        st = mysql_real_connect_start(&ret, c->m, b->unix_socket ? NULL : b->host, b->user,
+                                      b->password, b->database,
+                                      (unsigned)(b->unix_socket ? 0 : b->port), b->unix_socket,
+                                      CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS | CLIENT_FOUND_ROWS);
+    else
+        st = mysql_real_connect_cont(&ret, c->m, ev);
+    if (st) return st;
+    if (!ret) simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+    else simba__mysql_conn_done(c);
+    return 0;
+}
+static int simba__mysql_call_query(simba__mysql_conn *c, int ev) {
+    int r = 0, st;
+    if (ev < 0) st = mysql_real_query_start(&r, c->m, c->sql.p, (unsigned long)c->sql.n);
+    else st = mysql_real_query_cont(&r, c->m, ev);
+    if (st) return st;
+    if (r) simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+    else c->q = SIMBA__MYSQL_Q_STORE;
+    return 0;
+}
+static int simba__mysql_call_store(simba__mysql_conn *c, int ev) {
+    MYSQL_RES *res = NULL;
+    int st;
+    if (ev < 0) st = mysql_store_result_start(&res, c->m);
+    else st = mysql_store_result_cont(&res, c->m, ev);
+    if (st) return st;
+    if (!res && mysql_field_count(c->m) != 0) {
+        simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+        return 0;
+    }
+    if (c->nres < SIMBA__MYSQL_MAXRES) {
+        c->res[c->nres] = res;
+        c->affected[c->nres] = res ? 0 : (uint64_t)mysql_affected_rows(c->m);
+        c->nres++;
+    } else if (res) {
+        mysql_free_result(res);
+    }
+    if (mysql_more_results(c->m)) c->q = SIMBA__MYSQL_Q_NEXT;
+    else simba__mysql_conn_done(c);
+    return 0;
+}
+static int simba__mysql_call_next(simba__mysql_conn *c, int ev) {
+    int r = 0, st;
+    if (ev < 0) st = mysql_next_result_start(&r, c->m);
+    else st = mysql_next_result_cont(&r, c->m, ev);
+    if (st) return st;
+    if (r > 0) simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+    else if (r < 0) simba__mysql_conn_done(c);
+    else c->q = SIMBA__MYSQL_Q_STORE;
+    return 0;
+}
+
 /* Run the suspended async call on, as far as it goes without blocking.
    ev < 0 starts the current step; otherwise ev holds the MYSQL_WAIT_* events
    that happened. Leaves c->wait set when suspended, c->done when finished. */
 static void simba__mysql_conn_step(simba__mysql *b, simba__mysql_conn *c, int ev) {
     for (;;) {
-        int st = 0;
+        int st;
         switch (c->q) {
-        case SIMBA__MYSQL_Q_CONNECT: {
-            MYSQL *ret = NULL;
-            if (ev < 0)
-                st = mysql_real_connect_start(&ret, c->m, b->unix_socket ? NULL : b->host, b->user,
-                                              b->password, b->database,
-                                              (unsigned)(b->unix_socket ? 0 : b->port), b->unix_socket,
-                                              CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS | CLIENT_FOUND_ROWS);
-            else
-                st = mysql_real_connect_cont(&ret, c->m, ev);
-            if (st) break;
-            if (!ret) { simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
-            c->q = SIMBA__MYSQL_Q_NONE;
-            c->wait = 0;
-            c->err = 0;
-            c->done = 1;
+        case SIMBA__MYSQL_Q_CONNECT: st = simba__mysql_call_connect(b, c, ev); break;
+        case SIMBA__MYSQL_Q_QUERY: st = simba__mysql_call_query(c, ev); break;
+        case SIMBA__MYSQL_Q_STORE: st = simba__mysql_call_store(c, ev); break;
+        case SIMBA__MYSQL_Q_NEXT: st = simba__mysql_call_next(c, ev); break;
+        default: return;
+        }
+        if (st) {
+            /* suspended: remember what it waits for */
+            c->wait = st;
+            if (st & MYSQL_WAIT_TIMEOUT)
+                c->wait_until = simba_now_ms(b->s) + (int64_t)mysql_get_timeout_value_ms(c->m);
             return;
         }
-        case SIMBA__MYSQL_Q_QUERY: {
-            int r = 0;
-            if (ev < 0) st = mysql_real_query_start(&r, c->m, c->sql.p, (unsigned long)c->sql.n);
-            else st = mysql_real_query_cont(&r, c->m, ev);
-            if (st) break;
-            if (r) { simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
-            c->q = SIMBA__MYSQL_Q_STORE;
-            ev = -1;
-            continue;
-        }
-        case SIMBA__MYSQL_Q_STORE: {
-            MYSQL_RES *res = NULL;
-            if (ev < 0) st = mysql_store_result_start(&res, c->m);
-            else st = mysql_store_result_cont(&res, c->m, ev);
-            if (st) break;
-            if (!res && mysql_field_count(c->m) != 0) {
-                simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
-                return;
-            }
-            if (c->nres < SIMBA__MYSQL_MAXRES) {
-                c->res[c->nres] = res;
-                c->affected[c->nres] = res ? 0 : (uint64_t)mysql_affected_rows(c->m);
-                c->nres++;
-            } else if (res) {
-                mysql_free_result(res);
-            }
-            if (mysql_more_results(c->m)) { c->q = SIMBA__MYSQL_Q_NEXT; ev = -1; continue; }
-            c->q = SIMBA__MYSQL_Q_NONE;
-            c->wait = 0;
-            c->err = 0;
-            c->done = 1;
-            return;
-        }
-        case SIMBA__MYSQL_Q_NEXT: {
-            int r = 0;
-            if (ev < 0) st = mysql_next_result_start(&r, c->m);
-            else st = mysql_next_result_cont(&r, c->m, ev);
-            if (st) break;
-            if (r > 0) { simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
-            if (r < 0) { c->q = SIMBA__MYSQL_Q_NONE; c->wait = 0; c->err = 0; c->done = 1; return; }
-            c->q = SIMBA__MYSQL_Q_STORE;
-            ev = -1;
-            continue;
-        }
-        default:
-            return;
-        }
-        /* suspended: remember what it waits for */
-        c->wait = st;
-        if (st & MYSQL_WAIT_TIMEOUT)
-            c->wait_until = simba_now_ms(b->s) + (int64_t)mysql_get_timeout_value_ms(c->m);
-        return;
+        if (c->q == SIMBA__MYSQL_Q_NONE) return; /* finished or failed */
+        ev = -1;                                  /* start the next phase's call */
     }
 }
 
@@ -845,233 +917,642 @@ static int simba__mysql_is_conn_error(unsigned e) {
            e == CR_OUT_OF_MEMORY || e == ER_NET_READ_ERROR || e == ER_NET_ERROR_ON_WRITE ||
            e == ER_NET_READ_INTERRUPTED || e == ER_NET_WRITE_INTERRUPTED || e == 4031 /* MySQL 8: client disconnected */;
 }
+
 static int simba__mysql_is_auth_error(unsigned e) {
     return e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR ||
            e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR ||
            e == ER_SPECIFIC_ACCESS_DENIED_ERROR || e == ER_PASSWORD_NO_MATCH ||
            e == ER_ACCESS_DENIED_NO_PASSWORD_ERROR || e == ER_BAD_DB_ERROR;
 }
+
 static int simba__mysql_status_of(unsigned e) {
     if (simba__mysql_is_auth_error(e)) return SIMBA_EAUTH;
     if (simba__mysql_is_conn_error(e)) return SIMBA_EDISCONNECTED;
     return SIMBA_EBACKEND;
 }
 
-/* ---------------------------------------------------------------- schema */
-
-static int simba__mysql_prefix_ok(const char *p) {
-    size_t n = strlen(p), i;
-    if (n > 32) return 0;
-    for (i = 0; i < n; i++) {
-        char c = p[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
-            return 0;
+static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int main_conn) {
+    simba__mysql_buf_clear(x);
+    if (main_conn) {
+        /* results 0 and 1: what the restart grace needs (simba__mysql_grace) */
+        simba__mysql_put(b, x, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, " SIMBA__MYSQL_NOW_MS ";\n"
+                            "SHOW GLOBAL STATUS LIKE 'Uptime';\n");
     }
-    return 1;
-}
-
-/* The DDL of simba_mysql.sql with "@" standing for the table prefix. Keep the
-   two in sync: the tests compare the tables both create. */
-static const char *const simba__mysql_ddl[] = {
-    "CREATE TABLE IF NOT EXISTS `@sessions` (\n"
-    "    tenant      VARBINARY(64)  NOT NULL,\n"
-    "    session     VARBINARY(96)  NOT NULL,\n"
-    "    client      VARBINARY(64)  NOT NULL,\n"
-    "    expires_ms  BIGINT         NOT NULL,\n"
-    "    notify      BIGINT         NOT NULL DEFAULT 0,\n"
-    "    PRIMARY KEY (tenant, session),\n"
-    "    KEY @sessions_expiry (expires_ms)\n"
-    ") ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS `@resources` (\n"
-    "    tenant      VARBINARY(64)  NOT NULL,\n"
-    "    name        VARBINARY(256) NOT NULL,\n"
-    "    capacity    INT            NOT NULL,\n"
-    "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
-    "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
-    "    PRIMARY KEY (tenant, name)\n"
-    ") ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS `@entries` (\n"
-    "    tenant      VARBINARY(64)  NOT NULL,\n"
-    "    name        VARBINARY(256) NOT NULL,\n"
-    "    seq         BIGINT         NOT NULL,\n"
-    "    request     VARBINARY(128) NOT NULL,\n"
-    "    session     VARBINARY(96)  NOT NULL,\n"
-    "    weight      INT            NOT NULL,\n"
-    "    fence       BIGINT         NOT NULL DEFAULT 0,\n"
-    "    PRIMARY KEY (tenant, name, seq),\n"
-    "    UNIQUE KEY @entries_request (tenant, name, request),\n"
-    "    KEY @entries_session (tenant, session)\n"
-    ") ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS `@capacity_audit` (\n"
-    "    id            BIGINT         NOT NULL AUTO_INCREMENT,\n"
-    "    tenant        VARBINARY(64)  NOT NULL,\n"
-    "    name          VARBINARY(256) NOT NULL,\n"
-    "    old_capacity  INT            NULL,\n"
-    "    new_capacity  INT            NOT NULL,\n"
-    "    session       VARBINARY(96)  NOT NULL,\n"
-    "    at_ms         BIGINT         NOT NULL,\n"
-    "    PRIMARY KEY (id),\n"
-    "    KEY @capacity_audit_name (tenant, name)\n"
-    ") ENGINE=InnoDB"
-};
-
-SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
-    size_t out = 0, plen, i;
-    const char *p;
-    if (!prefix) prefix = "simba_";
-    if (!simba__mysql_prefix_ok(prefix)) return SIMBA_ENAME;
-    plen = strlen(prefix);
-    for (i = 0; i < sizeof simba__mysql_ddl / sizeof simba__mysql_ddl[0]; i++) {
-        for (p = simba__mysql_ddl[i]; *p; p++) {
-            if (*p == '@') {
-                size_t k;
-                for (k = 0; k < plen; k++, out++) if (buf && out + 1 < size) buf[out] = prefix[k];
+    simba__mysql_put(b, x, "SET SESSION time_zone='+00:00'");
+    if (main_conn) {
+        simba__mysql_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
+        /* READ COMMITTED: no gap locks, so the only locks simba takes are the
+           resource rows (in sorted order) and the entries it writes */
+        simba__mysql_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+        if (b->create_schema) {
+            char ddl[4096];
+            int n = simba_mysql_schema(b->prefix, ddl, sizeof ddl);
+            if (n > 0 && (size_t)n < sizeof ddl) {
+                ddl[n - 2] = 0; /* drop the last ";\n" */
+                simba__mysql_put(b, x, ";\n");
+                simba__mysql_put(b, x, ddl);
             } else {
-                if (buf && out + 1 < size) buf[out] = *p;
-                out++;
+                x->oom = 1;
             }
         }
-        {
-            const char *sep = ";\n";
-            for (; *sep; sep++, out++) if (buf && out + 1 < size) buf[out] = *sep;
-        }
     }
-    if (buf && size) buf[out < size ? out : size - 1] = 0;
-    return (int)out;
 }
 
-/* ---------------------------------------------------------------- jobs */
-
-static void simba__mysql_job_free(simba__mysql *b, simba__mysql_job *j) {
-    int i;
-    if (!j) return;
-    simba__mysql_free(b, j->tenant);
-    simba__mysql_free(b, j->client);
-    simba__mysql_free(b, j->session);
-    simba__mysql_free(b, j->request);
-    for (i = 0; i < j->nres; i++) simba__mysql_free(b, j->res[i].name);
-    simba__mysql_free(b, j->holders);
-    simba__mysql_free(b, j->bells);
-    simba__mysql_buf_free(b, &j->list);
-    simba__mysql_free(b, j);
+/* The restart grace. InnoDB keeps what it committed, so normally no grace
+   is needed. But a server that may lose its last commits in a crash
+   (innodb_flush_log_at_trx_commit != 1 and the OS goes down) could forget a
+   grant whose holder still believes it holds. So, like the Redis and mem
+   backends after a data loss, grant nothing until one lease after the
+   server started: every holder that could have been forgotten has given up
+   by then (its local deadline is at most one lease after its last confirmed
+   keepalive, which was before the crash). Uptime is whole seconds, rounded
+   down, so the estimated start is never earlier than the real one. A server
+   restart always breaks our connection, so reading it at connect is enough. */
+static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
+    int64_t flush = -1, now_ms = 0, uptime = -1;
+    int on;
+    MYSQL_ROW row;
+    unsigned long *len;
+    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 2 && (row = mysql_fetch_row(c->res[0])) &&
+        (len = mysql_fetch_lengths(c->res[0])) && row[0] && row[1]) {
+        if (!simba__mysql_int64(row[0], len[0], &flush)) flush = -1;
+        if (!simba__mysql_int64(row[1], len[1], &now_ms)) now_ms = 0;
+    }
+    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
+        (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
+        uptime = -1;
+    on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
+    b->grace_until_ms = 0;
+    if (!on || now_ms <= 0) return;
+    /* unknown uptime: be safe, count the server as just started */
+    b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
+    if (b->grace_until_ms > now_ms)
+        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
+                          (long long)uptime, (long long)(b->grace_until_ms - now_ms));
 }
 
-static void simba__mysql_push(simba__mysql *b, simba__mysql_job *j, int front) {
-    j->next = NULL;
-    if (front && b->head && b->head_started) {
-        /* never in front of a job whose transaction is open: right behind it */
-        j->next = b->head->next;
-        b->head->next = j;
-        if (b->tail == b->head) b->tail = j;
-    } else if (front) {
-        j->next = b->head;
-        b->head = j;
-        if (!b->tail) b->tail = j;
+static void simba__mysql_send(simba__mysql *b) {
+    b->stats.batches++;
+    {
+        /* statements: count the separators we put between them */
+        size_t i;
+        uint64_t n = 1;
+        const simba__mysql_buf *x = &b->main.sql;
+        for (i = 0; i < x->n; i++) if (x->p[i] == ';' && i + 1 < x->n) n++;
+        b->stats.statements += n;
+    }
+    simba__mysql_conn_query(b, &b->main);
+}
+
+/* Set j's next phase and send the batch built for it in b->main.sql. */
+static void simba__mysql_send_step(simba__mysql *b, simba__mysql_job *j, int step) {
+    j->step = step;
+    simba__mysql_send(b);
+}
+
+static void simba__mysql_complete(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
+    simba_reply rep;
+    if (j->kind >= SIMBA__MYSQL_JOB_BELLS_RELEASE) return; /* internal */
+    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: op %d on '%s' -> %s granted %d ahead %d recheck %d%s%s",
+                      j->kind, j->nres ? j->res[j->sorted_of[0]].name : "", simba_strerror(status),
+                      j->reply.granted, j->reply.ahead, j->reply.recheck_ms, msg && *msg ? ": " : "", msg ? msg : "");
+    if (status != SIMBA_OK && status != SIMBA_ENOTFOUND && status != SIMBA_EKEYBUSY) b->stats.last_error = status;
+    rep = j->reply;
+    rep.id = j->op_id;
+    rep.status = status;
+    rep.message = msg && *msg ? msg : NULL;
+    if (status == SIMBA_OK) {
+        rep.owner = j->owner[0] ? j->owner : NULL;
+        rep.entries = j->holders;
+        rep.nentries = j->nholders;
     } else {
-        if (b->tail) b->tail->next = j;
-        else b->head = j;
-        b->tail = j;
+        memset(rep.fence, 0, sizeof rep.fence);
+        rep.granted = 0;
+        rep.owner = NULL;
+        rep.entries = NULL;
+        rep.nentries = 0;
+        rep.recheck_ms = -1;
+        rep.epoch = 0;
+    }
+    b->stats.ops_completed++;
+    simba_backend_complete(b->s, &rep);
+}
+
+/* The head job is done: take it off the queue, do the bookkeeping, answer
+   the core (internal jobs get no answer) and free it. */
+static void simba__mysql_finish(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
+    simba__mysql_free_results(&b->main);
+    simba__mysql_pop(b);
+    simba__mysql_after(b, j, status);
+    simba__mysql_complete(b, j, status, msg);
+    simba__mysql_job_free(b, j);
+}
+
+/* The step function of j's kind. */
+static void simba__mysql_step(simba__mysql *b, simba__mysql_job *j) {
+    switch (j->kind) {
+    case SIMBA_OP_OPEN: simba__mysql_step_open(b, j); break;
+    case SIMBA__MYSQL_JOB_BELLS_RELEASE:
+    case SIMBA__MYSQL_JOB_BELLS_RETAKE: simba__mysql_step_bells(b, j); break;
+    case SIMBA_OP_KEEPALIVE: simba__mysql_step_keepalive(b, j); break;
+    case SIMBA_OP_CLOSE:
+    case SIMBA__MYSQL_JOB_CLOSE_OLD: simba__mysql_step_close(b, j); break;
+    case SIMBA__MYSQL_JOB_SWEEP: simba__mysql_step_sweep(b, j); break;
+    default: simba__mysql_step_lock(b, j); break;
     }
 }
 
-static simba__mysql_job *simba__mysql_pop(simba__mysql *b) {
+/* Start the head job if the connection is free. Never completes anything
+   (so it is safe inside submit()). */
+static void simba__mysql_kick(simba__mysql *b) {
     simba__mysql_job *j = b->head;
-    if (!j) return NULL;
-    if (j->kind >= SIMBA_OP_ENQUEUE && j->kind <= SIMBA_OP_DELETE && b->queued_ops > 0) b->queued_ops--;
-    b->head = j->next;
-    if (!b->head) b->tail = NULL;
-    b->head_started = 0;
-    return j;
+    if (!j || b->head_started || b->main.state != SIMBA__MYSQL_READY || b->main.q != SIMBA__MYSQL_Q_NONE ||
+        b->main.done)
+        return;
+    b->head_started = 1;
+    j->attempts++;
+    j->step = SIMBA__MYSQL_S_FIRST;
+    simba__mysql_step(b, j);
 }
 
-static simba__mysql_job *simba__mysql_job_new(simba__mysql *b, int kind) {
-    simba__mysql_job *j = (simba__mysql_job *)simba__mysql_alloc(b, sizeof *j);
-    if (!j) return NULL;
-    memset(j, 0, sizeof *j);
-    j->kind = kind;
-    j->ix_res = j->ix_ent = -1;
-    return j;
+/* End the open transaction (if any) with ROLLBACK; then run the op again
+   (retry) or answer `status`. An ENQUEUE flagged release_bell also gives
+   its bell back in the same batch. */
+static void simba__mysql_rollback(simba__mysql *b, simba__mysql_job *j, int status, int retry) {
+    simba__mysql_buf *x = &b->main.sql;
+    j->retry = retry;
+    j->reply.status = status;
+    j->step = SIMBA__MYSQL_S_ROLLBACK;
+    simba__mysql_buf_clear(x);
+    simba__mysql_put(b, x, "ROLLBACK");
+    if (!retry) simba__mysql_sql_release_bell(b, j, x);
+    simba__mysql_send(b);
 }
 
-/* Queue RELEASE_LOCK of a bell that is no longer in our set. */
-static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell) {
-    simba__mysql_job *j;
-    /* join a pending release job that has not started yet */
-    for (j = b->head; j; j = j->next) {
-        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE && !(j == b->head && b->head_started) &&
-            j->nbells < 64) {
-            j->bells[j->nbells++] = bell;
+/* The rollback of j came back: run the op again (retry) or answer. */
+static void simba__mysql_rollback_done(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_free_results(&b->main);
+    if (j->retry) {
+        j->retry = 0;
+        b->head_started = 0;
+        simba__mysql_kick(b);
+        return;
+    }
+    simba__mysql_finish(b, j, j->reply.status ? j->reply.status : SIMBA_EBACKEND, j->msg);
+}
+
+/* The head job's batch failed: a lost connection fails everything; a
+   deadlock or lock wait timeout runs the op again; another SQL error rolls
+   back and answers. */
+static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    unsigned e = c->err;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", c->errmsg);
+    simba__mysql_free_results(c);
+    if (simba__mysql_is_conn_error(e)) { simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
+        /* the transaction (or its last statement) was rolled back: roll
+           back the rest and run the whole op again from the reads */
+        if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
+        if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
+        if (j->attempts < SIMBA__MYSQL_MAX_RETRIES) {
+            b->stats.retries++;
+            simba__mysql_rollback(b, j, SIMBA_OK, 1);
             return;
         }
     }
-    j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_BELLS_RELEASE);
-    if (!j) return; /* the lock goes when the connection does */
-    j->bells = (uint64_t *)simba__mysql_alloc(b, 64 * sizeof *j->bells);
-    if (!j->bells) { simba__mysql_job_free(b, j); return; }
-    j->bells[0] = bell;
-    j->nbells = 1;
-    simba__mysql_push(b, j, 0);
+    /* an SQL error: roll back (harmless outside a transaction) and answer */
+    if (e == ER_NO_SUCH_TABLE)
+        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
+                 e, msg);
+    else
+        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
+    /* an ENQUEUE that failed keeps its bell only for an older entry */
+    j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
+    simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
 }
 
-/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
-static void simba__mysql_queue_bell_release(simba__mysql *b, uint64_t bell) {
-    if (!simba__mysql_mine_has(b, bell)) return; /* an entry without a bell */
-    simba__mysql_mine_del(b, bell);
-    simba__mysql_queue_bell_release_raw(b, bell);
+/* The head job's batch finished on the main connection: on to its next step. */
+static void simba__mysql_job_result(simba__mysql *b) {
+    simba__mysql_conn *c = &b->main;
+    simba__mysql_job *j = b->head;
+    c->done = 0;
+    if (!j) { simba__mysql_free_results(c); return; }
+    if (c->err) simba__mysql_job_error(b, j);
+    else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
+    else simba__mysql_step(b, j);
 }
 
-/* Is `session` the one of the last OPEN (or is there none yet)? Bells and
-   watches belong to the current session only. */
-static int simba__mysql_is_current(const simba__mysql *b, const char *session) {
-    return !b->cur_session[0] || strcmp(b->cur_session, session) == 0;
-}
-
-/* Copy an op into a job: strings are the core's only during submit(). */
-static simba__mysql_job *simba__mysql_job_from_op(simba__mysql *b, const simba_op *op, int *err) {
-    simba__mysql_job *j = simba__mysql_job_new(b, (int)op->kind);
-    int i, k;
-    *err = SIMBA_ENOMEM;
-    if (!j) return NULL;
-    j->op_id = op->id;
-    j->try_only = op->try_only;
-    j->lease_ms = op->lease_ms;
-    j->tenant = simba__mysql_strdup(b, op->tenant ? op->tenant : "");
-    j->client = simba__mysql_strdup(b, op->client ? op->client : "");
-    j->session = simba__mysql_strdup(b, op->session ? op->session : "");
-    j->request = simba__mysql_strdup(b, op->request ? op->request : "");
-    if (!j->tenant || !j->client || !j->session || !j->request) goto fail;
-    for (i = 0; i < op->nres; i++) {
-        const char *name = op->res[i].name;
-        size_t len = strlen(name);
-        simba__mysql_res r;
-        r.name = simba__mysql_strndup(b, name, len);
-        if (!r.name) goto fail;
-        r.len = len;
-        r.capacity = op->res[i].capacity;
-        r.weight = op->res[i].weight;
-        r.orig = i;
-        /* insertion sort by bytes: the order InnoDB's VARBINARY index uses,
-           so every transaction locks resource rows in the same order */
-        for (k = j->nres; k > 0; k--) {
-            simba__mysql_res *q = &j->res[k - 1];
-            size_t m = q->len < len ? q->len : len;
-            int c = memcmp(q->name, name, m);
-            if (c < 0 || (c == 0 && q->len < len)) break;
-            j->res[k] = *q;
-        }
-        j->res[k] = r;
-        j->nres++;
+/* Fail every queued op with err (EDISCONNECTED) and forget the internal jobs. */
+static void simba__mysql_fail_all(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_job *j;
+    while ((j = simba__mysql_pop(b)) != NULL) {
+        simba__mysql_complete(b, j, err, msg);
+        simba__mysql_job_free(b, j);
     }
-    for (i = 0; i < j->nres; i++) j->sorted_of[j->res[i].orig] = i;
-    j->bell = simba__mysql_bell(b, j->tenant, j->request, strlen(j->request));
-    *err = SIMBA_OK;
-    return j;
-fail:
-    simba__mysql_job_free(b, j);
-    return NULL;
 }
 
-/* ---- SQL pieces shared by the steps ---- */
+static void simba__mysql_schedule_reconnect(simba__mysql *b) {
+    int ms = simba_backend_backoff_ms(b->s, b->main.attempt);
+    b->main.attempt++;
+    b->main.retry_at = simba_now_ms(b->s) + ms;
+    b->main.retry_armed = 1;
+}
+
+/* The main connection is gone (or we drop it): the server rolls back an open
+   transaction and frees our bells; entries and the session stay until the
+   session expires. Fail what was queued, report, reconnect with backoff. */
+static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_conn_drop(&b->main);
+    b->head_started = 0;
+    b->up = 0;
+    if (b->mine_n) b->retake_needed = 1;
+    simba__mysql_schedule_reconnect(b);
+    simba__mysql_fail_all(b, SIMBA_EDISCONNECTED, msg);
+    simba_backend_state(b->s, 0, err, msg);
+}
+
+/* The main connection's connect or setup failed (or timed out): drop it,
+   retry with backoff, tell the core. */
+static void simba__mysql_main_failed(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_conn_drop(&b->main);
+    simba__mysql_schedule_reconnect(b);
+    simba_backend_state(b->s, 0, err, msg);
+}
+
+/* CONNECTING: when the connect is done, send the setup batch. Returns 1 to
+   go on, 0 to wait. */
+static int simba__mysql_main_connecting(simba__mysql *b, simba__mysql_conn *c) {
+    if (!c->done) {
+        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connect timed out");
+        return 0;
+    }
+    c->done = 0;
+    if (c->err) {
+        int st = simba__mysql_status_of(c->err);
+        char msg[300];
+        snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
+        b->stats.last_error = st;
+        simba__mysql_main_failed(b, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
+        return 0;
+    }
+    c->state = SIMBA__MYSQL_SETUP;
+    simba__mysql_setup_sql(b, &c->sql, 1);
+    simba__mysql_conn_query(b, c);
+    return 1;
+}
+
+/* SETUP: when the setup batch is done, the connection is ready: re-take
+   our bells, tell the core. Returns 1 to go on, 0 to wait. */
+static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
+    if (!c->done) {
+        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connection setup timed out");
+        return 0;
+    }
+    c->done = 0;
+    if (c->err) {
+        int st = simba__mysql_status_of(c->err);
+        char msg[300];
+        snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+        b->stats.last_error = st;
+        simba__mysql_main_failed(b, st, msg);
+        return 0;
+    }
+    simba__mysql_grace(b, c);
+    simba__mysql_free_results(c);
+    c->state = SIMBA__MYSQL_READY;
+    c->attempt = 0;
+    if (b->stats.connects++) b->stats.reconnects++;
+    if (b->retake_needed) simba__mysql_queue_retake(b);
+    b->up = 1;
+    simba_backend_state(b->s, 1, 0, NULL);
+    return 1;
+}
+
+/* Drive the main connection: connect, setup, jobs. */
+static void simba__mysql_main_progress(simba__mysql *b) {
+    simba__mysql_conn *c = &b->main;
+    int guard;
+    for (guard = 0; guard < 64; guard++) {
+        if (c->state == SIMBA__MYSQL_CLOSED) {
+            if (c->retry_armed && simba_now_ms(b->s) >= c->retry_at) {
+                c->retry_armed = 0;
+                simba__mysql_conn_open(b, c);
+                continue;
+            }
+            return;
+        }
+        if (c->state == SIMBA__MYSQL_CONNECTING) {
+            if (!simba__mysql_main_connecting(b, c)) return;
+            continue;
+        }
+        if (c->state == SIMBA__MYSQL_SETUP) {
+            if (!simba__mysql_main_setup(b, c)) return;
+            continue;
+        }
+        /* READY */
+        if (c->done) { simba__mysql_job_result(b); continue; }
+        if (c->q != SIMBA__MYSQL_Q_NONE) return;
+        if (!b->head) {
+            int64_t now = simba_now_ms(b->s);
+            if (b->sweep_ms > 0 && now >= b->next_sweep) {
+                simba__mysql_job *j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_SWEEP);
+                b->next_sweep = now + b->sweep_ms;
+                if (j) simba__mysql_push(b, j, 0);
+            }
+        }
+        if (!b->head || b->head_started) return;
+        simba__mysql_kick(b);
+    }
+}
+
+/*>>session: OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep of expired ones */
+
+/* OPEN: drop the entries of an expired session of the same id (a session id
+   that expired must not come back to life with its old entries; rare: ids
+   are fresh per session), then create or renew the session row. */
+static void simba__mysql_sql_open(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE s.tenant=", b->t_entries, b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, " AND s.session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND s.expires_ms <= " SIMBA__MYSQL_NOW_MS ";\n");
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->client);
+    simba__mysql_putf(b, x, "," SIMBA__MYSQL_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
+                   j->lease_ms);
+}
+
+/* OPEN: one batch (drop an expired namesake's entries, create the row). */
+static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j) {
+    if (j->step != SIMBA__MYSQL_S_FIRST) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
+    snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+    b->notify_seen = 0;
+    j->reply.epoch = 1;
+    simba__mysql_sql_open(b, j, &b->main.sql);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
+}
+
+/* One statement, whatever the number of locks: the whole renewal. It only
+   matches while the session's notify counter is the one we saw; a DELETE or
+   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
+   matches nothing and we look why (simba__mysql_step_keepalive). */
+static void simba__mysql_sql_keepalive(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MYSQL_NOW_MS "+%d", b->t_sessions, j->lease_ms);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
+}
+
+/* The keepalive matched nothing: is the session alive, and what is its
+   notify counter now? */
+static void simba__mysql_sql_notify(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "SELECT notify FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS);
+}
+
+/* KEEPALIVE: the renewal; when it matches nothing, read the session's
+   notify counter (gone: ESESSION) and renew again with it. */
+static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        if (strcmp(b->notify_session, j->session) != 0) {
+            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+            b->notify_seen = 0;
+        }
+        simba__mysql_sql_keepalive(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
+        return;
+    case SIMBA__MYSQL_S_KEEPALIVE:
+        if (c->nres >= 1 && c->affected[0] == 1) {
+            /* the contract's admin epoch: ours is the session's notify counter
+               (+1: 0 means "not kept"); when it moves, the core re-checks holds */
+            j->reply.epoch = b->notify_seen + 1;
+            simba__mysql_finish(b, j, SIMBA_OK, NULL);
+            return;
+        }
+        simba__mysql_free_results(c);
+        if (j->attempts > 3) { simba__mysql_finish(b, j, SIMBA_ESESSION, NULL); return; }
+        j->attempts++;
+        simba__mysql_sql_notify(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_NOTIFY);
+        return;
+    case SIMBA__MYSQL_S_NOTIFY: {
+        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+        MYSQL_ROW row = r && mysql_num_fields(r) == 1 ? mysql_fetch_row(r) : NULL;
+        unsigned long *len = row ? mysql_fetch_lengths(r) : NULL;
+        int64_t seen;
+        if (!row || !len || !row[0] || !simba__mysql_int64(row[0], len[0], &seen)) {
+            simba__mysql_finish(b, j, r && !row ? SIMBA_ESESSION : SIMBA_EPROTO, NULL);
+            return;
+        }
+        simba__mysql_free_results(c);
+        b->notify_seen = seen;
+        simba__mysql_sql_keepalive(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
+        return;
+    }
+    default:
+        simba__mysql_finish(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
+        return;
+    }
+}
+
+/* CLOSE: the session's entries first, in short autocommit batches; the
+   session row last, so an interrupted CLOSE leaves a session the sweep
+   will find. */
+static void simba__mysql_sql_close_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, " LIMIT %d", SIMBA__MYSQL_CLOSE_BATCH);
+}
+
+static void simba__mysql_sql_close_session(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    /* the bells go with the session; only the current session's CLOSE
+       may drop them all at once (a dropped session's CLOSE can come
+       after the next OPEN, whose bells must stay) */
+    if (j->kind == SIMBA_OP_CLOSE && simba__mysql_is_current(b, j->session))
+        simba__mysql_put(b, x, ";\nDO RELEASE_ALL_LOCKS()");
+}
+
+/* CLOSE (and CLOSE_OLD): the entries in batches, then the session row. */
+static void simba__mysql_step_close(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_sql_close_entries(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_ENTRIES);
+        return;
+    case SIMBA__MYSQL_S_CLOSE_ENTRIES: {
+        uint64_t n = simba__mysql_affected(c);
+        simba__mysql_free_results(c);
+        if (n >= (uint64_t)SIMBA__MYSQL_CLOSE_BATCH) {
+            simba__mysql_send(b); /* same statement again: the next batch */
+            return;
+        }
+        simba__mysql_sql_close_session(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_SESSION);
+        return;
+    }
+    default:
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+}
+
+/* The core opens a new session: the previous one was dropped (or this is
+   the first). Whatever the backend keeps for the old one goes now. The core
+   sends CLOSE only while it is connected, so after an outage longer than
+   ttl the backend would otherwise keep the old session's watches (the
+   waiter connection would keep waiting on them in turns, missing the live
+   ones' rings) and its bells (re-taken at every reconnect) for ever. On the
+   server, the old session is closed here if the core could not (its rows
+   would expire anyway; closing them frees its queue places now). */
+static void simba__mysql_session_switch(simba__mysql *b, const simba_op *op) {
+    int i;
+    char old[SIMBA_MAX_SESSION + 1];
+    snprintf(old, sizeof old, "%s", b->cur_session);
+    snprintf(b->cur_session, sizeof b->cur_session, "%s", op->session ? op->session : "");
+    b->stats.purged_watches += (uint64_t)b->nwatch;
+    while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
+    if (b->mine_n) {
+        /* the server frees them with the connection; this one lives on */
+        b->stats.purged_bells += (uint64_t)b->mine_n;
+        for (i = 0; i < b->mine_cap; i++)
+            if (b->mine[i]) simba__mysql_queue_bell_release_raw(b, b->mine[i]);
+        simba__mysql_mine_clear(b);
+    }
+    b->retake_needed = 0;
+    {
+        /* a re-take queued at the reconnect is for those same bells */
+        simba__mysql_job *q;
+        for (q = b->head; q; q = q->next)
+            if (q->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE && !(q == b->head && b->head_started)) q->nbells = 0;
+    }
+    if (old[0] && !b->cur_close_sent) {
+        int err;
+        simba_op c = *op;
+        simba__mysql_job *j;
+        c.kind = SIMBA_OP_CLOSE;
+        c.session = old;
+        c.nres = 0;
+        c.res = NULL;
+        j = simba__mysql_job_from_op(b, &c, &err);
+        if (j) {
+            j->kind = SIMBA__MYSQL_JOB_CLOSE_OLD; /* internal: no answer to the core */
+            simba__mysql_push(b, j, 0);
+        }
+    }
+    b->cur_close_sent = 0;
+}
+
+/* SWEEP: a round of expired sessions, then their entries in batches, then
+   the session rows (the list can be long: it goes in with put, not the
+   printf buffer). */
+static void simba__mysql_sql_sweep_list(simba__mysql *b, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MYSQL_NOW_MS
+                   " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MYSQL_SWEEP_SESSIONS);
+}
+
+static void simba__mysql_sql_sweep_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
+    simba__mysql_put(b, x, j->list.p);
+    simba__mysql_putf(b, x, ") LIMIT %d", SIMBA__MYSQL_SWEEP_BATCH);
+}
+
+static void simba__mysql_sql_sweep_sessions(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    /* only sessions still expired: a row cannot come back to life, but
+       check anyway rather than trust the list's age */
+    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
+    simba__mysql_put(b, x, j->list.p);
+    simba__mysql_put(b, x, ") AND expires_ms < " SIMBA__MYSQL_NOW_MS);
+}
+
+/* Reads the sweep's list of expired sessions into j->list as
+   "(t,s),(t,s)"; returns how many. */
+static int simba__mysql_sweep_read_list(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c) {
+    MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+    MYSQL_ROW row;
+    int n = 0;
+    simba__mysql_buf_clear(&j->list);
+    while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
+        unsigned long *len = mysql_fetch_lengths(r);
+        if (!row[0] || !row[1] || !len) continue;
+        simba__mysql_put(b, &j->list, n ? ",(" : "(");
+        simba__mysql_hex(b, &j->list, row[0], len[0]);
+        simba__mysql_put(b, &j->list, ",");
+        simba__mysql_hex(b, &j->list, row[1], len[1]);
+        simba__mysql_put(b, &j->list, ")");
+        n++;
+    }
+    return n;
+}
+
+/* SWEEP: list expired sessions, delete their entries in batches, then the
+   session rows. Internal: nobody is answered. */
+static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_sql_sweep_list(b, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_LIST);
+        return;
+    case SIMBA__MYSQL_S_SWEEP_LIST: {
+        int n = simba__mysql_sweep_read_list(b, j, c);
+        simba__mysql_free_results(c);
+        if (!n || j->list.oom) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
+        j->nbells = n; /* sessions in this round */
+        simba__mysql_sql_sweep_entries(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_ENTRIES);
+        return;
+    }
+    case SIMBA__MYSQL_S_SWEEP_ENTRIES: {
+        uint64_t n = simba__mysql_affected(c);
+        b->stats.swept_entries += n;
+        simba__mysql_free_results(c);
+        if (n >= (uint64_t)SIMBA__MYSQL_SWEEP_BATCH) {
+            simba__mysql_send(b);
+            return;
+        }
+        simba__mysql_sql_sweep_sessions(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_SESSIONS);
+        return;
+    }
+    default:
+        b->stats.swept_sessions += simba__mysql_affected(c);
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+}
+
+/*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE (reads, the grant rule, writes) */
 
 static void simba__mysql_names_in(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
     int i;
@@ -1082,9 +1563,12 @@ static void simba__mysql_names_in(simba__mysql *b, simba__mysql_buf *x, const si
     }
     simba__mysql_put(b, x, ")");
 }
-static void simba__mysql_where_tenant(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
-    simba__mysql_put(b, x, " WHERE tenant=");
-    simba__mysql_hexs(b, x, j->tenant);
+
+/* " WHERE tenant=<t> AND name=<res r>" */
+static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int r) {
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND name=");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
 }
 
 /* The reads every resource operation evaluates, in two statements (each
@@ -1137,57 +1621,6 @@ static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__
     simba__mysql_put(b, x, ")\nORDER BY k, n, a;\n");
     (*nst)++;
 }
-
-/* ---- parsing ---- */
-
-static int simba__mysql_int64(const char *s, unsigned long len, int64_t *out) {
-    int64_t v = 0;
-    unsigned long i = 0;
-    int neg = 0;
-    if (!s || len == 0 || len > 20) return 0;
-    if (s[0] == '-') { neg = 1; i = 1; if (len == 1) return 0; }
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        if (v > (INT64_MAX - (s[i] - '0')) / 10) return 0;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = neg ? -v : v;
-    return 1;
-}
-static int simba__mysql_int(const char *s, unsigned long len, int *out) {
-    int64_t v;
-    if (!simba__mysql_int64(s, len, &v) || v < INT32_MIN || v > INT32_MAX) return 0;
-    *out = (int)v;
-    return 1;
-}
-
-/* One queue entry as read (pointers into the MYSQL_RES, valid until the
-   results are freed). */
-typedef struct simba__mysql_ent {
-    int r;                      /* sorted resource index */
-    int64_t seq, fence, newfence;
-    int weight;
-    const char *request, *session;
-    unsigned long reqlen, seslen;
-    int64_t expires;            /* -1: no session row */
-    int dead, removed, granted;
-    int ours;                   /* our request id AND our session */
-    int foreign;                /* our request id, another session's entry (a keyed
-                                   id is the same in every session): never ours */
-} simba__mysql_ent;
-
-typedef struct simba__mysql_eval {
-    int64_t now_us, now_ms, our_expires;
-    int exists[SIMBA_MAX_RESOURCES];
-    int capacity[SIMBA_MAX_RESOURCES];
-    int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
-    int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
-    simba__mysql_ent *e;
-    int ne;
-    int torn;               /* unlocked reads that disagree (a change landed
-                               between the two statements): decide under locks */
-    int64_t grace;          /* > 0: ms of restart grace left, no grants now */
-} simba__mysql_eval;
 
 static int simba__mysql_res_index(const simba__mysql_job *j, const char *name, unsigned long len) {
     int i;
@@ -1349,6 +1782,29 @@ static void simba__mysql_probe_new(simba__mysql_job *j, simba__mysql_eval *v, in
 
 static int64_t simba__mysql_fence_of(const simba__mysql_ent *e) { return e->fence ? e->fence : e->newfence; }
 
+/* The answer's part about res[0]: entries ahead of ours, holders, the
+   oldest holder. */
+static void simba__mysql_answer_first(simba__mysql_job *j, const simba__mysql_eval *v, const int64_t *new_fence) {
+    int i, o, r0 = j->sorted_of[0];
+    for (i = 0, o = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r0 || !simba__mysql_live(e)) continue;
+        if (e->ours) o = 1; /* o: our entry seen */
+        else if (!o) j->reply.ahead++;
+        if (simba__mysql_fence_of(e) > 0) {
+            if (!j->owner[0]) {
+                memcpy(j->owner, e->session, e->seslen);
+                j->owner[e->seslen] = 0;
+            }
+            j->reply.held++;
+        }
+    }
+    if (new_fence && new_fence[r0] > 0) {
+        j->reply.held++;
+        if (!j->owner[0]) snprintf(j->owner, sizeof j->owner, "%s", j->session);
+    }
+}
+
 /* Fills j->reply (granted, fences, ahead, held, owner, recheck) and the watch
    from the evaluated queues, for our request. new_fence: the fences of our
    entry when it is inserted by this op (it is then last everywhere), else NULL. */
@@ -1394,24 +1850,7 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
     if (!all && v->grace > 0 && (recheck < 0 || v->grace < recheck)) recheck = v->grace;
     if (all || recheck < 0) j->reply.recheck_ms = -1;
     else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
-    /* res[0]: entries ahead of ours, holders, the oldest holder */
-    for (i = 0, o = 0; i < v->ne; i++) {
-        const simba__mysql_ent *e = &v->e[i];
-        if (e->r != r0 || !simba__mysql_live(e)) continue;
-        if (e->ours) o = 1; /* o: our entry seen */
-        else if (!o) j->reply.ahead++;
-        if (simba__mysql_fence_of(e) > 0) {
-            if (!j->owner[0]) {
-                memcpy(j->owner, e->session, e->seslen);
-                j->owner[e->seslen] = 0;
-            }
-            j->reply.held++;
-        }
-    }
-    if (new_fence && new_fence[r0] > 0) {
-        j->reply.held++;
-        if (!j->owner[0]) snprintf(j->owner, sizeof j->owner, "%s", j->session);
-    }
+    simba__mysql_answer_first(j, v, new_fence);
 }
 
 /* After the transaction: give our bell back when this op leaves no entry
@@ -1427,13 +1866,6 @@ static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, 
     simba__mysql_put(b, x, ";\nDO RELEASE_LOCK(");
     simba__mysql_bellname(b, x, j->bell);
     simba__mysql_put(b, x, ")");
-}
-
-/* " WHERE tenant=<t> AND name=<res r>" */
-static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int r) {
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND name=");
-    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
 }
 
 /* A new resource, created by the first request that needs it. A plain
@@ -1728,424 +2160,6 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
     return SIMBA_OK;
 }
 
-/* ---------------------------------------------------------------- completion */
-
-static void simba__mysql_complete(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
-    simba_reply rep;
-    if (j->kind >= SIMBA__MYSQL_JOB_BELLS_RELEASE) return; /* internal */
-    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: op %d on '%s' -> %s granted %d ahead %d recheck %d%s%s",
-                      j->kind, j->nres ? j->res[j->sorted_of[0]].name : "", simba_strerror(status),
-                      j->reply.granted, j->reply.ahead, j->reply.recheck_ms, msg && *msg ? ": " : "", msg ? msg : "");
-    if (status != SIMBA_OK && status != SIMBA_ENOTFOUND && status != SIMBA_EKEYBUSY) b->stats.last_error = status;
-    rep = j->reply;
-    rep.id = j->op_id;
-    rep.status = status;
-    rep.message = msg && *msg ? msg : NULL;
-    if (status == SIMBA_OK) {
-        rep.owner = j->owner[0] ? j->owner : NULL;
-        rep.entries = j->holders;
-        rep.nentries = j->nholders;
-    } else {
-        memset(rep.fence, 0, sizeof rep.fence);
-        rep.granted = 0;
-        rep.owner = NULL;
-        rep.entries = NULL;
-        rep.nentries = 0;
-        rep.recheck_ms = -1;
-        rep.epoch = 0;
-    }
-    b->stats.ops_completed++;
-    simba_backend_complete(b->s, &rep);
-}
-
-/* Bookkeeping after an op committed: bells we hold, requests we watch. */
-static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status) {
-    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
-        !simba__mysql_is_current(b, j->session)) {
-        /* an op of a session the core has dropped (queued before the next
-           OPEN): its entry is no longer anyone's concern here. Give back a bell
-           it took, unless the current session holds the same one (a keyed
-           request id names the same bell in every session). */
-        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__mysql_mine_has(b, j->bell))
-            simba__mysql_queue_bell_release_raw(b, j->bell);
-        return;
-    }
-    switch (j->kind) {
-    case SIMBA_OP_ENQUEUE:
-    case SIMBA_OP_POLL:
-        if (status == SIMBA_OK && j->exists) {
-            if (j->took_bell) simba__mysql_mine_add(b, j->bell);
-            if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
-            else
-                simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
-                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
-        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
-            /* our entry is gone (or was never made): so is the need for its bell */
-            simba__mysql_watch_del(b, j->request);
-            if (j->bell_released) simba__mysql_mine_del(b, j->bell);
-            else simba__mysql_queue_bell_release(b, j->bell);
-        } else if (j->bell_released) {
-            simba__mysql_mine_del(b, j->bell);
-        }
-        break;
-    case SIMBA_OP_RELEASE:
-        if (status == SIMBA_OK) {
-            simba__mysql_mine_del(b, j->bell);
-            simba__mysql_watch_del(b, j->request);
-        }
-        break;
-    case SIMBA_OP_CLOSE:
-        if (status == SIMBA_OK && simba__mysql_is_current(b, j->session)) {
-            /* RELEASE_ALL_LOCKS dropped every bell */
-            simba__mysql_mine_clear(b);
-            while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
-        }
-        break;
-    default:
-        break;
-    }
-}
-
-/* ---------------------------------------------------------------- job steps */
-
-/* Phases of a job (j->step). Each kind of job has its own step function,
-   a small switch over the phases it goes through; S_FIRST builds and sends
-   its first batch, every later phase reads the answer of the last one. */
-enum {
-    SIMBA__MYSQL_S_FIRST = 0,  /* nothing sent yet */
-    SIMBA__MYSQL_S_FAST,       /* POLL: unlocked reads */
-    SIMBA__MYSQL_S_READS,      /* locking reads (transaction open) */
-    SIMBA__MYSQL_S_WRITES,     /* writes + COMMIT */
-    SIMBA__MYSQL_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
-    SIMBA__MYSQL_S_SIMPLE,     /* one-batch jobs (OPEN, bells): sent */
-    SIMBA__MYSQL_S_KEEPALIVE,  /* the renewal UPDATE */
-    SIMBA__MYSQL_S_NOTIFY,     /* it matched nothing: session gone, or notified? */
-    SIMBA__MYSQL_S_CLOSE_ENTRIES,
-    SIMBA__MYSQL_S_CLOSE_SESSION,
-    SIMBA__MYSQL_S_SWEEP_LIST,
-    SIMBA__MYSQL_S_SWEEP_ENTRIES,
-    SIMBA__MYSQL_S_SWEEP_SESSIONS
-};
-
-static void simba__mysql_send(simba__mysql *b) {
-    b->stats.batches++;
-    {
-        /* statements: count the separators we put between them */
-        size_t i;
-        uint64_t n = 1;
-        const simba__mysql_buf *x = &b->main.sql;
-        for (i = 0; i < x->n; i++) if (x->p[i] == ';' && i + 1 < x->n) n++;
-        b->stats.statements += n;
-    }
-    simba__mysql_conn_query(b, &b->main);
-}
-
-/* Set j's next phase and send the batch built for it in b->main.sql. */
-static void simba__mysql_send_step(simba__mysql *b, simba__mysql_job *j, int step) {
-    j->step = step;
-    simba__mysql_send(b);
-}
-
-/* The head job is done: take it off the queue, do the bookkeeping, answer
-   the core (internal jobs get no answer) and free it. */
-static void simba__mysql_finish(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
-    simba__mysql_free_results(&b->main);
-    simba__mysql_pop(b);
-    simba__mysql_after(b, j, status);
-    simba__mysql_complete(b, j, status, msg);
-    simba__mysql_job_free(b, j);
-}
-
-/* ---- SQL of the session and internal jobs ---- */
-
-/* OPEN: drop the entries of an expired session of the same id (a session id
-   that expired must not come back to life with its old entries; rare: ids
-   are fresh per session), then create or renew the session row. */
-static void simba__mysql_sql_open(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
-                   " WHERE s.tenant=", b->t_entries, b->t_sessions);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, " AND s.session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, " AND s.expires_ms <= " SIMBA__MYSQL_NOW_MS ";\n");
-    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, ",");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, ",");
-    simba__mysql_hexs(b, x, j->client);
-    simba__mysql_putf(b, x, "," SIMBA__MYSQL_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
-                   j->lease_ms);
-}
-
-/* One statement, whatever the number of locks: the whole renewal. It only
-   matches while the session's notify counter is the one we saw; a DELETE or
-   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
-   matches nothing and we look why (simba__mysql_step_keepalive). */
-static void simba__mysql_sql_keepalive(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MYSQL_NOW_MS "+%d", b->t_sessions, j->lease_ms);
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_putf(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
-}
-
-/* The keepalive matched nothing: is the session alive, and what is its
-   notify counter now? */
-static void simba__mysql_sql_notify(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "SELECT notify FROM %s", b->t_sessions);
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS);
-}
-
-/* CLOSE: the session's entries first, in short autocommit batches; the
-   session row last, so an interrupted CLOSE leaves a session the sweep
-   will find. */
-static void simba__mysql_sql_close_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_putf(b, x, " LIMIT %d", SIMBA__MYSQL_CLOSE_BATCH);
-}
-static void simba__mysql_sql_close_session(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_sessions);
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    /* the bells go with the session; only the current session's CLOSE
-       may drop them all at once (a dropped session's CLOSE can come
-       after the next OPEN, whose bells must stay) */
-    if (j->kind == SIMBA_OP_CLOSE && simba__mysql_is_current(b, j->session))
-        simba__mysql_put(b, x, ";\nDO RELEASE_ALL_LOCKS()");
-}
-
-/* RELEASE_LOCK of bells we no longer need; or, after a reconnect, GET_LOCK
-   of our bells again: our entries live on (the session does), their bells
-   must ring again when they go. 0.05 s: a waiter may be passing through a
-   bell that was free. */
-static void simba__mysql_sql_bells(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    int i;
-    simba__mysql_buf_clear(x);
-    simba__mysql_put(b, x, "DO 0");
-    for (i = 0; i < j->nbells; i++) {
-        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE) {
-            simba__mysql_put(b, x, ", RELEASE_LOCK(");
-            simba__mysql_bellname(b, x, j->bells[i]);
-            simba__mysql_put(b, x, ")");
-        } else {
-            simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
-            simba__mysql_bellname(b, x, j->bells[i]);
-            simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-            simba__mysql_bellname(b, x, j->bells[i]);
-            simba__mysql_put(b, x, ", 0.05))");
-        }
-    }
-}
-
-/* SWEEP: a round of expired sessions, then their entries in batches, then
-   the session rows (the list can be long: it goes in with put, not the
-   printf buffer). */
-static void simba__mysql_sql_sweep_list(simba__mysql *b, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MYSQL_NOW_MS
-                   " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MYSQL_SWEEP_SESSIONS);
-}
-static void simba__mysql_sql_sweep_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
-    simba__mysql_put(b, x, j->list.p);
-    simba__mysql_putf(b, x, ") LIMIT %d", SIMBA__MYSQL_SWEEP_BATCH);
-}
-static void simba__mysql_sql_sweep_sessions(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_buf_clear(x);
-    /* only sessions still expired: a row cannot come back to life, but
-       check anyway rather than trust the list's age */
-    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
-    simba__mysql_put(b, x, j->list.p);
-    simba__mysql_put(b, x, ") AND expires_ms < " SIMBA__MYSQL_NOW_MS);
-}
-
-/* Reads the sweep's list of expired sessions into j->list as
-   "(t,s),(t,s)"; returns how many. */
-static int simba__mysql_sweep_read_list(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c) {
-    MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
-    MYSQL_ROW row;
-    int n = 0;
-    simba__mysql_buf_clear(&j->list);
-    while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
-        unsigned long *len = mysql_fetch_lengths(r);
-        if (!row[0] || !row[1] || !len) continue;
-        simba__mysql_put(b, &j->list, n ? ",(" : "(");
-        simba__mysql_hex(b, &j->list, row[0], len[0]);
-        simba__mysql_put(b, &j->list, ",");
-        simba__mysql_hex(b, &j->list, row[1], len[1]);
-        simba__mysql_put(b, &j->list, ")");
-        n++;
-    }
-    return n;
-}
-
-/* Rows the first statement of the last batch changed (0 without one). */
-static uint64_t simba__mysql_affected(const simba__mysql_conn *c) { return c->nres >= 1 ? c->affected[0] : 0; }
-
-static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg);
-
-/* End the open transaction (if any) with ROLLBACK; then run the op again
-   (retry) or answer `status`. An ENQUEUE flagged release_bell also gives
-   its bell back in the same batch. */
-static void simba__mysql_rollback(simba__mysql *b, simba__mysql_job *j, int status, int retry) {
-    simba__mysql_buf *x = &b->main.sql;
-    j->retry = retry;
-    j->reply.status = status;
-    j->step = SIMBA__MYSQL_S_ROLLBACK;
-    simba__mysql_buf_clear(x);
-    simba__mysql_put(b, x, "ROLLBACK");
-    if (!retry) simba__mysql_sql_release_bell(b, j, x);
-    simba__mysql_send(b);
-}
-
-
-/* ---- the step functions, one per kind of job ---- */
-
-/* OPEN: one batch (drop an expired namesake's entries, create the row). */
-static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j) {
-    if (j->step != SIMBA__MYSQL_S_FIRST) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
-    snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
-    b->notify_seen = 0;
-    j->reply.epoch = 1;
-    simba__mysql_sql_open(b, j, &b->main.sql);
-    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
-}
-
-/* KEEPALIVE: the renewal; when it matches nothing, read the session's
-   notify counter (gone: ESESSION) and renew again with it. */
-static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j) {
-    simba__mysql_conn *c = &b->main;
-    switch (j->step) {
-    case SIMBA__MYSQL_S_FIRST:
-        if (strcmp(b->notify_session, j->session) != 0) {
-            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
-            b->notify_seen = 0;
-        }
-        simba__mysql_sql_keepalive(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
-        return;
-    case SIMBA__MYSQL_S_KEEPALIVE:
-        if (c->nres >= 1 && c->affected[0] == 1) {
-            /* the contract's admin epoch: ours is the session's notify counter
-               (+1: 0 means "not kept"); when it moves, the core re-checks holds */
-            j->reply.epoch = b->notify_seen + 1;
-            simba__mysql_finish(b, j, SIMBA_OK, NULL);
-            return;
-        }
-        simba__mysql_free_results(c);
-        if (j->attempts > 3) { simba__mysql_finish(b, j, SIMBA_ESESSION, NULL); return; }
-        j->attempts++;
-        simba__mysql_sql_notify(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_NOTIFY);
-        return;
-    case SIMBA__MYSQL_S_NOTIFY: {
-        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
-        MYSQL_ROW row = r && mysql_num_fields(r) == 1 ? mysql_fetch_row(r) : NULL;
-        unsigned long *len = row ? mysql_fetch_lengths(r) : NULL;
-        int64_t seen;
-        if (!row || !len || !row[0] || !simba__mysql_int64(row[0], len[0], &seen)) {
-            simba__mysql_finish(b, j, r && !row ? SIMBA_ESESSION : SIMBA_EPROTO, NULL);
-            return;
-        }
-        simba__mysql_free_results(c);
-        b->notify_seen = seen;
-        simba__mysql_sql_keepalive(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
-        return;
-    }
-    default:
-        simba__mysql_finish(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
-        return;
-    }
-}
-
-/* BELLS_RELEASE, BELLS_RETAKE: one batch of RELEASE_LOCK / GET_LOCK. */
-static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j) {
-    if (j->step != SIMBA__MYSQL_S_FIRST) {
-        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE) b->retake_needed = 0;
-        simba__mysql_finish(b, j, SIMBA_OK, NULL);
-        return;
-    }
-    simba__mysql_sql_bells(b, j, &b->main.sql);
-    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
-}
-
-/* CLOSE (and CLOSE_OLD): the entries in batches, then the session row. */
-static void simba__mysql_step_close(simba__mysql *b, simba__mysql_job *j) {
-    simba__mysql_conn *c = &b->main;
-    switch (j->step) {
-    case SIMBA__MYSQL_S_FIRST:
-        simba__mysql_sql_close_entries(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_ENTRIES);
-        return;
-    case SIMBA__MYSQL_S_CLOSE_ENTRIES: {
-        uint64_t n = simba__mysql_affected(c);
-        simba__mysql_free_results(c);
-        if (n >= (uint64_t)SIMBA__MYSQL_CLOSE_BATCH) {
-            simba__mysql_send(b); /* same statement again: the next batch */
-            return;
-        }
-        simba__mysql_sql_close_session(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_SESSION);
-        return;
-    }
-    default:
-        simba__mysql_finish(b, j, SIMBA_OK, NULL);
-        return;
-    }
-}
-
-/* SWEEP: list expired sessions, delete their entries in batches, then the
-   session rows. Internal: nobody is answered. */
-static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j) {
-    simba__mysql_conn *c = &b->main;
-    switch (j->step) {
-    case SIMBA__MYSQL_S_FIRST:
-        simba__mysql_sql_sweep_list(b, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_LIST);
-        return;
-    case SIMBA__MYSQL_S_SWEEP_LIST: {
-        int n = simba__mysql_sweep_read_list(b, j, c);
-        simba__mysql_free_results(c);
-        if (!n || j->list.oom) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
-        j->nbells = n; /* sessions in this round */
-        simba__mysql_sql_sweep_entries(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_ENTRIES);
-        return;
-    }
-    case SIMBA__MYSQL_S_SWEEP_ENTRIES: {
-        uint64_t n = simba__mysql_affected(c);
-        b->stats.swept_entries += n;
-        simba__mysql_free_results(c);
-        if (n >= (uint64_t)SIMBA__MYSQL_SWEEP_BATCH) {
-            simba__mysql_send(b);
-            return;
-        }
-        simba__mysql_sql_sweep_sessions(b, j, &c->sql);
-        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_SESSIONS);
-        return;
-    }
-    default:
-        b->stats.swept_sessions += simba__mysql_affected(c);
-        simba__mysql_finish(b, j, SIMBA_OK, NULL);
-        return;
-    }
-}
-
 /* The reads of a lock op came back: decide, then answer, take the row
    locks (the POLL fast path found writes to do) or send the writes. */
 static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
@@ -2205,117 +2219,110 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     }
 }
 
-/* The step function of j's kind. */
-static void simba__mysql_step(simba__mysql *b, simba__mysql_job *j) {
-    switch (j->kind) {
-    case SIMBA_OP_OPEN: simba__mysql_step_open(b, j); break;
-    case SIMBA__MYSQL_JOB_BELLS_RELEASE:
-    case SIMBA__MYSQL_JOB_BELLS_RETAKE: simba__mysql_step_bells(b, j); break;
-    case SIMBA_OP_KEEPALIVE: simba__mysql_step_keepalive(b, j); break;
-    case SIMBA_OP_CLOSE:
-    case SIMBA__MYSQL_JOB_CLOSE_OLD: simba__mysql_step_close(b, j); break;
-    case SIMBA__MYSQL_JOB_SWEEP: simba__mysql_step_sweep(b, j); break;
-    default: simba__mysql_step_lock(b, j); break;
+/*>>wakeups: bells (user locks), the watches of the waiter connection -> simba_backend_wake */
+
+/* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
+   (database, prefix), tenant and request id. GET_LOCK names are global to the
+   server and limited to 64 characters, hence the hash. */
+static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+    h ^= 0xff; /* separator, so ("ab","c") and ("a","bc") differ */
+    h *= 1099511628211ULL;
+    return h;
+}
+
+static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen) {
+    uint64_t h = simba__mysql_fnv(b->deploy, tenant, strlen(tenant));
+    h = simba__mysql_fnv(h, req, reqlen);
+    return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell) {
+    simba__mysql_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
+                   (unsigned long)(bell & 0xffffffffUL));
+}
+
+/* The set of bells this client's main connection holds (one per entry, up
+   to max_bells), open addressing with linear probing. */
+static void simba__mysql_mine_put(uint64_t *keys, int cap, uint64_t h) {
+    int k = (int)(h % (uint64_t)cap);
+    while (keys[k]) k = (k + 1) % cap;
+    keys[k] = h;
+}
+
+static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h) {
+    int i;
+    if (!b->mine_cap) return 0;
+    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
+        if (b->mine[i] == h) return 1;
+    return 0;
+}
+
+static int simba__mysql_mine_add(simba__mysql *b, uint64_t h) {
+    if (simba__mysql_mine_has(b, h)) return 1;
+    if ((b->mine_n + 1) * 2 > b->mine_cap) {
+        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
+        uint64_t *t = (uint64_t *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return 0;
+        memset(t, 0, (size_t)cap * sizeof *t);
+        for (j = 0; j < b->mine_cap; j++) if (b->mine[j]) simba__mysql_mine_put(t, cap, b->mine[j]);
+        simba__mysql_free(b, b->mine);
+        b->mine = t;
+        b->mine_cap = cap;
+    }
+    simba__mysql_mine_put(b->mine, b->mine_cap, h);
+    b->mine_n++;
+    return 1;
+}
+
+static void simba__mysql_mine_del(simba__mysql *b, uint64_t h) {
+    int i, j;
+    if (!b->mine_cap) return;
+    i = (int)(h % (uint64_t)b->mine_cap);
+    while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
+    if (!b->mine[i]) return;
+    b->mine[i] = 0;
+    b->mine_n--;
+    /* put the rest of the cluster back where a lookup will find it */
+    for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
+        uint64_t v = b->mine[j];
+        b->mine[j] = 0;
+        simba__mysql_mine_put(b->mine, b->mine_cap, v);
     }
 }
 
-/* Start the head job if the connection is free. Never completes anything
-   (so it is safe inside submit()). */
-static void simba__mysql_kick(simba__mysql *b) {
-    simba__mysql_job *j = b->head;
-    if (!j || b->head_started || b->main.state != SIMBA__MYSQL_READY || b->main.q != SIMBA__MYSQL_Q_NONE ||
-        b->main.done)
-        return;
-    b->head_started = 1;
-    j->attempts++;
-    j->step = SIMBA__MYSQL_S_FIRST;
-    simba__mysql_step(b, j);
+static void simba__mysql_mine_clear(simba__mysql *b) {
+    simba__mysql_free(b, b->mine);
+    b->mine = NULL;
+    b->mine_cap = b->mine_n = 0;
 }
 
-/* The rollback of j came back: run the op again (retry) or answer. */
-static void simba__mysql_rollback_done(simba__mysql *b, simba__mysql_job *j) {
-    simba__mysql_free_results(&b->main);
-    if (j->retry) {
-        j->retry = 0;
-        b->head_started = 0;
-        simba__mysql_kick(b);
-        return;
-    }
-    simba__mysql_finish(b, j, j->reply.status ? j->reply.status : SIMBA_EBACKEND, j->msg);
-}
-
-/* The head job's batch failed: a lost connection fails everything; a
-   deadlock or lock wait timeout runs the op again; another SQL error rolls
-   back and answers. */
-static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
-    simba__mysql_conn *c = &b->main;
-    unsigned e = c->err;
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", c->errmsg);
-    simba__mysql_free_results(c);
-    if (simba__mysql_is_conn_error(e)) { simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
-    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
-        /* the transaction (or its last statement) was rolled back: roll
-           back the rest and run the whole op again from the reads */
-        if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
-        if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
-        if (j->attempts < SIMBA__MYSQL_MAX_RETRIES) {
-            b->stats.retries++;
-            simba__mysql_rollback(b, j, SIMBA_OK, 1);
+/* Queue RELEASE_LOCK of a bell that is no longer in our set. */
+static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell) {
+    simba__mysql_job *j;
+    /* join a pending release job that has not started yet */
+    for (j = b->head; j; j = j->next) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE && !(j == b->head && b->head_started) &&
+            j->nbells < 64) {
+            j->bells[j->nbells++] = bell;
             return;
         }
     }
-    /* an SQL error: roll back (harmless outside a transaction) and answer */
-    if (e == ER_NO_SUCH_TABLE)
-        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
-                 e, msg);
-    else
-        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
-    /* an ENQUEUE that failed keeps its bell only for an older entry */
-    j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
-    simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
+    j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_BELLS_RELEASE);
+    if (!j) return; /* the lock goes when the connection does */
+    j->bells = (uint64_t *)simba__mysql_alloc(b, 64 * sizeof *j->bells);
+    if (!j->bells) { simba__mysql_job_free(b, j); return; }
+    j->bells[0] = bell;
+    j->nbells = 1;
+    simba__mysql_push(b, j, 0);
 }
 
-/* The head job's batch finished on the main connection: on to its next step. */
-static void simba__mysql_job_result(simba__mysql *b) {
-    simba__mysql_conn *c = &b->main;
-    simba__mysql_job *j = b->head;
-    c->done = 0;
-    if (!j) { simba__mysql_free_results(c); return; }
-    if (c->err) simba__mysql_job_error(b, j);
-    else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
-    else simba__mysql_step(b, j);
-}
-
-/* ---------------------------------------------------------------- main connection */
-
-/* Fail every queued op with err (EDISCONNECTED) and forget the internal jobs. */
-static void simba__mysql_fail_all(simba__mysql *b, int err, const char *msg) {
-    simba__mysql_job *j;
-    while ((j = simba__mysql_pop(b)) != NULL) {
-        simba__mysql_complete(b, j, err, msg);
-        simba__mysql_job_free(b, j);
-    }
-}
-
-static void simba__mysql_schedule_reconnect(simba__mysql *b) {
-    int ms = simba_backend_backoff_ms(b->s, b->main.attempt);
-    b->main.attempt++;
-    b->main.retry_at = simba_now_ms(b->s) + ms;
-    b->main.retry_armed = 1;
-}
-
-/* The main connection is gone (or we drop it): the server rolls back an open
-   transaction and frees our bells; entries and the session stay until the
-   session expires. Fail what was queued, report, reconnect with backoff. */
-static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg) {
-    simba__mysql_conn_drop(&b->main);
-    b->head_started = 0;
-    b->up = 0;
-    if (b->mine_n) b->retake_needed = 1;
-    simba__mysql_schedule_reconnect(b);
-    simba__mysql_fail_all(b, SIMBA_EDISCONNECTED, msg);
-    simba_backend_state(b->s, 0, err, msg);
+/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
+static void simba__mysql_queue_bell_release(simba__mysql *b, uint64_t bell) {
+    if (!simba__mysql_mine_has(b, bell)) return; /* an entry without a bell */
+    simba__mysql_mine_del(b, bell);
+    simba__mysql_queue_bell_release_raw(b, bell);
 }
 
 /* Queue RETAKE jobs for all our bells, in front of the core's ops (they are
@@ -2353,165 +2360,186 @@ static void simba__mysql_queue_retake(simba__mysql *b) {
     }
 }
 
-static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int main_conn) {
+/* RELEASE_LOCK of bells we no longer need; or, after a reconnect, GET_LOCK
+   of our bells again: our entries live on (the session does), their bells
+   must ring again when they go. 0.05 s: a waiter may be passing through a
+   bell that was free. */
+static void simba__mysql_sql_bells(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int i;
     simba__mysql_buf_clear(x);
-    if (main_conn) {
-        /* results 0 and 1: what the restart grace needs (simba__mysql_grace) */
-        simba__mysql_put(b, x, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, " SIMBA__MYSQL_NOW_MS ";\n"
-                            "SHOW GLOBAL STATUS LIKE 'Uptime';\n");
-    }
-    simba__mysql_put(b, x, "SET SESSION time_zone='+00:00'");
-    if (main_conn) {
-        simba__mysql_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
-        /* READ COMMITTED: no gap locks, so the only locks simba takes are the
-           resource rows (in sorted order) and the entries it writes */
-        simba__mysql_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-        if (b->create_schema) {
-            char ddl[4096];
-            int n = simba_mysql_schema(b->prefix, ddl, sizeof ddl);
-            if (n > 0 && (size_t)n < sizeof ddl) {
-                ddl[n - 2] = 0; /* drop the last ";\n" */
-                simba__mysql_put(b, x, ";\n");
-                simba__mysql_put(b, x, ddl);
-            } else {
-                x->oom = 1;
-            }
+    simba__mysql_put(b, x, "DO 0");
+    for (i = 0; i < j->nbells; i++) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE) {
+            simba__mysql_put(b, x, ", RELEASE_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ")");
+        } else {
+            simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ", 0.05))");
         }
     }
 }
 
-/* The restart grace. InnoDB keeps what it committed, so normally no grace
-   is needed. But a server that may lose its last commits in a crash
-   (innodb_flush_log_at_trx_commit != 1 and the OS goes down) could forget a
-   grant whose holder still believes it holds. So, like the Redis and mem
-   backends after a data loss, grant nothing until one lease after the
-   server started: every holder that could have been forgotten has given up
-   by then (its local deadline is at most one lease after its last confirmed
-   keepalive, which was before the crash). Uptime is whole seconds, rounded
-   down, so the estimated start is never earlier than the real one. A server
-   restart always breaks our connection, so reading it at connect is enough. */
-static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
-    int64_t flush = -1, now_ms = 0, uptime = -1;
-    int on;
-    MYSQL_ROW row;
-    unsigned long *len;
-    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 2 && (row = mysql_fetch_row(c->res[0])) &&
-        (len = mysql_fetch_lengths(c->res[0])) && row[0] && row[1]) {
-        if (!simba__mysql_int64(row[0], len[0], &flush)) flush = -1;
-        if (!simba__mysql_int64(row[1], len[1], &now_ms)) now_ms = 0;
+/* BELLS_RELEASE, BELLS_RETAKE: one batch of RELEASE_LOCK / GET_LOCK. */
+static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j) {
+    if (j->step != SIMBA__MYSQL_S_FIRST) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE) b->retake_needed = 0;
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
     }
-    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
-        (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
-        uptime = -1;
-    on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
-    b->grace_until_ms = 0;
-    if (!on || now_ms <= 0) return;
-    /* unknown uptime: be safe, count the server as just started */
-    b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
-    if (b->grace_until_ms > now_ms)
-        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
-                          (long long)uptime, (long long)(b->grace_until_ms - now_ms));
+    simba__mysql_sql_bells(b, j, &b->main.sql);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
 }
 
-/* The main connection's connect or setup failed (or timed out): drop it,
-   retry with backoff, tell the core. */
-static void simba__mysql_main_failed(simba__mysql *b, int err, const char *msg) {
-    simba__mysql_conn_drop(&b->main);
-    simba__mysql_schedule_reconnect(b);
-    simba_backend_state(b->s, 0, err, msg);
+static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request) {
+    int i;
+    for (i = 0; i < b->nwatch; i++)
+        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
+    return NULL;
 }
 
-/* CONNECTING: when the connect is done, send the setup batch. Returns 1 to
-   go on, 0 to wait. */
-static int simba__mysql_main_connecting(simba__mysql *b, simba__mysql_conn *c) {
-    if (!c->done) {
-        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
-            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connect timed out");
-        return 0;
-    }
-    c->done = 0;
-    if (c->err) {
-        int st = simba__mysql_status_of(c->err);
-        char msg[300];
-        snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
-        b->stats.last_error = st;
-        simba__mysql_main_failed(b, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
-        return 0;
-    }
-    c->state = SIMBA__MYSQL_SETUP;
-    simba__mysql_setup_sql(b, &c->sql, 1);
-    simba__mysql_conn_query(b, c);
-    return 1;
+static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
+    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
+    int i;
+    if (!w) return;
+    i = (int)(w - b->watches);
+    simba__mysql_free(b, w->request);
+    simba__mysql_free(b, w->session);
+    simba__mysql_free(b, w->name);
+    simba__mysql_free(b, w->tenant);
+    b->watches[i] = b->watches[b->nwatch - 1];
+    b->nwatch--;
 }
 
-/* SETUP: when the setup batch is done, the connection is ready: re-take
-   our bells, tell the core. Returns 1 to go on, 0 to wait. */
-static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
-    if (!c->done) {
-        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
-            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connection setup timed out");
-        return 0;
-    }
-    c->done = 0;
-    if (c->err) {
-        int st = simba__mysql_status_of(c->err);
-        char msg[300];
-        snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
-        b->stats.last_error = st;
-        simba__mysql_main_failed(b, st, msg);
-        return 0;
-    }
-    simba__mysql_grace(b, c);
-    simba__mysql_free_results(c);
-    c->state = SIMBA__MYSQL_READY;
-    c->attempt = 0;
-    if (b->stats.connects++) b->stats.reconnects++;
-    if (b->retake_needed) simba__mysql_queue_retake(b);
-    b->up = 1;
-    simba_backend_state(b->s, 1, 0, NULL);
-    return 1;
-}
+/* With capacity > 1 the bell covers only the oldest holder; a release by
+   another one would wait for the core's re-check period. So such waits also
+   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
+   changes. */
+enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
 
-/* Drive the main connection: connect, setup, jobs. */
-static void simba__mysql_main_progress(simba__mysql *b) {
-    simba__mysql_conn *c = &b->main;
-    int guard;
-    for (guard = 0; guard < 64; guard++) {
-        if (c->state == SIMBA__MYSQL_CLOSED) {
-            if (c->retry_armed && simba_now_ms(b->s) >= c->retry_at) {
-                c->retry_armed = 0;
-                simba__mysql_conn_open(b, c);
-                continue;
-            }
-            return;
+static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
+                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
+    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
+    int64_t now = simba_now_ms(b->s);
+    if (w && strcmp(w->session, session) != 0) {
+        /* the same keyed request id in another session: not the same entry */
+        simba__mysql_watch_del(b, request);
+        w = NULL;
+    }
+    if (w) {
+        if (w->bell != bell) {
+            w->bell = bell;
+            w->immediate = 0;
+            w->not_before = 0;
+            w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
+            w->poll_at = now + w->poll_ms;
         }
-        if (c->state == SIMBA__MYSQL_CONNECTING) {
-            if (!simba__mysql_main_connecting(b, c)) return;
-            continue;
-        }
-        if (c->state == SIMBA__MYSQL_SETUP) {
-            if (!simba__mysql_main_setup(b, c)) return;
-            continue;
-        }
-        /* READY */
-        if (c->done) { simba__mysql_job_result(b); continue; }
-        if (c->q != SIMBA__MYSQL_Q_NONE) return;
-        if (!b->head) {
-            int64_t now = simba_now_ms(b->s);
-            if (b->sweep_ms > 0 && now >= b->next_sweep) {
-                simba__mysql_job *j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_SWEEP);
-                b->next_sweep = now + b->sweep_ms;
-                if (j) simba__mysql_push(b, j, 0);
-            }
-        }
-        if (!b->head || b->head_started) return;
-        simba__mysql_kick(b);
+        w->multi = multi;
+        return;
+    }
+    if (b->nwatch == b->watch_cap) {
+        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
+        simba__mysql_watch *t = (simba__mysql_watch *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return; /* no watch: the core's re-checks still find the grant */
+        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
+        simba__mysql_free(b, b->watches);
+        b->watches = t;
+        b->watch_cap = cap;
+    }
+    w = &b->watches[b->nwatch];
+    memset(w, 0, sizeof *w);
+    w->request = simba__mysql_strdup(b, request);
+    w->session = simba__mysql_strdup(b, session);
+    w->name = simba__mysql_strndup(b, name, namelen);
+    w->tenant = simba__mysql_strdup(b, tenant);
+    if (!w->request || !w->session || !w->name || !w->tenant) {
+        simba__mysql_free(b, w->request);
+        simba__mysql_free(b, w->session);
+        simba__mysql_free(b, w->name);
+        simba__mysql_free(b, w->tenant);
+        return;
+    }
+    w->single = single;
+    w->multi = multi;
+    w->bell = bell;
+    w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
+    w->poll_at = now + w->poll_ms;
+    b->nwatch++;
+}
+
+/* Every wake-up of the core goes through here (stats.wakes counts them). */
+static void simba__mysql_wake(simba__mysql *b, const char *name, const char *session, const char *request,
+                              int64_t fence) {
+    b->stats.wakes++;
+    simba_backend_wake(b->s, name, session, request, fence);
+}
+
+/* Due re-polls of capacity > 1 waits: have the core POLL them. */
+static void simba__mysql_watch_polls(simba__mysql *b) {
+    int64_t now = simba_now_ms(b->s);
+    int i;
+    char name[SIMBA_MAX_NAME + 1];
+    for (i = 0; i < b->nwatch; i++) {
+        simba__mysql_watch *w = &b->watches[i];
+        if (!w->multi || now < w->poll_at) continue;
+        /* nothing moved since the last one (a change resets it): slow down */
+        w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
+        w->poll_at = now + w->poll_ms;
+        snprintf(name, sizeof name, "%s", w->name);
+        simba__mysql_wake(b, name, NULL, NULL, 0);
     }
 }
 
-/* ---------------------------------------------------------------- waiter connection */
-
-static void simba__mysql_waiter_progress(simba__mysql *b);
+/* Bookkeeping after an op committed: bells we hold, requests we watch. */
+static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status) {
+    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
+        !simba__mysql_is_current(b, j->session)) {
+        /* an op of a session the core has dropped (queued before the next
+           OPEN): its entry is no longer anyone's concern here. Give back a bell
+           it took, unless the current session holds the same one (a keyed
+           request id names the same bell in every session). */
+        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__mysql_mine_has(b, j->bell))
+            simba__mysql_queue_bell_release_raw(b, j->bell);
+        return;
+    }
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+    case SIMBA_OP_POLL:
+        if (status == SIMBA_OK && j->exists) {
+            if (j->took_bell) simba__mysql_mine_add(b, j->bell);
+            if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
+            else
+                simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
+        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
+            /* our entry is gone (or was never made): so is the need for its bell */
+            simba__mysql_watch_del(b, j->request);
+            if (j->bell_released) simba__mysql_mine_del(b, j->bell);
+            else simba__mysql_queue_bell_release(b, j->bell);
+        } else if (j->bell_released) {
+            simba__mysql_mine_del(b, j->bell);
+        }
+        break;
+    case SIMBA_OP_RELEASE:
+        if (status == SIMBA_OK) {
+            simba__mysql_mine_del(b, j->bell);
+            simba__mysql_watch_del(b, j->request);
+        }
+        break;
+    case SIMBA_OP_CLOSE:
+        if (status == SIMBA_OK && simba__mysql_is_current(b, j->session)) {
+            /* RELEASE_ALL_LOCKS dropped every bell */
+            simba__mysql_mine_clear(b);
+            while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
+        }
+        break;
+    default:
+        break;
+    }
+}
 
 static void simba__mysql_waiter_drop(simba__mysql *b, int backoff) {
     simba__mysql_conn *c = &b->waiter;
@@ -2579,11 +2607,22 @@ static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
     simba__mysql_conn_query(b, c);
 }
 
+/* The one integer of result set i of c (0 when absent or not a number). */
+static int64_t simba__mysql_result_int(simba__mysql_conn *c, int i) {
+    int64_t v = 0;
+    if (c->nres > i && c->res[i] && mysql_num_fields(c->res[i]) == 1) {
+        MYSQL_ROW row = mysql_fetch_row(c->res[i]);
+        unsigned long *len = mysql_fetch_lengths(c->res[i]);
+        if (row && len && row[0] && !simba__mysql_int64(row[0], len[0], &v)) v = 0;
+    }
+    return v;
+}
+
 /* A wait on the waiter connection finished. */
 static void simba__mysql_waiter_result(simba__mysql *b) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_watch *w;
-    int64_t rang = 0, fence = 0;
+    int64_t rang, fence;
     int64_t elapsed = simba_now_ms(b->s) - c->started_ms;
     char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
     int single;
@@ -2593,16 +2632,8 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
         simba__mysql_waiter_drop(b, 1);
         return;
     }
-    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 1) {
-        MYSQL_ROW row = mysql_fetch_row(c->res[0]);
-        unsigned long *len = mysql_fetch_lengths(c->res[0]);
-        if (row && len && row[0]) (void)simba__mysql_int64(row[0], len[0], &rang);
-    }
-    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 1) {
-        MYSQL_ROW row = mysql_fetch_row(c->res[1]);
-        unsigned long *len = mysql_fetch_lengths(c->res[1]);
-        if (row && len && row[0] && !simba__mysql_int64(row[0], len[0], &fence)) fence = 0;
-    }
+    rang = simba__mysql_result_int(c, 0);   /* GET_LOCK: 1 = the bell rang */
+    fence = simba__mysql_result_int(c, 1);  /* our fence, if the ring granted us */
     simba__mysql_free_results(c);
     w = b->waiting_req ? simba__mysql_watch_find(b, b->waiting_req) : NULL;
     b->waiting_bell = 0;
@@ -2633,6 +2664,29 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
     }
 }
 
+/* The waiter connection is connecting or running its setup: go on when
+   that is done (1), else wait or drop it (0). */
+static int simba__mysql_waiter_opening(simba__mysql *b, simba__mysql_conn *c, int64_t now) {
+    if (!c->done) {
+        if (c->state == SIMBA__MYSQL_CONNECTING && now - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_waiter_drop(b, 1);
+        return 0;
+    }
+    c->done = 0;
+    if (c->state == SIMBA__MYSQL_SETUP) simba__mysql_free_results(c);
+    if (c->err) { simba__mysql_waiter_drop(b, 1); return 0; }
+    if (c->state == SIMBA__MYSQL_CONNECTING) {
+        c->state = SIMBA__MYSQL_SETUP;
+        simba__mysql_setup_sql(b, &c->sql, 0);
+        simba__mysql_conn_query(b, c);
+        return 1;
+    }
+    c->state = SIMBA__MYSQL_READY;
+    c->attempt = 0;
+    b->stats.waiter_connects++;
+    return 1;
+}
+
 static void simba__mysql_waiter_progress(simba__mysql *b) {
     simba__mysql_conn *c = &b->waiter;
     int64_t now = simba_now_ms(b->s);
@@ -2645,26 +2699,8 @@ static void simba__mysql_waiter_progress(simba__mysql *b) {
             simba__mysql_conn_open(b, c);
             continue;
         }
-        if (c->state == SIMBA__MYSQL_CONNECTING) {
-            if (!c->done) {
-                if (now - c->started_ms > b->connect_timeout_ms) simba__mysql_waiter_drop(b, 1);
-                return;
-            }
-            c->done = 0;
-            if (c->err) { simba__mysql_waiter_drop(b, 1); return; }
-            c->state = SIMBA__MYSQL_SETUP;
-            simba__mysql_setup_sql(b, &c->sql, 0);
-            simba__mysql_conn_query(b, c);
-            continue;
-        }
-        if (c->state == SIMBA__MYSQL_SETUP) {
-            if (!c->done) return;
-            c->done = 0;
-            simba__mysql_free_results(c);
-            if (c->err) { simba__mysql_waiter_drop(b, 1); return; }
-            c->state = SIMBA__MYSQL_READY;
-            c->attempt = 0;
-            b->stats.waiter_connects++;
+        if (c->state == SIMBA__MYSQL_CONNECTING || c->state == SIMBA__MYSQL_SETUP) {
+            if (!simba__mysql_waiter_opening(b, c, now)) return;
             continue;
         }
         if (c->done) { simba__mysql_waiter_result(b); continue; }
@@ -2687,7 +2723,21 @@ static void simba__mysql_waiter_progress(simba__mysql *b) {
     }
 }
 
-/* ---------------------------------------------------------------- vtable */
+/*>>stats: simba_mysql_stats */
+
+SIMBADEF int simba_mysql_stats(simba_backend bk, struct simba_mysql_stats *out) {
+    simba__mysql *b;
+    /* (by its destroy: the vtable itself is defined further down) */
+    if (!bk.vt || bk.vt->destroy != simba__mysql_destroy || !bk.impl || !out) return SIMBA_EINVAL;
+    b = (simba__mysql *)bk.impl;
+    *out = b->stats;
+    out->connected = b->up;
+    out->held_bells = b->mine_n;
+    out->watches = b->nwatch;
+    return SIMBA_OK;
+}
+
+/*>>vtable: attach, submit, pollfds, deadline_ms, process, reset, destroy (glue only) */
 
 /* Looks like a numeric IPv4/IPv6 address (or "localhost", which the
    connector takes as its default unix socket): no DNS lookup, which would
@@ -2719,52 +2769,6 @@ static int simba__mysql_attach(void *impl, simba *s) {
     /* spread the sweeps of many clients over the period */
     if (b->sweep_ms > 0) b->next_sweep = now + b->sweep_ms / 2 + (int64_t)(((uint64_t)(size_t)b >> 4) % (uint64_t)(b->sweep_ms / 2 + 1));
     return SIMBA_OK;
-}
-
-/* The core opens a new session: the previous one was dropped (or this is
-   the first). Whatever the backend keeps for the old one goes now. The core
-   sends CLOSE only while it is connected, so after an outage longer than
-   ttl the backend would otherwise keep the old session's watches (the
-   waiter connection would keep waiting on them in turns, missing the live
-   ones' rings) and its bells (re-taken at every reconnect) for ever. On the
-   server, the old session is closed here if the core could not (its rows
-   would expire anyway; closing them frees its queue places now). */
-static void simba__mysql_session_switch(simba__mysql *b, const simba_op *op) {
-    int i;
-    char old[SIMBA_MAX_SESSION + 1];
-    snprintf(old, sizeof old, "%s", b->cur_session);
-    snprintf(b->cur_session, sizeof b->cur_session, "%s", op->session ? op->session : "");
-    b->stats.purged_watches += (uint64_t)b->nwatch;
-    while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
-    if (b->mine_n) {
-        /* the server frees them with the connection; this one lives on */
-        b->stats.purged_bells += (uint64_t)b->mine_n;
-        for (i = 0; i < b->mine_cap; i++)
-            if (b->mine[i]) simba__mysql_queue_bell_release_raw(b, b->mine[i]);
-        simba__mysql_mine_clear(b);
-    }
-    b->retake_needed = 0;
-    {
-        /* a re-take queued at the reconnect is for those same bells */
-        simba__mysql_job *q;
-        for (q = b->head; q; q = q->next)
-            if (q->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE && !(q == b->head && b->head_started)) q->nbells = 0;
-    }
-    if (old[0] && !b->cur_close_sent) {
-        int err;
-        simba_op c = *op;
-        simba__mysql_job *j;
-        c.kind = SIMBA_OP_CLOSE;
-        c.session = old;
-        c.nres = 0;
-        c.res = NULL;
-        j = simba__mysql_job_from_op(b, &c, &err);
-        if (j) {
-            j->kind = SIMBA__MYSQL_JOB_CLOSE_OLD; /* internal: no answer to the core */
-            simba__mysql_push(b, j, 0);
-        }
-    }
-    b->cur_close_sent = 0;
 }
 
 static int simba__mysql_submit(void *impl, const simba_op *op) {
@@ -2908,6 +2912,89 @@ static const simba_backend_vtable simba__mysql_vtable = {
     simba__mysql_destroy
 };
 
+/*>>constructor: desc checks, allocation, the schema, from_url */
+
+static int simba__mysql_prefix_ok(const char *p) {
+    size_t n = strlen(p), i;
+    if (n > 32) return 0;
+    for (i = 0; i < n; i++) {
+        char c = p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The DDL of simba_mysql.sql with "@" standing for the table prefix. Keep the
+   two in sync: the tests compare the tables both create. */
+static const char *const simba__mysql_ddl[] = {
+    "CREATE TABLE IF NOT EXISTS `@sessions` (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    session     VARBINARY(96)  NOT NULL,\n"
+    "    client      VARBINARY(64)  NOT NULL,\n"
+    "    expires_ms  BIGINT         NOT NULL,\n"
+    "    notify      BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, session),\n"
+    "    KEY @sessions_expiry (expires_ms)\n"
+    ") ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS `@resources` (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    name        VARBINARY(256) NOT NULL,\n"
+    "    capacity    INT            NOT NULL,\n"
+    "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
+    "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, name)\n"
+    ") ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS `@entries` (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    name        VARBINARY(256) NOT NULL,\n"
+    "    seq         BIGINT         NOT NULL,\n"
+    "    request     VARBINARY(128) NOT NULL,\n"
+    "    session     VARBINARY(96)  NOT NULL,\n"
+    "    weight      INT            NOT NULL,\n"
+    "    fence       BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, name, seq),\n"
+    "    UNIQUE KEY @entries_request (tenant, name, request),\n"
+    "    KEY @entries_session (tenant, session)\n"
+    ") ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS `@capacity_audit` (\n"
+    "    id            BIGINT         NOT NULL AUTO_INCREMENT,\n"
+    "    tenant        VARBINARY(64)  NOT NULL,\n"
+    "    name          VARBINARY(256) NOT NULL,\n"
+    "    old_capacity  INT            NULL,\n"
+    "    new_capacity  INT            NOT NULL,\n"
+    "    session       VARBINARY(96)  NOT NULL,\n"
+    "    at_ms         BIGINT         NOT NULL,\n"
+    "    PRIMARY KEY (id),\n"
+    "    KEY @capacity_audit_name (tenant, name)\n"
+    ") ENGINE=InnoDB"
+};
+
+SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
+    size_t out = 0, plen, i;
+    const char *p;
+    if (!prefix) prefix = "simba_";
+    if (!simba__mysql_prefix_ok(prefix)) return SIMBA_ENAME;
+    plen = strlen(prefix);
+    for (i = 0; i < sizeof simba__mysql_ddl / sizeof simba__mysql_ddl[0]; i++) {
+        for (p = simba__mysql_ddl[i]; *p; p++) {
+            if (*p == '@') {
+                size_t k;
+                for (k = 0; k < plen; k++, out++) if (buf && out + 1 < size) buf[out] = prefix[k];
+            } else {
+                if (buf && out + 1 < size) buf[out] = *p;
+                out++;
+            }
+        }
+        {
+            const char *sep = ";\n";
+            for (; *sep; sep++, out++) if (buf && out + 1 < size) buf[out] = *sep;
+        }
+    }
+    if (buf && size) buf[out < size ? out : size - 1] = 0;
+    return (int)out;
+}
+
 /* Every refusal names the field (simba_create_err shows it). Returns
    SIMBA_OK, or simba_backend_error()'s backend in *err. The host name is
    resolved here (numeric[0] stays 0 when it is used as given). */
@@ -3004,18 +3091,6 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     return out;
 }
 
-SIMBADEF int simba_mysql_stats(simba_backend bk, struct simba_mysql_stats *out) {
-    simba__mysql *b;
-    if (bk.vt != &simba__mysql_vtable || !bk.impl || !out) return SIMBA_EINVAL;
-    b = (simba__mysql *)bk.impl;
-    *out = b->stats;
-    out->connected = b->up;
-    out->held_bells = b->mine_n;
-    out->watches = b->nwatch;
-    return SIMBA_OK;
-}
-
-/* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_mysql_desc d;
     int rc;
