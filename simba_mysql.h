@@ -2865,7 +2865,7 @@ static void simba__mysql_process(void *impl, const struct pollfd *fds, int nfds)
 
 static void simba__mysql_reset(void *impl, int why) {
     simba__mysql *b = (simba__mysql *)impl;
-    char msg[64];
+    char msg[128]; /* "connection reset (" + simba_strerror() */
     snprintf(msg, sizeof msg, "connection reset (%s)", simba_strerror(why));
     simba__mysql_main_lost(b, why ? why : SIMBA_EDISCONNECTED, msg);
     /* the waiter's wait may be as stale as the main connection */
