@@ -21,6 +21,23 @@
     another name is resolved once, blocking, inside simba_mysql() (not in the
     loop), and a name that does not resolve fails simba_create with a message.
 
+    CONTENTS (every section starts with a comment ">>name", grep for it)
+    --------
+    Declarations:
+        >>options       simba_mysql_desc: what the caller sets
+        >>constructor   simba_mysql(), simba_mysql_from_url(), simba_mysql_schema()
+        >>stats         struct simba_mysql_stats and simba_mysql_stats()
+    Implementation (SIMBA_MYSQL_IMPLEMENTATION; guard SIMBA_MYSQL_IMPL_INCLUDED):
+        >>internals     includes, limits, private types, memory, SQL text, the job queue
+        >>connection    connect, setup, reconnect with backoff; the main connection
+                        runs the job queue (one step function per kind of job)
+        >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
+        >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
+        >>wakeups       bells, watches, the waiter connection -> simba_backend_wake
+        >>stats         simba_mysql_stats()
+        >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
+        >>constructor   desc checks, allocation, the schema, simba_mysql_from_url
+
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------
     Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
@@ -61,6 +78,7 @@
 extern "C" {
 #endif
 
+/*>>options: what the caller sets */
 /* Options of simba_mysql(). Strings are copied; zero fields take defaults. */
 typedef struct simba_mysql_desc {
     const char *host;           /* numeric address or "localhost"; another name is
@@ -91,46 +109,19 @@ typedef struct simba_mysql_desc {
     int max_bells;              /* entries of this client that get a wake-up bell
                                    (a user lock); default 512, <0: all. Waiters
                                    behind an entry without one poll (<= 0.5 s). */
-    simba_allocator allocator;  /* for the backend's memory; zero = malloc/free */
+    simba_allocator allocator;  /* for the backend's memory; zero = malloc/free;
+                                   exactly one of alloc/free set: SIMBA_EINVAL */
 } simba_mysql_desc;
 
+/*>>constructor: simba_mysql, simba_mysql_from_url, simba_mysql_schema */
 /* A new MySQL backend for one simba client (pass it in simba_desc.backend;
-   simba owns it from simba_create on). On bad options (database missing,
-   bad prefix, a host name that does not resolve) it returns a backend that
-   makes simba_create fail with SIMBA_EINVAL and a message naming the field
-   (simba_create_err); on allocation failure one with vt == NULL. */
+   simba owns it from simba_create on). Never an unusable backend: on bad
+   options (database missing, bad prefix, a host name that does not resolve,
+   half an allocator) it returns one that makes simba_create fail with
+   SIMBA_EINVAL and a message naming the field ("simba_mysql_desc.<field>:
+   ...", simba_create_err); out of memory, SIMBA_ENOMEM and
+   "simba_mysql: out of memory". */
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
-
-/* Counters of one backend, for tests, benchmarks and monitoring. */
-typedef struct simba_mysql_stats {
-    uint64_t batches;           /* query batches sent on the main connection */
-    uint64_t statements;        /* statements in those batches */
-    uint64_t transactions;      /* locking transactions committed */
-    uint64_t retries;           /* transactions rolled back and run again */
-    uint64_t deadlocks;         /* ER_LOCK_DEADLOCK (1213) answers */
-    uint64_t lock_wait_timeouts;/* ER_LOCK_WAIT_TIMEOUT (1205) answers */
-    uint64_t connects;          /* successful connects of the main connection */
-    uint64_t waiter_connects;   /* ... and of the waiter connection */
-    uint64_t bell_waits;        /* GET_LOCK waits started on the waiter connection */
-    uint64_t bell_rings;        /* waits that ended because the bell was released */
-    uint64_t wakes;             /* simba_backend_wake() calls made */
-    uint64_t swept_sessions;    /* expired sessions removed by the sweep */
-    uint64_t swept_entries;     /* entries removed by the sweep */
-    int last_error;             /* SIMBA_E* of the last failed connect or op, 0 if none */
-    int held_bells;             /* user locks this client holds for its entries */
-    int watches;                /* waiting requests the waiter connection watches */
-    uint64_t polls;             /* POLL ops the core submitted (a grant pushed with its
-                                   fence needs none) */
-    uint64_t purged_watches;    /* watches of a dropped session discarded at the next OPEN */
-    uint64_t purged_bells;      /* bells of a dropped session given back at the next OPEN */
-    uint64_t stale_bell_waits;  /* GET_LOCK waits on a bell of a session not current (0:
-                                   a dropped session's waits end with it) */
-} simba_mysql_stats;
-
-/* Copies the counters of backend b (the value simba_mysql() returned; valid
-   until the simba instance that owns it is destroyed). Returns SIMBA_OK, or
-   SIMBA_EINVAL if b is not a MySQL backend. */
-SIMBADEF int simba_mysql_get_stats(simba_backend b, simba_mysql_stats *out);
 
 /* Writes the schema (the CREATE TABLE IF NOT EXISTS statements of
    simba_mysql.sql, separated by ";\n") for table prefix `prefix` (NULL =
@@ -150,14 +141,55 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
    parameter nobody read is an error here. */
 SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
 
+/*>>stats: counters of one backend */
+/* Counters of one backend, for tests, benchmarks and monitoring (the POSIX
+   struct stat / stat() pattern). The first five fields are the same on
+   every backend. */
+struct simba_mysql_stats {
+    int connected;              /* the main connection is up (as told to the core) */
+    int64_t reconnects;         /* connects of the main connection after the first */
+    int64_t ops_sent;           /* ops of the core accepted by submit */
+    int64_t ops_completed;      /* ops answered to the core (simba_backend_complete) */
+    int64_t wakes;              /* simba_backend_wake() calls made */
+    /* MySQL's own */
+    uint64_t batches;           /* query batches sent on the main connection */
+    uint64_t statements;        /* statements in those batches */
+    uint64_t transactions;      /* locking transactions committed */
+    uint64_t retries;           /* transactions rolled back and run again */
+    uint64_t deadlocks;         /* ER_LOCK_DEADLOCK (1213) answers */
+    uint64_t lock_wait_timeouts;/* ER_LOCK_WAIT_TIMEOUT (1205) answers */
+    uint64_t connects;          /* successful connects of the main connection */
+    uint64_t waiter_connects;   /* ... and of the waiter connection */
+    uint64_t bell_waits;        /* GET_LOCK waits started on the waiter connection */
+    uint64_t bell_rings;        /* waits that ended because the bell was released */
+    uint64_t swept_sessions;    /* expired sessions removed by the sweep */
+    uint64_t swept_entries;     /* entries removed by the sweep */
+    int last_error;             /* SIMBA_E* of the last failed connect or op, 0 if none */
+    int held_bells;             /* user locks this client holds for its entries */
+    int watches;                /* waiting requests the waiter connection watches */
+    uint64_t polls;             /* POLL ops the core submitted (a grant pushed with its
+                                   fence needs none) */
+    uint64_t purged_watches;    /* watches of a dropped session discarded at the next OPEN */
+    uint64_t purged_bells;      /* bells of a dropped session given back at the next OPEN */
+    uint64_t stale_bell_waits;  /* GET_LOCK waits on a bell of a session not current (0:
+                                   a dropped session's waits end with it) */
+};
+
+/* Copies the counters of backend b (the value simba_mysql() returned; valid
+   until the simba instance that owns it is destroyed). Returns SIMBA_OK, or
+   SIMBA_EINVAL if b is not a MySQL backend or out is NULL. */
+SIMBADEF int simba_mysql_stats(simba_backend b, struct simba_mysql_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
 #endif /* SIMBA_MYSQL_INCLUDED */
 
 /* ======================================================================= */
-#if defined(SIMBA_MYSQL_IMPLEMENTATION) && !defined(SIMBA_MYSQL_IMPLEMENTED)
-#define SIMBA_MYSQL_IMPLEMENTED
+#if defined(SIMBA_MYSQL_IMPLEMENTATION) && !defined(SIMBA_MYSQL_IMPL_INCLUDED)
+#define SIMBA_MYSQL_IMPL_INCLUDED
+
+/*>>internals: includes, limits, private types, memory, SQL text, the job queue */
 
 #include <mysql.h>
 #include <errmsg.h>
@@ -169,81 +201,101 @@ SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_er
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #ifndef SIMBA_ASSERT
 #include <assert.h>
 #define SIMBA_ASSERT(c) assert(c)
 #endif
 
-/* ---- limits and tunables ---- */
+/* Limits and tunables. */
 enum {
-    SIMBA__MY_MAXRES = 40,          /* statements whose results one batch keeps */
-    SIMBA__MY_MAX_RETRIES = 8,      /* deadlock / lock-wait retries of one op */
-    SIMBA__MY_BELL_WAIT_S = 5,      /* GET_LOCK timeout with one watched bell */
-    SIMBA__MY_BELL_ROTATE_S = 1,    /* ... with several (they take turns) */
-    SIMBA__MY_SWEEP_BATCH = 500,    /* entries deleted per sweep statement */
-    SIMBA__MY_SWEEP_SESSIONS = 50,  /* expired sessions handled per sweep round */
-    SIMBA__MY_CLOSE_BATCH = 1000,   /* entries deleted per CLOSE statement */
-    SIMBA__MY_RETAKE_BATCH = 200,   /* bells re-taken per statement after a reconnect */
-    SIMBA__MY_MAX_QUEUED = 32       /* lock ops queued on the main connection at most:
+    SIMBA__MYSQL_MAXRES = 40,          /* statements whose results one batch keeps */
+    SIMBA__MYSQL_MAX_RETRIES = 8,      /* deadlock / lock-wait retries of one op */
+    SIMBA__MYSQL_BELL_WAIT_S = 5,      /* GET_LOCK timeout with one watched bell */
+    SIMBA__MYSQL_BELL_ROTATE_S = 1,    /* ... with several (they take turns) */
+    SIMBA__MYSQL_SWEEP_BATCH = 500,    /* entries deleted per sweep statement */
+    SIMBA__MYSQL_SWEEP_SESSIONS = 50,  /* expired sessions handled per sweep round */
+    SIMBA__MYSQL_CLOSE_BATCH = 1000,   /* entries deleted per CLOSE statement */
+    SIMBA__MYSQL_RETAKE_BATCH = 200,   /* bells re-taken per statement after a reconnect */
+    SIMBA__MYSQL_MAX_QUEUED = 32       /* lock ops queued on the main connection at most:
                                        the core times every op from its submit, so a
                                        deeper queue would time out its own tail */
 };
 
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
    even across daylight-saving changes of the server's zone. */
-#define SIMBA__MY_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)"
-#define SIMBA__MY_NOW_US "CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"
+#define SIMBA__MYSQL_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)"
+
+#define SIMBA__MYSQL_NOW_US "CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"
 
 /* Internal job kinds, after the simba_op_kind values. */
 enum {
-    SIMBA__MY_JOB_BELLS_RELEASE = 100, /* RELEASE_LOCK of bells we no longer need */
-    SIMBA__MY_JOB_BELLS_RETAKE,        /* GET_LOCK of our bells after a reconnect */
-    SIMBA__MY_JOB_SWEEP,               /* background removal of expired sessions */
-    SIMBA__MY_JOB_CLOSE_OLD            /* CLOSE of a session the core dropped while
+    SIMBA__MYSQL_JOB_BELLS_RELEASE = 100, /* RELEASE_LOCK of bells we no longer need */
+    SIMBA__MYSQL_JOB_BELLS_RETAKE,        /* GET_LOCK of our bells after a reconnect */
+    SIMBA__MYSQL_JOB_SWEEP,               /* background removal of expired sessions */
+    SIMBA__MYSQL_JOB_CLOSE_OLD            /* CLOSE of a session the core dropped while
                                           it could not reach the server */
 };
 
 /* Connection states. */
-enum { SIMBA__MY_CLOSED = 0, SIMBA__MY_CONNECTING, SIMBA__MY_SETUP, SIMBA__MY_READY };
-/* Steps of the async call in progress on a connection. */
-enum { SIMBA__MY_Q_NONE = 0, SIMBA__MY_Q_CONNECT, SIMBA__MY_Q_QUERY, SIMBA__MY_Q_STORE,
-       SIMBA__MY_Q_NEXT };
+enum { SIMBA__MYSQL_CLOSED = 0, SIMBA__MYSQL_CONNECTING, SIMBA__MYSQL_SETUP, SIMBA__MYSQL_READY };
 
-typedef struct simba__my_buf {
+/* Steps of the async call in progress on a connection. */
+enum { SIMBA__MYSQL_Q_NONE = 0, SIMBA__MYSQL_Q_CONNECT, SIMBA__MYSQL_Q_QUERY, SIMBA__MYSQL_Q_STORE,
+       SIMBA__MYSQL_Q_NEXT };
+
+/* Phases of a job (j->step). Each kind of job has its own step function,
+   a small switch over the phases it goes through; S_FIRST builds and sends
+   its first batch, every later phase reads the answer of the last one. */
+enum {
+    SIMBA__MYSQL_S_FIRST = 0,  /* nothing sent yet */
+    SIMBA__MYSQL_S_FAST,       /* POLL: unlocked reads */
+    SIMBA__MYSQL_S_READS,      /* locking reads (transaction open) */
+    SIMBA__MYSQL_S_WRITES,     /* writes + COMMIT */
+    SIMBA__MYSQL_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
+    SIMBA__MYSQL_S_SIMPLE,     /* one-batch jobs (OPEN, bells): sent */
+    SIMBA__MYSQL_S_KEEPALIVE,  /* the renewal UPDATE */
+    SIMBA__MYSQL_S_NOTIFY,     /* it matched nothing: session gone, or notified? */
+    SIMBA__MYSQL_S_CLOSE_ENTRIES,
+    SIMBA__MYSQL_S_CLOSE_SESSION,
+    SIMBA__MYSQL_S_SWEEP_LIST,
+    SIMBA__MYSQL_S_SWEEP_ENTRIES,
+    SIMBA__MYSQL_S_SWEEP_SESSIONS
+};
+
+typedef struct simba__mysql_buf {
     char *p;
     size_t n, cap;
     int oom;
-} simba__my_buf;
+} simba__mysql_buf;
 
-typedef struct simba__my_conn {
+typedef struct simba__mysql_conn {
     MYSQL *m;
-    int state;              /* SIMBA__MY_CLOSED ... READY */
-    int q;                  /* SIMBA__MY_Q_*: the async call in progress */
+    int state;              /* SIMBA__MYSQL_CLOSED ... READY */
+    int q;                  /* SIMBA__MYSQL_Q_*: the async call in progress */
     int wait;               /* MYSQL_WAIT_* the suspended call waits for (0 = none) */
     int64_t wait_until;     /* when MYSQL_WAIT_TIMEOUT is set */
     int done;               /* the query (or connect) finished: see err */
     unsigned err;           /* mysql_errno of the failure, 0 = ok */
     char errmsg[256];
     int nres;               /* results kept (one per statement) */
-    MYSQL_RES *res[SIMBA__MY_MAXRES];
-    uint64_t affected[SIMBA__MY_MAXRES];
+    MYSQL_RES *res[SIMBA__MYSQL_MAXRES];
+    uint64_t affected[SIMBA__MYSQL_MAXRES];
     int64_t started_ms;     /* when the current connect/query began */
     int64_t retry_at;       /* CLOSED: when to connect again, if retry_armed */
     int retry_armed;        /* (times are simba_now_ms: any value, even negative) */
     int attempt;            /* failed connects in a row (backoff) */
-    simba__my_buf sql;      /* the batch being run */
-} simba__my_conn;
+    simba__mysql_buf sql;      /* the batch being run */
+} simba__mysql_conn;
 
-typedef struct simba__my_res {
+typedef struct simba__mysql_res {
     char *name;
     size_t len;
     int capacity, weight;
     int orig;               /* index in the op's res[] */
-} simba__my_res;
+} simba__mysql_res;
 
-typedef struct simba__my_job {
-    struct simba__my_job *next;
+typedef struct simba__mysql_job {
+    struct simba__mysql_job *next;
     uint64_t op_id;
     int kind;
     int step;
@@ -251,7 +303,7 @@ typedef struct simba__my_job {
     int try_only, lease_ms;
     char *tenant, *client, *session, *request;
     int nres;
-    simba__my_res res[SIMBA_MAX_RESOURCES];     /* sorted by name (lock order) */
+    simba__mysql_res res[SIMBA_MAX_RESOURCES];     /* sorted by name (lock order) */
     int sorted_of[SIMBA_MAX_RESOURCES];         /* op order -> sorted index */
     uint64_t bell;                              /* the request's bell */
     /* statement indexes of the reads in the batch of the current step */
@@ -274,11 +326,11 @@ typedef struct simba__my_job {
     /* internal jobs: bells to (re)take or release, sessions to sweep */
     uint64_t *bells;
     int nbells;
-    simba__my_buf list;     /* SWEEP: "(t,s),(t,s)" of the sessions being swept */
-} simba__my_job;
+    simba__mysql_buf list;     /* SWEEP: "(t,s),(t,s)" of the sessions being swept */
+} simba__mysql_job;
 
 /* A waiting request of ours and the bell it waits behind. */
-typedef struct simba__my_watch {
+typedef struct simba__mysql_watch {
     char *request;
     char *session;          /* the session that owns the entry: a ring's grant is
                                for it only (keyed request ids outlive sessions) */
@@ -292,9 +344,9 @@ typedef struct simba__my_watch {
     int multi;              /* capacity > 1: the bell covers one holder of several */
     int poll_ms;            /* multi: re-poll period, 50 ms doubling to 1 s */
     int64_t poll_at;        /* multi: next re-poll (simba_now_ms) */
-} simba__my_watch;
+} simba__mysql_watch;
 
-typedef struct simba__my {
+typedef struct simba__mysql {
     simba *s;
     simba_allocator alloc;
     /* options */
@@ -306,8 +358,8 @@ typedef struct simba__my {
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
     /* the main connection and its job queue (head runs) */
-    simba__my_conn main;
-    simba__my_job *head, *tail;
+    simba__mysql_conn main;
+    simba__mysql_job *head, *tail;
     int head_started;       /* the head job's current step is running */
     int queued_ops;         /* core ops (not session ops) in the queue */
     int up;                 /* reported connected to the core */
@@ -325,66 +377,112 @@ typedef struct simba__my {
     int cur_close_sent;     /* the core sent CLOSE for cur_session */
     int retake_needed;
     /* the waiter connection */
-    simba__my_conn waiter;
-    simba__my_watch *watches;
+    simba__mysql_conn waiter;
+    simba__mysql_watch *watches;
     int nwatch, watch_cap, watch_rr;
     uint64_t waiting_bell;  /* bell of the GET_LOCK in flight (0 = none) */
     char *waiting_req;      /* its request */
-    simba_mysql_stats stats;
-} simba__my;
+    struct simba_mysql_stats stats;
+} simba__mysql;
 
-/* ---------------------------------------------------------------- memory */
+/* One queue entry as read (pointers into the MYSQL_RES, valid until the
+   results are freed). */
+typedef struct simba__mysql_ent {
+    int r;                      /* sorted resource index */
+    int64_t seq, fence, newfence;
+    int weight;
+    const char *request, *session;
+    unsigned long reqlen, seslen;
+    int64_t expires;            /* -1: no session row */
+    int dead, removed, granted;
+    int ours;                   /* our request id AND our session */
+    int foreign;                /* our request id, another session's entry (a keyed
+                                   id is the same in every session): never ours */
+} simba__mysql_ent;
 
-static void *simba__my_alloc(simba__my *b, size_t n) {
-    if (b->alloc.alloc) return b->alloc.alloc(n, b->alloc.user);
-    return malloc(n);
-}
-static void simba__my_free(simba__my *b, void *p) {
-    if (!p) return;
-    if (b->alloc.free) b->alloc.free(p, b->alloc.user);
-    else free(p);
-}
-static char *simba__my_strndup(simba__my *b, const char *s, size_t n) {
+typedef struct simba__mysql_eval {
+    int64_t now_us, now_ms, our_expires;
+    int exists[SIMBA_MAX_RESOURCES];
+    int capacity[SIMBA_MAX_RESOURCES];
+    int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
+    int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
+    simba__mysql_ent *e;
+    int ne;
+    int torn;               /* unlocked reads that disagree (a change landed
+                               between the two statements): decide under locks */
+    int64_t grace;          /* > 0: ms of restart grace left, no grants now */
+} simba__mysql_eval;
+
+/* Defined in their sections below, used before. The step functions, one
+   per kind of job, each a small switch over the job's phases: */
+static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j);      /* >>session */
+static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j); /* >>session */
+static void simba__mysql_step_close(simba__mysql *b, simba__mysql_job *j);     /* >>session */
+static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j);     /* >>session */
+static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j);      /* >>locks */
+static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j);     /* >>wakeups */
+/* >>connection */
+static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg);
+/* >>locks */
+static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x);
+/* >>wakeups */
+static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen);
+static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell);
+static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h);
+static void simba__mysql_mine_clear(simba__mysql *b);
+static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell);
+static void simba__mysql_queue_retake(simba__mysql *b);
+static void simba__mysql_watch_del(simba__mysql *b, const char *request);
+static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status);
+/* >>vtable */
+static void simba__mysql_destroy(void *impl);
+
+/* Everything goes through the desc's allocator (the kit's helpers: zero =
+   malloc/free); alloc returns zeroed memory. */
+static void *simba__mysql_alloc(simba__mysql *b, size_t n) { return simba_allocator_alloc(&b->alloc, n); }
+
+static void simba__mysql_free(simba__mysql *b, void *p) { simba_allocator_free(&b->alloc, p); }
+
+static char *simba__mysql_strndup(simba__mysql *b, const char *s, size_t n) {
     char *p;
     if (!s) return NULL;
-    p = (char *)simba__my_alloc(b, n + 1);
+    p = (char *)simba__mysql_alloc(b, n + 1);
     if (!p) return NULL;
     memcpy(p, s, n);
     p[n] = 0;
     return p;
 }
-static char *simba__my_strdup(simba__my *b, const char *s) {
-    return s ? simba__my_strndup(b, s, strlen(s)) : NULL;
-}
 
-/* ---------------------------------------------------------------- SQL text */
+static char *simba__mysql_strdup(simba__mysql *b, const char *s) { return simba_allocator_strdup(&b->alloc, s); }
 
-static int simba__my_reserve(simba__my *b, simba__my_buf *x, size_t more) {
+static int simba__mysql_reserve(simba__mysql *b, simba__mysql_buf *x, size_t more) {
     size_t need = x->n + more + 1, cap;
     char *p;
     if (x->oom) return 0;
     if (need <= x->cap) return 1;
     cap = x->cap ? x->cap : 256;
     while (cap < need) cap *= 2;
-    p = (char *)simba__my_alloc(b, cap);
+    p = (char *)simba__mysql_alloc(b, cap);
     if (!p) { x->oom = 1; return 0; }
     if (x->n) memcpy(p, x->p, x->n);
-    simba__my_free(b, x->p);
+    simba__mysql_free(b, x->p);
     x->p = p;
     x->cap = cap;
     return 1;
 }
-static void simba__my_put(simba__my *b, simba__my_buf *x, const char *s) {
+
+static void simba__mysql_put(simba__mysql *b, simba__mysql_buf *x, const char *s) {
     size_t n = strlen(s);
-    if (!simba__my_reserve(b, x, n)) return;
+    if (!simba__mysql_reserve(b, x, n)) return;
     memcpy(x->p + x->n, s, n);
     x->n += n;
     x->p[x->n] = 0;
 }
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void simba__my_putf(simba__my *b, simba__my_buf *x, const char *fmt, ...) {
+static void simba__mysql_putf(simba__mysql *b, simba__mysql_buf *x, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
     int n;
@@ -392,15 +490,16 @@ static void simba__my_putf(simba__my *b, simba__my_buf *x, const char *fmt, ...)
     n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof tmp) { x->oom = 1; return; } /* only short pieces go here */
-    simba__my_put(b, x, tmp);
+    simba__mysql_put(b, x, tmp);
 }
+
 /* Every string reaches SQL as a hex literal X'...': no byte of a name (quotes,
    backslashes, %, _, NUL-free binary) can end the literal or change the
    statement, whatever sql_mode (NO_BACKSLASH_ESCAPES, ANSI_QUOTES) says. */
-static void simba__my_hex(simba__my *b, simba__my_buf *x, const char *s, size_t n) {
+static void simba__mysql_hex(simba__mysql *b, simba__mysql_buf *x, const char *s, size_t n) {
     static const char digits[] = "0123456789abcdef";
     size_t i;
-    if (!simba__my_reserve(b, x, 2 * n + 3)) return;
+    if (!simba__mysql_reserve(b, x, 2 * n + 3)) return;
     x->p[x->n++] = 'X';
     x->p[x->n++] = '\'';
     for (i = 0; i < n; i++) {
@@ -411,307 +510,290 @@ static void simba__my_hex(simba__my *b, simba__my_buf *x, const char *s, size_t 
     x->p[x->n++] = '\'';
     x->p[x->n] = 0;
 }
-static void simba__my_hexs(simba__my *b, simba__my_buf *x, const char *s) {
-    simba__my_hex(b, x, s, strlen(s));
+
+static void simba__mysql_hexs(simba__mysql *b, simba__mysql_buf *x, const char *s) {
+    simba__mysql_hex(b, x, s, strlen(s));
 }
-static void simba__my_buf_clear(simba__my_buf *x) {
+
+static void simba__mysql_buf_clear(simba__mysql_buf *x) {
     x->n = 0;
     x->oom = 0;
     if (x->p) x->p[0] = 0;
 }
-static void simba__my_buf_free(simba__my *b, simba__my_buf *x) {
-    simba__my_free(b, x->p);
+
+static void simba__mysql_buf_free(simba__mysql *b, simba__mysql_buf *x) {
+    simba__mysql_free(b, x->p);
     x->p = NULL;
     x->n = x->cap = 0;
     x->oom = 0;
 }
 
-/* ---------------------------------------------------------------- bells */
-
-/* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
-   (database, prefix), tenant and request id. GET_LOCK names are global to the
-   server and limited to 64 characters, hence the hash. */
-static uint64_t simba__my_fnv(uint64_t h, const char *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
-    h ^= 0xff; /* separator, so ("ab","c") and ("a","bc") differ */
-    h *= 1099511628211ULL;
-    return h;
-}
-static uint64_t simba__my_bell(const simba__my *b, const char *tenant, const char *req, size_t reqlen) {
-    uint64_t h = simba__my_fnv(b->deploy, tenant, strlen(tenant));
-    h = simba__my_fnv(h, req, reqlen);
-    return h ? h : 1; /* 0 marks an empty slot */
-}
-static void simba__my_bellname(simba__my *b, simba__my_buf *x, uint64_t bell) {
-    simba__my_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
-                   (unsigned long)(bell & 0xffffffffUL));
+static void simba__mysql_where_tenant(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
+    simba__mysql_put(b, x, " WHERE tenant=");
+    simba__mysql_hexs(b, x, j->tenant);
 }
 
-/* The set of bells this client's main connection holds (one per entry, up
-   to max_bells), open addressing with linear probing. */
-static void simba__my_mine_put(uint64_t *keys, int cap, uint64_t h) {
-    int k = (int)(h % (uint64_t)cap);
-    while (keys[k]) k = (k + 1) % cap;
-    keys[k] = h;
-}
-static int simba__my_mine_has(const simba__my *b, uint64_t h) {
-    int i;
-    if (!b->mine_cap) return 0;
-    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
-        if (b->mine[i] == h) return 1;
-    return 0;
-}
-static int simba__my_mine_add(simba__my *b, uint64_t h) {
-    if (simba__my_mine_has(b, h)) return 1;
-    if ((b->mine_n + 1) * 2 > b->mine_cap) {
-        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
-        uint64_t *t = (uint64_t *)simba__my_alloc(b, (size_t)cap * sizeof *t);
-        if (!t) return 0;
-        memset(t, 0, (size_t)cap * sizeof *t);
-        for (j = 0; j < b->mine_cap; j++) if (b->mine[j]) simba__my_mine_put(t, cap, b->mine[j]);
-        simba__my_free(b, b->mine);
-        b->mine = t;
-        b->mine_cap = cap;
+static int simba__mysql_int64(const char *s, unsigned long len, int64_t *out) {
+    int64_t v = 0;
+    unsigned long i = 0;
+    int neg = 0;
+    if (!s || len == 0 || len > 20) return 0;
+    if (s[0] == '-') { neg = 1; i = 1; if (len == 1) return 0; }
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        if (v > (INT64_MAX - (s[i] - '0')) / 10) return 0;
+        v = v * 10 + (s[i] - '0');
     }
-    simba__my_mine_put(b->mine, b->mine_cap, h);
-    b->mine_n++;
+    *out = neg ? -v : v;
     return 1;
 }
-static void simba__my_mine_del(simba__my *b, uint64_t h) {
-    int i, j;
-    if (!b->mine_cap) return;
-    i = (int)(h % (uint64_t)b->mine_cap);
-    while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
-    if (!b->mine[i]) return;
-    b->mine[i] = 0;
-    b->mine_n--;
-    /* put the rest of the cluster back where a lookup will find it */
-    for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
-        uint64_t v = b->mine[j];
-        b->mine[j] = 0;
-        simba__my_mine_put(b->mine, b->mine_cap, v);
+
+static int simba__mysql_int(const char *s, unsigned long len, int *out) {
+    int64_t v;
+    if (!simba__mysql_int64(s, len, &v) || v < INT32_MIN || v > INT32_MAX) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* Is `session` the one of the last OPEN (or is there none yet)? Bells and
+   watches belong to the current session only. */
+static int simba__mysql_is_current(const simba__mysql *b, const char *session) {
+    return !b->cur_session[0] || strcmp(b->cur_session, session) == 0;
+}
+
+static void simba__mysql_job_free(simba__mysql *b, simba__mysql_job *j) {
+    int i;
+    if (!j) return;
+    simba__mysql_free(b, j->tenant);
+    simba__mysql_free(b, j->client);
+    simba__mysql_free(b, j->session);
+    simba__mysql_free(b, j->request);
+    for (i = 0; i < j->nres; i++) simba__mysql_free(b, j->res[i].name);
+    simba__mysql_free(b, j->holders);
+    simba__mysql_free(b, j->bells);
+    simba__mysql_buf_free(b, &j->list);
+    simba__mysql_free(b, j);
+}
+
+static void simba__mysql_push(simba__mysql *b, simba__mysql_job *j, int front) {
+    j->next = NULL;
+    if (front && b->head && b->head_started) {
+        /* never in front of a job whose transaction is open: right behind it */
+        j->next = b->head->next;
+        b->head->next = j;
+        if (b->tail == b->head) b->tail = j;
+    } else if (front) {
+        j->next = b->head;
+        b->head = j;
+        if (!b->tail) b->tail = j;
+    } else {
+        if (b->tail) b->tail->next = j;
+        else b->head = j;
+        b->tail = j;
     }
 }
-static void simba__my_mine_clear(simba__my *b) {
-    simba__my_free(b, b->mine);
-    b->mine = NULL;
-    b->mine_cap = b->mine_n = 0;
+
+static simba__mysql_job *simba__mysql_pop(simba__mysql *b) {
+    simba__mysql_job *j = b->head;
+    if (!j) return NULL;
+    if (j->kind >= SIMBA_OP_ENQUEUE && j->kind <= SIMBA_OP_DELETE && b->queued_ops > 0) b->queued_ops--;
+    b->head = j->next;
+    if (!b->head) b->tail = NULL;
+    b->head_started = 0;
+    return j;
 }
 
-/* ---------------------------------------------------------------- watches */
+static simba__mysql_job *simba__mysql_job_new(simba__mysql *b, int kind) {
+    simba__mysql_job *j = (simba__mysql_job *)simba__mysql_alloc(b, sizeof *j);
+    if (!j) return NULL;
+    memset(j, 0, sizeof *j);
+    j->kind = kind;
+    j->ix_res = j->ix_ent = -1;
+    return j;
+}
 
-static simba__my_watch *simba__my_watch_find(simba__my *b, const char *request) {
-    int i;
-    for (i = 0; i < b->nwatch; i++)
-        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
+/* Copy an op into a job: strings are the core's only during submit(). */
+static simba__mysql_job *simba__mysql_job_from_op(simba__mysql *b, const simba_op *op, int *err) {
+    simba__mysql_job *j = simba__mysql_job_new(b, (int)op->kind);
+    int i, k;
+    *err = SIMBA_ENOMEM;
+    if (!j) return NULL;
+    j->op_id = op->id;
+    j->try_only = op->try_only;
+    j->lease_ms = op->lease_ms;
+    j->tenant = simba__mysql_strdup(b, op->tenant ? op->tenant : "");
+    j->client = simba__mysql_strdup(b, op->client ? op->client : "");
+    j->session = simba__mysql_strdup(b, op->session ? op->session : "");
+    j->request = simba__mysql_strdup(b, op->request ? op->request : "");
+    if (!j->tenant || !j->client || !j->session || !j->request) goto fail;
+    for (i = 0; i < op->nres; i++) {
+        const char *name = op->res[i].name;
+        size_t len = strlen(name);
+        simba__mysql_res r;
+        r.name = simba__mysql_strndup(b, name, len);
+        if (!r.name) goto fail;
+        r.len = len;
+        r.capacity = op->res[i].capacity;
+        r.weight = op->res[i].weight;
+        r.orig = i;
+        /* insertion sort by bytes: the order InnoDB's VARBINARY index uses,
+           so every transaction locks resource rows in the same order */
+        for (k = j->nres; k > 0; k--) {
+            simba__mysql_res *q = &j->res[k - 1];
+            size_t m = q->len < len ? q->len : len;
+            int c = memcmp(q->name, name, m);
+            if (c < 0 || (c == 0 && q->len < len)) break;
+            j->res[k] = *q;
+        }
+        j->res[k] = r;
+        j->nres++;
+    }
+    for (i = 0; i < j->nres; i++) j->sorted_of[j->res[i].orig] = i;
+    j->bell = simba__mysql_bell(b, j->tenant, j->request, strlen(j->request));
+    *err = SIMBA_OK;
+    return j;
+fail:
+    simba__mysql_job_free(b, j);
     return NULL;
 }
-static void simba__my_watch_del(simba__my *b, const char *request) {
-    simba__my_watch *w = simba__my_watch_find(b, request);
-    int i;
-    if (!w) return;
-    i = (int)(w - b->watches);
-    simba__my_free(b, w->request);
-    simba__my_free(b, w->session);
-    simba__my_free(b, w->name);
-    simba__my_free(b, w->tenant);
-    b->watches[i] = b->watches[b->nwatch - 1];
-    b->nwatch--;
-}
-/* With capacity > 1 the bell covers only the oldest holder; a release by
-   another one would wait for the core's re-check period. So such waits also
-   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
-   changes. */
-enum { SIMBA__MY_POLL_MIN_MS = 50, SIMBA__MY_POLL_MAX_MS = 1000 };
 
-static void simba__my_watch_set(simba__my *b, const char *tenant, const char *session, const char *request,
-                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
-    simba__my_watch *w = simba__my_watch_find(b, request);
-    int64_t now = simba_now_ms(b->s);
-    if (w && strcmp(w->session, session) != 0) {
-        /* the same keyed request id in another session: not the same entry */
-        simba__my_watch_del(b, request);
-        w = NULL;
-    }
-    if (w) {
-        if (w->bell != bell) {
-            w->bell = bell;
-            w->immediate = 0;
-            w->not_before = 0;
-            w->poll_ms = SIMBA__MY_POLL_MIN_MS;
-            w->poll_at = now + w->poll_ms;
-        }
-        w->multi = multi;
-        return;
-    }
-    if (b->nwatch == b->watch_cap) {
-        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
-        simba__my_watch *t = (simba__my_watch *)simba__my_alloc(b, (size_t)cap * sizeof *t);
-        if (!t) return; /* no watch: the core's re-checks still find the grant */
-        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
-        simba__my_free(b, b->watches);
-        b->watches = t;
-        b->watch_cap = cap;
-    }
-    w = &b->watches[b->nwatch];
-    memset(w, 0, sizeof *w);
-    w->request = simba__my_strdup(b, request);
-    w->session = simba__my_strdup(b, session);
-    w->name = simba__my_strndup(b, name, namelen);
-    w->tenant = simba__my_strdup(b, tenant);
-    if (!w->request || !w->session || !w->name || !w->tenant) {
-        simba__my_free(b, w->request);
-        simba__my_free(b, w->session);
-        simba__my_free(b, w->name);
-        simba__my_free(b, w->tenant);
-        return;
-    }
-    w->single = single;
-    w->multi = multi;
-    w->bell = bell;
-    w->poll_ms = SIMBA__MY_POLL_MIN_MS;
-    w->poll_at = now + w->poll_ms;
-    b->nwatch++;
-}
+/*>>connection: connect, setup, reconnect with backoff; the job queue runs on the main connection */
 
-/* Due re-polls of capacity > 1 waits: have the core POLL them. */
-static void simba__my_watch_polls(simba__my *b) {
-    int64_t now = simba_now_ms(b->s);
-    int i;
-    char name[SIMBA_MAX_NAME + 1];
-    for (i = 0; i < b->nwatch; i++) {
-        simba__my_watch *w = &b->watches[i];
-        if (!w->multi || now < w->poll_at) continue;
-        /* nothing moved since the last one (a change resets it): slow down */
-        w->poll_ms = w->poll_ms * 2 > SIMBA__MY_POLL_MAX_MS ? SIMBA__MY_POLL_MAX_MS : w->poll_ms * 2;
-        w->poll_at = now + w->poll_ms;
-        snprintf(name, sizeof name, "%s", w->name);
-        simba_backend_wake(b->s, name, NULL, NULL, 0);
-    }
-}
-
-/* ---------------------------------------------------------------- connections */
-
-static void simba__my_free_results(simba__my_conn *c) {
+static void simba__mysql_free_results(simba__mysql_conn *c) {
     int i;
     for (i = 0; i < c->nres; i++) if (c->res[i]) mysql_free_result(c->res[i]);
     c->nres = 0;
 }
 
+/* Rows the first statement of the last batch changed (0 without one). */
+static uint64_t simba__mysql_affected(const simba__mysql_conn *c) { return c->nres >= 1 ? c->affected[0] : 0; }
+
 /* Drop a connection at once, whatever it was doing: mariadb_cancel makes every
    further read/write fail, so mysql_close cannot block on a dead or busy
    socket. The server rolls back the open transaction and releases the user
    locks of the connection when it sees the socket close. */
-static void simba__my_conn_drop(simba__my_conn *c) {
-    simba__my_free_results(c);
+static void simba__mysql_conn_drop(simba__mysql_conn *c) {
+    simba__mysql_free_results(c);
     if (c->m) {
         mariadb_cancel(c->m);
         mysql_close(c->m);
         c->m = NULL;
     }
-    c->state = SIMBA__MY_CLOSED;
-    c->q = SIMBA__MY_Q_NONE;
+    c->state = SIMBA__MYSQL_CLOSED;
+    c->q = SIMBA__MYSQL_Q_NONE;
     c->wait = 0;
     c->done = 0;
 }
 
-static void simba__my_set_error(simba__my_conn *c, unsigned err, const char *msg) {
+static void simba__mysql_set_error(simba__mysql_conn *c, unsigned err, const char *msg) {
     c->err = err ? err : CR_UNKNOWN_ERROR;
     snprintf(c->errmsg, sizeof c->errmsg, "%s", msg && *msg ? msg : "unknown MySQL client error");
     c->done = 1;
-    c->q = SIMBA__MY_Q_NONE;
+    c->q = SIMBA__MYSQL_Q_NONE;
     c->wait = 0;
+}
+
+/* c's call finished without error: nothing more to run. */
+static void simba__mysql_conn_done(simba__mysql_conn *c) {
+    c->q = SIMBA__MYSQL_Q_NONE;
+    c->wait = 0;
+    c->err = 0;
+    c->done = 1;
+}
+
+/* The connector's _start (ev < 0) or _cont call of each phase. Each returns
+   the MYSQL_WAIT_* it suspended on, or 0 with c->q set to the next phase
+   (SIMBA__MYSQL_Q_NONE: finished, see c->done and c->err). */
+static int simba__mysql_call_connect(simba__mysql *b, simba__mysql_conn *c, int ev) {
+    MYSQL *ret = NULL;
+    int st;
+    if (ev < 0)
+        st = mysql_real_connect_start(&ret, c->m, b->unix_socket ? NULL : b->host, b->user,
+                                      b->password, b->database,
+                                      (unsigned)(b->unix_socket ? 0 : b->port), b->unix_socket,
+                                      CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS | CLIENT_FOUND_ROWS);
+    else
+        st = mysql_real_connect_cont(&ret, c->m, ev);
+    if (st) return st;
+    if (!ret) simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+    else simba__mysql_conn_done(c);
+    return 0;
+}
+static int simba__mysql_call_query(simba__mysql_conn *c, int ev) {
+    int r = 0, st;
+    if (ev < 0) st = mysql_real_query_start(&r, c->m, c->sql.p, (unsigned long)c->sql.n);
+    else st = mysql_real_query_cont(&r, c->m, ev);
+    if (st) return st;
+    if (r) simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+    else c->q = SIMBA__MYSQL_Q_STORE;
+    return 0;
+}
+static int simba__mysql_call_store(simba__mysql_conn *c, int ev) {
+    MYSQL_RES *res = NULL;
+    int st;
+    if (ev < 0) st = mysql_store_result_start(&res, c->m);
+    else st = mysql_store_result_cont(&res, c->m, ev);
+    if (st) return st;
+    if (!res && mysql_field_count(c->m) != 0) {
+        simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+        return 0;
+    }
+    if (c->nres < SIMBA__MYSQL_MAXRES) {
+        c->res[c->nres] = res;
+        c->affected[c->nres] = res ? 0 : (uint64_t)mysql_affected_rows(c->m);
+        c->nres++;
+    } else if (res) {
+        mysql_free_result(res);
+    }
+    if (mysql_more_results(c->m)) c->q = SIMBA__MYSQL_Q_NEXT;
+    else simba__mysql_conn_done(c);
+    return 0;
+}
+static int simba__mysql_call_next(simba__mysql_conn *c, int ev) {
+    int r = 0, st;
+    if (ev < 0) st = mysql_next_result_start(&r, c->m);
+    else st = mysql_next_result_cont(&r, c->m, ev);
+    if (st) return st;
+    if (r > 0) simba__mysql_set_error(c, mysql_errno(c->m), mysql_error(c->m));
+    else if (r < 0) simba__mysql_conn_done(c);
+    else c->q = SIMBA__MYSQL_Q_STORE;
+    return 0;
 }
 
 /* Run the suspended async call on, as far as it goes without blocking.
    ev < 0 starts the current step; otherwise ev holds the MYSQL_WAIT_* events
    that happened. Leaves c->wait set when suspended, c->done when finished. */
-static void simba__my_conn_step(simba__my *b, simba__my_conn *c, int ev) {
+static void simba__mysql_conn_step(simba__mysql *b, simba__mysql_conn *c, int ev) {
     for (;;) {
-        int st = 0;
+        int st;
         switch (c->q) {
-        case SIMBA__MY_Q_CONNECT: {
-            MYSQL *ret = NULL;
-            if (ev < 0)
-                st = mysql_real_connect_start(&ret, c->m, b->unix_socket ? NULL : b->host, b->user,
-                                              b->password, b->database,
-                                              (unsigned)(b->unix_socket ? 0 : b->port), b->unix_socket,
-                                              CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS | CLIENT_FOUND_ROWS);
-            else
-                st = mysql_real_connect_cont(&ret, c->m, ev);
-            if (st) break;
-            if (!ret) { simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
-            c->q = SIMBA__MY_Q_NONE;
-            c->wait = 0;
-            c->err = 0;
-            c->done = 1;
+        case SIMBA__MYSQL_Q_CONNECT: st = simba__mysql_call_connect(b, c, ev); break;
+        case SIMBA__MYSQL_Q_QUERY: st = simba__mysql_call_query(c, ev); break;
+        case SIMBA__MYSQL_Q_STORE: st = simba__mysql_call_store(c, ev); break;
+        case SIMBA__MYSQL_Q_NEXT: st = simba__mysql_call_next(c, ev); break;
+        default: return;
+        }
+        if (st) {
+            /* suspended: remember what it waits for */
+            c->wait = st;
+            if (st & MYSQL_WAIT_TIMEOUT)
+                c->wait_until = simba_now_ms(b->s) + (int64_t)mysql_get_timeout_value_ms(c->m);
             return;
         }
-        case SIMBA__MY_Q_QUERY: {
-            int r = 0;
-            if (ev < 0) st = mysql_real_query_start(&r, c->m, c->sql.p, (unsigned long)c->sql.n);
-            else st = mysql_real_query_cont(&r, c->m, ev);
-            if (st) break;
-            if (r) { simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
-            c->q = SIMBA__MY_Q_STORE;
-            ev = -1;
-            continue;
-        }
-        case SIMBA__MY_Q_STORE: {
-            MYSQL_RES *res = NULL;
-            if (ev < 0) st = mysql_store_result_start(&res, c->m);
-            else st = mysql_store_result_cont(&res, c->m, ev);
-            if (st) break;
-            if (!res && mysql_field_count(c->m) != 0) {
-                simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m));
-                return;
-            }
-            if (c->nres < SIMBA__MY_MAXRES) {
-                c->res[c->nres] = res;
-                c->affected[c->nres] = res ? 0 : (uint64_t)mysql_affected_rows(c->m);
-                c->nres++;
-            } else if (res) {
-                mysql_free_result(res);
-            }
-            if (mysql_more_results(c->m)) { c->q = SIMBA__MY_Q_NEXT; ev = -1; continue; }
-            c->q = SIMBA__MY_Q_NONE;
-            c->wait = 0;
-            c->err = 0;
-            c->done = 1;
-            return;
-        }
-        case SIMBA__MY_Q_NEXT: {
-            int r = 0;
-            if (ev < 0) st = mysql_next_result_start(&r, c->m);
-            else st = mysql_next_result_cont(&r, c->m, ev);
-            if (st) break;
-            if (r > 0) { simba__my_set_error(c, mysql_errno(c->m), mysql_error(c->m)); return; }
-            if (r < 0) { c->q = SIMBA__MY_Q_NONE; c->wait = 0; c->err = 0; c->done = 1; return; }
-            c->q = SIMBA__MY_Q_STORE;
-            ev = -1;
-            continue;
-        }
-        default:
-            return;
-        }
-        /* suspended: remember what it waits for */
-        c->wait = st;
-        if (st & MYSQL_WAIT_TIMEOUT)
-            c->wait_until = simba_now_ms(b->s) + (int64_t)mysql_get_timeout_value_ms(c->m);
-        return;
+        if (c->q == SIMBA__MYSQL_Q_NONE) return; /* finished or failed */
+        ev = -1;                                  /* start the next phase's call */
     }
 }
 
-static void simba__my_conn_query(simba__my *b, simba__my_conn *c) {
-    simba__my_free_results(c);
+static void simba__mysql_conn_query(simba__mysql *b, simba__mysql_conn *c) {
+    simba__mysql_free_results(c);
     c->done = 0;
     c->err = 0;
     c->errmsg[0] = 0;
     c->started_ms = simba_now_ms(b->s);
-    if (c->sql.oom) { simba__my_set_error(c, CR_OUT_OF_MEMORY, "out of memory building a query"); return; }
-    c->q = SIMBA__MY_Q_QUERY;
-    simba__my_conn_step(b, c, -1);
+    if (c->sql.oom) { simba__mysql_set_error(c, CR_OUT_OF_MEMORY, "out of memory building a query"); return; }
+    c->q = SIMBA__MYSQL_Q_QUERY;
+    simba__mysql_conn_step(b, c, -1);
 }
 
 /* Start connecting c (non-blocking). */
@@ -722,7 +804,7 @@ static void simba__my_conn_query(simba__my *b, simba__my_conn *c) {
    which is not a library's call to make. So the host's disposition is put
    back around mysql_init: simba leaves signals as it found them, and with
    SIGPIPE at its default nothing of simba raises it (t_no_sigpipe). */
-static MYSQL *simba__my_mysql_init(void) {
+static MYSQL *simba__mysql_mysql_init(void) {
     MYSQL *m;
 #if defined(SIGPIPE) && (defined(_POSIX_C_SOURCE) || defined(_XOPEN_SOURCE) || defined(_GNU_SOURCE))
     struct sigaction old;
@@ -739,15 +821,15 @@ static MYSQL *simba__my_mysql_init(void) {
     return m;
 }
 
-static void simba__my_conn_open(simba__my *b, simba__my_conn *c) {
+static void simba__mysql_conn_open(simba__mysql *b, simba__mysql_conn *c) {
     unsigned int timeout_s;
     my_bool on = 1;
-    simba__my_conn_drop(c);
-    c->m = simba__my_mysql_init();
+    simba__mysql_conn_drop(c);
+    c->m = simba__mysql_mysql_init();
     c->done = 0;
     c->err = 0;
     c->started_ms = simba_now_ms(b->s);
-    if (!c->m) { c->state = SIMBA__MY_CONNECTING; simba__my_set_error(c, CR_OUT_OF_MEMORY, "mysql_init failed"); return; }
+    if (!c->m) { c->state = SIMBA__MYSQL_CONNECTING; simba__mysql_set_error(c, CR_OUT_OF_MEMORY, "mysql_init failed"); return; }
     mysql_options(c->m, MYSQL_OPT_NONBLOCK, 0);
     timeout_s = (unsigned)((b->connect_timeout_ms + 999) / 1000);
     mysql_options(c->m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
@@ -761,39 +843,39 @@ static void simba__my_conn_open(simba__my *b, simba__my_conn *c) {
         mysql_ssl_set(c->m, b->ssl_key, b->ssl_cert, b->ssl_ca, b->ssl_capath, b->ssl_cipher);
     if (b->ssl_verify) mysql_options(c->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
     (void)on;
-    c->state = SIMBA__MY_CONNECTING;
-    c->q = SIMBA__MY_Q_CONNECT;
-    simba__my_conn_step(b, c, -1);
+    c->state = SIMBA__MYSQL_CONNECTING;
+    c->q = SIMBA__MYSQL_Q_CONNECT;
+    simba__mysql_conn_step(b, c, -1);
 }
 
-static int simba__my_conn_fd(const simba__my_conn *c) {
-    if (!c->m || c->state == SIMBA__MY_CLOSED) return -1;
+static int simba__mysql_conn_fd(const simba__mysql_conn *c) {
+    if (!c->m || c->state == SIMBA__MYSQL_CLOSED) return -1;
     return (int)mysql_get_socket(c->m);
 }
 
 /* poll() events wanted by c: what the suspended call waits for, or POLLIN
    while idle (so a server that closes the connection is noticed at once). */
-static short simba__my_conn_events(const simba__my_conn *c) {
+static short simba__mysql_conn_events(const simba__mysql_conn *c) {
     short e = 0;
-    if (c->q != SIMBA__MY_Q_NONE) {
+    if (c->q != SIMBA__MYSQL_Q_NONE) {
         if (c->wait & MYSQL_WAIT_READ) e |= POLLIN;
         if (c->wait & MYSQL_WAIT_WRITE) e |= POLLOUT;
         if (c->wait & MYSQL_WAIT_EXCEPT) e |= POLLPRI;
-    } else if (c->state == SIMBA__MY_READY) {
+    } else if (c->state == SIMBA__MYSQL_READY) {
         e = POLLIN;
     }
     return e;
 }
 
 /* What poll() said about c's fd: revents, or -1 if c's fd is not in fds. */
-static int simba__my_revents(const simba__my_conn *c, const struct pollfd *fds, int nfds) {
-    int fd = simba__my_conn_fd(c), i;
+static int simba__mysql_revents(const simba__mysql_conn *c, const struct pollfd *fds, int nfds) {
+    int fd = simba__mysql_conn_fd(c), i;
     if (fd < 0) return -1;
     if (!fds) {
         /* "try every fd": ask the kernel ourselves (zero timeout) */
         struct pollfd p;
         p.fd = fd;
-        p.events = simba__my_conn_events(c);
+        p.events = simba__mysql_conn_events(c);
         p.revents = 0;
         if (!p.events) return 0;
         if (poll(&p, 1, 0) < 0) return 0;
@@ -805,8 +887,8 @@ static int simba__my_revents(const simba__my_conn *c, const struct pollfd *fds, 
 
 /* Let c make progress on what poll() reported. Returns 1 if the idle
    connection turned out to be closed by the server. */
-static int simba__my_conn_io(simba__my *b, simba__my_conn *c, int revents) {
-    if (c->q != SIMBA__MY_Q_NONE && c->wait) {
+static int simba__mysql_conn_io(simba__mysql *b, simba__mysql_conn *c, int revents) {
+    if (c->q != SIMBA__MYSQL_Q_NONE && c->wait) {
         int ev = 0;
         if (revents > 0) {
             if (revents & (POLLIN | POLLHUP | POLLERR)) ev |= MYSQL_WAIT_READ;
@@ -815,19 +897,19 @@ static int simba__my_conn_io(simba__my *b, simba__my_conn *c, int revents) {
             ev &= c->wait | MYSQL_WAIT_READ;
         }
         if ((c->wait & MYSQL_WAIT_TIMEOUT) && simba_now_ms(b->s) >= c->wait_until) ev |= MYSQL_WAIT_TIMEOUT;
-        if (ev) simba__my_conn_step(b, c, ev);
+        if (ev) simba__mysql_conn_step(b, c, ev);
         return 0;
     }
     /* idle and readable: the server sent an unsolicited error packet (KILL,
        shutdown) or closed the socket. Either way the session is gone. */
-    if (c->state == SIMBA__MY_READY && c->q == SIMBA__MY_Q_NONE && revents > 0 &&
+    if (c->state == SIMBA__MYSQL_READY && c->q == SIMBA__MYSQL_Q_NONE && revents > 0 &&
         (revents & (POLLIN | POLLHUP | POLLERR)))
         return 1;
     return 0;
 }
 
 /* Is this MySQL error a lost connection (as opposed to an SQL error)? */
-static int simba__my_is_conn_error(unsigned e) {
+static int simba__mysql_is_conn_error(unsigned e) {
     return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST || e == CR_CONNECTION_ERROR ||
            e == CR_CONN_HOST_ERROR || e == CR_UNKNOWN_HOST || e == CR_COMMANDS_OUT_OF_SYNC ||
            e == CR_SERVER_LOST_EXTENDED || e == CR_ERR_NET_READ || e == CR_ERR_NET_WRITE ||
@@ -835,21 +917,2004 @@ static int simba__my_is_conn_error(unsigned e) {
            e == CR_OUT_OF_MEMORY || e == ER_NET_READ_ERROR || e == ER_NET_ERROR_ON_WRITE ||
            e == ER_NET_READ_INTERRUPTED || e == ER_NET_WRITE_INTERRUPTED || e == 4031 /* MySQL 8: client disconnected */;
 }
-static int simba__my_is_auth_error(unsigned e) {
+
+static int simba__mysql_is_auth_error(unsigned e) {
     return e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR ||
            e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR ||
            e == ER_SPECIFIC_ACCESS_DENIED_ERROR || e == ER_PASSWORD_NO_MATCH ||
            e == ER_ACCESS_DENIED_NO_PASSWORD_ERROR || e == ER_BAD_DB_ERROR;
 }
-static int simba__my_status_of(unsigned e) {
-    if (simba__my_is_auth_error(e)) return SIMBA_EAUTH;
-    if (simba__my_is_conn_error(e)) return SIMBA_EDISCONNECTED;
+
+static int simba__mysql_status_of(unsigned e) {
+    if (simba__mysql_is_auth_error(e)) return SIMBA_EAUTH;
+    if (simba__mysql_is_conn_error(e)) return SIMBA_EDISCONNECTED;
     return SIMBA_EBACKEND;
 }
 
-/* ---------------------------------------------------------------- schema */
+static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int main_conn) {
+    simba__mysql_buf_clear(x);
+    if (main_conn) {
+        /* results 0 and 1: what the restart grace needs (simba__mysql_grace) */
+        simba__mysql_put(b, x, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, " SIMBA__MYSQL_NOW_MS ";\n"
+                            "SHOW GLOBAL STATUS LIKE 'Uptime';\n");
+    }
+    simba__mysql_put(b, x, "SET SESSION time_zone='+00:00'");
+    if (main_conn) {
+        simba__mysql_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
+        /* READ COMMITTED: no gap locks, so the only locks simba takes are the
+           resource rows (in sorted order) and the entries it writes */
+        simba__mysql_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+        if (b->create_schema) {
+            char ddl[4096];
+            int n = simba_mysql_schema(b->prefix, ddl, sizeof ddl);
+            if (n > 0 && (size_t)n < sizeof ddl) {
+                ddl[n - 2] = 0; /* drop the last ";\n" */
+                simba__mysql_put(b, x, ";\n");
+                simba__mysql_put(b, x, ddl);
+            } else {
+                x->oom = 1;
+            }
+        }
+    }
+}
 
-static int simba__my_prefix_ok(const char *p) {
+/* The restart grace. InnoDB keeps what it committed, so normally no grace
+   is needed. But a server that may lose its last commits in a crash
+   (innodb_flush_log_at_trx_commit != 1 and the OS goes down) could forget a
+   grant whose holder still believes it holds. So, like the Redis and mem
+   backends after a data loss, grant nothing until one lease after the
+   server started: every holder that could have been forgotten has given up
+   by then (its local deadline is at most one lease after its last confirmed
+   keepalive, which was before the crash). Uptime is whole seconds, rounded
+   down, so the estimated start is never earlier than the real one. A server
+   restart always breaks our connection, so reading it at connect is enough. */
+static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
+    int64_t flush = -1, now_ms = 0, uptime = -1;
+    int on;
+    MYSQL_ROW row;
+    unsigned long *len;
+    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 2 && (row = mysql_fetch_row(c->res[0])) &&
+        (len = mysql_fetch_lengths(c->res[0])) && row[0] && row[1]) {
+        if (!simba__mysql_int64(row[0], len[0], &flush)) flush = -1;
+        if (!simba__mysql_int64(row[1], len[1], &now_ms)) now_ms = 0;
+    }
+    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
+        (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
+        uptime = -1;
+    on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
+    b->grace_until_ms = 0;
+    if (!on || now_ms <= 0) return;
+    /* unknown uptime: be safe, count the server as just started */
+    b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
+    if (b->grace_until_ms > now_ms)
+        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
+                          (long long)uptime, (long long)(b->grace_until_ms - now_ms));
+}
+
+static void simba__mysql_send(simba__mysql *b) {
+    b->stats.batches++;
+    {
+        /* statements: count the separators we put between them */
+        size_t i;
+        uint64_t n = 1;
+        const simba__mysql_buf *x = &b->main.sql;
+        for (i = 0; i < x->n; i++) if (x->p[i] == ';' && i + 1 < x->n) n++;
+        b->stats.statements += n;
+    }
+    simba__mysql_conn_query(b, &b->main);
+}
+
+/* Set j's next phase and send the batch built for it in b->main.sql. */
+static void simba__mysql_send_step(simba__mysql *b, simba__mysql_job *j, int step) {
+    j->step = step;
+    simba__mysql_send(b);
+}
+
+static void simba__mysql_complete(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
+    simba_reply rep;
+    if (j->kind >= SIMBA__MYSQL_JOB_BELLS_RELEASE) return; /* internal */
+    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: op %d on '%s' -> %s granted %d ahead %d recheck %d%s%s",
+                      j->kind, j->nres ? j->res[j->sorted_of[0]].name : "", simba_strerror(status),
+                      j->reply.granted, j->reply.ahead, j->reply.recheck_ms, msg && *msg ? ": " : "", msg ? msg : "");
+    if (status != SIMBA_OK && status != SIMBA_ENOTFOUND && status != SIMBA_EKEYBUSY) b->stats.last_error = status;
+    rep = j->reply;
+    rep.id = j->op_id;
+    rep.status = status;
+    rep.message = msg && *msg ? msg : NULL;
+    if (status == SIMBA_OK) {
+        rep.owner = j->owner[0] ? j->owner : NULL;
+        rep.entries = j->holders;
+        rep.nentries = j->nholders;
+    } else {
+        memset(rep.fence, 0, sizeof rep.fence);
+        rep.granted = 0;
+        rep.owner = NULL;
+        rep.entries = NULL;
+        rep.nentries = 0;
+        rep.recheck_ms = -1;
+        rep.epoch = 0;
+    }
+    b->stats.ops_completed++;
+    simba_backend_complete(b->s, &rep);
+}
+
+/* The head job is done: take it off the queue, do the bookkeeping, answer
+   the core (internal jobs get no answer) and free it. */
+static void simba__mysql_finish(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
+    simba__mysql_free_results(&b->main);
+    simba__mysql_pop(b);
+    simba__mysql_after(b, j, status);
+    simba__mysql_complete(b, j, status, msg);
+    simba__mysql_job_free(b, j);
+}
+
+/* The step function of j's kind. */
+static void simba__mysql_step(simba__mysql *b, simba__mysql_job *j) {
+    switch (j->kind) {
+    case SIMBA_OP_OPEN: simba__mysql_step_open(b, j); break;
+    case SIMBA__MYSQL_JOB_BELLS_RELEASE:
+    case SIMBA__MYSQL_JOB_BELLS_RETAKE: simba__mysql_step_bells(b, j); break;
+    case SIMBA_OP_KEEPALIVE: simba__mysql_step_keepalive(b, j); break;
+    case SIMBA_OP_CLOSE:
+    case SIMBA__MYSQL_JOB_CLOSE_OLD: simba__mysql_step_close(b, j); break;
+    case SIMBA__MYSQL_JOB_SWEEP: simba__mysql_step_sweep(b, j); break;
+    default: simba__mysql_step_lock(b, j); break;
+    }
+}
+
+/* Start the head job if the connection is free. Never completes anything
+   (so it is safe inside submit()). */
+static void simba__mysql_kick(simba__mysql *b) {
+    simba__mysql_job *j = b->head;
+    if (!j || b->head_started || b->main.state != SIMBA__MYSQL_READY || b->main.q != SIMBA__MYSQL_Q_NONE ||
+        b->main.done)
+        return;
+    b->head_started = 1;
+    j->attempts++;
+    j->step = SIMBA__MYSQL_S_FIRST;
+    simba__mysql_step(b, j);
+}
+
+/* End the open transaction (if any) with ROLLBACK; then run the op again
+   (retry) or answer `status`. An ENQUEUE flagged release_bell also gives
+   its bell back in the same batch. */
+static void simba__mysql_rollback(simba__mysql *b, simba__mysql_job *j, int status, int retry) {
+    simba__mysql_buf *x = &b->main.sql;
+    j->retry = retry;
+    j->reply.status = status;
+    j->step = SIMBA__MYSQL_S_ROLLBACK;
+    simba__mysql_buf_clear(x);
+    simba__mysql_put(b, x, "ROLLBACK");
+    if (!retry) simba__mysql_sql_release_bell(b, j, x);
+    simba__mysql_send(b);
+}
+
+/* The rollback of j came back: run the op again (retry) or answer. */
+static void simba__mysql_rollback_done(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_free_results(&b->main);
+    if (j->retry) {
+        j->retry = 0;
+        b->head_started = 0;
+        simba__mysql_kick(b);
+        return;
+    }
+    simba__mysql_finish(b, j, j->reply.status ? j->reply.status : SIMBA_EBACKEND, j->msg);
+}
+
+/* The head job's batch failed: a lost connection fails everything; a
+   deadlock or lock wait timeout runs the op again; another SQL error rolls
+   back and answers. */
+static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    unsigned e = c->err;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", c->errmsg);
+    simba__mysql_free_results(c);
+    if (simba__mysql_is_conn_error(e)) { simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
+        /* the transaction (or its last statement) was rolled back: roll
+           back the rest and run the whole op again from the reads */
+        if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
+        if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
+        if (j->attempts < SIMBA__MYSQL_MAX_RETRIES) {
+            b->stats.retries++;
+            simba__mysql_rollback(b, j, SIMBA_OK, 1);
+            return;
+        }
+    }
+    /* an SQL error: roll back (harmless outside a transaction) and answer */
+    if (e == ER_NO_SUCH_TABLE)
+        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
+                 e, msg);
+    else
+        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
+    /* an ENQUEUE that failed keeps its bell only for an older entry */
+    j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
+    simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
+}
+
+/* The head job's batch finished on the main connection: on to its next step. */
+static void simba__mysql_job_result(simba__mysql *b) {
+    simba__mysql_conn *c = &b->main;
+    simba__mysql_job *j = b->head;
+    c->done = 0;
+    if (!j) { simba__mysql_free_results(c); return; }
+    if (c->err) simba__mysql_job_error(b, j);
+    else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
+    else simba__mysql_step(b, j);
+}
+
+/* Fail every queued op with err (EDISCONNECTED) and forget the internal jobs. */
+static void simba__mysql_fail_all(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_job *j;
+    while ((j = simba__mysql_pop(b)) != NULL) {
+        simba__mysql_complete(b, j, err, msg);
+        simba__mysql_job_free(b, j);
+    }
+}
+
+static void simba__mysql_schedule_reconnect(simba__mysql *b) {
+    int ms = simba_backend_backoff_ms(b->s, b->main.attempt);
+    b->main.attempt++;
+    b->main.retry_at = simba_now_ms(b->s) + ms;
+    b->main.retry_armed = 1;
+}
+
+/* The main connection is gone (or we drop it): the server rolls back an open
+   transaction and frees our bells; entries and the session stay until the
+   session expires. Fail what was queued, report, reconnect with backoff. */
+static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_conn_drop(&b->main);
+    b->head_started = 0;
+    b->up = 0;
+    if (b->mine_n) b->retake_needed = 1;
+    simba__mysql_schedule_reconnect(b);
+    simba__mysql_fail_all(b, SIMBA_EDISCONNECTED, msg);
+    simba_backend_state(b->s, 0, err, msg);
+}
+
+/* The main connection's connect or setup failed (or timed out): drop it,
+   retry with backoff, tell the core. */
+static void simba__mysql_main_failed(simba__mysql *b, int err, const char *msg) {
+    simba__mysql_conn_drop(&b->main);
+    simba__mysql_schedule_reconnect(b);
+    simba_backend_state(b->s, 0, err, msg);
+}
+
+/* CONNECTING: when the connect is done, send the setup batch. Returns 1 to
+   go on, 0 to wait. */
+static int simba__mysql_main_connecting(simba__mysql *b, simba__mysql_conn *c) {
+    if (!c->done) {
+        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connect timed out");
+        return 0;
+    }
+    c->done = 0;
+    if (c->err) {
+        int st = simba__mysql_status_of(c->err);
+        char msg[300];
+        snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
+        b->stats.last_error = st;
+        simba__mysql_main_failed(b, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
+        return 0;
+    }
+    c->state = SIMBA__MYSQL_SETUP;
+    simba__mysql_setup_sql(b, &c->sql, 1);
+    simba__mysql_conn_query(b, c);
+    return 1;
+}
+
+/* SETUP: when the setup batch is done, the connection is ready: re-take
+   our bells, tell the core. Returns 1 to go on, 0 to wait. */
+static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
+    if (!c->done) {
+        if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_main_failed(b, SIMBA_ETIMEDOUT, "connection setup timed out");
+        return 0;
+    }
+    c->done = 0;
+    if (c->err) {
+        int st = simba__mysql_status_of(c->err);
+        char msg[300];
+        snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+        b->stats.last_error = st;
+        simba__mysql_main_failed(b, st, msg);
+        return 0;
+    }
+    simba__mysql_grace(b, c);
+    simba__mysql_free_results(c);
+    c->state = SIMBA__MYSQL_READY;
+    c->attempt = 0;
+    if (b->stats.connects++) b->stats.reconnects++;
+    if (b->retake_needed) simba__mysql_queue_retake(b);
+    b->up = 1;
+    simba_backend_state(b->s, 1, 0, NULL);
+    return 1;
+}
+
+/* Drive the main connection: connect, setup, jobs. */
+static void simba__mysql_main_progress(simba__mysql *b) {
+    simba__mysql_conn *c = &b->main;
+    int guard;
+    for (guard = 0; guard < 64; guard++) {
+        if (c->state == SIMBA__MYSQL_CLOSED) {
+            if (c->retry_armed && simba_now_ms(b->s) >= c->retry_at) {
+                c->retry_armed = 0;
+                simba__mysql_conn_open(b, c);
+                continue;
+            }
+            return;
+        }
+        if (c->state == SIMBA__MYSQL_CONNECTING) {
+            if (!simba__mysql_main_connecting(b, c)) return;
+            continue;
+        }
+        if (c->state == SIMBA__MYSQL_SETUP) {
+            if (!simba__mysql_main_setup(b, c)) return;
+            continue;
+        }
+        /* READY */
+        if (c->done) { simba__mysql_job_result(b); continue; }
+        if (c->q != SIMBA__MYSQL_Q_NONE) return;
+        if (!b->head) {
+            int64_t now = simba_now_ms(b->s);
+            if (b->sweep_ms > 0 && now >= b->next_sweep) {
+                simba__mysql_job *j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_SWEEP);
+                b->next_sweep = now + b->sweep_ms;
+                if (j) simba__mysql_push(b, j, 0);
+            }
+        }
+        if (!b->head || b->head_started) return;
+        simba__mysql_kick(b);
+    }
+}
+
+/*>>session: OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep of expired ones */
+
+/* OPEN: drop the entries of an expired session of the same id (a session id
+   that expired must not come back to life with its old entries; rare: ids
+   are fresh per session), then create or renew the session row. */
+static void simba__mysql_sql_open(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE s.tenant=", b->t_entries, b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, " AND s.session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND s.expires_ms <= " SIMBA__MYSQL_NOW_MS ";\n");
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->client);
+    simba__mysql_putf(b, x, "," SIMBA__MYSQL_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
+                   j->lease_ms);
+}
+
+/* OPEN: one batch (drop an expired namesake's entries, create the row). */
+static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j) {
+    if (j->step != SIMBA__MYSQL_S_FIRST) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
+    snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+    b->notify_seen = 0;
+    j->reply.epoch = 1;
+    simba__mysql_sql_open(b, j, &b->main.sql);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
+}
+
+/* One statement, whatever the number of locks: the whole renewal. It only
+   matches while the session's notify counter is the one we saw; a DELETE or
+   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
+   matches nothing and we look why (simba__mysql_step_keepalive). */
+static void simba__mysql_sql_keepalive(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MYSQL_NOW_MS "+%d", b->t_sessions, j->lease_ms);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
+}
+
+/* The keepalive matched nothing: is the session alive, and what is its
+   notify counter now? */
+static void simba__mysql_sql_notify(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "SELECT notify FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS);
+}
+
+/* KEEPALIVE: the renewal; when it matches nothing, read the session's
+   notify counter (gone: ESESSION) and renew again with it. */
+static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        if (strcmp(b->notify_session, j->session) != 0) {
+            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
+            b->notify_seen = 0;
+        }
+        simba__mysql_sql_keepalive(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
+        return;
+    case SIMBA__MYSQL_S_KEEPALIVE:
+        if (c->nres >= 1 && c->affected[0] == 1) {
+            /* the contract's admin epoch: ours is the session's notify counter
+               (+1: 0 means "not kept"); when it moves, the core re-checks holds */
+            j->reply.epoch = b->notify_seen + 1;
+            simba__mysql_finish(b, j, SIMBA_OK, NULL);
+            return;
+        }
+        simba__mysql_free_results(c);
+        if (j->attempts > 3) { simba__mysql_finish(b, j, SIMBA_ESESSION, NULL); return; }
+        j->attempts++;
+        simba__mysql_sql_notify(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_NOTIFY);
+        return;
+    case SIMBA__MYSQL_S_NOTIFY: {
+        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+        MYSQL_ROW row = r && mysql_num_fields(r) == 1 ? mysql_fetch_row(r) : NULL;
+        unsigned long *len = row ? mysql_fetch_lengths(r) : NULL;
+        int64_t seen;
+        if (!row || !len || !row[0] || !simba__mysql_int64(row[0], len[0], &seen)) {
+            simba__mysql_finish(b, j, r && !row ? SIMBA_ESESSION : SIMBA_EPROTO, NULL);
+            return;
+        }
+        simba__mysql_free_results(c);
+        b->notify_seen = seen;
+        simba__mysql_sql_keepalive(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_KEEPALIVE);
+        return;
+    }
+    default:
+        simba__mysql_finish(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
+        return;
+    }
+}
+
+/* CLOSE: the session's entries first, in short autocommit batches; the
+   session row last, so an interrupted CLOSE leaves a session the sweep
+   will find. */
+static void simba__mysql_sql_close_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, " LIMIT %d", SIMBA__MYSQL_CLOSE_BATCH);
+}
+
+static void simba__mysql_sql_close_session(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    /* the bells go with the session; only the current session's CLOSE
+       may drop them all at once (a dropped session's CLOSE can come
+       after the next OPEN, whose bells must stay) */
+    if (j->kind == SIMBA_OP_CLOSE && simba__mysql_is_current(b, j->session))
+        simba__mysql_put(b, x, ";\nDO RELEASE_ALL_LOCKS()");
+}
+
+/* CLOSE (and CLOSE_OLD): the entries in batches, then the session row. */
+static void simba__mysql_step_close(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_sql_close_entries(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_ENTRIES);
+        return;
+    case SIMBA__MYSQL_S_CLOSE_ENTRIES: {
+        uint64_t n = simba__mysql_affected(c);
+        simba__mysql_free_results(c);
+        if (n >= (uint64_t)SIMBA__MYSQL_CLOSE_BATCH) {
+            simba__mysql_send(b); /* same statement again: the next batch */
+            return;
+        }
+        simba__mysql_sql_close_session(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_CLOSE_SESSION);
+        return;
+    }
+    default:
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+}
+
+/* The core opens a new session: the previous one was dropped (or this is
+   the first). Whatever the backend keeps for the old one goes now. The core
+   sends CLOSE only while it is connected, so after an outage longer than
+   ttl the backend would otherwise keep the old session's watches (the
+   waiter connection would keep waiting on them in turns, missing the live
+   ones' rings) and its bells (re-taken at every reconnect) for ever. On the
+   server, the old session is closed here if the core could not (its rows
+   would expire anyway; closing them frees its queue places now). */
+static void simba__mysql_session_switch(simba__mysql *b, const simba_op *op) {
+    int i;
+    char old[SIMBA_MAX_SESSION + 1];
+    snprintf(old, sizeof old, "%s", b->cur_session);
+    snprintf(b->cur_session, sizeof b->cur_session, "%s", op->session ? op->session : "");
+    b->stats.purged_watches += (uint64_t)b->nwatch;
+    while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
+    if (b->mine_n) {
+        /* the server frees them with the connection; this one lives on */
+        b->stats.purged_bells += (uint64_t)b->mine_n;
+        for (i = 0; i < b->mine_cap; i++)
+            if (b->mine[i]) simba__mysql_queue_bell_release_raw(b, b->mine[i]);
+        simba__mysql_mine_clear(b);
+    }
+    b->retake_needed = 0;
+    {
+        /* a re-take queued at the reconnect is for those same bells */
+        simba__mysql_job *q;
+        for (q = b->head; q; q = q->next)
+            if (q->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE && !(q == b->head && b->head_started)) q->nbells = 0;
+    }
+    if (old[0] && !b->cur_close_sent) {
+        int err;
+        simba_op c = *op;
+        simba__mysql_job *j;
+        c.kind = SIMBA_OP_CLOSE;
+        c.session = old;
+        c.nres = 0;
+        c.res = NULL;
+        j = simba__mysql_job_from_op(b, &c, &err);
+        if (j) {
+            j->kind = SIMBA__MYSQL_JOB_CLOSE_OLD; /* internal: no answer to the core */
+            simba__mysql_push(b, j, 0);
+        }
+    }
+    b->cur_close_sent = 0;
+}
+
+/* SWEEP: a round of expired sessions, then their entries in batches, then
+   the session rows (the list can be long: it goes in with put, not the
+   printf buffer). */
+static void simba__mysql_sql_sweep_list(simba__mysql *b, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MYSQL_NOW_MS
+                   " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MYSQL_SWEEP_SESSIONS);
+}
+
+static void simba__mysql_sql_sweep_entries(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
+    simba__mysql_put(b, x, j->list.p);
+    simba__mysql_putf(b, x, ") LIMIT %d", SIMBA__MYSQL_SWEEP_BATCH);
+}
+
+static void simba__mysql_sql_sweep_sessions(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_buf_clear(x);
+    /* only sessions still expired: a row cannot come back to life, but
+       check anyway rather than trust the list's age */
+    simba__mysql_putf(b, x, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
+    simba__mysql_put(b, x, j->list.p);
+    simba__mysql_put(b, x, ") AND expires_ms < " SIMBA__MYSQL_NOW_MS);
+}
+
+/* Reads the sweep's list of expired sessions into j->list as
+   "(t,s),(t,s)"; returns how many. */
+static int simba__mysql_sweep_read_list(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c) {
+    MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+    MYSQL_ROW row;
+    int n = 0;
+    simba__mysql_buf_clear(&j->list);
+    while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
+        unsigned long *len = mysql_fetch_lengths(r);
+        if (!row[0] || !row[1] || !len) continue;
+        simba__mysql_put(b, &j->list, n ? ",(" : "(");
+        simba__mysql_hex(b, &j->list, row[0], len[0]);
+        simba__mysql_put(b, &j->list, ",");
+        simba__mysql_hex(b, &j->list, row[1], len[1]);
+        simba__mysql_put(b, &j->list, ")");
+        n++;
+    }
+    return n;
+}
+
+/* SWEEP: list expired sessions, delete their entries in batches, then the
+   session rows. Internal: nobody is answered. */
+static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_sql_sweep_list(b, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_LIST);
+        return;
+    case SIMBA__MYSQL_S_SWEEP_LIST: {
+        int n = simba__mysql_sweep_read_list(b, j, c);
+        simba__mysql_free_results(c);
+        if (!n || j->list.oom) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
+        j->nbells = n; /* sessions in this round */
+        simba__mysql_sql_sweep_entries(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_ENTRIES);
+        return;
+    }
+    case SIMBA__MYSQL_S_SWEEP_ENTRIES: {
+        uint64_t n = simba__mysql_affected(c);
+        b->stats.swept_entries += n;
+        simba__mysql_free_results(c);
+        if (n >= (uint64_t)SIMBA__MYSQL_SWEEP_BATCH) {
+            simba__mysql_send(b);
+            return;
+        }
+        simba__mysql_sql_sweep_sessions(b, j, &c->sql);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SWEEP_SESSIONS);
+        return;
+    }
+    default:
+        b->stats.swept_sessions += simba__mysql_affected(c);
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+}
+
+/*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE (reads, the grant rule, writes) */
+
+static void simba__mysql_names_in(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
+    int i;
+    simba__mysql_put(b, x, "name IN (");
+    for (i = 0; i < j->nres; i++) {
+        if (i) simba__mysql_put(b, x, ",");
+        simba__mysql_hex(b, x, j->res[i].name, j->res[i].len);
+    }
+    simba__mysql_put(b, x, ")");
+}
+
+/* " WHERE tenant=<t> AND name=<res r>" */
+static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int r) {
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND name=");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+}
+
+/* The reads every resource operation evaluates, in two statements (each
+   statement costs about a round trip on a busy server, so they are few):
+   1. the resource rows, locked (FOR UPDATE) in sorted order when `lock`;
+   2. one header row (server time, our session's expiry, and for ENQUEUE our
+      bell taken with GET_LOCK(b, 0), before our entry can exist), then the
+      queues in order with each entry's session expiry.
+   Time is read after the locks are ours, so fences taken from it follow
+   every grant made before. */
+static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int *nst, int lock) {
+    if (lock) {
+        simba__mysql_put(b, x, "START TRANSACTION;\n");
+        (*nst)++;
+    }
+    j->ix_res = *nst;
+    simba__mysql_putf(b, x, "SELECT name,capacity,counter,seq FROM %s", b->t_resources);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND ");
+    simba__mysql_names_in(b, x, j);
+    simba__mysql_put(b, x, lock ? " ORDER BY name FOR UPDATE;\n" : " ORDER BY name;\n");
+    (*nst)++;
+    j->ix_ent = *nst;
+    simba__mysql_putf(b, x, "(SELECT 0 AS k, " SIMBA__MYSQL_NOW_US " AS a, (SELECT expires_ms FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, ") AS b, ");
+    /* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
+       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n) */
+    j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
+                   (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
+    if (j->took_bell) {
+        simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
+        simba__mysql_bellname(b, x, j->bell);
+        simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+        simba__mysql_bellname(b, x, j->bell);
+        simba__mysql_put(b, x, ", 0))");
+    } else {
+        simba__mysql_put(b, x, "0");
+    }
+    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w)\nUNION ALL\n");
+    /* the queues: a range of the clustered key (tenant, name, seq) */
+    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight FROM %s e"
+                   " FORCE INDEX (PRIMARY) LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE e.tenant=", b->t_entries, b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, " AND e.");
+    simba__mysql_names_in(b, x, j);
+    simba__mysql_put(b, x, ")\nORDER BY k, n, a;\n");
+    (*nst)++;
+}
+
+static int simba__mysql_res_index(const simba__mysql_job *j, const char *name, unsigned long len) {
+    int i;
+    for (i = 0; i < j->nres; i++)
+        if (j->res[i].len == len && memcmp(j->res[i].name, name, len) == 0) return i;
+    return -1;
+}
+
+/* The resource rows (name, capacity, counter, seq); a missing one would be
+   created with the capacity asked for. */
+static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr, simba__mysql_eval *v) {
+    MYSQL_ROW row;
+    unsigned long *len;
+    int r;
+    for (r = 0; r < j->nres; r++) v->capacity[r] = j->res[r].capacity > 0 ? j->res[r].capacity : 1;
+    while ((row = mysql_fetch_row(rr)) != NULL) {
+        int k, cap;
+        int64_t ctr, seq;
+        len = mysql_fetch_lengths(rr);
+        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return SIMBA_EPROTO;
+        k = simba__mysql_res_index(j, row[0], len[0]);
+        if (k < 0 || v->exists[k]) return SIMBA_EPROTO;
+        if (!simba__mysql_int(row[1], len[1], &cap) || cap <= 0) return SIMBA_EPROTO;
+        if (!simba__mysql_int64(row[2], len[2], &ctr) || ctr < 0) return SIMBA_EPROTO;
+        if (!simba__mysql_int64(row[3], len[3], &seq) || seq < 0) return SIMBA_EPROTO;
+        v->seq[k] = seq;
+        v->exists[k] = 1;
+        v->capacity[k] = cap;
+        v->counter[k] = v->counter0[k] = ctr;
+    }
+    return SIMBA_OK;
+}
+
+/* The header row: server time, our session's expiry, our bell. */
+static int simba__mysql_parse_header(simba__mysql *b, simba__mysql_job *j, MYSQL_RES *re, simba__mysql_eval *v) {
+    MYSQL_ROW row = mysql_fetch_row(re);
+    unsigned long *len = mysql_fetch_lengths(re);
+    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
+    if (!row[1] || !simba__mysql_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
+    v->now_ms = v->now_us / 1000;
+    if (b->grace_until_ms > v->now_ms) v->grace = b->grace_until_ms - v->now_ms;
+    v->our_expires = -1;
+    if (row[2] && !simba__mysql_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
+    /* GET_LOCK(bell, 0) is 0 when another connection has the name (user
+       locks are global to the server: any user may take any name, another
+       tenant's too). Then this entry has no bell: we must not count it as
+       ours (nor give it back), and its waiters fall back to polling. */
+    if (j->took_bell && !(row[3] && len[3] == 1 && row[3][0] == '1')) j->took_bell = 0;
+    return SIMBA_OK;
+}
+
+/* Queue entry i: k, seq, fence, expires, name, request, session, weight. */
+static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, const unsigned long *len,
+                                    simba__mysql_eval *v, int i, int locked) {
+    simba__mysql_ent *e = &v->e[i];
+    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
+        !row[5] || !row[6] || !row[7])
+        return SIMBA_EPROTO;
+    e->r = simba__mysql_res_index(j, row[4], len[4]);
+    if (e->r < 0) return SIMBA_EPROTO;
+    if (!v->exists[e->r]) {
+        if (locked) return SIMBA_EPROTO; /* an entry without its resource row */
+        v->torn = 1;
+    }
+    if (!simba__mysql_int64(row[1], len[1], &e->seq) || !simba__mysql_int64(row[2], len[2], &e->fence) ||
+        !simba__mysql_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
+        return SIMBA_EPROTO;
+    if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+    e->request = row[5];
+    e->reqlen = len[5];
+    e->session = row[6];
+    e->seslen = len[6];
+    e->expires = -1;
+    if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
+    e->dead = e->expires < 0 || e->expires <= v->now_ms;
+    if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
+        int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
+        e->ours = same;
+        e->foreign = !same;
+    }
+    /* a queue position past the resource's own counter: not ours to trust
+       (unless the reads were not locked and an enqueue landed between them) */
+    if (e->seq <= 0) return SIMBA_EPROTO;
+    if (e->seq > v->seq[e->r]) {
+        if (locked) return SIMBA_EPROTO;
+        v->torn = 1;
+    }
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
+    return SIMBA_OK;
+}
+
+/* Reads the three result sets of simba__mysql_sql_reads into v. SIMBA_EPROTO
+   for anything of the wrong shape. */
+static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c, simba__mysql_eval *v, int locked) {
+    MYSQL_RES *rr, *re;
+    int i, rc;
+    memset(v, 0, sizeof *v);
+    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
+    rr = c->res[j->ix_res];
+    re = c->res[j->ix_ent];
+    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
+        return SIMBA_EPROTO;
+    if ((rc = simba__mysql_parse_resources(j, rr, v)) != SIMBA_OK) return rc;
+    if ((rc = simba__mysql_parse_header(b, j, re, v)) != SIMBA_OK) return rc;
+    v->ne = (int)mysql_num_rows(re) - 1;
+    if (v->ne) {
+        v->e = (simba__mysql_ent *)simba__mysql_alloc(b, (size_t)v->ne * sizeof *v->e);
+        if (!v->e) return SIMBA_ENOMEM;
+    }
+    for (i = 0; i < v->ne; i++) {
+        MYSQL_ROW row = mysql_fetch_row(re);
+        if ((rc = simba__mysql_parse_entry(j, row, mysql_fetch_lengths(re), v, i, locked)) != SIMBA_OK) return rc;
+    }
+    return SIMBA_OK;
+}
+
+static int simba__mysql_live(const simba__mysql_ent *e) { return !e->dead && !e->removed; }
+
+/* The grant rule over every queue: walk from the head; an entry is granted
+   iff the effective weights ahead of it plus its own fit in the capacity. A
+   newly granted entry takes max(counter + 1, server time in us). Dead and
+   removed entries do not count. Returns how many fences were assigned. */
+static int simba__mysql_walk(simba__mysql_job *j, simba__mysql_eval *v) {
+    int r, i, assigned = 0;
+    if (v->grace) return 0; /* see simba__mysql_grace */
+    for (r = 0; r < j->nres; r++) {
+        int64_t sum = 0;
+        int cap = v->capacity[r];
+        for (i = 0; i < v->ne; i++) {
+            simba__mysql_ent *e = &v->e[i];
+            int fits;
+            if (e->r != r || !simba__mysql_live(e)) continue;
+            fits = simba_grant_step(&sum, e->weight, cap);
+            e->granted = e->fence > 0;
+            if (!e->granted && fits) {
+                e->newfence = simba_grant_fence(v->counter[r], v->now_us);
+                v->counter[r] = e->newfence;
+                e->granted = 1;
+                assigned++;
+            }
+        }
+    }
+    return assigned;
+}
+
+/* The fences a new entry (last in every queue) would get now; 0 where it
+   would wait. Call after simba__mysql_walk. */
+static void simba__mysql_probe_new(simba__mysql_job *j, simba__mysql_eval *v, int64_t *fence) {
+    int r, i;
+    for (r = 0; r < j->nres; r++) {
+        int64_t sum = 0;
+        int cap = v->capacity[r];
+        for (i = 0; i < v->ne; i++)
+            if (v->e[i].r == r && simba__mysql_live(&v->e[i])) (void)simba_grant_step(&sum, v->e[i].weight, cap);
+        fence[r] = simba_grant_step(&sum, j->res[r].weight, cap) && !v->grace
+                       ? simba_grant_fence(v->counter[r], v->now_us) : 0;
+    }
+}
+
+static int64_t simba__mysql_fence_of(const simba__mysql_ent *e) { return e->fence ? e->fence : e->newfence; }
+
+/* The answer's part about res[0]: entries ahead of ours, holders, the
+   oldest holder. */
+static void simba__mysql_answer_first(simba__mysql_job *j, const simba__mysql_eval *v, const int64_t *new_fence) {
+    int i, o, r0 = j->sorted_of[0];
+    for (i = 0, o = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r0 || !simba__mysql_live(e)) continue;
+        if (e->ours) o = 1; /* o: our entry seen */
+        else if (!o) j->reply.ahead++;
+        if (simba__mysql_fence_of(e) > 0) {
+            if (!j->owner[0]) {
+                memcpy(j->owner, e->session, e->seslen);
+                j->owner[e->seslen] = 0;
+            }
+            j->reply.held++;
+        }
+    }
+    if (new_fence && new_fence[r0] > 0) {
+        j->reply.held++;
+        if (!j->owner[0]) snprintf(j->owner, sizeof j->owner, "%s", j->session);
+    }
+}
+
+/* Fills j->reply (granted, fences, ahead, held, owner, recheck) and the watch
+   from the evaluated queues, for our request. new_fence: the fences of our
+   entry when it is inserted by this op (it is then last everywhere), else NULL. */
+static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v, const int64_t *new_fence) {
+    int o, i, r0 = j->sorted_of[0], all = 1;
+    int64_t recheck = -1;
+    memset(j->reply.fence, 0, sizeof j->reply.fence);
+    j->reply.ahead = 0;
+    j->reply.held = 0;
+    j->owner[0] = 0;
+    j->watch_valid = 0;
+    for (o = 0; o < j->nres; o++) {
+        int r = j->sorted_of[o];
+        int64_t f = new_fence ? new_fence[r] : 0;
+        const simba__mysql_ent *pred = NULL, *head = NULL;
+        for (i = 0; i < v->ne; i++) {
+            const simba__mysql_ent *e = &v->e[i];
+            if (e->r != r || !simba__mysql_live(e)) continue;
+            if (e->ours) { f = simba__mysql_fence_of(e); break; }
+            if (!head) head = e;
+            pred = e;
+            /* recheck when the earliest session ahead of us can expire */
+            if (recheck < 0 || e->expires - v->now_ms < recheck) recheck = e->expires - v->now_ms;
+        }
+        j->reply.fence[o] = f;
+        if (f > 0) continue;
+        all = 0;
+        if (!j->watch_valid && head) {
+            /* capacity 1: only the entry right ahead can let us in (no herd
+               on a release); otherwise the oldest entry, the likeliest to go */
+            const simba__mysql_ent *w = v->capacity[r] == 1 ? pred : head;
+            j->watch_valid = 1;
+            j->watch_res = r;
+            j->watch_multi = v->capacity[r] > 1;
+            j->watch_bell = simba__mysql_bell(b, j->tenant, w->request, w->reqlen);
+        }
+    }
+    j->reply.granted = all;
+    /* the stored capacity (a request asking for another one is told) and the
+       restart grace (the core names it as the cause of a TIMEOUT) */
+    j->reply.capacity = v->capacity[r0];
+    j->reply.grace_ms = (!all && v->grace > 0) ? (v->grace > 0x3fffffff ? 0x3fffffff : (int)v->grace) : 0;
+    if (!all && v->grace > 0 && (recheck < 0 || v->grace < recheck)) recheck = v->grace;
+    if (all || recheck < 0) j->reply.recheck_ms = -1;
+    else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
+    simba__mysql_answer_first(j, v, new_fence);
+}
+
+/* After the transaction: give our bell back when this op leaves no entry
+   of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
+static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    if (!j->release_bell) return;
+    /* an op of a dropped session: its bells went at the next OPEN; the one
+       an ENQUEUE just took goes, unless the current session has the same */
+    if (!simba__mysql_is_current(b, j->session) && (j->kind != SIMBA_OP_ENQUEUE || simba__mysql_mine_has(b, j->bell)))
+        return;
+    if (j->kind == SIMBA_OP_ENQUEUE ? !j->took_bell : !simba__mysql_mine_has(b, j->bell)) return; /* none */
+    j->bell_released = 1;
+    simba__mysql_put(b, x, ";\nDO RELEASE_LOCK(");
+    simba__mysql_bellname(b, x, j->bell);
+    simba__mysql_put(b, x, ")");
+}
+
+/* A new resource, created by the first request that needs it. A plain
+   INSERT: if another transaction created it meanwhile, the duplicate key
+   rolls us back and the op runs again (and finds it). */
+static void simba__mysql_sql_new_resource(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                          simba__mysql_buf *x, int r, int insert, int64_t f, int capacity) {
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (", b->t_resources);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+    simba__mysql_putf(b, x, ",%d,%lld,%d);\n", capacity, (long long)(f > v->counter[r] ? f : v->counter[r]),
+                   insert ? 1 : 0);
+}
+
+/* Deletes of resource r's entries: all of them on DELETE, else the dead
+   ones and those this op released. */
+static void simba__mysql_sql_purge(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                   simba__mysql_buf *x, int r) {
+    int i, any = 0;
+    if (j->kind == SIMBA_OP_DELETE) {
+        simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+        simba__mysql_where_res(b, x, j, r);
+        simba__mysql_put(b, x, ";\n");
+        return;
+    }
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r || simba__mysql_live(e)) continue;
+        if (!any) {
+            simba__mysql_putf(b, x, "DELETE FROM %s", b->t_entries);
+            simba__mysql_where_res(b, x, j, r);
+            simba__mysql_put(b, x, " AND seq IN (");
+        }
+        simba__mysql_putf(b, x, any ? ",%lld" : "%lld", (long long)e->seq);
+        any = 1;
+    }
+    if (any) simba__mysql_put(b, x, ");\n");
+}
+
+/* The fences of resource r's entries granted now (one UPDATE ... CASE). */
+static void simba__mysql_sql_fences(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                    simba__mysql_buf *x, int r) {
+    int i, any = 0, first = 1;
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r || !e->newfence || !simba__mysql_live(e)) continue;
+        if (!any) simba__mysql_putf(b, x, "UPDATE %s SET fence=CASE seq", b->t_entries);
+        simba__mysql_putf(b, x, " WHEN %lld THEN %lld", (long long)e->seq, (long long)e->newfence);
+        any = 1;
+    }
+    if (!any) return;
+    simba__mysql_put(b, x, " ELSE fence END");
+    simba__mysql_where_res(b, x, j, r);
+    simba__mysql_put(b, x, " AND seq IN (");
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->r != r || !e->newfence || !simba__mysql_live(e)) continue;
+        simba__mysql_putf(b, x, first ? "%lld" : ",%lld", (long long)e->seq);
+        first = 0;
+    }
+    simba__mysql_put(b, x, ") AND fence=0;\n");
+}
+
+/* Our new entry, last in resource r's queue at position seq. */
+static void simba__mysql_sql_insert_entry(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int r,
+                                          int64_t seq, int64_t fence) {
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (",
+                   b->t_entries);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+    simba__mysql_putf(b, x, ",%lld,", (long long)seq);
+    simba__mysql_hexs(b, x, j->request);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, ",%d,%lld);\n", j->res[r].weight < 0 ? 0 : j->res[r].weight, (long long)fence);
+}
+
+/* No bell rings for SET_CAPACITY and DELETE: tell the sessions queued here
+   through their notify counter, which their next keepalive sees. */
+static void simba__mysql_sql_notify_queued(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                           simba__mysql_buf *x) {
+    int i, any = 0;
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        if (e->dead) continue;
+        if (!any) {
+            simba__mysql_putf(b, x, "UPDATE %s SET notify=notify+1", b->t_sessions);
+            simba__mysql_where_tenant(b, x, j);
+            simba__mysql_put(b, x, " AND session IN (");
+        } else {
+            simba__mysql_put(b, x, ",");
+        }
+        simba__mysql_hex(b, x, e->session, e->seslen);
+        any = 1;
+    }
+    if (any) simba__mysql_put(b, x, ");\n");
+}
+
+/* SET_CAPACITY: the new capacity and its audit row. */
+static void simba__mysql_sql_set_capacity(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v,
+                                          simba__mysql_buf *x, int new_capacity, int old_capacity) {
+    if (v->exists[0]) { /* (a new resource was inserted with it) */
+        simba__mysql_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
+        simba__mysql_where_res(b, x, j, 0);
+        simba__mysql_put(b, x, ";\n");
+    }
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,old_capacity,new_capacity,session,at_ms) VALUES (",
+                   b->t_audit);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    if (old_capacity > 0) simba__mysql_putf(b, x, ",%d,%d,", old_capacity, new_capacity);
+    else simba__mysql_putf(b, x, ",NULL,%d,", new_capacity);
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, ",%lld);\n", (long long)v->now_ms);
+}
+
+/* The writes (second half of a locking transaction) for the evaluation v:
+   purge dead entries, the changes of this op, new fences, counters. */
+static void simba__mysql_sql_writes(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v, simba__mysql_buf *x,
+                                 int insert, const int64_t *extra_fence, int new_capacity, int old_capacity) {
+    int r;
+    for (r = 0; r < j->nres; r++) {
+        int64_t seq = v->seq[r];
+        if (!v->exists[r] && (insert || j->kind == SIMBA_OP_SET_CAPACITY))
+            simba__mysql_sql_new_resource(b, j, v, x, r, insert, insert ? extra_fence[r] : 0,
+                                          j->kind == SIMBA_OP_SET_CAPACITY ? new_capacity : v->capacity[r]);
+        simba__mysql_sql_purge(b, j, v, x, r);
+        simba__mysql_sql_fences(b, j, v, x, r);
+        if (insert) {
+            seq++;
+            simba__mysql_sql_insert_entry(b, j, x, r, seq, extra_fence[r]);
+            if (extra_fence[r] > v->counter[r]) v->counter[r] = extra_fence[r];
+        }
+        if (j->kind != SIMBA_OP_DELETE && v->exists[r] && (v->counter[r] != v->counter0[r] || seq != v->seq[r])) {
+            simba__mysql_putf(b, x, "UPDATE %s SET counter=%lld, seq=%lld", b->t_resources, (long long)v->counter[r],
+                           (long long)seq);
+            simba__mysql_where_res(b, x, j, r);
+            simba__mysql_put(b, x, ";\n");
+        }
+    }
+    if (j->kind == SIMBA_OP_SET_CAPACITY || j->kind == SIMBA_OP_DELETE) simba__mysql_sql_notify_queued(b, j, v, x);
+    if (j->kind == SIMBA_OP_SET_CAPACITY) simba__mysql_sql_set_capacity(b, j, v, x, new_capacity, old_capacity);
+    if (j->kind == SIMBA_OP_DELETE && v->exists[0]) {
+        simba__mysql_putf(b, x, "DELETE FROM %s", b->t_resources);
+        simba__mysql_where_res(b, x, j, 0);
+        simba__mysql_put(b, x, ";\n");
+    }
+    simba__mysql_put(b, x, "COMMIT");
+    simba__mysql_sql_release_bell(b, j, x);
+}
+
+/* Copy the live queue of res[0] into j->holders for INSPECT. */
+static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
+    int i, n = 0;
+    for (i = 0; i < v->ne; i++) if (!v->e[i].dead && !v->e[i].removed) n++;
+    j->nholders = 0;
+    if (!n) return SIMBA_OK;
+    j->holders = (simba_holder *)simba__mysql_alloc(b, (size_t)n * sizeof *j->holders);
+    if (!j->holders) return SIMBA_ENOMEM;
+    memset(j->holders, 0, (size_t)n * sizeof *j->holders);
+    for (i = 0; i < v->ne; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        simba_holder *h;
+        size_t cl = e->seslen;
+        if (e->dead || e->removed) continue;
+        h = &j->holders[j->nholders++];
+        memcpy(h->session, e->session, e->seslen);
+        h->session[e->seslen] = 0;
+        /* the client id is the part of the session id before the last '~' */
+        while (cl > 0 && e->session[cl - 1] != '~') cl--;
+        cl = cl ? cl - 1 : e->seslen;
+        if (cl > SIMBA_MAX_ID) cl = SIMBA_MAX_ID;
+        memcpy(h->client, e->session, cl);
+        h->client[cl] = 0;
+        h->fence = e->fence ? e->fence : e->newfence;
+        h->weight = e->weight;
+        h->granted = h->fence > 0;
+    }
+    return SIMBA_OK;
+}
+
+/* Decide an op from its reads. Returns SIMBA_OK with either j->step set to
+   "writes" (x holds the second half of the transaction) or to "answer"; or
+   an error status (the transaction is then rolled back). `locked`: the reads
+   were made under the row locks (else: the POLL fast path, which only
+   answers when nothing needs writing). */
+enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK };
+
+/* What the op itself changes in v, before the grant rule runs: our entries
+   (present: how many live ones), removals, a new capacity. Sets *insert when
+   an ENQUEUE adds our entry; SIMBA_OK or the op's refusal. */
+static int simba__mysql_decide_op(simba__mysql_job *j, simba__mysql_eval *v, int present, int foreign_live,
+                                  int *insert, int *old_capacity, int *new_capacity) {
+    int i, r;
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+        if (foreign_live) { j->release_bell = 1; return SIMBA_EKEYBUSY; }
+        if (present && present != j->nres) { j->release_bell = 1; return SIMBA_ENOTFOUND; }
+        if (!present) {
+            for (r = 0; r < j->nres; r++)
+                if (j->res[r].weight > v->capacity[r]) { j->release_bell = 1; return SIMBA_ECAPACITY; }
+            *insert = 1;
+        }
+        return SIMBA_OK;
+    case SIMBA_OP_POLL:
+        return present != j->nres ? SIMBA_ENOTFOUND : SIMBA_OK;
+    case SIMBA_OP_RELEASE:
+        for (i = 0; i < v->ne; i++)
+            if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
+        j->release_bell = 1;
+        return SIMBA_OK;
+    case SIMBA_OP_INSPECT:
+        return SIMBA_OK; /* a missing resource answers capacity 0, no entries */
+    case SIMBA_OP_SET_CAPACITY:
+        *old_capacity = v->exists[0] ? v->capacity[0] : 0;
+        *new_capacity = j->res[0].capacity;
+        v->capacity[0] = *new_capacity;
+        return SIMBA_OK;
+    case SIMBA_OP_DELETE:
+        /* deleting a missing resource is done already */
+        for (i = 0; i < v->ne; i++) v->e[i].removed = 1;
+        return SIMBA_OK;
+    default:
+        return SIMBA_EINVAL;
+    }
+}
+
+/* INSPECT's answer: the live queue, holders, the oldest holder. */
+static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
+    int i, rc = simba__mysql_collect_holders(b, j, v);
+    if (rc) return rc;
+    j->reply.capacity = v->capacity[0];
+    j->reply.held = 0;
+    j->owner[0] = 0;
+    for (i = 0; i < j->nholders; i++) {
+        if (!j->holders[i].granted) continue;
+        if (!j->owner[0]) memcpy(j->owner, j->holders[i].session, sizeof j->owner);
+        j->reply.held++;
+    }
+    return SIMBA_OK;
+}
+
+static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v, simba__mysql_buf *x, int locked,
+                            int *what) {
+    int i, r, present = 0, foreign_live = 0, insert = 0, dead = 0, assigned, rc;
+    int64_t extra_fence[SIMBA_MAX_RESOURCES];
+    int needs_session = j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL;
+    int old_capacity = 0, new_capacity = 0;
+    memset(extra_fence, 0, sizeof extra_fence);
+    *what = SIMBA__MYSQL_DECIDE_ANSWER;
+    j->release_bell = 0;
+    j->exists = 0;
+    if (needs_session && (v->our_expires < 0 || v->our_expires <= v->now_ms)) {
+        if (j->kind == SIMBA_OP_ENQUEUE) j->release_bell = 1;
+        return SIMBA_ESESSION;
+    }
+    for (i = 0; i < v->ne; i++) {
+        simba__mysql_ent *e = &v->e[i];
+        if (e->dead) { dead++; continue; }
+        if (e->ours) present++;
+        else if (e->foreign) foreign_live = 1;
+    }
+    rc = simba__mysql_decide_op(j, v, present, foreign_live, &insert, &old_capacity, &new_capacity);
+    if (rc != SIMBA_OK) return rc;
+    assigned = simba__mysql_walk(j, v);
+    if (insert) {
+        simba__mysql_probe_new(j, v, extra_fence);
+        if (j->try_only) {
+            /* try-lock: insert nothing unless granted everywhere at once */
+            for (r = 0; r < j->nres; r++) if (!extra_fence[r]) break;
+            if (r < j->nres) { insert = 0; j->release_bell = 1; }
+        }
+    }
+    if (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL) {
+        simba__mysql_answer(b, j, v, insert ? extra_fence : NULL);
+        j->exists = insert || present;
+        if (!j->exists) { j->reply.granted = 0; j->reply.recheck_ms = -1; }
+    } else if (j->kind == SIMBA_OP_INSPECT && (rc = simba__mysql_answer_inspect(b, j, v)) != SIMBA_OK) {
+        return rc;
+    }
+    if (!locked) {
+        /* fast path: answer only if the snapshot is settled */
+        *what = (dead || assigned) ? SIMBA__MYSQL_DECIDE_LOCK : SIMBA__MYSQL_DECIDE_ANSWER;
+        return SIMBA_OK;
+    }
+    *what = SIMBA__MYSQL_DECIDE_WRITE;
+    simba__mysql_buf_clear(x);
+    simba__mysql_sql_writes(b, j, v, x, insert, extra_fence, new_capacity, old_capacity);
+    return SIMBA_OK;
+}
+
+/* The reads of a lock op came back: decide, then answer, take the row
+   locks (the POLL fast path found writes to do) or send the writes. */
+static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    int locked = j->step == SIMBA__MYSQL_S_READS, what = 0, status;
+    simba__mysql_eval v;
+    status = simba__mysql_parse_reads(b, j, c, &v, locked);
+    if (status == SIMBA_OK && v.torn) what = SIMBA__MYSQL_DECIDE_LOCK;
+    else if (status == SIMBA_OK) status = simba__mysql_decide(b, j, &v, &c->sql, locked, &what);
+    simba__mysql_free(b, v.e);
+    /* decide() copied what it needs: the results can go */
+    simba__mysql_free_results(c);
+    if (status != SIMBA_OK) {
+        if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
+        if (!locked) simba__mysql_finish(b, j, status, j->msg);
+        else simba__mysql_rollback(b, j, status, 0);
+        return;
+    }
+    if (what == SIMBA__MYSQL_DECIDE_ANSWER) {
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+    } else if (what == SIMBA__MYSQL_DECIDE_LOCK) {
+        /* the snapshot needs writes: do it again under the row locks */
+        int nst = 0;
+        simba__mysql_buf_clear(&c->sql);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+    } else {
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_WRITES);
+    }
+}
+
+/* ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE: reads (a POLL
+   first without locks), the decision, writes + COMMIT. */
+static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_buf *x = &b->main.sql;
+    int nst = 0;
+    switch (j->step) {
+    case SIMBA__MYSQL_S_FIRST:
+        simba__mysql_buf_clear(x);
+        simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL);
+        simba__mysql_send_step(b, j, j->kind == SIMBA_OP_POLL ? SIMBA__MYSQL_S_FAST : SIMBA__MYSQL_S_READS);
+        return;
+    case SIMBA__MYSQL_S_FAST:
+    case SIMBA__MYSQL_S_READS:
+        simba__mysql_lock_reads_done(b, j);
+        return;
+    case SIMBA__MYSQL_S_WRITES:
+        b->stats.transactions++;
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    default:
+        simba__mysql_free_results(&b->main);
+        simba__mysql_pop(b);
+        simba__mysql_complete(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
+        simba__mysql_job_free(b, j);
+        return;
+    }
+}
+
+/*>>wakeups: bells (user locks), the watches of the waiter connection -> simba_backend_wake */
+
+/* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
+   (database, prefix), tenant and request id. GET_LOCK names are global to the
+   server and limited to 64 characters, hence the hash. */
+static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+    h ^= 0xff; /* separator, so ("ab","c") and ("a","bc") differ */
+    h *= 1099511628211ULL;
+    return h;
+}
+
+static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen) {
+    uint64_t h = simba__mysql_fnv(b->deploy, tenant, strlen(tenant));
+    h = simba__mysql_fnv(h, req, reqlen);
+    return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell) {
+    simba__mysql_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
+                   (unsigned long)(bell & 0xffffffffUL));
+}
+
+/* The set of bells this client's main connection holds (one per entry, up
+   to max_bells), open addressing with linear probing. */
+static void simba__mysql_mine_put(uint64_t *keys, int cap, uint64_t h) {
+    int k = (int)(h % (uint64_t)cap);
+    while (keys[k]) k = (k + 1) % cap;
+    keys[k] = h;
+}
+
+static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h) {
+    int i;
+    if (!b->mine_cap) return 0;
+    for (i = (int)(h % (uint64_t)b->mine_cap); b->mine[i]; i = (i + 1) % b->mine_cap)
+        if (b->mine[i] == h) return 1;
+    return 0;
+}
+
+static int simba__mysql_mine_add(simba__mysql *b, uint64_t h) {
+    if (simba__mysql_mine_has(b, h)) return 1;
+    if ((b->mine_n + 1) * 2 > b->mine_cap) {
+        int cap = b->mine_cap ? b->mine_cap * 2 : 64, j;
+        uint64_t *t = (uint64_t *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return 0;
+        memset(t, 0, (size_t)cap * sizeof *t);
+        for (j = 0; j < b->mine_cap; j++) if (b->mine[j]) simba__mysql_mine_put(t, cap, b->mine[j]);
+        simba__mysql_free(b, b->mine);
+        b->mine = t;
+        b->mine_cap = cap;
+    }
+    simba__mysql_mine_put(b->mine, b->mine_cap, h);
+    b->mine_n++;
+    return 1;
+}
+
+static void simba__mysql_mine_del(simba__mysql *b, uint64_t h) {
+    int i, j;
+    if (!b->mine_cap) return;
+    i = (int)(h % (uint64_t)b->mine_cap);
+    while (b->mine[i] && b->mine[i] != h) i = (i + 1) % b->mine_cap;
+    if (!b->mine[i]) return;
+    b->mine[i] = 0;
+    b->mine_n--;
+    /* put the rest of the cluster back where a lookup will find it */
+    for (j = (i + 1) % b->mine_cap; b->mine[j]; j = (j + 1) % b->mine_cap) {
+        uint64_t v = b->mine[j];
+        b->mine[j] = 0;
+        simba__mysql_mine_put(b->mine, b->mine_cap, v);
+    }
+}
+
+static void simba__mysql_mine_clear(simba__mysql *b) {
+    simba__mysql_free(b, b->mine);
+    b->mine = NULL;
+    b->mine_cap = b->mine_n = 0;
+}
+
+/* Queue RELEASE_LOCK of a bell that is no longer in our set. */
+static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell) {
+    simba__mysql_job *j;
+    /* join a pending release job that has not started yet */
+    for (j = b->head; j; j = j->next) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE && !(j == b->head && b->head_started) &&
+            j->nbells < 64) {
+            j->bells[j->nbells++] = bell;
+            return;
+        }
+    }
+    j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_BELLS_RELEASE);
+    if (!j) return; /* the lock goes when the connection does */
+    j->bells = (uint64_t *)simba__mysql_alloc(b, 64 * sizeof *j->bells);
+    if (!j->bells) { simba__mysql_job_free(b, j); return; }
+    j->bells[0] = bell;
+    j->nbells = 1;
+    simba__mysql_push(b, j, 0);
+}
+
+/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
+static void simba__mysql_queue_bell_release(simba__mysql *b, uint64_t bell) {
+    if (!simba__mysql_mine_has(b, bell)) return; /* an entry without a bell */
+    simba__mysql_mine_del(b, bell);
+    simba__mysql_queue_bell_release_raw(b, bell);
+}
+
+/* Queue RETAKE jobs for all our bells, in front of the core's ops (they are
+   chained first, then the chain goes to the front of the queue). */
+static void simba__mysql_queue_retake(simba__mysql *b) {
+    simba__mysql_job *first = NULL, *last = NULL, *j = NULL;
+    int i;
+    b->retake_needed = 0;
+    for (i = 0; i < b->mine_cap; i++) {
+        if (!b->mine[i]) continue;
+        if (!j || j->nbells == SIMBA__MYSQL_RETAKE_BATCH) {
+            j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_BELLS_RETAKE);
+            if (j) j->bells = (uint64_t *)simba__mysql_alloc(b, SIMBA__MYSQL_RETAKE_BATCH * sizeof *j->bells);
+            if (!j || !j->bells) {
+                /* no memory: those bells stay free; their waiters poll */
+                simba__mysql_job_free(b, j);
+                break;
+            }
+            if (last) last->next = j;
+            else first = j;
+            last = j;
+        }
+        j->bells[j->nbells++] = b->mine[i];
+    }
+    if (!first) return;
+    /* the queue is idle right after a connect, but keep it general */
+    if (b->head && b->head_started) {
+        last->next = b->head->next;
+        b->head->next = first;
+        if (b->tail == b->head) b->tail = last;
+    } else {
+        last->next = b->head;
+        b->head = first;
+        if (!b->tail) b->tail = last;
+    }
+}
+
+/* RELEASE_LOCK of bells we no longer need; or, after a reconnect, GET_LOCK
+   of our bells again: our entries live on (the session does), their bells
+   must ring again when they go. 0.05 s: a waiter may be passing through a
+   bell that was free. */
+static void simba__mysql_sql_bells(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int i;
+    simba__mysql_buf_clear(x);
+    simba__mysql_put(b, x, "DO 0");
+    for (i = 0; i < j->nbells; i++) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RELEASE) {
+            simba__mysql_put(b, x, ", RELEASE_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ")");
+        } else {
+            simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+            simba__mysql_bellname(b, x, j->bells[i]);
+            simba__mysql_put(b, x, ", 0.05))");
+        }
+    }
+}
+
+/* BELLS_RELEASE, BELLS_RETAKE: one batch of RELEASE_LOCK / GET_LOCK. */
+static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j) {
+    if (j->step != SIMBA__MYSQL_S_FIRST) {
+        if (j->kind == SIMBA__MYSQL_JOB_BELLS_RETAKE) b->retake_needed = 0;
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+    simba__mysql_sql_bells(b, j, &b->main.sql);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
+}
+
+static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request) {
+    int i;
+    for (i = 0; i < b->nwatch; i++)
+        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
+    return NULL;
+}
+
+static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
+    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
+    int i;
+    if (!w) return;
+    i = (int)(w - b->watches);
+    simba__mysql_free(b, w->request);
+    simba__mysql_free(b, w->session);
+    simba__mysql_free(b, w->name);
+    simba__mysql_free(b, w->tenant);
+    b->watches[i] = b->watches[b->nwatch - 1];
+    b->nwatch--;
+}
+
+/* With capacity > 1 the bell covers only the oldest holder; a release by
+   another one would wait for the core's re-check period. So such waits also
+   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
+   changes. */
+enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
+
+static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
+                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
+    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
+    int64_t now = simba_now_ms(b->s);
+    if (w && strcmp(w->session, session) != 0) {
+        /* the same keyed request id in another session: not the same entry */
+        simba__mysql_watch_del(b, request);
+        w = NULL;
+    }
+    if (w) {
+        if (w->bell != bell) {
+            w->bell = bell;
+            w->immediate = 0;
+            w->not_before = 0;
+            w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
+            w->poll_at = now + w->poll_ms;
+        }
+        w->multi = multi;
+        return;
+    }
+    if (b->nwatch == b->watch_cap) {
+        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
+        simba__mysql_watch *t = (simba__mysql_watch *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return; /* no watch: the core's re-checks still find the grant */
+        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
+        simba__mysql_free(b, b->watches);
+        b->watches = t;
+        b->watch_cap = cap;
+    }
+    w = &b->watches[b->nwatch];
+    memset(w, 0, sizeof *w);
+    w->request = simba__mysql_strdup(b, request);
+    w->session = simba__mysql_strdup(b, session);
+    w->name = simba__mysql_strndup(b, name, namelen);
+    w->tenant = simba__mysql_strdup(b, tenant);
+    if (!w->request || !w->session || !w->name || !w->tenant) {
+        simba__mysql_free(b, w->request);
+        simba__mysql_free(b, w->session);
+        simba__mysql_free(b, w->name);
+        simba__mysql_free(b, w->tenant);
+        return;
+    }
+    w->single = single;
+    w->multi = multi;
+    w->bell = bell;
+    w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
+    w->poll_at = now + w->poll_ms;
+    b->nwatch++;
+}
+
+/* Every wake-up of the core goes through here (stats.wakes counts them). */
+static void simba__mysql_wake(simba__mysql *b, const char *name, const char *session, const char *request,
+                              int64_t fence) {
+    b->stats.wakes++;
+    simba_backend_wake(b->s, name, session, request, fence);
+}
+
+/* Due re-polls of capacity > 1 waits: have the core POLL them. */
+static void simba__mysql_watch_polls(simba__mysql *b) {
+    int64_t now = simba_now_ms(b->s);
+    int i;
+    char name[SIMBA_MAX_NAME + 1];
+    for (i = 0; i < b->nwatch; i++) {
+        simba__mysql_watch *w = &b->watches[i];
+        if (!w->multi || now < w->poll_at) continue;
+        /* nothing moved since the last one (a change resets it): slow down */
+        w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
+        w->poll_at = now + w->poll_ms;
+        snprintf(name, sizeof name, "%s", w->name);
+        simba__mysql_wake(b, name, NULL, NULL, 0);
+    }
+}
+
+/* Bookkeeping after an op committed: bells we hold, requests we watch. */
+static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status) {
+    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
+        !simba__mysql_is_current(b, j->session)) {
+        /* an op of a session the core has dropped (queued before the next
+           OPEN): its entry is no longer anyone's concern here. Give back a bell
+           it took, unless the current session holds the same one (a keyed
+           request id names the same bell in every session). */
+        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__mysql_mine_has(b, j->bell))
+            simba__mysql_queue_bell_release_raw(b, j->bell);
+        return;
+    }
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+    case SIMBA_OP_POLL:
+        if (status == SIMBA_OK && j->exists) {
+            if (j->took_bell) simba__mysql_mine_add(b, j->bell);
+            if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
+            else
+                simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
+        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
+            /* our entry is gone (or was never made): so is the need for its bell */
+            simba__mysql_watch_del(b, j->request);
+            if (j->bell_released) simba__mysql_mine_del(b, j->bell);
+            else simba__mysql_queue_bell_release(b, j->bell);
+        } else if (j->bell_released) {
+            simba__mysql_mine_del(b, j->bell);
+        }
+        break;
+    case SIMBA_OP_RELEASE:
+        if (status == SIMBA_OK) {
+            simba__mysql_mine_del(b, j->bell);
+            simba__mysql_watch_del(b, j->request);
+        }
+        break;
+    case SIMBA_OP_CLOSE:
+        if (status == SIMBA_OK && simba__mysql_is_current(b, j->session)) {
+            /* RELEASE_ALL_LOCKS dropped every bell */
+            simba__mysql_mine_clear(b);
+            while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void simba__mysql_waiter_drop(simba__mysql *b, int backoff) {
+    simba__mysql_conn *c = &b->waiter;
+    simba__mysql_conn_drop(c);
+    b->waiting_bell = 0;
+    simba__mysql_free(b, b->waiting_req);
+    b->waiting_req = NULL;
+    if (backoff) {
+        c->retry_at = simba_now_ms(b->s) + simba_backend_backoff_ms(b->s, c->attempt);
+        c->attempt++;
+    } else {
+        c->retry_at = simba_now_ms(b->s);
+    }
+}
+
+/* Is the bell the waiter connection blocks on still wanted by some watch? */
+static int simba__mysql_bell_wanted(simba__mysql *b, uint64_t bell) {
+    int i;
+    for (i = 0; i < b->nwatch; i++) if (b->watches[i].bell == bell) return 1;
+    return 0;
+}
+
+static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now) {
+    int i;
+    for (i = 0; i < b->nwatch; i++) {
+        simba__mysql_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
+        if (w->not_before <= now) {
+            b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
+            return w;
+        }
+    }
+    return NULL;
+}
+
+static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
+    simba__mysql_conn *c = &b->waiter;
+    simba__mysql_buf *x = &c->sql;
+    int t = b->nwatch > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
+    simba__mysql_buf_clear(x);
+    /* wait for the bell; once we get it, give it back at once (other
+       waiters of the same bell get it in turn) */
+    simba__mysql_put(b, x, "SELECT IF(GET_LOCK(");
+    simba__mysql_bellname(b, x, w->bell);
+    simba__mysql_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
+    simba__mysql_bellname(b, x, w->bell);
+    simba__mysql_put(b, x, "), -1)");
+    if (w->single) {
+        /* and our fence, in the same round trip, if the ring granted us */
+        simba__mysql_putf(b, x, ";\nSELECT fence FROM %s WHERE tenant=", b->t_entries);
+        simba__mysql_hexs(b, x, w->tenant);
+        simba__mysql_put(b, x, " AND name=");
+        simba__mysql_hexs(b, x, w->name);
+        simba__mysql_put(b, x, " AND request=");
+        simba__mysql_hexs(b, x, w->request);
+        /* a keyed request id is the same in every session: read only the
+           entry of the watch's own session */
+        simba__mysql_put(b, x, " AND session=");
+        simba__mysql_hexs(b, x, w->session);
+    }
+    if (!simba__mysql_is_current(b, w->session)) b->stats.stale_bell_waits++;
+    b->waiting_bell = w->bell;
+    simba__mysql_free(b, b->waiting_req);
+    b->waiting_req = simba__mysql_strdup(b, w->request);
+    b->stats.bell_waits++;
+    simba__mysql_conn_query(b, c);
+}
+
+/* The one integer of result set i of c (0 when absent or not a number). */
+static int64_t simba__mysql_result_int(simba__mysql_conn *c, int i) {
+    int64_t v = 0;
+    if (c->nres > i && c->res[i] && mysql_num_fields(c->res[i]) == 1) {
+        MYSQL_ROW row = mysql_fetch_row(c->res[i]);
+        unsigned long *len = mysql_fetch_lengths(c->res[i]);
+        if (row && len && row[0] && !simba__mysql_int64(row[0], len[0], &v)) v = 0;
+    }
+    return v;
+}
+
+/* A wait on the waiter connection finished. */
+static void simba__mysql_waiter_result(simba__mysql *b) {
+    simba__mysql_conn *c = &b->waiter;
+    simba__mysql_watch *w;
+    int64_t rang, fence;
+    int64_t elapsed = simba_now_ms(b->s) - c->started_ms;
+    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
+    int single;
+    c->done = 0;
+    if (c->err) {
+        simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: waiter connection: %u %s", c->err, c->errmsg);
+        simba__mysql_waiter_drop(b, 1);
+        return;
+    }
+    rang = simba__mysql_result_int(c, 0);   /* GET_LOCK: 1 = the bell rang */
+    fence = simba__mysql_result_int(c, 1);  /* our fence, if the ring granted us */
+    simba__mysql_free_results(c);
+    w = b->waiting_req ? simba__mysql_watch_find(b, b->waiting_req) : NULL;
+    b->waiting_bell = 0;
+    if (rang != 1 || !w) return; /* timed out (bell still held), or nobody cares now */
+    b->stats.bell_rings++;
+    /* a bell that is free at once (its owner has not taken it yet, or lost
+       its connection) would make us spin: back off on that bell */
+    if (elapsed < 2) {
+        w->immediate++;
+        w->not_before = simba_now_ms(b->s) + (w->immediate > 9 ? 500 : (1 << w->immediate));
+    } else {
+        w->immediate = 0;
+        w->not_before = 0;
+    }
+    snprintf(name, sizeof name, "%s", w->name);
+    snprintf(request, sizeof request, "%s", w->request);
+    snprintf(session, sizeof session, "%s", w->session);
+    single = w->single;
+    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: bell rang after %lld ms for %s (fence %lld)",
+                      (long long)elapsed, request, (long long)fence);
+    if (single && fence > 0) {
+        /* granted: the watch is over, the core gets the fence directly */
+        simba__mysql_watch_del(b, request);
+        /* the core believes it only if `session` is still its current one */
+        simba__mysql_wake(b, name, session, request, fence);
+    } else {
+        simba__mysql_wake(b, name, NULL, NULL, 0);
+    }
+}
+
+/* The waiter connection is connecting or running its setup: go on when
+   that is done (1), else wait or drop it (0). */
+static int simba__mysql_waiter_opening(simba__mysql *b, simba__mysql_conn *c, int64_t now) {
+    if (!c->done) {
+        if (c->state == SIMBA__MYSQL_CONNECTING && now - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_waiter_drop(b, 1);
+        return 0;
+    }
+    c->done = 0;
+    if (c->state == SIMBA__MYSQL_SETUP) simba__mysql_free_results(c);
+    if (c->err) { simba__mysql_waiter_drop(b, 1); return 0; }
+    if (c->state == SIMBA__MYSQL_CONNECTING) {
+        c->state = SIMBA__MYSQL_SETUP;
+        simba__mysql_setup_sql(b, &c->sql, 0);
+        simba__mysql_conn_query(b, c);
+        return 1;
+    }
+    c->state = SIMBA__MYSQL_READY;
+    c->attempt = 0;
+    b->stats.waiter_connects++;
+    return 1;
+}
+
+static void simba__mysql_waiter_progress(simba__mysql *b) {
+    simba__mysql_conn *c = &b->waiter;
+    int64_t now = simba_now_ms(b->s);
+    int guard;
+    if (b->no_waiter) return;
+    for (guard = 0; guard < 16; guard++) {
+        if (c->state == SIMBA__MYSQL_CLOSED) {
+            if (!b->nwatch || !b->up) return;
+            if (c->retry_at > now) return;
+            simba__mysql_conn_open(b, c);
+            continue;
+        }
+        if (c->state == SIMBA__MYSQL_CONNECTING || c->state == SIMBA__MYSQL_SETUP) {
+            if (!simba__mysql_waiter_opening(b, c, now)) return;
+            continue;
+        }
+        if (c->done) { simba__mysql_waiter_result(b); continue; }
+        if (c->q != SIMBA__MYSQL_Q_NONE) {
+            /* blocked on a bell nobody wants any more while others wait:
+               a new connection is cheaper than waiting the timeout out */
+            if (b->waiting_bell && !simba__mysql_bell_wanted(b, b->waiting_bell) && b->nwatch > 0) {
+                simba__mysql_waiter_drop(b, 0);
+                continue;
+            }
+            /* a wait that outlives its GET_LOCK timeout by far: dead server */
+            if (now - c->started_ms > (SIMBA__MYSQL_BELL_WAIT_S + 5) * 1000) simba__mysql_waiter_drop(b, 1);
+            return;
+        }
+        {
+            simba__mysql_watch *w = simba__mysql_next_watch(b, now);
+            if (!w) return;
+            simba__mysql_waiter_start(b, w);
+        }
+    }
+}
+
+/*>>stats: simba_mysql_stats */
+
+SIMBADEF int simba_mysql_stats(simba_backend bk, struct simba_mysql_stats *out) {
+    simba__mysql *b;
+    /* (by its destroy: the vtable itself is defined further down) */
+    if (!bk.vt || bk.vt->destroy != simba__mysql_destroy || !bk.impl || !out) return SIMBA_EINVAL;
+    b = (simba__mysql *)bk.impl;
+    *out = b->stats;
+    out->connected = b->up;
+    out->held_bells = b->mine_n;
+    out->watches = b->nwatch;
+    return SIMBA_OK;
+}
+
+/*>>vtable: attach, submit, pollfds, deadline_ms, process, reset, destroy (glue only) */
+
+/* Looks like a numeric IPv4/IPv6 address (or "localhost", which the
+   connector takes as its default unix socket): no DNS lookup, which would
+   block inside mysql_real_connect_start. */
+static int simba__mysql_host_is_numeric(const char *h) {
+    if (strcmp(h, "localhost") == 0) return 1;
+    for (; *h; h++)
+        if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f') || (*h >= 'A' && *h <= 'F') || *h == '.' ||
+              *h == ':'))
+            return 0;
+    return 1;
+}
+
+static int simba__mysql_attach(void *impl, simba *s) {
+    simba__mysql *b = (simba__mysql *)impl;
+    int64_t now;
+    b->s = s;
+    if (!b->unix_socket && !simba__mysql_host_is_numeric(b->host))
+        simba_backend_log(s, SIMBA_LOG_WARN, "simba_mysql: host '%s' is a name: resolving it blocks the caller"
+                          " (give a numeric address)", b->host);
+    now = simba_now_ms(s);
+    b->main.retry_at = now; /* connect on the first process() */
+    b->main.retry_armed = 1;
+    b->waiter.retry_at = now;
+    if (b->sweep_ms == 0) {
+        int lease = simba_lease_ms(s);
+        b->sweep_ms = lease * 2 > 5000 ? lease * 2 : 5000;
+    }
+    /* spread the sweeps of many clients over the period */
+    if (b->sweep_ms > 0) b->next_sweep = now + b->sweep_ms / 2 + (int64_t)(((uint64_t)(size_t)b >> 4) % (uint64_t)(b->sweep_ms / 2 + 1));
+    return SIMBA_OK;
+}
+
+static int simba__mysql_submit(void *impl, const simba_op *op) {
+    simba__mysql *b = (simba__mysql *)impl;
+    simba__mysql_job *j;
+    int err, session_op;
+    /* the core validated the op (names, tenant, ids, counts, capacity) */
+    if (!b->up || b->main.state != SIMBA__MYSQL_READY) return SIMBA_EDISCONNECTED;
+    session_op = op->kind == SIMBA_OP_OPEN || op->kind == SIMBA_OP_KEEPALIVE || op->kind == SIMBA_OP_CLOSE;
+    /* back-pressure: the core keeps the op and offers it again later */
+    if (!session_op && b->queued_ops >= SIMBA__MYSQL_MAX_QUEUED) return SIMBA_EBUSY;
+    j = simba__mysql_job_from_op(b, op, &err);
+    if (!j) return err;
+    b->stats.ops_sent++;
+    if (op->kind == SIMBA_OP_POLL) b->stats.polls++;
+    if (op->kind == SIMBA_OP_OPEN && strcmp(b->cur_session, j->session) != 0) simba__mysql_session_switch(b, op);
+    if (op->kind == SIMBA_OP_CLOSE && strcmp(b->cur_session, j->session) == 0) b->cur_close_sent = 1;
+    /* the session comes first: a keepalive stuck behind a long queue of
+       lock ops would cost every hold (the local safety rule) */
+    if (session_op) simba__mysql_push(b, j, 1);
+    else { simba__mysql_push(b, j, 0); b->queued_ops++; }
+    simba__mysql_kick(b); /* send now; the answer is handled in process() */
+    return SIMBA_OK;
+}
+
+static int simba__mysql_pollfds(void *impl, struct pollfd *fds, int max) {
+    simba__mysql *b = (simba__mysql *)impl;
+    int n = 0;
+    simba__mysql_conn *cs[2];
+    int i;
+    cs[0] = &b->main;
+    cs[1] = &b->waiter;
+    for (i = 0; i < 2; i++) {
+        int fd = simba__mysql_conn_fd(cs[i]);
+        short ev = simba__mysql_conn_events(cs[i]);
+        if (fd < 0 || !ev) continue;
+        if (n < max && fds) { fds[n].fd = fd; fds[n].events = ev; fds[n].revents = 0; }
+        n++;
+    }
+    return n;
+}
+
+/* Earliest of the deadlines so far (d, INT64_MAX = none) and v. */
+static int64_t simba__mysql_min(int64_t d, int64_t v) { return v < d ? v : d; }
+
+static int64_t simba__mysql_deadline(void *impl) {
+    simba__mysql *b = (simba__mysql *)impl;
+    int64_t d = INT64_MAX, now = simba_now_ms(b->s);
+    simba__mysql_conn *c = &b->main;
+    int i;
+    if (c->done) return now;
+    if (c->state == SIMBA__MYSQL_CLOSED && c->retry_armed) d = simba__mysql_min(d, c->retry_at);
+    if (c->state == SIMBA__MYSQL_CONNECTING || c->state == SIMBA__MYSQL_SETUP)
+        d = simba__mysql_min(d, c->started_ms + b->connect_timeout_ms);
+    if (c->q != SIMBA__MYSQL_Q_NONE && (c->wait & MYSQL_WAIT_TIMEOUT)) d = simba__mysql_min(d, c->wait_until);
+    if (c->state == SIMBA__MYSQL_READY && c->q == SIMBA__MYSQL_Q_NONE && b->head && !b->head_started) return now;
+    if (c->state == SIMBA__MYSQL_READY && b->sweep_ms > 0) d = simba__mysql_min(d, b->next_sweep);
+    if (!b->no_waiter) {
+        simba__mysql_conn *w = &b->waiter;
+        if (w->done) return now;
+        if (w->state == SIMBA__MYSQL_CLOSED && b->nwatch && b->up) d = simba__mysql_min(d, w->retry_at);
+        if (w->state == SIMBA__MYSQL_CONNECTING || w->state == SIMBA__MYSQL_SETUP)
+            d = simba__mysql_min(d, w->started_ms + b->connect_timeout_ms);
+        if (w->q != SIMBA__MYSQL_Q_NONE && (w->wait & MYSQL_WAIT_TIMEOUT)) d = simba__mysql_min(d, w->wait_until);
+        if (w->q != SIMBA__MYSQL_Q_NONE) {
+            if (b->waiting_bell && !simba__mysql_bell_wanted(b, b->waiting_bell) && b->nwatch) return now;
+            d = simba__mysql_min(d, w->started_ms + (SIMBA__MYSQL_BELL_WAIT_S + 5) * 1000);
+        }
+        if (w->state == SIMBA__MYSQL_READY && w->q == SIMBA__MYSQL_Q_NONE)
+            for (i = 0; i < b->nwatch; i++) d = simba__mysql_min(d, b->watches[i].not_before > now ? b->watches[i].not_before : now);
+    }
+    for (i = 0; i < b->nwatch; i++)
+        if (b->watches[i].multi) d = simba__mysql_min(d, b->watches[i].poll_at);
+    /* the contract reserves negative values for "none": a clock that runs
+       below zero cannot express its deadlines (see docs/mysql.md) */
+    return d == INT64_MAX ? -1 : (d < 0 ? 0 : d);
+}
+
+static void simba__mysql_process(void *impl, const struct pollfd *fds, int nfds) {
+    simba__mysql *b = (simba__mysql *)impl;
+    int rv;
+    rv = simba__mysql_revents(&b->main, fds, nfds);
+    if (simba__mysql_conn_io(b, &b->main, rv)) {
+        simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, "the server closed the connection");
+    }
+    simba__mysql_main_progress(b);
+    simba__mysql_watch_polls(b);
+    if (!b->no_waiter) {
+        rv = simba__mysql_revents(&b->waiter, fds, nfds);
+        if (simba__mysql_conn_io(b, &b->waiter, rv)) simba__mysql_waiter_drop(b, 1);
+        simba__mysql_waiter_progress(b);
+    }
+}
+
+static void simba__mysql_reset(void *impl, int why) {
+    simba__mysql *b = (simba__mysql *)impl;
+    char msg[128]; /* "connection reset (" + simba_strerror() */
+    snprintf(msg, sizeof msg, "connection reset (%s)", simba_strerror(why));
+    simba__mysql_main_lost(b, why ? why : SIMBA_EDISCONNECTED, msg);
+    /* the waiter's wait may be as stale as the main connection */
+    if (b->waiter.state != SIMBA__MYSQL_CLOSED) simba__mysql_waiter_drop(b, 0);
+}
+
+static void simba__mysql_destroy(void *impl) {
+    simba__mysql *b = (simba__mysql *)impl;
+    simba__mysql_job *j;
+    simba__mysql_conn_drop(&b->main);
+    simba__mysql_conn_drop(&b->waiter);
+    while ((j = simba__mysql_pop(b)) != NULL) {
+        if (b->s) simba__mysql_complete(b, j, SIMBA_EDISCONNECTED, "backend destroyed");
+        simba__mysql_job_free(b, j);
+    }
+    while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
+    simba__mysql_free(b, b->watches);
+    simba__mysql_mine_clear(b);
+    simba__mysql_free(b, b->waiting_req);
+    simba__mysql_buf_free(b, &b->main.sql);
+    simba__mysql_buf_free(b, &b->waiter.sql);
+    simba__mysql_free(b, b->host);
+    simba__mysql_free(b, b->unix_socket);
+    simba__mysql_free(b, b->user);
+    simba__mysql_free(b, b->password);
+    simba__mysql_free(b, b->database);
+    simba__mysql_free(b, b->prefix);
+    simba__mysql_free(b, b->ssl_key);
+    simba__mysql_free(b, b->ssl_cert);
+    simba__mysql_free(b, b->ssl_ca);
+    simba__mysql_free(b, b->ssl_capath);
+    simba__mysql_free(b, b->ssl_cipher);
+    simba__mysql_free(b, b);
+}
+
+static const simba_backend_vtable simba__mysql_vtable = {
+    "mysql",
+    simba__mysql_attach,
+    simba__mysql_submit,
+    simba__mysql_pollfds,
+    simba__mysql_deadline,
+    simba__mysql_process,
+    simba__mysql_reset,
+    simba__mysql_destroy
+};
+
+/*>>constructor: desc checks, allocation, the schema, from_url */
+
+static int simba__mysql_prefix_ok(const char *p) {
     size_t n = strlen(p), i;
     if (n > 32) return 0;
     for (i = 0; i < n; i++) {
@@ -862,7 +2927,7 @@ static int simba__my_prefix_ok(const char *p) {
 
 /* The DDL of simba_mysql.sql with "@" standing for the table prefix. Keep the
    two in sync: the tests compare the tables both create. */
-static const char *const simba__my_ddl[] = {
+static const char *const simba__mysql_ddl[] = {
     "CREATE TABLE IF NOT EXISTS `@sessions` (\n"
     "    tenant      VARBINARY(64)  NOT NULL,\n"
     "    session     VARBINARY(96)  NOT NULL,\n"
@@ -909,10 +2974,10 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
     size_t out = 0, plen, i;
     const char *p;
     if (!prefix) prefix = "simba_";
-    if (!simba__my_prefix_ok(prefix)) return SIMBA_ENAME;
+    if (!simba__mysql_prefix_ok(prefix)) return SIMBA_ENAME;
     plen = strlen(prefix);
-    for (i = 0; i < sizeof simba__my_ddl / sizeof simba__my_ddl[0]; i++) {
-        for (p = simba__my_ddl[i]; *p; p++) {
+    for (i = 0; i < sizeof simba__mysql_ddl / sizeof simba__mysql_ddl[0]; i++) {
+        for (p = simba__mysql_ddl[i]; *p; p++) {
             if (*p == '@') {
                 size_t k;
                 for (k = 0; k < plen; k++, out++) if (buf && out + 1 < size) buf[out] = prefix[k];
@@ -930,1871 +2995,34 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
     return (int)out;
 }
 
-/* ---------------------------------------------------------------- jobs */
-
-static void simba__my_job_free(simba__my *b, simba__my_job *j) {
-    int i;
-    if (!j) return;
-    simba__my_free(b, j->tenant);
-    simba__my_free(b, j->client);
-    simba__my_free(b, j->session);
-    simba__my_free(b, j->request);
-    for (i = 0; i < j->nres; i++) simba__my_free(b, j->res[i].name);
-    simba__my_free(b, j->holders);
-    simba__my_free(b, j->bells);
-    simba__my_buf_free(b, &j->list);
-    simba__my_free(b, j);
-}
-
-static void simba__my_push(simba__my *b, simba__my_job *j, int front) {
-    j->next = NULL;
-    if (front && b->head && b->head_started) {
-        /* never in front of a job whose transaction is open: right behind it */
-        j->next = b->head->next;
-        b->head->next = j;
-        if (b->tail == b->head) b->tail = j;
-    } else if (front) {
-        j->next = b->head;
-        b->head = j;
-        if (!b->tail) b->tail = j;
-    } else {
-        if (b->tail) b->tail->next = j;
-        else b->head = j;
-        b->tail = j;
-    }
-}
-
-static simba__my_job *simba__my_pop(simba__my *b) {
-    simba__my_job *j = b->head;
-    if (!j) return NULL;
-    if (j->kind >= SIMBA_OP_ENQUEUE && j->kind <= SIMBA_OP_DELETE && b->queued_ops > 0) b->queued_ops--;
-    b->head = j->next;
-    if (!b->head) b->tail = NULL;
-    b->head_started = 0;
-    return j;
-}
-
-static simba__my_job *simba__my_job_new(simba__my *b, int kind) {
-    simba__my_job *j = (simba__my_job *)simba__my_alloc(b, sizeof *j);
-    if (!j) return NULL;
-    memset(j, 0, sizeof *j);
-    j->kind = kind;
-    j->ix_res = j->ix_ent = -1;
-    return j;
-}
-
-/* Queue RELEASE_LOCK of a bell that is no longer in our set. */
-static void simba__my_queue_bell_release_raw(simba__my *b, uint64_t bell) {
-    simba__my_job *j;
-    /* join a pending release job that has not started yet */
-    for (j = b->head; j; j = j->next) {
-        if (j->kind == SIMBA__MY_JOB_BELLS_RELEASE && !(j == b->head && b->head_started) &&
-            j->nbells < 64) {
-            j->bells[j->nbells++] = bell;
-            return;
-        }
-    }
-    j = simba__my_job_new(b, SIMBA__MY_JOB_BELLS_RELEASE);
-    if (!j) return; /* the lock goes when the connection does */
-    j->bells = (uint64_t *)simba__my_alloc(b, 64 * sizeof *j->bells);
-    if (!j->bells) { simba__my_job_free(b, j); return; }
-    j->bells[0] = bell;
-    j->nbells = 1;
-    simba__my_push(b, j, 0);
-}
-
-/* Queue RELEASE_LOCK of one bell (an entry that is gone without our RELEASE). */
-static void simba__my_queue_bell_release(simba__my *b, uint64_t bell) {
-    if (!simba__my_mine_has(b, bell)) return; /* an entry without a bell */
-    simba__my_mine_del(b, bell);
-    simba__my_queue_bell_release_raw(b, bell);
-}
-
-/* Is `session` the one of the last OPEN (or is there none yet)? Bells and
-   watches belong to the current session only. */
-static int simba__my_is_current(const simba__my *b, const char *session) {
-    return !b->cur_session[0] || strcmp(b->cur_session, session) == 0;
-}
-
-/* Copy an op into a job: strings are the core's only during submit(). */
-static simba__my_job *simba__my_job_from_op(simba__my *b, const simba_op *op, int *err) {
-    simba__my_job *j = simba__my_job_new(b, (int)op->kind);
-    int i, k;
-    *err = SIMBA_ENOMEM;
-    if (!j) return NULL;
-    j->op_id = op->id;
-    j->try_only = op->try_only;
-    j->lease_ms = op->lease_ms;
-    j->tenant = simba__my_strdup(b, op->tenant ? op->tenant : "");
-    j->client = simba__my_strdup(b, op->client ? op->client : "");
-    j->session = simba__my_strdup(b, op->session ? op->session : "");
-    j->request = simba__my_strdup(b, op->request ? op->request : "");
-    if (!j->tenant || !j->client || !j->session || !j->request) goto fail;
-    if (op->nres < 0 || op->nres > SIMBA_MAX_RESOURCES || (op->nres > 0 && !op->res)) {
-        *err = SIMBA_EINVAL;
-        goto fail;
-    }
-    for (i = 0; i < op->nres; i++) {
-        const char *name = op->res[i].name;
-        size_t len = name ? strlen(name) : 0;
-        simba__my_res r;
-        if (len == 0 || len > SIMBA_MAX_NAME) { *err = SIMBA_ENAME; goto fail; }
-        r.name = simba__my_strndup(b, name, len);
-        if (!r.name) goto fail;
-        r.len = len;
-        r.capacity = op->res[i].capacity;
-        r.weight = op->res[i].weight;
-        r.orig = i;
-        /* insertion sort by bytes: the order InnoDB's VARBINARY index uses,
-           so every transaction locks resource rows in the same order */
-        for (k = j->nres; k > 0; k--) {
-            simba__my_res *q = &j->res[k - 1];
-            size_t m = q->len < len ? q->len : len;
-            int c = memcmp(q->name, name, m);
-            if (c == 0 && q->len == len) { simba__my_free(b, r.name); *err = SIMBA_EINVAL; goto fail; }
-            if (c < 0 || (c == 0 && q->len < len)) break;
-            j->res[k] = *q;
-        }
-        j->res[k] = r;
-        j->nres++;
-    }
-    for (i = 0; i < j->nres; i++) j->sorted_of[j->res[i].orig] = i;
-    j->bell = simba__my_bell(b, j->tenant, j->request, strlen(j->request));
-    *err = SIMBA_OK;
-    return j;
-fail:
-    simba__my_job_free(b, j);
-    return NULL;
-}
-
-/* ---- SQL pieces shared by the steps ---- */
-
-static void simba__my_names_in(simba__my *b, simba__my_buf *x, const simba__my_job *j) {
-    int i;
-    simba__my_put(b, x, "name IN (");
-    for (i = 0; i < j->nres; i++) {
-        if (i) simba__my_put(b, x, ",");
-        simba__my_hex(b, x, j->res[i].name, j->res[i].len);
-    }
-    simba__my_put(b, x, ")");
-}
-static void simba__my_where_tenant(simba__my *b, simba__my_buf *x, const simba__my_job *j) {
-    simba__my_put(b, x, " WHERE tenant=");
-    simba__my_hexs(b, x, j->tenant);
-}
-
-/* The reads every resource operation evaluates, in two statements (each
-   statement costs about a round trip on a busy server, so they are few):
-   1. the resource rows, locked (FOR UPDATE) in sorted order when `lock`;
-   2. one header row (server time, our session's expiry, and for ENQUEUE our
-      bell taken with GET_LOCK(b, 0), before our entry can exist), then the
-      queues in order with each entry's session expiry.
-   Time is read after the locks are ours, so fences taken from it follow
-   every grant made before. */
-static void simba__my_sql_reads(simba__my *b, simba__my_job *j, simba__my_buf *x, int *nst, int lock) {
-    if (lock) {
-        simba__my_put(b, x, "START TRANSACTION;\n");
-        (*nst)++;
-    }
-    j->ix_res = *nst;
-    simba__my_putf(b, x, "SELECT name,capacity,counter,seq FROM %s", b->t_resources);
-    simba__my_where_tenant(b, x, j);
-    simba__my_put(b, x, " AND ");
-    simba__my_names_in(b, x, j);
-    simba__my_put(b, x, lock ? " ORDER BY name FOR UPDATE;\n" : " ORDER BY name;\n");
-    (*nst)++;
-    j->ix_ent = *nst;
-    simba__my_putf(b, x, "(SELECT 0 AS k, " SIMBA__MY_NOW_US " AS a, (SELECT expires_ms FROM %s", b->t_sessions);
-    simba__my_where_tenant(b, x, j);
-    simba__my_put(b, x, " AND session=");
-    simba__my_hexs(b, x, j->session);
-    simba__my_put(b, x, ") AS b, ");
-    /* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
-       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n) */
-    j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
-                   (simba__my_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
-    if (j->took_bell) {
-        simba__my_put(b, x, "IF(IS_USED_LOCK(");
-        simba__my_bellname(b, x, j->bell);
-        simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-        simba__my_bellname(b, x, j->bell);
-        simba__my_put(b, x, ", 0))");
-    } else {
-        simba__my_put(b, x, "0");
-    }
-    simba__my_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w)\nUNION ALL\n");
-    /* the queues: a range of the clustered key (tenant, name, seq) */
-    simba__my_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight FROM %s e"
-                   " FORCE INDEX (PRIMARY) LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
-                   " WHERE e.tenant=", b->t_entries, b->t_sessions);
-    simba__my_hexs(b, x, j->tenant);
-    simba__my_put(b, x, " AND e.");
-    simba__my_names_in(b, x, j);
-    simba__my_put(b, x, ")\nORDER BY k, n, a;\n");
-    (*nst)++;
-}
-
-/* ---- parsing ---- */
-
-static int simba__my_int64(const char *s, unsigned long len, int64_t *out) {
-    int64_t v = 0;
-    unsigned long i = 0;
-    int neg = 0;
-    if (!s || len == 0 || len > 20) return 0;
-    if (s[0] == '-') { neg = 1; i = 1; if (len == 1) return 0; }
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        if (v > (INT64_MAX - (s[i] - '0')) / 10) return 0;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = neg ? -v : v;
-    return 1;
-}
-static int simba__my_int(const char *s, unsigned long len, int *out) {
-    int64_t v;
-    if (!simba__my_int64(s, len, &v) || v < INT32_MIN || v > INT32_MAX) return 0;
-    *out = (int)v;
-    return 1;
-}
-
-/* One queue entry as read (pointers into the MYSQL_RES, valid until the
-   results are freed). */
-typedef struct simba__my_ent {
-    int r;                      /* sorted resource index */
-    int64_t seq, fence, newfence;
-    int weight;
-    const char *request, *session;
-    unsigned long reqlen, seslen;
-    int64_t expires;            /* -1: no session row */
-    int dead, removed, granted;
-    int ours;                   /* our request id AND our session */
-    int foreign;                /* our request id, another session's entry (a keyed
-                                   id is the same in every session): never ours */
-} simba__my_ent;
-
-typedef struct simba__my_eval {
-    int64_t now_us, now_ms, our_expires;
-    int exists[SIMBA_MAX_RESOURCES];
-    int capacity[SIMBA_MAX_RESOURCES];
-    int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
-    int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
-    simba__my_ent *e;
-    int ne;
-    int torn;               /* unlocked reads that disagree (a change landed
-                               between the two statements): decide under locks */
-    int64_t grace;          /* > 0: ms of restart grace left, no grants now */
-} simba__my_eval;
-
-static int simba__my_res_index(const simba__my_job *j, const char *name, unsigned long len) {
-    int i;
-    for (i = 0; i < j->nres; i++)
-        if (j->res[i].len == len && memcmp(j->res[i].name, name, len) == 0) return i;
-    return -1;
-}
-
-/* Reads the three result sets of simba__my_sql_reads into v. SIMBA_EPROTO
-   for anything of the wrong shape. */
-static int simba__my_parse_reads(simba__my *b, simba__my_job *j, simba__my_conn *c, simba__my_eval *v, int locked) {
-    MYSQL_RES *rr, *re;
-    MYSQL_ROW row;
-    unsigned long *len;
-    int i, r;
-    memset(v, 0, sizeof *v);
-    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
-    rr = c->res[j->ix_res];
-    re = c->res[j->ix_ent];
-    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
-        return SIMBA_EPROTO;
-    /* resources; a missing one would be created with the capacity asked for */
-    for (r = 0; r < j->nres; r++) v->capacity[r] = j->res[r].capacity > 0 ? j->res[r].capacity : 1;
-    while ((row = mysql_fetch_row(rr)) != NULL) {
-        int k, cap;
-        int64_t ctr, seq;
-        len = mysql_fetch_lengths(rr);
-        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return SIMBA_EPROTO;
-        k = simba__my_res_index(j, row[0], len[0]);
-        if (k < 0 || v->exists[k]) return SIMBA_EPROTO;
-        if (!simba__my_int(row[1], len[1], &cap) || cap <= 0) return SIMBA_EPROTO;
-        if (!simba__my_int64(row[2], len[2], &ctr) || ctr < 0) return SIMBA_EPROTO;
-        if (!simba__my_int64(row[3], len[3], &seq) || seq < 0) return SIMBA_EPROTO;
-        v->seq[k] = seq;
-        v->exists[k] = 1;
-        v->capacity[k] = cap;
-        v->counter[k] = v->counter0[k] = ctr;
-    }
-    /* the header row: server time, our session */
-    row = mysql_fetch_row(re);
-    len = mysql_fetch_lengths(re);
-    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
-    if (!row[1] || !simba__my_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
-    v->now_ms = v->now_us / 1000;
-    if (b->grace_until_ms > v->now_ms) v->grace = b->grace_until_ms - v->now_ms;
-    v->our_expires = -1;
-    if (row[2] && !simba__my_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
-    /* GET_LOCK(bell, 0) is 0 when another connection has the name (user
-       locks are global to the server: any user may take any name, another
-       tenant's too). Then this entry has no bell: we must not count it as
-       ours (nor give it back), and its waiters fall back to polling. */
-    if (j->took_bell && !(row[3] && len[3] == 1 && row[3][0] == '1')) j->took_bell = 0;
-    /* the queues */
-    v->ne = (int)mysql_num_rows(re) - 1;
-    if (v->ne) {
-        v->e = (simba__my_ent *)simba__my_alloc(b, (size_t)v->ne * sizeof *v->e);
-        if (!v->e) return SIMBA_ENOMEM;
-        memset(v->e, 0, (size_t)v->ne * sizeof *v->e);
-    }
-    for (i = 0; i < v->ne; i++) {
-        simba__my_ent *e = &v->e[i];
-        row = mysql_fetch_row(re);
-        len = mysql_fetch_lengths(re);
-        /* k, seq, fence, expires, name, request, session, weight */
-        if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
-            !row[5] || !row[6] || !row[7])
-            return SIMBA_EPROTO;
-        e->r = simba__my_res_index(j, row[4], len[4]);
-        if (e->r < 0) return SIMBA_EPROTO;
-        if (!v->exists[e->r]) {
-            if (locked) return SIMBA_EPROTO; /* an entry without its resource row */
-            v->torn = 1;
-        }
-        if (!simba__my_int64(row[1], len[1], &e->seq) || !simba__my_int64(row[2], len[2], &e->fence) ||
-            !simba__my_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
-            return SIMBA_EPROTO;
-        if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
-        e->request = row[5];
-        e->reqlen = len[5];
-        e->session = row[6];
-        e->seslen = len[6];
-        e->expires = -1;
-        if (row[3] && !simba__my_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
-        e->dead = e->expires < 0 || e->expires <= v->now_ms;
-        if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
-            int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
-            e->ours = same;
-            e->foreign = !same;
-        }
-        /* a queue position past the resource's own counter: not ours to trust
-           (unless the reads were not locked and an enqueue landed between them) */
-        if (e->seq <= 0) return SIMBA_EPROTO;
-        if (e->seq > v->seq[e->r]) {
-            if (locked) return SIMBA_EPROTO;
-            v->torn = 1;
-        }
-        if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
-    }
-    return SIMBA_OK;
-}
-
-static int simba__my_eff(int w, int cap) { return (w == 0 || w > cap) ? cap : w; }
-static int64_t simba__my_next_fence(int64_t counter, int64_t now_us) {
-    return counter + 1 > now_us ? counter + 1 : now_us;
-}
-static int simba__my_live(const simba__my_ent *e) { return !e->dead && !e->removed; }
-
-/* The grant rule over every queue: walk from the head; an entry is granted
-   iff the effective weights ahead of it plus its own fit in the capacity. A
-   newly granted entry takes max(counter + 1, server time in us). Dead and
-   removed entries do not count. Returns how many fences were assigned. */
-static int simba__my_walk(simba__my_job *j, simba__my_eval *v) {
-    int r, i, assigned = 0;
-    if (v->grace) return 0; /* see simba__my_grace */
-    for (r = 0; r < j->nres; r++) {
-        int64_t sum = 0;
-        int cap = v->capacity[r];
-        for (i = 0; i < v->ne; i++) {
-            simba__my_ent *e = &v->e[i];
-            if (e->r != r || !simba__my_live(e)) continue;
-            sum += simba__my_eff(e->weight, cap);
-            e->granted = e->fence > 0;
-            if (!e->granted && sum <= cap) {
-                e->newfence = simba__my_next_fence(v->counter[r], v->now_us);
-                v->counter[r] = e->newfence;
-                e->granted = 1;
-                assigned++;
-            }
-        }
-    }
-    return assigned;
-}
-
-/* The fences a new entry (last in every queue) would get now; 0 where it
-   would wait. Call after simba__my_walk. */
-static void simba__my_probe_new(simba__my_job *j, simba__my_eval *v, int64_t *fence) {
-    int r, i;
-    for (r = 0; r < j->nres; r++) {
-        int64_t sum = 0;
-        int cap = v->capacity[r];
-        for (i = 0; i < v->ne; i++)
-            if (v->e[i].r == r && simba__my_live(&v->e[i])) sum += simba__my_eff(v->e[i].weight, cap);
-        sum += simba__my_eff(j->res[r].weight, cap);
-        fence[r] = sum <= cap && !v->grace ? simba__my_next_fence(v->counter[r], v->now_us) : 0;
-    }
-}
-
-static int64_t simba__my_fence_of(const simba__my_ent *e) { return e->fence ? e->fence : e->newfence; }
-
-/* Fills j->reply (granted, fences, ahead, held, owner, recheck) and the watch
-   from the evaluated queues, for our request. new_fence: the fences of our
-   entry when it is inserted by this op (it is then last everywhere), else NULL. */
-static void simba__my_answer(simba__my *b, simba__my_job *j, simba__my_eval *v, const int64_t *new_fence) {
-    int o, i, r0 = j->sorted_of[0], all = 1;
-    int64_t recheck = -1;
-    memset(j->reply.fence, 0, sizeof j->reply.fence);
-    j->reply.ahead = 0;
-    j->reply.held = 0;
-    j->owner[0] = 0;
-    j->watch_valid = 0;
-    for (o = 0; o < j->nres; o++) {
-        int r = j->sorted_of[o];
-        int64_t f = new_fence ? new_fence[r] : 0;
-        const simba__my_ent *pred = NULL, *head = NULL;
-        for (i = 0; i < v->ne; i++) {
-            const simba__my_ent *e = &v->e[i];
-            if (e->r != r || !simba__my_live(e)) continue;
-            if (e->ours) { f = simba__my_fence_of(e); break; }
-            if (!head) head = e;
-            pred = e;
-            /* recheck when the earliest session ahead of us can expire */
-            if (recheck < 0 || e->expires - v->now_ms < recheck) recheck = e->expires - v->now_ms;
-        }
-        j->reply.fence[o] = f;
-        if (f > 0) continue;
-        all = 0;
-        if (!j->watch_valid && head) {
-            /* capacity 1: only the entry right ahead can let us in (no herd
-               on a release); otherwise the oldest entry, the likeliest to go */
-            const simba__my_ent *w = v->capacity[r] == 1 ? pred : head;
-            j->watch_valid = 1;
-            j->watch_res = r;
-            j->watch_multi = v->capacity[r] > 1;
-            j->watch_bell = simba__my_bell(b, j->tenant, w->request, w->reqlen);
-        }
-    }
-    j->reply.granted = all;
-    /* the stored capacity (a request asking for another one is told) and the
-       restart grace (the core names it as the cause of a TIMEOUT) */
-    j->reply.capacity = v->capacity[r0];
-    j->reply.grace_ms = (!all && v->grace > 0) ? (v->grace > 0x3fffffff ? 0x3fffffff : (int)v->grace) : 0;
-    if (!all && v->grace > 0 && (recheck < 0 || v->grace < recheck)) recheck = v->grace;
-    if (all || recheck < 0) j->reply.recheck_ms = -1;
-    else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
-    /* res[0]: entries ahead of ours, holders, the oldest holder */
-    for (i = 0, o = 0; i < v->ne; i++) {
-        const simba__my_ent *e = &v->e[i];
-        if (e->r != r0 || !simba__my_live(e)) continue;
-        if (e->ours) o = 1; /* o: our entry seen */
-        else if (!o) j->reply.ahead++;
-        if (simba__my_fence_of(e) > 0) {
-            if (!j->owner[0]) {
-                memcpy(j->owner, e->session, e->seslen);
-                j->owner[e->seslen] = 0;
-            }
-            j->reply.held++;
-        }
-    }
-    if (new_fence && new_fence[r0] > 0) {
-        j->reply.held++;
-        if (!j->owner[0]) snprintf(j->owner, sizeof j->owner, "%s", j->session);
-    }
-}
-
-/* After the transaction: give our bell back when this op leaves no entry
-   of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
-static void simba__my_sql_release_bell(simba__my *b, simba__my_job *j, simba__my_buf *x) {
-    if (!j->release_bell) return;
-    /* an op of a dropped session: its bells went at the next OPEN; the one
-       an ENQUEUE just took goes, unless the current session has the same */
-    if (!simba__my_is_current(b, j->session) && (j->kind != SIMBA_OP_ENQUEUE || simba__my_mine_has(b, j->bell)))
-        return;
-    if (j->kind == SIMBA_OP_ENQUEUE ? !j->took_bell : !simba__my_mine_has(b, j->bell)) return; /* none */
-    j->bell_released = 1;
-    simba__my_put(b, x, ";\nDO RELEASE_LOCK(");
-    simba__my_bellname(b, x, j->bell);
-    simba__my_put(b, x, ")");
-}
-
-/* The writes (second half of a locking transaction) for the evaluation v:
-   purge dead entries, the changes of this op, new fences, counters. */
-static void simba__my_sql_writes(simba__my *b, simba__my_job *j, simba__my_eval *v, simba__my_buf *x,
-                                 int insert, const int64_t *extra_fence, int new_capacity, int old_capacity) {
-    int i, r, any = 0;
-    for (r = 0; r < j->nres; r++) {
-        int64_t seq = v->seq[r];
-        if (!v->exists[r] && (insert || j->kind == SIMBA_OP_SET_CAPACITY)) {
-            /* a new resource, created by the first request that needs it. A
-               plain INSERT: if another transaction created it meanwhile, the
-               duplicate key rolls us back and the op runs again (and finds it) */
-            int64_t f = insert ? extra_fence[r] : 0;
-            simba__my_putf(b, x, "INSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (", b->t_resources);
-            simba__my_hexs(b, x, j->tenant);
-            simba__my_put(b, x, ",");
-            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__my_putf(b, x, ",%d,%lld,%d);\n", j->kind == SIMBA_OP_SET_CAPACITY ? new_capacity : v->capacity[r],
-                           (long long)(f > v->counter[r] ? f : v->counter[r]), insert ? 1 : 0);
-        }
-        /* deletes: dead entries, our released entries, everything on DELETE */
-        if (j->kind == SIMBA_OP_DELETE) {
-            simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
-            simba__my_where_tenant(b, x, j);
-            simba__my_put(b, x, " AND name=");
-            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__my_put(b, x, ";\n");
-        } else {
-            any = 0;
-            for (i = 0; i < v->ne; i++) {
-                const simba__my_ent *e = &v->e[i];
-                if (e->r != r || simba__my_live(e)) continue;
-                if (!any) {
-                    simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
-                    simba__my_where_tenant(b, x, j);
-                    simba__my_put(b, x, " AND name=");
-                    simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-                    simba__my_put(b, x, " AND seq IN (");
-                }
-                simba__my_putf(b, x, any ? ",%lld" : "%lld", (long long)e->seq);
-                any = 1;
-            }
-            if (any) simba__my_put(b, x, ");\n");
-        }
-        /* fences of the entries granted now */
-        any = 0;
-        for (i = 0; i < v->ne; i++) {
-            const simba__my_ent *e = &v->e[i];
-            if (e->r != r || !e->newfence || !simba__my_live(e)) continue;
-            if (!any) simba__my_putf(b, x, "UPDATE %s SET fence=CASE seq", b->t_entries);
-            simba__my_putf(b, x, " WHEN %lld THEN %lld", (long long)e->seq, (long long)e->newfence);
-            any = 1;
-        }
-        if (any) {
-            int first = 1;
-            simba__my_put(b, x, " ELSE fence END");
-            simba__my_where_tenant(b, x, j);
-            simba__my_put(b, x, " AND name=");
-            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__my_put(b, x, " AND seq IN (");
-            for (i = 0; i < v->ne; i++) {
-                const simba__my_ent *e = &v->e[i];
-                if (e->r != r || !e->newfence || !simba__my_live(e)) continue;
-                simba__my_putf(b, x, first ? "%lld" : ",%lld", (long long)e->seq);
-                first = 0;
-            }
-            simba__my_put(b, x, ") AND fence=0;\n");
-        }
-        /* our new entry, last in the queue */
-        if (insert) {
-            seq++;
-            simba__my_putf(b, x, "INSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (",
-                           b->t_entries);
-            simba__my_hexs(b, x, j->tenant);
-            simba__my_put(b, x, ",");
-            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__my_putf(b, x, ",%lld,", (long long)seq);
-            simba__my_hexs(b, x, j->request);
-            simba__my_put(b, x, ",");
-            simba__my_hexs(b, x, j->session);
-            simba__my_putf(b, x, ",%d,%lld);\n", j->res[r].weight < 0 ? 0 : j->res[r].weight,
-                           (long long)extra_fence[r]);
-            if (extra_fence[r] > v->counter[r]) v->counter[r] = extra_fence[r];
-        }
-        if (j->kind != SIMBA_OP_DELETE && v->exists[r] && (v->counter[r] != v->counter0[r] || seq != v->seq[r])) {
-            simba__my_putf(b, x, "UPDATE %s SET counter=%lld, seq=%lld", b->t_resources, (long long)v->counter[r],
-                           (long long)seq);
-            simba__my_where_tenant(b, x, j);
-            simba__my_put(b, x, " AND name=");
-            simba__my_hex(b, x, j->res[r].name, j->res[r].len);
-            simba__my_put(b, x, ";\n");
-        }
-    }
-    if (j->kind == SIMBA_OP_SET_CAPACITY || j->kind == SIMBA_OP_DELETE) {
-        /* no bell rings for these: tell the sessions queued here through
-           their notify counter, which their next keepalive sees */
-        any = 0;
-        for (i = 0; i < v->ne; i++) {
-            const simba__my_ent *e = &v->e[i];
-            if (e->dead) continue;
-            if (!any) {
-                simba__my_putf(b, x, "UPDATE %s SET notify=notify+1", b->t_sessions);
-                simba__my_where_tenant(b, x, j);
-                simba__my_put(b, x, " AND session IN (");
-            } else {
-                simba__my_put(b, x, ",");
-            }
-            simba__my_hex(b, x, e->session, e->seslen);
-            any = 1;
-        }
-        if (any) simba__my_put(b, x, ");\n");
-    }
-    if (j->kind == SIMBA_OP_SET_CAPACITY) {
-        if (v->exists[0]) { /* (a new resource was inserted with it above) */
-            simba__my_putf(b, x, "UPDATE %s SET capacity=%d", b->t_resources, new_capacity);
-            simba__my_where_tenant(b, x, j);
-            simba__my_put(b, x, " AND name=");
-            simba__my_hex(b, x, j->res[0].name, j->res[0].len);
-            simba__my_put(b, x, ";\n");
-        }
-        simba__my_putf(b, x, "INSERT INTO %s (tenant,name,old_capacity,new_capacity,session,at_ms) VALUES (",
-                       b->t_audit);
-        simba__my_hexs(b, x, j->tenant);
-        simba__my_put(b, x, ",");
-        simba__my_hex(b, x, j->res[0].name, j->res[0].len);
-        if (old_capacity > 0) simba__my_putf(b, x, ",%d,%d,", old_capacity, new_capacity);
-        else simba__my_putf(b, x, ",NULL,%d,", new_capacity);
-        simba__my_hexs(b, x, j->session);
-        simba__my_putf(b, x, ",%lld);\n", (long long)v->now_ms);
-    }
-    if (j->kind == SIMBA_OP_DELETE && v->exists[0]) {
-        simba__my_putf(b, x, "DELETE FROM %s", b->t_resources);
-        simba__my_where_tenant(b, x, j);
-        simba__my_put(b, x, " AND name=");
-        simba__my_hex(b, x, j->res[0].name, j->res[0].len);
-        simba__my_put(b, x, ";\n");
-    }
-    simba__my_put(b, x, "COMMIT");
-    simba__my_sql_release_bell(b, j, x);
-}
-
-/* Copy the live queue of res[0] into j->holders for INSPECT. */
-static int simba__my_collect_holders(simba__my *b, simba__my_job *j, simba__my_eval *v) {
-    int i, n = 0;
-    for (i = 0; i < v->ne; i++) if (!v->e[i].dead && !v->e[i].removed) n++;
-    j->nholders = 0;
-    if (!n) return SIMBA_OK;
-    j->holders = (simba_holder *)simba__my_alloc(b, (size_t)n * sizeof *j->holders);
-    if (!j->holders) return SIMBA_ENOMEM;
-    memset(j->holders, 0, (size_t)n * sizeof *j->holders);
-    for (i = 0; i < v->ne; i++) {
-        const simba__my_ent *e = &v->e[i];
-        simba_holder *h;
-        size_t cl = e->seslen;
-        if (e->dead || e->removed) continue;
-        h = &j->holders[j->nholders++];
-        memcpy(h->session, e->session, e->seslen);
-        h->session[e->seslen] = 0;
-        /* the client id is the part of the session id before the last '~' */
-        while (cl > 0 && e->session[cl - 1] != '~') cl--;
-        cl = cl ? cl - 1 : e->seslen;
-        if (cl > SIMBA_MAX_ID) cl = SIMBA_MAX_ID;
-        memcpy(h->client, e->session, cl);
-        h->client[cl] = 0;
-        h->fence = e->fence ? e->fence : e->newfence;
-        h->weight = e->weight;
-        h->granted = h->fence > 0;
-    }
-    return SIMBA_OK;
-}
-
-/* Decide an op from its reads. Returns SIMBA_OK with either j->step set to
-   "writes" (x holds the second half of the transaction) or to "answer"; or
-   an error status (the transaction is then rolled back). `locked`: the reads
-   were made under the row locks (else: the POLL fast path, which only
-   answers when nothing needs writing). */
-enum { SIMBA__MY_DECIDE_ANSWER = 1, SIMBA__MY_DECIDE_WRITE, SIMBA__MY_DECIDE_LOCK };
-static int simba__my_decide(simba__my *b, simba__my_job *j, simba__my_eval *v, simba__my_buf *x, int locked,
-                            int *what) {
-    int i, r, present = 0, foreign_live = 0, insert = 0, dead = 0, assigned;
-    int64_t extra_fence[SIMBA_MAX_RESOURCES];
-    int needs_session = j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL;
-    int old_capacity = 0, new_capacity = 0;
-    memset(extra_fence, 0, sizeof extra_fence);
-    *what = SIMBA__MY_DECIDE_ANSWER;
-    j->release_bell = 0;
-    j->exists = 0;
-    if (needs_session && (v->our_expires < 0 || v->our_expires <= v->now_ms)) {
-        if (j->kind == SIMBA_OP_ENQUEUE) j->release_bell = 1;
-        return SIMBA_ESESSION;
-    }
-    for (i = 0; i < v->ne; i++) {
-        simba__my_ent *e = &v->e[i];
-        if (e->dead) { dead++; continue; }
-        if (e->ours) present++;
-        else if (e->foreign) foreign_live = 1;
-    }
-    switch (j->kind) {
-    case SIMBA_OP_ENQUEUE:
-        if (foreign_live) { j->release_bell = 1; return SIMBA_EKEYBUSY; }
-        if (present && present != j->nres) { j->release_bell = 1; return SIMBA_ENOTFOUND; }
-        if (!present) {
-            for (r = 0; r < j->nres; r++)
-                if (j->res[r].weight > v->capacity[r]) { j->release_bell = 1; return SIMBA_ECAPACITY; }
-            insert = 1;
-        }
-        break;
-    case SIMBA_OP_POLL:
-        if (present != j->nres) return SIMBA_ENOTFOUND;
-        break;
-    case SIMBA_OP_RELEASE:
-        for (i = 0; i < v->ne; i++)
-            if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
-        j->release_bell = 1;
-        break;
-    case SIMBA_OP_INSPECT:
-        break; /* a missing resource answers capacity 0, no entries */
-    case SIMBA_OP_SET_CAPACITY:
-        old_capacity = v->exists[0] ? v->capacity[0] : 0;
-        new_capacity = j->res[0].capacity;
-        v->capacity[0] = new_capacity;
-        break;
-    case SIMBA_OP_DELETE:
-        /* deleting a missing resource is done already */
-        for (i = 0; i < v->ne; i++) v->e[i].removed = 1;
-        break;
-    default:
-        return SIMBA_EINVAL;
-    }
-    assigned = simba__my_walk(j, v);
-    if (insert) {
-        simba__my_probe_new(j, v, extra_fence);
-        if (j->try_only) {
-            /* try-lock: insert nothing unless granted everywhere at once */
-            for (r = 0; r < j->nres; r++) if (!extra_fence[r]) break;
-            if (r < j->nres) { insert = 0; j->release_bell = 1; }
-        }
-    }
-    if (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL) {
-        simba__my_answer(b, j, v, insert ? extra_fence : NULL);
-        j->exists = insert || present;
-        if (!j->exists) { j->reply.granted = 0; j->reply.recheck_ms = -1; }
-    } else if (j->kind == SIMBA_OP_INSPECT) {
-        int rc = simba__my_collect_holders(b, j, v);
-        if (rc) return rc;
-        j->reply.capacity = v->capacity[0];
-        j->reply.held = 0;
-        j->owner[0] = 0;
-        for (i = 0; i < j->nholders; i++) {
-            if (!j->holders[i].granted) continue;
-            if (!j->owner[0]) memcpy(j->owner, j->holders[i].session, sizeof j->owner);
-            j->reply.held++;
-        }
-    }
-    if (!locked) {
-        /* fast path: answer only if the snapshot is settled */
-        *what = (dead || assigned) ? SIMBA__MY_DECIDE_LOCK : SIMBA__MY_DECIDE_ANSWER;
-        return SIMBA_OK;
-    }
-    *what = SIMBA__MY_DECIDE_WRITE;
-    simba__my_buf_clear(x);
-    simba__my_sql_writes(b, j, v, x, insert, extra_fence, new_capacity, old_capacity);
-    return SIMBA_OK;
-}
-
-/* ---------------------------------------------------------------- completion */
-
-static void simba__my_complete(simba__my *b, simba__my_job *j, int status, const char *msg) {
-    simba_reply rep;
-    if (j->kind >= SIMBA__MY_JOB_BELLS_RELEASE) return; /* internal */
-    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: op %d on '%s' -> %s granted %d ahead %d recheck %d%s%s",
-                      j->kind, j->nres ? j->res[j->sorted_of[0]].name : "", simba_strerror(status),
-                      j->reply.granted, j->reply.ahead, j->reply.recheck_ms, msg && *msg ? ": " : "", msg ? msg : "");
-    if (status != SIMBA_OK && status != SIMBA_ENOTFOUND && status != SIMBA_EKEYBUSY) b->stats.last_error = status;
-    rep = j->reply;
-    rep.id = j->op_id;
-    rep.status = status;
-    rep.message = msg && *msg ? msg : NULL;
-    if (status == SIMBA_OK) {
-        rep.owner = j->owner[0] ? j->owner : NULL;
-        rep.entries = j->holders;
-        rep.nentries = j->nholders;
-    } else {
-        memset(rep.fence, 0, sizeof rep.fence);
-        rep.granted = 0;
-        rep.owner = NULL;
-        rep.entries = NULL;
-        rep.nentries = 0;
-        rep.recheck_ms = -1;
-        rep.epoch = 0;
-    }
-    simba_backend_complete(b->s, &rep);
-}
-
-/* Bookkeeping after an op committed: bells we hold, requests we watch. */
-static void simba__my_after(simba__my *b, simba__my_job *j, int status) {
-    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
-        !simba__my_is_current(b, j->session)) {
-        /* an op of a session the core has dropped (queued before the next
-           OPEN): its entry is no longer anyone's concern here. Give back a bell
-           it took, unless the current session holds the same one (a keyed
-           request id names the same bell in every session). */
-        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__my_mine_has(b, j->bell))
-            simba__my_queue_bell_release_raw(b, j->bell);
-        return;
-    }
-    switch (j->kind) {
-    case SIMBA_OP_ENQUEUE:
-    case SIMBA_OP_POLL:
-        if (status == SIMBA_OK && j->exists) {
-            if (j->took_bell) simba__my_mine_add(b, j->bell);
-            if (j->reply.granted || !j->watch_valid) simba__my_watch_del(b, j->request);
-            else
-                simba__my_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
-                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
-        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
-            /* our entry is gone (or was never made): so is the need for its bell */
-            simba__my_watch_del(b, j->request);
-            if (j->bell_released) simba__my_mine_del(b, j->bell);
-            else simba__my_queue_bell_release(b, j->bell);
-        } else if (j->bell_released) {
-            simba__my_mine_del(b, j->bell);
-        }
-        break;
-    case SIMBA_OP_RELEASE:
-        if (status == SIMBA_OK) {
-            simba__my_mine_del(b, j->bell);
-            simba__my_watch_del(b, j->request);
-        }
-        break;
-    case SIMBA_OP_CLOSE:
-        if (status == SIMBA_OK && simba__my_is_current(b, j->session)) {
-            /* RELEASE_ALL_LOCKS dropped every bell */
-            simba__my_mine_clear(b);
-            while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
-        }
-        break;
-    default:
-        break;
-    }
-}
-
-/* ---------------------------------------------------------------- job steps */
-
-enum {
-    SIMBA__MY_S_FIRST = 0,  /* nothing sent yet */
-    SIMBA__MY_S_FAST,       /* POLL: unlocked reads */
-    SIMBA__MY_S_READS,      /* locking reads (transaction open) */
-    SIMBA__MY_S_WRITES,     /* writes + COMMIT */
-    SIMBA__MY_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
-    SIMBA__MY_S_SIMPLE,     /* one-batch ops (OPEN, bells) */
-    SIMBA__MY_S_KEEPALIVE,  /* the renewal UPDATE */
-    SIMBA__MY_S_NOTIFY,     /* it matched nothing: session gone, or notified? */
-    SIMBA__MY_S_CLOSE_ENTRIES,
-    SIMBA__MY_S_CLOSE_SESSION,
-    SIMBA__MY_S_SWEEP_LIST,
-    SIMBA__MY_S_SWEEP_ENTRIES,
-    SIMBA__MY_S_SWEEP_SESSIONS
-};
-
-/* One statement, whatever the number of locks: the whole renewal. It only
-   matches while the session's notify counter is the one we saw; a DELETE or
-   SET_CAPACITY on a resource we are queued in bumps it, the keepalive then
-   matches nothing and we look why (simba__my_job_result). */
-static void simba__my_sql_keepalive(simba__my *b, simba__my_job *j, simba__my_buf *x) {
-    simba__my_buf_clear(x);
-    simba__my_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MY_NOW_MS "+%d", b->t_sessions, j->lease_ms);
-    simba__my_where_tenant(b, x, j);
-    simba__my_put(b, x, " AND session=");
-    simba__my_hexs(b, x, j->session);
-    simba__my_putf(b, x, " AND expires_ms > " SIMBA__MY_NOW_MS " AND notify=%lld", (long long)b->notify_seen);
-}
-
-/* Build the first batch of job j into the main connection's buffer. */
-static void simba__my_job_first(simba__my *b, simba__my_job *j) {
-    simba__my_buf *x = &b->main.sql;
-    int nst = 0, i;
-    simba__my_buf_clear(x);
-    switch (j->kind) {
-    case SIMBA_OP_OPEN:
-        snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
-        b->notify_seen = 0;
-        j->reply.epoch = 1;
-        /* a session id that expired must not come back to life with its old
-           entries: drop them first (rare: ids are fresh per session) */
-        simba__my_putf(b, x, "DELETE e FROM %s e JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
-                       " WHERE s.tenant=", b->t_entries, b->t_sessions);
-        simba__my_hexs(b, x, j->tenant);
-        simba__my_put(b, x, " AND s.session=");
-        simba__my_hexs(b, x, j->session);
-        simba__my_put(b, x, " AND s.expires_ms <= " SIMBA__MY_NOW_MS ";\n");
-        simba__my_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
-        simba__my_hexs(b, x, j->tenant);
-        simba__my_put(b, x, ",");
-        simba__my_hexs(b, x, j->session);
-        simba__my_put(b, x, ",");
-        simba__my_hexs(b, x, j->client);
-        simba__my_putf(b, x, "," SIMBA__MY_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
-                       j->lease_ms);
-        j->step = SIMBA__MY_S_SIMPLE;
-        break;
-    case SIMBA_OP_KEEPALIVE:
-        if (strcmp(b->notify_session, j->session) != 0) {
-            snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
-            b->notify_seen = 0;
-        }
-        simba__my_sql_keepalive(b, j, x);
-        j->step = SIMBA__MY_S_KEEPALIVE;
-        break;
-    case SIMBA_OP_CLOSE:
-    case SIMBA__MY_JOB_CLOSE_OLD:
-        /* entries first, in short autocommit batches; the session row last,
-           so an interrupted CLOSE leaves a session the sweep will find */
-        simba__my_putf(b, x, "DELETE FROM %s", b->t_entries);
-        simba__my_where_tenant(b, x, j);
-        simba__my_put(b, x, " AND session=");
-        simba__my_hexs(b, x, j->session);
-        simba__my_putf(b, x, " LIMIT %d", SIMBA__MY_CLOSE_BATCH);
-        j->step = SIMBA__MY_S_CLOSE_ENTRIES;
-        break;
-    case SIMBA_OP_POLL:
-        simba__my_sql_reads(b, j, x, &nst, 0);
-        j->step = SIMBA__MY_S_FAST;
-        break;
-    case SIMBA_OP_ENQUEUE:
-    case SIMBA_OP_RELEASE:
-    case SIMBA_OP_INSPECT:
-    case SIMBA_OP_SET_CAPACITY:
-    case SIMBA_OP_DELETE:
-        simba__my_sql_reads(b, j, x, &nst, 1);
-        j->step = SIMBA__MY_S_READS;
-        break;
-    case SIMBA__MY_JOB_BELLS_RELEASE:
-        simba__my_put(b, x, "DO 0");
-        for (i = 0; i < j->nbells; i++) {
-            simba__my_put(b, x, ", RELEASE_LOCK(");
-            simba__my_bellname(b, x, j->bells[i]);
-            simba__my_put(b, x, ")");
-        }
-        j->step = SIMBA__MY_S_SIMPLE;
-        break;
-    case SIMBA__MY_JOB_BELLS_RETAKE:
-        /* after a reconnect: our entries live on (the session does), their
-           bells must ring again when they go. 0.05 s: a waiter may be passing
-           through a bell that was free. */
-        simba__my_put(b, x, "DO 0");
-        for (i = 0; i < j->nbells; i++) {
-            simba__my_put(b, x, ", IF(IS_USED_LOCK(");
-            simba__my_bellname(b, x, j->bells[i]);
-            simba__my_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-            simba__my_bellname(b, x, j->bells[i]);
-            simba__my_put(b, x, ", 0.05))");
-        }
-        j->step = SIMBA__MY_S_SIMPLE;
-        break;
-    case SIMBA__MY_JOB_SWEEP:
-        simba__my_putf(b, x, "SELECT tenant,session FROM %s WHERE expires_ms < " SIMBA__MY_NOW_MS
-                       " ORDER BY expires_ms LIMIT %d", b->t_sessions, SIMBA__MY_SWEEP_SESSIONS);
-        j->step = SIMBA__MY_S_SWEEP_LIST;
-        break;
-    default:
-        x->oom = 1;
-        break;
-    }
-}
-
-static void simba__my_send(simba__my *b) {
-    b->stats.batches++;
-    {
-        /* statements: count the separators we put between them */
-        size_t i;
-        uint64_t n = 1;
-        const simba__my_buf *x = &b->main.sql;
-        for (i = 0; i < x->n; i++) if (x->p[i] == ';' && i + 1 < x->n) n++;
-        b->stats.statements += n;
-    }
-    simba__my_conn_query(b, &b->main);
-}
-
-/* Start the head job if the connection is free. Never completes anything
-   (so it is safe inside submit()). */
-static void simba__my_kick(simba__my *b) {
-    simba__my_job *j = b->head;
-    if (!j || b->head_started || b->main.state != SIMBA__MY_READY || b->main.q != SIMBA__MY_Q_NONE ||
-        b->main.done)
-        return;
-    b->head_started = 1;
-    j->attempts++;
-    simba__my_job_first(b, j);
-    simba__my_send(b);
-}
-
-static void simba__my_main_lost(simba__my *b, int err, const char *msg);
-
-/* End the open transaction (if any) with ROLLBACK; then run the op again
-   (retry) or answer `status`. An ENQUEUE flagged release_bell also gives
-   its bell back in the same batch. */
-static void simba__my_rollback(simba__my *b, simba__my_job *j, int status, int retry) {
-    simba__my_buf *x = &b->main.sql;
-    j->retry = retry;
-    j->reply.status = status;
-    j->step = SIMBA__MY_S_ROLLBACK;
-    simba__my_buf_clear(x);
-    simba__my_put(b, x, "ROLLBACK");
-    if (!retry) simba__my_sql_release_bell(b, j, x);
-    simba__my_send(b);
-}
-
-/* The head job's batch finished on the main connection: decide what next. */
-static void simba__my_job_result(simba__my *b) {
-    simba__my_conn *c = &b->main;
-    simba__my_job *j = b->head;
-    int status = SIMBA_OK, what = 0;
-    simba__my_eval v;
-    c->done = 0;
-    if (!j) { simba__my_free_results(c); return; }
-    if (c->err) {
-        unsigned e = c->err;
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", c->errmsg);
-        simba__my_free_results(c);
-        if (simba__my_is_conn_error(e)) { simba__my_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
-        if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
-            /* the transaction (or its last statement) was rolled back: roll
-               back the rest and run the whole op again from the reads */
-            if (e == ER_LOCK_DEADLOCK) b->stats.deadlocks++;
-            if (e == ER_LOCK_WAIT_TIMEOUT) b->stats.lock_wait_timeouts++;
-            if (j->attempts < SIMBA__MY_MAX_RETRIES) {
-                b->stats.retries++;
-                simba__my_rollback(b, j, SIMBA_OK, 1);
-                return;
-            }
-        }
-        /* an SQL error: roll back (harmless outside a transaction) and answer */
-        if (e == ER_NO_SUCH_TABLE)
-            snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
-                     e, msg);
-        else
-            snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
-        /* an ENQUEUE that failed keeps its bell only for an older entry */
-        j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__my_mine_has(b, j->bell);
-        simba__my_rollback(b, j, simba__my_status_of(e), 0);
-        return;
-    }
-    switch (j->step) {
-    case SIMBA__MY_S_ROLLBACK:
-        simba__my_free_results(c);
-        if (j->retry) {
-            j->retry = 0;
-            b->head_started = 0;
-            simba__my_kick(b);
-            return;
-        }
-        status = j->reply.status ? j->reply.status : SIMBA_EBACKEND;
-        simba__my_pop(b);
-        simba__my_after(b, j, status);
-        simba__my_complete(b, j, status, j->msg);
-        simba__my_job_free(b, j);
-        return;
-    case SIMBA__MY_S_KEEPALIVE:
-        if (c->nres < 1 || c->affected[0] != 1) {
-            simba__my_free_results(c);
-            if (j->attempts > 3) { status = SIMBA_ESESSION; goto simple_done; }
-            j->attempts++;
-            simba__my_buf_clear(&c->sql);
-            simba__my_putf(b, &c->sql, "SELECT notify FROM %s", b->t_sessions);
-            simba__my_where_tenant(b, &c->sql, j);
-            simba__my_put(b, &c->sql, " AND session=");
-            simba__my_hexs(b, &c->sql, j->session);
-            simba__my_put(b, &c->sql, " AND expires_ms > " SIMBA__MY_NOW_MS);
-            j->step = SIMBA__MY_S_NOTIFY;
-            simba__my_send(b);
-            return;
-        }
-        simba__my_free_results(c);
-        simba__my_pop(b);
-        /* the contract's admin epoch: ours is the session's notify counter
-           (+1: 0 means "not kept"); when it moves, the core re-checks holds */
-        j->reply.epoch = b->notify_seen + 1;
-        simba__my_complete(b, j, SIMBA_OK, NULL);
-        simba__my_job_free(b, j);
-        return;
-    case SIMBA__MY_S_NOTIFY: {
-        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
-        MYSQL_ROW row = r && mysql_num_fields(r) == 1 ? mysql_fetch_row(r) : NULL;
-        unsigned long *len = row ? mysql_fetch_lengths(r) : NULL;
-        int64_t seen;
-        if (!row || !len || !row[0] || !simba__my_int64(row[0], len[0], &seen)) {
-            simba__my_free_results(c);
-            status = r && !row ? SIMBA_ESESSION : SIMBA_EPROTO;
-            goto simple_done;
-        }
-        simba__my_free_results(c);
-        b->notify_seen = seen;
-        simba__my_sql_keepalive(b, j, &c->sql);
-        j->step = SIMBA__MY_S_KEEPALIVE;
-        simba__my_send(b);
-        return;
-    }
-    case SIMBA__MY_S_SIMPLE:
-    simple_done:
-        if (j->kind == SIMBA__MY_JOB_BELLS_RETAKE) b->retake_needed = 0;
-        simba__my_free_results(c);
-        simba__my_pop(b);
-        simba__my_after(b, j, status);
-        simba__my_complete(b, j, status, NULL);
-        simba__my_job_free(b, j);
-        return;
-    case SIMBA__MY_S_CLOSE_ENTRIES:
-        if (c->nres >= 1 && c->affected[0] >= (uint64_t)SIMBA__MY_CLOSE_BATCH) {
-            simba__my_free_results(c);
-            simba__my_send(b); /* same statement again: the next batch */
-            return;
-        }
-        simba__my_free_results(c);
-        simba__my_buf_clear(&c->sql);
-        simba__my_putf(b, &c->sql, "DELETE FROM %s", b->t_sessions);
-        simba__my_where_tenant(b, &c->sql, j);
-        simba__my_put(b, &c->sql, " AND session=");
-        simba__my_hexs(b, &c->sql, j->session);
-        /* the bells go with the session; only the current session's CLOSE
-           may drop them all at once (a dropped session's CLOSE can come
-           after the next OPEN, whose bells must stay) */
-        if (j->kind == SIMBA_OP_CLOSE && simba__my_is_current(b, j->session))
-            simba__my_put(b, &c->sql, ";\nDO RELEASE_ALL_LOCKS()");
-        j->step = SIMBA__MY_S_CLOSE_SESSION;
-        simba__my_send(b);
-        return;
-    case SIMBA__MY_S_CLOSE_SESSION:
-        simba__my_free_results(c);
-        simba__my_pop(b);
-        simba__my_after(b, j, SIMBA_OK);
-        simba__my_complete(b, j, SIMBA_OK, NULL);
-        simba__my_job_free(b, j);
-        return;
-    case SIMBA__MY_S_SWEEP_LIST: {
-        MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
-        MYSQL_ROW row;
-        int n = 0;
-        simba__my_buf_clear(&j->list);
-        while (r && mysql_num_fields(r) == 2 && (row = mysql_fetch_row(r)) != NULL) {
-            unsigned long *len = mysql_fetch_lengths(r);
-            if (!row[0] || !row[1] || !len) continue;
-            simba__my_put(b, &j->list, n ? ",(" : "(");
-            simba__my_hex(b, &j->list, row[0], len[0]);
-            simba__my_put(b, &j->list, ",");
-            simba__my_hex(b, &j->list, row[1], len[1]);
-            simba__my_put(b, &j->list, ")");
-            n++;
-        }
-        simba__my_free_results(c);
-        if (!n || j->list.oom) { simba__my_pop(b); simba__my_job_free(b, j); return; }
-        j->nbells = n; /* sessions in this round */
-        j->step = SIMBA__MY_S_SWEEP_ENTRIES;
-        /* the list can be long: it goes in with put, not the printf buffer */
-        simba__my_buf_clear(&c->sql);
-        simba__my_putf(b, &c->sql, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_entries);
-        simba__my_put(b, &c->sql, j->list.p);
-        simba__my_putf(b, &c->sql, ") LIMIT %d", SIMBA__MY_SWEEP_BATCH);
-        simba__my_send(b);
-        return;
-    }
-    case SIMBA__MY_S_SWEEP_ENTRIES:
-        if (c->nres >= 1) b->stats.swept_entries += c->affected[0];
-        if (c->nres >= 1 && c->affected[0] >= (uint64_t)SIMBA__MY_SWEEP_BATCH) {
-            simba__my_free_results(c);
-            simba__my_send(b);
-            return;
-        }
-        simba__my_free_results(c);
-        simba__my_buf_clear(&c->sql);
-        /* only sessions still expired: a row cannot come back to life, but
-           check anyway rather than trust the list's age */
-        simba__my_putf(b, &c->sql, "DELETE FROM %s WHERE (tenant,session) IN (", b->t_sessions);
-        simba__my_put(b, &c->sql, j->list.p);
-        simba__my_put(b, &c->sql, ") AND expires_ms < " SIMBA__MY_NOW_MS);
-        j->step = SIMBA__MY_S_SWEEP_SESSIONS;
-        simba__my_send(b);
-        return;
-    case SIMBA__MY_S_SWEEP_SESSIONS:
-        if (c->nres >= 1) b->stats.swept_sessions += c->affected[0];
-        simba__my_free_results(c);
-        simba__my_pop(b);
-        simba__my_job_free(b, j);
-        return;
-    case SIMBA__MY_S_FAST:
-    case SIMBA__MY_S_READS: {
-        int locked = j->step == SIMBA__MY_S_READS;
-        status = simba__my_parse_reads(b, j, c, &v, locked);
-        if (status == SIMBA_OK && v.torn) what = SIMBA__MY_DECIDE_LOCK;
-        else if (status == SIMBA_OK) status = simba__my_decide(b, j, &v, &c->sql, locked, &what);
-        simba__my_free(b, v.e);
-        /* decide() copied what it needs: the results can go */
-        simba__my_free_results(c);
-        if (status != SIMBA_OK) {
-            if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
-            if (!locked) {
-                simba__my_pop(b);
-                simba__my_after(b, j, status);
-                simba__my_complete(b, j, status, j->msg);
-                simba__my_job_free(b, j);
-                return;
-            }
-            simba__my_rollback(b, j, status, 0);
-            return;
-        }
-        if (what == SIMBA__MY_DECIDE_ANSWER) {
-            simba__my_pop(b);
-            simba__my_after(b, j, SIMBA_OK);
-            simba__my_complete(b, j, SIMBA_OK, NULL);
-            simba__my_job_free(b, j);
-            return;
-        }
-        if (what == SIMBA__MY_DECIDE_LOCK) {
-            /* the snapshot needs writes: do it again under the row locks */
-            int nst = 0;
-            simba__my_buf_clear(&c->sql);
-            simba__my_sql_reads(b, j, &c->sql, &nst, 1);
-            j->step = SIMBA__MY_S_READS;
-            simba__my_send(b);
-            return;
-        }
-        j->step = SIMBA__MY_S_WRITES;
-        simba__my_send(b);
-        return;
-    }
-    case SIMBA__MY_S_WRITES:
-        simba__my_free_results(c);
-        b->stats.transactions++;
-        simba__my_pop(b);
-        simba__my_after(b, j, SIMBA_OK);
-        simba__my_complete(b, j, SIMBA_OK, NULL);
-        simba__my_job_free(b, j);
-        return;
-    default:
-        simba__my_free_results(c);
-        simba__my_pop(b);
-        simba__my_complete(b, j, SIMBA_EPROTO, "simba_mysql: bad job state");
-        simba__my_job_free(b, j);
-        return;
-    }
-}
-
-/* ---------------------------------------------------------------- main connection */
-
-/* Fail every queued op with err (EDISCONNECTED) and forget the internal jobs. */
-static void simba__my_fail_all(simba__my *b, int err, const char *msg) {
-    simba__my_job *j;
-    while ((j = simba__my_pop(b)) != NULL) {
-        simba__my_complete(b, j, err, msg);
-        simba__my_job_free(b, j);
-    }
-}
-
-static void simba__my_schedule_reconnect(simba__my *b) {
-    int ms = simba_backend_backoff_ms(b->s, b->main.attempt);
-    b->main.attempt++;
-    b->main.retry_at = simba_now_ms(b->s) + ms;
-    b->main.retry_armed = 1;
-}
-
-/* The main connection is gone (or we drop it): the server rolls back an open
-   transaction and frees our bells; entries and the session stay until the
-   session expires. Fail what was queued, report, reconnect with backoff. */
-static void simba__my_main_lost(simba__my *b, int err, const char *msg) {
-    simba__my_conn_drop(&b->main);
-    b->head_started = 0;
-    b->up = 0;
-    if (b->mine_n) b->retake_needed = 1;
-    simba__my_schedule_reconnect(b);
-    simba__my_fail_all(b, SIMBA_EDISCONNECTED, msg);
-    simba_backend_state(b->s, 0, err, msg);
-}
-
-/* Queue RETAKE jobs for all our bells, in front of the core's ops (they are
-   chained first, then the chain goes to the front of the queue). */
-static void simba__my_queue_retake(simba__my *b) {
-    simba__my_job *first = NULL, *last = NULL, *j = NULL;
-    int i;
-    b->retake_needed = 0;
-    for (i = 0; i < b->mine_cap; i++) {
-        if (!b->mine[i]) continue;
-        if (!j || j->nbells == SIMBA__MY_RETAKE_BATCH) {
-            j = simba__my_job_new(b, SIMBA__MY_JOB_BELLS_RETAKE);
-            if (j) j->bells = (uint64_t *)simba__my_alloc(b, SIMBA__MY_RETAKE_BATCH * sizeof *j->bells);
-            if (!j || !j->bells) {
-                /* no memory: those bells stay free; their waiters poll */
-                simba__my_job_free(b, j);
-                break;
-            }
-            if (last) last->next = j;
-            else first = j;
-            last = j;
-        }
-        j->bells[j->nbells++] = b->mine[i];
-    }
-    if (!first) return;
-    /* the queue is idle right after a connect, but keep it general */
-    if (b->head && b->head_started) {
-        last->next = b->head->next;
-        b->head->next = first;
-        if (b->tail == b->head) b->tail = last;
-    } else {
-        last->next = b->head;
-        b->head = first;
-        if (!b->tail) b->tail = last;
-    }
-}
-
-static void simba__my_setup_sql(simba__my *b, simba__my_buf *x, int main_conn) {
-    simba__my_buf_clear(x);
-    if (main_conn) {
-        /* results 0 and 1: what the restart grace needs (simba__my_grace) */
-        simba__my_put(b, x, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, " SIMBA__MY_NOW_MS ";\n"
-                            "SHOW GLOBAL STATUS LIKE 'Uptime';\n");
-    }
-    simba__my_put(b, x, "SET SESSION time_zone='+00:00'");
-    if (main_conn) {
-        simba__my_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
-        /* READ COMMITTED: no gap locks, so the only locks simba takes are the
-           resource rows (in sorted order) and the entries it writes */
-        simba__my_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-        if (b->create_schema) {
-            char ddl[4096];
-            int n = simba_mysql_schema(b->prefix, ddl, sizeof ddl);
-            if (n > 0 && (size_t)n < sizeof ddl) {
-                ddl[n - 2] = 0; /* drop the last ";\n" */
-                simba__my_put(b, x, ";\n");
-                simba__my_put(b, x, ddl);
-            } else {
-                x->oom = 1;
-            }
-        }
-    }
-}
-
-/* The restart grace. InnoDB keeps what it committed, so normally no grace
-   is needed. But a server that may lose its last commits in a crash
-   (innodb_flush_log_at_trx_commit != 1 and the OS goes down) could forget a
-   grant whose holder still believes it holds. So, like the Redis and mem
-   backends after a data loss, grant nothing until one lease after the
-   server started: every holder that could have been forgotten has given up
-   by then (its local deadline is at most one lease after its last confirmed
-   keepalive, which was before the crash). Uptime is whole seconds, rounded
-   down, so the estimated start is never earlier than the real one. A server
-   restart always breaks our connection, so reading it at connect is enough. */
-static void simba__my_grace(simba__my *b, simba__my_conn *c) {
-    int64_t flush = -1, now_ms = 0, uptime = -1;
-    int on;
-    MYSQL_ROW row;
-    unsigned long *len;
-    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 2 && (row = mysql_fetch_row(c->res[0])) &&
-        (len = mysql_fetch_lengths(c->res[0])) && row[0] && row[1]) {
-        if (!simba__my_int64(row[0], len[0], &flush)) flush = -1;
-        if (!simba__my_int64(row[1], len[1], &now_ms)) now_ms = 0;
-    }
-    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
-        (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__my_int64(row[1], len[1], &uptime))
-        uptime = -1;
-    on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
-    b->grace_until_ms = 0;
-    if (!on || now_ms <= 0) return;
-    /* unknown uptime: be safe, count the server as just started */
-    b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
-    if (b->grace_until_ms > now_ms)
-        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
-                          (long long)uptime, (long long)(b->grace_until_ms - now_ms));
-}
-
-/* Drive the main connection: connect, setup, jobs. */
-static void simba__my_main_progress(simba__my *b) {
-    simba__my_conn *c = &b->main;
-    int guard;
-    for (guard = 0; guard < 64; guard++) {
-        if (c->state == SIMBA__MY_CLOSED) {
-            if (c->retry_armed && simba_now_ms(b->s) >= c->retry_at) {
-                c->retry_armed = 0;
-                simba__my_conn_open(b, c);
-                continue;
-            }
-            return;
-        }
-        if (c->state == SIMBA__MY_CONNECTING) {
-            if (!c->done) {
-                if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms) {
-                    simba__my_conn_drop(c);
-                    simba__my_schedule_reconnect(b);
-                    simba_backend_state(b->s, 0, SIMBA_ETIMEDOUT, "connect timed out");
-                }
-                return;
-            }
-            c->done = 0;
-            if (c->err) {
-                int st = simba__my_status_of(c->err);
-                char msg[300];
-                snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
-                b->stats.last_error = st;
-                simba__my_conn_drop(c);
-                simba__my_schedule_reconnect(b);
-                simba_backend_state(b->s, 0, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
-                return;
-            }
-            c->state = SIMBA__MY_SETUP;
-            simba__my_setup_sql(b, &c->sql, 1);
-            simba__my_conn_query(b, c);
-            continue;
-        }
-        if (c->state == SIMBA__MY_SETUP) {
-            if (!c->done) {
-                if (simba_now_ms(b->s) - c->started_ms > b->connect_timeout_ms) {
-                    simba__my_conn_drop(c);
-                    simba__my_schedule_reconnect(b);
-                    simba_backend_state(b->s, 0, SIMBA_ETIMEDOUT, "connection setup timed out");
-                }
-                return;
-            }
-            c->done = 0;
-            if (c->err) {
-                int st = simba__my_status_of(c->err);
-                char msg[300];
-                snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
-                b->stats.last_error = st;
-                simba__my_conn_drop(c);
-                simba__my_schedule_reconnect(b);
-                simba_backend_state(b->s, 0, st, msg);
-                return;
-            }
-            simba__my_grace(b, c);
-            simba__my_free_results(c);
-            c->state = SIMBA__MY_READY;
-            c->attempt = 0;
-            b->stats.connects++;
-            if (b->retake_needed) simba__my_queue_retake(b);
-            b->up = 1;
-            simba_backend_state(b->s, 1, 0, NULL);
-            continue;
-        }
-        /* READY */
-        if (c->done) { simba__my_job_result(b); continue; }
-        if (c->q != SIMBA__MY_Q_NONE) return;
-        if (!b->head) {
-            int64_t now = simba_now_ms(b->s);
-            if (b->sweep_ms > 0 && now >= b->next_sweep) {
-                simba__my_job *j = simba__my_job_new(b, SIMBA__MY_JOB_SWEEP);
-                b->next_sweep = now + b->sweep_ms;
-                if (j) simba__my_push(b, j, 0);
-            }
-        }
-        if (!b->head || b->head_started) return;
-        simba__my_kick(b);
-    }
-}
-
-/* ---------------------------------------------------------------- waiter connection */
-
-static void simba__my_waiter_progress(simba__my *b);
-
-static void simba__my_waiter_drop(simba__my *b, int backoff) {
-    simba__my_conn *c = &b->waiter;
-    simba__my_conn_drop(c);
-    b->waiting_bell = 0;
-    simba__my_free(b, b->waiting_req);
-    b->waiting_req = NULL;
-    if (backoff) {
-        c->retry_at = simba_now_ms(b->s) + simba_backend_backoff_ms(b->s, c->attempt);
-        c->attempt++;
-    } else {
-        c->retry_at = simba_now_ms(b->s);
-    }
-}
-
-/* Is the bell the waiter connection blocks on still wanted by some watch? */
-static int simba__my_bell_wanted(simba__my *b, uint64_t bell) {
-    int i;
-    for (i = 0; i < b->nwatch; i++) if (b->watches[i].bell == bell) return 1;
-    return 0;
-}
-
-static simba__my_watch *simba__my_next_watch(simba__my *b, int64_t now) {
-    int i;
-    for (i = 0; i < b->nwatch; i++) {
-        simba__my_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
-        if (w->not_before <= now) {
-            b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
-            return w;
-        }
-    }
-    return NULL;
-}
-
-static void simba__my_waiter_start(simba__my *b, simba__my_watch *w) {
-    simba__my_conn *c = &b->waiter;
-    simba__my_buf *x = &c->sql;
-    int t = b->nwatch > 1 ? SIMBA__MY_BELL_ROTATE_S : SIMBA__MY_BELL_WAIT_S;
-    simba__my_buf_clear(x);
-    /* wait for the bell; once we get it, give it back at once (other
-       waiters of the same bell get it in turn) */
-    simba__my_put(b, x, "SELECT IF(GET_LOCK(");
-    simba__my_bellname(b, x, w->bell);
-    simba__my_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
-    simba__my_bellname(b, x, w->bell);
-    simba__my_put(b, x, "), -1)");
-    if (w->single) {
-        /* and our fence, in the same round trip, if the ring granted us */
-        simba__my_putf(b, x, ";\nSELECT fence FROM %s WHERE tenant=", b->t_entries);
-        simba__my_hexs(b, x, w->tenant);
-        simba__my_put(b, x, " AND name=");
-        simba__my_hexs(b, x, w->name);
-        simba__my_put(b, x, " AND request=");
-        simba__my_hexs(b, x, w->request);
-        /* a keyed request id is the same in every session: read only the
-           entry of the watch's own session */
-        simba__my_put(b, x, " AND session=");
-        simba__my_hexs(b, x, w->session);
-    }
-    if (!simba__my_is_current(b, w->session)) b->stats.stale_bell_waits++;
-    b->waiting_bell = w->bell;
-    simba__my_free(b, b->waiting_req);
-    b->waiting_req = simba__my_strdup(b, w->request);
-    b->stats.bell_waits++;
-    simba__my_conn_query(b, c);
-}
-
-/* A wait on the waiter connection finished. */
-static void simba__my_waiter_result(simba__my *b) {
-    simba__my_conn *c = &b->waiter;
-    simba__my_watch *w;
-    int64_t rang = 0, fence = 0;
-    int64_t elapsed = simba_now_ms(b->s) - c->started_ms;
-    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
-    int single;
-    c->done = 0;
-    if (c->err) {
-        simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: waiter connection: %u %s", c->err, c->errmsg);
-        simba__my_waiter_drop(b, 1);
-        return;
-    }
-    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 1) {
-        MYSQL_ROW row = mysql_fetch_row(c->res[0]);
-        unsigned long *len = mysql_fetch_lengths(c->res[0]);
-        if (row && len && row[0]) (void)simba__my_int64(row[0], len[0], &rang);
-    }
-    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 1) {
-        MYSQL_ROW row = mysql_fetch_row(c->res[1]);
-        unsigned long *len = mysql_fetch_lengths(c->res[1]);
-        if (row && len && row[0] && !simba__my_int64(row[0], len[0], &fence)) fence = 0;
-    }
-    simba__my_free_results(c);
-    w = b->waiting_req ? simba__my_watch_find(b, b->waiting_req) : NULL;
-    b->waiting_bell = 0;
-    if (rang != 1 || !w) return; /* timed out (bell still held), or nobody cares now */
-    b->stats.bell_rings++;
-    /* a bell that is free at once (its owner has not taken it yet, or lost
-       its connection) would make us spin: back off on that bell */
-    if (elapsed < 2) {
-        w->immediate++;
-        w->not_before = simba_now_ms(b->s) + (w->immediate > 9 ? 500 : (1 << w->immediate));
-    } else {
-        w->immediate = 0;
-        w->not_before = 0;
-    }
-    snprintf(name, sizeof name, "%s", w->name);
-    snprintf(request, sizeof request, "%s", w->request);
-    snprintf(session, sizeof session, "%s", w->session);
-    single = w->single;
-    b->stats.wakes++;
-    simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: bell rang after %lld ms for %s (fence %lld)",
-                      (long long)elapsed, request, (long long)fence);
-    if (single && fence > 0) {
-        /* granted: the watch is over, the core gets the fence directly */
-        simba__my_watch_del(b, request);
-        /* the core believes it only if `session` is still its current one */
-        simba_backend_wake(b->s, name, session, request, fence);
-    } else {
-        simba_backend_wake(b->s, name, NULL, NULL, 0);
-    }
-}
-
-static void simba__my_waiter_progress(simba__my *b) {
-    simba__my_conn *c = &b->waiter;
-    int64_t now = simba_now_ms(b->s);
-    int guard;
-    if (b->no_waiter) return;
-    for (guard = 0; guard < 16; guard++) {
-        if (c->state == SIMBA__MY_CLOSED) {
-            if (!b->nwatch || !b->up) return;
-            if (c->retry_at > now) return;
-            simba__my_conn_open(b, c);
-            continue;
-        }
-        if (c->state == SIMBA__MY_CONNECTING) {
-            if (!c->done) {
-                if (now - c->started_ms > b->connect_timeout_ms) simba__my_waiter_drop(b, 1);
-                return;
-            }
-            c->done = 0;
-            if (c->err) { simba__my_waiter_drop(b, 1); return; }
-            c->state = SIMBA__MY_SETUP;
-            simba__my_setup_sql(b, &c->sql, 0);
-            simba__my_conn_query(b, c);
-            continue;
-        }
-        if (c->state == SIMBA__MY_SETUP) {
-            if (!c->done) return;
-            c->done = 0;
-            simba__my_free_results(c);
-            if (c->err) { simba__my_waiter_drop(b, 1); return; }
-            c->state = SIMBA__MY_READY;
-            c->attempt = 0;
-            b->stats.waiter_connects++;
-            continue;
-        }
-        if (c->done) { simba__my_waiter_result(b); continue; }
-        if (c->q != SIMBA__MY_Q_NONE) {
-            /* blocked on a bell nobody wants any more while others wait:
-               a new connection is cheaper than waiting the timeout out */
-            if (b->waiting_bell && !simba__my_bell_wanted(b, b->waiting_bell) && b->nwatch > 0) {
-                simba__my_waiter_drop(b, 0);
-                continue;
-            }
-            /* a wait that outlives its GET_LOCK timeout by far: dead server */
-            if (now - c->started_ms > (SIMBA__MY_BELL_WAIT_S + 5) * 1000) simba__my_waiter_drop(b, 1);
-            return;
-        }
-        {
-            simba__my_watch *w = simba__my_next_watch(b, now);
-            if (!w) return;
-            simba__my_waiter_start(b, w);
-        }
-    }
-}
-
-/* ---------------------------------------------------------------- vtable */
-
-/* Looks like a numeric IPv4/IPv6 address (or "localhost", which the
-   connector takes as its default unix socket): no DNS lookup, which would
-   block inside mysql_real_connect_start. */
-static int simba__my_host_is_numeric(const char *h) {
-    if (strcmp(h, "localhost") == 0) return 1;
-    for (; *h; h++)
-        if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f') || (*h >= 'A' && *h <= 'F') || *h == '.' ||
-              *h == ':'))
-            return 0;
-    return 1;
-}
-
-static int simba__my_attach(void *impl, simba *s) {
-    simba__my *b = (simba__my *)impl;
-    int64_t now;
-    b->s = s;
-    if (!b->unix_socket && !simba__my_host_is_numeric(b->host))
-        simba_backend_log(s, SIMBA_LOG_WARN, "simba_mysql: host '%s' is a name: resolving it blocks the caller"
-                          " (give a numeric address)", b->host);
-    now = simba_now_ms(s);
-    b->main.retry_at = now; /* connect on the first process() */
-    b->main.retry_armed = 1;
-    b->waiter.retry_at = now;
-    if (b->sweep_ms == 0) {
-        int lease = simba_lease_ms(s);
-        b->sweep_ms = lease * 2 > 5000 ? lease * 2 : 5000;
-    }
-    /* spread the sweeps of many clients over the period */
-    if (b->sweep_ms > 0) b->next_sweep = now + b->sweep_ms / 2 + (int64_t)(((uint64_t)(size_t)b >> 4) % (uint64_t)(b->sweep_ms / 2 + 1));
-    return SIMBA_OK;
-}
-
-/* The core opens a new session: the previous one was dropped (or this is
-   the first). Whatever the backend keeps for the old one goes now. The core
-   sends CLOSE only while it is connected, so after an outage longer than
-   ttl the backend would otherwise keep the old session's watches (the
-   waiter connection would keep waiting on them in turns, missing the live
-   ones' rings) and its bells (re-taken at every reconnect) for ever. On the
-   server, the old session is closed here if the core could not (its rows
-   would expire anyway; closing them frees its queue places now). */
-static void simba__my_session_switch(simba__my *b, const simba_op *op) {
-    int i;
-    char old[SIMBA_MAX_SESSION + 1];
-    snprintf(old, sizeof old, "%s", b->cur_session);
-    snprintf(b->cur_session, sizeof b->cur_session, "%s", op->session ? op->session : "");
-    b->stats.purged_watches += (uint64_t)b->nwatch;
-    while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
-    if (b->mine_n) {
-        /* the server frees them with the connection; this one lives on */
-        b->stats.purged_bells += (uint64_t)b->mine_n;
-        for (i = 0; i < b->mine_cap; i++)
-            if (b->mine[i]) simba__my_queue_bell_release_raw(b, b->mine[i]);
-        simba__my_mine_clear(b);
-    }
-    b->retake_needed = 0;
-    {
-        /* a re-take queued at the reconnect is for those same bells */
-        simba__my_job *q;
-        for (q = b->head; q; q = q->next)
-            if (q->kind == SIMBA__MY_JOB_BELLS_RETAKE && !(q == b->head && b->head_started)) q->nbells = 0;
-    }
-    if (old[0] && !b->cur_close_sent) {
-        int err;
-        simba_op c = *op;
-        simba__my_job *j;
-        c.kind = SIMBA_OP_CLOSE;
-        c.session = old;
-        c.nres = 0;
-        c.res = NULL;
-        j = simba__my_job_from_op(b, &c, &err);
-        if (j) {
-            j->kind = SIMBA__MY_JOB_CLOSE_OLD; /* internal: no answer to the core */
-            simba__my_push(b, j, 0);
-        }
-    }
-    b->cur_close_sent = 0;
-}
-
-static int simba__my_submit(void *impl, const simba_op *op) {
-    simba__my *b = (simba__my *)impl;
-    simba__my_job *j;
-    int err, session_op;
-    if (!op) return SIMBA_EINVAL;
-    if (!b->up || b->main.state != SIMBA__MY_READY) return SIMBA_EDISCONNECTED;
-    if ((op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL || op->kind == SIMBA_OP_RELEASE) &&
-        (op->nres < 1 || !op->request || !*op->request || strlen(op->request) > 128))
-        return SIMBA_EINVAL;
-    if ((op->kind == SIMBA_OP_INSPECT || op->kind == SIMBA_OP_SET_CAPACITY || op->kind == SIMBA_OP_DELETE) &&
-        op->nres != 1)
-        return SIMBA_EINVAL;
-    if (op->kind == SIMBA_OP_SET_CAPACITY && op->res[0].capacity <= 0) return SIMBA_ECAPACITY;
-    if (!op->tenant || !*op->tenant || strlen(op->tenant) > SIMBA_MAX_TENANT) return SIMBA_ENAME;
-    if (op->session && strlen(op->session) > SIMBA_MAX_SESSION) return SIMBA_ENAME;
-    if (op->client && strlen(op->client) > SIMBA_MAX_ID) return SIMBA_ENAME;
-    if (op->kind < SIMBA_OP_OPEN || op->kind > SIMBA_OP_DELETE) return SIMBA_EINVAL;
-    session_op = op->kind == SIMBA_OP_OPEN || op->kind == SIMBA_OP_KEEPALIVE || op->kind == SIMBA_OP_CLOSE;
-    /* back-pressure: the core keeps the op and offers it again later */
-    if (!session_op && b->queued_ops >= SIMBA__MY_MAX_QUEUED) return SIMBA_EBUSY;
-    j = simba__my_job_from_op(b, op, &err);
-    if (!j) return err;
-    if (op->kind == SIMBA_OP_POLL) b->stats.polls++;
-    if (op->kind == SIMBA_OP_OPEN && strcmp(b->cur_session, j->session) != 0) simba__my_session_switch(b, op);
-    if (op->kind == SIMBA_OP_CLOSE && strcmp(b->cur_session, j->session) == 0) b->cur_close_sent = 1;
-    /* the session comes first: a keepalive stuck behind a long queue of
-       lock ops would cost every hold (the local safety rule) */
-    if (session_op) simba__my_push(b, j, 1);
-    else { simba__my_push(b, j, 0); b->queued_ops++; }
-    simba__my_kick(b); /* send now; the answer is handled in process() */
-    return SIMBA_OK;
-}
-
-static int simba__my_pollfds(void *impl, struct pollfd *fds, int max) {
-    simba__my *b = (simba__my *)impl;
-    int n = 0;
-    simba__my_conn *cs[2];
-    int i;
-    cs[0] = &b->main;
-    cs[1] = &b->waiter;
-    for (i = 0; i < 2; i++) {
-        int fd = simba__my_conn_fd(cs[i]);
-        short ev = simba__my_conn_events(cs[i]);
-        if (fd < 0 || !ev) continue;
-        if (n < max && fds) { fds[n].fd = fd; fds[n].events = ev; fds[n].revents = 0; }
-        n++;
-    }
-    return n;
-}
-
-/* Earliest of the deadlines so far (d, INT64_MAX = none) and v. */
-static int64_t simba__my_min(int64_t d, int64_t v) { return v < d ? v : d; }
-
-static int64_t simba__my_deadline(void *impl) {
-    simba__my *b = (simba__my *)impl;
-    int64_t d = INT64_MAX, now = simba_now_ms(b->s);
-    simba__my_conn *c = &b->main;
-    int i;
-    if (c->done) return now;
-    if (c->state == SIMBA__MY_CLOSED && c->retry_armed) d = simba__my_min(d, c->retry_at);
-    if (c->state == SIMBA__MY_CONNECTING || c->state == SIMBA__MY_SETUP)
-        d = simba__my_min(d, c->started_ms + b->connect_timeout_ms);
-    if (c->q != SIMBA__MY_Q_NONE && (c->wait & MYSQL_WAIT_TIMEOUT)) d = simba__my_min(d, c->wait_until);
-    if (c->state == SIMBA__MY_READY && c->q == SIMBA__MY_Q_NONE && b->head && !b->head_started) return now;
-    if (c->state == SIMBA__MY_READY && b->sweep_ms > 0) d = simba__my_min(d, b->next_sweep);
-    if (!b->no_waiter) {
-        simba__my_conn *w = &b->waiter;
-        if (w->done) return now;
-        if (w->state == SIMBA__MY_CLOSED && b->nwatch && b->up) d = simba__my_min(d, w->retry_at);
-        if (w->state == SIMBA__MY_CONNECTING || w->state == SIMBA__MY_SETUP)
-            d = simba__my_min(d, w->started_ms + b->connect_timeout_ms);
-        if (w->q != SIMBA__MY_Q_NONE && (w->wait & MYSQL_WAIT_TIMEOUT)) d = simba__my_min(d, w->wait_until);
-        if (w->q != SIMBA__MY_Q_NONE) {
-            if (b->waiting_bell && !simba__my_bell_wanted(b, b->waiting_bell) && b->nwatch) return now;
-            d = simba__my_min(d, w->started_ms + (SIMBA__MY_BELL_WAIT_S + 5) * 1000);
-        }
-        if (w->state == SIMBA__MY_READY && w->q == SIMBA__MY_Q_NONE)
-            for (i = 0; i < b->nwatch; i++) d = simba__my_min(d, b->watches[i].not_before > now ? b->watches[i].not_before : now);
-    }
-    for (i = 0; i < b->nwatch; i++)
-        if (b->watches[i].multi) d = simba__my_min(d, b->watches[i].poll_at);
-    /* the contract reserves negative values for "none": a clock that runs
-       below zero cannot express its deadlines (see docs/mysql.md) */
-    return d == INT64_MAX ? -1 : (d < 0 ? 0 : d);
-}
-
-static void simba__my_process(void *impl, const struct pollfd *fds, int nfds) {
-    simba__my *b = (simba__my *)impl;
-    int rv;
-    rv = simba__my_revents(&b->main, fds, nfds);
-    if (simba__my_conn_io(b, &b->main, rv)) {
-        simba__my_main_lost(b, SIMBA_EDISCONNECTED, "the server closed the connection");
-    }
-    simba__my_main_progress(b);
-    simba__my_watch_polls(b);
-    if (!b->no_waiter) {
-        rv = simba__my_revents(&b->waiter, fds, nfds);
-        if (simba__my_conn_io(b, &b->waiter, rv)) simba__my_waiter_drop(b, 1);
-        simba__my_waiter_progress(b);
-    }
-}
-
-static void simba__my_reset(void *impl, int why) {
-    simba__my *b = (simba__my *)impl;
-    char msg[64];
-    snprintf(msg, sizeof msg, "connection reset (%s)", simba_strerror(why));
-    simba__my_main_lost(b, why ? why : SIMBA_EDISCONNECTED, msg);
-    /* the waiter's wait may be as stale as the main connection */
-    if (b->waiter.state != SIMBA__MY_CLOSED) simba__my_waiter_drop(b, 0);
-}
-
-static void simba__my_destroy(void *impl) {
-    simba__my *b = (simba__my *)impl;
-    simba__my_job *j;
-    simba__my_conn_drop(&b->main);
-    simba__my_conn_drop(&b->waiter);
-    while ((j = simba__my_pop(b)) != NULL) {
-        if (b->s) simba__my_complete(b, j, SIMBA_EDISCONNECTED, "backend destroyed");
-        simba__my_job_free(b, j);
-    }
-    while (b->nwatch) simba__my_watch_del(b, b->watches[0].request);
-    simba__my_free(b, b->watches);
-    simba__my_mine_clear(b);
-    simba__my_free(b, b->waiting_req);
-    simba__my_buf_free(b, &b->main.sql);
-    simba__my_buf_free(b, &b->waiter.sql);
-    simba__my_free(b, b->host);
-    simba__my_free(b, b->unix_socket);
-    simba__my_free(b, b->user);
-    simba__my_free(b, b->password);
-    simba__my_free(b, b->database);
-    simba__my_free(b, b->prefix);
-    simba__my_free(b, b->ssl_key);
-    simba__my_free(b, b->ssl_cert);
-    simba__my_free(b, b->ssl_ca);
-    simba__my_free(b, b->ssl_capath);
-    simba__my_free(b, b->ssl_cipher);
-    simba__my_free(b, b);
-}
-
-static const simba_backend_vtable simba__my_vtable = {
-    "mysql",
-    simba__my_attach,
-    simba__my_submit,
-    simba__my_pollfds,
-    simba__my_deadline,
-    simba__my_process,
-    simba__my_reset,
-    simba__my_destroy
-};
-
-SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
-    simba_backend none;
-    simba__my *b;
-    simba_allocator al;
+/* Every refusal names the field (simba_create_err shows it). Returns
+   SIMBA_OK, or simba_backend_error()'s backend in *err. The host name is
+   resolved here (numeric[0] stays 0 when it is used as given). */
+static int simba__mysql_check_desc(const simba_mysql_desc *d, char *numeric, size_t cap, simba_backend *err) {
     const char *prefix;
-    char numeric[64];
-    none.vt = NULL;
-    none.impl = NULL;
-    /* every refusal names the field (simba_create_err shows it) */
-    if (!d) return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc: NULL");
-    if (!d->database || !*d->database)
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: required (the schema that holds simba's tables)");
-    if (strlen(d->database) > 64)
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: %u bytes, at most 64", (unsigned)strlen(d->database));
-    prefix = d->table_prefix ? d->table_prefix : "simba_";
-    if (!simba__my_prefix_ok(prefix))
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.table_prefix: '%.40s' is not [A-Za-z0-9_]{0,32}", prefix);
-    if (d->port < 0 || d->port > 65535)
-        return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.port: %d is not 0..65535", d->port);
     numeric[0] = 0;
+    if (!d) { *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc: NULL"); return SIMBA_EINVAL; }
+    if (simba_allocator_check(&d->allocator) != SIMBA_OK) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.allocator: set both alloc and free, or neither");
+        return SIMBA_EINVAL;
+    }
+    if (!d->database || !*d->database) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: required (the schema that holds simba's tables)");
+        return SIMBA_EINVAL;
+    }
+    if (strlen(d->database) > 64) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.database: %u bytes, at most 64", (unsigned)strlen(d->database));
+        return SIMBA_EINVAL;
+    }
+    prefix = d->table_prefix ? d->table_prefix : "simba_";
+    if (!simba__mysql_prefix_ok(prefix)) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.table_prefix: '%.40s' is not [A-Za-z0-9_]{0,32}", prefix);
+        return SIMBA_EINVAL;
+    }
+    if (d->port < 0 || d->port > 65535) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.port: %d is not 0..65535", d->port);
+        return SIMBA_EINVAL;
+    }
     if (d->host && !d->unix_socket && !d->ssl_verify_server_cert) {
         /* the host-name policy (docs/design.md): a numeric address or
            "localhost" is used as given; any other name is resolved here, once,
@@ -2802,33 +3030,46 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
            ever waits for DNS. With ssl_verify_server_cert the connector keeps
            the name (it checks the certificate against it) and resolves it at
            each connect. */
-        int rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
-        if (rc != 0)
-            return simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
+        int rc = simba_backend_resolve(d->host, numeric, cap);
+        if (rc != 0) {
+            *err = simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.host: cannot resolve '%.100s': %s",
                                        d->host, simba_backend_resolve_error(rc));
+            return SIMBA_EINVAL;
+        }
     }
-    al = d->allocator;
-    b = (simba__my *)(al.alloc ? al.alloc(sizeof *b, al.user) : malloc(sizeof *b));
-    if (!b) return none;
-    memset(b, 0, sizeof *b);
-    b->alloc = al;
-    b->host = simba__my_strdup(b, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1");
-    b->unix_socket = simba__my_strdup(b, d->unix_socket);
-    b->user = simba__my_strdup(b, d->user);
-    b->password = simba__my_strdup(b, d->password);
-    b->database = simba__my_strdup(b, d->database);
-    b->prefix = simba__my_strdup(b, prefix);
-    b->ssl_key = simba__my_strdup(b, d->ssl_key);
-    b->ssl_cert = simba__my_strdup(b, d->ssl_cert);
-    b->ssl_ca = simba__my_strdup(b, d->ssl_ca);
-    b->ssl_capath = simba__my_strdup(b, d->ssl_capath);
-    b->ssl_cipher = simba__my_strdup(b, d->ssl_cipher);
-    if (!b->host || !b->database || !b->prefix || (d->unix_socket && !b->unix_socket) ||
-        (d->user && !b->user) || (d->password && !b->password) || (d->ssl_key && !b->ssl_key) ||
-        (d->ssl_cert && !b->ssl_cert) || (d->ssl_ca && !b->ssl_ca) || (d->ssl_capath && !b->ssl_capath) ||
-        (d->ssl_cipher && !b->ssl_cipher)) {
-        simba__my_destroy(b);
-        return none;
+    return SIMBA_OK;
+}
+
+/* Copies the strings of d (0: out of memory). */
+static int simba__mysql_copy_strings(simba__mysql *b, const simba_mysql_desc *d, const char *host) {
+    b->host = simba__mysql_strdup(b, host);
+    b->unix_socket = simba__mysql_strdup(b, d->unix_socket);
+    b->user = simba__mysql_strdup(b, d->user);
+    b->password = simba__mysql_strdup(b, d->password);
+    b->database = simba__mysql_strdup(b, d->database);
+    b->prefix = simba__mysql_strdup(b, d->table_prefix ? d->table_prefix : "simba_");
+    b->ssl_key = simba__mysql_strdup(b, d->ssl_key);
+    b->ssl_cert = simba__mysql_strdup(b, d->ssl_cert);
+    b->ssl_ca = simba__mysql_strdup(b, d->ssl_ca);
+    b->ssl_capath = simba__mysql_strdup(b, d->ssl_capath);
+    b->ssl_cipher = simba__mysql_strdup(b, d->ssl_cipher);
+    return b->host && b->database && b->prefix && (!d->unix_socket || b->unix_socket) &&
+           (!d->user || b->user) && (!d->password || b->password) && (!d->ssl_key || b->ssl_key) &&
+           (!d->ssl_cert || b->ssl_cert) && (!d->ssl_ca || b->ssl_ca) && (!d->ssl_capath || b->ssl_capath) &&
+           (!d->ssl_cipher || b->ssl_cipher);
+}
+
+SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
+    simba_backend out;
+    simba__mysql *b;
+    char numeric[64];
+    if (simba__mysql_check_desc(d, numeric, sizeof numeric, &out) != SIMBA_OK) return out;
+    b = (simba__mysql *)simba_allocator_alloc(&d->allocator, sizeof *b);
+    if (!b) return simba_backend_error(SIMBA_ENOMEM, "simba_mysql: out of memory");
+    b->alloc = d->allocator;
+    if (!simba__mysql_copy_strings(b, d, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1")) {
+        simba__mysql_destroy(b);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_mysql: out of memory");
     }
     b->port = d->port ? d->port : 3306;
     b->ssl_verify = d->ssl_verify_server_cert;
@@ -2839,32 +3080,17 @@ SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d) {
     b->no_waiter = d->no_waiter;
     b->max_bells = d->max_bells ? d->max_bells : 512;
     b->restart_grace = d->restart_grace;
-    b->deploy = simba__my_fnv(simba__my_fnv(14695981039346656037ULL, b->database, strlen(b->database)),
+    b->deploy = simba__mysql_fnv(simba__mysql_fnv(14695981039346656037ULL, b->database, strlen(b->database)),
                               b->prefix, strlen(b->prefix));
     snprintf(b->t_sessions, sizeof b->t_sessions, "`%ssessions`", b->prefix);
     snprintf(b->t_resources, sizeof b->t_resources, "`%sresources`", b->prefix);
     snprintf(b->t_entries, sizeof b->t_entries, "`%sentries`", b->prefix);
     snprintf(b->t_audit, sizeof b->t_audit, "`%scapacity_audit`", b->prefix);
-    {
-        simba_backend out;
-        out.vt = &simba__my_vtable;
-        out.impl = b;
-        return out;
-    }
+    out.vt = &simba__mysql_vtable;
+    out.impl = b;
+    return out;
 }
 
-SIMBADEF int simba_mysql_get_stats(simba_backend bk, simba_mysql_stats *out) {
-    simba__my *b;
-    if (bk.vt != &simba__my_vtable || !bk.impl || !out) return SIMBA_EINVAL;
-    b = (simba__my *)bk.impl;
-    *out = b->stats;
-    out->held_bells = b->mine_n;
-    out->watches = b->nwatch;
-    return SIMBA_OK;
-}
-
-
-/* ---- connection URLs (implementation) ---- */
 SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_mysql_desc d;
     int rc;
@@ -2889,13 +3115,8 @@ SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_er
     d.database = u->path + 1;
     d.user = u->user;
     d.password = u->password;
-    if ((d.table_prefix = simba_url_param(u, "table_prefix")) != NULL) {
-        const char *c = d.table_prefix;
-        for (; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) break;
-        if (*c || c - d.table_prefix > 32)
-            return simba_url_fail(err, SIMBA_EINVAL, "table_prefix", "URL parameter table_prefix: 0..32 bytes of [A-Za-z0-9_]");
-    }
+    if ((d.table_prefix = simba_url_param(u, "table_prefix")) != NULL && !simba__mysql_prefix_ok(d.table_prefix))
+        return simba_url_fail(err, SIMBA_EINVAL, "table_prefix", "URL parameter table_prefix: 0..32 bytes of [A-Za-z0-9_]");
     if ((rc = simba_url_int(u, "create_schema", 0, 1, &d.create_schema, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_int(u, "lock_wait_timeout", 1, 3600, &d.lock_wait_timeout_s, err)) != SIMBA_OK) return rc;

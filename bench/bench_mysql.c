@@ -320,7 +320,7 @@ int main(void) {
     /* many held locks: the renewal cost */
     if (HELD > 0) {
         simba_lock_desc d;
-        simba_mysql_stats s0, s1;
+        struct simba_mysql_stats s0, s1;
         simba_mysql_desc md;
         simba_desc sd;
         simba_backend bk;
@@ -365,7 +365,7 @@ int main(void) {
                raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit"));
         printf("%d locks acquired by one client in %.1f s (%.0f acquires/s, one connection)\n", got,
                (now_us() - t0) / 1e6, got / ((now_us() - t0) / 1e6));
-        simba_mysql_get_stats(bk, &s0);
+        simba_mysql_stats(bk, &s0);
         q0 = raw_num(m, "SHOW GLOBAL STATUS LIKE 'Questions'");
         t0 = now_us();
         t_end = t0 + watch_ms * 1000.0;
@@ -377,7 +377,7 @@ int main(void) {
                 if (ev[k].type == SIMBA_EVENT_LOST) { fprintf(stderr, "LOST while idle\n"); return 1; }
         }
         q1 = raw_num(m, "SHOW GLOBAL STATUS LIKE 'Questions'");
-        simba_mysql_get_stats(bk, &s1);
+        simba_mysql_stats(bk, &s1);
         printf("with %d locks held: %.2f statements per renewal period (%d ms) by the server's count,"
                " %.2f by the backend's (O(1): one keepalive UPDATE)\n",
                got, (double)(q1 - q0 - 1) * period_ms / watch_ms, period_ms,

@@ -127,6 +127,14 @@ static void track_free(void *p, void *user) {
     free(p);
 }
 
+/* An allocator that fails its (*(int *)user + 1)-th allocation. */
+static int failing_count;
+static void *failing_alloc(size_t n, void *user) {
+    if (failing_count++ == *(int *)user) return NULL;
+    return malloc(n);
+}
+static void failing_free(void *p, void *user) { (void)user; free(p); }
+
 static simba_backend make_backend(const simba_mysql_desc *d0) {
     simba_mysql_desc d = *d0;
     simba_backend b;
@@ -150,30 +158,30 @@ static simba_backend backend_of(simba *s) {
     int i;
     simba_backend none;
     for (i = 0; i < nmade; i++)
-        if (((simba__my *)made[i].impl)->s == s) return made[i];
+        if (((simba__mysql *)made[i].impl)->s == s) return made[i];
     none.vt = NULL;
     none.impl = NULL;
     return none;
 }
 
-static simba_mysql_stats stats_of(simba *s) {
-    simba_mysql_stats st;
+static struct simba_mysql_stats stats_of(simba *s) {
+    struct simba_mysql_stats st;
     memset(&st, 0, sizeof st);
-    simba_mysql_get_stats(backend_of(s), &st);
+    simba_mysql_stats(backend_of(s), &st);
     return st;
 }
 
 /* KILL the main connection of client s from the server side. */
 static int kill_client(void *user, simba *s) {
     simba_backend b = backend_of(s);
-    simba__my *impl;
+    simba__mysql *impl;
     MYSQL *m;
     char sql[64];
     unsigned long id;
     (void)user;
     if (!b.impl) return SIMBA_ESTALE;
-    impl = (simba__my *)b.impl;
-    if (!impl->main.m || impl->main.state != SIMBA__MY_READY) return SIMBA_EDISCONNECTED;
+    impl = (simba__mysql *)b.impl;
+    if (!impl->main.m || impl->main.state != SIMBA__MYSQL_READY) return SIMBA_EDISCONNECTED;
     id = mysql_thread_id(impl->main.m);
     m = admin_open(NULL);
     if (!m) return SIMBA_EDISCONNECTED;
@@ -290,7 +298,7 @@ static void t_deadlock_retried(void) {
     const char *names[2];
     simba_lock_desc d;
     simba_lock la, l0;
-    simba_mysql_stats st;
+    struct simba_mysql_stats st;
     MYSQL *m;
     char sql[512];
     int i;
@@ -319,6 +327,18 @@ static void t_deadlock_retried(void) {
     CHECK(admin_exec(m, sql) == 0);
     st = stats_of(a.s);
     CHECK_EQ(st.deadlocks, 0);
+    /* the fields every backend's stats share */
+    CHECK_EQ(st.connected, 1);
+    CHECK(st.ops_sent >= 3);                    /* OPEN, ENQUEUE, RELEASE at least */
+    CHECK(st.ops_completed >= 3 && st.ops_completed <= st.ops_sent);
+    CHECK_EQ(st.reconnects, 0);
+    CHECK_EQ(simba_mysql_stats(backend_of(a.s), NULL), SIMBA_EINVAL);
+    {
+        simba_backend none;
+        none.vt = NULL;
+        none.impl = NULL;
+        CHECK_EQ(simba_mysql_stats(none, &st), SIMBA_EINVAL);
+    }
     la = simba_acquire(a.s, &d);
     h_run_for(cl, 1, 300);                      /* simba now holds dl-a and waits for dl-b */
     snprintf(sql, sizeof sql, "SELECT * FROM simba_resources WHERE tenant='%s' AND name='dl-a' FOR UPDATE", tenant);
@@ -341,7 +361,7 @@ static void t_kill_connection(void) {
     static h_client a, b;
     h_client *cl[2];
     simba_lock la, lb;
-    simba_mysql_stats st;
+    struct simba_mysql_stats st;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
     a.s = new_client(tenant, "ka", 4000, 2000);
@@ -708,6 +728,43 @@ static void t_bad_options_and_garbage(void) {
     d.backend = simba_mysql(&md);
     CHECK(simba_create_err(&d, &why) == NULL);
     CHECK(strstr(why.message, "simba_mysql_desc.table_prefix") != NULL);
+    md = base_desc();
+    md.port = 70000;
+    d.backend = simba_mysql(&md);
+    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK_EQ(why.code, SIMBA_EINVAL);
+    CHECK(strstr(why.message, "simba_mysql_desc.port") != NULL);
+    md = base_desc();
+    md.database = "d234567890123456789012345678901234567890123456789012345678901234567890";
+    d.backend = simba_mysql(&md);
+    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(strstr(why.message, "simba_mysql_desc.database") != NULL);
+    md = base_desc();
+    md.allocator.alloc = track_alloc;            /* half an allocator: alloc without free */
+    d.backend = simba_mysql(&md);
+    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK_EQ(why.code, SIMBA_EINVAL);
+    CHECK(strstr(why.message, "simba_mysql_desc.allocator") != NULL);
+    {
+        /* out of memory at each allocation of the constructor in turn: never
+           an unusable backend, always ENOMEM with the backend's message */
+        int n, made_one = 0;
+        for (n = 0; n < 32 && !made_one; n++) {
+            simba *s;
+            md = base_desc();
+            md.allocator.alloc = failing_alloc;
+            md.allocator.free = failing_free;
+            md.allocator.user = &n;
+            failing_count = 0;
+            d.backend = simba_mysql(&md);
+            s = simba_create_err(&d, &why);
+            if (s) { made_one = 1; simba_destroy(s); continue; }
+            CHECK_EQ(why.code, SIMBA_ENOMEM);
+            CHECK(strstr(why.message, "simba_mysql: out of memory") != NULL);
+        }
+        CHECK(made_one);
+        CHECK(n > 1);
+    }
     CHECK_EQ(simba_mysql_schema("bad prefix", NULL, 0), SIMBA_ENAME);
     CHECK(simba_mysql_schema(NULL, NULL, 0) > 100);
     /* garbage in a row simba owns: a negative fence on the entry ahead */
@@ -907,7 +964,7 @@ static void t_renewal_is_o1(void) {
     static h_client a;
     h_client *cl[1];
     simba_lock_desc d;
-    simba_mysql_stats s0, s1;
+    struct simba_mysql_stats s0, s1;
     int i, n = 300;
     memset(&a, 0, sizeof a);
     cl[0] = &a;
@@ -947,7 +1004,7 @@ static void t_wakeup_is_pushed(void) {
     h_client *cl[2];
     simba_desc d;
     simba_lock la, lb;
-    simba_mysql_stats st;
+    struct simba_mysql_stats st;
     simba_mysql_desc md = base_desc();
     int64_t t0;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
@@ -1257,7 +1314,7 @@ static void t_outage_drops_stale_state(void) {
     h_client *cl[2];
     simba_desc d;
     simba_lock la, lb;
-    simba_mysql_stats sa, sb;
+    struct simba_mysql_stats sa, sb;
     simba_mysql_desc md = base_desc();
     uint64_t waits_a, waits_b, polls;
     int64_t end;
@@ -1351,7 +1408,7 @@ static void t_keyed_waiter_session_dropped(void) {
     simba_lock ls[3], lb;
     simba_lock_desc ld;
     simba_event *e;
-    simba_mysql_stats sb;
+    struct simba_mysql_stats sb;
     int64_t fa, fb, end;
     int max = 0;
     char sql[512], sess_b1[SIMBA_MAX_SESSION + 1];
@@ -1559,7 +1616,7 @@ static int refused(MYSQL *m, const char *sql) {
         return -1;
     }
     e = mysql_errno(m);
-    if (simba__my_status_of(e) != SIMBA_EAUTH) {
+    if (simba__mysql_status_of(e) != SIMBA_EAUTH) {
         printf("  # %s: error %u %s (not an access error)\n", sql, e, mysql_error(m));
         return -1;
     }
@@ -1602,11 +1659,11 @@ static void t_tenant_isolation(void) {
     simba_lock lh, lw, la;
     simba_lock_desc ld;
     simba_event *e;
-    simba__my *ib;
-    simba_mysql_stats st;
+    simba__mysql *ib;
+    struct simba_mysql_stats st;
     int64_t fh;
     uint64_t bell;
-    simba__my_buf bn;
+    simba__mysql_buf bn;
     char sql[1024], bname[64];
     const char *tenant = my_tenant();
     static const char *const attacks[] = {
@@ -1662,13 +1719,13 @@ static void t_tenant_isolation(void) {
     CHECK(wait_connected(cl, 2, 0, 10000));
     /* A squats the bell name of B's next keyed entry (public inputs: the
        database, the prefix, the tenant and the key) */
-    ib = (simba__my *)backend_of(hb.s).impl;
+    ib = (simba__mysql *)backend_of(hb.s).impl;
     CHECK(ib);
-    bell = simba__my_bell(ib, tenant, "k~job", 5);
-    simba__my_bellname(ib, &bn, bell);
+    bell = simba__mysql_bell(ib, tenant, "k~job", 5);
+    simba__mysql_bellname(ib, &bn, bell);
     CHECK(!bn.oom);
     snprintf(bname, sizeof bname, "%s", bn.p);
-    simba__my_buf_free(ib, &bn);
+    simba__mysql_buf_free(ib, &bn);
     ua = user_open("simba_ta", "ta-pw", "simba_ta");
     CHECK(ua);
     snprintf(sql, sizeof sql, "SELECT GET_LOCK(%s, 0)", bname);
@@ -1699,7 +1756,7 @@ static void t_tenant_isolation(void) {
     for (i = 0; attacks[i]; i++) CHECK(refused(ua, attacks[i]) == 0);
     /* A's KILL of B's connections: B's waiter's bell gives its connection id */
     {
-        simba__my *iw = (simba__my *)backend_of(wb.s).impl;
+        simba__mysql *iw = (simba__mysql *)backend_of(wb.s).impl;
         unsigned long idw = mysql_thread_id(iw->main.m), idh = mysql_thread_id(ib->main.m);
         snprintf(sql, sizeof sql, "KILL CONNECTION %lu", idw);
         CHECK(mysql_query(ua, sql) != 0);
@@ -1716,12 +1773,12 @@ static void t_tenant_isolation(void) {
             int k;
             for (k = 0; k < iw->mine_cap; k++) if (iw->mine[k]) wbell = iw->mine[k];
             memset(&bn, 0, sizeof bn);
-            simba__my_bellname(iw, &bn, wbell);
+            simba__mysql_bellname(iw, &bn, wbell);
             snprintf(sql, sizeof sql, "SELECT GET_LOCK(%s, 0)", bn.p);
             CHECK_EQ(user_num(ua, sql), 0);
             snprintf(sql, sizeof sql, "SELECT COALESCE(RELEASE_LOCK(%s), -1)", bn.p);
             CHECK_EQ(user_num(ua, sql), 0);      /* 0: held by another connection */
-            simba__my_buf_free(iw, &bn);
+            simba__mysql_buf_free(iw, &bn);
         }
     }
     /* A sees none of B's connections or statements */

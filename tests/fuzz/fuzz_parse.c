@@ -111,7 +111,7 @@ static void fuzz_mysql(char **s, uint8_t flags, int port) {
     d.ssl_cipher = (flags & 64) ? s[5] : NULL;
     d.port = port;
     destroy_backend(simba_mysql(&d));
-    if (simba__my_prefix_ok(s[1])) FZ_CHECK(strlen(s[1]) <= 32, "table prefix of %zu bytes accepted", strlen(s[1]));
+    if (simba__mysql_prefix_ok(s[1])) FZ_CHECK(strlen(s[1]) <= 32, "table prefix of %zu bytes accepted", strlen(s[1]));
 }
 
 static int64_t fixed_clock(void *u) { (void)u; return 1000; }
