@@ -60,7 +60,11 @@ trap 'exit 130' INT TERM HUP
 USER_OPT=()
 [ "$(id -u)" = 0 ] && USER_OPT=(--user=root)
 
-"$INSTALL_DB" --no-defaults "${USER_OPT[@]}" --datadir="$TMP/data" \
+# A tmpdir of our own: a mariadbd that starts deletes the '#sql*' temp files
+# it finds in its tmpdir, so servers sharing /tmp (tests in parallel lanes,
+# the CLI's tests) would delete each other's and fail mariadb-install-db.
+mkdir -p "$TMP/tmp"
+"$INSTALL_DB" --no-defaults "${USER_OPT[@]}" --datadir="$TMP/data" --tmpdir="$TMP/tmp" \
     --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
     >"$TMP/install.log" 2>&1 || { cat "$TMP/install.log" >&2; die "mariadb-install-db failed"; }
 
@@ -72,7 +76,7 @@ set -u
 TMP='$TMP'
 start() {
     port=\$(cat "\$TMP/port")
-    '$MARIADBD' --no-defaults ${USER_OPT[*]} --datadir="\$TMP/data" \\
+    '$MARIADBD' --no-defaults ${USER_OPT[*]} --datadir="\$TMP/data" --tmpdir="\$TMP/tmp" \\
         --socket="\$TMP/sock" --port="\$port" --bind-address=127.0.0.1 \\
         --pid-file="\$TMP/mariadbd.pid" --log-error="\$TMP/error.log" \\
         --skip-name-resolve --skip-log-bin --performance-schema=OFF \\
