@@ -55,5 +55,8 @@ while IFS='|' read -r h f; do
     then ok "$h builds with the README's flags ($f)"; else bad "$h builds with the README's flags ($f)"; fi
 done <"$tmp/flags.list"
 [ -s "$tmp/flags.list" ] || { echo "not ok - README has no backends table"; fail=$((fail + 1)); }
+# docs/backends.md: where each skeleton section starts in each backend header
+if tests/backends_table.sh --check >"$tmp/log" 2>&1; then ok "docs/backends.md matches the headers' sections"
+else bad "docs/backends.md matches the headers' sections"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
