@@ -8,7 +8,8 @@
 # Most suites spend their time waiting on lease timers, not on the CPU, so
 # the backends run in lanes side by side (one lane per backend: its suite,
 # its loop suite, its ASan suite), next to the mem lane; the CPU-bound steps
-# (the compile matrix, the builds, the fuzzers, chaos) run alone. Each lane
+# (the compile matrix and the fuzzers) run side by side first, then the
+# builds, then the lanes, and chaos alone at the end. Each lane
 # writes its report to build/logs/lane-<name>.out; they are printed in a
 # fixed order once all are done. SIMBA_SERIAL=1 runs every lane in turn.
 set -u
@@ -89,7 +90,14 @@ lane_zk() {
     suite asan-zk make -s asan-zk
 }
 
-suite compile tests/compile_matrix.sh
+# the two CPU-bound suites side by side (each keeps one core busy)
+lane_compile() { suite compile tests/compile_matrix.sh; }
+lane_fuzz() { suite fuzz make -s fuzz-ci; }
+lane compile lane_compile
+lane fuzz lane_fuzz
+wait
+for l in $lanes; do cat "build/logs/lane-$l.out"; done
+lanes=""
 # every binary the lanes run, built once here (lanes never build at once)
 if ! make -s -j2 test-build >build/logs/build.log 2>&1; then
     echo "== build: make test-build failed"; tail -n 30 build/logs/build.log | sed 's/^/   | /'
@@ -102,7 +110,6 @@ backend mysql simba_mysql.h && lane mysql lane_mysql
 backend zk simba_zk.h && lane zk lane_zk
 wait
 for l in $lanes; do cat "build/logs/lane-$l.out"; done
-suite fuzz make -s fuzz-ci
 # real server and client processes under faults, checked for double holds
 suite chaos make -s chaos-ci
 
