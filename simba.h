@@ -555,10 +555,14 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     simba_create, then submit() for each operation, and pollfds()/timeout_ms()/
     process() from the caller's loop. All operations are asynchronous: submit()
     returns SIMBA_OK when it took the operation, and then the backend calls
-    simba_backend_complete() exactly once for it, from inside process(),
-    reset() or destroy() (never from inside submit()). submit() returns
-    SIMBA_EDISCONNECTED (or another error) when it cannot take the operation;
-    then no completion follows.
+    simba_backend_complete() at most once for it, from inside process() or
+    reset() (never from inside submit()). An op the connection loses needs no
+    completion: after reset() and destroy() the core itself fails every op
+    still in flight (as SIMBA_EDISCONNECTED) and ignores any later answer to
+    it. submit() returns SIMBA_EDISCONNECTED (or another error) when it cannot
+    take the operation; then no completion follows. A completion may make the
+    core submit() again at once (from inside process() or reset()): a backend
+    must accept that.
 
     Every operation is idempotent, so the core may send it again after a lost
     answer: ENQUEUE inserts only if the request id is absent, RELEASE of an
@@ -642,10 +646,14 @@ struct simba_backend_vtable {
     int64_t (*deadline_ms)(void *impl);
     /* fds: what poll() returned (the backend finds its own fds in it), or NULL = try all */
     void (*process)(void *impl, const struct pollfd *fds, int nfds);
-    /* drop the connection: complete every op in flight with SIMBA_EDISCONNECTED,
-       report disconnected, reconnect with backoff */
+    /* drop the connection, report disconnected, reconnect with backoff. The
+       ops in flight need no completion: after reset() returns, the core fails
+       every op it submitted before and has no answer for (as if completed
+       with SIMBA_EDISCONNECTED) and ignores a later answer to it. A backend
+       may still complete them here itself. */
     void (*reset)(void *impl, int why);
-    /* complete every op in flight with SIMBA_EDISCONNECTED and free everything */
+    /* free everything; no completion is needed (the core drops the ops in
+       flight and ignores completions made from inside destroy()) */
     void (*destroy)(void *impl);
 };
 
@@ -1127,6 +1135,7 @@ typedef struct simba__lock {
     int32_t holds;
     int32_t wait_ms;
     uint32_t op_seq;
+    uint32_t op_reset_no;            /* s->reset_no when its op was submitted */
     uint32_t heap_pos;               /* index + 1 in the timer heap, 0 = not in it */
     uint32_t next_dirty;             /* index + 1, dispatch list */
     uint32_t hnext;                  /* index + 1, name hash chain */
@@ -1156,6 +1165,7 @@ typedef struct simba__session {
     int64_t next_keepalive;
     uint8_t op;                      /* OPEN or KEEPALIVE in flight */
     uint32_t op_seq;
+    uint32_t op_reset_no;            /* s->reset_no when it was submitted */
     int64_t op_sent, op_deadline;
     int failures;
     uint64_t req_next;               /* the n of the last request id given (see simba__next_req_no) */
@@ -1169,6 +1179,8 @@ struct simba {
     simba_clock clock;
     simba_backend backend;
     int connected, last_error;
+    uint32_t reset_no;               /* counts vt->reset calls: an op submitted before the
+                                        last one and still in flight is failed by the core */
     int backend_full;                /* the backend refused a submit (SIMBA_EBUSY): dispatch
                                         waits for its next completion instead of spinning */
     int conn_error;                  /* the last connection failure reported (0 none) */
@@ -1227,6 +1239,7 @@ struct simba__watch {
 static void simba__loop_sync(simba *s);
 static void simba__loop_kick(simba *s);
 static void simba__loop_teardown(simba *s);
+static void simba__backend_reset(simba *s, int why);
 
 /*--- the registry of live instances ------------------------------------------
    Catches most calls on a destroyed simba instead of reading freed memory: a
@@ -1702,6 +1715,7 @@ static void simba__session_send(simba *s, simba_op_kind kind, int64_t now) {
     simba__fill_op(s, &op, kind, SIMBA__SESSION_OP, s->session.op_seq);
     if (simba__submit(s, &op) != SIMBA_OK) return;
     s->session.op = (uint8_t)kind;
+    s->session.op_reset_no = s->reset_no;
     s->session.op_sent = now;
     s->session.op_deadline = now + s->op_timeout_ms;
 }
@@ -1767,7 +1781,7 @@ static void simba__session_tick(simba *s, int64_t now) {
         simba__log(s, SIMBA_LOG_WARN, "simba: session operation timed out; resetting the connection");
         ss->op = 0;
         ss->op_seq++;
-        if (s->connected) s->backend.vt->reset(s->backend.impl, SIMBA_ETIMEDOUT);
+        if (s->connected) simba__backend_reset(s, SIMBA_ETIMEDOUT);
     }
     if (!s->connected || ss->op || now < ss->next_keepalive) return;
     simba__session_send(s, ss->open ? SIMBA_OP_KEEPALIVE : SIMBA_OP_OPEN, now);
@@ -2030,12 +2044,14 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
     simba__emit_at(s, &ev, 0);
 }
 
-SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
+/* One answer to an op the core submitted (from the backend, or made up by
+   simba__fail_inflight). An answer to an op that is no longer in flight
+   (superseded, finished, or already failed by the core) is ignored. */
+static void simba__complete(simba *s, const simba_reply *r) {
     uint32_t idx, seq;
     simba__lock *l;
     int op;
     int64_t now;
-    if (!s || s->magic != SIMBA__MAGIC || !r) return;
     s->backend_full = 0;                                /* room again: dispatch may go on */
     idx = (uint32_t)(r->id >> 32);
     seq = (uint32_t)r->id;
@@ -2051,6 +2067,43 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
     if (l->kind == SIMBA__K_QUERY) simba__query_reply(s, l, r);
     else if (op == SIMBA_OP_RELEASE) simba__release_reply(s, l, r);
     else if (l->kind == SIMBA__K_LOCK) simba__state_reply(s, l, op, r, now);
+}
+
+SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
+    if (!s || s->magic != SIMBA__MAGIC || !r) return;
+    simba__complete(s, r);
+}
+
+/* The core owns the failure of in-flight ops (hiredis style): after
+   vt->reset, every op submitted before it and still not answered ends here,
+   as if the backend had completed it with SIMBA_EDISCONNECTED (a backend may
+   still do that itself inside reset(): then nothing is left to fail here).
+   Each such op is no longer in flight afterwards, so an answer the backend
+   sends later for it is stale and ignored. Ops submitted during reset() (a
+   completion may make the core submit again) are newer and stay in flight. */
+static void simba__fail_inflight(simba *s) {
+    simba_reply r;
+    uint32_t i;
+    memset(&r, 0, sizeof r);
+    r.status = SIMBA_EDISCONNECTED;
+    r.recheck_ms = -1;
+    if (s->session.op && s->session.op_reset_no != s->reset_no) {
+        r.id = ((uint64_t)SIMBA__SESSION_OP << 32) | s->session.op_seq;
+        simba__complete(s, &r);
+    }
+    for (i = 0; i < s->nlocks; i++) {     /* s->locks is re-read: nothing here frees or moves slots */
+        simba__lock *l = &s->locks[i];
+        if (!l->op || l->op_reset_no == s->reset_no) continue;
+        r.id = ((uint64_t)i << 32) | l->op_seq;
+        simba__complete(s, &r);
+    }
+}
+
+/* Every vt->reset goes through here. */
+static void simba__backend_reset(simba *s, int why) {
+    s->reset_no++;
+    s->backend.vt->reset(s->backend.impl, why);
+    simba__fail_inflight(s);
 }
 
 /* Does lock l have resource `name`? */
@@ -2344,6 +2397,7 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
         return 0;
     }
     l->op = (uint8_t)kind;
+    l->op_reset_no = s->reset_no;
     if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
     if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
     l->op_deadline = now + s->op_timeout_ms;
@@ -2399,7 +2453,7 @@ static void simba__run_timers(simba *s, int64_t now) {
         simba__lock_timer(s, &s->locks[s->heap[0]], now, &reset);
     if (reset && s->connected) {
         simba__log(s, SIMBA_LOG_WARN, "simba: an operation timed out; resetting the connection");
-        s->backend.vt->reset(s->backend.impl, SIMBA_ETIMEDOUT);
+        simba__backend_reset(s, SIMBA_ETIMEDOUT);
     }
 }
 
@@ -2538,6 +2592,9 @@ SIMBADEF void simba_destroy(simba *s) {
     simba__loop_teardown(s);      /* the loop lets go of the fds while they are open */
     simba__live_remove(s);
     s->magic = 0;                 /* the backend's last completions are ignored */
+    /* the ops still in flight end with the instance: the core fails them all
+       at once (their events could never be read); a backend need not complete
+       them in destroy() */
     s->backend.vt->destroy(s->backend.impl);
     for (i = 0; i < s->nlocks; i++) {
         simba__lock *l = &s->locks[i];
@@ -3808,13 +3865,17 @@ static void simba__mem_deliver(simba__mem_conn *c, simba__mem_item *it) {
     simba__mem_item_free(c->srv, it);
 }
 
-/* Drop the connection: undelivered answers fail, pushes vanish. */
-static void simba__mem_disconnect(simba__mem_conn *c, int why, int complete) {
+/* Drop the connection: undelivered answers and pushes vanish. `report`: tell
+   the core the connection is down; `complete`: fail the undelivered answers
+   with SIMBA_EDISCONNECTED (only for a drop the backend finds by itself in
+   process(): after reset() and destroy() the core fails the ops in flight). */
+static void simba__mem_disconnect(simba__mem_conn *c, int why, int report, int complete) {
     int64_t now = simba__mem_now(c->srv);
     c->connected = 0;
     c->broken = 0;
+    c->last_due = 0;                     /* a new connection keeps no FIFO order with the old one */
     c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts);
-    if (complete) simba_backend_state(c->s, 0, why, "connection dropped");
+    if (report) simba_backend_state(c->s, 0, why, "connection dropped");
     while (c->head < c->n) {
         simba__mem_item it = c->items[c->head++];
         if (complete && !it.wake) {
@@ -3831,7 +3892,7 @@ static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__mem_conn *c = (simba__mem_conn *)impl;
     int64_t now = simba__mem_now(c->srv);
     (void)fds; (void)nfds;
-    if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1);
+    if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1, 1);
     if (!c->connected) {
         if (now < c->reconnect_at) return;
         if (c->faults.partitioned) {
@@ -3852,7 +3913,7 @@ static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
 
 static void simba__mem_reset(void *impl, int why) {
     simba__mem_conn *c = (simba__mem_conn *)impl;
-    if (c->connected) simba__mem_disconnect(c, why, 1);
+    if (c->connected) simba__mem_disconnect(c, why, 1, 0);
 }
 
 static void simba__mem_destroy(void *impl) {
@@ -3864,7 +3925,7 @@ static void simba__mem_destroy(void *impl) {
     for (pp = &srv->conns; *pp; pp = &(*pp)->next) if (*pp == c) { *pp = c->next; break; }
     for (b = 0; b < srv->nsb; b++)              /* its sessions live on until they expire */
         for (ss = srv->sb[b]; ss; ss = ss->next) if (ss->conn == c) ss->conn = NULL;
-    simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0);
+    simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0, 0);
     simba__mem_free(srv, c->items);
     simba__mem_free(srv, c);
 }

@@ -1119,6 +1119,169 @@ static void t_mem_lost_never_dropped_under_enomem(void) {
     simba_destroy(a.s);
 }
 
+/*--- issue 10: the core owns the failure of in-flight ops ----------------------*/
+
+/* A backend around a mem connection that records the ids of the ops it took,
+   optionally completes them itself inside reset() (the old contract), and
+   delivers a made-up granted answer to every one of them later, after the
+   core failed them (a backend that answers late, or twice). */
+typedef struct iw_backend {
+    simba_backend inner;
+    simba *s;
+    int complete_on_reset, late_on_process, garbage_on_destroy;
+    int nids, nlate, resets;
+    uint64_t ids[512], late[512];
+} iw_backend;
+
+static int iw_attach(void *impl, simba *s) {
+    iw_backend *w = (iw_backend *)impl;
+    w->s = s;
+    return w->inner.vt->attach(w->inner.impl, s);
+}
+static int iw_submit(void *impl, const simba_op *op) {
+    iw_backend *w = (iw_backend *)impl;
+    int rc = w->inner.vt->submit(w->inner.impl, op);
+    if (rc == SIMBA_OK && w->nids < 512) w->ids[w->nids++] = op->id;
+    return rc;
+}
+static int iw_pollfds(void *impl, struct pollfd *fds, int max) {
+    iw_backend *w = (iw_backend *)impl;
+    return w->inner.vt->pollfds(w->inner.impl, fds, max);
+}
+static int64_t iw_deadline(void *impl) {
+    iw_backend *w = (iw_backend *)impl;
+    return w->nlate ? 0 : w->inner.vt->deadline_ms(w->inner.impl);
+}
+static void iw_late(iw_backend *w, int status) {
+    simba_reply r;
+    int i;
+    for (i = 0; i < w->nlate; i++) {
+        memset(&r, 0, sizeof r);
+        r.id = w->late[i];
+        r.status = status;
+        r.granted = status == SIMBA_OK;
+        r.fence[0] = 777;
+        r.recheck_ms = -1;
+        simba_backend_complete(w->s, &r);
+    }
+    w->nlate = 0;
+}
+static void iw_process(void *impl, const struct pollfd *fds, int nfds) {
+    iw_backend *w = (iw_backend *)impl;
+    iw_late(w, SIMBA_OK);
+    w->inner.vt->process(w->inner.impl, fds, nfds);
+}
+static void iw_reset(void *impl, int why) {
+    iw_backend *w = (iw_backend *)impl;
+    w->resets++;
+    simba_mem_set_faults(srv, w->s, NULL);          /* answers flow again after the reconnect */
+    w->inner.vt->reset(w->inner.impl, why);
+    if (w->complete_on_reset) {                     /* every op ever taken: most are stale already */
+        memcpy(w->late, w->ids, sizeof(uint64_t) * (size_t)w->nids);
+        w->nlate = w->nids;
+        iw_late(w, SIMBA_EDISCONNECTED);
+    }
+    if (w->late_on_process) { memcpy(w->late, w->ids, sizeof(uint64_t) * (size_t)w->nids); w->nlate = w->nids; }
+    w->nids = 0;
+}
+static void iw_destroy(void *impl) {
+    iw_backend *w = (iw_backend *)impl;
+    if (w->garbage_on_destroy) {                    /* completions from inside destroy are ignored */
+        memcpy(w->late, w->ids, sizeof(uint64_t) * (size_t)w->nids);
+        w->nlate = w->nids;
+        iw_late(w, SIMBA_OK);
+    }
+    w->inner.vt->destroy(w->inner.impl);
+}
+static const simba_backend_vtable iw_vtable = {
+    "wrap", iw_attach, iw_submit, iw_pollfds, iw_deadline, iw_process, iw_reset, iw_destroy
+};
+
+static int count_events(h_client *c, simba_lock h, simba_event_type type) {
+    int i, n = 0;
+    for (i = 0; i < c->nlog; i++)
+        if (c->log[i].type == type && c->log[i].lock.id == h.id && c->log[i].lock.gen == h.gen) n++;
+    return n;
+}
+
+/* Ops in flight when the core resets the connection (answers stuck past the
+   op timeout): whether the backend completes them in reset() or not, each
+   request ends exactly once (one ACQUIRED, one RELEASED, one INFO), and made-up
+   late answers to the failed ops change nothing (no fence 777, no second
+   event). Then a destroy with ops in flight, with completions from inside
+   destroy(): no crash, no leak (ASan), nothing delivered. */
+static void t_mem_inflight_ops_end_once(void) {
+    int variant;
+    for (variant = 0; variant < 2; variant++) {
+        static iw_backend w;
+        static h_client a;
+        h_client *cl[1];
+        simba_desc d;
+        simba_mem_faults f;
+        simba_lock l0, l1, l2, q, lt;
+        simba_lock_desc ld;
+        int i;
+        memset(&w, 0, sizeof w); memset(&a, 0, sizeof a);
+        cl[0] = &a;
+        w.inner = simba_mem(srv, NULL);
+        w.complete_on_reset = variant == 1;
+        w.late_on_process = 1;
+        w.garbage_on_destroy = 1;
+        memset(&d, 0, sizeof d);
+        d.backend.vt = &iw_vtable;
+        d.backend.impl = &w;
+        d.tenant = h_tenant();
+        d.ttl_ms = 3000;
+        d.transition_ms = 1000;
+        d.op_timeout_ms = 400;
+        a.s = simba_create(&d);
+        CHECK(a.s != NULL);
+        l0 = h_acquire(a.s, "held", -1);
+        CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+        memset(&f, 0, sizeof f);
+        f.delay_min_ms = f.delay_max_ms = 60000;        /* every answer is stuck */
+        simba_mem_set_faults(srv, a.s, &f);
+        lt = h_acquire(a.s, "trigger", -1);             /* its op times out first: the reset */
+        h_run_for(cl, 1, 250);
+        CHECK_EQ(w.resets, 0);
+        /* in flight at the reset, 150 ms before their own op deadline */
+        CHECK_EQ(simba_release(a.s, l0), SIMBA_OK);
+        l1 = h_acquire(a.s, "w1", -1);
+        memset(&ld, 0, sizeof ld);
+        ld.names = (const char *[]){"w2", "w3"};
+        ld.nnames = 2;
+        ld.wait_ms = -1;
+        l2 = simba_acquire(a.s, &ld);
+        q = simba_inspect(a.s, "w1", NULL);
+        CHECK(l1.id && l2.id && q.id);
+        CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_RELEASED, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, l1, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, l2, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, q, SIMBA_EVENT_INFO, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, lt, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        h_run_for(cl, 1, 600);                          /* room for a second event, or reset */
+        /* one reset: the ops in flight were failed by the core at once and
+           sent again, not left to time out (that would be a second reset) */
+        CHECK_EQ(w.resets, 1);
+        CHECK_EQ(count_events(&a, l0, SIMBA_EVENT_RELEASED), 1);
+        CHECK_EQ(count_events(&a, l1, SIMBA_EVENT_ACQUIRED), 1);
+        CHECK_EQ(count_events(&a, l2, SIMBA_EVENT_ACQUIRED), 1);
+        CHECK_EQ(count_events(&a, q, SIMBA_EVENT_INFO), 1);
+        for (i = 0; i < a.nlog; i++) {
+            CHECK(a.log[i].fence != 777);
+            CHECK(a.log[i].type != SIMBA_EVENT_LOST && a.log[i].type != SIMBA_EVENT_ERROR);
+        }
+        CHECK(simba_fence(a.s, l1, 0) != 777);
+        /* destroy with ops in flight */
+        simba_mem_set_faults(srv, a.s, &f);
+        CHECK_EQ(simba_release(a.s, l1), SIMBA_OK);
+        (void)h_acquire(a.s, "w4", -1);
+        (void)simba_inspect(a.s, "w4", NULL);
+        h_run_for(cl, 1, 50);
+        simba_destroy(a.s);
+    }
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1159,6 +1322,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
+    RUN(t_mem_inflight_ops_end_once);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
