@@ -374,10 +374,13 @@ typedef struct simba_error {
 SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err);
 /* simba_destroy: frees everything, without waiting for the server. Holds that
    were not released expire on the server after ttl + transition. NULL is a
-   no-op. Using the pointer afterwards is undefined behaviour, as after free():
-   the other calls answer SIMBA_EDESTROYED when they can tell (a registry of
-   live instances), but not once the allocator gave the same address to a new
-   instance. Stale and foreign handles are always detected (SIMBA_ESTALE). */
+   no-op. Using the pointer afterwards (calling any function with it,
+   simba_destroy included) is undefined behaviour, as after free(): simba
+   keeps no registry of instances (no global state); each call checks a magic
+   field in the instance (SIMBA_ASSERT fails on a bad one in debug builds).
+   Calls made from a callback while simba_destroy runs (a loop hook, the
+   logger) answer SIMBA_EDESTROYED. Stale and foreign handles of a live
+   instance are always detected (SIMBA_ESTALE). */
 SIMBADEF void simba_destroy(simba *s);
 
 /* ---- requests ---- */
@@ -925,7 +928,8 @@ extern "C" {
 #endif
 
 #define SIMBA__NEVER INT64_MAX
-#define SIMBA__MAGIC 0x53494d42u           /* "SIMB" */
+#define SIMBA__MAGIC 0x53494d42u           /* "SIMB": a live instance */
+#define SIMBA__DEAD 0x44454144u            /* "DEAD": inside simba_destroy, or a failed create */
 #define SIMBA__SESSION_OP 0xffffffffu      /* op ids of session operations */
 #define SIMBA__CLOSE_OP 0xfffffffeu        /* fire-and-forget close of an abandoned session */
 
@@ -1172,8 +1176,7 @@ typedef struct simba__session {
 } simba__session;
 
 struct simba {
-    uint32_t magic;
-    simba *next_live;
+    uint32_t magic;                  /* SIMBA__MAGIC while live (simba__is_live) */
     simba_allocator alloc;
     simba_logger logger;
     simba_clock clock;
@@ -1241,44 +1244,16 @@ static void simba__loop_kick(simba *s);
 static void simba__loop_teardown(simba *s);
 static void simba__backend_reset(simba *s, int why);
 
-/*--- the registry of live instances ------------------------------------------
-   Catches most calls on a destroyed simba instead of reading freed memory: a
-   best effort, not a guarantee (a new instance at the same address is live,
-   and the stale pointer then reaches it). Only create/destroy modify it,
-   under a spin lock where the compiler has atomics. */
-static simba *simba__live_list;
-#if defined(__GNUC__) || defined(__clang__)
-static volatile int simba__live_lock_word;
-static void simba__live_lock(void) { while (__sync_lock_test_and_set(&simba__live_lock_word, 1)) {} }
-static void simba__live_unlock(void) { __sync_lock_release(&simba__live_lock_word); }
-#else
-static void simba__live_lock(void) {}
-static void simba__live_unlock(void) {}
-#endif
-
+/*--- instance checks ----------------------------------------------------------
+   No global state: every public call checks the instance's magic in O(1)
+   (curl's GOOD_MULTI_HANDLE). simba_destroy sets it to SIMBA__DEAD first, so
+   a call made from a callback inside simba_destroy (a loop hook, a logger)
+   answers SIMBA_EDESTROYED. A pointer that was freed is not checked: using
+   it is undefined (SIMBA_ASSERT catches some of it in debug builds). */
 static int simba__is_live(const simba *s) {
-    const simba *p;
-    int found = 0;
     if (!s) return 0;
-    simba__live_lock();
-    for (p = simba__live_list; p; p = p->next_live) if (p == s) { found = 1; break; }
-    simba__live_unlock();
-    return found;
-}
-
-static void simba__live_add(simba *s) {
-    simba__live_lock();
-    s->next_live = simba__live_list;
-    simba__live_list = s;
-    simba__live_unlock();
-}
-
-static void simba__live_remove(simba *s) {
-    simba **pp;
-    simba__live_lock();
-    for (pp = &simba__live_list; *pp; pp = &(*pp)->next_live)
-        if (*pp == s) { *pp = s->next_live; break; }
-    simba__live_unlock();
+    SIMBA_ASSERT(s->magic == SIMBA__MAGIC || s->magic == SIMBA__DEAD);
+    return s->magic == SIMBA__MAGIC;
 }
 
 /*--- memory and logging -------------------------------------------------------*/
@@ -2070,7 +2045,7 @@ static void simba__complete(simba *s, const simba_reply *r) {
 }
 
 SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
-    if (!s || s->magic != SIMBA__MAGIC || !r) return;
+    if (!simba__is_live(s) || !r) return;
     simba__complete(s, r);
 }
 
@@ -2148,7 +2123,7 @@ static int simba__wake_granted(simba *s, const char *name, const char *session, 
 
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     uint32_t i;
-    if (!s || s->magic != SIMBA__MAGIC || !name || !s->nbuckets) return;
+    if (!simba__is_live(s) || !name || !s->nbuckets) return;
     if (session && request && fence > 0 && simba__wake_granted(s, name, session, request, fence)) return;
     /* a grant we cannot place (a multi-resource request, or already answered)
        or a plain hint: everyone concerned with `name` looks again */
@@ -2175,7 +2150,7 @@ static void simba__emit_conn(simba *s, int err, const char *msg) {
 }
 
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
-    if (!s || s->magic != SIMBA__MAGIC) return;
+    if (!simba__is_live(s)) return;
     if (up && !s->connected) {
         s->connected = 1;
         s->session.next_keepalive = 0;       /* re-confirm the session at once */
@@ -2560,20 +2535,17 @@ SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
         rc = simba__hash_grow(s);
     }
     if (rc == SIMBA_OK) {
-        simba__live_add(s);          /* the backend may call simba_client_id() etc. in attach */
-        rc = s->backend.vt->attach(s->backend.impl, s);
+        rc = s->backend.vt->attach(s->backend.impl, s);   /* may call simba_client_id() etc. */
         if (rc != SIMBA_OK) {
-            simba__live_remove(s);
             if (s->last_msg_code == rc) simba__copy(msg, sizeof msg, s->last_msg);   /* simba_backend_fail */
         }
     }
     s->loop_at = SIMBA__NEVER;
     if (rc == SIMBA_OK && (desc->loop.socket || desc->loop.timer || desc->loop.detach)) {
         rc = simba_set_loop(s, &desc->loop);
-        if (rc != SIMBA_OK) simba__live_remove(s);
     }
     if (rc != SIMBA_OK) {
-        s->magic = 0;
+        s->magic = SIMBA__DEAD;
         s->backend.vt->destroy(s->backend.impl);
         simba__free(s, s->buckets);
         a.free(s, a.user);
@@ -2589,9 +2561,9 @@ SIMBADEF void simba_destroy(simba *s) {
     uint32_t i;
     simba_allocator a;
     if (!simba__is_live(s)) return;
+    s->magic = SIMBA__DEAD;       /* from here on every call answers SIMBA_EDESTROYED and the
+                                     backend's last completions are ignored */
     simba__loop_teardown(s);      /* the loop lets go of the fds while they are open */
-    simba__live_remove(s);
-    s->magic = 0;                 /* the backend's last completions are ignored */
     /* the ops still in flight end with the instance: the core fails them all
        at once (their events could never be read); a backend need not complete
        them in destroy() */
@@ -3161,6 +3133,7 @@ SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop) {
 SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, int max) {
     struct pollfd p;
     int i;
+    memset(&p, 0, sizeof p);                 /* the timer passes it with nfds 0 */
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (s->loop_busy) return simba__fail(s, SIMBA_EBUSY);
     if (!out || max <= 0) return simba__fail(s, SIMBA_EINVAL);
