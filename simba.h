@@ -1278,6 +1278,9 @@ static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
 static int64_t simba__now(simba *s) { return s->clock.now_ms(s->clock.user); }
 
 static int simba__fail(simba *s, int err) { s->last_error = err; return err; }
+static const simba_lock simba__no_lock = {0, 0};
+/* simba__fail for the calls that return a handle: {0,0} and why. */
+static simba_lock simba__fail_lock(simba *s, int err) { s->last_error = err; return simba__no_lock; }
 
 /* simba_last_error() with its words. */
 static void simba__set_error(simba *s, int err, const char *msg) {
@@ -1317,7 +1320,7 @@ static void simba__emit_at(simba *s, const simba_event *ev, int front) {
     int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
     if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
         simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
-        s->last_error = SIMBA_ENOMEM;
+        (void)simba__fail(s, SIMBA_ENOMEM);
         return;
     }
     if (front) { q->head = (q->head + q->cap - 1) % q->cap; q->buf[q->head] = *ev; }
@@ -1514,7 +1517,7 @@ static void simba__timer_update(simba *s, simba__lock *l) {
     l->timer_at = at;
     if (!l->heap_pos) {
         SIMBA_ASSERT(s->nheap < s->capheap);
-        if (s->nheap >= s->capheap) { s->last_error = SIMBA_ENOMEM; return; }   /* unreachable */
+        if (s->nheap >= s->capheap) { (void)simba__fail(s, SIMBA_ENOMEM); return; }   /* unreachable */
         s->heap[s->nheap] = (uint32_t)(l - s->locks);
         l->heap_pos = ++s->nheap;
         simba__heap_up(s, l->heap_pos - 1);
@@ -1557,7 +1560,6 @@ static void simba__slot_free(simba *s, simba__lock *l) {
 }
 
 /* A slot on the dispatch list is freed when the list reaches it. */
-static void simba__timer_update(simba *s, simba__lock *l);
 static void simba__finish(simba *s, simba__lock *l) {
     l->op = 0;
     l->op_seq++;
@@ -2592,7 +2594,6 @@ SIMBADEF const char *simba_last_error_msg(simba *s) {
 SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
 SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
 
-static const simba_lock simba__no_lock = {0, 0};
 
 /* Validate the resources of a lock desc; fills names[] and returns how many, or an error. */
 static int simba__desc_names(const simba_lock_desc *d, const char **names) {
@@ -2682,23 +2683,22 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     int n, capacity, permits, weight, err;
     int64_t now;
     if (!simba__is_live(s)) return simba__no_lock;
-    if (!d) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
+    if (!d) return simba__fail_lock(s, SIMBA_EINVAL);
     n = simba__desc_names(d, names);
-    if (n < 0) { s->last_error = n; return simba__no_lock; }
+    if (n < 0) return simba__fail_lock(s, n);
     capacity = d->capacity ? d->capacity : 1;
     permits = d->permits ? d->permits : 1;
-    if (capacity < 0 || permits < 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
-    if (permits > capacity && !d->exclusive) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
-    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 0)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
-    if (d->contend && (n != 1 || capacity != 1)) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
+    if (capacity < 0 || permits < 0) return simba__fail_lock(s, SIMBA_ECAPACITY);
+    if (permits > capacity && !d->exclusive) return simba__fail_lock(s, SIMBA_ECAPACITY);
+    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 0)) != SIMBA_OK) return simba__fail_lock(s, err);
+    if (d->contend && (n != 1 || capacity != 1)) return simba__fail_lock(s, SIMBA_EINVAL);
     weight = d->exclusive ? 0 : permits;
     now = simba__now(s);
     err = SIMBA_OK;
     l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names, n, capacity, weight, &err) : NULL;
     if (err != SIMBA_OK) {
         simba__log(s, SIMBA_LOG_WARN, "simba: key '%s' is in use here for another request shape", d->key);
-        s->last_error = err;
-        return simba__no_lock;
+        return simba__fail_lock(s, err);
     }
     if (l) {
         if (d->reentrant && !d->key) {
@@ -2719,8 +2719,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     l = simba__new_lock(s, names, n);
     if (!l || (d->key && !(l->key = simba__strdup(&s->alloc, d->key)))) {
         if (l) simba__slot_free(s, l);
-        s->last_error = SIMBA_ENOMEM;
-        return simba__no_lock;
+        return simba__fail_lock(s, SIMBA_ENOMEM);
     }
     l->capacity = capacity;
     l->weight = weight;
@@ -2733,7 +2732,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     /* a try-lock still needs the server's answer: bound it by the op timeout */
     if (l->wait_ms > 0) l->wait_deadline = now + l->wait_ms;
     else if (l->wait_ms == 0) l->wait_deadline = now + s->op_timeout_ms;
-    if (simba__hash_insert(s, l) != SIMBA_OK) { simba__slot_free(s, l); s->last_error = SIMBA_ENOMEM; return simba__no_lock; }
+    if (simba__hash_insert(s, l) != SIMBA_OK) { simba__slot_free(s, l); return simba__fail_lock(s, SIMBA_ENOMEM); }
     simba__timer_update(s, l);
     simba__mark_dirty(s, l);
     s->last_error = SIMBA_OK;
@@ -2809,13 +2808,12 @@ static simba_lock simba__query(simba *s, const char *name, int kind, int capacit
     simba__lock *l;
     int err;
     if (!simba__is_live(s)) return simba__no_lock;
-    if ((err = simba__check_name(name)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
-    if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
+    if ((err = simba__check_name(name)) != SIMBA_OK) return simba__fail_lock(s, err);
+    if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) return simba__fail_lock(s, SIMBA_ECAPACITY);
     l = simba__slot_new(s);
     if (!l || !(l->names = simba__strdup(&s->alloc, name))) {
         if (l) simba__slot_free(s, l);
-        s->last_error = SIMBA_ENOMEM;
-        return simba__no_lock;
+        return simba__fail_lock(s, SIMBA_ENOMEM);
     }
     l->kind = SIMBA__K_QUERY;
     l->qkind = (uint8_t)kind;
@@ -3200,7 +3198,6 @@ typedef struct simba__mem_entry {
     char session[SIMBA_MAX_SESSION + 1];
     int weight;
     int64_t fence;
-    uint64_t seq;
 } simba__mem_entry;
 
 typedef struct simba__mem_res {
@@ -3257,7 +3254,7 @@ struct simba_mem_server {
     int64_t grace_until;
     int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
     int64_t fence_floor;        /* the highest fence ever given (kept across delete and restart) */
-    uint64_t order, seq;
+    uint64_t order;
     simba_mem_stats stats;
 };
 
@@ -3589,7 +3586,6 @@ static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const sim
     simba__copy(e->request, sizeof e->request, op->request);
     simba__copy(e->session, sizeof e->session, op->session);
     e->weight = weight;
-    e->seq = ++srv->seq;
     return SIMBA_OK;
 }
 
