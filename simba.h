@@ -567,6 +567,11 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     core submit() again at once (from inside process() or reset()): a backend
     must accept that.
 
+    The core validates every op once, before submit(): names, tenant, client
+    and request ids, the number of resources, capacities and weights, lengths
+    (docs/backend-contract.md lists what every op satisfies). Backends trust
+    ops and never re-check them; they check only what their server answers.
+
     Every operation is idempotent, so the core may send it again after a lost
     answer: ENQUEUE inserts only if the request id is absent, RELEASE of an
     absent entry succeeds.
@@ -1681,8 +1686,49 @@ static void simba__fill_op(simba *s, simba_op *op, simba_op_kind kind, uint32_t 
     op->lease_ms = s->ttl_ms + s->transition_ms;
 }
 
+/* What every op handed to a backend satisfies (docs/backend-contract.md,
+   "What the core guarantees about ops"): the public calls and simba_create
+   refused everything else with a SIMBA_E* code, so backends trust ops and
+   never re-check them. Checked here once more, at the one submit point, as
+   an assertion: a failure is a bug in the core. */
+static int simba__check_op(const simba_op *op) {
+    int i, j, want;
+    if (op->kind < SIMBA_OP_OPEN || op->kind > SIMBA_OP_DELETE) return SIMBA_EINVAL;
+    if (simba_check_tenant(op->tenant) != SIMBA_OK || simba_check_id(op->client) != SIMBA_OK) return SIMBA_ENAME;
+    if (!op->session || !op->session[0] || strlen(op->session) > SIMBA_MAX_SESSION || op->lease_ms <= 0)
+        return SIMBA_EINVAL;
+    if (op->try_only && op->kind != SIMBA_OP_ENQUEUE) return SIMBA_EINVAL;
+    switch (op->kind) {
+    case SIMBA_OP_OPEN: case SIMBA_OP_KEEPALIVE: case SIMBA_OP_CLOSE:
+        return op->nres == 0 ? SIMBA_OK : SIMBA_EINVAL;
+    case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL: case SIMBA_OP_RELEASE:
+        if (!op->request || !op->request[0] || strlen(op->request) > SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32)
+            return SIMBA_EINVAL;
+        if (strncmp(op->request, "k~", 2) == 0 && simba_check_id(op->request + 2) != SIMBA_OK) return SIMBA_ENAME;
+        want = -1;
+        break;
+    default:                                     /* INSPECT, SET_CAPACITY, DELETE */
+        want = 1;
+        break;
+    }
+    if (op->nres < 1 || op->nres > SIMBA_MAX_RESOURCES || (want > 0 && op->nres != want) || !op->res)
+        return SIMBA_EINVAL;
+    for (i = 0; i < op->nres; i++) {
+        const simba_res *r = &op->res[i];
+        if (simba_check_name(r->name) != SIMBA_OK) return SIMBA_ENAME;
+        if (r->capacity < 1 || r->weight < 0 || r->weight > r->capacity) return SIMBA_ECAPACITY;
+        for (j = 0; j < i; j++) if (strcmp(r->name, op->res[j].name) == 0) return SIMBA_EINVAL;
+    }
+    return SIMBA_OK;
+}
+
+/* The one place the core hands an op to the backend. */
 static int simba__submit(simba *s, const simba_op *op) {
+    int valid;
     if (!s->connected) return SIMBA_EDISCONNECTED;
+    valid = simba__check_op(op);
+    SIMBA_ASSERT(valid == SIMBA_OK);
+    (void)valid;
     return s->backend.vt->submit(s->backend.impl, op);
 }
 
