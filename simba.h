@@ -16,6 +16,39 @@
         SIMBA_STATIC        make every function static (private to one file)
         SIMBADEF            the linkage of the public functions (default extern)
 
+    TABLE OF CONTENTS
+    =================
+    Every section starts with a marker comment: grep -n '/[*]>>' simba.h
+
+    Declarations (always compiled)
+        >>api           the user API: limits, errors, events, descs, lifetime,
+                        requests, the pull loop, introspection
+        >>loop          push mode: event-loop hooks (LOOP INTEGRATION)
+        >>backend       the backend API: WRITING A BACKEND, ops and replies,
+                        the vtable, what a backend calls back
+        >>kit           the backend kit: the grant rule, fences, name and id
+                        checks, allocation that follows the user's allocator
+        >>mem           the in-memory backend; its fault injection is the
+                        test harness of simba's own tests
+        >>url           connection URLs
+    Implementation (SIMBA_IMPLEMENTATION)
+        >>internals     includes, constants, small utilities, error texts
+        >>types         the event ring, the lock table, the instance
+        >>instance      instance checks (no global state), memory, logging
+        >>slots         lock slots, handles, names, the name hash
+        >>events        the event queue
+        >>timers        the timer heap and what a due deadline does
+        >>session       request ids, sessions, the local safety rule
+        >>locks         the lock state machine
+        >>dispatch      sending what the locks need
+        >>backend       the backend callbacks, in-flight ops, the error backend
+        >>kit           the backend kit
+        >>api           the public API
+        >>loop          push mode
+        >>mem           the in-memory backend
+        >>url           connection URLs
+    >>url_dispatch      the URL dispatcher (SIMBA_URL_DISPATCH)
+
     WALKTHROUGH: HOLD A LOCK FROM A POLL LOOP
     =========================================
         #define SIMBA_IMPLEMENTATION
@@ -156,6 +189,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*>>api: the user API: limits, errors, events, descs, lifetime, requests, the loop, introspection */
 
 enum {
     SIMBA_MAX_NAME = 256,       /* bytes in a resource name, without the NUL */
@@ -492,6 +527,8 @@ SIMBADEF const char *simba_version(void);
 /* simba_now_ms: simba's monotonic clock (the desc's clock, if one was given). */
 SIMBADEF int64_t simba_now_ms(simba *s);
 
+/*>>loop: push mode: event-loop hooks */
+
 /*
     LOOP INTEGRATION
     ================
@@ -550,6 +587,8 @@ SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop);
    Returns the number of events or a negative SIMBA_E*. Events that do not
    fit stay queued and the timer is set to 0 for them. */
 SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, int max);
+
+/*>>backend: the backend API: the contract, ops and replies, the vtable, what a backend calls back */
 
 /*
     WRITING A BACKEND
@@ -711,6 +750,8 @@ SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
 #endif
     ;
 
+/*>>kit: the backend kit: the grant rule, fences, name checks, allocation */
+
 /* ---- the backend kit ----
    The rules every backend shares, written once here; a backend calls them and
    never writes them again (docs/backend-contract.md). */
@@ -749,6 +790,8 @@ SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n);
 SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr);
 SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str);
 
+/*>>mem: the in-memory backend, and its fault injection (the test harness) */
+
 /* ---- the in-memory backend ----
    A server object in this process; every simba client made with
    simba_mem(srv, ...) is one connection to it. Several clients of one server
@@ -760,6 +803,16 @@ typedef struct simba_mem_desc {
     simba_allocator allocator;
     simba_clock clock;          /* the server's clock (ms); default CLOCK_MONOTONIC */
 } simba_mem_desc;
+
+/* -- fault injection: the test harness --
+   simba's own tests, the simulation (tests/test_sim.c), the fuzzer
+   (tests/fuzz/fuzz_mem.c) and the benchmarks drive the mem server through
+   what follows: faults per connection (delays, drops, reordering, partitions,
+   back-pressure: simba_mem_faults, simba_mem_set_faults), a restart that
+   loses all data and the operator's init after it (simba_mem_server_restart,
+   simba_mem_server_init), a killed connection (simba_mem_kill) and the
+   server's counters (simba_mem_server_stats). An application that embeds the
+   mem backend needs none of it: simba_mem(srv, NULL) has no faults. */
 
 /* Faults of one connection (or all, see simba_mem_set_faults). */
 typedef struct simba_mem_faults {
@@ -797,6 +850,8 @@ typedef struct simba_mem_stats {
     int resources, entries, sessions;
 } simba_mem_stats;
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
+
+/*>>url: connection URLs */
 
 /* ---- connection URLs ----
    One connection string for every backend, for config files and variables
@@ -911,6 +966,8 @@ SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, co
 #ifdef SIMBA_IMPLEMENTATION
 #ifndef SIMBA_IMPL_INCLUDED
 #define SIMBA_IMPL_INCLUDED
+
+/*>>internals: includes, constants, small utilities, names and ids, error texts */
 
 #include <stdlib.h>
 #include <string.h>
@@ -1097,6 +1154,8 @@ SIMBADEF const char *simba_event_name(simba_event_type type) {
 
 SIMBADEF const char *simba_version(void) { return SIMBA_VERSION_STRING; }
 
+/*>>types: the event ring, the lock table, sessions, the instance */
+
 /*--- the event queue: a growable ring ---------------------------------------*/
 
 typedef struct simba__events {
@@ -1244,10 +1303,18 @@ struct simba__watch {
     dev_t dev;
     ino_t ino;
 };
+
+/* Forward declarations: what one section uses before the section that owns it. */
+static int simba__session_safe(simba *s, int64_t now);
+static void simba__heap_remove(simba *s, simba__lock *l);
+static void simba__timer_update(simba *s, simba__lock *l);
+static void simba__end_request(simba *s, simba__lock *l);
+static void simba__backend_reset(simba *s, int why);
 static void simba__loop_sync(simba *s);
 static void simba__loop_kick(simba *s);
 static void simba__loop_teardown(simba *s);
-static void simba__backend_reset(simba *s, int why);
+
+/*>>instance: instance checks (no global state), memory, logging, errors */
 
 /*--- instance checks ----------------------------------------------------------
    No global state: every public call checks the instance's magic in O(1)
@@ -1294,58 +1361,7 @@ static void simba__set_error(simba *s, int err, const char *msg) {
     simba__copy(s->last_msg, sizeof s->last_msg, msg);
 }
 
-/*--- events -----------------------------------------------------------------*/
-
-static int simba__events_grow(simba *s) {
-    simba__events *q = &s->events;
-    int ncap = q->cap ? q->cap * 2 : 64, i;
-    simba_event *nb = (simba_event *)simba__alloc(s, sizeof(simba_event) * (size_t)ncap);
-    if (!nb) return SIMBA_ENOMEM;
-    for (i = 0; i < q->count; i++) nb[i] = q->buf[(q->head + i) % q->cap];
-    simba__free(s, q->buf);
-    q->buf = nb; q->cap = ncap; q->head = 0;
-    return SIMBA_OK;
-}
-
-/* Room the event queue keeps for every live lock (and query): its events
-   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
-   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
-   one more event queued (a LOST takes its older events out first); the
-   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
-   where SIMBA_ENOMEM can be returned to the caller. */
-enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
-
-/* Events are never dropped silently. A lock's event uses the room reserved
-   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
-   that room: if the queue cannot grow, it is logged as lost and the error is
-   remembered (simba_last_error). */
-static void simba__emit_at(simba *s, const simba_event *ev, int front) {
-    simba__events *q = &s->events;
-    int room = q->cap - q->count;
-    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
-    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
-        simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
-        (void)simba__fail(s, SIMBA_ENOMEM);
-        return;
-    }
-    if (front) { q->head = (q->head + q->cap - 1) % q->cap; q->buf[q->head] = *ev; }
-    else q->buf[(q->head + q->count) % q->cap] = *ev;
-    q->count++;
-}
-
-/* Remove the undelivered events of one handle (used when a hold is lost
-   before its ACQUIRED was delivered). */
-static void simba__events_forget(simba *s, simba_lock h) {
-    simba__events *q = &s->events;
-    int i, kept = 0;
-    for (i = 0; i < q->count; i++) {
-        simba_event *e = &q->buf[(q->head + i) % q->cap];
-        if (e->lock.id == h.id && e->lock.gen == h.gen) continue;
-        q->buf[(q->head + kept) % q->cap] = *e;
-        kept++;
-    }
-    q->count = kept;
-}
+/*>>slots: lock slots, handles, names, the name hash, the end of a slot */
 
 /*--- lock slots, handles, names ------------------------------------------------*/
 
@@ -1450,7 +1466,165 @@ static void simba__hash_remove(simba *s, simba__lock *l) {
     }
 }
 
-/*--- timers: one heap entry per lock, keyed by its earliest deadline ----------*/
+/*--- the dispatch list: locks that need an operation sent ---------------------*/
+
+static void simba__mark_dirty(simba *s, simba__lock *l) {
+    uint32_t me = (uint32_t)(l - s->locks) + 1;
+    if (l->flags & SIMBA__F_DIRTY) return;
+    l->flags |= SIMBA__F_DIRTY;
+    l->next_dirty = 0;
+    if (s->dirty_tail) s->locks[s->dirty_tail - 1].next_dirty = me;
+    else s->dirty_head = me;
+    s->dirty_tail = me;
+}
+
+static void simba__slot_free(simba *s, simba__lock *l) {
+    SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
+    simba__heap_remove(s, l);
+    if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
+    l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
+    simba__free(s, l->names);
+    simba__free(s, l->key);
+    simba__free(s, l->fences);
+    simba__free(s, l->owner);
+    simba__free(s, l->result);
+    l->names = l->key = l->owner = NULL;
+    l->fences = NULL; l->result = NULL;
+    l->kind = SIMBA__K_FREE;
+    l->gen++;
+    if (!l->gen) l->gen = 1;
+    l->next_dirty = s->free_head;
+    s->free_head = (uint32_t)(l - s->locks) + 1;
+    s->live_locks--;
+}
+
+/* A slot on the dispatch list is freed when the list reaches it. */
+static void simba__finish(simba *s, simba__lock *l) {
+    l->op = 0;
+    l->op_seq++;
+    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
+    simba__slot_free(s, l);
+}
+
+/*>>events: the event queue: room for every lock, emitting, forgetting */
+
+/*--- emitting events ---------------------------------------------------------*/
+
+static int simba__events_grow(simba *s) {
+    simba__events *q = &s->events;
+    int ncap = q->cap ? q->cap * 2 : 64, i;
+    simba_event *nb = (simba_event *)simba__alloc(s, sizeof(simba_event) * (size_t)ncap);
+    if (!nb) return SIMBA_ENOMEM;
+    for (i = 0; i < q->count; i++) nb[i] = q->buf[(q->head + i) % q->cap];
+    simba__free(s, q->buf);
+    q->buf = nb; q->cap = ncap; q->head = 0;
+    return SIMBA_OK;
+}
+
+/* Room the event queue keeps for every live lock (and query): its events
+   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
+   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
+   one more event queued (a LOST takes its older events out first); the
+   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
+   where SIMBA_ENOMEM can be returned to the caller. */
+enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
+
+/* Events are never dropped silently. A lock's event uses the room reserved
+   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
+   that room: if the queue cannot grow, it is logged as lost and the error is
+   remembered (simba_last_error). */
+static void simba__emit_at(simba *s, const simba_event *ev, int front) {
+    simba__events *q = &s->events;
+    int room = q->cap - q->count;
+    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
+    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
+        simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
+        (void)simba__fail(s, SIMBA_ENOMEM);
+        return;
+    }
+    if (front) { q->head = (q->head + q->cap - 1) % q->cap; q->buf[q->head] = *ev; }
+    else q->buf[(q->head + q->count) % q->cap] = *ev;
+    q->count++;
+}
+
+/* Remove the undelivered events of one handle (used when a hold is lost
+   before its ACQUIRED was delivered). */
+static void simba__events_forget(simba *s, simba_lock h) {
+    simba__events *q = &s->events;
+    int i, kept = 0;
+    for (i = 0; i < q->count; i++) {
+        simba_event *e = &q->buf[(q->head + i) % q->cap];
+        if (e->lock.id == h.id && e->lock.gen == h.gen) continue;
+        q->buf[(q->head + kept) % q->cap] = *e;
+        kept++;
+    }
+    q->count = kept;
+}
+
+
+/* Why a request waited in vain (TIMEOUT) or failed: the last backend error it
+   met, else the state of the connection and the session; 0 = plain busy. */
+static int simba__wait_cause(simba *s, const simba__lock *l, char *msg, size_t cap) {
+    msg[0] = 0;
+    if (l->cause == SIMBA_EGRACE) {
+        snprintf(msg, cap, "restart grace: the server holds back grants until %lld ms on simba's clock "
+                 "(it lost its data; a holder from before may still be alive)", (long long)s->grace_until);
+        return SIMBA_EGRACE;
+    }
+    if (!s->connected) {
+        simba__copy(msg, cap, s->conn_msg[0] ? s->conn_msg : "no connection to the backend");
+        return s->conn_error ? s->conn_error : SIMBA_EDISCONNECTED;
+    }
+    if (!s->session.open && s->sess_error) {
+        simba__copy(msg, cap, s->sess_msg);
+        return s->sess_error;
+    }
+    if (!s->session.open) {            /* connected, but the request could not be placed */
+        simba__copy(msg, cap, "the server has not confirmed our session yet (no answer)");
+        return SIMBA_ETIMEDOUT;
+    }
+    if (l->cause == SIMBA_EDISCONNECTED) simba__copy(msg, cap, s->conn_msg);
+    return l->cause;
+}
+
+static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, int error) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.lock = simba__handle(s, l);
+    ev.user = l->user;
+    ev.error = error;
+    if (type == SIMBA_EVENT_TIMEOUT) {
+        ev.error = simba__wait_cause(s, l, ev.message, sizeof ev.message);
+        if (ev.error) simba__set_error(s, ev.error, ev.message);
+    }
+    if (type == SIMBA_EVENT_ACQUIRED) {
+        int64_t now = simba__now(s);
+        ev.fence = l->fence;
+        ev.capacity = l->stored_capacity;
+        if (simba__session_safe(s, now)) {
+            ev.valid_until = s->session.valid_until;
+            ev.valid_ms = ev.valid_until - now;
+        }
+        l->flags |= SIMBA__F_ACQ_QUEUED;
+    }
+    if (type == SIMBA_EVENT_LOST) simba__events_forget(s, ev.lock);
+    simba__emit_at(s, &ev, type == SIMBA_EVENT_LOST);
+}
+
+static void simba__emit_simple(simba *s, simba_event_type type, int error) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.error = error;
+    simba__emit_at(s, &ev, 0);
+}
+
+/*>>timers: the timer heap and what a due deadline does */
+
+/*--- the timer heap: one entry per lock, keyed by its earliest deadline ----------*/
 
 static int simba__heap_less(simba *s, uint32_t a, uint32_t b) {
     return s->locks[s->heap[a]].timer_at < s->locks[s->heap[b]].timer_at;
@@ -1532,107 +1706,47 @@ static void simba__timer_update(simba *s, simba__lock *l) {
     }
 }
 
-/*--- the dispatch list: locks that need an operation sent ---------------------*/
+/*--- what a due deadline does --------------------------------------------------*/
 
-static void simba__mark_dirty(simba *s, simba__lock *l) {
-    uint32_t me = (uint32_t)(l - s->locks) + 1;
-    if (l->flags & SIMBA__F_DIRTY) return;
-    l->flags |= SIMBA__F_DIRTY;
-    l->next_dirty = 0;
-    if (s->dirty_tail) s->locks[s->dirty_tail - 1].next_dirty = me;
-    else s->dirty_head = me;
-    s->dirty_tail = me;
-}
-
-static void simba__slot_free(simba *s, simba__lock *l) {
-    SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
-    simba__heap_remove(s, l);
-    if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
-    l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
-    simba__free(s, l->names);
-    simba__free(s, l->key);
-    simba__free(s, l->fences);
-    simba__free(s, l->owner);
-    simba__free(s, l->result);
-    l->names = l->key = l->owner = NULL;
-    l->fences = NULL; l->result = NULL;
-    l->kind = SIMBA__K_FREE;
-    l->gen++;
-    if (!l->gen) l->gen = 1;
-    l->next_dirty = s->free_head;
-    s->free_head = (uint32_t)(l - s->locks) + 1;
-    s->live_locks--;
-}
-
-/* A slot on the dispatch list is freed when the list reaches it. */
-static void simba__finish(simba *s, simba__lock *l) {
-    l->op = 0;
-    l->op_seq++;
-    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
-    simba__timer_update(s, l);
-    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
-    simba__slot_free(s, l);
-}
-
-static int simba__session_safe(simba *s, int64_t now);
-
-/* Why a request waited in vain (TIMEOUT) or failed: the last backend error it
-   met, else the state of the connection and the session; 0 = plain busy. */
-static int simba__wait_cause(simba *s, const simba__lock *l, char *msg, size_t cap) {
-    msg[0] = 0;
-    if (l->cause == SIMBA_EGRACE) {
-        snprintf(msg, cap, "restart grace: the server holds back grants until %lld ms on simba's clock "
-                 "(it lost its data; a holder from before may still be alive)", (long long)s->grace_until);
-        return SIMBA_EGRACE;
+static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset) {
+    if (l->op_deadline <= now) {
+        /* no answer in time: the connection is suspect; send the op again later */
+        int op = l->op;
+        l->op = 0;
+        l->op_seq++;
+        l->op_deadline = SIMBA__NEVER;
+        l->cause = SIMBA_ETIMEDOUT;
+        *reset = 1;
+        if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
+        if (op) simba__mark_dirty(s, l);
     }
-    if (!s->connected) {
-        simba__copy(msg, cap, s->conn_msg[0] ? s->conn_msg : "no connection to the backend");
-        return s->conn_error ? s->conn_error : SIMBA_EDISCONNECTED;
-    }
-    if (!s->session.open && s->sess_error) {
-        simba__copy(msg, cap, s->sess_msg);
-        return s->sess_error;
-    }
-    if (!s->session.open) {            /* connected, but the request could not be placed */
-        simba__copy(msg, cap, "the server has not confirmed our session yet (no answer)");
-        return SIMBA_ETIMEDOUT;
-    }
-    if (l->cause == SIMBA_EDISCONNECTED) simba__copy(msg, cap, s->conn_msg);
-    return l->cause;
-}
-
-static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, int error) {
-    simba_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = type;
-    ev.lock = simba__handle(s, l);
-    ev.user = l->user;
-    ev.error = error;
-    if (type == SIMBA_EVENT_TIMEOUT) {
-        ev.error = simba__wait_cause(s, l, ev.message, sizeof ev.message);
-        if (ev.error) simba__set_error(s, ev.error, ev.message);
-    }
-    if (type == SIMBA_EVENT_ACQUIRED) {
-        int64_t now = simba__now(s);
-        ev.fence = l->fence;
-        ev.capacity = l->stored_capacity;
-        if (simba__session_safe(s, now)) {
-            ev.valid_until = s->session.valid_until;
-            ev.valid_ms = ev.valid_until - now;
+    if (l->wait_deadline <= now) {
+        l->wait_deadline = SIMBA__NEVER;
+        if (l->kind == SIMBA__K_LOCK && (l->state == SIMBA__S_PENDING || l->state == SIMBA__S_WAITING)) {
+            simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
+            simba__end_request(s, l);
+            return;
         }
-        l->flags |= SIMBA__F_ACQ_QUEUED;
     }
-    if (type == SIMBA_EVENT_LOST) simba__events_forget(s, ev.lock);
-    simba__emit_at(s, &ev, type == SIMBA_EVENT_LOST);
+    if (l->recheck_at <= now) {
+        l->recheck_at = SIMBA__NEVER;
+        if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
+        simba__mark_dirty(s, l);
+    }
+    simba__timer_update(s, l);
 }
 
-static void simba__emit_simple(simba *s, simba_event_type type, int error) {
-    simba_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = type;
-    ev.error = error;
-    simba__emit_at(s, &ev, 0);
+static void simba__run_timers(simba *s, int64_t now) {
+    int reset = 0;
+    while (s->nheap && s->locks[s->heap[0]].timer_at <= now)
+        simba__lock_timer(s, &s->locks[s->heap[0]], now, &reset);
+    if (reset && s->connected) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: an operation timed out; resetting the connection");
+        simba__backend_reset(s, SIMBA_ETIMEDOUT);
+    }
 }
+
+/*>>session: request ids, sessions, keepalives, the local safety rule */
 
 /*--- request ids ----------------------------------------------------------------*/
 
@@ -1852,6 +1966,8 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
                               simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
 }
 
+/*>>locks: the lock state machine: what an answer does to a request */
+
 /*--- the lock state machine ---------------------------------------------------*/
 
 /* Withdraw a request the caller no longer owns (timed out, failed): the handle
@@ -2067,6 +2183,81 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
     simba__emit_at(s, &ev, 0);
 }
 
+/*>>dispatch: send what the locks need */
+
+/*--- dispatch: send what the locks need ------------------------------------------*/
+
+/* Fill op with the lock's resources; res must have room for SIMBA_MAX_RESOURCES. */
+static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind kind, simba_res *res,
+                           char *rid, size_t ridcap) {
+    int i;
+    l->op_seq++;
+    simba__fill_op(s, op, kind, (uint32_t)(l - s->locks), l->op_seq);
+    for (i = 0; i < l->nres; i++) {
+        res[i].name = simba__name(l, i);
+        res[i].capacity = l->capacity;
+        res[i].weight = l->weight;
+    }
+    op->res = res;
+    op->nres = l->nres;
+    if (kind == SIMBA_OP_INSPECT || kind == SIMBA_OP_SET_CAPACITY || kind == SIMBA_OP_DELETE) return;
+    simba__request_id(s, l, rid, ridcap);
+    op->request = rid;
+    op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+}
+
+/* Which operation a dirty lock needs now (0: none). */
+static int simba__needed_op(simba__lock *l) {
+    if (l->kind == SIMBA__K_QUERY) return l->state == SIMBA__S_PENDING ? l->qkind : 0;
+    if (l->state == SIMBA__S_RELEASING) return SIMBA_OP_RELEASE;
+    if (l->state == SIMBA__S_PENDING) return l->recheck_at == SIMBA__NEVER ? SIMBA_OP_ENQUEUE : 0;
+    if (l->flags & SIMBA__F_NEED_POLL) return SIMBA_OP_POLL;
+    return 0;
+}
+
+/* Returns 0 if the op could not be sent (not connected): stop dispatching. */
+static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
+    simba_op op;
+    simba_res res[SIMBA_MAX_RESOURCES];
+    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
+    int kind = simba__needed_op(l), rc;
+    if (!kind || l->op == kind) return 1;
+    if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
+        l->session_no = s->session.no;       /* a new request in this session */
+        l->req_no = simba__next_req_no(s);
+        l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
+    }
+    simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
+    if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
+    rc = simba__submit(s, &op);
+    if (rc != SIMBA_OK) {
+        l->op_seq--;
+        s->backend_full = rc == SIMBA_EBUSY;
+        return 0;
+    }
+    l->op = (uint8_t)kind;
+    l->op_reset_no = s->reset_no;
+    if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
+    if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
+    l->op_deadline = now + s->op_timeout_ms;
+    simba__timer_update(s, l);
+    return 1;
+}
+
+static void simba__dispatch(simba *s, int64_t now) {
+    s->backend_full = 0;                 /* try again each tick; a refusal sets it back */
+    while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
+        simba__lock *l = &s->locks[s->dirty_head - 1];
+        if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
+        s->dirty_head = l->next_dirty;
+        if (!s->dirty_head) s->dirty_tail = 0;
+        l->flags &= (uint16_t)~SIMBA__F_DIRTY;
+        if (l->kind == SIMBA__K_DEAD) simba__slot_free(s, l);
+    }
+}
+
+/*>>backend: the backend callback API (implementation): completions, in-flight ops, wakes, state, the error backend */
+
 /* One answer to an op the core submitted (from the backend, or made up by
    simba__fail_inflight). An answer to an op that is no longer in flight
    (superseded, finished, or already failed by the core) is ignored. */
@@ -2226,51 +2417,6 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
     }
 }
 
-/*--- the backend kit ---*/
-
-SIMBADEF int simba_grant_weight(int weight, int capacity) {
-    return (weight == 0 || weight > capacity) ? capacity : weight;
-}
-
-SIMBADEF int simba_grant_step(int64_t *ahead, int weight, int capacity) {
-    *ahead += simba_grant_weight(weight, capacity);
-    return *ahead <= capacity;
-}
-
-SIMBADEF int64_t simba_grant_fence(int64_t counter, int64_t now_us) {
-    return counter + 1 > now_us ? counter + 1 : now_us;
-}
-
-SIMBADEF int simba_check_name(const char *name) { return simba__check_name(name); }
-SIMBADEF int simba_check_tenant(const char *tenant) { return simba__check_id(tenant, SIMBA_MAX_TENANT, 1); }
-SIMBADEF int simba_check_id(const char *id) { return simba__check_id(id, SIMBA_MAX_ID, 0); }
-
-SIMBADEF int simba_allocator_check(const simba_allocator *a) {
-    return a && (!a->alloc != !a->free) ? SIMBA_EINVAL : SIMBA_OK;
-}
-
-SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n) {
-    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
-    void *p = d.alloc(n ? n : 1, d.user);
-    if (p) memset(p, 0, n ? n : 1);
-    return p;
-}
-
-SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr) {
-    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
-    if (ptr) d.free(ptr, d.user);
-}
-
-SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str) {
-    size_t n;
-    char *d;
-    if (!str) return NULL;
-    n = strlen(str) + 1;
-    d = (char *)simba_allocator_alloc(a, n);
-    if (d) memcpy(d, str, n);
-    return d;
-}
-
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size) { return simba__alloc(s, size); }
 SIMBADEF void simba_backend_free(simba *s, void *ptr) { simba__free(s, ptr); }
 SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt, ...) {
@@ -2366,119 +2512,54 @@ SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap) {
 
 SIMBADEF const char *simba_backend_resolve_error(int rc) { return rc ? gai_strerror(rc) : "ok"; }
 
-SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
-SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
+/*>>kit: the backend kit (implementation) */
 
-/*--- dispatch: send what the locks need ------------------------------------------*/
+/*--- the backend kit: the rules every backend shares ---*/
 
-/* Fill op with the lock's resources; res must have room for SIMBA_MAX_RESOURCES. */
-static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind kind, simba_res *res,
-                           char *rid, size_t ridcap) {
-    int i;
-    l->op_seq++;
-    simba__fill_op(s, op, kind, (uint32_t)(l - s->locks), l->op_seq);
-    for (i = 0; i < l->nres; i++) {
-        res[i].name = simba__name(l, i);
-        res[i].capacity = l->capacity;
-        res[i].weight = l->weight;
-    }
-    op->res = res;
-    op->nres = l->nres;
-    if (kind == SIMBA_OP_INSPECT || kind == SIMBA_OP_SET_CAPACITY || kind == SIMBA_OP_DELETE) return;
-    simba__request_id(s, l, rid, ridcap);
-    op->request = rid;
-    op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+SIMBADEF int simba_grant_weight(int weight, int capacity) {
+    return (weight == 0 || weight > capacity) ? capacity : weight;
 }
 
-/* Which operation a dirty lock needs now (0: none). */
-static int simba__needed_op(simba__lock *l) {
-    if (l->kind == SIMBA__K_QUERY) return l->state == SIMBA__S_PENDING ? l->qkind : 0;
-    if (l->state == SIMBA__S_RELEASING) return SIMBA_OP_RELEASE;
-    if (l->state == SIMBA__S_PENDING) return l->recheck_at == SIMBA__NEVER ? SIMBA_OP_ENQUEUE : 0;
-    if (l->flags & SIMBA__F_NEED_POLL) return SIMBA_OP_POLL;
-    return 0;
+SIMBADEF int simba_grant_step(int64_t *ahead, int weight, int capacity) {
+    *ahead += simba_grant_weight(weight, capacity);
+    return *ahead <= capacity;
 }
 
-/* Returns 0 if the op could not be sent (not connected): stop dispatching. */
-static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
-    simba_op op;
-    simba_res res[SIMBA_MAX_RESOURCES];
-    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
-    int kind = simba__needed_op(l), rc;
-    if (!kind || l->op == kind) return 1;
-    if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
-        l->session_no = s->session.no;       /* a new request in this session */
-        l->req_no = simba__next_req_no(s);
-        l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
-    }
-    simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
-    if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
-    rc = simba__submit(s, &op);
-    if (rc != SIMBA_OK) {
-        l->op_seq--;
-        s->backend_full = rc == SIMBA_EBUSY;
-        return 0;
-    }
-    l->op = (uint8_t)kind;
-    l->op_reset_no = s->reset_no;
-    if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
-    if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
-    l->op_deadline = now + s->op_timeout_ms;
-    simba__timer_update(s, l);
-    return 1;
+SIMBADEF int64_t simba_grant_fence(int64_t counter, int64_t now_us) {
+    return counter + 1 > now_us ? counter + 1 : now_us;
 }
 
-static void simba__dispatch(simba *s, int64_t now) {
-    s->backend_full = 0;                 /* try again each tick; a refusal sets it back */
-    while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
-        simba__lock *l = &s->locks[s->dirty_head - 1];
-        if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
-        s->dirty_head = l->next_dirty;
-        if (!s->dirty_head) s->dirty_tail = 0;
-        l->flags &= (uint16_t)~SIMBA__F_DIRTY;
-        if (l->kind == SIMBA__K_DEAD) simba__slot_free(s, l);
-    }
+SIMBADEF int simba_check_name(const char *name) { return simba__check_name(name); }
+SIMBADEF int simba_check_tenant(const char *tenant) { return simba__check_id(tenant, SIMBA_MAX_TENANT, 1); }
+SIMBADEF int simba_check_id(const char *id) { return simba__check_id(id, SIMBA_MAX_ID, 0); }
+
+SIMBADEF int simba_allocator_check(const simba_allocator *a) {
+    return a && (!a->alloc != !a->free) ? SIMBA_EINVAL : SIMBA_OK;
 }
 
-/*--- timers ---------------------------------------------------------------------*/
-
-static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset) {
-    if (l->op_deadline <= now) {
-        /* no answer in time: the connection is suspect; send the op again later */
-        int op = l->op;
-        l->op = 0;
-        l->op_seq++;
-        l->op_deadline = SIMBA__NEVER;
-        l->cause = SIMBA_ETIMEDOUT;
-        *reset = 1;
-        if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
-        if (op) simba__mark_dirty(s, l);
-    }
-    if (l->wait_deadline <= now) {
-        l->wait_deadline = SIMBA__NEVER;
-        if (l->kind == SIMBA__K_LOCK && (l->state == SIMBA__S_PENDING || l->state == SIMBA__S_WAITING)) {
-            simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
-            simba__end_request(s, l);
-            return;
-        }
-    }
-    if (l->recheck_at <= now) {
-        l->recheck_at = SIMBA__NEVER;
-        if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
-        simba__mark_dirty(s, l);
-    }
-    simba__timer_update(s, l);
+SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n) {
+    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
+    void *p = d.alloc(n ? n : 1, d.user);
+    if (p) memset(p, 0, n ? n : 1);
+    return p;
 }
 
-static void simba__run_timers(simba *s, int64_t now) {
-    int reset = 0;
-    while (s->nheap && s->locks[s->heap[0]].timer_at <= now)
-        simba__lock_timer(s, &s->locks[s->heap[0]], now, &reset);
-    if (reset && s->connected) {
-        simba__log(s, SIMBA_LOG_WARN, "simba: an operation timed out; resetting the connection");
-        simba__backend_reset(s, SIMBA_ETIMEDOUT);
-    }
+SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr) {
+    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
+    if (ptr) d.free(ptr, d.user);
 }
+
+SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str) {
+    size_t n;
+    char *d;
+    if (!str) return NULL;
+    n = strlen(str) + 1;
+    d = (char *)simba_allocator_alloc(a, n);
+    if (d) memcpy(d, str, n);
+    return d;
+}
+
+/*>>api: the public API (implementation) */
 
 /*--- the public API ---------------------------------------------------------------*/
 
@@ -3016,6 +3097,44 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
     }
 }
 
+SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
+SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
+
+/* The hold helpers measure time on simba's clock (a virtual clock in tests)
+   and sleep in poll() for at most what is left, capped, so that a clock that
+   runs faster or slower than the wall clock still works. */
+SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
+    int64_t end;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (!ev) return simba__fail(s, SIMBA_EINVAL);
+    end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
+    for (;;) {
+        struct pollfd fds[16];
+        int n, t;
+        int64_t left;
+        if (simba__take_event(s, h, ev)) return 1;
+        if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
+        if (done && done(user)) return 0;
+        left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
+        if (left <= 0) return 0;
+        t = simba_timeout_ms(s);
+        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
+        if (done && t > 50) t = 50;
+        n = simba_pollfds(s, fds, 16);
+        if (n > 16) n = 16;
+        if (n < 0) n = 0;
+        poll(fds, (nfds_t)n, t);
+        simba__step(s, n ? fds : NULL, n);
+    }
+}
+
+SIMBADEF int simba_hold_for(simba *s, simba_lock h, int ms, simba_event *ev) {
+    if (ms < 0) return simba__is_live(s) ? simba__fail(s, SIMBA_EINVAL) : SIMBA_EDESTROYED;
+    return simba_hold_until(s, h, ms, NULL, NULL, ev);
+}
+
+/*>>loop: push mode: event-loop hooks (implementation) */
+
 /*--- push mode: event-loop hooks ----------------------------------------------------
    simba keeps the set of fds the loop watches for it (with each socket's
    identity) and the time the loop's timer is armed for; after each tick and
@@ -3197,38 +3316,7 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     return simba_tick(s, &p, 1, out, max);
 }
 
-/* The hold helpers measure time on simba's clock (a virtual clock in tests)
-   and sleep in poll() for at most what is left, capped, so that a clock that
-   runs faster or slower than the wall clock still works. */
-SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
-    int64_t end;
-    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
-    if (!ev) return simba__fail(s, SIMBA_EINVAL);
-    end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
-    for (;;) {
-        struct pollfd fds[16];
-        int n, t;
-        int64_t left;
-        if (simba__take_event(s, h, ev)) return 1;
-        if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
-        if (done && done(user)) return 0;
-        left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
-        if (left <= 0) return 0;
-        t = simba_timeout_ms(s);
-        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
-        if (done && t > 50) t = 50;
-        n = simba_pollfds(s, fds, 16);
-        if (n > 16) n = 16;
-        if (n < 0) n = 0;
-        poll(fds, (nfds_t)n, t);
-        simba__step(s, n ? fds : NULL, n);
-    }
-}
-
-SIMBADEF int simba_hold_for(simba *s, simba_lock h, int ms, simba_event *ev) {
-    if (ms < 0) return simba__is_live(s) ? simba__fail(s, SIMBA_EINVAL) : SIMBA_EDESTROYED;
-    return simba_hold_until(s, h, ms, NULL, NULL, ev);
-}
+/*>>mem: the in-memory backend and its fault injection (implementation) */
 
 /*--- the in-memory backend ----------------------------------------------------------
    The server executes an operation when it is submitted (as a real server
@@ -4055,6 +4143,8 @@ SIMBADEF void simba_mem_server_destroy(simba_mem_server *srv) {
 }
 
 
+/*>>url: connection URLs (implementation) */
+
 /* ---- connection URLs (implementation) ----
    A small, strict parser: it reads the URL once, left to right, never past
    its NUL, and copies every decoded part into the struct's own buffer (the
@@ -4449,6 +4539,8 @@ SIMBADEF int simba_mem_from_url(simba_url *u, simba_mem_server *srv, simba_backe
 #endif
 #endif /* SIMBA_IMPL_INCLUDED */
 #endif /* SIMBA_IMPLEMENTATION */
+
+/*>>url_dispatch: connection URLs, the dispatcher (SIMBA_URL_DISPATCH) */
 
 /* ---- connection URLs: the dispatcher ----
    Compiled by the application after its backend headers (see "connection
