@@ -1311,6 +1311,217 @@ static void t_mem_inflight_ops_end_once(void) {
     }
 }
 
+/*--- issue 10: the allocation-failure test (SQLite style) ------------------------*/
+
+/* A scripted workload (acquire, contend, semaphore, multi-resource, keyed,
+   re-entrant, try-lock, inspect, set-capacity, delete, release, ticks through
+   keepalives and expiries) by client A against client B on a mem server, all
+   on a virtual clock, with A's allocator failing its Nth allocation, for
+   N = 1, 2, ... until a run makes fewer than N allocations (nothing was
+   injected). For every N: no crash and no leak (ASan / valgrind run this
+   too); every failure A sees is SIMBA_ENOMEM (a refused call, an ERROR or an
+   INFO that says so) or is retried inside simba; every handle A got ends
+   with exactly one final event once A releases it; A never loses a hold;
+   and afterwards, with memory healthy again, every resource of the workload
+   can be acquired and released by a new client and inspect shows it empty. */
+static int64_t af_now;
+static int64_t af_clock(void *user) { (void)user; return af_now; }
+static struct { long n, fail_at; int failed; } af;
+static void *af_alloc(size_t n, void *user) {
+    (void)user;
+    if (++af.n == af.fail_at) { af.failed = 1; return NULL; }
+    return malloc(n);
+}
+static void af_free(void *p, void *user) { (void)user; free(p); }
+
+enum { AF_MAX_H = 96, AF_BULK = 70 };
+typedef struct af_run {
+    simba *a, *b;
+    simba_lock h[AF_MAX_H];       /* A's handles */
+    int nh, finals[AF_MAX_H], acquired[AF_MAX_H];
+    simba_lock bh[4];
+    int nbh;
+    const char *why;              /* the first broken rule */
+} af_run;
+
+static const char *af_names[] = {"m1", "leader", "sem", "r1", "r2", "k1", "re", "del", "q1", "b0", "b69"};
+
+static int af_find(af_run *r, simba_lock l) {
+    int i;
+    for (i = 0; i < r->nh; i++) if (r->h[i].id == l.id && r->h[i].gen == l.gen) return i;
+    return -1;
+}
+
+static void af_events(af_run *r, simba *s, int is_a) {
+    simba_event ev[32];
+    int n, i;
+    do {
+        n = simba_tick(s, NULL, 0, ev, 32);
+        if (n < 0 && !r->why) r->why = "simba_tick failed";
+        for (i = 0; i < n; i++) {
+            const simba_event *e = &ev[i];
+            int k = is_a ? af_find(r, e->lock) : -1;
+            if (!is_a) continue;
+            if (e->type == SIMBA_EVENT_ERROR && e->error != SIMBA_ENOMEM && !r->why) r->why = "an ERROR that is not SIMBA_ENOMEM";
+            if ((e->type == SIMBA_EVENT_INFO || e->type == SIMBA_EVENT_DONE) && e->error && e->error != SIMBA_ENOMEM && !r->why)
+                r->why = "an INFO/DONE failing with something else than SIMBA_ENOMEM";
+            if (e->type == SIMBA_EVENT_LOST && !r->why) r->why = "A lost a hold";
+            if (k < 0) continue;
+            if (e->type == SIMBA_EVENT_ACQUIRED) r->acquired[k]++;
+            if (e->type == SIMBA_EVENT_RELEASED || e->type == SIMBA_EVENT_TIMEOUT || e->type == SIMBA_EVENT_ERROR ||
+                e->type == SIMBA_EVENT_INFO || e->type == SIMBA_EVENT_DONE) r->finals[k]++;
+        }
+    } while (n == 32);
+}
+
+static void af_pump(af_run *r, int ms) {
+    int t;
+    for (t = 0; t < ms; t += 5) {
+        af_now += 5;
+        if (r->a) af_events(r, r->a, 1);
+        if (r->b) af_events(r, r->b, 0);
+    }
+}
+
+/* Keep a handle A got; a refused call must say SIMBA_ENOMEM. */
+static void af_keep(af_run *r, simba_lock l) {
+    if (l.id == 0) {
+        if (simba_last_error(r->a) != SIMBA_ENOMEM && !r->why) r->why = "a call refused with something else than SIMBA_ENOMEM";
+        return;
+    }
+    if (af_find(r, l) >= 0) return;               /* joined an existing handle */
+    if (r->nh < AF_MAX_H) r->h[r->nh++] = l;
+}
+
+static simba_lock af_acq(simba *s, const char *name, int cap, int permits, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name; d.capacity = cap; d.permits = permits; d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
+static void af_workload(af_run *r) {
+    simba_lock_desc d;
+    const char *multi[] = {"r1", "r2"};
+    int i;
+    af_keep(r, af_acq(r->a, "m1", 1, 1, -1));
+    af_pump(r, 50);
+    r->bh[r->nbh++] = af_acq(r->b, "m1", 1, 1, -1);
+    af_keep(r, simba_contend(r->a, "leader", NULL));
+    af_keep(r, af_acq(r->a, "sem", 3, 2, -1));
+    r->bh[r->nbh++] = af_acq(r->b, "sem", 3, 2, -1);
+    memset(&d, 0, sizeof d);
+    d.names = multi; d.nnames = 2; d.wait_ms = -1;
+    af_keep(r, simba_acquire(r->a, &d));
+    af_pump(r, 50);
+    af_keep(r, af_acq(r->a, "m1", 1, 1, 0));          /* try-lock: busy (A holds it) */
+    af_keep(r, simba_inspect(r->a, "m1", NULL));
+    af_keep(r, simba_set_capacity(r->a, "sem", 4, NULL));
+    memset(&d, 0, sizeof d);
+    d.name = "k1"; d.key = "af-key-1"; d.wait_ms = 2000;
+    af_keep(r, simba_acquire(r->a, &d));
+    memset(&d, 0, sizeof d);
+    d.name = "re"; d.reentrant = 1; d.wait_ms = -1;
+    af_keep(r, simba_acquire(r->a, &d));
+    af_keep(r, simba_acquire(r->a, &d));
+    r->bh[r->nbh++] = af_acq(r->b, "del", 1, 1, -1);
+    af_pump(r, 50);
+    af_keep(r, simba_delete(r->a, "del", NULL));
+    af_keep(r, simba_inspect(r->a, "q1", NULL));
+    af_pump(r, 100);
+    for (i = 0; i < AF_BULK; i++) {                   /* grows slots, name hash, timer heap, events */
+        char name[8];
+        snprintf(name, sizeof name, "b%d", i);
+        af_keep(r, af_acq(r->a, name, 1, 1, -1));
+    }
+    af_pump(r, 100);
+    if (r->nh > 0) (void)simba_release(r->a, r->h[0]); /* m1: B's turn */
+    af_pump(r, 4000);                                 /* keepalives, rechecks, the try-lock's deadline */
+    for (i = 0; i < r->nh; i++) while (simba_release(r->a, r->h[i]) == SIMBA_OK && simba_holds(r->a, r->h[i]) > 0) {}
+    af_pump(r, 3000);
+}
+
+/* One run with the Nth allocation of A failing (0: none). Returns 1 if it
+   made fewer than N allocations. */
+static int af_one(long fail_at, const char **why) {
+    static af_run r;
+    simba_mem_server *sv;
+    simba_mem_desc md;
+    simba_desc d;
+    simba_error err;
+    int i, done;
+    memset(&r, 0, sizeof r);
+    memset(&af, 0, sizeof af);
+    af.fail_at = fail_at;
+    af_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = af_clock;
+    sv = simba_mem_server_create(&md);
+    memset(&d, 0, sizeof d);
+    d.tenant = "oom";
+    d.client_id = "client-a";
+    d.ttl_ms = 1500; d.transition_ms = 500;
+    d.clock.now_ms = af_clock;
+    d.backend = simba_mem(sv, NULL);
+    d.allocator.alloc = af_alloc;
+    d.allocator.free = af_free;
+    r.a = simba_create_err(&d, &err);
+    if (!r.a && err.code != SIMBA_ENOMEM) r.why = "simba_create failed with something else than SIMBA_ENOMEM";
+    memset(&d.allocator, 0, sizeof d.allocator);
+    d.client_id = "client-b";
+    d.backend = simba_mem(sv, NULL);
+    r.b = simba_create(&d);
+    if (r.a) af_workload(&r);
+    done = af.n < fail_at;
+    af.fail_at = 0;                                   /* memory is healthy again */
+    for (i = 0; i < r.nh && !r.why; i++) {
+        if (r.finals[i] != 1) r.why = "a handle of A did not end with exactly one final event";
+        else if (r.acquired[i] > 2) r.why = "a handle of A was ACQUIRED more often than asked";
+    }
+    for (i = 0; i < r.nbh; i++) if (r.bh[i].id) (void)simba_release(r.b, r.bh[i]);
+    af_pump(&r, 200);
+    if (r.a) simba_destroy(r.a);
+    r.a = NULL;
+    af_pump(&r, 2500);                                /* A's session expires on the server */
+    /* every resource can be taken and given back, and is empty afterwards */
+    for (i = 0; i < (int)(sizeof af_names / sizeof af_names[0]) && !r.why; i++) {
+        simba_lock l = af_acq(r.b, af_names[i], 4, 1, 1000), q;
+        simba_event ev;
+        int got = 0, t;
+        for (t = 0; t < 400 && !got; t++) {
+            af_now += 5;
+            while (simba_tick(r.b, NULL, 0, &ev, 1) == 1)
+                if (ev.lock.id == l.id && ev.lock.gen == l.gen) got = ev.type == SIMBA_EVENT_ACQUIRED ? 1 : -1;
+        }
+        if (got != 1) { r.why = "afterwards a resource of the workload could not be acquired"; break; }
+        (void)simba_release(r.b, l);
+        q = simba_inspect(r.b, af_names[i], NULL);
+        for (t = 0, got = 0; t < 400 && !got; t++) {
+            af_now += 5;
+            while (simba_tick(r.b, NULL, 0, &ev, 1) == 1)
+                if (ev.type == SIMBA_EVENT_INFO && ev.lock.id == q.id && ev.lock.gen == q.gen)
+                    got = (ev.error == 0 && ev.held == 0 && ev.queued == 0) ? 1 : -1;
+        }
+        if (got != 1) r.why = "afterwards inspect shows a leftover holder or waiter";
+    }
+    simba_destroy(r.b);
+    simba_mem_server_destroy(sv);
+    *why = r.why;
+    return done;
+}
+
+static void t_mem_alloc_failures(void) {
+    long n;
+    const char *why = NULL;
+    for (n = 1; n < 100000; n++) {
+        int done = af_one(n, &why);
+        if (why) { printf("  # allocation %ld failing: %s\n", n, why); CHECK(why == NULL); }
+        if (done) break;
+    }
+    printf("  # %ld runs: allocation 1..%ld of the client failed in turn, then a run with no failure\n", n, n - 1);
+    CHECK(n > 10 && n < 100000);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1353,6 +1564,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
     RUN(t_mem_call_inside_destroy_is_edestroyed);
+    RUN(t_mem_alloc_failures);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
