@@ -1071,13 +1071,6 @@ static uint32_t simba__hash(const char *s) {
     return h;
 }
 
-static char *simba__strdup(simba_allocator *a, const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = (char *)a->alloc(n, a->user);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static void simba__copy(char *dst, size_t cap, const char *src) {
     size_t n = src ? strlen(src) : 0;
     if (n >= cap) n = cap - 1;
@@ -2007,7 +2000,7 @@ static void simba__update_owner(simba *s, simba__lock *l, const char *owner_sess
     else simba__client_of(owner_session, client, sizeof client);
     if (l->owner && strcmp(l->owner, client) == 0) return;
     simba__free(s, l->owner);
-    l->owner = simba__strdup(&s->alloc, client);
+    l->owner = simba_allocator_strdup(&s->alloc, client);
     memset(&ev, 0, sizeof ev);
     ev.type = SIMBA_EVENT_OWNER;
     ev.lock = simba__handle(s, l);
@@ -2844,7 +2837,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
         return simba__handle(s, l);
     }
     l = simba__new_lock(s, names, n);
-    if (!l || (d->key && !(l->key = simba__strdup(&s->alloc, d->key)))) {
+    if (!l || (d->key && !(l->key = simba_allocator_strdup(&s->alloc, d->key)))) {
         if (l) simba__slot_free(s, l);
         return simba__fail_lock(s, SIMBA_ENOMEM);
     }
@@ -2938,7 +2931,7 @@ static simba_lock simba__query(simba *s, const char *name, int kind, int capacit
     if ((err = simba__check_name(name)) != SIMBA_OK) return simba__fail_lock(s, err);
     if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) return simba__fail_lock(s, SIMBA_ECAPACITY);
     l = simba__slot_new(s);
-    if (!l || !(l->names = simba__strdup(&s->alloc, name))) {
+    if (!l || !(l->names = simba_allocator_strdup(&s->alloc, name))) {
         if (l) simba__slot_free(s, l);
         return simba__fail_lock(s, SIMBA_ENOMEM);
     }
@@ -3532,7 +3525,7 @@ static void simba__mem_item_free(simba_mem_server *srv, simba__mem_item *it) {
 }
 
 static char *simba__mem_strdup(simba_mem_server *srv, const char *s) {
-    return s ? simba__strdup(&srv->alloc, s) : NULL;
+    return simba_allocator_strdup(&srv->alloc, s);   /* NULL stays NULL */
 }
 
 /* Queue an item for connection c, keeping the list sorted by due time. */
