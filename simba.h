@@ -16,6 +16,39 @@
         SIMBA_STATIC        make every function static (private to one file)
         SIMBADEF            the linkage of the public functions (default extern)
 
+    TABLE OF CONTENTS
+    =================
+    Every section starts with a marker comment: grep -n '/[*]>>' simba.h
+
+    Declarations (always compiled)
+        >>api           the user API: limits, errors, events, descs, lifetime,
+                        requests, the pull loop, introspection
+        >>loop          push mode: event-loop hooks (LOOP INTEGRATION)
+        >>backend       the backend API: WRITING A BACKEND, ops and replies,
+                        the vtable, what a backend calls back
+        >>kit           the backend kit: the grant rule, fences, name and id
+                        checks, allocation that follows the user's allocator
+        >>mem           the in-memory backend; its fault injection is the
+                        test harness of simba's own tests
+        >>url           connection URLs
+    Implementation (SIMBA_IMPLEMENTATION)
+        >>internals     includes, constants, small utilities, error texts
+        >>types         the event ring, the lock table, the instance
+        >>instance      instance checks (no global state), memory, logging
+        >>slots         lock slots, handles, names, the name hash
+        >>events        the event queue
+        >>timers        the timer heap and what a due deadline does
+        >>session       request ids, sessions, the local safety rule
+        >>locks         the lock state machine
+        >>dispatch      sending what the locks need
+        >>backend       the backend callbacks, in-flight ops, the error backend
+        >>kit           the backend kit
+        >>api           the public API
+        >>loop          push mode
+        >>mem           the in-memory backend
+        >>url           connection URLs
+    >>url_dispatch      the URL dispatcher (SIMBA_URL_DISPATCH)
+
     WALKTHROUGH: HOLD A LOCK FROM A POLL LOOP
     =========================================
         #define SIMBA_IMPLEMENTATION
@@ -156,6 +189,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*>>api: the user API: limits, errors, events, descs, lifetime, requests, the loop, introspection */
 
 enum {
     SIMBA_MAX_NAME = 256,       /* bytes in a resource name, without the NUL */
@@ -374,10 +409,13 @@ typedef struct simba_error {
 SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err);
 /* simba_destroy: frees everything, without waiting for the server. Holds that
    were not released expire on the server after ttl + transition. NULL is a
-   no-op. Using the pointer afterwards is undefined behaviour, as after free():
-   the other calls answer SIMBA_EDESTROYED when they can tell (a registry of
-   live instances), but not once the allocator gave the same address to a new
-   instance. Stale and foreign handles are always detected (SIMBA_ESTALE). */
+   no-op. Using the pointer afterwards (calling any function with it,
+   simba_destroy included) is undefined behaviour, as after free(): simba
+   keeps no registry of instances (no global state); each call checks a magic
+   field in the instance (SIMBA_ASSERT fails on a bad one in debug builds).
+   Calls made from a callback while simba_destroy runs (a loop hook, the
+   logger) answer SIMBA_EDESTROYED. Stale and foreign handles of a live
+   instance are always detected (SIMBA_ESTALE). */
 SIMBADEF void simba_destroy(simba *s);
 
 /* ---- requests ---- */
@@ -489,6 +527,8 @@ SIMBADEF const char *simba_version(void);
 /* simba_now_ms: simba's monotonic clock (the desc's clock, if one was given). */
 SIMBADEF int64_t simba_now_ms(simba *s);
 
+/*>>loop: push mode: event-loop hooks */
+
 /*
     LOOP INTEGRATION
     ================
@@ -548,6 +588,8 @@ SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop);
    fit stay queued and the timer is set to 0 for them. */
 SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, int max);
 
+/*>>backend: the backend API: the contract, ops and replies, the vtable, what a backend calls back */
+
 /*
     WRITING A BACKEND
     =================
@@ -555,10 +597,19 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     simba_create, then submit() for each operation, and pollfds()/timeout_ms()/
     process() from the caller's loop. All operations are asynchronous: submit()
     returns SIMBA_OK when it took the operation, and then the backend calls
-    simba_backend_complete() exactly once for it, from inside process(),
-    reset() or destroy() (never from inside submit()). submit() returns
-    SIMBA_EDISCONNECTED (or another error) when it cannot take the operation;
-    then no completion follows.
+    simba_backend_complete() at most once for it, from inside process() or
+    reset() (never from inside submit()). An op the connection loses needs no
+    completion: after reset() and destroy() the core itself fails every op
+    still in flight (as SIMBA_EDISCONNECTED) and ignores any later answer to
+    it. submit() returns SIMBA_EDISCONNECTED (or another error) when it cannot
+    take the operation; then no completion follows. A completion may make the
+    core submit() again at once (from inside process() or reset()): a backend
+    must accept that.
+
+    The core validates every op once, before submit(): names, tenant, client
+    and request ids, the number of resources, capacities and weights, lengths
+    (docs/backend-contract.md lists what every op satisfies). Backends trust
+    ops and never re-check them; they check only what their server answers.
 
     Every operation is idempotent, so the core may send it again after a lost
     answer: ENQUEUE inserts only if the request id is absent, RELEASE of an
@@ -642,10 +693,14 @@ struct simba_backend_vtable {
     int64_t (*deadline_ms)(void *impl);
     /* fds: what poll() returned (the backend finds its own fds in it), or NULL = try all */
     void (*process)(void *impl, const struct pollfd *fds, int nfds);
-    /* drop the connection: complete every op in flight with SIMBA_EDISCONNECTED,
-       report disconnected, reconnect with backoff */
+    /* drop the connection, report disconnected, reconnect with backoff. The
+       ops in flight need no completion: after reset() returns, the core fails
+       every op it submitted before and has no answer for (as if completed
+       with SIMBA_EDISCONNECTED) and ignores a later answer to it. A backend
+       may still complete them here itself. */
     void (*reset)(void *impl, int why);
-    /* complete every op in flight with SIMBA_EDISCONNECTED and free everything */
+    /* free everything; no completion is needed (the core drops the ops in
+       flight and ignores completions made from inside destroy()) */
     void (*destroy)(void *impl);
 };
 
@@ -695,6 +750,8 @@ SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
 #endif
     ;
 
+/*>>kit: the backend kit: the grant rule, fences, name checks, allocation */
+
 /* ---- the backend kit ----
    The rules every backend shares, written once here; a backend calls them and
    never writes them again (docs/backend-contract.md). */
@@ -733,6 +790,8 @@ SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n);
 SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr);
 SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str);
 
+/*>>mem: the in-memory backend, and its fault injection (the test harness) */
+
 /* ---- the in-memory backend ----
    A server object in this process; every simba client made with
    simba_mem(srv, ...) is one connection to it. Several clients of one server
@@ -744,6 +803,16 @@ typedef struct simba_mem_desc {
     simba_allocator allocator;
     simba_clock clock;          /* the server's clock (ms); default CLOCK_MONOTONIC */
 } simba_mem_desc;
+
+/* -- fault injection: the test harness --
+   simba's own tests, the simulation (tests/test_sim.c), the fuzzer
+   (tests/fuzz/fuzz_mem.c) and the benchmarks drive the mem server through
+   what follows: faults per connection (delays, drops, reordering, partitions,
+   back-pressure: simba_mem_faults, simba_mem_set_faults), a restart that
+   loses all data and the operator's init after it (simba_mem_server_restart,
+   simba_mem_server_init), a killed connection (simba_mem_kill) and the
+   server's counters (simba_mem_server_stats). An application that embeds the
+   mem backend needs none of it: simba_mem(srv, NULL) has no faults. */
 
 /* Faults of one connection (or all, see simba_mem_set_faults). */
 typedef struct simba_mem_faults {
@@ -781,6 +850,8 @@ typedef struct simba_mem_stats {
     int resources, entries, sessions;
 } simba_mem_stats;
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
+
+/*>>url: connection URLs */
 
 /* ---- connection URLs ----
    One connection string for every backend, for config files and variables
@@ -896,6 +967,8 @@ SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, co
 #ifndef SIMBA_IMPL_INCLUDED
 #define SIMBA_IMPL_INCLUDED
 
+/*>>internals: includes, constants, small utilities, names and ids, error texts */
+
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -917,7 +990,8 @@ extern "C" {
 #endif
 
 #define SIMBA__NEVER INT64_MAX
-#define SIMBA__MAGIC 0x53494d42u           /* "SIMB" */
+#define SIMBA__MAGIC 0x53494d42u           /* "SIMB": a live instance */
+#define SIMBA__DEAD 0x44454144u            /* "DEAD": inside simba_destroy, or a failed create */
 #define SIMBA__SESSION_OP 0xffffffffu      /* op ids of session operations */
 #define SIMBA__CLOSE_OP 0xfffffffeu        /* fire-and-forget close of an abandoned session */
 
@@ -997,13 +1071,6 @@ static uint32_t simba__hash(const char *s) {
     return h;
 }
 
-static char *simba__strdup(simba_allocator *a, const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = (char *)a->alloc(n, a->user);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static void simba__copy(char *dst, size_t cap, const char *src) {
     size_t n = src ? strlen(src) : 0;
     if (n >= cap) n = cap - 1;
@@ -1080,6 +1147,8 @@ SIMBADEF const char *simba_event_name(simba_event_type type) {
 
 SIMBADEF const char *simba_version(void) { return SIMBA_VERSION_STRING; }
 
+/*>>types: the event ring, the lock table, sessions, the instance */
+
 /*--- the event queue: a growable ring ---------------------------------------*/
 
 typedef struct simba__events {
@@ -1127,6 +1196,7 @@ typedef struct simba__lock {
     int32_t holds;
     int32_t wait_ms;
     uint32_t op_seq;
+    uint32_t op_reset_no;            /* s->reset_no when its op was submitted */
     uint32_t heap_pos;               /* index + 1 in the timer heap, 0 = not in it */
     uint32_t next_dirty;             /* index + 1, dispatch list */
     uint32_t hnext;                  /* index + 1, name hash chain */
@@ -1156,19 +1226,21 @@ typedef struct simba__session {
     int64_t next_keepalive;
     uint8_t op;                      /* OPEN or KEEPALIVE in flight */
     uint32_t op_seq;
+    uint32_t op_reset_no;            /* s->reset_no when it was submitted */
     int64_t op_sent, op_deadline;
     int failures;
     uint64_t req_next;               /* the n of the last request id given (see simba__next_req_no) */
 } simba__session;
 
 struct simba {
-    uint32_t magic;
-    simba *next_live;
+    uint32_t magic;                  /* SIMBA__MAGIC while live (simba__is_live) */
     simba_allocator alloc;
     simba_logger logger;
     simba_clock clock;
     simba_backend backend;
     int connected, last_error;
+    uint32_t reset_no;               /* counts vt->reset calls: an op submitted before the
+                                        last one and still in flight is failed by the core */
     int backend_full;                /* the backend refused a submit (SIMBA_EBUSY): dispatch
                                         waits for its next completion instead of spinning */
     int conn_error;                  /* the last connection failure reported (0 none) */
@@ -1224,48 +1296,29 @@ struct simba__watch {
     dev_t dev;
     ino_t ino;
 };
+
+/* Forward declarations: what one section uses before the section that owns it. */
+static int simba__session_safe(simba *s, int64_t now);
+static void simba__heap_remove(simba *s, simba__lock *l);
+static void simba__timer_update(simba *s, simba__lock *l);
+static void simba__end_request(simba *s, simba__lock *l);
+static void simba__backend_reset(simba *s, int why);
 static void simba__loop_sync(simba *s);
 static void simba__loop_kick(simba *s);
 static void simba__loop_teardown(simba *s);
 
-/*--- the registry of live instances ------------------------------------------
-   Catches most calls on a destroyed simba instead of reading freed memory: a
-   best effort, not a guarantee (a new instance at the same address is live,
-   and the stale pointer then reaches it). Only create/destroy modify it,
-   under a spin lock where the compiler has atomics. */
-static simba *simba__live_list;
-#if defined(__GNUC__) || defined(__clang__)
-static volatile int simba__live_lock_word;
-static void simba__live_lock(void) { while (__sync_lock_test_and_set(&simba__live_lock_word, 1)) {} }
-static void simba__live_unlock(void) { __sync_lock_release(&simba__live_lock_word); }
-#else
-static void simba__live_lock(void) {}
-static void simba__live_unlock(void) {}
-#endif
+/*>>instance: instance checks (no global state), memory, logging, errors */
 
+/*--- instance checks ----------------------------------------------------------
+   No global state: every public call checks the instance's magic in O(1)
+   (curl's GOOD_MULTI_HANDLE). simba_destroy sets it to SIMBA__DEAD first, so
+   a call made from a callback inside simba_destroy (a loop hook, a logger)
+   answers SIMBA_EDESTROYED. A pointer that was freed is not checked: using
+   it is undefined (SIMBA_ASSERT catches some of it in debug builds). */
 static int simba__is_live(const simba *s) {
-    const simba *p;
-    int found = 0;
     if (!s) return 0;
-    simba__live_lock();
-    for (p = simba__live_list; p; p = p->next_live) if (p == s) { found = 1; break; }
-    simba__live_unlock();
-    return found;
-}
-
-static void simba__live_add(simba *s) {
-    simba__live_lock();
-    s->next_live = simba__live_list;
-    simba__live_list = s;
-    simba__live_unlock();
-}
-
-static void simba__live_remove(simba *s) {
-    simba **pp;
-    simba__live_lock();
-    for (pp = &simba__live_list; *pp; pp = &(*pp)->next_live)
-        if (*pp == s) { *pp = s->next_live; break; }
-    simba__live_unlock();
+    SIMBA_ASSERT(s->magic == SIMBA__MAGIC || s->magic == SIMBA__DEAD);
+    return s->magic == SIMBA__MAGIC;
 }
 
 /*--- memory and logging -------------------------------------------------------*/
@@ -1290,6 +1343,9 @@ static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
 static int64_t simba__now(simba *s) { return s->clock.now_ms(s->clock.user); }
 
 static int simba__fail(simba *s, int err) { s->last_error = err; return err; }
+static const simba_lock simba__no_lock = {0, 0};
+/* simba__fail for the calls that return a handle: {0,0} and why. */
+static simba_lock simba__fail_lock(simba *s, int err) { s->last_error = err; return simba__no_lock; }
 
 /* simba_last_error() with its words. */
 static void simba__set_error(simba *s, int err, const char *msg) {
@@ -1298,58 +1354,7 @@ static void simba__set_error(simba *s, int err, const char *msg) {
     simba__copy(s->last_msg, sizeof s->last_msg, msg);
 }
 
-/*--- events -----------------------------------------------------------------*/
-
-static int simba__events_grow(simba *s) {
-    simba__events *q = &s->events;
-    int ncap = q->cap ? q->cap * 2 : 64, i;
-    simba_event *nb = (simba_event *)simba__alloc(s, sizeof(simba_event) * (size_t)ncap);
-    if (!nb) return SIMBA_ENOMEM;
-    for (i = 0; i < q->count; i++) nb[i] = q->buf[(q->head + i) % q->cap];
-    simba__free(s, q->buf);
-    q->buf = nb; q->cap = ncap; q->head = 0;
-    return SIMBA_OK;
-}
-
-/* Room the event queue keeps for every live lock (and query): its events
-   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
-   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
-   one more event queued (a LOST takes its older events out first); the
-   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
-   where SIMBA_ENOMEM can be returned to the caller. */
-enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
-
-/* Events are never dropped silently. A lock's event uses the room reserved
-   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
-   that room: if the queue cannot grow, it is logged as lost and the error is
-   remembered (simba_last_error). */
-static void simba__emit_at(simba *s, const simba_event *ev, int front) {
-    simba__events *q = &s->events;
-    int room = q->cap - q->count;
-    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
-    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
-        simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
-        s->last_error = SIMBA_ENOMEM;
-        return;
-    }
-    if (front) { q->head = (q->head + q->cap - 1) % q->cap; q->buf[q->head] = *ev; }
-    else q->buf[(q->head + q->count) % q->cap] = *ev;
-    q->count++;
-}
-
-/* Remove the undelivered events of one handle (used when a hold is lost
-   before its ACQUIRED was delivered). */
-static void simba__events_forget(simba *s, simba_lock h) {
-    simba__events *q = &s->events;
-    int i, kept = 0;
-    for (i = 0; i < q->count; i++) {
-        simba_event *e = &q->buf[(q->head + i) % q->cap];
-        if (e->lock.id == h.id && e->lock.gen == h.gen) continue;
-        q->buf[(q->head + kept) % q->cap] = *e;
-        kept++;
-    }
-    q->count = kept;
-}
+/*>>slots: lock slots, handles, names, the name hash, the end of a slot */
 
 /*--- lock slots, handles, names ------------------------------------------------*/
 
@@ -1454,7 +1459,165 @@ static void simba__hash_remove(simba *s, simba__lock *l) {
     }
 }
 
-/*--- timers: one heap entry per lock, keyed by its earliest deadline ----------*/
+/*--- the dispatch list: locks that need an operation sent ---------------------*/
+
+static void simba__mark_dirty(simba *s, simba__lock *l) {
+    uint32_t me = (uint32_t)(l - s->locks) + 1;
+    if (l->flags & SIMBA__F_DIRTY) return;
+    l->flags |= SIMBA__F_DIRTY;
+    l->next_dirty = 0;
+    if (s->dirty_tail) s->locks[s->dirty_tail - 1].next_dirty = me;
+    else s->dirty_head = me;
+    s->dirty_tail = me;
+}
+
+static void simba__slot_free(simba *s, simba__lock *l) {
+    SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
+    simba__heap_remove(s, l);
+    if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
+    l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
+    simba__free(s, l->names);
+    simba__free(s, l->key);
+    simba__free(s, l->fences);
+    simba__free(s, l->owner);
+    simba__free(s, l->result);
+    l->names = l->key = l->owner = NULL;
+    l->fences = NULL; l->result = NULL;
+    l->kind = SIMBA__K_FREE;
+    l->gen++;
+    if (!l->gen) l->gen = 1;
+    l->next_dirty = s->free_head;
+    s->free_head = (uint32_t)(l - s->locks) + 1;
+    s->live_locks--;
+}
+
+/* A slot on the dispatch list is freed when the list reaches it. */
+static void simba__finish(simba *s, simba__lock *l) {
+    l->op = 0;
+    l->op_seq++;
+    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__timer_update(s, l);
+    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
+    simba__slot_free(s, l);
+}
+
+/*>>events: the event queue: room for every lock, emitting, forgetting */
+
+/*--- emitting events ---------------------------------------------------------*/
+
+static int simba__events_grow(simba *s) {
+    simba__events *q = &s->events;
+    int ncap = q->cap ? q->cap * 2 : 64, i;
+    simba_event *nb = (simba_event *)simba__alloc(s, sizeof(simba_event) * (size_t)ncap);
+    if (!nb) return SIMBA_ENOMEM;
+    for (i = 0; i < q->count; i++) nb[i] = q->buf[(q->head + i) % q->cap];
+    simba__free(s, q->buf);
+    q->buf = nb; q->cap = ncap; q->head = 0;
+    return SIMBA_OK;
+}
+
+/* Room the event queue keeps for every live lock (and query): its events
+   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
+   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
+   one more event queued (a LOST takes its older events out first); the
+   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
+   where SIMBA_ENOMEM can be returned to the caller. */
+enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
+
+/* Events are never dropped silently. A lock's event uses the room reserved
+   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
+   that room: if the queue cannot grow, it is logged as lost and the error is
+   remembered (simba_last_error). */
+static void simba__emit_at(simba *s, const simba_event *ev, int front) {
+    simba__events *q = &s->events;
+    int room = q->cap - q->count;
+    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
+    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
+        simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
+        (void)simba__fail(s, SIMBA_ENOMEM);
+        return;
+    }
+    if (front) { q->head = (q->head + q->cap - 1) % q->cap; q->buf[q->head] = *ev; }
+    else q->buf[(q->head + q->count) % q->cap] = *ev;
+    q->count++;
+}
+
+/* Remove the undelivered events of one handle (used when a hold is lost
+   before its ACQUIRED was delivered). */
+static void simba__events_forget(simba *s, simba_lock h) {
+    simba__events *q = &s->events;
+    int i, kept = 0;
+    for (i = 0; i < q->count; i++) {
+        simba_event *e = &q->buf[(q->head + i) % q->cap];
+        if (e->lock.id == h.id && e->lock.gen == h.gen) continue;
+        q->buf[(q->head + kept) % q->cap] = *e;
+        kept++;
+    }
+    q->count = kept;
+}
+
+
+/* Why a request waited in vain (TIMEOUT) or failed: the last backend error it
+   met, else the state of the connection and the session; 0 = plain busy. */
+static int simba__wait_cause(simba *s, const simba__lock *l, char *msg, size_t cap) {
+    msg[0] = 0;
+    if (l->cause == SIMBA_EGRACE) {
+        snprintf(msg, cap, "restart grace: the server holds back grants until %lld ms on simba's clock "
+                 "(it lost its data; a holder from before may still be alive)", (long long)s->grace_until);
+        return SIMBA_EGRACE;
+    }
+    if (!s->connected) {
+        simba__copy(msg, cap, s->conn_msg[0] ? s->conn_msg : "no connection to the backend");
+        return s->conn_error ? s->conn_error : SIMBA_EDISCONNECTED;
+    }
+    if (!s->session.open && s->sess_error) {
+        simba__copy(msg, cap, s->sess_msg);
+        return s->sess_error;
+    }
+    if (!s->session.open) {            /* connected, but the request could not be placed */
+        simba__copy(msg, cap, "the server has not confirmed our session yet (no answer)");
+        return SIMBA_ETIMEDOUT;
+    }
+    if (l->cause == SIMBA_EDISCONNECTED) simba__copy(msg, cap, s->conn_msg);
+    return l->cause;
+}
+
+static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, int error) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.lock = simba__handle(s, l);
+    ev.user = l->user;
+    ev.error = error;
+    if (type == SIMBA_EVENT_TIMEOUT) {
+        ev.error = simba__wait_cause(s, l, ev.message, sizeof ev.message);
+        if (ev.error) simba__set_error(s, ev.error, ev.message);
+    }
+    if (type == SIMBA_EVENT_ACQUIRED) {
+        int64_t now = simba__now(s);
+        ev.fence = l->fence;
+        ev.capacity = l->stored_capacity;
+        if (simba__session_safe(s, now)) {
+            ev.valid_until = s->session.valid_until;
+            ev.valid_ms = ev.valid_until - now;
+        }
+        l->flags |= SIMBA__F_ACQ_QUEUED;
+    }
+    if (type == SIMBA_EVENT_LOST) simba__events_forget(s, ev.lock);
+    simba__emit_at(s, &ev, type == SIMBA_EVENT_LOST);
+}
+
+static void simba__emit_simple(simba *s, simba_event_type type, int error) {
+    simba_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.error = error;
+    simba__emit_at(s, &ev, 0);
+}
+
+/*>>timers: the timer heap and what a due deadline does */
+
+/*--- the timer heap: one entry per lock, keyed by its earliest deadline ----------*/
 
 static int simba__heap_less(simba *s, uint32_t a, uint32_t b) {
     return s->locks[s->heap[a]].timer_at < s->locks[s->heap[b]].timer_at;
@@ -1526,7 +1689,7 @@ static void simba__timer_update(simba *s, simba__lock *l) {
     l->timer_at = at;
     if (!l->heap_pos) {
         SIMBA_ASSERT(s->nheap < s->capheap);
-        if (s->nheap >= s->capheap) { s->last_error = SIMBA_ENOMEM; return; }   /* unreachable */
+        if (s->nheap >= s->capheap) { (void)simba__fail(s, SIMBA_ENOMEM); return; }   /* unreachable */
         s->heap[s->nheap] = (uint32_t)(l - s->locks);
         l->heap_pos = ++s->nheap;
         simba__heap_up(s, l->heap_pos - 1);
@@ -1536,108 +1699,47 @@ static void simba__timer_update(simba *s, simba__lock *l) {
     }
 }
 
-/*--- the dispatch list: locks that need an operation sent ---------------------*/
+/*--- what a due deadline does --------------------------------------------------*/
 
-static void simba__mark_dirty(simba *s, simba__lock *l) {
-    uint32_t me = (uint32_t)(l - s->locks) + 1;
-    if (l->flags & SIMBA__F_DIRTY) return;
-    l->flags |= SIMBA__F_DIRTY;
-    l->next_dirty = 0;
-    if (s->dirty_tail) s->locks[s->dirty_tail - 1].next_dirty = me;
-    else s->dirty_head = me;
-    s->dirty_tail = me;
-}
-
-static void simba__slot_free(simba *s, simba__lock *l) {
-    SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
-    simba__heap_remove(s, l);
-    if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
-    l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
-    simba__free(s, l->names);
-    simba__free(s, l->key);
-    simba__free(s, l->fences);
-    simba__free(s, l->owner);
-    simba__free(s, l->result);
-    l->names = l->key = l->owner = NULL;
-    l->fences = NULL; l->result = NULL;
-    l->kind = SIMBA__K_FREE;
-    l->gen++;
-    if (!l->gen) l->gen = 1;
-    l->next_dirty = s->free_head;
-    s->free_head = (uint32_t)(l - s->locks) + 1;
-    s->live_locks--;
-}
-
-/* A slot on the dispatch list is freed when the list reaches it. */
-static void simba__timer_update(simba *s, simba__lock *l);
-static void simba__finish(simba *s, simba__lock *l) {
-    l->op = 0;
-    l->op_seq++;
-    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
-    simba__timer_update(s, l);
-    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
-    simba__slot_free(s, l);
-}
-
-static int simba__session_safe(simba *s, int64_t now);
-
-/* Why a request waited in vain (TIMEOUT) or failed: the last backend error it
-   met, else the state of the connection and the session; 0 = plain busy. */
-static int simba__wait_cause(simba *s, const simba__lock *l, char *msg, size_t cap) {
-    msg[0] = 0;
-    if (l->cause == SIMBA_EGRACE) {
-        snprintf(msg, cap, "restart grace: the server holds back grants until %lld ms on simba's clock "
-                 "(it lost its data; a holder from before may still be alive)", (long long)s->grace_until);
-        return SIMBA_EGRACE;
+static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset) {
+    if (l->op_deadline <= now) {
+        /* no answer in time: the connection is suspect; send the op again later */
+        int op = l->op;
+        l->op = 0;
+        l->op_seq++;
+        l->op_deadline = SIMBA__NEVER;
+        l->cause = SIMBA_ETIMEDOUT;
+        *reset = 1;
+        if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
+        if (op) simba__mark_dirty(s, l);
     }
-    if (!s->connected) {
-        simba__copy(msg, cap, s->conn_msg[0] ? s->conn_msg : "no connection to the backend");
-        return s->conn_error ? s->conn_error : SIMBA_EDISCONNECTED;
-    }
-    if (!s->session.open && s->sess_error) {
-        simba__copy(msg, cap, s->sess_msg);
-        return s->sess_error;
-    }
-    if (!s->session.open) {            /* connected, but the request could not be placed */
-        simba__copy(msg, cap, "the server has not confirmed our session yet (no answer)");
-        return SIMBA_ETIMEDOUT;
-    }
-    if (l->cause == SIMBA_EDISCONNECTED) simba__copy(msg, cap, s->conn_msg);
-    return l->cause;
-}
-
-static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, int error) {
-    simba_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = type;
-    ev.lock = simba__handle(s, l);
-    ev.user = l->user;
-    ev.error = error;
-    if (type == SIMBA_EVENT_TIMEOUT) {
-        ev.error = simba__wait_cause(s, l, ev.message, sizeof ev.message);
-        if (ev.error) simba__set_error(s, ev.error, ev.message);
-    }
-    if (type == SIMBA_EVENT_ACQUIRED) {
-        int64_t now = simba__now(s);
-        ev.fence = l->fence;
-        ev.capacity = l->stored_capacity;
-        if (simba__session_safe(s, now)) {
-            ev.valid_until = s->session.valid_until;
-            ev.valid_ms = ev.valid_until - now;
+    if (l->wait_deadline <= now) {
+        l->wait_deadline = SIMBA__NEVER;
+        if (l->kind == SIMBA__K_LOCK && (l->state == SIMBA__S_PENDING || l->state == SIMBA__S_WAITING)) {
+            simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
+            simba__end_request(s, l);
+            return;
         }
-        l->flags |= SIMBA__F_ACQ_QUEUED;
     }
-    if (type == SIMBA_EVENT_LOST) simba__events_forget(s, ev.lock);
-    simba__emit_at(s, &ev, type == SIMBA_EVENT_LOST);
+    if (l->recheck_at <= now) {
+        l->recheck_at = SIMBA__NEVER;
+        if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
+        simba__mark_dirty(s, l);
+    }
+    simba__timer_update(s, l);
 }
 
-static void simba__emit_simple(simba *s, simba_event_type type, int error) {
-    simba_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = type;
-    ev.error = error;
-    simba__emit_at(s, &ev, 0);
+static void simba__run_timers(simba *s, int64_t now) {
+    int reset = 0;
+    while (s->nheap && s->locks[s->heap[0]].timer_at <= now)
+        simba__lock_timer(s, &s->locks[s->heap[0]], now, &reset);
+    if (reset && s->connected) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: an operation timed out; resetting the connection");
+        simba__backend_reset(s, SIMBA_ETIMEDOUT);
+    }
 }
+
+/*>>session: request ids, sessions, keepalives, the local safety rule */
 
 /*--- request ids ----------------------------------------------------------------*/
 
@@ -1691,8 +1793,49 @@ static void simba__fill_op(simba *s, simba_op *op, simba_op_kind kind, uint32_t 
     op->lease_ms = s->ttl_ms + s->transition_ms;
 }
 
+/* What every op handed to a backend satisfies (docs/backend-contract.md,
+   "What the core guarantees about ops"): the public calls and simba_create
+   refused everything else with a SIMBA_E* code, so backends trust ops and
+   never re-check them. Checked here once more, at the one submit point, as
+   an assertion: a failure is a bug in the core. */
+static int simba__check_op(const simba_op *op) {
+    int i, j, want;
+    if (op->kind < SIMBA_OP_OPEN || op->kind > SIMBA_OP_DELETE) return SIMBA_EINVAL;
+    if (simba_check_tenant(op->tenant) != SIMBA_OK || simba_check_id(op->client) != SIMBA_OK) return SIMBA_ENAME;
+    if (!op->session || !op->session[0] || strlen(op->session) > SIMBA_MAX_SESSION || op->lease_ms <= 0)
+        return SIMBA_EINVAL;
+    if (op->try_only && op->kind != SIMBA_OP_ENQUEUE) return SIMBA_EINVAL;
+    switch (op->kind) {
+    case SIMBA_OP_OPEN: case SIMBA_OP_KEEPALIVE: case SIMBA_OP_CLOSE:
+        return op->nres == 0 ? SIMBA_OK : SIMBA_EINVAL;
+    case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL: case SIMBA_OP_RELEASE:
+        if (!op->request || !op->request[0] || strlen(op->request) > SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32)
+            return SIMBA_EINVAL;
+        if (strncmp(op->request, "k~", 2) == 0 && simba_check_id(op->request + 2) != SIMBA_OK) return SIMBA_ENAME;
+        want = -1;
+        break;
+    default:                                     /* INSPECT, SET_CAPACITY, DELETE */
+        want = 1;
+        break;
+    }
+    if (op->nres < 1 || op->nres > SIMBA_MAX_RESOURCES || (want > 0 && op->nres != want) || !op->res)
+        return SIMBA_EINVAL;
+    for (i = 0; i < op->nres; i++) {
+        const simba_res *r = &op->res[i];
+        if (simba_check_name(r->name) != SIMBA_OK) return SIMBA_ENAME;
+        if (r->capacity < 1 || r->weight < 0 || r->weight > r->capacity) return SIMBA_ECAPACITY;
+        for (j = 0; j < i; j++) if (strcmp(r->name, op->res[j].name) == 0) return SIMBA_EINVAL;
+    }
+    return SIMBA_OK;
+}
+
+/* The one place the core hands an op to the backend. */
 static int simba__submit(simba *s, const simba_op *op) {
+    int valid;
     if (!s->connected) return SIMBA_EDISCONNECTED;
+    valid = simba__check_op(op);
+    SIMBA_ASSERT(valid == SIMBA_OK);
+    (void)valid;
     return s->backend.vt->submit(s->backend.impl, op);
 }
 
@@ -1702,6 +1845,7 @@ static void simba__session_send(simba *s, simba_op_kind kind, int64_t now) {
     simba__fill_op(s, &op, kind, SIMBA__SESSION_OP, s->session.op_seq);
     if (simba__submit(s, &op) != SIMBA_OK) return;
     s->session.op = (uint8_t)kind;
+    s->session.op_reset_no = s->reset_no;
     s->session.op_sent = now;
     s->session.op_deadline = now + s->op_timeout_ms;
 }
@@ -1767,7 +1911,7 @@ static void simba__session_tick(simba *s, int64_t now) {
         simba__log(s, SIMBA_LOG_WARN, "simba: session operation timed out; resetting the connection");
         ss->op = 0;
         ss->op_seq++;
-        if (s->connected) s->backend.vt->reset(s->backend.impl, SIMBA_ETIMEDOUT);
+        if (s->connected) simba__backend_reset(s, SIMBA_ETIMEDOUT);
     }
     if (!s->connected || ss->op || now < ss->next_keepalive) return;
     simba__session_send(s, ss->open ? SIMBA_OP_KEEPALIVE : SIMBA_OP_OPEN, now);
@@ -1815,6 +1959,8 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
                               simba_strerror(r->status), r->message ? ": " : "", r->message ? r->message : "");
 }
 
+/*>>locks: the lock state machine: what an answer does to a request */
+
 /*--- the lock state machine ---------------------------------------------------*/
 
 /* Withdraw a request the caller no longer owns (timed out, failed): the handle
@@ -1854,7 +2000,7 @@ static void simba__update_owner(simba *s, simba__lock *l, const char *owner_sess
     else simba__client_of(owner_session, client, sizeof client);
     if (l->owner && strcmp(l->owner, client) == 0) return;
     simba__free(s, l->owner);
-    l->owner = simba__strdup(&s->alloc, client);
+    l->owner = simba_allocator_strdup(&s->alloc, client);
     memset(&ev, 0, sizeof ev);
     ev.type = SIMBA_EVENT_OWNER;
     ev.lock = simba__handle(s, l);
@@ -2030,12 +2176,89 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
     simba__emit_at(s, &ev, 0);
 }
 
-SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
+/*>>dispatch: send what the locks need */
+
+/*--- dispatch: send what the locks need ------------------------------------------*/
+
+/* Fill op with the lock's resources; res must have room for SIMBA_MAX_RESOURCES. */
+static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind kind, simba_res *res,
+                           char *rid, size_t ridcap) {
+    int i;
+    l->op_seq++;
+    simba__fill_op(s, op, kind, (uint32_t)(l - s->locks), l->op_seq);
+    for (i = 0; i < l->nres; i++) {
+        res[i].name = simba__name(l, i);
+        res[i].capacity = l->capacity;
+        res[i].weight = l->weight;
+    }
+    op->res = res;
+    op->nres = l->nres;
+    if (kind == SIMBA_OP_INSPECT || kind == SIMBA_OP_SET_CAPACITY || kind == SIMBA_OP_DELETE) return;
+    simba__request_id(s, l, rid, ridcap);
+    op->request = rid;
+    op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+}
+
+/* Which operation a dirty lock needs now (0: none). */
+static int simba__needed_op(simba__lock *l) {
+    if (l->kind == SIMBA__K_QUERY) return l->state == SIMBA__S_PENDING ? l->qkind : 0;
+    if (l->state == SIMBA__S_RELEASING) return SIMBA_OP_RELEASE;
+    if (l->state == SIMBA__S_PENDING) return l->recheck_at == SIMBA__NEVER ? SIMBA_OP_ENQUEUE : 0;
+    if (l->flags & SIMBA__F_NEED_POLL) return SIMBA_OP_POLL;
+    return 0;
+}
+
+/* Returns 0 if the op could not be sent (not connected): stop dispatching. */
+static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
+    simba_op op;
+    simba_res res[SIMBA_MAX_RESOURCES];
+    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
+    int kind = simba__needed_op(l), rc;
+    if (!kind || l->op == kind) return 1;
+    if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
+        l->session_no = s->session.no;       /* a new request in this session */
+        l->req_no = simba__next_req_no(s);
+        l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
+    }
+    simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
+    if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
+    rc = simba__submit(s, &op);
+    if (rc != SIMBA_OK) {
+        l->op_seq--;
+        s->backend_full = rc == SIMBA_EBUSY;
+        return 0;
+    }
+    l->op = (uint8_t)kind;
+    l->op_reset_no = s->reset_no;
+    if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
+    if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
+    l->op_deadline = now + s->op_timeout_ms;
+    simba__timer_update(s, l);
+    return 1;
+}
+
+static void simba__dispatch(simba *s, int64_t now) {
+    s->backend_full = 0;                 /* try again each tick; a refusal sets it back */
+    while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
+        simba__lock *l = &s->locks[s->dirty_head - 1];
+        if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
+        s->dirty_head = l->next_dirty;
+        if (!s->dirty_head) s->dirty_tail = 0;
+        l->flags &= (uint16_t)~SIMBA__F_DIRTY;
+        if (l->kind == SIMBA__K_DEAD) simba__slot_free(s, l);
+    }
+}
+
+/*>>backend: the backend callback API (implementation): completions, in-flight ops, wakes, state, the error backend */
+
+/* One answer to an op the core submitted (from the backend, or made up by
+   simba__fail_inflight). An answer to an op that is no longer in flight
+   (superseded, finished, or already failed by the core) is ignored. */
+static void simba__complete(simba *s, const simba_reply *r) {
     uint32_t idx, seq;
     simba__lock *l;
     int op;
     int64_t now;
-    if (!s || s->magic != SIMBA__MAGIC || !r) return;
     s->backend_full = 0;                                /* room again: dispatch may go on */
     idx = (uint32_t)(r->id >> 32);
     seq = (uint32_t)r->id;
@@ -2051,6 +2274,43 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
     if (l->kind == SIMBA__K_QUERY) simba__query_reply(s, l, r);
     else if (op == SIMBA_OP_RELEASE) simba__release_reply(s, l, r);
     else if (l->kind == SIMBA__K_LOCK) simba__state_reply(s, l, op, r, now);
+}
+
+SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
+    if (!simba__is_live(s) || !r) return;
+    simba__complete(s, r);
+}
+
+/* The core owns the failure of in-flight ops (hiredis style): after
+   vt->reset, every op submitted before it and still not answered ends here,
+   as if the backend had completed it with SIMBA_EDISCONNECTED (a backend may
+   still do that itself inside reset(): then nothing is left to fail here).
+   Each such op is no longer in flight afterwards, so an answer the backend
+   sends later for it is stale and ignored. Ops submitted during reset() (a
+   completion may make the core submit again) are newer and stay in flight. */
+static void simba__fail_inflight(simba *s) {
+    simba_reply r;
+    uint32_t i;
+    memset(&r, 0, sizeof r);
+    r.status = SIMBA_EDISCONNECTED;
+    r.recheck_ms = -1;
+    if (s->session.op && s->session.op_reset_no != s->reset_no) {
+        r.id = ((uint64_t)SIMBA__SESSION_OP << 32) | s->session.op_seq;
+        simba__complete(s, &r);
+    }
+    for (i = 0; i < s->nlocks; i++) {     /* s->locks is re-read: nothing here frees or moves slots */
+        simba__lock *l = &s->locks[i];
+        if (!l->op || l->op_reset_no == s->reset_no) continue;
+        r.id = ((uint64_t)i << 32) | l->op_seq;
+        simba__complete(s, &r);
+    }
+}
+
+/* Every vt->reset goes through here. */
+static void simba__backend_reset(simba *s, int why) {
+    s->reset_no++;
+    s->backend.vt->reset(s->backend.impl, why);
+    simba__fail_inflight(s);
 }
 
 /* Does lock l have resource `name`? */
@@ -2095,7 +2355,7 @@ static int simba__wake_granted(simba *s, const char *name, const char *session, 
 
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     uint32_t i;
-    if (!s || s->magic != SIMBA__MAGIC || !name || !s->nbuckets) return;
+    if (!simba__is_live(s) || !name || !s->nbuckets) return;
     if (session && request && fence > 0 && simba__wake_granted(s, name, session, request, fence)) return;
     /* a grant we cannot place (a multi-resource request, or already answered)
        or a plain hint: everyone concerned with `name` looks again */
@@ -2122,7 +2382,7 @@ static void simba__emit_conn(simba *s, int err, const char *msg) {
 }
 
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
-    if (!s || s->magic != SIMBA__MAGIC) return;
+    if (!simba__is_live(s)) return;
     if (up && !s->connected) {
         s->connected = 1;
         s->session.next_keepalive = 0;       /* re-confirm the session at once */
@@ -2148,51 +2408,6 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
     } else if (!up && err && msg) {
         simba__copy(s->conn_msg, sizeof s->conn_msg, msg);   /* the newest words for the same error */
     }
-}
-
-/*--- the backend kit ---*/
-
-SIMBADEF int simba_grant_weight(int weight, int capacity) {
-    return (weight == 0 || weight > capacity) ? capacity : weight;
-}
-
-SIMBADEF int simba_grant_step(int64_t *ahead, int weight, int capacity) {
-    *ahead += simba_grant_weight(weight, capacity);
-    return *ahead <= capacity;
-}
-
-SIMBADEF int64_t simba_grant_fence(int64_t counter, int64_t now_us) {
-    return counter + 1 > now_us ? counter + 1 : now_us;
-}
-
-SIMBADEF int simba_check_name(const char *name) { return simba__check_name(name); }
-SIMBADEF int simba_check_tenant(const char *tenant) { return simba__check_id(tenant, SIMBA_MAX_TENANT, 1); }
-SIMBADEF int simba_check_id(const char *id) { return simba__check_id(id, SIMBA_MAX_ID, 0); }
-
-SIMBADEF int simba_allocator_check(const simba_allocator *a) {
-    return a && (!a->alloc != !a->free) ? SIMBA_EINVAL : SIMBA_OK;
-}
-
-SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n) {
-    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
-    void *p = d.alloc(n ? n : 1, d.user);
-    if (p) memset(p, 0, n ? n : 1);
-    return p;
-}
-
-SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr) {
-    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
-    if (ptr) d.free(ptr, d.user);
-}
-
-SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str) {
-    size_t n;
-    char *d;
-    if (!str) return NULL;
-    n = strlen(str) + 1;
-    d = (char *)simba_allocator_alloc(a, n);
-    if (d) memcpy(d, str, n);
-    return d;
 }
 
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size) { return simba__alloc(s, size); }
@@ -2290,118 +2505,54 @@ SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap) {
 
 SIMBADEF const char *simba_backend_resolve_error(int rc) { return rc ? gai_strerror(rc) : "ok"; }
 
-SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
-SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
+/*>>kit: the backend kit (implementation) */
 
-/*--- dispatch: send what the locks need ------------------------------------------*/
+/*--- the backend kit: the rules every backend shares ---*/
 
-/* Fill op with the lock's resources; res must have room for SIMBA_MAX_RESOURCES. */
-static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind kind, simba_res *res,
-                           char *rid, size_t ridcap) {
-    int i;
-    l->op_seq++;
-    simba__fill_op(s, op, kind, (uint32_t)(l - s->locks), l->op_seq);
-    for (i = 0; i < l->nres; i++) {
-        res[i].name = simba__name(l, i);
-        res[i].capacity = l->capacity;
-        res[i].weight = l->weight;
-    }
-    op->res = res;
-    op->nres = l->nres;
-    if (kind == SIMBA_OP_INSPECT || kind == SIMBA_OP_SET_CAPACITY || kind == SIMBA_OP_DELETE) return;
-    simba__request_id(s, l, rid, ridcap);
-    op->request = rid;
-    op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+SIMBADEF int simba_grant_weight(int weight, int capacity) {
+    return (weight == 0 || weight > capacity) ? capacity : weight;
 }
 
-/* Which operation a dirty lock needs now (0: none). */
-static int simba__needed_op(simba__lock *l) {
-    if (l->kind == SIMBA__K_QUERY) return l->state == SIMBA__S_PENDING ? l->qkind : 0;
-    if (l->state == SIMBA__S_RELEASING) return SIMBA_OP_RELEASE;
-    if (l->state == SIMBA__S_PENDING) return l->recheck_at == SIMBA__NEVER ? SIMBA_OP_ENQUEUE : 0;
-    if (l->flags & SIMBA__F_NEED_POLL) return SIMBA_OP_POLL;
-    return 0;
+SIMBADEF int simba_grant_step(int64_t *ahead, int weight, int capacity) {
+    *ahead += simba_grant_weight(weight, capacity);
+    return *ahead <= capacity;
 }
 
-/* Returns 0 if the op could not be sent (not connected): stop dispatching. */
-static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
-    simba_op op;
-    simba_res res[SIMBA_MAX_RESOURCES];
-    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
-    int kind = simba__needed_op(l), rc;
-    if (!kind || l->op == kind) return 1;
-    if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
-        l->session_no = s->session.no;       /* a new request in this session */
-        l->req_no = simba__next_req_no(s);
-        l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
-    }
-    simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
-    if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
-    rc = simba__submit(s, &op);
-    if (rc != SIMBA_OK) {
-        l->op_seq--;
-        s->backend_full = rc == SIMBA_EBUSY;
-        return 0;
-    }
-    l->op = (uint8_t)kind;
-    if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
-    if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
-    l->op_deadline = now + s->op_timeout_ms;
-    simba__timer_update(s, l);
-    return 1;
+SIMBADEF int64_t simba_grant_fence(int64_t counter, int64_t now_us) {
+    return counter + 1 > now_us ? counter + 1 : now_us;
 }
 
-static void simba__dispatch(simba *s, int64_t now) {
-    s->backend_full = 0;                 /* try again each tick; a refusal sets it back */
-    while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
-        simba__lock *l = &s->locks[s->dirty_head - 1];
-        if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
-        s->dirty_head = l->next_dirty;
-        if (!s->dirty_head) s->dirty_tail = 0;
-        l->flags &= (uint16_t)~SIMBA__F_DIRTY;
-        if (l->kind == SIMBA__K_DEAD) simba__slot_free(s, l);
-    }
+SIMBADEF int simba_check_name(const char *name) { return simba__check_name(name); }
+SIMBADEF int simba_check_tenant(const char *tenant) { return simba__check_id(tenant, SIMBA_MAX_TENANT, 1); }
+SIMBADEF int simba_check_id(const char *id) { return simba__check_id(id, SIMBA_MAX_ID, 0); }
+
+SIMBADEF int simba_allocator_check(const simba_allocator *a) {
+    return a && (!a->alloc != !a->free) ? SIMBA_EINVAL : SIMBA_OK;
 }
 
-/*--- timers ---------------------------------------------------------------------*/
-
-static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset) {
-    if (l->op_deadline <= now) {
-        /* no answer in time: the connection is suspect; send the op again later */
-        int op = l->op;
-        l->op = 0;
-        l->op_seq++;
-        l->op_deadline = SIMBA__NEVER;
-        l->cause = SIMBA_ETIMEDOUT;
-        *reset = 1;
-        if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
-        if (op) simba__mark_dirty(s, l);
-    }
-    if (l->wait_deadline <= now) {
-        l->wait_deadline = SIMBA__NEVER;
-        if (l->kind == SIMBA__K_LOCK && (l->state == SIMBA__S_PENDING || l->state == SIMBA__S_WAITING)) {
-            simba__emit_lock(s, l, SIMBA_EVENT_TIMEOUT, 0);
-            simba__end_request(s, l);
-            return;
-        }
-    }
-    if (l->recheck_at <= now) {
-        l->recheck_at = SIMBA__NEVER;
-        if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
-        simba__mark_dirty(s, l);
-    }
-    simba__timer_update(s, l);
+SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n) {
+    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
+    void *p = d.alloc(n ? n : 1, d.user);
+    if (p) memset(p, 0, n ? n : 1);
+    return p;
 }
 
-static void simba__run_timers(simba *s, int64_t now) {
-    int reset = 0;
-    while (s->nheap && s->locks[s->heap[0]].timer_at <= now)
-        simba__lock_timer(s, &s->locks[s->heap[0]], now, &reset);
-    if (reset && s->connected) {
-        simba__log(s, SIMBA_LOG_WARN, "simba: an operation timed out; resetting the connection");
-        s->backend.vt->reset(s->backend.impl, SIMBA_ETIMEDOUT);
-    }
+SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr) {
+    simba_allocator d = simba__allocator_or_default(a ? *a : simba__no_allocator);
+    if (ptr) d.free(ptr, d.user);
 }
+
+SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str) {
+    size_t n;
+    char *d;
+    if (!str) return NULL;
+    n = strlen(str) + 1;
+    d = (char *)simba_allocator_alloc(a, n);
+    if (d) memcpy(d, str, n);
+    return d;
+}
+
+/*>>api: the public API (implementation) */
 
 /*--- the public API ---------------------------------------------------------------*/
 
@@ -2506,20 +2657,17 @@ SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
         rc = simba__hash_grow(s);
     }
     if (rc == SIMBA_OK) {
-        simba__live_add(s);          /* the backend may call simba_client_id() etc. in attach */
-        rc = s->backend.vt->attach(s->backend.impl, s);
+        rc = s->backend.vt->attach(s->backend.impl, s);   /* may call simba_client_id() etc. */
         if (rc != SIMBA_OK) {
-            simba__live_remove(s);
             if (s->last_msg_code == rc) simba__copy(msg, sizeof msg, s->last_msg);   /* simba_backend_fail */
         }
     }
     s->loop_at = SIMBA__NEVER;
     if (rc == SIMBA_OK && (desc->loop.socket || desc->loop.timer || desc->loop.detach)) {
         rc = simba_set_loop(s, &desc->loop);
-        if (rc != SIMBA_OK) simba__live_remove(s);
     }
     if (rc != SIMBA_OK) {
-        s->magic = 0;
+        s->magic = SIMBA__DEAD;
         s->backend.vt->destroy(s->backend.impl);
         simba__free(s, s->buckets);
         a.free(s, a.user);
@@ -2535,9 +2683,12 @@ SIMBADEF void simba_destroy(simba *s) {
     uint32_t i;
     simba_allocator a;
     if (!simba__is_live(s)) return;
+    s->magic = SIMBA__DEAD;       /* from here on every call answers SIMBA_EDESTROYED and the
+                                     backend's last completions are ignored */
     simba__loop_teardown(s);      /* the loop lets go of the fds while they are open */
-    simba__live_remove(s);
-    s->magic = 0;                 /* the backend's last completions are ignored */
+    /* the ops still in flight end with the instance: the core fails them all
+       at once (their events could never be read); a backend need not complete
+       them in destroy() */
     s->backend.vt->destroy(s->backend.impl);
     for (i = 0; i < s->nlocks; i++) {
         simba__lock *l = &s->locks[i];
@@ -2563,7 +2714,6 @@ SIMBADEF const char *simba_last_error_msg(simba *s) {
 SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
 SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
 
-static const simba_lock simba__no_lock = {0, 0};
 
 /* Validate the resources of a lock desc; fills names[] and returns how many, or an error. */
 static int simba__desc_names(const simba_lock_desc *d, const char **names) {
@@ -2653,23 +2803,22 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     int n, capacity, permits, weight, err;
     int64_t now;
     if (!simba__is_live(s)) return simba__no_lock;
-    if (!d) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
+    if (!d) return simba__fail_lock(s, SIMBA_EINVAL);
     n = simba__desc_names(d, names);
-    if (n < 0) { s->last_error = n; return simba__no_lock; }
+    if (n < 0) return simba__fail_lock(s, n);
     capacity = d->capacity ? d->capacity : 1;
     permits = d->permits ? d->permits : 1;
-    if (capacity < 0 || permits < 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
-    if (permits > capacity && !d->exclusive) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
-    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 0)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
-    if (d->contend && (n != 1 || capacity != 1)) { s->last_error = SIMBA_EINVAL; return simba__no_lock; }
+    if (capacity < 0 || permits < 0) return simba__fail_lock(s, SIMBA_ECAPACITY);
+    if (permits > capacity && !d->exclusive) return simba__fail_lock(s, SIMBA_ECAPACITY);
+    if (d->key && (err = simba__check_id(d->key, SIMBA_MAX_ID, 0)) != SIMBA_OK) return simba__fail_lock(s, err);
+    if (d->contend && (n != 1 || capacity != 1)) return simba__fail_lock(s, SIMBA_EINVAL);
     weight = d->exclusive ? 0 : permits;
     now = simba__now(s);
     err = SIMBA_OK;
     l = (d->key || d->reentrant) ? simba__find_joinable(s, d, names, n, capacity, weight, &err) : NULL;
     if (err != SIMBA_OK) {
         simba__log(s, SIMBA_LOG_WARN, "simba: key '%s' is in use here for another request shape", d->key);
-        s->last_error = err;
-        return simba__no_lock;
+        return simba__fail_lock(s, err);
     }
     if (l) {
         if (d->reentrant && !d->key) {
@@ -2688,10 +2837,9 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
         return simba__handle(s, l);
     }
     l = simba__new_lock(s, names, n);
-    if (!l || (d->key && !(l->key = simba__strdup(&s->alloc, d->key)))) {
+    if (!l || (d->key && !(l->key = simba_allocator_strdup(&s->alloc, d->key)))) {
         if (l) simba__slot_free(s, l);
-        s->last_error = SIMBA_ENOMEM;
-        return simba__no_lock;
+        return simba__fail_lock(s, SIMBA_ENOMEM);
     }
     l->capacity = capacity;
     l->weight = weight;
@@ -2704,7 +2852,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     /* a try-lock still needs the server's answer: bound it by the op timeout */
     if (l->wait_ms > 0) l->wait_deadline = now + l->wait_ms;
     else if (l->wait_ms == 0) l->wait_deadline = now + s->op_timeout_ms;
-    if (simba__hash_insert(s, l) != SIMBA_OK) { simba__slot_free(s, l); s->last_error = SIMBA_ENOMEM; return simba__no_lock; }
+    if (simba__hash_insert(s, l) != SIMBA_OK) { simba__slot_free(s, l); return simba__fail_lock(s, SIMBA_ENOMEM); }
     simba__timer_update(s, l);
     simba__mark_dirty(s, l);
     s->last_error = SIMBA_OK;
@@ -2780,13 +2928,12 @@ static simba_lock simba__query(simba *s, const char *name, int kind, int capacit
     simba__lock *l;
     int err;
     if (!simba__is_live(s)) return simba__no_lock;
-    if ((err = simba__check_name(name)) != SIMBA_OK) { s->last_error = err; return simba__no_lock; }
-    if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) { s->last_error = SIMBA_ECAPACITY; return simba__no_lock; }
+    if ((err = simba__check_name(name)) != SIMBA_OK) return simba__fail_lock(s, err);
+    if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) return simba__fail_lock(s, SIMBA_ECAPACITY);
     l = simba__slot_new(s);
-    if (!l || !(l->names = simba__strdup(&s->alloc, name))) {
+    if (!l || !(l->names = simba_allocator_strdup(&s->alloc, name))) {
         if (l) simba__slot_free(s, l);
-        s->last_error = SIMBA_ENOMEM;
-        return simba__no_lock;
+        return simba__fail_lock(s, SIMBA_ENOMEM);
     }
     l->kind = SIMBA__K_QUERY;
     l->qkind = (uint8_t)kind;
@@ -2942,6 +3089,44 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
         simba__loop_sync(s);
     }
 }
+
+SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
+SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
+
+/* The hold helpers measure time on simba's clock (a virtual clock in tests)
+   and sleep in poll() for at most what is left, capped, so that a clock that
+   runs faster or slower than the wall clock still works. */
+SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
+    int64_t end;
+    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (!ev) return simba__fail(s, SIMBA_EINVAL);
+    end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
+    for (;;) {
+        struct pollfd fds[16];
+        int n, t;
+        int64_t left;
+        if (simba__take_event(s, h, ev)) return 1;
+        if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
+        if (done && done(user)) return 0;
+        left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
+        if (left <= 0) return 0;
+        t = simba_timeout_ms(s);
+        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
+        if (done && t > 50) t = 50;
+        n = simba_pollfds(s, fds, 16);
+        if (n > 16) n = 16;
+        if (n < 0) n = 0;
+        poll(fds, (nfds_t)n, t);
+        simba__step(s, n ? fds : NULL, n);
+    }
+}
+
+SIMBADEF int simba_hold_for(simba *s, simba_lock h, int ms, simba_event *ev) {
+    if (ms < 0) return simba__is_live(s) ? simba__fail(s, SIMBA_EINVAL) : SIMBA_EDESTROYED;
+    return simba_hold_until(s, h, ms, NULL, NULL, ev);
+}
+
+/*>>loop: push mode: event-loop hooks (implementation) */
 
 /*--- push mode: event-loop hooks ----------------------------------------------------
    simba keeps the set of fds the loop watches for it (with each socket's
@@ -3104,6 +3289,7 @@ SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop) {
 SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, int max) {
     struct pollfd p;
     int i;
+    memset(&p, 0, sizeof p);                 /* the timer passes it with nfds 0 */
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (s->loop_busy) return simba__fail(s, SIMBA_EBUSY);
     if (!out || max <= 0) return simba__fail(s, SIMBA_EINVAL);
@@ -3123,38 +3309,7 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     return simba_tick(s, &p, 1, out, max);
 }
 
-/* The hold helpers measure time on simba's clock (a virtual clock in tests)
-   and sleep in poll() for at most what is left, capped, so that a clock that
-   runs faster or slower than the wall clock still works. */
-SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
-    int64_t end;
-    if (!simba__is_live(s)) return SIMBA_EDESTROYED;
-    if (!ev) return simba__fail(s, SIMBA_EINVAL);
-    end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
-    for (;;) {
-        struct pollfd fds[16];
-        int n, t;
-        int64_t left;
-        if (simba__take_event(s, h, ev)) return 1;
-        if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
-        if (done && done(user)) return 0;
-        left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
-        if (left <= 0) return 0;
-        t = simba_timeout_ms(s);
-        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
-        if (done && t > 50) t = 50;
-        n = simba_pollfds(s, fds, 16);
-        if (n > 16) n = 16;
-        if (n < 0) n = 0;
-        poll(fds, (nfds_t)n, t);
-        simba__step(s, n ? fds : NULL, n);
-    }
-}
-
-SIMBADEF int simba_hold_for(simba *s, simba_lock h, int ms, simba_event *ev) {
-    if (ms < 0) return simba__is_live(s) ? simba__fail(s, SIMBA_EINVAL) : SIMBA_EDESTROYED;
-    return simba_hold_until(s, h, ms, NULL, NULL, ev);
-}
+/*>>mem: the in-memory backend and its fault injection (implementation) */
 
 /*--- the in-memory backend ----------------------------------------------------------
    The server executes an operation when it is submitted (as a real server
@@ -3170,7 +3325,6 @@ typedef struct simba__mem_entry {
     char session[SIMBA_MAX_SESSION + 1];
     int weight;
     int64_t fence;
-    uint64_t seq;
 } simba__mem_entry;
 
 typedef struct simba__mem_res {
@@ -3227,7 +3381,7 @@ struct simba_mem_server {
     int64_t grace_until;
     int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
     int64_t fence_floor;        /* the highest fence ever given (kept across delete and restart) */
-    uint64_t order, seq;
+    uint64_t order;
     simba_mem_stats stats;
 };
 
@@ -3371,7 +3525,7 @@ static void simba__mem_item_free(simba_mem_server *srv, simba__mem_item *it) {
 }
 
 static char *simba__mem_strdup(simba_mem_server *srv, const char *s) {
-    return s ? simba__strdup(&srv->alloc, s) : NULL;
+    return simba_allocator_strdup(&srv->alloc, s);   /* NULL stays NULL */
 }
 
 /* Queue an item for connection c, keeping the list sorted by due time. */
@@ -3559,7 +3713,6 @@ static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const sim
     simba__copy(e->request, sizeof e->request, op->request);
     simba__copy(e->session, sizeof e->session, op->session);
     e->weight = weight;
-    e->seq = ++srv->seq;
     return SIMBA_OK;
 }
 
@@ -3670,6 +3823,7 @@ static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_
     a->r.owner = a->owner[0] ? a->owner : NULL;
 }
 
+/* Over 80 lines: one short case per op kind; the server's dispatcher reads best as one switch. */
 static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, simba__mem_answer *a) {
     int64_t now = simba__mem_now(srv);
     simba__mem_res *rs[SIMBA_MAX_RESOURCES];
@@ -3808,13 +3962,17 @@ static void simba__mem_deliver(simba__mem_conn *c, simba__mem_item *it) {
     simba__mem_item_free(c->srv, it);
 }
 
-/* Drop the connection: undelivered answers fail, pushes vanish. */
-static void simba__mem_disconnect(simba__mem_conn *c, int why, int complete) {
+/* Drop the connection: undelivered answers and pushes vanish. `report`: tell
+   the core the connection is down; `complete`: fail the undelivered answers
+   with SIMBA_EDISCONNECTED (only for a drop the backend finds by itself in
+   process(): after reset() and destroy() the core fails the ops in flight). */
+static void simba__mem_disconnect(simba__mem_conn *c, int why, int report, int complete) {
     int64_t now = simba__mem_now(c->srv);
     c->connected = 0;
     c->broken = 0;
+    c->last_due = 0;                     /* a new connection keeps no FIFO order with the old one */
     c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts);
-    if (complete) simba_backend_state(c->s, 0, why, "connection dropped");
+    if (report) simba_backend_state(c->s, 0, why, "connection dropped");
     while (c->head < c->n) {
         simba__mem_item it = c->items[c->head++];
         if (complete && !it.wake) {
@@ -3831,7 +3989,7 @@ static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__mem_conn *c = (simba__mem_conn *)impl;
     int64_t now = simba__mem_now(c->srv);
     (void)fds; (void)nfds;
-    if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1);
+    if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1, 1);
     if (!c->connected) {
         if (now < c->reconnect_at) return;
         if (c->faults.partitioned) {
@@ -3852,7 +4010,7 @@ static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
 
 static void simba__mem_reset(void *impl, int why) {
     simba__mem_conn *c = (simba__mem_conn *)impl;
-    if (c->connected) simba__mem_disconnect(c, why, 1);
+    if (c->connected) simba__mem_disconnect(c, why, 1, 0);
 }
 
 static void simba__mem_destroy(void *impl) {
@@ -3864,7 +4022,7 @@ static void simba__mem_destroy(void *impl) {
     for (pp = &srv->conns; *pp; pp = &(*pp)->next) if (*pp == c) { *pp = c->next; break; }
     for (b = 0; b < srv->nsb; b++)              /* its sessions live on until they expire */
         for (ss = srv->sb[b]; ss; ss = ss->next) if (ss->conn == c) ss->conn = NULL;
-    simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0);
+    simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0, 0);
     simba__mem_free(srv, c->items);
     simba__mem_free(srv, c);
 }
@@ -3978,6 +4136,8 @@ SIMBADEF void simba_mem_server_destroy(simba_mem_server *srv) {
     a.free(srv, a.user);
 }
 
+
+/*>>url: connection URLs (implementation) */
 
 /* ---- connection URLs (implementation) ----
    A small, strict parser: it reads the URL once, left to right, never past
@@ -4121,6 +4281,8 @@ static int simba__url_host(simba_url *u, size_t *pos, const char *h, size_t len,
     return SIMBA_OK;
 }
 
+/* Over 80 lines: the URL grammar left to right (scheme, userinfo, hosts,
+   path, query) in one place; split up, one grammar would be scattered. */
 SIMBADEF int simba_url_parse(const char *url, simba_url *u, simba_url_error *err) {
     size_t n, i, pos = 0, end;
     const char *p, *q;
@@ -4373,6 +4535,8 @@ SIMBADEF int simba_mem_from_url(simba_url *u, simba_mem_server *srv, simba_backe
 #endif
 #endif /* SIMBA_IMPL_INCLUDED */
 #endif /* SIMBA_IMPLEMENTATION */
+
+/*>>url_dispatch: connection URLs, the dispatcher (SIMBA_URL_DISPATCH) */
 
 /* ---- connection URLs: the dispatcher ----
    Compiled by the application after its backend headers (see "connection

@@ -166,7 +166,6 @@ static void t_mem_bad_input(void) {
     simba *s;
     int err = 0;
     simba_event ev[4];
-    struct pollfd pfd[2];
     simba_lock bogus = {12345, 7};
     CHECK(simba_create(NULL) == NULL);
     memset(&d, 0, sizeof d);
@@ -203,11 +202,7 @@ static void t_mem_bad_input(void) {
     CHECK(strcmp(simba_strerror(-999), "unknown error") == 0);
     CHECK(strcmp(simba_strerror(SIMBA_EKEYMISMATCH), "unknown error") != 0);
     simba_destroy(s);
-    /* calls after destroy are caught, not undefined */
-    CHECK_EQ(simba_tick(s, NULL, 0, ev, 4), SIMBA_EDESTROYED);
-    CHECK_EQ(simba_release(s, bogus), SIMBA_EDESTROYED);
-    CHECK_EQ(simba_pollfds(s, pfd, 2), SIMBA_EDESTROYED);
-    simba_destroy(s);   /* double destroy is a no-op */
+    simba_destroy(NULL);   /* a no-op; a destroyed pointer is undefined (freed memory) */
 }
 
 /* The blocking helper: waits for one handle's event and leaves the others
@@ -1119,6 +1114,414 @@ static void t_mem_lost_never_dropped_under_enomem(void) {
     simba_destroy(a.s);
 }
 
+/* No registry of instances: a call from a callback inside simba_destroy (the
+   loop's detach hook) still answers SIMBA_EDESTROYED, from the magic field
+   that simba_destroy clears first. */
+static struct { simba *s; int tick, release, connected, called; } in_destroy;
+static int nd_socket(void *user, int fd, int what) { (void)user; (void)fd; (void)what; return 0; }
+static void nd_timer(void *user, int ms) { (void)user; (void)ms; }
+static void nd_detach(void *user) {
+    simba_event ev[2];
+    simba_lock h = {1, 1};
+    (void)user;
+    in_destroy.called = 1;
+    in_destroy.tick = simba_tick(in_destroy.s, NULL, 0, ev, 2);
+    in_destroy.release = simba_release(in_destroy.s, h);
+    in_destroy.connected = simba_connected(in_destroy.s);
+}
+static void t_mem_call_inside_destroy_is_edestroyed(void) {
+    simba_desc d;
+    memset(&in_destroy, 0, sizeof in_destroy);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = h_tenant();
+    d.loop.socket = nd_socket;
+    d.loop.timer = nd_timer;
+    d.loop.detach = nd_detach;
+    in_destroy.s = simba_create(&d);
+    CHECK(in_destroy.s != NULL);
+    (void)h_acquire(in_destroy.s, "x", -1);
+    simba_destroy(in_destroy.s);
+    CHECK_EQ(in_destroy.called, 1);
+    CHECK_EQ(in_destroy.tick, SIMBA_EDESTROYED);
+    CHECK_EQ(in_destroy.release, SIMBA_EDESTROYED);
+    CHECK_EQ(in_destroy.connected, 0);
+}
+
+/*--- issue 10: the core owns the failure of in-flight ops ----------------------*/
+
+/* A backend around a mem connection that records the ids of the ops it took,
+   optionally completes them itself inside reset() (the old contract), and
+   delivers a made-up granted answer to every one of them later, after the
+   core failed them (a backend that answers late, or twice). */
+typedef struct iw_backend {
+    simba_backend inner;
+    simba *s;
+    int complete_on_reset, late_on_process, garbage_on_destroy;
+    int nids, nlate, resets;
+    uint64_t ids[512], late[512];
+} iw_backend;
+
+static int iw_attach(void *impl, simba *s) {
+    iw_backend *w = (iw_backend *)impl;
+    w->s = s;
+    return w->inner.vt->attach(w->inner.impl, s);
+}
+static int iw_submit(void *impl, const simba_op *op) {
+    iw_backend *w = (iw_backend *)impl;
+    int rc = w->inner.vt->submit(w->inner.impl, op);
+    if (rc == SIMBA_OK && w->nids < 512) w->ids[w->nids++] = op->id;
+    return rc;
+}
+static int iw_pollfds(void *impl, struct pollfd *fds, int max) {
+    iw_backend *w = (iw_backend *)impl;
+    return w->inner.vt->pollfds(w->inner.impl, fds, max);
+}
+static int64_t iw_deadline(void *impl) {
+    iw_backend *w = (iw_backend *)impl;
+    return w->nlate ? 0 : w->inner.vt->deadline_ms(w->inner.impl);
+}
+static void iw_late(iw_backend *w, int status) {
+    simba_reply r;
+    int i;
+    for (i = 0; i < w->nlate; i++) {
+        memset(&r, 0, sizeof r);
+        r.id = w->late[i];
+        r.status = status;
+        r.granted = status == SIMBA_OK;
+        r.fence[0] = 777;
+        r.recheck_ms = -1;
+        simba_backend_complete(w->s, &r);
+    }
+    w->nlate = 0;
+}
+static void iw_process(void *impl, const struct pollfd *fds, int nfds) {
+    iw_backend *w = (iw_backend *)impl;
+    iw_late(w, SIMBA_OK);
+    w->inner.vt->process(w->inner.impl, fds, nfds);
+}
+static void iw_reset(void *impl, int why) {
+    iw_backend *w = (iw_backend *)impl;
+    w->resets++;
+    simba_mem_set_faults(srv, w->s, NULL);          /* answers flow again after the reconnect */
+    w->inner.vt->reset(w->inner.impl, why);
+    if (w->complete_on_reset) {                     /* every op ever taken: most are stale already */
+        memcpy(w->late, w->ids, sizeof(uint64_t) * (size_t)w->nids);
+        w->nlate = w->nids;
+        iw_late(w, SIMBA_EDISCONNECTED);
+    }
+    if (w->late_on_process) { memcpy(w->late, w->ids, sizeof(uint64_t) * (size_t)w->nids); w->nlate = w->nids; }
+    w->nids = 0;
+}
+static void iw_destroy(void *impl) {
+    iw_backend *w = (iw_backend *)impl;
+    if (w->garbage_on_destroy) {                    /* completions from inside destroy are ignored */
+        memcpy(w->late, w->ids, sizeof(uint64_t) * (size_t)w->nids);
+        w->nlate = w->nids;
+        iw_late(w, SIMBA_OK);
+    }
+    w->inner.vt->destroy(w->inner.impl);
+}
+static const simba_backend_vtable iw_vtable = {
+    "wrap", iw_attach, iw_submit, iw_pollfds, iw_deadline, iw_process, iw_reset, iw_destroy
+};
+
+static int count_events(h_client *c, simba_lock h, simba_event_type type) {
+    int i, n = 0;
+    for (i = 0; i < c->nlog; i++)
+        if (c->log[i].type == type && c->log[i].lock.id == h.id && c->log[i].lock.gen == h.gen) n++;
+    return n;
+}
+
+/* Ops in flight when the core resets the connection (answers stuck past the
+   op timeout): whether the backend completes them in reset() or not, each
+   request ends exactly once (one ACQUIRED, one RELEASED, one INFO), and made-up
+   late answers to the failed ops change nothing (no fence 777, no second
+   event). Then a destroy with ops in flight, with completions from inside
+   destroy(): no crash, no leak (ASan), nothing delivered. */
+static void t_mem_inflight_ops_end_once(void) {
+    int variant;
+    for (variant = 0; variant < 2; variant++) {
+        static iw_backend w;
+        static h_client a;
+        h_client *cl[1];
+        simba_desc d;
+        simba_mem_faults f;
+        simba_lock l0, l1, l2, q, lt;
+        simba_lock_desc ld;
+        int i;
+        memset(&w, 0, sizeof w); memset(&a, 0, sizeof a);
+        cl[0] = &a;
+        w.inner = simba_mem(srv, NULL);
+        w.complete_on_reset = variant == 1;
+        w.late_on_process = 1;
+        w.garbage_on_destroy = 1;
+        memset(&d, 0, sizeof d);
+        d.backend.vt = &iw_vtable;
+        d.backend.impl = &w;
+        d.tenant = h_tenant();
+        d.ttl_ms = 3000;
+        d.transition_ms = 1000;
+        d.op_timeout_ms = 400;
+        a.s = simba_create(&d);
+        CHECK(a.s != NULL);
+        l0 = h_acquire(a.s, "held", -1);
+        CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+        memset(&f, 0, sizeof f);
+        f.delay_min_ms = f.delay_max_ms = 60000;        /* every answer is stuck */
+        simba_mem_set_faults(srv, a.s, &f);
+        lt = h_acquire(a.s, "trigger", -1);             /* its op times out first: the reset */
+        h_run_for(cl, 1, 250);
+        CHECK_EQ(w.resets, 0);
+        /* in flight at the reset, 150 ms before their own op deadline */
+        CHECK_EQ(simba_release(a.s, l0), SIMBA_OK);
+        l1 = h_acquire(a.s, "w1", -1);
+        memset(&ld, 0, sizeof ld);
+        ld.names = (const char *[]){"w2", "w3"};
+        ld.nnames = 2;
+        ld.wait_ms = -1;
+        l2 = simba_acquire(a.s, &ld);
+        q = simba_inspect(a.s, "w1", NULL);
+        CHECK(l1.id && l2.id && q.id);
+        CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_RELEASED, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, l1, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, l2, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, q, SIMBA_EVENT_INFO, 3000) != NULL);
+        CHECK(h_expect(cl, 1, 0, lt, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+        h_run_for(cl, 1, 600);                          /* room for a second event, or reset */
+        /* one reset: the ops in flight were failed by the core at once and
+           sent again, not left to time out (that would be a second reset) */
+        CHECK_EQ(w.resets, 1);
+        CHECK_EQ(count_events(&a, l0, SIMBA_EVENT_RELEASED), 1);
+        CHECK_EQ(count_events(&a, l1, SIMBA_EVENT_ACQUIRED), 1);
+        CHECK_EQ(count_events(&a, l2, SIMBA_EVENT_ACQUIRED), 1);
+        CHECK_EQ(count_events(&a, q, SIMBA_EVENT_INFO), 1);
+        for (i = 0; i < a.nlog; i++) {
+            CHECK(a.log[i].fence != 777);
+            CHECK(a.log[i].type != SIMBA_EVENT_LOST && a.log[i].type != SIMBA_EVENT_ERROR);
+        }
+        CHECK(simba_fence(a.s, l1, 0) != 777);
+        /* destroy with ops in flight */
+        simba_mem_set_faults(srv, a.s, &f);
+        CHECK_EQ(simba_release(a.s, l1), SIMBA_OK);
+        (void)h_acquire(a.s, "w4", -1);
+        (void)simba_inspect(a.s, "w4", NULL);
+        h_run_for(cl, 1, 50);
+        simba_destroy(a.s);
+    }
+}
+
+/*--- issue 10: the allocation-failure test (SQLite style) ------------------------*/
+
+/* A scripted workload (acquire, contend, semaphore, multi-resource, keyed,
+   re-entrant, try-lock, inspect, set-capacity, delete, release, ticks through
+   keepalives and expiries) by client A against client B on a mem server, all
+   on a virtual clock, with A's allocator failing its Nth allocation, for
+   N = 1, 2, ... until a run makes fewer than N allocations (nothing was
+   injected). For every N: no crash and no leak (ASan / valgrind run this
+   too); every failure A sees is SIMBA_ENOMEM (a refused call, an ERROR or an
+   INFO that says so) or is retried inside simba; every handle A got ends
+   with exactly one final event once A releases it; A never loses a hold;
+   and afterwards, with memory healthy again, every resource of the workload
+   can be acquired and released by a new client and inspect shows it empty. */
+static int64_t af_now;
+static int64_t af_clock(void *user) { (void)user; return af_now; }
+static struct { long n, fail_at; int failed; } af;
+static void *af_alloc(size_t n, void *user) {
+    (void)user;
+    if (++af.n == af.fail_at) { af.failed = 1; return NULL; }
+    return malloc(n);
+}
+static void af_free(void *p, void *user) { (void)user; free(p); }
+
+enum { AF_MAX_H = 96, AF_BULK = 70 };
+typedef struct af_run {
+    simba *a, *b;
+    simba_lock h[AF_MAX_H];       /* A's handles */
+    int nh, finals[AF_MAX_H], acquired[AF_MAX_H];
+    simba_lock bh[4];
+    int nbh;
+    const char *why;              /* the first broken rule */
+} af_run;
+
+static const char *af_names[] = {"m1", "leader", "sem", "r1", "r2", "k1", "re", "del", "q1", "b0", "b69"};
+
+static int af_find(af_run *r, simba_lock l) {
+    int i;
+    for (i = 0; i < r->nh; i++) if (r->h[i].id == l.id && r->h[i].gen == l.gen) return i;
+    return -1;
+}
+
+static void af_events(af_run *r, simba *s, int is_a) {
+    simba_event ev[32];
+    int n, i;
+    do {
+        n = simba_tick(s, NULL, 0, ev, 32);
+        if (n < 0 && !r->why) r->why = "simba_tick failed";
+        for (i = 0; i < n; i++) {
+            const simba_event *e = &ev[i];
+            int k = is_a ? af_find(r, e->lock) : -1;
+            if (!is_a) continue;
+            if (e->type == SIMBA_EVENT_ERROR && e->error != SIMBA_ENOMEM && !r->why) r->why = "an ERROR that is not SIMBA_ENOMEM";
+            if ((e->type == SIMBA_EVENT_INFO || e->type == SIMBA_EVENT_DONE) && e->error && e->error != SIMBA_ENOMEM && !r->why)
+                r->why = "an INFO/DONE failing with something else than SIMBA_ENOMEM";
+            if (e->type == SIMBA_EVENT_LOST && !r->why) r->why = "A lost a hold";
+            if (k < 0) continue;
+            if (e->type == SIMBA_EVENT_ACQUIRED) r->acquired[k]++;
+            if (e->type == SIMBA_EVENT_RELEASED || e->type == SIMBA_EVENT_TIMEOUT || e->type == SIMBA_EVENT_ERROR ||
+                e->type == SIMBA_EVENT_INFO || e->type == SIMBA_EVENT_DONE) r->finals[k]++;
+        }
+    } while (n == 32);
+}
+
+static void af_pump(af_run *r, int ms) {
+    int t;
+    for (t = 0; t < ms; t += 5) {
+        af_now += 5;
+        if (r->a) af_events(r, r->a, 1);
+        if (r->b) af_events(r, r->b, 0);
+    }
+}
+
+/* Keep a handle A got; a refused call must say SIMBA_ENOMEM. */
+static void af_keep(af_run *r, simba_lock l) {
+    if (l.id == 0) {
+        if (simba_last_error(r->a) != SIMBA_ENOMEM && !r->why) r->why = "a call refused with something else than SIMBA_ENOMEM";
+        return;
+    }
+    if (af_find(r, l) >= 0) return;               /* joined an existing handle */
+    if (r->nh < AF_MAX_H) r->h[r->nh++] = l;
+}
+
+static simba_lock af_acq(simba *s, const char *name, int cap, int permits, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name; d.capacity = cap; d.permits = permits; d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
+static void af_workload(af_run *r) {
+    simba_lock_desc d;
+    const char *multi[] = {"r1", "r2"};
+    int i;
+    af_keep(r, af_acq(r->a, "m1", 1, 1, -1));
+    af_pump(r, 50);
+    r->bh[r->nbh++] = af_acq(r->b, "m1", 1, 1, -1);
+    af_keep(r, simba_contend(r->a, "leader", NULL));
+    af_keep(r, af_acq(r->a, "sem", 3, 2, -1));
+    r->bh[r->nbh++] = af_acq(r->b, "sem", 3, 2, -1);
+    memset(&d, 0, sizeof d);
+    d.names = multi; d.nnames = 2; d.wait_ms = -1;
+    af_keep(r, simba_acquire(r->a, &d));
+    af_pump(r, 50);
+    af_keep(r, af_acq(r->a, "m1", 1, 1, 0));          /* try-lock: busy (A holds it) */
+    af_keep(r, simba_inspect(r->a, "m1", NULL));
+    af_keep(r, simba_set_capacity(r->a, "sem", 4, NULL));
+    memset(&d, 0, sizeof d);
+    d.name = "k1"; d.key = "af-key-1"; d.wait_ms = 2000;
+    af_keep(r, simba_acquire(r->a, &d));
+    memset(&d, 0, sizeof d);
+    d.name = "re"; d.reentrant = 1; d.wait_ms = -1;
+    af_keep(r, simba_acquire(r->a, &d));
+    af_keep(r, simba_acquire(r->a, &d));
+    r->bh[r->nbh++] = af_acq(r->b, "del", 1, 1, -1);
+    af_pump(r, 50);
+    af_keep(r, simba_delete(r->a, "del", NULL));
+    af_keep(r, simba_inspect(r->a, "q1", NULL));
+    af_pump(r, 100);
+    for (i = 0; i < AF_BULK; i++) {                   /* grows slots, name hash, timer heap, events */
+        char name[8];
+        snprintf(name, sizeof name, "b%d", i);
+        af_keep(r, af_acq(r->a, name, 1, 1, -1));
+    }
+    af_pump(r, 100);
+    if (r->nh > 0) (void)simba_release(r->a, r->h[0]); /* m1: B's turn */
+    af_pump(r, 4000);                                 /* keepalives, rechecks, the try-lock's deadline */
+    for (i = 0; i < r->nh; i++) while (simba_release(r->a, r->h[i]) == SIMBA_OK && simba_holds(r->a, r->h[i]) > 0) {}
+    af_pump(r, 3000);
+}
+
+/* One run with the Nth allocation of A failing (0: none). Returns 1 if it
+   made fewer than N allocations. */
+static int af_one(long fail_at, const char **why) {
+    static af_run r;
+    simba_mem_server *sv;
+    simba_mem_desc md;
+    simba_desc d;
+    simba_error err;
+    int i, done;
+    memset(&r, 0, sizeof r);
+    memset(&af, 0, sizeof af);
+    af.fail_at = fail_at;
+    af_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = af_clock;
+    sv = simba_mem_server_create(&md);
+    memset(&d, 0, sizeof d);
+    d.tenant = "oom";
+    d.client_id = "client-a";
+    d.ttl_ms = 1500; d.transition_ms = 500;
+    d.clock.now_ms = af_clock;
+    d.backend = simba_mem(sv, NULL);
+    d.allocator.alloc = af_alloc;
+    d.allocator.free = af_free;
+    r.a = simba_create_err(&d, &err);
+    if (!r.a && err.code != SIMBA_ENOMEM) r.why = "simba_create failed with something else than SIMBA_ENOMEM";
+    memset(&d.allocator, 0, sizeof d.allocator);
+    d.client_id = "client-b";
+    d.backend = simba_mem(sv, NULL);
+    r.b = simba_create(&d);
+    if (r.a) af_workload(&r);
+    done = af.n < fail_at;
+    af.fail_at = 0;                                   /* memory is healthy again */
+    for (i = 0; i < r.nh && !r.why; i++) {
+        if (r.finals[i] != 1) r.why = "a handle of A did not end with exactly one final event";
+        else if (r.acquired[i] > 2) r.why = "a handle of A was ACQUIRED more often than asked";
+    }
+    for (i = 0; i < r.nbh; i++) if (r.bh[i].id) (void)simba_release(r.b, r.bh[i]);
+    af_pump(&r, 200);
+    if (r.a) simba_destroy(r.a);
+    r.a = NULL;
+    af_pump(&r, 2500);                                /* A's session expires on the server */
+    /* every resource can be taken and given back, and is empty afterwards */
+    for (i = 0; i < (int)(sizeof af_names / sizeof af_names[0]) && !r.why; i++) {
+        simba_lock l = af_acq(r.b, af_names[i], 4, 1, 1000), q;
+        simba_event ev;
+        int got = 0, t;
+        for (t = 0; t < 400 && !got; t++) {
+            af_now += 5;
+            while (simba_tick(r.b, NULL, 0, &ev, 1) == 1)
+                if (ev.lock.id == l.id && ev.lock.gen == l.gen) got = ev.type == SIMBA_EVENT_ACQUIRED ? 1 : -1;
+        }
+        if (got != 1) { r.why = "afterwards a resource of the workload could not be acquired"; break; }
+        (void)simba_release(r.b, l);
+        q = simba_inspect(r.b, af_names[i], NULL);
+        for (t = 0, got = 0; t < 400 && !got; t++) {
+            af_now += 5;
+            while (simba_tick(r.b, NULL, 0, &ev, 1) == 1)
+                if (ev.type == SIMBA_EVENT_INFO && ev.lock.id == q.id && ev.lock.gen == q.gen)
+                    got = (ev.error == 0 && ev.held == 0 && ev.queued == 0) ? 1 : -1;
+        }
+        if (got != 1) r.why = "afterwards inspect shows a leftover holder or waiter";
+    }
+    simba_destroy(r.b);
+    simba_mem_server_destroy(sv);
+    *why = r.why;
+    return done;
+}
+
+static void t_mem_alloc_failures(void) {
+    long n;
+    const char *why = NULL;
+    for (n = 1; n < 100000; n++) {
+        int done = af_one(n, &why);
+        if (why) { printf("  # allocation %ld failing: %s\n", n, why); CHECK(why == NULL); }
+        if (done) break;
+    }
+    printf("  # %ld runs: allocation 1..%ld of the client failed in turn, then a run with no failure\n", n, n - 1);
+    CHECK(n > 10 && n < 100000);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1159,6 +1562,9 @@ int main(int argc, char **argv) {
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
+    RUN(t_mem_inflight_ops_end_once);
+    RUN(t_mem_call_inside_destroy_is_edestroyed);
+    RUN(t_mem_alloc_failures);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
