@@ -2667,6 +2667,8 @@ SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
         rc = simba_set_loop(s, &desc->loop);
     }
     if (rc != SIMBA_OK) {
+        /* the refusal goes to the caller's logger too: nothing silent */
+        simba__log(s, SIMBA_LOG_ERROR, "simba_create failed: %s", msg[0] ? msg : simba_strerror(rc));
         s->magic = SIMBA__DEAD;
         s->backend.vt->destroy(s->backend.impl);
         simba__free(s, s->buckets);

@@ -850,6 +850,18 @@ static void t_mem_create_err_messages(void) {
     CHECK(simba_create_err(&d, &e) == NULL);
     CHECK_EQ(e.code, SIMBA_EINVAL);
     CHECK(strstr(e.message, "simba_x_desc.host: 'example.org'") != NULL);
+    {   /* and the caller's logger hears it at ERROR: nothing silent */
+        log_cap lc;
+        memset(&lc, 0, sizeof lc);
+        lc.want = "simba_x_desc.port: 0";
+        memset(&d, 0, sizeof d);
+        d.backend = simba_backend_error(SIMBA_EINVAL, "simba_x_desc.port: 0 is not a port");
+        d.logger.func = cap_log;
+        d.logger.user = &lc;
+        d.logger.level = SIMBA_LOG_ERROR;
+        CHECK(simba_create(&d) == NULL);
+        CHECK_EQ(lc.matches, 1);
+    }
     memset(&d, 0, sizeof d);
     d.backend = simba_backend_error(SIMBA_EINVAL, "x");
     CHECK(simba_create_ex(&d, &code) == NULL);
