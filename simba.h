@@ -3384,6 +3384,7 @@ struct simba_mem_server {
     int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
     int64_t fence_floor;        /* the highest fence ever given (kept across delete and restart) */
     uint64_t order;
+    const char *answering;      /* the request the op being executed answers (ENQUEUE, POLL) */
     simba_mem_stats stats;
 };
 
@@ -3584,7 +3585,10 @@ static int simba__mem_find(const simba__mem_res *r, const char *request) {
 }
 
 /* Give fences to the entries that the prefix rule grants now; push a wake to
-   the owners of the newly granted ones (except `quiet`, the caller). */
+   the owners of the newly granted ones, except to `quiet` (the caller) for
+   the request its answer is about. Its other requests are pushed like
+   anyone's: a RELEASE that hands the lock to a waiter of the same client
+   answers only the release. */
 static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
     int i;
     int64_t sum = 0;            /* weights near INT_MAX: an int sum would overflow and over-grant */
@@ -3600,7 +3604,8 @@ static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_
             simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
             if (f <= srv->fence_floor) f = srv->fence_floor + 1;
             e->fence = r->counter = srv->fence_floor = f;
-            if (ss && ss->conn != quiet) simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
+            if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
+                simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
         }
     }
 }
@@ -3831,6 +3836,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
     simba__mem_res *rs[SIMBA_MAX_RESOURCES];
     simba__mem_session *ss;
     srv->stats.ops++;
+    srv->answering = op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL ? op->request : NULL;
     if (!srv->epoch_set) {                /* first operation after a data loss */
         srv->epoch_set = 1;
         srv->grace_until = now + op->lease_ms;
@@ -3931,6 +3937,7 @@ static int simba__mem_submit(void *impl, const simba_op *op) {
     a.r.id = op->id;
     a.r.recheck_ms = -1;
     simba__mem_execute(srv, c, op, &a);
+    srv->answering = NULL;                 /* it pointed into op */
     now = simba__mem_now(srv);
     if (simba__mem_rand_pct(c, c->faults.drop_reply_pct)) { simba__mem_free(srv, a.entries); return SIMBA_OK; }
     memset(&it, 0, sizeof it);

@@ -899,6 +899,37 @@ static void t_mem_reentrant_join_then_drop_tells_lost(void) {
     simba_destroy(a.s);
 }
 
+/* A waiter queued behind a holder of its own client is granted when that
+   holder releases, at once: the grant is pushed to the client even though
+   the RELEASE came from the same connection (it used to wait for its
+   fallback re-check, ttl/2 = 10 s here; found by bench-scale). */
+static void t_mem_same_client_handoff_is_prompt(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l1, l2;
+    simba_lock_desc d;
+    simba_event *e;
+    int64_t t0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, 20000, 500);
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.name = "own"; d.wait_ms = -1;
+    l1 = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, l1, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    l2 = simba_acquire(a.s, &d);
+    h_run_for(cl, 1, 200);
+    CHECK(!h_has(&a, l2, SIMBA_EVENT_ACQUIRED));
+    t0 = h_real_ms();
+    CHECK_EQ(simba_release(a.s, l1), SIMBA_OK);
+    e = h_expect(cl, 1, 0, l2, SIMBA_EVENT_ACQUIRED, 3000);
+    CHECK(e != NULL);
+    printf("  # granted %lld ms after its own client's release\n", (long long)(h_real_ms() - t0));
+    simba_destroy(a.s);
+}
+
 /* A backend that wraps a mem connection and, while `fail_polls` is set,
    answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
    request), in its next process(). */
@@ -1572,6 +1603,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_timer_heap_enomem_no_silent_loss);
     RUN(t_mem_lost_never_dropped_under_enomem);
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
+    RUN(t_mem_same_client_handoff_is_prompt);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
