@@ -7,7 +7,9 @@
      Redis      INFO commandstats: calls of every command (those a script
                 runs included; INFO itself excluded), evalsha calls and usec,
                 PUBLISH calls (one per push)
-     MySQL      SHOW GLOBAL STATUS: Questions (statements), Innodb_rows_read
+     MySQL      SHOW GLOBAL STATUS: Questions (statements), rows read: the
+                sum of Handler_read_{first,key,last,next,prev,rnd,rnd_next}
+                (MariaDB has no Innodb_rows_read)
      ZooKeeper  the mntr four-letter word: zk_packets_received, and the
                 watches fired (the zk_sum_node_{created,deleted,changed,
                 children}_watch_count summaries)
@@ -52,7 +54,7 @@ typedef struct sc_counters {
     double script_calls;  /* Redis EVALSHA/EVAL calls */
     double script_usec;   /* ... and their server time */
     double notifs;        /* Redis PUBLISH calls, ZK watches fired (0 where unknown) */
-    double rows_read;     /* MySQL Innodb_rows_read */
+    double rows_read;     /* MySQL rows read (Handler_read_*) */
 } sc_counters;
 
 typedef struct sc_env {
@@ -106,7 +108,7 @@ typedef struct sc_result {
     double script_calls_per_ho;
 } sc_result;
 
-static int sc_debug = -1;
+static int sc_debug = -1;   /* SIMBA_SCALE_DEBUG set: phases and their times on stderr */
 static void sc_trace(const char *what, double since) {
     if (sc_debug < 0) sc_debug = getenv("SIMBA_SCALE_DEBUG") != NULL;
     if (sc_debug) fprintf(stderr, "  [%s: %.0f ms]\n", what, (now_us() - since) / 1000);
@@ -178,12 +180,14 @@ static int sc_redis_stats(sc_env *e, sc_counters *c) {
 static int sc_mysql_stats(sc_env *e, sc_counters *c) {
     MYSQL_RES *res;
     MYSQL_ROW row;
-    if (mysql_query(e->mysql, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions','Innodb_rows_read')")) return 0;
+    if (mysql_query(e->mysql, "SHOW GLOBAL STATUS WHERE Variable_name = 'Questions' OR Variable_name LIKE 'Handler_read%'"))
+        return 0;
     res = mysql_store_result(e->mysql);
     if (!res) return 0;
     while ((row = mysql_fetch_row(res)) != NULL) {
         if (strcmp(row[0], "Questions") == 0) c->cmds = atof(row[1]);
-        else if (strcmp(row[0], "Innodb_rows_read") == 0) c->rows_read = atof(row[1]);
+        else if (strcmp(row[0], "Handler_read_retry") && strcmp(row[0], "Handler_read_rnd_deleted"))
+            c->rows_read += atof(row[1]);
     }
     mysql_free_result(res);
     return 1;
@@ -238,7 +242,8 @@ static int sc_env_init(sc_env *e, const char *backend, char *why, size_t whylen)
         const char *h = getenv("SIMBA_MYSQL_HOST"), *p = getenv("SIMBA_MYSQL_PORT"), *u = getenv("SIMBA_MYSQL_USER"),
                    *pw = getenv("SIMBA_MYSQL_PASSWORD"), *db = getenv("SIMBA_MYSQL_DATABASE");
         if (!h || !p || !u || !db) { snprintf(why, whylen, "SIMBA_MYSQL_* not set (run under tests/servers/mysql.sh)"); return 0; }
-        snprintf(e->url, sizeof e->url, "mysql://%s%s%s@%s:%s/%s", u, pw && *pw ? ":" : "", pw && *pw ? pw : "", h, p, db);
+        snprintf(e->url, sizeof e->url, "mysql://%s%s%s@%s:%s/%s?create_schema=1", u, pw && *pw ? ":" : "",
+                 pw && *pw ? pw : "", h, p, db);
         e->mysql = mysql_init(NULL);
         if (!e->mysql || !mysql_real_connect(e->mysql, h, u, pw ? pw : "", db, (unsigned)atoi(p), NULL, 0)) {
             snprintf(why, whylen, "cannot connect to MySQL: %s", e->mysql ? mysql_error(e->mysql) : "out of memory");
@@ -260,6 +265,7 @@ static int sc_env_init(sc_env *e, const char *backend, char *why, size_t whylen)
         snprintf(why, whylen, "unknown backend '%s' (mem, redis, mysql, zk)", backend);
         return 0;
     }
+    if (sc_debug < 0) sc_debug = getenv("SIMBA_SCALE_DEBUG") != NULL;
     if (!e->mem && !sc_warmup(e)) {
         snprintf(why, whylen, "no first grant on %s within 60 s", backend);
         return 0;
@@ -280,6 +286,12 @@ static int sc_env_init(sc_env *e, const char *backend, char *why, size_t whylen)
 /* A fresh server (or tenant) holds grants back for one lease after it first
    sees us (the restart grace, docs/design.md). A first client with a short
    lease takes that wait once, so the figures' clients (ttl 60 s) do not. */
+static void sc_log(void *user, simba_log_level level, const char *msg) {
+    (void)user;
+    (void)level;
+    fprintf(stderr, "  [log: %s]\n", msg);
+}
+
 static int sc_warmup(sc_env *e) {
     simba_desc d;
     simba_url_error err;
@@ -291,8 +303,12 @@ static int sc_warmup(sc_env *e) {
     memset(&d, 0, sizeof d);
     d.tenant = e->tenant;
     d.client_id = "scale-warmup";
-    d.ttl_ms = 1000;
-    d.transition_ms = 500;
+    if (sc_debug > 0) {
+        d.logger.func = sc_log;
+        d.logger.level = SIMBA_LOG_INFO;
+    }
+    d.ttl_ms = 3000;
+    d.transition_ms = 1000;
     s = simba_create_url(e->url, &d, &err);
     if (!s) return 0;
     memset(&ld, 0, sizeof ld);
@@ -302,6 +318,8 @@ static int sc_warmup(sc_env *e) {
     for (i = 0; i < 60 && !ok; i++) {
         int r = simba_wait(s, l, 1000, &ev);
         if (r == 1 && ev.type == SIMBA_EVENT_ACQUIRED) ok = 1;
+        else if (r == 1 && sc_debug > 0)
+            fprintf(stderr, "  [warmup: %s %s %s]\n", simba_event_name(ev.type), simba_strerror(ev.error), ev.message);
     }
     if (ok) {
         simba_release(s, l);
