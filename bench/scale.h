@@ -46,7 +46,9 @@
 #include <unistd.h>
 #include "bench_util.h"
 
-enum { SC_SETTLE_MS = 1000, SC_GRANT_WAIT_MS = 20000, SC_MAX_EV = 64 };
+/* caps: a settle, the wait for a grant, the rounds of one figure (then it
+   stops at 3 hand-offs or more: its n says how many) */
+enum { SC_SETTLE_MS = 1000, SC_GRANT_WAIT_MS = 20000, SC_ROUNDS_S = 30, SC_MAX_EV = 64 };
 
 /* What the servers did, cumulative. */
 typedef struct sc_counters {
@@ -632,7 +634,9 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
         int snaps = 0, guard = 0, unmeasured_grants = 0;
         sc_snap(e, &a);
         snaps = 0;
-        while (measured < rounds && !r.failures && guard++ < rounds * 50) {
+        double rounds_end = now_us() + SC_ROUNDS_S * 1e6;
+        while (measured < rounds && !r.failures && guard++ < rounds * 50 &&
+               (measured < 3 || now_us() < rounds_end)) {
             sc_req *old = r.held_head;
             int expect, ci, got;
             double t0, end;
