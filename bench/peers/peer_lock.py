@@ -18,6 +18,7 @@ only after that (as in bench_scale.c), so Q stays Q and a non-FIFO lock
 cannot hand the lock back to its own releaser. Prints one line per Q:
     Q <q> p50_us <x> p99_us <y> n <rounds>
 or  Q <q> skip <reason>
+(PEER_DEBUG=1: the waiters' tracebacks on stderr.)
 """
 import os
 import queue
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 
 
 def p(v, q):
@@ -75,11 +77,18 @@ def make_factory(kind, q):
 
         class G:
             def __init__(self):
-                self.c = pymysql.connect(host=os.environ.get("SIMBA_MYSQL_HOST", "127.0.0.1"),
-                                         port=int(os.environ["SIMBA_MYSQL_PORT"]),
-                                         user=os.environ.get("SIMBA_MYSQL_USER", "root"),
-                                         password=os.environ.get("SIMBA_MYSQL_PASSWORD", ""),
-                                         autocommit=True)
+                for attempt in range(20):   # a burst of 1000 connects overruns the listen backlog
+                    try:
+                        self.c = pymysql.connect(host=os.environ.get("SIMBA_MYSQL_HOST", "127.0.0.1"),
+                                                 port=int(os.environ["SIMBA_MYSQL_PORT"]),
+                                                 user=os.environ.get("SIMBA_MYSQL_USER", "root"),
+                                                 password=os.environ.get("SIMBA_MYSQL_PASSWORD", ""),
+                                                 autocommit=True, connect_timeout=30)
+                        break
+                    except pymysql.err.OperationalError:
+                        if attempt == 19:
+                            raise
+                        time.sleep(0.05 * (attempt + 1))
                 conns.append(self.c)
 
             def acquire(self):
@@ -129,6 +138,8 @@ def one_q(kind, q, rounds):
                     return
         except Exception as e:  # noqa: BLE001 -- report and stop this waiter
             errors.append(repr(e))
+            if os.environ.get("PEER_DEBUG"):
+                traceback.print_exc()
             acquired.put((time.monotonic(), -1))
 
     locks = [make(i) for i in range(q + 1)]
