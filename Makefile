@@ -34,6 +34,7 @@ help:
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-loop"
+	@echo "make bench-scale | test-scale   cost as the queue grows, with peers (issue #15); its acceptance test (fails until #15 is done)"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
 	@echo "make cli | test-cli | bench-cli | fuzz-url   the simba command-line tool, its tests, its figure, the URL fuzzer"
@@ -215,6 +216,31 @@ $(B)/bench_loop: bench/bench_loop.c bench/bench_util.h $(HDR_CORE) simba_redis.h
 bench-loop: $(B)/bench_loop
 	tests/servers/redis.sh run ./$(B)/bench_loop
 
+# ---- issue #15: cost as the queue grows (bench/bench_scale.c, tests/test_scale.c) ----
+# bench-scale: the figures for mem and each backend, with the peers (redis-py
+# Lock, MySQL GET_LOCK, kazoo Lock: bench/peers/) in the same run; a few
+# minutes (SIMBA_BENCH_QUICK=1: Q <= 100). test-scale: the acceptance test of
+# #15, expected to fail until #15 is done (not in tests/run_all.sh).
+.PHONY: bench-scale test-scale
+SCALE_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+SCALE_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h bench/scale.h bench/bench_util.h
+$(B)/bench_scale: bench/bench_scale.c $(SCALE_HDRS) | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SCALE_LIBS) $(LDFLAGS)
+$(B)/test_scale: tests/test_scale.c tests/harness.h $(SCALE_HDRS) | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) $(TEST_DEFS) -o $@ $< $(SCALE_LIBS) $(LDFLAGS)
+bench-scale: $(B)/bench_scale
+	./$(B)/bench_scale mem
+	tests/servers/redis.sh run ./$(B)/bench_scale redis
+	SIMBA_MYSQL_MAX_CONNECTIONS=2600 tests/servers/mysql.sh run ./$(B)/bench_scale mysql
+	tests/servers/zk.sh run ./$(B)/bench_scale zk
+test-scale: $(B)/test_scale
+	./$(B)/test_scale mem; r1=$$?; \
+	tests/servers/redis.sh run ./$(B)/test_scale redis; r2=$$?; \
+	tests/servers/mysql.sh run ./$(B)/test_scale mysql; r3=$$?; \
+	tests/servers/zk.sh run ./$(B)/test_scale zk; r4=$$?; \
+	echo "test-scale: mem $$r1, redis $$r2, mysql $$r3, zk $$r4 (0 = passed)"; \
+	[ $$r1$$r2$$r3$$r4 = 0000 ]
+
 # ---- the `simba` command-line tool and the URL syntax (issue #13) ----
 # build/simba: every backend compiled in. test-cli starts its own Redis,
 # MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
@@ -258,6 +284,7 @@ DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         python3 iproute2
 DEPS += libclang-rt-14-dev libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz, test-cli)
 DEPS += libevent-dev libuv1-dev              # the loop adapters
+DEPS += python3-kazoo python3-redis python3-pymysql   # the peers of make bench-scale
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

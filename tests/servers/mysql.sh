@@ -81,7 +81,7 @@ start() {
         --pid-file="\$TMP/mariadbd.pid" --log-error="\$TMP/error.log" \\
         --skip-name-resolve --skip-log-bin --performance-schema=OFF \\
         --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \\
-        --max-connections=400 --max-allowed-packet=64M \\
+        --max-connections=\${SIMBA_MYSQL_MAX_CONNECTIONS:-400} --max-allowed-packet=64M \\
         --innodb-flush-log-at-trx-commit=\${SIMBA_MYSQL_FLUSH:-1} \\
         </dev/null >>"\$TMP/server.out" 2>&1 &
     echo \$! >"\$TMP/pid"

@@ -1,0 +1,288 @@
+/* bench_scale.c -- what a hand-off costs as the queue grows (issue #15):
+   figures, never a pass/fail on speed (tests/test_scale.c is the test).
+
+       bench_scale mem|redis|mysql|zk
+
+   `make bench-scale` runs it for mem, then for each backend under its
+   server script (tests/servers/<b>.sh run), which exports where the server
+   is. For Q = 1, 10, 100, 1000 waiters (SIMBA_BENCH_QUICK=1: 1, 10, 100) on
+   a mutex, in two layouts:
+     4 clients   the Q waiters spread over 4 clients (one process, one poll loop)
+     1 per cl.   each waiter in a client of its own (Q + 1 clients)
+   and a semaphore of capacity 100 with 1000 waiters (quick: 100) of mixed
+   permits (1, 2, 5, 1, 3, ...) over 4 clients. Per figure (scale.h says how):
+     p50/p99   release -> the next ACQUIRED, microseconds
+     srv/ho    server work per hand-off: Redis commands (scripts' inner
+               commands included), MySQL statements (+ rows read), ZooKeeper
+               packets, mem operations
+     us/call   Redis: server microseconds per EVALSHA
+     notif/gr  notifications per grant, counted by the server: Redis
+               PUBLISH calls, ZooKeeper watches fired ("-": not countable)
+     woken/gr  other clients whose sockets became readable, per grant
+   then the ratios of issue #15 next to their targets, and the peer of the
+   backend in the same run (bench/peers/peer_lock.py: redis-py Lock, MySQL
+   GET_LOCK, kazoo Lock) with simba's ratio to it per Q.
+
+   Caps keep a full run in minutes: 20 hand-offs per figure (10 at
+   Q = 1000), a hand-off waits at most 20 s, a settle at most 1 s. A figure
+   that cannot run says why (e.g. MySQL with 1000 clients of 2 connections
+   each is over the test server's connection limit). SIMBA_PYTHON picks the
+   interpreter of the peers (default /usr/bin/python3, where the Debian
+   packages python3-kazoo, python3-redis and python3-pymysql live). */
+#define _POSIX_C_SOURCE 200809L
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_REDIS_IMPLEMENTATION
+#include "simba_redis.h"
+#define SIMBA_MYSQL_IMPLEMENTATION
+#include "simba_mysql.h"
+#define SIMBA_ZK_IMPLEMENTATION
+#include "simba_zk.h"
+#define SIMBA_URL_DISPATCH
+#include "simba.h"
+
+#include <signal.h>
+#include "scale.h"
+
+enum { NQ = 4, ROUNDS = 20, ROUNDS_1000 = 10 };
+static const int qs[NQ] = { 1, 10, 100, 1000 };
+static const int sem_weights[] = { 1, 2, 5, 1, 3, 1, 2, 1 };
+
+typedef struct row {
+    const char *layout;
+    int q;
+    sc_result r;
+    int ran;
+} row;
+
+static void print_head(void) {
+    printf("  %-10s %5s %4s %9s %9s %9s %8s %8s %8s %9s\n", "layout", "Q", "n", "p50 us", "p99 us", "srv/ho",
+           "us/call", "notif/gr", "woken/gr", "rows/ho");
+}
+
+static void print_row(const char *backend, const row *w) {
+    char notif[16], call[16], rows[16];
+    if (!w->r.ok) {
+        printf("  %-10s %5d   skipped: %s\n", w->layout, w->q, w->r.why);
+        return;
+    }
+    if (w->r.notifs_per_grant < 0) snprintf(notif, sizeof notif, "-");
+    else snprintf(notif, sizeof notif, "%.1f", w->r.notifs_per_grant);
+    if (strcmp(backend, "redis") == 0) snprintf(call, sizeof call, "%.0f", w->r.script_usec_per_call);
+    else snprintf(call, sizeof call, "-");
+    if (strcmp(backend, "mysql") == 0) snprintf(rows, sizeof rows, "%.0f", w->r.rows_per_ho);
+    else snprintf(rows, sizeof rows, "-");
+    printf("  %-10s %5d %4d %9.0f %9.0f %9.1f %8s %8s %8.1f %9s\n", w->layout, w->q, w->r.handoffs, w->r.p50,
+           w->r.p99, w->r.cmds_per_ho, call, notif, w->r.woken_per_grant, rows);
+    fflush(stdout);
+}
+
+static void verdict(const char *what, double v, double target, int have) {
+    if (!have) printf("    %-58s      n/a  (target <= %.1f)  not measured\n", what, target);
+    else printf("    %-58s %8.2f  (target <= %.1f)  %s\n", what, v, target, v <= target ? "met" : "NOT met");
+}
+
+/* The Q = 1000 / Q = 1 ratios of one layout. */
+static void ratios(const char *backend, const char *layout, const row *rows, int n) {
+    const sc_result *lo = NULL, *hi = NULL;
+    double worst_notif = -1, work_lo, work_hi;
+    char what[120];
+    int i;
+    for (i = 0; i < n; i++) {
+        if (strcmp(rows[i].layout, layout) != 0 || !rows[i].r.ok) continue;
+        if (rows[i].q == 1) lo = &rows[i].r;
+        if (rows[i].q == 1000) hi = &rows[i].r;
+        if (rows[i].r.notifs_per_grant > worst_notif) worst_notif = rows[i].r.notifs_per_grant;
+    }
+    printf("  %s, mutex, %s:\n", backend, layout);
+    if (hi && lo && lo->p50 >= 1e6)   /* a ratio to a stalled base says nothing */
+        printf("    %-58s      n/a  (target <= 1.5)  NOT met: the Q=1 hand-off itself took %.1f s\n",
+               "hand-off p50, Q=1000 / Q=1", lo->p50 / 1e6);
+    else verdict("hand-off p50, Q=1000 / Q=1", hi && lo ? hi->p50 / lo->p50 : 0, 1.5, hi && lo);
+    if (strcmp(backend, "redis") == 0) {
+        work_lo = lo ? lo->script_usec_per_call : 0;
+        work_hi = hi ? hi->script_usec_per_call : 0;
+        snprintf(what, sizeof what, "server us per EVALSHA, Q=1000 / Q=1");
+    } else {
+        work_lo = lo ? lo->cmds_per_ho : 0;
+        work_hi = hi ? hi->cmds_per_ho : 0;
+        snprintf(what, sizeof what, "server %s per hand-off, Q=1000 / Q=1",
+                 strcmp(backend, "mysql") == 0 ? "statements" : strcmp(backend, "zk") == 0 ? "packets" : "operations");
+    }
+    verdict(what, work_lo > 0 ? work_hi / work_lo : 0, 2, hi && lo && work_lo > 0);
+    if (strcmp(backend, "redis") == 0)
+        verdict("server commands per hand-off, Q=1000 / Q=1", hi && lo ? hi->cmds_per_ho / lo->cmds_per_ho : 0, 2,
+                hi && lo && lo->cmds_per_ho > 0);
+    if (strcmp(backend, "mysql") == 0)
+        verdict("rows read per hand-off, Q=1000 / Q=1", hi && lo && lo->rows_per_ho > 0 ? hi->rows_per_ho / lo->rows_per_ho : 0,
+                2, hi && lo && lo->rows_per_ho > 0);
+    if (worst_notif >= 0) verdict("notifications per grant, worst Q", worst_notif, 2, 1);
+    else if (strcmp(backend, "mem") == 0)
+        printf("    %-58s      n/a  (mem: no sockets, no server count)\n", "notifications per grant");
+    else {
+        double worst = -1;
+        for (i = 0; i < n; i++)
+            if (strcmp(rows[i].layout, layout) == 0 && rows[i].r.ok && rows[i].r.woken_per_grant > worst)
+                worst = rows[i].r.woken_per_grant;
+        verdict("other clients woken per grant, worst Q (no server count)", worst, 2, worst >= 0);
+    }
+}
+
+/* ---- the peer, run by python in the same run against the same server ---- */
+
+typedef struct peer_row {
+    int q, ok;
+    double p50, p99;
+    char why[160];
+} peer_row;
+
+static int run_peer(const char *kind, const char *qlist, peer_row *out, int max) {
+    char cmd[512], line[512];
+    const char *py = getenv("SIMBA_PYTHON");
+    FILE *f;
+    int n = 0;
+    if (!py || !*py) py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    snprintf(cmd, sizeof cmd, "%s bench/peers/peer_lock.py %s %s %d 2>&1", py, kind, qlist, ROUNDS);
+    f = popen(cmd, "r");
+    if (!f) return 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        peer_row *p = &out[n];
+        memset(p, 0, sizeof *p);
+        if (sscanf(line, "Q %d p50_us %lf p99_us %lf", &p->q, &p->p50, &p->p99) == 3) {
+            p->ok = 1;
+            n++;
+        } else if (sscanf(line, "Q %d skip %159[^\n]", &p->q, p->why) == 2) {
+            n++;
+        } else {
+            fprintf(stderr, "peer %s: %s", kind, line);
+        }
+    }
+    pclose(f);
+    return n;
+}
+
+static void peer_compare(const char *backend, const row *rows, int nrows, const char *qlist) {
+    const char *kind = strcmp(backend, "redis") == 0 ? "redis" : strcmp(backend, "mysql") == 0 ? "getlock"
+                     : strcmp(backend, "zk") == 0    ? "kazoo" : NULL;
+    const char *label = strcmp(backend, "redis") == 0 ? "redis-py Lock" : strcmp(backend, "mysql") == 0 ? "MySQL GET_LOCK"
+                                                                                                         : "kazoo Lock";
+    peer_row peers[NQ];
+    int np, i, j, l;
+    const char *layouts[2] = { "4 clients", "1 per cl." };
+    double ratio1[2] = { 0, 0 }, ratio1000[2] = { 0, 0 };
+    int all_below[2] = { 1, 1 }, have[2] = { 0, 0 };
+    if (!kind) return;
+    printf("\n  peer: %s (bench/peers/peer_lock.py %s), same server, same run\n", label, kind);
+    np = run_peer(kind, qlist, peers, NQ);
+    printf("  %-10s %5s %9s %9s   %s\n", "", "Q", "p50 us", "p99 us", "simba p50 / peer p50 (4 clients, 1 per cl.)");
+    for (i = 0; i < np; i++) {
+        if (!peers[i].ok) {
+            printf("  %-10s %5d   skipped: %s\n", label, peers[i].q, peers[i].why);
+            continue;
+        }
+        printf("  %-10s %5d %9.0f %9.0f  ", "peer", peers[i].q, peers[i].p50, peers[i].p99);
+        for (l = 0; l < 2; l++) {
+            int found = 0;
+            for (j = 0; j < nrows; j++) {
+                if (strcmp(rows[j].layout, layouts[l]) || rows[j].q != peers[i].q || !rows[j].r.ok) continue;
+                found = 1;
+                printf(" %8.3g", rows[j].r.p50 / peers[i].p50);
+                have[l]++;
+                if (rows[j].r.p50 > peers[i].p50) all_below[l] = 0;
+                if (peers[i].q == 1) ratio1[l] = rows[j].r.p50 / peers[i].p50;
+                if (peers[i].q == 1000) ratio1000[l] = rows[j].r.p50 / peers[i].p50;
+            }
+            if (!found) printf(" %8s", "-");
+        }
+        printf("\n");
+    }
+    for (l = 0; l < 2; l++) {
+        char what[120];
+        if (!have[l]) continue;
+        if (strcmp(kind, "getlock") == 0) {
+            snprintf(what, sizeof what, "%s: (simba/GET_LOCK at Q=1000) / (at Q=1)", layouts[l]);
+            verdict(what, ratio1[l] > 0 ? ratio1000[l] / ratio1[l] : 0, 1.5, ratio1[l] > 0 && ratio1000[l] > 0);
+        } else {
+            printf("    %-58s %8s  (target: at or below at every Q)  %s\n", layouts[l],
+                   all_below[l] ? "yes" : "no", all_below[l] ? "met" : "NOT met");
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    sc_env e;
+    char why[256];
+    row rows[2 * NQ + 1];
+    int nrows = 0, i, quick = env_int("SIMBA_BENCH_QUICK", 0), nq = quick ? 3 : NQ;
+    int max_clients, stalled4 = 0;
+    const char *backend = argc > 1 ? argv[1] : "";
+    const char *only = getenv("SIMBA_SCALE_ONLY");   /* debugging: "4", "1" or "s": one layout */
+    char qlist[64] = "";
+    signal(SIGPIPE, SIG_IGN);
+    memset(rows, 0, sizeof rows);
+    if (!sc_env_init(&e, backend, why, sizeof why)) {
+        fprintf(stderr, "bench_scale: %s\n", why);
+        return 2;
+    }
+    /* 2 connections per MySQL client against max-connections of the test server */
+    max_clients = strcmp(backend, "mysql") == 0 ? env_int("SIMBA_SCALE_MYSQL_MAX_CLIENTS", 150) : 1001;
+    for (i = 0; i < nq; i++) snprintf(qlist + strlen(qlist), sizeof qlist - strlen(qlist), "%s%d", i ? "," : "", qs[i]);
+    printf("\nsimba on %s: mutex hand-off as the queue grows; semaphore C=100 (issue #15)\n", backend);
+    print_head();
+    for (i = 0; i < nq; i++) {
+        row *w = &rows[nrows++];
+        int rounds = qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
+        char name[32];
+        if (only && *only != '4') { nrows--; continue; }
+        w->layout = "4 clients";
+        w->q = qs[i];
+        snprintf(name, sizeof name, "mx4-%d", qs[i]);
+        if (stalled4) snprintf(w->r.why, sizeof w->r.why, "not run: the hand-off stalled at Q=%d (above)", stalled4);
+        else w->r = sc_figure(&e, name, 4, qs[i], 1, NULL, 0, rounds, 0);
+        if (!w->r.ok && !stalled4 && strstr(w->r.why, "grants missing")) stalled4 = qs[i];
+        print_row(backend, w);
+    }
+    for (i = 0; i < nq; i++) {
+        row *w = &rows[nrows++];
+        int rounds = qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
+        char name[32];
+        if (only && *only != '1') { nrows--; continue; }
+        w->layout = "1 per cl.";
+        w->q = qs[i];
+        snprintf(name, sizeof name, "mx1-%d", qs[i]);
+        if (qs[i] + 1 > max_clients) {
+            snprintf(w->r.why, sizeof w->r.why,
+                     "%d clients x 2 connections is over the test server's max-connections "
+                     "(SIMBA_SCALE_MYSQL_MAX_CLIENTS=%d)", qs[i] + 1, max_clients);
+        } else {
+            w->r = sc_figure(&e, name, qs[i] + 1, qs[i], 1, NULL, 0, rounds, 1);
+        }
+        print_row(backend, w);
+    }
+    {
+        row *w = &rows[nrows++];
+        int q = quick ? 100 : 1000;
+        if (only && *only != 's') nrows--;
+        else {
+        w->layout = "sem C=100";
+        w->q = q;
+        w->r = sc_figure(&e, "sem100", 4, q, 100, sem_weights, (int)(sizeof sem_weights / sizeof sem_weights[0]),
+                         ROUNDS, 0);
+        print_row(backend, w);
+        }
+    }
+    printf("\n  issue #15 targets (ratios within this run):\n");
+    ratios(backend, "4 clients", rows, nrows);
+    ratios(backend, "1 per cl.", rows, nrows);
+    if (nrows > 0 && strcmp(rows[nrows - 1].layout, "sem C=100") == 0) {
+        const sc_result *s = &rows[nrows - 1].r;
+        printf("  %s, semaphore C=100, %d waiters of mixed permits, 4 clients:\n", backend, rows[nrows - 1].q);
+        if (strcmp(backend, "mem") == 0)
+            printf("    %-58s      n/a  (mem: no sockets, no server count)\n", "notifications per grant");
+        else if (s->ok && s->notifs_per_grant >= 0) verdict("notifications per grant", s->notifs_per_grant, 2, 1);
+        else verdict("other clients woken per grant (no server count)", s->ok ? s->woken_per_grant : 0, 2, s->ok);
+    }
+    peer_compare(backend, rows, nrows, qlist);
+    sc_env_free(&e);
+    return 0;
+}
