@@ -408,8 +408,9 @@ typedef struct simba__mysql_eval {
     int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
     simba__mysql_ent *e;
     int ne;
-    int torn;               /* unlocked reads that disagree (a change landed
-                               between the two statements): decide under locks */
+    int torn;               /* reads that disagree (a change landed between
+                               the two statements): unlocked, decide under
+                               locks; locked, a resource row was born: again */
     int64_t grace;          /* > 0: ms of restart grace left, no grants now */
 } simba__mysql_eval;
 
@@ -1681,10 +1682,12 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
         return SIMBA_EPROTO;
     e->r = simba__mysql_res_index(j, row[4], len[4]);
     if (e->r < 0) return SIMBA_EPROTO;
-    if (!v->exists[e->r]) {
-        if (locked) return SIMBA_EPROTO; /* an entry without its resource row */
-        v->torn = 1;
-    }
+    /* an entry without its resource row: the row was created (with this
+       entry) between our two statements. Locked reads too: FOR UPDATE on a
+       row that does not exist yet locks nothing (READ COMMITTED takes no gap
+       locks), so a client enqueueing first on a new resource at the same
+       moment commits in between. simba__mysql_lock_reads_done reads again. */
+    if (!v->exists[e->r]) v->torn = 1;
     if (!simba__mysql_int64(row[1], len[1], &e->seq) || !simba__mysql_int64(row[2], len[2], &e->fence) ||
         !simba__mysql_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
         return SIMBA_EPROTO;
@@ -1704,7 +1707,7 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     /* a queue position past the resource's own counter: not ours to trust
        (unless the reads were not locked and an enqueue landed between them) */
     if (e->seq <= 0) return SIMBA_EPROTO;
-    if (e->seq > v->seq[e->r]) {
+    if (v->exists[e->r] && e->seq > v->seq[e->r]) {
         if (locked) return SIMBA_EPROTO;
         v->torn = 1;
     }
@@ -2164,14 +2167,28 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
    locks (the POLL fast path found writes to do) or send the writes. */
 static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_conn *c = &b->main;
-    int locked = j->step == SIMBA__MYSQL_S_READS, what = 0, status;
+    int locked = j->step == SIMBA__MYSQL_S_READS, what = 0, status, born = 0;
     simba__mysql_eval v;
     status = simba__mysql_parse_reads(b, j, c, &v, locked);
-    if (status == SIMBA_OK && v.torn) what = SIMBA__MYSQL_DECIDE_LOCK;
-    else if (status == SIMBA_OK) status = simba__mysql_decide(b, j, &v, &c->sql, locked, &what);
+    if (status == SIMBA_OK && v.torn && locked) {
+        /* a resource row born between our locked reads (parse_entry): a
+           race like a deadlock, so run the op again; a row that stays
+           missing under its entries is bad data */
+        born = 1;
+        if (j->attempts >= SIMBA__MYSQL_MAX_RETRIES) status = SIMBA_EPROTO;
+    } else if (status == SIMBA_OK && v.torn) {
+        what = SIMBA__MYSQL_DECIDE_LOCK;
+    } else if (status == SIMBA_OK) {
+        status = simba__mysql_decide(b, j, &v, &c->sql, locked, &what);
+    }
     simba__mysql_free(b, v.e);
     /* decide() copied what it needs: the results can go */
     simba__mysql_free_results(c);
+    if (born && status == SIMBA_OK) {
+        b->stats.retries++;
+        simba__mysql_rollback(b, j, SIMBA_OK, 1);
+        return;
+    }
     if (status != SIMBA_OK) {
         if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
         if (!locked) simba__mysql_finish(b, j, status, j->msg);

@@ -1830,6 +1830,126 @@ static void t_weights_near_int_max(void) {
     destroy_all(cl, 2);
 }
 
+/* The first ENQUEUE on a new resource by two clients at once (the
+   `make test-cli` flake: one of four `simba run` exited 70). FOR UPDATE on a
+   resource row that does not exist yet locks nothing (READ COMMITTED takes
+   no gap locks), so the other client's row and first entry can commit
+   between our two read statements, and our locked reads show an entry
+   without its resource row. A race to run again, not bad data (it was
+   EPROTO). Made deterministic: LOCK TABLES on the sessions table stops A
+   between its statements (the second one reads sessions) while a second
+   connection creates the row and an entry. */
+static void t_resource_born_between_reads(void) {
+    const char *tenant = my_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock_desc d;
+    simba_lock l;
+    MYSQL *hold, *m;
+    char sql[768];
+    const char *waiting = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE state LIKE '%metadata lock%'";
+    int i;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, "born", 6000, 3000);
+    CHECK(a.s);
+    /* the session row exists before the table is locked */
+    memset(&d, 0, sizeof d);
+    d.name = "born-warmup";
+    d.wait_ms = -1;
+    l = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    hold = admin_open(env_db);
+    m = admin_open(env_db);
+    CHECK(hold && m);
+    if (!hold || !m) { if (hold) mysql_close(hold); if (m) mysql_close(m); destroy_all(cl, 1); return; }
+    CHECK(admin_exec(hold, "LOCK TABLES simba_sessions WRITE") == 0);
+    d.name = "born";
+    l = simba_acquire(a.s, &d);
+    /* A's first statement (the row, FOR UPDATE) found nothing; its second waits */
+    for (i = 0; i < 100 && admin_num(m, waiting) < 1; i++) h_run_for(cl, 1, 50);
+    CHECK_EQ(admin_num(m, waiting), 1);
+    snprintf(sql, sizeof sql,
+             "START TRANSACTION;"
+             "INSERT INTO simba_resources (tenant,name,capacity,counter,seq) VALUES ('%s','born',1,1,1);"
+             "INSERT INTO simba_entries (tenant,name,seq,request,session,weight,fence)"
+             " VALUES ('%s','born',1,'gone-req','gone-session',1,1);"
+             "COMMIT", tenant, tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    CHECK(admin_exec(hold, "UNLOCK TABLES") == 0);
+    /* A reads again; the entry's session does not exist: a dead entry */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(!h_has(&a, l, SIMBA_EVENT_ERROR));
+    CHECK(stats_of(a.s).retries >= 1);
+    mysql_close(hold);
+    mysql_close(m);
+    destroy_all(cl, 1);
+}
+
+/* What four `simba run` processes do: clients start at the same moment
+   with create_schema on fresh tables and all enqueue on one new resource.
+   All come up, all get the lock (each releases at once), none fails. */
+static void t_clients_at_once_create_schema(void) {
+    enum { N = 8, ROUNDS = 6 };
+    const char *tenant = my_tenant();
+    static h_client c[N];
+    h_client *cl[N];
+    MYSQL *m = admin_open(env_db);
+    int r, i;
+    CHECK(m);
+    if (!m) return;
+    for (r = 0; r < ROUNDS; r++) {
+        simba_mysql_desc md = base_desc();
+        simba_clock none;
+        simba_lock_desc d;
+        simba_lock l[N];
+        int got = 0, errors = 0, done[N];
+        char prefix[32], id[16], sql[256];
+        int64_t end;
+        memset(&none, 0, sizeof none);
+        snprintf(prefix, sizeof prefix, "at%ld_%d_", (long)getpid() % 100000, r);
+        md.table_prefix = prefix;
+        md.create_schema = 1;
+        memset(&d, 0, sizeof d);
+        d.name = "at-once";
+        d.wait_ms = -1;
+        for (i = 0; i < N; i++) {
+            memset(&c[i], 0, sizeof c[i]);
+            cl[i] = &c[i];
+            snprintf(id, sizeof id, "at%d", i);
+            c[i].s = new_client_ex(tenant, id, 6000, 3000, &md, none);
+            CHECK(c[i].s);
+            if (!c[i].s) { destroy_all(cl, i); mysql_close(m); return; }
+            l[i] = simba_acquire(c[i].s, &d);
+            done[i] = 0;
+        }
+        end = h_real_ms() + 30000;
+        while (got + errors < N && h_real_ms() < end) {
+            h_pump(cl, N, 20);
+            for (i = 0; i < N; i++) {
+                if (done[i]) continue;
+                if (h_take(cl[i], l[i], SIMBA_EVENT_ACQUIRED)) {
+                    done[i] = 1;
+                    got++;
+                    simba_release(c[i].s, l[i]);
+                } else if (h_has(cl[i], l[i], SIMBA_EVENT_ERROR)) {
+                    done[i] = 1;
+                    errors++;
+                }
+            }
+        }
+        CHECK_EQ(errors, 0);
+        CHECK_EQ(got, N);
+        destroy_all(cl, N);
+        snprintf(sql, sizeof sql, "DROP TABLE %ssessions, %sresources, %sentries, %scapacity_audit",
+                 prefix, prefix, prefix, prefix);
+        CHECK(admin_exec(m, sql) == 0);
+    }
+    mysql_close(m);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     MYSQL *m;
@@ -1881,6 +2001,8 @@ int main(int argc, char **argv) {
     RUN(t_random_safety_under_kills);
     RUN(t_no_sigpipe);
     RUN(t_weights_near_int_max);
+    RUN(t_resource_born_between_reads);
+    RUN(t_clients_at_once_create_schema);
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_restart_grace);
