@@ -930,6 +930,45 @@ static void t_mem_same_client_handoff_is_prompt(void) {
     simba_destroy(a.s);
 }
 
+/* Issue #15 (core): pushes without a request id (hints) re-poll each
+   affected handle at most once, however many arrive before the next tick:
+   100 hints on a name with three waiting handles cost three POLLs. */
+static void t_mem_hints_poll_each_handle_once(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb[3];
+    simba_lock_desc d;
+    const char *pair[2];
+    simba_mem_stats before, after;
+    int i;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, 20000, 500);
+    b.s = new_client(tenant, 20000, 500);
+    CHECK(a.s && b.s);
+    memset(&d, 0, sizeof d);
+    d.name = "hint"; d.wait_ms = -1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    lb[0] = simba_acquire(b.s, &d);
+    lb[1] = simba_acquire(b.s, &d);
+    pair[0] = "hint"; pair[1] = "hint-2";
+    d.name = NULL; d.names = pair; d.nnames = 2;
+    lb[2] = simba_acquire(b.s, &d);
+    h_run_for(cl, 2, 300);                               /* all three queued, answers in */
+    for (i = 0; i < 3; i++) CHECK(!h_has(&b, lb[i], SIMBA_EVENT_ACQUIRED));
+    before = simba_mem_server_stats(srv);
+    for (i = 0; i < 100; i++) simba_backend_wake(b.s, "hint", NULL, NULL, 0);
+    h_run_for(cl, 2, 300);
+    after = simba_mem_server_stats(srv);
+    printf("  # 100 hints: %llu operations\n", (unsigned long long)((after.ops - after.keepalives) - (before.ops - before.keepalives)));
+    CHECK_EQ((long long)((after.ops - after.keepalives) - (before.ops - before.keepalives)), 3);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* A backend that wraps a mem connection and, while `fail_polls` is set,
    answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
    request), in its next process(). */
@@ -1604,6 +1643,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_lost_never_dropped_under_enomem);
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
     RUN(t_mem_same_client_handoff_is_prompt);
+    RUN(t_mem_hints_poll_each_handle_once);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
