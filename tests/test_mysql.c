@@ -73,12 +73,13 @@ static int admin_exec(MYSQL *m, const char *sql) {
     return 0;
 }
 
-/* The first column of the first row of a query as a number (-1 on error or NULL). */
-static long long admin_num(MYSQL *m, const char *sql) {
+/* The first column of the first row of a query as a number (-1 on error or
+   NULL); `who` prefixes the error line. Further result sets are drained. */
+static long long query_num(MYSQL *m, const char *sql, const char *who) {
     MYSQL_RES *r;
     MYSQL_ROW row;
     long long v = -1;
-    if (mysql_query(m, sql) != 0) { printf("  # admin: %s: %s\n", sql, mysql_error(m)); return -1; }
+    if (mysql_query(m, sql) != 0) { printf("  # %s%s: %s\n", who, sql, mysql_error(m)); return -1; }
     r = mysql_store_result(m);
     if (!r) return -1;
     row = mysql_fetch_row(r);
@@ -87,6 +88,8 @@ static long long admin_num(MYSQL *m, const char *sql) {
     while (mysql_next_result(m) == 0) { MYSQL_RES *x = mysql_store_result(m); if (x) mysql_free_result(x); }
     return v;
 }
+
+static long long admin_num(MYSQL *m, const char *sql) { return query_num(m, sql, "admin: "); }
 
 /* The first column of the first row of a query as a string. 0 = ok. */
 static int admin_str(MYSQL *m, const char *sql, char *out, size_t cap) {
@@ -1623,19 +1626,8 @@ static int refused(MYSQL *m, const char *sql) {
     return 0;
 }
 
-/* The first column of the first row as a number, as any user (-1: error/NULL). */
-static long long user_num(MYSQL *m, const char *sql) {
-    MYSQL_RES *r;
-    MYSQL_ROW row;
-    long long v = -1;
-    if (mysql_query(m, sql) != 0) { printf("  # %s: %s\n", sql, mysql_error(m)); return -1; }
-    r = mysql_store_result(m);
-    if (!r) return -1;
-    row = mysql_fetch_row(r);
-    if (row && row[0]) v = atoll(row[0]);
-    mysql_free_result(r);
-    return v;
-}
+/* The same, as any user. */
+static long long user_num(MYSQL *m, const char *sql) { return query_num(m, sql, ""); }
 
 /* Issue #9, tenant isolation, the recipe of docs/mysql.md: a database per
    tenant made by an admin, a user per tenant with the least-privilege grants
