@@ -654,6 +654,10 @@ typedef struct simba_op {
     const char *request;    /* request id (unique per request; "k~"+key for keyed requests) */
     int lease_ms;           /* ttl + transition: the server-side lifetime of the session */
     int try_only;           /* ENQUEUE: do not insert unless granted at once */
+    int watch_owner;        /* ENQUEUE/POLL: a contend handle's request: push this client a
+                               wake-up (no request id) when the holder of res[0] changes.
+                               Requests without it want only their own grant pushed, so an
+                               owner change wakes only the clients that asked (no herd) */
     int nres;
     const simba_res *res;
 } simba_op;
@@ -2197,6 +2201,7 @@ static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind
     simba__request_id(s, l, rid, ridcap);
     op->request = rid;
     op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+    op->watch_owner = (l->flags & SIMBA__F_CONTEND) != 0;
 }
 
 /* Which operation a dirty lock needs now (0: none). */
@@ -3326,6 +3331,7 @@ typedef struct simba__mem_entry {
     char request[SIMBA__RID_MAX];
     char session[SIMBA_MAX_SESSION + 1];
     int weight;
+    int watch_owner;            /* simba_op.watch_owner: its client is told of owner changes */
     int64_t fence;
 } simba__mem_entry;
 
@@ -3615,33 +3621,43 @@ static void simba__mem_remove_at(simba__mem_res *r, int i) {
     r->n--;
 }
 
-/* Tell every client with an entry in r (but `quiet`) that something changed. */
-static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
+/* Push a wake-up (no request id) to every client with an entry in r, but
+   `quiet`, once per client; `watchers_only`: only to the clients of entries
+   that asked for owner changes (simba_op.watch_owner). */
+static void simba__mem_tell(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet,
+                            int watchers_only) {
     int i;
     for (i = 0; i < r->n; i++) {
         simba__mem_session *ss = *simba__mem_sess_slot(srv, r->q[i].session);
         int j, seen = 0;
-        if (!ss || !ss->conn || ss->conn == quiet) continue;
-        for (j = 0; j < i; j++) {
+        if (!ss || !ss->conn || ss->conn == quiet || (watchers_only && !r->q[i].watch_owner)) continue;
+        for (j = 0; j < i && !seen; j++) {
             simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
-            if (o && o->conn == ss->conn) { seen = 1; break; }
+            seen = o && o->conn == ss->conn && (!watchers_only || r->q[j].watch_owner);
         }
         if (!seen) simba__mem_send_wake(ss->conn, r->name, NULL, NULL, 0, now);
     }
+}
+
+/* Everyone concerned with r looks again (its capacity changed, or it is deleted). */
+static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
+    simba__mem_tell(srv, r, now, quiet, 0);
 }
 
 static const char *simba__mem_owner(const simba__mem_res *r) {
     return r->n && r->q[0].fence ? r->q[0].session : NULL;
 }
 
-/* After a change to r: grant, and tell the others when the owner changed. */
+/* After a change to r: grant (the granted are pushed their grant), and tell
+   the owner watchers when the owner changed. Nobody else is woken: a waiter
+   learns of its grant from its own push, so an owner change is no herd. */
 static void simba__mem_changed(simba_mem_server *srv, simba__mem_res *r, const char *owner_before,
                                int64_t now, simba__mem_conn *quiet) {
     const char *after;
     simba__mem_evaluate(srv, r, now, quiet);
     after = simba__mem_owner(r);
     if ((owner_before == NULL) != (after == NULL) || (after && strcmp(owner_before, after) != 0))
-        simba__mem_wake_all(srv, r, now, quiet);
+        simba__mem_tell(srv, r, now, quiet, 1);
 }
 
 /* Remove the entries of dead sessions. Returns whether anything changed. */
@@ -3720,6 +3736,7 @@ static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const sim
     simba__copy(e->request, sizeof e->request, op->request);
     simba__copy(e->session, sizeof e->session, op->session);
     e->weight = weight;
+    e->watch_owner = op->watch_owner;
     return SIMBA_OK;
 }
 

@@ -969,6 +969,47 @@ static void t_mem_hints_poll_each_handle_once(void) {
     simba_destroy(b.s);
 }
 
+/* Issue #15, the herd: an owner change is pushed only to the clients that
+   asked for owner events (contend handles), so a hand-off costs the same
+   number of operations whatever the queue behind it. Before, every client
+   with an entry was woken and re-polled each of its handles: 24 waiting
+   handles over two clients cost 2 + 24 operations per hand-off. */
+static void t_mem_handoff_wakes_only_owner_watchers(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b, c, w;
+    h_client *cl[4];
+    simba_lock la, lw, waiting[24];
+    simba_lock_desc d;
+    simba_mem_stats before, after;
+    long long ops;
+    int i;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c; cl[3] = &w;
+    a.s = new_client(tenant, 20000, 500);
+    b.s = new_client(tenant, 20000, 500);
+    c.s = new_client(tenant, 20000, 500);
+    w.s = new_client(tenant, 20000, 500);
+    CHECK(a.s && b.s && c.s && w.s);
+    memset(&d, 0, sizeof d);
+    d.name = "herd"; d.wait_ms = -1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 4, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    for (i = 0; i < 24; i++) waiting[i] = simba_acquire(i % 2 ? c.s : b.s, &d);
+    h_run_for(cl, 4, 300);                             /* all queued, answers in */
+    lw = simba_contend(w.s, "herd", NULL);           /* the one who asked for owner events */
+    CHECK(h_expect(cl, 4, 3, lw, SIMBA_EVENT_OWNER, 3000) != NULL);
+    before = simba_mem_server_stats(srv);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 4, 3, lw, SIMBA_EVENT_OWNER, 3000) != NULL);   /* the watcher is still told */
+    h_run_for(cl, 4, 300);
+    after = simba_mem_server_stats(srv);
+    ops = (long long)((after.ops - after.keepalives) - (before.ops - before.keepalives));
+    printf("  # one hand-off with 24 waiters behind: %lld operations\n", ops);
+    CHECK(ops <= 3);                                   /* RELEASE, the watcher's POLL */
+    CHECK(h_has(&b, waiting[0], SIMBA_EVENT_ACQUIRED));
+    simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s); simba_destroy(w.s);
+}
+
 /* A backend that wraps a mem connection and, while `fail_polls` is set,
    answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
    request), in its next process(). */
@@ -1644,6 +1685,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
     RUN(t_mem_same_client_handoff_is_prompt);
     RUN(t_mem_hints_poll_each_handle_once);
+    RUN(t_mem_handoff_wakes_only_owner_watchers);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
