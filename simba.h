@@ -851,6 +851,9 @@ SIMBADEF int simba_mem_kill(simba_mem_server *srv, simba *s);
 typedef struct simba_mem_stats {
     uint64_t ops;               /* operations executed */
     uint64_t keepalives;
+    uint64_t rule_visits;       /* queue entries the grant rule and the dead-session purge looked
+                                   at: O(holders + grants) per operation, not O(queue) (a lookup
+                                   by request id is a scan of 32-bit hashes, not counted) */
     int resources, entries, sessions;
 } simba_mem_stats;
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
@@ -2334,20 +2337,39 @@ static void simba__wake_lock(simba *s, simba__lock *l) {
 }
 
 /* A push said our request was granted with `fence`: deliver it at once. */
+/* Which request of this session a pushed request id names: its key (a keyed
+   request "k~<key>"), or its number ("<session>~<n>"); 0 when it is neither.
+   Parsed once per push, so matching it against the handles on the name is an
+   integer or key compare each (no id is formatted per handle). */
+static int simba__parse_request(simba *s, const char *request, const char **key, uint64_t *req_no) {
+    size_t sl = strlen(s->session.id);
+    const char *p;
+    *key = NULL;
+    *req_no = 0;
+    if (strncmp(request, "k~", 2) == 0) { *key = request + 2; return 1; }
+    if (strncmp(request, s->session.id, sl) != 0 || request[sl] != '~' || !request[sl + 1]) return 0;
+    for (p = request + sl + 1; *p; p++) {
+        if (*p < '0' || *p > '9' || *req_no > (UINT64_MAX - 9) / 10) return 0;
+        *req_no = *req_no * 10 + (uint64_t)(*p - '0');
+    }
+    return 1;
+}
+
 static int simba__wake_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
-    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
     int64_t now = simba__now(s);
+    const char *key;
+    uint64_t req_no;
     uint32_t i;
     /* the entry must be our current session's: a keyed id outlives sessions */
     if (!s->session.open || strcmp(session, s->session.id) != 0) return 0;
+    if (!simba__parse_request(s, request, &key, &req_no) || !simba__session_safe(s, now)) return 0;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
         if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) continue;
         if (l->session_no != s->session.no || !(l->flags & SIMBA__F_MAY_EXIST)) continue;
         if (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING) continue;
-        simba__request_id(s, l, rid, sizeof rid);
-        if (strcmp(rid, request) != 0 || !simba__session_safe(s, now)) continue;
+        if (key ? !l->key || strcmp(l->key, key) != 0 : l->key || l->req_no != req_no) continue;
         l->op = 0;
         l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
         l->op_deadline = SIMBA__NEVER;
@@ -3332,6 +3354,7 @@ typedef struct simba__mem_entry {
     char session[SIMBA_MAX_SESSION + 1];
     int weight;
     int watch_owner;            /* simba_op.watch_owner: its client is told of owner changes */
+    uint32_t hash;              /* of request: a find compares strings only on a match */
     int64_t fence;
 } simba__mem_entry;
 
@@ -3341,8 +3364,10 @@ typedef struct simba__mem_res {
     const char *name;           /* inside key */
     int capacity;
     int64_t counter;            /* the last fence given */
-    simba__mem_entry *q;
+    simba__mem_entry *base;     /* the allocation: cap entries */
+    simba__mem_entry *q;        /* the queue: n entries from q (>= base): the head leaves in O(1) */
     int n, cap;
+    int watchers;               /* entries with watch_owner */
 } simba__mem_res;
 
 typedef struct simba__mem_conn simba__mem_conn;
@@ -3485,7 +3510,7 @@ static void simba__mem_res_delete(simba_mem_server *srv, simba__mem_res *r) {
         for (pp = &srv->rb[i]; *pp; pp = &(*pp)->next)
             if (*pp == r) { *pp = r->next; goto found; }
 found:
-    simba__mem_free(srv, r->q);
+    simba__mem_free(srv, r->base);
     simba__mem_free(srv, r->key);
     simba__mem_free(srv, r);
     srv->nres--;
@@ -3585,41 +3610,63 @@ static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const cha
 /*--- the queue rule ---*/
 
 static int simba__mem_find(const simba__mem_res *r, const char *request) {
+    uint32_t h = simba__hash(request);
     int i;
-    for (i = 0; i < r->n; i++) if (strcmp(r->q[i].request, request) == 0) return i;
+    for (i = 0; i < r->n; i++) if (r->q[i].hash == h && strcmp(r->q[i].request, request) == 0) return i;
     return -1;
 }
 
-/* Give fences to the entries that the prefix rule grants now; push a wake to
-   the owners of the newly granted ones, except to `quiet` (the caller) for
-   the request its answer is about. Its other requests are pushed like
-   anyone's: a RELEASE that hands the lock to a waiter of the same client
-   answers only the release. */
+static void simba__mem_remove_at(simba__mem_res *r, int i);
+
+/* Give a fence to an entry the prefix rule grants now and push the grant to
+   its client, except to `quiet` (the caller) for the request its answer is
+   about. Its other requests are pushed like anyone's: a RELEASE that hands
+   the lock to a waiter of the same client answers only the release. */
+static void simba__mem_grant(simba_mem_server *srv, simba__mem_res *r, simba__mem_entry *e, int64_t now,
+                             simba__mem_conn *quiet) {
+    /* above the resource's counter, the clock and every fence this server
+       ever gave: a deleted (or restarted) resource starts from zero again,
+       and its fences must still never go backwards */
+    int64_t f = simba_grant_fence(r->counter, now * 1000);
+    simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
+    if (f <= srv->fence_floor) f = srv->fence_floor + 1;
+    e->fence = r->counter = srv->fence_floor = f;
+    if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
+        simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
+}
+
+/* The prefix rule, from the head, as far as it can matter: the holders (at
+   most the capacity's worth, or the few left over after a capacity was
+   lowered) and the waiters it grants now, up to the first it cannot. Dead
+   sessions' entries are dropped when this walk reaches them, i.e. lazily,
+   when they hold or are next: one behind the first blocked waiter cannot
+   change a grant yet. So the work is O(holders + grants), not O(queue). */
 static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    int i;
+    int i = 0, blocked = now < srv->grace_until;   /* restart grace: no grants, still purge */
     int64_t sum = 0;            /* weights near INT_MAX: an int sum would overflow and over-grant */
-    if (now < srv->grace_until) return;
-    for (i = 0; i < r->n; i++) {
+    while (i < r->n) {
         simba__mem_entry *e = &r->q[i];
-        if (!simba_grant_step(&sum, e->weight, r->capacity)) break;
+        srv->stats.rule_visits++;
+        if (!simba__mem_sess_live(srv, e->session, now)) { simba__mem_remove_at(r, i); continue; }
+        if (!blocked && !simba_grant_step(&sum, e->weight, r->capacity)) blocked = 1;
         if (!e->fence) {
-            /* above the resource's counter, the clock and every fence this
-               server ever gave: a deleted (or restarted) resource starts from
-               zero again, and its fences must still never go backwards */
-            int64_t f = simba_grant_fence(r->counter, now * 1000);
-            simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
-            if (f <= srv->fence_floor) f = srv->fence_floor + 1;
-            e->fence = r->counter = srv->fence_floor = f;
-            if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
-                simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
+            if (blocked) break;
+            simba__mem_grant(srv, r, e, now, quiet);
         }
+        i++;
     }
 }
 
 static void simba__mem_remove_at(simba__mem_res *r, int i) {
-    memmove(r->q + i, r->q + i + 1, sizeof(simba__mem_entry) * (size_t)(r->n - i - 1));
+    if (r->q[i].watch_owner) r->watchers--;
+    if (i == 0) r->q++;         /* the head (a holder leaving): O(1), however long the queue */
+    else memmove(r->q + i, r->q + i + 1, sizeof(simba__mem_entry) * (size_t)(r->n - i - 1));
     r->n--;
 }
+
+/* Whether an entry of r asked for owner changes: a count kept by append and
+   remove, so a hand-off on a queue without contenders looks at no entry. */
+static int simba__mem_has_watchers(const simba__mem_res *r) { return r->watchers > 0; }
 
 /* Push a wake-up (no request id) to every client with an entry in r, but
    `quiet`, once per client; `watchers_only`: only to the clients of entries
@@ -3627,9 +3674,11 @@ static void simba__mem_remove_at(simba__mem_res *r, int i) {
 static void simba__mem_tell(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet,
                             int watchers_only) {
     int i;
+    if (watchers_only && !simba__mem_has_watchers(r)) return;
     for (i = 0; i < r->n; i++) {
         simba__mem_session *ss = *simba__mem_sess_slot(srv, r->q[i].session);
         int j, seen = 0;
+        srv->stats.rule_visits++;
         if (!ss || !ss->conn || ss->conn == quiet || (watchers_only && !r->q[i].watch_owner)) continue;
         for (j = 0; j < i && !seen; j++) {
             simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
@@ -3664,18 +3713,18 @@ static void simba__mem_changed(simba_mem_server *srv, simba__mem_res *r, const c
 static int simba__mem_purge(simba_mem_server *srv, simba__mem_res *r, int64_t now) {
     int i, changed = 0;
     for (i = 0; i < r->n; ) {
+        srv->stats.rule_visits++;
         if (!simba__mem_sess_live(srv, r->q[i].session, now)) { simba__mem_remove_at(r, i); changed = 1; }
         else i++;
     }
     return changed;
 }
 
-/* Touch a resource: purge, then grant. */
+/* Touch a resource: the walk of the prefix rule (grants, lazy purge), then owner watchers. */
 static void simba__mem_touch(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
     char before[SIMBA_MAX_SESSION + 1];
     const char *o = simba__mem_owner(r);
     simba__copy(before, sizeof before, o);
-    simba__mem_purge(srv, r, now);
     simba__mem_changed(srv, r, o ? before : NULL, now, quiet);
 }
 
@@ -3705,9 +3754,14 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
         if (i == 0) idx0 = idx;
         a->r.fence[i] = rs[i]->q[idx].fence;
         if (!a->r.fence[i]) a->r.granted = 0;
+        /* the holders' expiries, and the first waiter's: the only ones that can
+           move the queue before a push says it moved (dead ones further back
+           are dropped when the walk reaches them) */
         for (j = 0; j < idx; j++) {
             simba__mem_session *ss = *simba__mem_sess_slot(srv, rs[i]->q[j].session);
+            srv->stats.rule_visits++;
             if (ss) a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, ss->expires - now);
+            if (!rs[i]->q[j].fence) break;
         }
     }
     if (now < srv->grace_until) {
@@ -3716,20 +3770,24 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
     }
     a->r.capacity = rs[0]->capacity;
     a->r.ahead = idx0;
-    for (i = 0; i < rs[0]->n; i++) if (rs[0]->q[i].fence) a->r.held++;
+    for (i = 0; i < rs[0]->n && rs[0]->q[i].fence; i++) a->r.held++;   /* the holders are a prefix */
     simba__copy(a->owner, sizeof a->owner, simba__mem_owner(rs[0]));
     a->r.owner = a->owner[0] ? a->owner : NULL;
 }
 
 static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const simba_op *op, int weight) {
     simba__mem_entry *e;
+    if (r->q && r->q + r->n == r->base + r->cap && r->q > r->base) {   /* room at the front: slide */
+        memmove(r->base, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
+        r->q = r->base;
+    }
     if (r->n == r->cap) {
         int ncap = r->cap ? r->cap * 2 : 4;
         simba__mem_entry *nq = (simba__mem_entry *)simba__mem_alloc(srv, sizeof(simba__mem_entry) * (size_t)ncap);
         if (!nq) return SIMBA_ENOMEM;
         if (r->n) memcpy(nq, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
-        simba__mem_free(srv, r->q);
-        r->q = nq; r->cap = ncap;
+        simba__mem_free(srv, r->base);
+        r->base = r->q = nq; r->cap = ncap;
     }
     e = &r->q[r->n++];
     memset(e, 0, sizeof *e);
@@ -3737,6 +3795,8 @@ static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const sim
     simba__copy(e->session, sizeof e->session, op->session);
     e->weight = weight;
     e->watch_owner = op->watch_owner;
+    if (e->watch_owner) r->watchers++;
+    e->hash = simba__hash(e->request);
     return SIMBA_OK;
 }
 
@@ -3746,7 +3806,10 @@ static int simba__mem_fits_now(simba_mem_server *srv, simba__mem_res **rs, const
     if (now < srv->grace_until) return 0;
     for (i = 0; i < op->nres; i++) {
         int64_t ahead = 0;
-        for (j = 0; j < rs[i]->n; j++) simba_grant_step(&ahead, rs[i]->q[j].weight, rs[i]->capacity);
+        for (j = 0; j < rs[i]->n; j++) {   /* the sum only grows: one entry that does not fit is enough */
+            srv->stats.rule_visits++;
+            if (!simba_grant_step(&ahead, rs[i]->q[j].weight, rs[i]->capacity)) return 0;
+        }
         if (!simba_grant_step(&ahead, op->res[i].weight, rs[i]->capacity)) return 0;
     }
     return 1;
@@ -3802,7 +3865,6 @@ static void simba__mem_release(simba_mem_server *srv, simba__mem_conn *c, const 
         o = simba__mem_owner(r);
         simba__copy(before, sizeof before, o);
         simba__mem_remove_at(r, idx);
-        simba__mem_purge(srv, r, now);
         simba__mem_changed(srv, r, o ? before : NULL, now, c);
     }
 }
@@ -3816,7 +3878,9 @@ static void simba__mem_close(simba_mem_server *srv, const char *session, int64_t
         for (r = srv->rb[b]; r; r = r->next) {
             int i, hit = 0;
             for (i = 0; i < r->n; i++) if (strcmp(r->q[i].session, session) == 0) { hit = 1; break; }
-            if (hit) simba__mem_touch(srv, r, now, NULL);
+            if (!hit) continue;
+            simba__mem_touch(srv, r, now, NULL);   /* the head, grants, owner watchers */
+            simba__mem_purge(srv, r, now);         /* and its entries further back: CLOSE leaves nothing */
         }
     }
 }
@@ -3826,6 +3890,8 @@ static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_
     int i;
     if (!r) return;                                   /* absent: capacity 0, empty */
     simba__mem_touch(srv, r, now, NULL);
+    simba__mem_purge(srv, r, now);   /* the whole queue is shown: no dead entries in it (those
+                                        behind the first blocked waiter change no grant) */
     a->r.capacity = r->capacity;
     a->r.nentries = r->n;
     if (r->n) {
@@ -4109,7 +4175,7 @@ static void simba__mem_clear(simba_mem_server *srv) {
         while (srv->rb[b]) {
             simba__mem_res *r = srv->rb[b];
             srv->rb[b] = r->next;
-            simba__mem_free(srv, r->q); simba__mem_free(srv, r->key); simba__mem_free(srv, r);
+            simba__mem_free(srv, r->base); simba__mem_free(srv, r->key); simba__mem_free(srv, r);
         }
     }
     for (b = 0; b < srv->nsb; b++) {

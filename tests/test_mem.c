@@ -1010,6 +1010,52 @@ static void t_mem_handoff_wakes_only_owner_watchers(void) {
     simba_destroy(a.s); simba_destroy(b.s); simba_destroy(c.s); simba_destroy(w.s);
 }
 
+/* Issue #15, the work per hand-off: the grant rule reads the queue from its
+   head only as far as it can grant, and dead sessions' entries are dropped
+   when the walk reaches them, so what a hand-off looks at does not grow with
+   the waiters behind. Before, every touch purged (and so read) the whole
+   queue: 10 waiters cost ~40 entry visits per hand-off, 200 cost ~800. */
+static void mem_visits_per_handoff(int waiters, double *out) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb[200];
+    simba_lock_desc d;
+    simba_mem_stats before, after;
+    int i, rounds = 5;
+    *out = -1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, 20000, 500);
+    b.s = new_client(tenant, 20000, 500);
+    memset(&d, 0, sizeof d);
+    d.name = "visits"; d.wait_ms = -1;
+    la = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    for (i = 0; i < waiters; i++) lb[i] = simba_acquire(b.s, &d);
+    h_run_for(cl, 2, 300);
+    before = simba_mem_server_stats(srv);
+    simba_release(a.s, la);                            /* a -> lb[0] -> lb[1] -> ... */
+    CHECK(h_expect(cl, 2, 1, lb[0], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    for (i = 0; i + 1 < rounds; i++) {
+        simba_release(b.s, lb[i]);
+        CHECK(h_expect(cl, 2, 1, lb[i + 1], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    }
+    after = simba_mem_server_stats(srv);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    *out = (double)(after.rule_visits - before.rule_visits) / rounds;
+}
+
+static void t_mem_handoff_work_flat_in_queue_length(void) {
+    double lo, hi;
+    mem_visits_per_handoff(10, &lo);
+    mem_visits_per_handoff(200, &hi);
+    CHECK(lo >= 0 && hi >= 0);
+    printf("  # entries visited per hand-off: %.1f with 10 waiters, %.1f with 200\n", lo, hi);
+    CHECK(hi <= 2 * lo + 2);
+}
+
 /* A backend that wraps a mem connection and, while `fail_polls` is set,
    answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
    request), in its next process(). */
@@ -1686,6 +1732,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_same_client_handoff_is_prompt);
     RUN(t_mem_hints_poll_each_handle_once);
     RUN(t_mem_handoff_wakes_only_owner_watchers);
+    RUN(t_mem_handoff_work_flat_in_queue_length);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
