@@ -1692,6 +1692,175 @@ static void t_zk_missing_chroot_is_einval(void) {
     simba_destroy(s);
 }
 
+/* ---- cost per hand-off as the queue grows (issue #15) ----
+   What the server did, from its mntr answer: packets received, and the
+   watches fired (the sum of the zk_sum_node_*_watch_count summaries). */
+typedef struct zk_load { double packets, watches; } zk_load;
+
+static int zk_mntr(zk_load *out) {
+    struct sockaddr_in a;
+    char buf[16384], host[64];
+    const char *keys[] = { "zk_sum_node_created_watch_count", "zk_sum_node_deleted_watch_count",
+                           "zk_sum_node_changed_watch_count", "zk_sum_node_children_watch_count" };
+    const char *colon = strchr(zk_hosts, ':'), *p;
+    size_t n = 0, hl = colon ? (size_t)(colon - zk_hosts) : strlen(zk_hosts);
+    int fd, k;
+    if (hl >= sizeof host) return 0;
+    memcpy(host, zk_hosts, hl);
+    host[hl] = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((unsigned short)(colon ? atoi(colon + 1) : 2181));
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return 0;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, "mntr", 4) != 4) { close(fd); return 0; }
+    for (;;) {
+        ssize_t m = read(fd, buf + n, sizeof buf - 1 - n);
+        if (m <= 0) break;
+        n += (size_t)m;
+        if (n >= sizeof buf - 1) break;
+    }
+    close(fd);
+    buf[n] = 0;
+    p = strstr(buf, "zk_packets_received\t");
+    if (!p) return 0;
+    out->packets = atof(p + strlen("zk_packets_received\t"));
+    out->watches = 0;
+    for (k = 0; k < 4; k++) {
+        char key[80];
+        snprintf(key, sizeof key, "%s\t", keys[k]);
+        p = strstr(buf, key);
+        if (!p) return 0;
+        out->watches += atof(p + strlen(key));
+    }
+    return 1;
+}
+
+enum { HO_CLIENTS = 4, HO_ROUNDS = 6, HO_MAX = 128 };
+
+typedef struct ho_entry { int client; simba_lock lock; } ho_entry;
+
+/* Pumps until client `who` sent more ops than `sent_before` and every
+   client's backend answered every op it took, then `ms` more (watches are
+   armed after the answers: they get the time). */
+static void ho_settle(zk_client *c, h_client **cl, int who, int64_t sent_before, int ms) {
+    int64_t end = h_real_ms() + 10000;
+    while (h_real_ms() < end) {
+        int i, busy = 0;
+        for (i = 0; i < HO_CLIENTS; i++) {
+            struct simba_zk_stats st;
+            if (simba_zk_stats(c[i].be, &st) != SIMBA_OK) continue;
+            if (st.ops_sent != st.ops_completed || (i == who && st.ops_sent <= sent_before)) busy = 1;
+        }
+        if (!busy) break;
+        h_pump(cl, HO_CLIENTS, 5);
+    }
+    h_run_for(cl, HO_CLIENTS, ms);
+}
+
+static int64_t ho_sent(zk_client *c) {
+    struct simba_zk_stats st;
+    return simba_zk_stats(c->be, &st) == SIMBA_OK ? st.ops_sent : 0;
+}
+
+static simba_lock ho_acquire(zk_client *c, const char *name, int capacity) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.capacity = capacity;
+    d.wait_ms = -1;
+    return simba_acquire(c->h.s, &d);
+}
+
+/* `capacity` holders, then q waiters spread over 4 clients (round robin),
+   each queued before the next (so the queue's order is known), then
+   HO_ROUNDS hand-offs: the oldest holder releases, the next in line must
+   be granted (and nobody else), the old holder queues again at the tail.
+   Per hand-off: packets the server received and watches it fired. */
+static int ho_measure(int capacity, int q, double *packets, double *watches) {
+    const char *tenant = zk_tenant();
+    static zk_client c[HO_CLIENTS];
+    static ho_entry fifo[HO_MAX + HO_ROUNDS];
+    h_client *cl[HO_CLIENTS];
+    zk_load a, b, o1, o2;
+    int i, n = 0, head = 0, ok = 1, r;
+    for (i = 0; i < HO_CLIENTS; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "c%d", i);
+        if (!zk_client_open(&c[i], zk_hosts, tenant, id, NULL, 20000, 5000)) return 0;
+        cl[i] = &c[i].h;
+    }
+    for (i = 0; i < capacity + q && i < HO_MAX; i++) {
+        int64_t sent = ho_sent(&c[i % HO_CLIENTS]);
+        fifo[n].client = i % HO_CLIENTS;
+        fifo[n].lock = ho_acquire(&c[i % HO_CLIENTS], "ho", capacity);
+        n++;
+        ho_settle(c, cl, i % HO_CLIENTS, sent, 0);
+        if (i < capacity && !h_expect(cl, HO_CLIENTS, fifo[i].client, fifo[i].lock, SIMBA_EVENT_ACQUIRED, 10000)) ok = 0;
+    }
+    ho_settle(c, cl, -1, 0, 300);
+    /* the snapshot's own cost, if it has one */
+    ok = ok && zk_mntr(&o1) && zk_mntr(&o2);
+    ok = ok && zk_mntr(&a);
+    for (r = 0; r < HO_ROUNDS && ok; r++) {
+        ho_entry old = fifo[head], next = fifo[head + capacity];
+        int64_t sent;
+        head++;
+        if (simba_release(c[old.client].h.s, old.lock) != SIMBA_OK ||
+            !h_expect(cl, HO_CLIENTS, next.client, next.lock, SIMBA_EVENT_ACQUIRED, 10000)) {
+            int j, k;
+            printf("  # round %d: the next in line was not granted\n", r);
+            for (j = 0; j < HO_CLIENTS; j++)
+                for (k = 0; k < cl[j]->nlog; k++)
+                    printf("  # c%d %s lock %u %s err %d\n", j, simba_event_name(cl[j]->log[k].type), (unsigned)cl[j]->log[k].lock.id,
+                           cl[j]->consumed[k] ? "consumed" : "", cl[j]->log[k].error);
+            ok = 0;
+            break;
+        }
+        sent = ho_sent(&c[old.client]);
+        fifo[n].client = old.client;
+        fifo[n].lock = ho_acquire(&c[old.client], "ho", capacity);
+        n++;
+        ho_settle(c, cl, old.client, sent, 150);
+    }
+    ok = ok && zk_mntr(&b);
+    /* nobody behind the holders was granted (the safety side of the count) */
+    for (i = head + capacity; i < n && ok; i++)
+        if (h_has(cl[fifo[i].client], fifo[i].lock, SIMBA_EVENT_ACQUIRED)) {
+            printf("  # entry %d granted out of turn\n", i);
+            ok = 0;
+        }
+    if (ok) {
+        double snap = o2.packets - o1.packets;
+        *packets = (b.packets - a.packets - snap) / HO_ROUNDS;
+        *watches = (b.watches - a.watches) / HO_ROUNDS;
+    }
+    for (i = 0; i < HO_CLIENTS; i++) zk_client_close(&c[i]);
+    return ok;
+}
+
+static void ho_check(const char *what, int capacity) {
+    double p10 = 0, w10 = 0, p100 = 0, w100 = 0;
+    CHECK(ho_measure(capacity, 10, &p10, &w10));
+    CHECK(ho_measure(capacity, 100, &p100, &w100));
+    printf("  # %s per hand-off: Q=10 %.1f packets %.2f notifications, Q=100 %.1f packets %.2f notifications\n",
+           what, p10, w10, p100, w100);
+    CHECK(p100 <= 1.5 * p10 + 2);       /* no growth with the queue */
+    CHECK(w10 <= 2);
+    CHECK(w100 <= 2);
+}
+
+/* A mutex whose waiters are spread over 4 clients: before, a predecessor's
+   deletion re-polled every waiting handle of the woken client (a getData +
+   getChildren each: 83 packets per hand-off at Q=100, 14 at Q=10). */
+static void t_zk_handoff_cost_mutex(void) { ho_check("mutex", 1); }
+
+/* A semaphore (capacity 3): before, every waiter watched the children
+   list, so each release woke every client (4 notifications per grant) and
+   each re-polled all its handles. */
+static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3); }
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1723,6 +1892,8 @@ int main(int argc, char **argv) {
     RUN(t_zk_tenant_recipe);
     RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_handoff_from_watch);
+    RUN(t_zk_handoff_cost_mutex);
+    RUN(t_zk_handoff_cost_semaphore);
     RUN(t_zk_delete_is_no_handoff);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_quiet_reconnect_is_told);
