@@ -2282,7 +2282,7 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
             if (type == ZOO_DELETED_EVENT && !m->releasing) to_core = 1;
             continue;
         }
-        if (m->granted) continue;
+        if (m->granted || m->releasing) continue;    /* a leaving waiter waits for nothing */
         if (!node && type == ZOO_CHANGED_EVENT) {    /* the capacity: every waiter looks again */
             m->stale = refresh = claimed = 1;
             continue;
@@ -2297,7 +2297,8 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
         /* a watch nobody owns any more (its waiter moved on or left); if a
            waiter of ours lost track of its own, one read puts it right */
         for (m = zk->mine; m; m = m->next)
-            if (m->nres == 1 && !m->granted && !m->armed && simba__zk_mine_on(m, path, rlen)) m->stale = refresh = 1;
+            if (m->nres == 1 && !m->granted && !m->releasing && !m->armed && simba__zk_mine_on(m, path, rlen))
+                m->stale = refresh = 1;
     }
     if (to_core) simba__zk_queue_wake(zk, name);
     if (refresh) simba__zk_queue_name(zk, &zk->refreshes, name);

@@ -1744,19 +1744,23 @@ typedef struct ho_entry { int client; simba_lock lock; } ho_entry;
 /* Pumps until client `who` sent more ops than `sent_before` and every
    client's backend answered every op it took, then `ms` more (watches are
    armed after the answers: they get the time). */
-static void ho_settle(zk_client *c, h_client **cl, int who, int64_t sent_before, int ms) {
+static void ho_settle_n(zk_client *c, h_client **cl, int nc, int who, int64_t sent_before, int ms) {
     int64_t end = h_real_ms() + 10000;
     while (h_real_ms() < end) {
         int i, busy = 0;
-        for (i = 0; i < HO_CLIENTS; i++) {
+        for (i = 0; i < nc; i++) {
             struct simba_zk_stats st;
             if (simba_zk_stats(c[i].be, &st) != SIMBA_OK) continue;
             if (st.ops_sent != st.ops_completed || (i == who && st.ops_sent <= sent_before)) busy = 1;
         }
         if (!busy) break;
-        h_pump(cl, HO_CLIENTS, 5);
+        h_pump(cl, nc, 5);
     }
-    h_run_for(cl, HO_CLIENTS, ms);
+    h_run_for(cl, nc, ms);
+}
+
+static void ho_settle(zk_client *c, h_client **cl, int who, int64_t sent_before, int ms) {
+    ho_settle_n(c, cl, HO_CLIENTS, who, sent_before, ms);
 }
 
 static int64_t ho_sent(zk_client *c) {
@@ -1861,6 +1865,48 @@ static void t_zk_handoff_cost_mutex(void) { ho_check("mutex", 1); }
    each re-polled all its handles. */
 static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3); }
 
+/* One client holds a mutex and queues MR_N - 1 more requests for it, then
+   drains them: release, the next is granted, release it, ... (a worker
+   working through its own queue). Before, each release woke every handle
+   of the client on the name and each re-polled (getData + getChildren of
+   the whole queue): O(N) round trips per release, O(N^2) bytes (1,000 such
+   releases had not finished after a minute: the client idle, waiting for
+   the server to list the queue a million times). Now a release costs a
+   bounded number of packets. */
+enum { MR_N = 200 };
+
+static void t_zk_mass_release_round_trips(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[1];
+    static simba_lock l[MR_N];
+    h_client *cl[1];
+    zk_load a, b;
+    int i, done = 0;
+    CHECK(zk_client_open(&c[0], zk_hosts, tenant, "worker", NULL, 20000, 5000));
+    cl[0] = &c[0].h;
+    for (i = 0; i < MR_N; i++) {
+        int64_t sent = ho_sent(&c[0]);
+        l[i] = ho_acquire(&c[0], "drain", 1);
+        ho_settle_n(c, cl, 1, 0, sent, 0);
+    }
+    CHECK(h_expect(cl, 1, 0, l[0], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    ho_settle_n(c, cl, 1, -1, 0, 300);
+    CHECK(zk_mntr(&a));
+    for (i = 0; i < MR_N; i++) {
+        if (simba_release(c[0].h.s, l[i]) != SIMBA_OK) break;
+        if (!h_expect(cl, 1, 0, l[i], SIMBA_EVENT_RELEASED, 20000)) break;
+        if (i + 1 < MR_N && !h_expect(cl, 1, 0, l[i + 1], SIMBA_EVENT_ACQUIRED, 20000)) break;
+        done++;
+    }
+    ho_settle_n(c, cl, 1, -1, 0, 300);
+    CHECK(zk_mntr(&b));
+    printf("  # %d of %d released in turn: %.0f packets (%.1f per release), %.0f notifications\n", done, MR_N,
+           b.packets - a.packets, (b.packets - a.packets) / MR_N, b.watches - a.watches);
+    CHECK_EQ(done, MR_N);
+    CHECK(b.packets - a.packets <= 10 * MR_N);
+    zk_client_close(&c[0]);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1894,6 +1940,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_handoff_from_watch);
     RUN(t_zk_handoff_cost_mutex);
     RUN(t_zk_handoff_cost_semaphore);
+    RUN(t_zk_mass_release_round_trips);
     RUN(t_zk_delete_is_no_handoff);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_quiet_reconnect_is_told);
