@@ -25,8 +25,9 @@
                     >>session      OPEN, KEEPALIVE, CLOSE
                     >>locks        completions; ENQUEUE, POLL, RELEASE, INSPECT,
                                    SET_CAPACITY, DELETE
-                    >>wakeups      watches -> simba_backend_wake; the mutex
-                                   hand-off from a watch
+                    >>wakeups      watches -> one read per resource per event,
+                                   grants pushed to the core, the baton, the
+                                   mutex hand-off from a watch
                     >>stats        simba_zk_stats
                     >>vtable       attach, submit, pollfds, deadline_ms, process,
                                    reset, destroy (glue only)
@@ -139,15 +140,20 @@
     WAKE-UPS
     ========
     A waiter on a resource of capacity 1 watches only its predecessor (no
-    herd); with capacity > 1 it watches the children list. Every read of a
-    resource also watches its data (capacity changes, deletion). A watch that
-    fires calls simba_backend_wake(); the core re-polls, and falls back on its
-    recheck period if a watch is ever lost.
+    herd). With capacity > 1, the baton: the first waiter not granted watches
+    the children list, every waiter behind it its predecessor's entry, and an
+    entry granted with someone behind it sets its data (a mark) so that only
+    the next in line wakes. Every read of a resource also watches its data
+    (capacity changes, deletion). An event concerns only the waiters whose
+    watch it fired; one read of the resource answers all of them, and grants
+    go to the core with their fence (simba_backend_wake with the request id):
+    no re-poll per handle. The core falls back on its recheck period if a
+    watch is ever lost.
 
     The mutex hand-off needs no read: when a waiter's last read showed
     exactly one entry ahead of it (capacity 1, one resource), nobody can get
     ahead of it any more (sequence numbers only grow), so that entry's
-    NodeDeleted alone makes it the head, and the re-poll is answered from
+    NodeDeleted alone makes it the head, and the grant is pushed to the core from
     what the backend knows (fence = its entry's czxid from create2). It is
     a hand-off of one write plus one notification. What could make that
     wrong is heard first, because ZooKeeper delivers one client's events in
@@ -2167,7 +2173,7 @@ static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *sr
     return SIMBA_OK;
 }
 
-/*>>wakeups: watches -> simba_backend_wake; the mutex hand-off from a watch */
+/*>>wakeups: watches -> one read per resource per event (refresh), grants pushed with simba_backend_wake, the baton, the mutex hand-off */
 
 /* A name on a list (once): the core's wake-ups, the refreshes. */
 static void simba__zk_queue_name(simba__zk *zk, simba__zk_wake **list, const char *name) {
