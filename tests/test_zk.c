@@ -1865,6 +1865,49 @@ static void t_zk_handoff_cost_mutex(void) { ho_check("mutex", 1); }
    each re-polled all its handles. */
 static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3); }
 
+/* The baton across clients: capacity 3, one holder of 3 permits, then four
+   waiters of one permit on clients 1, 2, 3, 1. The release must grant the
+   three first ones, each told by its predecessor's mark (the recheck
+   period, ttl/2 = 10 s, is far beyond the wait), and not the fourth until
+   one of them goes. */
+static void t_zk_baton_chain(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[HO_CLIENTS];
+    h_client *cl[HO_CLIENTS];
+    simba_lock holder, w[4];
+    const int who[4] = { 1, 2, 3, 1 };
+    simba_lock_desc d;
+    int i;
+    for (i = 0; i < HO_CLIENTS; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "b%d", i);
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, id, NULL, 20000, 5000));
+        cl[i] = &c[i].h;
+    }
+    memset(&d, 0, sizeof d);
+    d.name = "baton";
+    d.capacity = 3;
+    d.permits = 3;
+    d.wait_ms = -1;
+    holder = simba_acquire(c[0].h.s, &d);
+    CHECK(h_expect(cl, HO_CLIENTS, 0, holder, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    for (i = 0; i < 4; i++) {
+        int64_t sent = ho_sent(&c[who[i]]);
+        w[i] = ho_acquire(&c[who[i]], "baton", 3);
+        ho_settle(c, cl, who[i], sent, 0);
+    }
+    ho_settle(c, cl, -1, 0, 300);
+    for (i = 0; i < 4; i++) CHECK(!h_has(cl[who[i]], w[i], SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(c[0].h.s, holder), SIMBA_OK);
+    for (i = 0; i < 3; i++) CHECK(h_expect(cl, HO_CLIENTS, who[i], w[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    h_run_for(cl, HO_CLIENTS, 500);
+    CHECK(!h_has(cl[who[3]], w[3], SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(c[2].h.s, w[1]), SIMBA_OK);
+    CHECK(h_expect(cl, HO_CLIENTS, who[3], w[3], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    for (i = 0; i < 4; i++) CHECK(!h_has(cl[who[i]], w[i], SIMBA_EVENT_LOST));
+    for (i = 0; i < HO_CLIENTS; i++) zk_client_close(&c[i]);
+}
+
 /* One client holds a mutex and queues MR_N - 1 more requests for it, then
    drains them: release, the next is granted, release it, ... (a worker
    working through its own queue). Before, each release woke every handle
@@ -1941,6 +1984,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_handoff_cost_mutex);
     RUN(t_zk_handoff_cost_semaphore);
     RUN(t_zk_mass_release_round_trips);
+    RUN(t_zk_baton_chain);
     RUN(t_zk_delete_is_no_handoff);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_quiet_reconnect_is_told);
