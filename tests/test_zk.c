@@ -1768,11 +1768,15 @@ static int64_t ho_sent(zk_client *c) {
     return simba_zk_stats(c->be, &st) == SIMBA_OK ? st.ops_sent : 0;
 }
 
+static int ho_weight = 1;               /* the permits of every request of ho_acquire (0: exclusive) */
+
 static simba_lock ho_acquire(zk_client *c, const char *name, int capacity) {
     simba_lock_desc d;
     memset(&d, 0, sizeof d);
     d.name = name;
     d.capacity = capacity;
+    d.permits = ho_weight > 0 ? ho_weight : 1;
+    d.exclusive = ho_weight == 0;
     d.wait_ms = -1;
     return simba_acquire(c->h.s, &d);
 }
@@ -1789,26 +1793,27 @@ static int ho_measure(int capacity, int q, double *packets, double *watches) {
     h_client *cl[HO_CLIENTS];
     zk_load a, b, o1, o2;
     int i, n = 0, head = 0, ok = 1, r;
+    int holders = ho_weight == 0 ? 1 : capacity / ho_weight;   /* the prefix rule, equal weights */
     for (i = 0; i < HO_CLIENTS; i++) {
         char id[8];
         snprintf(id, sizeof id, "c%d", i);
         if (!zk_client_open(&c[i], zk_hosts, tenant, id, NULL, 20000, 5000)) return 0;
         cl[i] = &c[i].h;
     }
-    for (i = 0; i < capacity + q && i < HO_MAX; i++) {
+    for (i = 0; i < holders + q && i < HO_MAX; i++) {
         int64_t sent = ho_sent(&c[i % HO_CLIENTS]);
         fifo[n].client = i % HO_CLIENTS;
         fifo[n].lock = ho_acquire(&c[i % HO_CLIENTS], "ho", capacity);
         n++;
         ho_settle(c, cl, i % HO_CLIENTS, sent, 0);
-        if (i < capacity && !h_expect(cl, HO_CLIENTS, fifo[i].client, fifo[i].lock, SIMBA_EVENT_ACQUIRED, 10000)) ok = 0;
+        if (i < holders && !h_expect(cl, HO_CLIENTS, fifo[i].client, fifo[i].lock, SIMBA_EVENT_ACQUIRED, 10000)) ok = 0;
     }
     ho_settle(c, cl, -1, 0, 300);
     /* the snapshot's own cost, if it has one */
     ok = ok && zk_mntr(&o1) && zk_mntr(&o2);
     ok = ok && zk_mntr(&a);
     for (r = 0; r < HO_ROUNDS && ok; r++) {
-        ho_entry old = fifo[head], next = fifo[head + capacity];
+        ho_entry old = fifo[head], next = fifo[head + holders];
         int64_t sent;
         head++;
         if (simba_release(c[old.client].h.s, old.lock) != SIMBA_OK ||
@@ -1830,7 +1835,7 @@ static int ho_measure(int capacity, int q, double *packets, double *watches) {
     }
     ok = ok && zk_mntr(&b);
     /* nobody behind the holders was granted (the safety side of the count) */
-    for (i = head + capacity; i < n && ok; i++)
+    for (i = head + holders; i < n && ok; i++)
         if (h_has(cl[fifo[i].client], fifo[i].lock, SIMBA_EVENT_ACQUIRED)) {
             printf("  # entry %d granted out of turn\n", i);
             ok = 0;
@@ -1844,8 +1849,9 @@ static int ho_measure(int capacity, int q, double *packets, double *watches) {
     return ok;
 }
 
-static void ho_check(const char *what, int capacity) {
+static void ho_check(const char *what, int capacity, int weight) {
     double p10 = 0, w10 = 0, p100 = 0, w100 = 0;
+    ho_weight = weight;
     CHECK(ho_measure(capacity, 10, &p10, &w10));
     CHECK(ho_measure(capacity, 100, &p100, &w100));
     printf("  # %s per hand-off: Q=10 %.1f packets %.2f notifications, Q=100 %.1f packets %.2f notifications\n",
@@ -1858,12 +1864,16 @@ static void ho_check(const char *what, int capacity) {
 /* A mutex whose waiters are spread over 4 clients: before, a predecessor's
    deletion re-polled every waiting handle of the woken client (a getData +
    getChildren each: 83 packets per hand-off at Q=100, 14 at Q=10). */
-static void t_zk_handoff_cost_mutex(void) { ho_check("mutex", 1); }
+static void t_zk_handoff_cost_mutex(void) { ho_check("mutex", 1, 1); }
 
 /* A semaphore (capacity 3): before, every waiter watched the children
    list, so each release woke every client (4 notifications per grant) and
    each re-polled all its handles. */
-static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3); }
+static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3, 1); }
+
+/* Writers of a read/write lock (capacity 3, exclusive requests): the same
+   baton (the capacity is above 1), each entry filling the capacity. */
+static void t_zk_handoff_cost_rw_writers(void) { ho_check("rw writers", 3, 0); }
 
 /* The baton across clients: capacity 3, one holder of 3 permits, then four
    waiters of one permit on clients 1, 2, 3, 1. The release must grant the
@@ -1872,6 +1882,7 @@ static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3); }
    one of them goes. */
 static void t_zk_baton_chain(void) {
     const char *tenant = zk_tenant();
+    ho_weight = 1;
     static zk_client c[HO_CLIENTS];
     h_client *cl[HO_CLIENTS];
     simba_lock holder, w[4];
@@ -1920,6 +1931,7 @@ enum { MR_N = 200 };
 
 static void t_zk_mass_release_round_trips(void) {
     const char *tenant = zk_tenant();
+    ho_weight = 1;
     static zk_client c[1];
     static simba_lock l[MR_N];
     h_client *cl[1];
@@ -1983,6 +1995,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_handoff_from_watch);
     RUN(t_zk_handoff_cost_mutex);
     RUN(t_zk_handoff_cost_semaphore);
+    RUN(t_zk_handoff_cost_rw_writers);
     RUN(t_zk_mass_release_round_trips);
     RUN(t_zk_baton_chain);
     RUN(t_zk_delete_is_no_handoff);
