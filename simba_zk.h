@@ -356,6 +356,8 @@ typedef struct simba__zk_op {
     int fast;                 /* skipped the read before creating */
     long long req_n;          /* n of "<session>~<n>", -1 for other ids */
     int internal;             /* a refresh of >>wakeups: no reply to the core */
+    unsigned batch;           /* zk->batch when its reads went out */
+    struct simba__zk_op *followers, *next_follower;   /* POLLs answered from this op's read */
     int status;
     char message[200];
     /* the answer */
@@ -455,6 +457,7 @@ struct simba__zk {
     simba__zk_wake *wakes;
     simba__zk_wake *refreshes;   /* resources to read once for their stale waiters */
     int grants_due;              /* some mine has grant_due set */
+    unsigned batch;              /* +1 per process(): reads of one batch saw the same events */
     int64_t refreshes_sent;
 };
 
@@ -1918,6 +1921,61 @@ static void simba__zk_poll_read_done(simba__zk_op *op) {
     simba__zk_after_eval(op);
 }
 
+/*--- one read for the POLLs of one resource that the core sends together ---*/
+
+/* A POLL of one resource joins a read of that resource already on its way
+   if no event was processed since it went out (same batch): that read is
+   as fresh as one of its own would be. The core re-polls every handle on a
+   name at once (a resource deleted, a multi-resource request, its recheck
+   of holders): one getData + getChildren answers them all. */
+static int simba__zk_join_read(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_op *l;
+    if (op->kind != SIMBA_OP_POLL || op->nres != 1) return 0;
+    for (l = zk->ops; l; l = l->next) {
+        if (l == op || l->kind != SIMBA_OP_POLL || l->nres != 1 || l->phase != SIMBA__ZK_P_READ ||
+            l->batch != zk->batch || strcmp(l->res[0].path, op->res[0].path) != 0)
+            continue;
+        op->phase = SIMBA__ZK_P_READ;
+        op->pending = 1;                      /* the leader's read */
+        op->next_follower = l->followers;
+        l->followers = op;
+        return 1;
+    }
+    return 0;
+}
+
+/* The leader's read arrived: each follower gets a copy and goes on alone. */
+static void simba__zk_share_read(simba__zk_op *op) {
+    const simba__zk_rs *src = &op->res[0];
+    while (op->followers) {
+        simba__zk_op *f = op->followers;
+        simba__zk_rs *r = &f->res[0];
+        int k;
+        op->followers = f->next_follower;
+        f->next_follower = NULL;
+        if (f->phase != SIMBA__ZK_P_READ) continue;   /* failed meanwhile */
+        f->pending = 0;
+        r->exists = src->exists;
+        r->capacity = src->capacity;
+        if (op->status != SIMBA_OK) {
+            f->status = op->status;
+            snprintf(f->message, sizeof f->message, "%s", op->message);
+        }
+        simba__zk_free_kids(f->zk, r);
+        if (src->nkids > 0 && f->status == SIMBA_OK) {
+            r->kids = (simba__zk_kid *)simba__zk_alloc(f->zk, sizeof(simba__zk_kid) * (size_t)src->nkids);
+            if (!r->kids) simba__zk_fail(f, SIMBA_ENOMEM, "%s%s", "out of memory", 0);
+            for (k = 0; r->kids && k < src->nkids; k++) {
+                if (simba__zk_parse_kid(f->zk, src->kids[k].node, &r->kids[k]) < 0)
+                    simba__zk_fail(f, SIMBA_ENOMEM, "%s%s", "out of memory", 0);
+                r->nkids = k + 1;
+            }
+        }
+        simba__zk_op_advance(f);
+    }
+}
+
 static void simba__zk_stat_done(simba__zk_op *op) {
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
     simba__zk_answer(op);
@@ -1927,9 +1985,10 @@ static void simba__zk_step_enqueue(simba__zk_op *op) {
     switch (op->phase) {
     case SIMBA__ZK_P_START:
         if (op->fast) simba__zk_issue_write(op, 0);
-        else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
+        else { op->phase = SIMBA__ZK_P_READ; op->batch = op->zk->batch; simba__zk_issue_reads(op); }
         break;
     case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
+        if (op->phase == SIMBA__ZK_P_READ && op->followers) simba__zk_share_read(op);
         if (op->internal) simba__zk_refresh_done(op);
         else if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
         else simba__zk_enqueue_read_done(op);
@@ -2715,6 +2774,7 @@ static int simba__zk_submit(void *impl, const simba_op *src) {
     if (op->kind == SIMBA_OP_POLL) {
         simba__zk_mine_load(op);
         if (simba__zk_grant_from_watch(op)) return SIMBA_OK;
+        if (simba__zk_join_read(op)) return SIMBA_OK;
     }
     op->fast = simba__zk_can_skip_read(op);
     simba__zk_op_advance(op);
@@ -2748,6 +2808,7 @@ static int64_t simba__zk_deadline(void *impl) {
 
 static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__zk *zk = (simba__zk *)impl;
+    zk->batch++;
     if (zk->zh && zk->fd >= 0) {
         int events = 0, i;
         if (!fds) events = zk->interest;
