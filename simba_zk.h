@@ -25,8 +25,9 @@
                     >>session      OPEN, KEEPALIVE, CLOSE
                     >>locks        completions; ENQUEUE, POLL, RELEASE, INSPECT,
                                    SET_CAPACITY, DELETE
-                    >>wakeups      watches -> simba_backend_wake; the mutex
-                                   hand-off from a watch
+                    >>wakeups      watches -> one read per resource per event,
+                                   grants pushed to the core, the baton, the
+                                   mutex hand-off from a watch
                     >>stats        simba_zk_stats
                     >>vtable       attach, submit, pollfds, deadline_ms, process,
                                    reset, destroy (glue only)
@@ -139,15 +140,20 @@
     WAKE-UPS
     ========
     A waiter on a resource of capacity 1 watches only its predecessor (no
-    herd); with capacity > 1 it watches the children list. Every read of a
-    resource also watches its data (capacity changes, deletion). A watch that
-    fires calls simba_backend_wake(); the core re-polls, and falls back on its
-    recheck period if a watch is ever lost.
+    herd). With capacity > 1, the baton: the first waiter not granted watches
+    the children list, every waiter behind it its predecessor's entry, and an
+    entry granted with someone behind it sets its data (a mark) so that only
+    the next in line wakes. Every read of a resource also watches its data
+    (capacity changes, deletion). An event concerns only the waiters whose
+    watch it fired; one read of the resource answers all of them, and grants
+    go to the core with their fence (simba_backend_wake with the request id):
+    no re-poll per handle. The core falls back on its recheck period if a
+    watch is ever lost.
 
     The mutex hand-off needs no read: when a waiter's last read showed
     exactly one entry ahead of it (capacity 1, one resource), nobody can get
     ahead of it any more (sequence numbers only grow), so that entry's
-    NodeDeleted alone makes it the head, and the re-poll is answered from
+    NodeDeleted alone makes it the head, and the grant is pushed to the core from
     what the backend knows (fence = its entry's czxid from create2). It is
     a hand-off of one write plus one notification. What could make that
     wrong is heard first, because ZooKeeper delivers one client's events in
@@ -283,7 +289,8 @@ enum {
     SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
     SIMBA__ZK_C_AUTH,         /* zoo_add_auth */
     SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
-    SIMBA__ZK_C_OWNER         /* aexists of a child named like ours: whose is it? */
+    SIMBA__ZK_C_OWNER,        /* aexists of a child named like ours: whose is it? */
+    SIMBA__ZK_C_MARK          /* aset of our granted entry: its successor's data watch fires */
 };
 
 /* Phases of an operation: each phase is one flight of pipelined calls. */
@@ -348,6 +355,9 @@ typedef struct simba__zk_op {
     int parent_refused;       /* creating the base path or the tenant node: ZNOAUTH */
     int fast;                 /* skipped the read before creating */
     long long req_n;          /* n of "<session>~<n>", -1 for other ids */
+    int internal;             /* a refresh of >>wakeups: no reply to the core */
+    unsigned batch;           /* zk->batch when its reads went out */
+    struct simba__zk_op *followers, *next_follower;   /* POLLs answered from this op's read */
     int status;
     char message[200];
     /* the answer */
@@ -367,6 +377,7 @@ typedef struct simba__zk_call {
     int step, index;
     unsigned gen;             /* the handle generation it was issued on */
     char *name;               /* WATCH_*: the resource to wake */
+    char *path;               /* WATCH_*: the watched node, to replay its event if it already happened */
     int nkids;                /* WATCH_KIDS: the queue we decided on */
     uint64_t kids_hash;
     int nresults;
@@ -388,6 +399,16 @@ typedef struct simba__zk_mine {
     char *pred;               /* a mutex waiter: the only entry ahead at our last read, whose
                                  deletion alone grants us (NULL: unknown, read again) */
     int pred_gone;            /* its NodeDeleted arrived, nothing made us forget it since */
+    /* a single-resource waiter's watch (>>wakeups): what it waits for, so that an
+       event re-reads the resource once for every handle it concerns, and a
+       re-poll re-arms nothing that is still armed */
+    char *name;               /* the resource's simba name */
+    char *watch;              /* the entry it watches ("" = the children list), NULL none */
+    int armed;                /* that watch is set and has not fired */
+    int watch_ver;            /* the watched entry's data version already reacted to (its mark) */
+    int stale;                /* its watch fired: the next refresh of the resource evaluates it */
+    int grant_due;            /* granted, to be told to the core: 1 from a read, 2 from pred_gone */
+    int releasing;            /* a RELEASE of it runs: its own deletion is no news */
 } simba__zk_mine;
 
 typedef struct simba__zk_wake {
@@ -434,6 +455,10 @@ struct simba__zk {
     int64_t connects;         /* CONNECTED events, every handle (reconnects = connects - 1) */
     int64_t ops_sent, ops_completed, wakes_sent;   /* simba_zk_stats */
     simba__zk_wake *wakes;
+    simba__zk_wake *refreshes;   /* resources to read once for their stale waiters */
+    int grants_due;              /* some mine has grant_due set */
+    unsigned batch;              /* +1 per process(): reads of one batch saw the same events */
+    int64_t refreshes_sent;
 };
 
 /*--- memory ---*/
@@ -714,6 +739,7 @@ static void simba__zk_forget_pred(simba__zk *zk, simba__zk_mine *m) {
     simba__zk_free(zk, m->pred);
     m->pred = NULL;
     m->pred_gone = 0;
+    if (m->grant_due == 2) m->grant_due = 0;
     zk->npred--;
 }
 
@@ -726,6 +752,8 @@ static void simba__zk_mine_free(simba__zk *zk, simba__zk_mine *m) {
     int i;
     simba__zk_forget_pred(zk, m);
     for (i = 0; i < m->nres; i++) { simba__zk_free(zk, m->path[i]); simba__zk_free(zk, m->node[i]); }
+    simba__zk_free(zk, m->name);
+    simba__zk_free(zk, m->watch);
     simba__zk_free(zk, m->request);
     simba__zk_free(zk, m->session);
     simba__zk_free(zk, m);
@@ -774,6 +802,7 @@ static void simba__zk_mine_save(simba__zk_op *op) {
         m->request = simba__zk_strdup(zk, op->request);
         m->session = simba__zk_strdup(zk, op->session);
         m->nres = op->nres;
+        m->name = simba__zk_strdup(zk, op->res[0].name);
         for (i = 0; i < op->nres; i++) m->path[i] = simba__zk_strdup(zk, op->res[i].path);
         m->next = zk->mine;
         zk->mine = m;
@@ -785,10 +814,11 @@ static void simba__zk_mine_save(simba__zk_op *op) {
             simba__zk_free(zk, m->node[i]);
             m->node[i] = simba__zk_strdup(zk, r->mine);
             m->czxid[i] = 0;
+            m->armed = 0;             /* a new entry: whatever the old one watched is not ours */
         }
         if (r->czxid) { m->czxid[i] = r->czxid; m->owner = r->owner; }
     }
-    if (op->granted && op->status == SIMBA_OK) m->granted = 1;
+    if (op->granted && op->status == SIMBA_OK) { m->granted = 1; m->grant_due = 0; }   /* the reply tells it */
     simba__zk_forget_pred(zk, m);
     if (simba__zk_pred_grants(op)) {
         m->pred = simba__zk_strdup(zk, op->res[0].kids[0].node);
@@ -834,6 +864,7 @@ static void simba__zk_call_free(simba__zk *zk, simba__zk_call *c) {
     else if (zk->calls == c) zk->calls = c->next;
     if (c->next) c->next->prev = c->prev;
     simba__zk_free(zk, c->name);
+    simba__zk_free(zk, c->path);
     simba__zk_free(zk, c->results);
     simba__zk_free(zk, c->bufs);
     simba__zk_free(zk, c);
@@ -909,6 +940,8 @@ static void simba__zk_fail_all(simba__zk *zk, int status, int expired) {
     }
 }
 
+static void simba__zk_queue_wake(simba__zk *zk, const char *name);
+
 static void simba__zk_deliver(simba__zk *zk) {
     while (zk->done) {
         simba__zk_op *op = zk->done;
@@ -916,6 +949,11 @@ static void simba__zk_deliver(simba__zk *zk) {
         int i;
         zk->done = op->next;
         if (!zk->done) zk->done_tail = NULL;
+        if (op->internal) {                  /* a refresh: nobody asked; failed, the core re-polls */
+            if (op->status != SIMBA_OK) simba__zk_queue_wake(zk, op->res[0].name);
+            simba__zk_op_free(zk, op);
+            continue;
+        }
         memset(&rep, 0, sizeof rep);
         rep.id = op->id;
         rep.status = op->status;
@@ -948,7 +986,11 @@ static void simba__zk_on_create(int rc, const char *path, const struct Stat *st,
 static void simba__zk_on_string(int rc, const char *value, const void *data);
 static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 static void simba__zk_queue_wake(simba__zk *zk, const char *name);
-static void simba__zk_arm_watch(simba__zk_op *op, int i);
+static void simba__zk_arm_op(simba__zk_op *op);
+static void simba__zk_mark_granted(simba__zk_op *op, int i);
+static void simba__zk_refresh_done(simba__zk_op *op);
+static void simba__zk_node_event(simba__zk *zk, int type, const char *path);
+static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st);
 static simba__zk *simba__zk_of(simba_backend b);
 
 /*>>connection: the ZooKeeper handle: connect, session events, reconnect with backoff, reset */
@@ -1238,7 +1280,6 @@ static void simba__zk_step_session(simba__zk_op *op) {
 static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
-    (void)st;
     if (op) {
         simba__zk_rs *r = &op->res[c->index];
         if (rc == ZOK) {
@@ -1253,8 +1294,8 @@ static void simba__zk_on_data(int rc, const char *value, int len, const struct S
         } else {
             simba__zk_fail_rc(op, rc, "reading the resource");
         }
-    } else if (c->step == SIMBA__ZK_C_WATCH_PRED && !c->zk->closing && c->gen == c->zk->gen && rc == ZNONODE) {
-        simba__zk_queue_wake(c->zk, c->name);   /* the predecessor went before the watch was set */
+    } else if (c->step == SIMBA__ZK_C_WATCH_PRED && !c->zk->closing && c->gen == c->zk->gen && c->path) {
+        simba__zk_watch_answer(c->zk, c->path, rc, st);
     }
     simba__zk_call_free(c->zk, c);
     if (op) simba__zk_op_advance(op);
@@ -1276,8 +1317,8 @@ static void simba__zk_on_kids(int rc, const struct String_vector *v, const void 
         }
     } else if (c->step == SIMBA__ZK_C_WATCH_KIDS && !c->zk->closing && c->gen == c->zk->gen) {
         int n = rc == ZOK && v ? v->count : -1;
-        if (n != c->nkids || simba__zk_kids_hash(v) != c->kids_hash)
-            simba__zk_queue_wake(c->zk, c->name);   /* changed between our read and the watch */
+        if (n != c->nkids || simba__zk_kids_hash(v) != c->kids_hash)   /* changed between our read and the watch */
+            simba__zk_node_event(c->zk, ZOO_CHILD_EVENT, c->path);
     }
     simba__zk_call_free(c->zk, c);
     if (op) simba__zk_op_advance(op);
@@ -1745,10 +1786,10 @@ static void simba__zk_answer(simba__zk_op *op) {
             }
             op->fence[i] = op->res[i].czxid;
         }
-    } else {
-        for (i = 0; i < op->nres; i++) simba__zk_arm_watch(op, i);
     }
     simba__zk_mine_save(op);
+    for (i = 0; i < op->nres; i++) simba__zk_mark_granted(op, i);
+    if (!op->granted) simba__zk_arm_op(op);
     simba__zk_finish(op);
 }
 
@@ -1880,6 +1921,61 @@ static void simba__zk_poll_read_done(simba__zk_op *op) {
     simba__zk_after_eval(op);
 }
 
+/*--- one read for the POLLs of one resource that the core sends together ---*/
+
+/* A POLL of one resource joins a read of that resource already on its way
+   if no event was processed since it went out (same batch): that read is
+   as fresh as one of its own would be. The core re-polls every handle on a
+   name at once (a resource deleted, a multi-resource request, its recheck
+   of holders): one getData + getChildren answers them all. */
+static int simba__zk_join_read(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_op *l;
+    if (op->kind != SIMBA_OP_POLL || op->nres != 1) return 0;
+    for (l = zk->ops; l; l = l->next) {
+        if (l == op || l->kind != SIMBA_OP_POLL || l->nres != 1 || l->phase != SIMBA__ZK_P_READ ||
+            l->batch != zk->batch || strcmp(l->res[0].path, op->res[0].path) != 0)
+            continue;
+        op->phase = SIMBA__ZK_P_READ;
+        op->pending = 1;                      /* the leader's read */
+        op->next_follower = l->followers;
+        l->followers = op;
+        return 1;
+    }
+    return 0;
+}
+
+/* The leader's read arrived: each follower gets a copy and goes on alone. */
+static void simba__zk_share_read(simba__zk_op *op) {
+    const simba__zk_rs *src = &op->res[0];
+    while (op->followers) {
+        simba__zk_op *f = op->followers;
+        simba__zk_rs *r = &f->res[0];
+        int k;
+        op->followers = f->next_follower;
+        f->next_follower = NULL;
+        if (f->phase != SIMBA__ZK_P_READ) continue;   /* failed meanwhile */
+        f->pending = 0;
+        r->exists = src->exists;
+        r->capacity = src->capacity;
+        if (op->status != SIMBA_OK) {
+            f->status = op->status;
+            snprintf(f->message, sizeof f->message, "%s", op->message);
+        }
+        simba__zk_free_kids(f->zk, r);
+        if (src->nkids > 0 && f->status == SIMBA_OK) {
+            r->kids = (simba__zk_kid *)simba__zk_alloc(f->zk, sizeof(simba__zk_kid) * (size_t)src->nkids);
+            if (!r->kids) simba__zk_fail(f, SIMBA_ENOMEM, "%s%s", "out of memory", 0);
+            for (k = 0; r->kids && k < src->nkids; k++) {
+                if (simba__zk_parse_kid(f->zk, src->kids[k].node, &r->kids[k]) < 0)
+                    simba__zk_fail(f, SIMBA_ENOMEM, "%s%s", "out of memory", 0);
+                r->nkids = k + 1;
+            }
+        }
+        simba__zk_op_advance(f);
+    }
+}
+
 static void simba__zk_stat_done(simba__zk_op *op) {
     if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
     simba__zk_answer(op);
@@ -1889,10 +1985,12 @@ static void simba__zk_step_enqueue(simba__zk_op *op) {
     switch (op->phase) {
     case SIMBA__ZK_P_START:
         if (op->fast) simba__zk_issue_write(op, 0);
-        else { op->phase = SIMBA__ZK_P_READ; simba__zk_issue_reads(op); }
+        else { op->phase = SIMBA__ZK_P_READ; op->batch = op->zk->batch; simba__zk_issue_reads(op); }
         break;
     case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
-        if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
+        if (op->phase == SIMBA__ZK_P_READ && op->followers) simba__zk_share_read(op);
+        if (op->internal) simba__zk_refresh_done(op);
+        else if (op->kind == SIMBA_OP_POLL) simba__zk_poll_read_done(op);
         else simba__zk_enqueue_read_done(op);
         break;
     case SIMBA__ZK_P_WRITE: simba__zk_enqueue_write_done(op); break;
@@ -1933,9 +2031,11 @@ static void simba__zk_release_delete(simba__zk_op *op) {
 }
 
 static void simba__zk_step_release(simba__zk_op *op) {
+    simba__zk_mine *m;
     int i, cached = 1;
     switch (op->phase) {
-    case SIMBA__ZK_P_START:
+    case SIMBA__ZK_P_START: {
+        if ((m = simba__zk_mine_find(op->zk, op->request, op->session)) != NULL) m->releasing = 1;
         simba__zk_mine_load(op);
         for (i = 0; i < op->nres; i++) if (!op->res[i].mine) cached = 0;
         if (cached) { simba__zk_release_delete(op); break; }
@@ -1946,12 +2046,14 @@ static void simba__zk_step_release(simba__zk_op *op) {
         }
         op->phase = SIMBA__ZK_P_READ;
         break;
+    }
     case SIMBA__ZK_P_READ:
         if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
         simba__zk_release_delete(op);
         break;
     default:
         if (op->status == SIMBA_OK) simba__zk_mine_drop(op->zk, op->request, op->session);
+        else if ((m = simba__zk_mine_find(op->zk, op->request, op->session)) != NULL) m->releasing = 0;
         simba__zk_finish(op);
         break;
     }
@@ -2130,17 +2232,30 @@ static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *sr
     return SIMBA_OK;
 }
 
-/*>>wakeups: watches -> simba_backend_wake; the mutex hand-off from a watch */
+/*>>wakeups: watches -> one read per resource per event (refresh), grants pushed with simba_backend_wake, the baton, the mutex hand-off */
 
-static void simba__zk_queue_wake(simba__zk *zk, const char *name) {
+/* A name on a list (once): the core's wake-ups, the refreshes. */
+static void simba__zk_queue_name(simba__zk *zk, simba__zk_wake **list, const char *name) {
     simba__zk_wake *w;
-    for (w = zk->wakes; w; w = w->next) if (strcmp(w->name, name) == 0) return;
+    for (w = *list; w; w = w->next) if (strcmp(w->name, name) == 0) return;
     w = (simba__zk_wake *)simba__zk_alloc(zk, sizeof *w);
     if (!w) return;
     w->name = simba__zk_strdup(zk, name);
     if (!w->name) { simba__zk_free(zk, w); return; }
-    w->next = zk->wakes;
-    zk->wakes = w;
+    w->next = *list;
+    *list = w;
+}
+
+/* The core re-polls every handle on the name (a hint: request NULL). */
+static void simba__zk_queue_wake(simba__zk *zk, const char *name) { simba__zk_queue_name(zk, &zk->wakes, name); }
+
+static void simba__zk_free_names(simba__zk *zk, simba__zk_wake **list) {
+    while (*list) {
+        simba__zk_wake *w = *list;
+        *list = w->next;
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
 }
 
 static void simba__zk_deliver_wakes(simba__zk *zk) {
@@ -2154,18 +2269,20 @@ static void simba__zk_deliver_wakes(simba__zk *zk) {
     }
 }
 
-static void simba__zk_wake_path(simba__zk *zk, const char *path) {
+/* The simba name of a node path under our tenant, and the length of its
+   resource node's path; 0 if the path is none of ours. */
+static int simba__zk_split_path(simba__zk *zk, const char *path, char *name, size_t cap, size_t *rlen) {
     size_t bl = strlen(zk->base), tl = strlen(zk->tenant_enc);
     const char *p, *slash;
-    char name[SIMBA_MAX_NAME + 1];
-    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return;
+    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return 0;
     p = path + bl + 1;
-    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return;
+    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return 0;
     p += tl + 1;
     slash = strchr(p, '/');
-    if (!simba__zk_decode(name, sizeof name, p, slash ? (size_t)(slash - p) : strlen(p))) return;
-    if (simba_check_name(name) != SIMBA_OK) return;     /* read back from the server: no name of ours */
-    simba__zk_queue_wake(zk, name);
+    if (!simba__zk_decode(name, cap, p, slash ? (size_t)(slash - p) : strlen(p))) return 0;
+    if (simba_check_name(name) != SIMBA_OK) return 0;     /* read back from the server: no name of ours */
+    *rlen = slash ? (size_t)(slash - path) : strlen(path);
+    return 1;
 }
 
 /* path is dir + "/" + node. */
@@ -2189,40 +2306,192 @@ static void simba__zk_note_event(simba__zk *zk, int type, const char *path) {
     }
 }
 
+static int simba__zk_mine_on(const simba__zk_mine *m, const char *path, size_t rlen) {
+    int i;
+    for (i = 0; i < m->nres; i++)
+        if (m->path[i] && strlen(m->path[i]) == rlen && strncmp(m->path[i], path, rlen) == 0) return 1;
+    return 0;
+}
+
+/* Does an event on `node` of the resource (NULL: the resource node itself)
+   fire m's armed watch? */
+static int simba__zk_fires(const simba__zk_mine *m, int type, const char *node) {
+    if (!m->armed || !m->watch) return 0;
+    if (!node) return type == ZOO_CHILD_EVENT && m->watch[0] == 0;
+    return strcmp(m->watch, node) == 0;
+}
+
+/* One event (fired, or replayed from the answer of the call that set the
+   watch) for one client: only the handles whose watch it fires are
+   concerned, and all of them are answered from ONE read of the resource
+   (simba__zk_refresh_done), never one read per handle. A mutex waiter whose
+   only predecessor went is granted with no read at all. The core re-polls
+   the name (every handle on it) only where a read of ours cannot answer:
+   our own entry gone (a holder must hear LOST), the resource node deleted,
+   and multi-resource requests. */
+static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
+    char name[SIMBA_MAX_NAME + 1];
+    size_t rlen;
+    const char *node;
+    simba__zk_mine *m;
+    int claimed = 0, to_core = 0, refresh = 0;
+    if (!path || !simba__zk_split_path(zk, path, name, sizeof name, &rlen)) return;
+    node = path[rlen] == '/' ? path + rlen + 1 : NULL;
+    simba__zk_note_event(zk, type, path);
+    if (!node && type != ZOO_CHILD_EVENT && type != ZOO_CHANGED_EVENT) to_core = 1;   /* deleted, created */
+    for (m = zk->mine; m; m = m->next) {
+        if (!simba__zk_mine_on(m, path, rlen)) continue;
+        if (m->nres != 1) { to_core = 1; continue; }
+        if (node && m->node[0] && strcmp(node, m->node[0]) == 0) {
+            claimed = 1;                              /* our own entry: deleted by someone else? */
+            if (type == ZOO_DELETED_EVENT && !m->releasing) to_core = 1;
+            continue;
+        }
+        if (m->granted || m->releasing) continue;    /* a leaving waiter waits for nothing */
+        if (!node && type == ZOO_CHANGED_EVENT) {    /* the capacity: every waiter looks again */
+            m->stale = refresh = claimed = 1;
+            continue;
+        }
+        if (!simba__zk_fires(m, type, node)) continue;
+        m->armed = 0;
+        claimed = 1;
+        if (m->pred && m->pred_gone) { m->grant_due = 2; zk->grants_due = 1; }
+        else m->stale = refresh = 1;
+    }
+    if (!claimed && !to_core) {
+        /* a watch nobody owns any more (its waiter moved on or left); if a
+           waiter of ours lost track of its own, one read puts it right */
+        for (m = zk->mine; m; m = m->next)
+            if (m->nres == 1 && !m->granted && !m->releasing && !m->armed && simba__zk_mine_on(m, path, rlen))
+                m->stale = refresh = 1;
+    }
+    if (to_core) simba__zk_queue_wake(zk, name);
+    if (refresh) simba__zk_queue_name(zk, &zk->refreshes, name);
+}
+
+/* The answer to a data watch set on an entry: gone already, or marked
+   (granted) since the version we reacted to: the event happened before the
+   watch, replay it. */
+static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st) {
+    char name[SIMBA_MAX_NAME + 1];
+    size_t rlen;
+    simba__zk_mine *m;
+    int fire = 0;
+    if (rc == ZNONODE) { simba__zk_node_event(zk, ZOO_DELETED_EVENT, path); return; }
+    if (rc != ZOK || !st || st->version <= 0 || !simba__zk_split_path(zk, path, name, sizeof name, &rlen) ||
+        path[rlen] != '/')
+        return;
+    for (m = zk->mine; m; m = m->next)
+        if (m->nres == 1 && simba__zk_mine_on(m, path, rlen) && simba__zk_fires(m, ZOO_CHANGED_EVENT, path + rlen + 1) &&
+            st->version > m->watch_ver) {
+            m->watch_ver = st->version;               /* once per mark: a kept grant is marked for good */
+            fire = 1;
+        }
+    if (fire) simba__zk_node_event(zk, ZOO_CHANGED_EVENT, path);
+}
+
 /* The library calls this for session state changes (global watcher) and for
    the watches we set. Only flags and wake-ups here: the core hears of them
    after zookeeper_process() returns. */
 static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
     simba__zk *zk = (simba__zk *)ctx;
     if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
-    if (type == ZOO_SESSION_EVENT) {
-        simba__zk_on_session_event(zk, zh, state);
-    } else if (path && *path) {
-        simba__zk_note_event(zk, type, path);
-        simba__zk_wake_path(zk, path);
-    }
+    if (type == ZOO_SESSION_EVENT) simba__zk_on_session_event(zk, zh, state);
+    else if (path && *path) simba__zk_node_event(zk, type, path);
 }
 
 /* A waiter that will be granted by its predecessor's deletion alone also
    watches its own entry, before the predecessor: when a DELETE of the
    resource removes both (our entry first, see simba__zk_issue_mdelete), the
    news of our own entry comes first and we read again instead. */
-static void simba__zk_watch_self(simba__zk_op *op) {
-    simba__zk *zk = op->zk;
-    simba__zk_rs *r = &op->res[0];
+static void simba__zk_watch_self(simba__zk *zk, const char *respath, const char *node, const char *name) {
     char path[SIMBA__ZK_PATH_MAX];
     simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_SELF, 0);
     if (!c) return;
-    c->name = simba__zk_strdup(zk, r->name);
+    c->name = simba__zk_strdup(zk, name);
     if (!c->name) { simba__zk_call_free(zk, c); return; }
-    simba__zk_entry_path(r, r->mine, path, sizeof path);
+    snprintf(path, sizeof path, "%s/%s", respath, node);
     if (zoo_awexists(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
 }
 
-/* A waiter that was not granted watches what can grant it: with capacity 1
-   only its predecessor (no herd when the holder goes), otherwise the queue.
-   The watch is set after our read, so a change in between is caught by the
-   answer to the watch-setting call itself. */
+/* Sets the watch a single-resource waiter needs, unless it is set already:
+   `target` is the entry ahead of it, or "" for the children list. The watch
+   is set after our read, so a change in between is caught by the answer to
+   the watch-setting call itself (simba__zk_watch_answer, and the children
+   list compared with the queue we decided on). */
+static void simba__zk_arm_mine(simba__zk *zk, simba__zk_mine *m, const simba__zk_rs *r, const char *target) {
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    int rc;
+    if (m->armed && m->watch && strcmp(m->watch, target) == 0) return;
+    if (!m->watch || strcmp(m->watch, target) != 0) {
+        simba__zk_free(zk, m->watch);
+        m->watch = simba__zk_strdup(zk, target);
+        m->watch_ver = 0;
+        if (!m->watch) return;                /* the core's recheck period covers us */
+    }
+    c = simba__zk_call_new(zk, NULL, target[0] ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, 0);
+    if (!c) return;
+    if (target[0]) simba__zk_entry_path(r, target, path, sizeof path);
+    else snprintf(path, sizeof path, "%s", r->path);
+    c->name = simba__zk_strdup(zk, r->name);
+    c->path = simba__zk_strdup(zk, path);
+    if (!c->name || !c->path) { simba__zk_call_free(zk, c); return; }
+    if (target[0]) {
+        rc = zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c);
+    } else {
+        c->nkids = r->nkids;
+        c->kids_hash = simba__zk_rs_hash(r);
+        rc = zoo_awget_children(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_kids, c);
+    }
+    if (rc != ZOK) { simba__zk_call_free(zk, c); return; }
+    m->armed = 1;
+}
+
+/* What a waiter at position pos (not granted) of a read queue waits for.
+   Capacity 1: only its predecessor's deletion can make it the head. Larger
+   capacities, the baton: the first waiter not granted (its predecessor is
+   granted) watches the children list, where every release shows; every
+   waiter behind watches its predecessor's entry, which changes when that
+   one is granted (simba__zk_mark_granted) or leaves. So a release wakes one
+   client, and each grant wakes at most the next in line. */
+static const char *simba__zk_target(const simba__zk_rs *r, int pos, int pred_granted) {
+    if (pos <= 0) return "";
+    if (r->capacity > 1 && pred_granted) return "";
+    return r->kids[pos - 1].node;
+}
+
+/* A mutex waiter with exactly one entry ahead: that entry's deletion alone
+   grants it (see simba__zk_pred_grants). */
+static void simba__zk_set_pred(simba__zk *zk, simba__zk_mine *m, const simba__zk_rs *r) {
+    simba__zk_forget_pred(zk, m);
+    m->pred = simba__zk_strdup(zk, r->kids[0].node);
+    if (!m->pred) return;
+    zk->npred++;
+    simba__zk_watch_self(zk, r->path, m->node[0], r->name);
+}
+
+static void simba__zk_arm_watch(simba__zk_op *op, int i);
+
+/* ENQUEUE/POLL answered "waiting": arm what each resource needs. */
+static void simba__zk_arm_op(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
+    simba__zk_rs *r = &op->res[0];
+    int i;
+    if (op->nres != 1 || !m || m->nres != 1) {
+        for (i = 0; i < op->nres; i++) simba__zk_arm_watch(op, i);
+        return;
+    }
+    if (r->granted || r->pos < 0) return;
+    m->stale = 0;
+    if (m->pred) simba__zk_watch_self(zk, r->path, m->node[0], r->name);   /* set by mine_save */
+    simba__zk_arm_mine(zk, m, r, simba__zk_target(r, r->pos, simba__zk_held(r) >= r->pos));
+}
+
+/* A waiter of a multi-resource request (the core re-polls it on every
+   event of its resources): with capacity 1 its predecessor, otherwise the
+   children list. */
 static void simba__zk_arm_watch(simba__zk_op *op, int i) {
     simba__zk *zk = op->zk;
     simba__zk_rs *r = &op->res[i];
@@ -2231,13 +2500,14 @@ static void simba__zk_arm_watch(simba__zk_op *op, int i) {
     simba__zk_call *c;
     int rc;
     if (r->granted || r->pos < 0) return;
-    if (simba__zk_pred_grants(op)) simba__zk_watch_self(op);
     c = simba__zk_call_new(zk, NULL, pred ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, i);
     if (!c) return;                       /* the core's recheck period covers us */
+    if (pred) simba__zk_entry_path(r, r->kids[r->pos - 1].node, path, sizeof path);
+    else snprintf(path, sizeof path, "%s", r->path);
     c->name = simba__zk_strdup(zk, r->name);
-    if (!c->name) { simba__zk_call_free(zk, c); return; }
+    c->path = simba__zk_strdup(zk, path);
+    if (!c->name || !c->path) { simba__zk_call_free(zk, c); return; }
     if (pred) {
-        simba__zk_entry_path(r, r->kids[r->pos - 1].node, path, sizeof path);
         rc = zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c);
     } else {
         c->nkids = r->nkids;
@@ -2245,6 +2515,167 @@ static void simba__zk_arm_watch(simba__zk_op *op, int i) {
         rc = zoo_awget_children(zk->zh, r->path, simba__zk_watcher, zk, simba__zk_on_kids, c);
     }
     if (rc != ZOK) simba__zk_call_free(zk, c);
+}
+
+/* The baton: an entry granted (at this resource) with someone behind it in
+   the read sets its data, which fires the data watch of its successor (a
+   waiter not at the head watches its predecessor). Capacity 1 needs none:
+   the successor waits for the deletion. A notification only: grants are
+   always decided by the prefix rule on a read. */
+static void simba__zk_issue_mark(simba__zk *zk, const simba__zk_rs *r, const char *node) {
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_MARK, 0);
+    if (!c) return;
+    simba__zk_entry_path(r, node, path, sizeof path);
+    if (zoo_aset(zk->zh, path, "g", 1, -1, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
+}
+
+static void simba__zk_mark_granted(simba__zk_op *op, int i) {
+    const simba__zk_rs *r = &op->res[i];
+    if (op->status != SIMBA_OK || !r->granted || r->was_granted || r->capacity <= 1 || r->pos < 0 ||
+        r->pos + 1 >= r->nkids || !r->mine)
+        return;
+    simba__zk_issue_mark(op->zk, r, r->mine);
+}
+
+static simba__zk_mine *simba__zk_mine_by_node(simba__zk *zk, const char *path, const char *node) {
+    simba__zk_mine *m;
+    for (m = zk->mine; m; m = m->next)
+        if (m->nres == 1 && m->path[0] && m->node[0] && strcmp(m->node[0], node) == 0 && strcmp(m->path[0], path) == 0)
+            return m;
+    return NULL;
+}
+
+/* One waiter of ours at position k of a refresh's read. Returns 1 if it is
+   granted now (told to the core with its fence in simba__zk_deliver_grants). */
+static int simba__zk_refresh_one(simba__zk_op *op, simba__zk_mine *m, int k, int granted, int pred_granted) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[0];
+    m->stale = 0;
+    if (m->granted) return 0;
+    if (granted) {
+        if (!m->czxid[0] || m->owner != zk->zsid || zk->zsid == 0) {
+            simba__zk_queue_wake(zk, r->name);      /* fence or owner unknown: the core's POLL finds out */
+            return 0;
+        }
+        simba__zk_forget_pred(zk, m);
+        m->granted = 1;
+        m->grant_due = 1;
+        zk->grants_due = 1;
+        return 1;
+    }
+    if (r->capacity == 1 && k == 1 && r->nkids > 1 && m->czxid[0] && m->owner == zk->zsid && zk->zsid != 0) {
+        if (!m->pred || strcmp(m->pred, r->kids[0].node) != 0) simba__zk_set_pred(zk, m, r);
+    } else {
+        simba__zk_forget_pred(zk, m);
+    }
+    simba__zk_arm_mine(zk, m, r, simba__zk_target(r, k, pred_granted));
+    return 0;
+}
+
+/* The read of a refresh: walk the queue once, answer every stale waiter of
+   ours from it (and a waiter of ours right behind one granted now), mark
+   new grants that have a foreign successor. A stale waiter not in the
+   queue lost its entry: the core's POLL says so. */
+static void simba__zk_refresh_done(simba__zk_op *op) {
+    simba__zk *zk = op->zk;
+    simba__zk_rs *r = &op->res[0];
+    simba__zk_mine *m;
+    int64_t ahead = 0;
+    int k, prev_granted = 1, cascade = 0, stale = 0;
+    if (op->status != SIMBA_OK || !r->exists) {
+        simba__zk_queue_wake(zk, r->name);
+        simba__zk_finish(op);
+        return;
+    }
+    for (m = zk->mine; m; m = m->next) if (m->stale && m->nres == 1 && m->path[0] && strcmp(m->path[0], r->path) == 0) stale++;
+    for (k = 0; k < r->nkids && (stale > 0 || cascade); k++) {
+        simba__zk_kid *kid = &r->kids[k];
+        int granted = simba_grant_step(&ahead, kid->weight, r->capacity), now = 0;
+        m = NULL;
+        if (cascade || (stale > 0 && strcmp(kid->session, zk->session) == 0)) m = simba__zk_mine_by_node(zk, r->path, kid->node);
+        if (m && (m->stale || cascade)) {
+            if (m->stale) stale--;
+            now = simba__zk_refresh_one(op, m, k, granted, prev_granted);
+        }
+        cascade = 0;
+        if (now && r->capacity > 1 && k + 1 < r->nkids) {
+            if (strcmp(r->kids[k + 1].session, zk->session) == 0) cascade = 1;   /* ours: answered from this read */
+            else simba__zk_issue_mark(zk, r, kid->node);
+        }
+        prev_granted = granted;
+    }
+    if (stale > 0) {
+        for (m = zk->mine; m; m = m->next)
+            if (m->stale && m->nres == 1 && m->path[0] && strcmp(m->path[0], r->path) == 0) m->stale = 0;
+        simba__zk_queue_wake(zk, r->name);
+    }
+    simba__zk_finish(op);
+}
+
+/* A read of one resource for the waiters of ours its events concerned: an
+   op of our own (internal: no reply to the core). */
+static void simba__zk_start_refresh(simba__zk *zk, const char *name) {
+    simba__zk_op *op = (simba__zk_op *)simba__zk_alloc(zk, sizeof *op);
+    simba__zk_rs *r;
+    if (!op) { simba__zk_queue_wake(zk, name); return; }
+    r = &op->res[0];
+    op->zk = zk;
+    op->internal = 1;
+    op->kind = SIMBA_OP_POLL;
+    op->req_n = -1;
+    op->nres = 1;
+    op->tenant = simba__zk_strdup(zk, simba_tenant(zk->s));
+    op->session = simba__zk_strdup(zk, "");
+    r->name = simba__zk_strdup(zk, name);
+    r->path = op->tenant ? simba__zk_res_path(zk, op->tenant, name) : NULL;
+    r->want_capacity = r->capacity = r->weight = 1;
+    r->pos = -1;
+    if (!op->tenant || !op->session || !r->name || !r->path) {
+        simba__zk_op_free(zk, op);
+        simba__zk_queue_wake(zk, name);
+        return;
+    }
+    op->next = zk->ops;
+    if (zk->ops) zk->ops->prev = op;
+    zk->ops = op;
+    zk->refreshes_sent++;
+    simba__zk_op_advance(op);
+}
+
+static void simba__zk_start_refreshes(simba__zk *zk) {
+    while (zk->refreshes) {
+        simba__zk_wake *w = zk->refreshes;
+        zk->refreshes = w->next;
+        if (zk->zh && zk->up) simba__zk_start_refresh(zk, w->name);
+        else simba__zk_queue_wake(zk, w->name);   /* down: the core re-polls when we are back */
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
+}
+
+/* Grants found by a refresh or by a predecessor's deletion, told to the core
+   with the fence: ACQUIRED with no POLL. Checked again here: an event after
+   the one that granted (our own entry deleted first, a session event) makes
+   simba__zk_forget_pred take a watch grant back. */
+static void simba__zk_deliver_grants(simba__zk *zk) {
+    simba__zk_mine *m;
+    if (!zk->grants_due) return;
+    zk->grants_due = 0;
+    for (m = zk->mine; m; m = m->next) {
+        int due = m->grant_due;
+        if (!due) continue;
+        m->grant_due = 0;
+        if (due == 2) {
+            if (!m->pred || !m->pred_gone || !m->czxid[0] || m->owner != zk->zsid || zk->zsid == 0) continue;
+            simba__zk_forget_pred(zk, m);
+            m->granted = 1;
+            zk->watch_grants++;
+        }
+        if (!m->name) continue;                 /* no memory: the core's recheck finds the grant */
+        zk->wakes_sent++;
+        simba_backend_wake(zk->s, m->name, m->session, m->request, m->czxid[0]);
+    }
 }
 
 /* POLL of a mutex waiter whose only predecessor is gone: granted, no read
@@ -2343,6 +2774,7 @@ static int simba__zk_submit(void *impl, const simba_op *src) {
     if (op->kind == SIMBA_OP_POLL) {
         simba__zk_mine_load(op);
         if (simba__zk_grant_from_watch(op)) return SIMBA_OK;
+        if (simba__zk_join_read(op)) return SIMBA_OK;
     }
     op->fast = simba__zk_can_skip_read(op);
     simba__zk_op_advance(op);
@@ -2366,7 +2798,7 @@ static int64_t simba__zk_deadline(void *impl) {
     simba__zk *zk = (simba__zk *)impl;
     int64_t now = simba__zk_now(zk), d = -1;
     simba__zk_refresh(zk);
-    if (zk->done || zk->wakes || zk->expired || zk->auth_failed || zk->close_wanted ||
+    if (zk->done || zk->wakes || zk->refreshes || zk->grants_due || zk->expired || zk->auth_failed || zk->close_wanted ||
         simba__zk_want_up(zk, now) != zk->up) return now;
     if (zk->zh) d = zk->next_ms;
     else if (zk->reinit_at >= 0) d = zk->reinit_at;
@@ -2376,6 +2808,7 @@ static int64_t simba__zk_deadline(void *impl) {
 
 static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__zk *zk = (simba__zk *)impl;
+    zk->batch++;
     if (zk->zh && zk->fd >= 0) {
         int events = 0, i;
         if (!fds) events = zk->interest;
@@ -2390,6 +2823,8 @@ static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__zk_refresh(zk);          /* connects, pings and times out; may complete calls */
     simba__zk_report(zk);
     simba__zk_deliver(zk);
+    simba__zk_deliver_grants(zk);
+    simba__zk_start_refreshes(zk);
     simba__zk_deliver_wakes(zk);
 }
 
@@ -2416,12 +2851,8 @@ static void simba__zk_destroy(void *impl) {
     simba__zk_fail_all(zk, SIMBA_EDISCONNECTED, 0);
     simba__zk_deliver(zk);
     simba__zk_close_handle(zk, 1);
-    while (zk->wakes) {
-        simba__zk_wake *w = zk->wakes;
-        zk->wakes = w->next;
-        simba__zk_free(zk, w->name);
-        simba__zk_free(zk, w);
-    }
+    simba__zk_free_names(zk, &zk->wakes);
+    simba__zk_free_names(zk, &zk->refreshes);
     simba__zk_mine_clear(zk);
     simba__zk_free(zk, zk->hosts);
     simba__zk_free(zk, zk->base);

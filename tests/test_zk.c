@@ -1692,6 +1692,333 @@ static void t_zk_missing_chroot_is_einval(void) {
     simba_destroy(s);
 }
 
+/* ---- cost per hand-off as the queue grows (issue #15) ----
+   What the server did, from its mntr answer: packets received, and the
+   watches fired (the sum of the zk_sum_node_*_watch_count summaries). */
+typedef struct zk_load { double packets, watches; } zk_load;
+
+static int zk_mntr(zk_load *out) {
+    struct sockaddr_in a;
+    char buf[16384], host[64];
+    const char *keys[] = { "zk_sum_node_created_watch_count", "zk_sum_node_deleted_watch_count",
+                           "zk_sum_node_changed_watch_count", "zk_sum_node_children_watch_count" };
+    const char *colon = strchr(zk_hosts, ':'), *p;
+    size_t n = 0, hl = colon ? (size_t)(colon - zk_hosts) : strlen(zk_hosts);
+    int fd, k;
+    if (hl >= sizeof host) return 0;
+    memcpy(host, zk_hosts, hl);
+    host[hl] = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((unsigned short)(colon ? atoi(colon + 1) : 2181));
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return 0;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, "mntr", 4) != 4) { close(fd); return 0; }
+    for (;;) {
+        ssize_t m = read(fd, buf + n, sizeof buf - 1 - n);
+        if (m <= 0) break;
+        n += (size_t)m;
+        if (n >= sizeof buf - 1) break;
+    }
+    close(fd);
+    buf[n] = 0;
+    p = strstr(buf, "zk_packets_received\t");
+    if (!p) return 0;
+    out->packets = atof(p + strlen("zk_packets_received\t"));
+    out->watches = 0;
+    for (k = 0; k < 4; k++) {
+        char key[80];
+        snprintf(key, sizeof key, "%s\t", keys[k]);
+        p = strstr(buf, key);
+        if (!p) return 0;
+        out->watches += atof(p + strlen(key));
+    }
+    return 1;
+}
+
+enum { HO_CLIENTS = 4, HO_ROUNDS = 6, HO_MAX = 128 };
+
+typedef struct ho_entry { int client; simba_lock lock; } ho_entry;
+
+/* Pumps until client `who` sent more ops than `sent_before` and every
+   client's backend answered every op it took, then `ms` more (watches are
+   armed after the answers: they get the time). */
+static void ho_settle_n(zk_client *c, h_client **cl, int nc, int who, int64_t sent_before, int ms) {
+    int64_t end = h_real_ms() + 10000;
+    while (h_real_ms() < end) {
+        int i, busy = 0;
+        for (i = 0; i < nc; i++) {
+            struct simba_zk_stats st;
+            if (simba_zk_stats(c[i].be, &st) != SIMBA_OK) continue;
+            if (st.ops_sent != st.ops_completed || (i == who && st.ops_sent <= sent_before)) busy = 1;
+        }
+        if (!busy) break;
+        h_pump(cl, nc, 5);
+    }
+    h_run_for(cl, nc, ms);
+}
+
+static void ho_settle(zk_client *c, h_client **cl, int who, int64_t sent_before, int ms) {
+    ho_settle_n(c, cl, HO_CLIENTS, who, sent_before, ms);
+}
+
+static int64_t ho_sent(zk_client *c) {
+    struct simba_zk_stats st;
+    return simba_zk_stats(c->be, &st) == SIMBA_OK ? st.ops_sent : 0;
+}
+
+static int ho_weight = 1;               /* the permits of every request of ho_acquire (0: exclusive) */
+
+static simba_lock ho_acquire(zk_client *c, const char *name, int capacity) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.capacity = capacity;
+    d.permits = ho_weight > 0 ? ho_weight : 1;
+    d.exclusive = ho_weight == 0;
+    d.wait_ms = -1;
+    return simba_acquire(c->h.s, &d);
+}
+
+/* `capacity` holders, then q waiters spread over 4 clients (round robin),
+   each queued before the next (so the queue's order is known), then
+   HO_ROUNDS hand-offs: the oldest holder releases, the next in line must
+   be granted (and nobody else), the old holder queues again at the tail.
+   Per hand-off: packets the server received and watches it fired. */
+static int ho_measure(int capacity, int q, double *packets, double *watches, double *enq_watches) {
+    const char *tenant = zk_tenant();
+    static zk_client c[HO_CLIENTS];
+    static ho_entry fifo[HO_MAX + HO_ROUNDS];
+    h_client *cl[HO_CLIENTS];
+    zk_load a, b, o1, o2, m, prev;
+    double handoff_w = 0, enqueue_w = 0;
+    int i, n = 0, head = 0, ok = 1, r;
+    int holders = ho_weight == 0 ? 1 : capacity / ho_weight;   /* the prefix rule, equal weights */
+    for (i = 0; i < HO_CLIENTS; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "c%d", i);
+        if (!zk_client_open(&c[i], zk_hosts, tenant, id, NULL, 20000, 5000)) return 0;
+        cl[i] = &c[i].h;
+    }
+    for (i = 0; i < holders + q && i < HO_MAX; i++) {
+        int64_t sent = ho_sent(&c[i % HO_CLIENTS]);
+        fifo[n].client = i % HO_CLIENTS;
+        fifo[n].lock = ho_acquire(&c[i % HO_CLIENTS], "ho", capacity);
+        n++;
+        ho_settle(c, cl, i % HO_CLIENTS, sent, 0);
+        if (i < holders && !h_expect(cl, HO_CLIENTS, fifo[i].client, fifo[i].lock, SIMBA_EVENT_ACQUIRED, 10000)) ok = 0;
+    }
+    ho_settle(c, cl, -1, 0, 300);
+    /* the snapshot's own cost, if it has one */
+    ok = ok && zk_mntr(&o1) && zk_mntr(&o2);
+    ok = ok && zk_mntr(&a);
+    prev = a;
+    for (r = 0; r < HO_ROUNDS && ok; r++) {
+        ho_entry old = fifo[head], next = fifo[head + holders];
+        int64_t sent;
+        head++;
+        if (simba_release(c[old.client].h.s, old.lock) != SIMBA_OK ||
+            !h_expect(cl, HO_CLIENTS, next.client, next.lock, SIMBA_EVENT_ACQUIRED, 10000)) {
+            int j, k;
+            printf("  # round %d: the next in line was not granted\n", r);
+            for (j = 0; j < HO_CLIENTS; j++)
+                for (k = 0; k < cl[j]->nlog; k++)
+                    printf("  # c%d %s lock %u %s err %d\n", j, simba_event_name(cl[j]->log[k].type), (unsigned)cl[j]->log[k].lock.id,
+                           cl[j]->consumed[k] ? "consumed" : "", cl[j]->log[k].error);
+            ok = 0;
+            break;
+        }
+        sent = ho_sent(&c[old.client]);
+        /* the hand-off's notifications: until everything settled (marks,
+           re-reads, watches re-armed), before the old holder queues again */
+        ho_settle(c, cl, -1, 0, 150);
+        if (!zk_mntr(&m)) { ok = 0; break; }
+        handoff_w += m.watches - prev.watches;
+        fifo[n].client = old.client;
+        fifo[n].lock = ho_acquire(&c[old.client], "ho", capacity);
+        n++;
+        ho_settle(c, cl, old.client, sent, 150);
+        if (!zk_mntr(&prev)) { ok = 0; break; }
+        enqueue_w += prev.watches - m.watches;
+    }
+    ok = ok && zk_mntr(&b);
+    /* nobody behind the holders was granted (the safety side of the count) */
+    for (i = head + holders; i < n && ok; i++)
+        if (h_has(cl[fifo[i].client], fifo[i].lock, SIMBA_EVENT_ACQUIRED)) {
+            printf("  # entry %d granted out of turn\n", i);
+            ok = 0;
+        }
+    if (ok) {
+        double snap = o2.packets - o1.packets;     /* 2 snapshots per round */
+        *packets = (b.packets - a.packets - snap * (2 * HO_ROUNDS + 1)) / HO_ROUNDS;
+        *watches = handoff_w / HO_ROUNDS;         /* one grant per round */
+        *enq_watches = enqueue_w / HO_ROUNDS;
+    }
+    for (i = 0; i < HO_CLIENTS; i++) zk_client_close(&c[i]);
+    return ok;
+}
+
+static void ho_check(const char *what, int capacity, int weight) {
+    double p10 = 0, w10 = 0, e10 = 0, p100 = 0, w100 = 0, e100 = 0;
+    ho_weight = weight;
+    CHECK(ho_measure(capacity, 10, &p10, &w10, &e10));
+    CHECK(ho_measure(capacity, 100, &p100, &w100, &e100));
+    printf("  # %s per hand-off: Q=10 %.1f packets, %.2f notifications per grant (+%.2f for the re-enqueue), "
+           "Q=100 %.1f packets, %.2f (+%.2f)\n", what, p10, w10, e10, p100, w100, e100);
+    CHECK(p100 <= 1.5 * p10 + 2);       /* no growth with the queue */
+    CHECK(w10 <= 2);
+    CHECK(w100 <= 2);
+    CHECK(e10 <= 1);                    /* a new tail wakes at most the first waiter */
+    CHECK(e100 <= 1);
+}
+
+/* A mutex whose waiters are spread over 4 clients: before, a predecessor's
+   deletion re-polled every waiting handle of the woken client (a getData +
+   getChildren each: 83 packets per hand-off at Q=100, 14 at Q=10). */
+static void t_zk_handoff_cost_mutex(void) { ho_check("mutex", 1, 1); }
+
+/* A semaphore (capacity 3): before, every waiter watched the children
+   list, so each release woke every client (4 notifications per grant) and
+   each re-polled all its handles. */
+static void t_zk_handoff_cost_semaphore(void) { ho_check("semaphore", 3, 1); }
+
+/* Writers of a read/write lock (capacity 3, exclusive requests): the same
+   baton (the capacity is above 1), each entry filling the capacity. */
+static void t_zk_handoff_cost_rw_writers(void) { ho_check("rw writers", 3, 0); }
+
+/* The baton across clients: capacity 3, one holder of 3 permits, then four
+   waiters of one permit on clients 1, 2, 3, 1. The release must grant the
+   three first ones, each told by its predecessor's mark (the recheck
+   period, ttl/2 = 10 s, is far beyond the wait), and not the fourth until
+   one of them goes. */
+static void t_zk_baton_chain(void) {
+    const char *tenant = zk_tenant();
+    ho_weight = 1;
+    static zk_client c[HO_CLIENTS];
+    h_client *cl[HO_CLIENTS];
+    simba_lock holder, w[4];
+    const int who[4] = { 1, 2, 3, 1 };
+    simba_lock_desc d;
+    int i;
+    for (i = 0; i < HO_CLIENTS; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "b%d", i);
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, id, NULL, 20000, 5000));
+        cl[i] = &c[i].h;
+    }
+    memset(&d, 0, sizeof d);
+    d.name = "baton";
+    d.capacity = 3;
+    d.permits = 3;
+    d.wait_ms = -1;
+    holder = simba_acquire(c[0].h.s, &d);
+    CHECK(h_expect(cl, HO_CLIENTS, 0, holder, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    for (i = 0; i < 4; i++) {
+        int64_t sent = ho_sent(&c[who[i]]);
+        w[i] = ho_acquire(&c[who[i]], "baton", 3);
+        ho_settle(c, cl, who[i], sent, 0);
+    }
+    ho_settle(c, cl, -1, 0, 300);
+    for (i = 0; i < 4; i++) CHECK(!h_has(cl[who[i]], w[i], SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(c[0].h.s, holder), SIMBA_OK);
+    for (i = 0; i < 3; i++) CHECK(h_expect(cl, HO_CLIENTS, who[i], w[i], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    h_run_for(cl, HO_CLIENTS, 500);
+    CHECK(!h_has(cl[who[3]], w[3], SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(c[2].h.s, w[1]), SIMBA_OK);
+    CHECK(h_expect(cl, HO_CLIENTS, who[3], w[3], SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    for (i = 0; i < 4; i++) CHECK(!h_has(cl[who[i]], w[i], SIMBA_EVENT_LOST));
+    for (i = 0; i < HO_CLIENTS; i++) zk_client_close(&c[i]);
+}
+
+/* One client holds a mutex and queues MR_N - 1 more requests for it, then
+   drains them: release, the next is granted, release it, ... (a worker
+   working through its own queue). Before, each release woke every handle
+   of the client on the name and each re-polled (getData + getChildren of
+   the whole queue): O(N) round trips per release, O(N^2) bytes (1,000 such
+   releases had not finished after a minute: the client idle, waiting for
+   the server to list the queue a million times). Now a release costs a
+   bounded number of packets. */
+enum { MR_N = 200 };
+
+static void t_zk_mass_release_round_trips(void) {
+    const char *tenant = zk_tenant();
+    ho_weight = 1;
+    static zk_client c[1];
+    static simba_lock l[MR_N];
+    h_client *cl[1];
+    zk_load a, b;
+    int i, done = 0;
+    CHECK(zk_client_open(&c[0], zk_hosts, tenant, "worker", NULL, 20000, 5000));
+    cl[0] = &c[0].h;
+    for (i = 0; i < MR_N; i++) {
+        int64_t sent = ho_sent(&c[0]);
+        l[i] = ho_acquire(&c[0], "drain", 1);
+        ho_settle_n(c, cl, 1, 0, sent, 0);
+    }
+    CHECK(h_expect(cl, 1, 0, l[0], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    ho_settle_n(c, cl, 1, -1, 0, 300);
+    CHECK(zk_mntr(&a));
+    for (i = 0; i < MR_N; i++) {
+        if (simba_release(c[0].h.s, l[i]) != SIMBA_OK) break;
+        if (!h_expect(cl, 1, 0, l[i], SIMBA_EVENT_RELEASED, 20000)) break;
+        if (i + 1 < MR_N && !h_expect(cl, 1, 0, l[i + 1], SIMBA_EVENT_ACQUIRED, 20000)) break;
+        done++;
+    }
+    ho_settle_n(c, cl, 1, -1, 0, 300);
+    CHECK(zk_mntr(&b));
+    printf("  # %d of %d released in turn: %.0f packets (%.1f per release), %.0f notifications\n", done, MR_N,
+           b.packets - a.packets, (b.packets - a.packets) / MR_N, b.watches - a.watches);
+    CHECK_EQ(done, MR_N);
+    CHECK(b.packets - a.packets <= 10 * MR_N);
+    zk_client_close(&c[0]);
+}
+
+/* The core re-polls every handle on a name at once when a read of ours
+   cannot answer (here: the resource is deleted under MR_D handles of one
+   client). Those POLLs share one getData + getChildren (they are sent in
+   the same tick, no event in between); before, each read the queue. */
+enum { MR_D = 40 };
+
+static void t_zk_repoll_shares_one_read(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[2];
+    static simba_lock l[MR_D];
+    h_client *cl[2];
+    zk_load a, b;
+    simba_lock del;
+    int i, lost = 0;
+    ho_weight = 1;
+    for (i = 0; i < 2; i++) {
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, i ? "admin" : "many", NULL, 20000, 5000));
+        cl[i] = &c[i].h;
+    }
+    for (i = 0; i < MR_D; i++) {
+        int64_t sent = ho_sent(&c[0]);
+        l[i] = ho_acquire(&c[0], "shared", MR_D);   /* all held: capacity MR_D */
+        ho_settle_n(c, cl, 2, 0, sent, 0);
+    }
+    for (i = 0; i < MR_D; i++) CHECK(h_expect(cl, 2, 0, l[i], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    ho_settle_n(c, cl, 2, -1, 0, 300);
+    CHECK(zk_mntr(&a));
+    del = simba_delete(c[1].h.s, "shared", NULL);
+    (void)del;
+    {
+        int64_t end = h_real_ms() + 10000;
+        while (lost < MR_D && h_real_ms() < end) {
+            h_pump(cl, 2, 20);
+            for (i = 0; i < MR_D; i++) if (h_take(cl[0], l[i], SIMBA_EVENT_LOST)) lost++;
+        }
+    }
+    ho_settle_n(c, cl, 2, -1, 0, 300);
+    CHECK(zk_mntr(&b));
+    printf("  # %d holds lost to a DELETE: %.0f packets (%.1f per hold)\n", lost, b.packets - a.packets,
+           (b.packets - a.packets) / MR_D);
+    CHECK_EQ(lost, MR_D);
+    CHECK(b.packets - a.packets <= 2 * MR_D);    /* 45 now; 123 with one read per POLL */
+    for (i = 0; i < 2; i++) zk_client_close(&c[i]);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1723,6 +2050,12 @@ int main(int argc, char **argv) {
     RUN(t_zk_tenant_recipe);
     RUN(t_zk_capacity_shrink_keeps_holds);
     RUN(t_zk_handoff_from_watch);
+    RUN(t_zk_handoff_cost_mutex);
+    RUN(t_zk_handoff_cost_semaphore);
+    RUN(t_zk_handoff_cost_rw_writers);
+    RUN(t_zk_mass_release_round_trips);
+    RUN(t_zk_baton_chain);
+    RUN(t_zk_repoll_shares_one_read);
     RUN(t_zk_delete_is_no_handoff);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_quiet_reconnect_is_told);
