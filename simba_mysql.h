@@ -173,6 +173,8 @@ struct simba_mysql_stats {
     uint64_t purged_bells;      /* bells of a dropped session given back at the next OPEN */
     uint64_t stale_bell_waits;  /* GET_LOCK waits on a bell of a session not current (0:
                                    a dropped session's waits end with it) */
+    uint64_t widened;           /* queue windows read again, twice as far, because the
+                                   grant rule could reach past their end */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -216,9 +218,11 @@ enum {
     SIMBA__MYSQL_SWEEP_SESSIONS = 50,  /* expired sessions handled per sweep round */
     SIMBA__MYSQL_CLOSE_BATCH = 1000,   /* entries deleted per CLOSE statement */
     SIMBA__MYSQL_RETAKE_BATCH = 200,   /* bells re-taken per statement after a reconnect */
-    SIMBA__MYSQL_MAX_QUEUED = 32       /* lock ops queued on the main connection at most:
+    SIMBA__MYSQL_MAX_QUEUED = 32,      /* lock ops queued on the main connection at most:
                                        the core times every op from its submit, so a
                                        deeper queue would time out its own tail */
+    SIMBA__MYSQL_WINDOW_SLACK = 2,     /* queue rows read past the capacity asked for */
+    SIMBA__MYSQL_WINDOW_MAX = 1 << 20  /* a window this long: read the whole queue */
 };
 
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
@@ -308,6 +312,7 @@ typedef struct simba__mysql_job {
     uint64_t bell;                              /* the request's bell */
     /* statement indexes of the reads in the batch of the current step */
     int ix_res, ix_ent;
+    int widen;              /* the queue windows were too short this many times */
     /* what the evaluation decided, kept for the completion */
     simba_reply reply;
     char owner[SIMBA_MAX_SESSION + 1];
@@ -395,6 +400,8 @@ typedef struct simba__mysql_ent {
     unsigned long reqlen, seslen;
     int64_t expires;            /* -1: no session row */
     int dead, removed, granted;
+    int extra;                  /* read past the queue's window (our own entry, the
+                                   one right ahead of it, the tail) */
     int ours;                   /* our request id AND our session */
     int foreign;                /* our request id, another session's entry (a keyed
                                    id is the same in every session): never ours */
@@ -406,6 +413,7 @@ typedef struct simba__mysql_eval {
     int capacity[SIMBA_MAX_RESOURCES];
     int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
     int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
+    int win_rows[SIMBA_MAX_RESOURCES];          /* rows the window of resource r read */
     simba__mysql_ent *e;
     int ne;
     int torn;               /* reads that disagree (a change landed between
@@ -1572,16 +1580,99 @@ static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const s
     simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
 }
 
+/* The queue rows of resource r the window reads (0: all of them). Lock
+   ops read a prefix of each queue, as far as the grant rule can reach: the
+   capacity asked for plus a little, doubled each time the rule could still
+   grant past its end (simba__mysql_window_short). INSPECT, SET_CAPACITY and
+   DELETE read, list or notify the whole queue. */
+static int simba__mysql_window(const simba__mysql_job *j, int r) {
+    int64_t n;
+    if (j->kind != SIMBA_OP_ENQUEUE && j->kind != SIMBA_OP_POLL && j->kind != SIMBA_OP_RELEASE) return 0;
+    n = (int64_t)(j->res[r].capacity > 0 ? j->res[r].capacity : 1) + SIMBA__MYSQL_WINDOW_SLACK;
+    n <<= j->widen < 30 ? j->widen : 30;
+    return n >= SIMBA__MYSQL_WINDOW_MAX ? 0 : (int)n;
+}
+
+/* The columns of a queue row (k, seq, fence, session expiry, name, request,
+   session, weight, x) and its tables; x is 1 for the rows of the window. */
+static void simba__mysql_sql_entry_cols(simba__mysql *b, simba__mysql_buf *x, int window, int by_request) {
+    /* by request: the unique key (tenant, name, request), which the
+       optimizer picks for the equalities (no FORCE: its name has the prefix) */
+    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight, %d"
+                   " FROM %s e %s LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE e.tenant=", window, b->t_entries, by_request ? "" : "FORCE INDEX (PRIMARY)", b->t_sessions);
+}
+
+/* " AND e.name=<res r>" */
+static void simba__mysql_and_name(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int r) {
+    simba__mysql_put(b, x, " AND e.name=");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+}
+
+/* The queue rows: per resource its window from the head (an index range of
+   the clustered key (tenant, name, seq), so its cost does not grow with the
+   queue); then, past the window, our own entries (unique key (tenant, name,
+   request)) and the entry right ahead of each (POLL: the bell a capacity-1
+   waiter watches) or the tail of each queue (ENQUEUE: the entry ahead of
+   the new one). Duplicates of window rows sort right after them (x DESC). */
+static void simba__mysql_sql_queues(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int r, own = j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE || j->kind == SIMBA_OP_ENQUEUE;
+    if (!simba__mysql_window(j, 0)) {
+        simba__mysql_sql_entry_cols(b, x, 1, 0);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_put(b, x, " AND e.");
+        simba__mysql_names_in(b, x, j);
+        simba__mysql_put(b, x, ")\nORDER BY k, n, a, x DESC;\n");
+        return;
+    }
+    for (r = 0; r < j->nres; r++) {
+        simba__mysql_put(b, x, "UNION ALL\n");
+        simba__mysql_sql_entry_cols(b, x, 1, 0);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_and_name(b, x, j, r);
+        simba__mysql_putf(b, x, " ORDER BY e.seq LIMIT %d)\n", simba__mysql_window(j, r));
+    }
+    if (own) {
+        simba__mysql_put(b, x, "UNION ALL\n");
+        simba__mysql_sql_entry_cols(b, x, 0, 1);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_put(b, x, " AND e.");
+        simba__mysql_names_in(b, x, j);
+        simba__mysql_put(b, x, " AND e.request=");
+        simba__mysql_hexs(b, x, j->request);
+        simba__mysql_put(b, x, ")\n");
+    }
+    for (r = 0; r < j->nres && j->kind != SIMBA_OP_RELEASE; r++) {
+        simba__mysql_put(b, x, "UNION ALL\n");
+        simba__mysql_sql_entry_cols(b, x, 0, 0);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_and_name(b, x, j, r);
+        if (j->kind == SIMBA_OP_POLL) {
+            simba__mysql_putf(b, x, " AND e.seq < (SELECT o.seq FROM %s o WHERE o.tenant=", b->t_entries);
+            simba__mysql_hexs(b, x, j->tenant);
+            simba__mysql_put(b, x, " AND o.name=");
+            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__mysql_put(b, x, " AND o.request=");
+            simba__mysql_hexs(b, x, j->request);
+            simba__mysql_put(b, x, ")");
+        }
+        simba__mysql_put(b, x, " ORDER BY e.seq DESC LIMIT 1)\n");
+    }
+    simba__mysql_put(b, x, "ORDER BY k, n, a, x DESC;\n");
+}
+
 /* The reads every resource operation evaluates, in two statements (each
    statement costs about a round trip on a busy server, so they are few):
    1. the resource rows, locked (FOR UPDATE) in sorted order when `lock`;
    2. one header row (server time, our session's expiry, and for ENQUEUE our
       bell taken with GET_LOCK(b, 0), before our entry can exist), then the
-      queues in order with each entry's session expiry.
+      queue rows (simba__mysql_sql_queues) with each entry's session expiry.
    Time is read after the locks are ours, so fences taken from it follow
-   every grant made before. */
-static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int *nst, int lock) {
-    if (lock) {
+   every grant made before. `start`: open the transaction first (a wider
+   window is read again inside the one already open). */
+static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int *nst, int lock,
+                                   int start) {
+    if (lock && start) {
         simba__mysql_put(b, x, "START TRANSACTION;\n");
         (*nst)++;
     }
@@ -1599,27 +1690,23 @@ static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__
     simba__mysql_hexs(b, x, j->session);
     simba__mysql_put(b, x, ") AS b, ");
     /* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
-       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n) */
-    j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
-                   (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
-    if (j->took_bell) {
+       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n);
+       taken once (a wider window reads again in the same op) */
+    if (start)
+        j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
+                       (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
+    if (j->took_bell && start) {
         simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
         simba__mysql_bellname(b, x, j->bell);
         simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
         simba__mysql_bellname(b, x, j->bell);
         simba__mysql_put(b, x, ", 0))");
     } else {
-        simba__mysql_put(b, x, "0");
+        simba__mysql_put(b, x, j->took_bell ? "1" : "0");
     }
-    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w)\nUNION ALL\n");
-    /* the queues: a range of the clustered key (tenant, name, seq) */
-    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight FROM %s e"
-                   " FORCE INDEX (PRIMARY) LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
-                   " WHERE e.tenant=", b->t_entries, b->t_sessions);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, " AND e.");
-    simba__mysql_names_in(b, x, j);
-    simba__mysql_put(b, x, ")\nORDER BY k, n, a;\n");
+    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w, 1 AS x)\n");
+    if (!simba__mysql_window(j, 0)) simba__mysql_put(b, x, "UNION ALL\n");
+    simba__mysql_sql_queues(b, j, x);
     (*nst)++;
 }
 
@@ -1673,15 +1760,20 @@ static int simba__mysql_parse_header(simba__mysql *b, simba__mysql_job *j, MYSQL
     return SIMBA_OK;
 }
 
-/* Queue entry i: k, seq, fence, expires, name, request, session, weight. */
+/* Queue entry i: k, seq, fence, expires, name, request, session, weight, x.
+   Sets *dup when it is the row of the entry before it again (an entry of the
+   window read a second time as our own or the one ahead of it). */
 static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, const unsigned long *len,
-                                    simba__mysql_eval *v, int i, int locked) {
+                                    simba__mysql_eval *v, int i, int locked, int *dup) {
     simba__mysql_ent *e = &v->e[i];
+    memset(e, 0, sizeof *e);
+    *dup = 0;
     if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
-        !row[5] || !row[6] || !row[7])
+        !row[5] || !row[6] || !row[7] || !row[8] || len[8] != 1 || (row[8][0] != '0' && row[8][0] != '1'))
         return SIMBA_EPROTO;
     e->r = simba__mysql_res_index(j, row[4], len[4]);
     if (e->r < 0) return SIMBA_EPROTO;
+    e->extra = row[8][0] == '0';
     /* an entry without its resource row: the row was created (with this
        entry) between our two statements. Locked reads too: FOR UPDATE on a
        row that does not exist yet locks nothing (READ COMMITTED takes no gap
@@ -1711,7 +1803,18 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
         if (locked) return SIMBA_EPROTO;
         v->torn = 1;
     }
-    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq == e->seq) {
+        /* one statement, one snapshot: the same entry reads the same */
+        const simba__mysql_ent *p = &v->e[i - 1];
+        if (!e->extra || p->reqlen != e->reqlen || memcmp(p->request, e->request, e->reqlen) != 0)
+            return SIMBA_EPROTO;
+        *dup = 1;
+        return SIMBA_OK;
+    }
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq > e->seq) return SIMBA_EPROTO;
+    /* past a full window only: a short window read the whole queue */
+    if (!e->extra) v->win_rows[e->r]++;
+    else if (simba__mysql_window(j, e->r) && v->win_rows[e->r] < simba__mysql_window(j, e->r)) return SIMBA_EPROTO;
     return SIMBA_OK;
 }
 
@@ -1719,25 +1822,49 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
    for anything of the wrong shape. */
 static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c, simba__mysql_eval *v, int locked) {
     MYSQL_RES *rr, *re;
-    int i, rc;
+    int i, n, rc, dup;
     memset(v, 0, sizeof *v);
     if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
     rr = c->res[j->ix_res];
     re = c->res[j->ix_ent];
-    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
+    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 9 || mysql_num_rows(re) < 1)
         return SIMBA_EPROTO;
     if ((rc = simba__mysql_parse_resources(j, rr, v)) != SIMBA_OK) return rc;
     if ((rc = simba__mysql_parse_header(b, j, re, v)) != SIMBA_OK) return rc;
-    v->ne = (int)mysql_num_rows(re) - 1;
-    if (v->ne) {
-        v->e = (simba__mysql_ent *)simba__mysql_alloc(b, (size_t)v->ne * sizeof *v->e);
+    n = (int)mysql_num_rows(re) - 1;
+    if (n) {
+        v->e = (simba__mysql_ent *)simba__mysql_alloc(b, (size_t)n * sizeof *v->e);
         if (!v->e) return SIMBA_ENOMEM;
     }
-    for (i = 0; i < v->ne; i++) {
+    for (i = 0; i < n; i++) {
         MYSQL_ROW row = mysql_fetch_row(re);
-        if ((rc = simba__mysql_parse_entry(j, row, mysql_fetch_lengths(re), v, i, locked)) != SIMBA_OK) return rc;
+        rc = simba__mysql_parse_entry(j, row, mysql_fetch_lengths(re), v, v->ne, locked, &dup);
+        if (rc != SIMBA_OK) return rc;
+        if (!dup) v->ne++;
     }
     return SIMBA_OK;
+}
+
+/* Could the grant rule reach past the window of some queue? Then it must be
+   read wider. The rule walks the live entries from the head; once one does
+   not fit, none after it does (the sum only grows). So a window is enough
+   when it read the whole queue (fewer rows than it asked for) or a live
+   entry in it does not fit. Call after the op's own changes (a RELEASE
+   frees room that may reach further). */
+static int simba__mysql_window_short(const simba__mysql_job *j, const simba__mysql_eval *v) {
+    int r, i;
+    for (r = 0; r < j->nres; r++) {
+        int64_t sum = 0;
+        int w = simba__mysql_window(j, r), full = 0;
+        if (!w || v->win_rows[r] < w) continue;
+        for (i = 0; i < v->ne && !full; i++) {
+            const simba__mysql_ent *e = &v->e[i];
+            if (e->r == r && !e->extra && !e->dead && !e->removed && !simba_grant_step(&sum, e->weight, v->capacity[r]))
+                full = 1;
+        }
+        if (!full) return 1;
+    }
+    return 0;
 }
 
 static int simba__mysql_live(const simba__mysql_ent *e) { return !e->dead && !e->removed; }
@@ -1786,12 +1913,19 @@ static void simba__mysql_probe_new(simba__mysql_job *j, simba__mysql_eval *v, in
 static int64_t simba__mysql_fence_of(const simba__mysql_ent *e) { return e->fence ? e->fence : e->newfence; }
 
 /* The answer's part about res[0]: entries ahead of ours, holders, the
-   oldest holder. */
+   oldest holder. Past the window `ahead` counts the queue positions not
+   read as entries (an upper bound: some may be gone); holders are all in
+   the window (they are the granted prefix). */
 static void simba__mysql_answer_first(simba__mysql_job *j, const simba__mysql_eval *v, const int64_t *new_fence) {
     int i, o, r0 = j->sorted_of[0];
+    int64_t prev = 0;
     for (i = 0, o = 0; i < v->ne; i++) {
         const simba__mysql_ent *e = &v->e[i];
-        if (e->r != r0 || !simba__mysql_live(e)) continue;
+        if (e->r != r0) continue;
+        if (e->extra && prev && !o && e->seq - prev - 1 > 0)
+            j->reply.ahead += e->seq - prev - 1 > 0x3fffffff ? 0x3fffffff : (int)(e->seq - prev - 1);
+        prev = e->seq;
+        if (!simba__mysql_live(e)) continue;
         if (e->ours) o = 1; /* o: our entry seen */
         else if (!o) j->reply.ahead++;
         if (simba__mysql_fence_of(e) > 0) {
@@ -2058,7 +2192,8 @@ static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, si
    an error status (the transaction is then rolled back). `locked`: the reads
    were made under the row locks (else: the POLL fast path, which only
    answers when nothing needs writing). */
-enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK };
+enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK,
+       SIMBA__MYSQL_DECIDE_WIDEN };
 
 /* What the op itself changes in v, before the grant rule runs: our entries
    (present: how many live ones), removals, a new capacity. Sets *insert when
@@ -2136,6 +2271,7 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
     }
     rc = simba__mysql_decide_op(j, v, present, foreign_live, &insert, &old_capacity, &new_capacity);
     if (rc != SIMBA_OK) return rc;
+    if (simba__mysql_window_short(j, v)) { *what = SIMBA__MYSQL_DECIDE_WIDEN; return SIMBA_OK; }
     assigned = simba__mysql_walk(j, v);
     if (insert) {
         simba__mysql_probe_new(j, v, extra_fence);
@@ -2201,8 +2337,17 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
         /* the snapshot needs writes: do it again under the row locks */
         int nst = 0;
         simba__mysql_buf_clear(&c->sql);
-        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1, 1);
         simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+    } else if (what == SIMBA__MYSQL_DECIDE_WIDEN) {
+        /* the grant rule reaches past a window: read twice as far (in the
+           transaction already open, when there is one) */
+        int nst = 0;
+        j->widen++;
+        b->stats.widened++;
+        simba__mysql_buf_clear(&c->sql);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, locked, 0);
+        simba__mysql_send_step(b, j, j->step);
     } else {
         simba__mysql_send_step(b, j, SIMBA__MYSQL_S_WRITES);
     }
@@ -2216,7 +2361,7 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     switch (j->step) {
     case SIMBA__MYSQL_S_FIRST:
         simba__mysql_buf_clear(x);
-        simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL);
+        simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL, 1);
         simba__mysql_send_step(b, j, j->kind == SIMBA_OP_POLL ? SIMBA__MYSQL_S_FAST : SIMBA__MYSQL_S_READS);
         return;
     case SIMBA__MYSQL_S_FAST:
