@@ -1202,6 +1202,118 @@ static void t_semaphore_other_holder_release(void) {
     destroy_all(cl, 3);
 }
 
+/* ---- issue #15: cost that does not grow with the queue ---- */
+
+/* Rows the server read so far: the sum of Handler_read_* (MariaDB has no
+   Innodb_rows_read), global, so every connection's reads count. */
+static long long rows_read(MYSQL *m) {
+    return admin_num(m, "SELECT SUM(VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN"
+                        " ('HANDLER_READ_FIRST','HANDLER_READ_KEY','HANDLER_READ_LAST','HANDLER_READ_NEXT',"
+                        "'HANDLER_READ_PREV','HANDLER_READ_RND','HANDLER_READ_RND_NEXT')");
+}
+
+static uint64_t statements_of(h_client **cl, int n) {
+    uint64_t t = 0;
+    int i;
+    for (i = 0; i < n; i++) t += stats_of(cl[i]->s).statements;
+    return t;
+}
+
+typedef struct { double rows, statements; int ok; } handoff_cost;
+
+enum { HO_CLIENTS = 4, HO_MAXQ = 120 };
+
+/* The handle among l[0..n] (of clients owner[]) granted and not yet
+   released, pumping up to ms for one; -1 if none. */
+static int granted_one(h_client **cl, const simba_lock *l, const int *owner, const int *done, int n, int ms) {
+    int64_t end = h_real_ms() + ms;
+    int i;
+    do {
+        for (i = 0; i <= n; i++)
+            if (!done[i] && h_has(cl[owner[i]], l[i], SIMBA_EVENT_ACQUIRED)) return i;
+        h_pump(cl, HO_CLIENTS, 20);
+    } while (h_real_ms() < end);
+    return -1;
+}
+
+/* q waiters on mutex `name`, taking turns over clients 1..3 (client 0 holds
+   first), then `rounds` hand-offs down the queue: the holder releases and
+   the next in line (whichever handle the server queued next) gets ACQUIRED.
+   Rows read and statements per hand-off. */
+static handoff_cost handoff_cost_at(MYSQL *m, h_client **cl, const char *name, int q, int rounds) {
+    static simba_lock l[HO_MAXQ + 1];
+    static int owner[HO_MAXQ + 1], done[HO_MAXQ + 1];
+    handoff_cost c = {0, 0, 0};
+    long long r0, r1;
+    uint64_t s0, s1;
+    int i, h;
+    memset(done, 0, sizeof done);
+    l[0] = h_acquire(cl[0]->s, name, -1);
+    owner[0] = 0;
+    if (!h_expect(cl, HO_CLIENTS, 0, l[0], SIMBA_EVENT_ACQUIRED, 8000)) { printf("  # Q=%d: no first grant\n", q); return c; }
+    for (i = 1; i <= q; i++) {
+        owner[i] = 1 + (i - 1) % (HO_CLIENTS - 1);
+        l[i] = h_acquire(cl[owner[i]]->s, name, -1);
+        if (!l[i].id) {
+            printf("  # Q=%d: acquire %d: %s\n", q, i, simba_last_error_msg(cl[owner[i]]->s));
+            return c;
+        }
+    }
+    h_run_for(cl, HO_CLIENTS, 1000);            /* every waiter enqueued and watching */
+    r0 = rows_read(m);
+    s0 = statements_of(cl, HO_CLIENTS);
+    for (i = 0, h = 0; i < rounds; i++) {
+        simba_release(cl[owner[h]]->s, l[h]);
+        done[h] = 1;
+        if ((h = granted_one(cl, l, owner, done, q, 15000)) < 0) {
+            printf("  # Q=%d: hand-off %d not seen in 15 s\n", q, i + 1);
+            return c;
+        }
+    }
+    r1 = rows_read(m);
+    s1 = statements_of(cl, HO_CLIENTS);
+    c.rows = (double)(r1 - r0) / rounds;
+    c.statements = (double)(s1 - s0) / rounds;
+    c.ok = r0 >= 0 && r1 >= 0;
+    if (!c.ok) printf("  # Q=%d: no Handler_read_* counts\n", q);
+    for (i = 0; i <= q; i++) if (!done[i]) simba_release(cl[owner[i]]->s, l[i]);
+    h_run_for(cl, HO_CLIENTS, 500);
+    return c;
+}
+
+/* A mutex hand-off reads a bounded prefix of the queue: the rows the server
+   reads and the statements the clients send per hand-off at Q = 100 stay
+   within 2x of Q = 10 (before: every operation read the whole queue range,
+   8x the rows). */
+static void t_handoff_cost_does_not_grow(void) {
+    const char *tenant = my_tenant();
+    static h_client c[HO_CLIENTS];
+    h_client *cl[HO_CLIENTS];
+    handoff_cost lo, hi;
+    MYSQL *m = admin_open(env_db);
+    int i;
+    CHECK(m);
+    if (!m) return;
+    for (i = 0; i < HO_CLIENTS; i++) {
+        char id[16];
+        memset(&c[i], 0, sizeof c[i]);
+        cl[i] = &c[i];
+        snprintf(id, sizeof id, "ho%d", i);
+        c[i].s = new_client(tenant, id, 20000, 10000);
+        CHECK(c[i].s);
+    }
+    for (i = 0; i < HO_CLIENTS; i++) CHECK(wait_connected(cl, HO_CLIENTS, i, 8000));
+    lo = handoff_cost_at(m, cl, "ho-10", 10, 6);
+    hi = handoff_cost_at(m, cl, "ho-100", 100, 6);
+    printf("  # per hand-off: Q=10 %.0f rows read, %.1f statements; Q=100 %.0f rows read, %.1f statements\n",
+           lo.rows, lo.statements, hi.rows, hi.statements);
+    CHECK(lo.ok && hi.ok);
+    CHECK(hi.rows <= 2 * lo.rows);
+    CHECK(hi.statements <= 2 * lo.statements);
+    destroy_all(cl, HO_CLIENTS);
+    mysql_close(m);
+}
+
 /* Randomized, bounded (about 8 s): 6 clients acquire and release 2 mutexes
    and a 2-permit semaphore at random, while their connections are KILLed
    at random. At every step: no mutex is valid (simba_valid_ms > 0) for two
@@ -1990,6 +2102,7 @@ int main(int argc, char **argv) {
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
     RUN(t_semaphore_other_holder_release);
+    RUN(t_handoff_cost_does_not_grow);
     RUN(t_random_safety_under_kills);
     RUN(t_no_sigpipe);
     RUN(t_weights_near_int_max);
