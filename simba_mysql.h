@@ -324,6 +324,7 @@ typedef struct simba__mysql_job {
     uint64_t watch_bell;
     int watch_res;          /* sorted index of the resource we wait in */
     int watch_multi;        /* ... whose capacity is > 1 */
+    int64_t watch_seq;      /* our entry's queue position in res[0] */
     int took_bell;          /* ENQUEUE: our entry has a bell (see max_bells) */
     int release_bell;       /* release our bell after the transaction */
     int bell_released;      /* ... and the batch did */
@@ -347,6 +348,8 @@ typedef struct simba__mysql_watch {
     int immediate;          /* rings in a row that came back at once (bell free) */
     int64_t not_before;     /* backoff after immediate rings */
     int multi;              /* capacity > 1: the bell covers one holder of several */
+    int64_t seq;            /* single: the entry's queue position (an entry of ours
+                               further back cannot be granted before this one) */
     int poll_ms;            /* multi: re-poll period, 50 ms doubling to 1 s */
     int64_t poll_at;        /* multi: next re-poll (simba_now_ms) */
 } simba__mysql_watch;
@@ -600,6 +603,22 @@ static void simba__mysql_push(simba__mysql *b, simba__mysql_job *j, int front) {
         else b->head = j;
         b->tail = j;
     }
+}
+
+/* A RELEASE passes the POLLs queued at the tail: a POLL only reads, and a
+   release that frees a lock matters more to the waiters (of every client)
+   than this client's re-checks, which would otherwise run first, one round
+   trip each. It never passes a job that writes or has started (an ENQUEUE
+   of the same request must come first), nor a POLL of its own request. */
+static void simba__mysql_push_release(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_job *p, *after = NULL;
+    for (p = b->head; p; p = p->next)
+        if (p->kind != SIMBA_OP_POLL || (p == b->head && b->head_started) || strcmp(p->request, j->request) == 0)
+            after = p;
+    if (!after) { simba__mysql_push(b, j, 1); return; }
+    j->next = after->next;
+    after->next = j;
+    if (b->tail == after) b->tail = j;
 }
 
 static simba__mysql_job *simba__mysql_pop(simba__mysql *b) {
@@ -1949,6 +1968,7 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
     int o, i, r0 = j->sorted_of[0], all = 1;
     int64_t recheck = -1;
     memset(j->reply.fence, 0, sizeof j->reply.fence);
+    j->watch_seq = new_fence ? v->seq[r0] + 1 : 0; /* a new entry: last */
     j->reply.ahead = 0;
     j->reply.held = 0;
     j->owner[0] = 0;
@@ -1960,7 +1980,7 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
         for (i = 0; i < v->ne; i++) {
             const simba__mysql_ent *e = &v->e[i];
             if (e->r != r || !simba__mysql_live(e)) continue;
-            if (e->ours) { f = simba__mysql_fence_of(e); break; }
+            if (e->ours) { f = simba__mysql_fence_of(e); if (o == 0) j->watch_seq = e->seq; break; }
             if (!head) head = e;
             pred = e;
             /* recheck when the earliest session ahead of us can expire */
@@ -2583,7 +2603,8 @@ static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
 enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
 
 static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
-                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
+                                const char *name, size_t namelen, int single, int multi, uint64_t bell,
+                                int64_t seq) {
     simba__mysql_watch *w = simba__mysql_watch_find(b, request);
     int64_t now = simba_now_ms(b->s);
     if (w && strcmp(w->session, session) != 0) {
@@ -2600,6 +2621,7 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
             w->poll_at = now + w->poll_ms;
         }
         w->multi = multi;
+        w->seq = seq;
         return;
     }
     if (b->nwatch == b->watch_cap) {
@@ -2627,6 +2649,7 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
     w->single = single;
     w->multi = multi;
     w->bell = bell;
+    w->seq = seq;
     w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
     w->poll_at = now + w->poll_ms;
     b->nwatch++;
@@ -2639,19 +2662,40 @@ static void simba__mysql_wake(simba__mysql *b, const char *name, const char *ses
     simba_backend_wake(b->s, name, session, request, fence);
 }
 
+/* Is w the first of our waiting entries in its queue? The granted entries
+   of a queue are a prefix of its live entries, so an entry of ours further
+   back cannot be granted before w: only the first is watched (its bell, its
+   re-polls); the next takes over when it is granted or leaves. Without
+   this a client with many waiting handles on one name took turns on their
+   bells (1 s each) and re-polled them all. */
+static int simba__mysql_watch_first(const simba__mysql *b, const simba__mysql_watch *w) {
+    int i;
+    if (!w->single || !w->seq) return 1;
+    for (i = 0; i < b->nwatch; i++) {
+        const simba__mysql_watch *o = &b->watches[i];
+        if (o != w && o->single && o->seq && o->seq < w->seq && strcmp(o->name, w->name) == 0 &&
+            strcmp(o->session, w->session) == 0 && strcmp(o->tenant, w->tenant) == 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* Due re-polls of capacity > 1 waits: have the core POLL them. */
 static void simba__mysql_watch_polls(simba__mysql *b) {
     int64_t now = simba_now_ms(b->s);
     int i;
-    char name[SIMBA_MAX_NAME + 1];
+    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[i];
-        if (!w->multi || now < w->poll_at) continue;
+        if (!w->multi || now < w->poll_at || !simba__mysql_watch_first(b, w)) continue;
         /* nothing moved since the last one (a change resets it): slow down */
         w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
         w->poll_at = now + w->poll_ms;
         snprintf(name, sizeof name, "%s", w->name);
-        simba__mysql_wake(b, name, NULL, NULL, 0);
+        snprintf(request, sizeof request, "%s", w->request);
+        snprintf(session, sizeof session, "%s", w->session);
+        /* this request only (a multi-resource one: everyone on the name) */
+        simba__mysql_wake(b, name, w->single ? session : NULL, w->single ? request : NULL, 0);
     }
 }
 
@@ -2675,7 +2719,8 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
             if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
             else
                 simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
-                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell,
+                                    j->watch_seq);
         } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
             /* our entry is gone (or was never made): so is the need for its bell */
             simba__mysql_watch_del(b, j->request);
@@ -2728,7 +2773,7 @@ static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now)
     int i;
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
-        if (w->not_before <= now) {
+        if (w->not_before <= now && simba__mysql_watch_first(b, w)) {
             b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
             return w;
         }
@@ -2739,7 +2784,9 @@ static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now)
 static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_buf *x = &c->sql;
-    int t = b->nwatch > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
+    int i, eligible = 0, t;
+    for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += simba__mysql_watch_first(b, &b->watches[i]);
+    t = eligible > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
     simba__mysql_buf_clear(x);
     /* wait for the bell; once we get it, give it back at once (other
        waiters of the same bell get it in turn) */
@@ -2822,7 +2869,8 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
         /* the core believes it only if `session` is still its current one */
         simba__mysql_wake(b, name, session, request, fence);
     } else {
-        simba__mysql_wake(b, name, NULL, NULL, 0);
+        /* something moved ahead of this request: it alone looks again */
+        simba__mysql_wake(b, name, single ? session : NULL, single ? request : NULL, 0);
     }
 }
 
@@ -2951,6 +2999,7 @@ static int simba__mysql_submit(void *impl, const simba_op *op) {
     /* the session comes first: a keepalive stuck behind a long queue of
        lock ops would cost every hold (the local safety rule) */
     if (session_op) simba__mysql_push(b, j, 1);
+    else if (op->kind == SIMBA_OP_RELEASE) { simba__mysql_push_release(b, j); b->queued_ops++; }
     else { simba__mysql_push(b, j, 0); b->queued_ops++; }
     simba__mysql_kick(b); /* send now; the answer is handled in process() */
     return SIMBA_OK;

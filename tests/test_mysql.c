@@ -1314,6 +1314,99 @@ static void t_handoff_cost_does_not_grow(void) {
     mysql_close(m);
 }
 
+/* A semaphore's waiters do not re-poll each: one client with 20 waiting
+   handles on a 2-permit semaphore, both permits held by others for 2 s,
+   then one is released. Before, every waiting handle of capacity > 1
+   re-polled on its own (50 ms doubling to 1 s: about 5 each in 2 s, 100 in
+   all); now only the client's first waiting entry in the queue does (the
+   others cannot be granted before it), so POLLs do not grow with the
+   handles. Counts POLLs, not time. */
+static void t_semaphore_waiters_do_not_each_poll(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b, w;
+    h_client *cl[3];
+    simba_lock_desc ld;
+    simba_lock la, lb, lw[20];
+    uint64_t p0, p1;
+    int i, granted = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &b; cl[2] = &w;
+    a.s = new_client(tenant, "sp-a", 20000, 10000);
+    b.s = new_client(tenant, "sp-b", 20000, 10000);
+    w.s = new_client(tenant, "sp-w", 20000, 10000);
+    CHECK(a.s && b.s && w.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "sem-polls"; ld.capacity = 2; ld.wait_ms = -1;
+    la = simba_acquire(a.s, &ld);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    lb = simba_acquire(b.s, &ld);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    p0 = stats_of(w.s).polls;
+    for (i = 0; i < 20; i++) lw[i] = simba_acquire(w.s, &ld);
+    h_run_for(cl, 3, 2000);
+    for (i = 0; i < 20; i++) CHECK(!h_has(&w, lw[i], SIMBA_EVENT_ACQUIRED));
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 3, 2, lw[0], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    h_run_for(cl, 3, 200);
+    p1 = stats_of(w.s).polls;
+    for (i = 1, granted = 1; i < 20; i++) granted += h_has(&w, lw[i], SIMBA_EVENT_ACQUIRED);
+    printf("  # 20 waiting handles, 2 s: %llu POLLs, %d granted\n", (unsigned long long)(p1 - p0), granted);
+    CHECK_EQ(granted, 1);
+    CHECK(p1 - p0 <= 12);                       /* before: about 190 */
+    destroy_all(cl, 3);
+}
+
+/* Position of the first job of `kind` in the main connection's queue (0 =
+   the head), -1 if none. White-box. */
+static int queue_pos(simba *s, int kind) {
+    simba_backend bk = backend_of(s);
+    const simba__mysql_job *j;
+    int i = 0;
+    if (!bk.impl) return -1;
+    for (j = ((simba__mysql *)bk.impl)->head; j; j = j->next, i++)
+        if (j->kind == kind) return i;
+    return -1;
+}
+
+/* A release does not wait behind the same client's polls: with 20 POLLs
+   queued on the client's one connection (a hint makes the core re-check
+   every waiting handle), a RELEASE goes right behind the job in flight
+   (before: behind all 20, 20 round trips late). */
+static void t_release_passes_queued_polls(void) {
+    const char *tenant = my_tenant();
+    static h_client a, w;
+    h_client *cl[2];
+    simba_lock_desc ld;
+    simba_lock held, lw[20];
+    struct pollfd fds[8];
+    int i, pos, polls = 0;
+    memset(&a, 0, sizeof a); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &w;
+    a.s = new_client(tenant, "rp-a", 20000, 10000);
+    w.s = new_client(tenant, "rp-w", 20000, 10000);
+    CHECK(a.s && w.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "rp-pool"; ld.capacity = 1; ld.wait_ms = -1;
+    CHECK(h_expect(cl, 2, 0, simba_acquire(a.s, &ld), SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    held = h_acquire(w.s, "rp-mine", -1);
+    CHECK(h_expect(cl, 2, 1, held, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    for (i = 0; i < 20; i++) CHECK((lw[i] = simba_acquire(w.s, &ld)).id != 0);
+    h_run_for(cl, 2, 1000);
+    simba_backend_wake(w.s, "rp-pool", NULL, NULL, 0);
+    for (i = 0; i < 50 && polls < 10; i++) {
+        simba_pollfds(w.s, fds, 8);
+        polls = stats_of(w.s).polls > 0 ? ((simba__mysql *)backend_of(w.s).impl)->queued_ops : 0;
+    }
+    CHECK(polls >= 10);
+    simba_release(w.s, held);
+    simba_pollfds(w.s, fds, 8);
+    pos = queue_pos(w.s, SIMBA_OP_RELEASE);
+    printf("  # %d POLLs queued; the RELEASE is at position %d\n", polls, pos);
+    CHECK(pos >= 0 && pos <= 1);
+    CHECK(h_expect(cl, 2, 1, held, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    destroy_all(cl, 2);
+}
+
 /* Randomized, bounded (about 8 s): 6 clients acquire and release 2 mutexes
    and a 2-permit semaphore at random, while their connections are KILLed
    at random. At every step: no mutex is valid (simba_valid_ms > 0) for two
@@ -2103,6 +2196,8 @@ int main(int argc, char **argv) {
     RUN(t_bell_cap_falls_back_to_polling);
     RUN(t_semaphore_other_holder_release);
     RUN(t_handoff_cost_does_not_grow);
+    RUN(t_semaphore_waiters_do_not_each_poll);
+    RUN(t_release_passes_queued_polls);
     RUN(t_random_safety_under_kills);
     RUN(t_no_sigpipe);
     RUN(t_weights_near_int_max);
