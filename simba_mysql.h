@@ -423,6 +423,7 @@ typedef struct simba__mysql_eval {
                                the two statements): unlocked, decide under
                                locks; locked, a resource row was born: again */
     int64_t grace;          /* > 0: ms of restart grace left, no grants now */
+    const char *why;        /* SIMBA_EPROTO: the check that failed */
 } simba__mysql_eval;
 
 /* Defined in their sections below, used before. The step functions, one
@@ -1736,6 +1737,13 @@ static int simba__mysql_res_index(const simba__mysql_job *j, const char *name, u
     return -1;
 }
 
+/* SIMBA_EPROTO, remembering which check failed (the error message names it:
+   "unexpected data" alone could not be told from a race). */
+static int simba__mysql_bad(simba__mysql_eval *v, const char *why) {
+    v->why = why;
+    return SIMBA_EPROTO;
+}
+
 /* The resource rows (name, capacity, counter, seq); a missing one would be
    created with the capacity asked for. */
 static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr, simba__mysql_eval *v) {
@@ -1747,12 +1755,12 @@ static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr
         int k, cap;
         int64_t ctr, seq;
         len = mysql_fetch_lengths(rr);
-        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return SIMBA_EPROTO;
+        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return simba__mysql_bad(v, "a resource row with NULLs");
         k = simba__mysql_res_index(j, row[0], len[0]);
-        if (k < 0 || v->exists[k]) return SIMBA_EPROTO;
-        if (!simba__mysql_int(row[1], len[1], &cap) || cap <= 0) return SIMBA_EPROTO;
-        if (!simba__mysql_int64(row[2], len[2], &ctr) || ctr < 0) return SIMBA_EPROTO;
-        if (!simba__mysql_int64(row[3], len[3], &seq) || seq < 0) return SIMBA_EPROTO;
+        if (k < 0 || v->exists[k]) return simba__mysql_bad(v, "a resource row not asked for, or twice");
+        if (!simba__mysql_int(row[1], len[1], &cap) || cap <= 0) return simba__mysql_bad(v, "a resource capacity <= 0 or not a number");
+        if (!simba__mysql_int64(row[2], len[2], &ctr) || ctr < 0) return simba__mysql_bad(v, "a resource counter < 0 or not a number");
+        if (!simba__mysql_int64(row[3], len[3], &seq) || seq < 0) return simba__mysql_bad(v, "a resource seq < 0 or not a number");
         v->seq[k] = seq;
         v->exists[k] = 1;
         v->capacity[k] = cap;
@@ -1765,12 +1773,12 @@ static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr
 static int simba__mysql_parse_header(simba__mysql *b, simba__mysql_job *j, MYSQL_RES *re, simba__mysql_eval *v) {
     MYSQL_ROW row = mysql_fetch_row(re);
     unsigned long *len = mysql_fetch_lengths(re);
-    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
-    if (!row[1] || !simba__mysql_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
+    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return simba__mysql_bad(v, "no header row");
+    if (!row[1] || !simba__mysql_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return simba__mysql_bad(v, "no server time");
     v->now_ms = v->now_us / 1000;
     if (b->grace_until_ms > v->now_ms) v->grace = b->grace_until_ms - v->now_ms;
     v->our_expires = -1;
-    if (row[2] && !simba__mysql_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
+    if (row[2] && !simba__mysql_int64(row[2], len[2], &v->our_expires)) return simba__mysql_bad(v, "a session expiry that is not a number");
     /* GET_LOCK(bell, 0) is 0 when another connection has the name (user
        locks are global to the server: any user may take any name, another
        tenant's too). Then this entry has no bell: we must not count it as
@@ -1789,9 +1797,9 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     *dup = 0;
     if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
         !row[5] || !row[6] || !row[7] || !row[8] || len[8] != 1 || (row[8][0] != '0' && row[8][0] != '1'))
-        return SIMBA_EPROTO;
+        return simba__mysql_bad(v, "a queue row with NULLs");
     e->r = simba__mysql_res_index(j, row[4], len[4]);
-    if (e->r < 0) return SIMBA_EPROTO;
+    if (e->r < 0) return simba__mysql_bad(v, "a queue row of a resource not asked for");
     e->extra = row[8][0] == '0';
     /* an entry without its resource row: the row was created (with this
        entry) between our two statements. Locked reads too: FOR UPDATE on a
@@ -1801,14 +1809,14 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     if (!v->exists[e->r]) v->torn = 1;
     if (!simba__mysql_int64(row[1], len[1], &e->seq) || !simba__mysql_int64(row[2], len[2], &e->fence) ||
         !simba__mysql_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
-        return SIMBA_EPROTO;
-    if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+        return simba__mysql_bad(v, "a queue row with a bad seq, fence or weight");
+    if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return simba__mysql_bad(v, "a request or session id of a bad length");
     e->request = row[5];
     e->reqlen = len[5];
     e->session = row[6];
     e->seslen = len[6];
     e->expires = -1;
-    if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
+    if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return simba__mysql_bad(v, "an entry's session expiry that is not a number");
     e->dead = e->expires < 0 || e->expires <= v->now_ms;
     if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
         int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
@@ -1817,23 +1825,23 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     }
     /* a queue position past the resource's own counter: not ours to trust
        (unless the reads were not locked and an enqueue landed between them) */
-    if (e->seq <= 0) return SIMBA_EPROTO;
+    if (e->seq <= 0) return simba__mysql_bad(v, "a queue position <= 0");
     if (v->exists[e->r] && e->seq > v->seq[e->r]) {
-        if (locked) return SIMBA_EPROTO;
+        if (locked) return simba__mysql_bad(v, "a queue position past its resource's seq, under the resource's lock");
         v->torn = 1;
     }
     if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq == e->seq) {
         /* one statement, one snapshot: the same entry reads the same */
         const simba__mysql_ent *p = &v->e[i - 1];
         if (!e->extra || p->reqlen != e->reqlen || memcmp(p->request, e->request, e->reqlen) != 0)
-            return SIMBA_EPROTO;
+            return simba__mysql_bad(v, "a queue row read twice that differs");
         *dup = 1;
         return SIMBA_OK;
     }
-    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq > e->seq) return SIMBA_EPROTO;
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq > e->seq) return simba__mysql_bad(v, "queue rows out of order");
     /* past a full window only: a short window read the whole queue */
     if (!e->extra) v->win_rows[e->r]++;
-    else if (simba__mysql_window(j, e->r) && v->win_rows[e->r] < simba__mysql_window(j, e->r)) return SIMBA_EPROTO;
+    else if (simba__mysql_window(j, e->r) && v->win_rows[e->r] < simba__mysql_window(j, e->r)) return simba__mysql_bad(v, "a row past a queue window that was not full");
     return SIMBA_OK;
 }
 
@@ -1843,11 +1851,11 @@ static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba_
     MYSQL_RES *rr, *re;
     int i, n, rc, dup;
     memset(v, 0, sizeof *v);
-    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
+    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return simba__mysql_bad(v, "missing result sets");
     rr = c->res[j->ix_res];
     re = c->res[j->ix_ent];
     if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 9 || mysql_num_rows(re) < 1)
-        return SIMBA_EPROTO;
+        return simba__mysql_bad(v, "result sets of the wrong shape");
     if ((rc = simba__mysql_parse_resources(j, rr, v)) != SIMBA_OK) return rc;
     if ((rc = simba__mysql_parse_header(b, j, re, v)) != SIMBA_OK) return rc;
     n = (int)mysql_num_rows(re) - 1;
@@ -2331,7 +2339,10 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
            race like a deadlock, so run the op again; a row that stays
            missing under its entries is bad data */
         born = 1;
-        if (j->attempts >= SIMBA__MYSQL_MAX_RETRIES) status = SIMBA_EPROTO;
+        if (j->attempts >= SIMBA__MYSQL_MAX_RETRIES) {
+            status = SIMBA_EPROTO;
+            v.why = "a queue entry without its resource row, read again and again";
+        }
     } else if (status == SIMBA_OK && v.torn) {
         what = SIMBA__MYSQL_DECIDE_LOCK;
     } else if (status == SIMBA_OK) {
@@ -2346,7 +2357,8 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
         return;
     }
     if (status != SIMBA_OK) {
-        if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
+        if (status == SIMBA_EPROTO)
+            snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables: %s", v.why ? v.why : "?");
         if (!locked) simba__mysql_finish(b, j, status, j->msg);
         else simba__mysql_rollback(b, j, status, 0);
         return;

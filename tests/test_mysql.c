@@ -785,6 +785,8 @@ static void t_bad_options_and_garbage(void) {
     l = h_acquire(a.s, "junk", -1);                /* a second handle: enqueue reads the garbage */
     CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 8000)) != NULL);
     CHECK_EQ(e->error, SIMBA_EPROTO);
+    /* the message names the check that failed */
+    CHECK(e != NULL && strstr(e->message, "bad seq, fence or weight") != NULL);
     simba_destroy(a.s);
 }
 
