@@ -175,6 +175,8 @@ struct simba_mysql_stats {
                                    a dropped session's waits end with it) */
     uint64_t widened;           /* queue windows read again, twice as far, because the
                                    grant rule could reach past their end */
+    uint64_t pushed_grants;     /* grants of our other waiting requests an op of ours
+                                   found and pushed to the core (no ring, no POLL) */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -222,6 +224,7 @@ enum {
                                        the core times every op from its submit, so a
                                        deeper queue would time out its own tail */
     SIMBA__MYSQL_WINDOW_SLACK = 2,     /* queue rows read past the capacity asked for */
+    SIMBA__MYSQL_PUSH_MAX = 16,        /* grants of our other requests one op pushes */
     SIMBA__MYSQL_WINDOW_MAX = 1 << 20  /* a window this long: read the whole queue */
 };
 
@@ -329,6 +332,11 @@ typedef struct simba__mysql_job {
     int release_bell;       /* release our bell after the transaction */
     int bell_released;      /* ... and the batch did */
     int retry;              /* ROLLBACK step: run the op again afterwards */
+    /* other waiting requests of our session this op saw granted (pushed to
+       the core when the op succeeds: simba__mysql_push_grants) */
+    char *granted_req[SIMBA__MYSQL_PUSH_MAX];
+    int64_t granted_fence[SIMBA__MYSQL_PUSH_MAX];
+    int ngranted;
     /* internal jobs: bells to (re)take or release, sessions to sweep */
     uint64_t *bells;
     int nbells;
@@ -446,6 +454,7 @@ static void simba__mysql_mine_clear(simba__mysql *b);
 static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell);
 static void simba__mysql_queue_retake(simba__mysql *b);
 static void simba__mysql_watch_del(simba__mysql *b, const char *request);
+static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request);
 static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status);
 /* >>vtable */
 static void simba__mysql_destroy(void *impl);
@@ -582,6 +591,7 @@ static void simba__mysql_job_free(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_free(b, j->session);
     simba__mysql_free(b, j->request);
     for (i = 0; i < j->nres; i++) simba__mysql_free(b, j->res[i].name);
+    for (i = 0; i < j->ngranted; i++) simba__mysql_free(b, j->granted_req[i]);
     simba__mysql_free(b, j->holders);
     simba__mysql_free(b, j->bells);
     simba__mysql_buf_free(b, &j->list);
@@ -2262,6 +2272,33 @@ static int simba__mysql_decide_op(simba__mysql_job *j, simba__mysql_eval *v, int
     }
 }
 
+/* Other requests of our current session this op finds granted: by its own
+   grants (a RELEASE that lets our next waiter in, a locked op's new fences,
+   committed with it) or already (a fence read). Only those the waiter
+   connection watches (single-resource, waiting as far as we know): the
+   core is told after the op succeeds (simba__mysql_push_grants), so a
+   release by this client needs no ring and no re-poll for its own waiters. */
+static void simba__mysql_note_grants(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v, int locked) {
+    int i;
+    for (i = 0; i < j->ngranted; i++) simba__mysql_free(b, j->granted_req[i]);
+    j->ngranted = 0;
+    if (!b->nwatch || !simba__mysql_is_current(b, j->session)) return;
+    for (i = 0; i < v->ne && j->ngranted < SIMBA__MYSQL_PUSH_MAX; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        int64_t f = locked ? simba__mysql_fence_of(e) : e->fence;
+        char req[160];
+        const simba__mysql_watch *w;
+        if (e->ours || e->foreign || !simba__mysql_live(e) || f <= 0 || e->reqlen >= sizeof req) continue;
+        if (e->seslen != strlen(j->session) || memcmp(e->session, j->session, e->seslen) != 0) continue;
+        memcpy(req, e->request, e->reqlen);
+        req[e->reqlen] = 0;
+        w = simba__mysql_watch_find(b, req);
+        if (!w || !w->single || strcmp(w->session, j->session) != 0) continue;
+        if (!(j->granted_req[j->ngranted] = simba__mysql_strdup(b, req))) return;
+        j->granted_fence[j->ngranted++] = f;
+    }
+}
+
 /* INSPECT's answer: the live queue, holders, the oldest holder. */
 static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
     int i, rc = simba__mysql_collect_holders(b, j, v);
@@ -2309,6 +2346,7 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
             if (r < j->nres) { insert = 0; j->release_bell = 1; }
         }
     }
+    simba__mysql_note_grants(b, j, v, locked);
     if (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL) {
         simba__mysql_answer(b, j, v, insert ? extra_fence : NULL);
         j->exists = insert || present;
@@ -2711,6 +2749,23 @@ static void simba__mysql_watch_polls(simba__mysql *b) {
     }
 }
 
+/* The grants simba__mysql_note_grants found, now that the op succeeded (a
+   locked op's new fences are committed): the watch is over, the core gets
+   the fence (it believes it only for its current session). */
+static void simba__mysql_push_grants(simba__mysql *b, simba__mysql_job *j) {
+    char name[SIMBA_MAX_NAME + 1], session[SIMBA_MAX_SESSION + 1];
+    int i;
+    for (i = 0; i < j->ngranted; i++) {
+        simba__mysql_watch *w = simba__mysql_watch_find(b, j->granted_req[i]);
+        if (!w || strcmp(w->session, j->session) != 0) continue;
+        snprintf(name, sizeof name, "%s", w->name);
+        snprintf(session, sizeof session, "%s", w->session);
+        simba__mysql_watch_del(b, j->granted_req[i]);
+        b->stats.pushed_grants++;
+        simba__mysql_wake(b, name, session, j->granted_req[i], j->granted_fence[i]);
+    }
+}
+
 /* Bookkeeping after an op committed: bells we hold, requests we watch. */
 static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status) {
     if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
@@ -2723,6 +2778,7 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
             simba__mysql_queue_bell_release_raw(b, j->bell);
         return;
     }
+    if (status == SIMBA_OK) simba__mysql_push_grants(b, j);
     switch (j->kind) {
     case SIMBA_OP_ENQUEUE:
     case SIMBA_OP_POLL:

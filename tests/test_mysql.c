@@ -1358,6 +1358,53 @@ static void t_semaphore_waiters_do_not_each_poll(void) {
     destroy_all(cl, 3);
 }
 
+/* A release that grants the same client's waiter tells it at once: W holds
+   1 permit of a 3-permit semaphore behind A's 1 and waits for 2 more; W's
+   release lets its own waiter in. The waiter watches the oldest entry (A's),
+   whose bell does not ring, so before it learned by its backoff re-poll (one
+   POLL per round at least); now the RELEASE's own transaction saw the grant
+   and pushes it: no POLL (3 rounds, at most 1 in all: a re-poll may fall due
+   in the round trip of the release). */
+static void t_own_release_pushes_own_grant(void) {
+    const char *tenant = my_tenant();
+    static h_client a, w;
+    h_client *cl[2];
+    simba_lock_desc ld;
+    simba_lock la, lh, lw;
+    uint64_t polls = 0, p0;
+    int round;
+    char name[32];
+    memset(&a, 0, sizeof a); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &w;
+    a.s = new_client(tenant, "op-a", 20000, 10000);
+    w.s = new_client(tenant, "op-w", 20000, 10000);
+    CHECK(a.s && w.s);
+    for (round = 0; round < 3; round++) {
+        snprintf(name, sizeof name, "own-push-%d", round);
+        memset(&ld, 0, sizeof ld);
+        ld.name = name; ld.capacity = 3; ld.wait_ms = -1; ld.permits = 1;
+        la = simba_acquire(a.s, &ld);
+        CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        lh = simba_acquire(w.s, &ld);
+        CHECK(h_expect(cl, 2, 1, lh, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        ld.permits = 2;
+        lw = simba_acquire(w.s, &ld);
+        h_run_for(cl, 2, 1500);
+        CHECK(!h_has(&w, lw, SIMBA_EVENT_ACQUIRED));
+        p0 = stats_of(w.s).polls;
+        simba_release(w.s, lh);
+        CHECK(h_expect(cl, 2, 1, lw, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+        polls += stats_of(w.s).polls - p0;
+        simba_release(w.s, lw);
+        simba_release(a.s, la);
+        h_run_for(cl, 2, 200);
+    }
+    printf("  # 3 own hand-offs: %llu POLLs, %llu grants pushed\n", (unsigned long long)polls,
+           (unsigned long long)stats_of(w.s).pushed_grants);
+    CHECK(polls <= 1);
+    destroy_all(cl, 2);
+}
+
 /* Position of the first job of `kind` in the main connection's queue (0 =
    the head), -1 if none. White-box. */
 static int queue_pos(simba *s, int kind) {
@@ -2200,6 +2247,7 @@ int main(int argc, char **argv) {
     RUN(t_handoff_cost_does_not_grow);
     RUN(t_semaphore_waiters_do_not_each_poll);
     RUN(t_release_passes_queued_polls);
+    RUN(t_own_release_pushes_own_grant);
     RUN(t_random_safety_under_kills);
     RUN(t_no_sigpipe);
     RUN(t_weights_near_int_max);
