@@ -225,7 +225,7 @@ enum {
                                        deeper queue would time out its own tail */
     SIMBA__MYSQL_WINDOW_SLACK = 2,     /* queue rows read past the capacity asked for */
     SIMBA__MYSQL_PUSH_MAX = 16,        /* grants of our other requests one op pushes */
-    SIMBA__MYSQL_WINDOW_MAX = 1 << 20  /* a window this long: read the whole queue */
+    SIMBA__MYSQL_WINDOW_MAX = 1 << 20  /* the longest window (20 doublings: whole queues) */
 };
 
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
@@ -1618,9 +1618,12 @@ static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const s
 static int simba__mysql_window(const simba__mysql_job *j, int r) {
     int64_t n;
     if (j->kind != SIMBA_OP_ENQUEUE && j->kind != SIMBA_OP_POLL && j->kind != SIMBA_OP_RELEASE) return 0;
+    /* after 20 doublings: whole queues (the same for every resource: the
+       statement reads either windows or whole queues) */
+    if (j->widen >= 20) return 0;
     n = (int64_t)(j->res[r].capacity > 0 ? j->res[r].capacity : 1) + SIMBA__MYSQL_WINDOW_SLACK;
-    n <<= j->widen < 30 ? j->widen : 30;
-    return n >= SIMBA__MYSQL_WINDOW_MAX ? 0 : (int)n;
+    n <<= j->widen;
+    return n >= SIMBA__MYSQL_WINDOW_MAX ? SIMBA__MYSQL_WINDOW_MAX : (int)n;
 }
 
 /* The columns of a queue row (k, seq, fence, session expiry, name, request,

@@ -1405,6 +1405,40 @@ static void t_own_release_pushes_own_grant(void) {
     destroy_all(cl, 2);
 }
 
+/* The queue window widens while the grant rule can reach past it. A
+   request that asks for capacity 1 on a semaphore stored with capacity 10
+   reads a window of 3 rows; 10 holders are ahead. A window taken as the
+   whole queue would find 3 holders and grant an 11th permit; it must read on
+   (twice as far, again) and wait; after one release it is granted. */
+static void t_window_widens(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock_desc ld;
+    simba_lock la[10], lb;
+    int i;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "wi-a", 20000, 10000);
+    b.s = new_client(tenant, "wi-b", 20000, 10000);
+    CHECK(a.s && b.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "wide"; ld.capacity = 10; ld.wait_ms = -1;
+    for (i = 0; i < 10; i++) {
+        la[i] = simba_acquire(a.s, &ld);
+        CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    }
+    ld.capacity = 1;                            /* the stored 10 wins */
+    lb = simba_acquire(b.s, &ld);
+    h_run_for(cl, 2, 1000);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED)); /* an 11th permit */
+    simba_release(a.s, la[0]);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    printf("  # windows widened: %llu\n", (unsigned long long)stats_of(b.s).widened);
+    CHECK(stats_of(b.s).widened >= 1);
+    destroy_all(cl, 2);
+}
+
 /* Position of the first job of `kind` in the main connection's queue (0 =
    the head), -1 if none. White-box. */
 static int queue_pos(simba *s, int kind) {
@@ -2248,6 +2282,7 @@ int main(int argc, char **argv) {
     RUN(t_semaphore_waiters_do_not_each_poll);
     RUN(t_release_passes_queued_polls);
     RUN(t_own_release_pushes_own_grant);
+    RUN(t_window_widens);
     RUN(t_random_safety_under_kills);
     RUN(t_no_sigpipe);
     RUN(t_weights_near_int_max);
