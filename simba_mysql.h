@@ -358,6 +358,7 @@ typedef struct simba__mysql_watch {
     int multi;              /* capacity > 1: the bell covers one holder of several */
     int64_t seq;            /* single: the entry's queue position (an entry of ours
                                further back cannot be granted before this one) */
+    int first;              /* the first of ours in its queue (simba__mysql_watch_marks) */
     int poll_ms;            /* multi: re-poll period, 50 ms doubling to 1 s */
     int64_t poll_at;        /* multi: next re-poll (simba_now_ms) */
 } simba__mysql_watch;
@@ -396,6 +397,7 @@ typedef struct simba__mysql {
     simba__mysql_conn waiter;
     simba__mysql_watch *watches;
     int nwatch, watch_cap, watch_rr;
+    int watch_marks_stale;  /* the watches changed: recompute their `first` marks */
     uint64_t waiting_bell;  /* bell of the GET_LOCK in flight (0 = none) */
     char *waiting_req;      /* its request */
     struct simba_mysql_stats stats;
@@ -2647,6 +2649,7 @@ static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
     simba__mysql_free(b, w->tenant);
     b->watches[i] = b->watches[b->nwatch - 1];
     b->nwatch--;
+    b->watch_marks_stale = 1;
 }
 
 /* With capacity > 1 the bell covers only the oldest holder; a release by
@@ -2675,6 +2678,7 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
         }
         w->multi = multi;
         w->seq = seq;
+        b->watch_marks_stale = 1;
         return;
     }
     if (b->nwatch == b->watch_cap) {
@@ -2706,6 +2710,7 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
     w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
     w->poll_at = now + w->poll_ms;
     b->nwatch++;
+    b->watch_marks_stale = 1;
 }
 
 /* Every wake-up of the core goes through here (stats.wakes counts them). */
@@ -2715,22 +2720,39 @@ static void simba__mysql_wake(simba__mysql *b, const char *name, const char *ses
     simba_backend_wake(b->s, name, session, request, fence);
 }
 
-/* Is w the first of our waiting entries in its queue? The granted entries
-   of a queue are a prefix of its live entries, so an entry of ours further
-   back cannot be granted before w: only the first is watched (its bell, its
-   re-polls); the next takes over when it is granted or leaves. Without
-   this a client with many waiting handles on one name took turns on their
-   bells (1 s each) and re-polled them all. */
-static int simba__mysql_watch_first(const simba__mysql *b, const simba__mysql_watch *w) {
-    int i;
-    if (!w->single || !w->seq) return 1;
+/* Marks the watches that are the first of our waiting entries in their
+   queue. The granted entries of a queue are a prefix of its live entries, so
+   an entry of ours further back cannot be granted before the first one:
+   only the first is watched (its bell, its re-polls); the next takes over
+   when it is granted or leaves. Without this a client with many waiting
+   handles on one name took turns on their bells (1 s each) and re-polled
+   them all. One pass over the watches per change, grouping by queue
+   (tenant, session, name); with more than 64 queues, every watch is marked
+   (more watching, never less). */
+static void simba__mysql_watch_marks(simba__mysql *b) {
+    enum { GROUPS = 64 };
+    int g[GROUPS], ng = 0, i, k;
+    if (!b->watch_marks_stale) return;
+    b->watch_marks_stale = 0;
+    for (i = 0; i < b->nwatch; i++) b->watches[i].first = 1;
     for (i = 0; i < b->nwatch; i++) {
-        const simba__mysql_watch *o = &b->watches[i];
-        if (o != w && o->single && o->seq && o->seq < w->seq && strcmp(o->name, w->name) == 0 &&
-            strcmp(o->session, w->session) == 0 && strcmp(o->tenant, w->tenant) == 0)
-            return 0;
+        simba__mysql_watch *w = &b->watches[i], *o = NULL;
+        if (!w->single || !w->seq) continue;
+        for (k = 0; k < ng; k++) {
+            o = &b->watches[g[k]];
+            if (strcmp(o->name, w->name) == 0 && strcmp(o->session, w->session) == 0 &&
+                strcmp(o->tenant, w->tenant) == 0)
+                break;
+        }
+        if (k == ng) {
+            if (ng == GROUPS) { for (i = 0; i < b->nwatch; i++) b->watches[i].first = 1; return; }
+            g[ng++] = i;
+            continue;
+        }
+        /* the group's first so far is g[k]: the later of the two steps back */
+        if (w->seq < o->seq) { o->first = 0; g[k] = i; }
+        else w->first = 0;
     }
-    return 1;
 }
 
 /* Due re-polls of capacity > 1 waits: have the core POLL them. */
@@ -2738,9 +2760,10 @@ static void simba__mysql_watch_polls(simba__mysql *b) {
     int64_t now = simba_now_ms(b->s);
     int i;
     char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
+    simba__mysql_watch_marks(b);
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[i];
-        if (!w->multi || now < w->poll_at || !simba__mysql_watch_first(b, w)) continue;
+        if (!w->multi || now < w->poll_at || !w->first) continue;
         /* nothing moved since the last one (a change resets it): slow down */
         w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
         w->poll_at = now + w->poll_ms;
@@ -2842,9 +2865,10 @@ static int simba__mysql_bell_wanted(simba__mysql *b, uint64_t bell) {
 
 static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now) {
     int i;
+    simba__mysql_watch_marks(b);
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
-        if (w->not_before <= now && simba__mysql_watch_first(b, w)) {
+        if (w->not_before <= now && w->first) {
             b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
             return w;
         }
@@ -2856,7 +2880,7 @@ static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_buf *x = &c->sql;
     int i, eligible = 0, t;
-    for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += simba__mysql_watch_first(b, &b->watches[i]);
+    for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += b->watches[i].first;
     t = eligible > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
     simba__mysql_buf_clear(x);
     /* wait for the bell; once we get it, give it back at once (other
