@@ -173,6 +173,10 @@ struct simba_mysql_stats {
     uint64_t purged_bells;      /* bells of a dropped session given back at the next OPEN */
     uint64_t stale_bell_waits;  /* GET_LOCK waits on a bell of a session not current (0:
                                    a dropped session's waits end with it) */
+    uint64_t widened;           /* queue windows read again, twice as far, because the
+                                   grant rule could reach past their end */
+    uint64_t pushed_grants;     /* grants of our other waiting requests an op of ours
+                                   found and pushed to the core (no ring, no POLL) */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -216,9 +220,12 @@ enum {
     SIMBA__MYSQL_SWEEP_SESSIONS = 50,  /* expired sessions handled per sweep round */
     SIMBA__MYSQL_CLOSE_BATCH = 1000,   /* entries deleted per CLOSE statement */
     SIMBA__MYSQL_RETAKE_BATCH = 200,   /* bells re-taken per statement after a reconnect */
-    SIMBA__MYSQL_MAX_QUEUED = 32       /* lock ops queued on the main connection at most:
+    SIMBA__MYSQL_MAX_QUEUED = 32,      /* lock ops queued on the main connection at most:
                                        the core times every op from its submit, so a
                                        deeper queue would time out its own tail */
+    SIMBA__MYSQL_WINDOW_SLACK = 2,     /* queue rows read past the capacity asked for */
+    SIMBA__MYSQL_PUSH_MAX = 16,        /* grants of our other requests one op pushes */
+    SIMBA__MYSQL_WINDOW_MAX = 1 << 20  /* the longest window (20 doublings: whole queues) */
 };
 
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
@@ -308,6 +315,7 @@ typedef struct simba__mysql_job {
     uint64_t bell;                              /* the request's bell */
     /* statement indexes of the reads in the batch of the current step */
     int ix_res, ix_ent;
+    int widen;              /* the queue windows were too short this many times */
     /* what the evaluation decided, kept for the completion */
     simba_reply reply;
     char owner[SIMBA_MAX_SESSION + 1];
@@ -319,10 +327,16 @@ typedef struct simba__mysql_job {
     uint64_t watch_bell;
     int watch_res;          /* sorted index of the resource we wait in */
     int watch_multi;        /* ... whose capacity is > 1 */
+    int64_t watch_seq;      /* our entry's queue position in res[0] */
     int took_bell;          /* ENQUEUE: our entry has a bell (see max_bells) */
     int release_bell;       /* release our bell after the transaction */
     int bell_released;      /* ... and the batch did */
     int retry;              /* ROLLBACK step: run the op again afterwards */
+    /* other waiting requests of our session this op saw granted (pushed to
+       the core when the op succeeds: simba__mysql_push_grants) */
+    char *granted_req[SIMBA__MYSQL_PUSH_MAX];
+    int64_t granted_fence[SIMBA__MYSQL_PUSH_MAX];
+    int ngranted;
     /* internal jobs: bells to (re)take or release, sessions to sweep */
     uint64_t *bells;
     int nbells;
@@ -342,6 +356,9 @@ typedef struct simba__mysql_watch {
     int immediate;          /* rings in a row that came back at once (bell free) */
     int64_t not_before;     /* backoff after immediate rings */
     int multi;              /* capacity > 1: the bell covers one holder of several */
+    int64_t seq;            /* single: the entry's queue position (an entry of ours
+                               further back cannot be granted before this one) */
+    int first;              /* the first of ours in its queue (simba__mysql_watch_marks) */
     int poll_ms;            /* multi: re-poll period, 50 ms doubling to 1 s */
     int64_t poll_at;        /* multi: next re-poll (simba_now_ms) */
 } simba__mysql_watch;
@@ -380,6 +397,7 @@ typedef struct simba__mysql {
     simba__mysql_conn waiter;
     simba__mysql_watch *watches;
     int nwatch, watch_cap, watch_rr;
+    int watch_marks_stale;  /* the watches changed: recompute their `first` marks */
     uint64_t waiting_bell;  /* bell of the GET_LOCK in flight (0 = none) */
     char *waiting_req;      /* its request */
     struct simba_mysql_stats stats;
@@ -395,6 +413,8 @@ typedef struct simba__mysql_ent {
     unsigned long reqlen, seslen;
     int64_t expires;            /* -1: no session row */
     int dead, removed, granted;
+    int extra;                  /* read past the queue's window (our own entry, the
+                                   one right ahead of it, the tail) */
     int ours;                   /* our request id AND our session */
     int foreign;                /* our request id, another session's entry (a keyed
                                    id is the same in every session): never ours */
@@ -406,12 +426,14 @@ typedef struct simba__mysql_eval {
     int capacity[SIMBA_MAX_RESOURCES];
     int64_t counter[SIMBA_MAX_RESOURCES], counter0[SIMBA_MAX_RESOURCES];
     int64_t seq[SIMBA_MAX_RESOURCES];           /* the last queue position given out */
+    int win_rows[SIMBA_MAX_RESOURCES];          /* rows the window of resource r read */
     simba__mysql_ent *e;
     int ne;
     int torn;               /* reads that disagree (a change landed between
                                the two statements): unlocked, decide under
                                locks; locked, a resource row was born: again */
     int64_t grace;          /* > 0: ms of restart grace left, no grants now */
+    const char *why;        /* SIMBA_EPROTO: the check that failed */
 } simba__mysql_eval;
 
 /* Defined in their sections below, used before. The step functions, one
@@ -434,6 +456,7 @@ static void simba__mysql_mine_clear(simba__mysql *b);
 static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell);
 static void simba__mysql_queue_retake(simba__mysql *b);
 static void simba__mysql_watch_del(simba__mysql *b, const char *request);
+static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request);
 static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status);
 /* >>vtable */
 static void simba__mysql_destroy(void *impl);
@@ -570,6 +593,7 @@ static void simba__mysql_job_free(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_free(b, j->session);
     simba__mysql_free(b, j->request);
     for (i = 0; i < j->nres; i++) simba__mysql_free(b, j->res[i].name);
+    for (i = 0; i < j->ngranted; i++) simba__mysql_free(b, j->granted_req[i]);
     simba__mysql_free(b, j->holders);
     simba__mysql_free(b, j->bells);
     simba__mysql_buf_free(b, &j->list);
@@ -592,6 +616,22 @@ static void simba__mysql_push(simba__mysql *b, simba__mysql_job *j, int front) {
         else b->head = j;
         b->tail = j;
     }
+}
+
+/* A RELEASE passes the POLLs queued at the tail: a POLL only reads, and a
+   release that frees a lock matters more to the waiters (of every client)
+   than this client's re-checks, which would otherwise run first, one round
+   trip each. It never passes a job that writes or has started (an ENQUEUE
+   of the same request must come first), nor a POLL of its own request. */
+static void simba__mysql_push_release(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_job *p, *after = NULL;
+    for (p = b->head; p; p = p->next)
+        if (p->kind != SIMBA_OP_POLL || (p == b->head && b->head_started) || strcmp(p->request, j->request) == 0)
+            after = p;
+    if (!after) { simba__mysql_push(b, j, 1); return; }
+    j->next = after->next;
+    after->next = j;
+    if (b->tail == after) b->tail = j;
 }
 
 static simba__mysql_job *simba__mysql_pop(simba__mysql *b) {
@@ -1572,16 +1612,102 @@ static void simba__mysql_where_res(simba__mysql *b, simba__mysql_buf *x, const s
     simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
 }
 
+/* The queue rows of resource r the window reads (0: all of them). Lock
+   ops read a prefix of each queue, as far as the grant rule can reach: the
+   capacity asked for plus a little, doubled each time the rule could still
+   grant past its end (simba__mysql_window_short). INSPECT, SET_CAPACITY and
+   DELETE read, list or notify the whole queue. */
+static int simba__mysql_window(const simba__mysql_job *j, int r) {
+    int64_t n;
+    if (j->kind != SIMBA_OP_ENQUEUE && j->kind != SIMBA_OP_POLL && j->kind != SIMBA_OP_RELEASE) return 0;
+    /* after 20 doublings: whole queues (the same for every resource: the
+       statement reads either windows or whole queues) */
+    if (j->widen >= 20) return 0;
+    n = (int64_t)(j->res[r].capacity > 0 ? j->res[r].capacity : 1) + SIMBA__MYSQL_WINDOW_SLACK;
+    n <<= j->widen;
+    return n >= SIMBA__MYSQL_WINDOW_MAX ? SIMBA__MYSQL_WINDOW_MAX : (int)n;
+}
+
+/* The columns of a queue row (k, seq, fence, session expiry, name, request,
+   session, weight, x) and its tables; x is 1 for the rows of the window. */
+static void simba__mysql_sql_entry_cols(simba__mysql *b, simba__mysql_buf *x, int window, int by_request) {
+    /* by request: the unique key (tenant, name, request), which the
+       optimizer picks for the equalities (no FORCE: its name has the prefix) */
+    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight, %d"
+                   " FROM %s e %s LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
+                   " WHERE e.tenant=", window, b->t_entries, by_request ? "" : "FORCE INDEX (PRIMARY)", b->t_sessions);
+}
+
+/* " AND e.name=<res r>" */
+static void simba__mysql_and_name(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int r) {
+    simba__mysql_put(b, x, " AND e.name=");
+    simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+}
+
+/* The queue rows: per resource its window from the head (an index range of
+   the clustered key (tenant, name, seq), so its cost does not grow with the
+   queue); then, past the window, our own entries (unique key (tenant, name,
+   request)) and the entry right ahead of each (POLL: the bell a capacity-1
+   waiter watches) or the tail of each queue (ENQUEUE: the entry ahead of
+   the new one). Duplicates of window rows sort right after them (x DESC). */
+static void simba__mysql_sql_queues(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int r, own = j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE || j->kind == SIMBA_OP_ENQUEUE;
+    if (!simba__mysql_window(j, 0)) {
+        simba__mysql_sql_entry_cols(b, x, 1, 0);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_put(b, x, " AND e.");
+        simba__mysql_names_in(b, x, j);
+        simba__mysql_put(b, x, ")\nORDER BY k, n, a, x DESC;\n");
+        return;
+    }
+    for (r = 0; r < j->nres; r++) {
+        simba__mysql_put(b, x, "UNION ALL\n");
+        simba__mysql_sql_entry_cols(b, x, 1, 0);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_and_name(b, x, j, r);
+        simba__mysql_putf(b, x, " ORDER BY e.seq LIMIT %d)\n", simba__mysql_window(j, r));
+    }
+    if (own) {
+        simba__mysql_put(b, x, "UNION ALL\n");
+        simba__mysql_sql_entry_cols(b, x, 0, 1);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_put(b, x, " AND e.");
+        simba__mysql_names_in(b, x, j);
+        simba__mysql_put(b, x, " AND e.request=");
+        simba__mysql_hexs(b, x, j->request);
+        simba__mysql_put(b, x, ")\n");
+    }
+    for (r = 0; r < j->nres && j->kind != SIMBA_OP_RELEASE; r++) {
+        simba__mysql_put(b, x, "UNION ALL\n");
+        simba__mysql_sql_entry_cols(b, x, 0, 0);
+        simba__mysql_hexs(b, x, j->tenant);
+        simba__mysql_and_name(b, x, j, r);
+        if (j->kind == SIMBA_OP_POLL) {
+            simba__mysql_putf(b, x, " AND e.seq < (SELECT o.seq FROM %s o WHERE o.tenant=", b->t_entries);
+            simba__mysql_hexs(b, x, j->tenant);
+            simba__mysql_put(b, x, " AND o.name=");
+            simba__mysql_hex(b, x, j->res[r].name, j->res[r].len);
+            simba__mysql_put(b, x, " AND o.request=");
+            simba__mysql_hexs(b, x, j->request);
+            simba__mysql_put(b, x, ")");
+        }
+        simba__mysql_put(b, x, " ORDER BY e.seq DESC LIMIT 1)\n");
+    }
+    simba__mysql_put(b, x, "ORDER BY k, n, a, x DESC;\n");
+}
+
 /* The reads every resource operation evaluates, in two statements (each
    statement costs about a round trip on a busy server, so they are few):
    1. the resource rows, locked (FOR UPDATE) in sorted order when `lock`;
    2. one header row (server time, our session's expiry, and for ENQUEUE our
       bell taken with GET_LOCK(b, 0), before our entry can exist), then the
-      queues in order with each entry's session expiry.
+      queue rows (simba__mysql_sql_queues) with each entry's session expiry.
    Time is read after the locks are ours, so fences taken from it follow
-   every grant made before. */
-static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int *nst, int lock) {
-    if (lock) {
+   every grant made before. `start`: open the transaction first (a wider
+   window is read again inside the one already open). */
+static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int *nst, int lock,
+                                   int start) {
+    if (lock && start) {
         simba__mysql_put(b, x, "START TRANSACTION;\n");
         (*nst)++;
     }
@@ -1599,27 +1725,23 @@ static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__
     simba__mysql_hexs(b, x, j->session);
     simba__mysql_put(b, x, ") AS b, ");
     /* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
-       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n) */
-    j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
-                   (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
-    if (j->took_bell) {
+       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n);
+       taken once (a wider window reads again in the same op) */
+    if (start)
+        j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
+                       (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
+    if (j->took_bell && start) {
         simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
         simba__mysql_bellname(b, x, j->bell);
         simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
         simba__mysql_bellname(b, x, j->bell);
         simba__mysql_put(b, x, ", 0))");
     } else {
-        simba__mysql_put(b, x, "0");
+        simba__mysql_put(b, x, j->took_bell ? "1" : "0");
     }
-    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w)\nUNION ALL\n");
-    /* the queues: a range of the clustered key (tenant, name, seq) */
-    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight FROM %s e"
-                   " FORCE INDEX (PRIMARY) LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
-                   " WHERE e.tenant=", b->t_entries, b->t_sessions);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, " AND e.");
-    simba__mysql_names_in(b, x, j);
-    simba__mysql_put(b, x, ")\nORDER BY k, n, a;\n");
+    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w, 1 AS x)\n");
+    if (!simba__mysql_window(j, 0)) simba__mysql_put(b, x, "UNION ALL\n");
+    simba__mysql_sql_queues(b, j, x);
     (*nst)++;
 }
 
@@ -1628,6 +1750,13 @@ static int simba__mysql_res_index(const simba__mysql_job *j, const char *name, u
     for (i = 0; i < j->nres; i++)
         if (j->res[i].len == len && memcmp(j->res[i].name, name, len) == 0) return i;
     return -1;
+}
+
+/* SIMBA_EPROTO, remembering which check failed (the error message names it:
+   "unexpected data" alone could not be told from a race). */
+static int simba__mysql_bad(simba__mysql_eval *v, const char *why) {
+    v->why = why;
+    return SIMBA_EPROTO;
 }
 
 /* The resource rows (name, capacity, counter, seq); a missing one would be
@@ -1641,12 +1770,12 @@ static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr
         int k, cap;
         int64_t ctr, seq;
         len = mysql_fetch_lengths(rr);
-        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return SIMBA_EPROTO;
+        if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return simba__mysql_bad(v, "a resource row with NULLs");
         k = simba__mysql_res_index(j, row[0], len[0]);
-        if (k < 0 || v->exists[k]) return SIMBA_EPROTO;
-        if (!simba__mysql_int(row[1], len[1], &cap) || cap <= 0) return SIMBA_EPROTO;
-        if (!simba__mysql_int64(row[2], len[2], &ctr) || ctr < 0) return SIMBA_EPROTO;
-        if (!simba__mysql_int64(row[3], len[3], &seq) || seq < 0) return SIMBA_EPROTO;
+        if (k < 0 || v->exists[k]) return simba__mysql_bad(v, "a resource row not asked for, or twice");
+        if (!simba__mysql_int(row[1], len[1], &cap) || cap <= 0) return simba__mysql_bad(v, "a resource capacity <= 0 or not a number");
+        if (!simba__mysql_int64(row[2], len[2], &ctr) || ctr < 0) return simba__mysql_bad(v, "a resource counter < 0 or not a number");
+        if (!simba__mysql_int64(row[3], len[3], &seq) || seq < 0) return simba__mysql_bad(v, "a resource seq < 0 or not a number");
         v->seq[k] = seq;
         v->exists[k] = 1;
         v->capacity[k] = cap;
@@ -1659,12 +1788,12 @@ static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr
 static int simba__mysql_parse_header(simba__mysql *b, simba__mysql_job *j, MYSQL_RES *re, simba__mysql_eval *v) {
     MYSQL_ROW row = mysql_fetch_row(re);
     unsigned long *len = mysql_fetch_lengths(re);
-    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return SIMBA_EPROTO;
-    if (!row[1] || !simba__mysql_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return SIMBA_EPROTO;
+    if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '0') return simba__mysql_bad(v, "no header row");
+    if (!row[1] || !simba__mysql_int64(row[1], len[1], &v->now_us) || v->now_us <= 0) return simba__mysql_bad(v, "no server time");
     v->now_ms = v->now_us / 1000;
     if (b->grace_until_ms > v->now_ms) v->grace = b->grace_until_ms - v->now_ms;
     v->our_expires = -1;
-    if (row[2] && !simba__mysql_int64(row[2], len[2], &v->our_expires)) return SIMBA_EPROTO;
+    if (row[2] && !simba__mysql_int64(row[2], len[2], &v->our_expires)) return simba__mysql_bad(v, "a session expiry that is not a number");
     /* GET_LOCK(bell, 0) is 0 when another connection has the name (user
        locks are global to the server: any user may take any name, another
        tenant's too). Then this entry has no bell: we must not count it as
@@ -1673,15 +1802,20 @@ static int simba__mysql_parse_header(simba__mysql *b, simba__mysql_job *j, MYSQL
     return SIMBA_OK;
 }
 
-/* Queue entry i: k, seq, fence, expires, name, request, session, weight. */
+/* Queue entry i: k, seq, fence, expires, name, request, session, weight, x.
+   Sets *dup when it is the row of the entry before it again (an entry of the
+   window read a second time as our own or the one ahead of it). */
 static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, const unsigned long *len,
-                                    simba__mysql_eval *v, int i, int locked) {
+                                    simba__mysql_eval *v, int i, int locked, int *dup) {
     simba__mysql_ent *e = &v->e[i];
+    memset(e, 0, sizeof *e);
+    *dup = 0;
     if (!row || !len || !row[0] || len[0] != 1 || row[0][0] != '1' || !row[1] || !row[2] || !row[4] ||
-        !row[5] || !row[6] || !row[7])
-        return SIMBA_EPROTO;
+        !row[5] || !row[6] || !row[7] || !row[8] || len[8] != 1 || (row[8][0] != '0' && row[8][0] != '1'))
+        return simba__mysql_bad(v, "a queue row with NULLs");
     e->r = simba__mysql_res_index(j, row[4], len[4]);
-    if (e->r < 0) return SIMBA_EPROTO;
+    if (e->r < 0) return simba__mysql_bad(v, "a queue row of a resource not asked for");
+    e->extra = row[8][0] == '0';
     /* an entry without its resource row: the row was created (with this
        entry) between our two statements. Locked reads too: FOR UPDATE on a
        row that does not exist yet locks nothing (READ COMMITTED takes no gap
@@ -1690,14 +1824,14 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     if (!v->exists[e->r]) v->torn = 1;
     if (!simba__mysql_int64(row[1], len[1], &e->seq) || !simba__mysql_int64(row[2], len[2], &e->fence) ||
         !simba__mysql_int(row[7], len[7], &e->weight) || e->weight < 0 || e->fence < 0)
-        return SIMBA_EPROTO;
-    if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
+        return simba__mysql_bad(v, "a queue row with a bad seq, fence or weight");
+    if (len[5] == 0 || len[5] > 128 || len[6] == 0 || len[6] > SIMBA_MAX_SESSION) return simba__mysql_bad(v, "a request or session id of a bad length");
     e->request = row[5];
     e->reqlen = len[5];
     e->session = row[6];
     e->seslen = len[6];
     e->expires = -1;
-    if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return SIMBA_EPROTO;
+    if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return simba__mysql_bad(v, "an entry's session expiry that is not a number");
     e->dead = e->expires < 0 || e->expires <= v->now_ms;
     if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
         int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
@@ -1706,12 +1840,23 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     }
     /* a queue position past the resource's own counter: not ours to trust
        (unless the reads were not locked and an enqueue landed between them) */
-    if (e->seq <= 0) return SIMBA_EPROTO;
+    if (e->seq <= 0) return simba__mysql_bad(v, "a queue position <= 0");
     if (v->exists[e->r] && e->seq > v->seq[e->r]) {
-        if (locked) return SIMBA_EPROTO;
+        if (locked) return simba__mysql_bad(v, "a queue position past its resource's seq, under the resource's lock");
         v->torn = 1;
     }
-    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq >= e->seq) return SIMBA_EPROTO;
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq == e->seq) {
+        /* one statement, one snapshot: the same entry reads the same */
+        const simba__mysql_ent *p = &v->e[i - 1];
+        if (!e->extra || p->reqlen != e->reqlen || memcmp(p->request, e->request, e->reqlen) != 0)
+            return simba__mysql_bad(v, "a queue row read twice that differs");
+        *dup = 1;
+        return SIMBA_OK;
+    }
+    if (i > 0 && v->e[i - 1].r == e->r && v->e[i - 1].seq > e->seq) return simba__mysql_bad(v, "queue rows out of order");
+    /* past a full window only: a short window read the whole queue */
+    if (!e->extra) v->win_rows[e->r]++;
+    else if (simba__mysql_window(j, e->r) && v->win_rows[e->r] < simba__mysql_window(j, e->r)) return simba__mysql_bad(v, "a row past a queue window that was not full");
     return SIMBA_OK;
 }
 
@@ -1719,25 +1864,49 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
    for anything of the wrong shape. */
 static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba__mysql_conn *c, simba__mysql_eval *v, int locked) {
     MYSQL_RES *rr, *re;
-    int i, rc;
+    int i, n, rc, dup;
     memset(v, 0, sizeof *v);
-    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return SIMBA_EPROTO;
+    if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return simba__mysql_bad(v, "missing result sets");
     rr = c->res[j->ix_res];
     re = c->res[j->ix_ent];
-    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 8 || mysql_num_rows(re) < 1)
-        return SIMBA_EPROTO;
+    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 9 || mysql_num_rows(re) < 1)
+        return simba__mysql_bad(v, "result sets of the wrong shape");
     if ((rc = simba__mysql_parse_resources(j, rr, v)) != SIMBA_OK) return rc;
     if ((rc = simba__mysql_parse_header(b, j, re, v)) != SIMBA_OK) return rc;
-    v->ne = (int)mysql_num_rows(re) - 1;
-    if (v->ne) {
-        v->e = (simba__mysql_ent *)simba__mysql_alloc(b, (size_t)v->ne * sizeof *v->e);
+    n = (int)mysql_num_rows(re) - 1;
+    if (n) {
+        v->e = (simba__mysql_ent *)simba__mysql_alloc(b, (size_t)n * sizeof *v->e);
         if (!v->e) return SIMBA_ENOMEM;
     }
-    for (i = 0; i < v->ne; i++) {
+    for (i = 0; i < n; i++) {
         MYSQL_ROW row = mysql_fetch_row(re);
-        if ((rc = simba__mysql_parse_entry(j, row, mysql_fetch_lengths(re), v, i, locked)) != SIMBA_OK) return rc;
+        rc = simba__mysql_parse_entry(j, row, mysql_fetch_lengths(re), v, v->ne, locked, &dup);
+        if (rc != SIMBA_OK) return rc;
+        if (!dup) v->ne++;
     }
     return SIMBA_OK;
+}
+
+/* Could the grant rule reach past the window of some queue? Then it must be
+   read wider. The rule walks the live entries from the head; once one does
+   not fit, none after it does (the sum only grows). So a window is enough
+   when it read the whole queue (fewer rows than it asked for) or a live
+   entry in it does not fit. Call after the op's own changes (a RELEASE
+   frees room that may reach further). */
+static int simba__mysql_window_short(const simba__mysql_job *j, const simba__mysql_eval *v) {
+    int r, i;
+    for (r = 0; r < j->nres; r++) {
+        int64_t sum = 0;
+        int w = simba__mysql_window(j, r), full = 0;
+        if (!w || v->win_rows[r] < w) continue;
+        for (i = 0; i < v->ne && !full; i++) {
+            const simba__mysql_ent *e = &v->e[i];
+            if (e->r == r && !e->extra && !e->dead && !e->removed && !simba_grant_step(&sum, e->weight, v->capacity[r]))
+                full = 1;
+        }
+        if (!full) return 1;
+    }
+    return 0;
 }
 
 static int simba__mysql_live(const simba__mysql_ent *e) { return !e->dead && !e->removed; }
@@ -1786,12 +1955,19 @@ static void simba__mysql_probe_new(simba__mysql_job *j, simba__mysql_eval *v, in
 static int64_t simba__mysql_fence_of(const simba__mysql_ent *e) { return e->fence ? e->fence : e->newfence; }
 
 /* The answer's part about res[0]: entries ahead of ours, holders, the
-   oldest holder. */
+   oldest holder. Past the window `ahead` counts the queue positions not
+   read as entries (an upper bound: some may be gone); holders are all in
+   the window (they are the granted prefix). */
 static void simba__mysql_answer_first(simba__mysql_job *j, const simba__mysql_eval *v, const int64_t *new_fence) {
     int i, o, r0 = j->sorted_of[0];
+    int64_t prev = 0;
     for (i = 0, o = 0; i < v->ne; i++) {
         const simba__mysql_ent *e = &v->e[i];
-        if (e->r != r0 || !simba__mysql_live(e)) continue;
+        if (e->r != r0) continue;
+        if (e->extra && prev && !o && e->seq - prev - 1 > 0)
+            j->reply.ahead += e->seq - prev - 1 > 0x3fffffff ? 0x3fffffff : (int)(e->seq - prev - 1);
+        prev = e->seq;
+        if (!simba__mysql_live(e)) continue;
         if (e->ours) o = 1; /* o: our entry seen */
         else if (!o) j->reply.ahead++;
         if (simba__mysql_fence_of(e) > 0) {
@@ -1815,6 +1991,7 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
     int o, i, r0 = j->sorted_of[0], all = 1;
     int64_t recheck = -1;
     memset(j->reply.fence, 0, sizeof j->reply.fence);
+    j->watch_seq = new_fence ? v->seq[r0] + 1 : 0; /* a new entry: last */
     j->reply.ahead = 0;
     j->reply.held = 0;
     j->owner[0] = 0;
@@ -1826,7 +2003,7 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
         for (i = 0; i < v->ne; i++) {
             const simba__mysql_ent *e = &v->e[i];
             if (e->r != r || !simba__mysql_live(e)) continue;
-            if (e->ours) { f = simba__mysql_fence_of(e); break; }
+            if (e->ours) { f = simba__mysql_fence_of(e); if (o == 0) j->watch_seq = e->seq; break; }
             if (!head) head = e;
             pred = e;
             /* recheck when the earliest session ahead of us can expire */
@@ -2058,7 +2235,8 @@ static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, si
    an error status (the transaction is then rolled back). `locked`: the reads
    were made under the row locks (else: the POLL fast path, which only
    answers when nothing needs writing). */
-enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK };
+enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK,
+       SIMBA__MYSQL_DECIDE_WIDEN };
 
 /* What the op itself changes in v, before the grant rule runs: our entries
    (present: how many live ones), removals, a new capacity. Sets *insert when
@@ -2099,6 +2277,33 @@ static int simba__mysql_decide_op(simba__mysql_job *j, simba__mysql_eval *v, int
     }
 }
 
+/* Other requests of our current session this op finds granted: by its own
+   grants (a RELEASE that lets our next waiter in, a locked op's new fences,
+   committed with it) or already (a fence read). Only those the waiter
+   connection watches (single-resource, waiting as far as we know): the
+   core is told after the op succeeds (simba__mysql_push_grants), so a
+   release by this client needs no ring and no re-poll for its own waiters. */
+static void simba__mysql_note_grants(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v, int locked) {
+    int i;
+    for (i = 0; i < j->ngranted; i++) simba__mysql_free(b, j->granted_req[i]);
+    j->ngranted = 0;
+    if (!b->nwatch || !simba__mysql_is_current(b, j->session)) return;
+    for (i = 0; i < v->ne && j->ngranted < SIMBA__MYSQL_PUSH_MAX; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        int64_t f = locked ? simba__mysql_fence_of(e) : e->fence;
+        char req[160];
+        const simba__mysql_watch *w;
+        if (e->ours || e->foreign || !simba__mysql_live(e) || f <= 0 || e->reqlen >= sizeof req) continue;
+        if (e->seslen != strlen(j->session) || memcmp(e->session, j->session, e->seslen) != 0) continue;
+        memcpy(req, e->request, e->reqlen);
+        req[e->reqlen] = 0;
+        w = simba__mysql_watch_find(b, req);
+        if (!w || !w->single || strcmp(w->session, j->session) != 0) continue;
+        if (!(j->granted_req[j->ngranted] = simba__mysql_strdup(b, req))) return;
+        j->granted_fence[j->ngranted++] = f;
+    }
+}
+
 /* INSPECT's answer: the live queue, holders, the oldest holder. */
 static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
     int i, rc = simba__mysql_collect_holders(b, j, v);
@@ -2136,6 +2341,7 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
     }
     rc = simba__mysql_decide_op(j, v, present, foreign_live, &insert, &old_capacity, &new_capacity);
     if (rc != SIMBA_OK) return rc;
+    if (simba__mysql_window_short(j, v)) { *what = SIMBA__MYSQL_DECIDE_WIDEN; return SIMBA_OK; }
     assigned = simba__mysql_walk(j, v);
     if (insert) {
         simba__mysql_probe_new(j, v, extra_fence);
@@ -2145,6 +2351,7 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
             if (r < j->nres) { insert = 0; j->release_bell = 1; }
         }
     }
+    simba__mysql_note_grants(b, j, v, locked);
     if (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL) {
         simba__mysql_answer(b, j, v, insert ? extra_fence : NULL);
         j->exists = insert || present;
@@ -2175,7 +2382,10 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
            race like a deadlock, so run the op again; a row that stays
            missing under its entries is bad data */
         born = 1;
-        if (j->attempts >= SIMBA__MYSQL_MAX_RETRIES) status = SIMBA_EPROTO;
+        if (j->attempts >= SIMBA__MYSQL_MAX_RETRIES) {
+            status = SIMBA_EPROTO;
+            v.why = "a queue entry without its resource row, read again and again";
+        }
     } else if (status == SIMBA_OK && v.torn) {
         what = SIMBA__MYSQL_DECIDE_LOCK;
     } else if (status == SIMBA_OK) {
@@ -2190,7 +2400,8 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
         return;
     }
     if (status != SIMBA_OK) {
-        if (status == SIMBA_EPROTO) snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables");
+        if (status == SIMBA_EPROTO)
+            snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables: %s", v.why ? v.why : "?");
         if (!locked) simba__mysql_finish(b, j, status, j->msg);
         else simba__mysql_rollback(b, j, status, 0);
         return;
@@ -2201,8 +2412,17 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
         /* the snapshot needs writes: do it again under the row locks */
         int nst = 0;
         simba__mysql_buf_clear(&c->sql);
-        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1, 1);
         simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+    } else if (what == SIMBA__MYSQL_DECIDE_WIDEN) {
+        /* the grant rule reaches past a window: read twice as far (in the
+           transaction already open, when there is one) */
+        int nst = 0;
+        j->widen++;
+        b->stats.widened++;
+        simba__mysql_buf_clear(&c->sql);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, locked, 0);
+        simba__mysql_send_step(b, j, j->step);
     } else {
         simba__mysql_send_step(b, j, SIMBA__MYSQL_S_WRITES);
     }
@@ -2216,7 +2436,7 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     switch (j->step) {
     case SIMBA__MYSQL_S_FIRST:
         simba__mysql_buf_clear(x);
-        simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL);
+        simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL, 1);
         simba__mysql_send_step(b, j, j->kind == SIMBA_OP_POLL ? SIMBA__MYSQL_S_FAST : SIMBA__MYSQL_S_READS);
         return;
     case SIMBA__MYSQL_S_FAST:
@@ -2429,6 +2649,7 @@ static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
     simba__mysql_free(b, w->tenant);
     b->watches[i] = b->watches[b->nwatch - 1];
     b->nwatch--;
+    b->watch_marks_stale = 1;
 }
 
 /* With capacity > 1 the bell covers only the oldest holder; a release by
@@ -2438,7 +2659,8 @@ static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
 enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
 
 static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
-                                const char *name, size_t namelen, int single, int multi, uint64_t bell) {
+                                const char *name, size_t namelen, int single, int multi, uint64_t bell,
+                                int64_t seq) {
     simba__mysql_watch *w = simba__mysql_watch_find(b, request);
     int64_t now = simba_now_ms(b->s);
     if (w && strcmp(w->session, session) != 0) {
@@ -2455,6 +2677,8 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
             w->poll_at = now + w->poll_ms;
         }
         w->multi = multi;
+        w->seq = seq;
+        b->watch_marks_stale = 1;
         return;
     }
     if (b->nwatch == b->watch_cap) {
@@ -2482,9 +2706,11 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
     w->single = single;
     w->multi = multi;
     w->bell = bell;
+    w->seq = seq;
     w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
     w->poll_at = now + w->poll_ms;
     b->nwatch++;
+    b->watch_marks_stale = 1;
 }
 
 /* Every wake-up of the core goes through here (stats.wakes counts them). */
@@ -2494,19 +2720,75 @@ static void simba__mysql_wake(simba__mysql *b, const char *name, const char *ses
     simba_backend_wake(b->s, name, session, request, fence);
 }
 
+/* Marks the watches that are the first of our waiting entries in their
+   queue. The granted entries of a queue are a prefix of its live entries, so
+   an entry of ours further back cannot be granted before the first one:
+   only the first is watched (its bell, its re-polls); the next takes over
+   when it is granted or leaves. Without this a client with many waiting
+   handles on one name took turns on their bells (1 s each) and re-polled
+   them all. One pass over the watches per change, grouping by queue
+   (tenant, session, name); with more than 64 queues, every watch is marked
+   (more watching, never less). */
+static void simba__mysql_watch_marks(simba__mysql *b) {
+    enum { GROUPS = 64 };
+    int g[GROUPS], ng = 0, i, k;
+    if (!b->watch_marks_stale) return;
+    b->watch_marks_stale = 0;
+    for (i = 0; i < b->nwatch; i++) b->watches[i].first = 1;
+    for (i = 0; i < b->nwatch; i++) {
+        simba__mysql_watch *w = &b->watches[i], *o = NULL;
+        if (!w->single || !w->seq) continue;
+        for (k = 0; k < ng; k++) {
+            o = &b->watches[g[k]];
+            if (strcmp(o->name, w->name) == 0 && strcmp(o->session, w->session) == 0 &&
+                strcmp(o->tenant, w->tenant) == 0)
+                break;
+        }
+        if (k == ng) {
+            if (ng == GROUPS) { for (i = 0; i < b->nwatch; i++) b->watches[i].first = 1; return; }
+            g[ng++] = i;
+            continue;
+        }
+        /* the group's first so far is g[k]: the later of the two steps back */
+        if (w->seq < o->seq) { o->first = 0; g[k] = i; }
+        else w->first = 0;
+    }
+}
+
 /* Due re-polls of capacity > 1 waits: have the core POLL them. */
 static void simba__mysql_watch_polls(simba__mysql *b) {
     int64_t now = simba_now_ms(b->s);
     int i;
-    char name[SIMBA_MAX_NAME + 1];
+    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
+    simba__mysql_watch_marks(b);
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[i];
-        if (!w->multi || now < w->poll_at) continue;
+        if (!w->multi || now < w->poll_at || !w->first) continue;
         /* nothing moved since the last one (a change resets it): slow down */
         w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
         w->poll_at = now + w->poll_ms;
         snprintf(name, sizeof name, "%s", w->name);
-        simba__mysql_wake(b, name, NULL, NULL, 0);
+        snprintf(request, sizeof request, "%s", w->request);
+        snprintf(session, sizeof session, "%s", w->session);
+        /* this request only (a multi-resource one: everyone on the name) */
+        simba__mysql_wake(b, name, w->single ? session : NULL, w->single ? request : NULL, 0);
+    }
+}
+
+/* The grants simba__mysql_note_grants found, now that the op succeeded (a
+   locked op's new fences are committed): the watch is over, the core gets
+   the fence (it believes it only for its current session). */
+static void simba__mysql_push_grants(simba__mysql *b, simba__mysql_job *j) {
+    char name[SIMBA_MAX_NAME + 1], session[SIMBA_MAX_SESSION + 1];
+    int i;
+    for (i = 0; i < j->ngranted; i++) {
+        simba__mysql_watch *w = simba__mysql_watch_find(b, j->granted_req[i]);
+        if (!w || strcmp(w->session, j->session) != 0) continue;
+        snprintf(name, sizeof name, "%s", w->name);
+        snprintf(session, sizeof session, "%s", w->session);
+        simba__mysql_watch_del(b, j->granted_req[i]);
+        b->stats.pushed_grants++;
+        simba__mysql_wake(b, name, session, j->granted_req[i], j->granted_fence[i]);
     }
 }
 
@@ -2522,6 +2804,7 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
             simba__mysql_queue_bell_release_raw(b, j->bell);
         return;
     }
+    if (status == SIMBA_OK) simba__mysql_push_grants(b, j);
     switch (j->kind) {
     case SIMBA_OP_ENQUEUE:
     case SIMBA_OP_POLL:
@@ -2530,7 +2813,8 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
             if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
             else
                 simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
-                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell);
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell,
+                                    j->watch_seq);
         } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
             /* our entry is gone (or was never made): so is the need for its bell */
             simba__mysql_watch_del(b, j->request);
@@ -2581,9 +2865,10 @@ static int simba__mysql_bell_wanted(simba__mysql *b, uint64_t bell) {
 
 static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now) {
     int i;
+    simba__mysql_watch_marks(b);
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
-        if (w->not_before <= now) {
+        if (w->not_before <= now && w->first) {
             b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
             return w;
         }
@@ -2594,7 +2879,9 @@ static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now)
 static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_buf *x = &c->sql;
-    int t = b->nwatch > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
+    int i, eligible = 0, t;
+    for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += b->watches[i].first;
+    t = eligible > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
     simba__mysql_buf_clear(x);
     /* wait for the bell; once we get it, give it back at once (other
        waiters of the same bell get it in turn) */
@@ -2677,7 +2964,8 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
         /* the core believes it only if `session` is still its current one */
         simba__mysql_wake(b, name, session, request, fence);
     } else {
-        simba__mysql_wake(b, name, NULL, NULL, 0);
+        /* something moved ahead of this request: it alone looks again */
+        simba__mysql_wake(b, name, single ? session : NULL, single ? request : NULL, 0);
     }
 }
 
@@ -2806,6 +3094,7 @@ static int simba__mysql_submit(void *impl, const simba_op *op) {
     /* the session comes first: a keepalive stuck behind a long queue of
        lock ops would cost every hold (the local safety rule) */
     if (session_op) simba__mysql_push(b, j, 1);
+    else if (op->kind == SIMBA_OP_RELEASE) { simba__mysql_push_release(b, j); b->queued_ops++; }
     else { simba__mysql_push(b, j, 0); b->queued_ops++; }
     simba__mysql_kick(b); /* send now; the answer is handled in process() */
     return SIMBA_OK;

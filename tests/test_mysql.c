@@ -785,6 +785,8 @@ static void t_bad_options_and_garbage(void) {
     l = h_acquire(a.s, "junk", -1);                /* a second handle: enqueue reads the garbage */
     CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 8000)) != NULL);
     CHECK_EQ(e->error, SIMBA_EPROTO);
+    /* the message names the check that failed */
+    CHECK(e != NULL && strstr(e->message, "bad seq, fence or weight") != NULL);
     simba_destroy(a.s);
 }
 
@@ -1200,6 +1202,292 @@ static void t_semaphore_other_holder_release(void) {
     printf("  # granted %lld ms after the younger holder's release\n", (long long)(h_real_ms() - t0));
     CHECK(h_real_ms() - t0 < 30000);            /* far below the 60 s re-check */
     destroy_all(cl, 3);
+}
+
+/* ---- issue #15: cost that does not grow with the queue ---- */
+
+/* Rows the server read so far: the sum of Handler_read_* (MariaDB has no
+   Innodb_rows_read), global, so every connection's reads count. */
+static long long rows_read(MYSQL *m) {
+    return admin_num(m, "SELECT SUM(VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN"
+                        " ('HANDLER_READ_FIRST','HANDLER_READ_KEY','HANDLER_READ_LAST','HANDLER_READ_NEXT',"
+                        "'HANDLER_READ_PREV','HANDLER_READ_RND','HANDLER_READ_RND_NEXT')");
+}
+
+static uint64_t statements_of(h_client **cl, int n) {
+    uint64_t t = 0;
+    int i;
+    for (i = 0; i < n; i++) t += stats_of(cl[i]->s).statements;
+    return t;
+}
+
+typedef struct { double rows, statements; int ok; } handoff_cost;
+
+enum { HO_CLIENTS = 4, HO_MAXQ = 120 };
+
+/* The handle among l[0..n] (of clients owner[]) granted and not yet
+   released, pumping up to ms for one; -1 if none. */
+static int granted_one(h_client **cl, const simba_lock *l, const int *owner, const int *done, int n, int ms) {
+    int64_t end = h_real_ms() + ms;
+    int i;
+    do {
+        for (i = 0; i <= n; i++)
+            if (!done[i] && h_has(cl[owner[i]], l[i], SIMBA_EVENT_ACQUIRED)) return i;
+        h_pump(cl, HO_CLIENTS, 20);
+    } while (h_real_ms() < end);
+    return -1;
+}
+
+/* q waiters on mutex `name`, taking turns over clients 1..3 (client 0 holds
+   first), then `rounds` hand-offs down the queue: the holder releases and
+   the next in line (whichever handle the server queued next) gets ACQUIRED.
+   Rows read and statements per hand-off. */
+static handoff_cost handoff_cost_at(MYSQL *m, h_client **cl, const char *name, int q, int rounds) {
+    static simba_lock l[HO_MAXQ + 1];
+    static int owner[HO_MAXQ + 1], done[HO_MAXQ + 1];
+    handoff_cost c = {0, 0, 0};
+    long long r0, r1;
+    uint64_t s0, s1;
+    int i, h;
+    memset(done, 0, sizeof done);
+    l[0] = h_acquire(cl[0]->s, name, -1);
+    owner[0] = 0;
+    if (!h_expect(cl, HO_CLIENTS, 0, l[0], SIMBA_EVENT_ACQUIRED, 8000)) { printf("  # Q=%d: no first grant\n", q); return c; }
+    for (i = 1; i <= q; i++) {
+        owner[i] = 1 + (i - 1) % (HO_CLIENTS - 1);
+        l[i] = h_acquire(cl[owner[i]]->s, name, -1);
+        if (!l[i].id) {
+            printf("  # Q=%d: acquire %d: %s\n", q, i, simba_last_error_msg(cl[owner[i]]->s));
+            return c;
+        }
+    }
+    h_run_for(cl, HO_CLIENTS, 1000);            /* every waiter enqueued and watching */
+    r0 = rows_read(m);
+    s0 = statements_of(cl, HO_CLIENTS);
+    for (i = 0, h = 0; i < rounds; i++) {
+        simba_release(cl[owner[h]]->s, l[h]);
+        done[h] = 1;
+        if ((h = granted_one(cl, l, owner, done, q, 15000)) < 0) {
+            printf("  # Q=%d: hand-off %d not seen in 15 s\n", q, i + 1);
+            return c;
+        }
+    }
+    r1 = rows_read(m);
+    s1 = statements_of(cl, HO_CLIENTS);
+    c.rows = (double)(r1 - r0) / rounds;
+    c.statements = (double)(s1 - s0) / rounds;
+    c.ok = r0 >= 0 && r1 >= 0;
+    if (!c.ok) printf("  # Q=%d: no Handler_read_* counts\n", q);
+    for (i = 0; i <= q; i++) if (!done[i]) simba_release(cl[owner[i]]->s, l[i]);
+    h_run_for(cl, HO_CLIENTS, 500);
+    return c;
+}
+
+/* A mutex hand-off reads a bounded prefix of the queue: the rows the server
+   reads and the statements the clients send per hand-off at Q = 100 stay
+   within 2x of Q = 10 (before: every operation read the whole queue range,
+   8x the rows). */
+static void t_handoff_cost_does_not_grow(void) {
+    const char *tenant = my_tenant();
+    static h_client c[HO_CLIENTS];
+    h_client *cl[HO_CLIENTS];
+    handoff_cost lo, hi;
+    MYSQL *m = admin_open(env_db);
+    int i;
+    CHECK(m);
+    if (!m) return;
+    for (i = 0; i < HO_CLIENTS; i++) {
+        char id[16];
+        memset(&c[i], 0, sizeof c[i]);
+        cl[i] = &c[i];
+        snprintf(id, sizeof id, "ho%d", i);
+        c[i].s = new_client(tenant, id, 20000, 10000);
+        CHECK(c[i].s);
+    }
+    for (i = 0; i < HO_CLIENTS; i++) CHECK(wait_connected(cl, HO_CLIENTS, i, 8000));
+    lo = handoff_cost_at(m, cl, "ho-10", 10, 6);
+    hi = handoff_cost_at(m, cl, "ho-100", 100, 6);
+    printf("  # per hand-off: Q=10 %.0f rows read, %.1f statements; Q=100 %.0f rows read, %.1f statements\n",
+           lo.rows, lo.statements, hi.rows, hi.statements);
+    CHECK(lo.ok && hi.ok);
+    CHECK(hi.rows <= 2 * lo.rows);
+    CHECK(hi.statements <= 2 * lo.statements);
+    destroy_all(cl, HO_CLIENTS);
+    mysql_close(m);
+}
+
+/* A semaphore's waiters do not re-poll each: one client with 20 waiting
+   handles on a 2-permit semaphore, both permits held by others for 2 s,
+   then one is released. Before, every waiting handle of capacity > 1
+   re-polled on its own (50 ms doubling to 1 s: about 5 each in 2 s, 100 in
+   all); now only the client's first waiting entry in the queue does (the
+   others cannot be granted before it), so POLLs do not grow with the
+   handles. Counts POLLs, not time. */
+static void t_semaphore_waiters_do_not_each_poll(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b, w;
+    h_client *cl[3];
+    simba_lock_desc ld;
+    simba_lock la, lb, lw[20];
+    uint64_t p0, p1;
+    int i, granted = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &b; cl[2] = &w;
+    a.s = new_client(tenant, "sp-a", 20000, 10000);
+    b.s = new_client(tenant, "sp-b", 20000, 10000);
+    w.s = new_client(tenant, "sp-w", 20000, 10000);
+    CHECK(a.s && b.s && w.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "sem-polls"; ld.capacity = 2; ld.wait_ms = -1;
+    la = simba_acquire(a.s, &ld);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    lb = simba_acquire(b.s, &ld);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    p0 = stats_of(w.s).polls;
+    for (i = 0; i < 20; i++) lw[i] = simba_acquire(w.s, &ld);
+    h_run_for(cl, 3, 2000);
+    for (i = 0; i < 20; i++) CHECK(!h_has(&w, lw[i], SIMBA_EVENT_ACQUIRED));
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 3, 2, lw[0], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    h_run_for(cl, 3, 200);
+    p1 = stats_of(w.s).polls;
+    for (i = 1, granted = 1; i < 20; i++) granted += h_has(&w, lw[i], SIMBA_EVENT_ACQUIRED);
+    printf("  # 20 waiting handles, 2 s: %llu POLLs, %d granted\n", (unsigned long long)(p1 - p0), granted);
+    CHECK_EQ(granted, 1);
+    CHECK(p1 - p0 <= 12);                       /* before: about 190 */
+    destroy_all(cl, 3);
+}
+
+/* A release that grants the same client's waiter tells it at once: W holds
+   1 permit of a 3-permit semaphore behind A's 1 and waits for 2 more; W's
+   release lets its own waiter in. The waiter watches the oldest entry (A's),
+   whose bell does not ring, so before it learned by its backoff re-poll (one
+   POLL per round at least); now the RELEASE's own transaction saw the grant
+   and pushes it: no POLL (3 rounds, at most 1 in all: a re-poll may fall due
+   in the round trip of the release). */
+static void t_own_release_pushes_own_grant(void) {
+    const char *tenant = my_tenant();
+    static h_client a, w;
+    h_client *cl[2];
+    simba_lock_desc ld;
+    simba_lock la, lh, lw;
+    uint64_t polls = 0, p0;
+    int round;
+    char name[32];
+    memset(&a, 0, sizeof a); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &w;
+    a.s = new_client(tenant, "op-a", 20000, 10000);
+    w.s = new_client(tenant, "op-w", 20000, 10000);
+    CHECK(a.s && w.s);
+    for (round = 0; round < 3; round++) {
+        snprintf(name, sizeof name, "own-push-%d", round);
+        memset(&ld, 0, sizeof ld);
+        ld.name = name; ld.capacity = 3; ld.wait_ms = -1; ld.permits = 1;
+        la = simba_acquire(a.s, &ld);
+        CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        lh = simba_acquire(w.s, &ld);
+        CHECK(h_expect(cl, 2, 1, lh, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        ld.permits = 2;
+        lw = simba_acquire(w.s, &ld);
+        h_run_for(cl, 2, 1500);
+        CHECK(!h_has(&w, lw, SIMBA_EVENT_ACQUIRED));
+        p0 = stats_of(w.s).polls;
+        simba_release(w.s, lh);
+        CHECK(h_expect(cl, 2, 1, lw, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+        polls += stats_of(w.s).polls - p0;
+        simba_release(w.s, lw);
+        simba_release(a.s, la);
+        h_run_for(cl, 2, 200);
+    }
+    printf("  # 3 own hand-offs: %llu POLLs, %llu grants pushed\n", (unsigned long long)polls,
+           (unsigned long long)stats_of(w.s).pushed_grants);
+    CHECK(polls <= 1);
+    destroy_all(cl, 2);
+}
+
+/* The queue window widens while the grant rule can reach past it. A
+   request that asks for capacity 1 on a semaphore stored with capacity 10
+   reads a window of 3 rows; 10 holders are ahead. A window taken as the
+   whole queue would find 3 holders and grant an 11th permit; it must read on
+   (twice as far, again) and wait; after one release it is granted. */
+static void t_window_widens(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock_desc ld;
+    simba_lock la[10], lb;
+    int i;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "wi-a", 20000, 10000);
+    b.s = new_client(tenant, "wi-b", 20000, 10000);
+    CHECK(a.s && b.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "wide"; ld.capacity = 10; ld.wait_ms = -1;
+    for (i = 0; i < 10; i++) {
+        la[i] = simba_acquire(a.s, &ld);
+        CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    }
+    ld.capacity = 1;                            /* the stored 10 wins */
+    lb = simba_acquire(b.s, &ld);
+    h_run_for(cl, 2, 1000);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED)); /* an 11th permit */
+    simba_release(a.s, la[0]);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    printf("  # windows widened: %llu\n", (unsigned long long)stats_of(b.s).widened);
+    CHECK(stats_of(b.s).widened >= 1);
+    destroy_all(cl, 2);
+}
+
+/* Position of the first job of `kind` in the main connection's queue (0 =
+   the head), -1 if none. White-box. */
+static int queue_pos(simba *s, int kind) {
+    simba_backend bk = backend_of(s);
+    const simba__mysql_job *j;
+    int i = 0;
+    if (!bk.impl) return -1;
+    for (j = ((simba__mysql *)bk.impl)->head; j; j = j->next, i++)
+        if (j->kind == kind) return i;
+    return -1;
+}
+
+/* A release does not wait behind the same client's polls: with 20 POLLs
+   queued on the client's one connection (a hint makes the core re-check
+   every waiting handle), a RELEASE goes right behind the job in flight
+   (before: behind all 20, 20 round trips late). */
+static void t_release_passes_queued_polls(void) {
+    const char *tenant = my_tenant();
+    static h_client a, w;
+    h_client *cl[2];
+    simba_lock_desc ld;
+    simba_lock held, lw[20];
+    struct pollfd fds[8];
+    int i, pos, polls = 0;
+    memset(&a, 0, sizeof a); memset(&w, 0, sizeof w);
+    cl[0] = &a; cl[1] = &w;
+    a.s = new_client(tenant, "rp-a", 20000, 10000);
+    w.s = new_client(tenant, "rp-w", 20000, 10000);
+    CHECK(a.s && w.s);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "rp-pool"; ld.capacity = 1; ld.wait_ms = -1;
+    CHECK(h_expect(cl, 2, 0, simba_acquire(a.s, &ld), SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    held = h_acquire(w.s, "rp-mine", -1);
+    CHECK(h_expect(cl, 2, 1, held, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    for (i = 0; i < 20; i++) CHECK((lw[i] = simba_acquire(w.s, &ld)).id != 0);
+    h_run_for(cl, 2, 1000);
+    simba_backend_wake(w.s, "rp-pool", NULL, NULL, 0);
+    for (i = 0; i < 50 && polls < 10; i++) {
+        simba_pollfds(w.s, fds, 8);
+        polls = stats_of(w.s).polls > 0 ? ((simba__mysql *)backend_of(w.s).impl)->queued_ops : 0;
+    }
+    CHECK(polls >= 10);
+    simba_release(w.s, held);
+    simba_pollfds(w.s, fds, 8);
+    pos = queue_pos(w.s, SIMBA_OP_RELEASE);
+    printf("  # %d POLLs queued; the RELEASE is at position %d\n", polls, pos);
+    CHECK(pos >= 0 && pos <= 1);
+    CHECK(h_expect(cl, 2, 1, held, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    destroy_all(cl, 2);
 }
 
 /* Randomized, bounded (about 8 s): 6 clients acquire and release 2 mutexes
@@ -1990,6 +2278,11 @@ int main(int argc, char **argv) {
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
     RUN(t_semaphore_other_holder_release);
+    RUN(t_handoff_cost_does_not_grow);
+    RUN(t_semaphore_waiters_do_not_each_poll);
+    RUN(t_release_passes_queued_polls);
+    RUN(t_own_release_pushes_own_grant);
+    RUN(t_window_widens);
     RUN(t_random_safety_under_kills);
     RUN(t_no_sigpipe);
     RUN(t_weights_near_int_max);
