@@ -2357,49 +2357,50 @@ static int simba__parse_request(simba *s, const char *request, const char **key,
     return 1;
 }
 
-static int simba__wake_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
-    int64_t now = simba__now(s);
+/* The single-resource handle of our current session whose request id is
+   `request` on `name`, or NULL (another session's, a multi-resource request,
+   a request we no longer know). `waiting`: only a handle that waits for its
+   grant (a keyed id may also name a handle of ours that is being released). */
+static simba__lock *simba__own_request(simba *s, const char *name, const char *session, const char *request,
+                                       int waiting) {
     const char *key;
     uint64_t req_no;
     uint32_t i;
     /* the entry must be our current session's: a keyed id outlives sessions */
-    if (!s->session.open || strcmp(session, s->session.id) != 0) return 0;
-    if (!simba__parse_request(s, request, &key, &req_no) || !simba__session_safe(s, now)) return 0;
+    if (!s->session.open || strcmp(session, s->session.id) != 0) return NULL;
+    if (!simba__parse_request(s, request, &key, &req_no)) return NULL;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
         if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) continue;
-        if (l->session_no != s->session.no || !(l->flags & SIMBA__F_MAY_EXIST)) continue;
-        if (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING) continue;
-        if (key ? !l->key || strcmp(l->key, key) != 0 : l->key || l->req_no != req_no) continue;
-        l->op = 0;
-        l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
-        l->op_deadline = SIMBA__NEVER;
-        simba__grant(s, l, &fence);
-        simba__update_owner(s, l, NULL, 1);
-        return 1;
+        if (l->session_no != s->session.no) continue;
+        if (waiting && (!(l->flags & SIMBA__F_MAY_EXIST) || (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING)))
+            continue;
+        if (key ? l->key && strcmp(l->key, key) == 0 : !l->key && l->req_no == req_no) return l;
     }
-    return 0;
+    return NULL;
+}
+
+/* A pushed grant of one of our waiting requests: ACQUIRED without a round trip. */
+static int simba__wake_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
+    simba__lock *l = simba__own_request(s, name, session, request, 1);
+    if (!l || !simba__session_safe(s, simba__now(s))) return 0;
+    l->op = 0;
+    l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
+    l->op_deadline = SIMBA__NEVER;
+    simba__grant(s, l, &fence);
+    simba__update_owner(s, l, NULL, 1);
+    return 1;
 }
 
 /* A push about one request of ours, without a grant: only its handle
    re-POLLs (the other handles on the name are not concerned). 0 if it is not
    a one-resource request of the current session (then everyone looks). */
 static int simba__wake_request(simba *s, const char *name, const char *session, const char *request) {
-    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
-    uint32_t i;
-    if (!s->session.open || strcmp(session, s->session.id) != 0) return 0;
-    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
-        simba__lock *l = &s->locks[i - 1];
-        i = l->hnext;
-        if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) continue;
-        if (l->session_no != s->session.no) continue;
-        simba__request_id(s, l, rid, sizeof rid);
-        if (strcmp(rid, request) != 0) continue;
-        simba__wake_lock(s, l);
-        return 1;
-    }
-    return 0;
+    simba__lock *l = simba__own_request(s, name, session, request, 0);
+    if (!l) return 0;
+    simba__wake_lock(s, l);
+    return 1;
 }
 
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
