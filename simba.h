@@ -3693,28 +3693,40 @@ static void simba__mem_remove_at(simba__mem_res *r, int i) {
 static int simba__mem_has_watchers(const simba__mem_res *r) { return r->watchers > 0; }
 
 /* Push a wake-up (no request id) to every client with an entry in r, but
-   `quiet`, once per client; `watchers_only`: only to the clients of entries
-   that asked for owner changes (simba_op.watch_owner). */
-static void simba__mem_tell(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet,
-                            int watchers_only) {
+   `quiet`, once per client. */
+static void simba__mem_tell(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
     int i;
-    if (watchers_only && !simba__mem_has_watchers(r)) return;
     for (i = 0; i < r->n; i++) {
         simba__mem_session *ss = *simba__mem_sess_slot(srv, r->q[i].session);
         int j, seen = 0;
         srv->stats.rule_visits++;
-        if (!ss || !ss->conn || ss->conn == quiet || (watchers_only && !r->q[i].watch_owner)) continue;
+        if (!ss || !ss->conn || ss->conn == quiet) continue;
         for (j = 0; j < i && !seen; j++) {
             simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
-            seen = o && o->conn == ss->conn && (!watchers_only || r->q[j].watch_owner);
+            seen = o && o->conn == ss->conn;
         }
         if (!seen) simba__mem_send_wake(ss->conn, r->name, NULL, NULL, 0, now);
     }
 }
 
+/* The owner of r changed: each entry that asked for it (simba_op.watch_owner,
+   a contend handle) is told by its request id with fence 0, so only that
+   handle re-checks, not every handle its client has on the name. */
+static void simba__mem_tell_watchers(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
+    int i;
+    if (!simba__mem_has_watchers(r)) return;
+    for (i = 0; i < r->n; i++) {
+        simba__mem_entry *e = &r->q[i];
+        simba__mem_session *ss;
+        srv->stats.rule_visits++;
+        if (!e->watch_owner || !(ss = *simba__mem_sess_slot(srv, e->session)) || !ss->conn || ss->conn == quiet) continue;
+        simba__mem_send_wake(ss->conn, r->name, e->session, e->request, 0, now);
+    }
+}
+
 /* Everyone concerned with r looks again (its capacity changed, or it is deleted). */
 static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    simba__mem_tell(srv, r, now, quiet, 0);
+    simba__mem_tell(srv, r, now, quiet);
 }
 
 static const char *simba__mem_owner(const simba__mem_res *r) {
@@ -3730,7 +3742,7 @@ static void simba__mem_changed(simba_mem_server *srv, simba__mem_res *r, const c
     simba__mem_evaluate(srv, r, now, quiet);
     after = simba__mem_owner(r);
     if ((owner_before == NULL) != (after == NULL) || (after && strcmp(owner_before, after) != 0))
-        simba__mem_tell(srv, r, now, quiet, 1);
+        simba__mem_tell_watchers(srv, r, now, quiet);
 }
 
 /* Remove the entries of dead sessions. Returns whether anything changed. */
