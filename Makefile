@@ -228,7 +228,9 @@ $(B)/bench_scale: bench/bench_scale.c $(SCALE_HDRS) | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SCALE_LIBS) $(LDFLAGS)
 $(B)/test_scale: tests/test_scale.c tests/harness.h $(SCALE_HDRS) | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) $(TEST_DEFS) -o $@ $< $(SCALE_LIBS) $(LDFLAGS)
-bench-scale: $(B)/bench_scale
+$(B)/peer_getlock: bench/peers/peer_getlock.c | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(MYSQL_LIBS) -lpthread $(LDFLAGS)
+bench-scale: $(B)/bench_scale $(B)/peer_getlock
 	./$(B)/bench_scale mem
 	tests/servers/redis.sh run ./$(B)/bench_scale redis
 	SIMBA_MYSQL_MAX_CONNECTIONS=2600 tests/servers/mysql.sh run ./$(B)/bench_scale mysql
