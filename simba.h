@@ -656,6 +656,8 @@ typedef struct simba_op {
     int try_only;           /* ENQUEUE: do not insert unless granted at once */
     int nres;
     const simba_res *res;
+    int contend;            /* ENQUEUE/POLL: the handle asks for OWNER events (simba_contend):
+                               a backend that pushes owner changes pushes them only to these */
 } simba_op;
 
 typedef struct simba_reply {
@@ -2197,6 +2199,7 @@ static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind
     simba__request_id(s, l, rid, ridcap);
     op->request = rid;
     op->try_only = kind == SIMBA_OP_ENQUEUE && l->wait_ms == 0 && !(l->flags & SIMBA__F_CONTEND);
+    op->contend = (l->flags & SIMBA__F_CONTEND) != 0;
 }
 
 /* Which operation a dirty lock needs now (0: none). */

@@ -1062,7 +1062,8 @@ static long long zcard_queue(redisContext *ad, const char *tenant, const char *n
     redisReply *r;
     long long n = -1;
     if (simba_redis_resource_key(NULL, tenant, name, base, sizeof base) < 0) return -1;
-    r = cmd(ad, "ZCARD %s:q", base);
+    r = cmd(ad, "EVAL %s 2 %s:h %s:w", "return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])",
+            base, base);     /* holders and waiters */
     if (r && r->type == REDIS_REPLY_INTEGER) n = r->integer;
     if (r) freeReplyObject(r);
     return n;
