@@ -234,16 +234,21 @@ extern "C" {
 
 /*--- the server side: one Lua script, one entry point per operation ----------
    KEYS: the base key of each resource of the operation. ARGV: op, prefix,
-   tenant, session, request, lease_ms, run_id, try_only, wait, gen, then
-   name, capacity, weight of each resource. Answers are arrays that start
+   tenant, session, request, lease_ms, run_id, try_only ('1', '0', or 'c':
+   a contend entry), wait, gen, then name, capacity, weight of each resource. Answers are arrays that start
    with a status (0 ok, 1 ESESSION, 2 ENOTFOUND, 3 ECAPACITY, 4 EKEYBUSY);
    garbage in a key raises an error that contains "SIMBA_EPROTO".
 
    Keys (B is a resource's base key, see simba__redis_key):
-     B:m    hash: cap, ctr (the fence counter), seq (the enqueue counter), name
-     B:q    zset: request -> seq (the queue, in order)
-     B:e    hash: request -> "session weight fence gen nres[ first-name]" (fence 0:
-            waiting; the request's first name when it has several resources)
+     B:m    hash: cap = 'v2' (the layout; older versions refuse it), c (the
+            capacity), ctr (the fence counter), seq (the enqueue counter), name
+     B:h    zset: request -> seq of the holders (at most the capacity of them)
+     B:w    zset: request -> seq of the waiters (the rest of the queue, in order)
+     B:e    hash: request -> "session weight fence gen nres owner[ first-name]"
+            (fence 0: waiting; owner 1: a contend entry; the request's first
+            name when it has several resources)
+     B:o    hash: session -> its contend entries here (told of owner changes)
+     B:q    the queue of the previous layout: migrated by the first script
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
@@ -257,7 +262,11 @@ extern "C" {
    Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
    of a single-resource request, to the session that owns the entry: a keyed
    request id k~<key> is the same in every session of a client) or
-   "- - 0 <name>" (something changed: look again).
+   "- - 0 <name>" (look again: the owner changed, to contend clients only; a
+   multi-resource grant; a DELETE).
+   Cost: O(log Q + C + k) per operation (C the capacity, k the grants):
+   the holders and the head of B:w only, never the whole queue (INSPECT and
+   DELETE excepted); docs/redis.md says why.
 
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
