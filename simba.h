@@ -714,9 +714,12 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
    fence (ACQUIRED without another round trip). A grant is believed only for
    the session that owns the entry: a keyed request keeps its id across
    sessions, so a push for an entry of an earlier (dropped) session must never
-   be taken for the new session's request. In every other case (session NULL
-   or not ours, request NULL, fence 0) every waiter and holder of ours that has
-   `name` among its resources re-checks (POLL). */
+   be taken for the new session's request. With fence 0, our current session
+   and a request of ours on `name`, only that handle re-checks (POLL): a hint
+   meant for one request (e.g. "the owner changed" to a contend handle). In
+   every other case (session NULL or not ours, request NULL or not found)
+   every waiter and holder of ours that has `name` among its resources
+   re-checks. */
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence);
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg);
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size);
@@ -2356,10 +2359,30 @@ static int simba__wake_granted(simba *s, const char *name, const char *session, 
     return 0;
 }
 
+/* A hint for one request of ours (fence 0): only its handle re-checks. */
+static int simba__wake_request(simba *s, const char *name, const char *session, const char *request) {
+    char rid[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32];
+    uint32_t i;
+    int found = 0;
+    if (!s->session.open || strcmp(session, s->session.id) != 0) return 0;
+    for (i = s->buckets[simba__bucket(s, name)]; i; ) {
+        simba__lock *l = &s->locks[i - 1];
+        i = l->hnext;
+        if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) continue;
+        if (l->session_no != s->session.no) continue;
+        simba__request_id(s, l, rid, sizeof rid);
+        if (strcmp(rid, request) != 0) continue;
+        simba__wake_lock(s, l);
+        found = 1;
+    }
+    return found;
+}
+
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     uint32_t i;
     if (!simba__is_live(s) || !name || !s->nbuckets) return;
     if (session && request && fence > 0 && simba__wake_granted(s, name, session, request, fence)) return;
+    if (session && request && fence == 0 && simba__wake_request(s, name, session, request)) return;
     /* a grant we cannot place (a multi-resource request, or already answered)
        or a plain hint: everyone concerned with `name` looks again */
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {

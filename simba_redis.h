@@ -247,7 +247,7 @@ extern "C" {
      B:e    hash: request -> "session weight fence gen nres owner[ first-name]"
             (fence 0: waiting; owner 1: a contend entry; the request's first
             name when it has several resources)
-     B:o    hash: session -> its contend entries here (told of owner changes)
+     B:o    hash: request -> session of the contend entries (told of owner changes)
      B:q    the queue of the previous layout: migrated by the first script
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
@@ -261,9 +261,10 @@ extern "C" {
                 KEEPALIVE answer 1 + it as the admin epoch
    Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
    of a single-resource request, to the session that owns the entry: a keyed
-   request id k~<key> is the same in every session of a client) or
-   "- - 0 <name>" (look again: the owner changed, to contend clients only; a
-   multi-resource grant; a DELETE).
+   request id k~<key> is the same in every session of a client),
+   "<session> <request> 0 <name>" (that request looks again: the owner
+   changed; to contend entries only) or "- - 0 <name>" (every request on the
+   name looks again: a multi-resource grant, a DELETE).
    Cost: O(log Q + C + k) per operation (C the capacity, k the grants):
    the holders and the head of B:w only, never the whole queue (INSPECT and
    DELETE excepted); docs/redis.md says why.
@@ -455,7 +456,7 @@ static const char *const simba__redis_lua[] = {
 "    redis.call('ZREM', R.k .. ':w', id)\n"
 "  end\n"
 "  redis.call('HDEL', R.k .. ':e', id)\n"
-"  if e.o and redis.call('HINCRBY', R.k .. ':o', e.s, -1) <= 0 then redis.call('HDEL', R.k .. ':o', e.s) end\n"
+"  if e.o then redis.call('HDEL', R.k .. ':o', id) end\n"
 "  R.ent[id] = nil\n"
 "end\n"
 "local function remove(R, id)\n"
@@ -471,18 +472,20 @@ static const char *const simba__redis_lua[] = {
 "    if alive(R.ent[id].s) then i = i + 1 else drop(R, id) end\n"
 "  end\n"
 "end\n"
-"-- an owner change: to the clients that asked for OWNER events (B:o counts the\n"
-"-- contend entries of each session), once per client, never to quiet (the\n"
-"-- caller, who is answered)\n"
-"local function tell(R, quiet)\n"
-"  local seen = {}\n"
-"  for _, s in ipairs(redis.call('HKEYS', R.k .. ':o')) do\n"
-"    local c = client_of(s)\n"
-"    if not seen[c] and c ~= quiet then\n"
-"      seen[c] = true\n"
-"      redis.pcall('PUBLISH', chan(s), '- - 0 ' .. R.name)\n"
+"-- an owner change: to the entries that asked for OWNER events (contend\n"
+"-- entries, B:o: request -> session), each named, so that only its handle looks\n"
+"-- again; never to the caller's own request (self), which is answered\n"
+"local function tell(R, self)\n"
+"  local ids = redis.call('HKEYS', R.k .. ':o')\n"
+"  chunks(ids, function(part)\n"
+"    local ss = redis.call('HMGET', R.k .. ':o', unpack(part))\n"
+"    for j, id in ipairs(part) do\n"
+"      local s = ss[j]\n"
+"      if s and not (id == self and s == SESS) then\n"
+"        redis.pcall('PUBLISH', chan(s), s .. ' ' .. id .. ' 0 ' .. R.name)\n"
+"      end\n"
 "    end\n"
-"  end\n"
+"  end)\n"
 "end\n"
 "local function grant(R, id, score)\n"
 "  local e = R.ent[id]\n"
@@ -499,7 +502,7 @@ static const char *const simba__redis_lua[] = {
 "-- in us), moves to B:h and is published to its client (but the caller's own\n"
 "-- request, which is answered); a request on several resources is only told to\n"
 "-- look (one fence is not its grant), under its first name\n"
-"local function evaluate(R, self, quiet)\n"
+"local function evaluate(R, self)\n"
 "  if not R.cap then return end\n"
 "  local sum, cap, new, win = 0, R.cap, {}, 2\n"
 "  for _, id in ipairs(R.hs) do sum = sum + eff(R.ent[id].w, cap) end\n"
@@ -533,9 +536,9 @@ static const char *const simba__redis_lua[] = {
 "    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
-"  if owner ~= R.owner then R.owner = owner; tell(R, quiet) end\n"
-"end\n"
-"-- one write of the resource's header per operation ('cap' = 'v2' marks the\n",
+"  if owner ~= R.owner then R.owner = owner; tell(R, self) end\n"
+"end\n",
+"-- one write of the resource's header per operation ('cap' = 'v2' marks the\n"
 "-- layout: older versions read it as a bad capacity and refuse with SIMBA_EPROTO)\n"
 "local function save(R)\n"
 "  local e = R.ent[REQ]\n"
@@ -611,13 +614,13 @@ static const char *const simba__redis_lua[] = {
 "      end\n"
 "    end\n"
 "  end\n"
-"  for _, R in ipairs(order) do purge(R); evaluate(R, nil, nil); save(R) end\n"
+"  for _, R in ipairs(order) do purge(R); evaluate(R, nil); save(R) end\n"
 "  return {0}\n"
 "end\n"
 "for i = 1, #KEYS do RS[i] = load(KEYS[i], (arg(i))) end\n"
 "if OP == 'enqueue' then\n"
 "  if not alive(SESS) then return {1} end\n"
-"  local mine, me = 0, client_of(SESS)\n"
+"  local mine = 0\n"
 "  for i, R in ipairs(RS) do\n"
 "    local e = own(R)\n"
 "    if e and e.s == SESS then mine = mine + 1\n"
@@ -630,15 +633,15 @@ static const char *const simba__redis_lua[] = {
 "  if mine > 0 and mine < #RS then return {2} end\n"
 "  if mine == 0 then\n"
 "    -- a RELEASE left a tombstone: this ENQUEUE was sent before it on an older connection\n"
-"    for _, R in ipairs(RS) do\n"
-"      local v = redis.call('GET', R.k .. ':t:' .. REQ)\n",
+"    for _, R in ipairs(RS) do\n",
+"      local v = redis.call('GET', R.k .. ':t:' .. REQ)\n"
 "      local s, g = string.match(v or '', '^(%S+) (%d+)$')\n"
 "      if s == SESS and tonumber(g) > GEN then return {2} end\n"
 "    end\n"
 "  end\n"
 "  for _, R in ipairs(RS) do\n"
 "    if R.ent[REQ] and R.ent[REQ].s ~= SESS then drop(R, REQ) end\n"
-"    purge(R); evaluate(R, REQ, me)\n"
+"    purge(R); evaluate(R, REQ)\n"
 "  end\n"
 "  if mine == 0 then\n"
 "    -- a new entry is granted at once where nothing waits (the walk reached the\n"
@@ -659,10 +662,10 @@ static const char *const simba__redis_lua[] = {
 "      R.dirty = true\n"
 "      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN, n = #RS, o = CONT, first = (arg(1)), new = true}\n"
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. R.k, '1')\n"
-"      if CONT then redis.call('HINCRBY', R.k .. ':o', SESS, 1) end\n"
+"      if CONT then redis.call('HSET', R.k .. ':o', REQ, SESS) end\n"
 "      if fit[i] then grant(R, REQ, fmt(R.seq)) else redis.call('ZADD', R.k .. ':w', fmt(R.seq), REQ) end\n"
 "      local owner = owner_of(R)\n"
-"      if owner ~= R.owner then R.owner = owner; tell(R, me) end\n"
+"      if owner ~= R.owner then R.owner = owner; tell(R, REQ) end\n"
 "    end\n"
 "  end\n"
 "  return answer(RS)\n"
@@ -672,7 +675,7 @@ static const char *const simba__redis_lua[] = {
 "    local e = own(R)\n"
 "    if not e or e.s ~= SESS then return {2} end\n"
 "  end\n"
-"  for _, R in ipairs(RS) do purge(R); evaluate(R, REQ, client_of(SESS)) end\n"
+"  for _, R in ipairs(RS) do purge(R); evaluate(R, REQ) end\n"
 "  return answer(RS)\n"
 "elseif OP == 'release' then\n"
 "  for _, R in ipairs(RS) do\n"
@@ -684,7 +687,7 @@ static const char *const simba__redis_lua[] = {
 "      if GEN > 1 then redis.call('SET', R.k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE)) end\n"
 "    end\n"
 "  end\n"
-"  for _, R in ipairs(RS) do purge(R); evaluate(R, nil, nil); save(R) end\n"
+"  for _, R in ipairs(RS) do purge(R); evaluate(R, nil); save(R) end\n"
 "  return {0}\n"
 "end\n"
 "local R = RS[1]\n"
@@ -696,7 +699,7 @@ static const char *const simba__redis_lua[] = {
 "end\n"
 "if OP == 'inspect' then\n"
 "  if not R.cap then return {0, 0, 0, '', 0} end\n"
-"  purge(R); evaluate(R, nil, nil); save(R)\n"
+"  purge(R); evaluate(R, nil); save(R)\n"
 "  local list = {}\n"
 "  for _, id in ipairs(R.hs) do list[#list + 1] = id end\n"
 "  for _, id in ipairs(waiters(R)) do\n"
@@ -717,7 +720,7 @@ static const char *const simba__redis_lua[] = {
 "  purge(R)\n"
 "  R.cap, R.name, R.dirty = cap, R.name or name, true\n"
 "  redis.call('INCR', AKEY)\n"
-"  evaluate(R, nil, nil); save(R)\n"
+"  evaluate(R, nil); save(R)\n"
 "  return {0}\n"
 "elseif OP == 'delete' then\n"
 "  -- the fence counter stays for a minute: fences of a re-created resource stay above the old ones\n"
@@ -729,8 +732,8 @@ static const char *const simba__redis_lua[] = {
 "      local c, name = client_of(e.s), e.n > 1 and e.first or R.name\n"
 "      redis.call('HDEL', skey(e.s), 'e ' .. id .. ' ' .. R.k)\n"
 "      if not seen[c .. ' ' .. name] then\n"
-"        seen[c .. ' ' .. name] = true\n"
-"        redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n",
+"        seen[c .. ' ' .. name] = true\n",
+"        redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
 "      end\n"
 "    end\n"
 "  end\n"
@@ -1878,8 +1881,9 @@ static int simba__redis_push_field(const char **p, const char *end, size_t max, 
     return 1;
 }
 
-/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
-   again). Parsed strictly: anything else is ignored (a push is only a hint;
+/* "<session> <request> <fence> <name>" (a grant), "<session> <request> 0
+   <name>" (that request looks again) or "- - 0 <name>" (every request on the
+   name looks again). Parsed strictly: anything else is ignored (a push is only a hint;
    the re-checks find what a lost one would have said). The session goes to
    the core, which believes a grant only for its current session. */
 static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
@@ -1906,10 +1910,10 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     }
     simba__redis_copy(session, sizeof session, sf, sl);
     simba__redis_copy(request, sizeof request, rf, rl);
-    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    if (strlen(session) != sl || strlen(request) != rl) return;
     r->stats.wakes++;
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
+    if (r->wait_replicas > 0 && fence > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
     else simba_backend_wake(r->s, name, session, request, fence);
 }
 

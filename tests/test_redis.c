@@ -1564,19 +1564,21 @@ static void t_redis_handoff_cost_flat(void) {
     redisFree(ad);
 }
 
-/* An owner change is pushed only to the clients with contend handles: a
-   client with 20 plain waiting handles on the name gets its grant by the
-   push and sends no script; the contender hears of the new owner. Failed
-   before: the owner change was published to every waiting client, whose 20
-   handles all polled. */
+/* An owner change is pushed only to contend handles: a client with 20 plain
+   waiting handles on the name gets its grant by the push and sends no
+   script; the contender hears of the new owner with one POLL of its contend
+   handle, not of the 10 plain handles its client also has on the name.
+   Failed before: the owner change was published to every waiting client,
+   whose handles all polled (20 scripts; and 11 before the push named the
+   contend request). */
 static void t_redis_owner_push_only_to_contenders(void) {
     simba_redis_desc rd = base_desc();
     const char *tenant = my_tenant();
     redisContext *ad = admin();
     h_client *cl[3];
     simba_lock lh, ly, first = {0, 0}, any = {0, 0};
-    simba_backend bx;
-    struct simba_redis_stats st0, st1;
+    simba_backend bx, by;
+    struct simba_redis_stats st0, st1, sy0, sy1;
     cost_counts before, after;
     simba_event *e;
     int i;
@@ -1591,6 +1593,7 @@ static void t_redis_owner_push_only_to_contenders(void) {
     cl[1]->s = new_client_ex(&rd, tenant, "own-x", 30000, 1000, 0);
     bx = last_backend;
     cl[2]->s = new_client_ex(&rd, tenant, "own-y", 30000, 1000, 0);
+    by = last_backend;
     CHECK(cl[0]->s && cl[1]->s && cl[2]->s);
     lh = h_acquire(cl[0]->s, "own", -1);
     CHECK(h_expect(cl, 3, 0, lh, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
@@ -1598,6 +1601,7 @@ static void t_redis_owner_push_only_to_contenders(void) {
         simba_lock l = h_acquire(cl[1]->s, "own", -1);
         if (i == 0) first = l;
     }
+    for (i = 0; i < 10; i++) CHECK(!is_null(h_acquire(cl[2]->s, "own", -1)));
     h_run_for(cl, 3, 500);
     ly = simba_contend(cl[2]->s, "own", NULL);
     e = h_expect(cl, 3, 2, ly, SIMBA_EVENT_OWNER, SOON);
@@ -1605,6 +1609,7 @@ static void t_redis_owner_push_only_to_contenders(void) {
     if (e) CHECK(strcmp(e->owner, "own-h") == 0);
     h_run_for(cl, 3, 300);
     CHECK_EQ(simba_redis_stats(bx, &st0), SIMBA_OK);
+    CHECK_EQ(simba_redis_stats(by, &sy0), SIMBA_OK);
     before = cost_now(ad);
     CHECK_EQ(simba_release(cl[0]->s, lh), SIMBA_OK);
     CHECK(h_expect(cl, 3, 1, first, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
@@ -1614,10 +1619,13 @@ static void t_redis_owner_push_only_to_contenders(void) {
     h_run_for(cl, 3, 300);
     after = cost_now(ad);
     CHECK_EQ(simba_redis_stats(bx, &st1), SIMBA_OK);
-    printf("  # hand-off: %lld PUBLISH, %lld scripts from the client with 20 waiting handles\n",
-           after.publish - before.publish, (long long)(st1.scripts_sent - st0.scripts_sent));
+    CHECK_EQ(simba_redis_stats(by, &sy1), SIMBA_OK);
+    printf("  # hand-off: %lld PUBLISH, %lld scripts from the client with 20 waiting handles, %lld from the "
+           "contender's (1 contend + 10 waiting)\n", after.publish - before.publish,
+           (long long)(st1.scripts_sent - st0.scripts_sent), (long long)(sy1.scripts_sent - sy0.scripts_sent));
     CHECK(after.publish - before.publish <= 2);       /* the grant, the owner change to the contender */
     CHECK(st1.scripts_sent - st0.scripts_sent <= 1);
+    CHECK(sy1.scripts_sent - sy0.scripts_sent <= 1);  /* the contend handle's POLL only */
     CHECK(!h_has(cl[1], any, SIMBA_EVENT_ERROR));
     for (i = 0; i < 3; i++) simba_destroy(cl[i]->s);
     redisFree(ad);
