@@ -718,7 +718,8 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
    sessions, so a push for an entry of an earlier (dropped) session must never
    be taken for the new session's request. With fence 0, our current session
    and the id of one of our single-resource requests: only that request
-   re-checks (POLL). In every other case (session NULL or not ours, request
+   re-checks (POLL), e.g. "the owner changed" told to a contend handle, so
+   the client's other requests on the name are not re-polled. In every other case (session NULL or not ours, request
    NULL or not found) every waiter and holder of ours that has `name` among
    its resources re-checks (POLL). */
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence);
