@@ -211,6 +211,10 @@ bench-mem: $(B)/bench_mem
 	./$(B)/bench_mem
 bench-redis: $(B)/bench_redis
 	tests/servers/redis.sh run ./$(B)/bench_redis
+	tests/servers/redis.sh sentinel ./$(B)/bench_redis
+.PHONY: bench-redis-sentinel
+bench-redis-sentinel: $(B)/bench_redis
+	tests/servers/redis.sh sentinel ./$(B)/bench_redis
 bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
