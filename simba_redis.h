@@ -34,7 +34,8 @@
                       operation), limits, private types, memory, keys,
                       completions, reply limits, SIGPIPE
       >>connection    the hiredis adapter, connect, handshake (AUTH, SELECT,
-                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O
+                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O;
+                      Sentinel: where the master is (simba__redis_sentinel_*)
       >>session       every operation as one script call (arguments, send,
                       NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
       >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
