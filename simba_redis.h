@@ -759,6 +759,7 @@ typedef struct simba__redis_conn {
     int64_t retry_at;           /* next connect attempt; -1 none scheduled */
     int attempt;                /* failed attempts in a row, for the backoff */
     long long too_big;          /* != 0: the reader refused a reply of this many array elements */
+    int bad_shape;              /* the reader refused a pub/sub reply hiredis would abort on */
     long long reply_elements;   /* array elements of the reply being read so far */
     const redisReplyObjectFunctions *dflt_fn;   /* hiredis's own (0.14: wrapped, see limits) */
 } simba__redis_conn;
@@ -802,7 +803,7 @@ struct simba__redis {
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int destroying;
     char seen_run[41];          /* the run_id of the last server we were ready on */
-    long runs;                  /* changes of that run_id seen: folded into the admin epoch */
+    long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
     /* Sentinel (nsentinels > 0): where the master is */
     struct { char host[64]; int port; } sentinels[SIMBA__REDIS_MAX_SENTINELS];
     int nsentinels, sentinel_next;    /* the sentinel the next attempt asks */
@@ -1010,9 +1011,24 @@ enum {
 };
 
 #if HIREDIS_MAJOR < 1
+/* On the push and sentinel connections (subscribed contexts) hiredis 0.14
+   assert()s that a reply nobody waits for is an array of at least 2
+   elements whose first two are strings: a hostile or broken server would
+   abort the process. Such a reply is refused here instead (the connection
+   is dropped with SIMBA_EPROTO). `kind` 's' string, 'a' array, 'o' other. */
+static int simba__redis_sub_bad(const redisReadTask *task, char kind, int elements) {
+    simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (c->role == SIMBA__REDIS_MAIN) return 0;
+    if ((!task->parent && kind == 'a' && elements < 2) ||
+        (task->parent && !task->parent->parent && task->idx < 2 && kind != 's'))
+        c->bad_shape = 1;
+    return c->bad_shape;
+}
+
 /* The reader's privdata is the connection (it reaches every read task). */
 static void *simba__redis_create_array(const redisReadTask *task, int elements) {
     simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (simba__redis_sub_bad(task, 'a', elements)) return NULL;
     /* the bound is on the whole reply (nested arrays add up), not one header */
     if (!task->parent) c->reply_elements = 0;
     c->reply_elements += elements;
@@ -1026,9 +1042,11 @@ static void *simba__redis_create_string(const redisReadTask *task, char *str, si
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createString(task, str, len);
 }
 static void *simba__redis_create_integer(const redisReadTask *task, long long value) {
+    if (simba__redis_sub_bad(task, 'o', 0)) return NULL;
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createInteger(task, value);
 }
 static void *simba__redis_create_nil(const redisReadTask *task) {
+    if (simba__redis_sub_bad(task, 'o', 0)) return NULL;
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createNil(task);
 }
 /* freeObject gets no task: hiredis's default freeReplyObject is what every
@@ -1048,6 +1066,7 @@ static redisReplyObjectFunctions simba__redis_limited_fn = {
 static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *ac) {
     redisReader *rd = ac->c.reader;
     c->too_big = c->reply_elements = 0;
+    c->bad_shape = 0;
     if (!rd) return;
 #if HIREDIS_MAJOR < 1
     if (!rd->fn) return;            /* no object functions: replies are never built */
@@ -1203,7 +1222,7 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     int was_ready = c->ready;
     simba__redis_copy(why, sizeof why, msg, msg ? strlen(msg) : 0);
     c->ac = NULL;
-    c->ready = c->connected = c->lost = c->drop_err = 0;
+    c->ready = c->connected = c->lost = c->drop_err = c->bad_shape = 0;
     c->want_write = 0;
     c->why[0] = 0;
     c->deadline = -1;
@@ -1431,8 +1450,8 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     if (!r->run_id[0])
         simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: no run_id from INFO; only a lost epoch key "
                           "starts the restart grace");
-    /* another server run (a fail-over, a restart) may lack grants we hold:
-       counted, and folded into the admin epoch so that every hold re-POLLs */
+    /* another server run (a fail-over, a restart) may lack the session's
+       last writes: counted (simba__redis_parse_session ends the session) */
     if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) r->runs++;
     if (r->run_id[0]) memcpy(r->seen_run, r->run_id, sizeof r->seen_run);
     c->ready = 1;
@@ -1474,6 +1493,9 @@ static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
                  "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
         c->too_big = 0;             /* (drop resets the rest) */
         simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->bad_shape) {
+        simba__redis_drop(r, c, SIMBA_EPROTO, "the server sent a pub/sub reply of a shape hiredis would abort on "
+                          "(an array of fewer than 2 elements, or a name that is not a string); connection dropped");
     } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
         char why[160];
         snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
@@ -1886,16 +1908,23 @@ static void simba__redis_grace_log(simba__redis *r, long long end, long long lef
 /* OPEN, KEEPALIVE: {0, admin epoch} or, when OPEN finds a restart grace
    running, {0, admin epoch, grace end (server ms), ms left of it}. CLOSE
    answers {0} only. */
-static int simba__redis_parse_session(simba__redis *r, const redisReply *rp, simba_reply *rep) {
+static int simba__redis_parse_session(simba__redis *r, int kind, const redisReply *rp, simba_reply *rep) {
     long long epoch, gend = 0, gleft = 0;
     if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &epoch) ||
         (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
                                !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft))))
         return SIMBA_EPROTO;
-    /* + the server runs seen (bits 40 up): a new run (fail-over, restart)
-       changes the epoch, so the core re-POLLs every hold on the new server
-       (a grant that was not replicated is LOST there, not believed) */
-    rep->epoch = (int64_t)epoch + (epoch < ((long long)1 << 40) ? (int64_t)r->runs * ((int64_t)1 << 40) : 0);
+    rep->epoch = (int64_t)epoch;
+    /* Another server run (a fail-over, a restart) than the one the session
+       was opened on may lack its last writes: a grant (a holder would keep
+       believing), a release (its entry would hold the lock for ever). The
+       session ends there (ESESSION: holders LOST, the core CLOSEs it, which
+       removes its entries, and opens a new one), inside the restart grace. */
+    if (kind == SIMBA_OP_OPEN) r->session_runs = r->runs;
+    else if (r->runs != r->session_runs) {
+        rep->status = SIMBA_ESESSION;
+        rep->message = "the server changed (fail-over or restart): the session's last writes may be missing there";
+    }
     simba__redis_grace_log(r, gend, gleft);
     return SIMBA_OK;
 }
@@ -2032,7 +2061,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     }
     rep.status = simba__redis_status_code(st);
     if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
-        if (simba__redis_parse_session(r, rp, &rep) != SIMBA_OK) {
+        if (simba__redis_parse_session(r, q->kind, rp, &rep) != SIMBA_OK) {
             simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
             return;
         }
