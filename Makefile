@@ -142,6 +142,12 @@ asan: asan-mem asan-sim
 asan-backends: asan-redis asan-mysql asan-zk
 asan-redis: $(B)/asan/test_redis
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh run ./$(B)/asan/test_redis
+$(B)/asan/test_redis_sentinel: tests/test_redis_sentinel.c $(TEST_DEPS) simba_redis.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_sentinel.c tests/conformance.c $(REDIS_LIBS)
+.PHONY: asan-redis-sentinel
+asan-redis-sentinel: $(B)/asan/test_redis_sentinel
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh sentinel ./$(B)/asan/test_redis_sentinel
 asan-mysql: $(B)/asan/test_mysql
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/mysql.sh run ./$(B)/asan/test_mysql
 asan-zk: $(B)/asan/test_zk $(B)/tcp_proxy
