@@ -1574,9 +1574,11 @@ static void simba__redis_sentinel_handshake(simba__redis *r, simba__redis_conn *
 static int simba__redis_sentinel_addr_ok(const char *host, size_t hl, const char *port, size_t pl, int *out) {
     size_t i;
     long v = 0;
+    /* IPv4 digits and dots; hex letters only with a ':' (IPv6), else "cafe" passes */
+    const char *ok = memchr(host, ':', hl) ? "0123456789abcdefABCDEF.:" : "0123456789.";
     if (hl == 0 || hl > 63 || pl == 0 || pl > 5) return 0;
     for (i = 0; i < hl; i++)
-        if (!strchr("0123456789abcdefABCDEF.:", host[i]) || !host[i]) return 0;
+        if (!host[i] || !strchr(ok, host[i])) return 0;
     for (i = 0; i < pl; i++) {
         if (port[i] < '0' || port[i] > '9') return 0;
         v = v * 10 + (port[i] - '0');

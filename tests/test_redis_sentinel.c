@@ -420,6 +420,7 @@ static void t_sentinel_garbage(void) {
     bad_sentinel("$5\r\nhello\r\n", SIMBA_EPROTO, "not a numeric host and port");
     bad_sentinel("*2\r\n$9\r\nlocalhost\r\n$4\r\n6379\r\n", SIMBA_EPROTO, "not a numeric host and port");
     bad_sentinel("*2\r\n$9\r\n127.0.0.1\r\n$6\r\n999999\r\n", SIMBA_EPROTO, "not a numeric host and port");
+    bad_sentinel("*2\r\n$8\r\ndeadbeef\r\n$4\r\n6379\r\n", SIMBA_EPROTO, "not a numeric host and port");
     bad_sentinel("-ERR unknown command\r\n", SIMBA_EBACKEND, "unknown command");
 }
 
