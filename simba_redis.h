@@ -34,7 +34,8 @@
                       operation), limits, private types, memory, keys,
                       completions, reply limits, SIGPIPE
       >>connection    the hiredis adapter, connect, handshake (AUTH, SELECT,
-                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O
+                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O;
+                      Sentinel: where the master is (simba__redis_sentinel_*)
       >>session       every operation as one script call (arguments, send,
                       NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
       >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
@@ -125,6 +126,13 @@ typedef struct simba_redis_desc {
                                   have it (see docs/redis.md for what that does and does not
                                   guarantee) */
     int wait_timeout_ms;       /* the timeout given to WAIT (default 200) */
+    /* Redis Sentinel (docs/redis.md, "Sentinel"): when `sentinels` is set, the
+       master is asked of the sentinels (host, port and unix_socket are not used) */
+    const char *sentinels;     /* "host:port,host:port,..." (1..16 sentinels; port default 26379) */
+    const char *sentinel_master;   /* the master's name in the sentinels' config (needed with sentinels) */
+    const char *sentinel_user;     /* the sentinels' own ACL user; needs sentinel_password */
+    const char *sentinel_password; /* the sentinels' own AUTH password (NULL: none); `user` and
+                                      `password` are the master's */
     simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
@@ -144,8 +152,11 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
    simba.h) of scheme redis or redis+unix:
        redis://[user[:password]@]host[:port][/db][?parameters]
        redis+unix://[user[:password]@]/path/to/socket[?db=N&parameters]
+       redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?parameters]
+   (the hosts are sentinels; user and password are the master's; parameters
+   sentinel_user, sentinel_password, sentinel_password_env are the sentinels')
    parameters: prefix, wait_replicas, wait_timeout (duration),
-   connect_timeout (duration), db (redis+unix only), plus password_env /
+   connect_timeout (duration), db (redis+unix and redis+sentinel), plus password_env /
    password_file (simba.h). Read the client options (simba_url_client_options)
    first: a parameter nobody read is an error here. */
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
@@ -195,6 +206,7 @@ struct simba_redis_stats {
     int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
     int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
     int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
+    int64_t master_changes;     /* Sentinel: times the master's address changed (first answer excluded) */
 };
 /* simba_redis_stats: copies the counters of backend b (the value simba_redis()
    returned; valid until the simba instance that owns it is destroyed).
@@ -814,6 +826,8 @@ enum {
 enum {
     SIMBA__REDIS_MAIN = 0,          /* commands */
     SIMBA__REDIS_SUB = 1,           /* SUBSCRIBE: grant pushes */
+    SIMBA__REDIS_SENTINEL = 2,      /* Sentinel mode: asks for the master, then SUBSCRIBE +switch-master */
+    SIMBA__REDIS_MAX_SENTINELS = 16,
     SIMBA__REDIS_FIXED_ARGS = 10,   /* ARGV before the per-resource triples */
     SIMBA__REDIS_MAX_ARGC = 3 + SIMBA_MAX_RESOURCES + SIMBA__REDIS_FIXED_ARGS + 3 * SIMBA_MAX_RESOURCES,
     SIMBA__REDIS_MAX_PREFIX = 64,
@@ -822,7 +836,7 @@ enum {
 
 typedef struct simba__redis simba__redis;
 
-/* One of the two connections. */
+/* One of the connections (main, push and, with Sentinel, the sentinel). */
 typedef struct simba__redis_conn {
     simba__redis *r;
     redisAsyncContext *ac;
@@ -837,6 +851,7 @@ typedef struct simba__redis_conn {
     int64_t retry_at;           /* next connect attempt; -1 none scheduled */
     int attempt;                /* failed attempts in a row, for the backoff */
     long long too_big;          /* != 0: the reader refused a reply of this many array elements */
+    int bad_shape;              /* the reader refused a pub/sub reply hiredis would abort on */
     long long reply_elements;   /* array elements of the reply being read so far */
     const redisReplyObjectFunctions *dflt_fn;   /* hiredis's own (0.14: wrapped, see limits) */
 } simba__redis_conn;
@@ -863,7 +878,8 @@ struct simba__redis {
     simba_allocator alloc;      /* simba_redis_desc.allocator */
     char *host, *unix_socket, *user, *password, *prefix;
     int port, db, connect_timeout_ms, wait_replicas, wait_timeout_ms;
-    simba__redis_conn conn[2];
+    simba__redis_conn conn[3];  /* main, push, sentinel (used when nsentinels > 0) */
+    int nconn;                  /* 2, or 3 with Sentinel */
     simba__redis_req *reqs;     /* in flight and not completed yet */
     char *script;
     size_t script_len;
@@ -878,6 +894,16 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int destroying;
+    char seen_run[41];          /* the run_id of the last server we were ready on */
+    long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
+    /* Sentinel (nsentinels > 0): where the master is */
+    struct { char host[64]; int port; } sentinels[SIMBA__REDIS_MAX_SENTINELS];
+    int nsentinels, sentinel_next;    /* the sentinel the next attempt asks */
+    char *sentinel_master, *sentinel_user, *sentinel_password;
+    char master_host[64];       /* what the sentinels named last ("" never yet) */
+    int master_port;
+    int switching;              /* dropping main and push for a +switch-master: do not ask again */
+    int master_known;           /* master_host is the sentinels' current answer */
     struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
 
@@ -891,6 +917,10 @@ static void simba__redis_free(simba__redis *r) {
     if (r->password) memset(r->password, 0, strlen(r->password));
     simba_allocator_free(&a, r->password);
     simba_allocator_free(&a, r->prefix);
+    simba_allocator_free(&a, r->sentinel_master);
+    simba_allocator_free(&a, r->sentinel_user);
+    if (r->sentinel_password) memset(r->sentinel_password, 0, strlen(r->sentinel_password));
+    simba_allocator_free(&a, r->sentinel_password);
     simba_allocator_free(&a, r);
 }
 
@@ -1073,9 +1103,24 @@ enum {
 };
 
 #if HIREDIS_MAJOR < 1
+/* On the push and sentinel connections (subscribed contexts) hiredis 0.14
+   assert()s that a reply nobody waits for is an array of at least 2
+   elements whose first two are strings: a hostile or broken server would
+   abort the process. Such a reply is refused here instead (the connection
+   is dropped with SIMBA_EPROTO). `kind` 's' string, 'a' array, 'o' other. */
+static int simba__redis_sub_bad(const redisReadTask *task, char kind, int elements) {
+    simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (c->role == SIMBA__REDIS_MAIN) return 0;
+    if ((!task->parent && kind == 'a' && elements < 2) ||
+        (task->parent && !task->parent->parent && task->idx < 2 && kind != 's'))
+        c->bad_shape = 1;
+    return c->bad_shape;
+}
+
 /* The reader's privdata is the connection (it reaches every read task). */
 static void *simba__redis_create_array(const redisReadTask *task, int elements) {
     simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (simba__redis_sub_bad(task, 'a', elements)) return NULL;
     /* the bound is on the whole reply (nested arrays add up), not one header */
     if (!task->parent) c->reply_elements = 0;
     c->reply_elements += elements;
@@ -1089,9 +1134,11 @@ static void *simba__redis_create_string(const redisReadTask *task, char *str, si
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createString(task, str, len);
 }
 static void *simba__redis_create_integer(const redisReadTask *task, long long value) {
+    if (simba__redis_sub_bad(task, 'o', 0)) return NULL;
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createInteger(task, value);
 }
 static void *simba__redis_create_nil(const redisReadTask *task) {
+    if (simba__redis_sub_bad(task, 'o', 0)) return NULL;
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createNil(task);
 }
 /* freeObject gets no task: hiredis's default freeReplyObject is what every
@@ -1111,6 +1158,7 @@ static redisReplyObjectFunctions simba__redis_limited_fn = {
 static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *ac) {
     redisReader *rd = ac->c.reader;
     c->too_big = c->reply_elements = 0;
+    c->bad_shape = 0;
     if (!rd) return;
 #if HIREDIS_MAJOR < 1
     if (!rd->fn) return;            /* no object functions: replies are never built */
@@ -1226,6 +1274,11 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
 static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_memory(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata);
+static int simba__redis_target(simba__redis *r, simba__redis_conn *c, const char **host, int *port);
+static void simba__redis_sentinel_handshake(simba__redis *r, simba__redis_conn *c);
+static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c, int err, const char *why);
+static void simba__redis_sentinel_lost_master(simba__redis *r);
+static void simba__redis_sentinel_on_role(redisAsyncContext *ac, void *reply, void *privdata);
 
 static void simba__redis_schedule_retry(simba__redis *r, simba__redis_conn *c) {
     c->retry_at = simba__redis_now(r) + simba_backend_backoff_ms(r->s, c->attempt);
@@ -1261,7 +1314,7 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     int was_ready = c->ready;
     simba__redis_copy(why, sizeof why, msg, msg ? strlen(msg) : 0);
     c->ac = NULL;
-    c->ready = c->connected = c->lost = c->drop_err = 0;
+    c->ready = c->connected = c->lost = c->drop_err = c->bad_shape = 0;
     c->want_write = 0;
     c->why[0] = 0;
     c->deadline = -1;
@@ -1273,6 +1326,11 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     }
     if (r->destroying) return;
     simba__redis_schedule_retry(r, c);
+    if (c->role == SIMBA__REDIS_SENTINEL) {
+        simba__redis_sentinel_dropped(r, c, err, why);
+        return;
+    }
+    if (c->role == SIMBA__REDIS_MAIN && r->nsentinels) simba__redis_sentinel_lost_master(r);
     if (c->role == SIMBA__REDIS_MAIN) {
         /* a refused password or a missing permission is an operator's
            problem: say it loudly even when we never got connected */
@@ -1304,7 +1362,13 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
     redisAsyncContext *ac = c->ac;
     char name[SIMBA_MAX_ID + 16];
+    if (c->role == SIMBA__REDIS_SENTINEL) {
+        simba__redis_sentinel_handshake(r, c);
+        return;
+    }
     simba__redis_send_auth(c, simba__redis_on_auth);
+    /* a sentinel's answer may be stale: use only a server that says it is the master */
+    if (c->role == SIMBA__REDIS_MAIN && r->nsentinels) redisAsyncCommand(ac, simba__redis_sentinel_on_role, c, "ROLE");
     simba__redis_client_name(r, c, name, sizeof name);
     /* a name shows up in CLIENT LIST; a user without the right may not set it */
     redisAsyncCommand(ac, simba__redis_on_ignore, c, "CLIENT SETNAME %s", name);
@@ -1322,10 +1386,13 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
 
 static void simba__redis_connect(simba__redis *r, simba__redis_conn *c) {
     redisAsyncContext *ac;
+    const char *host;
+    int port;
     c->retry_at = -1;
     c->why[0] = 0;
     c->lost = c->drop_err = c->connected = c->ready = 0;
-    ac = r->unix_socket ? redisAsyncConnectUnix(r->unix_socket) : redisAsyncConnect(r->host, r->port);
+    if (!simba__redis_target(r, c, &host, &port)) return;   /* the sentinels will say where */
+    ac = r->unix_socket ? redisAsyncConnectUnix(r->unix_socket) : redisAsyncConnect(host, port);
     if (!ac) {
         simba__redis_drop(r, c, SIMBA_ENOMEM, "out of memory");
         return;
@@ -1475,6 +1542,10 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     if (!r->run_id[0])
         simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: no run_id from INFO; only a lost epoch key "
                           "starts the restart grace");
+    /* another server run (a fail-over, a restart) may lack the session's
+       last writes: counted (simba__redis_parse_session ends the session) */
+    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) r->runs++;
+    if (r->run_id[0]) memcpy(r->seen_run, r->run_id, sizeof r->seen_run);
     c->ready = 1;
     c->attempt = 0;
     c->deadline = -1;
@@ -1514,6 +1585,9 @@ static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
                  "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
         c->too_big = 0;             /* (drop resets the rest) */
         simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->bad_shape) {
+        simba__redis_drop(r, c, SIMBA_EPROTO, "the server sent a pub/sub reply of a shape hiredis would abort on "
+                          "(an array of fewer than 2 elements, or a name that is not a string); connection dropped");
     } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
         char why[160];
         snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
@@ -1543,6 +1617,203 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     }
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
+}
+
+/*--- Sentinel: where the master is (docs/redis.md, "Sentinel") -----------------
+   With desc.sentinels, the main and push connections go to the address the
+   sentinels name, and a third connection goes to one sentinel at a time:
+   [AUTH], SENTINEL get-master-addr-by-name, then SUBSCRIBE +switch-master,
+   and it stays subscribed while it lives. A sentinel that fails (refused,
+   garbage, no such master) is left for the next one in the list, with the
+   shared backoff. The main connection confirms with ROLE that it reached a
+   master; after any failure of it the sentinels are asked again, and a
+   +switch-master naming our master moves both connections at once. */
+
+/* Where connection c connects: 0 when no master is known (it then waits
+   until simba__redis_sentinel_use wakes it). */
+static int simba__redis_target(simba__redis *r, simba__redis_conn *c, const char **host, int *port) {
+    if (c->role == SIMBA__REDIS_SENTINEL) {
+        *host = r->sentinels[r->sentinel_next].host;
+        *port = r->sentinels[r->sentinel_next].port;
+        return 1;
+    }
+    if (!r->nsentinels) {
+        *host = r->host;
+        *port = r->port;
+        return 1;
+    }
+    if (!r->master_known) return 0;
+    *host = r->master_host;
+    *port = r->master_port;
+    return 1;
+}
+
+static void simba__redis_sentinel_on_addr(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_sentinel_on_sub(redisAsyncContext *ac, void *reply, void *privdata);
+
+static void simba__redis_sentinel_handshake(simba__redis *r, simba__redis_conn *c) {
+    if (r->sentinel_password && r->sentinel_user)
+        redisAsyncCommand(c->ac, simba__redis_on_auth, c, "AUTH %s %s", r->sentinel_user, r->sentinel_password);
+    else if (r->sentinel_password)
+        redisAsyncCommand(c->ac, simba__redis_on_auth, c, "AUTH %s", r->sentinel_password);
+    redisAsyncCommand(c->ac, simba__redis_sentinel_on_addr, c, "SENTINEL get-master-addr-by-name %s",
+                      r->sentinel_master);
+    redisAsyncCommand(c->ac, simba__redis_sentinel_on_sub, c, "SUBSCRIBE +switch-master");
+}
+
+/* An address as a sentinel gives it: numeric only (a host name would need
+   DNS, which never happens inside simba_tick()) and a port 1..65535. */
+static int simba__redis_sentinel_addr_ok(const char *host, size_t hl, const char *port, size_t pl, int *out) {
+    size_t i;
+    long v = 0;
+    /* IPv4 digits and dots; hex letters only with a ':' (IPv6), else "cafe" passes */
+    const char *ok = memchr(host, ':', hl) ? "0123456789abcdefABCDEF.:" : "0123456789.";
+    if (hl == 0 || hl > 63 || pl == 0 || pl > 5) return 0;
+    for (i = 0; i < hl; i++)
+        if (!host[i] || !strchr(ok, host[i])) return 0;
+    for (i = 0; i < pl; i++) {
+        if (port[i] < '0' || port[i] > '9') return 0;
+        v = v * 10 + (port[i] - '0');
+    }
+    if (v < 1 || v > 65535) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* The master is (now) at host:port: wake the connections that wait for an
+   address; if it moved, drop the ones still on the old master first. */
+static void simba__redis_sentinel_use(simba__redis *r, const char *host, int port) {
+    int i, moved = r->master_host[0] && (strcmp(host, r->master_host) != 0 || port != r->master_port);
+    if (moved) {
+        r->stats.master_changes++;
+        simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: sentinel: master '%s' moved from %s:%d to %s:%d",
+                          r->sentinel_master, r->master_host, r->master_port, host, port);
+    } else if (!r->master_host[0]) {
+        simba_backend_log(r->s, SIMBA_LOG_INFO, "simba_redis: sentinel: master '%s' is at %s:%d", r->sentinel_master,
+                          host, port);
+    }
+    simba__redis_copy(r->master_host, sizeof r->master_host, host, strlen(host));
+    r->master_port = port;
+    r->master_known = 1;
+    for (i = SIMBA__REDIS_MAIN; i <= SIMBA__REDIS_SUB; i++) {
+        simba__redis_conn *c = &r->conn[i];
+        if (moved && c->ac) {
+            r->switching = 1;    /* we know where to go: no need to ask again */
+            simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "the sentinels moved the master");
+            r->switching = 0;
+            c->retry_at = simba__redis_now(r);
+        } else if (!c->ac && c->retry_at < 0) {
+            c->retry_at = simba__redis_now(r);   /* it waited for an address (its backoff is spent) */
+        }
+    }
+}
+
+static void simba__redis_sentinel_on_addr(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    char why[160];
+    int port = 0;
+    if (!c || c->drop_err) return;
+    if (rp->type == REDIS_REPLY_NIL || (rp->type == REDIS_REPLY_ARRAY && rp->elements == 0)) {
+        snprintf(why, sizeof why, "the sentinel knows no master named '%.60s'", c->r->sentinel_master);
+        simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, why, strlen(why));
+    } else if (rp->type == REDIS_REPLY_ERROR) {
+        simba__redis_fail_conn(c, simba__redis_error_code(rp->str), rp->str, rp->len);
+    } else if (rp->type != REDIS_REPLY_ARRAY || rp->elements != 2 || rp->element[0]->type != REDIS_REPLY_STRING ||
+               rp->element[1]->type != REDIS_REPLY_STRING ||
+               !simba__redis_sentinel_addr_ok(rp->element[0]->str, rp->element[0]->len, rp->element[1]->str,
+                                              rp->element[1]->len, &port)) {
+        snprintf(why, sizeof why, "the sentinel's answer to get-master-addr-by-name is not a numeric host and port");
+        simba__redis_fail_conn(c, SIMBA_EPROTO, why, strlen(why));
+    } else {
+        simba__redis_sentinel_use(c->r, rp->element[0]->str, port);
+    }
+}
+
+/* "+switch-master <name> <old ip> <old port> <new ip> <new port>": ours
+   when the name is; anything else is ignored (the next failure asks again). */
+static void simba__redis_sentinel_switch(simba__redis *r, const char *msg, size_t len) {
+    const char *f[5], *p = msg, *end = msg + len;
+    size_t n[5];
+    int k, port;
+    char host[64];
+    for (k = 0; k < 5; k++) {
+        const char *sp = (const char *)memchr(p, ' ', (size_t)(end - p));
+        const char *e = k < 4 ? sp : end;
+        if (!e || e == p) return;
+        f[k] = p;
+        n[k] = (size_t)(e - p);
+        p = e + (k < 4);
+    }
+    if (n[0] != strlen(r->sentinel_master) || memcmp(f[0], r->sentinel_master, n[0]) != 0) return;
+    if (!simba__redis_sentinel_addr_ok(f[3], n[3], f[4], n[4], &port)) return;
+    simba__redis_copy(host, sizeof host, f[3], n[3]);
+    simba__redis_sentinel_use(r, host, port);
+}
+
+static void simba__redis_sentinel_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c || c->drop_err) return;
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
+    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+        c->ready = 1;
+        c->attempt = 0;
+        c->deadline = -1;
+    } else if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+        simba__redis_sentinel_switch(c->r, rp->element[2]->str, rp->element[2]->len);
+    }
+}
+
+/* ROLE on the main connection: anything but "master" (a replica, a stale
+   answer of a sentinel) drops it, and the drop asks the sentinels again. */
+static void simba__redis_sentinel_on_role(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    char why[160];
+    if (!c || c->drop_err) return;
+    if (rp->type == REDIS_REPLY_ARRAY && rp->elements >= 1 && rp->element[0]->type == REDIS_REPLY_STRING &&
+        strcmp(rp->element[0]->str, "master") == 0)
+        return;
+    if (rp->type == REDIS_REPLY_ERROR) {
+        simba__redis_fail_conn(c, simba__redis_error_code(rp->str), rp->str, rp->len);
+        return;
+    }
+    snprintf(why, sizeof why, "%s:%d named by the sentinels is not a master (ROLE: %.20s)", c->r->master_host,
+             c->r->master_port, rp->type == REDIS_REPLY_ARRAY && rp->elements >= 1 &&
+             rp->element[0]->type == REDIS_REPLY_STRING ? rp->element[0]->str : "?");
+    simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, why, strlen(why));
+}
+
+/* The main connection failed: its master may be gone. Ask again (a new
+   connection to the next sentinel: the subscribed one cannot ask), and move
+   the push connection along with the main one. Bounded by the main
+   connection's backoff, which is what calls it. */
+static void simba__redis_sentinel_lost_master(simba__redis *r) {
+    simba__redis_conn *sc = &r->conn[SIMBA__REDIS_SENTINEL];
+    if (r->switching || r->destroying) return;
+    r->master_known = 0;
+    if (r->conn[SIMBA__REDIS_SUB].ac)
+        simba__redis_drop(r, &r->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the master connection failed");
+    if (sc->ac) {
+        simba__redis_drop(r, sc, 0, NULL);
+        sc->retry_at = simba__redis_now(r);
+    }
+}
+
+/* A sentinel connection ended (err 0: on purpose, to ask again). The next
+   attempt goes to the next sentinel; while the main connection is not up,
+   the failure is what the core reports as the connection's state. */
+static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c, int err, const char *why) {
+    char line[sizeof r->last_fail + 200];
+    int at = r->sentinel_next;
+    (void)c;
+    r->sentinel_next = (r->sentinel_next + 1) % r->nsentinels;
+    if (!err) return;
+    snprintf(line, sizeof line, "simba_redis: sentinel %s:%d: %.120s (%s)", r->sentinels[at].host,
+             r->sentinels[at].port, why && why[0] ? why : "-", simba_strerror(err));
+    simba__redis_log_failure(r, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : SIMBA_LOG_WARN, line);
+    if (!r->conn[SIMBA__REDIS_MAIN].ready) simba__redis_report(r, 0, err, line + strlen("simba_redis: "));
 }
 
 /*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
@@ -1732,13 +2003,23 @@ static void simba__redis_grace_log(simba__redis *r, long long end, long long lef
 /* OPEN, KEEPALIVE: {0, admin epoch} or, when OPEN finds a restart grace
    running, {0, admin epoch, grace end (server ms), ms left of it}. CLOSE
    answers {0} only. */
-static int simba__redis_parse_session(simba__redis *r, const redisReply *rp, simba_reply *rep) {
+static int simba__redis_parse_session(simba__redis *r, int kind, const redisReply *rp, simba_reply *rep) {
     long long epoch, gend = 0, gleft = 0;
     if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &epoch) ||
         (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
                                !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft))))
         return SIMBA_EPROTO;
     rep->epoch = (int64_t)epoch;
+    /* Another server run (a fail-over, a restart) than the one the session
+       was opened on may lack its last writes: a grant (a holder would keep
+       believing), a release (its entry would hold the lock for ever). The
+       session ends there (ESESSION: holders LOST, the core CLOSEs it, which
+       removes its entries, and opens a new one), inside the restart grace. */
+    if (kind == SIMBA_OP_OPEN) r->session_runs = r->runs;
+    else if (r->runs != r->session_runs) {
+        rep->status = SIMBA_ESESSION;
+        rep->message = "the server changed (fail-over or restart): the session's last writes may be missing there";
+    }
     simba__redis_grace_log(r, gend, gleft);
     return SIMBA_OK;
 }
@@ -1875,7 +2156,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     }
     rep.status = simba__redis_status_code(st);
     if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
-        if (simba__redis_parse_session(r, rp, &rep) != SIMBA_OK) {
+        if (simba__redis_parse_session(r, q->kind, rp, &rep) != SIMBA_OK) {
             simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
             return;
         }
@@ -2019,6 +2300,7 @@ static int simba__redis_attach(void *impl, simba *s) {
        names our connections and channel) is not available yet */
     r->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
     r->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(r);
+    if (r->nsentinels) r->conn[SIMBA__REDIS_SENTINEL].retry_at = simba__redis_now(r);
     return SIMBA_OK;
 }
 
@@ -2029,7 +2311,7 @@ static int simba__redis_submit(void *impl, const simba_op *op) {
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
         if (!c->ac || c->ac->c.fd < 0) continue;
@@ -2049,7 +2331,7 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
         if (c->ac && !c->ready) t = c->deadline;
@@ -2066,8 +2348,9 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
+    if (r->nsentinels) simba__redis_io(r, &r->conn[SIMBA__REDIS_SENTINEL], fds, nfds);
     now = simba__redis_now(r);
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac && !c->ready && c->deadline >= 0 && now >= c->deadline)
             simba__redis_drop(r, c, SIMBA_ETIMEDOUT, c->connected ? "handshake timed out" : "connect timed out");
@@ -2091,7 +2374,7 @@ static void simba__redis_destroy(void *impl) {
     r->destroying = 1;
     if (r->s) {                   /* attached (simba_create may destroy it before) */
         simba__redis_flush_repeats(r);
-        for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
+        for (i = 0; i < r->nconn; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     }
     simba__redis_free(r);
 }
@@ -2139,7 +2422,66 @@ static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
     if (d->host && !d->host[0]) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: empty (NULL: 127.0.0.1)");
     if (d->host && strlen(d->host) > 255)
         return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: longer than 255");
+    if (!d->sentinels && (d->sentinel_master || d->sentinel_user || d->sentinel_password))
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: not set, but sentinel_master, "
+                                   "sentinel_user or sentinel_password is");
+    if (d->sentinels && d->unix_socket)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.unix_socket: not with sentinels (the sentinels "
+                                   "name the master)");
+    if (d->sentinels && (!d->sentinel_master || !d->sentinel_master[0] || strlen(d->sentinel_master) > 200 ||
+                         strpbrk(d->sentinel_master, " \t\r\n")))
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinel_master: want the master's name as the "
+                                   "sentinels know it (1..200 bytes, no spaces)");
+    if (d->sentinel_user && !d->sentinel_password)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinel_user: given without a sentinel_password");
     return ok;
+}
+
+/* desc.sentinels, "host:port,host:port,..." ("[v6]:port" too; port default
+   26379), into r->sentinels; each host resolved once, here (blocking, like
+   desc.host). A zero vt when it is fine. */
+static simba_backend simba__redis_sentinel_parse(simba__redis *r, const char *list) {
+    simba_backend ok;
+    const char *p = list;
+    memset(&ok, 0, sizeof ok);
+    r->nsentinels = 0;
+    for (;;) {
+        const char *end = p + strcspn(p, ","), *colon, *h = p, *he;
+        char host[256], numeric[64];
+        long port = 26379;
+        int rc;
+        if (r->nsentinels == SIMBA__REDIS_MAX_SENTINELS)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: more than %d",
+                                       (int)SIMBA__REDIS_MAX_SENTINELS);
+        if (*h == '[') {
+            he = (const char *)memchr(h, ']', (size_t)(end - h));
+            if (!he) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: '[' without ']'");
+            h++;
+            colon = he + 1 < end && he[1] == ':' ? he + 1 : NULL;
+        } else {
+            colon = (const char *)memchr(h, ':', (size_t)(end - h));
+            he = colon ? colon : end;
+        }
+        if (colon) {
+            const char *q;
+            port = 0;
+            for (q = colon + 1; q < end && port <= 65535; q++)
+                port = *q >= '0' && *q <= '9' ? port * 10 + (*q - '0') : 99999;
+            if (q == colon + 1) port = 0;
+        }
+        if (he == h || (size_t)(he - h) >= sizeof host || port < 1 || port > 65535)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: '%.*s' is not host:port "
+                                       "(want \"host:port,host:port\")", (int)(end - p > 100 ? 100 : end - p), p);
+        simba__redis_copy(host, sizeof host, h, (size_t)(he - h));
+        if ((rc = simba_backend_resolve(host, numeric, sizeof numeric)) != 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: cannot resolve '%.100s': %s", host,
+                                       simba_backend_resolve_error(rc));
+        if (!numeric[0]) simba__redis_copy(numeric, sizeof numeric, host, strlen(host));   /* already numeric */
+        simba__redis_copy(r->sentinels[r->nsentinels].host, sizeof r->sentinels[0].host, numeric, strlen(numeric));
+        r->sentinels[r->nsentinels++].port = (int)port;
+        if (!*end) return ok;
+        p = end + 1;
+    }
 }
 
 /* The script text, the Lua elements joined (sent by SCRIPT LOAD and EVAL). */
@@ -2177,7 +2519,8 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     if (!r) return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
     r->alloc = d->allocator;
     r->reported = -1;
-    for (i = 0; i < 2; i++) {
+    r->nconn = d->sentinels ? 3 : 2;
+    for (i = 0; i < 3; i++) {
         r->conn[i].r = r;
         r->conn[i].role = i;
         r->conn[i].deadline = -1;
@@ -2194,29 +2537,86 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     r->unix_socket = simba_allocator_strdup(&r->alloc, d->unix_socket);
     r->user = simba_allocator_strdup(&r->alloc, d->user);
     r->password = simba_allocator_strdup(&r->alloc, d->password);
+    r->sentinel_master = simba_allocator_strdup(&r->alloc, d->sentinel_master);
+    r->sentinel_user = simba_allocator_strdup(&r->alloc, d->sentinel_user);
+    r->sentinel_password = simba_allocator_strdup(&r->alloc, d->sentinel_password);
     if (!r->host || !r->prefix || (d->unix_socket && !r->unix_socket) || (d->user && !r->user) ||
-        (d->password && !r->password) || simba__redis_build_script(r) != SIMBA_OK) {
+        (d->password && !r->password) || (d->sentinel_master && !r->sentinel_master) ||
+        (d->sentinel_user && !r->sentinel_user) || (d->sentinel_password && !r->sentinel_password) ||
+        simba__redis_build_script(r) != SIMBA_OK) {
         simba__redis_free(r);
         return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    }
+    if (d->sentinels) {
+        b = simba__redis_sentinel_parse(r, d->sentinels);
+        if (b.vt) {
+            simba__redis_free(r);
+            return b;
+        }
     }
     b.vt = &simba__redis_vtable;
     b.impl = r;
     return b;
 }
 
+/* redis+sentinel://[user:pass@]s1:26379,s2:26379/mastername[?db=N&sentinel_user=..&
+   sentinel_password_env=..]: the hosts are the sentinels, the path the master's name. */
+static int simba__redis_sentinel_url(simba_url *u, simba_redis_desc *d, char *list, size_t cap,
+                                     simba_url_error *err) {
+    size_t at = 0;
+    int i, rc;
+    const char *env;
+    if (u->nhosts < 1)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+sentinel needs the sentinels "
+                              "(redis+sentinel://host:port,host:port/mastername)");
+    for (i = 0; i < u->nhosts; i++) {
+        const char *h = u->hosts[i].host;
+        int n = snprintf(list + at, cap - at, strchr(h, ':') ? "%s[%s]:%d" : "%s%s:%d", i ? "," : "", h,
+                         u->hosts[i].port ? u->hosts[i].port : 26379);
+        if (n < 0 || (size_t)n >= cap - at) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: too long");
+        at += (size_t)n;
+    }
+    d->sentinels = list;
+    if (!u->path[0] || strcmp(u->path, "/") == 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: redis+sentinel needs the master's name "
+                              "(redis+sentinel://host:port/mastername)");
+    d->sentinel_master = u->path + 1;
+    if ((rc = simba_url_int(u, "db", 0, 1000000, &d->db, err)) != SIMBA_OK) return rc;
+    d->sentinel_user = simba_url_param(u, "sentinel_user");
+    d->sentinel_password = simba_url_param(u, "sentinel_password");
+    if ((env = simba_url_param(u, "sentinel_password_env")) != NULL) {
+        if (d->sentinel_password)
+            return simba_url_fail(err, SIMBA_EINVAL, "sentinel_password_env",
+                                  "URL sentinel_password: given twice (sentinel_password, sentinel_password_env)");
+        if (!(d->sentinel_password = getenv(env)))
+            return simba_url_fail(err, SIMBA_EAUTH, "sentinel_password_env",
+                                  "URL sentinel_password_env: variable '%.60s' is not set", env);
+    }
+    if (d->sentinel_user && !d->sentinel_password)
+        return simba_url_fail(err, SIMBA_EINVAL, "sentinel_user",
+                              "URL sentinel_user: needs sentinel_password or sentinel_password_env");
+    return SIMBA_OK;
+}
+
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_redis_desc d;
-    int unix_sock, rc;
+    int unix_sock, sentinel, rc;
     const char *v;
+    char list[SIMBA_URL_MAX_HOSTS * 80];
     memset(&d, 0, sizeof d);
     if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
     unix_sock = strcmp(u->scheme, "redis+unix") == 0;
-    if (!unix_sock && strcmp(u->scheme, "redis") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis or redis+unix", u->scheme);
+    sentinel = strcmp(u->scheme, "redis+sentinel") == 0;
+    if (!unix_sock && !sentinel && strcmp(u->scheme, "redis") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis, redis+unix or "
+                              "redis+sentinel", u->scheme);
     if (!u->has_authority)
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
-                              unix_sock ? "redis+unix:///path/to/socket" : "redis://host:port");
-    if (unix_sock) {
+                              unix_sock ? "redis+unix:///path/to/socket"
+                                        : sentinel ? "redis+sentinel://host:port/mastername" : "redis://host:port");
+    if (sentinel) {
+        if ((rc = simba__redis_sentinel_url(u, &d, list, sizeof list, err)) != SIMBA_OK) return rc;
+    } else if (unix_sock) {
         if (u->nhosts)
             return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+unix takes no host (redis+unix:///path/to/socket)");
         if (!u->path[0] || strcmp(u->path, "/") == 0)
