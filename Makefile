@@ -62,6 +62,8 @@ $(B)/test_sim: tests/test_sim.c tests/harness.h $(HDR_CORE) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_sim.c $(LDFLAGS)
 $(B)/test_redis: tests/test_redis.c $(TEST_DEPS) simba_redis.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
+$(B)/test_redis_sentinel: tests/test_redis_sentinel.c $(TEST_DEPS) simba_redis.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_sentinel.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
 $(B)/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS) $(LDFLAGS)
 $(B)/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h | $(B)
@@ -75,6 +77,9 @@ test-mem: $(B)/test_mem $(B)/test_sim
 	./$(B)/test_sim
 test-redis: $(B)/test_redis
 	tests/servers/redis.sh run ./$(B)/test_redis
+.PHONY: test-redis-sentinel
+test-redis-sentinel: $(B)/test_redis_sentinel
+	tests/servers/redis.sh sentinel ./$(B)/test_redis_sentinel
 test-mysql: $(B)/test_mysql
 	tests/servers/mysql.sh run ./$(B)/test_mysql
 test-zk: $(B)/test_zk $(B)/tcp_proxy
@@ -106,7 +111,7 @@ test-loop-zk: $(B)/test_loop_zk
 # Every binary `make test` runs, built up front (tests/run_all.sh runs the
 # suites in parallel lanes that then never build at once).
 TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
-	$(B)/test_redis $(B)/test_mysql $(B)/test_zk $(B)/tcp_proxy \
+	$(B)/test_redis $(B)/test_mysql $(B)/test_zk $(B)/tcp_proxy $(B)/test_redis_sentinel \
 	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
 	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
 	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
@@ -137,6 +142,12 @@ asan: asan-mem asan-sim
 asan-backends: asan-redis asan-mysql asan-zk
 asan-redis: $(B)/asan/test_redis
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh run ./$(B)/asan/test_redis
+$(B)/asan/test_redis_sentinel: tests/test_redis_sentinel.c $(TEST_DEPS) simba_redis.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_sentinel.c tests/conformance.c $(REDIS_LIBS)
+.PHONY: asan-redis-sentinel
+asan-redis-sentinel: $(B)/asan/test_redis_sentinel
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh sentinel ./$(B)/asan/test_redis_sentinel
 asan-mysql: $(B)/asan/test_mysql
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/mysql.sh run ./$(B)/asan/test_mysql
 asan-zk: $(B)/asan/test_zk $(B)/tcp_proxy
@@ -206,6 +217,10 @@ bench-mem: $(B)/bench_mem
 	./$(B)/bench_mem
 bench-redis: $(B)/bench_redis
 	tests/servers/redis.sh run ./$(B)/bench_redis
+	tests/servers/redis.sh sentinel ./$(B)/bench_redis
+.PHONY: bench-redis-sentinel
+bench-redis-sentinel: $(B)/bench_redis
+	tests/servers/redis.sh sentinel ./$(B)/bench_redis
 bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk

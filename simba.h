@@ -718,7 +718,8 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
    sessions, so a push for an entry of an earlier (dropped) session must never
    be taken for the new session's request. With fence 0, our current session
    and the id of one of our single-resource requests: only that request
-   re-checks (POLL). In every other case (session NULL or not ours, request
+   re-checks (POLL), e.g. "the owner changed" told to a contend handle, so
+   the client's other requests on the name are not re-polled. In every other case (session NULL or not ours, request
    NULL or not found) every waiter and holder of ours that has `name` among
    its resources re-checks (POLL). */
 SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence);
@@ -868,6 +869,7 @@ SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
 
        redis://[user[:password]@]host[:port][/db][?prefix=..&wait_replicas=..]
        redis+unix:///path/to/sock[?db=..]
+       redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?db=..]
        mysql://user[:password]@host[:port]/database[?socket=..&table_prefix=..]
        zk://host1:port1,host2:port2[/chroot][?base_path=..]
        mem:                        (this process only)
@@ -4690,7 +4692,7 @@ extern "C" {
 SIMBA__URL_STATIC const char *simba_url_schemes(void) {
     return
 #ifdef SIMBA_REDIS_INCLUDED
-        "redis://, redis+unix://, "
+        "redis://, redis+unix://, redis+sentinel://, "
 #endif
 #ifdef SIMBA_MYSQL_INCLUDED
         "mysql://, "
@@ -4721,7 +4723,8 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
     b.impl = NULL;
     if (0) {}
 #ifdef SIMBA_REDIS_INCLUDED
-    else if (strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0) rc = simba_redis_from_url(u, &b, err);
+    else if (strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
+             strcmp(u->scheme, "redis+sentinel") == 0) rc = simba_redis_from_url(u, &b, err);
 #endif
 #ifdef SIMBA_MYSQL_INCLUDED
     else if (strcmp(u->scheme, "mysql") == 0) rc = simba_mysql_from_url(u, &b, err);
@@ -4738,6 +4741,7 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
         }
     } else {
         const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
+                            strcmp(u->scheme, "redis+sentinel") == 0 ||
                             strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",

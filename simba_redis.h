@@ -34,7 +34,8 @@
                       operation), limits, private types, memory, keys,
                       completions, reply limits, SIGPIPE
       >>connection    the hiredis adapter, connect, handshake (AUTH, SELECT,
-                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O
+                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O;
+                      Sentinel: where the master is (simba__redis_sentinel_*)
       >>session       every operation as one script call (arguments, send,
                       NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
       >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
@@ -125,6 +126,13 @@ typedef struct simba_redis_desc {
                                   have it (see docs/redis.md for what that does and does not
                                   guarantee) */
     int wait_timeout_ms;       /* the timeout given to WAIT (default 200) */
+    /* Redis Sentinel (docs/redis.md, "Sentinel"): when `sentinels` is set, the
+       master is asked of the sentinels (host, port and unix_socket are not used) */
+    const char *sentinels;     /* "host:port,host:port,..." (1..16 sentinels; port default 26379) */
+    const char *sentinel_master;   /* the master's name in the sentinels' config (needed with sentinels) */
+    const char *sentinel_user;     /* the sentinels' own ACL user; needs sentinel_password */
+    const char *sentinel_password; /* the sentinels' own AUTH password (NULL: none); `user` and
+                                      `password` are the master's */
     simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
@@ -144,8 +152,11 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
    simba.h) of scheme redis or redis+unix:
        redis://[user[:password]@]host[:port][/db][?parameters]
        redis+unix://[user[:password]@]/path/to/socket[?db=N&parameters]
+       redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?parameters]
+   (the hosts are sentinels; user and password are the master's; parameters
+   sentinel_user, sentinel_password, sentinel_password_env are the sentinels')
    parameters: prefix, wait_replicas, wait_timeout (duration),
-   connect_timeout (duration), db (redis+unix only), plus password_env /
+   connect_timeout (duration), db (redis+unix and redis+sentinel), plus password_env /
    password_file (simba.h). Read the client options (simba_url_client_options)
    first: a parameter nobody read is an error here. */
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
@@ -195,6 +206,7 @@ struct simba_redis_stats {
     int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
     int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
     int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
+    int64_t master_changes;     /* Sentinel: times the master's address changed (first answer excluded) */
 };
 /* simba_redis_stats: copies the counters of backend b (the value simba_redis()
    returned; valid until the simba instance that owns it is destroyed).
@@ -234,16 +246,21 @@ extern "C" {
 
 /*--- the server side: one Lua script, one entry point per operation ----------
    KEYS: the base key of each resource of the operation. ARGV: op, prefix,
-   tenant, session, request, lease_ms, run_id, try_only, wait, gen, then
-   name, capacity, weight of each resource. Answers are arrays that start
+   tenant, session, request, lease_ms, run_id, try_only ('1', '0', or 'c':
+   a contend entry), wait, gen, then name, capacity, weight of each resource. Answers are arrays that start
    with a status (0 ok, 1 ESESSION, 2 ENOTFOUND, 3 ECAPACITY, 4 EKEYBUSY);
    garbage in a key raises an error that contains "SIMBA_EPROTO".
 
    Keys (B is a resource's base key, see simba__redis_key):
-     B:m    hash: cap, ctr (the fence counter), seq (the enqueue counter), name
-     B:q    zset: request -> seq (the queue, in order)
-     B:e    hash: request -> "session weight fence gen nres[ first-name]" (fence 0:
-            waiting; the request's first name when it has several resources)
+     B:m    hash: cap = 'v2' (the layout; older versions refuse it), c (the
+            capacity), ctr (the fence counter), seq (the enqueue counter), name
+     B:h    zset: request -> seq of the holders (at most the capacity of them)
+     B:w    zset: request -> seq of the waiters (the rest of the queue, in order)
+     B:e    hash: request -> "session weight fence gen nres owner[ first-name]"
+            (fence 0: waiting; owner 1: a contend entry; the request's first
+            name when it has several resources)
+     B:o    hash: request -> session of the contend entries (told of owner changes)
+     B:q    the queue of the previous layout: migrated by the first script
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
@@ -256,8 +273,13 @@ extern "C" {
                 KEEPALIVE answer 1 + it as the admin epoch
    Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
    of a single-resource request, to the session that owns the entry: a keyed
-   request id k~<key> is the same in every session of a client) or
-   "- - 0 <name>" (something changed: look again).
+   request id k~<key> is the same in every session of a client),
+   "<session> <request> 0 <name>" (that request looks again: the owner
+   changed; to contend entries only) or "- - 0 <name>" (every request on the
+   name looks again: a multi-resource grant, a DELETE).
+   Cost: O(log Q + C + k) per operation (C the capacity, k the grants):
+   the holders and the head of B:w only, never the whole queue (INSPECT and
+   DELETE excepted); docs/redis.md says why.
 
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
@@ -265,29 +287,24 @@ static const char *const simba__redis_lua[] = {
 "local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
 "local function fmt(n) return string.format('%.0f', n) end\n"
 "local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
-"-- The fast paths below serve the common cases (a lock nobody else wants) with\n"
-"-- the fewest commands and before the general machinery is even defined (its\n"
-"-- ~40 closures cost more server time than the commands). What they read\n"
-"-- before finding that the case is not theirs goes to load() through PRE, so\n"
-"-- the general path does not read it again.\n"
-"local PRE\n"
-"-- RELEASE of the only entry of a resource, made by this or an older connection:\n"
-"-- remove it; nobody is left to grant or tell, so not even TIME is needed\n"
+"-- RELEASE of the only entry of a resource (our holder, nobody waits), made by\n"
+"-- this or an older connection: removed here, before anything else is defined;\n"
+"-- nobody is left to grant or tell, so not even TIME is needed\n"
 "if OP == 'release' and #KEYS == 1 then\n"
 "  local k = KEYS[1]\n"
-"  local ids = redis.call('ZRANGE', k .. ':q', 0, -1)\n"
-"  if #ids == 1 and ids[1] == REQ then\n"
-"    local s, g = string.match(redis.call('HGET', k .. ':e', REQ) or '', '^(%S+) %d+ %d+ (%d+) 1$')\n"
+"  local h = redis.call('ZRANGE', k .. ':h', 0, 1)\n"
+"  if #h == 1 and h[1] == REQ and #redis.call('ZRANGE', k .. ':w', 0, 0) == 0 then\n"
+"    local s, g, o = string.match(redis.call('HGET', k .. ':e', REQ) or '', '^(%S+) %d+ %d+ (%d+) 1 ([01])$')\n"
 "    if s == SESS and tonumber(g) <= GEN then\n"
-"      redis.call('ZREM', k .. ':q', REQ)\n"
+"      redis.call('ZREM', k .. ':h', REQ)\n"
 "      redis.call('HDEL', k .. ':e', REQ)\n"
 "      redis.call('HDEL', skey(SESS), 'e ' .. REQ .. ' ' .. k)\n"
+"      if o == '1' then redis.call('HDEL', k .. ':o', REQ) end\n"
 "      if GEN > 1 then redis.call('SET', k .. ':t:' .. REQ, SESS .. ' ' .. ARGV[10], 'PX', ARGV[6]) end\n"
 "      return {0}\n"
 "    end\n"
 "  end\n"
-"  PRE = {k = k, ids = ids}\n"
-"end\n"
+"end\n",
 "local tm = redis.call('TIME')\n"
 "local NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])\n"
 "local NOW = math.floor(NOW_US / 1000)\n"
@@ -362,62 +379,44 @@ static const char *const simba__redis_lua[] = {
 "  return {0, ae}\n"
 "end\n"
 "local TRY, WAITF = ARGV[8] == '1', ARGV[9] == '1'\n",
-"-- RELEASE by the holder of a mutex with exactly one waiter (a hand-off): the\n"
-"-- waiter is granted and told right here, when it is alive, single-resource and\n"
-"-- no restart grace runs (else the general path below decides)\n"
-"if PRE and #PRE.ids == 2 and PRE.ids[1] == REQ then\n"
-"  local k, W = PRE.k, PRE.ids[2]\n"
-"  local m = redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'name')\n"
-"  local v = redis.call('HMGET', k .. ':e', REQ, W)\n"
-"  local s, f, g = string.match(v[1] or '', '^(%S+) %d+ (%d+) (%d+) 1$')\n"
-"  local ws, ww, wg = string.match(v[2] or '', '^(%S+) (%d+) 0 (%d+) 1$')\n"
-"  if m[1] == '1' and m[3] and s == SESS and tonumber(f) > 0 and tonumber(g) <= GEN and ws\n"
-"     and alive(ws) and NOW >= grace() then\n"
-"    local fence = fmt(math.max(num(m[2] or 0, 'fence counter') + 1, NOW_US))\n"
-"    redis.call('ZREM', k .. ':q', REQ)\n"
-"    redis.call('HDEL', k .. ':e', REQ)\n"
-"    redis.call('HDEL', skey(SESS), 'e ' .. REQ .. ' ' .. k)\n"
-"    if GEN > 1 then redis.call('SET', k .. ':t:' .. REQ, SESS .. ' ' .. ARGV[10], 'PX', ARGV[6]) end\n"
-"    redis.call('HSET', k .. ':e', W, ws .. ' ' .. ww .. ' ' .. fence .. ' ' .. wg .. ' 1')\n"
-"    redis.call('HSET', k .. ':m', 'ctr', fence)\n"
-"    local wc = string.match(ws, '^(.*)~[^~]*$') or ws\n"
-"    redis.pcall('PUBLISH', P .. ':c:' .. T .. ':' .. wc, ws .. ' ' .. W .. ' ' .. fence .. ' ' .. m[3])\n"
-"    return {0}\n"
-"  end\n"
-"end\n",
-"-- ENQUEUE on one resource whose queue is empty (an uncontended acquire): granted\n"
-"-- at once, unless the session is gone, the weight does not fit, a tombstone\n"
-"-- exists or the restart grace runs (the general path answers those)\n"
+"local CONT = ARGV[8] == 'c'\n"
+"-- ENQUEUE of one resource that nobody holds or waits for (an uncontended\n"
+"-- acquire): granted here, before the general machinery below is even defined\n"
+"-- (its closures cost more server time than the commands), unless the session\n"
+"-- is gone, the weight does not fit, a tombstone exists or the restart grace\n"
+"-- runs (the general path answers those). Both zsets empty means no entry at\n"
+"-- all, so the request is new. Resources of the previous layout go the general\n"
+"-- way (it migrates them).\n"
 "if OP == 'enqueue' and #KEYS == 1 then\n"
 "  local k = KEYS[1]\n"
-"  local m = redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'seq', 'name')\n"
-"  local ids = redis.call('ZRANGE', k .. ':q', 0, -1)\n"
-"  PRE = {k = k, m = m, ids = ids}\n"
-"  if #ids == 0 then\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'c', 'ctr', 'seq', 'name')\n"
+"  if (m[1] == 'v2' or not m[1]) and #redis.call('ZRANGE', k .. ':h', 0, 0) == 0\n"
+"     and #redis.call('ZRANGE', k .. ':w', 0, 0) == 0 then\n"
 "    local cap, w, caps = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[12]\n"
 "    if m[1] then\n"
-"      caps = m[1]\n"
-"      cap = num(m[1], 'capacity')\n"
+"      caps = m[2]\n"
+"      cap = num(m[2], 'capacity')\n"
 "      if cap < 1 then proto('capacity') end\n"
 "    end\n"
-"    local ctr, seq = num(m[2] or 0, 'fence counter'), num(m[3] or 0, 'sequence') + 1\n"
+"    local ctr, seq = num(m[3] or 0, 'fence counter'), num(m[4] or 0, 'sequence') + 1\n"
 "    if not alive(SESS) then return {1} end\n"
 "    if w > cap then return {3} end\n"
 "    if not redis.call('GET', k .. ':t:' .. REQ) and NOW >= grace() then\n"
-"      -- (string.format is the slow part of Lua here: one call; ARGV are decimal already)\n"
+"      -- (string.format is the slow part of Lua here: one call; ARGV are decimal already;\n"
+"      -- tostring writes 1e+14 from 10^14 on: fmt there, never a rounded counter)\n"
 "      local f = math.max(ctr + 1, NOW_US)\n"
-"      -- (tostring writes 1e+14 from 10^14 on: fmt there, never a rounded counter)\n"
 "      local fs, seqs = fmt(f), seq < 1e14 and tostring(seq) or fmt(seq)\n"
-"      redis.call('ZADD', k .. ':q', seqs, REQ)\n"
+"      redis.call('ZADD', k .. ':h', seqs, REQ)\n"
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. k, '1')\n"
-"      redis.call('HSET', k .. ':e', REQ, SESS .. ' ' .. ARGV[13] .. ' ' .. fs .. ' ' .. ARGV[10] .. ' 1')\n"
-"      redis.call('HSET', k .. ':m', 'cap', caps, 'ctr', fs, 'seq', seqs, 'name', m[4] or ARGV[11])\n"
-"      if not m[1] and m[2] then redis.call('PERSIST', k .. ':m') end\n"
+"      redis.call('HSET', k .. ':e', REQ, SESS .. ' ' .. ARGV[13] .. ' ' .. fs .. ' ' .. ARGV[10] .. (CONT and ' 1 1' or ' 1 0'))\n"
+"      if CONT then redis.call('HSET', k .. ':o', REQ, SESS) end\n"
+"      redis.call('HSET', k .. ':m', 'cap', 'v2', 'c', caps, 'ctr', fs, 'seq', seqs, 'name', m[5] or ARGV[11])\n"
+"      if not m[1] and m[3] then redis.call('PERSIST', k .. ':m') end\n"
 "      if WAITF then redis.call('HSET', skey(SESS), 'w', fmt(NOW)) end\n"
 "      return {0, 1, 0, 1, -1, SESS, f, cap, 0, 0}\n"
 "    end\n"
 "  end\n"
-"end\n",
+"end\n"
 "-- PUBLISH is always redis.pcall: a push is a hint, and a user without the channel\n"
 "-- (an ACL user with no &pattern) must not fail the script half-way through its writes\n"
 "local function client_of(s) return string.match(s, '^(.*)~[^~]*$') or s end\n"
@@ -430,107 +429,172 @@ static const char *const simba__redis_lua[] = {
 "local function chunks(list, f)\n"
 "  for i = 1, #list, 1000 do f({unpack(list, i, math.min(i + 999, #list))}) end\n"
 "end\n"
-"-- a resource is read and checked whole before anything is written, so\n"
-"-- garbage aborts the script without half an operation\n"
-"local function load(k, name)\n"
-"  local pre = PRE and PRE.k == k and PRE\n"
-"  if pre then PRE = nil end\n"
-"  local m = pre and pre.m or redis.call('HMGET', k .. ':m', 'cap', 'ctr', 'seq', 'name')\n"
-"  local R = {k = k, ids = {}, ent = {}, cap = false, ctr = 0, seq = 0, name = m[4] or name, owner = ''}\n"
-"  if m[1] then\n"
-"    R.cap = num(m[1], 'capacity')\n"
-"    if R.cap < 1 then proto('capacity') end\n"
-"  end\n"
-"  if m[2] then R.ctr = num(m[2], 'fence counter') end\n"
-"  if m[3] then R.seq = num(m[3], 'sequence') end\n"
-"  R.leftover = not m[1] and m[2]\n"
-"  local ids = pre and pre.ids or redis.call('ZRANGE', k .. ':q', 0, -1)\n"
-"  if #ids == 0 then return R end\n"
-"  if not R.cap or not R.name then proto('a queue without capacity or name') end\n"
-"  local vals = {}\n"
-"  chunks(ids, function(part)\n"
-"    local got = redis.call('HMGET', k .. ':e', unpack(part))\n"
-"    for j = 1, #got do vals[#vals + 1] = got[j] end\n"
-"  end)\n"
-"  for i, id in ipairs(ids) do\n"
-"    local s, w, f, g, n, first = string.match(vals[i] or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) ?(.*)$')\n"
-"    if not s then proto('entry ' .. id) end\n"
-"    R.ent[id] = {s = s, w = tonumber(w), f = tonumber(f), g = tonumber(g), n = tonumber(n), first = first}\n"
-"    R.ids[i] = id\n"
-"  end\n"
-"  if R.ent[ids[1]].f > 0 then R.owner = R.ent[ids[1]].s end\n"
-"  return R\n"
+"-- an entry: \"session weight fence gen nres owner-events[ first-name]\"\n"
+"local function parse(id, v)\n"
+"  local s, w, f, g, n, o, first = string.match(v or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) ([01]) ?(.*)$')\n"
+"  if not s then proto('entry ' .. id) end\n"
+"  return {s = s, w = tonumber(w), f = tonumber(f), g = tonumber(g), n = tonumber(n), o = o == '1', first = first}\n"
 "end\n"
-"local function owner_of(R)\n"
-"  local first = R.ids[1] and R.ent[R.ids[1]]\n"
-"  if first and first.f > 0 then return first.s end\n"
-"  return ''\n"
-"end\n"
-"local function drop(R, list)\n"
-"  chunks(list, function(part)\n"
-"    redis.call('ZREM', R.k .. ':q', unpack(part))\n"
-"    redis.call('HDEL', R.k .. ':e', unpack(part))\n"
-"  end)\n",
-"end\n"
-"local function purge(R)\n"
-"  local keep, dead = {}, {}\n"
-"  for _, id in ipairs(R.ids) do\n"
-"    if alive(R.ent[id].s) then keep[#keep + 1] = id else dead[#dead + 1] = id; R.ent[id] = nil end\n"
-"  end\n"
-"  if #dead > 0 then drop(R, dead); R.ids = keep end\n"
-"end\n"
-"local function remove(R, id)\n"
-"  local e = R.ent[id]\n"
-"  drop(R, {id})\n"
-"  redis.call('HDEL', skey(e.s), 'e ' .. id .. ' ' .. R.k)\n"
-"  R.ent[id] = nil\n"
-"  for i, x in ipairs(R.ids) do if x == id then table.remove(R.ids, i) break end end\n"
-"end\n"
-"-- 'something changed': to the first 16 waiting clients (or to all), never to quiet;\n"
-"-- a request on several resources is named by its first name\n"
-"local function tell(R, all, quiet)\n"
-"  local seen, n = {}, 0\n"
-"  for _, id in ipairs(R.ids) do\n"
-"    local e = R.ent[id]\n"
-"    local c = client_of(e.s)\n"
-"    local name = e.n > 1 and e.first or R.name\n"
-"    if (all or e.f == 0) and not seen[c .. ' ' .. name] and c ~= quiet then\n"
-"      seen[c .. ' ' .. name] = true\n"
-"      n = n + 1\n"
-"      if n > 16 and not all then return end\n"
-"      redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
-"    end\n"
-"  end\n"
+"local function enc(e)\n"
+"  local v = e.s .. ' ' .. fmt(e.w) .. ' ' .. fmt(e.f) .. ' ' .. fmt(e.g) .. ' ' .. fmt(e.n) .. (e.o and ' 1' or ' 0')\n"
+"  if e.n > 1 then v = v .. ' ' .. e.first end\n"
+"  return v\n"
 "end\n"
 "local function put(R, id)\n"
-"  local e = R.ent[id]\n"
-"  e.new = nil\n"
-"  local v = e.s .. ' ' .. fmt(e.w) .. ' ' .. fmt(e.f) .. ' ' .. fmt(e.g) .. ' ' .. fmt(e.n)\n"
-"  if e.n > 1 then v = v .. ' ' .. e.first end\n"
-"  redis.call('HSET', R.k .. ':e', id, v)\n"
+"  R.ent[id].new = nil\n"
+"  redis.call('HSET', R.k .. ':e', id, enc(R.ent[id]))\n"
 "end\n"
-"-- the grant rule: from the head, an entry is granted when the weights ahead of it\n"
-"-- plus its own fit; a new grant takes max(counter + 1, server time in us) and is\n"
-"-- published to its client (but the caller's own request, which is answered);\n"
-"-- a request on several resources is only told to look (one fence is not its\n"
-"-- grant), under its first name, by which its client finds it\n"
-"local function evaluate(R, self, quiet)\n"
-"  if not R.cap then return end\n"
-"  local sum, cap, new = 0, R.cap, {}\n"
-"  for _, id in ipairs(R.ids) do\n"
-"    local e = R.ent[id]\n"
-"    local w = eff(e.w, cap)\n"
-"    if e.f == 0 then\n"
-"      if sum + w > cap then break end\n"
-"      if NOW < grace() then R.grace = GRACE break end\n"
-"      e.f = math.max(R.ctr + 1, NOW_US)\n"
-"      R.ctr = e.f\n"
-"      R.dirty = true\n"
-"      put(R, id)\n"
-"      new[#new + 1] = id\n"
+"-- the entries of ids not read yet, into R.ent (checked: garbage aborts before any write)\n"
+"local function fetch(R, ids)\n"
+"  local todo = {}\n"
+"  for _, id in ipairs(ids) do if not R.ent[id] then todo[#todo + 1] = id end end\n"
+"  chunks(todo, function(part)\n"
+"    local got = redis.call('HMGET', R.k .. ':e', unpack(part))\n",
+"    for j = 1, #part do R.ent[part[j]] = parse(part[j], got[j]) end\n"
+"  end)\n"
+"end\n"
+"-- a ZRANGE ... WITHSCORES answer: ids appended to ids, their scores into sc\n"
+"local function split(flat, ids, sc)\n"
+"  for i = 1, #flat, 2 do ids[#ids + 1] = flat[i]; sc[flat[i]] = flat[i + 1] end\n"
+"  return ids\n"
+"end\n"
+"-- a resource of a version before 2 (one zset B:q of holders and waiters, 'cap' a\n"
+"-- number): moved once into B:h and B:w, read and checked whole before any write\n"
+"local function migrate(k, m)\n"
+"  local cap = num(m[1], 'capacity')\n"
+"  if cap < 1 then proto('capacity') end\n"
+"  local ids, sc, old = {}, {}, {}\n"
+"  split(redis.call('ZRANGE', k .. ':q', 0, -1, 'WITHSCORES'), ids, sc)\n"
+"  chunks(ids, function(part)\n"
+"    local got = redis.call('HMGET', k .. ':e', unpack(part))\n"
+"    for j = 1, #part do\n"
+"      local s, w, f, g, n, first = string.match(got[j] or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) ?(.*)$')\n"
+"      if not s then proto('entry ' .. part[j]) end\n"
+"      old[part[j]] = {s = s, w = tonumber(w), f = tonumber(f), g = tonumber(g), n = tonumber(n), o = false, first = first}\n"
 "    end\n"
-"    sum = sum + w\n"
+"  end)\n"
+"  if #ids > 0 and not m[5] then proto('a queue without name') end\n"
+"  for _, id in ipairs(ids) do\n"
+"    redis.call('ZADD', k .. (old[id].f > 0 and ':h' or ':w'), sc[id], id)\n"
+"    redis.call('HSET', k .. ':e', id, enc(old[id]))\n"
 "  end\n"
+"  redis.call('DEL', k .. ':q')\n"
+"  redis.call('HSET', k .. ':m', 'cap', 'v2', 'c', m[1])\n"
+"  m[2], m[1] = m[1], 'v2'\n"
+"end\n"
+"local function owner_of(R)\n"
+"  local h = R.hs[1]\n"
+"  if h then return R.ent[h].s end\n"
+"  return ''\n"
+"end\n"
+"-- the header and the holders (at most the capacity of them), never the waiters\n"
+"local function load(k, name)\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'c', 'ctr', 'seq', 'name')\n"
+"  local R = {k = k, ent = {}, hs = {}, cap = false, ctr = 0, seq = 0, name = m[5] or name}\n"
+"  if m[3] then R.ctr = num(m[3], 'fence counter') end\n"
+"  if m[4] then R.seq = num(m[4], 'sequence') end\n"
+"  R.leftover = not m[1] and m[3]\n"
+"  if m[1] and m[1] ~= 'v2' then migrate(k, m) end\n"
+"  if m[1] then\n"
+"    R.cap = num(m[2], 'capacity')\n"
+"    if R.cap < 1 then proto('capacity') end\n"
+"    if not m[5] then proto('a resource without name') end\n"
+"    R.hs = redis.call('ZRANGE', k .. ':h', 0, -1)\n"
+"    fetch(R, R.hs)\n"
+"  end\n"
+"  R.owner = owner_of(R)\n"
+"  return R\n"
+"end\n"
+"-- the entry of REQ (a holder is read already; a waiter is one HGET)\n"
+"local function own(R)\n"
+"  if not R.ent[REQ] and R.cap then\n"
+"    local v = redis.call('HGET', R.k .. ':e', REQ)\n"
+"    if v then R.ent[REQ] = parse(REQ, v) end\n"
+"  end\n"
+"  return R.ent[REQ]\n"
+"end\n"
+"-- out of the resource; the field in its session stays (the session is dead, or remove() does it)\n"
+"local function drop(R, id)\n"
+"  local e = R.ent[id]\n"
+"  if e.f > 0 then\n"
+"    redis.call('ZREM', R.k .. ':h', id)\n"
+"    for i, x in ipairs(R.hs) do if x == id then table.remove(R.hs, i) break end end\n"
+"  else\n"
+"    redis.call('ZREM', R.k .. ':w', id)\n"
+"  end\n"
+"  redis.call('HDEL', R.k .. ':e', id)\n"
+"  if e.o then redis.call('HDEL', R.k .. ':o', id) end\n"
+"  R.ent[id] = nil\n"
+"end\n"
+"local function remove(R, id)\n"
+"  local s = R.ent[id].s\n"
+"  drop(R, id)\n"
+"  redis.call('HDEL', skey(s), 'e ' .. id .. ' ' .. R.k)\n"
+"end\n"
+"-- dead holders go as soon as anyone looks (dead waiters when they reach the head)\n"
+"local function purge(R)\n"
+"  local i = 1\n"
+"  while R.hs[i] do\n"
+"    local id = R.hs[i]\n"
+"    if alive(R.ent[id].s) then i = i + 1 else drop(R, id) end\n"
+"  end\n"
+"end\n"
+"-- an owner change: to the entries that asked for OWNER events (contend\n"
+"-- entries, B:o: request -> session), each named, so that only its handle looks\n"
+"-- again; never to the caller's own request (self), which is answered\n"
+"local function tell(R, self)\n"
+"  local ids = redis.call('HKEYS', R.k .. ':o')\n"
+"  chunks(ids, function(part)\n"
+"    local ss = redis.call('HMGET', R.k .. ':o', unpack(part))\n"
+"    for j, id in ipairs(part) do\n"
+"      local s = ss[j]\n",
+"      if s and not (id == self and s == SESS) then\n"
+"        redis.pcall('PUBLISH', chan(s), s .. ' ' .. id .. ' 0 ' .. R.name)\n"
+"      end\n"
+"    end\n"
+"  end)\n"
+"end\n"
+"local function grant(R, id, score)\n"
+"  local e = R.ent[id]\n"
+"  e.f = math.max(R.ctr + 1, NOW_US)\n"
+"  R.ctr = e.f\n"
+"  R.dirty = true\n"
+"  redis.call('ZADD', R.k .. ':h', score, id)\n"
+"  R.hs[#R.hs + 1] = id\n"
+"end\n"
+"-- the grant rule (docs/design.md): holders are a prefix of the queue, so their\n"
+"-- weights are what is ahead of the first waiter; the waiters are read from the\n"
+"-- head of B:w a window at a time, only while one can still be granted (a dead\n"
+"-- one met on the way is purged). A new grant takes max(counter + 1, server time\n"
+"-- in us), moves to B:h and is published to its client (but the caller's own\n"
+"-- request, which is answered); a request on several resources is only told to\n"
+"-- look (one fence is not its grant), under its first name\n"
+"local function evaluate(R, self)\n"
+"  if not R.cap then return end\n"
+"  local sum, cap, new, win = 0, R.cap, {}, 2\n"
+"  for _, id in ipairs(R.hs) do sum = sum + eff(R.ent[id].w, cap) end\n"
+"  R.block = nil\n"
+"  while not R.block do\n"
+"    local sc = {}\n"
+"    local ids = split(redis.call('ZRANGE', R.k .. ':w', 0, win - 1, 'WITHSCORES'), {}, sc)\n"
+"    fetch(R, ids)\n"
+"    for _, id in ipairs(ids) do\n"
+"      local e = R.ent[id]\n"
+"      if not alive(e.s) then drop(R, id)\n"
+"      elseif sum + eff(e.w, cap) > cap then R.block = id break\n"
+"      elseif NOW < grace() then R.grace = GRACE; R.block = id break\n"
+"      else\n"
+"        sum = sum + eff(e.w, cap)\n"
+"        redis.call('ZREM', R.k .. ':w', id)\n"
+"        grant(R, id, sc[id])\n"
+"        put(R, id)\n"
+"        new[#new + 1] = id\n"
+"      end\n"
+"    end\n"
+"    if #ids < win then break end\n"
+"    if win < 128 then win = win * 2 end\n"
+"  end\n"
+"  R.sum = sum\n"
 "  for _, id in ipairs(new) do\n"
 "    local e = R.ent[id]\n"
 "    if id ~= self then\n"
@@ -539,39 +603,55 @@ static const char *const simba__redis_lua[] = {
 "    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
-"  if owner ~= R.owner then R.owner = owner; tell(R, false, quiet) end\n",
+"  if owner ~= R.owner then R.owner = owner; tell(R, self) end\n"
 "end\n"
-"-- one write of the resource's header per operation\n"
+"-- one write of the resource's header per operation ('cap' = 'v2' marks the\n"
+"-- layout: older versions read it as a bad capacity and refuse with SIMBA_EPROTO)\n"
 "local function save(R)\n"
 "  local e = R.ent[REQ]\n"
 "  if e and e.new then put(R, REQ) end\n"
 "  if R.dirty then\n"
-"    redis.call('HSET', R.k .. ':m', 'cap', fmt(R.cap), 'ctr', fmt(R.ctr), 'seq', fmt(R.seq), 'name', R.name)\n"
+"    redis.call('HSET', R.k .. ':m', 'cap', 'v2', 'c', fmt(R.cap), 'ctr', fmt(R.ctr), 'seq', fmt(R.seq), 'name', R.name)\n"
 "    if R.leftover then redis.call('PERSIST', R.k .. ':m') end\n"
 "  end\n"
 "end\n"
+"-- the waiters ahead of id in the zset k (all of them when id is nil): ZRANK and\n"
+"-- ZCARD, O(log Q); an ACL user of the recipe of older versions may lack them:\n"
+"-- then counted from the whole zset, O(Q) (docs/redis.md)\n"
+"local function position(k, id)\n"
+"  local n = id and redis.pcall('ZRANK', k, id) or redis.pcall('ZCARD', k)\n"
+"  if type(n) == 'number' then return n end\n"
+"  local ids = redis.call('ZRANGE', k, 0, -1)\n"
+"  if not id then return #ids end\n"
+"  for i, x in ipairs(ids) do if x == id then return i - 1 end end\n"
+"  return #ids\n"
+"end\n"
+"-- recheck: what can end the wait without a push is a holder's session or the\n"
+"-- first waiter's (ahead of REQ) expiring, or the restart grace ending\n"
 "local function answer(RS)\n"
 "  local granted, fences, recheck = 1, {}, -1\n"
+"  local function soon(x) if x and (recheck < 0 or x - NOW < recheck) then recheck = x - NOW end end\n"
 "  for _, R in ipairs(RS) do save(R) end\n"
 "  for i, R in ipairs(RS) do\n"
 "    local e = R.ent[REQ]\n"
 "    fences[i] = e and e.f or 0\n"
 "    if fences[i] == 0 then\n"
 "      granted = 0\n"
-"      if R.grace and (recheck < 0 or R.grace - NOW < recheck) then recheck = R.grace - NOW end\n"
-"      for _, id in ipairs(R.ids) do\n"
-"        if id == REQ then break end\n"
-"        local x = alive(R.ent[id].s)\n"
-"        if x and (recheck < 0 or x - NOW < recheck) then recheck = x - NOW end\n"
-"      end\n"
+"      soon(R.grace)\n"
+"      for _, id in ipairs(R.hs) do soon(alive(R.ent[id].s)) end\n"
+"      if R.block and R.block ~= REQ and R.ent[R.block] then soon(alive(R.ent[R.block].s)) end\n"
 "    end\n"
 "  end\n"
-"  if recheck < -1 then recheck = 0 end\n"
+"  if recheck < -1 then recheck = 0 end\n",
 "  if granted == 1 and WAITF then redis.call('HSET', skey(SESS), 'w', fmt(NOW)) end\n"
-"  local R0, ahead, held = RS[1], 0, 0\n"
-"  for _, id in ipairs(R0.ids) do if id == REQ then break end ahead = ahead + 1 end\n"
-"  for _, id in ipairs(R0.ids) do if R0.ent[id].f > 0 then held = held + 1 end end\n"
-"  local out = {0, granted, ahead, held, recheck, owner_of(R0)}\n"
+"  local R0, ahead = RS[1], 0\n"
+"  local e0 = R0.ent[REQ]\n"
+"  if e0 and e0.f > 0 then\n"
+"    for i, id in ipairs(R0.hs) do if id == REQ then ahead = i - 1 break end end\n"
+"  else\n"
+"    ahead = #R0.hs + position(R0.k .. ':w', e0 and REQ)\n"
+"  end\n"
+"  local out = {0, granted, ahead, #R0.hs, recheck, owner_of(R0)}\n"
 "  for i = 1, #RS do out[6 + i] = fences[i] end\n"
 "  -- then the stored capacity of the first resource and, when the restart grace\n"
 "  -- held a grant back, its end and what is left of it (server ms; 0 0 none)\n"
@@ -588,23 +668,28 @@ static const char *const simba__redis_lua[] = {
 "  local fields = redis.call('HKEYS', sk)\n"
 "  redis.call('DEL', sk)\n"
 "  SX[SESS] = false\n"
-"  local done = {}\n"
+"  local byk, order = {}, {}\n"
 "  for _, f in ipairs(fields) do\n"
-"    local k = string.match(f, '^e %S+ (%S+)$')\n"
-"    if k and not done[k] then\n"
-"      done[k] = true\n"
-"      local R = load(k, nil)\n"
-"      purge(R); evaluate(R, nil, nil); save(R)\n"
+"    local id, k = string.match(f, '^e (%S+) (%S+)$')\n"
+"    if k then\n"
+"      local R = byk[k]\n"
+"      if not R then R = load(k, nil); byk[k] = R; order[#order + 1] = R end\n"
+"      if R.cap then\n"
+"        local v = not R.ent[id] and redis.call('HGET', k .. ':e', id)\n"
+"        if v then R.ent[id] = parse(id, v) end\n"
+"        if R.ent[id] and R.ent[id].s == SESS then drop(R, id) end\n"
+"      end\n"
 "    end\n"
 "  end\n"
+"  for _, R in ipairs(order) do purge(R); evaluate(R, nil); save(R) end\n"
 "  return {0}\n"
 "end\n"
 "for i = 1, #KEYS do RS[i] = load(KEYS[i], (arg(i))) end\n"
 "if OP == 'enqueue' then\n"
 "  if not alive(SESS) then return {1} end\n"
-"  local mine, me = 0, client_of(SESS)\n"
+"  local mine = 0\n"
 "  for i, R in ipairs(RS) do\n"
-"    local e = R.ent[REQ]\n"
+"    local e = own(R)\n"
 "    if e and e.s == SESS then mine = mine + 1\n"
 "    else\n"
 "      if e and alive(e.s) then return {4} end\n"
@@ -621,47 +706,47 @@ static const char *const simba__redis_lua[] = {
 "      if s == SESS and tonumber(g) > GEN then return {2} end\n"
 "    end\n"
 "  end\n"
-"  for _, R in ipairs(RS) do purge(R) end\n"
-"  if mine == 0 and TRY then\n"
-"    local fits = true\n"
-"    for i, R in ipairs(RS) do\n"
-"      local _, cap, w = arg(i)\n"
-"      local c = R.cap or cap\n"
-"      local sum = eff(w, c)\n"
-"      for _, id in ipairs(R.ids) do sum = sum + eff(R.ent[id].w, c) end\n"
-"      if sum > c then fits = false end\n"
-"    end\n"
-"    if fits and NOW < grace() then fits = false end\n"
-"    if not fits then\n"
-"      for _, R in ipairs(RS) do evaluate(R, REQ, me) end\n"
-"      return answer(RS)\n"
-"    end\n"
+"  for _, R in ipairs(RS) do\n"
+"    if R.ent[REQ] and R.ent[REQ].s ~= SESS then drop(R, REQ) end\n"
+"    purge(R); evaluate(R, REQ)\n"
 "  end\n"
 "  if mine == 0 then\n"
+"    -- a new entry is granted at once where nothing waits (the walk reached the\n"
+"    -- end of B:w) and its weight fits beside the holders\n"
+"    local fit, all = {}, true\n"
+"    for i, R in ipairs(RS) do\n"
+"      local name, cap, w = arg(i)\n"
+"      local c = R.cap or cap\n"
+"      fit[i] = not R.block and (R.sum or 0) + eff(w, c) <= c\n"
+"      if fit[i] and NOW < grace() then fit[i] = false; R.grace = GRACE end\n"
+"      all = all and fit[i]\n"
+"    end\n"
+"    if TRY and not all then return answer(RS) end\n"
 "    for i, R in ipairs(RS) do\n"
 "      local name, cap, w = arg(i)\n"
 "      if not R.cap then R.cap, R.name = cap, name end\n"
 "      R.seq = R.seq + 1\n"
 "      R.dirty = true\n"
-"      redis.call('ZADD', R.k .. ':q', fmt(R.seq), REQ)\n"
+"      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN, n = #RS, o = CONT, first = (arg(1)), new = true}\n"
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. R.k, '1')\n"
-"      R.ids[#R.ids + 1] = REQ\n"
-"      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN, n = #RS, first = (arg(1)), new = true}\n"
+"      if CONT then redis.call('HSET', R.k .. ':o', REQ, SESS) end\n"
+"      if fit[i] then grant(R, REQ, fmt(R.seq)) else redis.call('ZADD', R.k .. ':w', fmt(R.seq), REQ) end\n"
+"      local owner = owner_of(R)\n"
+"      if owner ~= R.owner then R.owner = owner; tell(R, REQ) end\n"
 "    end\n"
 "  end\n"
-"  for _, R in ipairs(RS) do evaluate(R, REQ, me) end\n"
-"  return answer(RS)\n",
+"  return answer(RS)\n"
 "elseif OP == 'poll' then\n"
 "  if not alive(SESS) then return {1} end\n"
 "  for _, R in ipairs(RS) do\n"
-"    local e = R.ent[REQ]\n"
+"    local e = own(R)\n"
 "    if not e or e.s ~= SESS then return {2} end\n"
 "  end\n"
-"  for _, R in ipairs(RS) do purge(R); evaluate(R, REQ, client_of(SESS)) end\n"
+"  for _, R in ipairs(RS) do purge(R); evaluate(R, REQ) end\n"
 "  return answer(RS)\n"
-"elseif OP == 'release' then\n"
+"elseif OP == 'release' then\n",
 "  for _, R in ipairs(RS) do\n"
-"    local e = R.ent[REQ]\n"
+"    local e = own(R)\n"
 "    -- an entry made by a newer connection than this RELEASE was sent on stays\n"
 "    if not (e and e.s == SESS and e.g > GEN) then\n"
 "      if e and e.s == SESS then remove(R, REQ) end\n"
@@ -669,23 +754,32 @@ static const char *const simba__redis_lua[] = {
 "      if GEN > 1 then redis.call('SET', R.k .. ':t:' .. REQ, SESS .. ' ' .. fmt(GEN), 'PX', fmt(LEASE)) end\n"
 "    end\n"
 "  end\n"
-"  for _, R in ipairs(RS) do purge(R); evaluate(R, nil, nil); save(R) end\n"
+"  for _, R in ipairs(RS) do purge(R); evaluate(R, nil); save(R) end\n"
 "  return {0}\n"
 "end\n"
 "local R = RS[1]\n"
+"-- every waiter, in order (INSPECT and DELETE list them all: O(Q) by nature)\n"
+"local function waiters(R)\n"
+"  local ids = split(redis.call('ZRANGE', R.k .. ':w', 0, -1, 'WITHSCORES'), {}, {})\n"
+"  fetch(R, ids)\n"
+"  return ids\n"
+"end\n"
 "if OP == 'inspect' then\n"
 "  if not R.cap then return {0, 0, 0, '', 0} end\n"
-"  purge(R); evaluate(R, nil, nil); save(R)\n"
-"  local out, held = {0, R.cap, 0, owner_of(R), #R.ids}, 0\n"
-"  for _, id in ipairs(R.ids) do\n"
+"  purge(R); evaluate(R, nil); save(R)\n"
+"  local list = {}\n"
+"  for _, id in ipairs(R.hs) do list[#list + 1] = id end\n"
+"  for _, id in ipairs(waiters(R)) do\n"
+"    if alive(R.ent[id].s) then list[#list + 1] = id else drop(R, id) end\n"
+"  end\n"
+"  local out = {0, R.cap, #R.hs, owner_of(R), #list}\n"
+"  for _, id in ipairs(list) do\n"
 "    local e = R.ent[id]\n"
-"    if e.f > 0 then held = held + 1 end\n"
 "    out[#out + 1] = e.s\n"
 "    out[#out + 1] = e.f\n"
 "    out[#out + 1] = e.w\n"
 "    out[#out + 1] = (e.f > 0) and 1 or 0\n"
 "  end\n"
-"  out[3] = held\n"
 "  return out\n"
 "elseif OP == 'capacity' then\n"
 "  local name, cap = arg(1)\n"
@@ -693,15 +787,25 @@ static const char *const simba__redis_lua[] = {
 "  purge(R)\n"
 "  R.cap, R.name, R.dirty = cap, R.name or name, true\n"
 "  redis.call('INCR', AKEY)\n"
-"  evaluate(R, nil, nil); save(R)\n"
+"  evaluate(R, nil); save(R)\n"
 "  return {0}\n"
 "elseif OP == 'delete' then\n"
 "  -- the fence counter stays for a minute: fences of a re-created resource stay above the old ones\n"
 "  if not R.cap then return {0} end\n"
-"  for _, id in ipairs(R.ids) do redis.call('HDEL', skey(R.ent[id].s), 'e ' .. id .. ' ' .. R.k) end\n"
-"  tell(R, true, nil)\n"
+"  local seen = {}\n"
+"  for _, list in ipairs({R.hs, waiters(R)}) do\n"
+"    for _, id in ipairs(list) do\n"
+"      local e = R.ent[id]\n"
+"      local c, name = client_of(e.s), e.n > 1 and e.first or R.name\n"
+"      redis.call('HDEL', skey(e.s), 'e ' .. id .. ' ' .. R.k)\n"
+"      if not seen[c .. ' ' .. name] then\n"
+"        seen[c .. ' ' .. name] = true\n"
+"        redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
+"      end\n"
+"    end\n"
+"  end\n"
 "  redis.call('INCR', AKEY)\n"
-"  redis.call('DEL', R.k .. ':q', R.k .. ':e', R.k .. ':m')\n"
+"  redis.call('DEL', R.k .. ':h', R.k .. ':w', R.k .. ':e', R.k .. ':o', R.k .. ':m')\n"
 "  redis.call('HSET', R.k .. ':m', 'ctr', fmt(R.ctr))\n"
 "  redis.call('PEXPIRE', R.k .. ':m', 60000)\n"
 "  return {0}\n"
@@ -722,6 +826,8 @@ enum {
 enum {
     SIMBA__REDIS_MAIN = 0,          /* commands */
     SIMBA__REDIS_SUB = 1,           /* SUBSCRIBE: grant pushes */
+    SIMBA__REDIS_SENTINEL = 2,      /* Sentinel mode: asks for the master, then SUBSCRIBE +switch-master */
+    SIMBA__REDIS_MAX_SENTINELS = 16,
     SIMBA__REDIS_FIXED_ARGS = 10,   /* ARGV before the per-resource triples */
     SIMBA__REDIS_MAX_ARGC = 3 + SIMBA_MAX_RESOURCES + SIMBA__REDIS_FIXED_ARGS + 3 * SIMBA_MAX_RESOURCES,
     SIMBA__REDIS_MAX_PREFIX = 64,
@@ -730,7 +836,7 @@ enum {
 
 typedef struct simba__redis simba__redis;
 
-/* One of the two connections. */
+/* One of the connections (main, push and, with Sentinel, the sentinel). */
 typedef struct simba__redis_conn {
     simba__redis *r;
     redisAsyncContext *ac;
@@ -745,6 +851,7 @@ typedef struct simba__redis_conn {
     int64_t retry_at;           /* next connect attempt; -1 none scheduled */
     int attempt;                /* failed attempts in a row, for the backoff */
     long long too_big;          /* != 0: the reader refused a reply of this many array elements */
+    int bad_shape;              /* the reader refused a pub/sub reply hiredis would abort on */
     long long reply_elements;   /* array elements of the reply being read so far */
     const redisReplyObjectFunctions *dflt_fn;   /* hiredis's own (0.14: wrapped, see limits) */
 } simba__redis_conn;
@@ -771,7 +878,8 @@ struct simba__redis {
     simba_allocator alloc;      /* simba_redis_desc.allocator */
     char *host, *unix_socket, *user, *password, *prefix;
     int port, db, connect_timeout_ms, wait_replicas, wait_timeout_ms;
-    simba__redis_conn conn[2];
+    simba__redis_conn conn[3];  /* main, push, sentinel (used when nsentinels > 0) */
+    int nconn;                  /* 2, or 3 with Sentinel */
     simba__redis_req *reqs;     /* in flight and not completed yet */
     char *script;
     size_t script_len;
@@ -786,6 +894,16 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int destroying;
+    char seen_run[41];          /* the run_id of the last server we were ready on */
+    long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
+    /* Sentinel (nsentinels > 0): where the master is */
+    struct { char host[64]; int port; } sentinels[SIMBA__REDIS_MAX_SENTINELS];
+    int nsentinels, sentinel_next;    /* the sentinel the next attempt asks */
+    char *sentinel_master, *sentinel_user, *sentinel_password;
+    char master_host[64];       /* what the sentinels named last ("" never yet) */
+    int master_port;
+    int switching;              /* dropping main and push for a +switch-master: do not ask again */
+    int master_known;           /* master_host is the sentinels' current answer */
     struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
 
@@ -799,6 +917,10 @@ static void simba__redis_free(simba__redis *r) {
     if (r->password) memset(r->password, 0, strlen(r->password));
     simba_allocator_free(&a, r->password);
     simba_allocator_free(&a, r->prefix);
+    simba_allocator_free(&a, r->sentinel_master);
+    simba_allocator_free(&a, r->sentinel_user);
+    if (r->sentinel_password) memset(r->sentinel_password, 0, strlen(r->sentinel_password));
+    simba_allocator_free(&a, r->sentinel_password);
     simba_allocator_free(&a, r);
 }
 
@@ -981,9 +1103,24 @@ enum {
 };
 
 #if HIREDIS_MAJOR < 1
+/* On the push and sentinel connections (subscribed contexts) hiredis 0.14
+   assert()s that a reply nobody waits for is an array of at least 2
+   elements whose first two are strings: a hostile or broken server would
+   abort the process. Such a reply is refused here instead (the connection
+   is dropped with SIMBA_EPROTO). `kind` 's' string, 'a' array, 'o' other. */
+static int simba__redis_sub_bad(const redisReadTask *task, char kind, int elements) {
+    simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (c->role == SIMBA__REDIS_MAIN) return 0;
+    if ((!task->parent && kind == 'a' && elements < 2) ||
+        (task->parent && !task->parent->parent && task->idx < 2 && kind != 's'))
+        c->bad_shape = 1;
+    return c->bad_shape;
+}
+
 /* The reader's privdata is the connection (it reaches every read task). */
 static void *simba__redis_create_array(const redisReadTask *task, int elements) {
     simba__redis_conn *c = (simba__redis_conn *)task->privdata;
+    if (simba__redis_sub_bad(task, 'a', elements)) return NULL;
     /* the bound is on the whole reply (nested arrays add up), not one header */
     if (!task->parent) c->reply_elements = 0;
     c->reply_elements += elements;
@@ -997,9 +1134,11 @@ static void *simba__redis_create_string(const redisReadTask *task, char *str, si
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createString(task, str, len);
 }
 static void *simba__redis_create_integer(const redisReadTask *task, long long value) {
+    if (simba__redis_sub_bad(task, 'o', 0)) return NULL;
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createInteger(task, value);
 }
 static void *simba__redis_create_nil(const redisReadTask *task) {
+    if (simba__redis_sub_bad(task, 'o', 0)) return NULL;
     return ((simba__redis_conn *)task->privdata)->dflt_fn->createNil(task);
 }
 /* freeObject gets no task: hiredis's default freeReplyObject is what every
@@ -1019,6 +1158,7 @@ static redisReplyObjectFunctions simba__redis_limited_fn = {
 static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *ac) {
     redisReader *rd = ac->c.reader;
     c->too_big = c->reply_elements = 0;
+    c->bad_shape = 0;
     if (!rd) return;
 #if HIREDIS_MAJOR < 1
     if (!rd->fn) return;            /* no object functions: replies are never built */
@@ -1134,6 +1274,11 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
 static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_memory(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata);
+static int simba__redis_target(simba__redis *r, simba__redis_conn *c, const char **host, int *port);
+static void simba__redis_sentinel_handshake(simba__redis *r, simba__redis_conn *c);
+static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c, int err, const char *why);
+static void simba__redis_sentinel_lost_master(simba__redis *r);
+static void simba__redis_sentinel_on_role(redisAsyncContext *ac, void *reply, void *privdata);
 
 static void simba__redis_schedule_retry(simba__redis *r, simba__redis_conn *c) {
     c->retry_at = simba__redis_now(r) + simba_backend_backoff_ms(r->s, c->attempt);
@@ -1169,7 +1314,7 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     int was_ready = c->ready;
     simba__redis_copy(why, sizeof why, msg, msg ? strlen(msg) : 0);
     c->ac = NULL;
-    c->ready = c->connected = c->lost = c->drop_err = 0;
+    c->ready = c->connected = c->lost = c->drop_err = c->bad_shape = 0;
     c->want_write = 0;
     c->why[0] = 0;
     c->deadline = -1;
@@ -1181,6 +1326,11 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
     }
     if (r->destroying) return;
     simba__redis_schedule_retry(r, c);
+    if (c->role == SIMBA__REDIS_SENTINEL) {
+        simba__redis_sentinel_dropped(r, c, err, why);
+        return;
+    }
+    if (c->role == SIMBA__REDIS_MAIN && r->nsentinels) simba__redis_sentinel_lost_master(r);
     if (c->role == SIMBA__REDIS_MAIN) {
         /* a refused password or a missing permission is an operator's
            problem: say it loudly even when we never got connected */
@@ -1212,7 +1362,13 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
     redisAsyncContext *ac = c->ac;
     char name[SIMBA_MAX_ID + 16];
+    if (c->role == SIMBA__REDIS_SENTINEL) {
+        simba__redis_sentinel_handshake(r, c);
+        return;
+    }
     simba__redis_send_auth(c, simba__redis_on_auth);
+    /* a sentinel's answer may be stale: use only a server that says it is the master */
+    if (c->role == SIMBA__REDIS_MAIN && r->nsentinels) redisAsyncCommand(ac, simba__redis_sentinel_on_role, c, "ROLE");
     simba__redis_client_name(r, c, name, sizeof name);
     /* a name shows up in CLIENT LIST; a user without the right may not set it */
     redisAsyncCommand(ac, simba__redis_on_ignore, c, "CLIENT SETNAME %s", name);
@@ -1230,10 +1386,13 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
 
 static void simba__redis_connect(simba__redis *r, simba__redis_conn *c) {
     redisAsyncContext *ac;
+    const char *host;
+    int port;
     c->retry_at = -1;
     c->why[0] = 0;
     c->lost = c->drop_err = c->connected = c->ready = 0;
-    ac = r->unix_socket ? redisAsyncConnectUnix(r->unix_socket) : redisAsyncConnect(r->host, r->port);
+    if (!simba__redis_target(r, c, &host, &port)) return;   /* the sentinels will say where */
+    ac = r->unix_socket ? redisAsyncConnectUnix(r->unix_socket) : redisAsyncConnect(host, port);
     if (!ac) {
         simba__redis_drop(r, c, SIMBA_ENOMEM, "out of memory");
         return;
@@ -1383,6 +1542,10 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     if (!r->run_id[0])
         simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: no run_id from INFO; only a lost epoch key "
                           "starts the restart grace");
+    /* another server run (a fail-over, a restart) may lack the session's
+       last writes: counted (simba__redis_parse_session ends the session) */
+    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) r->runs++;
+    if (r->run_id[0]) memcpy(r->seen_run, r->run_id, sizeof r->seen_run);
     c->ready = 1;
     c->attempt = 0;
     c->deadline = -1;
@@ -1422,6 +1585,9 @@ static void simba__redis_settle(simba__redis *r, simba__redis_conn *c) {
                  "answer of simba's); connection dropped", c->too_big, (int)SIMBA__REDIS_MAX_ELEMENTS);
         c->too_big = 0;             /* (drop resets the rest) */
         simba__redis_drop(r, c, SIMBA_EPROTO, why);
+    } else if (c->bad_shape) {
+        simba__redis_drop(r, c, SIMBA_EPROTO, "the server sent a pub/sub reply of a shape hiredis would abort on "
+                          "(an array of fewer than 2 elements, or a name that is not a string); connection dropped");
     } else if (c->ac && c->ac->c.reader && c->ac->c.reader->len - c->ac->c.reader->pos > SIMBA__REDIS_MAX_BUF) {
         char why[160];
         snprintf(why, sizeof why, "more than %d bytes of one unfinished reply: not an answer of simba's; "
@@ -1451,6 +1617,203 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     }
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
+}
+
+/*--- Sentinel: where the master is (docs/redis.md, "Sentinel") -----------------
+   With desc.sentinels, the main and push connections go to the address the
+   sentinels name, and a third connection goes to one sentinel at a time:
+   [AUTH], SENTINEL get-master-addr-by-name, then SUBSCRIBE +switch-master,
+   and it stays subscribed while it lives. A sentinel that fails (refused,
+   garbage, no such master) is left for the next one in the list, with the
+   shared backoff. The main connection confirms with ROLE that it reached a
+   master; after any failure of it the sentinels are asked again, and a
+   +switch-master naming our master moves both connections at once. */
+
+/* Where connection c connects: 0 when no master is known (it then waits
+   until simba__redis_sentinel_use wakes it). */
+static int simba__redis_target(simba__redis *r, simba__redis_conn *c, const char **host, int *port) {
+    if (c->role == SIMBA__REDIS_SENTINEL) {
+        *host = r->sentinels[r->sentinel_next].host;
+        *port = r->sentinels[r->sentinel_next].port;
+        return 1;
+    }
+    if (!r->nsentinels) {
+        *host = r->host;
+        *port = r->port;
+        return 1;
+    }
+    if (!r->master_known) return 0;
+    *host = r->master_host;
+    *port = r->master_port;
+    return 1;
+}
+
+static void simba__redis_sentinel_on_addr(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_sentinel_on_sub(redisAsyncContext *ac, void *reply, void *privdata);
+
+static void simba__redis_sentinel_handshake(simba__redis *r, simba__redis_conn *c) {
+    if (r->sentinel_password && r->sentinel_user)
+        redisAsyncCommand(c->ac, simba__redis_on_auth, c, "AUTH %s %s", r->sentinel_user, r->sentinel_password);
+    else if (r->sentinel_password)
+        redisAsyncCommand(c->ac, simba__redis_on_auth, c, "AUTH %s", r->sentinel_password);
+    redisAsyncCommand(c->ac, simba__redis_sentinel_on_addr, c, "SENTINEL get-master-addr-by-name %s",
+                      r->sentinel_master);
+    redisAsyncCommand(c->ac, simba__redis_sentinel_on_sub, c, "SUBSCRIBE +switch-master");
+}
+
+/* An address as a sentinel gives it: numeric only (a host name would need
+   DNS, which never happens inside simba_tick()) and a port 1..65535. */
+static int simba__redis_sentinel_addr_ok(const char *host, size_t hl, const char *port, size_t pl, int *out) {
+    size_t i;
+    long v = 0;
+    /* IPv4 digits and dots; hex letters only with a ':' (IPv6), else "cafe" passes */
+    const char *ok = memchr(host, ':', hl) ? "0123456789abcdefABCDEF.:" : "0123456789.";
+    if (hl == 0 || hl > 63 || pl == 0 || pl > 5) return 0;
+    for (i = 0; i < hl; i++)
+        if (!host[i] || !strchr(ok, host[i])) return 0;
+    for (i = 0; i < pl; i++) {
+        if (port[i] < '0' || port[i] > '9') return 0;
+        v = v * 10 + (port[i] - '0');
+    }
+    if (v < 1 || v > 65535) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* The master is (now) at host:port: wake the connections that wait for an
+   address; if it moved, drop the ones still on the old master first. */
+static void simba__redis_sentinel_use(simba__redis *r, const char *host, int port) {
+    int i, moved = r->master_host[0] && (strcmp(host, r->master_host) != 0 || port != r->master_port);
+    if (moved) {
+        r->stats.master_changes++;
+        simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: sentinel: master '%s' moved from %s:%d to %s:%d",
+                          r->sentinel_master, r->master_host, r->master_port, host, port);
+    } else if (!r->master_host[0]) {
+        simba_backend_log(r->s, SIMBA_LOG_INFO, "simba_redis: sentinel: master '%s' is at %s:%d", r->sentinel_master,
+                          host, port);
+    }
+    simba__redis_copy(r->master_host, sizeof r->master_host, host, strlen(host));
+    r->master_port = port;
+    r->master_known = 1;
+    for (i = SIMBA__REDIS_MAIN; i <= SIMBA__REDIS_SUB; i++) {
+        simba__redis_conn *c = &r->conn[i];
+        if (moved && c->ac) {
+            r->switching = 1;    /* we know where to go: no need to ask again */
+            simba__redis_drop(r, c, SIMBA_EDISCONNECTED, "the sentinels moved the master");
+            r->switching = 0;
+            c->retry_at = simba__redis_now(r);
+        } else if (!c->ac && c->retry_at < 0) {
+            c->retry_at = simba__redis_now(r);   /* it waited for an address (its backoff is spent) */
+        }
+    }
+}
+
+static void simba__redis_sentinel_on_addr(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    char why[160];
+    int port = 0;
+    if (!c || c->drop_err) return;
+    if (rp->type == REDIS_REPLY_NIL || (rp->type == REDIS_REPLY_ARRAY && rp->elements == 0)) {
+        snprintf(why, sizeof why, "the sentinel knows no master named '%.60s'", c->r->sentinel_master);
+        simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, why, strlen(why));
+    } else if (rp->type == REDIS_REPLY_ERROR) {
+        simba__redis_fail_conn(c, simba__redis_error_code(rp->str), rp->str, rp->len);
+    } else if (rp->type != REDIS_REPLY_ARRAY || rp->elements != 2 || rp->element[0]->type != REDIS_REPLY_STRING ||
+               rp->element[1]->type != REDIS_REPLY_STRING ||
+               !simba__redis_sentinel_addr_ok(rp->element[0]->str, rp->element[0]->len, rp->element[1]->str,
+                                              rp->element[1]->len, &port)) {
+        snprintf(why, sizeof why, "the sentinel's answer to get-master-addr-by-name is not a numeric host and port");
+        simba__redis_fail_conn(c, SIMBA_EPROTO, why, strlen(why));
+    } else {
+        simba__redis_sentinel_use(c->r, rp->element[0]->str, port);
+    }
+}
+
+/* "+switch-master <name> <old ip> <old port> <new ip> <new port>": ours
+   when the name is; anything else is ignored (the next failure asks again). */
+static void simba__redis_sentinel_switch(simba__redis *r, const char *msg, size_t len) {
+    const char *f[5], *p = msg, *end = msg + len;
+    size_t n[5];
+    int k, port;
+    char host[64];
+    for (k = 0; k < 5; k++) {
+        const char *sp = (const char *)memchr(p, ' ', (size_t)(end - p));
+        const char *e = k < 4 ? sp : end;
+        if (!e || e == p) return;
+        f[k] = p;
+        n[k] = (size_t)(e - p);
+        p = e + (k < 4);
+    }
+    if (n[0] != strlen(r->sentinel_master) || memcmp(f[0], r->sentinel_master, n[0]) != 0) return;
+    if (!simba__redis_sentinel_addr_ok(f[3], n[3], f[4], n[4], &port)) return;
+    simba__redis_copy(host, sizeof host, f[3], n[3]);
+    simba__redis_sentinel_use(r, host, port);
+}
+
+static void simba__redis_sentinel_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    if (!c || c->drop_err) return;
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
+    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+        c->ready = 1;
+        c->attempt = 0;
+        c->deadline = -1;
+    } else if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+        simba__redis_sentinel_switch(c->r, rp->element[2]->str, rp->element[2]->len);
+    }
+}
+
+/* ROLE on the main connection: anything but "master" (a replica, a stale
+   answer of a sentinel) drops it, and the drop asks the sentinels again. */
+static void simba__redis_sentinel_on_role(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    char why[160];
+    if (!c || c->drop_err) return;
+    if (rp->type == REDIS_REPLY_ARRAY && rp->elements >= 1 && rp->element[0]->type == REDIS_REPLY_STRING &&
+        strcmp(rp->element[0]->str, "master") == 0)
+        return;
+    if (rp->type == REDIS_REPLY_ERROR) {
+        simba__redis_fail_conn(c, simba__redis_error_code(rp->str), rp->str, rp->len);
+        return;
+    }
+    snprintf(why, sizeof why, "%s:%d named by the sentinels is not a master (ROLE: %.20s)", c->r->master_host,
+             c->r->master_port, rp->type == REDIS_REPLY_ARRAY && rp->elements >= 1 &&
+             rp->element[0]->type == REDIS_REPLY_STRING ? rp->element[0]->str : "?");
+    simba__redis_fail_conn(c, SIMBA_EDISCONNECTED, why, strlen(why));
+}
+
+/* The main connection failed: its master may be gone. Ask again (a new
+   connection to the next sentinel: the subscribed one cannot ask), and move
+   the push connection along with the main one. Bounded by the main
+   connection's backoff, which is what calls it. */
+static void simba__redis_sentinel_lost_master(simba__redis *r) {
+    simba__redis_conn *sc = &r->conn[SIMBA__REDIS_SENTINEL];
+    if (r->switching || r->destroying) return;
+    r->master_known = 0;
+    if (r->conn[SIMBA__REDIS_SUB].ac)
+        simba__redis_drop(r, &r->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the master connection failed");
+    if (sc->ac) {
+        simba__redis_drop(r, sc, 0, NULL);
+        sc->retry_at = simba__redis_now(r);
+    }
+}
+
+/* A sentinel connection ended (err 0: on purpose, to ask again). The next
+   attempt goes to the next sentinel; while the main connection is not up,
+   the failure is what the core reports as the connection's state. */
+static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c, int err, const char *why) {
+    char line[sizeof r->last_fail + 200];
+    int at = r->sentinel_next;
+    (void)c;
+    r->sentinel_next = (r->sentinel_next + 1) % r->nsentinels;
+    if (!err) return;
+    snprintf(line, sizeof line, "simba_redis: sentinel %s:%d: %.120s (%s)", r->sentinels[at].host,
+             r->sentinels[at].port, why && why[0] ? why : "-", simba_strerror(err));
+    simba__redis_log_failure(r, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : SIMBA_LOG_WARN, line);
+    if (!r->conn[SIMBA__REDIS_MAIN].ready) simba__redis_report(r, 0, err, line + strlen("simba_redis: "));
 }
 
 /*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
@@ -1532,7 +1895,8 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     simba__redis_arg_str(a, op->request);
     simba__redis_arg_num(a, op->lease_ms);
     simba__redis_arg_str(a, r->run_id);
-    simba__redis_arg_str(a, op->try_only ? "1" : "0");
+    /* "c": a contend handle (never try_only): the script lists it for owner-change pushes */
+    simba__redis_arg_str(a, op->try_only ? "1" : op->watch_owner ? "c" : "0");
     simba__redis_arg_str(a, r->wait_replicas > 0 ? "1" : "0");
     simba__redis_arg_num(a, (long long)r->gen);
     for (i = 0; i < nres; i++) {
@@ -1639,13 +2003,23 @@ static void simba__redis_grace_log(simba__redis *r, long long end, long long lef
 /* OPEN, KEEPALIVE: {0, admin epoch} or, when OPEN finds a restart grace
    running, {0, admin epoch, grace end (server ms), ms left of it}. CLOSE
    answers {0} only. */
-static int simba__redis_parse_session(simba__redis *r, const redisReply *rp, simba_reply *rep) {
+static int simba__redis_parse_session(simba__redis *r, int kind, const redisReply *rp, simba_reply *rep) {
     long long epoch, gend = 0, gleft = 0;
     if ((rp->elements != 2 && rp->elements != 4) || !simba__redis_int(rp->element[1], 1, LLONG_MAX, &epoch) ||
         (rp->elements == 4 && (!simba__redis_int(rp->element[2], 0, LLONG_MAX, &gend) ||
                                !simba__redis_int(rp->element[3], 0, LLONG_MAX, &gleft))))
         return SIMBA_EPROTO;
     rep->epoch = (int64_t)epoch;
+    /* Another server run (a fail-over, a restart) than the one the session
+       was opened on may lack its last writes: a grant (a holder would keep
+       believing), a release (its entry would hold the lock for ever). The
+       session ends there (ESESSION: holders LOST, the core CLOSEs it, which
+       removes its entries, and opens a new one), inside the restart grace. */
+    if (kind == SIMBA_OP_OPEN) r->session_runs = r->runs;
+    else if (r->runs != r->session_runs) {
+        rep->status = SIMBA_ESESSION;
+        rep->message = "the server changed (fail-over or restart): the session's last writes may be missing there";
+    }
     simba__redis_grace_log(r, gend, gleft);
     return SIMBA_OK;
 }
@@ -1782,7 +2156,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     }
     rep.status = simba__redis_status_code(st);
     if (rep.status == SIMBA_OK && (q->kind == SIMBA_OP_OPEN || q->kind == SIMBA_OP_KEEPALIVE)) {
-        if (simba__redis_parse_session(r, rp, &rep) != SIMBA_OK) {
+        if (simba__redis_parse_session(r, q->kind, rp, &rep) != SIMBA_OK) {
             simba__redis_complete_status(r, q, SIMBA_EPROTO, "malformed OPEN/KEEPALIVE answer (no admin epoch)");
             return;
         }
@@ -1843,8 +2217,9 @@ static int simba__redis_push_field(const char **p, const char *end, size_t max, 
     return 1;
 }
 
-/* "<session> <request> <fence> <name>" (a grant) or "- - 0 <name>" (look
-   again). Parsed strictly: anything else is ignored (a push is only a hint;
+/* "<session> <request> <fence> <name>" (a grant), "<session> <request> 0
+   <name>" (that request looks again) or "- - 0 <name>" (every request on the
+   name looks again). Parsed strictly: anything else is ignored (a push is only a hint;
    the re-checks find what a lost one would have said). The session goes to
    the core, which believes a grant only for its current session. */
 static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
@@ -1871,10 +2246,10 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     }
     simba__redis_copy(session, sizeof session, sf, sl);
     simba__redis_copy(request, sizeof request, rf, rl);
-    if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    if (strlen(session) != sl || strlen(request) != rl) return;
     r->stats.wakes++;
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
+    if (r->wait_replicas > 0 && fence > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
     else simba_backend_wake(r->s, name, session, request, fence);
 }
 
@@ -1925,6 +2300,7 @@ static int simba__redis_attach(void *impl, simba *s) {
        names our connections and channel) is not available yet */
     r->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
     r->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(r);
+    if (r->nsentinels) r->conn[SIMBA__REDIS_SENTINEL].retry_at = simba__redis_now(r);
     return SIMBA_OK;
 }
 
@@ -1935,7 +2311,7 @@ static int simba__redis_submit(void *impl, const simba_op *op) {
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
         if (!c->ac || c->ac->c.fd < 0) continue;
@@ -1955,7 +2331,7 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
         if (c->ac && !c->ready) t = c->deadline;
@@ -1972,8 +2348,9 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
+    if (r->nsentinels) simba__redis_io(r, &r->conn[SIMBA__REDIS_SENTINEL], fds, nfds);
     now = simba__redis_now(r);
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac && !c->ready && c->deadline >= 0 && now >= c->deadline)
             simba__redis_drop(r, c, SIMBA_ETIMEDOUT, c->connected ? "handshake timed out" : "connect timed out");
@@ -1997,7 +2374,7 @@ static void simba__redis_destroy(void *impl) {
     r->destroying = 1;
     if (r->s) {                   /* attached (simba_create may destroy it before) */
         simba__redis_flush_repeats(r);
-        for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
+        for (i = 0; i < r->nconn; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     }
     simba__redis_free(r);
 }
@@ -2045,7 +2422,66 @@ static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
     if (d->host && !d->host[0]) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: empty (NULL: 127.0.0.1)");
     if (d->host && strlen(d->host) > 255)
         return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: longer than 255");
+    if (!d->sentinels && (d->sentinel_master || d->sentinel_user || d->sentinel_password))
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: not set, but sentinel_master, "
+                                   "sentinel_user or sentinel_password is");
+    if (d->sentinels && d->unix_socket)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.unix_socket: not with sentinels (the sentinels "
+                                   "name the master)");
+    if (d->sentinels && (!d->sentinel_master || !d->sentinel_master[0] || strlen(d->sentinel_master) > 200 ||
+                         strpbrk(d->sentinel_master, " \t\r\n")))
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinel_master: want the master's name as the "
+                                   "sentinels know it (1..200 bytes, no spaces)");
+    if (d->sentinel_user && !d->sentinel_password)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinel_user: given without a sentinel_password");
     return ok;
+}
+
+/* desc.sentinels, "host:port,host:port,..." ("[v6]:port" too; port default
+   26379), into r->sentinels; each host resolved once, here (blocking, like
+   desc.host). A zero vt when it is fine. */
+static simba_backend simba__redis_sentinel_parse(simba__redis *r, const char *list) {
+    simba_backend ok;
+    const char *p = list;
+    memset(&ok, 0, sizeof ok);
+    r->nsentinels = 0;
+    for (;;) {
+        const char *end = p + strcspn(p, ","), *colon, *h = p, *he;
+        char host[256], numeric[64];
+        long port = 26379;
+        int rc;
+        if (r->nsentinels == SIMBA__REDIS_MAX_SENTINELS)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: more than %d",
+                                       (int)SIMBA__REDIS_MAX_SENTINELS);
+        if (*h == '[') {
+            he = (const char *)memchr(h, ']', (size_t)(end - h));
+            if (!he) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: '[' without ']'");
+            h++;
+            colon = he + 1 < end && he[1] == ':' ? he + 1 : NULL;
+        } else {
+            colon = (const char *)memchr(h, ':', (size_t)(end - h));
+            he = colon ? colon : end;
+        }
+        if (colon) {
+            const char *q;
+            port = 0;
+            for (q = colon + 1; q < end && port <= 65535; q++)
+                port = *q >= '0' && *q <= '9' ? port * 10 + (*q - '0') : 99999;
+            if (q == colon + 1) port = 0;
+        }
+        if (he == h || (size_t)(he - h) >= sizeof host || port < 1 || port > 65535)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: '%.*s' is not host:port "
+                                       "(want \"host:port,host:port\")", (int)(end - p > 100 ? 100 : end - p), p);
+        simba__redis_copy(host, sizeof host, h, (size_t)(he - h));
+        if ((rc = simba_backend_resolve(host, numeric, sizeof numeric)) != 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinels: cannot resolve '%.100s': %s", host,
+                                       simba_backend_resolve_error(rc));
+        if (!numeric[0]) simba__redis_copy(numeric, sizeof numeric, host, strlen(host));   /* already numeric */
+        simba__redis_copy(r->sentinels[r->nsentinels].host, sizeof r->sentinels[0].host, numeric, strlen(numeric));
+        r->sentinels[r->nsentinels++].port = (int)port;
+        if (!*end) return ok;
+        p = end + 1;
+    }
 }
 
 /* The script text, the Lua elements joined (sent by SCRIPT LOAD and EVAL). */
@@ -2083,7 +2519,8 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     if (!r) return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
     r->alloc = d->allocator;
     r->reported = -1;
-    for (i = 0; i < 2; i++) {
+    r->nconn = d->sentinels ? 3 : 2;
+    for (i = 0; i < 3; i++) {
         r->conn[i].r = r;
         r->conn[i].role = i;
         r->conn[i].deadline = -1;
@@ -2100,29 +2537,86 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     r->unix_socket = simba_allocator_strdup(&r->alloc, d->unix_socket);
     r->user = simba_allocator_strdup(&r->alloc, d->user);
     r->password = simba_allocator_strdup(&r->alloc, d->password);
+    r->sentinel_master = simba_allocator_strdup(&r->alloc, d->sentinel_master);
+    r->sentinel_user = simba_allocator_strdup(&r->alloc, d->sentinel_user);
+    r->sentinel_password = simba_allocator_strdup(&r->alloc, d->sentinel_password);
     if (!r->host || !r->prefix || (d->unix_socket && !r->unix_socket) || (d->user && !r->user) ||
-        (d->password && !r->password) || simba__redis_build_script(r) != SIMBA_OK) {
+        (d->password && !r->password) || (d->sentinel_master && !r->sentinel_master) ||
+        (d->sentinel_user && !r->sentinel_user) || (d->sentinel_password && !r->sentinel_password) ||
+        simba__redis_build_script(r) != SIMBA_OK) {
         simba__redis_free(r);
         return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    }
+    if (d->sentinels) {
+        b = simba__redis_sentinel_parse(r, d->sentinels);
+        if (b.vt) {
+            simba__redis_free(r);
+            return b;
+        }
     }
     b.vt = &simba__redis_vtable;
     b.impl = r;
     return b;
 }
 
+/* redis+sentinel://[user:pass@]s1:26379,s2:26379/mastername[?db=N&sentinel_user=..&
+   sentinel_password_env=..]: the hosts are the sentinels, the path the master's name. */
+static int simba__redis_sentinel_url(simba_url *u, simba_redis_desc *d, char *list, size_t cap,
+                                     simba_url_error *err) {
+    size_t at = 0;
+    int i, rc;
+    const char *env;
+    if (u->nhosts < 1)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+sentinel needs the sentinels "
+                              "(redis+sentinel://host:port,host:port/mastername)");
+    for (i = 0; i < u->nhosts; i++) {
+        const char *h = u->hosts[i].host;
+        int n = snprintf(list + at, cap - at, strchr(h, ':') ? "%s[%s]:%d" : "%s%s:%d", i ? "," : "", h,
+                         u->hosts[i].port ? u->hosts[i].port : 26379);
+        if (n < 0 || (size_t)n >= cap - at) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: too long");
+        at += (size_t)n;
+    }
+    d->sentinels = list;
+    if (!u->path[0] || strcmp(u->path, "/") == 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: redis+sentinel needs the master's name "
+                              "(redis+sentinel://host:port/mastername)");
+    d->sentinel_master = u->path + 1;
+    if ((rc = simba_url_int(u, "db", 0, 1000000, &d->db, err)) != SIMBA_OK) return rc;
+    d->sentinel_user = simba_url_param(u, "sentinel_user");
+    d->sentinel_password = simba_url_param(u, "sentinel_password");
+    if ((env = simba_url_param(u, "sentinel_password_env")) != NULL) {
+        if (d->sentinel_password)
+            return simba_url_fail(err, SIMBA_EINVAL, "sentinel_password_env",
+                                  "URL sentinel_password: given twice (sentinel_password, sentinel_password_env)");
+        if (!(d->sentinel_password = getenv(env)))
+            return simba_url_fail(err, SIMBA_EAUTH, "sentinel_password_env",
+                                  "URL sentinel_password_env: variable '%.60s' is not set", env);
+    }
+    if (d->sentinel_user && !d->sentinel_password)
+        return simba_url_fail(err, SIMBA_EINVAL, "sentinel_user",
+                              "URL sentinel_user: needs sentinel_password or sentinel_password_env");
+    return SIMBA_OK;
+}
+
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_redis_desc d;
-    int unix_sock, rc;
+    int unix_sock, sentinel, rc;
     const char *v;
+    char list[SIMBA_URL_MAX_HOSTS * 80];
     memset(&d, 0, sizeof d);
     if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
     unix_sock = strcmp(u->scheme, "redis+unix") == 0;
-    if (!unix_sock && strcmp(u->scheme, "redis") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis or redis+unix", u->scheme);
+    sentinel = strcmp(u->scheme, "redis+sentinel") == 0;
+    if (!unix_sock && !sentinel && strcmp(u->scheme, "redis") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis, redis+unix or "
+                              "redis+sentinel", u->scheme);
     if (!u->has_authority)
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
-                              unix_sock ? "redis+unix:///path/to/socket" : "redis://host:port");
-    if (unix_sock) {
+                              unix_sock ? "redis+unix:///path/to/socket"
+                                        : sentinel ? "redis+sentinel://host:port/mastername" : "redis://host:port");
+    if (sentinel) {
+        if ((rc = simba__redis_sentinel_url(u, &d, list, sizeof list, err)) != SIMBA_OK) return rc;
+    } else if (unix_sock) {
         if (u->nhosts)
             return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+unix takes no host (redis+unix:///path/to/socket)");
         if (!u->path[0] || strcmp(u->path, "/") == 0)

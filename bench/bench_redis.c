@@ -15,6 +15,13 @@
        subscriber in another process, and one small script (keepalive) sent
        to a server that was idle for 20 ms (a cold server runs a script
        several times slower than a hot one)
+   Under `tests/servers/redis.sh sentinel` (make bench-redis-sentinel) it
+   measures instead, in one run: acquire, cycle and hand-off through Sentinel
+   and directly to the same master, both as ratios to the raw PINGs of their
+   own loops (target: Sentinel within 1.1 x of direct), and the time from a
+   kill -9 of the master to the first new grant, as a ratio to the lease and
+   to Sentinel's own fail-over (until get-master-addr-by-name names another
+   master).
    It prints figures; it asserts nothing about speed. */
 #define _POSIX_C_SOURCE 200809L
 #define SIMBA_IMPLEMENTATION
@@ -35,6 +42,8 @@
 
 static const char *host;
 static int port;
+static const char *sentinels, *sentinel_master;   /* set: clients go through Sentinel */
+static int via_sentinel;
 
 /* ---- a simba client and a tiny event loop ---- */
 
@@ -45,6 +54,10 @@ static simba *client(const char *tenant, int ttl) {
     memset(&d, 0, sizeof d);
     rd.host = host;
     rd.port = port;
+    if (via_sentinel) {
+        rd.sentinels = sentinels;
+        rd.sentinel_master = sentinel_master;
+    }
     d.backend = simba_redis(&rd);
     d.tenant = tenant;
     d.ttl_ms = ttl;
@@ -582,13 +595,103 @@ static int bench_renewal(int round, int nlocks) {
     return 1;
 }
 
+/* ---- Sentinel: the same loops through Sentinel, and a kill -9 ---- */
+
+static int sentinel_master_port(void) {
+    const char *c = strchr(sentinels, ':');
+    redisContext *rc = redisConnect("127.0.0.1", c ? atoi(c + 1) : 26379);
+    redisReply *r;
+    int p = 0;
+    if (!rc || rc->err) { if (rc) redisFree(rc); return 0; }
+    r = (redisReply *)redisCommand(rc, "SENTINEL get-master-addr-by-name %s", sentinel_master);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) p = atoi(r->element[1]->str);
+    if (r) freeReplyObject(r);
+    redisFree(rc);
+    return p;
+}
+
+/* kill -9 of the master; a client through Sentinel (connected, session
+   open) then asks for a lock: ms until its grant, and until the sentinels
+   named another master. */
+static int bench_kill(double *grant_ms, double *switch_ms, int *lease_ms) {
+    simba *s;
+    simba_lock l;
+    double t0, t_switch = -1;
+    char cmd[256];
+    int old = sentinel_master_port();
+    via_sentinel = 1;
+    s = client("bench-k", 3000);
+    if (!s || !old) return 0;
+    l = acquire(s, "warm");
+    if (!pump_until(s, l, SIMBA_EVENT_ACQUIRED, 30000, NULL, NULL, NULL)) return 0;
+    simba_release(s, l);
+    pump_until(s, l, SIMBA_EVENT_RELEASED, 5000, NULL, NULL, NULL);
+    *lease_ms = simba_lease_ms(s);
+    snprintf(cmd, sizeof cmd, "%s kill %d", getenv("SIMBA_REDIS_CTL"), old);
+    t0 = now_us();
+    if (system(cmd) != 0) return 0;
+    l = acquire(s, "k");
+    for (;;) {
+        simba_event ev;
+        if (pump_until(s, l, SIMBA_EVENT_ACQUIRED, 50, NULL, NULL, &ev)) break;
+        if (t_switch < 0) {
+            int p = sentinel_master_port();
+            if (p && p != old) t_switch = now_us();
+        }
+        if (now_us() - t0 > 120e6) return 0;
+    }
+    *grant_ms = (now_us() - t0) / 1000.0;
+    *switch_ms = t_switch < 0 ? *grant_ms : (t_switch - t0) / 1000.0;
+    simba_destroy(s);
+    return 1;
+}
+
+static int bench_sentinel(void) {
+    double acq[2], cyc[2], rtt[2], crtt[2], hand[2], hrtt[2], grant_ms = 0, switch_ms = 0;
+    int mode, round, lease = 0;
+    printf("simba Redis backend through Sentinel (%s, master '%s' at %s:%d)\n", sentinels, sentinel_master, host, port);
+    fflush(stdout);
+    if (!bench_rtt()) return 1;
+    /* 0 direct, 1 through Sentinel; same master, same run, alternated twice
+       (the machine's load drifts): the better ratio of each is kept */
+    for (round = 0; round < 4; round++) {
+        mode = round % 2;
+        via_sentinel = mode;
+        if (!bench_uncontended() || !bench_handoff()) { printf("%s: failed\n", mode ? "sentinel" : "direct"); return 1; }
+        if (round < 2 || acq_p50 / rtt_p50 < acq[mode] / rtt[mode]) { acq[mode] = acq_p50; rtt[mode] = rtt_p50; }
+        if (round < 2 || cycle_p50 / rtt_p50 < cyc[mode] / crtt[mode]) { cyc[mode] = cycle_p50; crtt[mode] = rtt_p50; }
+        if (round < 2 || hand_p50 < hand[mode]) hand[mode] = hand_p50;
+        hrtt[mode] = cold_rtt_p50;
+    }
+    if (!bench_kill(&grant_ms, &switch_ms, &lease)) { printf("kill -9: failed\n"); return 1; }
+    printf("\n%-52s %12s %10s %10s %8s\n", "measure (p50)", "value", "x RTT", "/ direct", "target");
+    printf("%-52s %9.1f us %10.2f %10s %8s\n", "direct: acquire -> ACQUIRED", acq[0], acq[0] / rtt[0], "1.00", "");
+    printf("%-52s %9.1f us %10.2f %10.2f %8s\n", "sentinel: acquire -> ACQUIRED", acq[1], acq[1] / rtt[1],
+           (acq[1] / rtt[1]) / (acq[0] / rtt[0]), "<= 1.1");
+    printf("%-52s %9.1f us %10.2f %10s %8s\n", "direct: acquire + release cycle", cyc[0], cyc[0] / crtt[0], "1.00", "");
+    printf("%-52s %9.1f us %10.2f %10.2f %8s\n", "sentinel: acquire + release cycle", cyc[1], cyc[1] / crtt[1],
+           (cyc[1] / crtt[1]) / (cyc[0] / crtt[0]), "<= 1.1");
+    printf("%-52s %9.1f us %10.2f %10s %8s\n", "direct: hand-off (x cold RTT)", hand[0], hand[0] / hrtt[0], "1.00", "");
+    printf("%-52s %9.1f us %10.2f %10.2f %8s\n", "sentinel: hand-off (x cold RTT)", hand[1], hand[1] / hrtt[1],
+           (hand[1] / hrtt[1]) / (hand[0] / hrtt[0]), "<= 1.1");
+    printf("\n%-52s %9.0f ms\n", "kill -9 of the master -> sentinels name another", switch_ms);
+    printf("%-52s %9.0f ms\n", "kill -9 of the master -> first new grant", grant_ms);
+    printf("%-52s %12.2f\n", "  / lease (ttl + transition)", grant_ms / lease);
+    printf("%-52s %12.2f\n", "  / Sentinel's own fail-over", grant_ms / switch_ms);
+    printf("(lease %d ms: the new master grants nothing for one lease, the restart grace)\n", lease);
+    return 0;
+}
+
 int main(void) {
     const char *p = getenv("SIMBA_REDIS_PORT");
+    sentinels = getenv("SIMBA_SENTINEL_ADDRS");
+    sentinel_master = getenv("SIMBA_SENTINEL_MASTER");
     host = getenv("SIMBA_REDIS_HOST");
     if (!host) host = "127.0.0.1";
     port = p ? atoi(p) : 0;
     if (!port) { printf("bench_redis: run me through tests/servers/redis.sh (SIMBA_REDIS_PORT)\n"); return 1; }
     signal(SIGPIPE, SIG_IGN);
+    if (sentinels && sentinel_master) return bench_sentinel();
     printf("simba Redis backend benchmark (%s:%d, one machine, loopback)\n", host, port);
     fflush(stdout);
     if (!bench_rtt()) return 1;

@@ -783,7 +783,7 @@ static void t_redis_acl_user(void) {
     cl[0] = &a; cl[1] = &b;
     CHECK(ad != NULL);
     CHECK(cmd_ok(ad, "ACL SETUSER simba_u reset on >upw ~aclp:* &aclp:c:* -@all "
-                     SIMBA_ACL_COMMANDS));
+                     SIMBA_ACL_COMMANDS " +zrank +zcard"));   /* the others: the older recipe, O(Q) positions */
     redisFree(ad);
     /* the user cannot touch other keys or run other commands */
     u = admin_on(auth_port, NULL);
@@ -1062,7 +1062,8 @@ static long long zcard_queue(redisContext *ad, const char *tenant, const char *n
     redisReply *r;
     long long n = -1;
     if (simba_redis_resource_key(NULL, tenant, name, base, sizeof base) < 0) return -1;
-    r = cmd(ad, "ZCARD %s:q", base);
+    r = cmd(ad, "EVAL %s 2 %s:h %s:w", "return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])",
+            base, base);     /* holders and waiters */
     if (r && r->type == REDIS_REPLY_INTEGER) n = r->integer;
     if (r) freeReplyObject(r);
     return n;
@@ -1369,6 +1370,321 @@ static void t_redis_wait_replicas(void) {
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, SOON) != NULL);
     simba_destroy(a.s);
     simba_destroy(b.s);
+}
+
+/* ---- issue #15: what an operation costs does not grow with the queue ----
+   Counted, never timed: INFO commandstats counts the commands a script runs
+   (each redis.call), so a script that reads the whole queue or asks every
+   waiting session whether it lives shows up as calls that grow with Q. */
+
+typedef struct { long long inner, publish; } cost_counts;
+
+/* Calls of the data commands the scripts run, and of PUBLISH alone. */
+static cost_counts cost_now(redisContext *ad) {
+    static const char *const data[] = {"time", "get", "set", "del", "incr", "hget", "hset", "hmget", "hkeys", "hdel",
+                                       "hincrby", "zadd", "zrem", "zrange", "zrank", "zcard", "pexpire", "pexpireat",
+                                       "persist", "publish"};
+    cost_counts c = {0, 0};
+    redisReply *r = cmd(ad, "INFO commandstats");
+    const char *p;
+    if (r && r->type == REDIS_REPLY_STRING)
+        for (p = strstr(r->str, "cmdstat_"); p; p = strstr(p + 1, "cmdstat_")) {
+            char name[64];
+            long long calls;
+            size_t i;
+            if (sscanf(p, "cmdstat_%63[^:]:calls=%lld", name, &calls) != 2) continue;
+            for (i = 0; i < sizeof data / sizeof data[0]; i++)
+                if (strcmp(name, data[i]) == 0) c.inner += calls;
+            if (strcmp(name, "publish") == 0) c.publish = calls;
+        }
+    if (r) freeReplyObject(r);
+    return c;
+}
+
+/* The backend's script, loaded on the admin connection: its SHA (or ""). */
+static void script_sha(redisContext *ad, char *sha) {
+    size_t i, n = 1;
+    char *script;
+    redisReply *r;
+    sha[0] = 0;
+    for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
+    script = (char *)malloc(n);
+    if (!script) return;
+    script[0] = 0;
+    for (i = 0; simba__redis_lua[i]; i++) strcat(script, simba__redis_lua[i]);
+    r = cmd(ad, "SCRIPT LOAD %s", script);
+    free(script);
+    if (r && r->type == REDIS_REPLY_STRING) snprintf(sha, 41, "%s", r->str);
+    if (r) freeReplyObject(r);
+}
+
+/* One operation of the script as `session` (a lease of a minute, first
+   connection, no run id: the tests' tenants start without a grace). */
+static redisReply *script_op(redisContext *ad, const char *sha, const char *op, const char *tenant,
+                             const char *session, const char *req, const char *name) {
+    char base[1200];
+    const char *argv[20];
+    int argc = 0;
+    if (simba_redis_resource_key(NULL, tenant, name, base, sizeof base) < 0) return NULL;
+    argv[argc++] = "EVALSHA"; argv[argc++] = sha; argv[argc++] = "1"; argv[argc++] = base;
+    argv[argc++] = op; argv[argc++] = "simba"; argv[argc++] = tenant; argv[argc++] = session;
+    argv[argc++] = req; argv[argc++] = "60000"; argv[argc++] = ""; argv[argc++] = "0"; argv[argc++] = "0";
+    argv[argc++] = "1"; argv[argc++] = name; argv[argc++] = "1"; argv[argc++] = "1";
+    return (redisReply *)redisCommandArgv(ad, argc, argv, NULL);
+}
+
+/* An ENQUEUE/POLL answer's "granted" (-1: not such an answer). */
+static int op_granted(redisReply *r) {
+    int g = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 2 && r->element[0]->integer == 0) g = (int)r->element[1]->integer;
+    if (r) freeReplyObject(r);
+    return g;
+}
+
+/* Q sessions wait on one mutex (one entry each, so a script that asks every
+   waiting session whether it lives costs Q calls); then a POLL of the last
+   waiter, an ENQUEUE at the tail, the RELEASE of a waiter in the middle and
+   a hand-off cost the same commands at Q = 10 and at Q = 100. Failed before
+   the holders/waiters split (every script purged the whole queue). */
+static void t_redis_script_cost_flat(void) {
+    redisContext *ad = admin();
+    char sha[41];
+    long long cost[2] = {0, 0};
+    int round;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    CHECK(cmd_ok(ad, "HSET simba:epoch at 0"));   /* new tenants wait for no grace (a long lease here) */
+    script_sha(ad, sha);
+    CHECK(sha[0] != 0);
+    for (round = 0; round < 2; round++) {
+        int q = round ? 100 : 10, i;
+        const char *tenant = my_tenant();
+        char s[32], rq[32], s2[32], rq2[32];
+        cost_counts before, after;
+        for (i = 0; i <= q; i++) {
+            snprintf(s, sizeof s, "c%d~1", i);
+            redisReply *r = script_op(ad, sha, "open", tenant, s, "", "flat");
+            CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[0]->integer == 0);
+            if (r) freeReplyObject(r);
+        }
+        for (i = 0; i < q; i++) {
+            snprintf(s, sizeof s, "c%d~1", i);
+            snprintf(rq, sizeof rq, "r%d", i);
+            CHECK_EQ(op_granted(script_op(ad, sha, "enqueue", tenant, s, rq, "flat")), i == 0);
+        }
+        before = cost_now(ad);
+        snprintf(s, sizeof s, "c%d~1", q - 1);
+        snprintf(rq, sizeof rq, "r%d", q - 1);
+        CHECK_EQ(op_granted(script_op(ad, sha, "poll", tenant, s, rq, "flat")), 0);
+        snprintf(s, sizeof s, "c%d~1", q);
+        snprintf(rq, sizeof rq, "r%d", q);
+        CHECK_EQ(op_granted(script_op(ad, sha, "enqueue", tenant, s, rq, "flat")), 0);
+        snprintf(s2, sizeof s2, "c%d~1", q / 2);
+        snprintf(rq2, sizeof rq2, "r%d", q / 2);
+        freeReplyObject(script_op(ad, sha, "release", tenant, s2, rq2, "flat"));
+        freeReplyObject(script_op(ad, sha, "release", tenant, "c0~1", "r0", "flat"));
+        after = cost_now(ad);
+        CHECK_EQ(op_granted(script_op(ad, sha, "poll", tenant, "c1~1", "r1", "flat")), 1);  /* handed over */
+        cost[round] = after.inner - before.inner;
+        printf("  # Q=%d: %lld commands inside 4 scripts (poll, enqueue, release of a waiter, hand-off)\n", q,
+               cost[round]);
+    }
+    CHECK(cost[0] > 0);
+    CHECK(cost[1] <= cost[0] + 4);
+    redisFree(ad);
+}
+
+/* Pump until one of cl[from..n-1] has an ACQUIRED event: its index, or -1. */
+static int next_acquired(h_client **cl, int n, int from, simba_lock *got) {
+    int64_t end = h_real_ms() + SOON;
+    while (h_real_ms() < end) {
+        int i;
+        for (i = from; i < n; i++) {
+            simba_lock any = {0, 0};
+            simba_event *e = h_take(cl[i], any, SIMBA_EVENT_ACQUIRED);
+            if (e) { *got = e->lock; return i; }
+        }
+        h_pump(cl, n, 20);
+    }
+    return -1;
+}
+
+static h_client cost_cl[5];
+
+/* A mutex handed over 4 times with Q waiters spread over 4 clients: the
+   commands per hand-off do not grow from Q = 10 to Q = 100, and a grant
+   publishes at most 2 messages. Failed before: every owner change told the
+   first 16 waiting clients to look again, and each re-polled every request
+   it had on the name (O(Q) scripts of O(Q) each). */
+static void t_redis_handoff_cost_flat(void) {
+    simba_redis_desc rd = base_desc();
+    redisContext *ad = admin();
+    h_client *cl[5];
+    double per[2] = {0, 0}, pub[2] = {0, 0};
+    int round, i;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    CHECK(cmd_ok(ad, "HSET simba:epoch at 0"));   /* new tenants wait for no grace (a long lease here) */
+    for (round = 0; round < 2; round++) {
+        int q = round ? 100 : 10, k, ok = 1;
+        const char *tenant = my_tenant();
+        simba_lock cur;
+        cost_counts before, after;
+        for (i = 0; i < 5; i++) {
+            char id[16];
+            memset(&cost_cl[i], 0, sizeof cost_cl[i]);
+            cl[i] = &cost_cl[i];
+            snprintf(id, sizeof id, "ho%d", i);
+            cl[i]->s = new_client_ex(&rd, tenant, id, 30000, 1000, 0);   /* no keepalive while counting */
+            CHECK(cl[i]->s != NULL);
+        }
+        cur = h_acquire(cl[0]->s, "ho", -1);
+        CHECK(h_expect(cl, 5, 0, cur, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+        for (i = 0; i < q; i++) CHECK(!is_null(h_acquire(cl[1 + i % 4]->s, "ho", -1)));
+        h_run_for(cl, 5, 1000);                        /* every ENQUEUE answered */
+        before = cost_now(ad);
+        for (k = 0; k < 4 && ok; k++) {
+            int who = k == 0 ? 0 : -1;
+            if (k > 0) who = next_acquired(cl, 5, 1, &cur);
+            if (k == 0 || who > 0) CHECK_EQ(simba_release(cl[who]->s, cur), SIMBA_OK);
+            else ok = 0;
+        }
+        CHECK(ok && next_acquired(cl, 5, 1, &cur) > 0);
+        h_run_for(cl, 5, 300);                         /* a herd would come now */
+        after = cost_now(ad);
+        per[round] = (double)(after.inner - before.inner) / 4;
+        pub[round] = (double)(after.publish - before.publish) / 4;
+        printf("  # Q=%d: %.1f commands and %.2f PUBLISH per hand-off\n", q, per[round], pub[round]);
+        for (i = 0; i < 5; i++) simba_destroy(cl[i]->s);
+    }
+    CHECK(per[0] > 0);
+    CHECK(per[1] <= per[0] * 1.25 + 4);
+    CHECK(pub[0] <= 2);
+    CHECK(pub[1] <= 2);
+    redisFree(ad);
+}
+
+/* An owner change is pushed only to contend handles: a client with 20 plain
+   waiting handles on the name gets its grant by the push and sends no
+   script; the contender hears of the new owner with one POLL of its contend
+   handle, not of the 10 plain handles its client also has on the name.
+   Failed before: the owner change was published to every waiting client,
+   whose handles all polled (20 scripts; and 11 before the push named the
+   contend request). */
+static void t_redis_owner_push_only_to_contenders(void) {
+    simba_redis_desc rd = base_desc();
+    const char *tenant = my_tenant();
+    redisContext *ad = admin();
+    h_client *cl[3];
+    simba_lock lh, ly, first = {0, 0}, any = {0, 0};
+    simba_backend bx, by;
+    struct simba_redis_stats st0, st1, sy0, sy1;
+    cost_counts before, after;
+    simba_event *e;
+    int i;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    CHECK(cmd_ok(ad, "HSET simba:epoch at 0"));   /* new tenants wait for no grace (a long lease here) */
+    for (i = 0; i < 3; i++) {
+        memset(&cost_cl[i], 0, sizeof cost_cl[i]);
+        cl[i] = &cost_cl[i];
+    }
+    cl[0]->s = new_client_ex(&rd, tenant, "own-h", 30000, 1000, 0);
+    cl[1]->s = new_client_ex(&rd, tenant, "own-x", 30000, 1000, 0);
+    bx = last_backend;
+    cl[2]->s = new_client_ex(&rd, tenant, "own-y", 30000, 1000, 0);
+    by = last_backend;
+    CHECK(cl[0]->s && cl[1]->s && cl[2]->s);
+    lh = h_acquire(cl[0]->s, "own", -1);
+    CHECK(h_expect(cl, 3, 0, lh, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    for (i = 0; i < 20; i++) {
+        simba_lock l = h_acquire(cl[1]->s, "own", -1);
+        if (i == 0) first = l;
+    }
+    for (i = 0; i < 10; i++) CHECK(!is_null(h_acquire(cl[2]->s, "own", -1)));
+    h_run_for(cl, 3, 500);
+    ly = simba_contend(cl[2]->s, "own", NULL);
+    e = h_expect(cl, 3, 2, ly, SIMBA_EVENT_OWNER, SOON);
+    CHECK(e != NULL);
+    if (e) CHECK(strcmp(e->owner, "own-h") == 0);
+    h_run_for(cl, 3, 300);
+    CHECK_EQ(simba_redis_stats(bx, &st0), SIMBA_OK);
+    CHECK_EQ(simba_redis_stats(by, &sy0), SIMBA_OK);
+    before = cost_now(ad);
+    CHECK_EQ(simba_release(cl[0]->s, lh), SIMBA_OK);
+    CHECK(h_expect(cl, 3, 1, first, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    e = h_expect(cl, 3, 2, ly, SIMBA_EVENT_OWNER, SOON);
+    CHECK(e != NULL);
+    if (e) CHECK(strcmp(e->owner, "own-x") == 0);
+    h_run_for(cl, 3, 300);
+    after = cost_now(ad);
+    CHECK_EQ(simba_redis_stats(bx, &st1), SIMBA_OK);
+    CHECK_EQ(simba_redis_stats(by, &sy1), SIMBA_OK);
+    printf("  # hand-off: %lld PUBLISH, %lld scripts from the client with 20 waiting handles, %lld from the "
+           "contender's (1 contend + 10 waiting)\n", after.publish - before.publish,
+           (long long)(st1.scripts_sent - st0.scripts_sent), (long long)(sy1.scripts_sent - sy0.scripts_sent));
+    CHECK(after.publish - before.publish <= 2);       /* the grant, the owner change to the contender */
+    CHECK(st1.scripts_sent - st0.scripts_sent <= 1);
+    CHECK(sy1.scripts_sent - sy0.scripts_sent <= 1);  /* the contend handle's POLL only */
+    CHECK(!h_has(cl[1], any, SIMBA_EVENT_ERROR));
+    for (i = 0; i < 3; i++) simba_destroy(cl[i]->s);
+    redisFree(ad);
+}
+
+/* Data of the previous layout (one zset B:q of holders and waiters, 'cap' a
+   number, entries without the owner-events flag) is moved to the new one by
+   the first script that touches it; the hand-off it holds still happens. */
+static void t_redis_old_layout_migrated(void) {
+    static const char *to_old =
+        "local k = KEYS[1]\n"
+        "local c = redis.call('HGET', k .. ':m', 'c')\n"
+        "redis.call('HSET', k .. ':m', 'cap', c)\n"
+        "redis.call('HDEL', k .. ':m', 'c')\n"
+        "for _, z in ipairs({':h', ':w'}) do\n"
+        "  local l = redis.call('ZRANGE', k .. z, 0, -1, 'WITHSCORES')\n"
+        "  for i = 1, #l, 2 do redis.call('ZADD', k .. ':q', l[i + 1], l[i]) end\n"
+        "  redis.call('DEL', k .. z)\n"
+        "end\n"
+        "local e = redis.call('HGETALL', k .. ':e')\n"
+        "for i = 1, #e, 2 do\n"
+        "  local v = string.gsub(e[i + 1], '^(%S+ %d+ %d+ %d+ %d+) [01]', '%1')\n"
+        "  redis.call('HSET', k .. ':e', e[i], v)\n"
+        "end\n"
+        "return redis.call('ZCARD', k .. ':q')\n";
+    const char *tenant = my_tenant();
+    redisContext *ad = admin();
+    h_client *cl[2];
+    simba_lock la = {0, 0}, lb = {0, 0};
+    redisReply *r;
+    char base[1200];
+    int i;
+    CHECK(ad != NULL);
+    if (!ad) return;
+    for (i = 0; i < 2; i++) {
+        memset(&cost_cl[i], 0, sizeof cost_cl[i]);
+        cl[i] = &cost_cl[i];
+        cl[i]->s = new_client(tenant, i ? "mig-b" : "mig-a");
+        CHECK(cl[i]->s != NULL);
+    }
+    CHECK(h_hold_then_queue(cl, "mig", SOON, 300, &la, &lb));
+    CHECK(simba_redis_resource_key(NULL, tenant, "mig", base, sizeof base) > 0);
+    r = cmd(ad, "EVAL %s 1 %s", to_old, base);
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    if (r) freeReplyObject(r);
+    CHECK_EQ(simba_release(cl[0]->s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    r = cmd(ad, "HGET %s:m cap", base);
+    CHECK(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "v2") == 0);   /* older versions refuse it */
+    if (r) freeReplyObject(r);
+    r = cmd(ad, "EXISTS %s:q", base);
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+    if (r) freeReplyObject(r);
+    CHECK_EQ(zcard_queue(ad, tenant, "mig"), 1);
+    CHECK_EQ(simba_release(cl[1]->s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, SOON) != NULL);
+    CHECK_EQ(zcard_queue(ad, tenant, "mig"), 0);
+    for (i = 0; i < 2; i++) simba_destroy(cl[i]->s);
+    redisFree(ad);
 }
 
 /* Renewal is O(1): the scripts run per keepalive period are the same for a
@@ -2113,6 +2429,10 @@ int main(int argc, char **argv) {
     RUN(t_redis_tenant_isolation);
     RUN(t_redis_new_tenant_after_restart_marker);
     RUN(t_redis_big_counters);
+    RUN(t_redis_script_cost_flat);
+    RUN(t_redis_handoff_cost_flat);
+    RUN(t_redis_owner_push_only_to_contenders);
+    RUN(t_redis_old_layout_migrated);
     RUN(t_redis_restart);
     return harness_summary();
 }

@@ -67,6 +67,8 @@ int main(void) {
     ok("redis://:s3cret@[::1]:6390");
     ok("REDIS://127.0.0.1");
     ok("redis+unix:///tmp/redis.sock?db=3");
+    ok("redis+sentinel://127.0.0.1:26379,127.0.0.2:26380/mymaster?db=2&prefix=app");
+    ok("redis+sentinel://user:s3cret@127.0.0.1,[::1]:26380/mymaster?sentinel_user=s&sentinel_password=x");
     ok("mysql://root@127.0.0.1/simba_test");
     ok("mysql://root:s3cret@127.0.0.1:3307/simba_test?table_prefix=t_&create_schema=1&connect_timeout=5s");
     ok("mysql://root@/simba_test?socket=/tmp/my.sock");
@@ -133,7 +135,7 @@ int main(void) {
     bad("", SIMBA_EINVAL, "url", "empty");
     bad("127.0.0.1:6379", SIMBA_EINVAL, "scheme", "scheme");
     bad("://x", SIMBA_EINVAL, "scheme", "scheme");
-    bad("foo://x", SIMBA_EUNSUPPORTED, "scheme", "redis://, redis+unix://, mysql://, zk://, mem:");
+    bad("foo://x", SIMBA_EUNSUPPORTED, "scheme", "redis://, redis+unix://, redis+sentinel://, mysql://, zk://, mem:");
     bad("rediss://x", SIMBA_EUNSUPPORTED, "scheme", "is unknown");
     bad("redis://127.0.0.1:0", SIMBA_EINVAL, "port", "not a port");
     bad("redis://127.0.0.1:65536", SIMBA_EINVAL, "port", "not a port");
@@ -167,6 +169,13 @@ int main(void) {
     bad("redis:127.0.0.1", SIMBA_EINVAL, "host", "needs '//'");
     bad("redis+unix://", SIMBA_EINVAL, "path", "socket's path");
     bad("redis+unix://h/sock", SIMBA_EINVAL, "host", "takes no host");
+    bad("redis+sentinel://127.0.0.1:26379", SIMBA_EINVAL, "path", "master's name");
+    bad("redis+sentinel:///m", SIMBA_EINVAL, "host", "needs the sentinels");
+    bad("redis+sentinel://127.0.0.1/m?sentinel_user=s", SIMBA_EINVAL, "sentinel_user", "sentinel_password");
+    bad("redis+sentinel://127.0.0.1/m?sentinel_password_env=SIMBA_TEST_NOT_SET_XYZ", SIMBA_EAUTH,
+        "sentinel_password_env", "not set");
+    bad("redis+sentinel://127.0.0.1/m?sentinel_password=a&sentinel_password_env=SIMBA_TEST_URL_PW", SIMBA_EINVAL,
+        "sentinel_password_env", "given twice");
     bad("mysql://root@127.0.0.1", SIMBA_EINVAL, "path", "needs the database");
     bad("mysql://root@127.0.0.1/a/b", SIMBA_EINVAL, "path", "needs the database");
     bad("mysql://root@/db", SIMBA_EINVAL, "host", "missing");
