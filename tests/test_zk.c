@@ -1792,6 +1792,7 @@ static int ho_measure(int capacity, int q, double *packets, double *watches, dou
     static ho_entry fifo[HO_MAX + HO_ROUNDS];
     h_client *cl[HO_CLIENTS];
     zk_load a, b, o1, o2, m, prev;
+    memset(&a, 0, sizeof a);   /* read only when zk_mntr filled it, but clang cannot see that */
     double handoff_w = 0, enqueue_w = 0;
     int i, n = 0, head = 0, ok = 1, r;
     int holders = ho_weight == 0 ? 1 : capacity / ho_weight;   /* the prefix rule, equal weights */
