@@ -2865,11 +2865,11 @@ static void simba__mysql_watch_marks(simba__mysql *b) {
 
 /* Does w re-poll on its own? A capacity > 1 wait of one resource is rung
    by its granter (KILL QUERY, see simba__mysql_ring_key) unless a grant
-   came without its ring (another MySQL user's KILL refused): then, and
-   for multi-resource waits, the backoff re-polls. No waiter connection:
-   the core's re-checks only, as before. */
+   came without its ring (another MySQL user's KILL refused), or while no
+   waiter connection is up to be rung (no_waiter, or connecting): then,
+   and for multi-resource waits, the backoff re-polls. */
 static int simba__mysql_watch_repolls(const simba__mysql *b, const simba__mysql_watch *w) {
-    return w->multi && (!w->single || b->ring_fallback);
+    return w->multi && (!w->single || b->ring_fallback || b->no_waiter || b->waiter.state != SIMBA__MYSQL_READY);
 }
 
 /* Due re-polls of capacity > 1 waits: have the core POLL them. */
