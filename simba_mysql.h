@@ -177,6 +177,12 @@ struct simba_mysql_stats {
                                    grant rule could reach past their end */
     uint64_t pushed_grants;     /* grants of our other waiting requests an op of ours
                                    found and pushed to the core (no ring, no POLL) */
+    uint64_t rings_sent;        /* KILL QUERY rings of another client's waiter
+                                   connection for a capacity > 1 grant (docs/mysql.md) */
+    uint64_t rings_refused;     /* ... refused (ER_KILL_DENIED: another MySQL user) */
+    uint64_t rings_heard;       /* waits of our waiter connection a ring cut short */
+    uint64_t rings_missed;      /* capacity > 1 grants our waiter found without a ring:
+                                   the first one turns the backoff re-polls back on */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -239,8 +245,10 @@ enum {
     SIMBA__MYSQL_JOB_BELLS_RELEASE = 100, /* RELEASE_LOCK of bells we no longer need */
     SIMBA__MYSQL_JOB_BELLS_RETAKE,        /* GET_LOCK of our bells after a reconnect */
     SIMBA__MYSQL_JOB_SWEEP,               /* background removal of expired sessions */
-    SIMBA__MYSQL_JOB_CLOSE_OLD            /* CLOSE of a session the core dropped while
+    SIMBA__MYSQL_JOB_CLOSE_OLD,           /* CLOSE of a session the core dropped while
                                           it could not reach the server */
+    SIMBA__MYSQL_JOB_RING                 /* KILL QUERY of the waiter connections of the
+                                          sessions a capacity > 1 grant let in */
 };
 
 /* Connection states. */
@@ -337,6 +345,11 @@ typedef struct simba__mysql_job {
     char *granted_req[SIMBA__MYSQL_PUSH_MAX];
     int64_t granted_fence[SIMBA__MYSQL_PUSH_MAX];
     int ngranted;
+    /* ring keys (simba__mysql_ring_key) of other sessions this op's
+       transaction granted in a capacity > 1 queue: rung after the COMMIT */
+    uint64_t rings[SIMBA__MYSQL_PUSH_MAX];
+    int nrings;
+    int ring_next;          /* RING job: the next of its keys (in bells) to ring */
     /* internal jobs: bells to (re)take or release, sessions to sweep */
     uint64_t *bells;
     int nbells;
@@ -400,6 +413,10 @@ typedef struct simba__mysql {
     int watch_marks_stale;  /* the watches changed: recompute their `first` marks */
     uint64_t waiting_bell;  /* bell of the GET_LOCK in flight (0 = none) */
     char *waiting_req;      /* its request */
+    uint64_t ring_held;     /* ring key the waiter connection holds (0 = none) */
+    int waiting_rung;       /* the wait in flight is ringable (simba__mysql_sql_ring_wait) */
+    int ring_fallback;      /* a grant came without its ring: re-poll capacity > 1 */
+    int ring_refused_told;  /* the WARN about a refused KILL was logged */
     struct simba_mysql_stats stats;
 } simba__mysql;
 
@@ -448,6 +465,10 @@ static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j);     /
 static void simba__mysql_main_lost(simba__mysql *b, int err, const char *msg);
 /* >>locks */
 static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x);
+static uint64_t simba__mysql_ring_key(const simba__mysql *b, const char *tenant, const char *session, size_t seslen);
+static void simba__mysql_queue_rings(simba__mysql *b, const simba__mysql_job *op);
+static void simba__mysql_step_ring(simba__mysql *b, simba__mysql_job *j);
+static void simba__mysql_ring_refused(simba__mysql *b, simba__mysql_job *j);
 /* >>wakeups */
 static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen);
 static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell);
@@ -1084,6 +1105,7 @@ static void simba__mysql_complete(simba__mysql *b, simba__mysql_job *j, int stat
 static void simba__mysql_finish(simba__mysql *b, simba__mysql_job *j, int status, const char *msg) {
     simba__mysql_free_results(&b->main);
     simba__mysql_pop(b);
+    if (status == SIMBA_OK && j->nrings) simba__mysql_queue_rings(b, j);
     simba__mysql_after(b, j, status);
     simba__mysql_complete(b, j, status, msg);
     simba__mysql_job_free(b, j);
@@ -1099,6 +1121,7 @@ static void simba__mysql_step(simba__mysql *b, simba__mysql_job *j) {
     case SIMBA_OP_CLOSE:
     case SIMBA__MYSQL_JOB_CLOSE_OLD: simba__mysql_step_close(b, j); break;
     case SIMBA__MYSQL_JOB_SWEEP: simba__mysql_step_sweep(b, j); break;
+    case SIMBA__MYSQL_JOB_RING: simba__mysql_step_ring(b, j); break;
     default: simba__mysql_step_lock(b, j); break;
     }
 }
@@ -1180,7 +1203,8 @@ static void simba__mysql_job_result(simba__mysql *b) {
     simba__mysql_job *j = b->head;
     c->done = 0;
     if (!j) { simba__mysql_free_results(c); return; }
-    if (c->err) simba__mysql_job_error(b, j);
+    if (c->err && j->kind == SIMBA__MYSQL_JOB_RING && !simba__mysql_is_conn_error(c->err)) simba__mysql_ring_refused(b, j);
+    else if (c->err) simba__mysql_job_error(b, j);
     else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
     else simba__mysql_step(b, j);
 }
@@ -2304,6 +2328,23 @@ static void simba__mysql_note_grants(simba__mysql *b, simba__mysql_job *j, const
     }
 }
 
+/* Sessions of other clients this locked op's transaction grants in a queue
+   of capacity > 1: their waiter connections get a ring after the COMMIT
+   (a capacity-1 grantee is rung by the bell of the entry right ahead). */
+static void simba__mysql_note_rings(simba__mysql *b, simba__mysql_job *j, const simba__mysql_eval *v) {
+    int i, k;
+    j->nrings = 0;
+    for (i = 0; i < v->ne && j->nrings < SIMBA__MYSQL_PUSH_MAX; i++) {
+        const simba__mysql_ent *e = &v->e[i];
+        uint64_t key;
+        if (e->ours || !simba__mysql_live(e) || e->fence > 0 || e->newfence <= 0 || v->capacity[e->r] <= 1) continue;
+        if (e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0) continue;
+        key = simba__mysql_ring_key(b, j->tenant, e->session, e->seslen);
+        for (k = 0; k < j->nrings && j->rings[k] != key; k++) {}
+        if (k == j->nrings) j->rings[j->nrings++] = key;
+    }
+}
+
 /* INSPECT's answer: the live queue, holders, the oldest holder. */
 static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
     int i, rc = simba__mysql_collect_holders(b, j, v);
@@ -2365,6 +2406,7 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
         return SIMBA_OK;
     }
     *what = SIMBA__MYSQL_DECIDE_WRITE;
+    simba__mysql_note_rings(b, j, v);
     simba__mysql_buf_clear(x);
     simba__mysql_sql_writes(b, j, v, x, insert, extra_fence, new_capacity, old_capacity);
     return SIMBA_OK;
@@ -2478,6 +2520,72 @@ static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, con
 static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell) {
     simba__mysql_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
                    (unsigned long)(bell & 0xffffffffUL));
+}
+
+/* Rings: a capacity > 1 waiter cannot know which of the holders will let it
+   in, so it cannot wait on the right bell. The granter knows: after its
+   COMMIT it interrupts the grantee's waiter connection with KILL QUERY,
+   which only ever runs bell waits, so the cut wait just looks again. The
+   waiter connection holds a user lock named by the ring key of the session
+   it waits for (database, prefix, tenant, session); IS_USED_LOCK(that name)
+   is the connection id of the waiter right now, so a recycled id is never
+   hit: no waiter, no id (KILL of 0: ER_NO_SUCH_THREAD, ignored). A ring is
+   a hint to look, never a grant. See docs/mysql.md "Rings". */
+static uint64_t simba__mysql_ring_key(const simba__mysql *b, const char *tenant, const char *session, size_t seslen) {
+    uint64_t h = simba__mysql_fnv(b->deploy, "ring", 4); /* never a bell: those hash a tenant first */
+    h = simba__mysql_fnv(h, tenant, strlen(tenant));
+    h = simba__mysql_fnv(h, session, seslen);
+    return h ? h : 1;
+}
+
+/* After the op that granted them committed: ring each grantee next, ahead
+   of this client's other queued work (a ring is one short statement). */
+static void simba__mysql_queue_rings(simba__mysql *b, const simba__mysql_job *op) {
+    simba__mysql_job *j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_RING);
+    if (!j) return; /* the grantee finds its grant at its wait's timeout */
+    j->bells = (uint64_t *)simba__mysql_alloc(b, (size_t)op->nrings * sizeof *j->bells);
+    if (!j->bells) { simba__mysql_job_free(b, j); return; }
+    memcpy(j->bells, op->rings, (size_t)op->nrings * sizeof *j->bells);
+    j->nbells = op->nrings;
+    simba__mysql_push(b, j, 1);
+}
+
+/* RING: one KILL QUERY per grantee (one statement per batch: an error,
+   e.g. no waiter to ring, ends a batch). */
+static void simba__mysql_step_ring(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_buf *x = &b->main.sql;
+    if (j->step != SIMBA__MYSQL_S_FIRST) {
+        simba__mysql_free_results(&b->main);
+        j->ring_next++;
+    }
+    if (j->ring_next >= j->nbells) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
+    simba__mysql_buf_clear(x);
+    simba__mysql_put(b, x, "KILL QUERY IS_USED_LOCK(");
+    simba__mysql_bellname(b, x, j->bells[j->ring_next]);
+    simba__mysql_put(b, x, ")");
+    b->stats.rings_sent++;
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
+}
+
+/* A ring's KILL failed: no waiter holds the key (ER_NO_SUCH_THREAD: the
+   grantee is not waiting on its connection, its next wait reads its fence
+   first) or another MySQL user's (ER_KILL_DENIED_ERROR: that grantee's
+   waiter finds the grant at its wait's timeout and turns re-polls on). */
+static void simba__mysql_ring_refused(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    if (c->err == ER_KILL_DENIED_ERROR || c->err == ER_SPECIFIC_ACCESS_DENIED_ERROR) {
+        b->stats.rings_refused++;
+        if (!b->ring_refused_told) {
+            b->ring_refused_told = 1;
+            simba_backend_log(b->s, SIMBA_LOG_WARN,
+                              "simba_mysql: KILL QUERY of another client's waiter refused (%u %s): it is "
+                              "another MySQL user; give all clients one user or CONNECTION ADMIN, else its "
+                              "capacity > 1 waiters fall back to polling",
+                              c->err, c->errmsg);
+        }
+    }
+    c->err = 0;
+    simba__mysql_step_ring(b, j);
 }
 
 /* The set of bells this client's main connection holds (one per entry, up
@@ -2755,6 +2863,15 @@ static void simba__mysql_watch_marks(simba__mysql *b) {
     }
 }
 
+/* Does w re-poll on its own? A capacity > 1 wait of one resource is rung
+   by its granter (KILL QUERY, see simba__mysql_ring_key) unless a grant
+   came without its ring (another MySQL user's KILL refused), or while no
+   waiter connection is up to be rung (no_waiter, or connecting): then,
+   and for multi-resource waits, the backoff re-polls. */
+static int simba__mysql_watch_repolls(const simba__mysql *b, const simba__mysql_watch *w) {
+    return w->multi && (!w->single || b->ring_fallback || b->no_waiter || b->waiter.state != SIMBA__MYSQL_READY);
+}
+
 /* Due re-polls of capacity > 1 waits: have the core POLL them. */
 static void simba__mysql_watch_polls(simba__mysql *b) {
     int64_t now = simba_now_ms(b->s);
@@ -2763,7 +2880,7 @@ static void simba__mysql_watch_polls(simba__mysql *b) {
     simba__mysql_watch_marks(b);
     for (i = 0; i < b->nwatch; i++) {
         simba__mysql_watch *w = &b->watches[i];
-        if (!w->multi || now < w->poll_at || !w->first) continue;
+        if (!simba__mysql_watch_repolls(b, w) || now < w->poll_at || !w->first) continue;
         /* nothing moved since the last one (a change resets it): slow down */
         w->poll_ms = w->poll_ms * 2 > SIMBA__MYSQL_POLL_MAX_MS ? SIMBA__MYSQL_POLL_MAX_MS : w->poll_ms * 2;
         w->poll_at = now + w->poll_ms;
@@ -2846,6 +2963,7 @@ static void simba__mysql_waiter_drop(simba__mysql *b, int backoff) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_conn_drop(c);
     b->waiting_bell = 0;
+    b->ring_held = 0; /* user locks go with the connection */
     simba__mysql_free(b, b->waiting_req);
     b->waiting_req = NULL;
     if (backoff) {
@@ -2876,6 +2994,49 @@ static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now)
     return NULL;
 }
 
+/* The entry of watch w, as SQL: "<entries> WHERE tenant=.. AND name=..
+   AND request=.. AND session=.." (a keyed request id is the same in every
+   session: only the entry of the watch's own session). */
+static void simba__mysql_sql_watch_entry(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w) {
+    simba__mysql_putf(b, x, "%s WHERE tenant=", b->t_entries);
+    simba__mysql_hexs(b, x, w->tenant);
+    simba__mysql_put(b, x, " AND name=");
+    simba__mysql_hexs(b, x, w->name);
+    simba__mysql_put(b, x, " AND request=");
+    simba__mysql_hexs(b, x, w->request);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, w->session);
+}
+
+/* The wait of a one-resource watch, ringable: hold the session's ring key
+   (so a granter can find this connection), then, unless the entry is
+   granted already (a ring sent while this connection ran no query would be
+   lost: the grant committed before this statement began, so it sees it),
+   wait for the bell. -2: granted already, 1: the bell rang, -1: timed out,
+   -3: GET_LOCK cut short (MariaDB answers a KILLed GET_LOCK with NULL;
+   MySQL with ER_QUERY_INTERRUPTED). */
+static void simba__mysql_sql_ring_wait(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w, int t) {
+    uint64_t ring = simba__mysql_ring_key(b, w->tenant, w->session, strlen(w->session));
+    simba__mysql_put(b, x, "DO 0");
+    if (b->ring_held && b->ring_held != ring) {
+        simba__mysql_put(b, x, ", RELEASE_LOCK(");
+        simba__mysql_bellname(b, x, b->ring_held);
+        simba__mysql_put(b, x, ")");
+    }
+    simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
+    simba__mysql_bellname(b, x, ring);
+    simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+    simba__mysql_bellname(b, x, ring);
+    simba__mysql_put(b, x, ", 0));\nSELECT IF(COALESCE((SELECT fence FROM ");
+    simba__mysql_sql_watch_entry(b, x, w);
+    simba__mysql_put(b, x, "), 0) > 0, -2, CASE COALESCE(GET_LOCK(");
+    simba__mysql_bellname(b, x, w->bell);
+    simba__mysql_putf(b, x, ",%d), -3) WHEN 1 THEN RELEASE_LOCK(", t);
+    simba__mysql_bellname(b, x, w->bell);
+    simba__mysql_put(b, x, ") WHEN 0 THEN -1 ELSE -3 END)");
+    b->ring_held = ring;
+}
+
 static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_buf *x = &c->sql;
@@ -2883,25 +3044,21 @@ static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
     for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += b->watches[i].first;
     t = eligible > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
     simba__mysql_buf_clear(x);
-    /* wait for the bell; once we get it, give it back at once (other
-       waiters of the same bell get it in turn) */
-    simba__mysql_put(b, x, "SELECT IF(GET_LOCK(");
-    simba__mysql_bellname(b, x, w->bell);
-    simba__mysql_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
-    simba__mysql_bellname(b, x, w->bell);
-    simba__mysql_put(b, x, "), -1)");
+    b->waiting_rung = w->single;
+    if (w->single) simba__mysql_sql_ring_wait(b, x, w, t);
+    else {
+        /* wait for the bell; once we get it, give it back at once (other
+           waiters of the same bell get it in turn) */
+        simba__mysql_put(b, x, "SELECT IF(GET_LOCK(");
+        simba__mysql_bellname(b, x, w->bell);
+        simba__mysql_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
+        simba__mysql_bellname(b, x, w->bell);
+        simba__mysql_put(b, x, "), -1)");
+    }
     if (w->single) {
         /* and our fence, in the same round trip, if the ring granted us */
-        simba__mysql_putf(b, x, ";\nSELECT fence FROM %s WHERE tenant=", b->t_entries);
-        simba__mysql_hexs(b, x, w->tenant);
-        simba__mysql_put(b, x, " AND name=");
-        simba__mysql_hexs(b, x, w->name);
-        simba__mysql_put(b, x, " AND request=");
-        simba__mysql_hexs(b, x, w->request);
-        /* a keyed request id is the same in every session: read only the
-           entry of the watch's own session */
-        simba__mysql_put(b, x, " AND session=");
-        simba__mysql_hexs(b, x, w->session);
+        simba__mysql_put(b, x, ";\nSELECT fence FROM ");
+        simba__mysql_sql_watch_entry(b, x, w);
     }
     if (!simba__mysql_is_current(b, w->session)) b->stats.stale_bell_waits++;
     b->waiting_bell = w->bell;
@@ -2922,6 +3079,25 @@ static int64_t simba__mysql_result_int(simba__mysql_conn *c, int i) {
     return v;
 }
 
+/* A ring cut our wait short: some waiting entry of the ringing session was
+   granted. Each watched capacity > 1 wait of one resource (the first of
+   ours in its queue: only it can have been let in) looks again with one
+   POLL; the next wait of the cut one reads its fence first anyway. */
+static void simba__mysql_ring_heard(simba__mysql *b) {
+    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
+    int i;
+    b->stats.rings_heard++;
+    simba__mysql_watch_marks(b);
+    for (i = 0; i < b->nwatch; i++) {
+        simba__mysql_watch *w = &b->watches[i];
+        if (!w->multi || !w->single || !w->first) continue;
+        snprintf(name, sizeof name, "%s", w->name);
+        snprintf(request, sizeof request, "%s", w->request);
+        snprintf(session, sizeof session, "%s", w->session);
+        simba__mysql_wake(b, name, session, request, 0);
+    }
+}
+
 /* A wait on the waiter connection finished. */
 static void simba__mysql_waiter_result(simba__mysql *b) {
     simba__mysql_conn *c = &b->waiter;
@@ -2931,16 +3107,40 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
     char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
     int single;
     c->done = 0;
+    if (c->err == ER_QUERY_INTERRUPTED && b->waiting_rung) {
+        /* MySQL's answer to a ring (KILL QUERY): the connection lives on */
+        simba__mysql_free_results(c);
+        b->waiting_bell = 0;
+        simba__mysql_ring_heard(b);
+        return;
+    }
     if (c->err) {
         simba_backend_log(b->s, SIMBA_LOG_DEBUG, "simba_mysql: waiter connection: %u %s", c->err, c->errmsg);
         simba__mysql_waiter_drop(b, 1);
         return;
     }
-    rang = simba__mysql_result_int(c, 0);   /* GET_LOCK: 1 = the bell rang */
-    fence = simba__mysql_result_int(c, 1);  /* our fence, if the ring granted us */
+    /* GET_LOCK: 1 = the bell rang (a ringable wait: -2, -3, see
+       simba__mysql_sql_ring_wait); then our fence, if granted */
+    rang = simba__mysql_result_int(c, b->waiting_rung ? 1 : 0);
+    fence = simba__mysql_result_int(c, b->waiting_rung ? 2 : 1);
     simba__mysql_free_results(c);
     w = b->waiting_req ? simba__mysql_watch_find(b, b->waiting_req) : NULL;
     b->waiting_bell = 0;
+    if (b->waiting_rung && rang == -3) { simba__mysql_ring_heard(b); return; }
+    if (w && w->single && fence > 0 && rang != 1) {
+        /* granted with no bell: before this wait began (-2), or during a
+           wait no ring cut short (-1): a grant in a capacity > 1 queue whose
+           ring was refused (or lost with its granter's connection), so
+           re-poll from now on */
+        if (rang == -1 && w->multi && !b->ring_fallback) {
+            b->ring_fallback = 1;
+            simba_backend_log(b->s, SIMBA_LOG_WARN,
+                              "simba_mysql: a capacity > 1 grant came without its ring (KILL QUERY refused to "
+                              "another MySQL user?): its waits re-poll from now on");
+        }
+        if (rang == -1) b->stats.rings_missed++;
+        rang = 1;
+    }
     if (rang != 1 || !w) return; /* timed out (bell still held), or nobody cares now */
     b->stats.bell_rings++;
     /* a bell that is free at once (its owner has not taken it yet, or lost
@@ -3147,7 +3347,7 @@ static int64_t simba__mysql_deadline(void *impl) {
             for (i = 0; i < b->nwatch; i++) d = simba__mysql_min(d, b->watches[i].not_before > now ? b->watches[i].not_before : now);
     }
     for (i = 0; i < b->nwatch; i++)
-        if (b->watches[i].multi) d = simba__mysql_min(d, b->watches[i].poll_at);
+        if (simba__mysql_watch_repolls(b, &b->watches[i])) d = simba__mysql_min(d, b->watches[i].poll_at);
     /* the contract reserves negative values for "none": a clock that runs
        below zero cannot express its deadlines (see docs/mysql.md) */
     return d == INT64_MAX ? -1 : (d < 0 ? 0 : d);
