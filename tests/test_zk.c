@@ -1802,7 +1802,7 @@ static int ho_measure(int capacity, int q, double *packets, double *watches, dou
     static zk_client c[HO_CLIENTS];
     static ho_entry fifo[HO_MAX + HO_ROUNDS];
     h_client *cl[HO_CLIENTS];
-    zk_load a, b, o1, o2, m, prev;
+    zk_load a = {0, 0}, b = {0, 0}, o1 = {0, 0}, o2 = {0, 0}, m = {0, 0}, prev = {0, 0};
     double handoff_w = 0, enqueue_w = 0;
     int64_t handoff_names = 0;
     int i, n = 0, head = 0, ok = 1, r;
