@@ -155,13 +155,19 @@
     ahead of it any more (sequence numbers only grow), so that entry's
     NodeDeleted alone makes it the head, and the grant is pushed to the core from
     what the backend knows (fence = its entry's czxid from create2). It is
-    a hand-off of one write plus one notification. What could make that
+    a hand-off of one write plus one notification. The waiter further back
+    needs no read either: an entry granted at capacity 1 with someone
+    behind it marks itself "h" (it was the head: nobody can get ahead of it
+    again), and its successor, whose data watch fires, reads that mark back
+    while re-arming the watch and takes the marked entry as its predecessor:
+    each hand-off then costs a delete, a mark and two notifications, and no
+    read of the queue however long it is. What could make such a grant
     wrong is heard first, because ZooKeeper delivers one client's events in
-    the order the changes happened: the waiter also watches its own entry,
-    and DELETE's multi removes the queue from the tail (so our entry's
-    deletion is told before our predecessor's); a change of the resource
-    node (capacity) or any session event (events replayed after a reconnect
-    come in no useful order) makes the waiter read again.
+    the order the changes happened: DELETE's multi changes the resource node
+    before it deletes anything, which fires the data watch of every reader;
+    that change (or a capacity change) or any session event (events
+    replayed after a reconnect come in no useful order) makes the waiter
+    read again.
 
     LIMITS
     ======
@@ -230,6 +236,8 @@ struct simba_zk_stats {
     int handles;                /* ZooKeeper handles opened so far (one more per new session) */
     int64_t watch_grants;       /* mutex hand-offs granted from the predecessor's deletion
                                    alone, with no read (see WAKE-UPS) */
+    int64_t names_read;         /* children names received in queue reads: what a
+                                   hand-off costs in bytes grows with it */
 };
 
 /* simba_zk_stats: fills *out for a backend made by simba_zk (keep a copy of
@@ -285,7 +293,6 @@ enum {
     SIMBA__ZK_C_MDELETE,      /* amulti of deletes (DELETE of a resource) */
     SIMBA__ZK_C_WATCH_PRED,   /* awget of the predecessor: gone = wake */
     SIMBA__ZK_C_WATCH_KIDS,   /* awget_children: changed since our read = wake */
-    SIMBA__ZK_C_WATCH_SELF,   /* awexists of our own entry: gone = forget the predecessor */
     SIMBA__ZK_C_FORGET,       /* adelete nobody waits for (duplicates, undo) */
     SIMBA__ZK_C_AUTH,         /* zoo_add_auth */
     SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
@@ -409,6 +416,10 @@ typedef struct simba__zk_mine {
     int stale;                /* its watch fired: the next refresh of the resource evaluates it */
     int grant_due;            /* granted, to be told to the core: 1 from a read, 2 from pred_gone */
     int releasing;            /* a RELEASE of it runs: its own deletion is no news */
+    int cap1;                 /* capacity 1 at our last read: a head mark on the entry we
+                                 watch makes that entry our pred (simba__zk_probe_head) */
+    int probe;                /* pred taken from a mark event, not usable until its data
+                                 read back is the head mark (simba__zk_watch_answer) */
 } simba__zk_mine;
 
 typedef struct simba__zk_wake {
@@ -459,6 +470,7 @@ struct simba__zk {
     int grants_due;              /* some mine has grant_due set */
     unsigned batch;              /* +1 per process(): reads of one batch saw the same events */
     int64_t refreshes_sent;
+    int64_t names_read;
 };
 
 /*--- memory ---*/
@@ -739,6 +751,7 @@ static void simba__zk_forget_pred(simba__zk *zk, simba__zk_mine *m) {
     simba__zk_free(zk, m->pred);
     m->pred = NULL;
     m->pred_gone = 0;
+    m->probe = 0;
     if (m->grant_due == 2) m->grant_due = 0;
     zk->npred--;
 }
@@ -990,7 +1003,8 @@ static void simba__zk_arm_op(simba__zk_op *op);
 static void simba__zk_mark_granted(simba__zk_op *op, int i);
 static void simba__zk_refresh_done(simba__zk_op *op);
 static void simba__zk_node_event(simba__zk *zk, int type, const char *path);
-static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st);
+static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
+                                   int len);
 static simba__zk *simba__zk_of(simba_backend b);
 
 /*>>connection: the ZooKeeper handle: connect, session events, reconnect with backoff, reset */
@@ -1295,7 +1309,7 @@ static void simba__zk_on_data(int rc, const char *value, int len, const struct S
             simba__zk_fail_rc(op, rc, "reading the resource");
         }
     } else if (c->step == SIMBA__ZK_C_WATCH_PRED && !c->zk->closing && c->gen == c->zk->gen && c->path) {
-        simba__zk_watch_answer(c->zk, c->path, rc, st);
+        simba__zk_watch_answer(c->zk, c->path, rc, st, value, len);
     }
     simba__zk_call_free(c->zk, c);
     if (op) simba__zk_op_advance(op);
@@ -1304,6 +1318,7 @@ static void simba__zk_on_data(int rc, const char *value, int len, const struct S
 static void simba__zk_on_kids(int rc, const struct String_vector *v, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
+    if (rc == ZOK && v) c->zk->names_read += v->count;
     if (op) {
         simba__zk_rs *r = &op->res[c->index];
         if (rc == ZOK) {
@@ -1327,11 +1342,6 @@ static void simba__zk_on_kids(int rc, const struct String_vector *v, const void 
 static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
-    if (c->step == SIMBA__ZK_C_WATCH_SELF && !c->zk->closing && c->gen == c->zk->gen && rc != ZOK) {
-        /* our entry went before the watch was set (or we cannot tell): read again */
-        simba__zk_forget_all_preds(c->zk);
-        simba__zk_queue_wake(c->zk, c->name);
-    }
     if (op && c->step == SIMBA__ZK_C_PING) {
         if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
     } else if (op && c->step == SIMBA__ZK_C_SET) {
@@ -1621,7 +1631,8 @@ static void simba__zk_issue_set(simba__zk_op *op) {
 static void simba__zk_issue_mdelete(simba__zk_op *op) {
     simba__zk *zk = op->zk;
     simba__zk_rs *r = &op->res[0];
-    int n = r->nkids + 1, i, rc;
+    int n = r->nkids + 2, i, rc;
+    char capacity[16];
     size_t plen = strlen(r->path), total = 0;
     zoo_op_t *ops;
     char *paths, *p;
@@ -1638,13 +1649,18 @@ static void simba__zk_issue_mdelete(simba__zk_op *op) {
         simba__zk_call_refused(c, ZMARSHALLINGERROR, "out of memory");
         return;
     }
-    /* tail first: a waiter that would take its predecessor's deletion as its
-       grant hears of its own entry's deletion before (simba__zk_watch_self) */
+    /* first a change of the resource node, whose data watch every reader
+       has: a waiter that would take its predecessor's deletion as its grant
+       hears of this change before any deletion of the same multi
+       (simba__zk_note_event), and forgets its predecessor. The data is
+       deleted with the node: its value does not matter. Then the tail first. */
+    snprintf(capacity, sizeof capacity, "%d", r->capacity > 0 ? r->capacity : 1);
+    zoo_set_op_init(&ops[0], r->path, capacity, (int)strlen(capacity), -1, NULL);
     for (i = 0, p = paths; i < r->nkids; i++) {
         const char *node = r->kids[r->nkids - 1 - i].node;
         size_t k = plen + strlen(node) + 2;
         snprintf(p, k, "%s/%s", r->path, node);
-        zoo_delete_op_init(&ops[i], p, -1);
+        zoo_delete_op_init(&ops[i + 1], p, -1);
         p += k;
     }
     zoo_delete_op_init(&ops[n - 1], r->path, -1);
@@ -2321,6 +2337,45 @@ static int simba__zk_fires(const simba__zk_mine *m, int type, const char *node) 
     return strcmp(m->watch, node) == 0;
 }
 
+static int simba__zk_is_head_mark(const char *value, int len) { return value && len == 1 && value[0] == 'h'; }
+
+/* The entry a mutex waiter watches (its predecessor at our last read) was
+   marked: if the mark says it was the head (simba__zk_mark_head), nothing
+   is ahead of it any more (sequence numbers only grow, a deleted entry never
+   comes back), so its deletion alone makes us the head, as for the pred of
+   simba__zk_pred_grants: no read of the queue. Taken as pred now (so its
+   deletion cannot be mistaken for a plain one), usable once the data read
+   back by re-arming the watch is the head mark. What else could make that
+   wrong is heard first, as for any pred (simba__zk_note_event): a DELETE's
+   multi changes the resource node (our read's data watch) before it deletes
+   anything. Returns 0 if this is no case for it (the caller reads). */
+static int simba__zk_probe_head(simba__zk *zk, simba__zk_mine *m, const char *node) {
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    if (!m->cap1 || m->stale || !m->watch || strcmp(m->watch, node) != 0 || !m->czxid[0] || m->owner != zk->zsid ||
+        zk->zsid == 0 || !zk->zh || !zk->up)
+        return 0;
+    if (m->pred && strcmp(m->pred, node) != 0) return 0;
+    if (!m->pred) {
+        m->pred = simba__zk_strdup(zk, node);
+        if (!m->pred) return 0;
+        zk->npred++;
+        m->probe = 1;
+    }
+    snprintf(path, sizeof path, "%s/%s", m->path[0], node);
+    c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_PRED, 0);
+    if (!c) { simba__zk_forget_pred(zk, m); return 0; }
+    c->name = simba__zk_strdup(zk, m->name);
+    c->path = simba__zk_strdup(zk, path);
+    if (!c->name || !c->path || zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c) != ZOK) {
+        simba__zk_call_free(zk, c);
+        simba__zk_forget_pred(zk, m);
+        return 0;
+    }
+    m->armed = 1;
+    return 1;
+}
+
 /* One event (fired, or replayed from the answer of the call that set the
    watch) for one client: only the handles whose watch it fires are
    concerned, and all of them are answered from ONE read of the resource
@@ -2347,6 +2402,13 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
             if (type == ZOO_DELETED_EVENT && !m->releasing) to_core = 1;
             continue;
         }
+        if (!node && type == ZOO_CHANGED_EVENT && m->granted && !m->releasing) {
+            /* a holder's only watch on the resource fired (a capacity change, or
+               a DELETE's multi, which changes the node first): the core's POLL
+               reads again, and hears LOST if the entry went with it */
+            to_core = 1;
+            continue;
+        }
         if (m->granted || m->releasing) continue;    /* a leaving waiter waits for nothing */
         if (!node && type == ZOO_CHANGED_EVENT) {    /* the capacity: every waiter looks again */
             m->stale = refresh = claimed = 1;
@@ -2355,7 +2417,8 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
         if (!simba__zk_fires(m, type, node)) continue;
         m->armed = 0;
         claimed = 1;
-        if (m->pred && m->pred_gone) { m->grant_due = 2; zk->grants_due = 1; }
+        if (m->pred && m->pred_gone && !m->probe) { m->grant_due = 2; zk->grants_due = 1; }
+        else if (type == ZOO_CHANGED_EVENT && simba__zk_probe_head(zk, m, node)) continue;
         else m->stale = refresh = 1;
     }
     if (!claimed && !to_core) {
@@ -2372,21 +2435,40 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
 /* The answer to a data watch set on an entry: gone already, or marked
    (granted) since the version we reacted to: the event happened before the
    watch, replay it. */
-static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st) {
+static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
+                                   int len) {
     char name[SIMBA_MAX_NAME + 1];
     size_t rlen;
     simba__zk_mine *m;
-    int fire = 0;
+    int fire = 0, head = rc == ZOK && simba__zk_is_head_mark(value, len);
     if (rc == ZNONODE) { simba__zk_node_event(zk, ZOO_DELETED_EVENT, path); return; }
-    if (rc != ZOK || !st || st->version <= 0 || !simba__zk_split_path(zk, path, name, sizeof name, &rlen) ||
-        path[rlen] != '/')
-        return;
-    for (m = zk->mine; m; m = m->next)
-        if (m->nres == 1 && simba__zk_mine_on(m, path, rlen) && simba__zk_fires(m, ZOO_CHANGED_EVENT, path + rlen + 1) &&
-            st->version > m->watch_ver) {
-            m->watch_ver = st->version;               /* once per mark: a kept grant is marked for good */
-            fire = 1;
+    if (rc != ZOK || !st || !simba__zk_split_path(zk, path, name, sizeof name, &rlen) || path[rlen] != '/') return;
+    for (m = zk->mine; m; m = m->next) {
+        const char *node = path + rlen + 1;
+        if (m->nres != 1 || !simba__zk_mine_on(m, path, rlen) || !simba__zk_fires(m, ZOO_CHANGED_EVENT, node)) continue;
+        if (m->pred && strcmp(m->pred, node) == 0) {
+            if (head || !m->probe) {                  /* the pred is (confirmed) the head */
+                m->probe = 0;
+                m->watch_ver = st->version;
+                continue;
+            }
+            simba__zk_forget_pred(zk, m);             /* marked, but not as the head: read */
+            m->stale = 1;
+            simba__zk_queue_name(zk, &zk->refreshes, name);
+            continue;
         }
+        if (st->version <= m->watch_ver) continue;
+        m->watch_ver = st->version;                   /* once per mark: a kept grant is marked for good */
+        if (head && !m->pred && !m->granted && !m->releasing && m->cap1 && !m->stale && m->czxid[0] &&
+            m->owner == zk->zsid && zk->zsid != 0) {
+            /* marked as the head before our watch: its data is in hand */
+            m->pred = simba__zk_strdup(zk, node);
+            if (!m->pred) { fire = 1; continue; }
+            zk->npred++;
+            continue;
+        }
+        fire = 1;
+    }
     if (fire) simba__zk_node_event(zk, ZOO_CHANGED_EVENT, path);
 }
 
@@ -2398,20 +2480,6 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
     if (type == ZOO_SESSION_EVENT) simba__zk_on_session_event(zk, zh, state);
     else if (path && *path) simba__zk_node_event(zk, type, path);
-}
-
-/* A waiter that will be granted by its predecessor's deletion alone also
-   watches its own entry, before the predecessor: when a DELETE of the
-   resource removes both (our entry first, see simba__zk_issue_mdelete), the
-   news of our own entry comes first and we read again instead. */
-static void simba__zk_watch_self(simba__zk *zk, const char *respath, const char *node, const char *name) {
-    char path[SIMBA__ZK_PATH_MAX];
-    simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_SELF, 0);
-    if (!c) return;
-    c->name = simba__zk_strdup(zk, name);
-    if (!c->name) { simba__zk_call_free(zk, c); return; }
-    snprintf(path, sizeof path, "%s/%s", respath, node);
-    if (zoo_awexists(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
 }
 
 /* Sets the watch a single-resource waiter needs, unless it is set already:
@@ -2468,7 +2536,6 @@ static void simba__zk_set_pred(simba__zk *zk, simba__zk_mine *m, const simba__zk
     m->pred = simba__zk_strdup(zk, r->kids[0].node);
     if (!m->pred) return;
     zk->npred++;
-    simba__zk_watch_self(zk, r->path, m->node[0], r->name);
 }
 
 static void simba__zk_arm_watch(simba__zk_op *op, int i);
@@ -2485,7 +2552,7 @@ static void simba__zk_arm_op(simba__zk_op *op) {
     }
     if (r->granted || r->pos < 0) return;
     m->stale = 0;
-    if (m->pred) simba__zk_watch_self(zk, r->path, m->node[0], r->name);   /* set by mine_save */
+    m->cap1 = r->capacity == 1;
     simba__zk_arm_mine(zk, m, r, simba__zk_target(r, r->pos, simba__zk_held(r) >= r->pos));
 }
 
@@ -2522,20 +2589,34 @@ static void simba__zk_arm_watch(simba__zk_op *op, int i) {
    waiter not at the head watches its predecessor). Capacity 1 needs none:
    the successor waits for the deletion. A notification only: grants are
    always decided by the prefix rule on a read. */
-static void simba__zk_issue_mark(simba__zk *zk, const simba__zk_rs *r, const char *node) {
+static void simba__zk_mark_at(simba__zk *zk, const char *respath, const char *node, const char *data) {
     char path[SIMBA__ZK_PATH_MAX];
-    simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_MARK, 0);
+    simba__zk_call *c;
+    if (!zk->zh) return;
+    c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_MARK, 0);
     if (!c) return;
-    simba__zk_entry_path(r, node, path, sizeof path);
-    if (zoo_aset(zk->zh, path, "g", 1, -1, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
+    snprintf(path, sizeof path, "%s/%s", respath, node);
+    if (zoo_aset(zk->zh, path, data, 1, -1, simba__zk_on_stat, c) != ZOK) simba__zk_call_free(zk, c);
+}
+
+static void simba__zk_issue_mark(simba__zk *zk, const simba__zk_rs *r, const char *node) {
+    simba__zk_mark_at(zk, r->path, node, "g");
+}
+
+/* The head mark: our entry, granted at capacity 1, was the first of the
+   queue (a fact whatever the capacity later: nobody can get ahead of it
+   again). Its successor watches it, and takes it as its pred from this
+   alone (simba__zk_probe_head): the next hand-off needs no read. */
+static void simba__zk_mark_head(simba__zk *zk, const char *respath, const char *node) {
+    simba__zk_mark_at(zk, respath, node, "h");
 }
 
 static void simba__zk_mark_granted(simba__zk_op *op, int i) {
     const simba__zk_rs *r = &op->res[i];
-    if (op->status != SIMBA_OK || !r->granted || r->was_granted || r->capacity <= 1 || r->pos < 0 ||
-        r->pos + 1 >= r->nkids || !r->mine)
+    if (op->status != SIMBA_OK || !r->granted || r->was_granted || r->pos < 0 || r->pos + 1 >= r->nkids || !r->mine)
         return;
-    simba__zk_issue_mark(op->zk, r, r->mine);
+    if (r->capacity > 1) simba__zk_issue_mark(op->zk, r, r->mine);
+    else if (r->pos == 0) simba__zk_mark_head(op->zk, r->path, r->mine);
 }
 
 static simba__zk_mine *simba__zk_mine_by_node(simba__zk *zk, const char *path, const char *node) {
@@ -2564,6 +2645,7 @@ static int simba__zk_refresh_one(simba__zk_op *op, simba__zk_mine *m, int k, int
         zk->grants_due = 1;
         return 1;
     }
+    m->cap1 = r->capacity == 1;
     if (r->capacity == 1 && k == 1 && r->nkids > 1 && m->czxid[0] && m->owner == zk->zsid && zk->zsid != 0) {
         if (!m->pred || strcmp(m->pred, r->kids[0].node) != 0) simba__zk_set_pred(zk, m, r);
     } else {
@@ -2599,6 +2681,7 @@ static void simba__zk_refresh_done(simba__zk_op *op) {
             now = simba__zk_refresh_one(op, m, k, granted, prev_granted);
         }
         cascade = 0;
+        if (now && r->capacity == 1 && k == 0 && k + 1 < r->nkids) simba__zk_mark_head(zk, r->path, kid->node);
         if (now && r->capacity > 1 && k + 1 < r->nkids) {
             if (strcmp(r->kids[k + 1].session, zk->session) == 0) cascade = 1;   /* ours: answered from this read */
             else simba__zk_issue_mark(zk, r, kid->node);
@@ -2667,10 +2750,11 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
         if (!due) continue;
         m->grant_due = 0;
         if (due == 2) {
-            if (!m->pred || !m->pred_gone || !m->czxid[0] || m->owner != zk->zsid || zk->zsid == 0) continue;
+            if (!m->pred || !m->pred_gone || m->probe || !m->czxid[0] || m->owner != zk->zsid || zk->zsid == 0) continue;
             simba__zk_forget_pred(zk, m);
             m->granted = 1;
             zk->watch_grants++;
+            if (m->path[0] && m->node[0]) simba__zk_mark_head(zk, m->path[0], m->node[0]);   /* for our successor */
         }
         if (!m->name) continue;                 /* no memory: the core's recheck finds the grant */
         zk->wakes_sent++;
@@ -2684,12 +2768,13 @@ static int simba__zk_grant_from_watch(simba__zk_op *op) {
     simba__zk *zk = op->zk;
     simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
     simba__zk_rs *r = &op->res[0];
-    if (!m || !m->pred || !m->pred_gone || op->nres != 1 || m->nres != 1 || !r->mine || !m->czxid[0] ||
+    if (!m || !m->pred || !m->pred_gone || m->probe || op->nres != 1 || m->nres != 1 || !r->mine || !m->czxid[0] ||
         m->owner != zk->zsid || zk->zsid == 0)
         return 0;
     simba__zk_forget_pred(zk, m);
     m->granted = 1;
     zk->watch_grants++;
+    simba__zk_mark_head(zk, r->path, r->mine);
     op->granted = 1;
     op->fence[0] = m->czxid[0];
     op->ahead = 0;
@@ -2718,6 +2803,7 @@ SIMBADEF int simba_zk_stats(simba_backend b, struct simba_zk_stats *out) {
     out->timeout_ms = zk->up ? zk->negotiated : 0;
     out->handles = zk->handles;
     out->watch_grants = zk->watch_grants;
+    out->names_read = zk->names_read;
     if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
         char ip[48];              /* INET6_ADDRSTRLEN: "[ip]:port" fits out->server */
         if (ss.ss_family == AF_INET) {
