@@ -75,6 +75,10 @@ test-mem: $(B)/test_mem $(B)/test_sim
 	./$(B)/test_sim
 test-redis: $(B)/test_redis
 	tests/servers/redis.sh run ./$(B)/test_redis
+$(B)/test_redis_cluster: tests/test_redis_cluster.c $(TEST_DEPS) simba_redis.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_cluster.c $(REDIS_LIBS) $(LDFLAGS)
+test-redis-cluster: $(B)/test_redis_cluster
+	tests/servers/redis.sh cluster ./$(B)/test_redis_cluster
 test-mysql: $(B)/test_mysql
 	tests/servers/mysql.sh run ./$(B)/test_mysql
 test-zk: $(B)/test_zk $(B)/tcp_proxy
@@ -106,11 +110,11 @@ test-loop-zk: $(B)/test_loop_zk
 # Every binary `make test` runs, built up front (tests/run_all.sh runs the
 # suites in parallel lanes that then never build at once).
 TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
-	$(B)/test_redis $(B)/test_mysql $(B)/test_zk $(B)/tcp_proxy \
+	$(B)/test_redis $(B)/test_mysql $(B)/test_zk $(B)/tcp_proxy $(B)/test_redis_cluster \
 	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
 	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
 	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
-.PHONY: test-build
+.PHONY: test-build test-redis-cluster
 test-build: $(TEST_BINS)
 # Everything available; the last line is the total "N passed, N failed".
 test:

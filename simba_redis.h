@@ -125,6 +125,9 @@ typedef struct simba_redis_desc {
                                   have it (see docs/redis.md for what that does and does not
                                   guarantee) */
     int wait_timeout_ms;       /* the timeout given to WAIT (default 200) */
+    const char *cluster_seeds; /* Redis Cluster: "host:port,host:port,..." (numeric addresses or
+                                  localhost; at most 16) of some of its nodes; host, port,
+                                  unix_socket and db are then not used (docs/redis.md, Cluster) */
     simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
@@ -144,6 +147,8 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
    simba.h) of scheme redis or redis+unix:
        redis://[user[:password]@]host[:port][/db][?parameters]
        redis+unix://[user[:password]@]/path/to/socket[?db=N&parameters]
+       redis+cluster://[user[:password]@]host1:port1[,host2:port2...][?parameters]
+   (the hosts are seed nodes of a Redis Cluster: simba_redis_desc.cluster_seeds)
    parameters: prefix, wait_replicas, wait_timeout (duration),
    connect_timeout (duration), db (redis+unix only), plus password_env /
    password_file (simba.h). Read the client options (simba_url_client_options)
@@ -176,6 +181,14 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
    For tools and tests: the backend computes its keys itself. */
 SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
                                       char *out, size_t size);
+
+/* simba_redis_key_slot: the Redis Cluster hash slot (0..16383) of the `len`
+   bytes of `key`: CRC16 (XMODEM) of the key's hash tag (the bytes between
+   its first '{' and the next '}', when not empty) or of the whole key, mod
+   16384, as CLUSTER KEYSLOT says. SIMBA_EINVAL when key is NULL. For tools
+   and tests: multi-resource requests on a cluster need all names to share
+   a slot (docs/redis.md, Cluster). */
+SIMBADEF int simba_redis_key_slot(const char *key, size_t len);
 
 /*>>stats: counters of one backend */
 
@@ -785,6 +798,7 @@ struct simba__redis {
     long repeats;               /* the same failure since, not logged again */
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
+    int warned_cluster;         /* a MOVED/ASK (a cluster node behind a one-server URL) was logged */
     int destroying;
     struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
@@ -1453,6 +1467,217 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     simba__redis_settle(r, c);
 }
 
+/*--- Redis Cluster (simba__redis_cluster_*): hash slots, seed lists, the slot
+   map of CLUSTER SLOTS, MOVED/ASK redirects. These are the routing pieces of
+   docs/redis.md, "Cluster"; the per-node connections and sessions that use
+   them are not written yet, so simba_redis() refuses cluster_seeds with
+   SIMBA_EUNSUPPORTED (after checking them) rather than run a cluster unsafely. */
+
+#ifdef __GNUC__
+#define SIMBA__REDIS_CLUSTER_FN static __attribute__((unused))   /* the tests call them all */
+#else
+#define SIMBA__REDIS_CLUSTER_FN static
+#endif
+
+enum {
+    SIMBA__REDIS_CLUSTER_SLOTS = 16384,
+    SIMBA__REDIS_CLUSTER_MAX_SEEDS = 16,
+    SIMBA__REDIS_CLUSTER_MAX_NODES = 256,    /* masters of one map (Redis's advice: up to 1000 nodes) */
+    SIMBA__REDIS_CLUSTER_MAX_HOST = 63       /* a numeric IPv6 address is at most 45 */
+};
+
+typedef struct simba__redis_cluster_node {
+    char host[SIMBA__REDIS_CLUSTER_MAX_HOST + 1];
+    int port;
+} simba__redis_cluster_node;
+
+/* Which master serves each slot: owner[slot] indexes node[], -1 when the map
+   names nobody (a slot no node claims: an op on it waits as on a disconnect). */
+typedef struct simba__redis_cluster_map {
+    int nnodes;
+    simba__redis_cluster_node node[SIMBA__REDIS_CLUSTER_MAX_NODES];
+    short owner[SIMBA__REDIS_CLUSTER_SLOTS];
+} simba__redis_cluster_map;
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the one Redis Cluster
+   hashes keys with; bitwise (a key is hashed once per op: no table). */
+static unsigned simba__redis_cluster_crc16(const char *s, size_t n) {
+    unsigned crc = 0;
+    size_t i;
+    int b;
+    for (i = 0; i < n; i++) {
+        crc ^= (unsigned)(unsigned char)s[i] << 8;
+        for (b = 0; b < 8; b++) crc = (crc & 0x8000u) ? ((crc << 1) ^ 0x1021u) & 0xffffu : (crc << 1) & 0xffffu;
+    }
+    return crc;
+}
+
+SIMBADEF int simba_redis_key_slot(const char *key, size_t len) {
+    size_t off = 0, n = len;
+    if (!key) return SIMBA_EINVAL;
+    /* the same tag rule as simba__redis_key's (an empty "{}" tags nothing) */
+    if (!simba__redis_user_tag(key, len, &off, &n)) { off = 0; n = len; }
+    return (int)(simba__redis_cluster_crc16(key + off, n) & (SIMBA__REDIS_CLUSTER_SLOTS - 1));
+}
+
+/* One "host:port" (IPv6 as "[addr]:port") of n bytes into *out; 0 or -1. */
+static int simba__redis_cluster_addr(const char *s, size_t n, simba__redis_cluster_node *out) {
+    const char *colon = NULL, *hs = s, *he;
+    size_t i;
+    long port = 0;
+    for (i = 0; i < n; i++) if (s[i] == ':') colon = s + i;
+    if (!colon || colon + 1 == s + n || (size_t)(s + n - colon - 1) > 5) return -1;
+    he = colon;
+    if (n > 0 && s[0] == '[') {
+        if (he - hs < 2 || he[-1] != ']') return -1;
+        hs++;
+        he--;
+    }
+    if (he == hs || (size_t)(he - hs) > SIMBA__REDIS_CLUSTER_MAX_HOST) return -1;
+    for (i = 0; i < (size_t)(he - hs); i++)
+        if (!((hs[i] >= '0' && hs[i] <= '9') || (hs[i] >= 'a' && hs[i] <= 'z') || (hs[i] >= 'A' && hs[i] <= 'Z') ||
+              hs[i] == '.' || hs[i] == ':' || hs[i] == '-' || hs[i] == '_'))
+            return -1;
+    for (i = (size_t)(colon + 1 - s); i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        port = port * 10 + (s[i] - '0');
+    }
+    if (port < 1 || port > 65535) return -1;
+    simba__redis_copy(out->host, sizeof out->host, hs, (size_t)(he - hs));
+    out->port = (int)port;
+    return 0;
+}
+
+/* The seed list "h1:p1,h2:p2,..." into out[max]: the count, or -1 with
+   why (a bad entry, none, too many, a host name that would need DNS). */
+static int simba__redis_cluster_seeds(const char *list, simba__redis_cluster_node *out, int max, char *why,
+                                      size_t cap) {
+    int count = 0;
+    const char *p = list;
+    if (!*p) {
+        snprintf(why, cap, "no seed node (want host:port,host:port,...)");
+        return -1;
+    }
+    while (p) {   /* an empty entry (",", a trailing comma) is a bad entry */
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        simba__redis_cluster_node tmp;
+        char numeric[64];
+        if (count >= max) {
+            snprintf(why, cap, "more than %d seed nodes", max);
+            return -1;
+        }
+        if (simba__redis_cluster_addr(p, n, &tmp) != 0) {
+            snprintf(why, cap, "'%.*s' is not host:port", (int)(n > 80 ? 80 : n), p);
+            return -1;
+        }
+        /* the host-name policy (docs/design.md): a name would be looked up
+           at every redirect inside simba_tick(); seeds are addresses */
+        numeric[0] = 0;
+        if (simba_backend_resolve(tmp.host, numeric, sizeof numeric) != 0 ||
+            (numeric[0] && strcmp(tmp.host, "localhost") != 0)) {
+            snprintf(why, cap, "'%s' is a host name: give seed nodes as numeric addresses (or localhost)", tmp.host);
+            return -1;
+        }
+        if (strcmp(tmp.host, "localhost") == 0) simba__redis_copy(tmp.host, sizeof tmp.host, "127.0.0.1", 9);
+        out[count++] = tmp;
+        p = end ? end + 1 : NULL;
+    }
+    return count;
+}
+
+/* The index of host:port in m's nodes, added when new; -1 when full. */
+static int simba__redis_cluster_node_index(simba__redis_cluster_map *m, const char *host, size_t hlen, long port) {
+    int i;
+    simba__redis_cluster_node n;
+    simba__redis_copy(n.host, sizeof n.host, host, hlen);
+    n.port = (int)port;
+    for (i = 0; i < m->nnodes; i++)
+        if (m->node[i].port == n.port && strcmp(m->node[i].host, n.host) == 0) return i;
+    if (m->nnodes >= SIMBA__REDIS_CLUSTER_MAX_NODES) return -1;
+    m->node[m->nnodes] = n;
+    return m->nnodes++;
+}
+
+/* One CLUSTER SLOTS range: {start, end, {host, port, id, ...}, replicas...}.
+   An empty host means "the node you asked" (Redis 7: cluster-preferred-
+   endpoint-type unknown), so `from` stands in for it. 0, or -1 with why. */
+static int simba__redis_cluster_range(simba__redis_cluster_map *m, const redisReply *e, const char *from, char *why,
+                                      size_t cap) {
+    const redisReply *mn;
+    const char *h;
+    size_t hl;
+    int idx;
+    long long s, t, i;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER || (s = e->element[0]->integer) < 0 ||
+        (t = e->element[1]->integer) < s || t > 16383) {
+        snprintf(why, cap, "CLUSTER SLOTS: a range that is not {start, end, master, ...} with 0 <= start <= end < 16384");
+        return -1;
+    }
+    mn = e->element[2];
+    if (mn->type != REDIS_REPLY_ARRAY || mn->elements < 2 || mn->element[0]->type != REDIS_REPLY_STRING ||
+        mn->element[1]->type != REDIS_REPLY_INTEGER || mn->element[1]->integer < 1 || mn->element[1]->integer > 65535) {
+        snprintf(why, cap, "CLUSTER SLOTS: slots %lld-%lld: the master is not {host, port, ...}", s, t);
+        return -1;
+    }
+    h = mn->element[0]->str;
+    hl = mn->element[0]->len;
+    if (hl == 0 || (hl == 1 && h[0] == '?')) { h = from; hl = strlen(from); }
+    if (hl > SIMBA__REDIS_CLUSTER_MAX_HOST || memchr(h, 0, hl)) {
+        snprintf(why, cap, "CLUSTER SLOTS: slots %lld-%lld: a master address longer than %d bytes", s, t,
+                 (int)SIMBA__REDIS_CLUSTER_MAX_HOST);
+        return -1;
+    }
+    idx = simba__redis_cluster_node_index(m, h, hl, (long)mn->element[1]->integer);
+    if (idx < 0) {
+        snprintf(why, cap, "CLUSTER SLOTS: more than %d masters", (int)SIMBA__REDIS_CLUSTER_MAX_NODES);
+        return -1;
+    }
+    for (i = s; i <= t; i++) {
+        if (m->owner[i] >= 0 && m->owner[i] != idx) {
+            snprintf(why, cap, "CLUSTER SLOTS: slot %lld claimed by two masters", i);
+            return -1;
+        }
+        m->owner[i] = (short)idx;
+    }
+    return 0;
+}
+
+/* A whole CLUSTER SLOTS answer (of the node at `from`) into m; SIMBA_OK,
+   or SIMBA_EPROTO with why when it is not a slot map. Slots no range names
+   stay -1. */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_parse_slots(simba__redis_cluster_map *m, const redisReply *rp,
+                                                             const char *from, char *why, size_t cap) {
+    size_t i;
+    m->nnodes = 0;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_SLOTS; i++) m->owner[i] = -1;
+    if (!rp || rp->type != REDIS_REPLY_ARRAY) {
+        snprintf(why, cap, "CLUSTER SLOTS: the answer is not an array (%s)",
+                 rp && rp->type == REDIS_REPLY_ERROR ? rp->str : "not a cluster node?");
+        return SIMBA_EPROTO;
+    }
+    for (i = 0; i < rp->elements; i++)
+        if (simba__redis_cluster_range(m, rp->element[i], from, why, cap) != 0) return SIMBA_EPROTO;
+    return SIMBA_OK;
+}
+
+/* "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" (an error
+   reply's text): 1 with its parts, 0 when msg is neither (or malformed). */
+static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, int *slot,
+                                         simba__redis_cluster_node *to) {
+    size_t at, i;
+    long s = 0;
+    if (len > 5 && memcmp(msg, "MOVED ", 6) == 0) { *ask = 0; at = 6; }
+    else if (len > 3 && memcmp(msg, "ASK ", 4) == 0) { *ask = 1; at = 4; }
+    else return 0;
+    for (i = at; i < len && msg[i] >= '0' && msg[i] <= '9' && i - at < 5; i++) s = s * 10 + (msg[i] - '0');
+    if (i == at || i >= len || msg[i] != ' ' || s >= SIMBA__REDIS_CLUSTER_SLOTS) return 0;
+    if (simba__redis_cluster_addr(msg + i + 1, len - i - 1, to) != 0) return 0;
+    *slot = (int)s;
+    return 1;
+}
+
 /*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
 /* What every operation shares (the arguments of its EVALSHA, the send, the
    errors any answer may be) comes first; then the session operations'
@@ -1755,6 +1980,28 @@ static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const red
 }
 
 /* The script's answer to q. */
+/* A MOVED or ASK to a backend made for one server: it was pointed at a
+   Redis Cluster node. Said as what it is (EUNSUPPORTED, once at ERROR),
+   not as a server error the caller cannot act on. */
+static int simba__redis_cluster_misrouted(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_cluster_node to;
+    int ask, slot;
+    char why[200];
+    if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to))
+        snprintf(why, sizeof why, "the server is a Redis Cluster node (%s: slot %d is on %s:%d): use a "
+                 "redis+cluster:// URL (simba_redis_desc.cluster_seeds)", ask ? "ASK" : "MOVED", slot, to.host,
+                 to.port);
+    else if (strstr(rp->str, "non local key in a cluster node") || strncmp(rp->str, "CROSSSLOT", 9) == 0)
+        snprintf(why, sizeof why, "the server is a Redis Cluster node (it refused the script's keys: %.60s): "
+                 "use a redis+cluster:// URL (simba_redis_desc.cluster_seeds)", rp->str);
+    else
+        return 0;
+    if (!r->warned_cluster) simba_backend_log(r->s, SIMBA_LOG_ERROR, "simba_redis: %s", why);
+    r->warned_cluster = 1;
+    simba__redis_complete_status(r, q, SIMBA_EUNSUPPORTED, why);
+    return 1;
+}
+
 static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
     simba_reply rep;
     simba_holder *hs = NULL;
@@ -1773,6 +2020,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
             simba__redis_retry_later(r, q, rp);
             return;
         }
+        if (simba__redis_cluster_misrouted(r, q, rp)) return;
         simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);
         return;
     }
@@ -2045,6 +2293,19 @@ static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
     if (d->host && !d->host[0]) return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: empty (NULL: 127.0.0.1)");
     if (d->host && strlen(d->host) > 255)
         return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.host: longer than 255");
+    if (d->cluster_seeds) {
+        simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
+        char why[160];
+        if (simba__redis_cluster_seeds(d->cluster_seeds, seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why) < 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.cluster_seeds: %s", why);
+        if (d->unix_socket || d->db)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.cluster_seeds: a cluster has no %s",
+                                       d->unix_socket ? "unix socket" : "database but 0");
+        /* the slot routing above is there; the per-node sessions, restart
+           grace and pushes are not: refusing is the safe answer until then */
+        return simba_backend_error(SIMBA_EUNSUPPORTED, "simba_redis_desc.cluster_seeds: Redis Cluster is not "
+                                   "supported yet (per-node sessions are missing; docs/redis.md, Cluster)");
+    }
     return ok;
 }
 
@@ -2110,15 +2371,68 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     return b;
 }
 
+/* The parameters every Redis scheme shares (prefix, WAIT, timeouts; the
+   credentials), then the check that nothing else was given, then the backend. */
+static int simba__redis_url_common(simba_url *u, simba_redis_desc *d, simba_backend *out, simba_url_error *err) {
+    const char *v;
+    int rc;
+    d->user = u->user;
+    d->password = u->password;
+    if (d->user && !d->password)
+        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
+                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
+    if ((v = simba_url_param(u, "prefix")) != NULL) {
+        if (!simba__redis_prefix_ok(v))
+            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
+        d->prefix = v;
+    }
+    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d->wait_replicas, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d->wait_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d->connect_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
+    *out = simba_redis(d);
+    return SIMBA_OK;
+}
+
+/* redis+cluster://[user:pass@]h1:p1,h2:p2[?params]: the hosts are the seeds
+   (port 6379 when not given), written back as one "h:p,h:p" list. */
+static int simba__redis_cluster_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_redis_desc d;
+    char seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS * (SIMBA__REDIS_CLUSTER_MAX_HOST + 9) + 1];
+    size_t at = 0;
+    int i;
+    memset(&d, 0, sizeof d);
+    if (!u->has_authority || u->nhosts == 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+cluster needs seed nodes "
+                              "(redis+cluster://host1:port1,host2:port2)");
+    if (u->nhosts > SIMBA__REDIS_CLUSTER_MAX_SEEDS)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: more than %d seed nodes",
+                              (int)SIMBA__REDIS_CLUSTER_MAX_SEEDS);
+    if (u->path[0] && strcmp(u->path, "/") != 0 && strcmp(u->path, "/0") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: a Redis Cluster has database 0 only");
+    for (i = 0; i < u->nhosts; i++) {
+        const char *h = u->hosts[i].host;
+        int v6 = strchr(h, ':') != NULL;
+        if (strlen(h) > SIMBA__REDIS_CLUSTER_MAX_HOST)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: a seed's address is longer than %d bytes",
+                                  (int)SIMBA__REDIS_CLUSTER_MAX_HOST);
+        at += (size_t)snprintf(seeds + at, sizeof seeds - at, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "", h,
+                               v6 ? "]" : "", u->hosts[i].port ? u->hosts[i].port : 6379);
+    }
+    d.cluster_seeds = seeds;
+    return simba__redis_url_common(u, &d, out, err);
+}
+
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_redis_desc d;
     int unix_sock, rc;
-    const char *v;
     memset(&d, 0, sizeof d);
     if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
     unix_sock = strcmp(u->scheme, "redis+unix") == 0;
+    if (strcmp(u->scheme, "redis+cluster") == 0) return simba__redis_cluster_from_url(u, out, err);
     if (!unix_sock && strcmp(u->scheme, "redis") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis or redis+unix", u->scheme);
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis, redis+unix or redis+cluster",
+                              u->scheme);
     if (!u->has_authority)
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
                               unix_sock ? "redis+unix:///path/to/socket" : "redis://host:port");
@@ -2147,22 +2461,7 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
             d.db = (int)db;
         }
     }
-    d.user = u->user;
-    d.password = u->password;
-    if (d.user && !d.password)
-        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
-                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
-    if ((v = simba_url_param(u, "prefix")) != NULL) {
-        if (!simba__redis_prefix_ok(v))
-            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
-        d.prefix = v;
-    }
-    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d.wait_replicas, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d.wait_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
-    *out = simba_redis(&d);
-    return SIMBA_OK;
+    return simba__redis_url_common(u, &d, out, err);
 }
 
 static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {

@@ -1,0 +1,425 @@
+/* test_redis_cluster.c -- simba_redis.h against a real Redis Cluster (3
+   masters + 3 replicas on loopback): the routing pieces (CRC16 hash slots
+   checked against CLUSTER KEYSLOT, the slot map of CLUSTER SLOTS checked
+   against the nodes' own answers, MOVED/ASK after a live slot migration),
+   what a cluster URL or desc is answered today, and what a one-server
+   backend pointed at a cluster node says.
+
+   Run it through tests/servers/redis.sh cluster (make test-redis-cluster),
+   which exports SIMBA_REDIS_CLUSTER_SEEDS and SIMBA_REDIS_CTL. An optional
+   argv[1] runs only the tests whose name contains it. */
+#include "harness.h"
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_REDIS_IMPLEMENTATION
+#include "simba_redis.h"
+#define SIMBA_URL_DISPATCH
+#include "simba.h"
+
+#include <hiredis/hiredis.h>
+
+enum { MAX_NODES = 8, SOON = 10000 };
+
+static const char *seeds, *ctl;
+static int node_port[MAX_NODES], nnodes;
+
+/* ---- admin connections ---- */
+
+static redisContext *admin_on(int p) {
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", p, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+static long long keyslot_of(redisContext *c, const char *key, size_t len) {
+    redisReply *r = (redisReply *)redisCommand(c, "CLUSTER KEYSLOT %b", key, len);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* The slot map as the node at port p gives it (SIMBA_OK or the parse error). */
+static int map_from(int p, simba__redis_cluster_map *m, char *why, size_t cap) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    int rc;
+    if (!c) { snprintf(why, cap, "cannot connect to %d", p); return SIMBA_EDISCONNECTED; }
+    r = (redisReply *)redisCommand(c, "CLUSTER SLOTS");
+    rc = simba__redis_cluster_parse_slots(m, r, "127.0.0.1", why, cap);
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+static int run_ctl(const char *args) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", ctl, args);
+    return system(cmd);
+}
+
+/* ---- CRC16 and hash tags ---- */
+
+/* The reference values of the Redis Cluster specification, and its tag rules. */
+static void t_cluster_crc16_vectors(void) {
+    CHECK_EQ(simba__redis_cluster_crc16("123456789", 9), 0x31C3);
+    CHECK_EQ(simba_redis_key_slot("123456789", 9), 0x31C3 & 16383);
+    CHECK_EQ(simba_redis_key_slot("foo", 3), 12182);
+    CHECK_EQ(simba_redis_key_slot("", 0), 0);
+    CHECK_EQ(simba_redis_key_slot("{user1000}.following", 20), simba_redis_key_slot("user1000", 8));
+    CHECK_EQ(simba_redis_key_slot("foo{}{bar}", 10), (int)(simba__redis_cluster_crc16("foo{}{bar}", 10) & 16383));
+    CHECK_EQ(simba_redis_key_slot("foo{{bar}}zap", 13), simba_redis_key_slot("{bar", 4));
+    CHECK_EQ(simba_redis_key_slot("foo{bar}{zap}", 13), simba_redis_key_slot("bar", 3));
+    CHECK_EQ(simba_redis_key_slot(NULL, 0), SIMBA_EINVAL);
+}
+
+/* Every key shape simba writes, hostile names included, hashes to the slot
+   the server computes; a resource's keys share its slot. */
+static void t_cluster_keyslot_matches_server(void) {
+    static const char *const names[] = {
+        "a", "{a}", "a}", "}a", "{a", "a{", "{}", "}{", "{{a}}", "{a}b", "x{a}", "a:b", "a b",
+        "\x80", "\xc2\x80", "\xff\xfe", "{\xff}", "}}}", "{{{", "{order-42}:items", "{order-42}:payment"
+    };
+    static const char *const suffix[] = {"", ":m", ":q", ":e", ":t:r1~5"};
+    enum { N = sizeof names / sizeof names[0], S = sizeof suffix / sizeof suffix[0] };
+    redisContext *c = admin_on(node_port[0]);
+    char base[1200], key[1300];
+    int i, j, k, n;
+    CHECK(c != NULL);
+    for (i = 0; i < N; i++) {
+        n = simba_redis_resource_key(NULL, "t", names[i], base, sizeof base);
+        CHECK(n > 0 && n < (int)sizeof base);
+        for (j = 0; j < (int)S; j++) {
+            snprintf(key, sizeof key, "%s%s", base, suffix[j]);
+            CHECK_EQ(simba_redis_key_slot(key, strlen(key)), keyslot_of(c, key, strlen(key)));
+            CHECK_EQ(simba_redis_key_slot(key, strlen(key)), simba_redis_key_slot(base, (size_t)n));
+        }
+    }
+    /* binary keys of every length 0..63, NUL and braces included */
+    for (k = 0; k < 64; k++) {
+        unsigned char b[64];
+        for (i = 0; i < k; i++) b[i] = (unsigned char)((k * 31 + i * 97) & 255);
+        if (k > 4) { b[1] = '{'; b[k - 2] = '}'; }
+        CHECK_EQ(simba_redis_key_slot((const char *)b, (size_t)k), keyslot_of(c, (const char *)b, (size_t)k));
+    }
+    redisFree(c);
+}
+
+/* ---- the slot map ---- */
+
+/* CLUSTER SLOTS of every node gives the same full map of 3 masters, and a
+   key is served (no MOVED) exactly by the master the map names. */
+static void t_cluster_slot_map_live(void) {
+    static simba__redis_cluster_map m, m2;
+    char why[200], key[64];
+    int i, slot;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(m.nnodes, 3);
+    for (slot = 0; slot < 16384; slot++) CHECK(m.owner[slot] >= 0);
+    for (i = 1; i < nnodes; i++) {
+        CHECK_EQ(map_from(node_port[i], &m2, why, sizeof why), SIMBA_OK);
+        for (slot = 0; slot < 16384; slot++)
+            CHECK_EQ(m2.node[m2.owner[slot]].port, m.node[m.owner[slot]].port);
+    }
+    for (i = 0; i < 60; i++) {
+        int n = snprintf(key, sizeof key, "probe-%d", i * 7919);
+        int owner = m.owner[simba_redis_key_slot(key, (size_t)n)], j;
+        for (j = 0; j < m.nnodes; j++) {
+            redisContext *c = admin_on(m.node[j].port);
+            redisReply *r;
+            CHECK(c != NULL);
+            r = (redisReply *)redisCommand(c, "EXISTS %s", key);
+            CHECK(r != NULL);
+            if (j == owner) CHECK(r->type == REDIS_REPLY_INTEGER);
+            else CHECK(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0);
+            freeReplyObject(r);
+            redisFree(c);
+        }
+    }
+}
+
+/* Hand-made replies: a parse never crashes and names what is wrong. */
+static redisReply *R_int(long long v) {
+    redisReply *r = (redisReply *)calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_INTEGER;
+    r->integer = v;
+    return r;
+}
+static redisReply *R_str(const char *s) {
+    redisReply *r = (redisReply *)calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_STRING;
+    r->len = strlen(s);
+    r->str = (char *)malloc(r->len + 1);
+    memcpy(r->str, s, r->len + 1);
+    return r;
+}
+static redisReply *R_arr(int n, redisReply **e) {
+    redisReply *r = (redisReply *)calloc(1, sizeof *r);
+    int i;
+    r->type = REDIS_REPLY_ARRAY;
+    r->elements = (size_t)n;
+    r->element = (redisReply **)calloc((size_t)(n ? n : 1), sizeof *r->element);
+    for (i = 0; i < n; i++) r->element[i] = e[i];
+    return r;
+}
+/* {start, end, {host, port, "id"}} */
+static redisReply *R_range(long long a, long long b, const char *host, long long port) {
+    redisReply *m[3], *e[3];
+    m[0] = R_str(host); m[1] = R_int(port); m[2] = R_str("id");
+    e[0] = R_int(a); e[1] = R_int(b); e[2] = R_arr(3, m);
+    return R_arr(3, e);
+}
+
+static int parse_one(redisReply *rp, simba__redis_cluster_map *m, char *why, size_t cap) {
+    int rc = simba__redis_cluster_parse_slots(m, rp, "10.0.0.9", why, cap);
+    freeReplyObject(rp);
+    return rc;
+}
+
+static void t_cluster_slot_map_garbage(void) {
+    static simba__redis_cluster_map m;
+    redisReply *e[300];
+    char why[200];
+    int i;
+    /* fine: two masters, an empty host is the node asked, a gap stays -1 */
+    e[0] = R_range(0, 99, "127.0.0.1", 7000);
+    e[1] = R_range(200, 16383, "", 7001);
+    CHECK_EQ(parse_one(R_arr(2, e), &m, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(m.nnodes, 2);
+    CHECK_EQ(m.owner[150], -1);
+    CHECK(strcmp(m.node[m.owner[300]].host, "10.0.0.9") == 0 && m.node[m.owner[300]].port == 7001);
+    /* not a map */
+    CHECK_EQ(parse_one(R_str("hello"), &m, why, sizeof why), SIMBA_EPROTO);
+    CHECK_EQ(simba__redis_cluster_parse_slots(&m, NULL, "x", why, sizeof why), SIMBA_EPROTO);
+    e[0] = R_range(5, 4, "127.0.0.1", 7000);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+    CHECK(strstr(why, "range") != NULL);
+    e[0] = R_range(0, 16384, "127.0.0.1", 7000);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+    e[0] = R_range(-1, 3, "127.0.0.1", 7000);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+    e[0] = R_range(0, 3, "127.0.0.1", 0);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+    e[0] = R_range(0, 3, "127.0.0.1", 65536);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+    e[0] = R_range(0, 3, "a-host-name-that-is-much-longer-than-sixty-three-bytes-which-no-address-is", 7000);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+    /* one slot, two masters */
+    e[0] = R_range(0, 10, "127.0.0.1", 7000);
+    e[1] = R_range(10, 20, "127.0.0.1", 7001);
+    CHECK_EQ(parse_one(R_arr(2, e), &m, why, sizeof why), SIMBA_EPROTO);
+    CHECK(strstr(why, "two masters") != NULL);
+    /* more masters than a map holds */
+    for (i = 0; i < 300; i++) e[i] = R_range(i, i, "127.0.0.1", 1000 + i);
+    CHECK_EQ(parse_one(R_arr(300, e), &m, why, sizeof why), SIMBA_EPROTO);
+    /* a range that is a number */
+    e[0] = R_int(3);
+    CHECK_EQ(parse_one(R_arr(1, e), &m, why, sizeof why), SIMBA_EPROTO);
+}
+
+/* ---- redirects ---- */
+
+static void t_cluster_redirect_parse(void) {
+    simba__redis_cluster_node to;
+    int ask = -1, slot = -1;
+    const char *m1 = "MOVED 3999 127.0.0.1:6381", *m2 = "ASK 16383 [::1]:7000";
+    CHECK(simba__redis_cluster_redirect(m1, strlen(m1), &ask, &slot, &to));
+    CHECK(ask == 0 && slot == 3999 && strcmp(to.host, "127.0.0.1") == 0 && to.port == 6381);
+    CHECK(simba__redis_cluster_redirect(m2, strlen(m2), &ask, &slot, &to));
+    CHECK(ask == 1 && slot == 16383 && strcmp(to.host, "::1") == 0 && to.port == 7000);
+    {
+        static const char *const bad[] = {
+            "MOVED", "MOVED ", "MOVED 16384 127.0.0.1:1", "MOVED 1 127.0.0.1", "MOVED 1 127.0.0.1:0",
+            "MOVED 1 127.0.0.1:65536", "MOVED x 127.0.0.1:1", "MOVED 1  127.0.0.1:1", "ASK 1 :1",
+            "ERR MOVED 1 127.0.0.1:1", "MOVED 123456 127.0.0.1:1", "MOVED 1 a b:1", "TRYAGAIN"
+        };
+        size_t i;
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            if (simba__redis_cluster_redirect(bad[i], strlen(bad[i]), &ask, &slot, &to)) {
+                printf("  # accepted '%s'\n", bad[i]);
+                CHECK(0);
+            }
+    }
+}
+
+/* A slot migrated to another master: the old owner answers MOVED to the
+   new one (parsed as such), and a map read afterwards agrees. */
+static void t_cluster_migration_moved(void) {
+    static simba__redis_cluster_map m;
+    char why[200], arg[64], key[1200];
+    int slot, from, to = -1, i, ask, rslot;
+    simba__redis_cluster_node where;
+    redisContext *c;
+    redisReply *r;
+    CHECK(simba_redis_resource_key(NULL, "mig", "moving-lock", key, sizeof key) > 0);
+    slot = simba_redis_key_slot(key, strlen(key));
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    from = m.node[m.owner[slot]].port;
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    CHECK(to > 0);
+    c = admin_on(from);
+    CHECK(c != NULL);
+    r = (redisReply *)redisCommand(c, "HSET %s:m cap 1", key);
+    CHECK(r && r->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    snprintf(arg, sizeof arg, "migrate %d %d", slot, to);
+    CHECK_EQ(run_ctl(arg), 0);
+    r = (redisReply *)redisCommand(c, "HGET %s:m cap", key);
+    CHECK(r && r->type == REDIS_REPLY_ERROR);
+    CHECK(simba__redis_cluster_redirect(r->str, r->len, &ask, &rslot, &where));
+    CHECK(ask == 0 && rslot == slot && where.port == to);
+    freeReplyObject(r);
+    redisFree(c);
+    CHECK_EQ(map_from(from, &m, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(m.node[m.owner[slot]].port, to);
+    /* the key went with the slot */
+    c = admin_on(to);
+    CHECK(c != NULL);
+    r = (redisReply *)redisCommand(c, "HGET %s:m cap", key);
+    CHECK(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* ---- what the API answers ---- */
+
+static int create_code(const simba_redis_desc *rd, char *msg, size_t cap) {
+    simba_desc d;
+    simba_error e;
+    simba *s;
+    memset(&d, 0, sizeof d);
+    memset(&e, 0, sizeof e);
+    d.backend = simba_redis(rd);
+    s = simba_create_err(&d, &e);
+    if (s) { simba_destroy(s); return SIMBA_OK; }
+    snprintf(msg, cap, "%s", e.message);
+    return e.code;
+}
+
+/* Seeds are checked (shape, numeric addresses, no unix socket or db); a
+   good list is refused as not supported yet, never run half-done. */
+static void t_cluster_desc_and_url(void) {
+    static const char *const bad[] = {
+        "", ",", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:7000,",
+        "127.0.0.1:7000,,127.0.0.1:7001", "[::1:7000", "a b:7000", "redis.example.com:7000",
+        "1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1"
+    };
+    simba_redis_desc rd;
+    simba_url_error ue;
+    simba *s;
+    char msg[300];
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&rd, 0, sizeof rd);
+        rd.cluster_seeds = bad[i];
+        if (create_code(&rd, msg, sizeof msg) != SIMBA_EINVAL || !strstr(msg, "cluster_seeds")) {
+            printf("  # '%s': %s\n", bad[i], msg);
+            CHECK(0);
+        }
+    }
+    memset(&rd, 0, sizeof rd);
+    rd.cluster_seeds = seeds;
+    rd.db = 2;
+    CHECK_EQ(create_code(&rd, msg, sizeof msg), SIMBA_EINVAL);
+    rd.db = 0;
+    CHECK_EQ(create_code(&rd, msg, sizeof msg), SIMBA_EUNSUPPORTED);
+    CHECK(strstr(msg, "Cluster") != NULL);
+    rd.cluster_seeds = "localhost:7000,[::1]:7001";
+    CHECK_EQ(create_code(&rd, msg, sizeof msg), SIMBA_EUNSUPPORTED);
+    /* URLs */
+    memset(&ue, 0, sizeof ue);
+    s = simba_create_url("redis+cluster://127.0.0.1:7000,127.0.0.1:7001?prefix=p", NULL, &ue);
+    CHECK(s == NULL);
+    CHECK_EQ(ue.code, SIMBA_EUNSUPPORTED);
+    s = simba_create_url("redis+cluster://127.0.0.1:7000/3", NULL, &ue);
+    CHECK(s == NULL);
+    CHECK_EQ(ue.code, SIMBA_EINVAL);
+    s = simba_create_url("redis+cluster://127.0.0.1:7000?nonsense=1", NULL, &ue);
+    CHECK(s == NULL);
+    CHECK_EQ(ue.code, SIMBA_EINVAL);
+    s = simba_create_url("redis+cluster://", NULL, &ue);
+    CHECK(s == NULL);
+    CHECK_EQ(ue.code, SIMBA_EINVAL);
+}
+
+/* A one-server backend pointed at a cluster node: the server refuses the
+   script's keys (MOVED, or "non local key"); the client says it is a
+   cluster and never reports a grant. */
+static char logbuf[8192];
+static void log_to_buf(void *user, simba_log_level level, const char *msg) {
+    size_t n = strlen(logbuf);
+    (void)user; (void)level;
+    if (n + strlen(msg) + 2 < sizeof logbuf) { strcat(logbuf, msg); strcat(logbuf, "\n"); }
+}
+
+static void t_cluster_one_server_url_on_a_node(void) {
+    static const char *const names[] = {"n-a", "n-b", "n-c", "n-d", "n-e", "n-f"};
+    simba_redis_desc rd;
+    simba_desc d;
+    h_client c, *cl[1];
+    simba_lock l[6];
+    int i, errors = 0;
+    int64_t until;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    memset(&rd, 0, sizeof rd);
+    rd.host = "127.0.0.1";
+    rd.port = node_port[0];
+    memset(&d, 0, sizeof d);
+    d.backend = simba_redis(&rd);
+    d.tenant = "onesrv";
+    d.logger.func = log_to_buf;
+    d.logger.level = SIMBA_LOG_WARN;
+    logbuf[0] = 0;
+    c.s = simba_create(&d);
+    CHECK(c.s != NULL);
+    for (i = 0; i < 6; i++) l[i] = h_acquire(c.s, names[i], 500);
+    until = h_real_ms() + SOON;
+    while (h_real_ms() < until && !strstr(logbuf, "Redis Cluster node")) h_pump(cl, 1, 50);
+    for (i = 0; i < c.nlog; i++) {
+        CHECK(c.log[i].type != SIMBA_EVENT_ACQUIRED);
+        if (c.log[i].type == SIMBA_EVENT_ERROR || c.log[i].type == SIMBA_EVENT_TIMEOUT) errors++;
+    }
+    if (!strstr(logbuf, "Redis Cluster node")) printf("  # log: %s\n", logbuf);
+    CHECK(strstr(logbuf, "Redis Cluster node") != NULL);
+    CHECK(strstr(logbuf, "redis+cluster://") != NULL);
+    simba_destroy(c.s);
+    (void)l;
+    (void)errors;
+}
+
+int main(int argc, char **argv) {
+    char buf[1024], *p, *save = NULL;
+    if (argc > 1) h_filter = argv[1];
+    seeds = getenv("SIMBA_REDIS_CLUSTER_SEEDS");
+    ctl = getenv("SIMBA_REDIS_CTL");
+    if (!seeds || !ctl) {
+        printf("test_redis_cluster: run me through tests/servers/redis.sh cluster (SIMBA_REDIS_CLUSTER_SEEDS is "
+               "not set)\n");
+        h_failed++;
+        return harness_summary();
+    }
+    snprintf(buf, sizeof buf, "%s", seeds);
+    for (p = strtok_r(buf, ",", &save); p && nnodes < MAX_NODES; p = strtok_r(NULL, ",", &save)) {
+        const char *colon = strrchr(p, ':');
+        if (colon) node_port[nnodes++] = atoi(colon + 1);
+    }
+    if (nnodes < 6 || run_ctl("wait-ok") != 0) {
+        printf("test_redis_cluster: the cluster is not up (%d nodes)\n", nnodes);
+        h_failed++;
+        return harness_summary();
+    }
+    RUN(t_cluster_crc16_vectors);
+    RUN(t_cluster_keyslot_matches_server);
+    RUN(t_cluster_slot_map_live);
+    RUN(t_cluster_slot_map_garbage);
+    RUN(t_cluster_redirect_parse);
+    RUN(t_cluster_desc_and_url);
+    RUN(t_cluster_one_server_url_on_a_node);
+    RUN(t_cluster_migration_moved);
+    return harness_summary();
+}
