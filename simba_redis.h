@@ -1662,6 +1662,61 @@ SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_parse_slots(simba__redis_cluste
     return SIMBA_OK;
 }
 
+/* The node tag of master `node` for tenant `tenant` (docs/redis.md,
+   Cluster): "<tenant>@<k>" with the smallest k whose slot `node` serves in
+   m, so every client with the same map picks the same one. The tenant's
+   epoch and admin keys built from it ({<tenant>@<k>}) are on that node.
+   Writes it into out (cap bytes); its length, or -1 when the node serves no
+   slot (or out is too small). */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_tag(const simba__redis_cluster_map *m, int node,
+                                                          const char *tenant, char *out, size_t cap) {
+    long k;
+    for (k = 0; k < 16L * SIMBA__REDIS_CLUSTER_SLOTS; k++) {
+        int n = snprintf(out, cap, "%s@%ld", tenant, k);
+        if (n < 0 || (size_t)n >= cap) return -1;
+        if (m->owner[simba_redis_key_slot(out, (size_t)n)] == node) return n;
+    }
+    return -1;   /* a node with one slot of 16384 is missed after 16 x 16384 tries with odds e^-16 */
+}
+
+/* The session id of session `session` on the node of tag `tag`: "<session>.<j>"
+   with the smallest j such that the session key's tag "<tag>:<session>.<j>"
+   is in a slot of `node`. Its length in out, or -1. */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_session(const simba__redis_cluster_map *m, int node,
+                                                              const char *tag, const char *session, char *out,
+                                                              size_t cap) {
+    char key[SIMBA_MAX_TENANT + SIMBA_MAX_SESSION + 48];
+    long j;
+    for (j = 0; j < 16L * SIMBA__REDIS_CLUSTER_SLOTS; j++) {
+        int n = snprintf(key, sizeof key, "%s:%s.%ld", tag, session, j);
+        if (n < 0 || (size_t)n >= sizeof key) return -1;
+        if (m->owner[simba_redis_key_slot(key, (size_t)n)] == node) {
+            n = snprintf(out, cap, "%s.%ld", session, j);
+            return n < 0 || (size_t)n >= cap ? -1 : n;
+        }
+    }
+    return -1;
+}
+
+/* The one slot of a request's resources (their base keys), or -1 when they
+   span several: a multi-resource request on a cluster must name one slot
+   (a shared {tag} in the names), checked before anything is sent. */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_op_slot(const char *prefix, const char *tenant,
+                                                         const char *const *names, int n) {
+    char key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 2 * SIMBA_MAX_NAME + 16];
+    int i, slot = -1;
+    for (i = 0; i < n; i++) {
+        size_t len = simba__redis_key(NULL, prefix, tenant, names[i]);
+        int s;
+        if (len >= sizeof key) return -1;
+        simba__redis_key(key, prefix, tenant, names[i]);
+        s = simba_redis_key_slot(key, len);
+        if (slot >= 0 && s != slot) return -1;
+        slot = s;
+    }
+    return slot;
+}
+
 /* "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" (an error
    reply's text): 1 with its parts, 0 when msg is neither (or malformed). */
 static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, int *slot,

@@ -285,6 +285,71 @@ static void t_cluster_migration_moved(void) {
     redisFree(c);
 }
 
+/* ---- per-node keys (the design of docs/redis.md, Cluster) ---- */
+
+/* True when `key` is served by the master at port p (no MOVED there). */
+static int served_by(int p, const char *key) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    int ok;
+    if (!c) return 0;
+    r = (redisReply *)redisCommand(c, "EXISTS %s", key);
+    ok = r && r->type == REDIS_REPLY_INTEGER;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+/* For every master: the node tag puts the tenant's epoch and admin keys on
+   it, the node session puts the session key on it (the real servers say
+   so, not only our map), and two clients pick the same tag. */
+static void t_cluster_node_keys_land_on_their_node(void) {
+    static simba__redis_cluster_map m;
+    char why[200], tag[128], tag2[128], sess[128], key[300];
+    const char *session = "client-1~0123456789abcdef";
+    int n, len;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    for (n = 0; n < m.nnodes; n++) {
+        int p = m.node[n].port;
+        len = simba__redis_cluster_node_tag(&m, n, "acme", tag, sizeof tag);
+        CHECK(len > 5 && strncmp(tag, "acme@", 5) == 0);
+        CHECK_EQ(simba__redis_cluster_node_tag(&m, n, "acme", tag2, sizeof tag2), len);
+        CHECK(strcmp(tag, tag2) == 0);
+        snprintf(key, sizeof key, "simba:epoch:{%s}", tag);
+        CHECK(served_by(p, key));
+        snprintf(key, sizeof key, "simba:a:{%s}", tag);
+        CHECK(served_by(p, key));
+        len = simba__redis_cluster_node_session(&m, n, tag, session, sess, sizeof sess);
+        CHECK(len > (int)strlen(session) && strncmp(sess, session, strlen(session)) == 0);
+        snprintf(key, sizeof key, "simba:s:{%s:%s}", tag, sess);
+        CHECK(served_by(p, key));
+    }
+    /* a node that serves no slot has no tag; a tiny buffer is refused */
+    m.node[m.nnodes].port = 1;
+    CHECK_EQ(simba__redis_cluster_node_tag(&m, m.nnodes, "acme", tag, sizeof tag), -1);
+    CHECK_EQ(simba__redis_cluster_node_tag(&m, 0, "acme", tag, 4), -1);
+}
+
+/* A multi-resource request has one slot only when its names share a tag. */
+static void t_cluster_op_slot(void) {
+    static const char *const same[] = {"{order-42}:items", "{order-42}:payment", "x{order-42}y"};
+    static const char *const split[] = {"alpha", "beta", "gamma", "delta"};
+    char key[1200];
+    int s = simba__redis_cluster_op_slot("simba", "t", same, 3), i, first;
+    CHECK(simba_redis_resource_key(NULL, "t", same[0], key, sizeof key) > 0);
+    CHECK_EQ(s, simba_redis_key_slot(key, strlen(key)));
+    CHECK_EQ(simba__redis_cluster_op_slot("simba", "t", split, 1) >= 0, 1);
+    /* the four plain names are not all in one slot (checked, not assumed) */
+    CHECK(simba_redis_resource_key(NULL, "t", split[0], key, sizeof key) > 0);
+    first = simba_redis_key_slot(key, strlen(key));
+    for (i = 1; i < 4; i++) {
+        CHECK(simba_redis_resource_key(NULL, "t", split[i], key, sizeof key) > 0);
+        if (simba_redis_key_slot(key, strlen(key)) != first) break;
+    }
+    CHECK(i < 4);
+    CHECK_EQ(simba__redis_cluster_op_slot("simba", "t", split, 4), -1);
+}
+
 /* ---- what the API answers ---- */
 
 static int create_code(const simba_redis_desc *rd, char *msg, size_t cap) {
@@ -418,6 +483,8 @@ int main(int argc, char **argv) {
     RUN(t_cluster_slot_map_live);
     RUN(t_cluster_slot_map_garbage);
     RUN(t_cluster_redirect_parse);
+    RUN(t_cluster_node_keys_land_on_their_node);
+    RUN(t_cluster_op_slot);
     RUN(t_cluster_desc_and_url);
     RUN(t_cluster_one_server_url_on_a_node);
     RUN(t_cluster_migration_moved);
