@@ -76,7 +76,7 @@ test-mem: $(B)/test_mem $(B)/test_sim
 test-redis: $(B)/test_redis
 	tests/servers/redis.sh run ./$(B)/test_redis
 $(B)/test_redis_cluster: tests/test_redis_cluster.c $(TEST_DEPS) simba_redis.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_cluster.c $(REDIS_LIBS) $(LDFLAGS)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_cluster.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
 test-redis-cluster: $(B)/test_redis_cluster
 	tests/servers/redis.sh cluster ./$(B)/test_redis_cluster
 test-mysql: $(B)/test_mysql

@@ -275,6 +275,11 @@ extern "C" {
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
 "local OP, P, T, SESS, REQ = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
+"-- on a Redis Cluster the tenant comes as T@k@m: @k makes the tenant's epoch and\n"
+"-- admin keys per node, @m the server-wide epoch marker (docs/redis.md, Cluster);\n"
+"-- sessions and channels use T\n"
+"local ET, MT = '', ''\n"
+"if string.find(T, '@', 1, true) then T, ET, MT = string.match(T, '^([^@]*)(@%d+)(@%d+)$') end\n"
 "local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
 "local function fmt(n) return string.format('%.0f', n) end\n"
 "local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
@@ -335,13 +340,13 @@ static const char *const simba__redis_lua[] = {
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
-"    local k = P .. ':epoch:{' .. T .. '}'\n"
+"    local k = P .. ':epoch:{' .. T .. ET .. '}'\n"
 "    local v = redis.call('HMGET', k, 'run', 'grace')\n"
 "    local run = v[1]\n"
 "    GRACE = tonumber(v[2])\n"
 "    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
 "      GRACE = NOW + LEASE\n"
-"      local mk = P .. ':epoch'\n"
+"      local mk = P .. ':epoch' .. (MT ~= '' and ':{' .. MT .. '}' or '')\n"
 "      -- 'at': when the marker saw this server run first; a tenant lost before\n"
 "      -- then needs one lease (ours) from it, as its own epoch would have given\n"
 "      local m = redis.pcall('HMGET', mk, 'run', 'grace', 'at')\n"
@@ -362,7 +367,7 @@ static const char *const simba__redis_lua[] = {
 "end\n"
 "-- the admin epoch of the tenant: 1 + the DELETEs and SET_CAPACITYs it has seen;\n"
 "-- holders re-check their holds when it moves (a lost push hides no delete)\n"
-"local AKEY = P .. ':a:{' .. T .. '}'\n"
+"local AKEY = P .. ':a:{' .. T .. ET .. '}'\n"
 "-- the session operations need nothing more: answer them before the rest is defined\n"
 "if OP == 'open' or OP == 'keepalive' then\n"
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
@@ -771,6 +776,8 @@ typedef struct simba__redis_req {
     int done;                   /* already completed (reset); hiredis still owes a callback */
     int evaled;                 /* sent again as EVAL after NOSCRIPT */
     int waiting;                /* in the WAIT stage: `saved` is the answer */
+    int fan;                    /* cluster: one node's part of an OPEN/KEEPALIVE/CLOSE */
+    int slot;                   /* cluster: the hash slot of its resources (-1 none) */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
     int argc;
@@ -799,6 +806,12 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int warned_cluster;         /* a MOVED/ASK (a cluster node behind a one-server URL) was logged */
+    struct simba__redis_cluster *cl; /* redis+cluster: the map, the node backends (else NULL) */
+    simba__redis *parent;       /* a cluster's node or probe backend: the cluster's backend */
+    int node;                   /* a node backend: its index in the map */
+    char node_tenant[SIMBA_MAX_TENANT + 24];   /* a node backend: "T@k@m", the script's tenant */
+    char sess_for[SIMBA_MAX_SESSION + 1];      /* a node backend: the core session node_sess is for */
+    char node_sess[SIMBA_MAX_SESSION + 24];    /* ... and that session's id on this node */
     int destroying;
     struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
@@ -909,11 +922,14 @@ static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
 
 /* Tell the core about the connection, once per change (and again when a
    failing connection fails for another reason, e.g. EAUTH). */
+static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, const char *msg);
+
 static void simba__redis_report(simba__redis *r, int up, int err, const char *msg) {
     if (r->reported == up && (up || r->reported_err == err)) return;
     r->reported = up;
     r->reported_err = err;
-    simba_backend_state(r->s, up, err, msg);
+    if (r->parent) simba__redis_cluster_child_state(r, up, err, msg);   /* a cluster's node or probe */
+    else simba_backend_state(r->s, up, err, msg);
 }
 
 /* Error replies of Redis and of our script, as SIMBA_E* codes. */
@@ -955,12 +971,15 @@ static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
 
 /* Complete an op (exactly once): unlink it and hand the reply to the core.
    The request itself is freed by whoever holds it (the hiredis callback). */
+static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep);
+
 static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
     simba__redis_unlink(r, q);
     q->done = 1;
     r->stats.ops_completed++;
     rep->id = q->id;
-    simba_backend_complete(r->s, rep);
+    if (r->parent) simba__redis_cluster_done(r, q, rep);   /* a cluster's node backend */
+    else simba_backend_complete(r->s, rep);
 }
 
 static void simba__redis_complete_status(simba__redis *r, simba__redis_req *q, int status, const char *msg) {
@@ -1733,6 +1752,426 @@ static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, 
     return 1;
 }
 
+/*--- Redis Cluster: the runtime. The cluster's backend (r->cl set) owns one
+   node backend per master of the slot map (a simba__redis each, with the
+   whole one-server machinery: connect, handshake, SCRIPT LOAD, INFO run_id,
+   reconnect with backoff, requests) and a probe backend, connected to a
+   seed or a known master, that asks CLUSTER SLOTS and holds the one push
+   connection (PUBLISH in a cluster reaches every node: one subscriber per
+   client, docs/redis.md). Ops on resources go to the master of their slot;
+   OPEN/KEEPALIVE/CLOSE go to every master and are answered once all did. */
+
+enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5 };
+
+typedef struct simba__redis_fanout {
+    uint64_t id;
+    int used, left, status, deferred;
+    int64_t epoch;
+    char msg[160];
+} simba__redis_fanout;
+
+struct simba__redis_cluster {
+    simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
+    int nseeds, next_probe;
+    int have_map, refreshing, want_refresh;
+    simba__redis *probe;
+    simba__redis *node[SIMBA__REDIS_CLUSTER_MAX_NODES];
+    simba__redis_fanout fan[SIMBA__REDIS_CLUSTER_FANS];
+    unsigned char moved[SIMBA__REDIS_CLUSTER_SLOTS];   /* MOVEDs in a row per slot (a loop is capped) */
+    simba__redis_cluster_map map;
+    simba__redis_cluster_map next;                      /* a CLUSTER SLOTS answer being applied */
+};
+
+static int simba__redis_start(simba__redis *r, const simba_op *op);
+static int simba__redis_has_res(int kind);
+static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp);
+static void simba__redis_destroy(void *impl);
+static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds);
+static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max);
+static int64_t simba__redis_deadline(void *impl);
+static void simba__redis_reset(void *impl, int why);
+static int simba__redis_build_script(simba__redis *r);
+
+/* A node or probe backend at host:port with the cluster's settings; its
+   main connection starts at the next process() (the push one only for the
+   probe). NULL when out of memory. */
+static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port, int probe) {
+    simba__redis *c = (simba__redis *)simba_allocator_alloc(&p->alloc, sizeof *c);
+    int i;
+    if (!c) return NULL;
+    memset(c, 0, sizeof *c);
+    c->alloc = p->alloc;
+    c->parent = p;
+    c->s = p->s;
+    c->reported = -1;
+    c->node = -1;
+    for (i = 0; i < 2; i++) {
+        c->conn[i].r = c;
+        c->conn[i].role = i;
+        c->conn[i].deadline = -1;
+        c->conn[i].retry_at = -1;
+    }
+    c->port = port;
+    c->connect_timeout_ms = p->connect_timeout_ms;
+    c->wait_replicas = p->wait_replicas;
+    c->wait_timeout_ms = p->wait_timeout_ms;
+    c->warned_policy = p->warned_policy;
+    c->host = simba_allocator_strdup(&c->alloc, host);
+    c->prefix = simba_allocator_strdup(&c->alloc, p->prefix);
+    c->user = simba_allocator_strdup(&c->alloc, p->user);
+    c->password = simba_allocator_strdup(&c->alloc, p->password);
+    if (!c->host || !c->prefix || (p->user && !c->user) || (p->password && !c->password) ||
+        simba__redis_build_script(c) != SIMBA_OK) {
+        simba__redis_free(c);
+        return NULL;
+    }
+    if (p->s) {
+        c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
+        if (probe) c->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(c);
+    }
+    return c;
+}
+
+/* The cluster is up when it has a map and every master's main connection
+   is ready: session operations need all of them. */
+static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i, up = cl->have_map && cl->map.nnodes > 0;
+    for (i = 0; up && i < cl->map.nnodes; i++)
+        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
+    if (up) { simba__redis_report(p, 1, 0, NULL); return; }
+    simba__redis_report(p, 0, err ? err : (p->reported_err ? p->reported_err : SIMBA_EDISCONNECTED),
+                        msg ? msg : "Redis Cluster: not every master is connected");
+}
+
+static void simba__redis_cluster_ask_map(simba__redis *p);
+
+/* A node's or the probe's connection state changed (report() of a child). */
+static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, const char *msg) {
+    simba__redis *p = c->parent;
+    if (!up) p->cl->want_refresh = 1;   /* a master gone may be a fail-over: look again */
+    if (c == p->cl->probe) {
+        if (up) simba__redis_cluster_ask_map(p);
+        else if (!p->cl->have_map) simba__redis_report(p, 0, err, msg);
+        return;
+    }
+    simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
+}
+
+/* The core's session id of a node session id "<session>.<j>" (in place):
+   owners, holders and pushes are told to the core with its own ids. */
+static void simba__redis_cluster_strip(char *sess) {
+    char *tilde = strrchr(sess, '~'), *dot;
+    if (tilde && (dot = strchr(tilde, '.')) != NULL) *dot = 0;
+}
+
+/* Make node i of the new map point at a backend: the old one for the same
+   address, else a new one. Its tenant tag and session cache follow the map. */
+static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
+    struct simba__redis_cluster *cl = p->cl;
+    const simba__redis_cluster_node *n = &cl->map.node[i];
+    simba__redis *c = NULL;
+    int j;
+    for (j = 0; j < nold; j++)
+        if (old[j] && old[j]->port == n->port && strcmp(old[j]->host, n->host) == 0) {
+            c = old[j];
+            old[j] = NULL;
+            break;
+        }
+    if (!c && !(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
+    c->node = i;
+    c->sess_for[0] = c->node_sess[0] = 0;
+    /* "T@k" (the tenant's epoch and admin keys) then "@m" (the node's epoch marker) */
+    {
+        int n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), c->node_tenant, sizeof c->node_tenant);
+        if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", c->node_tenant + n, sizeof c->node_tenant - (size_t)n) < 0)
+            c->node_tenant[0] = 0;
+    }
+    cl->node[i] = c;
+    return SIMBA_OK;
+}
+
+/* A new map (in cl->next) replaces the old: node backends are kept by
+   address, new masters get one, those no longer masters are destroyed
+   (their ops end EDISCONNECTED and the core sends them again, routed by
+   the new map). */
+static void simba__redis_cluster_apply(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis *old[SIMBA__REDIS_CLUSTER_MAX_NODES];
+    int nold = cl->have_map ? cl->map.nnodes : 0, i;
+    memcpy(old, cl->node, sizeof old);
+    memset(cl->node, 0, sizeof cl->node);
+    cl->map = cl->next;
+    cl->have_map = 1;
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (simba__redis_cluster_adopt(p, old, nold, i) != SIMBA_OK) {
+            cl->have_map = 0;
+            cl->want_refresh = 1;
+            simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: Redis Cluster: out of memory for a node");
+            break;
+        }
+    for (i = 0; i < nold; i++) if (old[i]) simba__redis_destroy(old[i]);
+    simba__redis_cluster_state(p, 0, NULL);
+}
+
+static void simba__redis_cluster_on_slots(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    simba__redis *p;
+    char why[200];
+    if (!privdata) return;
+    p = ((simba__redis_conn *)privdata)->r->parent;
+    p->cl->refreshing = 0;
+    if (!c) return;
+    if (simba__redis_cluster_parse_slots(&p->cl->next, (redisReply *)reply, c->r->host, why, sizeof why) != SIMBA_OK ||
+        p->cl->next.nnodes == 0) {
+        /* not a cluster node, or a broken answer: another seed, later */
+        simba_backend_log(p->s, SIMBA_LOG_WARN, "simba_redis: Redis Cluster: %s:%d: %s", c->r->host, c->r->port,
+                          p->cl->next.nnodes == 0 ? "CLUSTER SLOTS names no master" : why);
+        p->cl->want_refresh = 1;
+        simba__redis_fail_conn(c, SIMBA_EPROTO, why, strlen(why));
+        return;
+    }
+    simba__redis_cluster_apply(p);
+}
+
+/* Ask the probe for the slot map (one question at a time). */
+static void simba__redis_cluster_ask_map(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_conn *c = &cl->probe->conn[SIMBA__REDIS_MAIN];
+    if (cl->refreshing || !c->ready || !c->ac) return;
+    if (redisAsyncCommand(c->ac, simba__redis_cluster_on_slots, c, "CLUSTER SLOTS") != REDIS_OK) return;
+    cl->refreshing = 1;
+    cl->want_refresh = 0;
+}
+
+/* Where the probe connects next: the seeds, then the masters of the map, in turn. */
+static void simba__redis_cluster_aim_probe(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int total = cl->nseeds + (cl->have_map ? cl->map.nnodes : 0), k = cl->next_probe++ % total;
+    const simba__redis_cluster_node *n = k < cl->nseeds ? &cl->seeds[k] : &cl->map.node[k - cl->nseeds];
+    char *h = simba_allocator_strdup(&p->alloc, n->host);
+    if (!h) return;
+    simba_allocator_free(&p->alloc, cl->probe->host);
+    cl->probe->host = h;
+    cl->probe->port = n->port;
+}
+
+/* One fan-out's part is in: the op is answered once all are, with the
+   first failure (ESESSION before any other) or the sum of the nodes'
+   admin epochs (each only grows, so the sum moves whenever one does). */
+static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const simba_reply *rep) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_fanout *f = NULL;
+    int i;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++) if (cl->fan[i].used && cl->fan[i].id == id) f = &cl->fan[i];
+    if (!f) return;
+    if (rep->status != SIMBA_OK && (f->status == SIMBA_OK || rep->status == SIMBA_ESESSION)) {
+        f->status = rep->status;
+        simba__redis_copy(f->msg, sizeof f->msg, rep->message, rep->message ? strlen(rep->message) : 0);
+    }
+    f->epoch += rep->epoch;
+    if (--f->left > 0) return;
+    {
+        simba_reply out;
+        memset(&out, 0, sizeof out);
+        out.id = f->id;
+        out.status = f->status;
+        out.message = f->msg[0] ? f->msg : NULL;
+        out.recheck_ms = -1;
+        out.epoch = f->status == SIMBA_OK ? f->epoch : 0;
+        f->used = 0;
+        simba_backend_complete(p->s, &out);
+    }
+}
+
+/* A node backend's answer (from simba__redis_complete): ids back to the
+   core's, then to the core or to the fan-out it is part of. */
+static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
+    simba__redis *p = c->parent;
+    int i;
+    if (q->owner[0]) simba__redis_cluster_strip(q->owner);
+    for (i = 0; rep->entries && i < rep->nentries; i++)
+        simba__redis_cluster_strip(((simba_holder *)rep->entries)[i].session);
+    if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
+    if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
+    else simba_backend_complete(p->s, rep);
+}
+
+/* A node's session id for the op's session, cached per core session. */
+static void simba__redis_cluster_node_session_for(simba__redis *p, simba__redis *c, const char *session) {
+    if (!session || !session[0]) { c->node_sess[0] = 0; return; }
+    if (c->node_sess[0] && strcmp(c->sess_for, session) == 0) return;
+    simba__redis_copy(c->sess_for, sizeof c->sess_for, session, strlen(session));
+    if (simba__redis_cluster_node_session(&p->cl->map, c->node, simba_tenant(p->s), session, c->node_sess,
+                                          sizeof c->node_sess) < 0)
+        c->node_sess[0] = 0;
+}
+
+/* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
+static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_fanout *f = NULL;
+    int i;
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
+            return SIMBA_EDISCONNECTED;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
+    if (!f) return SIMBA_EBUSY;
+    memset(f, 0, sizeof *f);
+    f->used = 1;
+    f->id = op->id;
+    for (i = 0; i < cl->map.nnodes; i++) {
+        simba__redis *c = cl->node[i];
+        simba__redis_cluster_node_session_for(p, c, op->session);
+        if (simba__redis_start(c, op) == SIMBA_OK) {
+            c->reqs->fan = 1;   /* (start puts the new request first) */
+            c->reqs->slot = -1;
+            f->left++;
+        } else if (f->status == SIMBA_OK) {
+            f->status = SIMBA_EDISCONNECTED;
+        }
+    }
+    if (f->left == 0) f->deferred = 1;   /* answered in process(): never from submit */
+    else if (f->status != SIMBA_OK) f->left++, f->deferred = 1;   /* (the failed part, in process) */
+    return SIMBA_OK;
+}
+
+/* A request on resources: to the master of their one slot. */
+static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
+    struct simba__redis_cluster *cl = p->cl;
+    const char *names[SIMBA_MAX_RESOURCES];
+    simba__redis *c;
+    int i, slot, owner;
+    for (i = 0; i < op->nres; i++) names[i] = op->res[i].name;
+    slot = simba__redis_cluster_op_slot(p->prefix, op->tenant, names, op->nres);
+    if (slot < 0) {
+        /* names in several slots: refused here, before anything is sent */
+        simba__redis_fanout *f = NULL;
+        for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
+        if (!f) return SIMBA_EBUSY;
+        memset(f, 0, sizeof *f);
+        f->used = f->deferred = f->left = 1;
+        f->id = op->id;
+        f->status = SIMBA_EUNSUPPORTED;
+        snprintf(f->msg, sizeof f->msg, "Redis Cluster: the names of one request must share a hash slot (give "
+                 "them one {tag}, e.g. {order-42}:a and {order-42}:b)");
+        return SIMBA_OK;
+    }
+    owner = cl->map.owner[slot];
+    if (owner < 0 || !(c = cl->node[owner]) || !c->conn[SIMBA__REDIS_MAIN].ready || !c->node_tenant[0]) {
+        cl->want_refresh = 1;
+        return SIMBA_EDISCONNECTED;
+    }
+    simba__redis_cluster_node_session_for(p, c, op->session);
+    if (simba__redis_start(c, op) != SIMBA_OK) return SIMBA_EDISCONNECTED;
+    c->reqs->slot = slot;
+    return SIMBA_OK;
+}
+
+static int simba__redis_cluster_submit(simba__redis *p, const simba_op *op) {
+    if (!p->cl->have_map) return SIMBA_EDISCONNECTED;
+    if (!simba__redis_has_res(op->kind)) return simba__redis_cluster_fan_out(p, op);
+    return simba__redis_cluster_route(p, op);
+}
+
+/* A node answered MOVED/ASK/"non local key": the map is behind. MOVED
+   names the slot's master: routed there at once, the map asked again, the
+   op answered EDISCONNECTED (the core sends it again), at most
+   SIMBA__REDIS_CLUSTER_MAX_MOVED times in a row per slot (then a loop:
+   SIMBA_EBACKEND). ASK (a slot being migrated) is never followed with
+   ASKING: the script names only the resource's base key, which never
+   exists, so a migrating source always answers ASK while the queue may
+   still be there, and the target would run on half-moved keys (a double
+   grant); ASK waits like TRYAGAIN, with the backoff, until the migration
+   ends and MOVED points at the new master. Returns 1 when it took the op. */
+static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q, const redisReply *rp) {
+    simba__redis *p = c->parent;
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_cluster_node to;
+    int ask, slot, i;
+    char why[200];
+    if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
+        if (!strstr(rp->str, "non local key") && strncmp(rp->str, "CLUSTERDOWN", 11) != 0) return 0;
+        cl->want_refresh = 1;
+        simba__redis_retry_later(c, q, rp);
+        return 1;
+    }
+    cl->want_refresh = 1;
+    if (ask) { simba__redis_retry_later(c, q, rp); return 1; }
+    if (++cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED) {
+        cl->moved[slot] = 0;
+        snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
+                 "nodes disagree about its master", (int)SIMBA__REDIS_CLUSTER_MAX_MOVED, slot, to.host, to.port);
+        simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: %s", why);
+        simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+        return 1;
+    }
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) cl->map.owner[slot] = (short)i;
+    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+    return 1;
+}
+
+/* The cluster's vtable work: every child in turn. */
+static int simba__redis_cluster_pollfds(simba__redis *p, struct pollfd *fds, int max) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i, n = simba__redis_pollfds(cl->probe, fds, max);
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (cl->node[i]) n += simba__redis_pollfds(cl->node[i], fds + (n < max ? n : max), n < max ? max - n : 0);
+    return n;
+}
+
+static int64_t simba__redis_cluster_deadline(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int64_t at = simba__redis_deadline(cl->probe);
+    int i;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++) if (cl->fan[i].used && cl->fan[i].deferred) return simba__redis_now(p);
+    if (cl->want_refresh && cl->probe->conn[SIMBA__REDIS_MAIN].ready && !cl->refreshing) return simba__redis_now(p);
+    for (i = 0; i < cl->map.nnodes; i++) {
+        int64_t t = cl->node[i] ? simba__redis_deadline(cl->node[i]) : -1;
+        if (t >= 0 && (at < 0 || t < at)) at = t;
+    }
+    return at;
+}
+
+static void simba__redis_cluster_process(simba__redis *p, const struct pollfd *fds, int nfds) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i;
+    if (!cl->probe->conn[SIMBA__REDIS_MAIN].ac && cl->probe->conn[SIMBA__REDIS_MAIN].retry_at >= 0 &&
+        simba__redis_now(p) >= cl->probe->conn[SIMBA__REDIS_MAIN].retry_at)
+        simba__redis_cluster_aim_probe(p);
+    simba__redis_process(cl->probe, fds, nfds);
+    for (i = 0; i < cl->map.nnodes; i++) if (cl->node[i]) simba__redis_process(cl->node[i], fds, nfds);
+    if (cl->want_refresh) simba__redis_cluster_ask_map(p);
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++)
+        if (cl->fan[i].used && cl->fan[i].deferred) {
+            simba_reply rep;
+            cl->fan[i].deferred = 0;
+            memset(&rep, 0, sizeof rep);
+            rep.status = cl->fan[i].status;
+            rep.message = cl->fan[i].msg[0] ? cl->fan[i].msg : NULL;
+            simba__redis_cluster_fan_done(p, cl->fan[i].id, &rep);
+        }
+}
+
+static void simba__redis_cluster_reset(simba__redis *p, int why) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i;
+    simba__redis_reset(cl->probe, why);
+    for (i = 0; i < cl->map.nnodes; i++) if (cl->node[i]) simba__redis_reset(cl->node[i], why);
+}
+
+/* Frees the children and the cluster state (destroy of the cluster's backend). */
+static void simba__redis_cluster_free(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i;
+    if (!cl) return;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
+    if (cl->probe) simba__redis_destroy(cl->probe);
+    simba_allocator_free(&p->alloc, cl);
+    p->cl = NULL;
+}
+
 /*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
 /* What every operation shares (the arguments of its EVALSHA, the send, the
    errors any answer may be) comes first; then the session operations'
@@ -1807,8 +2246,9 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     for (i = 0; i < nres; i++) simba__redis_arg_key(a, r, op->tenant, op->res[i].name);
     simba__redis_arg_str(a, simba__redis_op_name(op->kind));
     simba__redis_arg_str(a, r->prefix);
-    simba__redis_arg_str(a, op->tenant);
-    simba__redis_arg_str(a, op->session);
+    simba__redis_arg_str(a, r->node_tenant[0] ? r->node_tenant : op->tenant);
+    simba__redis_arg_str(a, r->node_sess[0] && op->session && strcmp(op->session, r->sess_for) == 0 ? r->node_sess
+                                                                                                  : op->session);
     simba__redis_arg_str(a, op->request);
     simba__redis_arg_num(a, op->lease_ms);
     simba__redis_arg_str(a, r->run_id);
@@ -2042,6 +2482,7 @@ static int simba__redis_cluster_misrouted(simba__redis *r, simba__redis_req *q, 
     simba__redis_cluster_node to;
     int ask, slot;
     char why[200];
+    if (r->parent) return simba__redis_cluster_redirected(r, q, rp);
     if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to))
         snprintf(why, sizeof why, "the server is a Redis Cluster node (%s: slot %d is on %s:%d): use a "
                  "redis+cluster:// URL (simba_redis_desc.cluster_seeds)", ask ? "ASK" : "MOVED", slot, to.host,
@@ -2175,6 +2616,7 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     simba__redis_copy(session, sizeof session, sf, sl);
     simba__redis_copy(request, sizeof request, rf, rl);
     if (strlen(session) != sl || strlen(request) != rl || fence <= 0) return;
+    if (r->parent) simba__redis_cluster_strip(session);   /* a node's session id: the core's */
     r->stats.wakes++;
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if (r->wait_replicas > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
@@ -2220,6 +2662,14 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
 static int simba__redis_attach(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
     r->s = s;
+    if (r->cl) {
+        /* the probe connects first; the masters once it told the map */
+        r->cl->probe->s = s;
+        simba__redis_cluster_aim_probe(r);
+        r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
+        r->cl->probe->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(r);
+        return SIMBA_OK;
+    }
     if (!SIMBA__REDIS_NOPIPE)
         simba_backend_log(s, SIMBA_LOG_WARN, "simba_redis: built without POSIX signal functions: SIGPIPE is not "
                           "blocked around writes; ignore SIGPIPE in the application (or define SIMBA_IMPLEMENTATION "
@@ -2232,12 +2682,14 @@ static int simba__redis_attach(void *impl, simba *s) {
 }
 
 static int simba__redis_submit(void *impl, const simba_op *op) {
+    if (((simba__redis *)impl)->cl) return simba__redis_cluster_submit((simba__redis *)impl, op);
     return simba__redis_start((simba__redis *)impl, op);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
+    if (r->cl) return simba__redis_cluster_pollfds(r, fds, max);
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
@@ -2258,6 +2710,7 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
+    if (r->cl) return simba__redis_cluster_deadline(r);
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
@@ -2272,6 +2725,7 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     simba__redis *r = (simba__redis *)impl;
     int64_t now;
     int i;
+    if (r->cl) { simba__redis_cluster_process(r, fds, nfds); return; }
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
@@ -2288,6 +2742,7 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
 static void simba__redis_reset(void *impl, int why) {
     simba__redis *r = (simba__redis *)impl;
     int i;
+    if (r->cl) { simba__redis_cluster_reset(r, why); return; }
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
@@ -2298,6 +2753,7 @@ static void simba__redis_destroy(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int i;
     r->destroying = 1;
+    simba__redis_cluster_free(r);
     if (r->s) {                   /* attached (simba_create may destroy it before) */
         simba__redis_flush_repeats(r);
         for (i = 0; i < 2; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
@@ -2356,21 +2812,24 @@ static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
         if (d->unix_socket || d->db)
             return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.cluster_seeds: a cluster has no %s",
                                        d->unix_socket ? "unix socket" : "database but 0");
-        /* the slot routing above is there; the per-node sessions, restart
-           grace and pushes are not: refusing is the safe answer until then */
-        return simba_backend_error(SIMBA_EUNSUPPORTED, "simba_redis_desc.cluster_seeds: Redis Cluster is not "
-                                   "supported yet (per-node sessions are missing; docs/redis.md, Cluster)");
     }
     return ok;
 }
 
 /* The script text, the Lua elements joined (sent by SCRIPT LOAD and EVAL). */
 static int simba__redis_build_script(simba__redis *r) {
+    /* on a cluster the script touches keys of several slots of its node
+       (the resource's, the session's, the tenant epoch's) */
+    static const char shebang[] = "#!lua flags=allow-cross-slot-keys\n";
     size_t n = 0, i;
     for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
-    r->script = (char *)simba_allocator_alloc(&r->alloc, n + 1);
+    r->script = (char *)simba_allocator_alloc(&r->alloc, n + sizeof shebang);
     if (!r->script) return SIMBA_ENOMEM;
     r->script_len = 0;
+    if (r->parent) {
+        memcpy(r->script, shebang, sizeof shebang - 1);
+        r->script_len = sizeof shebang - 1;
+    }
     for (i = 0; simba__redis_lua[i]; i++) {
         size_t k = strlen(simba__redis_lua[i]);
         memcpy(r->script + r->script_len, simba__redis_lua[i], k);
@@ -2380,6 +2839,18 @@ static int simba__redis_build_script(simba__redis *r) {
     return SIMBA_OK;
 }
 
+/* The cluster part of a backend made with cluster_seeds: the seeds and the probe. */
+static int simba__redis_cluster_init(simba__redis *r, const char *seeds) {
+    char why[160];
+    r->cl = (struct simba__redis_cluster *)simba_allocator_alloc(&r->alloc, sizeof *r->cl);
+    if (!r->cl) return SIMBA_ENOMEM;
+    memset(r->cl, 0, sizeof *r->cl);
+    r->cl->nseeds = simba__redis_cluster_seeds(seeds, r->cl->seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why);
+    if (r->cl->nseeds < 1) return SIMBA_EINVAL;   /* (checked already) */
+    r->cl->probe = simba__redis_cluster_child(r, r->cl->seeds[0].host, r->cl->seeds[0].port, 1);
+    return r->cl->probe ? SIMBA_OK : SIMBA_ENOMEM;
+}
+
 SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     simba_backend b = simba__redis_check_desc(d);
     simba__redis *r;
@@ -2387,7 +2858,7 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     int i, rc;
     if (b.vt) return b;
     numeric[0] = 0;
-    if (d->host && !d->unix_socket) {
+    if (d->host && !d->unix_socket && !d->cluster_seeds) {
         /* the host-name policy (docs/design.md): a name is resolved here, once,
            so that no (re)connect inside simba_tick() waits for DNS */
         rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
@@ -2419,6 +2890,10 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     if (!r->host || !r->prefix || (d->unix_socket && !r->unix_socket) || (d->user && !r->user) ||
         (d->password && !r->password) || simba__redis_build_script(r) != SIMBA_OK) {
         simba__redis_free(r);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    }
+    if (d->cluster_seeds && simba__redis_cluster_init(r, d->cluster_seeds) != SIMBA_OK) {
+        simba__redis_destroy(r);
         return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
     }
     b.vt = &simba__redis_vtable;
