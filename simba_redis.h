@@ -267,6 +267,8 @@ extern "C" {
                 pcall (the tenant users of docs/redis.md have no rights on it)
      P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
                 KEEPALIVE answer 1 + it as the admin epoch
+   On a Redis Cluster ARGV[3] is "T@k@m": P:epoch:{T@k}, P:a:{T@k} and the
+   marker P:epoch:{@m} are then per master (docs/redis.md, Cluster).
    Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
    of a single-resource request, to the session that owns the entry: a keyed
    request id k~<key> is the same in every session of a client) or
@@ -1487,10 +1489,8 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
 }
 
 /*--- Redis Cluster (simba__redis_cluster_*): hash slots, seed lists, the slot
-   map of CLUSTER SLOTS, MOVED/ASK redirects. These are the routing pieces of
-   docs/redis.md, "Cluster"; the per-node connections and sessions that use
-   them are not written yet, so simba_redis() refuses cluster_seeds with
-   SIMBA_EUNSUPPORTED (after checking them) rather than run a cluster unsafely. */
+   map of CLUSTER SLOTS, MOVED/ASK redirects, the per-node key names; then
+   the runtime that uses them (docs/redis.md, "Cluster"). */
 
 #ifdef __GNUC__
 #define SIMBA__REDIS_CLUSTER_FN static __attribute__((unused))   /* the tests call them all */
@@ -1761,7 +1761,7 @@ static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, 
    client, docs/redis.md). Ops on resources go to the master of their slot;
    OPEN/KEEPALIVE/CLOSE go to every master and are answered once all did. */
 
-enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5 };
+enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
 
 typedef struct simba__redis_fanout {
     uint64_t id;
@@ -1774,6 +1774,7 @@ struct simba__redis_cluster {
     simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
     int nseeds, next_probe;
     int have_map, refreshing, want_refresh;
+    int64_t next_refresh;       /* while not every master is connected: ask the map again then */
     simba__redis *probe;
     simba__redis *node[SIMBA__REDIS_CLUSTER_MAX_NODES];
     simba__redis_fanout fan[SIMBA__REDIS_CLUSTER_FANS];
@@ -2091,8 +2092,20 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     int ask, slot, i;
     char why[200];
     if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
-        if (!strstr(rp->str, "non local key") && strncmp(rp->str, "CLUSTERDOWN", 11) != 0) return 0;
-        cl->want_refresh = 1;
+        if (strstr(rp->str, "non local key")) {
+            /* the script met a key of another node: our node tag is behind
+               the map (asked again; the session ops then fail ESESSION), or
+               the resource's slot moved with entries of sessions that live
+               on its old node: nobody can judge them here, so nothing is
+               granted (docs/redis.md, Cluster, "Migrating a slot") */
+            cl->want_refresh = 1;
+            snprintf(why, sizeof why, "Redis Cluster: the script met a key of another node (%.80s); docs/redis.md, "
+                     "Cluster", rp->str);
+            simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+            return 1;
+        }
+        if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
+        cl->want_refresh = 1;   /* a master turned replica (fail-over): ask the map */
         simba__redis_retry_later(c, q, rp);
         return 1;
     }
@@ -2126,6 +2139,7 @@ static int64_t simba__redis_cluster_deadline(simba__redis *p) {
     int64_t at = simba__redis_deadline(cl->probe);
     int i;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++) if (cl->fan[i].used && cl->fan[i].deferred) return simba__redis_now(p);
+    if (p->reported != 1 && cl->have_map) at = at < 0 || cl->next_refresh < at ? cl->next_refresh : at;
     if (cl->want_refresh && cl->probe->conn[SIMBA__REDIS_MAIN].ready && !cl->refreshing) return simba__redis_now(p);
     for (i = 0; i < cl->map.nnodes; i++) {
         int64_t t = cl->node[i] ? simba__redis_deadline(cl->node[i]) : -1;
@@ -2142,6 +2156,13 @@ static void simba__redis_cluster_process(simba__redis *p, const struct pollfd *f
         simba__redis_cluster_aim_probe(p);
     simba__redis_process(cl->probe, fds, nfds);
     for (i = 0; i < cl->map.nnodes; i++) if (cl->node[i]) simba__redis_process(cl->node[i], fds, nfds);
+    /* a master that stays unreachable is a fail-over under way: the map is
+       asked again every SIMBA__REDIS_CLUSTER_REFRESH_MS until it names a
+       master that answers */
+    if (p->reported != 1 && cl->have_map && simba__redis_now(p) >= cl->next_refresh) {
+        cl->want_refresh = 1;
+        cl->next_refresh = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_REFRESH_MS;
+    }
     if (cl->want_refresh) simba__redis_cluster_ask_map(p);
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++)
         if (cl->fan[i].used && cl->fan[i].deferred) {
@@ -2652,6 +2673,10 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
     out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
     out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
     out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
+    if (r->cl) {   /* a cluster: up as reported, pushes on the probe */
+        out->connected = r->reported == 1;
+        out->push_connected = r->cl->probe->conn[SIMBA__REDIS_SUB].ready;
+    }
     return SIMBA_OK;
 }
 
