@@ -18,6 +18,13 @@
 #include "simba.h"
 
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <errno.h>
+#include <strings.h>
+#include <sys/wait.h>
 
 enum { MAX_NODES = 8, SOON = 10000, TTL = 1500, TRANSITION = 1000 };
 
@@ -822,6 +829,219 @@ static void t_cluster_failover_coordinated(void) { failover_case("fo1", "cluster
 /* Last: the killed master stays down. */
 static void t_cluster_failover_kill_master(void) { failover_case("fo2", "kill"); }
 
+/* ---- hostile or absent nodes ---- */
+
+/* Reads one RESP command (an array of bulk strings) from fd into argv
+   (pointers into buf); its argc, or -1 at EOF or garbage. */
+static int fake_read_cmd(int fd, char *buf, size_t cap, size_t *have, char **argv, int max) {
+    for (;;) {
+        char *p = buf, *end = buf + *have, *nl;
+        int n, i;
+        if ((nl = memchr(p, '\n', (size_t)(end - p))) != NULL && p[0] == '*') {
+            n = atoi(p + 1);
+            p = nl + 1;
+            for (i = 0; i < n && i < max; i++) {
+                long len;
+                if (p >= end || p[0] != '$' || !(nl = memchr(p, '\n', (size_t)(end - p)))) break;
+                len = atol(p + 1);
+                p = nl + 1;
+                if (end - p < len + 2) break;
+                argv[i] = p;
+                p[len] = 0;
+                p += len + 2;
+            }
+            if (i == n) {
+                /* a complete command: its bytes are consumed (argv stays valid until the next call) */
+                static char keep[1 << 16];
+                size_t used = (size_t)(p - buf), k;
+                memcpy(keep, buf, used);
+                for (k = 0; k < (size_t)n; k++) argv[k] = keep + (argv[k] - buf);
+                memmove(buf, p, *have - used);
+                *have -= used;
+                return n;
+            }
+        }
+        if (*have >= cap) return -1;
+        {
+            ssize_t got = recv(fd, buf + *have, cap - *have, 0);
+            if (got <= 0) return -1;
+            *have += (size_t)got;
+        }
+    }
+}
+
+static void fake_send(int fd, const char *s) { if (send(fd, s, strlen(s), MSG_NOSIGNAL) < 0) _exit(0); }
+
+/* A fake cluster node in a child process: answers the handshake like Redis,
+   CLUSTER SLOTS with `slots` (a RESP text; "%d" is its own port), OPEN and
+   KEEPALIVE with {0, 1}, and every script call with keys with `keyed` ("%d":
+   its own port). Returns the pid (fake_stop ends it) and the port. */
+static pid_t fake_node(const char *slots, const char *keyed, int *port_out) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1, port;
+    pid_t pid;
+    if (lfd < 0) return -1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &len) != 0) { close(lfd); return -1; }
+    *port_out = port = ntohs(sa.sin_port);
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) { close(lfd); return -1; }
+    if (pid > 0) { close(lfd); return pid; }
+    setpgid(0, 0);
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) { if (errno == EINTR) continue; _exit(0); }
+        if (fork() == 0) {
+            static char buf[1 << 16];
+            char *argv[64], out[4096];
+            size_t have = 0;
+            int n;
+            close(lfd);
+            while ((n = fake_read_cmd(fd, buf, sizeof buf, &have, argv, 64)) > 0) {
+                if (strcasecmp(argv[0], "SCRIPT") == 0) fake_send(fd, "$40\r\n0123456789012345678901234567890123456789\r\n");
+                else if (strcasecmp(argv[0], "INFO") == 0) {
+                    const char *info = "run_id:0123456789abcdef0123456789abcdef01234567\r\nx:1\r\n";
+                    snprintf(out, sizeof out, "$%d\r\n%s\r\n", (int)strlen(info), info);
+                    fake_send(fd, out);
+                }
+                else if (strcasecmp(argv[0], "CLUSTER") == 0) { snprintf(out, sizeof out, slots, port); fake_send(fd, out); }
+                else if (strcasecmp(argv[0], "SUBSCRIBE") == 0 && n > 1) {
+                    snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n", (int)strlen(argv[1]), argv[1]);
+                    fake_send(fd, out);
+                } else if ((strcasecmp(argv[0], "EVALSHA") == 0 || strcasecmp(argv[0], "EVAL") == 0) && n > 2 &&
+                           atoi(argv[2]) > 0) {
+                    snprintf(out, sizeof out, keyed, port);
+                    fake_send(fd, out);
+                } else if (strcasecmp(argv[0], "EVALSHA") == 0 || strcasecmp(argv[0], "EVAL") == 0) {
+                    fake_send(fd, "*2\r\n:0\r\n:1\r\n");
+                } else fake_send(fd, "+OK\r\n");
+            }
+            _exit(0);
+        }
+        close(fd);
+    }
+}
+
+static void fake_stop(pid_t pid) {
+    if (pid <= 0) return;
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* A client of a one-node fake cluster at port p (seeds "127.0.0.1:p"). */
+static simba *fake_client(int p) {
+    simba_redis_desc rd;
+    simba_desc d;
+    char sd[64];
+    snprintf(sd, sizeof sd, "127.0.0.1:%d", p);
+    memset(&rd, 0, sizeof rd);
+    rd.cluster_seeds = sd;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_redis(&rd);
+    d.tenant = "fake";
+    d.ttl_ms = TTL;
+    d.transition_ms = TRANSITION;
+    d.logger.func = log_to_buf;
+    d.logger.level = SIMBA_LOG_WARN;
+    logbuf[0] = 0;
+    return simba_create(&d);
+}
+
+/* Every seed refuses connections: DISCONNECTED with SIMBA_EDISCONNECTED,
+   no grant, no tick that stalls, and the probe keeps trying (bounded by the
+   backoff: a handful of attempts in a second, counted with the fd churn). */
+static void t_cluster_seeds_all_down(void) {
+    h_client c, *cl[1];
+    simba_lock none = {0, 0}, l;
+    simba_event *e;
+    simba_redis_desc rd;
+    simba_desc d;
+    int64_t end, slowest = 0;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    memset(&rd, 0, sizeof rd);
+    rd.cluster_seeds = "127.0.0.1:1,127.0.0.1:2";   /* privileged ports nobody listens on here */
+    memset(&d, 0, sizeof d);
+    d.backend = simba_redis(&rd);
+    d.tenant = "down";
+    c.s = simba_create(&d);
+    CHECK(c.s != NULL);
+    l = h_acquire(c.s, "x", -1);
+    for (end = h_real_ms() + 1500; h_real_ms() < end;) {
+        int64_t t0 = h_real_ms();
+        h_pump(cl, 1, 20);
+        if (h_real_ms() - t0 > slowest) slowest = h_real_ms() - t0;
+    }
+    CHECK((e = h_take(&c, none, SIMBA_EVENT_DISCONNECTED)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
+    CHECK(!h_has(&c, l, SIMBA_EVENT_ACQUIRED));
+    CHECK(!simba_connected(c.s));
+    CHECK(slowest < 500);
+    simba_destroy(c.s);
+}
+
+/* A node whose CLUSTER SLOTS is garbage: said at WARN with what is wrong,
+   never connected, never a grant, no crash. */
+static void t_cluster_garbage_slots(void) {
+    static const char *const garbage[] = {
+        "*1\r\n:5\r\n",                                                    /* a range that is a number */
+        "*1\r\n*3\r\n:9\r\n:3\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",       /* start > end */
+        "-ERR This instance has cluster support disabled\r\n",             /* not a cluster */
+        "*0\r\n"                                                            /* no master */
+    };
+    size_t i;
+    for (i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+        h_client c, *cl[1];
+        simba_lock l;
+        int fport = 0;
+        pid_t pid = fake_node(garbage[i], "-ERR no\r\n", &fport);
+        CHECK(pid > 0);
+        memset(&c, 0, sizeof c);
+        cl[0] = &c;
+        c.s = fake_client(fport);
+        CHECK(c.s != NULL);
+        l = h_acquire(c.s, "x", -1);
+        h_run_for(cl, 1, 700);
+        fake_stop(pid);
+        if (!strstr(logbuf, "CLUSTER SLOTS")) printf("  # case %d log: %s\n", (int)i, logbuf);
+        CHECK(strstr(logbuf, "CLUSTER SLOTS") != NULL);
+        CHECK(!simba_connected(c.s));
+        CHECK(!h_has(&c, l, SIMBA_EVENT_ACQUIRED));
+        simba_destroy(c.s);
+    }
+}
+
+/* A node that answers MOVED to itself for every keyed script: the op ends
+   with SIMBA_EBACKEND "more than 5 MOVED" after 6 tries, not in a loop. */
+static void t_cluster_moved_loop(void) {
+    h_client c, *cl[1];
+    simba_lock l;
+    simba_event *e;
+    int fport = 0;
+    pid_t pid = fake_node("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
+                          "-MOVED 1 127.0.0.1:%d\r\n", &fport);
+    CHECK(pid > 0);
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    c.s = fake_client(fport);
+    CHECK(c.s != NULL);
+    l = h_acquire(c.s, "x", -1);
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, SOON);
+    fake_stop(pid);
+    CHECK(e != NULL);
+    CHECK_EQ(e->error, SIMBA_EBACKEND);
+    CHECK(strstr(e->message, "MOVED in a row") != NULL);
+    CHECK(!h_has(&c, l, SIMBA_EVENT_ACQUIRED));
+    simba_destroy(c.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     char buf[1024], *p, *save = NULL;
@@ -865,6 +1085,9 @@ int main(int argc, char **argv) {
     RUN(t_cluster_desc_and_url);
     RUN(t_cluster_one_server_url_on_a_node);
     RUN(t_cluster_migration_moved);
+    RUN(t_cluster_seeds_all_down);
+    RUN(t_cluster_garbage_slots);
+    RUN(t_cluster_moved_loop);
     RUN(t_cluster_migrate_held_and_waiters);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
