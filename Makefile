@@ -114,7 +114,7 @@ TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
 	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
 	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
 	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
-.PHONY: test-build test-redis-cluster
+.PHONY: test-build test-redis-cluster bench-redis-cluster
 test-build: $(TEST_BINS)
 # Everything available; the last line is the total "N passed, N failed".
 test:
@@ -210,6 +210,10 @@ bench-mem: $(B)/bench_mem
 	./$(B)/bench_mem
 bench-redis: $(B)/bench_redis
 	tests/servers/redis.sh run ./$(B)/bench_redis
+$(B)/bench_redis_cluster: bench/bench_redis_cluster.c bench/bench_util.h $(HDR_CORE) simba_redis.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -DSIMBA_NO_DNS -o $@ $< $(REDIS_LIBS) $(LDFLAGS)
+bench-redis-cluster: $(B)/bench_redis_cluster
+	tests/servers/redis.sh cluster ./$(B)/bench_redis_cluster
 bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
