@@ -282,6 +282,9 @@ static const char *const simba__redis_lua[] = {
 "-- sessions and channels use T\n"
 "local ET, MT = '', ''\n"
 "if string.find(T, '@', 1, true) then T, ET, MT = string.match(T, '^([^@]*)(@%d+)(@%d+)$') end\n"
+"-- pushes: a cluster publishes in this node's shard ({T@k} is on it)\n"
+"local PUB, CH = 'PUBLISH', P .. ':c:' .. T .. ':'\n"
+"if ET ~= '' then PUB, CH = 'SPUBLISH', P .. ':c:{' .. T .. ET .. '}:' end\n"
 "local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
 "local function fmt(n) return string.format('%.0f', n) end\n"
 "local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
@@ -401,7 +404,7 @@ static const char *const simba__redis_lua[] = {
 "    redis.call('HSET', k .. ':e', W, ws .. ' ' .. ww .. ' ' .. fence .. ' ' .. wg .. ' 1')\n"
 "    redis.call('HSET', k .. ':m', 'ctr', fence)\n"
 "    local wc = string.match(ws, '^(.*)~[^~]*$') or ws\n"
-"    redis.pcall('PUBLISH', P .. ':c:' .. T .. ':' .. wc, ws .. ' ' .. W .. ' ' .. fence .. ' ' .. m[3])\n"
+"    redis.pcall(PUB, CH .. wc, ws .. ' ' .. W .. ' ' .. fence .. ' ' .. m[3])\n"
 "    return {0}\n"
 "  end\n"
 "end\n",
@@ -441,7 +444,7 @@ static const char *const simba__redis_lua[] = {
 "-- PUBLISH is always redis.pcall: a push is a hint, and a user without the channel\n"
 "-- (an ACL user with no &pattern) must not fail the script half-way through its writes\n"
 "local function client_of(s) return string.match(s, '^(.*)~[^~]*$') or s end\n"
-"local function chan(s) return P .. ':c:' .. T .. ':' .. client_of(s) end\n"
+"local function chan(s) return CH .. client_of(s) end\n"
 "local function eff(w, cap) if w == 0 or w > cap then return cap end return w end\n"
 "local function arg(i)\n"
 "  local b = 10 + 3 * (i - 1)\n"
@@ -518,7 +521,7 @@ static const char *const simba__redis_lua[] = {
 "      seen[c .. ' ' .. name] = true\n"
 "      n = n + 1\n"
 "      if n > 16 and not all then return end\n"
-"      redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
+"      redis.pcall(PUB, chan(e.s), '- - 0 ' .. name)\n"
 "    end\n"
 "  end\n"
 "end\n"
@@ -554,8 +557,8 @@ static const char *const simba__redis_lua[] = {
 "  for _, id in ipairs(new) do\n"
 "    local e = R.ent[id]\n"
 "    if id ~= self then\n"
-"      if e.n > 1 then redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. e.first)\n"
-"      else redis.pcall('PUBLISH', chan(e.s), e.s .. ' ' .. id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"      if e.n > 1 then redis.pcall(PUB, chan(e.s), '- - 0 ' .. e.first)\n"
+"      else redis.pcall(PUB, chan(e.s), e.s .. ' ' .. id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
 "    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
@@ -1240,6 +1243,12 @@ static void simba__redis_client_name(simba__redis *r, simba__redis_conn *c, char
 }
 
 static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
+    if (r->node_tenant[0]) {   /* a cluster's node: its shard channel {T@k} (docs/redis.md, Cluster) */
+        const char *m = strrchr(r->node_tenant, '@');
+        snprintf(out, cap, "%s:c:{%.*s}:%s", r->prefix, (int)(m - r->node_tenant), r->node_tenant,
+                 simba_client_id(r->s));
+        return;
+    }
     snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
 }
 
@@ -1257,9 +1266,13 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
         if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
         redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
     } else {
-        char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 8];
+        char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 40];
         simba__redis_channel(r, ch, sizeof ch);
         redisAsyncCommand(ac, simba__redis_on_sub, c, "SUBSCRIBE %s", ch);
+        /* a cluster's node: the script SPUBLISHes in its shard. hiredis 0.14
+           knows only SUBSCRIBE, whose channel table routes the "smessage"
+           pushes of the same name to us (nobody PUBLISHes on it) */
+        if (r->node_tenant[0]) redisAsyncCommand(ac, simba__redis_on_sub, c, "SSUBSCRIBE %s", ch);
     }
 }
 
@@ -1828,7 +1841,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     }
     if (p->s) {
         c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
-        if (probe) c->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(c);
+        if (!probe) c->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(c);   /* its shard's pushes */
     }
     return c;
 }
@@ -1882,11 +1895,17 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
     if (!c && !(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
     c->node = i;
     c->sess_for[0] = c->node_sess[0] = 0;
-    /* "T@k" (the tenant's epoch and admin keys) then "@m" (the node's epoch marker) */
+    /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
+       (the node's epoch marker) */
     {
-        int n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), c->node_tenant, sizeof c->node_tenant);
+        char was[sizeof c->node_tenant];
+        int n;
+        memcpy(was, c->node_tenant, sizeof was);
+        n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), c->node_tenant, sizeof c->node_tenant);
         if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", c->node_tenant + n, sizeof c->node_tenant - (size_t)n) < 0)
             c->node_tenant[0] = 0;
+        if (strcmp(was, c->node_tenant) != 0 && c->conn[SIMBA__REDIS_SUB].ac)   /* another shard channel */
+            simba__redis_drop(c, &c->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
     }
     cl->node[i] = c;
     return SIMBA_OK;
@@ -2649,13 +2668,14 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
     redisReply *rp = (redisReply *)reply;
     if (!c) return;
     if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
-    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+    if (strcmp(rp->element[0]->str, "subscribe") == 0 || strcmp(rp->element[0]->str, "ssubscribe") == 0) {
         c->ready = 1;
         c->attempt = 0;
         c->deadline = -1;
         return;
     }
-    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+    if ((strcmp(rp->element[0]->str, "message") == 0 || strcmp(rp->element[0]->str, "smessage") == 0) &&
+        rp->element[2]->type == REDIS_REPLY_STRING) {
         c->r->stats.pushes++;
         simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
     }
@@ -2675,7 +2695,10 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
     out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
     if (r->cl) {   /* a cluster: up as reported, pushes on the probe */
         out->connected = r->reported == 1;
-        out->push_connected = r->cl->probe->conn[SIMBA__REDIS_SUB].ready;
+        int i;
+        out->push_connected = r->cl->have_map && r->cl->map.nnodes > 0;
+        for (i = 0; i < r->cl->map.nnodes; i++)
+            if (!r->cl->node[i] || !r->cl->node[i]->conn[SIMBA__REDIS_SUB].ready) out->push_connected = 0;
     }
     return SIMBA_OK;
 }
@@ -2692,7 +2715,6 @@ static int simba__redis_attach(void *impl, simba *s) {
         r->cl->probe->s = s;
         simba__redis_cluster_aim_probe(r);
         r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
-        r->cl->probe->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(r);
         return SIMBA_OK;
     }
     if (!SIMBA__REDIS_NOPIPE)

@@ -139,6 +139,8 @@ static int load_map(void) {
 
 static double acq_p50, acq_p99, cycle_p50, hand_p50, hand_p99;
 
+static int fail_at(int where) { printf("latency: step %d failed\n", where); return 0; }
+
 static int bench_latency(void) {
     enum { N = 300 };
     static double va[N], vc[N], vh[N];
@@ -146,28 +148,28 @@ static int bench_latency(void) {
     int i;
     s[0] = client("bench", "a");
     s[1] = client("bench", "b");
-    if (!s[0] || !s[1]) return 0;
+    if (!s[0] || !s[1]) return fail_at(1);
     {   /* warm-up: the first grant on each master waits out its restart grace */
         simba_lock w1 = acquire(s[0], "lat"), w2 = acquire(s[0], "hand");
         if (!wait_for(s, 1, 0, w1, SIMBA_EVENT_ACQUIRED, 30000) || !wait_for(s, 1, 0, w2, SIMBA_EVENT_ACQUIRED, 30000))
-            return 0;
+            return fail_at(2);
         simba_release(s[0], w1);
         simba_release(s[0], w2);
-        if (!wait_for(s, 1, 0, w2, SIMBA_EVENT_RELEASED, 10000)) return 0;
+        if (!wait_for(s, 1, 0, w2, SIMBA_EVENT_RELEASED, 10000)) return fail_at(3);
     }
     for (i = 0; i < 20 + N; i++) {
         double t0 = now_us(), t1;
         simba_lock l = acquire(s[0], "lat");
-        if (!wait_for(s, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000)) return 0;
+        if (!wait_for(s, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000)) return fail_at(4);
         t1 = now_us();
         simba_release(s[0], l);
-        if (!wait_for(s, 1, 0, l, SIMBA_EVENT_RELEASED, 10000)) return 0;
+        if (!wait_for(s, 1, 0, l, SIMBA_EVENT_RELEASED, 10000)) return fail_at(5);
         if (i >= 20) { va[i - 20] = t1 - t0; vc[i - 20] = now_us() - t0; }
     }
     for (i = 0; i < 10 + N / 2; i++) {
         simba_lock la = acquire(s[0], "hand"), lb;
         double t0;
-        if (!wait_for(s, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) return 0;
+        if (!wait_for(s, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) return fail_at(6);
         lb = acquire(s[1], "hand");
         {   /* let the waiter queue */
             double end = now_us() + 20000;
@@ -177,10 +179,10 @@ static int bench_latency(void) {
         }
         t0 = now_us();
         simba_release(s[0], la);
-        if (!wait_for(s, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) return 0;
+        if (!wait_for(s, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) return fail_at(7);
         if (i >= 10) vh[i - 10] = now_us() - t0;
         simba_release(s[1], lb);
-        if (!wait_for(s, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000)) return 0;
+        if (!wait_for(s, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000)) return fail_at(8);
     }
     acq_p99 = pct(va, N, 0.99);
     acq_p50 = pct(va, N, 0.5);
