@@ -168,7 +168,9 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
    SIMBA_EDISCONNECTED, SIMBA_EAUTH or SIMBA_EBACKEND; `msg` (msg_size bytes,
    may be NULL) gets a line saying what went wrong. The same with redis-cli:
      redis-cli HSET 'simba:epoch:{TENANT}' run RUN_ID grace 0
-   where RUN_ID is the run_id line of `redis-cli INFO server`. */
+   where RUN_ID is the run_id line of `redis-cli INFO server`. With
+   cluster_seeds: every master of the cluster's map, each with its own
+   run_id and the tenant's key of that master (docs/redis.md, Cluster). */
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size);
 
@@ -3047,6 +3049,97 @@ static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *wh
     return err;
 }
 
+/* A blocking connection for the operator's init (AUTH done): NULL with msg set. */
+static redisContext *simba__redis_init_connect(const simba_redis_desc *desc, const char *host, int port, char *msg,
+                                               size_t cap, int *err) {
+    int ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
+    struct timeval tv;
+    redisContext *c;
+    redisReply *rp;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    c = redisConnectWithTimeout(host, port, tv);
+    if (!c || c->err) {
+        *err = simba__redis_init_fail(msg, cap, c ? SIMBA_EDISCONNECTED : SIMBA_ENOMEM, "cannot connect",
+                                      c ? c->errstr : "out of memory");
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (!desc->password) return c;
+    rp = desc->user ? (redisReply *)redisCommand(c, "AUTH %s %s", desc->user, desc->password)
+                    : (redisReply *)redisCommand(c, "AUTH %s", desc->password);
+    if (!rp || rp->type == REDIS_REPLY_ERROR) {
+        *err = simba__redis_init_fail(msg, cap, rp ? SIMBA_EAUTH : SIMBA_EDISCONNECTED, "AUTH failed",
+                                      rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+        redisFree(c);
+        return NULL;
+    }
+    freeReplyObject(rp);
+    return c;
+}
+
+/* On one master of a cluster: its run_id, then its tenant epoch (the node
+   tag's key, docs/redis.md, Cluster) with no grace. */
+static int simba__redis_init_master(const simba_redis_desc *desc, const simba__redis_cluster_map *m, int i,
+                                    const char *prefix, const char *tenant, char *msg, size_t cap) {
+    char tag[SIMBA_MAX_TENANT + 24], key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 40], run_id[41] = "";
+    const char *p;
+    int err = SIMBA_OK;
+    redisReply *rp;
+    redisContext *c;
+    if (simba__redis_cluster_node_tag(m, i, tenant, tag, sizeof tag) < 0)
+        return simba__redis_init_fail(msg, cap, SIMBA_EBACKEND, "a master with no slot", m->node[i].host);
+    if (!(c = simba__redis_init_connect(desc, m->node[i].host, m->node[i].port, msg, cap, &err))) return err;
+    rp = (redisReply *)redisCommand(c, "INFO server");
+    if (rp && rp->type == REDIS_REPLY_STRING && (p = strstr(rp->str, "run_id:")) != NULL &&
+        simba__redis_is_sha(p + 7, strspn(p + 7, "0123456789abcdef")))
+        memcpy(run_id, p + 7, 40);
+    else
+        err = simba__redis_init_fail(msg, cap, rp ? SIMBA_EBACKEND : SIMBA_EDISCONNECTED, "no run_id from INFO server",
+                                     rp && rp->type == REDIS_REPLY_ERROR ? rp->str : NULL);
+    if (rp) freeReplyObject(rp);
+    if (!err) {
+        snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tag);
+        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, cap, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
+                                         "HSET of the epoch failed", rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    redisFree(c);
+    return err;
+}
+
+/* simba_redis_init_server on a cluster: the map from the first seed that
+   answers CLUSTER SLOTS, then every master's epoch of the tenant. */
+static int simba__redis_cluster_init_server(const simba_redis_desc *desc, const char *prefix, const char *tenant,
+                                            char *msg, size_t cap) {
+    simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
+    simba__redis_cluster_map *m;
+    char why[200];
+    int n = simba__redis_cluster_seeds(desc->cluster_seeds, seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why);
+    int i, err = SIMBA_EDISCONNECTED;
+    if (n < 0) return simba__redis_init_fail(msg, cap, SIMBA_EINVAL, "bad cluster_seeds", why);
+    m = (simba__redis_cluster_map *)simba_allocator_alloc(&desc->allocator, sizeof *m);
+    if (!m) return simba__redis_init_fail(msg, cap, SIMBA_ENOMEM, "out of memory", NULL);
+    for (i = 0; i < n && err != SIMBA_OK; i++) {
+        redisContext *c = simba__redis_init_connect(desc, seeds[i].host, seeds[i].port, msg, cap, &err);
+        redisReply *rp;
+        if (!c) continue;
+        rp = (redisReply *)redisCommand(c, "CLUSTER SLOTS");
+        err = simba__redis_cluster_parse_slots(m, rp, seeds[i].host, why, sizeof why);
+        if (err == SIMBA_OK && m->nnodes == 0) err = SIMBA_EPROTO;
+        if (err != SIMBA_OK) simba__redis_init_fail(msg, cap, err, "no slot map", why);
+        if (rp) freeReplyObject(rp);
+        redisFree(c);
+    }
+    for (i = 0; err == SIMBA_OK && i < m->nnodes; i++) err = simba__redis_init_master(desc, m, i, prefix, tenant, msg, cap);
+    simba_allocator_free(&desc->allocator, m);
+    return err;
+}
+
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size) {
     struct timeval tv;
@@ -3066,6 +3159,7 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
     if (!desc->unix_socket && (desc->port < 0 || desc->port > 65535))
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "port out of range", NULL);
+    if (desc->cluster_seeds) return simba__redis_cluster_init_server(desc, prefix, tenant, msg, msg_size);
     ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
     tv.tv_sec = ms / 1000;
     tv.tv_usec = (ms % 1000) * 1000;
