@@ -114,7 +114,7 @@ TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
 	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
 	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
 	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
-.PHONY: test-build test-redis-cluster bench-redis-cluster
+.PHONY: test-build test-redis-cluster bench-redis-cluster asan-redis-cluster
 test-build: $(TEST_BINS)
 # Everything available; the last line is the total "N passed, N failed".
 test:
@@ -141,6 +141,11 @@ asan: asan-mem asan-sim
 asan-backends: asan-redis asan-mysql asan-zk
 asan-redis: $(B)/asan/test_redis
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh run ./$(B)/asan/test_redis
+$(B)/asan/test_redis_cluster: tests/test_redis_cluster.c $(TEST_DEPS) simba_redis.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_cluster.c tests/conformance.c $(REDIS_LIBS)
+asan-redis-cluster: $(B)/asan/test_redis_cluster
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh cluster ./$(B)/asan/test_redis_cluster
 asan-mysql: $(B)/asan/test_mysql
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/mysql.sh run ./$(B)/asan/test_mysql
 asan-zk: $(B)/asan/test_zk $(B)/tcp_proxy

@@ -2695,12 +2695,24 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
     out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
     out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
     out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
-    if (r->cl) {   /* a cluster: up as reported, pushes on the probe */
-        out->connected = r->reported == 1;
+    if (r->cl) {   /* a cluster: up as reported; the counters of its masters' backends, summed */
         int i;
+        out->connected = r->reported == 1;
         out->push_connected = r->cl->have_map && r->cl->map.nnodes > 0;
-        for (i = 0; i < r->cl->map.nnodes; i++)
-            if (!r->cl->node[i] || !r->cl->node[i]->conn[SIMBA__REDIS_SUB].ready) out->push_connected = 0;
+        for (i = 0; i < r->cl->map.nnodes; i++) {
+            const simba__redis *n = r->cl->node[i];
+            if (!n || !n->conn[SIMBA__REDIS_SUB].ready) out->push_connected = 0;
+            if (!n) continue;
+            out->reconnects += n->gen > 1 ? (int64_t)(n->gen - 1) : 0;
+            out->ops_sent += n->stats.ops_sent;
+            out->ops_completed += n->stats.ops_completed;
+            out->wakes += n->stats.wakes;
+            out->scripts_sent += n->stats.scripts_sent;
+            out->pushes += n->stats.pushes;
+            out->noscript_reloads += n->stats.noscript_reloads;
+            out->transient_errors += n->stats.transient_errors;
+            out->waits += n->stats.waits;
+        }
     }
     return SIMBA_OK;
 }

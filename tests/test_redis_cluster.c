@@ -507,10 +507,12 @@ static int kill_cluster(void *user, simba *s) {
     return n > 0 ? SIMBA_OK : SIMBA_ENOTFOUND;
 }
 
+static simba_backend last_backend;   /* the backend of the last cluster_client */
+
 static simba *cluster_client(const char *tenant, const char *id) {
     simba_desc d;
     memset(&d, 0, sizeof d);
-    d.backend = make_cluster(NULL);
+    d.backend = last_backend = make_cluster(NULL);
     d.tenant = tenant;
     d.client_id = id;
     d.ttl_ms = TTL;
@@ -560,6 +562,7 @@ static void warm_up(void) {
 
 /* Locks on every master: granted, released, handed over by push. */
 static void t_cluster_locks_on_every_master(void) {
+    simba_backend b_backend;
     char names[3 * 2][32];
     h_client a, b, *cl[2];
     simba_lock la[6], lb[6];
@@ -572,6 +575,7 @@ static void t_cluster_locks_on_every_master(void) {
     names_per_node("every", names, 2);
     a.s = cluster_client("every", "a");
     b.s = cluster_client("every", "b");
+    b_backend = last_backend;
     CHECK(a.s && b.s);
     for (i = 0; i < 6; i++) la[i] = h_acquire(a.s, names[i], -1);
     for (i = 0; i < 6; i++) CHECK(h_expect(cl, 2, 0, la[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
@@ -580,6 +584,13 @@ static void t_cluster_locks_on_every_master(void) {
     for (i = 0; i < 6; i++) CHECK(!h_has(&b, lb[i], SIMBA_EVENT_ACQUIRED));
     for (i = 0; i < 6; i++) CHECK_EQ(simba_release(a.s, la[i]), SIMBA_OK);
     for (i = 0; i < 6; i++) CHECK(h_expect(cl, 2, 1, lb[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    {   /* the counters are the masters' backends' summed; the grants came by push */
+        struct simba_redis_stats st;
+        CHECK_EQ(simba_redis_stats(b_backend, &st), SIMBA_OK);
+        CHECK(st.connected && st.push_connected);
+        CHECK(st.ops_sent >= 6 && st.scripts_sent >= st.ops_sent);
+        CHECK(st.pushes >= 6 && st.wakes >= 6);
+    }
     simba_destroy(a.s);
     simba_destroy(b.s);
 }
