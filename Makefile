@@ -33,6 +33,7 @@ help:
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
+	@echo "make test-redis-cluster | asan-redis-cluster | bench-redis-cluster   Redis Cluster (3 masters + 3 replicas)"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-loop"
 	@echo "make bench-scale | test-scale   cost as the queue grows, with peers (issue #15); its acceptance test (fails until #15 is done)"
 	@echo "make deps       apt-get install what building and the servers need (root)"

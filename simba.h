@@ -4572,7 +4572,7 @@ extern "C" {
 SIMBA__URL_STATIC const char *simba_url_schemes(void) {
     return
 #ifdef SIMBA_REDIS_INCLUDED
-        "redis://, redis+unix://, "
+        "redis://, redis+unix://, redis+cluster://, "
 #endif
 #ifdef SIMBA_MYSQL_INCLUDED
         "mysql://, "

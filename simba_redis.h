@@ -1789,6 +1789,7 @@ struct simba__redis_cluster {
     simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
     int nseeds, next_probe;
     int have_map, refreshing, want_refresh;
+    int stale;                  /* a MOVED named a master the map does not know: down until the next map */
     int64_t next_refresh;       /* while not every master is connected: ask the map again then */
     simba__redis *probe;
     simba__redis *node[SIMBA__REDIS_CLUSTER_MAX_NODES];
@@ -1852,7 +1853,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
    is ready: session operations need all of them. */
 static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg) {
     struct simba__redis_cluster *cl = p->cl;
-    int i, up = cl->have_map && cl->map.nnodes > 0;
+    int i, up = cl->have_map && cl->map.nnodes > 0 && !cl->stale;
     for (i = 0; up && i < cl->map.nnodes; i++)
         if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
     if (up) { simba__redis_report(p, 1, 0, NULL); return; }
@@ -1925,6 +1926,7 @@ static void simba__redis_cluster_apply(simba__redis *p) {
     memset(cl->node, 0, sizeof cl->node);
     cl->map = cl->next;
     cl->have_map = 1;
+    cl->stale = 0;
     for (i = 0; i < cl->map.nnodes; i++)
         if (simba__redis_cluster_adopt(p, old, nold, i) != SIMBA_OK) {
             cl->have_map = 0;
@@ -2132,6 +2134,16 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     }
     cl->want_refresh = 1;
     if (ask) { simba__redis_retry_later(c, q, rp); return 1; }
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) break;
+    if (i == cl->map.nnodes) {
+        /* a master the map does not know (a replica just promoted): the map
+           is behind; nothing is sent until the next one (no retry storm) */
+        cl->stale = 1;
+        simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+        simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");
+        return 1;
+    }
     if (++cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED) {
         cl->moved[slot] = 0;
         snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
@@ -2140,8 +2152,7 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
         simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
         return 1;
     }
-    for (i = 0; i < cl->map.nnodes; i++)
-        if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) cl->map.owner[slot] = (short)i;
+    cl->map.owner[slot] = (short)i;
     simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
     return 1;
 }
