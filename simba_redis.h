@@ -303,7 +303,9 @@ static const char *const simba__redis_lua[] = {
 "local OP, P, T, SESS, REQ = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
 "-- on a Redis Cluster the tenant comes as T@k@m: @k makes the tenant's epoch and\n"
 "-- admin keys per node, @m the server-wide epoch marker (docs/redis.md, Cluster);\n"
-"-- sessions and channels use T\n"
+"-- sessions use T and the same session id on every master: the session's copy on\n"
+"-- this master is P:s:{T@k}:S, in the slot of its tag, so an entry moved here with\n"
+"-- a migrated slot still names a session this master can read\n"
 "local ET, MT = '', ''\n"
 "if string.find(T, '@', 1, true) then T, ET, MT = string.match(T, '^([^@]*)(@%d+)(@%d+)$') end\n"
 "-- pushes: a cluster publishes in this node's shard ({T@k} is on it)\n"
@@ -311,7 +313,10 @@ static const char *const simba__redis_lua[] = {
 "if ET ~= '' then PUB, CH = 'SPUBLISH', P .. ':c:{' .. T .. ET .. '}:' end\n"
 "local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
 "local function fmt(n) return string.format('%.0f', n) end\n"
-"local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
+"local function skey(s)\n"
+"  if ET ~= '' then return P .. ':s:{' .. T .. ET .. '}:' .. s end\n"
+"  return P .. ':s:{' .. T .. ':' .. s .. '}'\n"
+"end\n"
 "-- RELEASE of the only entry of a resource (our holder, nobody waits), made by\n"
 "-- this or an older connection: removed here, before anything else is defined;\n"
 "-- nobody is left to grant or tell, so not even TIME is needed\n"
@@ -696,6 +701,9 @@ static const char *const simba__redis_lua[] = {
 "  local byk, order = {}, {}\n"
 "  for _, f in ipairs(fields) do\n"
 "    local id, k = string.match(f, '^e (%S+) (%S+)$')\n"
+"    -- on a cluster, a resource whose slot moved to another master since is left\n"
+"    -- to that master (its entry is purged there once the session is gone there)\n"
+"    if k and ET ~= '' and type(redis.pcall('EXISTS', k .. ':m')) ~= 'number' then k = nil end\n"
 "    if k then\n"
 "      local R = byk[k]\n"
 "      if not R then R = load(k, nil); byk[k] = R; order[#order + 1] = R end\n"
@@ -925,8 +933,6 @@ struct simba__redis {
     simba__redis *parent;       /* a cluster's node or probe backend: the cluster's backend */
     int node;                   /* a node backend: its index in the map */
     char node_tenant[SIMBA_MAX_TENANT + 24];   /* a node backend: "T@k@m", the script's tenant */
-    char sess_for[SIMBA_MAX_SESSION + 1];      /* a node backend: the core session node_sess is for */
-    char node_sess[SIMBA_MAX_SESSION + 24];    /* ... and that session's id on this node */
     int destroying;
     char seen_run[41];          /* the run_id of the last server we were ready on */
     long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
@@ -2076,25 +2082,6 @@ SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_tag(const simba__redis_clu
     return -1;   /* a node with one slot of 16384 is missed after 16 x 16384 tries with odds e^-16 */
 }
 
-/* The session id of session `session` on the node of tag `tag`: "<session>.<j>"
-   with the smallest j such that the session key's tag "<tag>:<session>.<j>"
-   is in a slot of `node`. Its length in out, or -1. */
-SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_session(const simba__redis_cluster_map *m, int node,
-                                                              const char *tag, const char *session, char *out,
-                                                              size_t cap) {
-    char key[SIMBA_MAX_TENANT + SIMBA_MAX_SESSION + 48];
-    long j;
-    for (j = 0; j < 16L * SIMBA__REDIS_CLUSTER_SLOTS; j++) {
-        int n = snprintf(key, sizeof key, "%s:%s.%ld", tag, session, j);
-        if (n < 0 || (size_t)n >= sizeof key) return -1;
-        if (m->owner[simba_redis_key_slot(key, (size_t)n)] == node) {
-            n = snprintf(out, cap, "%s.%ld", session, j);
-            return n < 0 || (size_t)n >= cap ? -1 : n;
-        }
-    }
-    return -1;
-}
-
 /* The one slot of a request's resources (their base keys), or -1 when they
    span several: a multi-resource request on a cluster must name one slot
    (a shared {tag} in the names), checked before anything is sent. */
@@ -2239,13 +2226,6 @@ static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, c
     simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
 }
 
-/* The core's session id of a node session id "<session>.<j>" (in place):
-   owners, holders and pushes are told to the core with its own ids. */
-static void simba__redis_cluster_strip(char *sess) {
-    char *tilde = strrchr(sess, '~'), *dot;
-    if (tilde && (dot = strchr(tilde, '.')) != NULL) *dot = 0;
-}
-
 /* Make node i of the new map point at a backend: the old one for the same
    address, else a new one. Its tenant tag and session cache follow the map. */
 static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
@@ -2261,7 +2241,6 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
         }
     if (!c && !(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
     c->node = i;
-    c->sess_for[0] = c->node_sess[0] = 0;
     /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
        (the node's epoch marker) */
     {
@@ -2376,23 +2355,9 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
    core's, then to the core or to the fan-out it is part of. */
 static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
     simba__redis *p = c->parent;
-    int i;
-    if (q->owner[0]) simba__redis_cluster_strip(q->owner);
-    for (i = 0; rep->entries && i < rep->nentries; i++)
-        simba__redis_cluster_strip(((simba_holder *)rep->entries)[i].session);
     if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
     if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
     else simba_backend_complete(p->s, rep);
-}
-
-/* A node's session id for the op's session, cached per core session. */
-static void simba__redis_cluster_node_session_for(simba__redis *p, simba__redis *c, const char *session) {
-    if (!session || !session[0]) { c->node_sess[0] = 0; return; }
-    if (c->node_sess[0] && strcmp(c->sess_for, session) == 0) return;
-    simba__redis_copy(c->sess_for, sizeof c->sess_for, session, strlen(session));
-    if (simba__redis_cluster_node_session(&p->cl->map, c->node, simba_tenant(p->s), session, c->node_sess,
-                                          sizeof c->node_sess) < 0)
-        c->node_sess[0] = 0;
 }
 
 /* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
@@ -2410,7 +2375,6 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     f->id = op->id;
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
-        simba__redis_cluster_node_session_for(p, c, op->session);
         if (simba__redis_start(c, op) == SIMBA_OK) {
             c->reqs->fan = 1;   /* (start puts the new request first) */
             c->reqs->slot = -1;
@@ -2450,7 +2414,6 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         cl->want_refresh = 1;
         return SIMBA_EDISCONNECTED;
     }
-    simba__redis_cluster_node_session_for(p, c, op->session);
     if (simba__redis_start(c, op) != SIMBA_OK) return SIMBA_EDISCONNECTED;
     c->reqs->slot = slot;
     return SIMBA_OK;
@@ -2664,8 +2627,7 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     simba__redis_arg_str(a, simba__redis_op_name(op->kind));
     simba__redis_arg_str(a, r->prefix);
     simba__redis_arg_str(a, r->node_tenant[0] ? r->node_tenant : op->tenant);
-    simba__redis_arg_str(a, r->node_sess[0] && op->session && strcmp(op->session, r->sess_for) == 0 ? r->node_sess
-                                                                                                  : op->session);
+    simba__redis_arg_str(a, op->session);
     simba__redis_arg_str(a, op->request);
     simba__redis_arg_num(a, op->lease_ms);
     simba__redis_arg_str(a, r->run_id);
@@ -3045,7 +3007,6 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     simba__redis_copy(session, sizeof session, sf, sl);
     simba__redis_copy(request, sizeof request, rf, rl);
     if (strlen(session) != sl || strlen(request) != rl) return;
-    if (r->parent) simba__redis_cluster_strip(session);   /* a node's session id: the core's */
     r->stats.wakes++;
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if (r->wait_replicas > 0 && fence > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);

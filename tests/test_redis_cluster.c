@@ -309,11 +309,11 @@ static int served_by(int p, const char *key) {
 }
 
 /* For every master: the node tag puts the tenant's epoch and admin keys on
-   it, the node session puts the session key on it (the real servers say
-   so, not only our map), and two clients pick the same tag. */
+   it and the session's copy of that master too (the real servers say so,
+   not only our map), and two clients pick the same tag. */
 static void t_cluster_node_keys_land_on_their_node(void) {
     static simba__redis_cluster_map m;
-    char why[200], tag[128], tag2[128], sess[128], key[300];
+    char why[200], tag[128], tag2[128], key[300];
     const char *session = "client-1~0123456789abcdef";
     int n, len;
     CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
@@ -327,9 +327,7 @@ static void t_cluster_node_keys_land_on_their_node(void) {
         CHECK(served_by(p, key));
         snprintf(key, sizeof key, "simba:a:{%s}", tag);
         CHECK(served_by(p, key));
-        len = simba__redis_cluster_node_session(&m, n, tag, session, sess, sizeof sess);
-        CHECK(len > (int)strlen(session) && strncmp(sess, session, strlen(session)) == 0);
-        snprintf(key, sizeof key, "simba:s:{%s:%s}", tag, sess);
+        snprintf(key, sizeof key, "simba:s:{%s}:%s", tag, session);   /* the session's copy there */
         CHECK(served_by(p, key));
     }
     /* a node that serves no slot has no tag; a tiny buffer is refused */
@@ -695,7 +693,8 @@ static simba_event *expect_checking(h_client **cl, int n, const simba_lock *h, i
 /* The slot of a held mutex with two waiters moves to another master (keys
    one by one, the way redis-cli --cluster reshard does): the holder keeps
    its hold through it and past a lease, and nobody else holds meanwhile,
-   nor after it released (see the known gap below). */
+   nor after it released; then the waiters moved with the queue are served
+   by the new master, in order, with greater fences. */
 static void t_cluster_migrate_held_and_waiters(void) {
     static simba__redis_cluster_map m;
     h_client a, b, c, *cl[3];
@@ -705,7 +704,6 @@ static void t_cluster_migrate_held_and_waiters(void) {
     int slot, from, to = -1, i, dbl = 0;
     int64_t fa, fb, fc;
     simba_event *e;
-    (void)fb; (void)fc;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     memset(&c, 0, sizeof c);
@@ -736,23 +734,19 @@ static void t_cluster_migrate_held_and_waiters(void) {
     CHECK((simba_valid_ms(a.s, h[0]) > 0));
     CHECK(!h_has(&b, h[1], SIMBA_EVENT_ACQUIRED) && !h_has(&c, h[2], SIMBA_EVENT_ACQUIRED));
     CHECK_EQ(simba_release(a.s, h[0]), SIMBA_OK);
-    /* Known gap (docs/redis.md, Cluster, "Migrating a slot"): the entries
-       moved name sessions whose keys stay on the old master, which the new
-       one cannot read, so it grants nothing on this resource: safe, but the
-       waiters are not served. Only safety is asserted here; if the waiters
-       are served, in order and with greater fences. */
-    e = expect_checking(cl, 3, h, 1, SIMBA_EVENT_ACQUIRED, 3000, &dbl);
-    if (e) {
-        fb = e->fence;
-        CHECK(!h_has(&c, h[2], SIMBA_EVENT_ACQUIRED));
-        CHECK_EQ(simba_release(b.s, h[1]), SIMBA_OK);
-        CHECK((e = expect_checking(cl, 3, h, 2, SIMBA_EVENT_ACQUIRED, SOON, &dbl)) != NULL);
-        fc = e->fence;
-        CHECK(fa < fb && fb < fc);
-    } else {
-        printf("  # known gap: the waiters of the migrated queue were not served (no grant: safe)\n");
-        CHECK(!h_has(&c, h[2], SIMBA_EVENT_ACQUIRED));
-    }
+    /* The entries moved name the one session id every master knows (its
+       copy there: P:s:{T@k}:S), so the new master serves the waiters. Before
+       that (per-node ids S.j whose keys stayed on the old master) every op on
+       the resource failed with EBACKEND and nobody was granted. */
+    CHECK((e = expect_checking(cl, 3, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl)) != NULL);
+    fb = e ? e->fence : 0;
+    CHECK(!h_has(&c, h[2], SIMBA_EVENT_ACQUIRED));
+    CHECK(!h_has(&a, h[0], SIMBA_EVENT_ERROR) && !h_has(&b, h[1], SIMBA_EVENT_ERROR));
+    CHECK_EQ(simba_release(b.s, h[1]), SIMBA_OK);
+    CHECK((e = expect_checking(cl, 3, h, 2, SIMBA_EVENT_ACQUIRED, SOON, &dbl)) != NULL);
+    fc = e ? e->fence : 0;
+    CHECK(fa < fb && fb < fc);
+    CHECK_EQ(simba_release(c.s, h[2]), SIMBA_OK);
     CHECK(!dbl);
     simba_destroy(a.s);
     simba_destroy(b.s);
