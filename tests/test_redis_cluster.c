@@ -520,6 +520,22 @@ static simba *cluster_client(const char *tenant, const char *id) {
     return simba_create(&d);
 }
 
+/* A client with its own ttl and re-check period (a long one: a grant that
+   comes quickly came by push, not by the waiter's own re-check). */
+static simba *cluster_client_slow(const char *tenant, const char *id, int ttl_ms, int recheck_ms) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = last_backend = make_cluster(NULL);
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = ttl_ms;
+    d.transition_ms = TRANSITION;
+    d.recheck_ms = recheck_ms;
+    d.logger.func = log_to_buf;
+    d.logger.level = SIMBA_LOG_WARN;
+    return simba_create(&d);
+}
+
 /* Names whose base keys fall on each master (so a test touches them all). */
 static void names_per_node(const char *tenant, char out[][32], int per_node) {
     static simba__redis_cluster_map m;
@@ -827,6 +843,128 @@ static void failover_case(const char *tenant, const char *how) {
     CHECK_EQ(m.node[m.owner[slot]].port, replica);
     simba_destroy(a.s);
     simba_destroy(b.s);
+}
+
+/* The number of session copies of tenant's client `client` ("a~" prefix) on
+   the master at port p (deleted when del; the last one's key into last). */
+static int session_copies(int p, const char *tenant, const char *client, int del, char *last, size_t cap) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    int n = -1;
+    size_t i;
+    if (!c) return -1;
+    r = (redisReply *)redisCommand(c, "KEYS simba:s:{%s@*}:%s*", tenant, client);
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        n = (int)r->elements;
+        for (i = 0; i < r->elements; i++) {
+            if (del) freeReplyObject(redisCommand(c, "DEL %s", r->element[i]->str));
+            if (last) snprintf(last, cap, "%s", r->element[i]->str);
+        }
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* Whether key exists on the master at port p. */
+static int served_by_exists(int p, const char *key) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    int yes;
+    if (!c) return 0;
+    r = (redisReply *)redisCommand(c, "EXISTS %s", key);
+    yes = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return yes;
+}
+
+/* Whether the one entry of `name` on the master at port p is a grant of client `client`. */
+static int holder_client_is(int p, const char *tenant, const char *name, const char *client) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    char key[1200];
+    int ok = 0;
+    if (!c || simba_redis_resource_key(NULL, tenant, name, key, sizeof key) <= 0) { if (c) redisFree(c); return 0; }
+    r = (redisReply *)redisCommand(c, "HVALS %s:e", key);
+    ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_STRING &&
+         strncmp(r->element[0]->str, client, strlen(client)) == 0 && r->element[0]->str[strlen(client)] == '~';
+    if (ok) {   /* "session weight fence ...": granted (fence > 0), not waiting */
+        const char *f = strchr(r->element[0]->str, ' ');
+        f = f ? strchr(f + 1, ' ') : NULL;
+        ok = f && f[1] >= '1' && f[1] <= '9';
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+/* A session that holds a lock whose slot migrated away (its copy on the old
+   master still lists that entry) and a lock that stayed, with a waiter: its
+   CLOSE on the old master skips the migrated resource (a key of another
+   node) and still frees the one that stayed, at once: the waiter is granted
+   by that script, long before its own re-check (at the holder's lease, 20 s,
+   after its last poll). Before
+   the skip, the CLOSE script failed on the migrated key first and left the
+   other lock to the waiter's re-check (A's entry was still X's holder). */
+static void t_cluster_close_after_migration(void) {
+    static simba__redis_cluster_map m;
+    h_client a, d, *cl[2];
+    simba_lock h[2], hm;
+    char key[1200], why[200], args[64], xname[32], old[300];
+    const char *name = "moving-close";
+    int slot, xslot = -1, from, to = -1, i, dbl = 0;
+    memset(&a, 0, sizeof a);
+    memset(&d, 0, sizeof d);
+    cl[0] = &a; cl[1] = &d;
+    CHECK(simba_redis_resource_key(NULL, "migc", name, key, sizeof key) > 0);
+    slot = simba_redis_key_slot(key, strlen(key));
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    from = m.node[m.owner[slot]].port;
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    for (i = 0; i < 100000 && xslot < 0; i++) {   /* a name that stays on the old master */
+        int s;
+        snprintf(xname, sizeof xname, "stays-%d", i);
+        CHECK(simba_redis_resource_key(NULL, "migc", xname, key, sizeof key) > 0);
+        s = simba_redis_key_slot(key, strlen(key));
+        if (s != slot && m.node[m.owner[s]].port == from) xslot = s;
+    }
+    CHECK(xslot >= 0);
+    {   /* the tenant's epoch on every master: no restart grace of 20 s at first use */
+        simba_redis_desc rd;
+        char msg[300];
+        memset(&rd, 0, sizeof rd);
+        rd.cluster_seeds = seeds;
+        CHECK_EQ(simba_redis_init_server(&rd, "migc", msg, sizeof msg), SIMBA_OK);
+    }
+    a.s = cluster_client_slow("migc", "a", 20000, 60000);
+    d.s = cluster_client_slow("migc", "d", 20000, 60000);
+    CHECK(a.s && d.s);
+    hm = h_acquire(a.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, hm, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[0] = h_acquire(a.s, xname, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(d.s, xname, -1);
+    pump_checking(cl, 2, h, 300, &dbl);
+    CHECK(!h_has(&d, h[1], SIMBA_EVENT_ACQUIRED));
+    snprintf(args, sizeof args, "migrate %d %d", slot, to);
+    CHECK(ctl_while_pumping(cl, 2, h, args, &dbl));
+    pump_checking(cl, 2, h, 300, &dbl);
+    CHECK(simba_valid_ms(a.s, hm) > 0 && simba_valid_ms(a.s, h[0]) > 0);
+    /* a's session copy deleted on the master the slot went to: its next
+       keepalive there is ESESSION, and the core CLOSEs the session on every
+       master; on the old one the script then meets the migrated field first
+       (fields keep their insertion order), the lock that stayed second */
+    CHECK(session_copies(from, "migc", "a~", 0, old, sizeof old) == 1);
+    CHECK(session_copies(to, "migc", "a~", 1, NULL, 0) == 1);
+    for (i = 0; i < 2 * SOON / 20 && served_by_exists(from, old); i++) pump_checking(cl, 2, h, 20, &dbl);
+    CHECK(!served_by_exists(from, old));
+    /* the same script freed the lock that stayed: d is its holder now */
+    CHECK(holder_client_is(from, "migc", xname, "d"));
+    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(!dbl);
+    simba_destroy(a.s);
+    simba_destroy(d.s);
 }
 
 static void t_cluster_failover_coordinated(void) { failover_case("fo1", "cluster-failover"); }
@@ -1143,6 +1281,7 @@ int main(int argc, char **argv) {
     RUN(t_cluster_garbage_slots);
     RUN(t_cluster_moved_loop);
     RUN(t_cluster_migrate_held_and_waiters);
+    RUN(t_cluster_close_after_migration);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     return harness_summary();
