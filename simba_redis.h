@@ -2140,6 +2140,7 @@ struct simba__redis_cluster {
     int nseeds, next_probe;
     int have_map, refreshing, want_refresh;
     int stale;                  /* a MOVED named a master the map does not know: down until the next map */
+    int maps;                   /* maps applied so far */
     int64_t next_refresh;       /* while not every master is connected: ask the map again then */
     simba__redis *probe;
     simba__redis *node[SIMBA__REDIS_CLUSTER_MAX_NODES];
@@ -2239,7 +2240,16 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
             old[j] = NULL;
             break;
         }
-    if (!c && !(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
+    if (!c) {
+        if (!(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
+        /* A master that was not in the first map is another server for the
+           slots it took (a promoted replica, after a kill -9: it may lack a
+           grant its session copy outlived) or one the sessions never opened
+           on: as for a changed run_id on one server, the first KEEPALIVE of a
+           session opened before ends the session there (ESESSION), inside the
+           restart grace the new server's run_id starts. */
+        if (cl->maps > 0) c->runs = 1;
+    }
     c->node = i;
     /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
        (the node's epoch marker) */
@@ -2278,6 +2288,7 @@ static void simba__redis_cluster_apply(simba__redis *p) {
             break;
         }
     for (i = 0; i < nold; i++) if (old[i]) simba__redis_destroy(old[i]);
+    cl->maps++;
     simba__redis_cluster_state(p, 0, NULL);
 }
 

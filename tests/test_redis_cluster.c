@@ -845,6 +845,88 @@ static void failover_case(const char *tenant, const char *how) {
     simba_destroy(b.s);
 }
 
+/* A replica promoted (CLUSTER FAILOVER on it, so with all the data: the
+   holder's grant and its session copy) while A holds a lock on its master
+   with a 20 s lease and B waits: A is told LOST (SESSION) at its next
+   keepalive, before B is granted (after the new master's restart grace).
+   The client cannot tell this fail-over from a kill -9 that lost A's grant
+   on the replica (A's older session copy there alive: its keepalives would
+   succeed while the replica granted the lock again after the grace), so a
+   master that was not in the first map ends the sessions opened before.
+   Before that rule A kept its hold here (and B waited behind it); the
+   unreplicated case itself (t_sentinel_unreplicated_grant on one server)
+   did not reproduce here: the requirepass that cuts the link also closed
+   every client of that master. */
+static void t_cluster_promoted_replica_ends_sessions(void) {
+    static simba__redis_cluster_map m;
+    enum { LONG_TTL = 20000 };   /* longer than the fail-over: the sessions outlive it */
+    h_client a, b, *cl[2];
+    simba_lock h[2];
+    char key[1200], why[200], args[64], name[32];
+    int slot = -1, master = 0, replica = 0, k, both = 0, a_lost_first = 0, a_lost_how = 0, a_holds = 1, b_holds = 0;
+    int64_t end;
+    simba_event *e;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    for (k = 0; k < 1000 && !replica; k++) {   /* a name on a master that has a replica */
+        snprintf(name, sizeof name, "promo-%d", k);
+        CHECK(simba_redis_resource_key(NULL, "promo", name, key, sizeof key) > 0);
+        slot = simba_redis_key_slot(key, strlen(key));
+        master = m.node[m.owner[slot]].port;
+        replica = replica_of(master);
+    }
+    CHECK(replica > 0);
+    {
+        simba_redis_desc rd;
+        char msg[300];
+        memset(&rd, 0, sizeof rd);
+        rd.cluster_seeds = seeds;
+        CHECK_EQ(simba_redis_init_server(&rd, "promo", msg, sizeof msg), SIMBA_OK);
+    }
+    logbuf[0] = 0;
+    a.s = cluster_client_slow("promo", "a", LONG_TTL, LONG_TTL / 2);
+    b.s = cluster_client_slow("promo", "b", LONG_TTL, LONG_TTL / 2);
+    CHECK(a.s && b.s);
+    h[0] = h_acquire(a.s, "warm", -1);   /* both sessions open, replicated */
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h_acquire(b.s, "warm-b", -1);
+    h_run_for(cl, 2, 500);
+    h[0] = h_acquire(a.s, name, -1);
+    CHECK((e = h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON)) != NULL);
+    h[1] = h_acquire(b.s, name, -1);
+    pump_checking(cl, 2, h, 500, &both);   /* (the replica has caught up by then) */
+    CHECK(!h_has(&b, h[1], SIMBA_EVENT_ACQUIRED));
+    snprintf(args, sizeof args, "cluster-failover %d", replica);
+    CHECK(ctl_while_pumping(cl, 2, h, args, &both));
+    for (end = h_real_ms() + SOON; h_real_ms() < end; h_run_for(cl, 2, 100)) {   /* the replica promoted */
+        if (map_from(replica, &m, why, sizeof why) == SIMBA_OK && m.node[m.owner[slot]].port == replica) break;
+    }
+    CHECK_EQ(m.node[m.owner[slot]].port, replica);
+    for (end = h_real_ms() + 3 * LONG_TTL; h_real_ms() < end && !b_holds;) {
+        h_pump(cl, 2, 20);
+        if ((e = h_take(&a, h[0], SIMBA_EVENT_LOST)) != NULL) {
+            a_holds = 0;
+            a_lost_how = e->error;
+            if (!b_holds) a_lost_first = 1;
+        }
+        if (h_take(&b, h[1], SIMBA_EVENT_ACQUIRED)) b_holds = 1;
+        if (a_holds && simba_valid_ms(a.s, h[0]) <= 0) a_holds = 0;
+        if (a_holds && b_holds) both = 1;
+    }
+    if (!b_holds || both || getenv("SHOW")) {
+        for (k = 0; k < a.nlog; k++) printf("  # A event %d err %d %s\n", a.log[k].type, a.log[k].error, a.log[k].message);
+        printf("  # log:\n%s", logbuf);
+    }
+    CHECK(b_holds);
+    CHECK(!both);
+    CHECK(a_lost_first);
+    CHECK_EQ(a_lost_how, SIMBA_LOST_SESSION);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* The number of session copies of tenant's client `client` ("a~" prefix) on
    the master at port p (deleted when del; the last one's key into last). */
 static int session_copies(int p, const char *tenant, const char *client, int del, char *last, size_t cap) {
@@ -1284,5 +1366,6 @@ int main(int argc, char **argv) {
     RUN(t_cluster_close_after_migration);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
+    RUN(t_cluster_promoted_replica_ends_sessions);
     return harness_summary();
 }
