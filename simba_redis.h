@@ -2228,7 +2228,7 @@ static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, c
 }
 
 /* Make node i of the new map point at a backend: the old one for the same
-   address, else a new one. Its tenant tag and session cache follow the map. */
+   address, else a new one. Its tenant tag follows the map. */
 static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
     struct simba__redis_cluster *cl = p->cl;
     const simba__redis_cluster_node *n = &cl->map.node[i];
