@@ -33,6 +33,7 @@ help:
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
+	@echo "make test-redis-cluster | asan-redis-cluster | bench-redis-cluster   Redis Cluster (3 masters + 3 replicas)"
 	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-loop"
 	@echo "make bench-scale | test-scale   cost as the queue grows, with peers (issue #15); its acceptance test (fails until #15 is done)"
 	@echo "make deps       apt-get install what building and the servers need (root)"
@@ -80,6 +81,10 @@ test-redis: $(B)/test_redis
 .PHONY: test-redis-sentinel
 test-redis-sentinel: $(B)/test_redis_sentinel
 	tests/servers/redis.sh sentinel ./$(B)/test_redis_sentinel
+$(B)/test_redis_cluster: tests/test_redis_cluster.c $(TEST_DEPS) simba_redis.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_cluster.c tests/conformance.c $(REDIS_LIBS) $(LDFLAGS)
+test-redis-cluster: $(B)/test_redis_cluster
+	tests/servers/redis.sh cluster ./$(B)/test_redis_cluster
 test-mysql: $(B)/test_mysql
 	tests/servers/mysql.sh run ./$(B)/test_mysql
 test-zk: $(B)/test_zk $(B)/tcp_proxy
@@ -112,10 +117,11 @@ test-loop-zk: $(B)/test_loop_zk
 # suites in parallel lanes that then never build at once).
 TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
 	$(B)/test_redis $(B)/test_mysql $(B)/test_zk $(B)/tcp_proxy $(B)/test_redis_sentinel \
+	$(B)/test_redis_cluster \
 	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
 	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
 	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
-.PHONY: test-build
+.PHONY: test-build test-redis-cluster bench-redis-cluster asan-redis-cluster
 test-build: $(TEST_BINS)
 # Everything available; the last line is the total "N passed, N failed".
 test:
@@ -148,6 +154,11 @@ $(B)/asan/test_redis_sentinel: tests/test_redis_sentinel.c $(TEST_DEPS) simba_re
 .PHONY: asan-redis-sentinel
 asan-redis-sentinel: $(B)/asan/test_redis_sentinel
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh sentinel ./$(B)/asan/test_redis_sentinel
+$(B)/asan/test_redis_cluster: tests/test_redis_cluster.c $(TEST_DEPS) simba_redis.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_redis_cluster.c tests/conformance.c $(REDIS_LIBS)
+asan-redis-cluster: $(B)/asan/test_redis_cluster
+	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh cluster ./$(B)/asan/test_redis_cluster
 asan-mysql: $(B)/asan/test_mysql
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/mysql.sh run ./$(B)/asan/test_mysql
 asan-zk: $(B)/asan/test_zk $(B)/tcp_proxy
@@ -221,6 +232,10 @@ bench-redis: $(B)/bench_redis
 .PHONY: bench-redis-sentinel
 bench-redis-sentinel: $(B)/bench_redis
 	tests/servers/redis.sh sentinel ./$(B)/bench_redis
+$(B)/bench_redis_cluster: bench/bench_redis_cluster.c bench/bench_util.h $(HDR_CORE) simba_redis.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -DSIMBA_NO_DNS -o $@ $< $(REDIS_LIBS) $(LDFLAGS)
+bench-redis-cluster: $(B)/bench_redis_cluster
+	tests/servers/redis.sh cluster ./$(B)/bench_redis_cluster
 bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk

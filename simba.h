@@ -870,6 +870,7 @@ SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
        redis://[user[:password]@]host[:port][/db][?prefix=..&wait_replicas=..]
        redis+unix:///path/to/sock[?db=..]
        redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?db=..]
+       redis+cluster://host1:port1,host2:port2[?prefix=..]   (seed nodes)
        mysql://user[:password]@host[:port]/database[?socket=..&table_prefix=..]
        zk://host1:port1,host2:port2[/chroot][?base_path=..]
        mem:                        (this process only)
@@ -4692,7 +4693,7 @@ extern "C" {
 SIMBA__URL_STATIC const char *simba_url_schemes(void) {
     return
 #ifdef SIMBA_REDIS_INCLUDED
-        "redis://, redis+unix://, redis+sentinel://, "
+        "redis://, redis+unix://, redis+sentinel://, redis+cluster://, "
 #endif
 #ifdef SIMBA_MYSQL_INCLUDED
         "mysql://, "
@@ -4724,7 +4725,8 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
     if (0) {}
 #ifdef SIMBA_REDIS_INCLUDED
     else if (strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
-             strcmp(u->scheme, "redis+sentinel") == 0) rc = simba_redis_from_url(u, &b, err);
+             strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0)
+        rc = simba_redis_from_url(u, &b, err);
 #endif
 #ifdef SIMBA_MYSQL_INCLUDED
     else if (strcmp(u->scheme, "mysql") == 0) rc = simba_mysql_from_url(u, &b, err);
@@ -4741,7 +4743,7 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
         }
     } else {
         const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
-                            strcmp(u->scheme, "redis+sentinel") == 0 ||
+                            strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
                             strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",

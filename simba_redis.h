@@ -133,6 +133,9 @@ typedef struct simba_redis_desc {
     const char *sentinel_user;     /* the sentinels' own ACL user; needs sentinel_password */
     const char *sentinel_password; /* the sentinels' own AUTH password (NULL: none); `user` and
                                       `password` are the master's */
+    const char *cluster_seeds; /* Redis Cluster: "host:port,host:port,..." (numeric addresses or
+                                  localhost; at most 16) of some of its nodes; host, port,
+                                  unix_socket and db are then not used (docs/redis.md, Cluster) */
     simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
@@ -155,6 +158,8 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
        redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?parameters]
    (the hosts are sentinels; user and password are the master's; parameters
    sentinel_user, sentinel_password, sentinel_password_env are the sentinels')
+       redis+cluster://[user[:password]@]host1:port1[,host2:port2...][?parameters]
+   (the hosts are seed nodes of a Redis Cluster: simba_redis_desc.cluster_seeds)
    parameters: prefix, wait_replicas, wait_timeout (duration),
    connect_timeout (duration), db (redis+unix and redis+sentinel), plus password_env /
    password_file (simba.h). Read the client options (simba_url_client_options)
@@ -174,7 +179,9 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
    SIMBA_EDISCONNECTED, SIMBA_EAUTH or SIMBA_EBACKEND; `msg` (msg_size bytes,
    may be NULL) gets a line saying what went wrong. The same with redis-cli:
      redis-cli HSET 'simba:epoch:{TENANT}' run RUN_ID grace 0
-   where RUN_ID is the run_id line of `redis-cli INFO server`. */
+   where RUN_ID is the run_id line of `redis-cli INFO server`. With
+   cluster_seeds: every master of the cluster's map, each with its own
+   run_id and the tenant's key of that master (docs/redis.md, Cluster). */
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size);
 
@@ -187,6 +194,14 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
    For tools and tests: the backend computes its keys itself. */
 SIMBADEF int simba_redis_resource_key(const char *prefix, const char *tenant, const char *name,
                                       char *out, size_t size);
+
+/* simba_redis_key_slot: the Redis Cluster hash slot (0..16383) of the `len`
+   bytes of `key`: CRC16 (XMODEM) of the key's hash tag (the bytes between
+   its first '{' and the next '}', when not empty) or of the whole key, mod
+   16384, as CLUSTER KEYSLOT says. SIMBA_EINVAL when key is NULL. For tools
+   and tests: multi-resource requests on a cluster need all names to share
+   a slot (docs/redis.md, Cluster). */
+SIMBADEF int simba_redis_key_slot(const char *key, size_t len);
 
 /*>>stats: counters of one backend */
 
@@ -271,6 +286,8 @@ extern "C" {
                 pcall (the tenant users of docs/redis.md have no rights on it)
      P:a:{T}    string: the DELETEs and SET_CAPACITYs of tenant T (INCR); OPEN and
                 KEEPALIVE answer 1 + it as the admin epoch
+   On a Redis Cluster ARGV[3] is "T@k@m": P:epoch:{T@k}, P:a:{T@k} and the
+   marker P:epoch:{@m} are then per master (docs/redis.md, Cluster).
    Channel P:c:T:<client id>: "<session> <request> <fence> <name>" (a grant
    of a single-resource request, to the session that owns the entry: a keyed
    request id k~<key> is the same in every session of a client),
@@ -284,9 +301,22 @@ extern "C" {
    Each element below stays under C99's 4095-byte limit for one literal. */
 static const char *const simba__redis_lua[] = {
 "local OP, P, T, SESS, REQ = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
+"-- on a Redis Cluster the tenant comes as T@k@m: @k makes the tenant's epoch and\n"
+"-- admin keys per node, @m the server-wide epoch marker (docs/redis.md, Cluster);\n"
+"-- sessions use T and the same session id on every master: the session's copy on\n"
+"-- this master is P:s:{T@k}:S, in the slot of its tag, so an entry moved here with\n"
+"-- a migrated slot still names a session this master can read\n"
+"local ET, MT = '', ''\n"
+"if string.find(T, '@', 1, true) then T, ET, MT = string.match(T, '^([^@]*)(@%d+)(@%d+)$') end\n"
+"-- pushes: a cluster publishes in this node's shard ({T@k} is on it)\n"
+"local PUB, CH = 'PUBLISH', P .. ':c:' .. T .. ':'\n"
+"if ET ~= '' then PUB, CH = 'SPUBLISH', P .. ':c:{' .. T .. ET .. '}:' end\n"
 "local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
 "local function fmt(n) return string.format('%.0f', n) end\n"
-"local function skey(s) return P .. ':s:{' .. T .. ':' .. s .. '}' end\n"
+"local function skey(s)\n"
+"  if ET ~= '' then return P .. ':s:{' .. T .. ET .. '}:' .. s end\n"
+"  return P .. ':s:{' .. T .. ':' .. s .. '}'\n"
+"end\n"
 "-- RELEASE of the only entry of a resource (our holder, nobody waits), made by\n"
 "-- this or an older connection: removed here, before anything else is defined;\n"
 "-- nobody is left to grant or tell, so not even TIME is needed\n"
@@ -339,13 +369,13 @@ static const char *const simba__redis_lua[] = {
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
-"    local k = P .. ':epoch:{' .. T .. '}'\n"
+"    local k = P .. ':epoch:{' .. T .. ET .. '}'\n"
 "    local v = redis.call('HMGET', k, 'run', 'grace')\n"
 "    local run = v[1]\n"
 "    GRACE = tonumber(v[2])\n"
 "    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
 "      GRACE = NOW + LEASE\n"
-"      local mk = P .. ':epoch'\n"
+"      local mk = P .. ':epoch' .. (MT ~= '' and ':{' .. MT .. '}' or '')\n"
 "      -- 'at': when the marker saw this server run first; a tenant lost before\n"
 "      -- then needs one lease (ours) from it, as its own epoch would have given\n"
 "      local m = redis.pcall('HMGET', mk, 'run', 'grace', 'at')\n"
@@ -366,7 +396,7 @@ static const char *const simba__redis_lua[] = {
 "end\n"
 "-- the admin epoch of the tenant: 1 + the DELETEs and SET_CAPACITYs it has seen;\n"
 "-- holders re-check their holds when it moves (a lost push hides no delete)\n"
-"local AKEY = P .. ':a:{' .. T .. '}'\n"
+"local AKEY = P .. ':a:{' .. T .. ET .. '}'\n"
 "-- the session operations need nothing more: answer them before the rest is defined\n"
 "if OP == 'open' or OP == 'keepalive' then\n"
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
@@ -420,7 +450,7 @@ static const char *const simba__redis_lua[] = {
 "-- PUBLISH is always redis.pcall: a push is a hint, and a user without the channel\n"
 "-- (an ACL user with no &pattern) must not fail the script half-way through its writes\n"
 "local function client_of(s) return string.match(s, '^(.*)~[^~]*$') or s end\n"
-"local function chan(s) return P .. ':c:' .. T .. ':' .. client_of(s) end\n"
+"local function chan(s) return CH .. client_of(s) end\n"
 "local function eff(w, cap) if w == 0 or w > cap then return cap end return w end\n"
 "local function arg(i)\n"
 "  local b = 10 + 3 * (i - 1)\n"
@@ -549,7 +579,7 @@ static const char *const simba__redis_lua[] = {
 "    for j, id in ipairs(part) do\n"
 "      local s = ss[j]\n",
 "      if s and not (id == self and s == SESS) then\n"
-"        redis.pcall('PUBLISH', chan(s), s .. ' ' .. id .. ' 0 ' .. R.name)\n"
+"        redis.pcall(PUB, chan(s), s .. ' ' .. id .. ' 0 ' .. R.name)\n"
 "      end\n"
 "    end\n"
 "  end)\n"
@@ -598,8 +628,8 @@ static const char *const simba__redis_lua[] = {
 "  for _, id in ipairs(new) do\n"
 "    local e = R.ent[id]\n"
 "    if id ~= self then\n"
-"      if e.n > 1 then redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. e.first)\n"
-"      else redis.pcall('PUBLISH', chan(e.s), e.s .. ' ' .. id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
+"      if e.n > 1 then redis.pcall(PUB, chan(e.s), '- - 0 ' .. e.first)\n"
+"      else redis.pcall(PUB, chan(e.s), e.s .. ' ' .. id .. ' ' .. fmt(e.f) .. ' ' .. R.name) end\n"
 "    end\n"
 "  end\n"
 "  local owner = owner_of(R)\n"
@@ -671,6 +701,9 @@ static const char *const simba__redis_lua[] = {
 "  local byk, order = {}, {}\n"
 "  for _, f in ipairs(fields) do\n"
 "    local id, k = string.match(f, '^e (%S+) (%S+)$')\n"
+"    -- on a cluster, a resource whose slot moved to another master since is left\n"
+"    -- to that master (its entry is purged there once the session is gone there)\n"
+"    if k and ET ~= '' and type(redis.pcall('EXISTS', k .. ':m')) ~= 'number' then k = nil end\n"
 "    if k then\n"
 "      local R = byk[k]\n"
 "      if not R then R = load(k, nil); byk[k] = R; order[#order + 1] = R end\n"
@@ -800,7 +833,7 @@ static const char *const simba__redis_lua[] = {
 "      redis.call('HDEL', skey(e.s), 'e ' .. id .. ' ' .. R.k)\n"
 "      if not seen[c .. ' ' .. name] then\n"
 "        seen[c .. ' ' .. name] = true\n"
-"        redis.pcall('PUBLISH', chan(e.s), '- - 0 ' .. name)\n"
+"        redis.pcall(PUB, chan(e.s), '- - 0 ' .. name)\n"
 "      end\n"
 "    end\n"
 "  end\n"
@@ -865,6 +898,8 @@ typedef struct simba__redis_req {
     int done;                   /* already completed (reset); hiredis still owes a callback */
     int evaled;                 /* sent again as EVAL after NOSCRIPT */
     int waiting;                /* in the WAIT stage: `saved` is the answer */
+    int fan;                    /* cluster: one node's part of an OPEN/KEEPALIVE/CLOSE */
+    int slot;                   /* cluster: the hash slot of its resources (-1 none) */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
     int argc;
@@ -893,6 +928,11 @@ struct simba__redis {
     long repeats;               /* the same failure since, not logged again */
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
+    int warned_cluster;         /* a MOVED/ASK (a cluster node behind a one-server URL) was logged */
+    struct simba__redis_cluster *cl; /* redis+cluster: the map, the node backends (else NULL) */
+    simba__redis *parent;       /* a cluster's node or probe backend: the cluster's backend */
+    int node;                   /* a node backend: its index in the map */
+    char node_tenant[SIMBA_MAX_TENANT + 24];   /* a node backend: "T@k@m", the script's tenant */
     int destroying;
     char seen_run[41];          /* the run_id of the last server we were ready on */
     long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
@@ -1017,11 +1057,14 @@ static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
 
 /* Tell the core about the connection, once per change (and again when a
    failing connection fails for another reason, e.g. EAUTH). */
+static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, const char *msg);
+
 static void simba__redis_report(simba__redis *r, int up, int err, const char *msg) {
     if (r->reported == up && (up || r->reported_err == err)) return;
     r->reported = up;
     r->reported_err = err;
-    simba_backend_state(r->s, up, err, msg);
+    if (r->parent) simba__redis_cluster_child_state(r, up, err, msg);   /* a cluster's node or probe */
+    else simba_backend_state(r->s, up, err, msg);
 }
 
 /* Error replies of Redis and of our script, as SIMBA_E* codes. */
@@ -1063,12 +1106,15 @@ static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
 
 /* Complete an op (exactly once): unlink it and hand the reply to the core.
    The request itself is freed by whoever holds it (the hiredis callback). */
+static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep);
+
 static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
     simba__redis_unlink(r, q);
     q->done = 1;
     r->stats.ops_completed++;
     rep->id = q->id;
-    simba_backend_complete(r->s, rep);
+    if (r->parent) simba__redis_cluster_done(r, q, rep);   /* a cluster's node backend */
+    else simba_backend_complete(r->s, rep);
 }
 
 static void simba__redis_complete_status(simba__redis *r, simba__redis_req *q, int status, const char *msg) {
@@ -1355,6 +1401,12 @@ static void simba__redis_client_name(simba__redis *r, simba__redis_conn *c, char
 }
 
 static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
+    if (r->node_tenant[0]) {   /* a cluster's node: its shard channel {T@k} (docs/redis.md, Cluster) */
+        const char *m = strrchr(r->node_tenant, '@');
+        snprintf(out, cap, "%s:c:{%.*s}:%s", r->prefix, (int)(m - r->node_tenant), r->node_tenant,
+                 simba_client_id(r->s));
+        return;
+    }
     snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
 }
 
@@ -1378,9 +1430,13 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
         if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
         redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
     } else {
-        char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 8];
+        char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 40];
         simba__redis_channel(r, ch, sizeof ch);
         redisAsyncCommand(ac, simba__redis_on_sub, c, "SUBSCRIBE %s", ch);
+        /* a cluster's node: the script SPUBLISHes in its shard. hiredis 0.14
+           knows only SUBSCRIBE, whose channel table routes the "smessage"
+           pushes of the same name to us (nobody PUBLISHes on it) */
+        if (r->node_tenant[0]) redisAsyncCommand(ac, simba__redis_on_sub, c, "SSUBSCRIBE %s", ch);
     }
 }
 
@@ -1816,6 +1872,697 @@ static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c,
     if (!r->conn[SIMBA__REDIS_MAIN].ready) simba__redis_report(r, 0, err, line + strlen("simba_redis: "));
 }
 
+/*--- Redis Cluster (simba__redis_cluster_*): hash slots, seed lists, the slot
+   map of CLUSTER SLOTS, MOVED/ASK redirects, the per-node key names; then
+   the runtime that uses them (docs/redis.md, "Cluster"). */
+
+#ifdef __GNUC__
+#define SIMBA__REDIS_CLUSTER_FN static __attribute__((unused))   /* the tests call them all */
+#else
+#define SIMBA__REDIS_CLUSTER_FN static
+#endif
+
+enum {
+    SIMBA__REDIS_CLUSTER_SLOTS = 16384,
+    SIMBA__REDIS_CLUSTER_MAX_SEEDS = 16,
+    SIMBA__REDIS_CLUSTER_MAX_NODES = 256,    /* masters of one map (Redis's advice: up to 1000 nodes) */
+    SIMBA__REDIS_CLUSTER_MAX_HOST = 63       /* a numeric IPv6 address is at most 45 */
+};
+
+typedef struct simba__redis_cluster_node {
+    char host[SIMBA__REDIS_CLUSTER_MAX_HOST + 1];
+    int port;
+} simba__redis_cluster_node;
+
+/* Which master serves each slot: owner[slot] indexes node[], -1 when the map
+   names nobody (a slot no node claims: an op on it waits as on a disconnect). */
+typedef struct simba__redis_cluster_map {
+    int nnodes;
+    simba__redis_cluster_node node[SIMBA__REDIS_CLUSTER_MAX_NODES];
+    short owner[SIMBA__REDIS_CLUSTER_SLOTS];
+} simba__redis_cluster_map;
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the one Redis Cluster
+   hashes keys with; bitwise (a key is hashed once per op: no table). */
+static unsigned simba__redis_cluster_crc16(const char *s, size_t n) {
+    unsigned crc = 0;
+    size_t i;
+    int b;
+    for (i = 0; i < n; i++) {
+        crc ^= (unsigned)(unsigned char)s[i] << 8;
+        for (b = 0; b < 8; b++) crc = (crc & 0x8000u) ? ((crc << 1) ^ 0x1021u) & 0xffffu : (crc << 1) & 0xffffu;
+    }
+    return crc;
+}
+
+SIMBADEF int simba_redis_key_slot(const char *key, size_t len) {
+    size_t off = 0, n = len;
+    if (!key) return SIMBA_EINVAL;
+    /* the same tag rule as simba__redis_key's (an empty "{}" tags nothing) */
+    if (!simba__redis_user_tag(key, len, &off, &n)) { off = 0; n = len; }
+    return (int)(simba__redis_cluster_crc16(key + off, n) & (SIMBA__REDIS_CLUSTER_SLOTS - 1));
+}
+
+/* One "host:port" (IPv6 as "[addr]:port") of n bytes into *out; 0 or -1. */
+static int simba__redis_cluster_addr(const char *s, size_t n, simba__redis_cluster_node *out) {
+    const char *colon = NULL, *hs = s, *he;
+    size_t i;
+    long port = 0;
+    for (i = 0; i < n; i++) if (s[i] == ':') colon = s + i;
+    if (!colon || colon + 1 == s + n || (size_t)(s + n - colon - 1) > 5) return -1;
+    he = colon;
+    if (n > 0 && s[0] == '[') {
+        if (he - hs < 2 || he[-1] != ']') return -1;
+        hs++;
+        he--;
+    }
+    if (he == hs || (size_t)(he - hs) > SIMBA__REDIS_CLUSTER_MAX_HOST) return -1;
+    for (i = 0; i < (size_t)(he - hs); i++)
+        if (!((hs[i] >= '0' && hs[i] <= '9') || (hs[i] >= 'a' && hs[i] <= 'z') || (hs[i] >= 'A' && hs[i] <= 'Z') ||
+              hs[i] == '.' || hs[i] == ':' || hs[i] == '-' || hs[i] == '_'))
+            return -1;
+    for (i = (size_t)(colon + 1 - s); i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        port = port * 10 + (s[i] - '0');
+    }
+    if (port < 1 || port > 65535) return -1;
+    simba__redis_copy(out->host, sizeof out->host, hs, (size_t)(he - hs));
+    out->port = (int)port;
+    return 0;
+}
+
+/* The seed list "h1:p1,h2:p2,..." into out[max]: the count, or -1 with
+   why (a bad entry, none, too many, a host name that would need DNS). */
+static int simba__redis_cluster_seeds(const char *list, simba__redis_cluster_node *out, int max, char *why,
+                                      size_t cap) {
+    int count = 0;
+    const char *p = list;
+    if (!*p) {
+        snprintf(why, cap, "no seed node (want host:port,host:port,...)");
+        return -1;
+    }
+    while (p) {   /* an empty entry (",", a trailing comma) is a bad entry */
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        simba__redis_cluster_node tmp;
+        char numeric[64];
+        if (count >= max) {
+            snprintf(why, cap, "more than %d seed nodes", max);
+            return -1;
+        }
+        if (simba__redis_cluster_addr(p, n, &tmp) != 0) {
+            snprintf(why, cap, "'%.*s' is not host:port", (int)(n > 80 ? 80 : n), p);
+            return -1;
+        }
+        /* the host-name policy (docs/design.md): a name would be looked up
+           at every redirect inside simba_tick(); seeds are addresses */
+        numeric[0] = 0;
+        if (simba_backend_resolve(tmp.host, numeric, sizeof numeric) != 0 ||
+            (numeric[0] && strcmp(tmp.host, "localhost") != 0)) {
+            snprintf(why, cap, "'%s' is a host name: give seed nodes as numeric addresses (or localhost)", tmp.host);
+            return -1;
+        }
+        if (strcmp(tmp.host, "localhost") == 0) simba__redis_copy(tmp.host, sizeof tmp.host, "127.0.0.1", 9);
+        out[count++] = tmp;
+        p = end ? end + 1 : NULL;
+    }
+    return count;
+}
+
+/* The index of host:port in m's nodes, added when new; -1 when full. */
+static int simba__redis_cluster_node_index(simba__redis_cluster_map *m, const char *host, size_t hlen, long port) {
+    int i;
+    simba__redis_cluster_node n;
+    simba__redis_copy(n.host, sizeof n.host, host, hlen);
+    n.port = (int)port;
+    for (i = 0; i < m->nnodes; i++)
+        if (m->node[i].port == n.port && strcmp(m->node[i].host, n.host) == 0) return i;
+    if (m->nnodes >= SIMBA__REDIS_CLUSTER_MAX_NODES) return -1;
+    m->node[m->nnodes] = n;
+    return m->nnodes++;
+}
+
+/* One CLUSTER SLOTS range: {start, end, {host, port, id, ...}, replicas...}.
+   An empty host means "the node you asked" (Redis 7: cluster-preferred-
+   endpoint-type unknown), so `from` stands in for it. 0, or -1 with why. */
+static int simba__redis_cluster_range(simba__redis_cluster_map *m, const redisReply *e, const char *from, char *why,
+                                      size_t cap) {
+    const redisReply *mn;
+    const char *h;
+    size_t hl;
+    int idx;
+    long long s, t, i;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER || (s = e->element[0]->integer) < 0 ||
+        (t = e->element[1]->integer) < s || t > 16383) {
+        snprintf(why, cap, "CLUSTER SLOTS: a range that is not {start, end, master, ...} with 0 <= start <= end < 16384");
+        return -1;
+    }
+    mn = e->element[2];
+    if (mn->type != REDIS_REPLY_ARRAY || mn->elements < 2 || mn->element[0]->type != REDIS_REPLY_STRING ||
+        mn->element[1]->type != REDIS_REPLY_INTEGER || mn->element[1]->integer < 1 || mn->element[1]->integer > 65535) {
+        snprintf(why, cap, "CLUSTER SLOTS: slots %lld-%lld: the master is not {host, port, ...}", s, t);
+        return -1;
+    }
+    h = mn->element[0]->str;
+    hl = mn->element[0]->len;
+    if (hl == 0 || (hl == 1 && h[0] == '?')) { h = from; hl = strlen(from); }
+    if (hl > SIMBA__REDIS_CLUSTER_MAX_HOST || memchr(h, 0, hl)) {
+        snprintf(why, cap, "CLUSTER SLOTS: slots %lld-%lld: a master address longer than %d bytes", s, t,
+                 (int)SIMBA__REDIS_CLUSTER_MAX_HOST);
+        return -1;
+    }
+    idx = simba__redis_cluster_node_index(m, h, hl, (long)mn->element[1]->integer);
+    if (idx < 0) {
+        snprintf(why, cap, "CLUSTER SLOTS: more than %d masters", (int)SIMBA__REDIS_CLUSTER_MAX_NODES);
+        return -1;
+    }
+    for (i = s; i <= t; i++) {
+        if (m->owner[i] >= 0 && m->owner[i] != idx) {
+            snprintf(why, cap, "CLUSTER SLOTS: slot %lld claimed by two masters", i);
+            return -1;
+        }
+        m->owner[i] = (short)idx;
+    }
+    return 0;
+}
+
+/* A whole CLUSTER SLOTS answer (of the node at `from`) into m; SIMBA_OK,
+   or SIMBA_EPROTO with why when it is not a slot map. Slots no range names
+   stay -1. */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_parse_slots(simba__redis_cluster_map *m, const redisReply *rp,
+                                                             const char *from, char *why, size_t cap) {
+    size_t i;
+    m->nnodes = 0;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_SLOTS; i++) m->owner[i] = -1;
+    if (!rp || rp->type != REDIS_REPLY_ARRAY) {
+        snprintf(why, cap, "CLUSTER SLOTS: the answer is not an array (%s)",
+                 rp && rp->type == REDIS_REPLY_ERROR ? rp->str : "not a cluster node?");
+        return SIMBA_EPROTO;
+    }
+    for (i = 0; i < rp->elements; i++)
+        if (simba__redis_cluster_range(m, rp->element[i], from, why, cap) != 0) return SIMBA_EPROTO;
+    return SIMBA_OK;
+}
+
+/* The node tag of master `node` for tenant `tenant` (docs/redis.md,
+   Cluster): "<tenant>@<k>" with the smallest k whose slot `node` serves in
+   m, so every client with the same map picks the same one. The tenant's
+   epoch and admin keys built from it ({<tenant>@<k>}) are on that node.
+   Writes it into out (cap bytes); its length, or -1 when the node serves no
+   slot (or out is too small). */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_tag(const simba__redis_cluster_map *m, int node,
+                                                          const char *tenant, char *out, size_t cap) {
+    long k;
+    for (k = 0; k < 16L * SIMBA__REDIS_CLUSTER_SLOTS; k++) {
+        int n = snprintf(out, cap, "%s@%ld", tenant, k);
+        if (n < 0 || (size_t)n >= cap) return -1;
+        if (m->owner[simba_redis_key_slot(out, (size_t)n)] == node) return n;
+    }
+    return -1;   /* a node with one slot of 16384 is missed after 16 x 16384 tries with odds e^-16 */
+}
+
+/* The one slot of a request's resources (their base keys), or -1 when they
+   span several: a multi-resource request on a cluster must name one slot
+   (a shared {tag} in the names), checked before anything is sent. */
+SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_op_slot(const char *prefix, const char *tenant,
+                                                         const char *const *names, int n) {
+    char key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 2 * SIMBA_MAX_NAME + 16];
+    int i, slot = -1;
+    for (i = 0; i < n; i++) {
+        size_t len = simba__redis_key(NULL, prefix, tenant, names[i]);
+        int s;
+        if (len >= sizeof key) return -1;
+        simba__redis_key(key, prefix, tenant, names[i]);
+        s = simba_redis_key_slot(key, len);
+        if (slot >= 0 && s != slot) return -1;
+        slot = s;
+    }
+    return slot;
+}
+
+/* "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" (an error
+   reply's text): 1 with its parts, 0 when msg is neither (or malformed). */
+static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, int *slot,
+                                         simba__redis_cluster_node *to) {
+    size_t at, i;
+    long s = 0;
+    if (len > 5 && memcmp(msg, "MOVED ", 6) == 0) { *ask = 0; at = 6; }
+    else if (len > 3 && memcmp(msg, "ASK ", 4) == 0) { *ask = 1; at = 4; }
+    else return 0;
+    for (i = at; i < len && msg[i] >= '0' && msg[i] <= '9' && i - at < 5; i++) s = s * 10 + (msg[i] - '0');
+    if (i == at || i >= len || msg[i] != ' ' || s >= SIMBA__REDIS_CLUSTER_SLOTS) return 0;
+    if (simba__redis_cluster_addr(msg + i + 1, len - i - 1, to) != 0) return 0;
+    *slot = (int)s;
+    return 1;
+}
+
+/*--- Redis Cluster: the runtime. The cluster's backend (r->cl set) owns one
+   node backend per master of the slot map (a simba__redis each, with the
+   whole one-server machinery: connect, handshake, SCRIPT LOAD, INFO run_id,
+   reconnect with backoff, requests) and a probe backend, connected to a
+   seed or a known master, that asks CLUSTER SLOTS and holds the one push
+   connection (PUBLISH in a cluster reaches every node: one subscriber per
+   client, docs/redis.md). Ops on resources go to the master of their slot;
+   OPEN/KEEPALIVE/CLOSE go to every master and are answered once all did. */
+
+enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
+
+typedef struct simba__redis_fanout {
+    uint64_t id;
+    int used, left, status, deferred;
+    int64_t epoch;
+    char msg[160];
+} simba__redis_fanout;
+
+struct simba__redis_cluster {
+    simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
+    int nseeds, next_probe;
+    int have_map, refreshing, want_refresh;
+    int stale;                  /* a MOVED named a master the map does not know: down until the next map */
+    int maps;                   /* maps applied so far */
+    int64_t next_refresh;       /* while not every master is connected: ask the map again then */
+    simba__redis *probe;
+    simba__redis *node[SIMBA__REDIS_CLUSTER_MAX_NODES];
+    simba__redis_fanout fan[SIMBA__REDIS_CLUSTER_FANS];
+    unsigned char moved[SIMBA__REDIS_CLUSTER_SLOTS];   /* MOVEDs in a row per slot (a loop is capped) */
+    simba__redis_cluster_map map;
+    simba__redis_cluster_map next;                      /* a CLUSTER SLOTS answer being applied */
+};
+
+static int simba__redis_start(simba__redis *r, const simba_op *op);
+static int simba__redis_has_res(int kind);
+static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp);
+static void simba__redis_destroy(void *impl);
+static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds);
+static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max);
+static int64_t simba__redis_deadline(void *impl);
+static void simba__redis_reset(void *impl, int why);
+static int simba__redis_build_script(simba__redis *r);
+
+/* A node or probe backend at host:port with the cluster's settings; its
+   main connection starts at the next process() (the push one only for the
+   probe). NULL when out of memory. */
+static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port, int probe) {
+    simba__redis *c = (simba__redis *)simba_allocator_alloc(&p->alloc, sizeof *c);
+    int i;
+    if (!c) return NULL;
+    memset(c, 0, sizeof *c);
+    c->alloc = p->alloc;
+    c->parent = p;
+    c->s = p->s;
+    c->reported = -1;
+    c->node = -1;
+    c->nconn = 2;
+    for (i = 0; i < 2; i++) {
+        c->conn[i].r = c;
+        c->conn[i].role = i;
+        c->conn[i].deadline = -1;
+        c->conn[i].retry_at = -1;
+    }
+    c->port = port;
+    c->connect_timeout_ms = p->connect_timeout_ms;
+    c->wait_replicas = p->wait_replicas;
+    c->wait_timeout_ms = p->wait_timeout_ms;
+    c->warned_policy = p->warned_policy;
+    c->host = simba_allocator_strdup(&c->alloc, host);
+    c->prefix = simba_allocator_strdup(&c->alloc, p->prefix);
+    c->user = simba_allocator_strdup(&c->alloc, p->user);
+    c->password = simba_allocator_strdup(&c->alloc, p->password);
+    if (!c->host || !c->prefix || (p->user && !c->user) || (p->password && !c->password) ||
+        simba__redis_build_script(c) != SIMBA_OK) {
+        simba__redis_free(c);
+        return NULL;
+    }
+    if (p->s) {
+        c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
+        if (!probe) c->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(c);   /* its shard's pushes */
+    }
+    return c;
+}
+
+/* The cluster is up when it has a map and every master's main connection
+   is ready: session operations need all of them. */
+static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i, up = cl->have_map && cl->map.nnodes > 0 && !cl->stale;
+    for (i = 0; up && i < cl->map.nnodes; i++)
+        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
+    if (up) { simba__redis_report(p, 1, 0, NULL); return; }
+    simba__redis_report(p, 0, err ? err : (p->reported_err ? p->reported_err : SIMBA_EDISCONNECTED),
+                        msg ? msg : "Redis Cluster: not every master is connected");
+}
+
+static void simba__redis_cluster_ask_map(simba__redis *p);
+
+/* A node's or the probe's connection state changed (report() of a child). */
+static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, const char *msg) {
+    simba__redis *p = c->parent;
+    if (!up) p->cl->want_refresh = 1;   /* a master gone may be a fail-over: look again */
+    if (c == p->cl->probe) {
+        if (up) simba__redis_cluster_ask_map(p);
+        else if (!p->cl->have_map) simba__redis_report(p, 0, err, msg);
+        return;
+    }
+    simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
+}
+
+/* Make node i of the new map point at a backend: the old one for the same
+   address, else a new one. Its tenant tag follows the map. */
+static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
+    struct simba__redis_cluster *cl = p->cl;
+    const simba__redis_cluster_node *n = &cl->map.node[i];
+    simba__redis *c = NULL;
+    int j;
+    for (j = 0; j < nold; j++)
+        if (old[j] && old[j]->port == n->port && strcmp(old[j]->host, n->host) == 0) {
+            c = old[j];
+            old[j] = NULL;
+            break;
+        }
+    if (!c) {
+        if (!(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
+        /* A master that was not in the first map is another server for the
+           slots it took (a promoted replica, after a kill -9: it may lack a
+           grant its session copy outlived) or one the sessions never opened
+           on: as for a changed run_id on one server, the first KEEPALIVE of a
+           session opened before ends the session there (ESESSION), inside the
+           restart grace the new server's run_id starts. */
+        if (cl->maps > 0) c->runs = 1;
+    }
+    c->node = i;
+    /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
+       (the node's epoch marker) */
+    {
+        char was[sizeof c->node_tenant];
+        int n;
+        memcpy(was, c->node_tenant, sizeof was);
+        n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), c->node_tenant, sizeof c->node_tenant);
+        if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", c->node_tenant + n, sizeof c->node_tenant - (size_t)n) < 0)
+            c->node_tenant[0] = 0;
+        if (strcmp(was, c->node_tenant) != 0 && c->conn[SIMBA__REDIS_SUB].ac)   /* another shard channel */
+            simba__redis_drop(c, &c->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
+    }
+    cl->node[i] = c;
+    return SIMBA_OK;
+}
+
+/* A new map (in cl->next) replaces the old: node backends are kept by
+   address, new masters get one, those no longer masters are destroyed
+   (their ops end EDISCONNECTED and the core sends them again, routed by
+   the new map). */
+static void simba__redis_cluster_apply(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis *old[SIMBA__REDIS_CLUSTER_MAX_NODES];
+    int nold = cl->have_map ? cl->map.nnodes : 0, i;
+    memcpy(old, cl->node, sizeof old);
+    memset(cl->node, 0, sizeof cl->node);
+    cl->map = cl->next;
+    cl->have_map = 1;
+    cl->stale = 0;
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (simba__redis_cluster_adopt(p, old, nold, i) != SIMBA_OK) {
+            cl->have_map = 0;
+            cl->want_refresh = 1;
+            simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: Redis Cluster: out of memory for a node");
+            break;
+        }
+    for (i = 0; i < nold; i++) if (old[i]) simba__redis_destroy(old[i]);
+    cl->maps++;
+    simba__redis_cluster_state(p, 0, NULL);
+}
+
+static void simba__redis_cluster_on_slots(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    simba__redis *p;
+    char why[200];
+    if (!privdata) return;
+    p = ((simba__redis_conn *)privdata)->r->parent;
+    p->cl->refreshing = 0;
+    if (!c) return;
+    if (simba__redis_cluster_parse_slots(&p->cl->next, (redisReply *)reply, c->r->host, why, sizeof why) != SIMBA_OK ||
+        p->cl->next.nnodes == 0) {
+        /* not a cluster node, or a broken answer: another seed, later */
+        simba_backend_log(p->s, SIMBA_LOG_WARN, "simba_redis: Redis Cluster: %s:%d: %s", c->r->host, c->r->port,
+                          p->cl->next.nnodes == 0 ? "CLUSTER SLOTS names no master" : why);
+        p->cl->want_refresh = 1;
+        simba__redis_fail_conn(c, SIMBA_EPROTO, why, strlen(why));
+        return;
+    }
+    simba__redis_cluster_apply(p);
+}
+
+/* Ask the probe for the slot map (one question at a time). */
+static void simba__redis_cluster_ask_map(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_conn *c = &cl->probe->conn[SIMBA__REDIS_MAIN];
+    if (cl->refreshing || !c->ready || !c->ac) return;
+    if (redisAsyncCommand(c->ac, simba__redis_cluster_on_slots, c, "CLUSTER SLOTS") != REDIS_OK) return;
+    cl->refreshing = 1;
+    cl->want_refresh = 0;
+}
+
+/* Where the probe connects next: the seeds, then the masters of the map, in turn. */
+static void simba__redis_cluster_aim_probe(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int total = cl->nseeds + (cl->have_map ? cl->map.nnodes : 0), k = cl->next_probe++ % total;
+    const simba__redis_cluster_node *n = k < cl->nseeds ? &cl->seeds[k] : &cl->map.node[k - cl->nseeds];
+    char *h = simba_allocator_strdup(&p->alloc, n->host);
+    if (!h) return;
+    simba_allocator_free(&p->alloc, cl->probe->host);
+    cl->probe->host = h;
+    cl->probe->port = n->port;
+}
+
+/* One fan-out's part is in: the op is answered once all are, with the
+   first failure (ESESSION before any other) or the sum of the nodes'
+   admin epochs (each only grows, so the sum moves whenever one does). */
+static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const simba_reply *rep) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_fanout *f = NULL;
+    int i;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++) if (cl->fan[i].used && cl->fan[i].id == id) f = &cl->fan[i];
+    if (!f) return;
+    if (rep->status != SIMBA_OK && (f->status == SIMBA_OK || rep->status == SIMBA_ESESSION)) {
+        f->status = rep->status;
+        simba__redis_copy(f->msg, sizeof f->msg, rep->message, rep->message ? strlen(rep->message) : 0);
+    }
+    f->epoch += rep->epoch;
+    if (--f->left > 0) return;
+    {
+        simba_reply out;
+        memset(&out, 0, sizeof out);
+        out.id = f->id;
+        out.status = f->status;
+        out.message = f->msg[0] ? f->msg : NULL;
+        out.recheck_ms = -1;
+        out.epoch = f->status == SIMBA_OK ? f->epoch : 0;
+        f->used = 0;
+        simba_backend_complete(p->s, &out);
+    }
+}
+
+/* A node backend's answer (from simba__redis_complete): ids back to the
+   core's, then to the core or to the fan-out it is part of. */
+static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
+    simba__redis *p = c->parent;
+    if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
+    if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
+    else simba_backend_complete(p->s, rep);
+}
+
+/* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
+static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_fanout *f = NULL;
+    int i;
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
+            return SIMBA_EDISCONNECTED;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
+    if (!f) return SIMBA_EBUSY;
+    memset(f, 0, sizeof *f);
+    f->used = 1;
+    f->id = op->id;
+    for (i = 0; i < cl->map.nnodes; i++) {
+        simba__redis *c = cl->node[i];
+        if (simba__redis_start(c, op) == SIMBA_OK) {
+            c->reqs->fan = 1;   /* (start puts the new request first) */
+            c->reqs->slot = -1;
+            f->left++;
+        } else if (f->status == SIMBA_OK) {
+            f->status = SIMBA_EDISCONNECTED;
+        }
+    }
+    if (f->left == 0) f->deferred = 1;   /* answered in process(): never from submit */
+    else if (f->status != SIMBA_OK) f->left++, f->deferred = 1;   /* (the failed part, in process) */
+    return SIMBA_OK;
+}
+
+/* A request on resources: to the master of their one slot. */
+static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
+    struct simba__redis_cluster *cl = p->cl;
+    const char *names[SIMBA_MAX_RESOURCES];
+    simba__redis *c;
+    int i, slot, owner;
+    for (i = 0; i < op->nres; i++) names[i] = op->res[i].name;
+    slot = simba__redis_cluster_op_slot(p->prefix, op->tenant, names, op->nres);
+    if (slot < 0) {
+        /* names in several slots: refused here, before anything is sent */
+        simba__redis_fanout *f = NULL;
+        for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
+        if (!f) return SIMBA_EBUSY;
+        memset(f, 0, sizeof *f);
+        f->used = f->deferred = f->left = 1;
+        f->id = op->id;
+        f->status = SIMBA_EUNSUPPORTED;
+        snprintf(f->msg, sizeof f->msg, "Redis Cluster: the names of one request must share a hash slot (give "
+                 "them one {tag}, e.g. {order-42}:a and {order-42}:b)");
+        return SIMBA_OK;
+    }
+    owner = cl->map.owner[slot];
+    if (owner < 0 || !(c = cl->node[owner]) || !c->conn[SIMBA__REDIS_MAIN].ready || !c->node_tenant[0]) {
+        cl->want_refresh = 1;
+        return SIMBA_EDISCONNECTED;
+    }
+    if (simba__redis_start(c, op) != SIMBA_OK) return SIMBA_EDISCONNECTED;
+    c->reqs->slot = slot;
+    return SIMBA_OK;
+}
+
+static int simba__redis_cluster_submit(simba__redis *p, const simba_op *op) {
+    if (!p->cl->have_map) return SIMBA_EDISCONNECTED;
+    if (!simba__redis_has_res(op->kind)) return simba__redis_cluster_fan_out(p, op);
+    return simba__redis_cluster_route(p, op);
+}
+
+/* A node answered MOVED/ASK/"non local key": the map is behind. MOVED
+   names the slot's master: routed there at once, the map asked again, the
+   op answered EDISCONNECTED (the core sends it again), at most
+   SIMBA__REDIS_CLUSTER_MAX_MOVED times in a row per slot (then a loop:
+   SIMBA_EBACKEND). ASK (a slot being migrated) is never followed with
+   ASKING: the script names only the resource's base key, which never
+   exists, so a migrating source always answers ASK while the queue may
+   still be there, and the target would run on half-moved keys (a double
+   grant); ASK waits like TRYAGAIN, with the backoff, until the migration
+   ends and MOVED points at the new master. Returns 1 when it took the op. */
+static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q, const redisReply *rp) {
+    simba__redis *p = c->parent;
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_cluster_node to;
+    int ask, slot, i;
+    char why[200];
+    if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
+        if (strstr(rp->str, "non local key")) {
+            /* the script met a key of another node: our node tag is behind
+               the map (asked again; the session ops then fail ESESSION), or
+               the resource's slot moved with entries of sessions that live
+               on its old node: nobody can judge them here, so nothing is
+               granted (docs/redis.md, Cluster, "Migrating a slot") */
+            cl->want_refresh = 1;
+            snprintf(why, sizeof why, "Redis Cluster: the script met a key of another node (%.80s); docs/redis.md, "
+                     "Cluster", rp->str);
+            simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+            return 1;
+        }
+        if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
+        cl->want_refresh = 1;   /* a master turned replica (fail-over): ask the map */
+        simba__redis_retry_later(c, q, rp);
+        return 1;
+    }
+    cl->want_refresh = 1;
+    if (ask) { simba__redis_retry_later(c, q, rp); return 1; }
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) break;
+    if (i == cl->map.nnodes) {
+        /* a master the map does not know (a replica just promoted): the map
+           is behind; nothing is sent until the next one (no retry storm) */
+        cl->stale = 1;
+        simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+        simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");
+        return 1;
+    }
+    if (++cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED) {
+        cl->moved[slot] = 0;
+        snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
+                 "nodes disagree about its master", (int)SIMBA__REDIS_CLUSTER_MAX_MOVED, slot, to.host, to.port);
+        simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: %s", why);
+        simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+        return 1;
+    }
+    cl->map.owner[slot] = (short)i;
+    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+    return 1;
+}
+
+/* The cluster's vtable work: every child in turn. */
+static int simba__redis_cluster_pollfds(simba__redis *p, struct pollfd *fds, int max) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i, n = simba__redis_pollfds(cl->probe, fds, max);
+    for (i = 0; i < cl->map.nnodes; i++)
+        if (cl->node[i]) n += simba__redis_pollfds(cl->node[i], fds + (n < max ? n : max), n < max ? max - n : 0);
+    return n;
+}
+
+static int64_t simba__redis_cluster_deadline(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int64_t at = simba__redis_deadline(cl->probe);
+    int i;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++) if (cl->fan[i].used && cl->fan[i].deferred) return simba__redis_now(p);
+    if (p->reported != 1 && cl->have_map) at = at < 0 || cl->next_refresh < at ? cl->next_refresh : at;
+    if (cl->want_refresh && cl->probe->conn[SIMBA__REDIS_MAIN].ready && !cl->refreshing) return simba__redis_now(p);
+    for (i = 0; i < cl->map.nnodes; i++) {
+        int64_t t = cl->node[i] ? simba__redis_deadline(cl->node[i]) : -1;
+        if (t >= 0 && (at < 0 || t < at)) at = t;
+    }
+    return at;
+}
+
+static void simba__redis_cluster_process(simba__redis *p, const struct pollfd *fds, int nfds) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i;
+    if (!cl->probe->conn[SIMBA__REDIS_MAIN].ac && cl->probe->conn[SIMBA__REDIS_MAIN].retry_at >= 0 &&
+        simba__redis_now(p) >= cl->probe->conn[SIMBA__REDIS_MAIN].retry_at)
+        simba__redis_cluster_aim_probe(p);
+    simba__redis_process(cl->probe, fds, nfds);
+    for (i = 0; i < cl->map.nnodes; i++) if (cl->node[i]) simba__redis_process(cl->node[i], fds, nfds);
+    /* a master that stays unreachable is a fail-over under way: the map is
+       asked again every SIMBA__REDIS_CLUSTER_REFRESH_MS until it names a
+       master that answers */
+    if (p->reported != 1 && cl->have_map && simba__redis_now(p) >= cl->next_refresh) {
+        cl->want_refresh = 1;
+        cl->next_refresh = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_REFRESH_MS;
+    }
+    if (cl->want_refresh) simba__redis_cluster_ask_map(p);
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++)
+        if (cl->fan[i].used && cl->fan[i].deferred) {
+            simba_reply rep;
+            cl->fan[i].deferred = 0;
+            memset(&rep, 0, sizeof rep);
+            rep.status = cl->fan[i].status;
+            rep.message = cl->fan[i].msg[0] ? cl->fan[i].msg : NULL;
+            simba__redis_cluster_fan_done(p, cl->fan[i].id, &rep);
+        }
+}
+
+static void simba__redis_cluster_reset(simba__redis *p, int why) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i;
+    simba__redis_reset(cl->probe, why);
+    for (i = 0; i < cl->map.nnodes; i++) if (cl->node[i]) simba__redis_reset(cl->node[i], why);
+}
+
+/* Frees the children and the cluster state (destroy of the cluster's backend). */
+static void simba__redis_cluster_free(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int i;
+    if (!cl) return;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
+    if (cl->probe) simba__redis_destroy(cl->probe);
+    simba_allocator_free(&p->alloc, cl);
+    p->cl = NULL;
+}
+
 /*>>session: every operation is one script call; OPEN, KEEPALIVE, CLOSE */
 /* What every operation shares (the arguments of its EVALSHA, the send, the
    errors any answer may be) comes first; then the session operations'
@@ -1890,7 +2637,7 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     for (i = 0; i < nres; i++) simba__redis_arg_key(a, r, op->tenant, op->res[i].name);
     simba__redis_arg_str(a, simba__redis_op_name(op->kind));
     simba__redis_arg_str(a, r->prefix);
-    simba__redis_arg_str(a, op->tenant);
+    simba__redis_arg_str(a, r->node_tenant[0] ? r->node_tenant : op->tenant);
     simba__redis_arg_str(a, op->session);
     simba__redis_arg_str(a, op->request);
     simba__redis_arg_num(a, op->lease_ms);
@@ -2129,6 +2876,29 @@ static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const red
 }
 
 /* The script's answer to q. */
+/* A MOVED or ASK to a backend made for one server: it was pointed at a
+   Redis Cluster node. Said as what it is (EUNSUPPORTED, once at ERROR),
+   not as a server error the caller cannot act on. */
+static int simba__redis_cluster_misrouted(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_cluster_node to;
+    int ask, slot;
+    char why[200];
+    if (r->parent) return simba__redis_cluster_redirected(r, q, rp);
+    if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to))
+        snprintf(why, sizeof why, "the server is a Redis Cluster node (%s: slot %d is on %s:%d): use a "
+                 "redis+cluster:// URL (simba_redis_desc.cluster_seeds)", ask ? "ASK" : "MOVED", slot, to.host,
+                 to.port);
+    else if (strstr(rp->str, "non local key in a cluster node") || strncmp(rp->str, "CROSSSLOT", 9) == 0)
+        snprintf(why, sizeof why, "the server is a Redis Cluster node (it refused the script's keys: %.60s): "
+                 "use a redis+cluster:// URL (simba_redis_desc.cluster_seeds)", rp->str);
+    else
+        return 0;
+    if (!r->warned_cluster) simba_backend_log(r->s, SIMBA_LOG_ERROR, "simba_redis: %s", why);
+    r->warned_cluster = 1;
+    simba__redis_complete_status(r, q, SIMBA_EUNSUPPORTED, why);
+    return 1;
+}
+
 static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
     simba_reply rep;
     simba_holder *hs = NULL;
@@ -2147,6 +2917,7 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
             simba__redis_retry_later(r, q, rp);
             return;
         }
+        if (simba__redis_cluster_misrouted(r, q, rp)) return;
         simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);
         return;
     }
@@ -2258,13 +3029,14 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
     redisReply *rp = (redisReply *)reply;
     if (!c) return;
     if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
-    if (strcmp(rp->element[0]->str, "subscribe") == 0) {
+    if (strcmp(rp->element[0]->str, "subscribe") == 0 || strcmp(rp->element[0]->str, "ssubscribe") == 0) {
         c->ready = 1;
         c->attempt = 0;
         c->deadline = -1;
         return;
     }
-    if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
+    if ((strcmp(rp->element[0]->str, "message") == 0 || strcmp(rp->element[0]->str, "smessage") == 0) &&
+        rp->element[2]->type == REDIS_REPLY_STRING) {
         c->r->stats.pushes++;
         simba__redis_push(c->r, rp->element[2]->str, rp->element[2]->len);
     }
@@ -2282,6 +3054,25 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
     out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
     out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
     out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
+    if (r->cl) {   /* a cluster: up as reported; the counters of its masters' backends, summed */
+        int i;
+        out->connected = r->reported == 1;
+        out->push_connected = r->cl->have_map && r->cl->map.nnodes > 0;
+        for (i = 0; i < r->cl->map.nnodes; i++) {
+            const simba__redis *n = r->cl->node[i];
+            if (!n || !n->conn[SIMBA__REDIS_SUB].ready) out->push_connected = 0;
+            if (!n) continue;
+            out->reconnects += n->gen > 1 ? (int64_t)(n->gen - 1) : 0;
+            out->ops_sent += n->stats.ops_sent;
+            out->ops_completed += n->stats.ops_completed;
+            out->wakes += n->stats.wakes;
+            out->scripts_sent += n->stats.scripts_sent;
+            out->pushes += n->stats.pushes;
+            out->noscript_reloads += n->stats.noscript_reloads;
+            out->transient_errors += n->stats.transient_errors;
+            out->waits += n->stats.waits;
+        }
+    }
     return SIMBA_OK;
 }
 
@@ -2292,6 +3083,13 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
 static int simba__redis_attach(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
     r->s = s;
+    if (r->cl) {
+        /* the probe connects first; the masters once it told the map */
+        r->cl->probe->s = s;
+        simba__redis_cluster_aim_probe(r);
+        r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
+        return SIMBA_OK;
+    }
     if (!SIMBA__REDIS_NOPIPE)
         simba_backend_log(s, SIMBA_LOG_WARN, "simba_redis: built without POSIX signal functions: SIGPIPE is not "
                           "blocked around writes; ignore SIGPIPE in the application (or define SIMBA_IMPLEMENTATION "
@@ -2305,12 +3103,14 @@ static int simba__redis_attach(void *impl, simba *s) {
 }
 
 static int simba__redis_submit(void *impl, const simba_op *op) {
+    if (((simba__redis *)impl)->cl) return simba__redis_cluster_submit((simba__redis *)impl, op);
     return simba__redis_start((simba__redis *)impl, op);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
+    if (r->cl) return simba__redis_cluster_pollfds(r, fds, max);
     for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
@@ -2331,6 +3131,7 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
+    if (r->cl) return simba__redis_cluster_deadline(r);
     for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
@@ -2345,6 +3146,7 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     simba__redis *r = (simba__redis *)impl;
     int64_t now;
     int i;
+    if (r->cl) { simba__redis_cluster_process(r, fds, nfds); return; }
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
@@ -2362,6 +3164,7 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
 static void simba__redis_reset(void *impl, int why) {
     simba__redis *r = (simba__redis *)impl;
     int i;
+    if (r->cl) { simba__redis_cluster_reset(r, why); return; }
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
@@ -2372,6 +3175,7 @@ static void simba__redis_destroy(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int i;
     r->destroying = 1;
+    simba__redis_cluster_free(r);
     if (r->s) {                   /* attached (simba_create may destroy it before) */
         simba__redis_flush_repeats(r);
         for (i = 0; i < r->nconn; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
@@ -2434,6 +3238,18 @@ static simba_backend simba__redis_check_desc(const simba_redis_desc *d) {
                                    "sentinels know it (1..200 bytes, no spaces)");
     if (d->sentinel_user && !d->sentinel_password)
         return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.sentinel_user: given without a sentinel_password");
+    if (d->cluster_seeds && d->sentinels)
+        return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.cluster_seeds: not with sentinels (a cluster "
+                                   "fails over by itself)");
+    if (d->cluster_seeds) {
+        simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
+        char why[160];
+        if (simba__redis_cluster_seeds(d->cluster_seeds, seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why) < 0)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.cluster_seeds: %s", why);
+        if (d->unix_socket || d->db)
+            return simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.cluster_seeds: a cluster has no %s",
+                                       d->unix_socket ? "unix socket" : "database but 0");
+    }
     return ok;
 }
 
@@ -2486,11 +3302,18 @@ static simba_backend simba__redis_sentinel_parse(simba__redis *r, const char *li
 
 /* The script text, the Lua elements joined (sent by SCRIPT LOAD and EVAL). */
 static int simba__redis_build_script(simba__redis *r) {
+    /* on a cluster the script touches keys of several slots of its node
+       (the resource's, the session's, the tenant epoch's) */
+    static const char shebang[] = "#!lua flags=allow-cross-slot-keys\n";
     size_t n = 0, i;
     for (i = 0; simba__redis_lua[i]; i++) n += strlen(simba__redis_lua[i]);
-    r->script = (char *)simba_allocator_alloc(&r->alloc, n + 1);
+    r->script = (char *)simba_allocator_alloc(&r->alloc, n + sizeof shebang);
     if (!r->script) return SIMBA_ENOMEM;
     r->script_len = 0;
+    if (r->parent) {
+        memcpy(r->script, shebang, sizeof shebang - 1);
+        r->script_len = sizeof shebang - 1;
+    }
     for (i = 0; simba__redis_lua[i]; i++) {
         size_t k = strlen(simba__redis_lua[i]);
         memcpy(r->script + r->script_len, simba__redis_lua[i], k);
@@ -2500,6 +3323,18 @@ static int simba__redis_build_script(simba__redis *r) {
     return SIMBA_OK;
 }
 
+/* The cluster part of a backend made with cluster_seeds: the seeds and the probe. */
+static int simba__redis_cluster_init(simba__redis *r, const char *seeds) {
+    char why[160];
+    r->cl = (struct simba__redis_cluster *)simba_allocator_alloc(&r->alloc, sizeof *r->cl);
+    if (!r->cl) return SIMBA_ENOMEM;
+    memset(r->cl, 0, sizeof *r->cl);
+    r->cl->nseeds = simba__redis_cluster_seeds(seeds, r->cl->seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why);
+    if (r->cl->nseeds < 1) return SIMBA_EINVAL;   /* (checked already) */
+    r->cl->probe = simba__redis_cluster_child(r, r->cl->seeds[0].host, r->cl->seeds[0].port, 1);
+    return r->cl->probe ? SIMBA_OK : SIMBA_ENOMEM;
+}
+
 SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     simba_backend b = simba__redis_check_desc(d);
     simba__redis *r;
@@ -2507,7 +3342,7 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     int i, rc;
     if (b.vt) return b;
     numeric[0] = 0;
-    if (d->host && !d->unix_socket) {
+    if (d->host && !d->unix_socket && !d->cluster_seeds) {
         /* the host-name policy (docs/design.md): a name is resolved here, once,
            so that no (re)connect inside simba_tick() waits for DNS */
         rc = simba_backend_resolve(d->host, numeric, sizeof numeric);
@@ -2554,6 +3389,10 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
             return b;
         }
     }
+    if (d->cluster_seeds && simba__redis_cluster_init(r, d->cluster_seeds) != SIMBA_OK) {
+        simba__redis_destroy(r);
+        return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
+    }
     b.vt = &simba__redis_vtable;
     b.impl = r;
     return b;
@@ -2598,18 +3437,70 @@ static int simba__redis_sentinel_url(simba_url *u, simba_redis_desc *d, char *li
     return SIMBA_OK;
 }
 
+/* The parameters every Redis scheme shares (prefix, WAIT, timeouts; the
+   credentials), then the check that nothing else was given, then the backend. */
+static int simba__redis_url_common(simba_url *u, simba_redis_desc *d, simba_backend *out, simba_url_error *err) {
+    const char *v;
+    int rc;
+    d->user = u->user;
+    d->password = u->password;
+    if (d->user && !d->password)
+        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
+                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
+    if ((v = simba_url_param(u, "prefix")) != NULL) {
+        if (!simba__redis_prefix_ok(v))
+            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
+        d->prefix = v;
+    }
+    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d->wait_replicas, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d->wait_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d->connect_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
+    *out = simba_redis(d);
+    return SIMBA_OK;
+}
+
+/* redis+cluster://[user:pass@]h1:p1,h2:p2[?params]: the hosts are the seeds
+   (port 6379 when not given), written back as one "h:p,h:p" list. */
+static int simba__redis_cluster_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_redis_desc d;
+    char seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS * (SIMBA__REDIS_CLUSTER_MAX_HOST + 9) + 1];
+    size_t at = 0;
+    int i;
+    memset(&d, 0, sizeof d);
+    if (!u->has_authority || u->nhosts == 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+cluster needs seed nodes "
+                              "(redis+cluster://host1:port1,host2:port2)");
+    if (u->nhosts > SIMBA__REDIS_CLUSTER_MAX_SEEDS)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: more than %d seed nodes",
+                              (int)SIMBA__REDIS_CLUSTER_MAX_SEEDS);
+    if (u->path[0] && strcmp(u->path, "/") != 0 && strcmp(u->path, "/0") != 0)
+        return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: a Redis Cluster has database 0 only");
+    for (i = 0; i < u->nhosts; i++) {
+        const char *h = u->hosts[i].host;
+        int v6 = strchr(h, ':') != NULL;
+        if (strlen(h) > SIMBA__REDIS_CLUSTER_MAX_HOST)
+            return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: a seed's address is longer than %d bytes",
+                                  (int)SIMBA__REDIS_CLUSTER_MAX_HOST);
+        at += (size_t)snprintf(seeds + at, sizeof seeds - at, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "", h,
+                               v6 ? "]" : "", u->hosts[i].port ? u->hosts[i].port : 6379);
+    }
+    d.cluster_seeds = seeds;
+    return simba__redis_url_common(u, &d, out, err);
+}
+
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_redis_desc d;
     int unix_sock, sentinel, rc;
-    const char *v;
     char list[SIMBA_URL_MAX_HOSTS * 80];
     memset(&d, 0, sizeof d);
     if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
     unix_sock = strcmp(u->scheme, "redis+unix") == 0;
     sentinel = strcmp(u->scheme, "redis+sentinel") == 0;
+    if (strcmp(u->scheme, "redis+cluster") == 0) return simba__redis_cluster_from_url(u, out, err);
     if (!unix_sock && !sentinel && strcmp(u->scheme, "redis") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis, redis+unix or "
-                              "redis+sentinel", u->scheme);
+        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis, redis+unix, "
+                              "redis+sentinel or redis+cluster", u->scheme);
     if (!u->has_authority)
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s needs '//' (%s)", u->scheme,
                               unix_sock ? "redis+unix:///path/to/socket"
@@ -2641,27 +3532,103 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
             d.db = (int)db;
         }
     }
-    d.user = u->user;
-    d.password = u->password;
-    if (d.user && !d.password)
-        return simba_url_fail(err, SIMBA_EINVAL, "userinfo",
-                              "URL userinfo: a Redis user needs a password (user:password@, password_env= or password_file=)");
-    if ((v = simba_url_param(u, "prefix")) != NULL) {
-        if (!simba__redis_prefix_ok(v))
-            return simba_url_fail(err, SIMBA_EINVAL, "prefix", "URL parameter prefix: 1..64 bytes of [A-Za-z0-9._:-]");
-        d.prefix = v;
-    }
-    if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d.wait_replicas, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d.wait_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d.connect_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
-    *out = simba_redis(&d);
-    return SIMBA_OK;
+    return simba__redis_url_common(u, &d, out, err);
 }
 
 static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {
     if (msg && cap) snprintf(msg, cap, "simba_redis_init_server: %s%s%s", what, detail ? ": " : "",
                              detail ? detail : "");
+    return err;
+}
+
+/* A blocking connection for the operator's init (AUTH done): NULL with msg set. */
+static redisContext *simba__redis_init_connect(const simba_redis_desc *desc, const char *host, int port, char *msg,
+                                               size_t cap, int *err) {
+    int ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
+    struct timeval tv;
+    redisContext *c;
+    redisReply *rp;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    c = redisConnectWithTimeout(host, port, tv);
+    if (!c || c->err) {
+        *err = simba__redis_init_fail(msg, cap, c ? SIMBA_EDISCONNECTED : SIMBA_ENOMEM, "cannot connect",
+                                      c ? c->errstr : "out of memory");
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (!desc->password) return c;
+    rp = desc->user ? (redisReply *)redisCommand(c, "AUTH %s %s", desc->user, desc->password)
+                    : (redisReply *)redisCommand(c, "AUTH %s", desc->password);
+    if (!rp || rp->type == REDIS_REPLY_ERROR) {
+        *err = simba__redis_init_fail(msg, cap, rp ? SIMBA_EAUTH : SIMBA_EDISCONNECTED, "AUTH failed",
+                                      rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+        redisFree(c);
+        return NULL;
+    }
+    freeReplyObject(rp);
+    return c;
+}
+
+/* On one master of a cluster: its run_id, then its tenant epoch (the node
+   tag's key, docs/redis.md, Cluster) with no grace. */
+static int simba__redis_init_master(const simba_redis_desc *desc, const simba__redis_cluster_map *m, int i,
+                                    const char *prefix, const char *tenant, char *msg, size_t cap) {
+    char tag[SIMBA_MAX_TENANT + 24], key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 40], run_id[41] = "";
+    const char *p;
+    int err = SIMBA_OK;
+    redisReply *rp;
+    redisContext *c;
+    if (simba__redis_cluster_node_tag(m, i, tenant, tag, sizeof tag) < 0)
+        return simba__redis_init_fail(msg, cap, SIMBA_EBACKEND, "a master with no slot", m->node[i].host);
+    if (!(c = simba__redis_init_connect(desc, m->node[i].host, m->node[i].port, msg, cap, &err))) return err;
+    rp = (redisReply *)redisCommand(c, "INFO server");
+    if (rp && rp->type == REDIS_REPLY_STRING && (p = strstr(rp->str, "run_id:")) != NULL &&
+        simba__redis_is_sha(p + 7, strspn(p + 7, "0123456789abcdef")))
+        memcpy(run_id, p + 7, 40);
+    else
+        err = simba__redis_init_fail(msg, cap, rp ? SIMBA_EBACKEND : SIMBA_EDISCONNECTED, "no run_id from INFO server",
+                                     rp && rp->type == REDIS_REPLY_ERROR ? rp->str : NULL);
+    if (rp) freeReplyObject(rp);
+    if (!err) {
+        snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tag);
+        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
+        if (!rp || rp->type == REDIS_REPLY_ERROR)
+            err = simba__redis_init_fail(msg, cap, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
+                                         "HSET of the epoch failed", rp ? rp->str : c->errstr);
+        if (rp) freeReplyObject(rp);
+    }
+    redisFree(c);
+    return err;
+}
+
+/* simba_redis_init_server on a cluster: the map from the first seed that
+   answers CLUSTER SLOTS, then every master's epoch of the tenant. */
+static int simba__redis_cluster_init_server(const simba_redis_desc *desc, const char *prefix, const char *tenant,
+                                            char *msg, size_t cap) {
+    simba__redis_cluster_node seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS];
+    simba__redis_cluster_map *m;
+    char why[200];
+    int n = simba__redis_cluster_seeds(desc->cluster_seeds, seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why);
+    int i, err = SIMBA_EDISCONNECTED;
+    if (n < 0) return simba__redis_init_fail(msg, cap, SIMBA_EINVAL, "bad cluster_seeds", why);
+    m = (simba__redis_cluster_map *)simba_allocator_alloc(&desc->allocator, sizeof *m);
+    if (!m) return simba__redis_init_fail(msg, cap, SIMBA_ENOMEM, "out of memory", NULL);
+    for (i = 0; i < n && err != SIMBA_OK; i++) {
+        redisContext *c = simba__redis_init_connect(desc, seeds[i].host, seeds[i].port, msg, cap, &err);
+        redisReply *rp;
+        if (!c) continue;
+        rp = (redisReply *)redisCommand(c, "CLUSTER SLOTS");
+        err = simba__redis_cluster_parse_slots(m, rp, seeds[i].host, why, sizeof why);
+        if (err == SIMBA_OK && m->nnodes == 0) err = SIMBA_EPROTO;
+        if (err != SIMBA_OK) simba__redis_init_fail(msg, cap, err, "no slot map", why);
+        if (rp) freeReplyObject(rp);
+        redisFree(c);
+    }
+    for (i = 0; err == SIMBA_OK && i < m->nnodes; i++) err = simba__redis_init_master(desc, m, i, prefix, tenant, msg, cap);
+    simba_allocator_free(&desc->allocator, m);
     return err;
 }
 
@@ -2684,6 +3651,7 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "user without password", NULL);
     if (!desc->unix_socket && (desc->port < 0 || desc->port > 65535))
         return simba__redis_init_fail(msg, msg_size, SIMBA_EINVAL, "port out of range", NULL);
+    if (desc->cluster_seeds) return simba__redis_cluster_init_server(desc, prefix, tenant, msg, msg_size);
     ms = desc->connect_timeout_ms > 0 ? desc->connect_timeout_ms : 2000;
     tv.tv_sec = ms / 1000;
     tv.tv_usec = (ms % 1000) * 1000;

@@ -70,6 +70,7 @@ static const char *usage_main =
     "\n"
     "URL: redis://[user[:password]@]host[:port][/db][?...], redis+unix:///socket,\n"
     "     redis+sentinel://[user[:password]@]s1:port,s2:port/mastername[?...],\n"
+    "     redis+cluster://host:port[,host:port...][?...] (Redis Cluster seeds),\n"
     "     mysql://user[:password]@host[:port]/database[?...],\n"
     "     zk://host:port[,host:port...][/chroot][?...], mem: (this process only).\n"
     "     Query parameters tenant, client_id, ttl, transition for every scheme;\n"

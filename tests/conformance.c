@@ -507,19 +507,28 @@ static simba_lock conf_acquire_multi(int who, const char *const *names, int n, i
     return simba_acquire(S(who), &d);
 }
 
+/* name with the backend's multi_tag before it (one of 8 rotating buffers). */
+static const char *conf_tag(const char *name) {
+    static char buf[8][64];
+    static int at;
+    char *b = buf[at++ & 7];
+    snprintf(b, 64, "%s%s", C.b->multi_tag ? C.b->multi_tag : "", name);
+    return b;
+}
+
 /* {A,B} is granted only when both are free, with a fence for each; a
    try-lock on {A,B} with B busy inserts nothing anywhere. */
 static void t_multi_all_or_nothing(void) {
-    static const char *const ab[2] = {"A", "B"};
+    const char *ab[2] = {conf_tag("A"), conf_tag("B")};
     int h = conf_client(), x = conf_client(), z = conf_client();
     simba_lock lh, lx, lz;
     simba_event *e;
     CHECK(h >= 0 && x >= 0 && z >= 0);
-    lh = conf_hold(h, "B", NULL);
+    lh = conf_hold(h, conf_tag("B"), NULL);
     CHECK(!conf_null(lh));
     lx = conf_acquire_multi(x, ab, 2, -1);
     CHECK(!conf_null(lx));
-    CHECK(conf_wait_queued(h, "B", 2, NULL, 0));
+    CHECK(conf_wait_queued(h, conf_tag("B"), 2, NULL, 0));
     h_run_for(C.cl, C.n, CONF_SETTLE_MS);
     CHECK(!h_has(C.cl[x], lx, SIMBA_EVENT_ACQUIRED)); /* A alone is not enough */
     CHECK(!conf_valid(x, lx));
@@ -534,22 +543,22 @@ static void t_multi_all_or_nothing(void) {
     CHECK(conf_release(x, lx));
 
     /* try-lock: all or nothing, atomically */
-    lh = conf_hold(h, "B", NULL);
+    lh = conf_hold(h, conf_tag("B"), NULL);
     CHECK(!conf_null(lh));
     lz = conf_acquire_multi(z, ab, 2, 0);
     CHECK(!conf_null(lz));
     CHECK(conf_expect(z, lz, SIMBA_EVENT_TIMEOUT, CONF_SOON_MS) != NULL);
     CHECK(!h_has(C.cl[z], lz, SIMBA_EVENT_ACQUIRED));
-    CHECK(conf_wait_queued(h, "A", 0, NULL, 0)); /* nothing was left in A */
-    CHECK(conf_wait_queued(h, "B", 1, NULL, 0));
+    CHECK(conf_wait_queued(h, conf_tag("A"), 0, NULL, 0)); /* nothing was left in A */
+    CHECK(conf_wait_queued(h, conf_tag("B"), 1, NULL, 0));
     CHECK(conf_release(h, lh));
 }
 
 /* {A,B} and {B,A} by two clients at the same moment, repeatedly: both always
    get through (no deadlock), never both at once. */
 static void t_multi_no_deadlock(void) {
-    static const char *const ab[2] = {"A", "B"};
-    static const char *const ba[2] = {"B", "A"};
+    const char *ab[2] = {conf_tag("A"), conf_tag("B")};
+    const char *ba[2] = {conf_tag("B"), conf_tag("A")};
     int round;
     CHECK_EQ(conf_client(), 0);
     CHECK_EQ(conf_client(), 1);
@@ -1473,9 +1482,9 @@ static void t_fence_after_delete(void) {
    SIMBA_EKEYMISMATCH, never joined; the same set of names in another order
    joins. Nothing is left behind: after the release another client gets b. */
 static void t_key_shape_mismatch(void) {
-    static const char *const ab[2] = {"ka", "kb"};
-    static const char *const ba[2] = {"kb", "ka"};
-    static const char *const bc[2] = {"kb", "kc"};
+    const char *ab[2] = {conf_tag("ka"), conf_tag("kb")};
+    const char *ba[2] = {conf_tag("kb"), conf_tag("ka")};
+    const char *bc[2] = {conf_tag("kb"), conf_tag("kc")};
     int a = conf_client(), o = conf_client();
     simba_lock_desc d;
     simba_lock l, j, lo;
@@ -1491,11 +1500,11 @@ static void t_key_shape_mismatch(void) {
     fence = e->fence;
 
     memset(&d, 0, sizeof d);
-    d.name = "kb"; d.key = "job"; d.wait_ms = -1;
+    d.name = conf_tag("kb"); d.key = "job"; d.wait_ms = -1;
     CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{kb} with the key of {ka,kb}"));
-    d.name = "ka";
+    d.name = conf_tag("ka");
     CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{ka} with the key of {ka,kb}"));
-    d.name = "kz";
+    d.name = conf_tag("kz");
     CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{kz} with the key of {ka,kb}"));
     d.name = NULL; d.names = bc; d.nnames = 2;
     CHECK(conf_rejects(a, &d, SIMBA_EKEYMISMATCH, SIMBA_EKEYMISMATCH, "{kb,kc} with the key of {ka,kb}"));
@@ -1518,7 +1527,7 @@ static void t_key_shape_mismatch(void) {
     }
     /* a single-name key against contend */
     memset(&d, 0, sizeof d);
-    d.name = "kx"; d.key = "solo"; d.wait_ms = -1;
+    d.name = conf_tag("kx"); d.key = "solo"; d.wait_ms = -1;
     lo = simba_acquire(S(a), &d);
     CHECK(!conf_null(lo));
     d.contend = 1;
@@ -1529,7 +1538,7 @@ static void t_key_shape_mismatch(void) {
     CHECK_EQ(simba_release(S(a), l), SIMBA_OK);
     CHECK(conf_expect(a, l, SIMBA_EVENT_RELEASED, CONF_SOON_MS) != NULL);
     if (!conf_same(j, l)) simba_release(S(a), j);   /* may be stale already */
-    lo = conf_acquire(o, "kb", -1);
+    lo = conf_acquire(o, conf_tag("kb"), -1);
     CHECK(!conf_null(lo));
     CHECK(conf_expect(o, lo, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
     CHECK(conf_release(o, lo));

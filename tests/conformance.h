@@ -16,6 +16,9 @@ typedef struct conf_backend {
     int (*kill)(void *user, simba *s);
     /* Optional: called between tests (e.g. to clean up); may be NULL. */
     void (*between)(void *user);
+    /* Optional: a hash tag put before every name of the multi-resource tests
+       (Redis Cluster: one request's names must share a slot); NULL: none. */
+    const char *multi_tag;
 } conf_backend;
 
 /* Runs every conformance test on the backend (those whose name contains

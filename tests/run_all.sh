@@ -77,6 +77,7 @@ lane_cli() { suite cli make -s test-cli; }
 lane_redis() {
     suite redis make -s test-redis
     suite redis-sentinel make -s test-redis-sentinel
+    suite redis-cluster make -s test-redis-cluster
     suite loop-redis make -s test-loop-redis
     suite asan-redis make -s asan-redis
 }

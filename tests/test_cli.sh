@@ -100,7 +100,7 @@ part_mem() {
     check "--wait without a unit: 64 naming the option" $([ $rc -eq 64 ] && grep -q -- '--wait' "$T/e1"; echo $?) "$rc"
     "$SIMBA" run 'nosuch://h' x -- true 2> "$T/e1"; rc=$?
     check "unknown scheme: 64, lists the compiled-in schemes" \
-        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
+        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run 'redis://127.0.0.1:99999' x -- true 2> "$T/e1"; rc=$?
     check "bad port: 64, names the port" $([ $rc -eq 64 ] && grep -q 'URL port' "$T/e1"; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run --kill-after 7s --transition 6s mem: x -- true 2> "$T/e1"; rc=$?

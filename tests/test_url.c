@@ -135,7 +135,7 @@ int main(void) {
     bad("", SIMBA_EINVAL, "url", "empty");
     bad("127.0.0.1:6379", SIMBA_EINVAL, "scheme", "scheme");
     bad("://x", SIMBA_EINVAL, "scheme", "scheme");
-    bad("foo://x", SIMBA_EUNSUPPORTED, "scheme", "redis://, redis+unix://, redis+sentinel://, mysql://, zk://, mem:");
+    bad("foo://x", SIMBA_EUNSUPPORTED, "scheme", "redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:");
     bad("rediss://x", SIMBA_EUNSUPPORTED, "scheme", "is unknown");
     bad("redis://127.0.0.1:0", SIMBA_EINVAL, "port", "not a port");
     bad("redis://127.0.0.1:65536", SIMBA_EINVAL, "port", "not a port");

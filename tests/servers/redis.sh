@@ -209,7 +209,7 @@ start_cluster_topology() {
     local i p seeds="" addrs=()
     for i in 1 2 3 4 5 6; do
         p=$(start_server "n$i" --cluster-enabled yes --cluster-config-file "$TMP/n$i.nodes.conf" \
-            --cluster-node-timeout 1000 --enable-debug-command local) || die "could not start n$i"
+            --cluster-node-timeout 1000 --cluster-replica-validity-factor 0 --enable-debug-command local) || die "could not start n$i"
         addrs+=("127.0.0.1:$p")
         seeds="$seeds${seeds:+,}127.0.0.1:$p"
     done
