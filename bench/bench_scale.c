@@ -19,6 +19,12 @@
      notif/gr  notifications per grant, counted by the server: Redis
                PUBLISH calls, ZooKeeper watches fired ("-": not countable)
      woken/gr  other clients whose sockets became readable, per grant
+     idle/ho   with one client per waiter (Q + 1 sessions): the server work
+               and the woken clients of the idle background (keepalives,
+               pings, MySQL's bell waits timing out) over the same time,
+               measured right after the rounds and already taken out of
+               srv/ho, rows/ho, notif/gr and woken/gr: it is not the
+               hand-off's work (bench/scale.h, sc_background)
    then the ratios of issue #15 next to their targets, and the peer of the
    backend in the same run (bench/peers/peer_lock.py: redis-py Lock, MySQL
    GET_LOCK, kazoo Lock) with simba's ratio to it per Q.
@@ -56,12 +62,12 @@ typedef struct row {
 } row;
 
 static void print_head(void) {
-    printf("  %-10s %5s %4s %9s %9s %9s %8s %8s %8s %9s\n", "layout", "Q", "n", "p50 us", "p99 us", "srv/ho",
-           "us/call", "notif/gr", "woken/gr", "rows/ho");
+    printf("  %-10s %5s %4s %9s %9s %9s %8s %8s %8s %9s %9s\n", "layout", "Q", "n", "p50 us", "p99 us", "srv/ho",
+           "us/call", "notif/gr", "woken/gr", "rows/ho", "idle/ho");
 }
 
 static void print_row(const char *backend, const row *w) {
-    char notif[16], call[16], rows[16];
+    char notif[16], call[16], rows[16], idle[32];
     if (!w->r.ok) {
         printf("  %-10s %5d   skipped: %s\n", w->layout, w->q, w->r.why);
         return;
@@ -72,8 +78,11 @@ static void print_row(const char *backend, const row *w) {
     else snprintf(call, sizeof call, "-");
     if (strcmp(backend, "mysql") == 0) snprintf(rows, sizeof rows, "%.0f", w->r.rows_per_ho);
     else snprintf(rows, sizeof rows, "-");
-    printf("  %-10s %5d %4d %9.0f %9.0f %9.1f %8s %8s %8.1f %9s\n", w->layout, w->q, w->r.handoffs, w->r.p50,
-           w->r.p99, w->r.cmds_per_ho, call, notif, w->r.woken_per_grant, rows);
+    if (w->r.bg_cmds_per_ho > 0 || w->r.bg_woken_per_grant > 0)
+        snprintf(idle, sizeof idle, "%.0f/%.1f", w->r.bg_cmds_per_ho, w->r.bg_woken_per_grant);
+    else snprintf(idle, sizeof idle, "-");
+    printf("  %-10s %5d %4d %9.0f %9.0f %9.1f %8s %8s %8.1f %9s %9s\n", w->layout, w->q, w->r.handoffs, w->r.p50,
+           w->r.p99, w->r.cmds_per_ho, call, notif, w->r.woken_per_grant, rows, idle);
     fflush(stdout);
 }
 
@@ -175,7 +184,9 @@ static void peer_compare(const char *backend, const row *rows, int nrows, const 
     double ratio1[2] = { 0, 0 }, ratio1000[2] = { 0, 0 };
     int all_below[2] = { 1, 1 }, have[2] = { 0, 0 };
     if (!kind) return;
-    printf("\n  peer: %s (bench/peers/peer_lock.py %s), same server, same run\n", label, kind);
+    printf("\n  peer: %s (%s), same server, same run\n", label,
+           strcmp(kind, "getlock") == 0 && access("build/peer_getlock", X_OK) == 0 ? "build/peer_getlock"
+                                                                                   : "bench/peers/peer_lock.py");
     np = run_peer(kind, qlist, peers, NQ);
     printf("  %-10s %5s %9s %9s   %s\n", "", "Q", "p50 us", "p99 us", "simba p50 / peer p50 (4 clients, 1 per cl.)");
     for (i = 0; i < np; i++) {
