@@ -167,7 +167,10 @@
     before it deletes anything, which fires the data watch of every reader;
     that change (or a capacity change) or any session event (events
     replayed after a reconnect come in no useful order) makes the waiter
-    read again.
+    read again. Our own entry deleted by another client is not heard (we
+    watch only the predecessor): such a grant is told only once the head
+    mark on our own entry has succeeded, which proves it is still there
+    (simba__zk_confirm_head: no extra packet, one round trip).
 
     LIMITS
     ======
@@ -297,7 +300,9 @@ enum {
     SIMBA__ZK_C_AUTH,         /* zoo_add_auth */
     SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
     SIMBA__ZK_C_OWNER,        /* aexists of a child named like ours: whose is it? */
-    SIMBA__ZK_C_MARK          /* aset of our granted entry: its successor's data watch fires */
+    SIMBA__ZK_C_MARK,         /* aset of our granted entry: its successor's data watch fires */
+    SIMBA__ZK_C_CONFIRM       /* aset "h" of our entry, its pred gone: ZOK = it exists, the grant
+                                 holds (name = resource path, path = our node; simba__zk_confirm_head) */
 };
 
 /* Phases of an operation: each phase is one flight of pipelined calls. */
@@ -414,7 +419,8 @@ typedef struct simba__zk_mine {
     int armed;                /* that watch is set and has not fired */
     int watch_ver;            /* the watched entry's data version already reacted to (its mark) */
     int stale;                /* its watch fired: the next refresh of the resource evaluates it */
-    int grant_due;            /* granted, to be told to the core: 1 from a read, 2 from pred_gone */
+    int grant_due;            /* granted, to be told to the core: 1 from a read, 2 from pred_gone
+                                 (confirm it first), 3 confirmed (simba__zk_confirm_head) */
     int releasing;            /* a RELEASE of it runs: its own deletion is no news */
     int cap1;                 /* capacity 1 at our last read: a head mark on the entry we
                                  watch makes that entry our pred (simba__zk_probe_head) */
@@ -1005,6 +1011,8 @@ static void simba__zk_refresh_done(simba__zk_op *op);
 static void simba__zk_node_event(simba__zk *zk, int type, const char *path);
 static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
                                    int len);
+static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc);
+static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op *op);
 static simba__zk *simba__zk_of(simba_backend b);
 
 /*>>connection: the ZooKeeper handle: connect, session events, reconnect with backoff, reset */
@@ -1342,7 +1350,8 @@ static void simba__zk_on_kids(int rc, const struct String_vector *v, const void 
 static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
-    if (op && c->step == SIMBA__ZK_C_PING) {
+    if (c->step == SIMBA__ZK_C_CONFIRM) simba__zk_confirmed(c, op, rc);
+    else if (op && c->step == SIMBA__ZK_C_PING) {
         if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
     } else if (op && c->step == SIMBA__ZK_C_SET) {
         if (rc == ZNONODE) simba__zk_missing(op);      /* create it, then set again */
@@ -2739,8 +2748,9 @@ static void simba__zk_start_refreshes(simba__zk *zk) {
 
 /* Grants found by a refresh or by a predecessor's deletion, told to the core
    with the fence: ACQUIRED with no POLL. Checked again here: an event after
-   the one that granted (our own entry deleted first, a session event) makes
-   simba__zk_forget_pred take a watch grant back. */
+   the one that granted (a change of the resource node, a session event)
+   makes simba__zk_forget_pred take a watch grant back; a watch grant (2) is
+   then confirmed on our own entry first, told as 3 once it is. */
 static void simba__zk_deliver_grants(simba__zk *zk) {
     simba__zk_mine *m;
     if (!zk->grants_due) return;
@@ -2752,9 +2762,14 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
         if (due == 2) {
             if (!m->pred || !m->pred_gone || m->probe || !m->czxid[0] || m->owner != zk->zsid || zk->zsid == 0) continue;
             simba__zk_forget_pred(zk, m);
+            /* told once our entry is known to be there (simba__zk_confirmed) */
+            if (!simba__zk_confirm_head(zk, m, NULL) && m->name) simba__zk_queue_wake(zk, m->name);
+            continue;
+        }
+        if (due == 3) {
+            if (m->granted || m->releasing) continue;
             m->granted = 1;
             zk->watch_grants++;
-            if (m->path[0] && m->node[0]) simba__zk_mark_head(zk, m->path[0], m->node[0]);   /* for our successor */
         }
         if (!m->name) continue;                 /* no memory: the core's recheck finds the grant */
         zk->wakes_sent++;
@@ -2762,8 +2777,63 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
     }
 }
 
-/* POLL of a mutex waiter whose only predecessor is gone: granted, no read
-   (see simba__zk_pred_grants). The answer goes out in the next process(). */
+/* A mutex waiter's predecessor (the head) is gone: we are the head if our
+   own entry is still there. Nothing told us it went (a client with write
+   access can delete it by hand, and we watch only our predecessor), so the
+   grant waits for the head mark on our own entry, written anyway for our
+   successor (simba__zk_mark_head): ZOK proves the entry exists, ZNONODE that
+   it is gone. One round trip of latency, no extra packet. op: the POLL to
+   answer (NULL: tell the core with simba_backend_wake). Returns 0 if the
+   call could not be sent (the caller reads instead). */
+static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op *op) {
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    if (!zk->zh || !m->path[0] || !m->node[0]) return 0;
+    c = simba__zk_call_new(zk, op, SIMBA__ZK_C_CONFIRM, 0);
+    if (!c) return 0;
+    c->name = simba__zk_strdup(zk, m->path[0]);
+    c->path = simba__zk_strdup(zk, m->node[0]);
+    snprintf(path, sizeof path, "%s/%s", m->path[0], m->node[0]);
+    if (!c->name || !c->path || zoo_aset(zk->zh, path, "h", 1, -1, simba__zk_on_stat, c) != ZOK) {
+        if (op) op->pending--;
+        simba__zk_call_free(zk, c);
+        return 0;
+    }
+    return 1;
+}
+
+/* The answer to simba__zk_confirm_head. ZOK: granted (the mark doubles as
+   the head mark for our successor). Anything else: not told; the POLL goes
+   on with a read (ENOTFOUND if our entry is gone), or the core is woken to
+   re-poll. */
+static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc) {
+    simba__zk *zk = c->zk;
+    simba__zk_mine *m;
+    if (zk->closing || c->gen != zk->gen || !c->name || !c->path) return;
+    m = simba__zk_mine_by_node(zk, c->name, c->path);
+    if (!m || m->releasing) return;
+    if (rc != ZOK) {
+        if (!op && m->name) simba__zk_queue_wake(zk, m->name);
+        return;
+    }
+    if (!op) {
+        if (!m->granted) { m->grant_due = 3; zk->grants_due = 1; }
+        return;
+    }
+    if (!m->granted) zk->watch_grants++;
+    m->granted = 1;
+    op->granted = 1;
+    op->fence[0] = m->czxid[0];
+    op->ahead = 0;
+    op->held = 1;
+    op->capacity = 1;
+    snprintf(op->owner, sizeof op->owner, "%s", op->session);
+    simba__zk_finish(op);
+}
+
+/* POLL of a mutex waiter whose only predecessor is gone: granted with no
+   read once our own entry is confirmed (simba__zk_confirm_head); the answer
+   goes out in the process() after that. */
 static int simba__zk_grant_from_watch(simba__zk_op *op) {
     simba__zk *zk = op->zk;
     simba__zk_mine *m = simba__zk_mine_find(zk, op->request, op->session);
@@ -2772,17 +2842,7 @@ static int simba__zk_grant_from_watch(simba__zk_op *op) {
         m->owner != zk->zsid || zk->zsid == 0)
         return 0;
     simba__zk_forget_pred(zk, m);
-    m->granted = 1;
-    zk->watch_grants++;
-    simba__zk_mark_head(zk, r->path, r->mine);
-    op->granted = 1;
-    op->fence[0] = m->czxid[0];
-    op->ahead = 0;
-    op->held = 1;
-    op->capacity = 1;
-    snprintf(op->owner, sizeof op->owner, "%s", op->session);
-    simba__zk_finish(op);
-    return 1;
+    return simba__zk_confirm_head(zk, m, op);   /* answered in simba__zk_confirmed; 0: read */
 }
 
 /*>>stats: simba_zk_stats */

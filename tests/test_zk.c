@@ -404,6 +404,82 @@ static void t_zk_delete_is_no_handoff(void) {
     for (i = 0; i < 3; i++) zk_client_close(&c[i]);
 }
 
+/* Does the log of c say it holds `lock` now (its last ACQUIRED not followed
+   by a LOST, RELEASED or ERROR)? Reads the events in order, consumes none. */
+static int zk_believes(const h_client *c, simba_lock lock) {
+    int i, holds = 0;
+    for (i = 0; i < c->nlog; i++) {
+        const simba_event *e = &c->log[i];
+        if (e->lock.id != lock.id || e->lock.gen != lock.gen) continue;
+        if (e->type == SIMBA_EVENT_ACQUIRED) holds = 1;
+        else if (e->type == SIMBA_EVENT_LOST || e->type == SIMBA_EVENT_RELEASED || e->type == SIMBA_EVENT_ERROR)
+            holds = 0;
+    }
+    return holds;
+}
+
+/* Issue #15. Queue H (holder) <- W1 <- W2 on three clients; a client with
+   write access deletes W1's entry by hand. W2's watch on W1 fires, W2 reads
+   and now waits for H alone. H releases: W1, whose entry is gone but who no
+   longer watches it, must not take H's deletion as its grant while W2 is
+   granted by it. Checked after every round of the pump: never both believe.
+   Before the fix W1 was told ACQUIRED from H's deletion, W2 too. */
+static void t_zk_deleted_waiter_never_believes(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c[3];
+    h_client *cl[3];
+    simba_lock l[3];
+    char path[256], entry[512];
+    const char *seq[3] = {NULL, NULL, NULL};
+    raw r;
+    int i, j, both = 0, w2 = 0;
+    int64_t end;
+    for (i = 0; i < 3; i++) {
+        CHECK(zk_client_open(&c[i], zk_hosts, tenant, i == 0 ? "h" : i == 1 ? "w1" : "w2", NULL, 3000, 1000));
+        cl[i] = &c[i].h;
+    }
+    l[0] = zk_acquire(&c[0], "cut", -1);
+    CHECK(h_expect(cl, 3, 0, l[0], SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    l[1] = zk_acquire(&c[1], "cut", -1);
+    h_run_for(cl, 3, 300);
+    l[2] = zk_acquire(&c[2], "cut", -1);
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(cl[1], l[1], SIMBA_EVENT_ACQUIRED) && !h_has(cl[2], l[2], SIMBA_EVENT_ACQUIRED));
+    /* the queue, in sequence order (the last 10 characters of a node name) */
+    CHECK(raw_open(&r, zk_hosts, NULL, NULL));
+    snprintf(path, sizeof path, "/simba/%s/cut", tenant);
+    CHECK_EQ(raw_kids(&r, path), ZOK);
+    CHECK_EQ(r.kids.count, 3);
+    for (i = 0; i < r.kids.count && i < 3; i++) {
+        const char *k = r.kids.data[i];
+        int rank = 0;
+        for (j = 0; j < r.kids.count; j++)
+            if (strcmp(r.kids.data[j] + strlen(r.kids.data[j]) - 10, k + strlen(k) - 10) < 0) rank++;
+        if (rank < 3) seq[rank] = k;
+    }
+    CHECK(seq[1] != NULL);
+    if (!seq[1]) { raw_close(&r); for (i = 0; i < 3; i++) zk_client_close(&c[i]); return; }
+    snprintf(entry, sizeof entry, "%s/%s", path, seq[1]);
+    CHECK_EQ(raw_delete(&r, entry), ZOK);            /* W1's entry, by hand */
+    h_run_for(cl, 3, 500);                           /* W2 hears it, reads, waits for H */
+    CHECK_EQ(simba_release(c[0].h.s, l[0]), SIMBA_OK);
+    for (end = h_real_ms() + 10000; h_real_ms() < end && !w2;) {
+        h_pump(cl, 3, 20);
+        w2 = zk_believes(cl[2], l[2]);
+        if (w2 && zk_believes(cl[1], l[1])) both = 1;
+    }
+    CHECK(w2);                                       /* the real head is granted */
+    for (end = h_real_ms() + 1500; h_real_ms() < end;) {
+        h_pump(cl, 3, 20);
+        if (zk_believes(cl[1], l[1]) && zk_believes(cl[2], l[2])) both = 1;
+    }
+    CHECK(!both);
+    CHECK(zk_believes(cl[2], l[2]));
+    deallocate_String_vector(&r.kids);
+    raw_close(&r);
+    for (i = 0; i < 3; i++) zk_client_close(&c[i]);
+}
+
 /* An entry that carries our session and request id but was made by another
    ZooKeeper session (what a stale node of an older session looks like) is
    never claimed: no ACQUIRED from it; once it is gone, we get the lock. */
@@ -2075,6 +2151,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_baton_chain);
     RUN(t_zk_repoll_shares_one_read);
     RUN(t_zk_delete_is_no_handoff);
+    RUN(t_zk_deleted_waiter_never_believes);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_quiet_reconnect_is_told);
     RUN(t_zk_destroy_abandons_session);
