@@ -69,6 +69,8 @@ lane_mem() {
     suite install tests/check_install.sh
     # push mode: the epoll, libevent and libuv adapters on the mem backend
     suite loop-mem make -s test-loop-mem
+    # issue #15: work per hand-off and notifications per grant do not grow with the queue
+    suite scale-mem ./build/test_scale mem
 }
 # per backend: its suite, the adapters with it, and the suite once more
 # under ASan+UBSan (leaks included): real servers, reconnects and kills
@@ -79,16 +81,19 @@ lane_redis() {
     suite redis-sentinel make -s test-redis-sentinel
     suite redis-cluster make -s test-redis-cluster
     suite loop-redis make -s test-loop-redis
+    suite scale-redis tests/servers/redis.sh run ./build/test_scale redis
     suite asan-redis make -s asan-redis
 }
 lane_mysql() {
     suite mysql make -s test-mysql
     suite loop-mysql make -s test-loop-mysql
+    suite scale-mysql tests/servers/mysql.sh run ./build/test_scale mysql
     suite asan-mysql make -s asan-mysql
 }
 lane_zk() {
     suite zk make -s test-zk
     suite loop-zk make -s test-loop-zk
+    suite scale-zk tests/servers/zk.sh run ./build/test_scale zk
     suite asan-zk make -s asan-zk
 }
 
