@@ -22,9 +22,9 @@
      idle/ho   with one client per waiter (Q + 1 sessions): the server work
                and the woken clients of the idle background (keepalives,
                pings, MySQL's bell waits timing out) over the same time,
-               measured right after the rounds and already taken out of
-               srv/ho, rows/ho, notif/gr and woken/gr: it is not the
-               hand-off's work (bench/scale.h, sc_background)
+               measured right after the rounds; srv/ho and woken/gr include
+               it, and it is not the hand-off's work (bench/scale.h,
+               sc_background)
    then the ratios of issue #15 next to their targets, and the peer of the
    backend in the same run (bench/peers/peer_lock.py: redis-py Lock, MySQL
    GET_LOCK, kazoo Lock) with simba's ratio to it per Q.

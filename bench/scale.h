@@ -596,8 +596,8 @@ static int sc_settle(sc_run *r, int max_ms) {
    wake up while nobody hands anything off (keepalives of Q + 1 sessions,
    MySQL's bell waits timing out, the libraries' pings). With 1,000 clients
    it is most of what the server counts during a hand-off, and it is not the
-   hand-off's work, so each figure subtracts it, pro rata of the time, and
-   prints it. `ms`: how long to watch; `gap_us`: the hand-off p50, the time
+   hand-off's work: it is printed next to each figure (not subtracted: it
+   varies too much between two windows of the same run to subtract). `ms`: how long to watch; `gap_us`: the hand-off p50, the time
    one woken-count pass covers. */
 static void sc_background(sc_run *r, int ms, double gap_us, sc_counters *per_s, double *woken_per_pass) {
     sc_counters a, b;
@@ -814,20 +814,12 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
     res.script_usec_per_call = total.script_calls > 0 ? total.script_usec / total.script_calls : 0;
     res.notifs_per_grant = e->has_notifs ? total.notifs / grants_total : -1;
     res.woken_per_grant = (double)woken_total / grants_total;
-    if (nc > SC_FOCUS_CLIENTS) {   /* many clients: take their idle background out (sc_background) */
+    if (nc > SC_FOCUS_CLIENTS) {   /* many clients: their idle background, printed next to the figures */
         sc_counters bg;
-        double bg_woken, share;
+        double bg_woken;
         sc_background(&r, 2000, res.p50, &bg, &bg_woken);
-        share = rounds_secs / measured;            /* seconds of background per hand-off */
-        res.bg_cmds_per_ho = bg.cmds * share;
-        res.cmds_per_ho = res.cmds_per_ho > res.bg_cmds_per_ho ? res.cmds_per_ho - res.bg_cmds_per_ho : 0;
-        res.rows_per_ho = res.rows_per_ho > bg.rows_read * share ? res.rows_per_ho - bg.rows_read * share : 0;
-        if (e->has_notifs) {
-            double n = res.notifs_per_grant - bg.notifs * share * measured / grants_total;
-            res.notifs_per_grant = n > 0 ? n : 0;
-        }
+        res.bg_cmds_per_ho = bg.cmds * rounds_secs / measured;
         res.bg_woken_per_grant = bg_woken;
-        res.woken_per_grant = res.woken_per_grant > bg_woken ? res.woken_per_grant - bg_woken : 0;
     }
 done:
     t_phase = now_us();
