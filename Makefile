@@ -13,7 +13,7 @@ ZK_LIBS    := -lzookeeper_st
 # test and fuzz builds never send a name to a DNS resolver (simba_backend_resolve)
 TEST_DEFS := -DSIMBA_NO_DNS
 HDR_CORE  := simba.h
-TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
+TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \

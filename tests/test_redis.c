@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <sys/wait.h>
 #include <sys/resource.h>
+#include "fake_server.h"
 
 enum { TTL = 1500, TRANSITION = 1000, SOON = 10000 };
 
@@ -1743,23 +1744,9 @@ static void t_redis_keepalive_is_o1(void) {
    stream of ":1\r\n" elements for up to 3 s or until the peer goes. Returns
    the child's pid (kill(-pid) ends it and its helpers) and the port. */
 static pid_t fake_server(const char *header, int *port_out) {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    pid_t pid;
-    if (lfd < 0) return -1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &len) != 0) { close(lfd); return -1; }
-    *port_out = ntohs(sa.sin_port);
-    fflush(stdout);
-    pid = fork();
-    if (pid < 0) { close(lfd); return -1; }
-    if (pid > 0) { close(lfd); return pid; }
-    setpgid(0, 0);
+    int lfd;
+    pid_t pid = fake_listen_fork(port_out, &lfd);
+    if (pid != 0) return pid;
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) { if (errno == EINTR) continue; _exit(0); }

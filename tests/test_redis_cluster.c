@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <strings.h>
 #include <sys/wait.h>
+#include "fake_server.h"
 
 enum { MAX_NODES = 8, SOON = 10000, TTL = 1500, TRANSITION = 1000 };
 
@@ -1150,23 +1151,10 @@ static void fake_send(int fd, const char *s) { if (send(fd, s, strlen(s), MSG_NO
    KEEPALIVE with {0, 1}, and every script call with keys with `keyed` ("%d":
    its own port). Returns the pid (fake_stop ends it) and the port. */
 static pid_t fake_node(const char *slots, const char *keyed, int *port_out) {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1, port;
-    pid_t pid;
-    if (lfd < 0) return -1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &len) != 0) { close(lfd); return -1; }
-    *port_out = port = ntohs(sa.sin_port);
-    fflush(stdout);
-    pid = fork();
-    if (pid < 0) { close(lfd); return -1; }
-    if (pid > 0) { close(lfd); return pid; }
-    setpgid(0, 0);
+    int lfd, port;
+    pid_t pid = fake_listen_fork(port_out, &lfd);
+    if (pid != 0) return pid;
+    port = *port_out;
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) { if (errno == EINTR) continue; _exit(0); }

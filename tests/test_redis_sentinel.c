@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include "fake_server.h"
 
 enum { TTL = 1500, TRANSITION = 1000, SOON = 15000 };
 
@@ -341,23 +342,9 @@ static void t_sentinel_unknown_master(void) {
 /* A fake sentinel: answers the first bytes of each connection with `reply`,
    then stays silent (the connection open) for up to 5 s. */
 static pid_t fake_sentinel(const char *reply, int *port_out) {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    pid_t pid;
-    if (lfd < 0) return -1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 16) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &len) != 0) { close(lfd); return -1; }
-    *port_out = ntohs(sa.sin_port);
-    fflush(stdout);
-    pid = fork();
-    if (pid < 0) { close(lfd); return -1; }
-    if (pid > 0) { close(lfd); return pid; }
-    setpgid(0, 0);
+    int lfd;
+    pid_t pid = fake_listen_fork(port_out, &lfd);
+    if (pid != 0) return pid;
     alarm(20);                 /* never outlives a test that died */
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
