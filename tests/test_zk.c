@@ -830,13 +830,16 @@ static void t_zk_partitioned_follower_no_overlap(void) {
     simba_lock la, lb;
     char args[64], mode[64], fhost[64], bhosts[160], out[64];
     int f = 0, n, b_granted = 0, partitioned = 0;
-    int64_t cut, end, a_end = -1, b_at = -1;
+    int64_t t0, cut, end, a_end = -1, b_at = -1;
     cl[0] = &a.h; cl[1] = &b.h;
     CHECK(ensemble());
+    t0 = h_real_ms();
     if (!ctl("proxied", out, sizeof out)) {           /* members restart behind proxies */
-        printf("  # no proxied ensemble: run with SIMBA_ZK_PROXY (make test-zk sets it)\n");
+        printf("  # no proxied ensemble after %lld ms (SIMBA_ZK_PROXY %s; the reason is on stderr)\n",
+               (long long)(h_real_ms() - t0), getenv("SIMBA_ZK_PROXY") ? "set" : "not set: make test-zk sets it");
         CHECK(0);
     }
+    printf("  # proxied ensemble up in %lld ms\n", (long long)(h_real_ms() - t0));
     for (n = 1; n <= 3; n++) {                       /* an earlier test may have left one down */
         snprintf(args, sizeof args, "start %d", n);
         CHECK(ctl(args, NULL, 0));

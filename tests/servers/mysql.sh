@@ -32,6 +32,7 @@
 set -u
 
 die() { echo "mysql.sh: $*" >&2; exit 2; }
+. "$(dirname "$0")/ports.sh"     # port_claim, ports_release
 
 [ "${1:-}" = run ] || die "usage: $0 run CMD ARGS..."
 shift
@@ -53,6 +54,7 @@ cleanup() {
         kill -9 "$pid" 2>/dev/null
     fi
     rm -rf "$TMP"
+    ports_release
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
@@ -116,13 +118,10 @@ esac
 EOF
 chmod +x "$TMP/ctl"
 
-# A free port: random in the ephemeral-free range, retried when taken.
+# A free port (tests/servers/ports.sh), retried when the server cannot bind it.
 started=0
 for _ in 1 2 3 4 5 6 7 8; do
-    port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
-    if command -v ss >/dev/null && ss -ltnH "sport = :$port" 2>/dev/null | grep -q .; then
-        continue
-    fi
+    port=$(port_claim) || die "no free port"
     echo "$port" >"$TMP/port"
     if "$TMP/ctl" start; then started=1; break; fi
     "$TMP/ctl" kill

@@ -40,6 +40,7 @@
 set -u
 
 die() { echo "redis.sh: $*" >&2; exit 2; }
+. "$(dirname "$0")/ports.sh"     # port_claim, ports_release
 
 MODE=${1:-}
 case "$MODE" in run|sentinel|cluster) ;; *) die "usage: $0 run|sentinel|cluster CMD ARGS..." ;; esac
@@ -65,6 +66,7 @@ cleanup() {
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     done
     rm -rf "$TMP"
+    ports_release
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
@@ -121,7 +123,7 @@ start_server() {
     local name=$1 port try
     shift
     for try in $(seq 1 40); do
-        port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+        port=$(port_claim) || return 1
         {
             printf '%s\n' --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
                 --dir "$TMP/$name" --logfile "$TMP/$name.log" --daemonize no \
@@ -143,7 +145,7 @@ start_server() {
 start_sentinel() {
     local name=$1 master=$2 port
     for _ in $(seq 1 40); do
-        port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+        port=$(port_claim) || return 1
         printf '%s\n' "port $port" "bind 127.0.0.1" "daemonize no" "dir $TMP" \
             "logfile $TMP/$name.log" "sentinel resolve-hostnames no" \
             "sentinel monitor simba 127.0.0.1 $master 2" \
@@ -206,9 +208,13 @@ start_sentinel_topology() {
 
 # ---- cluster mode: n1..n6, three masters with a replica each ----
 start_cluster_topology() {
-    local i p seeds="" addrs=()
+    local i p bus seeds="" addrs=()
     for i in 1 2 3 4 5 6; do
+        # The bus port is claimed too: the default (port + 10000) may lie in
+        # the ephemeral range, where a restarted node could find it taken.
+        bus=$(port_claim) || die "no free port"
         p=$(start_server "n$i" --cluster-enabled yes --cluster-config-file "$TMP/n$i.nodes.conf" \
+            --cluster-port "$bus" \
             --cluster-node-timeout 1000 --cluster-replica-validity-factor 0 --enable-debug-command local) || die "could not start n$i"
         addrs+=("127.0.0.1:$p")
         seeds="$seeds${seeds:+,}127.0.0.1:$p"

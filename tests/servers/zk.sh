@@ -70,6 +70,7 @@
 set -u
 
 die() { echo "zk.sh: $*" >&2; exit 2; }
+. "$(dirname "$0")/ports.sh"     # port_claim, ports_release
 
 [ "${1:-}" = run ] || die "usage: $0 run CMD ARGS..."
 shift
@@ -101,34 +102,15 @@ cleanup() {
         kill -9 "$pid" 2>/dev/null
     done
     rm -rf "$TMP"
+    ports_release
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-# Free loopback ports: random in 20000-49999, skipped when something listens.
-# Below the kernel's ephemeral range when it leaves room (32768 by default):
-# an outgoing connection (a proxy's, a client's) can hold any ephemeral port,
-# and a member restarted later could not bind it.
-used_ports=" "
-port_span=30000
-eph_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-if [ -n "$eph_low" ] && [ "$eph_low" -gt 25000 ] && [ "$eph_low" -le 50000 ]; then
-    port_span=$(( eph_low - 20000 ))
-fi
-free_port() {
-    local p
-    for _ in $(seq 1 50); do
-        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % port_span ))
-        case "$used_ports" in *" $p "*) continue ;; esac
-        if command -v ss >/dev/null && ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then
-            continue
-        fi
-        used_ports="$used_ports$p "
-        echo "$p"
-        return 0
-    done
-    return 1
-}
+# Free loopback ports: tests/servers/ports.sh (claimed, below the ephemeral
+# range). The ensemble's ports are all picked now, though most are bound only
+# later (the proxies' at `proxied`), so the claims matter here.
+free_port() { port_claim; }
 
 mkdir -p "$TMP/s/data"
 free_port >"$TMP/s/port" || die "no free port"
@@ -220,14 +202,15 @@ launch() {      # $1 node: start java in the background
     echo $! >"$d/pid"
 }
 
-wait_serving() { # $1 node; 30 s at most
-    local n=$1
-    for _ in $(seq 1 300); do
+wait_serving() { # $1 node, $2 seconds at most (60 by default: CI machines are loaded)
+    local n=$1 secs=${2:-60}
+    for _ in $(seq 1 $((secs * 10))); do
         serving "$n" && return 0
         [ -n "$(pid_of "$n")" ] || { echo "zk ctl: node $n died; log:" >&2; tail -20 "$TMP/$n/server.log" >&2; return 1; }
         sleep 0.1
     done
-    echo "zk ctl: node $n did not serve within 30 s" >&2
+    echo "zk ctl: node $n did not serve within $secs s; log:" >&2
+    tail -20 "$TMP/$n/server.log" >&2
     return 1
 }
 
@@ -237,7 +220,7 @@ start_proxy() {
     shift
     mkdir -p "$TMP/$name"
     "$PROXY" -p "$TMP/$name/pid" "$@" </dev/null >"$TMP/$name/out" 2>>"$TMP/$name/log" &
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 400); do
         grep -q '^ready' "$TMP/$name/out" 2>/dev/null && return 0
         sleep 0.05
     done
@@ -295,8 +278,10 @@ case "${1:-}" in
             done
             start_proxies
         fi
+        # An election through the proxies took up to 23 s on an idle machine;
+        # CI runs four lanes at once on two cores, so give it far more.
         launch 1; launch 2; launch 3
-        wait_serving 1 && wait_serving 2 && wait_serving 3 || exit 1
+        wait_serving 1 120 && wait_serving 2 60 && wait_serving 3 60 || exit 1
         hosts ensemble ;;
     ensemble)
         launch 1; launch 2; launch 3
