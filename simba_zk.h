@@ -160,17 +160,19 @@
     behind it marks itself "h" (it was the head: nobody can get ahead of it
     again), and its successor, whose data watch fires, reads that mark back
     while re-arming the watch and takes the marked entry as its predecessor:
-    each hand-off then costs a delete, a mark and two notifications, and no
-    read of the queue however long it is. What could make such a grant
-    wrong is heard first, because ZooKeeper delivers one client's events in
-    the order the changes happened: DELETE's multi changes the resource node
-    before it deletes anything, which fires the data watch of every reader;
+    each hand-off then costs a delete, a mark, an exists and two
+    notifications, and no read of the queue however long it is. What could
+    make such a grant wrong is heard first, because ZooKeeper delivers one
+    client's events in the order the changes happened: DELETE's multi
+    changes the resource node before it deletes anything, which fires the
+    data watch of every reader;
     that change (or a capacity change) or any session event (events
     replayed after a reconnect come in no useful order) makes the waiter
     read again. Our own entry deleted by another client is not heard (we
-    watch only the predecessor): such a grant is told only once the head
-    mark on our own entry has succeeded, which proves it is still there
-    (simba__zk_confirm_head: no extra packet, one round trip).
+    watch only the predecessor): such a grant is told only once an exists
+    of our own entry has answered ZOK, which proves it is still there
+    (simba__zk_confirm_head: one read's round trip; the head mark goes out
+    behind it, not waited for).
 
     LIMITS
     ======
@@ -301,7 +303,7 @@ enum {
     SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
     SIMBA__ZK_C_OWNER,        /* aexists of a child named like ours: whose is it? */
     SIMBA__ZK_C_MARK,         /* aset of our granted entry: its successor's data watch fires */
-    SIMBA__ZK_C_CONFIRM       /* aset "h" of our entry, its pred gone: ZOK = it exists, the grant
+    SIMBA__ZK_C_CONFIRM       /* aexists of our entry, its pred gone: ZOK = it exists, the grant
                                  holds (name = resource path, path = our node; simba__zk_confirm_head) */
 };
 
@@ -1104,6 +1106,24 @@ static void simba__zk_refresh(simba__zk *zk) {
     zk->next_ms = simba__zk_now(zk) + (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+/* libzookeeper 3.6+ resolves its host list again in every
+   zookeeper_interest() by default, i.e. in every simba_pollfds(): a
+   getaddrinfo() each time (a netlink dump of the interfaces even for a
+   numeric address), about a third of a hand-off's time. -1: only when a
+   connection is lost, the resolution the library needs to follow moved
+   hosts (names are passed only with allow_hostnames). The call is 3.6+;
+   with an older client library define SIMBA_ZK_RESOLUTION_DELAY 0. */
+#ifndef SIMBA_ZK_RESOLUTION_DELAY
+#define SIMBA_ZK_RESOLUTION_DELAY 1
+#endif
+static void simba__zk_resolve_at_connect_only(zhandle_t *zh) {
+#if SIMBA_ZK_RESOLUTION_DELAY
+    (void)zoo_set_servers_resolution_delay(zh, -1);
+#else
+    (void)zh;
+#endif
+}
+
 static void simba__zk_open_handle(simba__zk *zk) {
     int64_t now = simba__zk_now(zk);
     zk->gen++;
@@ -1127,6 +1147,7 @@ static void simba__zk_open_handle(simba__zk *zk) {
     }
     zk->reinit_at = -1;
     zk->handles++;
+    simba__zk_resolve_at_connect_only(zk->zh);
     if (zk->digest) {
         simba__zk_call *c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_AUTH, 0);
         int rc = c ? zoo_add_auth(zk->zh, "digest", zk->digest, (int)strlen(zk->digest), simba__zk_on_void, c)
@@ -2780,11 +2801,14 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
 /* A mutex waiter's predecessor (the head) is gone: we are the head if our
    own entry is still there. Nothing told us it went (a client with write
    access can delete it by hand, and we watch only our predecessor), so the
-   grant waits for the head mark on our own entry, written anyway for our
-   successor (simba__zk_mark_head): ZOK proves the entry exists, ZNONODE that
-   it is gone. One round trip of latency, no extra packet. op: the POLL to
-   answer (NULL: tell the core with simba_backend_wake). Returns 0 if the
-   call could not be sent (the caller reads instead). */
+   grant waits for an `exists` of our own entry: ZOK proves it is there after
+   the predecessor's deletion (a client's calls are answered in order, after
+   the event we react to), ZNONODE that it is gone. A read, the round trip
+   kazoo's Lock makes too (its getChildren): the head mark our successor
+   needs (simba__zk_mark_head) goes out right behind it and is not waited
+   for (a write took about twice a read here). op: the POLL to answer
+   (NULL: tell the core with simba_backend_wake). Returns 0 if the call
+   could not be sent (the caller reads instead). */
 static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op *op) {
     char path[SIMBA__ZK_PATH_MAX];
     simba__zk_call *c;
@@ -2794,18 +2818,18 @@ static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op
     c->name = simba__zk_strdup(zk, m->path[0]);
     c->path = simba__zk_strdup(zk, m->node[0]);
     snprintf(path, sizeof path, "%s/%s", m->path[0], m->node[0]);
-    if (!c->name || !c->path || zoo_aset(zk->zh, path, "h", 1, -1, simba__zk_on_stat, c) != ZOK) {
+    if (!c->name || !c->path || zoo_aexists(zk->zh, path, 0, simba__zk_on_stat, c) != ZOK) {
         if (op) op->pending--;
         simba__zk_call_free(zk, c);
         return 0;
     }
+    simba__zk_mark_head(zk, m->path[0], m->node[0]);
     return 1;
 }
 
-/* The answer to simba__zk_confirm_head. ZOK: granted (the mark doubles as
-   the head mark for our successor). Anything else: not told; the POLL goes
-   on with a read (ENOTFOUND if our entry is gone), or the core is woken to
-   re-poll. */
+/* The answer to simba__zk_confirm_head. ZOK: granted. Anything else: not
+   told; the POLL goes on with a read (ENOTFOUND if our entry is gone), or
+   the core is woken to re-poll. */
 static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc) {
     simba__zk *zk = c->zk;
     simba__zk_mine *m;

@@ -174,6 +174,19 @@ static struct simba_mysql_stats stats_of(simba *s) {
     return st;
 }
 
+/* The counters of every way a waiter learns of its grant (bell, ring,
+   re-poll), for a test that did not see a grant in time. */
+static void print_wake_paths(const char *who, simba *s) {
+    struct simba_mysql_stats st = stats_of(s);
+    printf("  # %s: connected %d, last error %d, waiter connects %llu, watches %d, bell waits %llu, bells rung %llu, "
+           "rings sent %llu refused %llu heard %llu missed %llu, polls %llu, pushed grants %llu, widened %llu\n",
+           who, st.connected, st.last_error, (unsigned long long)st.waiter_connects, st.watches,
+           (unsigned long long)st.bell_waits, (unsigned long long)st.bell_rings, (unsigned long long)st.rings_sent,
+           (unsigned long long)st.rings_refused, (unsigned long long)st.rings_heard,
+           (unsigned long long)st.rings_missed, (unsigned long long)st.polls, (unsigned long long)st.pushed_grants,
+           (unsigned long long)st.widened);
+}
+
 /* KILL the main connection of client s from the server side. */
 static int kill_client(void *user, simba *s) {
     simba_backend b = backend_of(s);
@@ -1624,7 +1637,16 @@ static void t_window_widens(void) {
     h_run_for(cl, 2, 1000);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED)); /* an 11th permit */
     simba_release(a.s, la[0]);
-    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    if (!h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000)) {
+        /* once seen in CI (1 run of many): say which path failed, then
+           whether the grant is late (found by a re-check) or lost */
+        print_wake_paths("A", a.s);
+        print_wake_paths("B", b.s);
+        printf("  # B ACQUIRED within 30 s more: %s\n",
+               h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 30000) ? "yes" : "no");
+        print_wake_paths("B", b.s);
+        CHECK(0);
+    }
     printf("  # windows widened: %llu\n", (unsigned long long)stats_of(b.s).widened);
     CHECK(stats_of(b.s).widened >= 1);
     destroy_all(cl, 2);

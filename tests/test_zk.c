@@ -7,6 +7,7 @@
    server and exports SIMBA_ZK_HOSTS and SIMBA_ZK_CTL; the ensemble is started
    once, by the first test that needs it, through $SIMBA_ZK_CTL. An optional
    argv[1] runs only the tests whose name contains it. */
+#define _GNU_SOURCE   /* RTLD_NEXT: the getaddrinfo counter below */
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
@@ -16,10 +17,27 @@
 
 #include <signal.h>
 #include <fcntl.h>
+#include <dlfcn.h>
+#include <netdb.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+
+/* Every getaddrinfo() of this process, the ZooKeeper client library's
+   included, goes through here (the executable's definition comes first in
+   symbol lookup) and is counted, then forwarded to libc's. */
+static long zk_getaddrinfo_calls;
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
+    typedef int (*getaddrinfo_fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    static getaddrinfo_fn real;
+    if (!real) {
+        void *p = dlsym(RTLD_NEXT, "getaddrinfo");
+        memcpy(&real, &p, sizeof real);
+    }
+    zk_getaddrinfo_calls++;
+    return real ? real(node, service, hints, res) : EAI_FAIL;
+}
 
 static const char *zk_hosts;           /* the standalone server */
 static char ensemble_hosts[256];       /* "" until started */
@@ -2071,6 +2089,37 @@ static void t_zk_mass_release_round_trips(void) {
     zk_client_close(&c[0]);
 }
 
+/* The library's host list is resolved at connect, not in the loop: with
+   its default, libzookeeper 3.6+ calls getaddrinfo() in every
+   zookeeper_interest(), i.e. in every simba_pollfds() (a netlink dump of
+   the interfaces each time: about a third of a ZooKeeper hand-off's time
+   on this machine, found with strace; 100 cycles made 1,000+ calls). */
+static void t_zk_no_resolve_in_the_loop(void) {
+    const char *tenant = zk_tenant();
+    static zk_client c;
+    h_client *cl[1];
+    long before;
+    int i;
+    CHECK(zk_client_open(&c, zk_hosts, tenant, "res", NULL, 20000, 5000));
+    cl[0] = &c.h;
+    {
+        simba_lock l = zk_acquire(&c, "warm", -1);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+        CHECK_EQ(simba_release(c.h.s, l), SIMBA_OK);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    }
+    before = zk_getaddrinfo_calls;
+    for (i = 0; i < 100; i++) {
+        simba_lock l = zk_acquire(&c, "cycle", -1);
+        if (!h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000)) break;
+        if (simba_release(c.h.s, l) != SIMBA_OK || !h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000)) break;
+    }
+    printf("  # %d acquire + release cycles: %ld getaddrinfo() calls\n", i, zk_getaddrinfo_calls - before);
+    CHECK_EQ(i, 100);
+    CHECK(zk_getaddrinfo_calls - before <= 2);
+    zk_client_close(&c);
+}
+
 /* The core re-polls every handle on a name at once when a read of ours
    cannot answer (here: the resource is deleted under MR_D handles of one
    client). Those POLLs share one getData + getChildren (they are sent in
@@ -2151,6 +2200,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_handoff_cost_semaphore);
     RUN(t_zk_handoff_cost_rw_writers);
     RUN(t_zk_mass_release_round_trips);
+    RUN(t_zk_no_resolve_in_the_loop);
     RUN(t_zk_baton_chain);
     RUN(t_zk_repoll_shares_one_read);
     RUN(t_zk_delete_is_no_handoff);
