@@ -737,7 +737,7 @@ static void t_cluster_idle_push_closes(void) {
    the holder's lease 21 s), so a grant within SOON came by push. */
 static void t_cluster_idle_waiter_keeps_push(void) {
     static simba__redis_cluster_map m;
-    char names[3][32], why[200];
+    char names[3 * 2][32], why[200];
     h_client a, b, *cl[2];
     simba_backend bb;
     simba_lock la, lb, warm[3];
@@ -749,19 +749,19 @@ static void t_cluster_idle_waiter_keeps_push(void) {
     cl[0] = &a;
     cl[1] = &b;
     CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
-    names_per_node("idle2", names, 1);
+    names_per_node("idle2", names, 2);   /* names[2i] and names[2i + 1] on master i */
     CHECK_EQ(fresh_tenant("idle2"), SIMBA_OK);
     a.s = idle_client("idle2", "idle2-a", 20000, 0, 300);
     b.s = idle_client("idle2", "idle2-b", 20000, 60000, 300);
     bb = last_backend;
     CHECK(a.s && b.s);
     /* b uses every master once (all three push connections open) */
-    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[i], -1);
+    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[2 * i + 1], -1);
     for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     for (i = 0; i < 3; i++) CHECK_EQ(simba_release(b.s, warm[i]), SIMBA_OK);
-    la = h_acquire(a.s, names[1], -1);
+    la = h_acquire(a.s, names[2], -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    lb = h_acquire(b.s, names[1], -1);
+    lb = h_acquire(b.s, names[2], -1);
     h_run_for(cl, 2, 200);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     /* the masters without b's waiter close; the waiter's master keeps it */
@@ -770,7 +770,7 @@ static void t_cluster_idle_waiter_keeps_push(void) {
     CHECK_EQ(open_conns(bb), 1 + 3 + 1);
     for (i = 0; i < 3; i++)
         if (named_conns(m.node[i].port, "simba-sub:", "idle2-b") > 0) { CHECK(node < 0); node = i; }
-    CHECK(node == 1);   /* names[1] is on master 1 of the map */
+    CHECK(node == 1);   /* names[2] is on master 1 of the map */
     CHECK_EQ(simba_redis_stats(bb, &before), SIMBA_OK);
     CHECK(before.push_connected);
     CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
@@ -791,13 +791,13 @@ static void t_cluster_idle_waiter_keeps_push(void) {
    subscription's confirmation woke the waiter's name (one POLL). */
 static void t_cluster_idle_reopen_window(void) {
     static simba__redis_cluster_map m;
-    char names[3][32], why[200], key[1200];
+    char names[3 * 2][32], why[200], key[1200];
     h_client a, b, *cl[2], *only_a[1];
     simba_backend bb;
     simba_lock la, lb, warm[3];
     struct pollfd fds[16];
     struct simba_redis_stats before, after;
-    int i, seen = 0, x = 2;
+    int i, seen = 0, x = 2;   /* master x; names[2 * x] its contended lock */
     int64_t end;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
@@ -806,27 +806,27 @@ static void t_cluster_idle_reopen_window(void) {
     cl[1] = &b;
     only_a[0] = &a;
     CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
-    names_per_node("idle3", names, 1);
+    names_per_node("idle3", names, 2);   /* names[2i] and names[2i + 1] on master i */
     CHECK_EQ(fresh_tenant("idle3"), SIMBA_OK);
     a.s = idle_client("idle3", "idle3-a", 20000, 0, 300);
     b.s = idle_client("idle3", "idle3-b", 20000, 60000, 300);
     bb = last_backend;
     CHECK(a.s && b.s);
-    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[i], -1);
+    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[2 * i + 1], -1);
     for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     for (i = 0; i < 3; i++) CHECK_EQ(simba_release(b.s, warm[i]), SIMBA_OK);
-    la = h_acquire(a.s, names[x], -1);
+    la = h_acquire(a.s, names[2 * x], -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
     CHECK_EQ(masters_with_push(&m, "idle3-b"), 0);
     CHECK_EQ(simba_redis_stats(bb, &before), SIMBA_OK);
     /* the ENQUEUE goes out (pollfds dispatches and writes it); the push
        connection's connect has started, its SUBSCRIBEs wait for b's tick */
-    lb = h_acquire(b.s, names[x], -1);
+    lb = h_acquire(b.s, names[2 * x], -1);
     CHECK(simba_pollfds(b.s, fds, 16) >= 5);
     CHECK_EQ(open_conns(bb), 1 + 3 + 1);   /* X's push connection only */
     b.paused = 1;
-    CHECK(simba_redis_resource_key(NULL, "idle3", names[x], key, sizeof key) > 0);
+    CHECK(simba_redis_resource_key(NULL, "idle3", names[2 * x], key, sizeof key) > 0);
     for (end = h_real_ms() + SOON; !seen && h_real_ms() < end; ) {   /* b's entry queued on X */
         redisContext *c = admin_on(m.node[x].port);
         redisReply *r = c ? (redisReply *)redisCommand(c, "ZCARD %s:w", key) : NULL;
@@ -838,10 +838,10 @@ static void t_cluster_idle_reopen_window(void) {
     CHECK(seen);
     CHECK_EQ(named_conns(m.node[x].port, "simba-sub:", "idle3-b"), 0);   /* not even named yet */
     CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
-    for (end = h_real_ms() + SOON; !holder_client_is(m.node[x].port, "idle3", names[x], "idle3-b") &&
+    for (end = h_real_ms() + SOON; !holder_client_is(m.node[x].port, "idle3", names[2 * x], "idle3-b") &&
                                    h_real_ms() < end; )
         h_run_for(only_a, 1, 10);
-    CHECK(holder_client_is(m.node[x].port, "idle3", names[x], "idle3-b"));   /* granted, pushed to nobody */
+    CHECK(holder_client_is(m.node[x].port, "idle3", names[2 * x], "idle3-b"));   /* granted, pushed to nobody */
     b.paused = 0;
     CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK_EQ(simba_redis_stats(bb, &after), SIMBA_OK);
