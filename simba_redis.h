@@ -2156,6 +2156,7 @@ typedef struct simba__redis_waiter {
     uint32_t hash;
     int slot;                   /* the hash slot of its resources */
     int counted;                /* the master it counts for in waiting[] (-1: none) */
+    int contend;                /* a contend handle's request: kept while it holds too */
     char *key;                  /* "<session> <request>" (ids have no spaces) */
     char *name;                 /* its first resource: what a wake-up names */
 } simba__redis_waiter;
@@ -2251,7 +2252,9 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
    Any other answer (a disconnect, a timeout, a server error) keeps it: the
    bookkeeping may keep a connection open too long, never close one a
    waiter needs. Holders do not keep it open: pushes to a holder are hints
-   (a DELETE or SET_CAPACITY is also seen by the KEEPALIVE's admin epoch).
+   (a DELETE or SET_CAPACITY is also seen by the KEEPALIVE's admin epoch),
+   except a contend handle's request, holding or not, until it is released
+   or its session ends: its OWNER events come by push only.
    The main connections all stay: every master keeps a copy of the
    session, renewed by every KEEPALIVE. */
 
@@ -2354,7 +2357,7 @@ static int simba__redis_cluster_grow(simba__redis *p) {
 /* (session, request) on `name` (its first resource) in `slot` waits. Out
    of memory: nothing closes any more (pinned), so no waiter loses pushes. */
 static void simba__redis_cluster_wait(simba__redis *p, const char *session, const char *request, const char *name,
-                                      int slot) {
+                                      int slot, int contend) {
     struct simba__redis_cluster *cl = p->cl;
     uint32_t h = simba__redis_cluster_hash(session, request);
     size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
@@ -2372,6 +2375,7 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
     }
     w->hash = h;
     w->slot = slot;
+    w->contend = contend;
     w->key = (char *)(w + 1);
     memcpy(w->key, session, sl);
     w->key[sl] = ' ';
@@ -2391,14 +2395,16 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
 static const char *simba__redis_cluster_note(simba__redis *c, simba__redis_req *q, const simba_reply *rep) {
     int base = 3 + q->nres;   /* ARGV[1] (see simba__redis_build_args) */
     const char *session, *request, *name;
+    int contend;
     if ((q->kind != SIMBA_OP_ENQUEUE && q->kind != SIMBA_OP_POLL) || q->argc < base + 11) return NULL;
     session = q->argv[base + 3];
     request = q->argv[base + 4];
     name = q->argv[base + 10];
-    if (rep->status == SIMBA_OK && !rep->granted) {
+    contend = q->argv[base + 7][0] == 'c';   /* its OWNER events come by push only, holding or not */
+    if (rep->status == SIMBA_OK && (!rep->granted || contend)) {
         if (q->kind == SIMBA_OP_ENQUEUE && q->argv[base + 7][0] == '1') return NULL;   /* try_only: not queued */
-        simba__redis_cluster_wait(c->parent, session, request, name, q->slot);
-        if (c->conn[SIMBA__REDIS_SUB].ready && q->push_gen != c->push_gen) return name;
+        simba__redis_cluster_wait(c->parent, session, request, name, q->slot, contend);
+        if (!rep->granted && c->conn[SIMBA__REDIS_SUB].ready && q->push_gen != c->push_gen) return name;
         return NULL;   /* subscribed all along, or woken once it is (simba__redis_cluster_subscribed) */
     }
     if (rep->status == SIMBA_OK || rep->status == SIMBA_ESESSION || rep->status == SIMBA_ENOTFOUND ||
@@ -2407,9 +2413,12 @@ static const char *simba__redis_cluster_note(simba__redis *c, simba__redis_req *
     return NULL;
 }
 
-/* A push granted (session, request) on node c. */
+/* A push granted (session, request) on node c (a contend handle's stays). */
 static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request) {
-    simba__redis_cluster_unwait(c->parent, session, request);
+    struct simba__redis_cluster *cl = c->parent->cl;
+    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request,
+                                                             simba__redis_cluster_hash(session, request));
+    if (at && *at && !(*at)->contend) simba__redis_cluster_unwait_at(c->parent, at);
 }
 
 /* Node c's push connection subscribed (again): a grant published for one

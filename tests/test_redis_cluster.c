@@ -852,6 +852,34 @@ static void t_cluster_idle_reopen_window(void) {
     simba_destroy(b.s);
 }
 
+/* A contend handle keeps its master's push connection while it holds (its
+   OWNER events come by push only); released, the connection closes. */
+static void t_cluster_idle_contend_holder(void) {
+    static simba__redis_cluster_map m;
+    char names[3][32], why[200];
+    h_client a, *cl[1];
+    simba_backend ab;
+    simba_lock l;
+    memset(&a, 0, sizeof a);
+    memset(names, 0, sizeof names);
+    cl[0] = &a;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    names_per_node("idle5", names, 1);
+    CHECK_EQ(fresh_tenant("idle5"), SIMBA_OK);
+    a.s = idle_client("idle5", "idle5-a", TTL, 0, 300);
+    ab = last_backend;
+    CHECK(a.s != NULL);
+    l = simba_contend(a.s, names[0], NULL);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h_run_for(cl, 1, 4 * 300);
+    CHECK_EQ(open_conns(ab), 1 + 3 + 1);
+    CHECK_EQ(masters_with_push(&m, "idle5-a"), 1 << 0);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(wait_conns(cl, 1, ab, 1 + 3, SOON));
+    CHECK_EQ(masters_with_push(&m, "idle5-a"), 0);
+    simba_destroy(a.s);
+}
+
 /* cluster_idle in a redis+cluster URL: a duration or "never"; anything else
    is refused; the duration reaches the backend (a push connection closes). */
 static void t_cluster_idle_url(void) {
@@ -1616,6 +1644,7 @@ int main(int argc, char **argv) {
     RUN(t_cluster_idle_push_closes);
     RUN(t_cluster_idle_waiter_keeps_push);
     RUN(t_cluster_idle_reopen_window);
+    RUN(t_cluster_idle_contend_holder);
     RUN(t_cluster_idle_url);
     memset(&b, 0, sizeof b);
     b.name = "redis-cluster";
