@@ -2198,9 +2198,9 @@ static void simba__redis_reset(void *impl, int why);
 static int simba__redis_build_script(simba__redis *r);
 
 /* A node or probe backend at host:port with the cluster's settings; its
-   main connection starts at the next process() (the push one only for the
-   probe). NULL when out of memory. */
-static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port, int probe) {
+   main connection starts at the next process() (a node's push connection
+   when an op is routed to it; the probe's never). NULL when out of memory. */
+static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port) {
     simba__redis *c = (simba__redis *)simba_allocator_alloc(&p->alloc, sizeof *c);
     int i;
     if (!c) return NULL;
@@ -2235,7 +2235,6 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     c->push_off = 1;
     c->push_used = -1;
     c->push_gen = 1;
-    (void)probe;
     if (p->s) c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
     return c;
 }
@@ -2546,7 +2545,7 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
             break;
         }
     if (!c) {
-        if (!(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
+        if (!(c = simba__redis_cluster_child(p, n->host, n->port))) return SIMBA_ENOMEM;
         /* A master that was not in the first map is another server for the
            slots it took (a promoted replica, after a kill -9: it may lack a
            grant its session copy outlived) or one the sessions never opened
@@ -3675,7 +3674,7 @@ static int simba__redis_cluster_init(simba__redis *r, const char *seeds) {
     memset(r->cl, 0, sizeof *r->cl);
     r->cl->nseeds = simba__redis_cluster_seeds(seeds, r->cl->seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why);
     if (r->cl->nseeds < 1) return SIMBA_EINVAL;   /* (checked already) */
-    r->cl->probe = simba__redis_cluster_child(r, r->cl->seeds[0].host, r->cl->seeds[0].port, 1);
+    r->cl->probe = simba__redis_cluster_child(r, r->cl->seeds[0].host, r->cl->seeds[0].port);
     return r->cl->probe ? SIMBA_OK : SIMBA_ENOMEM;
 }
 

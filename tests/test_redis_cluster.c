@@ -778,7 +778,19 @@ static void t_cluster_idle_waiter_keeps_push(void) {
     CHECK_EQ(simba_redis_stats(bb, &after), SIMBA_OK);
     CHECK(after.pushes > before.pushes);
     CHECK(after.wakes > before.wakes);
+    /* granted by push, then released: nothing keeps it any more */
     CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
+    /* a waiter that is cancelled (released while waiting) keeps nothing either */
+    la = h_acquire(a.s, names[2], -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = h_acquire(b.s, names[2], -1);
+    h_run_for(cl, 2, 4 * 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(open_conns(bb), 1 + 3 + 1);
+    CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
     simba_destroy(a.s);
     simba_destroy(b.s);
 }
