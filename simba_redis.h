@@ -136,6 +136,12 @@ typedef struct simba_redis_desc {
     const char *cluster_seeds; /* Redis Cluster: "host:port,host:port,..." (numeric addresses or
                                   localhost; at most 16) of some of its nodes; host, port,
                                   unix_socket and db are then not used (docs/redis.md, Cluster) */
+    int cluster_idle_ms;       /* Redis Cluster: a master's push connection is opened when an
+                                  operation is routed to it and closed once nothing of ours
+                                  there has needed pushes for this long: no waiting request
+                                  queued there, no operation routed there (default 30000;
+                                  < 0: never closed once opened). Every master's main
+                                  connection stays (docs/redis.md, Cluster) */
     simba_allocator allocator; /* for the backend's memory (not hiredis's); zero = malloc/free */
 } simba_redis_desc;
 
@@ -159,7 +165,8 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
    (the hosts are sentinels; user and password are the master's; parameters
    sentinel_user, sentinel_password, sentinel_password_env are the sentinels')
        redis+cluster://[user[:password]@]host1:port1[,host2:port2...][?parameters]
-   (the hosts are seed nodes of a Redis Cluster: simba_redis_desc.cluster_seeds)
+   (the hosts are seed nodes of a Redis Cluster: simba_redis_desc.cluster_seeds;
+   parameter cluster_idle, a duration or "never": simba_redis_desc.cluster_idle_ms)
    parameters: prefix, wait_replicas, wait_timeout (duration),
    connect_timeout (duration), db (redis+unix and redis+sentinel), plus password_env /
    password_file (simba.h). Read the client options (simba_url_client_options)
@@ -215,13 +222,16 @@ struct simba_redis_stats {
     int64_t ops_completed;      /* operations completed, whatever the status (resets included) */
     int64_t wakes;              /* simba_backend_wake() calls made for pushes */
     /* Redis only */
-    int push_connected;         /* the push connection is subscribed */
+    int push_connected;         /* the push connection is subscribed (a cluster: every push
+                                   connection that is needed now is subscribed) */
     int64_t scripts_sent;       /* EVALSHA/EVAL commands written (an op sent again counts again) */
     int64_t pushes;             /* messages received on the push connection */
     int64_t noscript_reloads;   /* NOSCRIPT answers (the server lost the script): the op went again as EVAL */
     int64_t transient_errors;   /* LOADING/BUSY/MASTERDOWN/TRYAGAIN answers: reconnect and send again */
     int64_t waits;              /* WAIT commands sent (wait_replicas > 0) */
     int64_t master_changes;     /* Sentinel: times the master's address changed (first answer excluded) */
+    int connections;            /* connections open or opening now (main, push, sentinel; a cluster:
+                                   every master's and the probe's) */
 };
 /* simba_redis_stats: copies the counters of backend b (the value simba_redis()
    returned; valid until the simba instance that owns it is destroyed).
@@ -900,6 +910,7 @@ typedef struct simba__redis_req {
     int waiting;                /* in the WAIT stage: `saved` is the answer */
     int fan;                    /* cluster: one node's part of an OPEN/KEEPALIVE/CLOSE */
     int slot;                   /* cluster: the hash slot of its resources (-1 none) */
+    unsigned long push_gen;     /* cluster: the node's push_gen when sent, 0 if not subscribed then */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
     int argc;
@@ -933,6 +944,10 @@ struct simba__redis {
     simba__redis *parent;       /* a cluster's node or probe backend: the cluster's backend */
     int node;                   /* a node backend: its index in the map */
     char node_tenant[SIMBA_MAX_TENANT + 24];   /* a node backend: "T@k@m", the script's tenant */
+    int push_off;               /* a node backend: its push connection is not wanted (closed, no retry) */
+    int64_t push_used;          /* a node backend: when an op was last routed to it (-1 never) */
+    unsigned long push_gen;     /* a node backend: subscriptions confirmed so far + 1 */
+    int cluster_idle_ms;        /* the cluster's backend: simba_redis_desc.cluster_idle_ms (< 0 never) */
     int destroying;
     char seen_run[41];          /* the run_id of the last server we were ready on */
     long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
@@ -1371,6 +1386,11 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
         redisAsyncFree(ac);       /* op callbacks run with NULL: they free their requests */
     }
     if (r->destroying) return;
+    if (c->role == SIMBA__REDIS_SUB && r->push_off) {   /* a cluster node's idle push connection: closed */
+        c->retry_at = -1;
+        c->attempt = 0;
+        return;
+    }
     simba__redis_schedule_retry(r, c);
     if (c->role == SIMBA__REDIS_SENTINEL) {
         simba__redis_sentinel_dropped(r, c, err, why);
@@ -2120,13 +2140,26 @@ static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, 
 /*--- Redis Cluster: the runtime. The cluster's backend (r->cl set) owns one
    node backend per master of the slot map (a simba__redis each, with the
    whole one-server machinery: connect, handshake, SCRIPT LOAD, INFO run_id,
-   reconnect with backoff, requests) and a probe backend, connected to a
-   seed or a known master, that asks CLUSTER SLOTS and holds the one push
-   connection (PUBLISH in a cluster reaches every node: one subscriber per
-   client, docs/redis.md). Ops on resources go to the master of their slot;
-   OPEN/KEEPALIVE/CLOSE go to every master and are answered once all did. */
+   reconnect with backoff, requests; its push connection SSUBSCRIBEs to its
+   shard channel, opened on demand and closed when idle, see below) and a
+   probe backend, connected to a seed or a known master, that asks CLUSTER
+   SLOTS. Ops on resources go to the master of their slot; OPEN/KEEPALIVE/
+   CLOSE go to every master and are answered once all did. */
 
 enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
+
+/* One waiting request of ours (an ENQUEUE or POLL answered "not granted"):
+   what keeps the push connection of its slot's master open (see "push
+   connections on demand" below). */
+typedef struct simba__redis_waiter {
+    struct simba__redis_waiter *next;
+    uint32_t hash;
+    int slot;                   /* the hash slot of its resources */
+    int counted;                /* the master it counts for in waiting[] (-1: none) */
+    int contend;                /* a contend handle's request: kept while it holds too */
+    char *key;                  /* "<session> <request>" (ids have no spaces) */
+    char *name;                 /* its first resource: what a wake-up names */
+} simba__redis_waiter;
 
 typedef struct simba__redis_fanout {
     uint64_t id;
@@ -2148,6 +2181,10 @@ struct simba__redis_cluster {
     unsigned char moved[SIMBA__REDIS_CLUSTER_SLOTS];   /* MOVEDs in a row per slot (a loop is capped) */
     simba__redis_cluster_map map;
     simba__redis_cluster_map next;                      /* a CLUSTER SLOTS answer being applied */
+    simba__redis_waiter **wb;   /* our waiting requests: a hash of nwb buckets, nw entries */
+    size_t nwb, nw;
+    int waiting[SIMBA__REDIS_CLUSTER_MAX_NODES];        /* of them, queued on each master of the map */
+    int pinned;                 /* a waiter could not be recorded (out of memory): no push connection closes */
 };
 
 static int simba__redis_start(simba__redis *r, const simba_op *op);
@@ -2161,9 +2198,9 @@ static void simba__redis_reset(void *impl, int why);
 static int simba__redis_build_script(simba__redis *r);
 
 /* A node or probe backend at host:port with the cluster's settings; its
-   main connection starts at the next process() (the push one only for the
-   probe). NULL when out of memory. */
-static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port, int probe) {
+   main connection starts at the next process() (a node's push connection
+   when an op is routed to it; the probe's never). NULL when out of memory. */
+static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port) {
     simba__redis *c = (simba__redis *)simba_allocator_alloc(&p->alloc, sizeof *c);
     int i;
     if (!c) return NULL;
@@ -2194,11 +2231,278 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
         simba__redis_free(c);
         return NULL;
     }
-    if (p->s) {
-        c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
-        if (!probe) c->conn[SIMBA__REDIS_SUB].retry_at = simba__redis_now(c);   /* its shard's pushes */
-    }
+    /* the push connection (its shard's pushes) opens when an op is routed here */
+    c->push_off = 1;
+    c->push_used = -1;
+    c->push_gen = 1;
+    if (p->s) c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
     return c;
+}
+
+/*--- Redis Cluster: push connections on demand (docs/redis.md, Cluster, "Idle
+   push connections"). A master's push connection (SUBSCRIBE + SSUBSCRIBE
+   of its shard channel) is opened when an op is routed to that master and
+   closed once nothing of ours there has needed pushes for cluster_idle_ms:
+   no waiting request of ours is queued there and no op was routed there.
+   A waiting request is one whose ENQUEUE or POLL was answered "not granted";
+   it stops waiting when an answer or a push grants it, when it is released,
+   when the server says it is gone (ESESSION, ENOTFOUND, ECAPACITY,
+   EKEYBUSY), or when its session ends (CLOSE, or OPEN of the next one).
+   Any other answer (a disconnect, a timeout, a server error) keeps it: the
+   bookkeeping may keep a connection open too long, never close one a
+   waiter needs. Holders do not keep it open: pushes to a holder are hints
+   (a DELETE or SET_CAPACITY is also seen by the KEEPALIVE's admin epoch),
+   except a contend handle's request, holding or not, until it is released
+   or its session ends: its OWNER events come by push only.
+   The main connections all stay: every master keeps a copy of the
+   session, renewed by every KEEPALIVE. */
+
+/* FNV-1a of "<session> <request>". */
+static uint32_t simba__redis_cluster_hash(const char *session, const char *request) {
+    uint32_t h = 2166136261u;
+    const char *p;
+    for (p = session; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ (unsigned char)' ') * 16777619u;
+    for (p = request; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+/* The link that points at the waiter (session, request), or at the NULL
+   that ends its bucket; NULL when there are no buckets. */
+static simba__redis_waiter **simba__redis_cluster_waiter_at(struct simba__redis_cluster *cl, const char *session,
+                                                           const char *request, uint32_t h) {
+    simba__redis_waiter **at;
+    size_t sl = strlen(session);
+    if (!cl->nwb) return NULL;
+    for (at = &cl->wb[h & (cl->nwb - 1)]; *at; at = &(*at)->next)
+        if ((*at)->hash == h && strncmp((*at)->key, session, sl) == 0 && (*at)->key[sl] == ' ' &&
+            strcmp((*at)->key + sl + 1, request) == 0)
+            break;
+    return at;
+}
+
+/* Counts waiter w for the master that serves its slot in the map now. */
+static void simba__redis_cluster_count(struct simba__redis_cluster *cl, simba__redis_waiter *w, int add) {
+    if (!add) {
+        if (w->counted >= 0) cl->waiting[w->counted]--;
+        w->counted = -1;
+        return;
+    }
+    w->counted = cl->have_map ? cl->map.owner[w->slot] : -1;
+    if (w->counted >= 0) cl->waiting[w->counted]++;
+}
+
+/* The map changed (a new map, a MOVED): every waiter counts for its slot's
+   master of now (that master's shard channel carries its pushes). */
+static void simba__redis_cluster_recount(struct simba__redis_cluster *cl) {
+    size_t b;
+    simba__redis_waiter *w;
+    memset(cl->waiting, 0, sizeof cl->waiting);
+    for (b = 0; b < cl->nwb; b++)
+        for (w = cl->wb[b]; w; w = w->next) simba__redis_cluster_count(cl, w, 1);
+}
+
+static void simba__redis_cluster_unwait_at(simba__redis *p, simba__redis_waiter **at) {
+    simba__redis_waiter *w = *at;
+    *at = w->next;
+    simba__redis_cluster_count(p->cl, w, 0);
+    simba_allocator_free(&p->alloc, w);
+    p->cl->nw--;
+}
+
+/* (session, request) waits no more (granted, released, gone). */
+static void simba__redis_cluster_unwait(simba__redis *p, const char *session, const char *request) {
+    simba__redis_waiter **at = simba__redis_cluster_waiter_at(p->cl, session, request,
+                                                             simba__redis_cluster_hash(session, request));
+    if (at && *at) simba__redis_cluster_unwait_at(p, at);
+}
+
+/* Every waiter of session `session` (other: of every other session) waits no more. */
+static void simba__redis_cluster_unwait_session(simba__redis *p, const char *session, int other) {
+    struct simba__redis_cluster *cl = p->cl;
+    size_t b, sl = strlen(session);
+    for (b = 0; b < cl->nwb; b++) {
+        simba__redis_waiter **at = &cl->wb[b];
+        while (*at) {
+            int mine = strncmp((*at)->key, session, sl) == 0 && (*at)->key[sl] == ' ';
+            if (mine != other) simba__redis_cluster_unwait_at(p, at);
+            else at = &(*at)->next;
+        }
+    }
+}
+
+/* Twice the buckets (at least 64) when there are as many waiters as buckets. */
+static int simba__redis_cluster_grow(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    size_t n = cl->nwb ? cl->nwb * 2 : 64, b;
+    simba__redis_waiter **nb;
+    if (cl->nw < cl->nwb) return SIMBA_OK;
+    nb = (simba__redis_waiter **)simba_allocator_alloc(&p->alloc, n * sizeof *nb);
+    if (!nb) return SIMBA_ENOMEM;
+    memset(nb, 0, n * sizeof *nb);
+    for (b = 0; b < cl->nwb; b++)
+        while (cl->wb[b]) {
+            simba__redis_waiter *w = cl->wb[b];
+            cl->wb[b] = w->next;
+            w->next = nb[w->hash & (n - 1)];
+            nb[w->hash & (n - 1)] = w;
+        }
+    simba_allocator_free(&p->alloc, cl->wb);
+    cl->wb = nb;
+    cl->nwb = n;
+    return SIMBA_OK;
+}
+
+/* (session, request) on `name` (its first resource) in `slot` waits. Out
+   of memory: nothing closes any more (pinned), so no waiter loses pushes. */
+static void simba__redis_cluster_wait(simba__redis *p, const char *session, const char *request, const char *name,
+                                      int slot, int contend) {
+    struct simba__redis_cluster *cl = p->cl;
+    uint32_t h = simba__redis_cluster_hash(session, request);
+    size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
+    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request, h), *w;
+    if (at && *at) {
+        if ((*at)->slot == slot && strcmp((*at)->name, name) == 0) return;
+        simba__redis_cluster_unwait_at(p, at);   /* a keyed request on another name: recorded anew */
+    }
+    w = simba__redis_cluster_grow(p) == SIMBA_OK
+            ? (simba__redis_waiter *)simba_allocator_alloc(&p->alloc, sizeof *w + sl + rl + nl + 3)
+            : NULL;
+    if (!w) {
+        cl->pinned = 1;
+        return;
+    }
+    w->hash = h;
+    w->slot = slot;
+    w->contend = contend;
+    w->key = (char *)(w + 1);
+    memcpy(w->key, session, sl);
+    w->key[sl] = ' ';
+    memcpy(w->key + sl + 1, request, rl + 1);
+    w->name = w->key + sl + rl + 2;
+    memcpy(w->name, name, nl + 1);
+    w->next = cl->wb[h & (cl->nwb - 1)];
+    cl->wb[h & (cl->nwb - 1)] = w;
+    cl->nw++;
+    simba__redis_cluster_count(cl, w, 1);
+}
+
+/* What an ENQUEUE/POLL answer says about its request's waiting; the name
+   to wake when it waits and may have missed a push: sent before the push
+   connection's current subscription was confirmed (a grant published in
+   between reached nobody). NULL: nothing to wake. */
+static const char *simba__redis_cluster_note(simba__redis *c, simba__redis_req *q, const simba_reply *rep) {
+    int base = 3 + q->nres;   /* ARGV[1] (see simba__redis_build_args) */
+    const char *session, *request, *name;
+    int contend;
+    if ((q->kind != SIMBA_OP_ENQUEUE && q->kind != SIMBA_OP_POLL) || q->argc < base + 11) return NULL;
+    session = q->argv[base + 3];
+    request = q->argv[base + 4];
+    name = q->argv[base + 10];
+    contend = q->argv[base + 7][0] == 'c';   /* its OWNER events come by push only, holding or not */
+    if (rep->status == SIMBA_OK && (!rep->granted || contend)) {
+        if (q->kind == SIMBA_OP_ENQUEUE && q->argv[base + 7][0] == '1') return NULL;   /* try_only: not queued */
+        simba__redis_cluster_wait(c->parent, session, request, name, q->slot, contend);
+        if (!rep->granted && c->conn[SIMBA__REDIS_SUB].ready && q->push_gen != c->push_gen) return name;
+        return NULL;   /* subscribed all along, or woken once it is (simba__redis_cluster_subscribed) */
+    }
+    if (rep->status == SIMBA_OK || rep->status == SIMBA_ESESSION || rep->status == SIMBA_ENOTFOUND ||
+        rep->status == SIMBA_ECAPACITY || rep->status == SIMBA_EKEYBUSY)
+        simba__redis_cluster_unwait(c->parent, session, request);
+    return NULL;
+}
+
+/* A push granted (session, request) on node c (a contend handle's stays). */
+static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request) {
+    struct simba__redis_cluster *cl = c->parent->cl;
+    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request,
+                                                             simba__redis_cluster_hash(session, request));
+    if (at && *at && !(*at)->contend) simba__redis_cluster_unwait_at(c->parent, at);
+}
+
+/* Node c's push connection subscribed (again): a grant published for one
+   of our waiters there before this moment reached nobody, so each of them
+   looks once (one POLL each; the core re-polls a handle woken while its
+   op is in flight, and simba__redis_cluster_note wakes those answered
+   later). */
+static void simba__redis_cluster_subscribed(simba__redis *c) {
+    struct simba__redis_cluster *cl = c->parent->cl;
+    size_t b;
+    simba__redis_waiter *w;
+    c->push_gen++;
+    if (c->node < 0 || cl->waiting[c->node] == 0) return;
+    for (b = 0; b < cl->nwb; b++)
+        for (w = cl->wb[b]; w; w = w->next)
+            if (w->counted == c->node) simba_backend_wake(c->s, w->name, NULL, NULL, 0);
+}
+
+/* Whether master i's push connection is needed now. */
+static int simba__redis_cluster_push_needed(simba__redis *p, int i, int64_t now) {
+    const simba__redis *c = p->cl->node[i];
+    if (p->cl->pinned || p->cl->waiting[i] > 0) return 1;
+    if (c->push_used < 0) return 0;
+    return p->cluster_idle_ms < 0 || now - c->push_used < p->cluster_idle_ms;
+}
+
+/* Open node c's push connection (it connects at once: the op just routed
+   there is sent on the main connection meanwhile; see note/subscribed). */
+static void simba__redis_cluster_push_on(simba__redis *c) {
+    simba__redis_conn *sc = &c->conn[SIMBA__REDIS_SUB];
+    if (!c->push_off) return;
+    c->push_off = 0;
+    if (!sc->ac && sc->retry_at < 0) simba__redis_connect(c, sc);
+}
+
+static void simba__redis_cluster_push_close(simba__redis *c) {
+    simba__redis_conn *sc = &c->conn[SIMBA__REDIS_SUB];
+    c->push_off = 1;   /* (drop then plans no reconnect) */
+    if (sc->ac) simba__redis_drop(c, sc, SIMBA_EDISCONNECTED, "idle");
+    sc->retry_at = -1;
+    sc->attempt = 0;
+}
+
+/* Every master's push connection opened or closed as needed now. */
+static void simba__redis_cluster_idle(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int64_t now = simba__redis_now(p);
+    int i;
+    for (i = 0; i < cl->map.nnodes; i++) {
+        simba__redis *c = cl->node[i];
+        if (!c) continue;
+        if (simba__redis_cluster_push_needed(p, i, now)) simba__redis_cluster_push_on(c);
+        else if (!c->push_off) simba__redis_cluster_push_close(c);
+    }
+}
+
+/* When the next push connection becomes idle (-1: none will). */
+static int64_t simba__redis_cluster_idle_at(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int64_t at = -1;
+    int i;
+    if (p->cluster_idle_ms < 0 || cl->pinned) return -1;
+    for (i = 0; i < cl->map.nnodes; i++) {
+        const simba__redis *c = cl->node[i];
+        int64_t t;
+        if (!c || c->push_off || cl->waiting[i] > 0 || c->push_used < 0) continue;
+        t = c->push_used + p->cluster_idle_ms;
+        if (at < 0 || t < at) at = t;
+    }
+    return at;
+}
+
+/* Frees the waiters (destroy). */
+static void simba__redis_cluster_free_waiters(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    size_t b;
+    for (b = 0; b < cl->nwb; b++)
+        while (cl->wb[b]) {
+            simba__redis_waiter *w = cl->wb[b];
+            cl->wb[b] = w->next;
+            simba_allocator_free(&p->alloc, w);
+        }
+    simba_allocator_free(&p->alloc, cl->wb);
+    cl->wb = NULL;
+    cl->nwb = cl->nw = 0;
 }
 
 /* The cluster is up when it has a map and every master's main connection
@@ -2241,7 +2545,7 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
             break;
         }
     if (!c) {
-        if (!(c = simba__redis_cluster_child(p, n->host, n->port, 0))) return SIMBA_ENOMEM;
+        if (!(c = simba__redis_cluster_child(p, n->host, n->port))) return SIMBA_ENOMEM;
         /* A master that was not in the first map is another server for the
            slots it took (a promoted replica, after a kill -9: it may lack a
            grant its session copy outlived) or one the sessions never opened
@@ -2288,6 +2592,7 @@ static void simba__redis_cluster_apply(simba__redis *p) {
             break;
         }
     for (i = 0; i < nold; i++) if (old[i]) simba__redis_destroy(old[i]);
+    simba__redis_cluster_recount(cl);   /* (the idle pass opens the push connections waiters need) */
     cl->maps++;
     simba__redis_cluster_state(p, 0, NULL);
 }
@@ -2366,9 +2671,13 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
    core's, then to the core or to the fan-out it is part of. */
 static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
     simba__redis *p = c->parent;
+    const char *wake = NULL;
     if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
+    if (q->slot >= 0) wake = simba__redis_cluster_note(c, q, rep);
     if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
     else simba_backend_complete(p->s, rep);
+    /* after the answer: the core then re-polls a request that is waiting */
+    if (wake) simba_backend_wake(p->s, wake, NULL, NULL, 0);
 }
 
 /* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
@@ -2381,6 +2690,9 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
             return SIMBA_EDISCONNECTED;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
     if (!f) return SIMBA_EBUSY;
+    /* a session's end ends its waiters (the core believes no grant of another session) */
+    if (op->kind == SIMBA_OP_OPEN) simba__redis_cluster_unwait_session(p, op->session, 1);
+    if (op->kind == SIMBA_OP_CLOSE) simba__redis_cluster_unwait_session(p, op->session, 0);
     memset(f, 0, sizeof *f);
     f->used = 1;
     f->id = op->id;
@@ -2427,6 +2739,11 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
     }
     if (simba__redis_start(c, op) != SIMBA_OK) return SIMBA_EDISCONNECTED;
     c->reqs->slot = slot;
+    /* (start puts the new request first) */
+    c->reqs->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
+    c->push_used = simba__redis_now(p);
+    if (op->kind == SIMBA_OP_RELEASE) simba__redis_cluster_unwait(p, op->session, op->request);
+    simba__redis_cluster_push_on(c);
     return SIMBA_OK;
 }
 
@@ -2491,6 +2808,7 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
         return 1;
     }
     cl->map.owner[slot] = (short)i;
+    simba__redis_cluster_recount(cl);
     simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
     return 1;
 }
@@ -2511,6 +2829,10 @@ static int64_t simba__redis_cluster_deadline(simba__redis *p) {
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++) if (cl->fan[i].used && cl->fan[i].deferred) return simba__redis_now(p);
     if (p->reported != 1 && cl->have_map) at = at < 0 || cl->next_refresh < at ? cl->next_refresh : at;
     if (cl->want_refresh && cl->probe->conn[SIMBA__REDIS_MAIN].ready && !cl->refreshing) return simba__redis_now(p);
+    {
+        int64_t idle = simba__redis_cluster_idle_at(p);
+        if (idle >= 0 && (at < 0 || idle < at)) at = idle;
+    }
     for (i = 0; i < cl->map.nnodes; i++) {
         int64_t t = cl->node[i] ? simba__redis_deadline(cl->node[i]) : -1;
         if (t >= 0 && (at < 0 || t < at)) at = t;
@@ -2534,6 +2856,7 @@ static void simba__redis_cluster_process(simba__redis *p, const struct pollfd *f
         cl->next_refresh = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_REFRESH_MS;
     }
     if (cl->want_refresh) simba__redis_cluster_ask_map(p);
+    simba__redis_cluster_idle(p);
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++)
         if (cl->fan[i].used && cl->fan[i].deferred) {
             simba_reply rep;
@@ -2559,6 +2882,7 @@ static void simba__redis_cluster_free(simba__redis *p) {
     if (!cl) return;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
     if (cl->probe) simba__redis_destroy(cl->probe);
+    simba__redis_cluster_free_waiters(p);
     simba_allocator_free(&p->alloc, cl);
     p->cl = NULL;
 }
@@ -2978,6 +3302,9 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
 
 /*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_wake */
 
+static void simba__redis_cluster_subscribed(simba__redis *c);
+static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request);
+
 /* One space-free field of a push at *p (advanced past it and its space). */
 static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
     const char *sp = (const char *)memchr(*p, ' ', (size_t)(end - *p));
@@ -3019,6 +3346,7 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     simba__redis_copy(request, sizeof request, rf, rl);
     if (strlen(session) != sl || strlen(request) != rl) return;
     r->stats.wakes++;
+    if (r->parent && fence > 0) simba__redis_cluster_granted(r, session, request);
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if (r->wait_replicas > 0 && fence > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
     else simba_backend_wake(r->s, name, session, request, fence);
@@ -3030,9 +3358,13 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
     if (!c) return;
     if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
     if (strcmp(rp->element[0]->str, "subscribe") == 0 || strcmp(rp->element[0]->str, "ssubscribe") == 0) {
+        /* a cluster's node is pushed to by SPUBLISH only: subscribed once SSUBSCRIBE is */
+        int node = c->r->parent && c->r->node_tenant[0];
+        if (node && strcmp(rp->element[0]->str, "ssubscribe") != 0) return;
         c->ready = 1;
         c->attempt = 0;
         c->deadline = -1;
+        if (node) simba__redis_cluster_subscribed(c->r);
         return;
     }
     if ((strcmp(rp->element[0]->str, "message") == 0 || strcmp(rp->element[0]->str, "smessage") == 0) &&
@@ -3047,6 +3379,13 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
 /* (the vtable is defined below; its destroy tells a Redis backend from others) */
 static void simba__redis_destroy(void *impl);
 
+/* Connections of r open or opening now. */
+static int simba__redis_open_conns(const simba__redis *r) {
+    int i, n = 0;
+    for (i = 0; i < r->nconn; i++) n += r->conn[i].ac != NULL;
+    return n;
+}
+
 SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
     const simba__redis *r = (const simba__redis *)b.impl;
     if (!b.vt || b.vt->destroy != simba__redis_destroy || !r || !out) return SIMBA_EINVAL;
@@ -3054,14 +3393,18 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
     out->connected = r->conn[SIMBA__REDIS_MAIN].ready;
     out->push_connected = r->conn[SIMBA__REDIS_SUB].ready;
     out->reconnects = r->gen > 1 ? (int64_t)(r->gen - 1) : 0;
+    out->connections = simba__redis_open_conns(r);
     if (r->cl) {   /* a cluster: up as reported; the counters of its masters' backends, summed */
         int i;
         out->connected = r->reported == 1;
+        /* every push connection needed now (a master in use, or with waiters of ours) is subscribed */
         out->push_connected = r->cl->have_map && r->cl->map.nnodes > 0;
+        out->connections += simba__redis_open_conns(r->cl->probe);
         for (i = 0; i < r->cl->map.nnodes; i++) {
             const simba__redis *n = r->cl->node[i];
-            if (!n || !n->conn[SIMBA__REDIS_SUB].ready) out->push_connected = 0;
+            if (!n || (!n->push_off && !n->conn[SIMBA__REDIS_SUB].ready)) out->push_connected = 0;
             if (!n) continue;
+            out->connections += simba__redis_open_conns(n);
             out->reconnects += n->gen > 1 ? (int64_t)(n->gen - 1) : 0;
             out->ops_sent += n->stats.ops_sent;
             out->ops_completed += n->stats.ops_completed;
@@ -3331,7 +3674,7 @@ static int simba__redis_cluster_init(simba__redis *r, const char *seeds) {
     memset(r->cl, 0, sizeof *r->cl);
     r->cl->nseeds = simba__redis_cluster_seeds(seeds, r->cl->seeds, SIMBA__REDIS_CLUSTER_MAX_SEEDS, why, sizeof why);
     if (r->cl->nseeds < 1) return SIMBA_EINVAL;   /* (checked already) */
-    r->cl->probe = simba__redis_cluster_child(r, r->cl->seeds[0].host, r->cl->seeds[0].port, 1);
+    r->cl->probe = simba__redis_cluster_child(r, r->cl->seeds[0].host, r->cl->seeds[0].port);
     return r->cl->probe ? SIMBA_OK : SIMBA_ENOMEM;
 }
 
@@ -3366,6 +3709,7 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
     r->connect_timeout_ms = d->connect_timeout_ms ? d->connect_timeout_ms : 2000;
     r->wait_replicas = d->wait_replicas;
     r->wait_timeout_ms = d->wait_timeout_ms ? d->wait_timeout_ms : 200;
+    r->cluster_idle_ms = d->cluster_idle_ms ? d->cluster_idle_ms : 30000;
     r->host = simba_allocator_strdup(&r->alloc, numeric[0] ? numeric : d->host ? d->host : "127.0.0.1");
     r->prefix = simba_allocator_strdup(&r->alloc, d->prefix ? d->prefix : "simba");
     /* (strdup of NULL is NULL: an unset optional string stays unset) */
@@ -3466,7 +3810,8 @@ static int simba__redis_cluster_from_url(simba_url *u, simba_backend *out, simba
     simba_redis_desc d;
     char seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS * (SIMBA__REDIS_CLUSTER_MAX_HOST + 9) + 1];
     size_t at = 0;
-    int i;
+    int i, rc;
+    const char *v;
     memset(&d, 0, sizeof d);
     if (!u->has_authority || u->nhosts == 0)
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+cluster needs seed nodes "
@@ -3486,6 +3831,8 @@ static int simba__redis_cluster_from_url(simba_url *u, simba_backend *out, simba
                                v6 ? "]" : "", u->hosts[i].port ? u->hosts[i].port : 6379);
     }
     d.cluster_seeds = seeds;
+    if ((v = simba_url_param(u, "cluster_idle")) != NULL && strcmp(v, "never") == 0) d.cluster_idle_ms = -1;
+    else if ((rc = simba_url_duration(u, "cluster_idle", 1, 86400000, &d.cluster_idle_ms, err)) != SIMBA_OK) return rc;
     return simba__redis_url_common(u, &d, out, err);
 }
 

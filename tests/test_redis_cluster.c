@@ -610,6 +610,331 @@ static void t_cluster_locks_on_every_master(void) {
     simba_destroy(b.s);
 }
 
+/* ---- push connections on demand, closed when idle (issue #14) ---- */
+
+static int session_copies(int p, const char *tenant, const char *client, int del, char *last, size_t cap);
+static int holder_client_is(int p, const char *tenant, const char *name, const char *client);
+
+/* A client of the cluster with its own ttl, re-check period and cluster_idle_ms. */
+static simba *idle_client(const char *tenant, const char *id, int ttl_ms, int recheck_ms, int idle_ms) {
+    simba_redis_desc rd;
+    simba_desc d;
+    memset(&rd, 0, sizeof rd);
+    rd.cluster_seeds = seeds;
+    rd.cluster_idle_ms = idle_ms;
+    memset(&d, 0, sizeof d);
+    d.backend = last_backend = simba_redis(&rd);
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = ttl_ms;
+    d.transition_ms = TRANSITION;
+    d.recheck_ms = recheck_ms;
+    d.logger.func = log_to_buf;
+    d.logger.level = SIMBA_LOG_WARN;
+    return simba_create(&d);
+}
+
+/* Connections named `kind``id` ("simba:" main, "simba-sub:" push) on the node at port p. */
+static int named_conns(int p, const char *kind, const char *id) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    char want[128];
+    int n = 0;
+    if (!c) return -1;
+    snprintf(want, sizeof want, " name=%s%s ", kind, id);
+    r = (redisReply *)redisCommand(c, "CLIENT LIST");
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *at = r->str;
+        while ((at = strstr(at, want)) != NULL) { n++; at += strlen(want); }
+    } else {
+        n = -1;
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* Masters (by map index) on which client `id` has a push connection now; -1 when one cannot be asked. */
+static int masters_with_push(const simba__redis_cluster_map *m, const char *id) {
+    int i, mask = 0;
+    for (i = 0; i < m->nnodes; i++) {
+        int n = named_conns(m->node[i].port, "simba-sub:", id);
+        if (n < 0) return -1;
+        if (n > 0) mask |= 1 << i;
+    }
+    return mask;
+}
+
+/* A tenant's epoch written on every master with no restart grace (a long
+   lease would otherwise hold a new tenant's first grants back). */
+static int fresh_tenant(const char *tenant) {
+    simba_redis_desc rd;
+    char msg[200];
+    memset(&rd, 0, sizeof rd);
+    rd.cluster_seeds = seeds;
+    return simba_redis_init_server(&rd, tenant, msg, sizeof msg);
+}
+
+static int open_conns(simba_backend b) {
+    struct simba_redis_stats st;
+    if (simba_redis_stats(b, &st) != SIMBA_OK) return -1;
+    return st.connections;
+}
+
+/* Pump until backend b has `want` connections open, up to ms; 1 when it did. */
+static int wait_conns(h_client **cl, int n, simba_backend b, int want, int ms) {
+    int64_t end = h_real_ms() + ms;
+    while (open_conns(b) != want) {
+        if (h_real_ms() >= end) return 0;
+        h_pump(cl, n, 20);
+    }
+    return 1;
+}
+
+/* Locks on every master, released: after cluster_idle_ms no master has a push
+   connection of ours (CLIENT LIST), every master still has our main one, and
+   the session is still renewed on every master (its copies outlive a lease). */
+static void t_cluster_idle_push_closes(void) {
+    static simba__redis_cluster_map m;
+    char names[3][32], why[200];
+    h_client a, *cl[1];
+    simba_backend ab;
+    simba_lock l[3];
+    struct simba_redis_stats st;
+    int i, mark;
+    memset(&a, 0, sizeof a);
+    memset(names, 0, sizeof names);
+    cl[0] = &a;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(m.nnodes, 3);
+    names_per_node("idle1", names, 1);
+    a.s = idle_client("idle1", "idle1-a", TTL, 0, 300);
+    ab = last_backend;
+    CHECK(a.s != NULL);
+    for (i = 0; i < 3; i++) l[i] = h_acquire(a.s, names[i], -1);
+    for (i = 0; i < 3; i++) CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    for (i = 0; i < 3; i++) CHECK_EQ(simba_release(a.s, l[i]), SIMBA_OK);
+    h_run_for(cl, 1, 50);
+    /* the probe's main connection and one main connection per master stay */
+    CHECK(wait_conns(cl, 1, ab, 1 + 3, SOON));
+    mark = a.nlog;
+    CHECK_EQ(masters_with_push(&m, "idle1-a"), 0);
+    for (i = 0; i < 3; i++) CHECK(named_conns(m.node[i].port, "simba:", "idle1-a") >= 1);
+    CHECK_EQ(simba_redis_stats(ab, &st), SIMBA_OK);
+    CHECK(st.connected && st.push_connected);   /* no push connection is needed now */
+    /* longer than a lease (ttl + transition): the copies live on by KEEPALIVEs */
+    h_run_for(cl, 1, TTL + TRANSITION + 1000);
+    for (i = 0; i < 3; i++) CHECK_EQ(session_copies(m.node[i].port, "idle1", "idle1-a", 0, NULL, 0), 1);
+    CHECK_EQ(masters_with_push(&m, "idle1-a"), 0);
+    CHECK_EQ(open_conns(ab), 4);
+    for (i = mark; i < a.nlog; i++) CHECK(a.log[i].type != SIMBA_EVENT_DISCONNECTED);
+    simba_destroy(a.s);
+}
+
+/* A waiting request keeps its master's push connection open past
+   cluster_idle_ms (the other masters' close), and the holder's release
+   grants it by push: the waiter's own re-check is far away (recheck 60 s,
+   the holder's lease 21 s), so a grant within SOON came by push. */
+static void t_cluster_idle_waiter_keeps_push(void) {
+    static simba__redis_cluster_map m;
+    char names[3 * 2][32], why[200];
+    h_client a, b, *cl[2];
+    simba_backend bb;
+    simba_lock la, lb, warm[3];
+    struct simba_redis_stats before, after;
+    int i, node = -1;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(names, 0, sizeof names);
+    cl[0] = &a;
+    cl[1] = &b;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    names_per_node("idle2", names, 2);   /* names[2i] and names[2i + 1] on master i */
+    CHECK_EQ(fresh_tenant("idle2"), SIMBA_OK);
+    a.s = idle_client("idle2", "idle2-a", 20000, 0, 300);
+    b.s = idle_client("idle2", "idle2-b", 20000, 60000, 300);
+    bb = last_backend;
+    CHECK(a.s && b.s);
+    /* b uses every master once (all three push connections open) */
+    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[2 * i + 1], -1);
+    for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    for (i = 0; i < 3; i++) CHECK_EQ(simba_release(b.s, warm[i]), SIMBA_OK);
+    la = h_acquire(a.s, names[2], -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = h_acquire(b.s, names[2], -1);
+    h_run_for(cl, 2, 200);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    /* the masters without b's waiter close; the waiter's master keeps it */
+    CHECK(wait_conns(cl, 2, bb, 1 + 3 + 1, SOON));
+    h_run_for(cl, 2, 4 * 300);
+    CHECK_EQ(open_conns(bb), 1 + 3 + 1);
+    for (i = 0; i < 3; i++)
+        if (named_conns(m.node[i].port, "simba-sub:", "idle2-b") > 0) { CHECK(node < 0); node = i; }
+    CHECK(node == 1);   /* names[2] is on master 1 of the map */
+    CHECK_EQ(simba_redis_stats(bb, &before), SIMBA_OK);
+    CHECK(before.push_connected);
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_redis_stats(bb, &after), SIMBA_OK);
+    CHECK(after.pushes > before.pushes);
+    CHECK(after.wakes > before.wakes);
+    /* granted by push, then released: nothing keeps it any more */
+    CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
+    /* a waiter that is cancelled (released while waiting) keeps nothing either */
+    la = h_acquire(a.s, names[2], -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    lb = h_acquire(b.s, names[2], -1);
+    h_run_for(cl, 2, 4 * 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(open_conns(bb), 1 + 3 + 1);
+    CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* The window of an on-demand open: b's push connections are all closed; b
+   queues behind a's hold on master X (the acquire reopens X's push
+   connection only, and it is not subscribed yet: b is not ticked), a
+   releases, the grant is published to nobody; then b runs. b is ACQUIRED
+   although its re-check is far away (recheck 60 s, a's lease 21 s): the
+   subscription's confirmation woke the waiter's name (one POLL). */
+static void t_cluster_idle_reopen_window(void) {
+    static simba__redis_cluster_map m;
+    char names[3 * 2][32], why[200], key[1200];
+    h_client a, b, *cl[2], *only_a[1];
+    simba_backend bb;
+    simba_lock la, lb, warm[3];
+    struct pollfd fds[16];
+    struct simba_redis_stats before, after;
+    int i, seen = 0, x = 2;   /* master x; names[2 * x] its contended lock */
+    int64_t end;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(names, 0, sizeof names);
+    cl[0] = &a;
+    cl[1] = &b;
+    only_a[0] = &a;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    names_per_node("idle3", names, 2);   /* names[2i] and names[2i + 1] on master i */
+    CHECK_EQ(fresh_tenant("idle3"), SIMBA_OK);
+    a.s = idle_client("idle3", "idle3-a", 20000, 0, 300);
+    b.s = idle_client("idle3", "idle3-b", 20000, 60000, 300);
+    bb = last_backend;
+    CHECK(a.s && b.s);
+    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[2 * i + 1], -1);
+    for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    for (i = 0; i < 3; i++) CHECK_EQ(simba_release(b.s, warm[i]), SIMBA_OK);
+    la = h_acquire(a.s, names[2 * x], -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
+    CHECK_EQ(masters_with_push(&m, "idle3-b"), 0);
+    CHECK_EQ(simba_redis_stats(bb, &before), SIMBA_OK);
+    /* the ENQUEUE goes out (pollfds dispatches and writes it); the push
+       connection's connect has started, its SUBSCRIBEs wait for b's tick */
+    lb = h_acquire(b.s, names[2 * x], -1);
+    CHECK(simba_pollfds(b.s, fds, 16) >= 5);
+    CHECK_EQ(open_conns(bb), 1 + 3 + 1);   /* X's push connection only */
+    b.paused = 1;
+    CHECK(simba_redis_resource_key(NULL, "idle3", names[2 * x], key, sizeof key) > 0);
+    for (end = h_real_ms() + SOON; !seen && h_real_ms() < end; ) {   /* b's entry queued on X */
+        redisContext *c = admin_on(m.node[x].port);
+        redisReply *r = c ? (redisReply *)redisCommand(c, "ZCARD %s:w", key) : NULL;
+        seen = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (!seen) h_run_for(only_a, 1, 10);
+    }
+    CHECK(seen);
+    CHECK_EQ(named_conns(m.node[x].port, "simba-sub:", "idle3-b"), 0);   /* not even named yet */
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    for (end = h_real_ms() + SOON; !holder_client_is(m.node[x].port, "idle3", names[2 * x], "idle3-b") &&
+                                   h_real_ms() < end; )
+        h_run_for(only_a, 1, 10);
+    CHECK(holder_client_is(m.node[x].port, "idle3", names[2 * x], "idle3-b"));   /* granted, pushed to nobody */
+    b.paused = 0;
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_redis_stats(bb, &after), SIMBA_OK);
+    CHECK_EQ(after.pushes, before.pushes);   /* the grant's push was lost: b learnt it by its own POLL */
+    CHECK_EQ(masters_with_push(&m, "idle3-b") & ~(1 << x), 0);   /* the other masters' stayed closed */
+    CHECK_EQ(simba_release(b.s, lb), SIMBA_OK);
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
+/* A contend handle keeps its master's push connection while it holds (its
+   OWNER events come by push only); released, the connection closes. */
+static void t_cluster_idle_contend_holder(void) {
+    static simba__redis_cluster_map m;
+    char names[3][32], why[200];
+    h_client a, *cl[1];
+    simba_backend ab;
+    simba_lock l;
+    memset(&a, 0, sizeof a);
+    memset(names, 0, sizeof names);
+    cl[0] = &a;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    names_per_node("idle5", names, 1);
+    CHECK_EQ(fresh_tenant("idle5"), SIMBA_OK);
+    a.s = idle_client("idle5", "idle5-a", TTL, 0, 300);
+    ab = last_backend;
+    CHECK(a.s != NULL);
+    l = simba_contend(a.s, names[0], NULL);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h_run_for(cl, 1, 4 * 300);
+    CHECK_EQ(open_conns(ab), 1 + 3 + 1);
+    CHECK_EQ(masters_with_push(&m, "idle5-a"), 1 << 0);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(wait_conns(cl, 1, ab, 1 + 3, SOON));
+    CHECK_EQ(masters_with_push(&m, "idle5-a"), 0);
+    simba_destroy(a.s);
+}
+
+/* cluster_idle in a redis+cluster URL: a duration or "never"; anything else
+   is refused; the duration reaches the backend (a push connection closes). */
+static void t_cluster_idle_url(void) {
+    static const char *const bad[] = {"cluster_idle=0", "cluster_idle=5", "cluster_idle=-1", "cluster_idle=x"};
+    static simba__redis_cluster_map m;
+    char url[1024], why[200], names[3][32];
+    simba_url_error ue;
+    h_client a, *cl[1];
+    simba_lock l;
+    size_t i;
+    int64_t end;
+    memset(&a, 0, sizeof a);
+    memset(&ue, 0, sizeof ue);
+    memset(names, 0, sizeof names);
+    cl[0] = &a;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d?%s", node_port[0], bad[i]);
+        a.s = simba_create_url(url, NULL, &ue);
+        CHECK(a.s == NULL);
+        CHECK_EQ(ue.code, SIMBA_EINVAL);
+    }
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?cluster_idle=5s", node_port[0]);   /* not a cluster */
+    CHECK(simba_create_url(url, NULL, &ue) == NULL);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d?cluster_idle=never", node_port[0]);
+    a.s = simba_create_url(url, NULL, &ue);
+    CHECK(a.s != NULL);
+    simba_destroy(a.s);
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    names_per_node("idle4", names, 1);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d?cluster_idle=200ms&tenant=idle4&client_id=idle4-a",
+             node_port[0]);
+    a.s = simba_create_url(url, NULL, &ue);
+    CHECK(a.s != NULL);
+    l = h_acquire(a.s, names[0], -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(named_conns(m.node[0].port, "simba-sub:", "idle4-a"), 1);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    for (end = h_real_ms() + SOON; named_conns(m.node[0].port, "simba-sub:", "idle4-a") != 0 && h_real_ms() < end; )
+        h_run_for(cl, 1, 50);
+    CHECK_EQ(named_conns(m.node[0].port, "simba-sub:", "idle4-a"), 0);
+    simba_destroy(a.s);
+}
+
 /* A multi-resource request: one {tag}: granted atomically; names in
    several slots: ERROR SIMBA_EUNSUPPORTED at acquire, nothing granted or
    left in any queue (another client takes each name at once). */
@@ -1328,6 +1653,11 @@ int main(int argc, char **argv) {
     warm_up();
     RUN(t_cluster_locks_on_every_master);
     RUN(t_cluster_multi_slots);
+    RUN(t_cluster_idle_push_closes);
+    RUN(t_cluster_idle_waiter_keeps_push);
+    RUN(t_cluster_idle_reopen_window);
+    RUN(t_cluster_idle_contend_holder);
+    RUN(t_cluster_idle_url);
     memset(&b, 0, sizeof b);
     b.name = "redis-cluster";
     b.make = make_cluster;
