@@ -391,6 +391,8 @@ static void sc_on_event(sc_run *r, int ci, const simba_event *ev) {
     case SIMBA_EVENT_ACQUIRED: {
         sc_req **pp;
         if (!q) break;
+        /* the time first: the model's walk below is O(Q) and the bench's own */
+        if (r->acquired_since++ == 0) r->first_acq = now_us();
         /* out of the model's FIFO (wherever it is: the model may be wrong) */
         for (pp = &r->wait_head; *pp; pp = &(*pp)->next)
             if (*pp == q) {
@@ -405,7 +407,6 @@ static void sc_on_event(sc_run *r, int ci, const simba_event *ev) {
         else r->held_head = q;
         r->held_tail = q;
         r->held_weight += q->weight;
-        if (r->acquired_since++ == 0) r->first_acq = now_us();
         break;
     }
     case SIMBA_EVENT_RELEASED:
