@@ -235,7 +235,7 @@ bench-redis-sentinel: $(B)/bench_redis
 $(B)/bench_redis_cluster: bench/bench_redis_cluster.c bench/bench_util.h $(HDR_CORE) simba_redis.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -DSIMBA_NO_DNS -o $@ $< $(REDIS_LIBS) $(LDFLAGS)
 bench-redis-cluster: $(B)/bench_redis_cluster
-	tests/servers/redis.sh cluster ./$(B)/bench_redis_cluster
+	tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster
 bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
