@@ -2976,6 +2976,27 @@ static int64_t simba__zk_deadline(void *impl) {
     return d;
 }
 
+/* zookeeper_process() reads one packet per call: with a watch event, a
+   reply and another reply waiting in the socket (a hand-off), each would
+   cost the caller's loop another poll and tick. So read on while the socket
+   has more, a bounded number of packets per tick (the other fds of the
+   caller's loop get their turn). */
+enum { SIMBA__ZK_DRAIN_MAX = 64 };
+static void simba__zk_drain(simba__zk *zk) {
+    int k;
+    for (k = 0; k < SIMBA__ZK_DRAIN_MAX && zk->zh && zk->fd >= 0; k++) {
+        struct pollfd p;
+        p.fd = zk->fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) return;
+        if (zookeeper_process(zk->zh, ZOOKEEPER_READ) == ZCONNECTIONLOSS) {
+            simba__zk_connect_failed(zk);
+            return;
+        }
+    }
+}
+
 static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__zk *zk = (simba__zk *)impl;
     zk->batch++;
@@ -2988,6 +3009,7 @@ static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
             if (fds[i].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
         }
         if (events && zookeeper_process(zk->zh, events) == ZCONNECTIONLOSS) simba__zk_connect_failed(zk);
+        else if (events & ZOOKEEPER_READ) simba__zk_drain(zk);
     }
     simba__zk_housekeeping(zk);
     simba__zk_refresh(zk);          /* connects, pings and times out; may complete calls */
