@@ -226,9 +226,10 @@ $(B)/bench_zk: bench/bench_zk.c bench/bench_util.h $(HDR_CORE) simba_zk.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(ZK_LIBS) $(LDFLAGS)
 bench-mem: $(B)/bench_mem
 	./$(B)/bench_mem
-bench-redis: $(B)/bench_redis
+bench-redis: $(B)/bench_redis $(B)/bench_redis_cluster
 	tests/servers/redis.sh run ./$(B)/bench_redis
 	tests/servers/redis.sh sentinel ./$(B)/bench_redis
+	tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster
 .PHONY: bench-redis-sentinel
 bench-redis-sentinel: $(B)/bench_redis
 	tests/servers/redis.sh sentinel ./$(B)/bench_redis
