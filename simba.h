@@ -858,8 +858,9 @@ typedef struct simba_mem_stats {
                                    at: O(holders + grants) per operation, not O(queue) (a lookup
                                    by request id is counted in find_steps, not here) */
     uint64_t find_steps;        /* index slots and queue entries looked at to find an entry by its
-                                   request id (ENQUEUE, POLL, RELEASE, removals): O(1) expected
-                                   per lookup, however long the queue */
+                                   request id (ENQUEUE, POLL, RELEASE, removals), and sessions
+                                   passed over to find one by its id: O(1) expected per lookup,
+                                   however long the queue and however many sessions */
     int resources, entries, sessions;
 } simba_mem_stats;
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
@@ -3684,10 +3685,33 @@ found:
     srv->nres--;
 }
 
+static uint32_t simba__mem_idx_home(uint32_t hash, uint32_t nidx);
+static uint32_t simba__mem_sess_bucket(const char *id, uint32_t nsb) { return simba__mem_idx_home(simba__hash(id), nsb); }
+
 static simba__mem_session **simba__mem_sess_slot(simba_mem_server *srv, const char *id) {
-    simba__mem_session **pp = &srv->sb[simba__hash(id) & (srv->nsb - 1)];
-    while (*pp && strcmp((*pp)->id, id) != 0) pp = &(*pp)->next;
+    simba__mem_session **pp = &srv->sb[simba__mem_sess_bucket(id, srv->nsb)];
+    while (*pp && strcmp((*pp)->id, id) != 0) { srv->stats.find_steps++; pp = &(*pp)->next; }
     return pp;
+}
+
+/* Twice the buckets once the sessions fill a quarter of them: a session is
+   looked up in every grant and purge step, so its chain must stay short
+   however many clients the server has. */
+static void simba__mem_rehash_sess(simba_mem_server *srv) {
+    uint32_t nb = srv->nsb * 2, i;
+    simba__mem_session **b = (simba__mem_session **)simba__mem_alloc(srv, sizeof(void *) * nb);
+    if (!b) return;                          /* longer chains, still correct */
+    memset(b, 0, sizeof(void *) * nb);
+    for (i = 0; i < srv->nsb; i++) {
+        simba__mem_session *ss = srv->sb[i], *nx;
+        for (; ss; ss = nx) {
+            uint32_t k = simba__mem_sess_bucket(ss->id, nb);
+            nx = ss->next;
+            ss->next = b[k]; b[k] = ss;
+        }
+    }
+    simba__mem_free(srv, srv->sb);
+    srv->sb = b; srv->nsb = nb;
 }
 
 static simba__mem_session *simba__mem_sess_live(simba_mem_server *srv, const char *id, int64_t now) {
@@ -4191,12 +4215,13 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
     case SIMBA_OP_OPEN:
         ss = *simba__mem_sess_slot(srv, op->session);
         if (!ss) {
+            if ((uint64_t)srv->nsess * 4 >= srv->nsb) simba__mem_rehash_sess(srv);
             ss = (simba__mem_session *)simba__mem_alloc(srv, sizeof *ss);
             if (!ss) { a->r.status = SIMBA_ENOMEM; return; }
             memset(ss, 0, sizeof *ss);
             simba__copy(ss->id, sizeof ss->id, op->session);
             {
-                simba__mem_session **head = &srv->sb[simba__hash(op->session) & (srv->nsb - 1)];
+                simba__mem_session **head = &srv->sb[simba__mem_sess_bucket(op->session, srv->nsb)];
                 ss->next = *head; *head = ss;
             }
             srv->nsess++;
