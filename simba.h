@@ -3545,6 +3545,7 @@ typedef struct simba__mem_session {
     char id[SIMBA_MAX_SESSION + 1];
     int64_t expires;
     simba__mem_conn *conn;      /* where pushes for it go (NULL once the client is gone) */
+    struct simba__mem_session *cnext, *cprev;   /* the sessions of conn (simba__mem_sess_bind) */
 } simba__mem_session;
 
 typedef struct simba__mem_item {    /* an answer or a push on its way to a client */
@@ -3566,6 +3567,8 @@ struct simba__mem_conn {
     int64_t reconnect_at, last_due;
     simba__mem_item *items;     /* sorted by (due, order); live items are [head, n) */
     int head, n, cap;
+    simba__mem_session *sessions;   /* those whose pushes come here: a client's destroy
+                                       lets go of them without a pass over every session */
 };
 
 struct simba_mem_server {
@@ -3719,9 +3722,28 @@ static simba__mem_session *simba__mem_sess_live(simba_mem_server *srv, const cha
     return ss && ss->expires > now ? ss : NULL;
 }
 
+/* Point ss's pushes at connection c (NULL: nowhere), keeping each
+   connection's list of its sessions. */
+static void simba__mem_sess_bind(simba__mem_session *ss, simba__mem_conn *c) {
+    if (ss->conn == c) return;
+    if (ss->conn) {
+        if (ss->cprev) ss->cprev->cnext = ss->cnext;
+        else ss->conn->sessions = ss->cnext;
+        if (ss->cnext) ss->cnext->cprev = ss->cprev;
+    }
+    ss->cnext = ss->cprev = NULL;
+    ss->conn = c;
+    if (c) {
+        ss->cnext = c->sessions;
+        if (c->sessions) c->sessions->cprev = ss;
+        c->sessions = ss;
+    }
+}
+
 static void simba__mem_sess_remove(simba_mem_server *srv, const char *id) {
     simba__mem_session **pp = simba__mem_sess_slot(srv, id), *ss = *pp;
     if (!ss) return;
+    simba__mem_sess_bind(ss, NULL);
     *pp = ss->next;
     simba__mem_free(srv, ss);
     srv->nsess--;
@@ -4227,7 +4249,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
             srv->nsess++;
         }
         ss->expires = now + op->lease_ms;
-        ss->conn = c;
+        simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
     case SIMBA_OP_KEEPALIVE:
@@ -4235,7 +4257,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         ss = simba__mem_sess_live(srv, op->session, now);
         if (!ss) { a->r.status = SIMBA_ESESSION; return; }
         ss->expires = now + op->lease_ms;
-        ss->conn = c;
+        simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
     case SIMBA_OP_CLOSE:
@@ -4397,11 +4419,8 @@ static void simba__mem_destroy(void *impl) {
     simba__mem_conn *c = (simba__mem_conn *)impl;
     simba_mem_server *srv = c->srv;
     simba__mem_conn **pp;
-    uint32_t b;
-    simba__mem_session *ss;
     for (pp = &srv->conns; *pp; pp = &(*pp)->next) if (*pp == c) { *pp = c->next; break; }
-    for (b = 0; b < srv->nsb; b++)              /* its sessions live on until they expire */
-        for (ss = srv->sb[b]; ss; ss = ss->next) if (ss->conn == c) ss->conn = NULL;
+    while (c->sessions) simba__mem_sess_bind(c->sessions, NULL);   /* they live on until they expire */
     simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0, 0);
     simba__mem_free(srv, c->items);
     simba__mem_free(srv, c);
@@ -4473,6 +4492,10 @@ static void simba__mem_clear(simba_mem_server *srv) {
             srv->sb[b] = ss->next;
             simba__mem_free(srv, ss);
         }
+    }
+    {
+        simba__mem_conn *c;                 /* their sessions are gone */
+        for (c = srv->conns; c; c = c->next) c->sessions = NULL;
     }
     srv->nres = srv->nsess = 0;
 }

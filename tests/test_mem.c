@@ -1062,7 +1062,7 @@ static void t_mem_handoff_work_flat_in_queue_length(void) {
    private) count what the lookups by request id looked at, not their time.
    Returns 0 if a round did not complete. */
 static int find_steps_per_handoff(int waiters, int per_client, double *mem_steps, double *core_steps) {
-    enum { ROUNDS = 40 };   /* request ids are random: hash probes vary, their mean does not */
+    enum { ROUNDS = 100 };   /* request ids are random: hash probes vary, their mean does not */
     simba_mem_server *sv = simba_mem_server_create(NULL);
     int nc = per_client ? waiters + 1 : 1, n = waiters + 1, i, r, ok = 1, head = 0;
     simba **c = (simba **)calloc((size_t)nc, sizeof *c);
@@ -1206,7 +1206,7 @@ static void t_mem_find_by_request_flat_in_queue_length(void) {
         printf("  # find steps per hand-off (%s): server %.1f at Q=10, %.1f at Q=1000; clients %.1f, %.1f\n",
                per_client ? "one client per waiter" : "one client, all handles", m10, m1k, c10, c1k);
         CHECK(m10 > 0);
-        CHECK(m1k <= 2 * m10);
+        CHECK(m1k <= 2 * m10 + 2);          /* +2: hash probes vary with the random ids */
         CHECK(c1k <= 2 * c10 + 2);
     }
 }
