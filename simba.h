@@ -856,7 +856,11 @@ typedef struct simba_mem_stats {
     uint64_t keepalives;
     uint64_t rule_visits;       /* queue entries the grant rule and the dead-session purge looked
                                    at: O(holders + grants) per operation, not O(queue) (a lookup
-                                   by request id is a scan of 32-bit hashes, not counted) */
+                                   by request id is counted in find_steps, not here) */
+    uint64_t find_steps;        /* index slots and queue entries looked at to find an entry by its
+                                   request id (ENQUEUE, POLL, RELEASE, removals), and sessions
+                                   passed over to find one by its id: O(1) expected per lookup,
+                                   however long the queue and however many sessions */
     int resources, entries, sessions;
 } simba_mem_stats;
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
@@ -1196,8 +1200,14 @@ enum { /* simba__lock.flags */
     SIMBA__F_ACQ_QUEUED = 1 << 5,  /* the caller was not told of this hold yet (ACQUIRED queued) */
     SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
     SIMBA__F_DELIVERED = 1 << 7,   /* query: its event was delivered; freed at the next tick */
-    SIMBA__F_CAP_WARNED = 1 << 8   /* a capacity mismatch was logged for it */
+    SIMBA__F_CAP_WARNED = 1 << 8,  /* a capacity mismatch was logged for it */
+    SIMBA__F_RIDX = 1 << 9         /* in the request index (simba__ridx_add) */
 };
+
+typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
+    uint64_t k;                      /* simba__ridx_key */
+    uint32_t lock;                   /* index + 1, 0: empty */
+} simba__ridx_slot;
 
 typedef struct simba__lock {
     uint32_t gen;
@@ -1211,9 +1221,10 @@ typedef struct simba__lock {
     uint32_t op_reset_no;            /* s->reset_no when its op was submitted */
     uint32_t heap_pos;               /* index + 1 in the timer heap, 0 = not in it */
     uint32_t next_dirty;             /* index + 1, dispatch list */
-    uint32_t hnext;                  /* index + 1, name hash chain */
-    uint32_t mnext;                  /* index + 1, list of multi-resource locks */
-    uint32_t knext;                  /* index + 1, list of keyed locks */
+    uint32_t hnext, hprev;           /* index + 1, name hash chain (prev 0: the bucket's head) */
+    uint32_t mnext, mprev;           /* index + 1, list of multi-resource locks */
+    uint32_t knext, kprev;           /* index + 1, list of keyed locks */
+    uint64_t ridx_k;                 /* its key in the request index (simba__ridx_key) */
     uint32_t session_no;             /* the session its entry belongs to */
     uint64_t req_no;
     int64_t timer_at;                /* min of the three deadlines below (heap key) */
@@ -1274,6 +1285,14 @@ struct simba {
     simba__lock *locks;
     uint32_t nlocks, caplocks, free_head; /* free list through next_dirty */
     uint32_t live_locks;
+    uint64_t find_steps;             /* handles looked at to find one by a pushed request id or
+                                        to unlink one from its lists (tests count it) */
+    /* request index: our one-resource locks by request number or key, so a
+       pushed request id finds its handle in O(1), not by walking the chain
+       of the client's handles on the name. Open addressing, at least four
+       times the live locks (simba__reserve), so an insert never allocates. */
+    simba__ridx_slot *ridx;
+    uint32_t nridx;
     /* name hash: buckets of lock index + 1 */
     uint32_t *buckets;
     uint32_t nbuckets;
@@ -1437,7 +1456,12 @@ static int simba__hash_grow(simba *s) {
     for (i = 0; i < s->nlocks; i++) {
         simba__lock *l = &s->locks[i];
         if (!(l->flags & SIMBA__F_HASHED)) continue;
-        { uint32_t k = simba__bucket(s, l->names); l->hnext = b[k]; b[k] = i + 1; }
+        {
+            uint32_t k = simba__bucket(s, l->names);
+            l->hnext = b[k]; l->hprev = 0;
+            if (b[k]) s->locks[b[k] - 1].hprev = i + 1;
+            b[k] = i + 1;
+        }
     }
     return SIMBA_OK;
 }
@@ -1445,30 +1469,112 @@ static int simba__hash_grow(simba *s) {
 /* Locks are hashed by their first resource name (for wake-ups, re-entrancy
    and keys). */
 static int simba__hash_insert(simba *s, simba__lock *l) {
-    uint32_t k;
+    uint32_t k, me = (uint32_t)(l - s->locks) + 1;
     if (s->live_locks > s->nbuckets && simba__hash_grow(s) != SIMBA_OK && !s->nbuckets) return SIMBA_ENOMEM;
     k = simba__bucket(s, l->names);
-    l->hnext = s->buckets[k];
-    s->buckets[k] = (uint32_t)(l - s->locks) + 1;
+    l->hnext = s->buckets[k]; l->hprev = 0;
+    if (l->hnext) s->locks[l->hnext - 1].hprev = me;
+    s->buckets[k] = me;
     l->flags |= SIMBA__F_HASHED;
-    if (l->nres > 1) { l->mnext = s->multi_head; s->multi_head = (uint32_t)(l - s->locks) + 1; }
-    if (l->key) { l->knext = s->keyed_head; s->keyed_head = (uint32_t)(l - s->locks) + 1; }
+    if (l->nres > 1) {
+        l->mnext = s->multi_head; l->mprev = 0;
+        if (l->mnext) s->locks[l->mnext - 1].mprev = me;
+        s->multi_head = me;
+    }
+    if (l->key) {
+        l->knext = s->keyed_head; l->kprev = 0;
+        if (l->knext) s->locks[l->knext - 1].kprev = me;
+        s->keyed_head = me;
+    }
     return SIMBA_OK;
 }
 
+static void simba__ridx_remove(simba *s, simba__lock *l);
+
+/* Unlink from the name chain and the multi and keyed lists: O(1) each
+   through the prev links, however many handles share the name. */
 static void simba__hash_remove(simba *s, simba__lock *l) {
-    uint32_t *pp = &s->buckets[simba__bucket(s, l->names)];
-    uint32_t me = (uint32_t)(l - s->locks) + 1;
-    while (*pp && *pp != me) pp = &s->locks[*pp - 1].hnext;
-    if (*pp) *pp = l->hnext;
+    simba__ridx_remove(s, l);
+    s->find_steps++;
+    if (l->hprev) s->locks[l->hprev - 1].hnext = l->hnext;
+    else s->buckets[simba__bucket(s, l->names)] = l->hnext;
+    if (l->hnext) s->locks[l->hnext - 1].hprev = l->hprev;
     if (l->nres > 1) {
-        for (pp = &s->multi_head; *pp && *pp != me; pp = &s->locks[*pp - 1].mnext) {}
-        if (*pp) *pp = l->mnext;
+        if (l->mprev) s->locks[l->mprev - 1].mnext = l->mnext;
+        else s->multi_head = l->mnext;
+        if (l->mnext) s->locks[l->mnext - 1].mprev = l->mprev;
     }
     if (l->key) {
-        for (pp = &s->keyed_head; *pp && *pp != me; pp = &s->locks[*pp - 1].knext) {}
-        if (*pp) *pp = l->knext;
+        if (l->kprev) s->locks[l->kprev - 1].knext = l->knext;
+        else s->keyed_head = l->knext;
+        if (l->knext) s->locks[l->knext - 1].kprev = l->kprev;
     }
+    l->hnext = l->hprev = l->mnext = l->mprev = l->knext = l->kprev = 0;
+}
+
+/*--- the request index: a pushed request id to our handle ----------------------*/
+
+/* A request number (below 2^62), or a key's hash with the top bit set: the
+   two kinds of request id never share a key. Equal keys are compared in full
+   by the caller (hashes of keys collide). */
+static uint64_t simba__ridx_key(const char *key, uint64_t req_no) {
+    return key ? 0x8000000000000000ull | simba__hash(key) : req_no;
+}
+
+static uint32_t simba__ridx_home(uint64_t k, uint32_t n) {
+    uint64_t t = k;
+    return (uint32_t)simba__mix64(&t) & (n - 1);
+}
+
+static void simba__ridx_put(simba__ridx_slot *t, uint32_t n, uint64_t k, uint32_t lock) {
+    uint32_t i = simba__ridx_home(k, n);
+    while (t[i].lock) i = (i + 1) & (n - 1);
+    t[i].k = k;
+    t[i].lock = lock;
+}
+
+/* Room for `live` locks at a quarter load (short probes at any size);
+   rebuilt from the locks on growth. */
+static int simba__ridx_reserve(simba *s, uint32_t live) {
+    uint32_t n = s->nridx ? s->nridx : 64, i;
+    simba__ridx_slot *t;
+    while ((uint64_t)n < 4 * (uint64_t)live) n *= 2;
+    if (n == s->nridx) return SIMBA_OK;
+    t = (simba__ridx_slot *)simba__alloc(s, sizeof(simba__ridx_slot) * n);
+    if (!t) return SIMBA_ENOMEM;
+    memset(t, 0, sizeof(simba__ridx_slot) * n);
+    for (i = 0; i < s->nlocks; i++)
+        if (s->locks[i].flags & SIMBA__F_RIDX) simba__ridx_put(t, n, s->locks[i].ridx_k, i + 1);
+    simba__free(s, s->ridx);
+    s->ridx = t;
+    s->nridx = n;
+    return SIMBA_OK;
+}
+
+/* Index a one-resource lock under the request id it was just given. */
+static void simba__ridx_add(simba *s, simba__lock *l) {
+    if (l->kind != SIMBA__K_LOCK || l->nres != 1 || !(l->flags & SIMBA__F_HASHED) || !s->nridx) return;
+    SIMBA_ASSERT(!(l->flags & SIMBA__F_RIDX));
+    l->ridx_k = simba__ridx_key(l->key, l->req_no);
+    simba__ridx_put(s->ridx, s->nridx, l->ridx_k, (uint32_t)(l - s->locks) + 1);
+    l->flags |= SIMBA__F_RIDX;
+}
+
+/* Linear probing's backward shift: no tombstones, however many come and go. */
+static void simba__ridx_remove(simba *s, simba__lock *l) {
+    uint32_t me = (uint32_t)(l - s->locks) + 1, mask = s->nridx - 1, i, j;
+    if (!(l->flags & SIMBA__F_RIDX)) return;
+    l->flags &= (uint16_t)~SIMBA__F_RIDX;
+    for (i = simba__ridx_home(l->ridx_k, s->nridx); s->ridx[i].lock && s->ridx[i].lock != me; i = (i + 1) & mask)
+        s->find_steps++;
+    if (!s->ridx[i].lock) return;
+    for (j = (i + 1) & mask; s->ridx[j].lock; j = (j + 1) & mask) {
+        uint32_t home = simba__ridx_home(s->ridx[j].k, s->nridx);
+        s->find_steps++;
+        /* j's slot may fill the hole at i unless its home lies in (i, j] */
+        if (((j - home) & mask) >= ((j - i) & mask)) { s->ridx[i] = s->ridx[j]; i = j; }
+    }
+    s->ridx[i].lock = 0;
 }
 
 /*--- the dispatch list: locks that need an operation sent ---------------------*/
@@ -1675,6 +1781,7 @@ static void simba__heap_remove(simba *s, simba__lock *l) {
    simba__timer_update nor a lock's event allocates inside a tick, where an
    ENOMEM could only be dropped. */
 static int simba__reserve(simba *s, uint32_t live) {
+    if (simba__ridx_reserve(s, live) != SIMBA_OK) return simba__fail(s, SIMBA_ENOMEM);
     if (s->capheap < live) {
         uint32_t ncap = s->capheap ? s->capheap : 64;
         uint32_t *nh;
@@ -2229,9 +2336,11 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
     int kind = simba__needed_op(l), rc;
     if (!kind || l->op == kind) return 1;
     if (kind == SIMBA_OP_ENQUEUE && l->session_no != s->session.no) {
+        simba__ridx_remove(s, l);            /* its id of the last session */
         l->session_no = s->session.no;       /* a new request in this session */
         l->req_no = simba__next_req_no(s);
         l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
+        simba__ridx_add(s, l);
     }
     simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
     if (kind == SIMBA_OP_SET_CAPACITY) res[0].capacity = l->capacity;
@@ -2360,26 +2469,47 @@ static int simba__parse_request(simba *s, const char *request, const char **key,
     return 1;
 }
 
+/* Whether l is the single-resource handle of our current session on `name`
+   whose request id is (key, req_no); `waiting`: and it waits for its grant. */
+static int simba__is_own_request(simba *s, const simba__lock *l, const char *name, const char *key,
+                                 uint64_t req_no, int waiting) {
+    if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) return 0;
+    if (l->session_no != s->session.no) return 0;
+    if (waiting && (!(l->flags & SIMBA__F_MAY_EXIST) || (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING)))
+        return 0;
+    return key ? l->key && strcmp(l->key, key) == 0 : !l->key && l->req_no == req_no;
+}
+
 /* The single-resource handle of our current session whose request id is
    `request` on `name`, or NULL (another session's, a multi-resource request,
    a request we no longer know). `waiting`: only a handle that waits for its
-   grant (a keyed id may also name a handle of ours that is being released). */
+   grant (a keyed id may also name a handle of ours that is being released).
+   Found through the request index; a key that names two handles (one being
+   released, one new) takes the first of the name's chain, as before. */
 static simba__lock *simba__own_request(simba *s, const char *name, const char *session, const char *request,
                                        int waiting) {
     const char *key;
-    uint64_t req_no;
-    uint32_t i;
+    uint64_t req_no, k;
+    uint32_t i, mask = s->nridx - 1;
+    simba__lock *found = NULL;
     /* the entry must be our current session's: a keyed id outlives sessions */
     if (!s->session.open || strcmp(session, s->session.id) != 0) return NULL;
-    if (!simba__parse_request(s, request, &key, &req_no)) return NULL;
+    if (!simba__parse_request(s, request, &key, &req_no) || !s->nridx) return NULL;
+    k = simba__ridx_key(key, req_no);
+    for (i = simba__ridx_home(k, s->nridx); s->ridx[i].lock; i = (i + 1) & mask) {
+        simba__lock *l = &s->locks[s->ridx[i].lock - 1];
+        s->find_steps++;
+        if (s->ridx[i].k != k || !simba__is_own_request(s, l, name, key, req_no, waiting)) continue;
+        if (!key) return l;                  /* a number names one request of the session */
+        if (found) break;                    /* a key for two: the chain's order decides */
+        found = l;
+    }
+    if (!s->ridx[i].lock) return found;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
-        if (l->kind != SIMBA__K_LOCK || l->nres != 1 || strcmp(l->names, name) != 0) continue;
-        if (l->session_no != s->session.no) continue;
-        if (waiting && (!(l->flags & SIMBA__F_MAY_EXIST) || (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_PENDING)))
-            continue;
-        if (key ? l->key && strcmp(l->key, key) == 0 : !l->key && l->req_no == req_no) return l;
+        s->find_steps++;
+        if (simba__is_own_request(s, l, name, key, req_no, waiting)) return l;
     }
     return NULL;
 }
@@ -2754,6 +2884,7 @@ SIMBADEF void simba_destroy(simba *s) {
     }
     simba__free(s, s->locks);
     simba__free(s, s->buckets);
+    simba__free(s, s->ridx);
     simba__free(s, s->heap);
     simba__free(s, s->events.buf);
     simba__free(s, s->watch);
@@ -3383,7 +3514,13 @@ typedef struct simba__mem_entry {
     int watch_owner;            /* simba_op.watch_owner: its client is told of owner changes */
     uint32_t hash;              /* of request: a find compares strings only on a match */
     int64_t fence;
+    uint64_t seq;               /* its resource's append number: the queue is in seq order */
 } simba__mem_entry;
+
+typedef struct simba__mem_slot {    /* the request-id index: an entry's hash and seq, 0 seq empty */
+    uint32_t hash;
+    uint64_t seq;
+} simba__mem_slot;
 
 typedef struct simba__mem_res {
     struct simba__mem_res *next;
@@ -3395,6 +3532,10 @@ typedef struct simba__mem_res {
     simba__mem_entry *q;        /* the queue: n entries from q (>= base): the head leaves in O(1) */
     int n, cap;
     int watchers;               /* entries with watch_owner */
+    uint64_t seq;               /* the last seq given */
+    simba__mem_slot *idx;       /* open addressing (linear probing) over the entries, by request
+                                   hash: a find is O(1) expected, not a scan of the queue */
+    uint32_t nidx;              /* slots, a power of two, at least 4x the entries (0: none yet) */
 } simba__mem_res;
 
 typedef struct simba__mem_conn simba__mem_conn;
@@ -3404,6 +3545,7 @@ typedef struct simba__mem_session {
     char id[SIMBA_MAX_SESSION + 1];
     int64_t expires;
     simba__mem_conn *conn;      /* where pushes for it go (NULL once the client is gone) */
+    struct simba__mem_session *cnext, *cprev;   /* the sessions of conn (simba__mem_sess_bind) */
 } simba__mem_session;
 
 typedef struct simba__mem_item {    /* an answer or a push on its way to a client */
@@ -3425,6 +3567,8 @@ struct simba__mem_conn {
     int64_t reconnect_at, last_due;
     simba__mem_item *items;     /* sorted by (due, order); live items are [head, n) */
     int head, n, cap;
+    simba__mem_session *sessions;   /* those whose pushes come here: a client's destroy
+                                       lets go of them without a pass over every session */
 };
 
 struct simba_mem_server {
@@ -3538,15 +3682,39 @@ static void simba__mem_res_delete(simba_mem_server *srv, simba__mem_res *r) {
             if (*pp == r) { *pp = r->next; goto found; }
 found:
     simba__mem_free(srv, r->base);
+    simba__mem_free(srv, r->idx);
     simba__mem_free(srv, r->key);
     simba__mem_free(srv, r);
     srv->nres--;
 }
 
+static uint32_t simba__mem_idx_home(uint32_t hash, uint32_t nidx);
+static uint32_t simba__mem_sess_bucket(const char *id, uint32_t nsb) { return simba__mem_idx_home(simba__hash(id), nsb); }
+
 static simba__mem_session **simba__mem_sess_slot(simba_mem_server *srv, const char *id) {
-    simba__mem_session **pp = &srv->sb[simba__hash(id) & (srv->nsb - 1)];
-    while (*pp && strcmp((*pp)->id, id) != 0) pp = &(*pp)->next;
+    simba__mem_session **pp = &srv->sb[simba__mem_sess_bucket(id, srv->nsb)];
+    while (*pp && strcmp((*pp)->id, id) != 0) { srv->stats.find_steps++; pp = &(*pp)->next; }
     return pp;
+}
+
+/* Twice the buckets once the sessions fill a quarter of them: a session is
+   looked up in every grant and purge step, so its chain must stay short
+   however many clients the server has. */
+static void simba__mem_rehash_sess(simba_mem_server *srv) {
+    uint32_t nb = srv->nsb * 2, i;
+    simba__mem_session **b = (simba__mem_session **)simba__mem_alloc(srv, sizeof(void *) * nb);
+    if (!b) return;                          /* longer chains, still correct */
+    memset(b, 0, sizeof(void *) * nb);
+    for (i = 0; i < srv->nsb; i++) {
+        simba__mem_session *ss = srv->sb[i], *nx;
+        for (; ss; ss = nx) {
+            uint32_t k = simba__mem_sess_bucket(ss->id, nb);
+            nx = ss->next;
+            ss->next = b[k]; b[k] = ss;
+        }
+    }
+    simba__mem_free(srv, srv->sb);
+    srv->sb = b; srv->nsb = nb;
 }
 
 static simba__mem_session *simba__mem_sess_live(simba_mem_server *srv, const char *id, int64_t now) {
@@ -3554,9 +3722,28 @@ static simba__mem_session *simba__mem_sess_live(simba_mem_server *srv, const cha
     return ss && ss->expires > now ? ss : NULL;
 }
 
+/* Point ss's pushes at connection c (NULL: nowhere), keeping each
+   connection's list of its sessions. */
+static void simba__mem_sess_bind(simba__mem_session *ss, simba__mem_conn *c) {
+    if (ss->conn == c) return;
+    if (ss->conn) {
+        if (ss->cprev) ss->cprev->cnext = ss->cnext;
+        else ss->conn->sessions = ss->cnext;
+        if (ss->cnext) ss->cnext->cprev = ss->cprev;
+    }
+    ss->cnext = ss->cprev = NULL;
+    ss->conn = c;
+    if (c) {
+        ss->cnext = c->sessions;
+        if (c->sessions) c->sessions->cprev = ss;
+        c->sessions = ss;
+    }
+}
+
 static void simba__mem_sess_remove(simba_mem_server *srv, const char *id) {
     simba__mem_session **pp = simba__mem_sess_slot(srv, id), *ss = *pp;
     if (!ss) return;
+    simba__mem_sess_bind(ss, NULL);
     *pp = ss->next;
     simba__mem_free(srv, ss);
     srv->nsess--;
@@ -3636,14 +3823,93 @@ static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const cha
 
 /*--- the queue rule ---*/
 
-static int simba__mem_find(const simba__mem_res *r, const char *request) {
-    uint32_t h = simba__hash(request);
-    int i;
-    for (i = 0; i < r->n; i++) if (r->q[i].hash == h && strcmp(r->q[i].request, request) == 0) return i;
+/* An index slot's home: FNV's low bits alone cluster on ids that differ in
+   their last characters ("<session>~<n>"), so they are mixed first. */
+static uint32_t simba__mem_idx_home(uint32_t hash, uint32_t nidx) {
+    hash ^= hash >> 16; hash *= 0x85ebca6bu;
+    hash ^= hash >> 13; hash *= 0xc2b2ae35u;
+    hash ^= hash >> 16;
+    return hash & (nidx - 1);
+}
+
+/* The position of the entry numbered `seq` in r's queue, or -1. Seqs grow
+   along the queue and each removal leaves a gap, so the entry is at most
+   seq - q[0].seq from the head: exactly there while nobody left from the
+   middle (the hand-off case), else a binary search below that bound. */
+static int simba__mem_pos_of_seq(simba_mem_server *srv, const simba__mem_res *r, uint64_t seq) {
+    uint64_t bound;
+    int lo = 0, hi;
+    if (!r->n || seq < r->q[0].seq) return -1;
+    bound = seq - r->q[0].seq;
+    hi = bound < (uint64_t)r->n ? (int)bound : r->n - 1;
+    srv->stats.find_steps++;
+    if (r->q[hi].seq == seq) return hi;
+    while (lo < hi) {                        /* in [lo, hi): q[hi].seq > seq */
+        int mid = lo + (hi - lo) / 2;
+        srv->stats.find_steps++;
+        if (r->q[mid].seq < seq) lo = mid + 1;
+        else if (r->q[mid].seq > seq) hi = mid;
+        else return mid;
+    }
     return -1;
 }
 
-static void simba__mem_remove_at(simba__mem_res *r, int i);
+/* The position in r's queue of the entry whose request id is `request`, or -1. */
+static int simba__mem_find(simba_mem_server *srv, const simba__mem_res *r, const char *request) {
+    uint32_t h = simba__hash(request), mask = r->nidx - 1, k;
+    if (!r->nidx) return -1;
+    for (k = simba__mem_idx_home(h, r->nidx); r->idx[k].seq; k = (k + 1) & mask) {
+        int pos;
+        srv->stats.find_steps++;
+        if (r->idx[k].hash != h) continue;
+        pos = simba__mem_pos_of_seq(srv, r, r->idx[k].seq);
+        if (pos >= 0 && strcmp(r->q[pos].request, request) == 0) return pos;
+    }
+    return -1;
+}
+
+static void simba__mem_idx_put(simba__mem_slot *idx, uint32_t nidx, uint32_t hash, uint64_t seq) {
+    uint32_t k = simba__mem_idx_home(hash, nidx);
+    while (idx[k].seq) k = (k + 1) & (nidx - 1);
+    idx[k].hash = hash;
+    idx[k].seq = seq;
+}
+
+/* Room in r's index for one more entry: at most a quarter full, so probes
+   stay short whatever the queue's length. Rebuilt from the queue on growth. */
+static int simba__mem_idx_reserve(simba_mem_server *srv, simba__mem_res *r) {
+    uint32_t n = r->nidx ? r->nidx * 2 : 8;
+    simba__mem_slot *idx;
+    int i;
+    if ((uint64_t)(r->n + 1) * 4 <= r->nidx) return SIMBA_OK;
+    while ((uint64_t)(r->n + 1) * 4 > n) n *= 2;
+    idx = (simba__mem_slot *)simba__mem_alloc(srv, sizeof(simba__mem_slot) * n);
+    if (!idx) return SIMBA_ENOMEM;
+    memset(idx, 0, sizeof(simba__mem_slot) * n);
+    for (i = 0; i < r->n; i++) simba__mem_idx_put(idx, n, r->q[i].hash, r->q[i].seq);
+    simba__mem_free(srv, r->idx);
+    r->idx = idx;
+    r->nidx = n;
+    return SIMBA_OK;
+}
+
+/* Take the entry `e` out of r's index: linear probing's backward shift, so
+   no tombstones build up however many entries come and go. */
+static void simba__mem_idx_remove(simba_mem_server *srv, simba__mem_res *r, const simba__mem_entry *e) {
+    uint32_t mask = r->nidx - 1, k, j;
+    if (!r->nidx) return;
+    for (k = simba__mem_idx_home(e->hash, r->nidx); r->idx[k].seq && r->idx[k].seq != e->seq; k = (k + 1) & mask) srv->stats.find_steps++;
+    if (!r->idx[k].seq) return;
+    for (j = (k + 1) & mask; r->idx[j].seq; j = (j + 1) & mask) {
+        uint32_t home = simba__mem_idx_home(r->idx[j].hash, r->nidx);
+        srv->stats.find_steps++;
+        /* j's slot may move into the hole at k unless its home lies in (k, j] */
+        if (((j - home) & mask) >= ((j - k) & mask)) { r->idx[k] = r->idx[j]; k = j; }
+    }
+    r->idx[k].seq = 0;
+}
+
+static void simba__mem_remove_at(simba_mem_server *srv, simba__mem_res *r, int i);
 
 /* Give a fence to an entry the prefix rule grants now and push the grant to
    its client, except to `quiet` (the caller) for the request its answer is
@@ -3674,7 +3940,7 @@ static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_
     while (i < r->n) {
         simba__mem_entry *e = &r->q[i];
         srv->stats.rule_visits++;
-        if (!simba__mem_sess_live(srv, e->session, now)) { simba__mem_remove_at(r, i); continue; }
+        if (!simba__mem_sess_live(srv, e->session, now)) { simba__mem_remove_at(srv, r, i); continue; }
         if (!blocked && !simba_grant_step(&sum, e->weight, r->capacity)) blocked = 1;
         if (!e->fence) {
             if (blocked) break;
@@ -3684,7 +3950,8 @@ static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_
     }
 }
 
-static void simba__mem_remove_at(simba__mem_res *r, int i) {
+static void simba__mem_remove_at(simba_mem_server *srv, simba__mem_res *r, int i) {
+    simba__mem_idx_remove(srv, r, &r->q[i]);
     if (r->q[i].watch_owner) r->watchers--;
     if (i == 0) r->q++;         /* the head (a holder leaving): O(1), however long the queue */
     else memmove(r->q + i, r->q + i + 1, sizeof(simba__mem_entry) * (size_t)(r->n - i - 1));
@@ -3753,7 +4020,7 @@ static int simba__mem_purge(simba_mem_server *srv, simba__mem_res *r, int64_t no
     int i, changed = 0;
     for (i = 0; i < r->n; ) {
         srv->stats.rule_visits++;
-        if (!simba__mem_sess_live(srv, r->q[i].session, now)) { simba__mem_remove_at(r, i); changed = 1; }
+        if (!simba__mem_sess_live(srv, r->q[i].session, now)) { simba__mem_remove_at(srv, r, i); changed = 1; }
         else i++;
     }
     return changed;
@@ -3788,7 +4055,7 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
     a->r.granted = 1;
     a->r.recheck_ms = -1;
     for (i = 0; i < nres; i++) {
-        int idx = simba__mem_find(rs[i], request);
+        int idx = simba__mem_find(srv, rs[i], request);
         if (idx < 0) { a->r.status = SIMBA_ENOTFOUND; return; }
         if (i == 0) idx0 = idx;
         a->r.fence[i] = rs[i]->q[idx].fence;
@@ -3816,6 +4083,7 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
 
 static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const simba_op *op, int weight) {
     simba__mem_entry *e;
+    if (simba__mem_idx_reserve(srv, r) != SIMBA_OK) return SIMBA_ENOMEM;
     if (r->q && r->q + r->n == r->base + r->cap && r->q > r->base) {   /* room at the front: slide */
         memmove(r->base, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
         r->q = r->base;
@@ -3836,6 +4104,8 @@ static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const sim
     e->watch_owner = op->watch_owner;
     if (e->watch_owner) r->watchers++;
     e->hash = simba__hash(e->request);
+    e->seq = ++r->seq;
+    simba__mem_idx_put(r->idx, r->nidx, e->hash, e->seq);
     return SIMBA_OK;
 }
 
@@ -3865,7 +4135,7 @@ static void simba__mem_enqueue(simba_mem_server *srv, simba__mem_conn *c, const 
         if (op->res[i].weight > rs[i]->capacity) { a->r.status = SIMBA_ECAPACITY; return; }
     }
     for (i = 0; i < op->nres; i++) {
-        int idx = simba__mem_find(rs[i], op->request);
+        int idx = simba__mem_find(srv, rs[i], op->request);
         if (idx < 0) continue;
         if (strcmp(rs[i]->q[idx].session, op->session) != 0) { a->r.status = SIMBA_EKEYBUSY; return; }
         existing = 1;
@@ -3899,11 +4169,11 @@ static void simba__mem_release(simba_mem_server *srv, simba__mem_conn *c, const 
         char before[SIMBA_MAX_SESSION + 1];
         const char *o;
         int idx;
-        if (!r || (idx = simba__mem_find(r, op->request)) < 0) continue;
+        if (!r || (idx = simba__mem_find(srv, r, op->request)) < 0) continue;
         if (strcmp(r->q[idx].session, op->session) != 0) continue;   /* not ours to remove */
         o = simba__mem_owner(r);
         simba__copy(before, sizeof before, o);
-        simba__mem_remove_at(r, idx);
+        simba__mem_remove_at(srv, r, idx);
         simba__mem_changed(srv, r, o ? before : NULL, now, c);
     }
 }
@@ -3967,18 +4237,19 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
     case SIMBA_OP_OPEN:
         ss = *simba__mem_sess_slot(srv, op->session);
         if (!ss) {
+            if ((uint64_t)srv->nsess * 4 >= srv->nsb) simba__mem_rehash_sess(srv);
             ss = (simba__mem_session *)simba__mem_alloc(srv, sizeof *ss);
             if (!ss) { a->r.status = SIMBA_ENOMEM; return; }
             memset(ss, 0, sizeof *ss);
             simba__copy(ss->id, sizeof ss->id, op->session);
             {
-                simba__mem_session **head = &srv->sb[simba__hash(op->session) & (srv->nsb - 1)];
+                simba__mem_session **head = &srv->sb[simba__mem_sess_bucket(op->session, srv->nsb)];
                 ss->next = *head; *head = ss;
             }
             srv->nsess++;
         }
         ss->expires = now + op->lease_ms;
-        ss->conn = c;
+        simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
     case SIMBA_OP_KEEPALIVE:
@@ -3986,7 +4257,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         ss = simba__mem_sess_live(srv, op->session, now);
         if (!ss) { a->r.status = SIMBA_ESESSION; return; }
         ss->expires = now + op->lease_ms;
-        ss->conn = c;
+        simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
     case SIMBA_OP_CLOSE:
@@ -4003,7 +4274,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         {   /* a keyed id is the same in every session: another session's entry is not ours */
             int i, idx;
             for (i = 0; i < op->nres; i++)
-                if ((idx = simba__mem_find(rs[i], op->request)) >= 0 && strcmp(rs[i]->q[idx].session, op->session) != 0) {
+                if ((idx = simba__mem_find(srv, rs[i], op->request)) >= 0 && strcmp(rs[i]->q[idx].session, op->session) != 0) {
                     a->r.status = SIMBA_ENOTFOUND;
                     return;
                 }
@@ -4148,11 +4419,8 @@ static void simba__mem_destroy(void *impl) {
     simba__mem_conn *c = (simba__mem_conn *)impl;
     simba_mem_server *srv = c->srv;
     simba__mem_conn **pp;
-    uint32_t b;
-    simba__mem_session *ss;
     for (pp = &srv->conns; *pp; pp = &(*pp)->next) if (*pp == c) { *pp = c->next; break; }
-    for (b = 0; b < srv->nsb; b++)              /* its sessions live on until they expire */
-        for (ss = srv->sb[b]; ss; ss = ss->next) if (ss->conn == c) ss->conn = NULL;
+    while (c->sessions) simba__mem_sess_bind(c->sessions, NULL);   /* they live on until they expire */
     simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0, 0);
     simba__mem_free(srv, c->items);
     simba__mem_free(srv, c);
@@ -4214,7 +4482,8 @@ static void simba__mem_clear(simba_mem_server *srv) {
         while (srv->rb[b]) {
             simba__mem_res *r = srv->rb[b];
             srv->rb[b] = r->next;
-            simba__mem_free(srv, r->base); simba__mem_free(srv, r->key); simba__mem_free(srv, r);
+            simba__mem_free(srv, r->base); simba__mem_free(srv, r->idx);
+            simba__mem_free(srv, r->key); simba__mem_free(srv, r);
         }
     }
     for (b = 0; b < srv->nsb; b++) {
@@ -4223,6 +4492,10 @@ static void simba__mem_clear(simba_mem_server *srv) {
             srv->sb[b] = ss->next;
             simba__mem_free(srv, ss);
         }
+    }
+    {
+        simba__mem_conn *c;                 /* their sessions are gone */
+        for (c = srv->conns; c; c = c->next) c->sessions = NULL;
     }
     srv->nres = srv->nsess = 0;
 }

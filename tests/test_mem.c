@@ -1056,6 +1056,161 @@ static void t_mem_handoff_work_flat_in_queue_length(void) {
     CHECK(hi <= 2 * lo + 2);
 }
 
+/* Issue #15, finding an entry by its request id. A round: release the head,
+   tick until the next handle is ACQUIRED, re-queue the released one at the
+   back. `find_steps` of the mem server and of the clients (simba.find_steps,
+   private) count what the lookups by request id looked at, not their time.
+   Returns 0 if a round did not complete. */
+static int find_steps_per_handoff(int waiters, int per_client, double *mem_steps, double *core_steps) {
+    enum { ROUNDS = 100 };   /* request ids are random: hash probes vary, their mean does not */
+    simba_mem_server *sv = simba_mem_server_create(NULL);
+    int nc = per_client ? waiters + 1 : 1, n = waiters + 1, i, r, ok = 1, head = 0;
+    simba **c = (simba **)calloc((size_t)nc, sizeof *c);
+    simba_lock *l = (simba_lock *)calloc((size_t)n, sizeof *l);
+    simba_lock_desc d;
+    simba_event ev[64];
+    uint64_t mem0, core0 = 0, core1 = 0;
+    *mem_steps = *core_steps = -1;
+    if (!sv || !c || !l) { ok = 0; goto out; }
+    for (i = 0; i < nc; i++) {
+        simba_desc cd;
+        char id[32];
+        memset(&cd, 0, sizeof cd);
+        snprintf(id, sizeof id, "f%d", i);
+        cd.backend = simba_mem(sv, NULL);
+        cd.client_id = id;
+        cd.tenant = "find";
+        cd.ttl_ms = 600000;
+        if (!(c[i] = simba_create(&cd))) { ok = 0; goto out; }
+    }
+#define FS_CLIENT(k) c[per_client ? (k) : 0]
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = -1;
+    for (i = 0; i < n; i++) {
+        l[i] = simba_acquire(FS_CLIENT(i), &d);
+        for (r = 0; r < 3; r++) simba_tick(FS_CLIENT(i), NULL, 0, ev, 64);
+    }
+    for (i = 0; i < nc; i++) for (r = 0; r < 3; r++) simba_tick(c[i], NULL, 0, ev, 64);
+    if (simba_mem_server_stats(sv).entries != n) { ok = 0; goto out; }
+    mem0 = simba_mem_server_stats(sv).find_steps;
+    for (i = 0; i < nc; i++) core0 += c[i]->find_steps;
+    for (r = 0; r < ROUNDS && ok; r++) {
+        int next = (head + 1) % n, got = 0, t, j, k;
+        simba_release(FS_CLIENT(head), l[head]);
+        for (t = 0; t < 100 && !got; t++) {
+            for (k = 0; k < 2; k++) {
+                int m = simba_tick(FS_CLIENT(k ? next : head), NULL, 0, ev, 64);
+                for (j = 0; j < m; j++)
+                    if (ev[j].type == SIMBA_EVENT_ACQUIRED && ev[j].lock.id == l[next].id && ev[j].lock.gen == l[next].gen)
+                        got = 1;
+            }
+        }
+        if (!got) { ok = 0; break; }
+        l[head] = simba_acquire(FS_CLIENT(head), &d);            /* back in the queue, at its end */
+        for (t = 0; t < 3; t++) simba_tick(FS_CLIENT(head), NULL, 0, ev, 64);
+        head = next;
+    }
+    if (simba_mem_server_stats(sv).entries != n) ok = 0;
+    for (i = 0; i < nc; i++) core1 += c[i]->find_steps;
+    *mem_steps = (double)(simba_mem_server_stats(sv).find_steps - mem0) / ROUNDS;
+    *core_steps = (double)(core1 - core0) / ROUNDS;
+#undef FS_CLIENT
+out:
+    if (c) for (i = 0; i < nc; i++) if (c[i]) simba_destroy(c[i]);
+    if (sv) simba_mem_server_destroy(sv);
+    free(c); free(l);
+    return ok;
+}
+
+/* Entries leaving from the middle of a long queue (cancelled waiters, in a
+   scrambled order) leave gaps in the server's sequence numbers and holes in
+   both request indexes (the server's and the client's): every handle left
+   must still be found, by its POLLs and by its grant push, and the lock must
+   pass through them in queue order, one holder at a time, none lost. */
+static void t_mem_middle_removals_keep_lookups_right(void) {
+    enum { N = 60 };
+    simba_mem_server *sv = simba_mem_server_create(NULL);
+    simba *a, *b;
+    simba_lock l[N];
+    int gone[N], i, t, j, r, holder = 0, granted = 0, lost = 0, survivors = 0;
+    simba_lock_desc d;
+    simba_desc cd;
+    simba_event ev[64];
+    CHECK(sv != NULL);
+    memset(&cd, 0, sizeof cd);
+    cd.backend = simba_mem(sv, NULL); cd.tenant = "mid"; cd.ttl_ms = 600000; cd.client_id = "a";
+    a = simba_create(&cd);
+    cd.backend = simba_mem(sv, NULL); cd.client_id = "b";
+    b = simba_create(&cd);
+    CHECK(a && b);
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.wait_ms = -1;
+    for (i = 0; i < N; i++) {                       /* even handles on a, odd on b */
+        simba *c = i % 2 ? b : a;
+        l[i] = simba_acquire(c, &d);
+        for (t = 0; t < 3; t++) simba_tick(c, NULL, 0, ev, 64);
+        gone[i] = 0;
+    }
+    CHECK_EQ(simba_mem_server_stats(sv).entries, N);
+    for (i = 0; i < N; i++) {                       /* cancel 2/5 of the waiters, scattered */
+        int k = (i * 37) % N;
+        if (k == 0 || (i % 5) >= 2) continue;
+        simba_release(k % 2 ? b : a, l[k]);
+        gone[k] = 1;
+    }
+    for (t = 0; t < 5; t++) { simba_tick(a, NULL, 0, ev, 64); simba_tick(b, NULL, 0, ev, 64); }
+    for (i = 0; i < N; i++) survivors += !gone[i];
+    CHECK_EQ(simba_mem_server_stats(sv).entries, survivors);
+    for (i = 1; i < N; i++) {                       /* hand the lock down the queue */
+        int got = 0;
+        if (gone[i]) continue;
+        simba_release(holder % 2 ? b : a, l[holder]);
+        for (t = 0; t < 50 && !got; t++) {
+            for (r = 0; r < 2; r++) {
+                simba *c = r ? b : a;
+                int m = simba_tick(c, NULL, 0, ev, 64);
+                for (j = 0; j < m; j++) {
+                    if (ev[j].type == SIMBA_EVENT_LOST) lost++;
+                    if (ev[j].type != SIMBA_EVENT_ACQUIRED) continue;
+                    granted++;
+                    /* the next survivor, on its own client, and nobody else */
+                    CHECK(c == (i % 2 ? b : a) && ev[j].lock.id == l[i].id && ev[j].lock.gen == l[i].gen);
+                    got = 1;
+                }
+            }
+        }
+        CHECK(got);
+        holder = i;
+    }
+    CHECK_EQ(lost, 0);
+    CHECK_EQ(granted, survivors - 1);
+    CHECK_EQ(simba_mem_server_stats(sv).entries, 1);
+    simba_destroy(a); simba_destroy(b);
+    simba_mem_server_destroy(sv);
+}
+
+/* The lookups of a hand-off (release, grant push, re-queue) cost the same
+   with 1000 handles queued as with 10, whether one client holds them all or
+   each waiter is its own client. Failed before: the mem server scanned the
+   queue for a request id (a new ENQUEUE read all of it: ~2000 steps per
+   round at 1000 against ~20 at 10), and the core walked the client's chain
+   of handles on the name to place a pushed grant (~1000 steps against ~10).
+   With one client per waiter, the server's session table kept 256 buckets:
+   its chains grew with the clients (~48 steps at 1000 against ~5 at 10). */
+static void t_mem_find_by_request_flat_in_queue_length(void) {
+    int per_client;
+    for (per_client = 0; per_client < 2; per_client++) {
+        double m10, c10, m1k, c1k;
+        CHECK(find_steps_per_handoff(10, per_client, &m10, &c10));
+        CHECK(find_steps_per_handoff(1000, per_client, &m1k, &c1k));
+        printf("  # find steps per hand-off (%s): server %.1f at Q=10, %.1f at Q=1000; clients %.1f, %.1f\n",
+               per_client ? "one client per waiter" : "one client, all handles", m10, m1k, c10, c1k);
+        CHECK(m10 > 0);
+        CHECK(m1k <= 2 * m10 + 2);          /* +2: hash probes vary with the random ids */
+        CHECK(c1k <= 2 * c10 + 2);
+    }
+}
+
 /* A backend that wraps a mem connection and, while `fail_polls` is set,
    answers every POLL itself with SIMBA_EBACKEND (a server refusing a held
    request), in its next process(). */
@@ -1733,6 +1888,8 @@ int main(int argc, char **argv) {
     RUN(t_mem_hints_poll_each_handle_once);
     RUN(t_mem_handoff_wakes_only_owner_watchers);
     RUN(t_mem_handoff_work_flat_in_queue_length);
+    RUN(t_mem_find_by_request_flat_in_queue_length);
+    RUN(t_mem_middle_removals_keep_lookups_right);
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
