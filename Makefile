@@ -264,7 +264,7 @@ $(B)/peer_getlock: bench/peers/peer_getlock.c | $(B)
 bench-scale: $(B)/bench_scale $(B)/peer_getlock
 	./$(B)/bench_scale mem
 	tests/servers/redis.sh run ./$(B)/bench_scale redis
-	SIMBA_MYSQL_MAX_CONNECTIONS=2600 tests/servers/mysql.sh run ./$(B)/bench_scale mysql
+	SIMBA_MYSQL_MAX_CONNECTIONS=2600 SIMBA_SCALE_MYSQL_MAX_CLIENTS=1001 tests/servers/mysql.sh run ./$(B)/bench_scale mysql
 	tests/servers/zk.sh run ./$(B)/bench_scale zk
 test-scale: $(B)/test_scale
 	./$(B)/test_scale mem; r1=$$?; \
