@@ -731,16 +731,45 @@ static void t_cluster_idle_push_closes(void) {
     simba_destroy(a.s);
 }
 
+/* The set-up of the idle tests with a holder a and a waiter b: tenant
+   `tag` made fresh, names[2i] and names[2i + 1] on master i, a (lease 20 s)
+   and b (lease 20 s, its re-check 60 s away, so only a push or a wake-up
+   can grant it), idle time 300 ms, and b having used every master once (all
+   three of its push connections opened). b's backend in *bb. 1 when all
+   of that worked. */
+static int idle_pair(const char *tag, simba__redis_cluster_map *m, char names[][32], h_client *a, h_client *b,
+                     simba_backend *bb) {
+    char why[200], ida[32], idb[32];
+    h_client *cl[2];
+    simba_lock warm[3];
+    int i, ok = 1;
+    cl[0] = a;
+    cl[1] = b;
+    if (map_from(node_port[0], m, why, sizeof why) != SIMBA_OK) return 0;
+    names_per_node(tag, names, 2);
+    if (fresh_tenant(tag) != SIMBA_OK) return 0;
+    snprintf(ida, sizeof ida, "%s-a", tag);
+    snprintf(idb, sizeof idb, "%s-b", tag);
+    a->s = idle_client(tag, ida, 20000, 0, 300);
+    b->s = idle_client(tag, idb, 20000, 60000, 300);
+    *bb = last_backend;
+    if (!a->s || !b->s) return 0;
+    for (i = 0; i < 3; i++) warm[i] = h_acquire(b->s, names[2 * i + 1], -1);
+    for (i = 0; i < 3; i++) ok = ok && h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL;
+    for (i = 0; i < 3; i++) ok = ok && simba_release(b->s, warm[i]) == SIMBA_OK;
+    return ok;
+}
+
 /* A waiting request keeps its master's push connection open past
    cluster_idle_ms (the other masters' close), and the holder's release
    grants it by push: the waiter's own re-check is far away (recheck 60 s,
    the holder's lease 21 s), so a grant within SOON came by push. */
 static void t_cluster_idle_waiter_keeps_push(void) {
     static simba__redis_cluster_map m;
-    char names[3 * 2][32], why[200];
+    char names[3 * 2][32];
     h_client a, b, *cl[2];
     simba_backend bb;
-    simba_lock la, lb, warm[3];
+    simba_lock la, lb;
     struct simba_redis_stats before, after;
     int i, node = -1;
     memset(&a, 0, sizeof a);
@@ -748,17 +777,7 @@ static void t_cluster_idle_waiter_keeps_push(void) {
     memset(names, 0, sizeof names);
     cl[0] = &a;
     cl[1] = &b;
-    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
-    names_per_node("idle2", names, 2);   /* names[2i] and names[2i + 1] on master i */
-    CHECK_EQ(fresh_tenant("idle2"), SIMBA_OK);
-    a.s = idle_client("idle2", "idle2-a", 20000, 0, 300);
-    b.s = idle_client("idle2", "idle2-b", 20000, 60000, 300);
-    bb = last_backend;
-    CHECK(a.s && b.s);
-    /* b uses every master once (all three push connections open) */
-    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[2 * i + 1], -1);
-    for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    for (i = 0; i < 3; i++) CHECK_EQ(simba_release(b.s, warm[i]), SIMBA_OK);
+    CHECK(idle_pair("idle2", &m, names, &a, &b, &bb));
     la = h_acquire(a.s, names[2], -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     lb = h_acquire(b.s, names[2], -1);
@@ -803,13 +822,13 @@ static void t_cluster_idle_waiter_keeps_push(void) {
    subscription's confirmation woke the waiter's name (one POLL). */
 static void t_cluster_idle_reopen_window(void) {
     static simba__redis_cluster_map m;
-    char names[3 * 2][32], why[200], key[1200];
+    char names[3 * 2][32], key[1200];
     h_client a, b, *cl[2], *only_a[1];
     simba_backend bb;
-    simba_lock la, lb, warm[3];
+    simba_lock la, lb;
     struct pollfd fds[16];
     struct simba_redis_stats before, after;
-    int i, seen = 0, x = 2;   /* master x; names[2 * x] its contended lock */
+    int seen = 0, x = 2;   /* master x; names[2 * x] its contended lock */
     int64_t end;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
@@ -817,16 +836,7 @@ static void t_cluster_idle_reopen_window(void) {
     cl[0] = &a;
     cl[1] = &b;
     only_a[0] = &a;
-    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
-    names_per_node("idle3", names, 2);   /* names[2i] and names[2i + 1] on master i */
-    CHECK_EQ(fresh_tenant("idle3"), SIMBA_OK);
-    a.s = idle_client("idle3", "idle3-a", 20000, 0, 300);
-    b.s = idle_client("idle3", "idle3-b", 20000, 60000, 300);
-    bb = last_backend;
-    CHECK(a.s && b.s);
-    for (i = 0; i < 3; i++) warm[i] = h_acquire(b.s, names[2 * i + 1], -1);
-    for (i = 0; i < 3; i++) CHECK(h_expect(cl, 2, 1, warm[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    for (i = 0; i < 3; i++) CHECK_EQ(simba_release(b.s, warm[i]), SIMBA_OK);
+    CHECK(idle_pair("idle3", &m, names, &a, &b, &bb));
     la = h_acquire(a.s, names[2 * x], -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(wait_conns(cl, 2, bb, 1 + 3, SOON));
