@@ -521,12 +521,12 @@ static simba *cluster_client(const char *tenant, const char *id) {
     return simba_create(&d);
 }
 
-/* A client with its own ttl and re-check period (a long one: a grant that
+/* A client on backend be with its own ttl and re-check period (a long one: a grant that
    comes quickly came by push, not by the waiter's own re-check). */
-static simba *cluster_client_slow(const char *tenant, const char *id, int ttl_ms, int recheck_ms) {
+static simba *client_on(simba_backend be, const char *tenant, const char *id, int ttl_ms, int recheck_ms) {
     simba_desc d;
     memset(&d, 0, sizeof d);
-    d.backend = last_backend = make_cluster(NULL);
+    d.backend = last_backend = be;
     d.tenant = tenant;
     d.client_id = id;
     d.ttl_ms = ttl_ms;
@@ -535,6 +535,10 @@ static simba *cluster_client_slow(const char *tenant, const char *id, int ttl_ms
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_WARN;
     return simba_create(&d);
+}
+
+static simba *cluster_client_slow(const char *tenant, const char *id, int ttl_ms, int recheck_ms) {
+    return client_on(make_cluster(NULL), tenant, id, ttl_ms, recheck_ms);
 }
 
 /* Names whose base keys fall on each master (so a test touches them all). */
@@ -618,20 +622,10 @@ static int holder_client_is(int p, const char *tenant, const char *name, const c
 /* A client of the cluster with its own ttl, re-check period and cluster_idle_ms. */
 static simba *idle_client(const char *tenant, const char *id, int ttl_ms, int recheck_ms, int idle_ms) {
     simba_redis_desc rd;
-    simba_desc d;
     memset(&rd, 0, sizeof rd);
     rd.cluster_seeds = seeds;
     rd.cluster_idle_ms = idle_ms;
-    memset(&d, 0, sizeof d);
-    d.backend = last_backend = simba_redis(&rd);
-    d.tenant = tenant;
-    d.client_id = id;
-    d.ttl_ms = ttl_ms;
-    d.transition_ms = TRANSITION;
-    d.recheck_ms = recheck_ms;
-    d.logger.func = log_to_buf;
-    d.logger.level = SIMBA_LOG_WARN;
-    return simba_create(&d);
+    return client_on(simba_redis(&rd), tenant, id, ttl_ms, recheck_ms);
 }
 
 /* Connections named `kind``id` ("simba:" main, "simba-sub:" push) on the node at port p. */
