@@ -13,7 +13,7 @@ ZK_LIBS    := -lzookeeper_st
 # test and fuzz builds never send a name to a DNS resolver (simba_backend_resolve)
 TEST_DEFS := -DSIMBA_NO_DNS
 HDR_CORE  := simba.h
-TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h
+TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h tests/zk_mntr.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-compile \
@@ -254,7 +254,7 @@ bench-loop: $(B)/bench_loop
 # #15 (tests/run_all.sh runs it per backend in its lane).
 .PHONY: bench-scale test-scale
 SCALE_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
-SCALE_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h bench/scale.h bench/bench_util.h
+SCALE_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h bench/scale.h bench/bench_util.h tests/zk_mntr.h
 $(B)/bench_scale: bench/bench_scale.c $(SCALE_HDRS) | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SCALE_LIBS) $(LDFLAGS)
 $(B)/test_scale: tests/test_scale.c tests/harness.h $(SCALE_HDRS) | $(B)

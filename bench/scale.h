@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "../tests/zk_mntr.h"
 #include "bench_util.h"
 
 /* caps: a settle, the wait for a grant, the rounds of one figure (then it
@@ -131,38 +132,7 @@ static void sc_failf(sc_run *r, const char *fmt, ...) {
 /* ---- server counters ---- */
 
 static int sc_zk_mntr(sc_env *e, sc_counters *c) {
-    struct sockaddr_in a;
-    char buf[16384];
-    size_t n = 0;
-    const char *keys[] = { "zk_sum_node_created_watch_count", "zk_sum_node_deleted_watch_count",
-                           "zk_sum_node_changed_watch_count", "zk_sum_node_children_watch_count" };
-    int fd = socket(AF_INET, SOCK_STREAM, 0), k;
-    char *p;
-    if (fd < 0) return 0;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((unsigned short)e->zk_port);
-    inet_pton(AF_INET, e->zk_host, &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, "mntr", 4) != 4) { close(fd); return 0; }
-    for (;;) {
-        ssize_t m = read(fd, buf + n, sizeof buf - 1 - n);
-        if (m <= 0) break;
-        n += (size_t)m;
-        if (n >= sizeof buf - 1) break;
-    }
-    close(fd);
-    buf[n] = 0;
-    p = strstr(buf, "zk_packets_received\t");
-    if (!p) return 0;
-    c->cmds = atof(p + strlen("zk_packets_received\t"));
-    c->notifs = 0;
-    for (k = 0; k < 4; k++) {
-        char key[80];
-        snprintf(key, sizeof key, "%s\t", keys[k]);
-        p = strstr(buf, key);
-        if (p) c->notifs += atof(p + strlen(key));
-    }
-    return 1;
+    return zk_mntr_read(e->zk_host, e->zk_port, &c->cmds, &c->notifs) >= 0;
 }
 
 static int sc_redis_stats(sc_env *e, sc_counters *c) {

@@ -23,6 +23,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include "zk_mntr.h"
 
 /* Every getaddrinfo() of this process, the ZooKeeper client library's
    included, goes through here (the executable's definition comes first in
@@ -1799,43 +1801,13 @@ static void t_zk_missing_chroot_is_einval(void) {
 typedef struct zk_load { double packets, watches; } zk_load;
 
 static int zk_mntr(zk_load *out) {
-    struct sockaddr_in a;
-    char buf[16384], host[64];
-    const char *keys[] = { "zk_sum_node_created_watch_count", "zk_sum_node_deleted_watch_count",
-                           "zk_sum_node_changed_watch_count", "zk_sum_node_children_watch_count" };
-    const char *colon = strchr(zk_hosts, ':'), *p;
-    size_t n = 0, hl = colon ? (size_t)(colon - zk_hosts) : strlen(zk_hosts);
-    int fd, k;
+    char host[64];
+    const char *colon = strchr(zk_hosts, ':');
+    size_t hl = colon ? (size_t)(colon - zk_hosts) : strlen(zk_hosts);
     if (hl >= sizeof host) return 0;
     memcpy(host, zk_hosts, hl);
     host[hl] = 0;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((unsigned short)(colon ? atoi(colon + 1) : 2181));
-    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return 0;
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, "mntr", 4) != 4) { close(fd); return 0; }
-    for (;;) {
-        ssize_t m = read(fd, buf + n, sizeof buf - 1 - n);
-        if (m <= 0) break;
-        n += (size_t)m;
-        if (n >= sizeof buf - 1) break;
-    }
-    close(fd);
-    buf[n] = 0;
-    p = strstr(buf, "zk_packets_received\t");
-    if (!p) return 0;
-    out->packets = atof(p + strlen("zk_packets_received\t"));
-    out->watches = 0;
-    for (k = 0; k < 4; k++) {
-        char key[80];
-        snprintf(key, sizeof key, "%s\t", keys[k]);
-        p = strstr(buf, key);
-        if (!p) return 0;
-        out->watches += atof(p + strlen(key));
-    }
-    return 1;
+    return zk_mntr_read(host, colon ? atoi(colon + 1) : 2181, &out->packets, &out->watches) == 4;
 }
 
 enum { HO_CLIENTS = 4, HO_ROUNDS = 6, HO_MAX = 128 };
