@@ -3162,10 +3162,13 @@ SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
     return s->backend.vt->pollfds(s->backend.impl, fds, max);
 }
 
-SIMBADEF int simba_timeout_ms(simba *s) {
+/* How long the loop may sleep. A queued event means "tick now" for the
+   caller's loop (it collects events by ticking); the blocking helpers leave
+   other handles' events queued on purpose, so they ask without that rule,
+   or they would spin for their whole wait. */
+static int simba__sleep_ms(simba *s, int events_mean_now) {
     int64_t now, at = SIMBA__NEVER, b;
-    if (!simba__is_live(s)) return 0;
-    if (s->events.count) return 0;
+    if (events_mean_now && s->events.count) return 0;
     now = simba__now(s);
     if (s->dirty_head && s->connected && !s->backend_full && simba__session_safe(s, now)) return 0;
     if (s->nheap) at = s->locks[s->heap[0]].timer_at;
@@ -3179,6 +3182,11 @@ SIMBADEF int simba_timeout_ms(simba *s) {
     if (at == SIMBA__NEVER) return -1;
     if (at <= now) return 0;
     return at - now > 0x7fffffff ? 0x7fffffff : (int)(at - now);
+}
+
+SIMBADEF int simba_timeout_ms(simba *s) {
+    if (!simba__is_live(s)) return 0;
+    return simba__sleep_ms(s, 1);
 }
 
 /* Free the answered queries whose event the caller has had since the last tick. */
@@ -3253,11 +3261,35 @@ static int simba__take_event(simba *s, simba_lock h, simba_event *ev) {
     return 0;
 }
 
+/* The blocking helpers sleep until simba's next deadline, which is on
+   simba's clock (a virtual one in tests may run faster than the wall
+   clock). They learn the clock's pace over their first 20 ms (woken after
+   that long at most) and turn a sleep on simba's clock into wall-clock
+   milliseconds at that pace, so a fast clock's keepalives are not slept
+   through. A slower clock keeps the sleep as it is: waking early is safe. */
+typedef struct simba__pace {
+    int64_t wall0, clock0;
+} simba__pace;
+
+static void simba__pace_start(simba *s, simba__pace *p) {
+    p->wall0 = simba__monotonic_ms(NULL);
+    p->clock0 = simba__now(s);
+}
+
+static int simba__pace_sleep(simba *s, const simba__pace *p, int ms) {
+    int64_t wall = simba__monotonic_ms(NULL) - p->wall0, clock = simba__now(s) - p->clock0;
+    if (wall < 20) return ms < 20 - (int)wall ? ms : 20 - (int)wall;
+    if (clock > wall) ms = (int)((int64_t)ms * wall / clock);
+    return ms;
+}
+
 SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev) {
     int64_t end;
+    simba__pace pace;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (!ev) return simba__fail(s, SIMBA_EINVAL);
     end = timeout_ms < 0 ? SIMBA__NEVER : simba__monotonic_ms(NULL) + timeout_ms;
+    simba__pace_start(s, &pace);
     for (;;) {
         struct pollfd fds[16];
         int n, t;
@@ -3266,8 +3298,10 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
         if (!simba__lookup(s, h, SIMBA__K_LOCK) && !simba__lookup(s, h, SIMBA__K_QUERY)) return simba__fail(s, SIMBA_ESTALE);
         left = end == SIMBA__NEVER ? 1000 : end - simba__monotonic_ms(NULL);
         if (left <= 0) return 0;
-        t = simba_timeout_ms(s);
-        if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
+        t = simba__sleep_ms(s, 0);     /* other handles' events stay queued: not a reason to spin */
+        if (t < 0 || t > 1000) t = 1000;
+        t = simba__pace_sleep(s, &pace, t);
+        if (t > left) t = (int)left;
         n = simba_pollfds(s, fds, 16);
         if (n > 16) n = 16;
         if (n < 0) n = 0;
@@ -3281,13 +3315,16 @@ SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms 
 SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
 
 /* The hold helpers measure time on simba's clock (a virtual clock in tests)
-   and sleep in poll() for at most what is left, capped, so that a clock that
-   runs faster or slower than the wall clock still works. */
+   and sleep in poll() for at most what is left, capped and at the clock's
+   pace (simba__pace_sleep), so that a clock that runs faster or slower than
+   the wall clock still works. */
 SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
     int64_t end;
+    simba__pace pace;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (!ev) return simba__fail(s, SIMBA_EINVAL);
     end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
+    simba__pace_start(s, &pace);
     for (;;) {
         struct pollfd fds[16];
         int n, t;
@@ -3297,8 +3334,9 @@ SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done
         if (done && done(user)) return 0;
         left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
         if (left <= 0) return 0;
-        t = simba_timeout_ms(s);
+        t = simba__sleep_ms(s, 0);     /* other handles' events stay queued: not a reason to spin */
         if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
+        t = simba__pace_sleep(s, &pace, t);
         if (done && t > 50) t = 50;
         n = simba_pollfds(s, fds, 16);
         if (n > 16) n = 16;

@@ -245,6 +245,55 @@ static void t_mem_wait_helper(void) {
     simba_destroy(a); simba_destroy(b);
 }
 
+/* simba_wait leaves other handles' events queued (b's CONNECTED here), and
+   simba_timeout_ms is 0 while events are queued, for a loop that collects
+   them. The helper must not take that 0 for itself: it spun at 100% CPU
+   for the whole wait (found by bench_scale's warm-up). Counted on simba's
+   clock: a wait that sleeps reads it a few times per poll, one that spins
+   reads it every loop. */
+static long clock_reads;
+static int64_t counting_clock(void *user) { (void)user; clock_reads++; return h_real_ms(); }
+
+static void t_mem_wait_sleeps_with_other_events_queued(void) {
+    const char *tenant = h_tenant();
+    simba *a = new_client(tenant, 1500, 1000), *b;
+    simba_desc d;
+    simba_lock_desc ld;
+    simba_lock la, lb;
+    simba_event ev;
+    long reads;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = tenant;
+    d.ttl_ms = 1500;
+    d.transition_ms = 1000;
+    d.clock.now_ms = counting_clock;
+    b = simba_create(&d);
+    CHECK(a && b);
+    memset(&ld, 0, sizeof ld);
+    ld.name = "spin"; ld.wait_ms = -1;
+    la = simba_acquire(a, &ld);
+    CHECK_EQ(simba_wait(a, la, 3000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_ACQUIRED);
+    lb = simba_acquire(b, &ld);
+    CHECK_EQ(simba_wait(b, lb, 50, &ev), 0);          /* connected, queued; CONNECTED stays queued */
+    clock_reads = 0;
+    CHECK_EQ(simba_wait(b, lb, 300, &ev), 0);
+    reads = clock_reads;
+    printf("    clock reads in a 300 ms simba_wait: %ld\n", reads);
+    CHECK(reads < 300);                                /* spinning: tens of thousands */
+    clock_reads = 0;
+    CHECK_EQ(simba_hold_for(a, la, 300, &ev), 0);      /* a's own clock: the check is b's; this must not fail */
+    CHECK_EQ(simba_release(a, la), SIMBA_OK);
+    CHECK_EQ(simba_wait(b, lb, 3000, &ev), 1);
+    CHECK_EQ(ev.type, SIMBA_EVENT_ACQUIRED);
+    clock_reads = 0;
+    CHECK_EQ(simba_hold_for(b, lb, 300, &ev), 0);     /* the hold helper too, with CONNECTED still queued */
+    printf("    clock reads in a 300 ms simba_hold_for: %ld\n", clock_reads);
+    CHECK(clock_reads < 300);
+    simba_destroy(a); simba_destroy(b);
+}
+
 /* Lost pushes: a waiter whose grant push is lost still gets the lock (at its
    re-check), and a holder of a deleted resource learns it (at the next
    keepalive, through the admin epoch) without any push. */
@@ -1863,6 +1912,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_wait_helper);
+    RUN(t_mem_wait_sleeps_with_other_events_queued);
     RUN(t_mem_lost_pushes);
     RUN(t_mem_multi_woken_by_push);
     RUN(t_mem_cannot_connect_reported);
