@@ -50,7 +50,7 @@
 #include <signal.h>
 #include "scale.h"
 
-enum { NQ = 4, ROUNDS = 20, ROUNDS_1000 = 10 };
+enum { NQ = 4, ROUNDS = 20, ROUNDS_1000 = 10, ROUNDS_MEM = 60, MAX_TURNS = 5 };
 static const int qs[NQ] = { 1, 10, 100, 1000 };
 static const int sem_weights[] = { 1, 2, 5, 1, 3, 1, 2, 1 };
 
@@ -148,49 +148,56 @@ typedef struct peer_row {
     char why[160];
 } peer_row;
 
-static int run_peer(const char *kind, const char *qlist, peer_row *out, int max) {
+/* The peer at one Q, in a process of its own (python, or build/peer_getlock). */
+static peer_row run_peer(const char *kind, int q) {
     char cmd[512], line[512];
     const char *py = getenv("SIMBA_PYTHON");
+    peer_row p;
     FILE *f;
-    int n = 0;
+    memset(&p, 0, sizeof p);
+    p.q = q;
+    snprintf(p.why, sizeof p.why, "no answer from the peer");
     if (!py || !*py) py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     if (strcmp(kind, "getlock") == 0 && access("build/peer_getlock", X_OK) == 0)   /* the C peer: see its comment */
-        snprintf(cmd, sizeof cmd, "build/peer_getlock %s %d 2>&1", qlist, ROUNDS);
+        snprintf(cmd, sizeof cmd, "build/peer_getlock %d %d 2>&1", q, ROUNDS);
     else
-        snprintf(cmd, sizeof cmd, "%s bench/peers/peer_lock.py %s %s %d 2>&1", py, kind, qlist, ROUNDS);
+        snprintf(cmd, sizeof cmd, "%s bench/peers/peer_lock.py %s %d %d 2>&1", py, kind, q, ROUNDS);
     f = popen(cmd, "r");
-    if (!f) return 0;
-    while (n < max && fgets(line, sizeof line, f)) {
-        peer_row *p = &out[n];
-        memset(p, 0, sizeof *p);
-        if (sscanf(line, "Q %d p50_us %lf p99_us %lf", &p->q, &p->p50, &p->p99) == 3) {
-            p->ok = 1;
-            n++;
-        } else if (sscanf(line, "Q %d skip %159[^\n]", &p->q, p->why) == 2) {
-            n++;
+    if (!f) return p;
+    while (fgets(line, sizeof line, f)) {
+        int lq;
+        if (sscanf(line, "Q %d p50_us %lf p99_us %lf", &lq, &p.p50, &p.p99) == 3) {
+            p.ok = 1;
+            p.why[0] = 0;
+        } else if (sscanf(line, "Q %d skip %159[^\n]", &lq, p.why) == 2) {
+            p.ok = 0;
         } else {
             fprintf(stderr, "peer %s: %s", kind, line);
         }
     }
     pclose(f);
-    return n;
+    return p;
 }
 
-static void peer_compare(const char *backend, const row *rows, int nrows, const char *qlist) {
-    const char *kind = strcmp(backend, "redis") == 0 ? "redis" : strcmp(backend, "mysql") == 0 ? "getlock"
-                     : strcmp(backend, "zk") == 0    ? "kazoo" : NULL;
+static const char *peer_kind(const char *backend) {
+    return strcmp(backend, "redis") == 0 ? "redis" : strcmp(backend, "mysql") == 0 ? "getlock"
+         : strcmp(backend, "zk") == 0    ? "kazoo" : NULL;
+}
+
+/* The peer rows (one per Q, each the median of its turns) next to simba's. */
+static void peer_compare(const char *backend, const row *rows, int nrows, const peer_row *peers, int np, int turns) {
+    const char *kind = peer_kind(backend);
     const char *label = strcmp(backend, "redis") == 0 ? "redis-py Lock" : strcmp(backend, "mysql") == 0 ? "MySQL GET_LOCK"
                                                                                                          : "kazoo Lock";
-    peer_row peers[NQ];
-    int np, i, j, l;
+    int i, j, l;
     const char *layouts[2] = { "4 clients", "1 per cl." };
     double ratio1[2] = { 0, 0 }, ratio1000[2] = { 0, 0 };
     int all_below[2] = { 1, 1 }, have[2] = { 0, 0 };
     if (!kind) return;
-    printf("\n  peer: %s (%s), same server, same run\n", label,
+    printf("\n  peer: %s (%s), same server, same run; at each Q the peer ran in turn with simba's two\n"
+           "  layouts, %d turn(s) each (1 at Q = 1000), and each p50 here is the median of its turns\n", label,
            strcmp(kind, "getlock") == 0 && access("build/peer_getlock", X_OK) == 0 ? "build/peer_getlock"
-                                                                                   : "bench/peers/peer_lock.py");
-    np = run_peer(kind, qlist, peers, NQ);
+                                                                                   : "bench/peers/peer_lock.py", turns);
     printf("  %-10s %5s %9s %9s   %s\n", "", "Q", "p50 us", "p99 us", "simba p50 / peer p50 (4 clients, 1 per cl.)");
     for (i = 0; i < np; i++) {
         if (!peers[i].ok) {
@@ -226,55 +233,109 @@ static void peer_compare(const char *backend, const row *rows, int nrows, const 
     }
 }
 
+/* The median by p50 of n results of one figure (those that ran; else the
+   first, with its reason). */
+static sc_result median_result(sc_result *r, int n) {
+    int i, j, ok = 0;
+    sc_result tmp;
+    for (i = 0; i < n; i++)
+        if (r[i].ok) r[ok++] = r[i];
+    if (!ok) return r[0];
+    for (i = 1; i < ok; i++)
+        for (j = i; j > 0 && r[j].p50 < r[j - 1].p50; j--) { tmp = r[j]; r[j] = r[j - 1]; r[j - 1] = tmp; }
+    return r[(ok - 1) / 2];
+}
+
+static peer_row median_peer(peer_row *p, int n) {
+    int i, j, ok = 0;
+    peer_row tmp;
+    for (i = 0; i < n; i++)
+        if (p[i].ok) p[ok++] = p[i];
+    if (!ok) return p[0];
+    for (i = 1; i < ok; i++)
+        for (j = i; j > 0 && p[j].p50 < p[j - 1].p50; j--) { tmp = p[j]; p[j] = p[j - 1]; p[j - 1] = tmp; }
+    return p[(ok - 1) / 2];
+}
+
 int main(int argc, char **argv) {
     sc_env e;
     char why[256];
     row rows[2 * NQ + 1];
-    int nrows = 0, i, quick = env_int("SIMBA_BENCH_QUICK", 0), nq = quick ? 3 : NQ;
-    int max_clients, stalled4 = 0;
+    peer_row peers[NQ];
+    int nrows = 0, npeers = 0, i, t, quick = env_int("SIMBA_BENCH_QUICK", 0), nq = quick ? 3 : NQ;
+    int max_clients, stalled4 = 0, turns = env_int("SIMBA_SCALE_TURNS", 3);
     const char *backend = argc > 1 ? argv[1] : "";
+    int mem = strcmp(backend, "mem") == 0;   /* a hand-off of microseconds: more of them, for a stable p50 */
     const char *only = getenv("SIMBA_SCALE_ONLY");   /* debugging: "4", "1" or "s": one layout */
-    char qlist[64] = "";
+    const char *kind = peer_kind(backend);
     signal(SIGPIPE, SIG_IGN);
     memset(rows, 0, sizeof rows);
+    memset(peers, 0, sizeof peers);
+    if (turns < 1) turns = 1;
+    if (turns > MAX_TURNS) turns = MAX_TURNS;
     if (!sc_env_init(&e, backend, why, sizeof why)) {
         fprintf(stderr, "bench_scale: %s\n", why);
         return 2;
     }
     /* 2 connections per MySQL client against max-connections of the test server */
     max_clients = strcmp(backend, "mysql") == 0 ? env_int("SIMBA_SCALE_MYSQL_MAX_CLIENTS", 150) : 1001;
-    for (i = 0; i < nq; i++) snprintf(qlist + strlen(qlist), sizeof qlist - strlen(qlist), "%s%d", i ? "," : "", qs[i]);
     printf("\nsimba on %s: mutex hand-off as the queue grows; semaphore C=100 (issue #15)\n", backend);
-    print_head();
-    for (i = 0; i < nq; i++) {
-        row *w = &rows[nrows++];
-        int rounds = qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
-        char name[32];
-        if (only && *only != '4') { nrows--; continue; }
-        w->layout = "4 clients";
-        w->q = qs[i];
-        snprintf(name, sizeof name, "mx4-%d", qs[i]);
-        if (stalled4) snprintf(w->r.why, sizeof w->r.why, "not run: the hand-off stalled at Q=%d (above)", stalled4);
-        else w->r = sc_figure(&e, name, 4, qs[i], 1, NULL, 0, rounds, 0);
-        if (!w->r.ok && !stalled4 && strstr(w->r.why, "grants missing")) stalled4 = qs[i];
-        print_row(backend, w);
-    }
-    for (i = 0; i < nq; i++) {
-        row *w = &rows[nrows++];
-        int rounds = qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
-        char name[32];
-        if (only && *only != '1') { nrows--; continue; }
-        w->layout = "1 per cl.";
-        w->q = qs[i];
-        snprintf(name, sizeof name, "mx1-%d", qs[i]);
-        if (qs[i] + 1 > max_clients) {
-            snprintf(w->r.why, sizeof w->r.why,
-                     "%d clients x 2 connections is over the test server's max-connections "
-                     "(SIMBA_SCALE_MYSQL_MAX_CLIENTS=%d)", qs[i] + 1, max_clients);
-        } else {
-            w->r = sc_figure(&e, name, qs[i] + 1, qs[i], 1, NULL, 0, rounds, 1);
+    /* A server's first thousands of requests run slower (ZooKeeper's JVM
+       compiles its hot paths as it goes): both sides warm it up first, and
+       nothing of this counts. */
+    if (!mem) {
+        sc_result warm = sc_figure(&e, "warm", 4, 10, 1, NULL, 0, ROUNDS, 0);
+        printf("  warm-up: simba %s", warm.ok ? "done" : warm.why);
+        if (kind) {
+            peer_row p = run_peer(kind, 10);
+            printf(", peer %s", p.ok ? "done" : p.why);
         }
-        print_row(backend, w);
+        printf("\n");
+    }
+    print_head();
+    /* At each Q: the 4-client layout, the one-client-per-waiter layout and
+       the peer, in turn, `turns` times (once at Q = 1000: its set-up takes
+       minutes), so that a drift of the shared machine falls on all three;
+       each figure is the median of its turns. */
+    for (i = 0; i < nq; i++) {
+        sc_result r4[MAX_TURNS], r1[MAX_TURNS];
+        peer_row pr[MAX_TURNS];
+        int rounds = mem ? ROUNDS_MEM : qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
+        int nt = qs[i] >= 1000 ? 1 : turns, run4 = !only || *only == '4', run1 = !only || *only == '1';
+        int fit1 = qs[i] + 1 <= max_clients;
+        char name4[32], name1[32];
+        memset(r4, 0, sizeof r4);
+        memset(r1, 0, sizeof r1);
+        memset(pr, 0, sizeof pr);
+        for (t = 0; t < nt; t++) {
+            snprintf(name4, sizeof name4, "mx4-%d-%d", qs[i], t);
+            snprintf(name1, sizeof name1, "mx1-%d-%d", qs[i], t);
+            if (run4 && stalled4)
+                snprintf(r4[t].why, sizeof r4[t].why, "not run: the hand-off stalled at Q=%d (above)", stalled4);
+            else if (run4) r4[t] = sc_figure(&e, name4, 4, qs[i], 1, NULL, 0, rounds, 0);
+            if (run1 && fit1) r1[t] = sc_figure(&e, name1, qs[i] + 1, qs[i], 1, NULL, 0, rounds, 1);
+            if (run1 && !fit1)
+                snprintf(r1[t].why, sizeof r1[t].why,
+                         "%d clients x 2 connections is over the test server's max-connections "
+                         "(SIMBA_SCALE_MYSQL_MAX_CLIENTS=%d)", qs[i] + 1, max_clients);
+            if (kind && !only) pr[t] = run_peer(kind, qs[i]);
+        }
+        if (run4) {
+            row *w = &rows[nrows++];
+            w->layout = "4 clients";
+            w->q = qs[i];
+            w->r = median_result(r4, nt);
+            if (!w->r.ok && !stalled4 && strstr(w->r.why, "grants missing")) stalled4 = qs[i];
+            print_row(backend, w);
+        }
+        if (run1) {
+            row *w = &rows[nrows++];
+            w->layout = "1 per cl.";
+            w->q = qs[i];
+            w->r = median_result(r1, nt);
+            print_row(backend, w);
+        }
+        if (kind && !only) peers[npeers++] = median_peer(pr, nt);
     }
     {
         row *w = &rows[nrows++];
@@ -299,7 +360,7 @@ int main(int argc, char **argv) {
         else if (s->ok && s->notifs_per_grant >= 0) verdict("notifications per grant", s->notifs_per_grant, 2, 1);
         else verdict("other clients woken per grant (no server count)", s->ok ? s->woken_per_grant : 0, 2, s->ok);
     }
-    peer_compare(backend, rows, nrows, qlist);
+    peer_compare(backend, rows, nrows, peers, npeers, turns);
     sc_env_free(&e);
     return 0;
 }
