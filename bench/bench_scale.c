@@ -233,28 +233,31 @@ static void peer_compare(const char *backend, const row *rows, int nrows, const 
     }
 }
 
-/* The median by p50 of n results of one figure (those that ran; else the
-   first, with its reason). */
-static sc_result median_result(sc_result *r, int n) {
-    int i, j, ok = 0;
-    sc_result tmp;
-    for (i = 0; i < n; i++)
-        if (r[i].ok) r[ok++] = r[i];
-    if (!ok) return r[0];
-    for (i = 1; i < ok; i++)
-        for (j = i; j > 0 && r[j].p50 < r[j - 1].p50; j--) { tmp = r[j]; r[j] = r[j - 1]; r[j - 1] = tmp; }
-    return r[(ok - 1) / 2];
+/* The median by p50 of the n turns of one figure that ran (ok[i]), as an
+   index; -1 if none ran. One rule for simba's figures and the peer's. */
+static int median_turn(const double *p50, const int *ok, int n) {
+    int idx[MAX_TURNS], m = 0, i, j, t;
+    for (i = 0; i < n && i < MAX_TURNS; i++)
+        if (ok[i]) idx[m++] = i;
+    for (i = 1; i < m; i++)
+        for (j = i; j > 0 && p50[idx[j]] < p50[idx[j - 1]]; j--) { t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t; }
+    return m ? idx[(m - 1) / 2] : -1;
 }
 
-static peer_row median_peer(peer_row *p, int n) {
-    int i, j, ok = 0;
-    peer_row tmp;
-    for (i = 0; i < n; i++)
-        if (p[i].ok) p[ok++] = p[i];
-    if (!ok) return p[0];
-    for (i = 1; i < ok; i++)
-        for (j = i; j > 0 && p[j].p50 < p[j - 1].p50; j--) { tmp = p[j]; p[j] = p[j - 1]; p[j - 1] = tmp; }
-    return p[(ok - 1) / 2];
+static sc_result median_result(const sc_result *r, int n) {
+    double p50[MAX_TURNS];
+    int ok[MAX_TURNS], i, k;
+    for (i = 0; i < n; i++) { p50[i] = r[i].p50; ok[i] = r[i].ok; }
+    k = median_turn(p50, ok, n);
+    return r[k < 0 ? 0 : k];   /* none ran: the first, with its reason */
+}
+
+static peer_row median_peer(const peer_row *p, int n) {
+    double p50[MAX_TURNS];
+    int ok[MAX_TURNS], i, k;
+    for (i = 0; i < n; i++) { p50[i] = p[i].p50; ok[i] = p[i].ok; }
+    k = median_turn(p50, ok, n);
+    return p[k < 0 ? 0 : k];
 }
 
 int main(int argc, char **argv) {
