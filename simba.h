@@ -99,7 +99,9 @@
     refuse writes with an older fence.
 
     A client has one SESSION on its backend, renewed by one keepalive every
-    ttl/3 whatever the number of locks it holds. The server expires a session
+    ttl/3 (less a random part of up to a quarter, so that clients started
+    together do not keep their keepalives in step) whatever the number of
+    locks it holds. The server expires a session
     ttl + transition after the last keepalive it saw, by its own clock only.
     LOCAL SAFETY RULE: this client treats its holds as valid only until
     ttl after it *sent* the last keepalive the server confirmed, so it gives
@@ -348,7 +350,9 @@ typedef struct simba_desc {
     int op_timeout_ms;        /* a backend operation with no answer after this resets the
                                  connection; default min(ttl/3, 5000) */
     int recheck_ms;           /* fallback re-check period of a waiting request (a missed push
-                                 costs at most this); default ttl/2 */
+                                 costs at most this; each period is shortened by a random
+                                 part of up to a quarter, so that clients started together
+                                 do not re-check in step); default ttl/2 */
     simba_allocator allocator;
     simba_logger logger;
     simba_clock clock;        /* must not go backwards; values >= 0 */
@@ -2024,6 +2028,19 @@ static int simba__session_safe(simba *s, int64_t now) {
     return s->session.open && now < s->session.valid_until;
 }
 
+/* A period of the client's own periodic traffic (keepalive, fallback
+   recheck), shortened by a random part of up to a quarter. Clients started
+   together (a deploy; every client reconnecting after a server restart)
+   would otherwise keep their keepalives and rechecks in step for ever: all
+   of them in the same millisecond, every period, a herd at the server and a
+   hand-off that falls on it waits behind it. Never lengthened: a keepalive
+   later than ttl/3 eats the session's margin, and a recheck is promised
+   within recheck_ms. */
+static int64_t simba__spread_ms(simba *s, int64_t period) {
+    uint64_t span = period > 0 ? (uint64_t)period / 4 : 0;
+    return span ? period - (int64_t)(simba__mix64(&s->rng) % (span + 1)) : period;
+}
+
 static void simba__session_tick(simba *s, int64_t now) {
     simba__session *ss = &s->session;
     if (ss->op && now >= ss->op_deadline) {
@@ -2058,7 +2075,7 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
         ss->open = 1;
         ss->failures = 0;
         s->sess_error = 0;
-        ss->next_keepalive = ss->op_sent + s->ttl_ms / 3;
+        ss->next_keepalive = ss->op_sent + simba__spread_ms(s, s->ttl_ms / 3);
         if (r->epoch && s->admin_epoch && r->epoch != s->admin_epoch) simba__recheck_holds(s);
         if (r->epoch) s->admin_epoch = r->epoch;
         return;
@@ -2104,7 +2121,7 @@ static void simba__end_request(simba *s, simba__lock *l) {
 }
 
 static void simba__recheck_later(simba *s, simba__lock *l, int64_t now, int hint_ms) {
-    int64_t at = now + s->recheck_ms;
+    int64_t at = now + simba__spread_ms(s, s->recheck_ms);
     if (hint_ms >= 0 && now + hint_ms + 1 < at) at = now + hint_ms + 1;
     l->recheck_at = at;
     simba__timer_update(s, l);

@@ -861,6 +861,64 @@ static void t_mem_hold_for_virtual_clock(void) {
     simba_mem_server_destroy(sv);
 }
 
+/* 40 clients created in the same millisecond (a deploy; every client
+   reconnecting after a server restart), one holding and 39 waiting, on a
+   virtual clock: their keepalives and fallback rechecks must not stay in
+   step. Counted per 5 ms step of the server's work, in the 3rd to 8th
+   second: before the spread all 40 keepalives, and all 39 rechecks, fell in
+   one step every period. */
+static int64_t herd_now;
+static int64_t herd_clock(void *user) { (void)user; return herd_now; }
+enum { HERD_N = 40 };
+
+static void t_mem_periodic_traffic_spreads(void) {
+    simba_mem_desc md;
+    simba_mem_server *sv;
+    simba *c[HERD_N];
+    simba_desc d;
+    simba_mem_stats last, now;
+    int i, t, max_keepalives = 0, max_rechecks = 0;
+    long keepalives = 0, rechecks = 0;
+    herd_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = herd_clock;
+    sv = simba_mem_server_create(&md);
+    CHECK(sv != NULL);
+    memset(&d, 0, sizeof d);
+    d.ttl_ms = 3000; d.transition_ms = 2000; d.recheck_ms = 1000;
+    d.clock.now_ms = herd_clock;
+    for (i = 0; i < HERD_N; i++) {
+        d.backend = simba_mem(sv, NULL);
+        c[i] = simba_create(&d);
+        CHECK(c[i] != NULL);
+        (void)h_acquire(c[i], "herd", -1);
+    }
+    for (t = 0; t < 8000; t += 5) {
+        herd_now += 5;
+        last = simba_mem_server_stats(sv);
+        for (i = 0; i < HERD_N; i++) {
+            simba_event ev[8];
+            while (simba_tick(c[i], NULL, 0, ev, 8) == 8) {}
+        }
+        now = simba_mem_server_stats(sv);
+        if (t >= 2000) {
+            int k = (int)(now.keepalives - last.keepalives), r = (int)((now.ops - now.keepalives) - (last.ops - last.keepalives));
+            keepalives += k;
+            rechecks += r;
+            if (k > max_keepalives) max_keepalives = k;
+            if (r > max_rechecks) max_rechecks = r;
+        }
+    }
+    printf("    3rd-8th s: %ld keepalives, at most %d in one 5 ms step; %ld rechecks, at most %d in one step\n",
+           keepalives, max_keepalives, rechecks, max_rechecks);
+    CHECK(keepalives >= HERD_N * 5);                 /* every client kept its session: one per second */
+    CHECK(rechecks >= (HERD_N - 1) * 5);             /* every waiter re-checked: once per second */
+    CHECK(max_keepalives <= HERD_N / 4);
+    CHECK(max_rechecks <= HERD_N / 4);
+    for (i = 0; i < HERD_N; i++) simba_destroy(c[i]);
+    simba_mem_server_destroy(sv);
+}
+
 static int flag_done(void *user) { return *(int *)user; }
 
 static void t_mem_hold_until_condition(void) {
@@ -1913,6 +1971,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_wait_helper);
     RUN(t_mem_wait_sleeps_with_other_events_queued);
+    RUN(t_mem_periodic_traffic_spreads);
     RUN(t_mem_lost_pushes);
     RUN(t_mem_multi_woken_by_push);
     RUN(t_mem_cannot_connect_reported);
