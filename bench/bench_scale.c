@@ -271,6 +271,7 @@ int main(int argc, char **argv) {
     int mem = strcmp(backend, "mem") == 0;   /* a hand-off of microseconds: more of them, for a stable p50 */
     const char *only = getenv("SIMBA_SCALE_ONLY");   /* debugging: "4", "1" or "s": one layout */
     const char *kind = peer_kind(backend);
+    int only_q = env_int("SIMBA_SCALE_Q", 0);        /* debugging: one Q */
     signal(SIGPIPE, SIG_IGN);
     memset(rows, 0, sizeof rows);
     memset(peers, 0, sizeof peers);
@@ -306,6 +307,7 @@ int main(int argc, char **argv) {
         int rounds = mem ? ROUNDS_MEM : qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
         int nt = qs[i] >= 1000 ? 1 : turns, run4 = !only || *only == '4', run1 = !only || *only == '1';
         int fit1 = qs[i] + 1 <= max_clients;
+        if (only_q > 0 && qs[i] != only_q) continue;   /* debugging: one Q */
         char name4[32], name1[32];
         memset(r4, 0, sizeof r4);
         memset(r1, 0, sizeof r1);

@@ -782,6 +782,12 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
             }
             got = r.acquired_since;
             ci = old->client;
+            if (sc_debug > 0) {
+                int k, w = 0;
+                for (k = 0; k < nc; k++) w += r.woke[k];
+                fprintf(stderr, "  [round %d: grant %.0f us, window %.0f us, %d clients woken]\n", measured,
+                        r.first_acq - t0, now_us() - t0, w);
+            }
             /* the old holder queues again, at the tail */
             sc_enqueue(&r, ci, old->weight);
             free(old);
