@@ -20,17 +20,16 @@
                PUBLISH calls, ZooKeeper watches fired ("-": not countable)
      woken/gr  other clients whose sockets became readable, per grant
      idle/ho   with one client per waiter (Q + 1 sessions): the server work
-               and the woken clients of the idle background (keepalives,
-               pings, MySQL's bell waits timing out) over the same time,
-               measured right after the rounds; srv/ho and woken/gr include
-               it, and it is not the hand-off's work (bench/scale.h,
-               sc_background)
+               and the woken clients of their background (keepalives,
+               rechecks, pings, MySQL's bell waits timing out) in a
+               hand-off's window, at the rate measured in the same run; it
+               is not the hand-off's work, and srv/ho and woken/gr are net
+               of it (bench/scale.h, top comment)
    then the ratios of issue #15 next to their targets, and the peer of the
    backend in the same run (bench/peers/peer_lock.py: redis-py Lock, MySQL
    GET_LOCK, kazoo Lock) with simba's ratio to it per Q.
 
-   Caps keep a full run in minutes: 20 hand-offs per figure (10 at
-   Q = 1000), a hand-off waits at most 20 s, a settle at most 1 s. A figure
+   Caps keep a full run in minutes: 20 hand-offs per figure, a hand-off waits at most 20 s, a settle at most 1 s. A figure
    that cannot run says why (e.g. MySQL with 1000 clients of 2 connections
    each is over the test server's connection limit). SIMBA_PYTHON picks the
    interpreter of the peers (default /usr/bin/python3, where the Debian
@@ -50,7 +49,7 @@
 #include <signal.h>
 #include "scale.h"
 
-enum { NQ = 4, ROUNDS = 20, ROUNDS_1000 = 10, ROUNDS_MEM = 60, MAX_TURNS = 5 };
+enum { NQ = 4, ROUNDS = 20, ROUNDS_MEM = 60, MAX_TURNS = 5 };
 static const int qs[NQ] = { 1, 10, 100, 1000 };
 static const int sem_weights[] = { 1, 2, 5, 1, 3, 1, 2, 1 };
 
@@ -195,7 +194,7 @@ static void peer_compare(const char *backend, const row *rows, int nrows, const 
     int all_below[2] = { 1, 1 }, have[2] = { 0, 0 };
     if (!kind) return;
     printf("\n  peer: %s (%s), same server, same run; at each Q the peer ran in turn with simba's two\n"
-           "  layouts, %d turn(s) each (1 at Q = 1000), and each p50 here is the median of its turns\n", label,
+           "  layouts, %d turn(s) each, and each p50 here is the median of its turns\n", label,
            strcmp(kind, "getlock") == 0 && access("build/peer_getlock", X_OK) == 0 ? "build/peer_getlock"
                                                                                    : "bench/peers/peer_lock.py", turns);
     printf("  %-10s %5s %9s %9s   %s\n", "", "Q", "p50 us", "p99 us", "simba p50 / peer p50 (4 clients, 1 per cl.)");
@@ -298,17 +297,19 @@ int main(int argc, char **argv) {
     }
     print_head();
     /* At each Q: the 4-client layout, the one-client-per-waiter layout and
-       the peer, in turn, `turns` times (once at Q = 1000: its set-up takes
-       minutes), so that a drift of the shared machine falls on all three;
-       each figure is the median of its turns. */
+       the peer, in turn, `turns` times, so that a drift of the shared
+       machine falls on all three; each figure is the median of its turns.
+       Q = 1000 too: with the push-mode loop its set-up takes seconds, and a
+       single turn of 10 hand-offs there gave 1.4-2.6x from one run to the
+       next (Redis, one client per waiter). */
     for (i = 0; i < nq; i++) {
         sc_result r4[MAX_TURNS], r1[MAX_TURNS];
         peer_row pr[MAX_TURNS];
-        int rounds = mem ? ROUNDS_MEM : qs[i] >= 1000 ? ROUNDS_1000 : ROUNDS;
-        int nt = qs[i] >= 1000 ? 1 : turns, run4 = !only || *only == '4', run1 = !only || *only == '1';
+        int rounds = mem ? ROUNDS_MEM : ROUNDS;
+        int nt = turns, run4 = !only || *only == '4', run1 = !only || *only == '1';
         int fit1 = qs[i] + 1 <= max_clients;
-        if (only_q > 0 && qs[i] != only_q) continue;   /* debugging: one Q */
         char name4[32], name1[32];
+        if (only_q > 0 && qs[i] != only_q) continue;   /* debugging: one Q */
         memset(r4, 0, sizeof r4);
         memset(r1, 0, sizeof r1);
         memset(pr, 0, sizeof pr);

@@ -19,16 +19,28 @@
 
    One measured hand-off: the oldest holder releases (t0), the granted
    waiter(s) report ACQUIRED (t1 = the first of them), the old holder queues
-   again at the tail (so the queue keeps its length), then the servers are
-   left to settle (their counters stop moving, or SC_SETTLE_MS passes) and
-   everything the servers did from t0 on is this hand-off's work. A local
+   again at the tail (so the queue keeps its length), and the window closes
+   once the clients concerned (the releaser, the grantees) have had no
+   socket event for SC_QUIET_MS (sc_quiet). What the servers did in the
+   window (counters read right before t0 and right after it) is the
+   hand-off's work; then the servers are left to settle (their counters
+   stop moving, or the settle's cap passes) before the next round. A local
    model of the FIFO queue (the grant rule of docs/design.md) says how many
    grants a release makes: a semaphore release that grants nobody is not a
-   hand-off, its work is added to the next one.
+   hand-off, its window's work is added to the others.
+
+   With many clients (one per waiter, Q + 1 of them) the servers never
+   stand still: 1,000 sessions' keepalives, fallback rechecks and MySQL bell
+   waits go on all the time, and are no hand-off's work. Their rate is what
+   the rest of the rounds (the settles) saw, and that rate times the
+   windows' length is taken out of the windows' counts; it is printed as
+   "idle/ho" next to the figures. The same for "woken": the clients their
+   own background wakes in a window's time (measured idle, sc_background)
+   are taken out.
 
    "woken" counts the clients, other than the releaser and the grantees,
-   whose sockets became readable during a round: the client-side view of a
-   herd (keepalive answers land there too, rarely: ttl is 60 s here). */
+   whose sockets became readable during a window: the client-side view of a
+   herd. */
 #ifndef SIMBA_SCALE_H
 #define SIMBA_SCALE_H
 
@@ -51,7 +63,8 @@
 /* caps: a settle, the wait for a grant, the rounds of one figure (then it
    stops at 3 hand-offs or more: its n says how many) */
 enum { SC_SETTLE_MS = 1000, SC_GRANT_WAIT_MS = 20000, SC_ROUNDS_S = 15, SC_MAX_EV = 64, SC_MANY_CLIENTS = 8,
-       SC_EPOLL_BATCH = 256 };
+       SC_EPOLL_BATCH = 256, SC_MAX_PART = 8, SC_QUIET_MS = 8,
+       SC_SETTLE_MANY_MS = 100 };
 
 /* What the servers did, cumulative. */
 typedef struct sc_counters {
@@ -107,6 +120,8 @@ typedef struct sc_run {
     int held_weight;
     int acquired_since;             /* ACQUIRED events since the last release */
     double first_acq;               /* time of the first of them */
+    double *io_us;                  /* per client: its last socket event (sc_step) */
+    int part[SC_MAX_PART], npart;   /* the clients a round's hand-off concerns: releaser, grantees */
     int failures;
     char fail_msg[400];
     int info_queued;                /* INFO answer (-1 pending) */
@@ -200,6 +215,17 @@ static sc_counters sc_delta(const sc_env *e, const sc_counters *a, const sc_coun
     d.script_usec = b->script_usec - a->script_usec - snaps * e->overhead.script_usec;
     d.notifs = b->notifs - a->notifs - snaps * e->overhead.notifs;
     d.rows_read = b->rows_read - a->rows_read - snaps * e->overhead.rows_read;
+    return d;
+}
+
+/* a + k * b, field by field */
+static sc_counters sc_axpy(const sc_counters *a, double k, const sc_counters *b) {
+    sc_counters d;
+    d.cmds = a->cmds + k * b->cmds;
+    d.script_calls = a->script_calls + k * b->script_calls;
+    d.script_usec = a->script_usec + k * b->script_usec;
+    d.notifs = a->notifs + k * b->notifs;
+    d.rows_read = a->rows_read + k * b->rows_read;
     return d;
 }
 
@@ -374,6 +400,7 @@ static void sc_on_event(sc_run *r, int ci, const simba_event *ev) {
         if (!q) break;
         /* the time first: the model's walk below is O(Q) and the bench's own */
         if (r->acquired_since++ == 0) r->first_acq = now_us();
+        if (r->npart < SC_MAX_PART) r->part[r->npart++] = ci;
         /* out of the model's FIFO (wherever it is: the model may be wrong) */
         for (pp = &r->wait_head; *pp; pp = &(*pp)->next)
             if (*pp == q) {
@@ -468,6 +495,7 @@ static void sc_action(sc_run *r, int ci, int fd, int what) {
 static void sc_fire_due(sc_run *r, int ci, double now) {
     if (r->due_us[ci] < 0 || r->due_us[ci] > now) return;
     r->due_us[ci] = -1;   /* one-shot; the action re-arms it */
+    r->io_us[ci] = now;   /* activity too (mem has no sockets: its work comes by timer) */
     sc_action(r, ci, SIMBA_TIMEOUT, 0);
 }
 
@@ -481,12 +509,14 @@ static void sc_step(sc_run *r, int timeout_ms) {
         if (ms < timeout_ms) timeout_ms = ms <= 0 ? 0 : (int)ms + 1;
     }
     n = epoll_wait(r->epfd, evs, SC_EPOLL_BATCH, timeout_ms);
+    if (n > 0) now = now_us();
     for (i = 0; i < n; i++) {
         int ci = (int)(evs[i].data.u64 >> 32), fd = (int)(uint32_t)evs[i].data.u64, what = 0;
         if (evs[i].events & EPOLLIN) what |= SIMBA_POLL_IN;
         if (evs[i].events & EPOLLOUT) what |= SIMBA_POLL_OUT;
         if (evs[i].events & (EPOLLERR | EPOLLHUP)) what |= SIMBA_POLL_ERR;
         if (what & (SIMBA_POLL_IN | SIMBA_POLL_ERR)) r->woke[ci] = 1;
+        r->io_us[ci] = now;
         sc_action(r, ci, fd, what);
     }
     now = now_us();
@@ -578,6 +608,24 @@ static int sc_model_sync(sc_run *r) {
 
 /* Steps until the servers' counters stop moving (two quiet 20 ms windows)
    or max_ms passes; returns the number of snapshots taken. */
+/* The end of a hand-off's own work: its clients (the releaser, the
+   grantees) have had no socket event for SC_QUIET_MS, at most max_ms. Not
+   the servers' counters standing still (sc_settle): with 1,000 clients
+   their keepalives and rechecks never stand still, and a round would take
+   them all in. */
+static void sc_quiet(sc_run *r, int releaser, int max_ms) {
+    double end = now_us() + max_ms * 1000.0;
+    while (now_us() < end) {
+        double last = r->io_us[releaser], now;
+        int i;
+        for (i = 0; i < r->npart; i++)
+            if (r->io_us[r->part[i]] > last) last = r->io_us[r->part[i]];
+        now = now_us();
+        if (now - last >= SC_QUIET_MS * 1000.0) return;
+        sc_step(r, (int)((last + SC_QUIET_MS * 1000.0 - now) / 1000.0) + 1);
+    }
+}
+
 static int sc_settle(sc_run *r, int max_ms) {
     double end = now_us() + max_ms * 1000.0, next = now_us() + 20000;
     sc_counters prev, cur;
@@ -645,19 +693,21 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
     sc_run r;
     int i, nw = 0, measured = 0, grants_total = 0, woken_total = 0;
     double *lat = (double *)calloc((size_t)rounds + 1, sizeof *lat);
-    sc_counters total;
-    double rounds_t0 = 0, rounds_secs = 0;
+    sc_counters total, win;
+    double rounds_t0 = 0, rounds_secs = 0, win_us = 0, woken_us = 0;
     sc_req *all_head = NULL;
     double setup_end, t_phase;
     memset(&res, 0, sizeof res);
     memset(&r, 0, sizeof r);
     memset(&total, 0, sizeof total);
+    memset(&win, 0, sizeof win);
     r.e = e;
     r.nc = nc;
     r.name = name;
     r.capacity = capacity;
     r.c = (simba **)calloc((size_t)nc, sizeof *r.c);
     r.woke = (int *)calloc((size_t)nc, sizeof *r.woke);
+    r.io_us = (double *)calloc((size_t)nc, sizeof *r.io_us);
     r.slots = (sc_slot *)calloc((size_t)nc, sizeof *r.slots);
     r.due_us = (double *)calloc((size_t)nc, sizeof *r.due_us);
     r.now_list = (int *)calloc((size_t)nc, sizeof *r.now_list);
@@ -737,8 +787,8 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
     sc_settle(&r, 500);
     /* the rounds */
     {
-        sc_counters a, b, d;
-        int snaps = 0, guard = 0, unmeasured_grants = 0;
+        sc_counters a, b, wa, wb, dw;
+        int snaps = 0, guard = 0;
         sc_snap(e, &a);
         rounds_t0 = now_us();
         snaps = 0;
@@ -754,8 +804,11 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
             r.held_weight -= old->weight;
             old->next = NULL;
             expect = sc_model_expect(&r);
+            sc_snap(e, &wa);
+            snaps++;
             memset(r.woke, 0, (size_t)nc * sizeof *r.woke);
             r.acquired_since = 0;
+            r.npart = 0;
             t0 = now_us();
             old->state = 2;
             simba_release(r.c[old->client], old->lock);
@@ -782,19 +835,16 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
             }
             got = r.acquired_since;
             ci = old->client;
-            if (sc_debug > 0) {
-                int k, w = 0;
-                for (k = 0; k < nc; k++) w += r.woke[k];
-                fprintf(stderr, "  [round %d: grant %.0f us, window %.0f us, %d clients woken]\n", measured,
-                        r.first_acq - t0, now_us() - t0, w);
-            }
-            /* the old holder queues again, at the tail */
+            /* the old holder queues again, at the tail; the window closes
+               once the clients concerned are quiet */
             sc_enqueue(&r, ci, old->weight);
             free(old);
-            snaps += sc_settle(&r, SC_SETTLE_MS);
-            if (got == 0) { unmeasured_grants += 0; continue; }   /* not a hand-off: its work goes to the next */
-            lat[measured++] = r.first_acq - t0;
-            grants_total += got;
+            sc_quiet(&r, ci, SC_SETTLE_MS);
+            sc_snap(e, &wb);
+            snaps++;
+            win_us += now_us() - t0;
+            dw = sc_delta(e, &wa, &wb, 1);
+            win = sc_axpy(&win, 1, &dw);
             {
                 int k, w = 0;
                 sc_req *p;
@@ -805,14 +855,21 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
                         if (p->client == k) granted = 1;
                     if (!granted) w++;
                 }
-                woken_total += w;
+                if (sc_debug > 0)
+                    fprintf(stderr, "  [round %d: grant %.0f us, window %.0f us, %.0f server ops, %d others woken]\n",
+                            measured, r.first_acq - t0, now_us() - t0, dw.cmds, w);
+                if (got > 0) { woken_total += w; woken_us += now_us() - t0; }
             }
+            /* many clients: their background never stands still, so a short
+               settle (the window above already waited for this hand-off) */
+            snaps += sc_settle(&r, nc > SC_MANY_CLIENTS ? SC_SETTLE_MANY_MS : SC_SETTLE_MS);
+            if (got == 0) continue;   /* not a hand-off: its window's work goes with the others */
+            lat[measured++] = r.first_acq - t0;
+            grants_total += got;
         }
-        (void)unmeasured_grants;
         sc_snap(e, &b);
         snaps++;
-        d = sc_delta(e, &a, &b, snaps);
-        total = d;
+        total = sc_delta(e, &a, &b, snaps);
         rounds_secs = (now_us() - rounds_t0) / 1e6;
     }
     sc_trace("rounds", t_phase);
@@ -825,18 +882,38 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
     res.handoffs = measured;
     res.p50 = pct(lat, measured, 0.5);
     res.p99 = pct(lat, measured, 0.99);
-    res.cmds_per_ho = total.cmds / measured;
-    res.rows_per_ho = total.rows_read / measured;
-    res.script_calls_per_ho = total.script_calls / measured;
-    res.script_usec_per_call = total.script_calls > 0 ? total.script_usec / total.script_calls : 0;
-    res.notifs_per_grant = e->has_notifs ? total.notifs / grants_total : -1;
+    {
+        /* The hand-offs' own work: what the windows saw. With many clients,
+           less their background at the rate the rest of the rounds (the
+           settles) saw: 1,000 sessions' keepalives, rechecks and bell waits
+           are no hand-off's work. With a few clients there is next to no
+           background, and nothing is taken out (a herd's late re-polls,
+           if any, would be). */
+        sc_counters gap = sc_axpy(&total, -1, &win), own;
+        double gap_us = rounds_secs * 1e6 - win_us, k = nc > SC_MANY_CLIENTS && gap_us > 0 ? win_us / gap_us : 0;
+        own = sc_axpy(&win, -k, &gap);
+        if (own.cmds < 0) own.cmds = 0;
+        if (own.rows_read < 0) own.rows_read = 0;
+        if (own.notifs < 0) own.notifs = 0;
+        res.cmds_per_ho = own.cmds / measured;
+        res.rows_per_ho = own.rows_read / measured;
+        res.script_calls_per_ho = own.script_calls / measured;
+        if (own.script_calls >= 0.5 * win.script_calls && own.script_calls > 0)
+            res.script_usec_per_call = own.script_usec / own.script_calls;
+        else res.script_usec_per_call = win.script_calls > 0 ? win.script_usec / win.script_calls : 0;
+        res.notifs_per_grant = e->has_notifs ? own.notifs / grants_total : -1;
+        res.bg_cmds_per_ho = (win.cmds - own.cmds) / measured;
+    }
     res.woken_per_grant = (double)woken_total / grants_total;
-    if (nc > SC_MANY_CLIENTS) {   /* many clients: their idle background, printed next to the figures */
+    if (nc > SC_MANY_CLIENTS) {
+        /* many clients: the idle pass of the loop, and the clients their
+           own background wakes in a window's time, taken out of woken */
         sc_counters bg;
-        double bg_woken;
-        sc_background(&r, 2000, res.p50, &bg, &bg_woken, &res.pass_us);
-        res.bg_cmds_per_ho = bg.cmds * rounds_secs / measured;
-        res.bg_woken_per_grant = bg_woken;
+        double bg_woken, gap = res.p50 > 0 ? res.p50 : 1000;
+        sc_background(&r, 2000, gap, &bg, &bg_woken, &res.pass_us);
+        res.bg_woken_per_grant = bg_woken / gap * woken_us / grants_total;
+        res.woken_per_grant -= res.bg_woken_per_grant;
+        if (res.woken_per_grant < 0) res.woken_per_grant = 0;
     }
 done:
     t_phase = now_us();
@@ -850,6 +927,7 @@ done:
     }
     free(r.c);
     free(r.woke);
+    free(r.io_us);
     free(r.slots);
     free(r.due_us);
     free(r.now_list);
