@@ -160,19 +160,22 @@
     behind it marks itself "h" (it was the head: nobody can get ahead of it
     again), and its successor, whose data watch fires, reads that mark back
     while re-arming the watch and takes the marked entry as its predecessor:
-    each hand-off then costs a delete, a mark, an exists and two
-    notifications, and no read of the queue however long it is. What could
+    each hand-off then costs a delete, a mark, an exists per waiter (its
+    own entry's watch) and two notifications, and no read of the queue
+    however long it is. What could
     make such a grant wrong is heard first, because ZooKeeper delivers one
     client's events in the order the changes happened: DELETE's multi
     changes the resource node before it deletes anything, which fires the
     data watch of every reader;
     that change (or a capacity change) or any session event (events
     replayed after a reconnect come in no useful order) makes the waiter
-    read again. Our own entry deleted by another client is not heard (we
-    watch only the predecessor): such a grant is told only once an exists
-    of our own entry has answered ZOK, which proves it is still there
-    (simba__zk_confirm_head: one read's round trip; the head mark goes out
-    behind it, not waited for).
+    read again. Our own entry deleted by another client is heard first too:
+    a mutex waiter watches its own entry (simba__zk_watch_self), so the
+    grant is told on the predecessor's NodeDeleted itself, with no read (a
+    delete and one notification per hand-off; the watch is removed before
+    we mark or delete the entry ourselves, so it never fires on us). Until
+    that watch is known set (and after any session event), the grant waits
+    for an exists of our entry instead (simba__zk_confirm_head).
 
     LIMITS
     ======
@@ -240,7 +243,9 @@ struct simba_zk_stats {
     char server[64];            /* "ip:port" of the server connected to, "" if none */
     int handles;                /* ZooKeeper handles opened so far (one more per new session) */
     int64_t watch_grants;       /* mutex hand-offs granted from the predecessor's deletion
-                                   alone, with no read (see WAKE-UPS) */
+                                   alone, with no read of the queue (see WAKE-UPS) */
+    int64_t unread_grants;      /* of those, told on the deletion event itself: our own
+                                   entry was watched, so no exists confirmed it */
     int64_t names_read;         /* children names received in queue reads: what a
                                    hand-off costs in bytes grows with it */
 };
@@ -303,8 +308,10 @@ enum {
     SIMBA__ZK_C_SYNC,         /* async (sync) of the base path: the keepalive reached the leader */
     SIMBA__ZK_C_OWNER,        /* aexists of a child named like ours: whose is it? */
     SIMBA__ZK_C_MARK,         /* aset of our granted entry: its successor's data watch fires */
-    SIMBA__ZK_C_CONFIRM       /* aexists of our entry, its pred gone: ZOK = it exists, the grant
+    SIMBA__ZK_C_CONFIRM,      /* aexists of our entry, its pred gone: ZOK = it exists, the grant
                                  holds (name = resource path, path = our node; simba__zk_confirm_head) */
+    SIMBA__ZK_C_SELF          /* awexists of our own waiting entry: ZOK = there, and its deletion
+                                 will be heard before any later event (simba__zk_watch_self) */
 };
 
 /* Phases of an operation: each phase is one flight of pipelined calls. */
@@ -390,6 +397,7 @@ typedef struct simba__zk_call {
     simba__zk_op *op;         /* NULL: nobody waits (watch arming, forgotten deletes) */
     int step, index;
     unsigned gen;             /* the handle generation it was issued on */
+    unsigned epoch;           /* SELF: zk->epoch when it was issued */
     char *name;               /* WATCH_*: the resource to wake */
     char *path;               /* WATCH_*: the watched node, to replay its event if it already happened */
     int nkids;                /* WATCH_KIDS: the queue we decided on */
@@ -428,6 +436,10 @@ typedef struct simba__zk_mine {
                                  watch makes that entry our pred (simba__zk_probe_head) */
     int probe;                /* pred taken from a mark event, not usable until its data
                                  read back is the head mark (simba__zk_watch_answer) */
+    int self;                 /* our watch on our own entry (simba__zk_watch_self): 0 none,
+                                 1 asked, 2 set while the entry was there and not fired
+                                 since, -1 the entry is gone */
+    unsigned self_epoch;      /* zk->epoch when it was asked */
 } simba__zk_mine;
 
 typedef struct simba__zk_wake {
@@ -470,7 +482,8 @@ struct simba__zk {
     simba__zk_op *ops, *done, *done_tail;
     simba__zk_mine *mine;
     int npred;                /* mine entries with pred set */
-    int64_t watch_grants;
+    unsigned epoch;           /* +1 per session event: a self watch asked before one is not trusted */
+    int64_t watch_grants, unread_grants;
     int64_t connects;         /* CONNECTED events, every handle (reconnects = connects - 1) */
     int64_t ops_sent, ops_completed, wakes_sent;   /* simba_zk_stats */
     simba__zk_wake *wakes;
@@ -769,6 +782,15 @@ static void simba__zk_forget_all_preds(simba__zk *zk) {
     for (m = zk->mine; m && zk->npred > 0; m = m->next) simba__zk_forget_pred(zk, m);
 }
 
+/* A session event: events replayed after a reconnect come in no useful
+   order, so a watch on our own entry proves nothing until asked again. */
+static void simba__zk_forget_self_watches(simba__zk *zk) {
+    simba__zk_mine *m;
+    zk->epoch++;
+    for (m = zk->mine; m; m = m->next)
+        if (m->self > 0) m->self = 0;
+}
+
 static void simba__zk_mine_free(simba__zk *zk, simba__zk_mine *m) {
     int i;
     simba__zk_forget_pred(zk, m);
@@ -836,6 +858,7 @@ static void simba__zk_mine_save(simba__zk_op *op) {
             m->node[i] = simba__zk_strdup(zk, r->mine);
             m->czxid[i] = 0;
             m->armed = 0;             /* a new entry: whatever the old one watched is not ours */
+            m->self = 0;
         }
         if (r->czxid) { m->czxid[i] = r->czxid; m->owner = r->owner; }
     }
@@ -1014,6 +1037,10 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path);
 static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
                                    int len);
 static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc);
+static void simba__zk_self_answer(simba__zk_call *c, int rc);
+static void simba__zk_grant_unread(simba__zk *zk, simba__zk_mine *m);
+static simba__zk_mine *simba__zk_mine_by_node(simba__zk *zk, const char *path, const char *node);
+static void simba__zk_unwatch_self(simba__zk *zk, simba__zk_mine *m);
 static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op *op);
 static simba__zk *simba__zk_of(simba_backend b);
 
@@ -1025,6 +1052,7 @@ static void simba__zk_silent_log(const char *msg) { (void)msg; }
 static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) {
     /* after a reconnect the server replays missed events in no useful order */
     simba__zk_forget_all_preds(zk);
+    simba__zk_forget_self_watches(zk);
     /* "connected" while connected: the library replaced the connection
        without a "connecting" first (seen with libzookeeper 3.8 after the
        socket was cut under it). Requests sent on the old one get no answer. */
@@ -1372,6 +1400,7 @@ static void simba__zk_on_stat(int rc, const struct Stat *st, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
     simba__zk_op *op = simba__zk_call_done(c);
     if (c->step == SIMBA__ZK_C_CONFIRM) simba__zk_confirmed(c, op, rc);
+    else if (c->step == SIMBA__ZK_C_SELF) simba__zk_self_answer(c, rc);
     else if (op && c->step == SIMBA__ZK_C_PING) {
         if (rc != ZOK && rc != ZNONODE) simba__zk_fail_rc(op, rc, "session round trip");
     } else if (op && c->step == SIMBA__ZK_C_SET) {
@@ -2058,7 +2087,9 @@ static void simba__zk_step_enqueue(simba__zk_op *op) {
 static void simba__zk_release_delete(simba__zk_op *op) {
     char path[SIMBA__ZK_PATH_MAX];
     int i, k, any = 0;
+    simba__zk_mine *m = simba__zk_mine_find(op->zk, op->request, op->session);
     op->phase = SIMBA__ZK_P_DELETE;
+    if (m) simba__zk_unwatch_self(op->zk, m);
     for (i = 0; i < op->nres; i++) {
         simba__zk_rs *r = &op->res[i];
         if (r->nkids == 0 && r->mine) {            /* from the cache */
@@ -2430,6 +2461,7 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
         if (node && m->node[0] && strcmp(node, m->node[0]) == 0) {
             claimed = 1;                              /* our own entry: deleted by someone else? */
             if (type == ZOO_DELETED_EVENT && !m->releasing) to_core = 1;
+            if (m->self > 0) m->self = type == ZOO_DELETED_EVENT ? -1 : 0;   /* our watch on it fired */
             continue;
         }
         if (!node && type == ZOO_CHANGED_EVENT && m->granted && !m->releasing) {
@@ -2509,7 +2541,9 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
     simba__zk *zk = (simba__zk *)ctx;
     if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
     if (type == ZOO_SESSION_EVENT) simba__zk_on_session_event(zk, zh, state);
-    else if (path && *path) simba__zk_node_event(zk, type, path);
+    else if (path && *path && (type == ZOO_CREATED_EVENT || type == ZOO_DELETED_EVENT || type == ZOO_CHANGED_EVENT ||
+                               type == ZOO_CHILD_EVENT))
+        simba__zk_node_event(zk, type, path);   /* not the library's own "watch removed" */
 }
 
 /* Sets the watch a single-resource waiter needs, unless it is set already:
@@ -2517,6 +2551,76 @@ static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *pa
    is set after our read, so a change in between is caught by the answer to
    the watch-setting call itself (simba__zk_watch_answer, and the children
    list compared with the queue we decided on). */
+/* A mutex waiter watches its own entry too. Then the predecessor's
+   NodeDeleted alone grants it, with no exists to confirm our entry is still
+   there (simba__zk_confirm_head): ZooKeeper tells one session its events in
+   the order the changes happened, so if our entry had been deleted (by
+   hand, by a client with write access) before the predecessor, its
+   NodeDeleted would have come first (simba__zk_node_event: self = -1, and
+   the pred is forgotten). Trusted only when set while the entry was there
+   (ZOK) and since the last session event (replays after a reconnect come in
+   no useful order). One exists per entry, sent while it waits; removed
+   before we change or delete the entry ourselves (simba__zk_unwatch_self),
+   so that our own mark or release is no notification to ourselves. */
+static void simba__zk_watch_self(simba__zk *zk, simba__zk_mine *m) {
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    if (m->self || m->nres != 1 || m->granted || m->releasing || !m->path[0] || !m->node[0] || !zk->zh || !zk->up)
+        return;
+    c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_SELF, 0);
+    if (!c) return;
+    c->epoch = zk->epoch;
+    c->name = simba__zk_strdup(zk, m->path[0]);
+    c->path = simba__zk_strdup(zk, m->node[0]);
+    snprintf(path, sizeof path, "%s/%s", m->path[0], m->node[0]);
+    if (!c->name || !c->path || zoo_awexists(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_stat, c) != ZOK) {
+        simba__zk_call_free(zk, c);
+        return;
+    }
+    m->self = 1;
+    m->self_epoch = zk->epoch;
+}
+
+static void simba__zk_self_answer(simba__zk_call *c, int rc) {
+    simba__zk *zk = c->zk;
+    simba__zk_mine *m;
+    if (zk->closing || c->gen != zk->gen || !c->name || !c->path) return;
+    m = simba__zk_mine_by_node(zk, c->name, c->path);
+    if (!m || m->self != 1 || m->self_epoch != c->epoch || c->epoch != zk->epoch) return;
+    m->self = rc == ZOK ? 2 : rc == ZNONODE ? -1 : 0;
+}
+
+/* Does another waiter of ours watch m's entry? The server keeps one watch
+   per session and node: removing ours would remove its. */
+static int simba__zk_entry_watched_by_other(const simba__zk *zk, const simba__zk_mine *m) {
+    const simba__zk_mine *o;
+    for (o = zk->mine; o; o = o->next)
+        if (o != m && o->nres == 1 && o->watch && o->path[0] && strcmp(o->watch, m->node[0]) == 0 &&
+            strcmp(o->path[0], m->path[0]) == 0)
+            return 1;
+    return 0;
+}
+
+static void simba__zk_on_unwatched(int rc, const void *data) { (void)rc; (void)data; }
+
+/* We are about to mark or delete our own entry: take our watch on it off
+   first (sent ahead of the change, so the server never fires it). Only
+   "remove all" removes it at the server: zoo_aremove_watches with a
+   watcher sends CHECK_WATCHES and forgets it locally, and the server would
+   still fire it. libzookeeper declares the completion as a pointer to a
+   void_completion_t but uses the pointer as the function itself (3.8; the
+   header says void_completion_t *): hence the union. */
+static void simba__zk_unwatch_self(simba__zk *zk, simba__zk_mine *m) {
+    char path[SIMBA__ZK_PATH_MAX];
+    union { void_completion_t fn; void_completion_t *declared; } done;
+    int had = m->self > 0;
+    if (m->self > 0) m->self = 0;
+    if (!had || !zk->zh || !m->path[0] || !m->node[0] || simba__zk_entry_watched_by_other(zk, m)) return;
+    snprintf(path, sizeof path, "%s/%s", m->path[0], m->node[0]);
+    done.fn = simba__zk_on_unwatched;
+    (void)zoo_aremove_all_watches(zk->zh, path, ZWATCHTYPE_DATA, 0, done.declared, NULL);
+}
+
 static void simba__zk_arm_mine(simba__zk *zk, simba__zk_mine *m, const simba__zk_rs *r, const char *target) {
     char path[SIMBA__ZK_PATH_MAX];
     simba__zk_call *c;
@@ -2544,6 +2648,7 @@ static void simba__zk_arm_mine(simba__zk *zk, simba__zk_mine *m, const simba__zk
     }
     if (rc != ZOK) { simba__zk_call_free(zk, c); return; }
     m->armed = 1;
+    if (target[0] && m->cap1) simba__zk_watch_self(zk, m);
 }
 
 /* What a waiter at position pos (not granted) of a read queue waits for.
@@ -2622,7 +2727,9 @@ static void simba__zk_arm_watch(simba__zk_op *op, int i) {
 static void simba__zk_mark_at(simba__zk *zk, const char *respath, const char *node, const char *data) {
     char path[SIMBA__ZK_PATH_MAX];
     simba__zk_call *c;
+    simba__zk_mine *m = simba__zk_mine_by_node(zk, respath, node);
     if (!zk->zh) return;
+    if (m) simba__zk_unwatch_self(zk, m);
     c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_MARK, 0);
     if (!c) return;
     snprintf(path, sizeof path, "%s/%s", respath, node);
@@ -2783,9 +2890,14 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
         if (due == 2) {
             if (!m->pred || !m->pred_gone || m->probe || !m->czxid[0] || m->owner != zk->zsid || zk->zsid == 0) continue;
             simba__zk_forget_pred(zk, m);
-            /* told once our entry is known to be there (simba__zk_confirmed) */
-            if (!simba__zk_confirm_head(zk, m, NULL) && m->name) simba__zk_queue_wake(zk, m->name);
-            continue;
+            if (m->self == 2) {
+                /* our entry watched: its deletion would have come first */
+                simba__zk_grant_unread(zk, m);
+            } else {
+                /* told once our entry is known to be there (simba__zk_confirmed) */
+                if (!simba__zk_confirm_head(zk, m, NULL) && m->name) simba__zk_queue_wake(zk, m->name);
+                continue;
+            }
         }
         if (due == 3) {
             if (m->granted || m->releasing) continue;
@@ -2827,6 +2939,26 @@ static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op
     return 1;
 }
 
+/* A mutex waiter whose predecessor (the head) went, with its own entry
+   watched since before (simba__zk_watch_self): granted on that event. The
+   head mark its successor needs goes out (our watch taken off first). */
+static void simba__zk_grant_unread(simba__zk *zk, simba__zk_mine *m) {
+    simba__zk_mark_head(zk, m->path[0], m->node[0]);
+    if (!m->granted) { zk->watch_grants++; zk->unread_grants++; }
+    m->granted = 1;
+}
+
+/* An op (POLL) answered granted from what we know of our entry. */
+static void simba__zk_answer_granted(simba__zk_op *op, const simba__zk_mine *m) {
+    op->granted = 1;
+    op->fence[0] = m->czxid[0];
+    op->ahead = 0;
+    op->held = 1;
+    op->capacity = 1;
+    snprintf(op->owner, sizeof op->owner, "%s", op->session);
+    simba__zk_finish(op);
+}
+
 /* The answer to simba__zk_confirm_head. ZOK: granted. Anything else: not
    told; the POLL goes on with a read (ENOTFOUND if our entry is gone), or
    the core is woken to re-poll. */
@@ -2846,13 +2978,7 @@ static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc) {
     }
     if (!m->granted) zk->watch_grants++;
     m->granted = 1;
-    op->granted = 1;
-    op->fence[0] = m->czxid[0];
-    op->ahead = 0;
-    op->held = 1;
-    op->capacity = 1;
-    snprintf(op->owner, sizeof op->owner, "%s", op->session);
-    simba__zk_finish(op);
+    simba__zk_answer_granted(op, m);
 }
 
 /* POLL of a mutex waiter whose only predecessor is gone: granted with no
@@ -2866,6 +2992,11 @@ static int simba__zk_grant_from_watch(simba__zk_op *op) {
         m->owner != zk->zsid || zk->zsid == 0)
         return 0;
     simba__zk_forget_pred(zk, m);
+    if (m->self == 2) {
+        simba__zk_grant_unread(zk, m);
+        simba__zk_answer_granted(op, m);
+        return 1;
+    }
     return simba__zk_confirm_head(zk, m, op);   /* answered in simba__zk_confirmed; 0: read */
 }
 
@@ -2887,6 +3018,7 @@ SIMBADEF int simba_zk_stats(simba_backend b, struct simba_zk_stats *out) {
     out->timeout_ms = zk->up ? zk->negotiated : 0;
     out->handles = zk->handles;
     out->watch_grants = zk->watch_grants;
+    out->unread_grants = zk->unread_grants;
     out->names_read = zk->names_read;
     if (zk->zh && zk->up && zookeeper_get_connected_host(zk->zh, (struct sockaddr *)&ss, &len)) {
         char ip[48];              /* INET6_ADDRSTRLEN: "[ip]:port" fits out->server */

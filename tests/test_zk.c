@@ -351,7 +351,9 @@ static void t_zk_capacity_shrink_keeps_holds(void) {
 
 /* A mutex waiter whose read showed only the holder ahead is granted by the
    holder's deletion alone (no read): the event's fence is its entry's czxid,
-   as INSPECT reports it, and the backend counts the grant. */
+   as INSPECT reports it, and the backend counts the grant. Its own entry
+   was watched while it waited, so the grant is told on the event itself,
+   with no exists to confirm the entry (unread_grants: 0 before). */
 static void t_zk_handoff_from_watch(void) {
     const char *tenant = zk_tenant();
     static zk_client c[2];
@@ -371,6 +373,7 @@ static void t_zk_handoff_from_watch(void) {
     CHECK(e != NULL);
     CHECK_EQ(simba_zk_stats(c[1].be, &st), SIMBA_OK);
     CHECK_EQ(st.watch_grants, 1);
+    CHECK_EQ(st.unread_grants, 1);
     CHECK(st.wakes >= 1);                        /* the predecessor's deletion */
     if (e) {
         simba_lock q = simba_inspect(c[0].h.s, "hand", NULL);
