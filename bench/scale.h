@@ -64,7 +64,7 @@
    stops at 3 hand-offs or more: its n says how many) */
 enum { SC_SETTLE_MS = 1000, SC_GRANT_WAIT_MS = 20000, SC_ROUNDS_S = 15, SC_MAX_EV = 64, SC_MANY_CLIENTS = 8,
        SC_EPOLL_BATCH = 256, SC_MAX_PART = 8, SC_QUIET_MS = 8,
-       SC_SETTLE_MANY_MS = 100 };
+       SC_SETTLE_MANY_MS = 100, SC_QUIET_SERVER_MS = 5000 };
 
 /* What the servers did, cumulative. */
 typedef struct sc_counters {
@@ -626,6 +626,25 @@ static void sc_quiet(sc_run *r, int releaser, int max_ms) {
     }
 }
 
+/* Before a figure: the server left alone until its counters stand still
+   (at most max_ms). The previous figure's 1,000 clients, or a peer's 1,000
+   connections, are closed by then, but the server may still be tearing
+   them down (closing sessions, expiring a peer's ephemeral nodes), and a
+   figure that starts under that measures it. */
+static void sc_server_quiet(sc_env *e, int max_ms) {
+    double end = now_us() + max_ms * 1000.0;
+    sc_counters a, b, d;
+    if (strcmp(e->backend, "mem") == 0 || !sc_snap(e, &a)) return;
+    while (now_us() < end) {
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        if (!sc_snap(e, &b)) return;
+        d = sc_delta(e, &a, &b, 1);
+        if (d.cmds < 1) return;
+        a = b;
+    }
+}
+
 static int sc_settle(sc_run *r, int max_ms) {
     double end = now_us() + max_ms * 1000.0, next = now_us() + 20000;
     sc_counters prev, cur;
@@ -714,6 +733,7 @@ static sc_result sc_figure(sc_env *e, const char *name, int nc, int q, int capac
     r.now_tmp = (int *)calloc((size_t)nc, sizeof *r.now_tmp);
     r.on_list = (char *)calloc((size_t)nc, 1);
     r.next_due = -1;
+    sc_server_quiet(e, SC_QUIET_SERVER_MS);
     r.epfd = epoll_create1(EPOLL_CLOEXEC);
     (void)all_head;
     if (r.epfd < 0) {
