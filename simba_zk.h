@@ -408,16 +408,43 @@ typedef struct simba__zk_call {
     int bufsize;
 } simba__zk_call;
 
+/* The entry cache's index (issue #15): a client with hundreds of handles on
+   one resource finds the entries an op or an event concerns by key, never
+   by a walk of them all. Each entry is indexed under four keys
+   (simba__zk_mine_keys): its request, its own entry, the entry it watches,
+   its pred. Chained buckets, and the links live in the entry, so indexing
+   allocates nothing but a bigger bucket array (with no memory for it the
+   chains grow longer, and lookups stay right). A key only finds; the
+   strings decide. */
+enum { SIMBA__ZK_K_REQ, SIMBA__ZK_K_OWN, SIMBA__ZK_K_WATCH, SIMBA__ZK_K_PRED, SIMBA__ZK_KINDS };
+
+struct simba__zk_mine;
+typedef struct simba__zk_link {
+    struct simba__zk_link *next;   /* in its bucket */
+    struct simba__zk_mine *m;
+    uint32_t key;
+    int kind, on;                  /* on: in the index */
+} simba__zk_link;
+
 /* Our own entries, so a release needs no read and a re-poll no stat. */
 typedef struct simba__zk_mine {
-    struct simba__zk_mine *next;
-    char *request, *session;
+    struct simba__zk_mine *next, *prev;
+    simba__zk_link ln[SIMBA__ZK_KINDS];
+    struct simba__zk_mine *due_next;   /* in zk->due (grant_due set), if on_due */
+    int on_due;
+    uint32_t path_key;        /* of path[0] (simba__zk_mine_on, before the strings) */
     int nres;
+    int granted;              /* we answered granted: it stays granted until removed */
+    int releasing;            /* a RELEASE of it runs: its own deletion is no news */
+    int armed;                /* that watch is set and has not fired */
+    int stale;                /* its watch fired: the next refresh of the resource evaluates it */
+    int grant_due;            /* granted, to be told to the core: 1 from a read, 2 from pred_gone
+                                 (confirm it first), 3 confirmed (simba__zk_confirm_head) */
+    char *request, *session;
     char *path[SIMBA_MAX_RESOURCES];   /* the resource paths */
     char *node[SIMBA_MAX_RESOURCES];   /* our child in each */
     int64_t czxid[SIMBA_MAX_RESOURCES];
     int64_t owner;
-    int granted;              /* we answered granted: it stays granted until removed */
     char *pred;               /* a mutex waiter: the only entry ahead at our last read, whose
                                  deletion alone grants us (NULL: unknown, read again) */
     int pred_gone;            /* its NodeDeleted arrived, nothing made us forget it since */
@@ -426,12 +453,7 @@ typedef struct simba__zk_mine {
        re-poll re-arms nothing that is still armed */
     char *name;               /* the resource's simba name */
     char *watch;              /* the entry it watches ("" = the children list), NULL none */
-    int armed;                /* that watch is set and has not fired */
     int watch_ver;            /* the watched entry's data version already reacted to (its mark) */
-    int stale;                /* its watch fired: the next refresh of the resource evaluates it */
-    int grant_due;            /* granted, to be told to the core: 1 from a read, 2 from pred_gone
-                                 (confirm it first), 3 confirmed (simba__zk_confirm_head) */
-    int releasing;            /* a RELEASE of it runs: its own deletion is no news */
     int cap1;                 /* capacity 1 at our last read: a head mark on the entry we
                                  watch makes that entry our pred (simba__zk_probe_head) */
     int probe;                /* pred taken from a mark event, not usable until its data
@@ -480,6 +502,12 @@ struct simba__zk {
     int64_t next_ms;
     simba__zk_call *calls;
     simba__zk_op *ops, *done, *done_tail;
+    simba__zk_op *spare;          /* ops kept for reuse (simba__zk_op_new) */
+    int nspare;
+    simba__zk_link **ix;          /* the entry cache's index: ix_cap buckets (a power of 2) */
+    size_t ix_cap, ix_n;
+    struct simba__zk_mine *due;   /* entries whose grant_due is set */
+    int nmulti;                   /* entries of several resources (never indexed by event) */
     simba__zk_mine *mine;
     int npred;                /* mine entries with pred set */
     unsigned epoch;           /* +1 per session event: a self watch asked before one is not trusted */
@@ -759,11 +787,139 @@ static int simba__zk_parse_capacity(const char *v, int len, int *out) {
 
 /*--- the entry cache ---*/
 
+/* The key of a cache string (FNV-1a, 32 bits): the first n bytes of a, then,
+   with b, "/" and b. So the key of an event's path "<resource>/<node>" is
+   the key of (resource, node), computed from the path alone. */
+static uint32_t simba__zk_key(const char *a, size_t n, const char *b) {
+    const unsigned char *p = (const unsigned char *)a;
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; a && i < n; i++) { h ^= p[i]; h *= 16777619u; }
+    if (!b) return h;
+    h ^= '/';
+    h *= 16777619u;
+    for (p = (const unsigned char *)b; *p; p++) { h ^= *p; h *= 16777619u; }
+    return h;
+}
+
+static uint32_t simba__zk_entry_key(const char *respath, const char *node) {
+    return respath && node ? simba__zk_key(respath, strlen(respath), node) : 0;
+}
+
+/* The bucket array starts at this many buckets (allocated with the
+   backend, so the index always exists) and doubles as entries come. */
+enum { SIMBA__ZK_IX_MIN = 64 };
+
+static void simba__zk_ix_grow(simba__zk *zk) {
+    size_t cap = zk->ix_cap * 2, i;
+    simba__zk_link **b = (simba__zk_link **)simba__zk_alloc(zk, cap * sizeof *b);
+    if (!b) return;                               /* longer chains, still right */
+    for (i = 0; i < zk->ix_cap; i++)
+        while (zk->ix[i]) {
+            simba__zk_link *l = zk->ix[i];
+            zk->ix[i] = l->next;
+            l->next = b[l->key & (cap - 1)];
+            b[l->key & (cap - 1)] = l;
+        }
+    simba__zk_free(zk, zk->ix);
+    zk->ix = b;
+    zk->ix_cap = cap;
+}
+
+static void simba__zk_ix_del(simba__zk *zk, simba__zk_link *l) {
+    simba__zk_link **pp;
+    if (!l->on) return;
+    for (pp = &zk->ix[l->key & (zk->ix_cap - 1)]; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    l->next = NULL;
+    l->on = 0;
+    zk->ix_n--;
+}
+
+static void simba__zk_ix_put(simba__zk *zk, simba__zk_mine *m, int kind, uint32_t key) {
+    simba__zk_link *l = &m->ln[kind];
+    simba__zk_ix_del(zk, l);
+    if (zk->ix_n >= zk->ix_cap) simba__zk_ix_grow(zk);
+    l->m = m;
+    l->kind = kind;
+    l->key = key;
+    l->next = zk->ix[key & (zk->ix_cap - 1)];
+    zk->ix[key & (zk->ix_cap - 1)] = l;
+    l->on = 1;
+    zk->ix_n++;
+}
+
+/* The first link of (kind, key) from l on in its chain. */
+static simba__zk_link *simba__zk_ix_match(simba__zk_link *l, int kind, uint32_t key) {
+    while (l && (l->kind != kind || l->key != key)) l = l->next;
+    return l;
+}
+
+static simba__zk_link *simba__zk_ix_first(const simba__zk *zk, int kind, uint32_t key) {
+    return simba__zk_ix_match(zk->ix[key & (zk->ix_cap - 1)], kind, key);
+}
+
+/* Up to max entries indexed under (kind, key), for a caller that changes
+   entries (and so the index) while it goes through them. Returns how many
+   there are; more than max: the caller walks them all instead. */
+static int simba__zk_ix_collect(const simba__zk *zk, int kind, uint32_t key, simba__zk_mine **out, int n, int max) {
+    simba__zk_link *l;
+    for (l = simba__zk_ix_first(zk, kind, key); l; l = simba__zk_ix_match(l->next, kind, key)) {
+        int i, seen = 0;
+        for (i = 0; i < n && i < max; i++) seen |= out[i] == l->m;
+        if (seen) continue;
+        if (n < max) out[n] = l->m;
+        n++;
+    }
+    return n;
+}
+
+/* m's keys, after any of its strings changed: the one place that keeps
+   the index in step with the strings (an entry without the string is not
+   indexed under that kind). */
+static void simba__zk_mine_keys(simba__zk *zk, simba__zk_mine *m) {
+    const char *p = m->path[0];
+    int k;
+    for (k = 0; k < SIMBA__ZK_KINDS; k++) simba__zk_ix_del(zk, &m->ln[k]);
+    m->path_key = p ? simba__zk_key(p, strlen(p), NULL) : 0;
+    if (m->request && m->session)
+        simba__zk_ix_put(zk, m, SIMBA__ZK_K_REQ, simba__zk_key(m->request, strlen(m->request), m->session));
+    if (p && m->node[0]) simba__zk_ix_put(zk, m, SIMBA__ZK_K_OWN, simba__zk_entry_key(p, m->node[0]));
+    if (p && m->watch) simba__zk_ix_put(zk, m, SIMBA__ZK_K_WATCH, simba__zk_entry_key(p, m->watch));
+    if (p && m->pred) simba__zk_ix_put(zk, m, SIMBA__ZK_K_PRED, simba__zk_entry_key(p, m->pred));
+}
+
 static simba__zk_mine *simba__zk_mine_find(simba__zk *zk, const char *request, const char *session) {
-    simba__zk_mine *m;
-    for (m = zk->mine; m; m = m->next)
-        if (strcmp(m->request, request) == 0 && strcmp(m->session, session) == 0) return m;
+    uint32_t key = simba__zk_key(request, strlen(request), session);
+    simba__zk_link *l;
+    for (l = simba__zk_ix_first(zk, SIMBA__ZK_K_REQ, key); l; l = simba__zk_ix_match(l->next, SIMBA__ZK_K_REQ, key))
+        if (strcmp(l->m->request, request) == 0 && strcmp(l->m->session, session) == 0) return l->m;
     return NULL;
+}
+
+/* grant_due set: the entry goes on the list simba__zk_deliver_grants takes. */
+static void simba__zk_mine_due(simba__zk *zk, simba__zk_mine *m, int due) {
+    m->grant_due = due;
+    zk->grants_due = 1;
+    if (m->on_due) return;
+    m->on_due = 1;
+    m->due_next = zk->due;
+    zk->due = m;
+}
+
+static void simba__zk_mine_undue(simba__zk *zk, simba__zk_mine *m) {
+    simba__zk_mine **pp;
+    if (!m->on_due) return;
+    for (pp = &zk->due; *pp; pp = &(*pp)->due_next)
+        if (*pp == m) {
+            *pp = m->due_next;
+            break;
+        }
+    m->on_due = 0;
+    m->due_next = NULL;
 }
 
 /* The predecessor a waiter knew is no longer enough to grant it. */
@@ -771,10 +927,22 @@ static void simba__zk_forget_pred(simba__zk *zk, simba__zk_mine *m) {
     if (!m->pred) return;
     simba__zk_free(zk, m->pred);
     m->pred = NULL;
+    simba__zk_ix_del(zk, &m->ln[SIMBA__ZK_K_PRED]);
     m->pred_gone = 0;
     m->probe = 0;
     if (m->grant_due == 2) m->grant_due = 0;
     zk->npred--;
+}
+
+/* The pred (one place for its key and the count). Returns 0 with no memory:
+   no pred then, so a read decides. */
+static int simba__zk_mine_set_pred(simba__zk *zk, simba__zk_mine *m, const char *node) {
+    simba__zk_forget_pred(zk, m);
+    m->pred = simba__zk_strdup(zk, node);
+    if (!m->pred) return 0;
+    zk->npred++;
+    simba__zk_mine_keys(zk, m);
+    return 1;
 }
 
 static void simba__zk_forget_all_preds(simba__zk *zk) {
@@ -791,8 +959,15 @@ static void simba__zk_forget_self_watches(simba__zk *zk) {
         if (m->self > 0) m->self = 0;
 }
 
+/* Out of the cache: its list, its index, the due list, then freed. */
 static void simba__zk_mine_free(simba__zk *zk, simba__zk_mine *m) {
     int i;
+    if (m->prev) m->prev->next = m->next;
+    else if (zk->mine == m) zk->mine = m->next;
+    if (m->next) m->next->prev = m->prev;
+    for (i = 0; i < SIMBA__ZK_KINDS; i++) simba__zk_ix_del(zk, &m->ln[i]);
+    simba__zk_mine_undue(zk, m);
+    if (m->nres != 1) zk->nmulti--;
     simba__zk_forget_pred(zk, m);
     for (i = 0; i < m->nres; i++) { simba__zk_free(zk, m->path[i]); simba__zk_free(zk, m->node[i]); }
     simba__zk_free(zk, m->name);
@@ -803,24 +978,12 @@ static void simba__zk_mine_free(simba__zk *zk, simba__zk_mine *m) {
 }
 
 static void simba__zk_mine_drop(simba__zk *zk, const char *request, const char *session) {
-    simba__zk_mine **pp = &zk->mine;
-    while (*pp) {
-        simba__zk_mine *m = *pp;
-        if (strcmp(m->request, request) == 0 && strcmp(m->session, session) == 0) {
-            *pp = m->next;
-            simba__zk_mine_free(zk, m);
-            return;
-        }
-        pp = &m->next;
-    }
+    simba__zk_mine *m = simba__zk_mine_find(zk, request, session);
+    if (m) simba__zk_mine_free(zk, m);
 }
 
 static void simba__zk_mine_clear(simba__zk *zk) {
-    while (zk->mine) {
-        simba__zk_mine *m = zk->mine;
-        zk->mine = m->next;
-        simba__zk_mine_free(zk, m);
-    }
+    while (zk->mine) simba__zk_mine_free(zk, zk->mine);
 }
 
 /* A waiter whose read showed exactly one entry ahead in a queue of capacity 1:
@@ -844,11 +1007,19 @@ static void simba__zk_mine_save(simba__zk_op *op) {
         if (!m) return;
         m->request = simba__zk_strdup(zk, op->request);
         m->session = simba__zk_strdup(zk, op->session);
+        if (!m->request || !m->session) {     /* the walks compare them: no entry without them */
+            simba__zk_free(zk, m->request);
+            simba__zk_free(zk, m->session);
+            simba__zk_free(zk, m);
+            return;
+        }
         m->nres = op->nres;
         m->name = simba__zk_strdup(zk, op->res[0].name);
         for (i = 0; i < op->nres; i++) m->path[i] = simba__zk_strdup(zk, op->res[i].path);
         m->next = zk->mine;
+        if (zk->mine) zk->mine->prev = m;
         zk->mine = m;
+        if (m->nres != 1) zk->nmulti++;
     }
     for (i = 0; i < op->nres && i < m->nres; i++) {
         simba__zk_rs *r = &op->res[i];
@@ -864,10 +1035,8 @@ static void simba__zk_mine_save(simba__zk_op *op) {
     }
     if (op->granted && op->status == SIMBA_OK) { m->granted = 1; m->grant_due = 0; }   /* the reply tells it */
     simba__zk_forget_pred(zk, m);
-    if (simba__zk_pred_grants(op)) {
-        m->pred = simba__zk_strdup(zk, op->res[0].kids[0].node);
-        if (m->pred) zk->npred++;
-    }
+    simba__zk_mine_keys(zk, m);
+    if (simba__zk_pred_grants(op)) (void)simba__zk_mine_set_pred(zk, m, op->res[0].kids[0].node);
 }
 
 /* Fill an op's resources from the cache. */
@@ -936,6 +1105,22 @@ static simba__zk_op *simba__zk_call_done(simba__zk_call *c) {
 
 /*--- ops: bookkeeping and delivery ---*/
 
+/* Spare ops. An op is over 1 KiB, and glibc's malloc serves a request of
+   that size only after merging every small chunk freed since: the read of
+   a 1,000-entry queue frees a thousand names, and the next release paid
+   0.3 ms for it before its delete went out (issue #15). A few ops are kept
+   for reuse instead, so an op costs no allocation of that size. */
+enum { SIMBA__ZK_SPARE_OPS = 4 };
+
+static simba__zk_op *simba__zk_op_new(simba__zk *zk) {
+    simba__zk_op *op = zk->spare;
+    if (!op) return (simba__zk_op *)simba__zk_alloc(zk, sizeof *op);
+    zk->spare = op->next;
+    zk->nspare--;
+    memset(op, 0, sizeof *op);
+    return op;
+}
+
 static void simba__zk_op_free(simba__zk *zk, simba__zk_op *op) {
     int i;
     for (i = 0; i < op->nres; i++) {
@@ -948,7 +1133,22 @@ static void simba__zk_op_free(simba__zk *zk, simba__zk_op *op) {
     simba__zk_free(zk, op->session);
     simba__zk_free(zk, op->request);
     simba__zk_free(zk, op->entries);
+    if (zk->nspare < SIMBA__ZK_SPARE_OPS) {
+        op->next = zk->spare;
+        zk->spare = op;
+        zk->nspare++;
+        return;
+    }
     simba__zk_free(zk, op);
+}
+
+static void simba__zk_free_spares(simba__zk *zk) {
+    while (zk->spare) {
+        simba__zk_op *op = zk->spare;
+        zk->spare = op->next;
+        simba__zk_free(zk, op);
+    }
+    zk->nspare = 0;
 }
 
 static void simba__zk_finish(simba__zk_op *op) {
@@ -2372,19 +2572,42 @@ static int simba__zk_path_is(const char *path, const char *dir, const char *node
    deletion grants them; a change of the resource node (capacity, deletion) or
    the deletion of our own entry means they must read again. ZooKeeper
    delivers one client's events in the order the changes happened. */
-static void simba__zk_note_event(simba__zk *zk, int type, const char *path) {
-    simba__zk_mine *m;
-    for (m = zk->mine; m && zk->npred > 0; m = m->next) {
-        if (!m->pred || m->nres != 1 || !m->path[0]) continue;
-        if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
-        else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
-                 strcmp(path, m->path[0]) == 0)
-            simba__zk_forget_pred(zk, m);
-    }
+/* The most entries one event picks from the index (simba__zk_ix_collect);
+   more than that, and it asks every entry (each check is in the one
+   function both ways use). */
+enum { SIMBA__ZK_HITS = 8 };
+
+static void simba__zk_note_one(simba__zk *zk, simba__zk_mine *m, int type, const char *path) {
+    if (!m->pred || m->nres != 1 || !m->path[0]) return;
+    if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
+    else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
+             strcmp(path, m->path[0]) == 0)
+        simba__zk_forget_pred(zk, m);
 }
 
-static int simba__zk_mine_on(const simba__zk_mine *m, const char *path, size_t rlen) {
+/* An event on an entry concerns the waiters whose pred or own entry it is;
+   one on the resource node, all of them. */
+static void simba__zk_note_event(simba__zk *zk, int type, const char *path, int entry) {
+    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
+    int n = SIMBA__ZK_HITS + 1, i;
+    if (zk->npred == 0) return;
+    if (entry) {
+        uint32_t key = simba__zk_key(path, strlen(path), NULL);   /* the key of (resource, entry) */
+        n = simba__zk_ix_collect(zk, SIMBA__ZK_K_PRED, key, hit, 0, SIMBA__ZK_HITS);
+        n = simba__zk_ix_collect(zk, SIMBA__ZK_K_OWN, key, hit, n, SIMBA__ZK_HITS);
+    }
+    if (n <= SIMBA__ZK_HITS) {
+        for (i = 0; i < n; i++) simba__zk_note_one(zk, hit[i], type, path);
+        return;
+    }
+    for (m = zk->mine; m && zk->npred > 0; m = m->next) simba__zk_note_one(zk, m, type, path);
+}
+
+/* Is m on the resource of path's first rlen bytes (whose key is rkey)? */
+static int simba__zk_mine_on(const simba__zk_mine *m, const char *path, size_t rlen, uint32_t rkey) {
     int i;
+    if (m->nres == 1) return m->path_key == rkey && m->path[0] && strlen(m->path[0]) == rlen &&
+                             strncmp(m->path[0], path, rlen) == 0;
     for (i = 0; i < m->nres; i++)
         if (m->path[i] && strlen(m->path[i]) == rlen && strncmp(m->path[i], path, rlen) == 0) return 1;
     return 0;
@@ -2396,6 +2619,17 @@ static int simba__zk_fires(const simba__zk_mine *m, int type, const char *node) 
     if (!m->armed || !m->watch) return 0;
     if (!node) return type == ZOO_CHILD_EVENT && m->watch[0] == 0;
     return strcmp(m->watch, node) == 0;
+}
+
+/* The entries an event on an entry (node) of a resource can concern: ours
+   (own) and those that watch it. Returns how many (> SIMBA__ZK_HITS: ask
+   them all). */
+static int simba__zk_event_hits(const simba__zk *zk, const char *path, simba__zk_mine **hit) {
+    uint32_t key = simba__zk_key(path, strlen(path), NULL);
+    int n;
+    if (zk->nmulti > 0) return SIMBA__ZK_HITS + 1;   /* a request of several resources may be on it */
+    n = simba__zk_ix_collect(zk, SIMBA__ZK_K_OWN, key, hit, 0, SIMBA__ZK_HITS);
+    return simba__zk_ix_collect(zk, SIMBA__ZK_K_WATCH, key, hit, n, SIMBA__ZK_HITS);
 }
 
 static int simba__zk_is_head_mark(const char *value, int len) { return value && len == 1 && value[0] == 'h'; }
@@ -2418,9 +2652,7 @@ static int simba__zk_probe_head(simba__zk *zk, simba__zk_mine *m, const char *no
         return 0;
     if (m->pred && strcmp(m->pred, node) != 0) return 0;
     if (!m->pred) {
-        m->pred = simba__zk_strdup(zk, node);
-        if (!m->pred) return 0;
-        zk->npred++;
+        if (!simba__zk_mine_set_pred(zk, m, node)) return 0;
         m->probe = 1;
     }
     snprintf(path, sizeof path, "%s/%s", m->path[0], node);
@@ -2445,53 +2677,101 @@ static int simba__zk_probe_head(simba__zk *zk, simba__zk_mine *m, const char *no
    the name (every handle on it) only where a read of ours cannot answer:
    our own entry gone (a holder must hear LOST), the resource node deleted,
    and multi-resource requests. */
+/* What one event is, and what it found so far (simba__zk_event_one). */
+typedef struct simba__zk_ev {
+    int type;
+    const char *path, *node;   /* node: the entry, NULL for the resource node */
+    size_t rlen;               /* the resource's path is path's first rlen bytes */
+    uint32_t rkey;
+    int claimed, to_core, refresh;
+} simba__zk_ev;
+
+/* One entry of ours and one event (any entry: every check is here; the
+   index only picks which entries to ask). */
+static void simba__zk_event_one(simba__zk *zk, simba__zk_mine *m, simba__zk_ev *e) {
+    if (!simba__zk_mine_on(m, e->path, e->rlen, e->rkey)) return;
+    if (m->nres != 1) { e->to_core = 1; return; }
+    if (e->node && m->node[0] && strcmp(e->node, m->node[0]) == 0) {
+        e->claimed = 1;                              /* our own entry: deleted by someone else? */
+        if (e->type == ZOO_DELETED_EVENT && !m->releasing) e->to_core = 1;
+        if (m->self > 0) m->self = e->type == ZOO_DELETED_EVENT ? -1 : 0;   /* our watch on it fired */
+        return;
+    }
+    if (!e->node && e->type == ZOO_CHANGED_EVENT && m->granted && !m->releasing) {
+        /* a holder's only watch on the resource fired (a capacity change, or
+           a DELETE's multi, which changes the node first): the core's POLL
+           reads again, and hears LOST if the entry went with it */
+        e->to_core = 1;
+        return;
+    }
+    if (m->granted || m->releasing) return;         /* a leaving waiter waits for nothing */
+    if (!e->node && e->type == ZOO_CHANGED_EVENT) {  /* the capacity: every waiter looks again */
+        m->stale = e->refresh = e->claimed = 1;
+        return;
+    }
+    if (!simba__zk_fires(m, e->type, e->node)) return;
+    m->armed = 0;
+    e->claimed = 1;
+    if (m->pred && m->pred_gone && !m->probe) simba__zk_mine_due(zk, m, 2);
+    else if (e->type == ZOO_CHANGED_EVENT && simba__zk_probe_head(zk, m, e->node)) return;
+    else m->stale = e->refresh = 1;
+}
+
 static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
     char name[SIMBA_MAX_NAME + 1];
-    size_t rlen;
-    const char *node;
-    simba__zk_mine *m;
-    int claimed = 0, to_core = 0, refresh = 0;
-    if (!path || !simba__zk_split_path(zk, path, name, sizeof name, &rlen)) return;
-    node = path[rlen] == '/' ? path + rlen + 1 : NULL;
-    simba__zk_note_event(zk, type, path);
-    if (!node && type != ZOO_CHILD_EVENT && type != ZOO_CHANGED_EVENT) to_core = 1;   /* deleted, created */
-    for (m = zk->mine; m; m = m->next) {
-        if (!simba__zk_mine_on(m, path, rlen)) continue;
-        if (m->nres != 1) { to_core = 1; continue; }
-        if (node && m->node[0] && strcmp(node, m->node[0]) == 0) {
-            claimed = 1;                              /* our own entry: deleted by someone else? */
-            if (type == ZOO_DELETED_EVENT && !m->releasing) to_core = 1;
-            if (m->self > 0) m->self = type == ZOO_DELETED_EVENT ? -1 : 0;   /* our watch on it fired */
-            continue;
-        }
-        if (!node && type == ZOO_CHANGED_EVENT && m->granted && !m->releasing) {
-            /* a holder's only watch on the resource fired (a capacity change, or
-               a DELETE's multi, which changes the node first): the core's POLL
-               reads again, and hears LOST if the entry went with it */
-            to_core = 1;
-            continue;
-        }
-        if (m->granted || m->releasing) continue;    /* a leaving waiter waits for nothing */
-        if (!node && type == ZOO_CHANGED_EVENT) {    /* the capacity: every waiter looks again */
-            m->stale = refresh = claimed = 1;
-            continue;
-        }
-        if (!simba__zk_fires(m, type, node)) continue;
-        m->armed = 0;
-        claimed = 1;
-        if (m->pred && m->pred_gone && !m->probe) { m->grant_due = 2; zk->grants_due = 1; }
-        else if (type == ZOO_CHANGED_EVENT && simba__zk_probe_head(zk, m, node)) continue;
-        else m->stale = refresh = 1;
-    }
-    if (!claimed && !to_core) {
+    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
+    simba__zk_ev e;
+    int n = SIMBA__ZK_HITS + 1, i;
+    memset(&e, 0, sizeof e);
+    if (!path || !simba__zk_split_path(zk, path, name, sizeof name, &e.rlen)) return;
+    e.type = type;
+    e.path = path;
+    e.node = path[e.rlen] == '/' ? path + e.rlen + 1 : NULL;
+    e.rkey = simba__zk_key(path, e.rlen, NULL);
+    simba__zk_note_event(zk, type, path, e.node != NULL);
+    if (!e.node && type != ZOO_CHILD_EVENT && type != ZOO_CHANGED_EVENT) e.to_core = 1;   /* deleted, created */
+    if (e.node) n = simba__zk_event_hits(zk, path, hit);
+    if (n <= SIMBA__ZK_HITS)
+        for (i = 0; i < n; i++) simba__zk_event_one(zk, hit[i], &e);
+    else
+        for (m = zk->mine; m; m = m->next) simba__zk_event_one(zk, m, &e);
+    if (!e.claimed && !e.to_core) {
         /* a watch nobody owns any more (its waiter moved on or left); if a
            waiter of ours lost track of its own, one read puts it right */
         for (m = zk->mine; m; m = m->next)
-            if (m->nres == 1 && !m->granted && !m->releasing && !m->armed && simba__zk_mine_on(m, path, rlen))
-                m->stale = refresh = 1;
+            if (m->nres == 1 && !m->granted && !m->releasing && !m->armed && simba__zk_mine_on(m, path, e.rlen, e.rkey))
+                m->stale = e.refresh = 1;
     }
-    if (to_core) simba__zk_queue_wake(zk, name);
-    if (refresh) simba__zk_queue_name(zk, &zk->refreshes, name);
+    if (e.to_core) simba__zk_queue_wake(zk, name);
+    if (e.refresh) simba__zk_queue_name(zk, &zk->refreshes, name);
+}
+
+/* One entry of ours and the answer to a data watch on `node` (see
+   simba__zk_watch_answer). Returns 1 if the answer is to be replayed as
+   the event it stands for. */
+static int simba__zk_answer_one(simba__zk *zk, simba__zk_mine *m, const simba__zk_ev *e, const char *name,
+                                const struct Stat *st, int head) {
+    const char *node = e->node;
+    if (m->nres != 1 || !simba__zk_mine_on(m, e->path, e->rlen, e->rkey) || !simba__zk_fires(m, ZOO_CHANGED_EVENT, node))
+        return 0;
+    if (m->pred && strcmp(m->pred, node) == 0) {
+        if (head || !m->probe) {                  /* the pred is (confirmed) the head */
+            m->probe = 0;
+            m->watch_ver = st->version;
+            return 0;
+        }
+        simba__zk_forget_pred(zk, m);             /* marked, but not as the head: read */
+        m->stale = 1;
+        simba__zk_queue_name(zk, &zk->refreshes, name);
+        return 0;
+    }
+    if (st->version <= m->watch_ver) return 0;
+    m->watch_ver = st->version;                   /* once per mark: a kept grant is marked for good */
+    if (head && !m->pred && !m->granted && !m->releasing && m->cap1 && !m->stale && m->czxid[0] &&
+        m->owner == zk->zsid && zk->zsid != 0)
+        /* marked as the head before our watch: its data is in hand */
+        return !simba__zk_mine_set_pred(zk, m, node);
+    return 1;
 }
 
 /* The answer to a data watch set on an entry: gone already, or marked
@@ -2500,37 +2780,20 @@ static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
 static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
                                    int len) {
     char name[SIMBA_MAX_NAME + 1];
-    size_t rlen;
-    simba__zk_mine *m;
-    int fire = 0, head = rc == ZOK && simba__zk_is_head_mark(value, len);
+    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
+    simba__zk_ev e;
+    int fire = 0, head = rc == ZOK && simba__zk_is_head_mark(value, len), n, i;
     if (rc == ZNONODE) { simba__zk_node_event(zk, ZOO_DELETED_EVENT, path); return; }
-    if (rc != ZOK || !st || !simba__zk_split_path(zk, path, name, sizeof name, &rlen) || path[rlen] != '/') return;
-    for (m = zk->mine; m; m = m->next) {
-        const char *node = path + rlen + 1;
-        if (m->nres != 1 || !simba__zk_mine_on(m, path, rlen) || !simba__zk_fires(m, ZOO_CHANGED_EVENT, node)) continue;
-        if (m->pred && strcmp(m->pred, node) == 0) {
-            if (head || !m->probe) {                  /* the pred is (confirmed) the head */
-                m->probe = 0;
-                m->watch_ver = st->version;
-                continue;
-            }
-            simba__zk_forget_pred(zk, m);             /* marked, but not as the head: read */
-            m->stale = 1;
-            simba__zk_queue_name(zk, &zk->refreshes, name);
-            continue;
-        }
-        if (st->version <= m->watch_ver) continue;
-        m->watch_ver = st->version;                   /* once per mark: a kept grant is marked for good */
-        if (head && !m->pred && !m->granted && !m->releasing && m->cap1 && !m->stale && m->czxid[0] &&
-            m->owner == zk->zsid && zk->zsid != 0) {
-            /* marked as the head before our watch: its data is in hand */
-            m->pred = simba__zk_strdup(zk, node);
-            if (!m->pred) { fire = 1; continue; }
-            zk->npred++;
-            continue;
-        }
-        fire = 1;
-    }
+    memset(&e, 0, sizeof e);
+    if (rc != ZOK || !st || !simba__zk_split_path(zk, path, name, sizeof name, &e.rlen) || path[e.rlen] != '/') return;
+    e.path = path;
+    e.node = path + e.rlen + 1;
+    e.rkey = simba__zk_key(path, e.rlen, NULL);
+    n = simba__zk_event_hits(zk, path, hit);
+    if (n <= SIMBA__ZK_HITS)
+        for (i = 0; i < n; i++) fire |= simba__zk_answer_one(zk, hit[i], &e, name, st, head);
+    else
+        for (m = zk->mine; m; m = m->next) fire |= simba__zk_answer_one(zk, m, &e, name, st, head);
     if (fire) simba__zk_node_event(zk, ZOO_CHANGED_EVENT, path);
 }
 
@@ -2593,11 +2856,14 @@ static void simba__zk_self_answer(simba__zk_call *c, int rc) {
 /* Does another waiter of ours watch m's entry? The server keeps one watch
    per session and node: removing ours would remove its. */
 static int simba__zk_entry_watched_by_other(const simba__zk *zk, const simba__zk_mine *m) {
-    const simba__zk_mine *o;
-    for (o = zk->mine; o; o = o->next)
+    uint32_t key = simba__zk_entry_key(m->path[0], m->node[0]);
+    const simba__zk_link *l;
+    for (l = simba__zk_ix_first(zk, SIMBA__ZK_K_WATCH, key); l; l = simba__zk_ix_match(l->next, SIMBA__ZK_K_WATCH, key)) {
+        const simba__zk_mine *o = l->m;
         if (o != m && o->nres == 1 && o->watch && o->path[0] && strcmp(o->watch, m->node[0]) == 0 &&
             strcmp(o->path[0], m->path[0]) == 0)
             return 1;
+    }
     return 0;
 }
 
@@ -2630,6 +2896,7 @@ static void simba__zk_arm_mine(simba__zk *zk, simba__zk_mine *m, const simba__zk
         simba__zk_free(zk, m->watch);
         m->watch = simba__zk_strdup(zk, target);
         m->watch_ver = 0;
+        simba__zk_mine_keys(zk, m);
         if (!m->watch) return;                /* the core's recheck period covers us */
     }
     c = simba__zk_call_new(zk, NULL, target[0] ? SIMBA__ZK_C_WATCH_PRED : SIMBA__ZK_C_WATCH_KIDS, 0);
@@ -2667,10 +2934,7 @@ static const char *simba__zk_target(const simba__zk_rs *r, int pos, int pred_gra
 /* A mutex waiter with exactly one entry ahead: that entry's deletion alone
    grants it (see simba__zk_pred_grants). */
 static void simba__zk_set_pred(simba__zk *zk, simba__zk_mine *m, const simba__zk_rs *r) {
-    simba__zk_forget_pred(zk, m);
-    m->pred = simba__zk_strdup(zk, r->kids[0].node);
-    if (!m->pred) return;
-    zk->npred++;
+    (void)simba__zk_mine_set_pred(zk, m, r->kids[0].node);
 }
 
 static void simba__zk_arm_watch(simba__zk_op *op, int i);
@@ -2757,10 +3021,13 @@ static void simba__zk_mark_granted(simba__zk_op *op, int i) {
 }
 
 static simba__zk_mine *simba__zk_mine_by_node(simba__zk *zk, const char *path, const char *node) {
-    simba__zk_mine *m;
-    for (m = zk->mine; m; m = m->next)
+    uint32_t key = simba__zk_entry_key(path, node);
+    simba__zk_link *l;
+    for (l = simba__zk_ix_first(zk, SIMBA__ZK_K_OWN, key); l; l = simba__zk_ix_match(l->next, SIMBA__ZK_K_OWN, key)) {
+        simba__zk_mine *m = l->m;
         if (m->nres == 1 && m->path[0] && m->node[0] && strcmp(m->node[0], node) == 0 && strcmp(m->path[0], path) == 0)
             return m;
+    }
     return NULL;
 }
 
@@ -2778,8 +3045,7 @@ static int simba__zk_refresh_one(simba__zk_op *op, simba__zk_mine *m, int k, int
         }
         simba__zk_forget_pred(zk, m);
         m->granted = 1;
-        m->grant_due = 1;
-        zk->grants_due = 1;
+        simba__zk_mine_due(zk, m, 1);
         return 1;
     }
     m->cap1 = r->capacity == 1;
@@ -2836,7 +3102,7 @@ static void simba__zk_refresh_done(simba__zk_op *op) {
 /* A read of one resource for the waiters of ours its events concerned: an
    op of our own (internal: no reply to the core). */
 static void simba__zk_start_refresh(simba__zk *zk, const char *name) {
-    simba__zk_op *op = (simba__zk_op *)simba__zk_alloc(zk, sizeof *op);
+    simba__zk_op *op = simba__zk_op_new(zk);
     simba__zk_rs *r;
     if (!op) { simba__zk_queue_wake(zk, name); return; }
     r = &op->res[0];
@@ -2883,8 +3149,11 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
     simba__zk_mine *m;
     if (!zk->grants_due) return;
     zk->grants_due = 0;
-    for (m = zk->mine; m; m = m->next) {
+    while ((m = zk->due) != NULL) {
         int due = m->grant_due;
+        zk->due = m->due_next;
+        m->due_next = NULL;
+        m->on_due = 0;
         if (!due) continue;
         m->grant_due = 0;
         if (due == 2) {
@@ -2973,7 +3242,7 @@ static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc) {
         return;
     }
     if (!op) {
-        if (!m->granted) { m->grant_due = 3; zk->grants_due = 1; }
+        if (!m->granted) simba__zk_mine_due(zk, m, 3);
         return;
     }
     if (!m->granted) zk->watch_grants++;
@@ -3060,7 +3329,7 @@ static int simba__zk_submit(void *impl, const simba_op *src) {
     simba__zk_op *op;
     int rc;
     if (!zk->zh || !zk->up || zk->close_wanted) return SIMBA_EDISCONNECTED;
-    op = (simba__zk_op *)simba__zk_alloc(zk, sizeof *op);
+    op = simba__zk_op_new(zk);
     if (!op) return SIMBA_ENOMEM;
     rc = simba__zk_op_copy(zk, op, src);
     if (rc != SIMBA_OK) { simba__zk_op_free(zk, op); return rc; }
@@ -3178,6 +3447,8 @@ static void simba__zk_destroy(void *impl) {
     simba__zk_free_names(zk, &zk->wakes);
     simba__zk_free_names(zk, &zk->refreshes);
     simba__zk_mine_clear(zk);
+    simba__zk_free_spares(zk);
+    simba__zk_free(zk, zk->ix);
     simba__zk_free(zk, zk->hosts);
     simba__zk_free(zk, zk->base);
     simba__zk_free(zk, zk->digest);
@@ -3387,12 +3658,14 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc) {
     zk->fd = -1;
     zk->reinit_at = -1;
     zk->fast_max_n = -1;
+    zk->ix_cap = SIMBA__ZK_IX_MIN;
+    zk->ix = (simba__zk_link **)simba__zk_alloc(zk, zk->ix_cap * sizeof *zk->ix);
     zk->hosts = simba__zk_strdup(zk, desc->allow_hostnames ? desc->hosts : hosts);
     zk->base = simba__zk_strdup(zk, desc->base_path ? desc->base_path : "/simba");
     zk->digest = desc->digest ? simba__zk_strdup(zk, desc->digest) : NULL;
     zk->timeout_ms = desc->session_timeout_ms;
     zk->log_level = desc->zk_log_level;
-    if (!zk->hosts || !zk->base || (desc->digest && !zk->digest)) {
+    if (!zk->ix || !zk->hosts || !zk->base || (desc->digest && !zk->digest)) {
         simba__zk_destroy(zk);
         return simba_backend_error(SIMBA_ENOMEM, "simba_zk: out of memory");
     }
