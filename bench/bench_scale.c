@@ -90,6 +90,23 @@ static void verdict(const char *what, double v, double target, int have) {
     else printf("    %-58s %8.2f  (target <= %.1f)  %s\n", what, v, target, v <= target ? "met" : "NOT met");
 }
 
+/* Q = 1 among the 1,001 clients of the one-client-per-waiter Q = 1000
+   figure (999 of them idle). */
+#define SC_FLOOR_LAYOUT "1 of 1001"
+
+/* The one-client-per-waiter layout at Q = 1000 runs 1,001 clients in this
+   one process, and Q = 1 runs 2: the same Q = 1 among 1,001 clients says
+   what the client count costs apart from the queue. */
+static void floor_ratios(const row *rows, int n, const sc_result *lo, const sc_result *hi) {
+    const sc_result *fl = NULL;
+    int i;
+    for (i = 0; i < n; i++)
+        if (strcmp(rows[i].layout, SC_FLOOR_LAYOUT) == 0 && rows[i].r.ok) fl = &rows[i].r;
+    if (!fl || !lo || !hi) return;
+    printf("    %-58s %8.2f  (the client count alone)\n", "hand-off p50, Q=1 among 1001 clients / Q=1 among 2", fl->p50 / lo->p50);
+    printf("    %-58s %8.2f  (the queue alone)\n", "hand-off p50, Q=1000 / Q=1, both among 1001 clients", hi->p50 / fl->p50);
+}
+
 /* The Q = 1000 / Q = 1 ratios of one layout. */
 static void ratios(const char *backend, const char *layout, const row *rows, int n) {
     const sc_result *lo = NULL, *hi = NULL;
@@ -124,6 +141,7 @@ static void ratios(const char *backend, const char *layout, const row *rows, int
     if (strcmp(backend, "mysql") == 0)
         verdict("rows read per hand-off, Q=1000 / Q=1", hi && lo && lo->rows_per_ho > 0 ? hi->rows_per_ho / lo->rows_per_ho : 0,
                 2, hi && lo && lo->rows_per_ho > 0);
+    if (strcmp(layout, "1 per cl.") == 0) floor_ratios(rows, n, lo, hi);
     if (hi && hi->pass_us > 0)   /* the bench's own cost, which a hand-off may wait behind */
         printf("    %-58s %8.0f us (idle; push mode, one epoll set)\n", "the bench's loop: one pass over all 1001 clients",
                hi->pass_us);
@@ -273,7 +291,7 @@ static peer_row median_peer(const peer_row *p, int n) {
 int main(int argc, char **argv) {
     sc_env e;
     char why[256];
-    row rows[2 * NQ + 1];
+    row rows[2 * NQ + 2];
     peer_row peers[NQ];
     int nrows = 0, npeers = 0, i, t, quick = env_int("SIMBA_BENCH_QUICK", 0), nq = quick ? 3 : NQ;
     int max_clients, stalled4 = 0, turns = env_int("SIMBA_SCALE_TURNS", 3);
@@ -314,15 +332,16 @@ int main(int argc, char **argv) {
        single turn of 10 hand-offs there gave 1.4-2.6x from one run to the
        next (Redis, one client per waiter). */
     for (i = 0; i < nq; i++) {
-        sc_result r4[MAX_TURNS], r1[MAX_TURNS];
+        sc_result r4[MAX_TURNS], r1[MAX_TURNS], rf[MAX_TURNS];
         peer_row pr[MAX_TURNS];
         int rounds = mem ? ROUNDS_MEM : ROUNDS;
         int nt = turns, run4 = !only || *only == '4', run1 = !only || *only == '1';
-        int fit1 = qs[i] + 1 <= max_clients;
-        char name4[32], name1[32];
+        int fit1 = qs[i] + 1 <= max_clients, floor1 = run1 && fit1 && qs[i] == 1000;
+        char name4[32], name1[32], namef[32];
         if (only_q > 0 && qs[i] != only_q) continue;   /* debugging: one Q */
         memset(r4, 0, sizeof r4);
         memset(r1, 0, sizeof r1);
+        memset(rf, 0, sizeof rf);
         memset(pr, 0, sizeof pr);
         for (t = 0; t < nt; t++) {
             snprintf(name4, sizeof name4, "mx4-%d-%d", qs[i], t);
@@ -331,6 +350,13 @@ int main(int argc, char **argv) {
                 snprintf(r4[t].why, sizeof r4[t].why, "not run: the hand-off stalled at Q=%d (above)", stalled4);
             else if (run4) r4[t] = sc_figure(&e, name4, 4, qs[i], 1, NULL, 0, rounds, 0);
             if (run1 && fit1) r1[t] = sc_figure(&e, name1, qs[i] + 1, qs[i], 1, NULL, 0, rounds, 1);
+            /* the same 1,001 clients with one waiter: what the client count
+               alone costs (their background in this one process), for the
+               Q = 1000 figure to be read against */
+            if (floor1) {
+                snprintf(namef, sizeof namef, "mxf-%d-%d", qs[i], t);
+                rf[t] = sc_figure(&e, namef, qs[i] + 1, 1, 1, NULL, 0, rounds, 1);
+            }
             if (run1 && !fit1)
                 snprintf(r1[t].why, sizeof r1[t].why,
                          "%d clients x 2 connections is over the test server's max-connections "
@@ -350,6 +376,13 @@ int main(int argc, char **argv) {
             w->layout = "1 per cl.";
             w->q = qs[i];
             w->r = median_result(r1, nt);
+            print_row(backend, w);
+        }
+        if (floor1) {
+            row *w = &rows[nrows++];
+            w->layout = SC_FLOOR_LAYOUT;
+            w->q = 1;
+            w->r = median_result(rf, nt);
             print_row(backend, w);
         }
         if (kind && !only) peers[npeers++] = median_peer(pr, nt);
