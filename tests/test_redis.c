@@ -1602,6 +1602,15 @@ static void t_redis_owner_push_only_to_contenders(void) {
         simba_lock l = h_acquire(cl[1]->s, "own", -1);
         if (i == 0) first = l;
     }
+    /* x's 20 queued before y's 10: x's session may still be opening (a
+       loaded machine), and y's requests would then go first */
+    {
+        int64_t end = h_real_ms() + SOON;
+        do h_run_for(cl, 3, 20);
+        while (h_real_ms() < end && (simba_redis_stats(bx, &st0) != SIMBA_OK || st0.ops_sent < 21 ||
+                                     st0.ops_completed < st0.ops_sent));
+        CHECK(st0.ops_sent >= 21 && st0.ops_completed >= st0.ops_sent);   /* OPEN and the 20 ENQUEUEs */
+    }
     for (i = 0; i < 10; i++) CHECK(!is_null(h_acquire(cl[2]->s, "own", -1)));
     h_run_for(cl, 3, 500);
     ly = simba_contend(cl[2]->s, "own", NULL);
