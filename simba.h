@@ -865,6 +865,9 @@ typedef struct simba_mem_stats {
                                    request id (ENQUEUE, POLL, RELEASE, removals), and sessions
                                    passed over to find one by its id: O(1) expected per lookup,
                                    however long the queue and however many sessions */
+    uint64_t moved;             /* queue entries copied to make room for an append (a slide to the
+                                   front of the queue's array, or a bigger array): O(1) amortised
+                                   per append, however long the queue */
     int resources, entries, sessions;
 } simba_mem_stats;
 SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
@@ -4138,16 +4141,26 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
 
 static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const simba_op *op, int weight) {
     simba__mem_entry *e;
+    int front;
     if (simba__mem_idx_reserve(srv, r) != SIMBA_OK) return SIMBA_ENOMEM;
-    if (r->q && r->q + r->n == r->base + r->cap && r->q > r->base) {   /* room at the front: slide */
+    /* The tail at the array's end: slide back to the front only when the
+       room there is at least the queue's length, so that a slide's copies
+       are paid for by as many appends since the last one (a hand-off
+       removes the head and appends at the tail: the queue creeps along);
+       with less room the array doubles instead. */
+    front = r->q ? (int)(r->q - r->base) : 0;   /* free slots before the head */
+    if (front + r->n == r->cap && front >= r->n && front > 0) {
         memmove(r->base, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
+        srv->stats.moved += (uint64_t)r->n;
         r->q = r->base;
+        front = 0;
     }
-    if (r->n == r->cap) {
+    if (front + r->n == r->cap) {
         int ncap = r->cap ? r->cap * 2 : 4;
         simba__mem_entry *nq = (simba__mem_entry *)simba__mem_alloc(srv, sizeof(simba__mem_entry) * (size_t)ncap);
         if (!nq) return SIMBA_ENOMEM;
         if (r->n) memcpy(nq, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
+        srv->stats.moved += (uint64_t)r->n;
         simba__mem_free(srv, r->base);
         r->base = r->q = nq; r->cap = ncap;
     }
