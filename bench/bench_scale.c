@@ -49,7 +49,7 @@
 #include <signal.h>
 #include "scale.h"
 
-enum { NQ = 4, ROUNDS = 20, ROUNDS_MEM = 60, MAX_TURNS = 5 };
+enum { NQ = 4, ROUNDS = 20, ROUNDS_MEM = 1000, MAX_TURNS = 5 };
 static const int qs[NQ] = { 1, 10, 100, 1000 };
 static const int sem_weights[] = { 1, 2, 5, 1, 3, 1, 2, 1 };
 
@@ -80,7 +80,7 @@ static void print_row(const char *backend, const row *w) {
     if (w->r.bg_cmds_per_ho > 0 || w->r.bg_woken_per_grant > 0)
         snprintf(idle, sizeof idle, "%.0f/%.1f", w->r.bg_cmds_per_ho, w->r.bg_woken_per_grant);
     else snprintf(idle, sizeof idle, "-");
-    printf("  %-10s %5d %4d %9.0f %9.0f %9.1f %8s %8s %8.1f %9s %9s\n", w->layout, w->q, w->r.handoffs, w->r.p50,
+    printf("  %-10s %5d %4d %9.1f %9.1f %9.1f %8s %8s %8.1f %9s %9s\n", w->layout, w->q, w->r.handoffs, w->r.p50,
            w->r.p99, w->r.cmds_per_ho, call, notif, w->r.woken_per_grant, rows, idle);
     fflush(stdout);
 }
@@ -104,7 +104,7 @@ static void floor_ratios(const row *rows, int n, const sc_result *lo, const sc_r
         if (strcmp(rows[i].layout, SC_FLOOR_LAYOUT) == 0 && rows[i].r.ok) fl = &rows[i].r;
     if (!fl || !lo || !hi) return;
     printf("    %-58s %8.2f  (the client count alone)\n", "hand-off p50, Q=1 among 1001 clients / Q=1 among 2", fl->p50 / lo->p50);
-    printf("    %-58s %8.2f  (the queue alone)\n", "hand-off p50, Q=1000 / Q=1, both among 1001 clients", hi->p50 / fl->p50);
+    printf("    %-58s %8.2f  (the queue, its clients gone cold)\n", "hand-off p50, Q=1000 / Q=1, both among 1001 clients", hi->p50 / fl->p50);
 }
 
 /* The Q = 1000 / Q = 1 ratios of one layout. */
@@ -261,6 +261,145 @@ static void peer_compare(const char *backend, const row *rows, int nrows, const 
     }
 }
 
+/* ---- mem: what a cold client costs, apart from the queue ----
+
+   A mem hand-off is a microsecond or two of CPU, so where its clients'
+   memory is matters: with one client per waiter at Q = 1000, the grantee
+   was last touched 1,000 hand-offs ago and its state (client, handles,
+   server session) has left the CPU's caches; at Q = 1 the same two
+   clients take turns and stay in them. This check separates the two, in
+   one loop, its three set-ups taking turns round by round so that a drift
+   of the machine falls on all three:
+     warm   Q = 1, two clients taking turns (the other two set-ups'
+            2,001 clients idle in the same process and server)
+     queue  Q = 1000, one client per waiter (1,001 clients)
+     cold   Q = 1 on each of 500 resources of 2 clients each (1,000
+            clients), the resources in turn: every hand-off's clients were
+            last touched 500 hand-offs ago, and no queue is longer than 1
+   Plain simba_tick on the two clients of a hand-off (mem has no sockets). */
+enum { MC_PAIRS = 500, MC_ROUNDS = 20000 };
+
+typedef struct mc_set {
+    simba **c;
+    simba_lock *lk;
+    const char **name;     /* per client: its resource */
+    int nc, head;          /* queue: the holder's index */
+    int *holder;           /* cold: per resource, which of its two clients holds */
+    double *lat;
+} mc_set;
+
+static int mc_tick(simba *c, simba_lock want) {
+    simba_event ev[64];
+    int k = simba_tick(c, NULL, 0, ev, 64), j, got = 0;
+    for (j = 0; j < k; j++)
+        if (ev[j].type == SIMBA_EVENT_ACQUIRED && ev[j].lock.id == want.id && ev[j].lock.gen == want.gen) got = 1;
+    return got;
+}
+
+static simba_lock mc_acquire(simba *c, const char *name) {
+    simba_lock_desc d;
+    simba_lock none;
+    int t;
+    memset(&d, 0, sizeof d);
+    memset(&none, 0, sizeof none);
+    d.name = name;
+    d.wait_ms = -1;
+    d.capacity = 1;
+    {
+        simba_lock l = simba_acquire(c, &d);
+        for (t = 0; t < 3; t++) mc_tick(c, none);
+        return l;
+    }
+}
+
+/* One hand-off from client h to client w: release, tick both until w's
+   ACQUIRED (at most 1 s), queue h again. Its time, or -1. */
+static double mc_handoff(mc_set *m, int h, int w) {
+    simba_lock none;
+    double t0 = now_us(), t1;
+    int got = 0;
+    memset(&none, 0, sizeof none);
+    simba_release(m->c[h], m->lk[h]);
+    while (!got && now_us() - t0 < 1e6) {
+        mc_tick(m->c[h], none);
+        got = mc_tick(m->c[w], m->lk[w]);
+    }
+    t1 = now_us();
+    m->lk[h] = mc_acquire(m->c[h], m->name[h]);
+    return got ? t1 - t0 : -1;
+}
+
+/* nc clients on the resource `one`, or (one NULL) in pairs on the
+   resources mc-0 .. mc-499; each queues once, in client order. */
+static int mc_setup(mc_set *m, simba_mem_server *srv, int nc, const char *one, const char *tag) {
+    static char names[MC_PAIRS][16];
+    int i;
+    m->nc = nc;
+    m->c = (simba **)calloc((size_t)nc, sizeof *m->c);
+    m->lk = (simba_lock *)calloc((size_t)nc, sizeof *m->lk);
+    m->name = (const char **)calloc((size_t)nc, sizeof *m->name);
+    m->holder = (int *)calloc(MC_PAIRS, sizeof *m->holder);
+    m->lat = (double *)calloc(MC_ROUNDS, sizeof *m->lat);
+    if (!m->c || !m->lk || !m->name || !m->holder || !m->lat) return 0;
+    for (i = 0; i < MC_PAIRS; i++) snprintf(names[i], sizeof names[i], "mc-%d", i);
+    for (i = 0; i < nc; i++) {
+        simba_desc d;
+        char id[48];
+        memset(&d, 0, sizeof d);
+        snprintf(id, sizeof id, "mc-%s-%d", tag, i);
+        d.client_id = id;
+        d.backend = simba_mem(srv, NULL);
+        d.ttl_ms = 600000;      /* no keepalive, no re-check within the check */
+        d.recheck_ms = 600000;
+        if (!(m->c[i] = simba_create(&d))) return 0;
+        m->name[i] = one ? one : names[(i / 2) % MC_PAIRS];
+    }
+    for (i = 0; i < nc; i++) m->lk[i] = mc_acquire(m->c[i], m->name[i]);
+    return 1;
+}
+
+static void mc_free(mc_set *m) {
+    int i;
+    for (i = 0; m->c && i < m->nc; i++) if (m->c[i]) simba_destroy(m->c[i]);
+    free(m->c); free(m->lk); free(m->name); free(m->holder); free(m->lat);
+}
+
+static void mem_cold_check(void) {
+    simba_mem_server *srv = simba_mem_server_create(NULL);
+    mc_set warm, queue, cold;
+    int i, n = 0, ok = srv != NULL;
+    memset(&warm, 0, sizeof warm);
+    memset(&queue, 0, sizeof queue);
+    memset(&cold, 0, sizeof cold);
+    ok = ok && mc_setup(&warm, srv, 2, "mc-warm", "w") && mc_setup(&queue, srv, 1001, "mc-queue", "q") &&
+         mc_setup(&cold, srv, 2 * MC_PAIRS, NULL, "c");
+    for (i = 0; ok && i < MC_ROUNDS; i++) {
+        int p = i % MC_PAIRS, qh = queue.head, ch = 2 * p + cold.holder[p];
+        double a = mc_handoff(&warm, i % 2, (i + 1) % 2);
+        double b = mc_handoff(&queue, qh, (qh + 1) % 1001);
+        double c = mc_handoff(&cold, ch, ch ^ 1);
+        queue.head = (qh + 1) % 1001;
+        cold.holder[p] ^= 1;
+        if (a < 0 || b < 0 || c < 0) { ok = 0; break; }
+        warm.lat[n] = a; queue.lat[n] = b; cold.lat[n] = c;
+        n++;
+    }
+    printf("\n  mem, what a cold client costs (one loop, the three in turn, %d hand-offs each):\n", n);
+    if (!ok || n < 3) printf("    not run: a set-up or a hand-off failed\n");
+    else {
+        double pw = pct(warm.lat, n, 0.5), pq = pct(queue.lat, n, 0.5), pc = pct(cold.lat, n, 0.5);
+        printf("    %-58s %8.2f us\n", "warm:  Q=1, two clients take turns", pw);
+        printf("    %-58s %8.2f us\n", "queue: Q=1000, one client per waiter", pq);
+        printf("    %-58s %8.2f us\n", "cold:  Q=1 on 500 resources in turn, 2 clients each", pc);
+        printf("    %-58s %8.2f  (clients as cold as at Q=1000)\n", "hand-off p50, queue / warm", pq / pw);
+        printf("    %-58s %8.2f  (the queue alone, cold against cold)\n", "hand-off p50, queue / cold", pq / pc);
+    }
+    mc_free(&warm);
+    mc_free(&queue);
+    mc_free(&cold);
+    if (srv) simba_mem_server_destroy(srv);
+}
+
 /* The median by p50 of the n turns of one figure that ran (ok[i]), as an
    index; -1 if none ran. One rule for simba's figures and the peer's. */
 static int median_turn(const double *p50, const int *ok, int n) {
@@ -297,7 +436,7 @@ int main(int argc, char **argv) {
     int max_clients, stalled4 = 0, turns = env_int("SIMBA_SCALE_TURNS", 3);
     const char *backend = argc > 1 ? argv[1] : "";
     int mem = strcmp(backend, "mem") == 0;   /* a hand-off of microseconds: more of them, for a stable p50 */
-    const char *only = getenv("SIMBA_SCALE_ONLY");   /* debugging: "4", "1" or "s": one layout */
+    const char *only = getenv("SIMBA_SCALE_ONLY");   /* debugging: "4", "1", "s" or "c" (mem): one layout */
     const char *kind = peer_kind(backend);
     int only_q = env_int("SIMBA_SCALE_Q", 0);        /* debugging: one Q */
     signal(SIGPIPE, SIG_IGN);
@@ -325,67 +464,74 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     print_head();
-    /* At each Q: the 4-client layout, the one-client-per-waiter layout and
-       the peer, in turn, `turns` times, so that a drift of the shared
-       machine falls on all three; each figure is the median of its turns.
-       Q = 1000 too: with the push-mode loop its set-up takes seconds, and a
-       single turn of 10 hand-offs there gave 1.4-2.6x from one run to the
-       next (Redis, one client per waiter). */
-    for (i = 0; i < nq; i++) {
-        sc_result r4[MAX_TURNS], r1[MAX_TURNS], rf[MAX_TURNS];
-        peer_row pr[MAX_TURNS];
+    /* Each turn runs every Q in turn, and at each Q the 4-client layout,
+       the one-client-per-waiter layout and the peer: a drift of the shared
+       machine (minutes long, 0.3-0.5 ms on a hand-off of 1-2 ms) then falls
+       on Q = 1 and Q = 1000 alike, where with all turns of one Q together
+       it fell on one Q and tilted the ratio. Each figure is the median of
+       its `turns`. Q = 1000 too: with the push-mode loop its set-up takes
+       seconds, and a single turn of 10 hand-offs there gave 1.4-2.6x from
+       one run to the next (Redis, one client per waiter). */
+    {
+        static sc_result r4[NQ][MAX_TURNS], r1[NQ][MAX_TURNS], rf[NQ][MAX_TURNS];
+        static peer_row pr[NQ][MAX_TURNS];
         int rounds = mem ? ROUNDS_MEM : ROUNDS;
-        int nt = turns, run4 = !only || *only == '4', run1 = !only || *only == '1';
-        int fit1 = qs[i] + 1 <= max_clients, floor1 = run1 && fit1 && qs[i] == 1000;
+        int run4 = !only || *only == '4', run1 = !only || *only == '1';
         char name4[32], name1[32], namef[32];
-        if (only_q > 0 && qs[i] != only_q) continue;   /* debugging: one Q */
-        memset(r4, 0, sizeof r4);
-        memset(r1, 0, sizeof r1);
-        memset(rf, 0, sizeof rf);
-        memset(pr, 0, sizeof pr);
-        for (t = 0; t < nt; t++) {
-            snprintf(name4, sizeof name4, "mx4-%d-%d", qs[i], t);
-            snprintf(name1, sizeof name1, "mx1-%d-%d", qs[i], t);
-            if (run4 && stalled4)
-                snprintf(r4[t].why, sizeof r4[t].why, "not run: the hand-off stalled at Q=%d (above)", stalled4);
-            else if (run4) r4[t] = sc_figure(&e, name4, 4, qs[i], 1, NULL, 0, rounds, 0);
-            if (run1 && fit1) r1[t] = sc_figure(&e, name1, qs[i] + 1, qs[i], 1, NULL, 0, rounds, 1);
-            /* the same 1,001 clients with one waiter: what the client count
-               alone costs (their background in this one process), for the
-               Q = 1000 figure to be read against */
-            if (floor1) {
-                snprintf(namef, sizeof namef, "mxf-%d-%d", qs[i], t);
-                rf[t] = sc_figure(&e, namef, qs[i] + 1, 1, 1, NULL, 0, rounds, 1);
+        for (t = 0; t < turns; t++) {
+            for (i = 0; i < nq; i++) {
+                int fit1 = qs[i] + 1 <= max_clients, floor1 = run1 && fit1 && qs[i] == 1000;
+                if (only_q > 0 && qs[i] != only_q) continue;   /* debugging: one Q */
+                fprintf(stderr, "  (turn %d of %d, Q=%d)\n", t + 1, turns, qs[i]);
+                snprintf(name4, sizeof name4, "mx4-%d-%d", qs[i], t);
+                snprintf(name1, sizeof name1, "mx1-%d-%d", qs[i], t);
+                if (run4 && stalled4 && qs[i] >= stalled4)
+                    snprintf(r4[i][t].why, sizeof r4[i][t].why, "not run: the hand-off stalled at Q=%d", stalled4);
+                else if (run4) {
+                    r4[i][t] = sc_figure(&e, name4, 4, qs[i], 1, NULL, 0, rounds, 0);
+                    if (!r4[i][t].ok && !stalled4 && strstr(r4[i][t].why, "grants missing")) stalled4 = qs[i];
+                }
+                if (run1 && fit1) r1[i][t] = sc_figure(&e, name1, qs[i] + 1, qs[i], 1, NULL, 0, rounds, 1);
+                /* the same 1,001 clients with one waiter: what the client
+                   count alone costs (their background in this one
+                   process), for the Q = 1000 figure to be read against */
+                if (floor1) {
+                    snprintf(namef, sizeof namef, "mxf-%d-%d", qs[i], t);
+                    rf[i][t] = sc_figure(&e, namef, qs[i] + 1, 1, 1, NULL, 0, rounds, 1);
+                }
+                if (run1 && !fit1)
+                    snprintf(r1[i][t].why, sizeof r1[i][t].why,
+                             "%d clients x 2 connections is over the test server's max-connections "
+                             "(SIMBA_SCALE_MYSQL_MAX_CLIENTS=%d)", qs[i] + 1, max_clients);
+                if (kind && !only) pr[i][t] = run_peer(kind, qs[i]);
             }
-            if (run1 && !fit1)
-                snprintf(r1[t].why, sizeof r1[t].why,
-                         "%d clients x 2 connections is over the test server's max-connections "
-                         "(SIMBA_SCALE_MYSQL_MAX_CLIENTS=%d)", qs[i] + 1, max_clients);
-            if (kind && !only) pr[t] = run_peer(kind, qs[i]);
         }
-        if (run4) {
-            row *w = &rows[nrows++];
-            w->layout = "4 clients";
-            w->q = qs[i];
-            w->r = median_result(r4, nt);
-            if (!w->r.ok && !stalled4 && strstr(w->r.why, "grants missing")) stalled4 = qs[i];
-            print_row(backend, w);
+        for (i = 0; i < nq; i++) {
+            int floor1 = run1 && qs[i] + 1 <= max_clients && qs[i] == 1000;
+            if (only_q > 0 && qs[i] != only_q) continue;
+            if (run4) {
+                row *w = &rows[nrows++];
+                w->layout = "4 clients";
+                w->q = qs[i];
+                w->r = median_result(r4[i], turns);
+                print_row(backend, w);
+            }
+            if (run1) {
+                row *w = &rows[nrows++];
+                w->layout = "1 per cl.";
+                w->q = qs[i];
+                w->r = median_result(r1[i], turns);
+                print_row(backend, w);
+            }
+            if (floor1) {
+                row *w = &rows[nrows++];
+                w->layout = SC_FLOOR_LAYOUT;
+                w->q = 1;
+                w->r = median_result(rf[i], turns);
+                print_row(backend, w);
+            }
+            if (kind && !only) peers[npeers++] = median_peer(pr[i], turns);
         }
-        if (run1) {
-            row *w = &rows[nrows++];
-            w->layout = "1 per cl.";
-            w->q = qs[i];
-            w->r = median_result(r1, nt);
-            print_row(backend, w);
-        }
-        if (floor1) {
-            row *w = &rows[nrows++];
-            w->layout = SC_FLOOR_LAYOUT;
-            w->q = 1;
-            w->r = median_result(rf, nt);
-            print_row(backend, w);
-        }
-        if (kind && !only) peers[npeers++] = median_peer(pr, nt);
     }
     {
         row *w = &rows[nrows++];
@@ -411,6 +557,7 @@ int main(int argc, char **argv) {
         else verdict("other clients woken per grant (no server count)", s->ok ? s->woken_per_grant : 0, 2, s->ok);
     }
     peer_compare(backend, rows, nrows, peers, npeers, turns);
+    if (mem && (!only || *only == 'c') && !quick) mem_cold_check();
     sc_env_free(&e);
     return 0;
 }
