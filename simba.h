@@ -4476,6 +4476,11 @@ static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
         simba__mem_item it = c->items[c->head++];
         simba__mem_deliver(c, &it);
     }
+    /* drained: the next item goes to the array's first slot again, not on
+       along it, so a client's items stay in the few cache lines it used
+       last (they walked a client's whole array, 32 slots of 224 bytes,
+       one push at a time: with 1,000 clients that is 7 MB of cold lines) */
+    if (c->head == c->n) c->head = c->n = 0;
 }
 
 static void simba__mem_reset(void *impl, int why) {
