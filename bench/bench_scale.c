@@ -27,7 +27,12 @@
                of it (bench/scale.h, top comment)
    then the ratios of issue #15 next to their targets, and the peer of the
    backend in the same run (bench/peers/peer_lock.py: redis-py Lock, MySQL
-   GET_LOCK, kazoo Lock) with simba's ratio to it per Q.
+   GET_LOCK, kazoo Lock) with simba's ratio to it per Q. Each figure is the
+   median of SIMBA_SCALE_TURNS turns (3), and each turn runs every Q.
+
+   mem has no socket and no server process: its hand-offs run back to back
+   (1000 per figure), and a last check separates what a cold client costs
+   from what the queue costs (mem_cold_check).
 
    Caps keep a full run in minutes: 20 hand-offs per figure, a hand-off waits at most 20 s, a settle at most 1 s. A figure
    that cannot run says why (e.g. MySQL with 1000 clients of 2 connections
@@ -419,6 +424,16 @@ static sc_result median_result(const sc_result *r, int n) {
     return r[k < 0 ? 0 : k];   /* none ran: the first, with its reason */
 }
 
+/* A row of the table: the median of a figure's turns, printed. */
+static void add_row(const char *backend, row *rows, int *nrows, const char *layout, int q, const sc_result *turns,
+                    int nt) {
+    row *w = &rows[(*nrows)++];
+    w->layout = layout;
+    w->q = q;
+    w->r = median_result(turns, nt);
+    print_row(backend, w);
+}
+
 static peer_row median_peer(const peer_row *p, int n) {
     double p50[MAX_TURNS];
     int ok[MAX_TURNS], i, k;
@@ -509,41 +524,17 @@ int main(int argc, char **argv) {
         for (i = 0; i < nq; i++) {
             int floor1 = run1 && qs[i] + 1 <= max_clients && qs[i] == 1000;
             if (only_q > 0 && qs[i] != only_q) continue;
-            if (run4) {
-                row *w = &rows[nrows++];
-                w->layout = "4 clients";
-                w->q = qs[i];
-                w->r = median_result(r4[i], turns);
-                print_row(backend, w);
-            }
-            if (run1) {
-                row *w = &rows[nrows++];
-                w->layout = "1 per cl.";
-                w->q = qs[i];
-                w->r = median_result(r1[i], turns);
-                print_row(backend, w);
-            }
-            if (floor1) {
-                row *w = &rows[nrows++];
-                w->layout = SC_FLOOR_LAYOUT;
-                w->q = 1;
-                w->r = median_result(rf[i], turns);
-                print_row(backend, w);
-            }
+            if (run4) add_row(backend, rows, &nrows, "4 clients", qs[i], r4[i], turns);
+            if (run1) add_row(backend, rows, &nrows, "1 per cl.", qs[i], r1[i], turns);
+            if (floor1) add_row(backend, rows, &nrows, SC_FLOOR_LAYOUT, 1, rf[i], turns);
             if (kind && !only) peers[npeers++] = median_peer(pr[i], turns);
         }
     }
-    {
-        row *w = &rows[nrows++];
+    if (!only || *only == 's') {
         int q = quick ? 100 : 1000;
-        if (only && *only != 's') nrows--;
-        else {
-        w->layout = "sem C=100";
-        w->q = q;
-        w->r = sc_figure(&e, "sem100", 4, q, 100, sem_weights, (int)(sizeof sem_weights / sizeof sem_weights[0]),
-                         ROUNDS, 0);
-        print_row(backend, w);
-        }
+        sc_result sr = sc_figure(&e, "sem100", 4, q, 100, sem_weights,
+                                 (int)(sizeof sem_weights / sizeof sem_weights[0]), ROUNDS, 0);
+        add_row(backend, rows, &nrows, "sem C=100", q, &sr, 1);
     }
     printf("\n  issue #15 targets (ratios within this run):\n");
     ratios(backend, "4 clients", rows, nrows);
