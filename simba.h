@@ -1869,6 +1869,15 @@ static void simba__run_timers(simba *s, int64_t now) {
 
 /*--- request ids ----------------------------------------------------------------*/
 
+/* The key of a keyed request id "k~<key>", or NULL for "<session>~<n>".
+   Not by the prefix alone: the client "k" has sessions "k~<hex>" and
+   request ids "k~<hex>~<n>". A key cannot hold a '~' (simba_check_id), so
+   the second '~' tells them apart. The one place that reads the kind. */
+static const char *simba__request_key(const char *request) {
+    return strncmp(request, "k~", 2) == 0 && simba__check_id(request + 2, SIMBA_MAX_ID, 0) == SIMBA_OK ? request + 2
+                                                                                                       : NULL;
+}
+
 static void simba__request_id(simba *s, const simba__lock *l, char *buf, size_t cap) {
     if (l->key) snprintf(buf, cap, "k~%s", l->key);
     else snprintf(buf, cap, "%s~%llu", s->session.id, (unsigned long long)l->req_no);
@@ -1937,7 +1946,6 @@ static int simba__check_op(const simba_op *op) {
     case SIMBA_OP_ENQUEUE: case SIMBA_OP_POLL: case SIMBA_OP_RELEASE:
         if (!op->request || !op->request[0] || strlen(op->request) > SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32)
             return SIMBA_EINVAL;
-        if (strncmp(op->request, "k~", 2) == 0 && simba_check_id(op->request + 2) != SIMBA_OK) return SIMBA_ENAME;
         want = -1;
         break;
     default:                                     /* INSPECT, SET_CAPACITY, DELETE */
@@ -2480,7 +2488,7 @@ static int simba__parse_request(simba *s, const char *request, const char **key,
     const char *p;
     *key = NULL;
     *req_no = 0;
-    if (strncmp(request, "k~", 2) == 0) { *key = request + 2; return 1; }
+    if ((*key = simba__request_key(request)) != NULL) return 1;
     if (strncmp(request, s->session.id, sl) != 0 || request[sl] != '~' || !request[sl + 1]) return 0;
     for (p = request + sl + 1; *p; p++) {
         if (*p < '0' || *p > '9' || *req_no > (UINT64_MAX - 9) / 10) return 0;
