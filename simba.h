@@ -3264,15 +3264,18 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
         simba__delivered(s, &out[n]);
         n++;
     }
-    /* emptied: the next event goes to the ring's first slot again, not on
-       along it, so an idle client's events stay in the lines it used last
-       (a ring sized for its locks, walked one event at a time, was most of
-       the cold lines a hand-off to a client unused for a while touched) */
-    if (!s->events.count) s->events.head = 0;
-    if (!s->events.count && s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
-        simba__free(s, s->events.buf);
-        s->events.buf = NULL;
-        s->events.cap = s->events.head = 0;
+    if (!s->events.count) {
+        /* emptied: the next event goes to the ring's first slot again, not
+           on along it, so an idle client's events stay in the lines it used
+           last (a ring sized for its locks, walked one event at a time, was
+           most of the cold lines a hand-off to a client unused for a while
+           touched) */
+        s->events.head = 0;
+        if (s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
+            simba__free(s, s->events.buf);
+            s->events.buf = NULL;
+            s->events.cap = 0;
+        }
     }
     simba__loop_sync(s);              /* push mode: tell the loop the new fds and deadline */
     return n;

@@ -301,20 +301,20 @@ static int mc_tick(simba *c, simba_lock want) {
     return got;
 }
 
+/* Queue on `name` and tick thrice: the request reaches the server before
+   the next client's, so the queue is in the order of these calls. */
 static simba_lock mc_acquire(simba *c, const char *name) {
     simba_lock_desc d;
-    simba_lock none;
+    simba_lock l, none;
     int t;
     memset(&d, 0, sizeof d);
     memset(&none, 0, sizeof none);
     d.name = name;
     d.wait_ms = -1;
     d.capacity = 1;
-    {
-        simba_lock l = simba_acquire(c, &d);
-        for (t = 0; t < 3; t++) mc_tick(c, none);
-        return l;
-    }
+    l = simba_acquire(c, &d);
+    for (t = 0; t < 3; t++) mc_tick(c, none);
+    return l;
 }
 
 /* One hand-off from client h to client w: release, tick both until w's

@@ -108,7 +108,6 @@ typedef struct sc_run {
     simba **c;
     int *woke;
     int epfd;                   /* every client's sockets, in push mode (sc_step) */
-    int nfds;                   /* sockets added to it, less those removed (a closed fd may linger: never too low) */
     sc_slot *slots;
     double *due_us;             /* per client: when its timer hook is due (-1: none) */
     double next_due;            /* the earliest due_us set with ms > 0 (may be passed already) */
@@ -445,16 +444,14 @@ static int sc_hook_socket(void *user, int fd, int what) {
     sc_slot *slot = (sc_slot *)user;
     struct epoll_event ev;
     if (what & SIMBA_POLL_REMOVE) {
-        if (epoll_ctl(slot->r->epfd, EPOLL_CTL_DEL, fd, NULL) == 0) slot->r->nfds--;   /* ENOENT/EBADF: already closed, fine */
+        epoll_ctl(slot->r->epfd, EPOLL_CTL_DEL, fd, NULL);   /* ENOENT/EBADF: already closed, fine */
         return 0;
     }
     memset(&ev, 0, sizeof ev);
     ev.events = ((what & SIMBA_POLL_IN) ? EPOLLIN : 0u) | ((what & SIMBA_POLL_OUT) ? EPOLLOUT : 0u);
     ev.data.u64 = ((uint64_t)(uint32_t)slot->ci << 32) | (uint32_t)fd;
     if (epoll_ctl(slot->r->epfd, EPOLL_CTL_MOD, fd, &ev) == 0) return 0;
-    if (errno != ENOENT || epoll_ctl(slot->r->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return -1;
-    slot->r->nfds++;
-    return 0;
+    return errno == ENOENT && epoll_ctl(slot->r->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -1;
 }
 
 /* A timer of 0 (work queued by an API call, an answer due) puts the client
@@ -511,10 +508,10 @@ static void sc_step(sc_run *r, int timeout_ms) {
         double ms = (r->next_due - now) / 1000.0;
         if (ms < timeout_ms) timeout_ms = ms <= 0 ? 0 : (int)ms + 1;
     }
-    /* No socket and work listed (mem's clients): nothing to wait for, and
-       a syscall per turn would be most of a mem hand-off's microseconds,
-       the bench's cost, not the library's. */
-    n = r->nnow && r->nfds <= 0 ? 0 : epoll_wait(r->epfd, evs, SC_EPOLL_BATCH, timeout_ms);
+    /* mem's clients have no socket: with work listed there is nothing to
+       wait for, and a syscall per turn would be most of a mem hand-off's
+       microseconds, the bench's cost, not the library's. */
+    n = r->nnow && r->e->mem ? 0 : epoll_wait(r->epfd, evs, SC_EPOLL_BATCH, timeout_ms);
     if (n > 0) now = now_us();
     for (i = 0; i < n; i++) {
         int ci = (int)(evs[i].data.u64 >> 32), fd = (int)(uint32_t)evs[i].data.u64, what = 0;
