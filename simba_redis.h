@@ -869,7 +869,7 @@ enum {
 enum {
     SIMBA__REDIS_MAIN = 0,          /* commands */
     SIMBA__REDIS_SUB = 1,           /* SUBSCRIBE: grant pushes */
-    SIMBA__REDIS_SENTINEL = 2,      /* Sentinel mode: asks for the master, then SUBSCRIBE +switch-master */
+    SIMBA__REDIS_SENTINEL = 2,      /* Sentinel mode: asks for the master, then SUBSCRIBE +switch-master +promoted-slave */
     SIMBA__REDIS_MAX_SENTINELS = 16,
     SIMBA__REDIS_FIXED_ARGS = 10,   /* ARGV before the per-resource triples */
     SIMBA__REDIS_MAX_ARGC = 3 + SIMBA_MAX_RESOURCES + SIMBA__REDIS_FIXED_ARGS + 3 * SIMBA_MAX_RESOURCES,
@@ -957,7 +957,7 @@ struct simba__redis {
     char *sentinel_master, *sentinel_user, *sentinel_password;
     char master_host[64];       /* what the sentinels named last ("" never yet) */
     int master_port;
-    int switching;              /* dropping main and push for a +switch-master: do not ask again */
+    int switching;              /* dropping main and push for a sentinel's event: do not ask again */
     int master_known;           /* master_host is the sentinels' current answer */
     struct simba_redis_stats stats; /* connected, push_connected and reconnects: filled when read */
 };
@@ -1698,12 +1698,13 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
 /*--- Sentinel: where the master is (docs/redis.md, "Sentinel") -----------------
    With desc.sentinels, the main and push connections go to the address the
    sentinels name, and a third connection goes to one sentinel at a time:
-   [AUTH], SENTINEL get-master-addr-by-name, then SUBSCRIBE +switch-master,
-   and it stays subscribed while it lives. A sentinel that fails (refused,
+   [AUTH], SENTINEL get-master-addr-by-name, then SUBSCRIBE +switch-master
+   +promoted-slave, and it stays subscribed while it lives. A sentinel that fails (refused,
    garbage, no such master) is left for the next one in the list, with the
    shared backoff. The main connection confirms with ROLE that it reached a
    master; after any failure of it the sentinels are asked again, and a
-   +switch-master naming our master moves both connections at once. */
+   +switch-master or +promoted-slave naming our master moves both
+   connections at once. */
 
 /* Where connection c connects: 0 when no master is known (it then waits
    until simba__redis_sentinel_use wakes it). */
@@ -1734,7 +1735,7 @@ static void simba__redis_sentinel_handshake(simba__redis *r, simba__redis_conn *
         redisAsyncCommand(c->ac, simba__redis_on_auth, c, "AUTH %s", r->sentinel_password);
     redisAsyncCommand(c->ac, simba__redis_sentinel_on_addr, c, "SENTINEL get-master-addr-by-name %s",
                       r->sentinel_master);
-    redisAsyncCommand(c->ac, simba__redis_sentinel_on_sub, c, "SUBSCRIBE +switch-master");
+    redisAsyncCommand(c->ac, simba__redis_sentinel_on_sub, c, "SUBSCRIBE +switch-master +promoted-slave");
 }
 
 /* An address as a sentinel gives it: numeric only (a host name would need
@@ -1806,25 +1807,50 @@ static void simba__redis_sentinel_on_addr(redisAsyncContext *ac, void *reply, vo
     }
 }
 
-/* "+switch-master <name> <old ip> <old port> <new ip> <new port>": ours
-   when the name is; anything else is ignored (the next failure asks again). */
-static void simba__redis_sentinel_switch(simba__redis *r, const char *msg, size_t len) {
-    const char *f[5], *p = msg, *end = msg + len;
-    size_t n[5];
-    int k, port;
-    char host[64];
-    for (k = 0; k < 5; k++) {
+/* Splits a sentinel event into exactly n space-separated fields; 0 when it
+   has another count or an empty field. */
+static int simba__redis_sentinel_fields(const char *msg, size_t len, int n, const char **f, size_t *flen) {
+    const char *p = msg, *end = msg + len;
+    int k;
+    for (k = 0; k < n; k++) {
         const char *sp = (const char *)memchr(p, ' ', (size_t)(end - p));
-        const char *e = k < 4 ? sp : end;
-        if (!e || e == p) return;
+        const char *e = k < n - 1 ? sp : end;
+        if (!e || e == p || (k == n - 1 && sp)) return 0;
         f[k] = p;
-        n[k] = (size_t)(e - p);
-        p = e + (k < 4);
+        flen[k] = (size_t)(e - p);
+        p = e + (k < n - 1);
     }
-    if (n[0] != strlen(r->sentinel_master) || memcmp(f[0], r->sentinel_master, n[0]) != 0) return;
-    if (!simba__redis_sentinel_addr_ok(f[3], n[3], f[4], n[4], &port)) return;
-    simba__redis_copy(host, sizeof host, f[3], n[3]);
+    return 1;
+}
+
+/* A sentinel event naming our master (field `name`) moves it to the
+   address in fields ip, ip + 1; events of other masters, and addresses that
+   are not numeric, are ignored (the next failure asks again). */
+static void simba__redis_sentinel_move(simba__redis *r, const char **f, const size_t *n, int name, int ip) {
+    int port;
+    char host[64];
+    if (n[name] != strlen(r->sentinel_master) || memcmp(f[name], r->sentinel_master, n[name]) != 0) return;
+    if (!simba__redis_sentinel_addr_ok(f[ip], n[ip], f[ip + 1], n[ip + 1], &port)) return;
+    simba__redis_copy(host, sizeof host, f[ip], n[ip]);
     simba__redis_sentinel_use(r, host, port);
+}
+
+/* The events that move our master:
+     +switch-master   "<name> <old ip> <old port> <new ip> <new port>"
+     +promoted-slave  "slave <ip:port> <ip> <port> @ <name> <old ip> <old port>"
+   The sentinel that runs a fail-over names the promoted replica from the
+   moment it answers as master, which is when it publishes +promoted-slave,
+   but publishes +switch-master only once the other replicas follow it
+   (about a second here). Until then new clients go to the new master while
+   the old one still serves whoever stayed (t_sentinel_failover_window). */
+static void simba__redis_sentinel_event(simba__redis *r, const char *channel, const char *msg, size_t len) {
+    const char *f[8];
+    size_t n[8];
+    if (strcmp(channel, "+switch-master") == 0 && simba__redis_sentinel_fields(msg, len, 5, f, n))
+        simba__redis_sentinel_move(r, f, n, 0, 3);
+    else if (strcmp(channel, "+promoted-slave") == 0 && simba__redis_sentinel_fields(msg, len, 8, f, n) &&
+             n[0] == 5 && memcmp(f[0], "slave", 5) == 0 && n[4] == 1 && f[4][0] == '@')
+        simba__redis_sentinel_move(r, f, n, 5, 2);
 }
 
 static void simba__redis_sentinel_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {
@@ -1836,8 +1862,9 @@ static void simba__redis_sentinel_on_sub(redisAsyncContext *ac, void *reply, voi
         c->ready = 1;
         c->attempt = 0;
         c->deadline = -1;
-    } else if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[2]->type == REDIS_REPLY_STRING) {
-        simba__redis_sentinel_switch(c->r, rp->element[2]->str, rp->element[2]->len);
+    } else if (strcmp(rp->element[0]->str, "message") == 0 && rp->element[1]->type == REDIS_REPLY_STRING &&
+               rp->element[2]->type == REDIS_REPLY_STRING) {
+        simba__redis_sentinel_event(c->r, rp->element[1]->str, rp->element[2]->str, rp->element[2]->len);
     }
 }
 

@@ -197,18 +197,22 @@ static void log_to_buf(void *user, simba_log_level level, const char *msg) {
 
 static simba_backend last_backend;
 
-static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl) {
+static simba *new_client_tt(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl, int transition) {
     simba_desc d;
     memset(&d, 0, sizeof d);
     d.backend = last_backend = simba_redis(rd);
     d.tenant = tenant;
     d.client_id = id;
     d.ttl_ms = ttl;
-    d.transition_ms = TRANSITION;
+    d.transition_ms = transition;
     d.recheck_ms = 500;
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_INFO;
     return simba_create(&d);
+}
+
+static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl) {
+    return new_client_tt(rd, tenant, id, ttl, TRANSITION);
 }
 
 static const char *my_tenant(void) {
@@ -419,6 +423,67 @@ static void t_sentinel_hostile_pushes(void) {
     bad_sentinel("*2\r\n$9\r\n127.0.0.1\r\n$1\r\n1\r\n*3\r\n:1\r\n:2\r\n:3\r\n", 0, "hiredis would abort on");
 }
 
+/* Appends to buf a pub/sub message on `channel` whose payload is fmt. */
+static void add_message(char *buf, size_t cap, const char *channel, const char *fmt, ...) {
+    char payload[256];
+    size_t n = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(payload, sizeof payload, fmt, ap);
+    va_end(ap);
+    snprintf(buf + n, cap - n, "*3\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", (int)strlen(channel), channel,
+             (int)strlen(payload), payload);
+}
+
+/* A sentinel that names the real master, then publishes events that must not
+   move the client: other masters' events, host names, wrong field counts or
+   shapes. The client stays on the master, is granted, and never moves. */
+static void t_sentinel_foreign_events(void) {
+    static char reply[4096];
+    simba_redis_desc rd = base_desc();
+    struct simba_redis_stats st;
+    h_client c, *cl[1];
+    simba_lock l;
+    char list[64], ms[16];
+    int fport = 0, m = master_port(), r = replica_port();
+    const char *pm = "+promoted-slave", *sm = "+switch-master";
+    pid_t pid;
+    CHECK(m > 0 && r > 0);
+    snprintf(ms, sizeof ms, "%d", m);
+    snprintf(reply, sizeof reply, "*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%d\r\n"
+             "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
+             "*3\r\n$9\r\nsubscribe\r\n$15\r\n+promoted-slave\r\n:2\r\n", (int)strlen(ms), m);
+    add_message(reply, sizeof reply, pm, "slave 127.0.0.1:%d 127.0.0.1 %d @ other-%s 127.0.0.1 %d", r, r, master_name, m);
+    add_message(reply, sizeof reply, pm, "slave 127.0.0.1:%d localhost %d @ %s 127.0.0.1 %d", r, r, master_name, m);
+    add_message(reply, sizeof reply, pm, "slave 127.0.0.1:%d 127.0.0.1 %d @ %s 127.0.0.1", r, r, master_name);
+    add_message(reply, sizeof reply, pm, "master 127.0.0.1:%d 127.0.0.1 %d @ %s 127.0.0.1 %d", r, r, master_name, m);
+    add_message(reply, sizeof reply, pm, "slave 127.0.0.1:%d 127.0.0.1 %d # %s 127.0.0.1 %d", r, r, master_name, m);
+    add_message(reply, sizeof reply, pm, "slave  127.0.0.1 %d @ %s 127.0.0.1 %d", r, master_name, m);
+    add_message(reply, sizeof reply, pm, "slave 127.0.0.1:%d 127.0.0.1 %d @ %s 127.0.0.1 %d ", r, r, master_name, m);
+    add_message(reply, sizeof reply, pm, "slave 127.0.0.1:%d 127.0.0.1 99999 @ %s 127.0.0.1 %d", r, master_name, m);
+    add_message(reply, sizeof reply, sm, "other-%s 127.0.0.1 %d 127.0.0.1 %d", master_name, m, r);
+    add_message(reply, sizeof reply, sm, "%s 127.0.0.1 %d 127.0.0.1 %d extra", master_name, m, r);
+    add_message(reply, sizeof reply, sm, "%s 127.0.0.1 %d 127.0.0.1", master_name, m);
+    add_message(reply, sizeof reply, "+odown", "master %s 127.0.0.1 %d", master_name, r);
+    pid = fake_sentinel(reply, &fport);
+    CHECK(pid > 0);
+    snprintf(list, sizeof list, "127.0.0.1:%d", fport);
+    rd.sentinels = list;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    h_logbuf[0] = 0;
+    c.s = new_client_ex(&rd, my_tenant(), NULL, TTL);
+    CHECK(c.s != NULL);
+    l = h_acquire(c.s, "foreign", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h_run_for(cl, 1, 500);
+    fake_stop(pid);
+    CHECK(simba_redis_stats(last_backend, &st) == SIMBA_OK);
+    CHECK_EQ(st.master_changes, 0);
+    CHECK(strstr(h_logbuf, "moved from") == NULL);
+    simba_destroy(c.s);
+}
+
 /* A sentinel naming a replica: ROLE refuses it, the client asks again and
    never reports CONNECTED (never grants) on a replica. */
 static void t_sentinel_names_replica(void) {
@@ -463,8 +528,9 @@ static void t_sentinel_url(void) {
    fence is above every earlier one. Events of one round are applied
    releases first, so a hand-off inside one round is not a false alarm. */
 
-enum { NCL = 3 };
+enum { NCL = 4 };   /* room for a late client; fn are in play */
 static h_client fc[NCL], *fcl[NCL];
+static int fn;
 static simba_lock fl[NCL];
 static int fholding[NCL], frequest[NCL], fseen[NCL];
 static int64_t fsince[NCL], flast_fence, fgrants_after[NCL];
@@ -480,7 +546,7 @@ static void fo_acquire(int i) {
 static void fo_check(void) {
     int i, n = 0;
     int64_t now = h_real_ms();
-    for (i = 0; i < NCL; i++) {              /* ends first */
+    for (i = 0; i < fn; i++) {              /* ends first */
         int k;
         for (k = fseen[i]; k < fc[i].nlog; k++) {
             simba_event *e = &fc[i].log[k];
@@ -492,7 +558,7 @@ static void fo_check(void) {
             }
         }
     }
-    for (i = 0; i < NCL; i++) {              /* then grants */
+    for (i = 0; i < fn; i++) {              /* then grants */
         int k;
         for (k = fseen[i]; k < fc[i].nlog; k++) {
             simba_event *e = &fc[i].log[k];
@@ -508,13 +574,13 @@ static void fo_check(void) {
         }
         fseen[i] = fc[i].nlog;
     }
-    for (i = 0; i < NCL; i++)
+    for (i = 0; i < fn; i++)
         if (fholding[i] && simba_valid_ms(fc[i].s, fl[i]) > 0) n++;
     if (n > 1) {
         fviolations++;
         printf("  # %d clients believe they hold '%s'\n", n, fname);
     }
-    for (i = 0; i < NCL; i++) {
+    for (i = 0; i < fn; i++) {
         if (fholding[i] && now - fsince[i] > 150) {
             simba_release(fc[i].s, fl[i]);
             fholding[i] = 0;
@@ -528,13 +594,30 @@ static void fo_check(void) {
 static void fo_pump(int ms) {
     int64_t end = h_real_ms() + ms;
     while (h_real_ms() < end) {
-        h_pump(fcl, NCL, 20);
+        h_pump(fcl, fn, 20);
         fo_check();
     }
 }
 
-static int fo_setup(const char *tenant) {
+/* Client i of the record, contending at once. */
+static const char *fsentinels;   /* the clients' sentinel list, when not the usual one */
+
+static int fo_add(const char *tenant, int ttl, int transition) {
     simba_redis_desc rd = base_desc();
+    char id[32];
+    if (fsentinels) rd.sentinels = fsentinels;
+    int i = fn;
+    snprintf(id, sizeof id, "fo%d", i);
+    fcl[i] = &fc[i];
+    fc[i].s = new_client_tt(&rd, tenant, id, ttl, transition);
+    if (!fc[i].s) return 0;
+    fbk[i] = last_backend;
+    fn++;
+    fo_acquire(i);
+    return 1;
+}
+
+static int fo_setup_tt(const char *tenant, int ttl, int transition) {
     int i;
     memset(fc, 0, sizeof fc);
     memset(fholding, 0, sizeof fholding);
@@ -543,25 +626,22 @@ static int fo_setup(const char *tenant) {
     memset(fgrants_after, 0, sizeof fgrants_after);
     flast_fence = 0;
     fafter = fviolations = fbackwards = 0;
+    fn = 0;
     h_logbuf[0] = 0;
-    for (i = 0; i < NCL; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "fo%d", i);
-        fcl[i] = &fc[i];
-        fc[i].s = new_client_ex(&rd, tenant, id, TTL);
-        if (!fc[i].s) return 0;
-        fbk[i] = last_backend;
-    }
-    for (i = 0; i < NCL; i++) fo_acquire(i);
+    for (i = 0; i < 3; i++)
+        if (!fo_add(tenant, ttl, transition)) return 0;
     fo_pump(3000);
     return 1;
 }
 
-/* The clients that followed the master to its new address (+switch-master,
-   or a failed main connection that asked the sentinels again). */
-static int fo_moved(void) {
+static int fo_setup(const char *tenant) { return fo_setup_tt(tenant, TTL, TRANSITION); }
+
+/* Of the first n clients, those that followed the master to its new address
+   (+switch-master, +promoted-slave, or a failed main connection that asked
+   the sentinels again). */
+static int fo_moved(int n_old) {
     int i, n = 0;
-    for (i = 0; i < NCL; i++) {
+    for (i = 0; i < n_old; i++) {
         struct simba_redis_stats st;
         if (simba_redis_stats(fbk[i], &st) == SIMBA_OK && st.master_changes > 0) n++;
     }
@@ -571,12 +651,12 @@ static int fo_moved(void) {
 /* Until every client moved to the new master (bounded): the sentinels name
    the promoted replica before they publish +switch-master, and the old
    master serves its clients until then. */
-static int fo_wait_moved(int ms) {
+static int fo_wait_moved(int n_old, int ms) {
     int64_t start = h_real_ms(), end = start + ms;
-    while (fo_moved() < NCL && h_real_ms() < end) fo_pump(50);
-    printf("  # %d of %d clients followed the master, %lld ms after the sentinels named it\n", fo_moved(), NCL,
+    while (fo_moved(n_old) < n_old && h_real_ms() < end) fo_pump(50);
+    printf("  # %d of %d clients followed the master, %lld ms after the sentinels named it\n", fo_moved(n_old), n_old,
            (long long)(h_real_ms() - start));
-    return fo_moved() == NCL;
+    return fo_moved(n_old) == n_old;
 }
 
 /* After the fault: every client is granted again (not stuck), nobody two. */
@@ -587,20 +667,20 @@ static void fo_finish(const char *what) {
     do {
         fo_pump(200);
         stuck = 0;
-        for (i = 0; i < NCL; i++) if (fgrants_after[i] < 2) stuck = 1;
+        for (i = 0; i < fn; i++) if (fgrants_after[i] < 2) stuck = 1;
     } while (stuck && h_real_ms() < end);
     printf("  # %s: grants after it %lld %lld %lld, last fence %lld\n", what, (long long)fgrants_after[0],
            (long long)fgrants_after[1], (long long)fgrants_after[2], (long long)flast_fence);
     if (stuck || getenv("SHOW")) {
         int k;
-        for (i = 0; i < NCL; i++) {
+        for (i = 0; i < fn; i++) {
             printf("  # client %d (holding %d request %d, handle %u/%u):", i, fholding[i], frequest[i], fl[i].id, fl[i].gen);
             for (k = fc[i].nlog > 30 ? fc[i].nlog - 30 : 0; k < fc[i].nlog; k++)
                 printf(" %s(%u/%u,%d)", simba_event_name(fc[i].log[k].type), fc[i].log[k].lock.id, fc[i].log[k].lock.gen, fc[i].log[k].error);
             printf("\n");
         }
     }
-    for (i = 0; i < NCL; i++) {
+    for (i = 0; i < fn; i++) {
         simba_destroy(fc[i].s);
         fc[i].s = NULL;
     }
@@ -629,14 +709,53 @@ static void t_sentinel_failover_command(void) {
     snprintf(tenant, sizeof tenant, "%s", my_tenant());
     CHECK(fo_setup(tenant));
     if (getenv("SHOW")) show_epoch(tenant);
-    CHECK(ctl_run(fcl, NCL, fo_check, "failover", NULL) == 0);
+    CHECK(ctl_run(fcl, fn, fo_check, "failover", NULL) == 0);
     if (getenv("SHOW")) show_epoch(tenant);
     after = master_port();
     CHECK(after != before);
-    CHECK(fo_wait_moved(30000));   /* grants counted below are on the new master */
+    CHECK(fo_wait_moved(fn, 30000));   /* grants counted below are on the new master */
     fo_finish("SENTINEL FAILOVER");
     if (!strstr(h_logbuf, "moved from")) printf("  # log:\n%s", h_logbuf);
     CHECK(strstr(h_logbuf, "moved from") != NULL);
+}
+
+/* The sentinel that runs a fail-over names the promoted replica as soon as
+   it answers as master, but publishes +switch-master only when the other
+   replicas follow it (here about a second later): in between a new client
+   goes to the new master while the old one still serves the old clients.
+   With leases shorter than that gap, the newcomer's grace ended while an
+   old client still held there. The clients follow +promoted-slave too, so
+   they leave the old master when their sentinel starts to name the new one. */
+static void failover_window(const char *list, const char *what) {
+    enum { SHORT_TTL = 250, SHORT_TRANSITION = 100 };
+    int before = master_port();
+    char tenant[80];
+    snprintf(tenant, sizeof tenant, "%s", my_tenant());
+    fsentinels = list;
+    CHECK(fo_setup_tt(tenant, SHORT_TTL, SHORT_TRANSITION));
+    CHECK(ctl_run(fcl, fn, fo_check, "failover", NULL) == 0);   /* until the sentinels name the new master */
+    CHECK(master_port() != before);
+    CHECK(fo_add(tenant, SHORT_TTL, SHORT_TRANSITION));        /* a newcomer goes there */
+    fo_pump(2000);
+    CHECK(fo_wait_moved(3, 30000));                              /* the newcomer started there */
+    fo_finish(what);
+    fsentinels = NULL;
+}
+
+static void t_sentinel_failover_window(void) {
+    failover_window(NULL, "fail-over window, leases of 350 ms");
+}
+
+/* The same with the clients subscribed to another sentinel than the one
+   that runs the fail-over: that one names the new master (and publishes
+   +switch-master) when the hello of the first reaches it. */
+static void t_sentinel_failover_window_other(void) {
+    char list[256];
+    const char *comma = strchr(sentinels, ',');
+    CHECK(comma != NULL);
+    if (!comma) return;
+    snprintf(list, sizeof list, "%s,%.*s", comma + 1, (int)(comma - sentinels), sentinels);
+    failover_window(list, "fail-over window, another sentinel");
 }
 
 /* restart a killed server (as a replica, once the sentinels see it) */
@@ -661,8 +780,8 @@ static void t_sentinel_failover_kill(void) {
     char ps[16];
     CHECK(fo_setup(my_tenant()));
     snprintf(ps, sizeof ps, "%d", before);
-    CHECK(ctl_run(fcl, NCL, fo_check, "kill", ps) == 0);
-    wait_new_master(fcl, NCL, fo_check, before);
+    CHECK(ctl_run(fcl, fn, fo_check, "kill", ps) == 0);
+    wait_new_master(fcl, fn, fo_check, before);
     CHECK(master_port() != before);
     fo_finish("kill -9 of the master");
     restart_port(before);
@@ -673,10 +792,10 @@ static void t_sentinel_failover_pause(void) {
     char ps[16];
     CHECK(fo_setup(my_tenant()));
     snprintf(ps, sizeof ps, "%d", before);
-    CHECK(ctl_run(fcl, NCL, fo_check, "stop", ps) == 0);
-    wait_new_master(fcl, NCL, fo_check, before);
+    CHECK(ctl_run(fcl, fn, fo_check, "stop", ps) == 0);
+    wait_new_master(fcl, fn, fo_check, before);
     fo_pump(2 * TTL);                                   /* paused longer than the lease */
-    CHECK(ctl_run(fcl, NCL, fo_check, "cont", ps) == 0);
+    CHECK(ctl_run(fcl, fn, fo_check, "cont", ps) == 0);
     CHECK(master_port() != before);
     fo_finish("master paused (stop/cont)");
 }
@@ -781,7 +900,10 @@ int main(int argc, char **argv) {
     RUN(t_sentinel_garbage);
     RUN(t_sentinel_names_replica);
     RUN(t_sentinel_hostile_pushes);
+    RUN(t_sentinel_foreign_events);
     RUN(t_sentinel_failover_command);
+    RUN(t_sentinel_failover_window);
+    RUN(t_sentinel_failover_window_other);
     RUN(t_sentinel_unreplicated_grant);
     RUN(t_sentinel_failover_kill);
     RUN(t_sentinel_failover_pause);
