@@ -164,6 +164,27 @@ static H_UNUSED int h_has(h_client *c, simba_lock lock, simba_event_type type) {
     return 0;
 }
 
+/* A silent holder against a newcomer: pumps only b until its request lb is
+   granted (at most ms). Returns -1 when it was not, 1 when the silent
+   client a still believed it held la at that moment (two holders), 0 when
+   not; says how long after `since` (named by `after`) the grant came. */
+static H_UNUSED int h_grant_beside_silent(h_client *b, simba_lock lb, simba *a, simba_lock la, int ms, int64_t since,
+                                         const char *after) {
+    h_client *cl[1];
+    int64_t end = h_real_ms() + ms;
+    cl[0] = b;
+    while (h_real_ms() < end) {
+        h_pump(cl, 1, 20);
+        if (h_has(b, lb, SIMBA_EVENT_ACQUIRED)) {
+            int64_t left = simba_valid_ms(a, la);
+            printf("  # B granted %lld ms after %s; A believed for %lld ms more\n", (long long)(h_real_ms() - since),
+                   after, (long long)(left > 0 ? left : 0));
+            return left > 0;
+        }
+    }
+    return -1;
+}
+
 /* Acquire one resource by name: the common case of the tests. */
 static H_UNUSED simba_lock h_acquire(simba *s, const char *name, int wait_ms) {
     simba_lock_desc d;

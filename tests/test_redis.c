@@ -1277,6 +1277,68 @@ static void t_redis_restart_grace(void) {
     simba_destroy(a.s);
 }
 
+/* The restart grace outlasts every lease of the tenant, not only the lease
+   of the client that starts it. A (lease 4 s) holds, then stops talking (a
+   holder that does not reach the new server run); the data comes back
+   without A's grant and from another server run (what a promoted replica
+   that missed the grant has); B (lease 350 ms) is the first to reach it.
+   Before, the grace was B's lease: B was granted while A still believed. */
+static void t_redis_grace_covers_longest_lease(void) {
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *ca[1];
+    simba_lock la, lb;
+    char tenant[80], base[400];
+    redisContext *c = admin();
+    redisReply *r;
+    int64_t start;
+    int rc;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    ca[0] = &a;
+    CHECK(c != NULL);
+    if (!c) return;
+    snprintf(tenant, sizeof tenant, "%sll", my_tenant());
+    a.s = new_client_ex(&rd, tenant, "long", 3000, 1000, 0);
+    CHECK(a.s != NULL);
+    la = h_acquire(a.s, "ll", -1);
+    CHECK(h_expect(ca, 1, 0, la, SIMBA_EVENT_ACQUIRED, 3 * 4000 + SOON) != NULL);    /* after the fresh tenant's grace */
+    {   /* the lease is noted at most once a lease, not at each keepalive (every
+           ttl/3 = 1 s): over one lease the horizon changes at most once */
+        char last[32] = "", q[200];
+        int changes = -1;
+        int64_t until = h_real_ms() + 4000;
+        snprintf(q, sizeof q, "simba:epoch:{%s}", tenant);
+        while (h_real_ms() < until) {
+            h_run_for(ca, 1, 100);
+            r = cmd(c, "HGET %s l4000", q);
+            if (r && r->type == REDIS_REPLY_STRING && strcmp(r->str, last) != 0) {
+                snprintf(last, sizeof last, "%s", r->str);
+                changes++;
+            }
+            if (r) freeReplyObject(r);
+        }
+        printf("  # lease horizon written %d time(s) in one lease of keepalives\n", changes);
+        CHECK(changes >= 0);       /* noted at all */
+        CHECK(changes <= 1);
+    }
+    /* from here A is silent; the server forgets its grant and its run */
+    CHECK(simba_redis_resource_key(NULL, tenant, "ll", base, sizeof base) > 0);
+    r = cmd(c, "DEL %s:h %s:w %s:e %s:o %s:m", base, base, base, base, base);
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer >= 2);
+    if (r) freeReplyObject(r);
+    CHECK(cmd_ok(c, "HSET simba:epoch:{%s} run 0123456789012345678901234567890123456789", tenant));
+    b.s = new_client_ex(&rd, tenant, "short", 250, 100, 0);
+    CHECK(b.s != NULL);
+    lb = h_acquire(b.s, "ll", -1);
+    start = h_real_ms();
+    rc = h_grant_beside_silent(&b, lb, a.s, la, 8000, start, "it asked");
+    CHECK(rc >= 0);       /* granted */
+    CHECK(rc == 0);       /* and A no longer believed */
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    redisFree(c);
+}
+
 /* simba_redis_init_server on a fresh server (a prefix nobody used): the
    first try-lock is granted at once, no grace; the init names what fails. */
 static void t_redis_init_skips_grace(void) {
@@ -2421,6 +2483,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_stats);
     RUN(t_redis_unix_socket);
     RUN(t_redis_restart_grace);
+    RUN(t_redis_grace_covers_longest_lease);
     RUN(t_redis_init_skips_grace);
     RUN(t_redis_eviction_policy_warned);
     RUN(t_redis_requirepass);
