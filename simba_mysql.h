@@ -1017,6 +1017,11 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
                 x->oom = 1;
             }
         }
+        /* the last result: the tenant's latest session expiry (simba__mysql_grace) */
+        if (b->restart_grace >= 0) {
+            simba__mysql_putf(b, x, ";\nSELECT COALESCE(MAX(expires_ms),0) FROM %s WHERE tenant=", b->t_sessions);
+            simba__mysql_hexs(b, x, simba_tenant(b->s));
+        }
     }
 }
 
@@ -1029,9 +1034,16 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
    by then (its local deadline is at most one lease after its last confirmed
    keepalive, which was before the crash). Uptime is whole seconds, rounded
    down, so the estimated start is never earlier than the real one. A server
-   restart always breaks our connection, so reading it at connect is enough. */
+   restart always breaks our connection, so reading it at connect is enough.
+   "One lease" is ours, and another client of the tenant may have a longer
+   one: the grace also runs until the latest session expiry of the tenant
+   the server has, which is past the deadline of every holder whose last
+   keepalive it kept (a client's deadline is its send time + ttl, the
+   server's expiry its receive time + ttl + transition), and of one whose
+   last keepalives the crash lost if they span less than its transition
+   (t_restart_grace_longest_lease). */
 static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
-    int64_t flush = -1, now_ms = 0, uptime = -1;
+    int64_t flush = -1, now_ms = 0, uptime = -1, latest = 0;
     int on;
     MYSQL_ROW row;
     unsigned long *len;
@@ -1043,11 +1055,16 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
     if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
         (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
         uptime = -1;
+    if (c->nres >= 3 && c->res[c->nres - 1] && mysql_num_fields(c->res[c->nres - 1]) == 1 &&
+        (row = mysql_fetch_row(c->res[c->nres - 1])) && (len = mysql_fetch_lengths(c->res[c->nres - 1])) && row[0] &&
+        !simba__mysql_int64(row[0], len[0], &latest))
+        latest = 0;
     on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
     b->grace_until_ms = 0;
     if (!on || now_ms <= 0) return;
     /* unknown uptime: be safe, count the server as just started */
     b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
+    if (latest > b->grace_until_ms) b->grace_until_ms = latest;
     if (b->grace_until_ms > now_ms)
         simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
                           (long long)uptime, (long long)(b->grace_until_ms - now_ms));

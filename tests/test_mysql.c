@@ -1178,6 +1178,53 @@ static void t_restart_grace(void) {
     destroy_all(cl, 2);
 }
 
+/* The grace outlasts every lease of the tenant, not only the lease of the
+   client that reads it. A (lease 8 s) holds, then stops talking (a holder
+   that does not reach the restarted server); the server restarts and its
+   grant is gone (a commit the crash lost); B (lease 1.5 s) connects first
+   after the restart. Before, the grace was B's lease: B was granted while
+   A still believed. Now it runs until the tenant's latest session expiry
+   the server has (A's), as well as one lease of B's. */
+static void t_restart_grace_longest_lease(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *ca[1];
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    simba_lock la, lb;
+    MYSQL *m;
+    int64_t t_restart;
+    int rc;
+    char cmd[1024], sql[512];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    ca[0] = &a;
+    md.restart_grace = 1;
+    a.s = new_client_ex(tenant, "long", 6000, 2000, &md, none);
+    CHECK(a.s != NULL);
+    la = h_acquire(a.s, "grace-ll", -1);
+    CHECK(h_expect(ca, 1, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    h_run_for(ca, 1, 300);
+    /* from here A is silent */
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    CHECK(system(cmd) == 0);
+    t_restart = h_real_ms();
+    m = admin_open(env_db);
+    CHECK(m != NULL);
+    if (!m) return;
+    snprintf(sql, sizeof sql, "DELETE FROM simba_entries WHERE tenant='%s' AND name='grace-ll'", tenant);
+    CHECK_EQ(admin_exec(m, sql), 0);                 /* the grant the crash lost */
+    mysql_close(m);
+    b.s = new_client_ex(tenant, "short", 1000, 500, &md, none);
+    CHECK(b.s != NULL);
+    lb = h_acquire(b.s, "grace-ll", -1);
+    rc = h_grant_beside_silent(&b, lb, a.s, la, 20000, t_restart, "the restart");
+    CHECK(rc >= 0);       /* granted */
+    CHECK(rc == 0);       /* and A no longer believed */
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* A semaphore (capacity 2): the waiter's bell covers only the oldest holder,
    so when the *other* holder releases, the backend's own re-polls (50 ms
    doubling to 1 s) find the grant, long before the core's 60 s re-check. */
@@ -2509,6 +2556,7 @@ int main(int argc, char **argv) {
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_restart_grace);
+        RUN(t_restart_grace_longest_lease);
         RUN(t_outage_drops_stale_state);
         RUN(t_keyed_waiter_session_dropped);
     } else {
