@@ -1044,6 +1044,7 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
    (t_restart_grace_longest_lease). */
 static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
     int64_t flush = -1, now_ms = 0, uptime = -1, latest = 0;
+    MYSQL_RES *last = c->nres >= 3 ? c->res[c->nres - 1] : NULL;   /* the tenant's latest expiry */
     int on;
     MYSQL_ROW row;
     unsigned long *len;
@@ -1055,9 +1056,8 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
     if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
         (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
         uptime = -1;
-    if (c->nres >= 3 && c->res[c->nres - 1] && mysql_num_fields(c->res[c->nres - 1]) == 1 &&
-        (row = mysql_fetch_row(c->res[c->nres - 1])) && (len = mysql_fetch_lengths(c->res[c->nres - 1])) && row[0] &&
-        !simba__mysql_int64(row[0], len[0], &latest))
+    if (last && mysql_num_fields(last) == 1 && (row = mysql_fetch_row(last)) && (len = mysql_fetch_lengths(last)) &&
+        row[0] && !simba__mysql_int64(row[0], len[0], &latest))
         latest = 0;
     on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
     b->grace_until_ms = 0;

@@ -374,14 +374,14 @@ static const char *const simba__redis_lua[] = {
 "-- that lease; a restart grace outlasts the longest lease whose horizon has\n"
 "-- not passed, not only the lease of the client that starts it\n"
 "local EKEY = P .. ':epoch:{' .. T .. ET .. '}'\n"
-"local function lease_classes(k, drop)\n"
+"local function lease_classes(drop)\n"
 "  local names, longest, dead = {}, 0, {}\n"
-"  for _, n in ipairs(redis.call('HKEYS', k)) do\n"
+"  for _, n in ipairs(redis.call('HKEYS', EKEY)) do\n"
 "    if string.match(n, '^l%d+$') then names[#names + 1] = n end\n"
 "  end\n"
 "  for i = 1, #names, 500 do\n"
 "    local part = {unpack(names, i, math.min(i + 499, #names))}\n"
-"    local h = redis.call('HMGET', k, unpack(part))\n"
+"    local h = redis.call('HMGET', EKEY, unpack(part))\n"
 "    for j, n in ipairs(part) do\n"
 "      local l = tonumber(string.sub(n, 2))\n"
 "      if tonumber(h[j]) and tonumber(h[j]) > NOW then\n"
@@ -392,7 +392,7 @@ static const char *const simba__redis_lua[] = {
 "    end\n"
 "  end\n"
 "  if drop then\n"
-"    for i = 1, #dead, 500 do redis.call('HDEL', k, unpack(dead, i, math.min(i + 499, #dead))) end\n"
+"    for i = 1, #dead, 500 do redis.call('HDEL', EKEY, unpack(dead, i, math.min(i + 499, #dead))) end\n"
 "  end\n"
 "  return longest\n"
 "end\n"
@@ -400,15 +400,16 @@ static const char *const simba__redis_lua[] = {
 "-- horizon written one lease ahead of that covers it and every expiry given\n"
 "-- with this lease for one lease more: written at most once a lease per lease\n"
 "-- in use, not per keepalive (a new lease also sweeps the horizons that passed)\n"
-"local function note_lease(k)\n"
+"local function note_lease()\n"
 "  local n = 'l' .. fmt(LEASE)\n"
-"  local h = tonumber(redis.call('HGET', k, n))\n"
+"  local h = tonumber(redis.call('HGET', EKEY, n))\n"
 "  if h and NOW + LEASE <= h then return end\n"
-"  if not h then lease_classes(k, true) end\n"
-"  redis.call('HSET', k, n, fmt(NOW + 2 * LEASE))\n"
+"  if not h then lease_classes(true) end\n"
+"  redis.call('HSET', EKEY, n, fmt(NOW + 2 * LEASE))\n"
 "end\n",
 "-- restart grace: a missing epoch of the tenant (data lost) or another run_id\n"
-"-- (restart, failover) holds every grant of the tenant back for one lease. The\n"
+"-- (restart, failover) holds every grant of the tenant back for the longest\n"
+"-- lease in use (lease_classes; at least the caller's). The\n"
 "-- epoch is per tenant: no key is shared between tenants, so none can poison it\n"
 "-- for the others. P:epoch (the epoch of older versions) is only a marker: when\n"
 "-- it says this server run kept its data since 'at', a missing tenant epoch is a\n"
@@ -417,12 +418,11 @@ static const char *const simba__redis_lua[] = {
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
-"    local k = EKEY\n"
-"    local v = redis.call('HMGET', k, 'run', 'grace')\n"
+"    local v = redis.call('HMGET', EKEY, 'run', 'grace')\n"
 "    local run = v[1]\n"
 "    GRACE = tonumber(v[2])\n"
 "    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
-"      GRACE = NOW + math.max(LEASE, lease_classes(k, false))\n"
+"      GRACE = NOW + math.max(LEASE, lease_classes(false))\n"
 "      local mk = P .. ':epoch' .. (MT ~= '' and ':{' .. MT .. '}' or '')\n"
 "      -- 'at': when the marker saw this server run first; a tenant lost before\n"
 "      -- then needs one lease (ours) from it, as its own epoch would have given\n"
@@ -435,9 +435,9 @@ static const char *const simba__redis_lua[] = {
 "          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE), 'at', fmt(NOW))\n"
 "        end\n"
 "      end\n"
-"      redis.call('HSET', k, 'run', RUN, 'grace', fmt(GRACE))\n"
+"      redis.call('HSET', EKEY, 'run', RUN, 'grace', fmt(GRACE))\n"
 "    elseif run == '' and RUN ~= '' then\n"
-"      redis.call('HSET', k, 'run', RUN)\n"
+"      redis.call('HSET', EKEY, 'run', RUN)\n"
 "    end\n"
 "  end\n"
 "  return GRACE\n"
@@ -455,7 +455,7 @@ static const char *const simba__redis_lua[] = {
 "  -- OPEN also says whether a restart grace runs: its end and what is left of it\n"
 "  -- (the grace is read before this session's lease is noted)\n"
 "  local g = OP == 'open' and grace() or 0\n"
-"  note_lease(EKEY)\n"
+"  note_lease()\n"
 "  if NOW < g then return {0, ae, GRACE, GRACE - NOW} end\n"
 "  return {0, ae}\n"
 "end\n"
@@ -1740,9 +1740,9 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
    With desc.sentinels, the main and push connections go to the address the
    sentinels name, and a third connection goes to one sentinel at a time:
    [AUTH], SENTINEL get-master-addr-by-name, then SUBSCRIBE +switch-master
-   +promoted-slave, and it stays subscribed while it lives. A sentinel that fails (refused,
-   garbage, no such master) is left for the next one in the list, with the
-   shared backoff. The main connection confirms with ROLE that it reached a
+   +promoted-slave, and it stays subscribed while it lives. A sentinel that
+   fails (refused, garbage, no such master) is left for the next one in the
+   list, with the shared backoff. The main connection confirms with ROLE that it reached a
    master; after any failure of it the sentinels are asked again, and a
    +switch-master or +promoted-slave naming our master moves both
    connections at once. */
