@@ -377,7 +377,9 @@ typedef struct simba_lock_desc {
                                  The shape must match (the same set of names in any order,
                                  capacity, permits, exclusive, contend, reentrant): another
                                  shape fails with SIMBA_EKEYMISMATCH. Fences follow the
-                                 order of the first acquire's names */
+                                 order of the first acquire's names. An acquire with the key
+                                 of a handle still being released gets a new handle that is
+                                 sent only once that release is confirmed */
     void *user;               /* given back in every event of this handle */
 } simba_lock_desc;
 
@@ -1208,7 +1210,9 @@ enum { /* simba__lock.flags */
     SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
     SIMBA__F_DELIVERED = 1 << 7,   /* query: its event was delivered; freed at the next tick */
     SIMBA__F_CAP_WARNED = 1 << 8,  /* a capacity mismatch was logged for it */
-    SIMBA__F_RIDX = 1 << 9         /* in the request index (simba__ridx_add) */
+    SIMBA__F_RIDX = 1 << 9,        /* in the request index (simba__ridx_add) */
+    SIMBA__F_BEHIND = 1 << 10      /* PENDING keyed request: another handle of its key is
+                                      releasing; nothing is sent until that is confirmed */
 };
 
 typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
@@ -1616,8 +1620,42 @@ static void simba__slot_free(simba *s, simba__lock *l) {
     s->live_locks--;
 }
 
+/*--- a key has one server entry: one handle at a time sends for it ------------------*/
+
+/* Whether a handle of `key` other than `except` may still have its entry on
+   the server while giving it up (a release or a withdrawal not yet
+   confirmed). */
+static int simba__key_releasing(simba *s, const char *key, const simba__lock *except) {
+    uint32_t i;
+    for (i = s->keyed_head; i; ) {
+        const simba__lock *l = &s->locks[i - 1];
+        i = l->knext;
+        if (l == except || strcmp(l->key, key) != 0) continue;
+        if (l->kind == SIMBA__K_ZOMBIE || (l->kind == SIMBA__K_LOCK && l->state == SIMBA__S_RELEASING)) return 1;
+    }
+    return 0;
+}
+
+/* The handle `gone` of a key ends: a request of the same key that waited
+   for it may now be sent. A request id names the entry by its key alone,
+   so a RELEASE repeated after a lost or overtaken reply would remove an
+   entry the new handle had already made: the new handle is sent only once
+   the old entry is confirmed gone. */
+static void simba__key_unblock(simba *s, const simba__lock *gone) {
+    uint32_t i;
+    if (!gone->key || simba__key_releasing(s, gone->key, gone)) return;
+    for (i = s->keyed_head; i; ) {
+        simba__lock *l = &s->locks[i - 1];
+        i = l->knext;
+        if (!(l->flags & SIMBA__F_BEHIND) || l == gone || strcmp(l->key, gone->key) != 0) continue;
+        l->flags &= (uint16_t)~SIMBA__F_BEHIND;
+        simba__mark_dirty(s, l);
+    }
+}
+
 /* A slot on the dispatch list is freed when the list reaches it. */
 static void simba__finish(simba *s, simba__lock *l) {
+    simba__key_unblock(s, l);
     l->op = 0;
     l->op_seq++;
     l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
@@ -2351,7 +2389,8 @@ static void simba__lock_op(simba *s, simba__lock *l, simba_op *op, simba_op_kind
 static int simba__needed_op(simba__lock *l) {
     if (l->kind == SIMBA__K_QUERY) return l->state == SIMBA__S_PENDING ? l->qkind : 0;
     if (l->state == SIMBA__S_RELEASING) return SIMBA_OP_RELEASE;
-    if (l->state == SIMBA__S_PENDING) return l->recheck_at == SIMBA__NEVER ? SIMBA_OP_ENQUEUE : 0;
+    if (l->state == SIMBA__S_PENDING)
+        return l->recheck_at == SIMBA__NEVER && !(l->flags & SIMBA__F_BEHIND) ? SIMBA_OP_ENQUEUE : 0;
     if (l->flags & SIMBA__F_NEED_POLL) return SIMBA_OP_POLL;
     return 0;
 }
@@ -3063,6 +3102,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     l->wait_ms = d->contend ? -1 : d->wait_ms;
     if (d->contend) l->flags |= SIMBA__F_CONTEND;
     if (d->reentrant) l->flags |= SIMBA__F_REENTRANT;
+    if (d->key && simba__key_releasing(s, d->key, NULL)) l->flags |= SIMBA__F_BEHIND;
     l->state = SIMBA__S_PENDING;
     /* a try-lock still needs the server's answer: bound it by the op timeout */
     if (l->wait_ms > 0) l->wait_deadline = now + l->wait_ms;

@@ -1975,6 +1975,97 @@ static void t_mem_alloc_failures(void) {
     CHECK(n > 10 && n < 100000);
 }
 
+/*--- a key reused while its handle is still releasing -------------------------*/
+
+static int64_t kr_now;
+static int64_t kr_clock(void *user) { (void)user; return kr_now; }
+
+static simba *kr_client(simba_mem_server *sv, const simba_mem_faults *f) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(sv, f);
+    d.tenant = "kr";
+    d.ttl_ms = 300;
+    d.transition_ms = 200;
+    d.clock.now_ms = kr_clock;
+    return simba_create(&d);
+}
+
+static void kr_tick(simba *s) {
+    simba_event ev[16];
+    while (simba_tick(s, NULL, 0, ev, 16) == 16) {}
+}
+
+/* One run: a holds the keyed mutex, releases it and at once asks again with
+   the same key while b waits, a's replies dropped or reordered. Returns 1
+   when at some step both believed they held, 0 when never, -1 when a was
+   never granted at first. */
+static int kr_run(uint64_t seed, int reorder) {
+    simba_mem_desc md;
+    simba_mem_server *sv;
+    simba_mem_faults f;
+    simba_lock_desc d;
+    simba_lock h1, h2, hb;
+    simba *a, *b;
+    int step, both = 0, granted = 0;
+    kr_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = kr_clock;
+    sv = simba_mem_server_create(&md);
+    memset(&f, 0, sizeof f);
+    f.seed = seed;
+    if (reorder) { f.delay_max_ms = 250; f.reorder = 1; }
+    else f.drop_reply_pct = 40;
+    a = kr_client(sv, NULL);
+    b = kr_client(sv, NULL);
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.key = "job"; d.wait_ms = -1;
+    h1 = simba_acquire(a, &d);
+    for (step = 0; step < 200 && !granted; step++) {
+        kr_now += 5;
+        kr_tick(a);
+        granted = simba_valid_ms(a, h1) > 0;
+    }
+    if (granted) {
+        simba_mem_set_faults(sv, a, &f);
+        simba_release(a, h1);
+        h2 = simba_acquire(a, &d);
+        hb = h_acquire(b, "m", -1);
+        for (step = 0; step < 1000 && !both; step++) {
+            kr_now += 5;
+            kr_tick(a);
+            kr_tick(b);
+            if (simba_valid_ms(b, hb) > 0 && (simba_valid_ms(a, h2) > 0 || simba_valid_ms(a, h1) > 0)) both = 1;
+            if (step == 400) simba_mem_set_faults(sv, a, NULL);
+            if (step == 500) simba_release(a, h2);
+        }
+    }
+    simba_destroy(a);
+    simba_destroy(b);
+    simba_mem_server_destroy(sv);
+    return granted ? both : -1;
+}
+
+/* The server entry of a keyed request is named by its key alone, so a new
+   handle with the key of one still releasing must not reach the server
+   before that release is confirmed: a RELEASE sent again after a lost or
+   overtaken reply would remove the new handle's entry while it believes it
+   holds. 200 runs with dropped replies and 200 with reordered ones. */
+static void t_mem_keyed_reacquire_while_releasing(void) {
+    int reorder, both[2] = {0, 0}, ungranted = 0;
+    uint64_t seed;
+    for (reorder = 0; reorder < 2; reorder++)
+        for (seed = 1; seed <= 200; seed++) {
+            int r = kr_run(seed * 2654435761u, reorder);
+            if (r < 0) ungranted++;
+            else both[reorder] += r;
+        }
+    printf("  # two holders in %d of 200 runs with dropped replies, %d of 200 with reordered ones\n", both[0],
+           both[1]);
+    CHECK_EQ(ungranted, 0);
+    CHECK_EQ(both[0] + both[1], 0);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -1991,6 +2082,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_partitioned_holder_loses_first);
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
+    RUN(t_mem_keyed_reacquire_while_releasing);
     RUN(t_mem_wait_helper);
     RUN(t_mem_wait_sleeps_with_other_events_queued);
     RUN(t_mem_periodic_traffic_spreads);
