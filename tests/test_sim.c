@@ -31,7 +31,8 @@ typedef struct sim_handle {
     simba_lock h;
     int client;
     int res[SIM_RES], nres;
-    int permits, exclusive;
+    int permits, exclusive, capacity, wait_ms;
+    int key;                    /* -1: none; else the client's key number */
     int ended, released_asked;
 } sim_handle;
 
@@ -162,15 +163,36 @@ static void tick_all(sim *m, int include_paused) {
     }
 }
 
-static void random_acquire(sim *m, int client) {
+/* Ask for what h describes; a keyed request that joins a live handle of
+   ours is not a new handle. */
+static void sim_acquire(sim *m, sim_handle *h) {
     simba_lock_desc d;
-    sim_handle *h;
     const char *names[SIM_RES];
+    char key[16];
+    int i;
+    memset(&d, 0, sizeof d);
+    for (i = 0; i < h->nres; i++) names[i] = res_name[h->res[i]];
+    if (h->nres == 1) d.name = names[0]; else { d.names = names; d.nnames = h->nres; }
+    d.capacity = h->capacity;
+    d.permits = h->permits;
+    d.exclusive = h->exclusive;
+    d.wait_ms = h->wait_ms;
+    if (h->key >= 0) { snprintf(key, sizeof key, "c%dk%d", h->client, h->key); d.key = key; }
+    h->h = simba_acquire(m->c[h->client], &d);
+    if (h->h.id == 0) return;                      /* refused: not a handle */
+    if (find_handle(m, h->client, h->h)) return;   /* joined a live handle of the same key */
+    if (m->verbose) printf("    t=%lld c%d acquire h%u %s%s%s permits=%d excl=%d wait=%d key=%d\n", (long long)vnow,
+                           h->client, h->h.id, names[0], h->nres > 1 ? "+" : "", h->nres > 1 ? res_name[h->res[1]] : "",
+                           h->permits, h->exclusive, d.wait_ms, h->key);
+    m->nhs++;
+}
+
+static void random_acquire(sim *m, int client) {
+    sim_handle *h;
     int i, r0;
     if (m->nhs >= SIM_HANDLES) return;
     h = &m->hs[m->nhs];
     memset(h, 0, sizeof *h);
-    memset(&d, 0, sizeof d);
     h->client = client;
     r0 = (int)rnd(m, SIM_RES);
     h->res[h->nres++] = r0;
@@ -178,29 +200,23 @@ static void random_acquire(sim *m, int client) {
         int r1 = (r0 + 1 + (int)rnd(m, SIM_RES - 1)) % SIM_RES;
         h->res[h->nres++] = r1;
     }
-    for (i = 0; i < h->nres; i++) names[i] = res_name[h->res[i]];
-    if (h->nres == 1) d.name = names[0]; else { d.names = names; d.nnames = h->nres; }
     /* every resource exists from the start with its own capacity; a request
        asks for at most the smallest capacity among its resources */
-    d.capacity = res_cap[h->res[0]];
-    for (i = 0; i < h->nres; i++) if (res_cap[h->res[i]] < d.capacity) d.capacity = res_cap[h->res[i]];
+    h->capacity = res_cap[h->res[0]];
+    for (i = 0; i < h->nres; i++) if (res_cap[h->res[i]] < h->capacity) h->capacity = res_cap[h->res[i]];
     h->exclusive = rnd(m, 5) == 0;
-    h->permits = h->exclusive ? 1 : 1 + (int)rnd(m, (uint32_t)d.capacity);
-    d.permits = h->permits;
-    d.exclusive = h->exclusive;
+    h->permits = h->exclusive ? 1 : 1 + (int)rnd(m, (uint32_t)h->capacity);
     switch (rnd(m, 4)) {
-    case 0: d.wait_ms = 0; break;
-    case 1: d.wait_ms = 20 + (int)rnd(m, 400); break;
-    default: d.wait_ms = -1; break;
+    case 0: h->wait_ms = 0; break;
+    case 1: h->wait_ms = 20 + (int)rnd(m, 400); break;
+    default: h->wait_ms = -1; break;
     }
-    h->h = simba_acquire(m->c[client], &d);
-    if (h->h.id == 0) return;                      /* refused: not a handle */
-    if (m->verbose) printf("    t=%lld c%d acquire h%u %s%s%s permits=%d excl=%d wait=%d\n", (long long)vnow, client,
-                           h->h.id, names[0], h->nres > 1 ? "+" : "", h->nres > 1 ? res_name[h->res[1]] : "",
-                           h->permits, h->exclusive, d.wait_ms);
-    m->nhs++;
+    h->key = rnd(m, 3) == 0 ? (int)rnd(m, 2) : -1;  /* a few keys per client, reused */
+    sim_acquire(m, h);
 }
 
+/* Release one of the client's handles; a keyed one is sometimes asked for
+   again at once with the same key, while its release is still on its way. */
 static void random_release(sim *m, int client) {
     int i, tries;
     for (tries = 0; tries < 4; tries++) {
@@ -211,6 +227,12 @@ static void random_release(sim *m, int client) {
         if (h->client != client || h->ended || h->released_asked) continue;
         if (simba_release(m->c[client], h->h) == SIMBA_OK) h->released_asked = 1;
         if (m->verbose) printf("    t=%lld c%d release h%u\n", (long long)vnow, client, h->h.id);
+        if (h->key >= 0 && rnd(m, 2) == 0 && m->nhs < SIM_HANDLES) {
+            sim_handle *again = &m->hs[m->nhs];
+            *again = *h;
+            again->ended = again->released_asked = 0;
+            sim_acquire(m, again);
+        }
         return;
     }
 }
@@ -256,6 +278,7 @@ static int run_schedule(const sim_profile *p, uint64_t seed, int steps, int verb
         d.name = res_name[i]; d.capacity = res_cap[i]; d.wait_ms = -1;
         m.hs[m.nhs].h = simba_acquire(m.c[0], &d);
         m.hs[m.nhs].client = 0; m.hs[m.nhs].res[0] = i; m.hs[m.nhs].nres = 1; m.hs[m.nhs].permits = 1;
+        m.hs[m.nhs].key = -1;
         m.nhs++;
     }
     for (m.step = 0; m.step < steps && ok; m.step++) {
@@ -318,6 +341,7 @@ static const sim_profile profiles[] = {
     {"calm", 0, 0, 0, 0, 0, 0},
     {"drops", 20, 0, 0, 0, 0, 0},
     {"delays", 0, 40, 1, 0, 0, 0},
+    {"drops-reorder", 20, 200, 1, 0, 0, 0},
     {"pauses", 0, 10, 0, 0, 1, 0},
     {"partitions", 5, 20, 1, 1, 1, 0},
     {"restarts", 5, 20, 1, 0, 1, 1},
