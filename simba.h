@@ -357,6 +357,9 @@ typedef struct simba_desc {
     simba_logger logger;
     simba_clock clock;        /* must not go backwards; values >= 0 */
     simba_loop loop;          /* optional push mode: socket + timer hooks (zero: pull mode) */
+    int linger_ms;            /* how long simba_destroy may wait for the server to confirm the
+                                 end of the session (its holds and waits end with it);
+                                 default min(op_timeout_ms, 1000); < 0: it does not wait */
 } simba_desc;
 
 typedef struct simba_lock_desc {
@@ -413,9 +416,19 @@ typedef struct simba_error {
     char message[SIMBA_MAX_MESSAGE + 96]; /* "" if there is nothing more than simba_strerror(code) */
 } simba_error;
 SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err);
-/* simba_destroy: frees everything, without waiting for the server. Holds that
-   were not released expire on the server after ttl + transition. NULL is a
-   no-op. Using the pointer afterwards (calling any function with it,
+/* simba_destroy: ends the session on the server, then frees everything. While
+   connected it sends one CLOSE of the session, which ends every hold and
+   waiting request of this instance on the server (released or not), and
+   waits for its answer at most simba_desc.linger_ms (default
+   min(op_timeout_ms, 1000); a round trip when the server answers): the next
+   waiters are granted at once instead of after a lease. Nothing else is sent
+   and no event is delivered. Not connected (or linger_ms < 0): it frees at
+   once, and the holds expire on the server after ttl + transition, as after
+   a crash.
+   simba_abandon: frees everything without a word to the server, as a crash
+   does: holds last until the lease runs out. For a child after fork() whose
+   parent owns the session, and for tests that play a crash.
+   Both: NULL is a no-op. Using the pointer afterwards (calling any function with it,
    simba_destroy included) is undefined behaviour, as after free(): simba
    keeps no registry of instances (no global state); each call checks a magic
    field in the instance (SIMBA_ASSERT fails on a bad one in debug builds).
@@ -423,6 +436,7 @@ SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err);
    logger) answer SIMBA_EDESTROYED. Stale and foreign handles of a live
    instance are always detected (SIMBA_ESTALE). */
 SIMBADEF void simba_destroy(simba *s);
+SIMBADEF void simba_abandon(simba *s);
 
 /* ---- requests ---- */
 
@@ -1018,7 +1032,8 @@ extern "C" {
 #define SIMBA__MAGIC 0x53494d42u           /* "SIMB": a live instance */
 #define SIMBA__DEAD 0x44454144u            /* "DEAD": inside simba_destroy, or a failed create */
 #define SIMBA__SESSION_OP 0xffffffffu      /* op ids of session operations */
-#define SIMBA__CLOSE_OP 0xfffffffeu        /* fire-and-forget close of an abandoned session */
+#define SIMBA__CLOSE_OP 0xfffffffeu        /* a CLOSE: of an abandoned session (answer ignored) */
+#define SIMBA__CLOSE_WAITED 1u             /* its seq: simba_destroy's, whose answer it waits for */
 
 /*--- small utilities --------------------------------------------------------*/
 
@@ -1287,7 +1302,8 @@ struct simba {
     char sess_msg[SIMBA_MAX_MESSAGE + 1];
     char tenant[SIMBA_MAX_TENANT + 1];
     char client_id[SIMBA_MAX_ID + 1];
-    int ttl_ms, transition_ms, op_timeout_ms, recheck_ms;
+    int ttl_ms, transition_ms, op_timeout_ms, recheck_ms, linger_ms;
+    int close_answered;              /* simba_destroy: the server answered its CLOSE */
     uint64_t rng;
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
     simba__session session;
@@ -2453,7 +2469,8 @@ static void simba__complete(simba *s, const simba_reply *r) {
     seq = (uint32_t)r->id;
     now = simba__now(s);
     if (idx == SIMBA__SESSION_OP) { simba__session_reply(s, r, seq, now); return; }
-    if (idx >= s->nlocks) return;                       /* CLOSE answers and garbage */
+    if (idx == SIMBA__CLOSE_OP && seq == SIMBA__CLOSE_WAITED) { s->close_answered = 1; return; }
+    if (idx >= s->nlocks) return;                       /* other CLOSE answers and garbage */
     l = &s->locks[idx];
     if (l->op_seq != seq || !l->op) return;             /* stale: superseded or finished */
     op = l->op;
@@ -2847,6 +2864,7 @@ static int simba__apply_desc(simba *s, const simba_desc *d, char *msg, size_t ca
     }
     s->op_timeout_ms = d->op_timeout_ms ? d->op_timeout_ms : (s->ttl_ms / 3 < 5000 ? s->ttl_ms / 3 : 5000);
     s->recheck_ms = d->recheck_ms ? d->recheck_ms : s->ttl_ms / 2;
+    s->linger_ms = d->linger_ms ? d->linger_ms : (s->op_timeout_ms < 1000 ? s->op_timeout_ms : 1000);
     if (d->tenant) {
         if ((err = simba__check_id(d->tenant, SIMBA_MAX_TENANT, 1)) != SIMBA_OK) {
             snprintf(msg, cap, "simba_desc.tenant: must be 1..%d bytes of [A-Za-z0-9._-]", SIMBA_MAX_TENANT);
@@ -2932,10 +2950,43 @@ SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
 
 SIMBADEF simba *simba_create(const simba_desc *desc) { return simba_create_ex(desc, NULL); }
 
-SIMBADEF void simba_destroy(simba *s) {
+/* The end of an instance ends its session on the server: one CLOSE removes
+   every entry of the session, held or waiting, so the next waiters are
+   granted within a round trip instead of after a lease. Only the backend's
+   I/O runs here (no timers, no new requests, no events for the caller), for
+   at most linger_ms. */
+static void simba__close_on_server(simba *s) {
+    simba_op op;
+    int64_t end;
+    if (!s->session.open || !s->connected || s->linger_ms < 0) return;
+    simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, SIMBA__CLOSE_WAITED);
+    s->close_answered = 0;
+    if (simba__submit(s, &op) != SIMBA_OK) return;
+    end = simba__monotonic_ms(NULL) + s->linger_ms;
+    while (!s->close_answered && s->connected) {
+        struct pollfd fds[16];
+        int64_t left = end - simba__monotonic_ms(NULL), at, now;
+        int n, t;
+        if (left <= 0) return;
+        t = left > 50 ? 50 : (int)left;
+        at = s->backend.vt->deadline_ms(s->backend.impl);
+        n = s->backend.vt->pollfds(s->backend.impl, fds, 16);
+        if (n > 16) n = 16;
+        if (n < 0) n = 0;
+        now = simba__now(s);
+        if (!n && (at < 0 || at - now > left)) return;   /* nothing can answer in time */
+        if (at >= 0 && at - now < t) t = at <= now ? 0 : (int)(at - now);
+        poll(fds, (nfds_t)n, t);
+        /* with no socket only the clock brings the answer: one that stands
+           still (a test's virtual clock) never will */
+        if (!n && t > 0 && simba__now(s) == now) return;
+        s->backend.vt->process(s->backend.impl, n ? fds : NULL, n);
+    }
+}
+
+static void simba__free_instance(simba *s) {
     uint32_t i;
     simba_allocator a;
-    if (!simba__is_live(s)) return;
     s->magic = SIMBA__DEAD;       /* from here on every call answers SIMBA_EDESTROYED and the
                                      backend's last completions are ignored */
     simba__loop_teardown(s);      /* the loop lets go of the fds while they are open */
@@ -2958,6 +3009,17 @@ SIMBADEF void simba_destroy(simba *s) {
     simba__free(s, s->loop_want);
     a = s->alloc;
     a.free(s, a.user);
+}
+
+SIMBADEF void simba_destroy(simba *s) {
+    if (!simba__is_live(s)) return;
+    simba__close_on_server(s);
+    simba__free_instance(s);
+}
+
+SIMBADEF void simba_abandon(simba *s) {
+    if (!simba__is_live(s)) return;
+    simba__free_instance(s);
 }
 
 SIMBADEF int simba_last_error(simba *s) { return simba__is_live(s) ? s->last_error : SIMBA_EDESTROYED; }

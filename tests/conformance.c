@@ -75,10 +75,10 @@ static int conf_client_as(const char *id, int ttl_ms, int transition_ms, int rec
     return C.n++;
 }
 
-/* A client that crashed: destroyed without releasing anything. The pump
+/* A client that crashed: gone without a word to the server. The pump
    skips it from now on. */
 static void conf_crash(int who) {
-    simba_destroy(C.cl[who]->s);
+    simba_abandon(C.cl[who]->s);
     C.cl[who]->s = NULL;
 }
 
@@ -897,6 +897,76 @@ static void t_crashed_holder(void) {
     CHECK(conf_release(b, lb));
 }
 
+/* ---- the end of an instance ends what it has on the server ---- */
+
+enum { CONF_END_TTL = 10000, CONF_END_TRANSITION = 5000 };
+
+/* A client with a lease of 15 s, so that an end confirmed by the server
+   (a round trip) cannot be mistaken for a lease running out. */
+static int conf_client_long(void) { return conf_client_lease(CONF_END_TTL, CONF_END_TRANSITION); }
+
+/* Destroys client `who` (its handles end with it) and pumps until client
+   `next` is granted l: 1 when that came well before a lease could have run
+   out on the server, 0 when not (said, with the time). */
+static int conf_granted_after_destroy(int who, int next, simba_lock l) {
+    int64_t t0 = h_real_ms(), took;
+    simba_event *e;
+    simba_destroy(C.cl[who]->s);
+    C.cl[who]->s = NULL;
+    e = conf_expect(next, l, SIMBA_EVENT_ACQUIRED, CONF_END_TTL / 2);
+    took = h_real_ms() - t0;
+    if (e) printf("  # granted %lld ms after simba_destroy (lease %d ms)\n", (long long)took, CONF_END_TTL + CONF_END_TRANSITION);
+    return e != NULL;
+}
+
+/* simba_destroy with a lock held ends the hold on the server. */
+static void t_destroy_ends_hold(void) {
+    int a = conf_client_long(), b = conf_client_long();
+    simba_lock la, lb;
+    CHECK(a >= 0 && b >= 0);
+    la = conf_hold(a, "end", NULL);
+    CHECK(!conf_null(la));
+    lb = conf_acquire(b, "end", -1);
+    CHECK(conf_wait_queued(b, "end", 2, NULL, 0));
+    CHECK(conf_granted_after_destroy(a, b, lb));
+    CHECK(conf_release(b, lb));
+}
+
+/* simba_release and at once simba_destroy (nothing ticked in between: the
+   RELEASE was never sent) still ends the hold on the server. */
+static void t_release_then_destroy(void) {
+    int a = conf_client_long(), b = conf_client_long();
+    simba_lock la, lb;
+    CHECK(a >= 0 && b >= 0);
+    la = conf_hold(a, "end", NULL);
+    CHECK(!conf_null(la));
+    lb = conf_acquire(b, "end", -1);
+    CHECK(conf_wait_queued(b, "end", 2, NULL, 0));
+    CHECK_EQ(simba_release(S(a), la), SIMBA_OK);
+    CHECK(conf_granted_after_destroy(a, b, lb));
+    CHECK(conf_release(b, lb));
+}
+
+/* simba_destroy of a waiting client withdraws its request: it is not
+   granted after it is gone, blocking the ones behind it. */
+static void t_destroy_withdraws_waiter(void) {
+    int a = conf_client_long(), b = conf_client_long(), c = conf_client_long();
+    simba_lock la, lc;
+    CHECK(a >= 0 && b >= 0 && c >= 0);
+    la = conf_hold(a, "end", NULL);
+    CHECK(!conf_null(la));
+    CHECK(!conf_null(conf_acquire(b, "end", -1)));
+    CHECK(conf_wait_queued(a, "end", 2, NULL, 0));
+    lc = conf_acquire(c, "end", -1);
+    CHECK(conf_wait_queued(a, "end", 3, NULL, 0));
+    simba_destroy(S(b));
+    C.cl[b]->s = NULL;
+    CHECK(conf_wait_queued(a, "end", 2, NULL, 0));
+    CHECK(conf_release(a, la));
+    CHECK(conf_expect(c, lc, SIMBA_EVENT_ACQUIRED, CONF_END_TTL / 2) != NULL);
+    CHECK(conf_release(c, lc));
+}
+
 /* ---- leader election ---- */
 
 /* Pumps until exactly one of the contend handles l[i] (i in `among`) is
@@ -1664,6 +1734,9 @@ void conformance_run(const conf_backend *b, const char *filter, int *passed, int
     CONF_RUN(t_fences_increase);
     CONF_RUN(t_paused_holder_lost);
     CONF_RUN(t_crashed_holder);
+    CONF_RUN(t_destroy_ends_hold);
+    CONF_RUN(t_release_then_destroy);
+    CONF_RUN(t_destroy_withdraws_waiter);
     CONF_RUN(t_contend_owner);
     CONF_RUN(t_contend_lost_reenters);
     CONF_RUN(t_capacity_and_inspect);

@@ -492,7 +492,7 @@ static void t_mem_recreated_instance_drops_abandoned_hold(void) {
         }
         CHECK(got);
         snprintf(old_id, sizeof old_id, "%s", a.s->session.id);
-        simba_destroy(a.s);                  /* crash: the hold is abandoned */
+        simba_abandon(a.s);                  /* crash: the hold is abandoned */
         d.backend = simba_mem(srv, NULL);
         a.s = simba_create(&d);              /* and restart at once */
         CHECK(a.s != NULL);

@@ -1212,32 +1212,41 @@ static void t_zk_capacity_sticks_until_delete(void) {
     zk_client_close(&a);
 }
 
-/* simba_destroy abandons the ZooKeeper session instead of closing it: the
-   entries stay until the server expires the session, as for every backend. */
-static void t_zk_destroy_abandons_session(void) {
+/* simba_abandon leaves the ZooKeeper session to expire (the entries stay
+   until the server expires it, as after a crash); simba_destroy closes it,
+   so its entries are gone when it returns. */
+static void t_zk_abandon_leaves_session_destroy_ends_it(void) {
     const char *tenant = zk_tenant();
-    static zk_client a, b;
-    h_client *cl[2];
+    static zk_client a, b, c;
+    h_client *cl[3];
     simba_lock la, lb;
     struct simba_zk_stats st;
     char rp[160];
     raw r;
-    cl[0] = &a.h; cl[1] = &b.h;
+    cl[0] = &a.h; cl[1] = &b.h; cl[2] = &c.h;
     CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 1500, 1000));
     CHECK(zk_client_open(&b, zk_hosts, tenant, "b", NULL, 1500, 1000));
+    CHECK(zk_client_open(&c, zk_hosts, tenant, "c", NULL, 1500, 1000));
     la = zk_acquire(&a, "ab", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
     CHECK_EQ(simba_zk_stats(a.be, &st), SIMBA_OK);
-    zk_client_close(&a);
+    simba_abandon(a.h.s);
+    a.h.s = NULL;
     CHECK(raw_open(&r, zk_hosts, NULL, NULL));
     snprintf(rp, sizeof rp, "/simba/%s/ab", tenant);
     CHECK_EQ(raw_kids(&r, rp), ZOK);
-    CHECK_EQ(r.kids.count, 1);                     /* still there right after destroy */
+    CHECK_EQ(r.kids.count, 1);                     /* still there right after simba_abandon */
     deallocate_String_vector(&r.kids);
-    raw_close(&r);
     lb = zk_acquire(&b, "ab", -1);
     CHECK(h_expect(cl + 1, 1, 0, lb, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
-    zk_client_close(&b);
+    (void)zk_acquire(&c, "ab", -1);
+    h_run_for(cl + 1, 2, 300);
+    zk_client_close(&b);                           /* simba_destroy while holding */
+    CHECK_EQ(raw_kids(&r, rp), ZOK);
+    CHECK_EQ(r.kids.count, 1);                     /* only c's entry is left */
+    deallocate_String_vector(&r.kids);
+    raw_close(&r);
+    zk_client_close(&c);
 }
 
 /* A counting allocator for the desc's allocator field. */
@@ -2246,7 +2255,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_deleted_waiter_never_believes);
     RUN(t_zk_cut_during_enqueue_no_duplicate);
     RUN(t_zk_quiet_reconnect_is_told);
-    RUN(t_zk_destroy_abandons_session);
+    RUN(t_zk_abandon_leaves_session_destroy_ends_it);
     RUN(t_zk_foreign_owner_never_claimed);
     RUN(t_zk_planted_entry_is_foreign);
     RUN(t_zk_server_pause_short);
