@@ -146,6 +146,11 @@ typedef struct opts {
 
 static opts o;
 static char last_log[512];       /* the library's last error message: the "why" */
+/* The variables the URL takes passwords from (password_env=VAR,
+   sentinel_password_env=VAR) are simba's: the job does not get them. */
+static const char *const password_params[] = {"password_env", "sentinel_password_env"};
+#define NPASSWORD_PARAMS ((int)(sizeof password_params / sizeof password_params[0]))
+static char password_vars[NPASSWORD_PARAMS][SIMBA_URL_MAX + 1];
 
 static void say(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -293,7 +298,7 @@ static simba *make_client(int *code) {
     simba_url_error e;
     simba_desc d;
     simba *s;
-    int rc;
+    int rc, i;
     memset(&d, 0, sizeof d);
     memset(&e, 0, sizeof e);
     if (!u) {
@@ -308,6 +313,10 @@ static simba *make_client(int *code) {
         simba_url_clear(u);
         free(u);
         return NULL;
+    }
+    for (i = 0; i < NPASSWORD_PARAMS; i++) {
+        const char *var = simba_url_param(u, password_params[i]);
+        if (var) snprintf(password_vars[i], sizeof password_vars[i], "%s", var);
     }
     if (o.tenant) d.tenant = o.tenant;
     if (o.client_id) d.client_id = o.client_id;
@@ -412,6 +421,8 @@ static int spawn(simba *s, simba_lock lk) {
         setenv("SIMBA_FENCES", fences, 1);
         setenv("SIMBA_NAME", o.names[0], 1);
         setenv("SIMBA_CLIENT_ID", simba_client_id(s), 1);
+        for (i = 0; i < NPASSWORD_PARAMS; i++)
+            if (password_vars[i][0]) unsetenv(password_vars[i]);
         execvp(o.argv[0], o.argv);
         err = errno;
         if (write(ep[1], &err, sizeof err) < 0) {}

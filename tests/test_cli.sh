@@ -155,7 +155,7 @@ part_redis() {
     local RDIR; RDIR=$(dirname "$SIMBA_REDIS_CTL")
     overlap_test "$U" redis
     overlap_test "redis+unix://$SIMBA_REDIS_SOCKET" redis-unix
-    PW="$SIMBA_REDIS_AUTH_PASSWORD" no_inherit_test "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" redis
+    PW="$SIMBA_REDIS_AUTH_PASSWORD" no_inherit_test "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" redis PW
 
     # --try and --wait while held
     rm -f "$T/held"
@@ -372,7 +372,7 @@ part_mysql() {
     overlap_test "$U" mysql
     overlap_test "mysql://${SIMBA_MYSQL_USER}@/$SIMBA_MYSQL_DATABASE?socket=$SIMBA_MYSQL_SOCKET&create_schema=1" mysql-socket
     PW="$SIMBA_MYSQL_PASSWORD" no_inherit_test \
-        "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1&password_env=PW" mysql
+        "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1&password_env=PW" mysql PW
 }
 
 part_zk() {
