@@ -467,7 +467,8 @@ SIMBADEF int simba_holds(simba *s, simba_lock lock);
    watched; returns how many it needs (call again with more room if that is
    more than max). The fds can change from call to call. It also hands the
    requests made since the last tick to the backend, so they are on their way
-   while you sleep. */
+   while you sleep. simba's fds are close-on-exec whenever this call or a
+   tick returns: a child forked and exec'd then inherits none of them. */
 SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max);
 /* simba_timeout_ms: how long the caller may sleep before the next tick:
    -1 no deadline, 0 tick now. */
