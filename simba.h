@@ -483,7 +483,8 @@ SIMBADEF int simba_holds(simba *s, simba_lock lock);
    watched; returns how many it needs (call again with more room if that is
    more than max). The fds can change from call to call. It also hands the
    requests made since the last tick to the backend, so they are on their way
-   while you sleep. */
+   while you sleep. simba's fds are close-on-exec whenever this call or a
+   tick returns: a child forked and exec'd then inherits none of them. */
 SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max);
 /* simba_timeout_ms: how long the caller may sleep before the next tick:
    -1 no deadline, 0 tick now. */
@@ -3282,6 +3283,43 @@ SIMBADEF int simba_holders(simba *s, simba_lock h, simba_holder *out, int max) {
     return l->nresult;
 }
 
+/* Every socket of every backend is close-on-exec, in both modes. A child
+   that the application forks and execs (the job of `simba run`) must not
+   inherit simba's authenticated connections: its writes would land in the
+   middle of simba's protocol, and a daemon it starts would keep them open
+   after simba is gone. An inherited socket also outlives the backend's
+   close, and an epoll set keeps reporting it under its fd number, which a
+   reconnect may have reused: a stale watcher nobody can remove. hiredis,
+   MariaDB Connector/C and the ZooKeeper C client open their sockets without
+   the flag, and reconnect inside their own calls, so the core marks each fd
+   wherever it asks a backend for them: here, and nowhere else. */
+static void simba__cloexec(int fd) {
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
+static int simba__backend_pollfds(simba *s, struct pollfd *fds, int max) {
+    int n = s->backend.vt->pollfds(s->backend.impl, fds, max), j;
+    for (j = 0; j < n && j < max; j++)
+        if (fds[j].fd >= 0) simba__cloexec(fds[j].fd);
+    return n;
+}
+
+/* All the backend's fds into s->loop_want, grown to fit. Returns how many
+   there are: more than s->capwant only when it could not grow. */
+static int simba__backend_fds(simba *s) {
+    for (;;) {
+        int n = simba__backend_pollfds(s, s->loop_want, s->capwant);
+        struct pollfd *p;
+        if (n <= s->capwant) return n;
+        p = (struct pollfd *)simba__alloc(s, (size_t)n * sizeof *p);
+        if (!p) return n;
+        simba__free(s, s->loop_want);
+        s->loop_want = p;
+        s->capwant = n;
+    }
+}
+
 SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (max < 0 || (max > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
@@ -3289,7 +3327,7 @@ SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
        already waits for their answers instead of spinning once first */
     if (s->dirty_head) simba__dispatch(s, simba__now(s));
     simba__loop_sync(s);              /* push mode: the dispatch may have changed what to watch */
-    return s->backend.vt->pollfds(s->backend.impl, fds, max);
+    return simba__backend_pollfds(s, fds, max);
 }
 
 /* How long the loop may sleep. A queued event means "tick now" for the
@@ -3339,6 +3377,9 @@ static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     simba__run_timers(s, now);
     simba__session_tick(s, now);
     simba__dispatch(s, now);
+    /* the step may have opened sockets, and the caller may fork on the
+       events it returns: they are close-on-exec before it gets them */
+    (void)simba__backend_fds(s);
 }
 
 /* Bookkeeping when an event leaves the queue. */
@@ -3536,21 +3577,9 @@ static void simba__loop_forget(simba *s, int i) {
 
 /* Tell the loop which fds changed: every REMOVE first, then the adds and changes. */
 static void simba__loop_fds(simba *s) {
-    int n, i, j, fallback = 0;
-    for (;;) {
-        n = s->backend.vt->pollfds(s->backend.impl, s->loop_want, s->capwant);
-        if (n <= s->capwant) break;
-        {
-            struct pollfd *p = (struct pollfd *)simba__alloc(s, (size_t)n * sizeof *p);
-            if (!p) { n = s->capwant; break; }   /* watch what fits; the rest from the timer */
-            simba__free(s, s->loop_want);
-            s->loop_want = p;
-            s->capwant = n;
-        }
-        fallback = 0;
-    }
+    int n = simba__backend_fds(s), i, j, fallback = 0;
     if (n < 0) n = 0;
-    if (n > s->capwant) { n = s->capwant; fallback = 1; }
+    if (n > s->capwant) { n = s->capwant; fallback = 1; }   /* watch what fits; the rest from the timer */
     for (i = 0; i < s->nwatch;) {
         struct simba__watch *w = &s->watch[i];
         int keep = 0;
@@ -3586,15 +3615,6 @@ static void simba__loop_fds(simba *s) {
             w->mask = 0;
             w->ok = 0;
             simba__loop_identity(fd, &w->dev, &w->ino);
-            /* A child that inherits the socket keeps it open after the
-               backend closed it, and an epoll set keeps reporting that old
-               socket under the fd number, which a reconnect may have reused:
-               a stale watcher nobody can remove (the ZooKeeper client does
-               not set close-on-exec). Forks after this point cannot do that. */
-            {
-                int fl = fcntl(fd, F_GETFD);
-                if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
-            }
         }
         if (!w->ok || w->mask != mask) {
             w->mask = mask;

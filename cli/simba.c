@@ -146,6 +146,11 @@ typedef struct opts {
 
 static opts o;
 static char last_log[512];       /* the library's last error message: the "why" */
+/* The variables the URL takes passwords from (password_env=VAR,
+   sentinel_password_env=VAR) are simba's: the job does not get them. */
+static const char *const password_params[] = {"password_env", "sentinel_password_env"};
+#define NPASSWORD_PARAMS ((int)(sizeof password_params / sizeof password_params[0]))
+static char password_vars[NPASSWORD_PARAMS][SIMBA_URL_MAX + 1];
 
 static void say(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -293,7 +298,7 @@ static simba *make_client(int *code) {
     simba_url_error e;
     simba_desc d;
     simba *s;
-    int rc;
+    int rc, i;
     memset(&d, 0, sizeof d);
     memset(&e, 0, sizeof e);
     if (!u) {
@@ -308,6 +313,10 @@ static simba *make_client(int *code) {
         simba_url_clear(u);
         free(u);
         return NULL;
+    }
+    for (i = 0; i < NPASSWORD_PARAMS; i++) {
+        const char *var = simba_url_param(u, password_params[i]);
+        if (var) snprintf(password_vars[i], sizeof password_vars[i], "%s", var);
     }
     if (o.tenant) d.tenant = o.tenant;
     if (o.client_id) d.client_id = o.client_id;
@@ -412,6 +421,8 @@ static int spawn(simba *s, simba_lock lk) {
         setenv("SIMBA_FENCES", fences, 1);
         setenv("SIMBA_NAME", o.names[0], 1);
         setenv("SIMBA_CLIENT_ID", simba_client_id(s), 1);
+        for (i = 0; i < NPASSWORD_PARAMS; i++)
+            if (password_vars[i][0]) unsetenv(password_vars[i]);
         execvp(o.argv[0], o.argv);
         err = errno;
         if (write(ep[1], &err, sizeof err) < 0) {}
@@ -454,6 +465,17 @@ static const char *lost_reason(int why) {
     }
 }
 
+/* The exit code of a request that ends without a grant: busy when the
+   server is there, else we never got through. */
+static int busy_or_unreachable(simba *s) {
+    if (!simba_connected(s)) {
+        say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+        return EXIT_CONNECT;
+    }
+    if (o.verbose) say("'%s' is busy", o.names[0]);
+    return EXIT_BUSY;
+}
+
 /* ---- the loop shared by run and elect ---- */
 static int64_t min_deadline(int64_t now, int64_t at, int timeout) {
     int64_t t;
@@ -463,13 +485,34 @@ static int64_t min_deadline(int64_t now, int64_t at, int timeout) {
     return (timeout < 0 || t < timeout) ? t : timeout;
 }
 
+/* How we end once we have decided to: what we asked for or hold is given
+   back first, because a request left on the server is granted to nobody
+   when its turn comes and blocks NAME for its whole lease (ttl +
+   transition), and a hold left there blocks it until it expires. */
+enum { GIVE_BACK_MS = 5000 };   /* the server's confirmation waited for at most */
+
+typedef struct ending {
+    int code;                   /* >= 0: ending; the exit code once given back */
+    int64_t deadline;           /* exit anyway then: the server expires it itself */
+} ending;
+
+/* Withdraw the request or drop the hold, then exit with code when the
+   server confirms (RELEASED) or at the deadline. 1: nothing is left to
+   give back (the handle has ended), exit now. */
+static int give_back(simba *s, simba_lock lk, ending *e, int code) {
+    if (e->code >= 0) return 0;               /* giving back already */
+    e->code = code;
+    e->deadline = simba_now_ms(s) + GIVE_BACK_MS;
+    return simba_release(s, lk) != SIMBA_OK;
+}
+
 static int run_or_elect(void) {
     int code = -1, rc, elect = strcmp(o.cmd, "elect") == 0;
     simba *s = make_client(&code);
     simba_lock lk;
-    int64_t connect_deadline, kill_at = -1, release_deadline = -1;
+    int64_t connect_deadline, kill_at = -1, wait_deadline = -1;
     int lost = 0, exit_code = -1;
-    int final_code = -1;   /* >= 0: we are ending; exit with this once the release is confirmed */
+    ending end = {-1, -1};
     if (!s) return code;
     if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
     if (o.kill_after_ms >= o.transition_ms) {
@@ -494,7 +537,10 @@ static int run_or_elect(void) {
         ld.capacity = o.capacity;
         ld.permits = o.permits ? o.permits : 1;
         ld.exclusive = o.exclusive;
-        ld.wait_ms = o.wait_ms;
+        /* --wait is timed here, not by the library: its TIMEOUT ends the
+           handle at once and withdraws the request unseen, so nothing would
+           tell us when the withdrawal is through; give_back() can wait for it */
+        ld.wait_ms = o.wait_ms > 0 ? -1 : o.wait_ms;
         ld.key = o.key;
         lk = simba_acquire(s, &ld);
     }
@@ -504,6 +550,7 @@ static int run_or_elect(void) {
         return usage_error("cannot request the lock", simba_strerror(rc));
     }
     connect_deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
+    if (!elect && o.wait_ms > 0) wait_deadline = simba_now_ms(s) + o.wait_ms;
 
     while (exit_code < 0) {
         struct pollfd fds[64];
@@ -518,7 +565,8 @@ static int run_or_elect(void) {
         timeout = simba_timeout_ms(s);
         if (!simba_connected(s)) timeout = min_deadline(now, connect_deadline, (int)timeout);
         timeout = min_deadline(now, kill_at, (int)timeout);
-        timeout = min_deadline(now, release_deadline, (int)timeout);
+        timeout = min_deadline(now, wait_deadline, (int)timeout);
+        timeout = min_deadline(now, end.deadline, (int)timeout);
         if (poll(fds, (nfds_t)(n + 1), (int)timeout) < 0 && errno != EINTR) {
             say("poll failed (%s)", strerror(errno));
             exit_code = EXIT_ERROR;
@@ -548,12 +596,9 @@ static int run_or_elect(void) {
             switch (e->type) {
             case SIMBA_EVENT_ACQUIRED:
                 if (o.verbose) say("acquired '%s' (fence %lld)", o.names[0], (long long)e->fence);
-                if (final_code >= 0) break;            /* ending already: the release is on its way */
-                if ((rc = spawn(s, lk)) != 0) {
-                    final_code = rc;
-                    simba_release(s, lk);
-                    release_deadline = simba_now_ms(s) + 5000;
-                }
+                if (end.code >= 0) break;              /* ending already: the release is on its way */
+                wait_deadline = -1;
+                if ((rc = spawn(s, lk)) != 0 && give_back(s, lk, &end, rc)) exit_code = rc;
                 break;
             case SIMBA_EVENT_LOST:
                 if (child > 0) {
@@ -564,18 +609,12 @@ static int run_or_elect(void) {
                     lost = 1;
                 } else {
                     say("lost '%s' (%s)", o.names[0], lost_reason(e->error));
-                    if (final_code >= 0) exit_code = final_code;   /* the job had ended already */
+                    if (end.code >= 0) exit_code = end.code;   /* the job had ended already */
                     else if (!elect) exit_code = EXIT_LOST;
                 }
                 break;
-            case SIMBA_EVENT_TIMEOUT:
-                if (!simba_connected(s)) {
-                    say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
-                    exit_code = EXIT_CONNECT;
-                } else {
-                    if (o.verbose) say("'%s' is busy", o.names[0]);
-                    exit_code = EXIT_BUSY;
-                }
+            case SIMBA_EVENT_TIMEOUT:       /* --try: a try leaves no entry on the server */
+                exit_code = busy_or_unreachable(s);
                 break;
             case SIMBA_EVENT_ERROR:
                 say("cannot acquire '%s' (%s)", o.names[0], simba_strerror(e->error));
@@ -583,7 +622,7 @@ static int run_or_elect(void) {
                 break;
             case SIMBA_EVENT_RELEASED:
                 if (o.verbose) say("released '%s'", o.names[0]);
-                if (final_code >= 0) exit_code = final_code;
+                if (end.code >= 0) exit_code = end.code;
                 else if (child <= 0) {
                     /* we did not ask: the request ended without a grant */
                     say("the request for '%s' ended without a grant (%s)", o.names[0],
@@ -607,12 +646,7 @@ static int run_or_elect(void) {
                     if (child > 0) {
                         if (o.verbose) say("forwarding signal %d to the command", sig);
                         kill(-child, sig);
-                    } else if (final_code < 0) {
-                        final_code = 128 + sig;
-                        if (!simba_connected(s)) exit_code = final_code;   /* nothing to withdraw yet */
-                        simba_release(s, lk);       /* withdraw the request (or drop the hold) */
-                        release_deadline = simba_now_ms(s) + 5000;
-                    }
+                    } else if (give_back(s, lk, &end, 128 + sig)) exit_code = 128 + sig;
                 }
             }
         }
@@ -631,23 +665,23 @@ static int run_or_elect(void) {
                 if (elect && !o.once) {
                     if (o.verbose) say("contending for '%s' again", o.names[0]);   /* the handle re-enters by itself */
                 } else if (elect) {
-                    final_code = EXIT_LOST;
-                    simba_release(s, lk);          /* stop contending */
-                    release_deadline = now + 5000;
+                    if (give_back(s, lk, &end, EXIT_LOST)) exit_code = EXIT_LOST;   /* stop contending */
                 } else exit_code = EXIT_LOST;      /* a LOST handle is finished: nothing to release */
-            } else if (final_code < 0) {
-                /* the job ended: release at once so the next waiter does not wait for expiry */
-                final_code = child_status;
-                if (simba_release(s, lk) != SIMBA_OK) exit_code = final_code;
-                release_deadline = now + 5000;
+            } else if (give_back(s, lk, &end, child_status)) {
+                exit_code = child_status;          /* released at once: the next waiter need not wait for expiry */
             }
         }
-        if (exit_code < 0 && final_code >= 0 && release_deadline >= 0 && now >= release_deadline) {
-            /* the server does not confirm: the hold expires there by itself */
-            say("release of '%s' not confirmed; it expires on the server", o.names[0]);
-            exit_code = final_code;
+        if (exit_code < 0 && child <= 0 && wait_deadline >= 0 && now >= wait_deadline) {
+            wait_deadline = -1;                    /* --wait ran out: withdraw the request */
+            rc = busy_or_unreachable(s);
+            if (give_back(s, lk, &end, rc)) exit_code = rc;
         }
-        if (exit_code < 0 && final_code < 0 && child <= 0 && connect_deadline >= 0 && !simba_connected(s) &&
+        if (exit_code < 0 && end.code >= 0 && now >= end.deadline) {
+            /* the server does not confirm: the entry expires there by itself */
+            say("release of '%s' not confirmed; it expires on the server", o.names[0]);
+            exit_code = end.code;
+        }
+        if (exit_code < 0 && end.code < 0 && child <= 0 && connect_deadline >= 0 && !simba_connected(s) &&
             now >= connect_deadline) {
             say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
             exit_code = EXIT_CONNECT;

@@ -67,6 +67,59 @@ EOF
     chmod +x "$T/job"
 }
 
+# The job of no_inherit_test: prints the sockets it has open other than 0, 1
+# and 2 (none: simba's own are close-on-exec) and whether the variable named
+# by $1 is in its environment.
+mkfdsjob() {
+    cat > "$T/fds" <<'EOF'
+#!/bin/sh
+s=""
+for f in /proc/$$/fd/*; do
+    n=${f##*/}
+    case $n in 0|1|2) continue ;; esac
+    case $(readlink "$f" 2>/dev/null) in socket:*) s="$s $n" ;; esac
+done
+e=unset
+if [ -n "${1:-}" ] && env | grep -q "^$1="; then e=set; fi
+echo "sockets:[${s# }] env:$e"
+EOF
+    chmod +x "$T/fds"
+}
+
+# no_inherit_test URL WHAT [VAR]: the job has none of simba's sockets open,
+# and VAR (the URL's password_env) is not in its environment
+no_inherit_test() {
+    local out rc
+    out=$("$SIMBA" run "$1" "fds-$2" -- "$T/fds" "${3:-}" 2>&1); rc=$?
+    check "$2: the job has no socket of simba's open" \
+        $([ $rc -eq 0 ] && [[ "$out" == "sockets:[] "* ]]; echo $?) "rc $rc, $out"
+    [ -n "${3:-}" ] || return 0
+    check "$2: the job's environment has no \$$3 (the URL's password_env)" \
+        $([ $rc -eq 0 ] && [[ "$out" == *" env:unset" ]]; echo $?) "rc $rc, $out"
+}
+
+# ghost_test URL WHAT: a --wait that runs out withdraws its request, so when
+# the holder ends the lock is free at once, not held by the gone waiter's
+# entry until its lease (ttl + transition, 16 s) runs out on the server
+ghost_test() {
+    local url=$1 what=$2 name="ghost-$2" p rc hold t_ok gap
+    rm -f "$T/held" "$T/a_end"
+    "$SIMBA" run "$url" "$name" -- sh -c "echo 1 > '$T/held'; sleep 2; date +%s%3N > '$T/a_end'" & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" run --wait 500ms "$url" "$name" -- true 2>/dev/null; rc=$?
+    check "$what: --wait 500ms while held: exit 75" $([ $rc -eq 75 ]; echo $?) "rc $rc"
+    finish $p 20; hold=$FIN
+    t_ok=""
+    for _ in $(seq 1 100); do      # ~25 s at most: past the gone waiter's lease
+        if "$SIMBA" run --try "$url" "$name" -- true 2>/dev/null; then t_ok=$(now_ms); break; fi
+        sleep 0.2
+    done
+    gap=$(( ${t_ok:-99999999999999} - $(cat "$T/a_end" 2>/dev/null || echo 0) ))
+    [ -n "$t_ok" ] || gap="more than 25000"
+    check "$what: after a --wait ran out, the lock is free within 3 s of the holder's end" \
+        $([ "$hold" -eq 0 ] && [ -n "$t_ok" ] && [ "$gap" -lt 3000 ]; echo $?) "holder $hold, free after $gap ms"
+}
+
 # overlap URL NAME: 4 runs at once never overlap, all exit 0
 overlap_test() {
     local url=$1 what=$2 f="$T/ovl-$2" pids="" p rc bad=0 n
@@ -124,6 +177,8 @@ part_redis() {
     local RDIR; RDIR=$(dirname "$SIMBA_REDIS_CTL")
     overlap_test "$U" redis
     overlap_test "redis+unix://$SIMBA_REDIS_SOCKET" redis-unix
+    PW="$SIMBA_REDIS_AUTH_PASSWORD" no_inherit_test "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" redis PW
+    ghost_test "$U" redis
 
     # --try and --wait while held
     rm -f "$T/held"
@@ -339,18 +394,23 @@ part_mysql() {
     local U="mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1"
     overlap_test "$U" mysql
     overlap_test "mysql://${SIMBA_MYSQL_USER}@/$SIMBA_MYSQL_DATABASE?socket=$SIMBA_MYSQL_SOCKET&create_schema=1" mysql-socket
+    PW="$SIMBA_MYSQL_PASSWORD" no_inherit_test \
+        "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1&password_env=PW" mysql PW
+    ghost_test "$U" mysql
 }
 
 part_zk() {
     overlap_test "zk://$SIMBA_ZK_HOSTS" zk
     # (a /chroot must exist on the server already; the URL form is in test_url)
     overlap_test "zk://$SIMBA_ZK_HOSTS?base_path=/cli-locks&session_timeout=10s" zk-base-path
+    no_inherit_test "zk://$SIMBA_ZK_HOSTS" zk
 }
 
 if [ "${1:-}" = --part ]; then
     T=$(mktemp -d "${TMPDIR:-/tmp}/simba-cli.XXXXXX")
     trap 'rm -rf "$T"' EXIT
     mkjob
+    mkfdsjob
     "part_$2"
     exit 0
 fi
