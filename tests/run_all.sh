@@ -75,7 +75,10 @@ lane_mem() {
 # per backend: its suite, the adapters with it, and the suite once more
 # under ASan+UBSan (leaks included): real servers, reconnects and kills
 # exercise paths the mem suites cannot
-lane_cli() { suite cli make -s test-cli; }
+lane_cli() {
+    suite cli make -s test-cli
+    suite servers tests/test_servers.sh   # the server scripts end with their command on SIGTERM
+}
 lane_redis() {
     suite redis make -s test-redis
     suite redis-sentinel make -s test-redis-sentinel

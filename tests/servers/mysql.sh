@@ -33,6 +33,7 @@ set -u
 
 die() { echo "mysql.sh: $*" >&2; exit 2; }
 . "$(dirname "$0")/ports.sh"     # port_claim, ports_release
+. "$(dirname "$0")/run_cmd.sh"   # run_cmd, run_cmd_stop
 
 [ "${1:-}" = run ] || die "usage: $0 run CMD ARGS..."
 shift
@@ -57,7 +58,7 @@ cleanup() {
     ports_release
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+trap run_cmd_stop INT TERM HUP
 
 USER_OPT=()
 [ "$(id -u)" = 0 ] && USER_OPT=(--user=root)
@@ -141,6 +142,6 @@ export SIMBA_MYSQL_PASSWORD=
 export SIMBA_MYSQL_DATABASE=simba_test
 export SIMBA_MYSQL_CTL="$TMP/ctl"
 
-"$@"
+run_cmd "$@"
 rc=$?
 exit $rc

@@ -41,6 +41,7 @@ set -u
 
 die() { echo "redis.sh: $*" >&2; exit 2; }
 . "$(dirname "$0")/ports.sh"     # port_claim, ports_release
+. "$(dirname "$0")/run_cmd.sh"   # run_cmd, run_cmd_stop
 
 MODE=${1:-}
 case "$MODE" in run|sentinel|cluster) ;; *) die "usage: $0 run|sentinel|cluster CMD ARGS..." ;; esac
@@ -69,7 +70,7 @@ cleanup() {
     ports_release
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+trap run_cmd_stop INT TERM HUP
 
 PASSWORD="pw-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 
@@ -260,6 +261,6 @@ case "$MODE" in
     cluster) start_cluster_topology ;;
 esac
 
-"$@"
+run_cmd "$@"
 rc=$?
 exit $rc

@@ -71,6 +71,7 @@ set -u
 
 die() { echo "zk.sh: $*" >&2; exit 2; }
 . "$(dirname "$0")/ports.sh"     # port_claim, ports_release
+. "$(dirname "$0")/run_cmd.sh"   # run_cmd, run_cmd_stop
 
 [ "${1:-}" = run ] || die "usage: $0 run CMD ARGS..."
 shift
@@ -105,7 +106,7 @@ cleanup() {
     ports_release
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+trap run_cmd_stop INT TERM HUP
 
 # Free loopback ports: tests/servers/ports.sh (claimed, below the ephemeral
 # range). The ensemble's ports are all picked now, though most are bound only
@@ -321,6 +322,6 @@ SIMBA_ZK_HOSTS=$("$TMP/ctl" hosts s)
 export SIMBA_ZK_CTL="$TMP/ctl"
 export SIMBA_ZK_DIR="$TMP"
 
-"$@"
+run_cmd "$@"
 rc=$?
 exit $rc
