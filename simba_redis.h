@@ -1432,6 +1432,10 @@ static void simba__redis_drop(simba__redis *r, simba__redis_conn *c, int err, co
         c->attempt = 0;
         return;
     }
+    /* a server that answers "not now" (LOADING, BUSY, ...) is up and will
+       serve soon: try again at the shortest interval, not after a backoff
+       grown while it was loading (the first good answer would wait for it) */
+    if (err == SIMBA_EDISCONNECTED && simba__redis_transient(why)) c->attempt = 0;
     simba__redis_schedule_retry(r, c);
     if (c->role == SIMBA__REDIS_SENTINEL) {
         simba__redis_sentinel_dropped(r, c, err, why);
