@@ -1371,7 +1371,7 @@ static void simba__redis_fail_conn(simba__redis_conn *c, int err, const char *ms
 static void simba__redis_send_auth(simba__redis_conn *c, redisCallbackFn *fn);
 static void simba__redis_on_auth(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_select(redisAsyncContext *ac, void *reply, void *privdata);
-static void simba__redis_on_ignore(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_on_name(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privdata);
 static void simba__redis_on_memory(redisAsyncContext *ac, void *reply, void *privdata);
@@ -1487,13 +1487,11 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
     /* a sentinel's answer may be stale: use only a server that says it is the master */
     if (c->role == SIMBA__REDIS_MAIN && r->nsentinels) redisAsyncCommand(ac, simba__redis_sentinel_on_role, c, "ROLE");
     simba__redis_client_name(r, c, name, sizeof name);
-    /* a name shows up in CLIENT LIST; a user without the right may not set it */
-    redisAsyncCommand(ac, simba__redis_on_ignore, c, "CLIENT SETNAME %s", name);
+    /* a name shows up in CLIENT LIST; a user without the right may not set
+       it. The main connection sends the rest once it is answered */
+    redisAsyncCommand(ac, simba__redis_on_name, c, "CLIENT SETNAME %s", name);
     if (c->role == SIMBA__REDIS_MAIN) {
         if (r->db) redisAsyncCommand(ac, simba__redis_on_select, c, "SELECT %d", r->db);
-        redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
-        if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
-        redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
     } else {
         char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 40];
         simba__redis_channel(r, ch, sizeof ch);
@@ -1557,8 +1555,23 @@ static simba__redis_conn *simba__redis_live_conn(redisAsyncContext *ac, void *re
     return (simba__redis_conn *)privdata;
 }
 
-static void simba__redis_on_ignore(redisAsyncContext *ac, void *reply, void *privdata) {
-    (void)ac; (void)reply; (void)privdata;
+/* CLIENT SETNAME answered. A server that wants a password we did not give
+   says NOAUTH here. Only then does the main connection send the script:
+   Redis answers a long request of a client that has not authenticated with
+   a protocol error and closes the connection with the script still unread,
+   and the reset that follows can overtake its words. */
+static void simba__redis_on_name(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    redisReply *rp = (redisReply *)reply;
+    simba__redis *r;
+    if (!c) return;
+    r = c->r;
+    if (rp->type == REDIS_REPLY_ERROR && strstr(rp->str, "NOAUTH"))
+        simba__redis_fail_conn(c, SIMBA_EAUTH, rp->str, rp->len);
+    if (c->drop_err || c->role != SIMBA__REDIS_MAIN) return;
+    redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
+    if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
+    redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
 }
 
 static void simba__redis_on_auth(redisAsyncContext *ac, void *reply, void *privdata) {

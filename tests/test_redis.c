@@ -714,6 +714,29 @@ static void t_redis_requirepass(void) {
     simba_destroy(a.s);
 }
 
+/* requirepass and no password given: the first refusal (Redis 7 refuses the
+   long SCRIPT LOAD of a client that has not authenticated with a protocol
+   error, not NOAUTH) is told as SIMBA_EAUTH with the server's words, and a
+   try-lock ends with that cause. */
+static void t_redis_no_password_is_eauth(void) {
+    simba_redis_desc rd = base_desc();
+    h_client a, *cl[1];
+    simba_lock l, none = {0, 0};
+    simba_event *e;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    rd.port = auth_port;
+    a.s = new_client_ex(&rd, my_tenant(), "nopw", TTL, TRANSITION, 0);
+    CHECK(a.s != NULL);
+    l = h_acquire(a.s, "x", 0);
+    CHECK((e = h_expect(cl, 1, 0, none, SIMBA_EVENT_DISCONNECTED, 3000)) != NULL);
+    printf("  # DISCONNECTED: %s (%s)\n", simba_strerror(e->error), e->message);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
+    CHECK_EQ(e->error, SIMBA_EAUTH);
+    simba_destroy(a.s);
+}
+
 /* The server's INFO stats total_connections_received (-1 unknown). */
 static long long connections_received(redisContext *ad) {
     redisReply *r = cmd(ad, "INFO stats");
@@ -2564,6 +2587,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_init_skips_grace);
     RUN(t_redis_eviction_policy_warned);
     RUN(t_redis_requirepass);
+    RUN(t_redis_no_password_is_eauth);
     RUN(t_redis_wrong_password_backs_off);
     RUN(t_redis_acl_user);
     RUN(t_redis_acl_user_without_channels);
