@@ -4814,23 +4814,31 @@ static const char *simba__url_put(simba_url *u, size_t *pos, const char *src, si
     return start;
 }
 
-/* Reads the first line of a password file into u->buf at *pos. */
+/* Reads the first line of a password file into u->buf at *pos. A line
+   with a NUL byte is not a password (a device such as /dev/zero, a binary
+   file): read as a C string it would be an empty password. */
 static const char *simba__url_password_file(simba_url *u, size_t *pos, const char *path, simba_url_error *err) {
     FILE *f = fopen(path, "r");
     char *dst = u->buf + *pos;
-    size_t room = sizeof u->buf - *pos, n;
+    size_t room = sizeof u->buf - *pos, n = 0, cap = room > 4096 ? 4096 : room;
+    int c = 0;
     if (!f) {
         simba_url_fail(err, SIMBA_EAUTH, "password_file", "URL password_file: cannot open '%.120s'", path);
         return NULL;
     }
-    if (room < 2 || !fgets(dst, (int)(room > 4096 ? 4096 : room), f)) {
-        fclose(f);
+    while (n + 1 < cap && (c = getc(f)) != EOF && c != '\n' && c != 0) dst[n++] = (char)c;
+    fclose(f);
+    if (c == 0) {
+        simba_url_fail(err, SIMBA_EAUTH, "password_file", "URL password_file: '%.120s' has a NUL byte: not a password",
+                       path);
+        return NULL;
+    }
+    while (n > 0 && dst[n - 1] == '\r') n--;
+    dst[n] = '\0';
+    if (n == 0) {
         simba_url_fail(err, SIMBA_EAUTH, "password_file", "URL password_file: '%.120s' is empty or unreadable", path);
         return NULL;
     }
-    fclose(f);
-    n = strlen(dst);
-    while (n > 0 && (dst[n - 1] == '\n' || dst[n - 1] == '\r')) dst[--n] = '\0';
     *pos += n + 1;
     return dst;
 }

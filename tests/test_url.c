@@ -130,6 +130,9 @@ int main(void) {
         unlink(path);
         bad(url, SIMBA_EAUTH, "password_file", "cannot open");
     }
+    /* not a password: a file of NUL bytes, an empty first line */
+    bad("mysql://root@127.0.0.1/db?password_file=/dev/zero", SIMBA_EAUTH, "password_file", "NUL byte");
+    bad("mysql://root@127.0.0.1/db?password_file=/dev/null", SIMBA_EAUTH, "password_file", "empty");
 
     /* malformed: each names its part */
     bad("", SIMBA_EINVAL, "url", "empty");
