@@ -289,6 +289,7 @@ extern "C" {
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
+                (on a cluster one copy per master, kept KEPT ms past exp)
      P:epoch:{T} hash of tenant T: run (the server's run_id), grace (no grants before, ms)
      P:epoch    run, grace, at (server ms it was written), server-wide: only a
                 marker that this server run kept its data since `at` (then a new
@@ -353,21 +354,6 @@ static const char *const simba__redis_lua[] = {
 "  local n = tonumber(v)\n"
 "  if not n or n < 0 or n ~= math.floor(n) then proto(what) end\n"
 "  return n\n"
-"end\n"
-"-- sessions: alive while the stored expiry (server ms) is ahead of TIME\n"
-"local SX = {}\n"
-"local function alive(s)\n"
-"  local e = SX[s]\n"
-"  if e == nil then\n"
-"    e = false\n"
-"    local v = redis.call('HGET', skey(s), 'exp')\n"
-"    if v then\n"
-"      e = num(v, 'session expiry')\n"
-"      if e <= NOW then e = false end\n"
-"    end\n"
-"    SX[s] = e\n"
-"  end\n"
-"  return e\n"
 "end\n",
 "-- the tenant's leases in use: a field l<lease> of its epoch per lease, whose\n"
 "-- value is a horizon (server ms) past every expiry given to a session of\n"
@@ -406,6 +392,39 @@ static const char *const simba__redis_lua[] = {
 "  if h and NOW + LEASE <= h then return end\n"
 "  if not h then lease_classes(true) end\n"
 "  redis.call('HSET', EKEY, n, fmt(NOW + 2 * LEASE))\n"
+"end\n"
+"-- sessions: alive while the stored expiry (server ms) is ahead of TIME. On a\n"
+"-- cluster a copy outlives its expiry by KEPT, so that a missing copy is not\n"
+"-- a dead session but one this master cannot vouch for: an entry that came\n"
+"-- with a migrated slot, or a copy left under a tag whose slot moved away.\n"
+"-- Its owner may still believe, renewing its copies on masters it knows, so\n"
+"-- it is unknown, never dead: it gets a copy here that lives the longest\n"
+"-- lease in use (what a restart grace lasts), in which the owner's keepalive\n"
+"-- reaches this master and renews it, or it ends and the session is dead.\n"
+"-- The caller's own session is never unknown: a copy of it is written only\n"
+"-- by its OPEN and KEEPALIVE.\n"
+"local KEPT = 600000\n"
+"local SX = {}\n"
+"local function unknown(s)\n"
+"  local e = NOW + math.max(LEASE, lease_classes(false))\n"
+"  redis.call('HSET', skey(s), 'exp', fmt(e))\n"
+"  redis.call('PEXPIREAT', skey(s), fmt(e + KEPT))\n"
+"  return e\n"
+"end\n"
+"local function alive(s)\n"
+"  local e = SX[s]\n"
+"  if e == nil then\n"
+"    e = false\n"
+"    local v = redis.call('HGET', skey(s), 'exp')\n"
+"    if v then\n"
+"      e = num(v, 'session expiry')\n"
+"      if e <= NOW then e = false end\n"
+"    elseif ET ~= '' and s ~= SESS then\n"
+"      e = unknown(s)\n"
+"    end\n"
+"    SX[s] = e\n"
+"  end\n"
+"  return e\n"
 "end\n",
 "-- restart grace: a missing epoch of the tenant (data lost) or another run_id\n"
 "-- (restart, failover) holds every grant of the tenant back for the longest\n"
@@ -450,7 +469,7 @@ static const char *const simba__redis_lua[] = {
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
 "  local sk, x = skey(SESS), fmt(NOW + LEASE)\n"
 "  redis.call('HSET', sk, 'exp', x)\n"
-"  redis.call('PEXPIREAT', sk, x)\n"
+"  redis.call('PEXPIREAT', sk, ET ~= '' and fmt(NOW + LEASE + KEPT) or x)\n"
 "  local ae = num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1\n"
 "  -- OPEN also says whether a restart grace runs: its end and what is left of it\n"
 "  -- (the grace is read before this session's lease is noted)\n"
@@ -742,12 +761,15 @@ static const char *const simba__redis_lua[] = {
 "  out[#out + 1] = gend\n"
 "  out[#out + 1] = gend > NOW and gend - NOW or 0\n"
 "  return out\n"
-"end\n"
+"end\n",
 "local RS = {}\n"
 "if OP == 'close' then\n"
 "  local sk = skey(SESS)\n"
 "  local fields = redis.call('HKEYS', sk)\n"
 "  redis.call('DEL', sk)\n"
+"  -- on a cluster a dead copy stays (see alive): an entry of the session that\n"
+"  -- came here with a migrated slot is then purged at once, not waited for\n"
+"  if ET ~= '' then redis.call('HSET', sk, 'exp', fmt(NOW)); redis.call('PEXPIREAT', sk, fmt(NOW + KEPT)) end\n"
 "  SX[SESS] = false\n"
 "  local byk, order = {}, {}\n"
 "  for _, f in ipairs(fields) do\n"
@@ -992,6 +1014,8 @@ struct simba__redis {
     int destroying;
     char seen_run[41];          /* the run_id of the last server we were ready on */
     long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
+    int fresh;                  /* a cluster's node new to a later map: INFO replication decides `join` */
+    int join;                   /* a cluster's node: the session is opened here by its next keepalive */
     /* Sentinel (nsentinels > 0): where the master is */
     struct { char host[64]; int port; } sentinels[SIMBA__REDIS_MAX_SENTINELS];
     int nsentinels, sentinel_next;    /* the sentinel the next attempt asks */
@@ -1471,6 +1495,8 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
     snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
 }
 
+static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
+
 /* Queue the handshake; hiredis sends it once the connect completes. */
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
     redisAsyncContext *ac = c->ac;
@@ -1489,6 +1515,7 @@ static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
         if (r->db) redisAsyncCommand(ac, simba__redis_on_select, c, "SELECT %d", r->db);
         redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
         if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
+        if (r->fresh) redisAsyncCommand(ac, simba__redis_cluster_on_replication, c, "INFO replication");
         redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
     } else {
         char ch[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + SIMBA_MAX_ID + 40];
@@ -1661,7 +1688,7 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
                           "starts the restart grace");
     /* another server run (a fail-over, a restart) may lack the session's
        last writes: counted (simba__redis_parse_session ends the session) */
-    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) r->runs++;
+    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) { r->runs++; r->join = 0; }
     if (r->run_id[0]) memcpy(r->seen_run, r->run_id, sizeof r->seen_run);
     c->ready = 1;
     c->attempt = 0;
@@ -2599,6 +2626,29 @@ static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, c
     simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
 }
 
+/* A master new to a later map (a fresh node backend), told apart by its
+   INFO replication before its main connection counts as ready:
+   * one that never was a replica in its run (second_repl_offset:-1) has
+     only its own writes and the keys migrated to it (MIGRATE moves a key
+     whole): nothing of a session can be missing there, so the session is
+     opened there at its next keepalive (`join`), which its entries that
+     came with a migrated slot need (docs/redis.md, Cluster, "A master
+     added");
+   * a promoted replica (or an answer that does not say) may lack a grant
+     its copy of the session outlived: as for a changed run_id on one
+     server, the first KEEPALIVE of a session opened before ends the
+     session there (ESESSION), inside the restart grace its run_id starts. */
+static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    const redisReply *rp = (const redisReply *)reply;
+    const char *at;
+    if (!c) return;
+    c->r->fresh = 0;
+    at = rp->type == REDIS_REPLY_STRING ? strstr(rp->str, "\nsecond_repl_offset:") : NULL;
+    if (at && strncmp(at + 20, "-1\r", 3) == 0 && strstr(rp->str, "\nrole:master")) c->r->join = 1;
+    else c->r->runs = 1;
+}
+
 /* Make node i of the new map point at a backend: the old one for the same
    address, else a new one. Its tenant tag follows the map. */
 static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
@@ -2614,13 +2664,10 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
         }
     if (!c) {
         if (!(c = simba__redis_cluster_child(p, n->host, n->port))) return SIMBA_ENOMEM;
-        /* A master that was not in the first map is another server for the
-           slots it took (a promoted replica, after a kill -9: it may lack a
-           grant its session copy outlived) or one the sessions never opened
-           on: as for a changed run_id on one server, the first KEEPALIVE of a
-           session opened before ends the session there (ESESSION), inside the
-           restart grace the new server's run_id starts. */
-        if (cl->maps > 0) c->runs = 1;
+        /* A master that was not in the first map: a promoted replica or a
+           master added to the cluster; its INFO replication tells them apart
+           (simba__redis_cluster_on_replication) before it counts as ready. */
+        if (cl->maps > 0) c->fresh = 1;
     }
     c->node = i;
     /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
@@ -2639,6 +2686,15 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
     return SIMBA_OK;
 }
 
+/* Whether two maps name the same masters (in the same order) for every slot. */
+static int simba__redis_cluster_same_map(const simba__redis_cluster_map *a, const simba__redis_cluster_map *b) {
+    int i;
+    if (a->nnodes != b->nnodes) return 0;
+    for (i = 0; i < a->nnodes; i++)
+        if (a->node[i].port != b->node[i].port || strcmp(a->node[i].host, b->node[i].host) != 0) return 0;
+    return memcmp(a->owner, b->owner, sizeof a->owner) == 0;
+}
+
 /* A new map (in cl->next) replaces the old: node backends are kept by
    address, new masters get one, those no longer masters are destroyed
    (their ops end EDISCONNECTED and the core sends them again, routed by
@@ -2647,6 +2703,11 @@ static void simba__redis_cluster_apply(simba__redis *p) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis *old[SIMBA__REDIS_CLUSTER_MAX_NODES];
     int nold = cl->have_map ? cl->map.nnodes : 0, i;
+    if (cl->have_map && simba__redis_cluster_same_map(&cl->map, &cl->next)) {   /* (asked at every keepalive) */
+        cl->stale = 0;
+        simba__redis_cluster_state(p, 0, NULL);
+        return;
+    }
     memcpy(old, cl->node, sizeof old);
     memset(cl->node, 0, sizeof cl->node);
     cl->map = cl->next;
@@ -2742,16 +2803,29 @@ static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simb
     const char *wake = NULL;
     if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
     if (q->slot >= 0) wake = simba__redis_cluster_note(c, q, rep);
+    if (q->fan && q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) c->join = 0;   /* it has a copy now */
     if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
     if (wake) simba_backend_wake(p->s, wake, NULL, NULL, 0);
 }
 
+/* The session op a master gets: a KEEPALIVE is an OPEN on a master added
+   since the session was opened, which has no copy of it yet (`join`, see
+   simba__redis_cluster_on_replication), unless its run_id changed since:
+   that run may lack the session's writes (the KEEPALIVE ends the session). */
+static const simba_op *simba__redis_cluster_session_op(const simba__redis *c, const simba_op *op, simba_op *joined) {
+    if (op->kind != SIMBA_OP_KEEPALIVE || !c->join || c->runs != c->session_runs) return op;
+    *joined = *op;
+    joined->kind = SIMBA_OP_OPEN;
+    return joined;
+}
+
 /* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
 static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis_fanout *f = NULL;
+    simba_op joined;
     int i;
     for (i = 0; i < cl->map.nnodes; i++)
         if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
@@ -2761,12 +2835,15 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     /* a session's end ends its waiters (the core believes no grant of another session) */
     if (op->kind == SIMBA_OP_OPEN) simba__redis_cluster_unwait_session(p, op->session, 1);
     if (op->kind == SIMBA_OP_CLOSE) simba__redis_cluster_unwait_session(p, op->session, 0);
+    /* every master that may judge the session's entries must be in the map
+       its next keepalive goes by: the map is read again once a period */
+    if (op->kind == SIMBA_OP_KEEPALIVE) cl->want_refresh = 1;
     memset(f, 0, sizeof *f);
     f->used = 1;
     f->id = op->id;
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
-        if (simba__redis_start(c, op) == SIMBA_OK) {
+        if (simba__redis_start(c, simba__redis_cluster_session_op(c, op, &joined)) == SIMBA_OK) {
             c->reqs->fan = 1;   /* (start puts the new request first) */
             c->reqs->slot = -1;
             f->left++;
