@@ -278,7 +278,8 @@ extern "C" {
 
    Keys (B is a resource's base key, see simba__redis_key):
      B:m    hash: cap = 'v2' (the layout; older versions refuse it), c (the
-            capacity), ctr (the fence counter), seq (the enqueue counter), name
+            capacity), ctr (the fence counter), seq (the enqueue counter), name;
+            on a cluster l (the longest lease of a request enqueued on it, ms)
      B:h    zset: request -> seq of the holders (at most the capacity of them)
      B:w    zset: request -> seq of the waiters (the rest of the queue, in order)
      B:e    hash: request -> "session weight fence gen nres owner[ first-name]"
@@ -289,6 +290,7 @@ extern "C" {
      B:t:R  string, PX lease: "session gen" of a released request R (tombstone;
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
+                (on a cluster one copy per master, kept KEPT ms past exp)
      P:epoch:{T} hash of tenant T: run (the server's run_id), grace (no grants before, ms)
      P:epoch    run, grace, at (server ms it was written), server-wide: only a
                 marker that this server run kept its data since `at` (then a new
@@ -353,21 +355,6 @@ static const char *const simba__redis_lua[] = {
 "  local n = tonumber(v)\n"
 "  if not n or n < 0 or n ~= math.floor(n) then proto(what) end\n"
 "  return n\n"
-"end\n"
-"-- sessions: alive while the stored expiry (server ms) is ahead of TIME\n"
-"local SX = {}\n"
-"local function alive(s)\n"
-"  local e = SX[s]\n"
-"  if e == nil then\n"
-"    e = false\n"
-"    local v = redis.call('HGET', skey(s), 'exp')\n"
-"    if v then\n"
-"      e = num(v, 'session expiry')\n"
-"      if e <= NOW then e = false end\n"
-"    end\n"
-"    SX[s] = e\n"
-"  end\n"
-"  return e\n"
 "end\n",
 "-- the tenant's leases in use: a field l<lease> of its epoch per lease, whose\n"
 "-- value is a horizon (server ms) past every expiry given to a session of\n"
@@ -406,6 +393,47 @@ static const char *const simba__redis_lua[] = {
 "  if h and NOW + LEASE <= h then return end\n"
 "  if not h then lease_classes(true) end\n"
 "  redis.call('HSET', EKEY, n, fmt(NOW + 2 * LEASE))\n"
+"end\n"
+"-- sessions: alive while the stored expiry (server ms) is ahead of TIME. On a\n"
+"-- cluster a copy outlives its expiry by KEPT, so that a missing copy is not\n"
+"-- a dead session but one this master cannot vouch for: an entry that came\n"
+"-- with a migrated slot, or a copy left under a tag whose slot moved away.\n"
+"-- Its owner may still believe, renewing its copies on masters it knows, so\n"
+"-- it is unknown, never dead: it gets a copy here that lives the longest\n"
+"-- lease in use (what a restart grace lasts: the tenant's lease notes here,\n"
+"-- and the resource's own, 'l' of B:m, which moved with its slot while the\n"
+"-- notes may not have), in which the owner's keepalive reaches this master\n"
+"-- and renews it, or it ends and the session is dead. The caller's own\n"
+"-- session is never unknown: its copy is written by its OPEN and KEEPALIVE.\n"
+"local KEPT = 600000\n"
+"local SX = {}\n"
+"local function unknown(s, R)\n"
+"  local e = NOW + math.max(LEASE, lease_classes(false), R and R.lease or 0)\n"
+"  redis.call('HSET', skey(s), 'exp', fmt(e))\n"
+"  redis.call('PEXPIREAT', skey(s), fmt(e + KEPT))\n"
+"  return e\n"
+"end\n"
+"local function alive(s, R)\n"
+"  local e = SX[s]\n"
+"  if e == nil then\n"
+"    e = false\n"
+"    local v = redis.call('HGET', skey(s), 'exp')\n"
+"    if v then\n"
+"      e = num(v, 'session expiry')\n"
+"      if e <= NOW then e = false end\n"
+"    elseif ET ~= '' and s ~= SESS then\n"
+"      e = unknown(s, R)\n"
+"    end\n"
+"    SX[s] = e\n"
+"  end\n"
+"  return e\n"
+"end\n"
+"-- 'l' of B:m on a cluster: the longest lease of a request enqueued on the\n"
+"-- resource, as the HSET arguments that raise it to the caller's (none when\n"
+"-- `had` covers it)\n"
+"local function lease_note(had)\n"
+"  if ET ~= '' and LEASE > (tonumber(had) or 0) then return {'l', fmt(LEASE)} end\n"
+"  return {}\n"
 "end\n",
 "-- restart grace: a missing epoch of the tenant (data lost) or another run_id\n"
 "-- (restart, failover) holds every grant of the tenant back for the longest\n"
@@ -450,7 +478,7 @@ static const char *const simba__redis_lua[] = {
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
 "  local sk, x = skey(SESS), fmt(NOW + LEASE)\n"
 "  redis.call('HSET', sk, 'exp', x)\n"
-"  redis.call('PEXPIREAT', sk, x)\n"
+"  redis.call('PEXPIREAT', sk, ET ~= '' and fmt(NOW + LEASE + KEPT) or x)\n"
 "  local ae = num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1\n"
 "  -- OPEN also says whether a restart grace runs: its end and what is left of it\n"
 "  -- (the grace is read before this session's lease is noted)\n"
@@ -470,7 +498,7 @@ static const char *const simba__redis_lua[] = {
 "-- way (it migrates them).\n"
 "if OP == 'enqueue' and #KEYS == 1 then\n"
 "  local k = KEYS[1]\n"
-"  local m = redis.call('HMGET', k .. ':m', 'cap', 'c', 'ctr', 'seq', 'name')\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'c', 'ctr', 'seq', 'name', 'l')\n"
 "  if (m[1] == 'v2' or not m[1]) and #redis.call('ZRANGE', k .. ':h', 0, 0) == 0\n"
 "     and #redis.call('ZRANGE', k .. ':w', 0, 0) == 0 then\n"
 "    local cap, w, caps = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[12]\n"
@@ -491,7 +519,8 @@ static const char *const simba__redis_lua[] = {
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. k, '1')\n"
 "      redis.call('HSET', k .. ':e', REQ, SESS .. ' ' .. ARGV[13] .. ' ' .. fs .. ' ' .. ARGV[10] .. (CONT and ' 1 1' or ' 1 0'))\n"
 "      if CONT then redis.call('HSET', k .. ':o', REQ, SESS) end\n"
-"      redis.call('HSET', k .. ':m', 'cap', 'v2', 'c', caps, 'ctr', fs, 'seq', seqs, 'name', m[5] or ARGV[11])\n"
+"      redis.call('HSET', k .. ':m', 'cap', 'v2', 'c', caps, 'ctr', fs, 'seq', seqs, 'name', m[5] or ARGV[11],\n"
+"                 unpack(lease_note(m[6])))\n"
 "      if not m[1] and m[3] then redis.call('PERSIST', k .. ':m') end\n"
 "      if WAITF then redis.call('HSET', skey(SESS), 'w', fmt(NOW)) end\n"
 "      return {0, 1, 0, 1, -1, SESS, f, cap, 0, 0}\n"
@@ -570,8 +599,8 @@ static const char *const simba__redis_lua[] = {
 "end\n"
 "-- the header and the holders (at most the capacity of them), never the waiters\n"
 "local function load(k, name)\n"
-"  local m = redis.call('HMGET', k .. ':m', 'cap', 'c', 'ctr', 'seq', 'name')\n"
-"  local R = {k = k, ent = {}, hs = {}, cap = false, ctr = 0, seq = 0, name = m[5] or name}\n"
+"  local m = redis.call('HMGET', k .. ':m', 'cap', 'c', 'ctr', 'seq', 'name', 'l')\n"
+"  local R = {k = k, ent = {}, hs = {}, cap = false, ctr = 0, seq = 0, name = m[5] or name, lease = tonumber(m[6]) or 0}\n"
 "  if m[3] then R.ctr = num(m[3], 'fence counter') end\n"
 "  if m[4] then R.seq = num(m[4], 'sequence') end\n"
 "  R.leftover = not m[1] and m[3]\n"
@@ -617,7 +646,7 @@ static const char *const simba__redis_lua[] = {
 "  local i = 1\n"
 "  while R.hs[i] do\n"
 "    local id = R.hs[i]\n"
-"    if alive(R.ent[id].s) then i = i + 1 else drop(R, id) end\n"
+"    if alive(R.ent[id].s, R) then i = i + 1 else drop(R, id) end\n"
 "  end\n"
 "end\n"
 "-- an owner change: to the entries that asked for OWNER events (contend\n"
@@ -661,7 +690,7 @@ static const char *const simba__redis_lua[] = {
 "    fetch(R, ids)\n"
 "    for _, id in ipairs(ids) do\n"
 "      local e = R.ent[id]\n"
-"      if not alive(e.s) then drop(R, id)\n"
+"      if not alive(e.s, R) then drop(R, id)\n"
 "      elseif sum + eff(e.w, cap) > cap then R.block = id break\n"
 "      elseif NOW < grace() then R.grace = GRACE; R.block = id break\n"
 "      else\n"
@@ -692,7 +721,8 @@ static const char *const simba__redis_lua[] = {
 "  local e = R.ent[REQ]\n"
 "  if e and e.new then put(R, REQ) end\n"
 "  if R.dirty then\n"
-"    redis.call('HSET', R.k .. ':m', 'cap', 'v2', 'c', fmt(R.cap), 'ctr', fmt(R.ctr), 'seq', fmt(R.seq), 'name', R.name)\n"
+"    redis.call('HSET', R.k .. ':m', 'cap', 'v2', 'c', fmt(R.cap), 'ctr', fmt(R.ctr), 'seq', fmt(R.seq), 'name', R.name,\n"
+"               unpack(R.note or {}))\n"
 "    if R.leftover then redis.call('PERSIST', R.k .. ':m') end\n"
 "  end\n"
 "end\n"
@@ -719,8 +749,8 @@ static const char *const simba__redis_lua[] = {
 "    if fences[i] == 0 then\n"
 "      granted = 0\n"
 "      soon(R.grace)\n"
-"      for _, id in ipairs(R.hs) do soon(alive(R.ent[id].s)) end\n"
-"      if R.block and R.block ~= REQ and R.ent[R.block] then soon(alive(R.ent[R.block].s)) end\n"
+"      for _, id in ipairs(R.hs) do soon(alive(R.ent[id].s, R)) end\n"
+"      if R.block and R.block ~= REQ and R.ent[R.block] then soon(alive(R.ent[R.block].s, R)) end\n"
 "    end\n"
 "  end\n"
 "  if recheck < -1 then recheck = 0 end\n",
@@ -742,12 +772,15 @@ static const char *const simba__redis_lua[] = {
 "  out[#out + 1] = gend\n"
 "  out[#out + 1] = gend > NOW and gend - NOW or 0\n"
 "  return out\n"
-"end\n"
+"end\n",
 "local RS = {}\n"
 "if OP == 'close' then\n"
 "  local sk = skey(SESS)\n"
 "  local fields = redis.call('HKEYS', sk)\n"
 "  redis.call('DEL', sk)\n"
+"  -- on a cluster a dead copy stays (see alive): an entry of the session that\n"
+"  -- came here with a migrated slot is then purged at once, not waited for\n"
+"  if ET ~= '' then redis.call('HSET', sk, 'exp', fmt(NOW)); redis.call('PEXPIREAT', sk, fmt(NOW + KEPT)) end\n"
 "  SX[SESS] = false\n"
 "  local byk, order = {}, {}\n"
 "  for _, f in ipairs(fields) do\n"
@@ -776,7 +809,7 @@ static const char *const simba__redis_lua[] = {
 "    local e = own(R)\n"
 "    if e and e.s == SESS then mine = mine + 1\n"
 "    else\n"
-"      if e and alive(e.s) then return {4} end\n"
+"      if e and alive(e.s, R) then return {4} end\n"
 "      local _, cap, w = arg(i)\n"
 "      if w > (R.cap or cap) then return {3} end\n"
 "    end\n"
@@ -811,6 +844,7 @@ static const char *const simba__redis_lua[] = {
 "      if not R.cap then R.cap, R.name = cap, name end\n"
 "      R.seq = R.seq + 1\n"
 "      R.dirty = true\n"
+"      R.note = lease_note(R.lease)\n"
 "      R.ent[REQ] = {s = SESS, w = w, f = 0, g = GEN, n = #RS, o = CONT, first = (arg(1)), new = true}\n"
 "      redis.call('HSET', skey(SESS), 'e ' .. REQ .. ' ' .. R.k, '1')\n"
 "      if CONT then redis.call('HSET', R.k .. ':o', REQ, SESS) end\n"
@@ -854,7 +888,7 @@ static const char *const simba__redis_lua[] = {
 "  local list = {}\n"
 "  for _, id in ipairs(R.hs) do list[#list + 1] = id end\n"
 "  for _, id in ipairs(waiters(R)) do\n"
-"    if alive(R.ent[id].s) then list[#list + 1] = id else drop(R, id) end\n"
+"    if alive(R.ent[id].s, R) then list[#list + 1] = id else drop(R, id) end\n"
 "  end\n"
 "  local out = {0, R.cap, #R.hs, owner_of(R), #list}\n"
 "  for _, id in ipairs(list) do\n"
@@ -992,6 +1026,8 @@ struct simba__redis {
     int destroying;
     char seen_run[41];          /* the run_id of the last server we were ready on */
     long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
+    int fresh;                  /* a cluster's node new to a later map: INFO replication decides `join` */
+    int join;                   /* a cluster's node: the session is opened here by its next keepalive */
     /* Sentinel (nsentinels > 0): where the master is */
     struct { char host[64]; int port; } sentinels[SIMBA__REDIS_MAX_SENTINELS];
     int nsentinels, sentinel_next;    /* the sentinel the next attempt asks */
@@ -1475,6 +1511,8 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
     snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
 }
 
+static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
+
 /* Queue the handshake; hiredis sends it once the connect completes. */
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
     redisAsyncContext *ac = c->ac;
@@ -1571,6 +1609,7 @@ static void simba__redis_on_name(redisAsyncContext *ac, void *reply, void *privd
     if (c->drop_err || c->role != SIMBA__REDIS_MAIN) return;
     redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
     if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
+    if (r->fresh) redisAsyncCommand(ac, simba__redis_cluster_on_replication, c, "INFO replication");
     redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
 }
 
@@ -1678,7 +1717,7 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
                           "starts the restart grace");
     /* another server run (a fail-over, a restart) may lack the session's
        last writes: counted (simba__redis_parse_session ends the session) */
-    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) r->runs++;
+    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) { r->runs++; r->join = 0; }
     if (r->run_id[0]) memcpy(r->seen_run, r->run_id, sizeof r->seen_run);
     c->ready = 1;
     c->attempt = 0;
@@ -2616,6 +2655,29 @@ static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, c
     simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
 }
 
+/* A master new to a later map (a fresh node backend), told apart by its
+   INFO replication before its main connection counts as ready:
+   * one that never was a replica in its run (second_repl_offset:-1) has
+     only its own writes and the keys migrated to it (MIGRATE moves a key
+     whole): nothing of a session can be missing there, so the session is
+     opened there at its next keepalive (`join`), which its entries that
+     came with a migrated slot need (docs/redis.md, Cluster, "A master
+     added");
+   * a promoted replica (or an answer that does not say) may lack a grant
+     its copy of the session outlived: as for a changed run_id on one
+     server, the first KEEPALIVE of a session opened before ends the
+     session there (ESESSION), inside the restart grace its run_id starts. */
+static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    const redisReply *rp = (const redisReply *)reply;
+    const char *at;
+    if (!c) return;
+    c->r->fresh = 0;
+    at = rp->type == REDIS_REPLY_STRING ? strstr(rp->str, "\nsecond_repl_offset:") : NULL;
+    if (at && strncmp(at + 20, "-1\r", 3) == 0 && strstr(rp->str, "\nrole:master")) c->r->join = 1;
+    else c->r->runs = 1;
+}
+
 /* Make node i of the new map point at a backend: the old one for the same
    address, else a new one. Its tenant tag follows the map. */
 static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
@@ -2631,13 +2693,10 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
         }
     if (!c) {
         if (!(c = simba__redis_cluster_child(p, n->host, n->port))) return SIMBA_ENOMEM;
-        /* A master that was not in the first map is another server for the
-           slots it took (a promoted replica, after a kill -9: it may lack a
-           grant its session copy outlived) or one the sessions never opened
-           on: as for a changed run_id on one server, the first KEEPALIVE of a
-           session opened before ends the session there (ESESSION), inside the
-           restart grace the new server's run_id starts. */
-        if (cl->maps > 0) c->runs = 1;
+        /* A master that was not in the first map: a promoted replica or a
+           master added to the cluster; its INFO replication tells them apart
+           (simba__redis_cluster_on_replication) before it counts as ready. */
+        if (cl->maps > 0) c->fresh = 1;
     }
     c->node = i;
     /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
@@ -2656,6 +2715,15 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
     return SIMBA_OK;
 }
 
+/* Whether two maps name the same masters (in the same order) for every slot. */
+static int simba__redis_cluster_same_map(const simba__redis_cluster_map *a, const simba__redis_cluster_map *b) {
+    int i;
+    if (a->nnodes != b->nnodes) return 0;
+    for (i = 0; i < a->nnodes; i++)
+        if (a->node[i].port != b->node[i].port || strcmp(a->node[i].host, b->node[i].host) != 0) return 0;
+    return memcmp(a->owner, b->owner, sizeof a->owner) == 0;
+}
+
 /* A new map (in cl->next) replaces the old: node backends are kept by
    address, new masters get one, those no longer masters are destroyed
    (their ops end EDISCONNECTED and the core sends them again, routed by
@@ -2664,6 +2732,11 @@ static void simba__redis_cluster_apply(simba__redis *p) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis *old[SIMBA__REDIS_CLUSTER_MAX_NODES];
     int nold = cl->have_map ? cl->map.nnodes : 0, i;
+    if (cl->have_map && simba__redis_cluster_same_map(&cl->map, &cl->next)) {   /* (asked at every keepalive) */
+        cl->stale = 0;
+        simba__redis_cluster_state(p, 0, NULL);
+        return;
+    }
     memcpy(old, cl->node, sizeof old);
     memset(cl->node, 0, sizeof cl->node);
     cl->map = cl->next;
@@ -2759,16 +2832,29 @@ static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simb
     const char *wake = NULL;
     if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
     if (q->slot >= 0) wake = simba__redis_cluster_note(c, q, rep);
+    if (q->fan && q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) c->join = 0;   /* it has a copy now */
     if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
     if (wake) simba_backend_wake(p->s, wake, NULL, NULL, 0);
 }
 
+/* The session op a master gets: a KEEPALIVE is an OPEN on a master added
+   since the session was opened, which has no copy of it yet (`join`, see
+   simba__redis_cluster_on_replication), unless its run_id changed since:
+   that run may lack the session's writes (the KEEPALIVE ends the session). */
+static const simba_op *simba__redis_cluster_session_op(const simba__redis *c, const simba_op *op, simba_op *joined) {
+    if (op->kind != SIMBA_OP_KEEPALIVE || !c->join || c->runs != c->session_runs) return op;
+    *joined = *op;
+    joined->kind = SIMBA_OP_OPEN;
+    return joined;
+}
+
 /* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
 static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis_fanout *f = NULL;
+    simba_op joined;
     int i;
     for (i = 0; i < cl->map.nnodes; i++)
         if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
@@ -2778,12 +2864,15 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     /* a session's end ends its waiters (the core believes no grant of another session) */
     if (op->kind == SIMBA_OP_OPEN) simba__redis_cluster_unwait_session(p, op->session, 1);
     if (op->kind == SIMBA_OP_CLOSE) simba__redis_cluster_unwait_session(p, op->session, 0);
+    /* every master that may judge the session's entries must be in the map
+       its next keepalive goes by: the map is read again once a period */
+    if (op->kind == SIMBA_OP_KEEPALIVE) cl->want_refresh = 1;
     memset(f, 0, sizeof *f);
     f->used = 1;
     f->id = op->id;
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
-        if (simba__redis_start(c, op) == SIMBA_OK) {
+        if (simba__redis_start(c, simba__redis_cluster_session_op(c, op, &joined)) == SIMBA_OK) {
             c->reqs->fan = 1;   /* (start puts the new request first) */
             c->reqs->slot = -1;
             f->left++;

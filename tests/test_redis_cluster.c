@@ -988,13 +988,23 @@ static void t_cluster_multi_slots(void) {
 /* Runs `$SIMBA_REDIS_CTL args` in the background and pumps the clients
    until it ended, checking at every step that no two of the handles h[i]
    (client cl[i]) are valid at once. Returns the command's success. */
+static int ctl_output_while_pumping(h_client **cl, int n, const simba_lock *h, const char *args, int *double_hold,
+                                    char *out, size_t cap);
 static int ctl_while_pumping(h_client **cl, int n, const simba_lock *h, const char *args, int *double_hold) {
-    char cmd[600], done[64];
+    return ctl_output_while_pumping(cl, n, h, args, double_hold, NULL, 0);
+}
+
+/* The same, with the first line the command printed into out (cap bytes). */
+static int ctl_output_while_pumping(h_client **cl, int n, const simba_lock *h, const char *args, int *double_hold,
+                                    char *out, size_t cap) {
+    char cmd[700], done[64], said[64];
     int i, j, rc = -1;
     int64_t until = h_real_ms() + 60000;
     snprintf(done, sizeof done, "/tmp/simba-ctl-%d.rc", (int)getpid());
+    snprintf(said, sizeof said, "/tmp/simba-ctl-%d.out", (int)getpid());
     remove(done);
-    snprintf(cmd, sizeof cmd, "(%s %s >/dev/null 2>&1; echo $? > %s) &", ctl, args, done);
+    remove(said);
+    snprintf(cmd, sizeof cmd, "(%s %s >%s 2>/dev/null; echo $? > %s) &", ctl, args, said, done);
     if (system(cmd) != 0) return 0;
     while (h_real_ms() < until) {
         FILE *f;
@@ -1008,7 +1018,16 @@ static int ctl_while_pumping(h_client **cl, int n, const simba_lock *h, const ch
             if (got == 1) break;
         }
     }
+    if (out && cap) {
+        FILE *f = fopen(said, "r");
+        out[0] = 0;
+        if (f) {
+            if (!fgets(out, (int)cap, f)) out[0] = 0;
+            fclose(f);
+        }
+    }
     remove(done);
+    remove(said);
     return rc == 0;
 }
 
@@ -1278,17 +1297,23 @@ static int session_copies(int p, const char *tenant, const char *client, int del
     return n;
 }
 
-/* Whether key exists on the master at port p. */
-static int served_by_exists(int p, const char *key) {
+/* Whether the session copy `key` on the master at port p is gone or closed:
+   it names no entry (a CLOSE leaves a dead copy with its expiry only). */
+static int copy_closed(int p, const char *key) {
     redisContext *c = admin_on(p);
     redisReply *r;
-    int yes;
+    int closed = 0;
+    size_t i;
     if (!c) return 0;
-    r = (redisReply *)redisCommand(c, "EXISTS %s", key);
-    yes = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    r = (redisReply *)redisCommand(c, "HKEYS %s", key);
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        closed = 1;
+        for (i = 0; i < r->elements; i++)
+            if (r->element[i]->type != REDIS_REPLY_STRING || strncmp(r->element[i]->str, "e ", 2) == 0) closed = 0;
+    }
     if (r) freeReplyObject(r);
     redisFree(c);
-    return yes;
+    return closed;
 }
 
 /* Whether the one entry of `name` on the master at port p is a grant of client `client`. */
@@ -1369,14 +1394,211 @@ static void t_cluster_close_after_migration(void) {
        (fields keep their insertion order), the lock that stayed second */
     CHECK(session_copies(from, "migc", "a~", 0, old, sizeof old) == 1);
     CHECK(session_copies(to, "migc", "a~", 1, NULL, 0) == 1);
-    for (i = 0; i < 2 * SOON / 20 && served_by_exists(from, old); i++) pump_checking(cl, 2, h, 20, &dbl);
-    CHECK(!served_by_exists(from, old));
+    for (i = 0; i < 2 * SOON / 20 && !copy_closed(from, old); i++) pump_checking(cl, 2, h, 20, &dbl);
+    CHECK(copy_closed(from, old));
     /* the same script freed the lock that stayed: d is its holder now */
     CHECK(holder_client_is(from, "migc", xname, "d"));
     CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK(!dbl);
     simba_destroy(a.s);
     simba_destroy(d.s);
+}
+
+/* ---- masters that join, tags that move ---- */
+
+/* What two clients H (cl[0], handle h[0]) and C (cl[1], h[1]) of one lock
+   did while pumped: how long both believed they held it, when C was
+   granted (ms after `from`, -1 never) and whether H was told LOST. */
+typedef struct pair_watch {
+    int64_t from, both_ms, c_granted_ms;
+    int h_lost;
+} pair_watch;
+
+static void watch_pair(h_client **cl, const simba_lock *h, int ms, pair_watch *w) {
+    int64_t until = h_real_ms() + ms, t = h_real_ms();
+    while (t < until) {
+        int64_t now;
+        h_pump(cl, 2, 20);
+        now = h_real_ms();
+        if (w->c_granted_ms < 0 && h_has(cl[1], h[1], SIMBA_EVENT_ACQUIRED)) w->c_granted_ms = now - w->from;
+        if (h_has(cl[0], h[0], SIMBA_EVENT_LOST)) w->h_lost = 1;
+        if (simba_valid_ms(cl[0]->s, h[0]) > 0 && simba_valid_ms(cl[1]->s, h[1]) > 0) w->both_ms += now - t;
+        t = now;
+    }
+}
+
+/* A name of tenant whose resource lies on the master at port `on` (any
+   master when on is 0) and not in slot `not_slot`; its slot into *slot. */
+static int name_on(const simba__redis_cluster_map *m, const char *tenant, const char *stem, int on, int not_slot,
+                   char *name, size_t cap, int *slot) {
+    char key[1200];
+    int i;
+    for (i = 0; i < 100000; i++) {
+        snprintf(name, cap, "%s-%d", stem, i);
+        if (simba_redis_resource_key(NULL, tenant, name, key, sizeof key) <= 0) return 0;
+        *slot = simba_redis_key_slot(key, strlen(key));
+        if (*slot != not_slot && (on == 0 || m->node[m->owner[*slot]].port == on)) return 1;
+    }
+    return 0;
+}
+
+/* A master added after the holder H built its map: the slot of H's lock
+   moves to it (keys and all), then a fresh client C asks for the lock.
+   C's first look comes while H stands still, so the new master judges
+   H's entry before H could know it. H's map names the new master within a
+   keepalive period (the map is read again at every keepalive), and its
+   session is opened there (the new master never was a replica: nothing of
+   H's can be missing there), before the new master could purge H's entry
+   (an entry whose session it has no copy of is unknown, not dead, for a
+   lease there): H keeps its hold, C waits, never both.
+   Before, H never read the map again: its keepalives went to the three
+   masters it knew, all OK, while the new master purged H's entry as dead
+   and granted C after its restart grace. */
+static struct { int slot, from, added; } grow;
+
+static void added_master_case(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, cc, *cl[2];
+    simba_lock h[2];
+    char why[200], args[64], name[48], port[32];
+    int dbl = 0;
+    pair_watch w;
+    memset(&hc, 0, sizeof hc);
+    memset(&cc, 0, sizeof cc);
+    memset(&w, 0, sizeof w);
+    cl[0] = &hc; cl[1] = &cc;
+    memset(h, 0, sizeof h);
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "grow", "growing", 0, -1, name, sizeof name, &grow.slot));
+    grow.from = m.node[m.owner[grow.slot]].port;
+    logbuf[0] = 0;
+    hc.s = cluster_client("grow", "h");
+    CHECK(hc.s != NULL);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 1, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(ctl_output_while_pumping(cl, 1, h, "add-master", &dbl, port, sizeof port));
+    grow.added = atoi(port);
+    CHECK(grow.added > 0);
+    snprintf(args, sizeof args, "migrate %d %d", grow.slot, grow.added);
+    CHECK(ctl_while_pumping(cl, 1, h, args, &dbl));
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(m.node[m.owner[grow.slot]].port, grow.added);
+    cc.s = cluster_client("grow", "c");
+    CHECK(cc.s != NULL);
+    h[1] = h_acquire(cc.s, name, -1);
+    w.from = h_real_ms();
+    w.c_granted_ms = -1;
+    /* C's first look at the lock comes before H could read the new map (H
+       stands still for 400 ms, well inside its ttl): the new master judges
+       H's entry before H's session is opened there */
+    hc.paused = 1;
+    watch_pair(cl, h, 400, &w);
+    hc.paused = 0;
+    watch_pair(cl, h, 4 * (TTL + TRANSITION), &w);   /* several leases */
+    printf("  # H and C both believed for %lld ms; C granted after %lld ms; H lost: %d\n", (long long)w.both_ms,
+           (long long)w.c_granted_ms, w.h_lost);
+    if (w.both_ms || w.h_lost || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    CHECK_EQ(w.both_ms, 0);
+    CHECK(!w.h_lost && simba_valid_ms(hc.s, h[0]) > 0);
+    CHECK_EQ(w.c_granted_ms, -1);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(cc.s, h[1]), SIMBA_OK);
+    h_run_for(cl, 2, 100);
+    simba_destroy(hc.s);
+    simba_destroy(cc.s);
+}
+
+static void t_cluster_added_master_holder(void) {
+    char args[64];
+    memset(&grow, 0, sizeof grow);
+    added_master_case();
+    if (grow.added > 0 && grow.from > 0) {   /* the cluster as it was, for the tests after this one */
+        snprintf(args, sizeof args, "migrate %d %d", grow.slot, grow.from);
+        if (run_ctl(args) != 0) printf("  # could not move slot %d back\n", grow.slot);
+    }
+    if (run_ctl("remove-master") != 0) printf("  # could not remove the added master\n");
+}
+
+/* The slot of a master's tag moves: H holds a lock on master A with a
+   long lease (ttl 6 s), and the slot of A's tag ({T@k}: A's copy of every
+   session, the tenant's epoch with its lease notes, the admin key) is
+   migrated to another master. A's tag changes with the next map, and under
+   the new tag A has no copy of H's session: a fresh client C with a short
+   lease (2.5 s) asks for the lock while H stands still for longer than
+   that (2.6 s, well inside its ttl) and finds H's entry on A with a
+   session A cannot vouch for. It is unknown there, not dead, for the
+   longest lease used on the resource (H's, noted in the resource with its
+   entry; the tenant's notes moved away with the tag): H's keepalive under
+   the new tag renews the copy C's script wrote, H keeps its hold, C waits.
+   On the code before, the entry was purged as dead and C granted at once
+   (the epoch marker still named A's run, so the new tag's missing epoch
+   was a "new tenant", no grace); with a copy that lasted only the lease A
+   knew of (C's), C was granted after 2.5 s while H believed. */
+static struct { int slot, from; } tagm;
+
+static void tag_moves_case(void) {
+    enum { H_TTL = 6000 };
+    static simba__redis_cluster_map m;
+    h_client hc, cc, *cl[2];
+    simba_lock h[2];
+    char why[200], args[64], name[48], tag[64];
+    int dbl = 0, a, to = -1, i, slot, n;
+    pair_watch w;
+    memset(&hc, 0, sizeof hc);
+    memset(&cc, 0, sizeof cc);
+    memset(&w, 0, sizeof w);
+    memset(h, 0, sizeof h);
+    cl[0] = &hc; cl[1] = &cc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    a = 0;
+    n = simba__redis_cluster_node_tag(&m, a, "tagm", tag, sizeof tag);
+    CHECK(n > 0);
+    tagm.slot = simba_redis_key_slot(tag, (size_t)n);
+    tagm.from = m.node[a].port;
+    for (i = 0; i < m.nnodes; i++) if (i != a) { to = m.node[i].port; break; }
+    CHECK(name_on(&m, "tagm", "tagged", tagm.from, tagm.slot, name, sizeof name, &slot));
+    logbuf[0] = 0;
+    hc.s = cluster_client_slow("tagm", "h", H_TTL, H_TTL);
+    CHECK(hc.s != NULL);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 1, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    snprintf(args, sizeof args, "migrate %d %d", tagm.slot, to);
+    CHECK(ctl_while_pumping(cl, 1, h, args, &dbl));
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(m.node[m.owner[tagm.slot]].port, to);
+    CHECK_EQ(m.node[m.owner[slot]].port, tagm.from);
+    cc.s = cluster_client("tagm", "c");
+    CHECK(cc.s != NULL);
+    h[1] = h_acquire(cc.s, name, -1);
+    w.from = h_real_ms();
+    w.c_granted_ms = -1;
+    hc.paused = 1;
+    watch_pair(cl, h, TTL + TRANSITION + 100, &w);   /* past C's lease, inside H's ttl */
+    hc.paused = 0;
+    watch_pair(cl, h, 4 * (TTL + TRANSITION), &w);   /* several of C's leases */
+    printf("  # H and C both believed for %lld ms; C granted after %lld ms; H lost: %d\n", (long long)w.both_ms,
+           (long long)w.c_granted_ms, w.h_lost);
+    if (w.both_ms || w.h_lost || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    CHECK_EQ(w.both_ms, 0);
+    CHECK(!w.h_lost && simba_valid_ms(hc.s, h[0]) > 0);
+    CHECK_EQ(w.c_granted_ms, -1);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(cc.s, h[1]), SIMBA_OK);
+    h_run_for(cl, 2, 100);
+    simba_destroy(hc.s);
+    simba_destroy(cc.s);
+}
+
+static void t_cluster_tag_slot_moves(void) {
+    char args[64];
+    memset(&tagm, 0, sizeof tagm);
+    tag_moves_case();
+    if (tagm.from > 0) {   /* the cluster as it was, for the tests after this one */
+        snprintf(args, sizeof args, "migrate %d %d", tagm.slot, tagm.from);
+        if (run_ctl(args) != 0) printf("  # could not move slot %d back\n", tagm.slot);
+    }
 }
 
 static void t_cluster_failover_coordinated(void) { failover_case("fo1", "cluster-failover"); }
@@ -1686,6 +1908,8 @@ int main(int argc, char **argv) {
     RUN(t_cluster_moved_loop);
     RUN(t_cluster_migrate_held_and_waiters);
     RUN(t_cluster_close_after_migration);
+    RUN(t_cluster_added_master_holder);
+    RUN(t_cluster_tag_slot_moves);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);

@@ -30,11 +30,13 @@
 #   SIMBA_SENTINEL_ADDRS       "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
 #   SIMBA_SENTINEL_MASTER      simba
 #   SIMBA_REDIS_HOST, SIMBA_REDIS_PORT   the master at the start
-# Exported in cluster mode (servers n1..n6, node timeout 1000 ms):
+# Exported in cluster mode (servers n1..n6, node timeout 1000 ms; a spare
+# node n7, stopped until `$SIMBA_REDIS_CTL add-master` starts it):
 #   SIMBA_REDIS_CLUSTER_SEEDS  "127.0.0.1:p1,...,127.0.0.1:p6"
 # In both, SIMBA_REDIS_CTL takes the commands of tests/servers/redis_topo_ctl.sh
-# (master, failover, wait-ok, slot-port, migrate, cluster-failover, and
-# kill/start/restart/stop/cont of a server by name or port).
+# (master, failover, wait-ok, slot-port, migrate, cluster-failover,
+# add-master, remove-master, and kill/start/restart/stop/cont of a server by
+# name or port).
 #
 # Works as root or as any user. Needs redis-server and redis-tools (`make deps`).
 set -u
@@ -222,6 +224,17 @@ start_cluster_topology() {
     done
     "$CLI" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$TMP/create.log" 2>&1 \
         || { cat "$TMP/create.log" >&2; die "redis-cli --cluster create failed"; }
+    # a spare node n7 for `add-master` (redis_topo_ctl.sh): its ports are
+    # claimed here, so they stay ours until this script ends, and its
+    # arguments written; it is started only when a test adds it
+    bus=$(port_claim) || die "no free port"
+    p=$(port_claim) || die "no free port"
+    printf '%s\n' --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP/n7" \
+        --logfile "$TMP/n7.log" --daemonize no --protected-mode yes --cluster-enabled yes \
+        --cluster-config-file "$TMP/n7.nodes.conf" --cluster-port "$bus" --cluster-node-timeout 1000 \
+        --cluster-replica-validity-factor 0 --enable-debug-command local > "$TMP/spare.args"
+    echo "$p" > "$TMP/spare.port"
+    echo "$bus" > "$TMP/spare.bus"
     make_topo_ctl
     "$TMP/topo.sh" wait-ok || die "the cluster did not reach cluster_state:ok"
     export SIMBA_REDIS_CLUSTER_SEEDS=$seeds

@@ -10,6 +10,11 @@
 #   redis_topo_ctl.sh TMP CLI slot-port SLOT       the port of the master serving SLOT
 #   redis_topo_ctl.sh TMP CLI migrate SLOT PORT    move SLOT, keys and all, to the master at PORT
 #   redis_topo_ctl.sh TMP CLI cluster-failover PORT   CLUSTER FAILOVER on the replica at PORT
+#   redis_topo_ctl.sh TMP CLI add-master           start the spare node n7 (empty, no slot),
+#                                                  CLUSTER MEET it, wait until every node
+#                                                  knows it; prints its port
+#   redis_topo_ctl.sh TMP CLI remove-master        stop n7 (move its slots away first) and
+#                                                  CLUSTER FORGET it on every other node
 #   redis_topo_ctl.sh TMP CLI kill|start|restart|stop|cont NAME|PORT
 #                                                  as ctl.sh; a port names its server
 set -u
@@ -90,6 +95,44 @@ migrate() {
     return 0
 }
 
+# Every node lists node id $1 as connected (not in handshake, not failing).
+all_know() {
+    local p
+    for p in $(node_ports); do
+        rcli "$p" cluster nodes 2>/dev/null | grep "^$1 " | grep -q ' connected' || return 1
+        rcli "$p" cluster nodes 2>/dev/null | grep "^$1 " | grep -Eq 'handshake|fail|noaddr' && return 1
+    done
+    return 0
+}
+
+add_master() {
+    local p id
+    [ -f "$TMP/spare.args" ] || { echo "add-master: no spare node (cluster mode only)" >&2; return 1; }
+    [ -f "$TMP/n7.port" ] && { echo "add-master: n7 runs already" >&2; return 1; }
+    cp "$TMP/spare.args" "$TMP/n7.args" && cp "$TMP/spare.port" "$TMP/n7.port" || return 1
+    p=$(cat "$TMP/n7.port")
+    "$TMP/ctl.sh" start n7 || return 1
+    id=$(node_id "$p")
+    rcli "$(node_ports | head -n 1)" cluster meet 127.0.0.1 "$p" "$(cat "$TMP/spare.bus")" | grep -q OK || return 1
+    for _ in $(seq 1 300); do
+        all_know "$id" && wait_ok && { echo "$p"; return 0; }
+        sleep 0.1
+    done
+    return 1
+}
+
+remove_master() {
+    local p id q
+    [ -f "$TMP/n7.port" ] || return 0
+    p=$(cat "$TMP/n7.port")
+    id=$(node_id "$p")
+    "$TMP/ctl.sh" kill n7
+    rm -f "$TMP/n7.port" "$TMP/n7.args"
+    [ -n "$id" ] || return 1
+    for q in $(node_ports); do rcli "$q" cluster forget "$id" >/dev/null 2>&1; done
+    wait_ok
+}
+
 server_name() {   # a name as it is, or the name of the server with that port
     local f
     for f in "$TMP"/*.port; do
@@ -105,7 +148,9 @@ case "${1:-}" in
     slot-port) slot_port "${2:?slot}" ;;
     migrate) migrate "${2:?slot}" "${3:?port}" ;;
     cluster-failover) rcli "${2:?port}" cluster failover | grep -q OK ;;
+    add-master) add_master ;;
+    remove-master) remove_master ;;
     kill|start|restart|stop|cont) exec "$TMP/ctl.sh" "$1" "$(server_name "${2:?name or port}")" ;;
-    *) echo "usage: \$SIMBA_REDIS_CTL master|failover|wait-ok|slot-port SLOT|migrate SLOT PORT|cluster-failover PORT|kill|start|restart|stop|cont NAME|PORT" >&2
+    *) echo "usage: \$SIMBA_REDIS_CTL master|failover|wait-ok|slot-port SLOT|migrate SLOT PORT|cluster-failover PORT|add-master|remove-master|kill|start|restart|stop|cont NAME|PORT" >&2
        exit 2 ;;
 esac
