@@ -1283,7 +1283,7 @@ static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) 
     }
 }
 
-/* A connection attempt failed (refused, reset, timed out) while not
+/* A connection attempt failed (refused, reset, no answer in time) while not
    connected. libzookeeper retries at once and hands out a fd that is
    always ready (a refused port made the caller's loop spin at 100 % CPU,
    ~500 connect()/s): back off like the other backends. The wait is capped
@@ -1291,7 +1291,7 @@ static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) 
    after its last keepalive, and a failover to another member, an election
    included, must still fit in that), so a server that comes back, or the
    next member of the list, is found while the hold and the session live. */
-static void simba__zk_connect_failed(simba__zk *zk) {
+static void simba__zk_connect_failed(simba__zk *zk, int rc) {
     int why = errno;
     int64_t now = simba__zk_now(zk);
     int wait = simba_backend_backoff_ms(zk->s, ++zk->conn_attempts), cap = zk->timeout_ms / 20;
@@ -1301,8 +1301,12 @@ static void simba__zk_connect_failed(simba__zk *zk) {
            (the core says it once per kind of failure); logged once a run of
            failures, the count comes with the next CONNECTED */
         char msg[300];
-        snprintf(msg, sizeof msg, "cannot connect to %.200s: %s", zk->hosts,
-                 why ? strerror(why) : "connection failed");
+        if (rc == ZOPERATIONTIMEOUT)
+            snprintf(msg, sizeof msg, "cannot connect to %.200s: no answer to the session handshake in time",
+                     zk->hosts);
+        else
+            snprintf(msg, sizeof msg, "cannot connect to %.200s: %s", zk->hosts,
+                     why ? strerror(why) : "connection failed");
         if (zk->conn_attempts == 1) simba_backend_log(zk->s, SIMBA_LOG_WARN, "simba_zk: %s; retrying with backoff", msg);
         simba_backend_state(zk->s, 0, SIMBA_EDISCONNECTED, msg);
     }
@@ -1327,7 +1331,10 @@ static void simba__zk_refresh(simba__zk *zk) {
     tv.tv_sec = 0;
     tv.tv_usec = 0;
     rc = zookeeper_interest(zk->zh, &fd, &interest, &tv);
-    if (rc != ZOK && rc != ZNOTHING && rc != ZOPERATIONTIMEOUT) simba__zk_connect_failed(zk);
+    /* a timeout while connected is a ping's (the watcher tells that drop);
+       before, it is an attempt that got no answer: a failed attempt too */
+    if (rc != ZOK && rc != ZNOTHING && (rc != ZOPERATIONTIMEOUT || zk->zstate != ZOO_CONNECTED_STATE))
+        simba__zk_connect_failed(zk, rc);
     if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) fd = -1;
     zk->fd = fd;
     zk->interest = fd >= 0 ? interest : 0;
@@ -3392,7 +3399,7 @@ static void simba__zk_drain(simba__zk *zk) {
         p.revents = 0;
         if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) return;
         if (zookeeper_process(zk->zh, ZOOKEEPER_READ) == ZCONNECTIONLOSS) {
-            simba__zk_connect_failed(zk);
+            simba__zk_connect_failed(zk, ZCONNECTIONLOSS);
             return;
         }
     }
@@ -3409,7 +3416,7 @@ static void simba__zk_process(void *impl, const struct pollfd *fds, int nfds) {
             if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
             if (fds[i].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
         }
-        if (events && zookeeper_process(zk->zh, events) == ZCONNECTIONLOSS) simba__zk_connect_failed(zk);
+        if (events && zookeeper_process(zk->zh, events) == ZCONNECTIONLOSS) simba__zk_connect_failed(zk, ZCONNECTIONLOSS);
         else if (events & ZOOKEEPER_READ) simba__zk_drain(zk);
     }
     simba__zk_housekeeping(zk);

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "zk_mntr.h"
+#include "fake_server.h"
 
 /* Every getaddrinfo() of this process, the ZooKeeper client library's
    included, goes through here (the executable's definition comes first in
@@ -1527,6 +1528,38 @@ static void t_zk_unreachable(void) {
     zk_client_close(&a);
 }
 
+/* A server that accepts and never answers (a hung process, a port of
+   something else that waits for the client to speak first): the attempt
+   that times out is told as DISCONNECTED with its cause, as a refused one
+   is, not left silent while the library tries again. */
+static void t_zk_silent_server_is_told(void) {
+    static zk_client a;
+    h_client *cl[1];
+    simba_event *e;
+    char hosts[64];
+    int lfd, fport = 0;
+    pid_t pid = fake_listen_fork(&fport, &lfd);
+    if (pid == 0) {                                /* the child: accept, read, never answer */
+        for (;;) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd < 0 && errno != EINTR) _exit(0);
+        }
+    }
+    CHECK(pid > 0);
+    cl[0] = &a.h;
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d", fport);
+    CHECK(zk_client_open(&a, hosts, zk_tenant(), "a", NULL, 1500, 1000));
+    e = h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 8000);
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK(e != NULL);
+    if (e) printf("  # DISCONNECTED: %s (%s)\n", simba_strerror(e->error), e->message);
+    if (e) CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
+    if (e) CHECK(strstr(e->message, "no answer") != NULL);
+    zk_client_close(&a);
+}
+
 /* Nothing listening, driven the way an application does it (poll on the
    fds for simba_timeout_ms, then tick): the loop must sleep between
    reconnects (the backend's backoff), not spin on a fd that is always
@@ -2233,6 +2266,7 @@ int main(int argc, char **argv) {
     RUN(t_zk_allocator_and_stats);
     RUN(t_zk_handoff_takes_no_big_block);
     RUN(t_zk_unreachable);
+    RUN(t_zk_silent_server_is_told);
     RUN(t_zk_refused_port_backs_off);
     RUN(t_zk_server_gone_no_sigpipe);
     RUN(t_zk_lease_above_server_max);
