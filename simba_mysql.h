@@ -984,13 +984,25 @@ static int simba__mysql_is_auth_error(unsigned e) {
     return e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR ||
            e == ER_TABLEACCESS_DENIED_ERROR || e == ER_COLUMNACCESS_DENIED_ERROR ||
            e == ER_SPECIFIC_ACCESS_DENIED_ERROR || e == ER_PASSWORD_NO_MATCH ||
-           e == ER_ACCESS_DENIED_NO_PASSWORD_ERROR || e == ER_BAD_DB_ERROR;
+           e == ER_ACCESS_DENIED_NO_PASSWORD_ERROR;
 }
 
+/* A database that does not exist is the configuration's mistake, not a
+   refused password. */
 static int simba__mysql_status_of(unsigned e) {
+    if (e == ER_BAD_DB_ERROR) return SIMBA_EINVAL;
     if (simba__mysql_is_auth_error(e)) return SIMBA_EAUTH;
     if (simba__mysql_is_conn_error(e)) return SIMBA_EDISCONNECTED;
     return SIMBA_EBACKEND;
+}
+
+/* The words of a MySQL error: "<what>MySQL error <n>: <server's words>",
+   and what to do where that is known. */
+static void simba__mysql_error_words(char *out, size_t cap, const char *what, unsigned e, const char *msg) {
+    const char *hint = e == ER_NO_SUCH_TABLE ? " (create the schema: simba_mysql.sql, or create_schema=1)"
+                       : e == ER_BAD_DB_ERROR ? " (the database does not exist: create it, or name another)"
+                       : "";
+    snprintf(out, cap, "%sMySQL error %u: %.150s%s", what, e, msg, hint);
 }
 
 static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int main_conn) {
@@ -1204,11 +1216,7 @@ static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
         }
     }
     /* an SQL error: roll back (harmless outside a transaction) and answer */
-    if (e == ER_NO_SUCH_TABLE)
-        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
-                 e, msg);
-    else
-        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
+    simba__mysql_error_words(j->msg, sizeof j->msg, "", e, msg);
     /* an ENQUEUE that failed keeps its bell only for an older entry */
     j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
     simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
@@ -1275,7 +1283,7 @@ static int simba__mysql_main_connecting(simba__mysql *b, simba__mysql_conn *c) {
     if (c->err) {
         int st = simba__mysql_status_of(c->err);
         char msg[300];
-        snprintf(msg, sizeof msg, "connect: MySQL error %u: %s", c->err, c->errmsg);
+        simba__mysql_error_words(msg, sizeof msg, "connect: ", c->err, c->errmsg);
         b->stats.last_error = st;
         simba__mysql_main_failed(b, st == SIMBA_EBACKEND ? SIMBA_EDISCONNECTED : st, msg);
         return 0;
@@ -1298,7 +1306,7 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
     if (c->err) {
         int st = simba__mysql_status_of(c->err);
         char msg[300];
-        snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+        simba__mysql_error_words(msg, sizeof msg, "setup: ", c->err, c->errmsg);
         b->stats.last_error = st;
         simba__mysql_main_failed(b, st, msg);
         return 0;

@@ -525,14 +525,39 @@ static void t_schema_missing_is_an_error(void) {
     a.s = new_client_ex(my_tenant(), "noschema", 3000, 1000, &md, none);
     CHECK(a.s);
     l = h_acquire(a.s, "x", -1);
-    /* the session cannot open: the acquire never gets further than pending */
-    h_run_for(cl, 1, 1500);
+    /* the session cannot open: the acquire never gets further than pending,
+       and the failed connect says how to make the schema */
+    e = h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000);
+    CHECK(e != NULL);
+    if (e) printf("  # DISCONNECTED: %s (%s)\n", simba_strerror(e->error), e->message);
+    if (e) CHECK(strstr(e->message, "simba_mysql.sql") != NULL && strstr(e->message, "create_schema") != NULL);
+    h_run_for(cl, 1, 1000);
     CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
-    e = NULL;
-    (void)e;
     simba_destroy(a.s);
     CHECK(admin_exec(m, "DROP DATABASE simba_empty") == 0);
     mysql_close(m);
+}
+
+/* A database that does not exist is a mistake in the configuration, not a
+   refused password: SIMBA_EINVAL, and the words say which. */
+static void t_unknown_database_is_einval(void) {
+    simba_mysql_desc md = base_desc();
+    static h_client a;
+    h_client *cl[1];
+    simba_clock none;
+    simba_event *e;
+    md.database = "simba_no_such_db";
+    memset(&a, 0, sizeof a);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a;
+    a.s = new_client_ex(my_tenant(), "nodb", 3000, 1000, &md, none);
+    CHECK(a.s);
+    e = h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000);
+    CHECK(e != NULL);
+    if (e) printf("  # DISCONNECTED: %s (%s)\n", simba_strerror(e->error), e->message);
+    if (e) CHECK_EQ(e->error, SIMBA_EINVAL);
+    if (e) CHECK(strstr(e->message, "simba_no_such_db") != NULL && strstr(e->message, "does not exist") != NULL);
+    simba_destroy(a.s);
 }
 
 /* A user with only the privileges simba_mysql.sql lists can do everything;
@@ -2529,6 +2554,7 @@ int main(int argc, char **argv) {
     RUN(t_hold_for_three_ttl);
     RUN(t_schema_client_and_file);
     RUN(t_schema_missing_is_an_error);
+    RUN(t_unknown_database_is_einval);
     RUN(t_least_privilege_user);
     RUN(t_tenant_isolation);
     RUN(t_kill_connection);
