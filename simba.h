@@ -748,7 +748,10 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg);
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size);
 SIMBADEF void simba_backend_free(simba *s, void *ptr);
 SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt, ...);
-/* Reconnect backoff shared by the backends: 50 ms doubling to 5 s, with jitter. */
+/* Reconnect backoff shared by the backends: 50 ms doubling to 5 s, with
+   jitter; within one lease (ttl + transition) of losing a connection that
+   worked, at most 100 ms (a restart: the server is back soon, and holds
+   are still valid for ttl if the client is back in time). */
 SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt);
 SIMBADEF const char *simba_tenant(simba *s);
 /* simba_backend_error: what a backend constructor returns when it rejects its
@@ -1305,6 +1308,7 @@ struct simba {
     char client_id[SIMBA_MAX_ID + 1];
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms, linger_ms;
     int close_answered;              /* simba_destroy: the server answered its CLOSE */
+    int64_t down_since;              /* when a connection that worked was lost (0: connected, or never was) */
     uint64_t rng;
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
     simba__session session;
@@ -2658,8 +2662,10 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
         simba__log(s, SIMBA_LOG_INFO, "simba: connected");
         simba__emit_simple(s, SIMBA_EVENT_CONNECTED, 0);
         s->conn_error = 0;
+        s->down_since = 0;
     } else if (!up && s->connected) {
         s->connected = 0;
+        s->down_since = simba__now(s);
         s->session.op = 0;
         s->session.op_seq++;
         s->conn_error = err ? err : SIMBA_EDISCONNECTED;
@@ -2692,6 +2698,8 @@ SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt) {
     int base = 50, jitter;
     while (attempt-- > 1 && base < 5000) base *= 2;
     if (base > 5000) base = 5000;
+    if (s && s->down_since && simba__now(s) - s->down_since < (int64_t)s->ttl_ms + s->transition_ms && base > 100)
+        base = 100;
     jitter = s ? (int)(simba__mix64(&s->rng) % (uint64_t)(base / 4 + 1)) : 0;
     return base - base / 8 + jitter;
 }
