@@ -919,8 +919,10 @@ static int conf_granted_after_destroy(int who, int next, simba_lock l) {
     return e != NULL;
 }
 
-/* simba_destroy with a lock held ends the hold on the server. */
-static void t_destroy_ends_hold(void) {
+/* Client a holds "end" and client b waits behind it; `release_first`: a
+   releases just before simba_destroy (nothing ticked in between: the
+   RELEASE was never sent). b must be granted well within a lease. */
+static void conf_destroy_holder(int release_first) {
     int a = conf_client_long(), b = conf_client_long();
     simba_lock la, lb;
     CHECK(a >= 0 && b >= 0);
@@ -928,24 +930,16 @@ static void t_destroy_ends_hold(void) {
     CHECK(!conf_null(la));
     lb = conf_acquire(b, "end", -1);
     CHECK(conf_wait_queued(b, "end", 2, NULL, 0));
+    if (release_first) CHECK_EQ(simba_release(S(a), la), SIMBA_OK);
     CHECK(conf_granted_after_destroy(a, b, lb));
     CHECK(conf_release(b, lb));
 }
 
-/* simba_release and at once simba_destroy (nothing ticked in between: the
-   RELEASE was never sent) still ends the hold on the server. */
-static void t_release_then_destroy(void) {
-    int a = conf_client_long(), b = conf_client_long();
-    simba_lock la, lb;
-    CHECK(a >= 0 && b >= 0);
-    la = conf_hold(a, "end", NULL);
-    CHECK(!conf_null(la));
-    lb = conf_acquire(b, "end", -1);
-    CHECK(conf_wait_queued(b, "end", 2, NULL, 0));
-    CHECK_EQ(simba_release(S(a), la), SIMBA_OK);
-    CHECK(conf_granted_after_destroy(a, b, lb));
-    CHECK(conf_release(b, lb));
-}
+/* simba_destroy with a lock held ends the hold on the server. */
+static void t_destroy_ends_hold(void) { conf_destroy_holder(0); }
+
+/* simba_release and at once simba_destroy still end the hold on the server. */
+static void t_release_then_destroy(void) { conf_destroy_holder(1); }
 
 /* simba_destroy of a waiting client withdraws its request: it is not
    granted after it is gone, blocking the ones behind it. */

@@ -1427,6 +1427,21 @@ static void watch_pair(h_client **cl, const simba_lock *h, int ms, pair_watch *w
     }
 }
 
+/* What both cases must show: H held all along, C was never granted while
+   H held (never both), and H's release still hands the lock to C. */
+static void h_kept_then_handed_over(h_client **cl, const simba_lock *h, const pair_watch *w) {
+    printf("  # H and C both believed for %lld ms; C granted after %lld ms; H lost: %d\n", (long long)w->both_ms,
+           (long long)w->c_granted_ms, w->h_lost);
+    if (w->both_ms || w->h_lost || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    CHECK_EQ(w->both_ms, 0);
+    CHECK(!w->h_lost && simba_valid_ms(cl[0]->s, h[0]) > 0);
+    CHECK_EQ(w->c_granted_ms, -1);
+    CHECK_EQ(simba_release(cl[0]->s, h[0]), SIMBA_OK);
+    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK_EQ(simba_release(cl[1]->s, h[1]), SIMBA_OK);
+    h_run_for(cl, 2, 100);
+}
+
 /* A name of tenant whose resource lies on the master at port `on` (any
    master when on is 0) and not in slot `not_slot`; its slot into *slot. */
 static int name_on(const simba__redis_cluster_map *m, const char *tenant, const char *stem, int on, int not_slot,
@@ -1495,16 +1510,7 @@ static void added_master_case(void) {
     watch_pair(cl, h, 400, &w);
     hc.paused = 0;
     watch_pair(cl, h, 4 * (TTL + TRANSITION), &w);   /* several leases */
-    printf("  # H and C both believed for %lld ms; C granted after %lld ms; H lost: %d\n", (long long)w.both_ms,
-           (long long)w.c_granted_ms, w.h_lost);
-    if (w.both_ms || w.h_lost || getenv("SHOW")) printf("  # log:\n%s", logbuf);
-    CHECK_EQ(w.both_ms, 0);
-    CHECK(!w.h_lost && simba_valid_ms(hc.s, h[0]) > 0);
-    CHECK_EQ(w.c_granted_ms, -1);
-    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
-    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    CHECK_EQ(simba_release(cc.s, h[1]), SIMBA_OK);
-    h_run_for(cl, 2, 100);
+    h_kept_then_handed_over(cl, h, &w);
     simba_destroy(hc.s);
     simba_destroy(cc.s);
 }
@@ -1577,16 +1583,7 @@ static void tag_moves_case(void) {
     watch_pair(cl, h, TTL + TRANSITION + 100, &w);   /* past C's lease, inside H's ttl */
     hc.paused = 0;
     watch_pair(cl, h, 4 * (TTL + TRANSITION), &w);   /* several of C's leases */
-    printf("  # H and C both believed for %lld ms; C granted after %lld ms; H lost: %d\n", (long long)w.both_ms,
-           (long long)w.c_granted_ms, w.h_lost);
-    if (w.both_ms || w.h_lost || getenv("SHOW")) printf("  # log:\n%s", logbuf);
-    CHECK_EQ(w.both_ms, 0);
-    CHECK(!w.h_lost && simba_valid_ms(hc.s, h[0]) > 0);
-    CHECK_EQ(w.c_granted_ms, -1);
-    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
-    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    CHECK_EQ(simba_release(cc.s, h[1]), SIMBA_OK);
-    h_run_for(cl, 2, 100);
+    h_kept_then_handed_over(cl, h, &w);
     simba_destroy(hc.s);
     simba_destroy(cc.s);
 }
