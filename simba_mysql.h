@@ -1182,6 +1182,14 @@ static void simba__mysql_rollback_done(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_finish(b, j, j->reply.status ? j->reply.status : SIMBA_EBACKEND, j->msg);
 }
 
+/* "MySQL error N: text" of what failed, with the remedy when the tables are
+   missing: the one wording for the setup batch and for an operation. */
+static void simba__mysql_error_text(char *out, size_t cap, const char *what, unsigned e, const char *text) {
+    snprintf(out, cap, "%sMySQL error %u: %.120s%s", what, e, text,
+             e == ER_NO_SUCH_TABLE ? " (no simba tables: run simba_mysql.sql in the database, "
+                                     "or connect with create_schema=1)" : "");
+}
+
 /* The head job's batch failed: a lost connection fails everything; a
    deadlock or lock wait timeout runs the op again; another SQL error rolls
    back and answers. */
@@ -1204,11 +1212,7 @@ static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
         }
     }
     /* an SQL error: roll back (harmless outside a transaction) and answer */
-    if (e == ER_NO_SUCH_TABLE)
-        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.150s (create the schema: simba_mysql.sql or create_schema)",
-                 e, msg);
-    else
-        snprintf(j->msg, sizeof j->msg, "MySQL error %u: %.200s", e, msg);
+    simba__mysql_error_text(j->msg, sizeof j->msg, "", e, msg);
     /* an ENQUEUE that failed keeps its bell only for an older entry */
     j->release_bell = j->kind == SIMBA_OP_ENQUEUE && !simba__mysql_mine_has(b, j->bell);
     simba__mysql_rollback(b, j, simba__mysql_status_of(e), 0);
@@ -1298,7 +1302,7 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
     if (c->err) {
         int st = simba__mysql_status_of(c->err);
         char msg[300];
-        snprintf(msg, sizeof msg, "setup: MySQL error %u: %s", c->err, c->errmsg);
+        simba__mysql_error_text(msg, sizeof msg, "setup: ", c->err, c->errmsg);
         b->stats.last_error = st;
         simba__mysql_main_failed(b, st, msg);
         return 0;

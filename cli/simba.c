@@ -167,6 +167,13 @@ static void say(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+/* The cause of a failure in words: the library's message when it has one
+   (it names the resource, the server's reason and often the remedy), else
+   the code's generic text. */
+static const char *cause(int err, const char *msg) {
+    return msg && msg[0] ? msg : simba_strerror(err);
+}
+
 /* Bad usage is always printed, even with --quiet. */
 static int usage_error(const char *what, const char *why) {
     fprintf(stderr, "simba: %s (%s)\n", what, why);
@@ -465,12 +472,17 @@ static const char *lost_reason(int why) {
     }
 }
 
-/* The exit code of a request that ends without a grant: busy when the
-   server is there, else we never got through. */
-static int busy_or_unreachable(simba *s) {
+/* The exit code of a request that ends without a grant, with err and msg
+   the cause the library saw while it waited (0: none): busy when the server
+   is there and nothing else held it back, else what did. */
+static int busy_or_unreachable(simba *s, int err, const char *msg) {
     if (!simba_connected(s)) {
-        say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+        say("cannot connect (%s)", err ? cause(err, msg) : last_log[0] ? last_log : "no answer");
         return EXIT_CONNECT;
+    }
+    if (err) {
+        say("cannot acquire '%s' (%s)", o.names[0], cause(err, msg));
+        return err == SIMBA_EGRACE ? EXIT_BUSY : connect_error_exit(err);
     }
     if (o.verbose) say("'%s' is busy", o.names[0]);
     return EXIT_BUSY;
@@ -545,9 +557,10 @@ static int run_or_elect(void) {
         lk = simba_acquire(s, &ld);
     }
     if (lk.id == 0) {
-        rc = simba_last_error(s);
+        char why[SIMBA_MAX_MESSAGE + 96];
+        snprintf(why, sizeof why, "%s", cause(simba_last_error(s), simba_last_error_msg(s)));
         simba_destroy(s);
-        return usage_error("cannot request the lock", simba_strerror(rc));
+        return usage_error("cannot request the lock", why);
     }
     connect_deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
     if (!elect && o.wait_ms > 0) wait_deadline = simba_now_ms(s) + o.wait_ms;
@@ -583,9 +596,9 @@ static int run_or_elect(void) {
             }
             if (e->type == SIMBA_EVENT_DISCONNECTED) {
                 if (e->error == SIMBA_EAUTH && child <= 0) {
-                    say("authentication refused (%s)", last_log[0] ? last_log : simba_strerror(e->error));
+                    say("authentication refused (%s)", cause(e->error, e->message));
                     exit_code = EXIT_AUTH;
-                } else if (o.verbose) say("disconnected (%s)", last_log[0] ? last_log : simba_strerror(e->error));
+                } else if (o.verbose) say("disconnected (%s)", cause(e->error, e->message));
                 continue;
             }
             if (e->type == SIMBA_EVENT_OWNER) {
@@ -614,10 +627,10 @@ static int run_or_elect(void) {
                 }
                 break;
             case SIMBA_EVENT_TIMEOUT:       /* --try: a try leaves no entry on the server */
-                exit_code = busy_or_unreachable(s);
+                exit_code = busy_or_unreachable(s, e->error, e->message);
                 break;
             case SIMBA_EVENT_ERROR:
-                say("cannot acquire '%s' (%s)", o.names[0], simba_strerror(e->error));
+                say("cannot acquire '%s' (%s)", o.names[0], cause(e->error, e->message));
                 exit_code = e->error == SIMBA_EKEYBUSY ? EXIT_BUSY : connect_error_exit(e->error);
                 break;
             case SIMBA_EVENT_RELEASED:
@@ -673,7 +686,7 @@ static int run_or_elect(void) {
         }
         if (exit_code < 0 && child <= 0 && wait_deadline >= 0 && now >= wait_deadline) {
             wait_deadline = -1;                    /* --wait ran out: withdraw the request */
-            rc = busy_or_unreachable(s);
+            rc = busy_or_unreachable(s, 0, NULL);
             if (give_back(s, lk, &end, rc)) exit_code = rc;
         }
         if (exit_code < 0 && end.code >= 0 && now >= end.deadline) {
@@ -739,9 +752,10 @@ static int admin(void) {
         else if (strcmp(o.cmd, "delete") == 0) q[i] = simba_delete(s, o.names[i], NULL);
         else q[i] = simba_set_capacity(s, o.names[i], o.setcap, NULL);
         if (q[i].id == 0) {
-            int rc = simba_last_error(s);
+            char why[SIMBA_MAX_MESSAGE + 96];
+            snprintf(why, sizeof why, "%s", cause(simba_last_error(s), simba_last_error_msg(s)));
             simba_destroy(s);
-            return usage_error("bad request", simba_strerror(rc));
+            return usage_error("bad request", why);
         }
     }
     deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
@@ -793,7 +807,7 @@ static int admin(void) {
             int err = ev.error ? ev.error : SIMBA_EPROTO;
             char what[320];
             snprintf(what, sizeof what, "%s '%.200s' failed", o.cmd, o.names[done]);
-            if (!o.quiet) fprintf(stderr, "simba: %s (%s)\n", what, simba_strerror(err));
+            if (!o.quiet) fprintf(stderr, "simba: %s (%s)\n", what, cause(err, ev.message));
             exit_code = err == SIMBA_ENOTFOUND ? EXIT_ERROR : connect_error_exit(err);
             if (exit_code == EXIT_USAGE && err != SIMBA_ECAPACITY) exit_code = EXIT_ERROR;
         }

@@ -397,6 +397,14 @@ part_mysql() {
     PW="$SIMBA_MYSQL_PASSWORD" no_inherit_test \
         "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1&password_env=PW" mysql PW
     ghost_test "$U" mysql
+
+    # a database without simba's tables: the message says how to create them
+    local rc
+    "$SIMBA_MYSQL_CTL" sql 'CREATE DATABASE IF NOT EXISTS simba_cli_noschema' >/dev/null 2>&1
+    "$SIMBA" run --connect-timeout 2s "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/simba_cli_noschema" \
+        x -- true 2> "$T/e1"; rc=$?
+    check "mysql: no tables: 69, the hint names simba_mysql.sql and create_schema=1" \
+        $([ $rc -eq 69 ] && grep -q 'simba_mysql\.sql' "$T/e1" && grep -q 'create_schema=1' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 part_zk() {
@@ -404,6 +412,12 @@ part_zk() {
     # (a /chroot must exist on the server already; the URL form is in test_url)
     overlap_test "zk://$SIMBA_ZK_HOSTS?base_path=/cli-locks&session_timeout=10s" zk-base-path
     no_inherit_test "zk://$SIMBA_ZK_HOSTS" zk
+
+    # a chroot that is not there: the library's message, not a generic text
+    local rc
+    "$SIMBA" run --connect-timeout 5s "zk://$SIMBA_ZK_HOSTS/no-such-chroot" x -- true 2> "$T/e1"; rc=$?
+    check "zk: a missing chroot is named: 'chroot /no-such-chroot does not exist: create it first'" \
+        $([ $rc -ne 0 ] && grep -q 'chroot /no-such-chroot does not exist: create it first' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 if [ "${1:-}" = --part ]; then
