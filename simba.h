@@ -543,6 +543,11 @@ SIMBADEF const char *simba_last_error_msg(simba *s);
 SIMBADEF const char *simba_client_id(simba *s);
 /* simba_connected: 1 while the backend connection is up. */
 SIMBADEF int simba_connected(simba *s);
+/* simba_grace_ms: how long the server's restart grace, as last reported to a
+   request of s (TIMEOUT/.error SIMBA_EGRACE), still holds back grants: ms
+   from now, 0 when none was reported or it is over. For telling a user why
+   a wait takes long before any TIMEOUT comes. */
+SIMBADEF int64_t simba_grace_ms(simba *s);
 /* simba_version: SIMBA_VERSION_STRING of the compiled implementation. */
 SIMBADEF const char *simba_version(void);
 /* simba_now_ms: simba's monotonic clock (the desc's clock, if one was given). */
@@ -3030,6 +3035,13 @@ SIMBADEF const char *simba_last_error_msg(simba *s) {
 }
 SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
 SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
+
+SIMBADEF int64_t simba_grace_ms(simba *s) {
+    int64_t left;
+    if (!simba__is_live(s)) return 0;
+    left = s->grace_until - simba_now_ms(s);
+    return left > 0 ? left : 0;
+}
 
 
 /* Validate the resources of a lock desc; fills names[] and returns how many, or an error. */

@@ -6,6 +6,7 @@
        simba status [--json] URL NAME...
        simba delete URL NAME
        simba set-capacity URL NAME N
+       simba init-server URL
 
    It uses only simba's public API (this file is also the proof that the API
    is enough): one poll loop that watches simba's fds and a signal self-pipe,
@@ -38,6 +39,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -62,6 +64,7 @@ static const char *usage_main =
     "       simba status [--json] [options] URL NAME...\n"
     "       simba delete [options] URL NAME\n"
     "       simba set-capacity [options] URL NAME N\n"
+    "       simba init-server [options] URL\n"
     "       simba --help | COMMAND --help | --version\n"
     "\n"
     "Distributed locks for shell scripts and cron jobs: `run` holds NAME while\n"
@@ -79,7 +82,8 @@ static const char *usage_main =
     "\n"
     "exit codes: the command's own status (128+N when signal N killed it), or\n"
     "  64 bad usage or URL   69 cannot connect   70 other error   75 busy\n"
-    "  (--try, --wait ran out)   77 authentication refused   79 lock lost\n"
+    "  (--try, --wait ran out, restart grace)   77 authentication refused\n"
+    "  79 lock lost\n"
     "  126 command not runnable   127 command not found\n";
 
 static const char *usage_run =
@@ -126,6 +130,15 @@ static const char *usage_status =
 static const char *usage_delete =
     "usage: simba delete [options] URL NAME\n"
     "Remove the resource and every entry in it; its holders lose it (LOST).\n";
+
+static const char *usage_init =
+    "usage: simba init-server [options] URL\n"
+    "End the restart grace of a brand-new Redis server (redis://, redis+unix://,\n"
+    "redis+cluster://; the URL's tenant or --tenant). A server that lost its\n"
+    "data (fresh start, restart, fail-over) grants nothing for one lease\n"
+    "(ttl + transition) because a holder from before may still run; run this\n"
+    "only when no client of the tenant can hold a lock, e.g. before any started.\n"
+    "Other backends have nothing to init: it exits 64 for them.\n";
 
 static const char *usage_setcap =
     "usage: simba set-capacity [options] URL NAME N\n"
@@ -221,6 +234,7 @@ static const char *command_usage(const char *cmd) {
     if (strcmp(cmd, "status") == 0) return usage_status;
     if (strcmp(cmd, "delete") == 0) return usage_delete;
     if (strcmp(cmd, "set-capacity") == 0) return usage_setcap;
+    if (strcmp(cmd, "init-server") == 0) return usage_init;
     return NULL;
 }
 
@@ -275,6 +289,7 @@ static int parse_args(int argc, char **argv) {
         o.url = getenv("SIMBA_URL");
         if (!o.url || !*o.url) return usage_error("URL '-'", "SIMBA_URL is not set");
     }
+    if (strcmp(o.cmd, "init-server") == 0) return npos == 1 ? -1 : usage_error("init-server", "takes only the URL");
     if (npos < 2) return usage_error("no NAME", "see simba COMMAND --help");
     if (strcmp(o.cmd, "set-capacity") == 0) {
         if (npos != 3) return usage_error("set-capacity", "needs URL NAME N");
@@ -472,6 +487,25 @@ static const char *lost_reason(int why) {
     }
 }
 
+static int is_redis_url(const char *url) {
+    return strncmp(url, "redis:", 6) == 0 || strncmp(url, "redis+", 6) == 0;
+}
+
+/* Why the request is not granted (yet): a restart grace, until when it
+   lasts and how it ends. */
+static void say_grace(simba *s, int waiting) {
+    int64_t left = simba_grace_ms(s);
+    time_t end = time(NULL) + (time_t)((left + 999) / 1000);
+    struct tm tm;
+    char at[32];
+    strftime(at, sizeof at, "%H:%M:%S %Z", localtime_r(&end, &tm));
+    say("%s '%s'%s: the server's restart grace holds back every grant until %s (%lld s from now): "
+        "it lost its locks (new server, restart or fail-over) and a holder from before may still run; %s",
+        waiting ? "waiting for" : "no grant of", o.names[0], waiting ? "" : " now", at, (long long)((left + 999) / 1000),
+        is_redis_url(o.url) ? "on a brand-new server, `simba init-server URL` ends it at once"
+                            : "it ends by itself");
+}
+
 /* The exit code of a request that ends without a grant, with err and msg
    the cause the library saw while it waited (0: none): busy when the server
    is there and nothing else held it back, else what did. */
@@ -480,9 +514,13 @@ static int busy_or_unreachable(simba *s, int err, const char *msg) {
         say("cannot connect (%s)", err ? cause(err, msg) : last_log[0] ? last_log : "no answer");
         return EXIT_CONNECT;
     }
+    if (err == SIMBA_EGRACE || simba_grace_ms(s) > 0) {
+        say_grace(s, 0);
+        return EXIT_BUSY;
+    }
     if (err) {
         say("cannot acquire '%s' (%s)", o.names[0], cause(err, msg));
-        return err == SIMBA_EGRACE ? EXIT_BUSY : connect_error_exit(err);
+        return connect_error_exit(err);
     }
     if (o.verbose) say("'%s' is busy", o.names[0]);
     return EXIT_BUSY;
@@ -523,7 +561,7 @@ static int run_or_elect(void) {
     simba *s = make_client(&code);
     simba_lock lk;
     int64_t connect_deadline, kill_at = -1, wait_deadline = -1;
-    int lost = 0, exit_code = -1;
+    int lost = 0, exit_code = -1, grace_said = 0;
     ending end = {-1, -1};
     if (!s) return code;
     if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
@@ -648,6 +686,10 @@ static int run_or_elect(void) {
             }
         }
         if (exit_code >= 0) break;
+        if (!grace_said && child <= 0 && end.code < 0 && simba_grace_ms(s) > 0) {
+            grace_said = 1;          /* once: the wait is long, but not stuck */
+            say_grace(s, 1);
+        }
         /* signals: forward them to the job; before it runs, give up */
         if (fds[0].revents & POLLIN) {
             unsigned char buf[64];
@@ -818,6 +860,37 @@ static int admin(void) {
     return exit_code;
 }
 
+/* ---- init-server ---- */
+static int init_server(void) {
+    simba_url *u = (simba_url *)calloc(1, sizeof *u);
+    simba_url_error e;
+    simba_desc d;
+    int rc;
+    memset(&d, 0, sizeof d);
+    memset(&e, 0, sizeof e);
+    if (!u) return EXIT_ERROR;
+    if ((rc = simba_url_parse(o.url, u, &e)) == SIMBA_OK) rc = simba_url_client_options(u, &d, &e);
+#ifndef SIMBA_CLI_NO_REDIS
+    if (rc == SIMBA_OK && is_redis_url(o.url))
+        rc = simba_redis_init_server_url(u, o.tenant ? o.tenant : d.tenant, &e);
+    else
+#endif
+    if (rc == SIMBA_OK)
+        rc = simba_url_fail(&e, SIMBA_EUNSUPPORTED, "scheme", "%s: only a Redis server has a restart grace to end "
+                            "(MySQL's ends by itself; ZooKeeper keeps its data; mem: lives in one process)",
+                            u->scheme);
+    simba_url_clear(u);        /* the password must not linger in our memory */
+    free(u);
+    if (rc != SIMBA_OK) {
+        int code = strcmp(e.part, "server") != 0 ? (rc == SIMBA_EAUTH ? EXIT_AUTH : EXIT_USAGE)
+                   : connect_error_exit(rc);
+        fprintf(stderr, "simba: init-server failed (%s)\n", e.msg);
+        return code;
+    }
+    if (o.verbose) say("init-server: done; the first grants come at once");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rc;
     o.wait_ms = -1;
@@ -838,9 +911,10 @@ int main(int argc, char **argv) {
     if (!command_usage(o.cmd)) {
         char what[96];
         snprintf(what, sizeof what, "unknown command '%.60s'", o.cmd);
-        return usage_error(what, "one of run, elect, status, delete, set-capacity; see simba --help");
+        return usage_error(what, "one of run, elect, status, delete, set-capacity, init-server; see simba --help");
     }
     if ((rc = parse_args(argc - 2, argv + 2)) >= 0) return rc;
     if (strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0) return run_or_elect();
+    if (strcmp(o.cmd, "init-server") == 0) return init_server();
     return admin();
 }

@@ -139,7 +139,7 @@ part_mem() {
     local out rc
     "$SIMBA" --help > "$T/help" 2>&1; rc=$?
     check "--help exits 0 and documents the exit codes" $([ $rc -eq 0 ] && grep -q '75 busy' "$T/help" && grep -q '79 lock lost' "$T/help"; echo $?)
-    for c in run elect status delete set-capacity; do
+    for c in run elect status delete set-capacity init-server; do
         "$SIMBA" $c --help > "$T/help" 2>&1; rc=$?
         check "$c --help" $([ $rc -eq 0 ] && grep -q "usage: simba $c" "$T/help"; echo $?)
     done
@@ -388,6 +388,30 @@ EOF
     for _ in $(seq 1 200); do [ "$(grep -c Y "$f")" -ge 2 ] && break; sleep 0.05; done
     check "elect: after LOST it contends again and reruns the command" $([ "$(grep -c Y "$f")" -ge 2 ]; echo $?) "$(grep -c Y "$f") runs"
     kill -TERM $p; finish $p 10 >/dev/null
+
+    grace_test "$U"
+}
+
+# grace_test URL: a server that lost its data (here: restarted empty)
+# grants nothing for a lease; simba says so, and init-server ends it
+grace_test() {
+    local U=$1 rc rc2 p t0 t1
+    "$SIMBA_REDIS_CTL" restart >/dev/null 2>&1
+    "$SIMBA" run --try "$U" grace -- true 2> "$T/e1"; rc=$?
+    check "restart grace: --try exits 75 naming the grace, its end and init-server, not 'busy'" \
+        $([ $rc -eq 75 ] && grep -q "restart grace .* until [0-9:]* .*init-server" "$T/e1" && ! grep -q busy "$T/e1"; echo $?) \
+        "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run "$U" grace -- true 2> "$T/e2" & p=$!
+    sleep 1.5; kill -TERM $p; finish $p 10
+    check "restart grace: a plain run says once, without -v, that it waits for it" \
+        $([ "$(grep -c "waiting for 'grace': the server's restart grace" "$T/e2")" -eq 1 ]; echo $?) "$(cat "$T/e2")"
+    "$SIMBA" init-server "$U" 2> "$T/e1"; rc=$?
+    t0=$(now_ms); "$SIMBA" run --try "$U" grace -- true 2>> "$T/e1"; rc2=$?; t1=$(now_ms)
+    check "init-server on the fresh server: then run --try is granted at once" \
+        $([ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ $((t1 - t0)) -lt 1500 ]; echo $?) "init $rc, run $rc2 after $((t1 - t0)) ms: $(cat "$T/e1")"
+    "$SIMBA" init-server "zk://127.0.0.1:1" 2> "$T/e1"; rc=$?
+    check "init-server on a backend without an init: 64, says why" \
+        $([ $rc -eq 64 ] && grep -q "only a Redis server" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 part_mysql() {
