@@ -94,7 +94,8 @@ static const char *usage_run =
     "  --wait DURATION      give up after DURATION (500ms, 10s, 2m, 1h): exit 75\n"
     "  --try, -n            do not wait: exit 75 at once if held\n"
     "                       (default: wait forever)\n"
-    "  --permits N          take N permits of a semaphore (default 1)\n"
+    "  --permits N          take N permits of a semaphore (default 1); without\n"
+    "                       --capacity, NAME must exist with a capacity >= N\n"
     "  --capacity C         the resource's capacity when this request creates it\n"
     "                       (default 1, a mutex; 1000 with --shared/--exclusive)\n"
     "  --shared             a reader of a read/write lock (1 permit)\n"
@@ -302,8 +303,8 @@ static int parse_args(int argc, char **argv) {
     if (want_cmd && !o.argv) return usage_error("no command", "put it after '--': simba run URL NAME -- command");
     if (o.shared && o.exclusive) return usage_error("--shared and --exclusive", "choose one");
     if ((o.shared || o.exclusive) && o.permits) return usage_error("--permits", "not with --shared or --exclusive");
-    if (o.capacity == 0) o.capacity = (o.shared || o.exclusive) ? 1000 : 1;
-    if (o.permits > o.capacity) return usage_error("--permits", "more than --capacity");
+    if (o.capacity > 0 && o.permits > o.capacity) return usage_error("--permits", "more than --capacity");
+    if (o.capacity == 0 && (o.shared || o.exclusive)) o.capacity = 1000;
     return -1;
 }
 
@@ -526,6 +527,46 @@ static int busy_or_unreachable(simba *s, int err, const char *msg) {
     return EXIT_BUSY;
 }
 
+/* The capacity the server has stored for name in *cap (0: no such
+   resource). Returns 0, or the exit code when the server did not answer. */
+static int stored_capacity(simba *s, const char *name, int *cap) {
+    simba_lock q = simba_inspect(s, name, NULL);
+    simba_event ev;
+    int r;
+    *cap = 0;
+    if (q.id == 0) return usage_error("bad request", cause(simba_last_error(s), simba_last_error_msg(s)));
+    r = simba_wait(s, q, o.connect_timeout_ms ? o.connect_timeout_ms : 10000, &ev);
+    if (r <= 0) {
+        say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+        return simba_connected(s) ? EXIT_ERROR : EXIT_CONNECT;
+    }
+    if (ev.type == SIMBA_EVENT_INFO) *cap = ev.capacity;
+    else if (ev.error != SIMBA_ENOTFOUND) {
+        say("cannot inspect '%s' (%s)", name, cause(ev.error, ev.message));
+        return connect_error_exit(ev.error);
+    }
+    return 0;
+}
+
+/* --permits without --capacity: what counts is the capacity each NAME has
+   on the server, not the default 1 (that one only applies to a resource the
+   request creates). Returns 0 when every NAME exists and has room for the
+   permits, else the exit code. */
+static int check_permits_fit(simba *s) {
+    int i, cap, rc;
+    char why[200];
+    for (i = 0; i < o.nnames; i++) {
+        if ((rc = stored_capacity(s, o.names[i], &cap)) != 0) return rc;
+        if (cap == 0)
+            snprintf(why, sizeof why, "'%.60s' does not exist: give --capacity C to create it", o.names[i]);
+        else if (o.permits > cap)
+            snprintf(why, sizeof why, "more than the capacity %d of '%.60s'", cap, o.names[i]);
+        else continue;
+        return usage_error("--permits", why);
+    }
+    return 0;
+}
+
 /* ---- the loop shared by run and elect ---- */
 static int64_t min_deadline(int64_t now, int64_t at, int timeout) {
     int64_t t;
@@ -574,6 +615,10 @@ static int run_or_elect(void) {
         say("cannot set up signals (%s)", strerror(errno));
         return EXIT_ERROR;
     }
+    if (!elect && o.capacity == 0 && o.permits > 1 && (rc = check_permits_fit(s)) != 0) {
+        simba_destroy(s);
+        return rc;
+    }
     if (elect) {
         lk = simba_contend(s, o.names[0], NULL);
     } else {
@@ -584,7 +629,9 @@ static int run_or_elect(void) {
             ld.names = o.names;
             ld.nnames = o.nnames;
         }
-        ld.capacity = o.capacity;
+        /* without --capacity the NAMEs exist (check_permits_fit): the capacity
+           is theirs, and this one only has to admit the permits */
+        ld.capacity = o.capacity ? o.capacity : o.permits ? o.permits : 1;
         ld.permits = o.permits ? o.permits : 1;
         ld.exclusive = o.exclusive;
         /* --wait is timed here, not by the library: its TIMEOUT ends the

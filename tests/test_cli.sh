@@ -214,6 +214,7 @@ part_redis() {
     for _ in 1 2; do "$SIMBA" run --capacity 3 --permits 2 "$U" perm -- "$T/job" "$f" 0.7 & pids="$pids $!"; done
     for p in $pids; do finish $p 60 >/dev/null; done
     check "--permits 2 of capacity 3: one at a time" $([ "$(max_conc "$f")" -eq 1 ]; echo $?) "max $(max_conc "$f")"
+    permits_test "$U"
 
     # read/write: readers together, the writer alone
     f="$T/rw"; : > "$f"; : > "$T/rw-w"; pids=""
@@ -390,6 +391,20 @@ EOF
     kill -TERM $p; finish $p 10 >/dev/null
 
     grace_test "$U"
+}
+
+# permits_test URL: --permits without --capacity is checked against the
+# capacity the resource has on the server, not against the default 1
+permits_test() {
+    local U=$1 rc
+    "$SIMBA" run --capacity 5 "$U" cap5 -- true
+    "$SIMBA" run --permits 2 "$U" cap5 -- true 2> "$T/e1"; rc=$?
+    check "--permits 2 on an existing capacity-5 resource, no --capacity: granted" $([ $rc -eq 0 ]; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --permits 6 "$U" cap5 -- true 2> "$T/e1"; rc=$?
+    check "--permits 6 on capacity 5: 64 naming the capacity" $([ $rc -eq 64 ] && grep -q "capacity 5" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --permits 2 "$U" no-such-cap -- true 2> "$T/e1"; rc=$?
+    check "--permits 2 on a resource that does not exist, no --capacity: 64 asking for --capacity" \
+        $([ $rc -eq 64 ] && grep -q -- "--capacity" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 # grace_test URL: a server that lost its data (here: restarted empty)
