@@ -63,7 +63,7 @@ static const char *usage_main =
     "       simba elect [options] URL NAME -- command [args...]\n"
     "       simba status [--json] [options] URL NAME...\n"
     "       simba delete [options] URL NAME\n"
-    "       simba set-capacity [options] URL NAME N\n"
+    "       simba set-capacity [--create] [options] URL NAME N\n"
     "       simba init-server [options] URL\n"
     "       simba --help | COMMAND --help | --version\n"
     "\n"
@@ -142,8 +142,9 @@ static const char *usage_init =
     "Other backends have nothing to init: it exits 64 for them.\n";
 
 static const char *usage_setcap =
-    "usage: simba set-capacity [options] URL NAME N\n"
-    "Change the resource's capacity to N (1 or more).\n";
+    "usage: simba set-capacity [--create] [options] URL NAME N\n"
+    "Change the resource's capacity to N (1 or more). A NAME that does not\n"
+    "exist is refused (exit 70), so a typo creates nothing; --create makes it.\n";
 
 /* ---- options ---- */
 typedef struct opts {
@@ -155,7 +156,7 @@ typedef struct opts {
     int wait_ms, permits, capacity, shared, exclusive, once, json, quiet, verbose;
     const char *key, *tenant, *client_id;
     int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms;
-    int setcap;
+    int setcap, create;
 } opts;
 
 static opts o;
@@ -265,6 +266,7 @@ static int parse_args(int argc, char **argv) {
             else if (strcmp(a, "--exclusive") == 0) o.exclusive = 1;
             else if (strcmp(a, "--once") == 0) o.once = 1;
             else if (strcmp(a, "--json") == 0) o.json = 1;
+            else if (strcmp(a, "--create") == 0) o.create = 1;
             else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) o.quiet = 1;
             else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) o.verbose++;
             else if (strcmp(a, "--key") == 0) { if (!v) return usage_error(a, "needs a key"); o.key = v; i++; }
@@ -830,12 +832,25 @@ static void print_entries(const simba_holder *h, int n, int granted, int capacit
     }
 }
 
+/* set-capacity on a resource that does not exist would create it: a typo
+   must not. Returns 0 when name exists, else the exit code. */
+static int require_existing(simba *s, const char *name) {
+    int cap, rc = stored_capacity(s, name, &cap);
+    if (rc != 0 || cap > 0) return rc;
+    if (!o.quiet) fprintf(stderr, "simba: %s '%.200s' failed (no such resource; --create creates it)\n", o.cmd, name);
+    return EXIT_ERROR;
+}
+
 static int admin(void) {
     int code = -1, i, done = 0, exit_code = 0;
     simba *s = make_client(&code);
     simba_lock q[SIMBA_MAX_RESOURCES];
     int64_t deadline;
     if (!s) return code;
+    if (strcmp(o.cmd, "set-capacity") == 0 && !o.create && (code = require_existing(s, o.names[0])) != 0) {
+        simba_destroy(s);
+        return code;
+    }
     for (i = 0; i < o.nnames; i++) {
         if (strcmp(o.cmd, "status") == 0) q[i] = simba_inspect(s, o.names[i], NULL);
         else if (strcmp(o.cmd, "delete") == 0) q[i] = simba_delete(s, o.names[i], NULL);

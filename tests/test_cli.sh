@@ -340,6 +340,7 @@ EOF
     check "set-capacity 3" $([ $rc -eq 0 ] && [ "$out" = 3 ]; echo $?) "rc $rc capacity $out"
     "$SIMBA" set-capacity "$U" cap 0 2>/dev/null; rc=$?
     check "set-capacity 0 is bad usage" $([ $rc -eq 64 ]; echo $?) "$rc"
+    setcap_create_test "$U"
     rm -f "$T/held"
     "$SIMBA" run --ttl 1500ms --transition 1500ms "$U" del -- sh -c "echo 1 > '$T/held'; exec sleep 60" 2>"$T/del.err" & p=$!
     wait_file "$T/held" 10
@@ -405,6 +406,20 @@ permits_test() {
     "$SIMBA" run --permits 2 "$U" no-such-cap -- true 2> "$T/e1"; rc=$?
     check "--permits 2 on a resource that does not exist, no --capacity: 64 asking for --capacity" \
         $([ $rc -eq 64 ] && grep -q -- "--capacity" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+}
+
+# setcap_create_test URL: set-capacity does not create a resource (a typo)
+# unless --create says so
+setcap_create_test() {
+    local U=$1 rc out
+    "$SIMBA" set-capacity "$U" cpa-typo 3 2> "$T/e1"; rc=$?
+    out=$("$SIMBA" status "$U" cpa-typo)
+    check "set-capacity on a missing resource: 70, says so, creates nothing" \
+        $([ $rc -eq 70 ] && grep -q "no such resource" "$T/e1" && [ "$out" = "cpa-typo: no such resource" ]; echo $?) \
+        "rc $rc $(cat "$T/e1") / $out"
+    "$SIMBA" set-capacity --create "$U" cpa-new 3; rc=$?
+    out=$("$SIMBA" status "$U" cpa-new)
+    check "set-capacity --create makes it" $([ $rc -eq 0 ] && [[ "$out" == "cpa-new: capacity 3,"* ]]; echo $?) "rc $rc $out"
 }
 
 # grace_test URL: a server that lost its data (here: restarted empty)
