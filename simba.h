@@ -983,7 +983,9 @@ SIMBADEF const char *simba_url_param(simba_url *u, const char *key);
 SIMBADEF int simba_url_int(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err);
 SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err);
 /* simba_parse_duration_ms: "500ms", "10s", "2m", "1h" (and "0") into *ms;
-   SIMBA_EINVAL for anything else, a missing unit or more than INT_MAX ms. */
+   a decimal fraction is allowed ("1.5s", "0.5s", "2.25m"), rounded up to a
+   whole ms. SIMBA_EINVAL for anything else ("1.", ".5s", "1.5" without a
+   unit), a missing unit or more than INT_MAX ms. */
 SIMBADEF int simba_parse_duration_ms(const char *text, int *ms);
 /* simba_url_client_options: fills tenant, client_id, ttl_ms, transition_ms,
    op_timeout_ms, recheck_ms of *desc from the parameters of the same names
@@ -5064,12 +5066,23 @@ SIMBADEF int simba_url_int(simba_url *u, const char *key, int min, int max, int 
 }
 
 SIMBADEF int simba_parse_duration_ms(const char *t, int *ms) {
-    long long x = 0, mul;
+    long long x = 0, mul, frac = 0, scale = 1, part;
+    int beyond = 0;            /* a non-zero digit past the 9th of the fraction */
     const char *c = t;
     if (!t || !ms || *c < '0' || *c > '9') return SIMBA_EINVAL;
     for (; *c >= '0' && *c <= '9'; c++) {
         x = x * 10 + (*c - '0');
         if (x > 2147483647LL) return SIMBA_EINVAL;
+    }
+    if (*c == '.') {           /* a decimal fraction: digits on both sides of the point */
+        if (c[1] < '0' || c[1] > '9') return SIMBA_EINVAL;
+        for (c++; *c >= '0' && *c <= '9'; c++) {
+            if (scale < 1000000000LL) {
+                frac = frac * 10 + (*c - '0');
+                scale *= 10;
+            } else if (*c != '0') beyond = 1;
+        }
+        if (*c == '\0') return SIMBA_EINVAL;   /* "1.5": of what? */
     }
     if (strcmp(c, "ms") == 0) mul = 1;
     else if (strcmp(c, "s") == 0) mul = 1000;
@@ -5077,8 +5090,10 @@ SIMBADEF int simba_parse_duration_ms(const char *t, int *ms) {
     else if (strcmp(c, "h") == 0) mul = 3600000;
     else if (*c == '\0' && x == 0) mul = 0;  /* "0" needs no unit */
     else return SIMBA_EINVAL;              /* "10" alone: 10 ms or 10 s? say which */
-    if (x * mul > 2147483647LL) return SIMBA_EINVAL;
-    *ms = (int)(x * mul);
+    /* the fraction, rounded up to a whole ms: a timeout never comes early */
+    part = (frac * mul + scale - 1) / scale + (beyond && (frac * mul) % scale == 0);
+    if (x * mul + part > 2147483647LL) return SIMBA_EINVAL;
+    *ms = (int)(x * mul + part);
     return SIMBA_OK;
 }
 
@@ -5087,7 +5102,7 @@ SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max,
     int ms;
     if (!v) return SIMBA_OK;
     if (simba_parse_duration_ms(v, &ms) != SIMBA_OK)
-        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a duration (500ms, 10s, 2m, 1h)", key, v);
+        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a duration (500ms, 1.5s, 10s, 2m, 1h)", key, v);
     if (ms < min || ms > max)
         return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: %d ms is out of range (%d..%d ms)", key, ms, min, max);
     *out = ms;

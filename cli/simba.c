@@ -91,7 +91,7 @@ static const char *usage_run =
     "Acquire NAME (several NAMEs: all or nothing), run the command in its own\n"
     "process group while holding, release when it exits, exit with its status.\n"
     "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
-    "  --wait DURATION      give up after DURATION (500ms, 10s, 2m, 1h): exit 75\n"
+    "  --wait DURATION      give up after DURATION (500ms, 1.5s, 10s, 2m, 1h): exit 75\n"
     "  --try, -n            do not wait: exit 75 at once if held\n"
     "                       (default: wait forever)\n"
     "  --permits N          take N permits of a semaphore (default 1); without\n"
@@ -207,9 +207,9 @@ static void on_log(void *user, simba_log_level level, const char *msg) {
 
 static int duration_arg(const char *opt, const char *v, int *out) {
     char why[160];
-    if (!v) return usage_error(opt, "needs a duration such as 500ms, 10s, 2m");
+    if (!v) return usage_error(opt, "needs a duration such as 500ms, 1.5s, 10s, 2m");
     if (simba_parse_duration_ms(v, out) != SIMBA_OK) {
-        snprintf(why, sizeof why, "'%.60s' is not a duration: use 500ms, 10s, 2m or 1h", v);
+        snprintf(why, sizeof why, "'%.60s' is not a duration: a number and a unit, e.g. 500ms, 1.5s, 10s, 2m or 1h", v);
         return usage_error(opt, why);
     }
     return 0;

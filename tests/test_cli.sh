@@ -151,6 +151,10 @@ part_mem() {
     check "run without a command: 64" $([ $rc -eq 64 ] && grep -Eq '^simba: .+ \(.+\)$' "$T/e1"; echo $?) "$rc"
     "$SIMBA" run --wait 10 mem: x -- true 2> "$T/e1"; rc=$?
     check "--wait without a unit: 64 naming the option" $([ $rc -eq 64 ] && grep -q -- '--wait' "$T/e1"; echo $?) "$rc"
+    "$SIMBA" run --wait 1.5s mem: x -- true 2> "$T/e1"; rc=$?
+    check "--wait 1.5s (a decimal fraction) is accepted" $([ $rc -eq 0 ]; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --wait 1.5q mem: x -- true 2> "$T/e1"; rc=$?
+    check "--wait 1.5q: 64, the message shows the form (1.5s)" $([ $rc -eq 64 ] && grep -q -- "--wait.*1\.5s" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" run 'nosuch://h' x -- true 2> "$T/e1"; rc=$?
     check "unknown scheme: 64, lists the compiled-in schemes" \
         $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
