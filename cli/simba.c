@@ -92,7 +92,7 @@ static const char *usage_run =
     "process group while holding, release when it exits, exit with its status.\n"
     "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
     "  --wait DURATION      give up after DURATION (500ms, 1.5s, 10s, 2m, 1h): exit 75\n"
-    "  --try, -n            do not wait: exit 75 at once if held\n"
+    "  --try, -n            do not wait: exit 75 at once if held (not with --wait)\n"
     "                       (default: wait forever)\n"
     "  --permits N          take N permits of a semaphore (default 1); without\n"
     "                       --capacity, NAME must exist with a capacity >= N\n"
@@ -122,6 +122,8 @@ static const char *usage_elect =
 
 static const char *usage_status =
     "usage: simba status [--json] [options] URL NAME...\n"
+    "(options: --tenant, --client-id, --connect-timeout, --quiet, --verbose;\n"
+    "the same for delete, set-capacity and init-server)\n"
     "Print each resource's capacity, holders (client id, session, fence,\n"
     "permits) and waiters in queue order. --json: one JSON object per resource\n"
     "and line: {\"name\", \"exists\", \"capacity\", \"queued\", \"held\",\n"
@@ -157,6 +159,7 @@ typedef struct opts {
     const char *key, *tenant, *client_id;
     int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms;
     int setcap, create;
+    int tried, waited;            /* --try, --wait given */
 } opts;
 
 static opts o;
@@ -240,6 +243,45 @@ static const char *command_usage(const char *cmd) {
     return NULL;
 }
 
+static int word_in(const char *word, const char *list) {
+    size_t n = strlen(word);
+    const char *p;
+    for (p = strstr(list, word); p; p = strstr(p + 1, word))
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* An option is given only to the commands it means something to (the
+   others would ignore it, and the user would believe it applied), and
+   never together with one that contradicts it. Returns 0 or EXIT_USAGE. */
+static int check_option_use(void) {
+    const struct { int given; const char *opt, *cmds; } use[] = {
+        {o.tried, "--try", "run"},
+        {o.waited, "--wait", "run"},
+        {o.permits > 0, "--permits", "run"},
+        {o.capacity > 0, "--capacity", "run"},
+        {o.shared, "--shared", "run"},
+        {o.exclusive, "--exclusive", "run"},
+        {o.key != NULL, "--key", "run"},
+        {o.once, "--once", "elect"},
+        {o.json, "--json", "status"},
+        {o.create, "--create", "set-capacity"},
+        {o.ttl_ms > 0, "--ttl", "run elect"},
+        {o.transition_ms > 0, "--transition", "run elect"},
+        {o.kill_after_ms > 0, "--kill-after", "run elect"},
+    };
+    char why[128], *c;
+    size_t i;
+    for (i = 0; i < sizeof use / sizeof use[0]; i++) {
+        if (!use[i].given || word_in(o.cmd, use[i].cmds)) continue;
+        snprintf(why, sizeof why, "not an option of simba %s, only of simba %s", o.cmd, use[i].cmds);
+        for (c = why + strlen(why) - strlen(use[i].cmds); *c; c++) if (*c == ' ') *c = '/';
+        return usage_error(use[i].opt, why);
+    }
+    if (o.tried && o.waited) return usage_error("--try and --wait", "choose one: --try does not wait at all");
+    return 0;
+}
+
 /* Parses argv after the command name. Returns -1 when all is well, else an exit code. */
 static int parse_args(int argc, char **argv) {
     int i, npos = 0, rc;
@@ -258,8 +300,8 @@ static int parse_args(int argc, char **argv) {
             if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
                 fputs(command_usage(o.cmd), stdout);
                 return 0;
-            } else if (strcmp(a, "--try") == 0 || strcmp(a, "-n") == 0) o.wait_ms = 0;
-            else if (strcmp(a, "--wait") == 0 || strcmp(a, "-w") == 0) { if ((rc = duration_arg(a, v, &o.wait_ms))) return rc; i++; }
+            } else if (strcmp(a, "--try") == 0 || strcmp(a, "-n") == 0) { o.wait_ms = 0; o.tried = 1; }
+            else if (strcmp(a, "--wait") == 0 || strcmp(a, "-w") == 0) { if ((rc = duration_arg(a, v, &o.wait_ms))) return rc; o.waited = 1; i++; }
             else if (strcmp(a, "--permits") == 0) { if ((rc = int_arg(a, v, 1, &o.permits))) return rc; i++; }
             else if (strcmp(a, "--capacity") == 0) { if ((rc = int_arg(a, v, 1, &o.capacity))) return rc; i++; }
             else if (strcmp(a, "--shared") == 0) o.shared = 1;
@@ -303,6 +345,7 @@ static int parse_args(int argc, char **argv) {
         return usage_error(o.cmd, "takes exactly one NAME");
     for (i = 1; i < npos; i++) o.names[o.nnames++] = pos[i];
     if (want_cmd && !o.argv) return usage_error("no command", "put it after '--': simba run URL NAME -- command");
+    if ((rc = check_option_use()) != 0) return rc;
     if (o.shared && o.exclusive) return usage_error("--shared and --exclusive", "choose one");
     if ((o.shared || o.exclusive) && o.permits) return usage_error("--permits", "not with --shared or --exclusive");
     if (o.capacity > 0 && o.permits > o.capacity) return usage_error("--permits", "more than --capacity");

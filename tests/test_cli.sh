@@ -160,6 +160,12 @@ part_mem() {
         $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run 'redis://127.0.0.1:99999' x -- true 2> "$T/e1"; rc=$?
     check "bad port: 64, names the port" $([ $rc -eq 64 ] && grep -q 'URL port' "$T/e1"; echo $?) "$(cat "$T/e1")"
+    "$SIMBA" run --try --wait 1s mem: x -- true 2> "$T/e1"; rc=$?
+    check "--try with --wait: 64 (contradictory)" $([ $rc -eq 64 ] && grep -q -- "--try and --wait" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" elect --try mem: x -- true 2> "$T/e1"; rc=$?
+    check "elect --try: 64 (elect does not take it)" $([ $rc -eq 64 ] && grep -q -- "--try (not an option of simba elect" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" status --once mem: x > /dev/null 2> "$T/e1"; rc=$?
+    check "status --once: 64" $([ $rc -eq 64 ]; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" run --kill-after 7s --transition 6s mem: x -- true 2> "$T/e1"; rc=$?
     check "--kill-after >= transition is refused" $([ $rc -eq 64 ]; echo $?) "$rc"
     "$SIMBA" run mem: x -- sh -c 'exit 3'; rc=$?
