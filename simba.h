@@ -492,7 +492,10 @@ SIMBADEF int simba_timeout_ms(simba *s);
 /* simba_tick: does the I/O that poll() found ready (fds as returned by poll;
    NULL means "try every fd", for epoll users and busy loops), fires due
    timers and writes up to max events into out. Returns the number written,
-   or a negative SIMBA_E* (bad arguments, destroyed instance). */
+   or a negative SIMBA_E* (bad arguments, destroyed instance).
+   max == 0 (out may then be NULL) is a tick that takes no event: the I/O
+   and timers run, and every event stays queued for a later tick with room
+   (while one is queued, simba_timeout_ms() is 0). */
 SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_event *out, int max);
 /* simba_wait: opt-in blocking helper for prototypes and tools: runs the same
    loop (poll + tick) until `lock` has an event, or timeout_ms passes (<0:
@@ -3412,7 +3415,7 @@ static void simba__delivered(simba *s, const simba_event *ev) {
 SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_event *out, int max) {
     int n = 0;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
-    if (!out || max <= 0 || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
+    if (max < 0 || (max > 0 && !out) || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
     simba__step(s, fds, nfds);
     while (n < max && s->events.count) {
         out[n] = s->events.buf[s->events.head];
