@@ -101,6 +101,10 @@ static const char *usage_run =
     "  --shared             a reader of a read/write lock (1 permit)\n"
     "  --exclusive          the writer of a read/write lock (all permits)\n"
     "  --key KEY            idempotency key: the same key is the same request\n"
+    "  --hold-at-least DURATION  after the command ends, keep holding until\n"
+    "                       DURATION after the grant, then release: with --try,\n"
+    "                       a job run by cron on several hosts runs once per\n"
+    "                       schedule even when it is quicker than the clock skew\n"
     "  --ttl DURATION       lease (default 10s); --transition DURATION (default 6s)\n"
     "  --kill-after DURATION  SIGKILL this long after SIGTERM on LOST\n"
     "                       (default transition/2; must be below transition)\n"
@@ -157,7 +161,7 @@ typedef struct opts {
     char **argv;                  /* the command */
     int wait_ms, permits, capacity, shared, exclusive, once, json, quiet, verbose;
     const char *key, *tenant, *client_id;
-    int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms;
+    int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms, hold_at_least_ms;
     int setcap, create;
     int tried, waited;            /* --try, --wait given */
 } opts;
@@ -263,6 +267,7 @@ static int check_option_use(void) {
         {o.shared, "--shared", "run"},
         {o.exclusive, "--exclusive", "run"},
         {o.key != NULL, "--key", "run"},
+        {o.hold_at_least_ms > 0, "--hold-at-least", "run"},
         {o.once, "--once", "elect"},
         {o.json, "--json", "status"},
         {o.create, "--create", "set-capacity"},
@@ -317,6 +322,7 @@ static int parse_args(int argc, char **argv) {
             else if (strcmp(a, "--ttl") == 0) { if ((rc = duration_arg(a, v, &o.ttl_ms))) return rc; i++; }
             else if (strcmp(a, "--transition") == 0) { if ((rc = duration_arg(a, v, &o.transition_ms))) return rc; i++; }
             else if (strcmp(a, "--kill-after") == 0) { if ((rc = duration_arg(a, v, &o.kill_after_ms))) return rc; i++; }
+            else if (strcmp(a, "--hold-at-least") == 0) { if ((rc = duration_arg(a, v, &o.hold_at_least_ms))) return rc; i++; }
             else if (strcmp(a, "--connect-timeout") == 0) { if ((rc = duration_arg(a, v, &o.connect_timeout_ms))) return rc; i++; }
             else {
                 char what[96];
@@ -648,6 +654,7 @@ static int run_or_elect(void) {
     simba_lock lk;
     int64_t connect_deadline, kill_at = -1, wait_deadline = -1;
     int lost = 0, exit_code = -1, grace_said = 0;
+    int64_t granted_at = -1, linger_until = -1;   /* --hold-at-least: hold on until then */
     ending end = {-1, -1};
     if (!s) return code;
     if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
@@ -710,6 +717,7 @@ static int run_or_elect(void) {
         timeout = min_deadline(now, kill_at, (int)timeout);
         timeout = min_deadline(now, wait_deadline, (int)timeout);
         timeout = min_deadline(now, end.deadline, (int)timeout);
+        timeout = min_deadline(now, linger_until, (int)timeout);
         if (poll(fds, (nfds_t)(n + 1), (int)timeout) < 0 && errno != EINTR) {
             say("poll failed (%s)", strerror(errno));
             exit_code = EXIT_ERROR;
@@ -741,6 +749,7 @@ static int run_or_elect(void) {
                 if (o.verbose) say("acquired '%s' (fence %lld)", o.names[0], (long long)e->fence);
                 if (end.code >= 0) break;              /* ending already: the release is on its way */
                 wait_deadline = -1;
+                granted_at = simba_now_ms(s);
                 if ((rc = spawn(s, lk)) != 0 && give_back(s, lk, &end, rc)) exit_code = rc;
                 break;
             case SIMBA_EVENT_LOST:
@@ -753,6 +762,7 @@ static int run_or_elect(void) {
                 } else {
                     say("lost '%s' (%s)", o.names[0], lost_reason(e->error));
                     if (end.code >= 0) exit_code = end.code;   /* the job had ended already */
+                    else if (linger_until >= 0) exit_code = child_status;   /* ... and was done */
                     else if (!elect) exit_code = EXIT_LOST;
                 }
                 break;
@@ -814,9 +824,17 @@ static int run_or_elect(void) {
                 } else if (elect) {
                     if (give_back(s, lk, &end, EXIT_LOST)) exit_code = EXIT_LOST;   /* stop contending */
                 } else exit_code = EXIT_LOST;      /* a LOST handle is finished: nothing to release */
+            } else if (!elect && granted_at >= 0 && now < granted_at + o.hold_at_least_ms) {
+                linger_until = granted_at + o.hold_at_least_ms;    /* --hold-at-least: keep it (renewed) */
+                if (o.verbose) say("the command ended; holding '%s' for %lld ms more (--hold-at-least)", o.names[0],
+                                   (long long)(linger_until - now));
             } else if (give_back(s, lk, &end, child_status)) {
                 exit_code = child_status;          /* released at once: the next waiter need not wait for expiry */
             }
+        }
+        if (exit_code < 0 && linger_until >= 0 && now >= linger_until) {
+            linger_until = -1;
+            if (give_back(s, lk, &end, child_status)) exit_code = child_status;
         }
         if (exit_code < 0 && child <= 0 && wait_deadline >= 0 && now >= wait_deadline) {
             wait_deadline = -1;                    /* --wait ran out: withdraw the request */

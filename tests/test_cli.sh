@@ -401,7 +401,27 @@ EOF
     check "elect: after LOST it contends again and reruns the command" $([ "$(grep -c Y "$f")" -ge 2 ]; echo $?) "$(grep -c Y "$f") runs"
     kill -TERM $p; finish $p 10 >/dev/null
 
+    hold_at_least_test "$U"
     grace_test "$U"
+}
+
+# hold_at_least_test URL: --hold-at-least keeps the lock after a quick job
+# until that long after the grant, so another host's --try of the same
+# schedule is refused; simba then exits with the job's status
+hold_at_least_test() {
+    local U=$1 p rc t0 t1
+    t0=$(now_ms)
+    "$SIMBA" run --try --hold-at-least 2s "$U" cron-once -- true & p=$!
+    sleep 1
+    "$SIMBA" run --try "$U" cron-once -- true 2>/dev/null; rc=$?
+    check "--hold-at-least 2s, job true: a second run --try 1 s later is busy (75)" $([ $rc -eq 75 ]; echo $?) "rc $rc"
+    finish $p 10; t1=$(now_ms)
+    check "--hold-at-least 2s: simba exits with the job's status >= 2 s after the grant" \
+        $([ "$FIN" -eq 0 ] && [ $((t1 - t0)) -ge 2000 ] && [ $((t1 - t0)) -lt 4000 ]; echo $?) "rc $FIN after $((t1 - t0)) ms"
+    "$SIMBA" run --try "$U" cron-once -- true; rc=$?
+    check "--hold-at-least: released at its end (the next --try is granted)" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    "$SIMBA" run --hold-at-least 500ms "$U" cron-once -- sh -c 'exit 3'; rc=$?
+    check "--hold-at-least: the job's own status comes back (3)" $([ $rc -eq 3 ]; echo $?) "rc $rc"
 }
 
 # permits_test URL: --permits without --capacity is checked against the
