@@ -90,9 +90,9 @@ EOF
 # and VAR (the URL's password_env) is not in its environment
 no_inherit_test() {
     local out rc
-    out=$("$SIMBA" run "$1" "fds-$2" -- "$T/fds" "${3:-}" 2>&1); rc=$?
+    out=$("$SIMBA" run "$1" "fds-$2" -- "$T/fds" "${3:-}" 2> "$T/nie.err"); rc=$?
     check "$2: the job has no socket of simba's open" \
-        $([ $rc -eq 0 ] && [[ "$out" == "sockets:[] "* ]]; echo $?) "rc $rc, $out"
+        $([ $rc -eq 0 ] && [[ "$out" == "sockets:[] "* ]]; echo $?) "rc $rc, $out $(cat "$T/nie.err")"
     [ -n "${3:-}" ] || return 0
     check "$2: the job's environment has no \$$3 (the URL's password_env)" \
         $([ $rc -eq 0 ] && [[ "$out" == *" env:unset" ]]; echo $?) "rc $rc, $out"
