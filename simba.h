@@ -492,7 +492,10 @@ SIMBADEF int simba_timeout_ms(simba *s);
 /* simba_tick: does the I/O that poll() found ready (fds as returned by poll;
    NULL means "try every fd", for epoll users and busy loops), fires due
    timers and writes up to max events into out. Returns the number written,
-   or a negative SIMBA_E* (bad arguments, destroyed instance). */
+   or a negative SIMBA_E* (bad arguments, destroyed instance).
+   max == 0 (out may then be NULL) is a tick that takes no event: the I/O
+   and timers run, and every event stays queued for a later tick with room
+   (while one is queued, simba_timeout_ms() is 0). */
 SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_event *out, int max);
 /* simba_wait: opt-in blocking helper for prototypes and tools: runs the same
    loop (poll + tick) until `lock` has an event, or timeout_ms passes (<0:
@@ -543,6 +546,11 @@ SIMBADEF const char *simba_last_error_msg(simba *s);
 SIMBADEF const char *simba_client_id(simba *s);
 /* simba_connected: 1 while the backend connection is up. */
 SIMBADEF int simba_connected(simba *s);
+/* simba_grace_ms: how long the server's restart grace, as last reported to a
+   request of s (TIMEOUT/.error SIMBA_EGRACE), still holds back grants: ms
+   from now, 0 when none was reported or it is over. For telling a user why
+   a wait takes long before any TIMEOUT comes. */
+SIMBADEF int64_t simba_grace_ms(simba *s);
 /* simba_version: SIMBA_VERSION_STRING of the compiled implementation. */
 SIMBADEF const char *simba_version(void);
 /* simba_now_ms: simba's monotonic clock (the desc's clock, if one was given). */
@@ -981,7 +989,9 @@ SIMBADEF const char *simba_url_param(simba_url *u, const char *key);
 SIMBADEF int simba_url_int(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err);
 SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err);
 /* simba_parse_duration_ms: "500ms", "10s", "2m", "1h" (and "0") into *ms;
-   SIMBA_EINVAL for anything else, a missing unit or more than INT_MAX ms. */
+   a decimal fraction is allowed ("1.5s", "0.5s", "2.25m"), rounded up to a
+   whole ms. SIMBA_EINVAL for anything else ("1.", ".5s", "1.5" without a
+   unit), a missing unit or more than INT_MAX ms. */
 SIMBADEF int simba_parse_duration_ms(const char *text, int *ms);
 /* simba_url_client_options: fills tenant, client_id, ttl_ms, transition_ms,
    op_timeout_ms, recheck_ms of *desc from the parameters of the same names
@@ -3039,6 +3049,13 @@ SIMBADEF const char *simba_last_error_msg(simba *s) {
 SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
 SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
 
+SIMBADEF int64_t simba_grace_ms(simba *s) {
+    int64_t left;
+    if (!simba__is_live(s)) return 0;
+    left = s->grace_until - simba_now_ms(s);
+    return left > 0 ? left : 0;
+}
+
 
 /* Validate the resources of a lock desc; fills names[] and returns how many, or an error. */
 static int simba__desc_names(const simba_lock_desc *d, const char **names) {
@@ -3406,7 +3423,7 @@ static void simba__delivered(simba *s, const simba_event *ev) {
 SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_event *out, int max) {
     int n = 0;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
-    if (!out || max <= 0 || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
+    if (max < 0 || (max > 0 && !out) || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
     simba__step(s, fds, nfds);
     while (n < max && s->events.count) {
         out[n] = s->events.buf[s->events.head];
@@ -5068,12 +5085,23 @@ SIMBADEF int simba_url_int(simba_url *u, const char *key, int min, int max, int 
 }
 
 SIMBADEF int simba_parse_duration_ms(const char *t, int *ms) {
-    long long x = 0, mul;
+    long long x = 0, mul, frac = 0, scale = 1, part;
+    int beyond = 0;            /* a non-zero digit past the 9th of the fraction */
     const char *c = t;
     if (!t || !ms || *c < '0' || *c > '9') return SIMBA_EINVAL;
     for (; *c >= '0' && *c <= '9'; c++) {
         x = x * 10 + (*c - '0');
         if (x > 2147483647LL) return SIMBA_EINVAL;
+    }
+    if (*c == '.') {           /* a decimal fraction: digits on both sides of the point */
+        if (c[1] < '0' || c[1] > '9') return SIMBA_EINVAL;
+        for (c++; *c >= '0' && *c <= '9'; c++) {
+            if (scale < 1000000000LL) {
+                frac = frac * 10 + (*c - '0');
+                scale *= 10;
+            } else if (*c != '0') beyond = 1;
+        }
+        if (*c == '\0') return SIMBA_EINVAL;   /* "1.5": of what? */
     }
     if (strcmp(c, "ms") == 0) mul = 1;
     else if (strcmp(c, "s") == 0) mul = 1000;
@@ -5081,8 +5109,10 @@ SIMBADEF int simba_parse_duration_ms(const char *t, int *ms) {
     else if (strcmp(c, "h") == 0) mul = 3600000;
     else if (*c == '\0' && x == 0) mul = 0;  /* "0" needs no unit */
     else return SIMBA_EINVAL;              /* "10" alone: 10 ms or 10 s? say which */
-    if (x * mul > 2147483647LL) return SIMBA_EINVAL;
-    *ms = (int)(x * mul);
+    /* the fraction, rounded up to a whole ms: a timeout never comes early */
+    part = (frac * mul + scale - 1) / scale + (beyond && (frac * mul) % scale == 0);
+    if (x * mul + part > 2147483647LL) return SIMBA_EINVAL;
+    *ms = (int)(x * mul + part);
     return SIMBA_OK;
 }
 
@@ -5091,7 +5121,7 @@ SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max,
     int ms;
     if (!v) return SIMBA_OK;
     if (simba_parse_duration_ms(v, &ms) != SIMBA_OK)
-        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a duration (500ms, 10s, 2m, 1h)", key, v);
+        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a duration (500ms, 1.5s, 10s, 2m, 1h)", key, v);
     if (ms < min || ms > max)
         return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: %d ms is out of range (%d..%d ms)", key, ms, min, max);
     *out = ms;

@@ -999,7 +999,8 @@ static int simba__mysql_status_of(unsigned e) {
 /* The words of a MySQL error: "<what>MySQL error <n>: <server's words>",
    and what to do where that is known. */
 static void simba__mysql_error_words(char *out, size_t cap, const char *what, unsigned e, const char *msg) {
-    const char *hint = e == ER_NO_SUCH_TABLE ? " (create the schema: simba_mysql.sql, or create_schema=1)"
+    const char *hint = e == ER_NO_SUCH_TABLE ? " (no simba tables: run simba_mysql.sql in the database, or connect "
+                                               "with create_schema=1)"
                        : e == ER_BAD_DB_ERROR ? " (the database does not exist: create it, or name another)"
                        : "";
     snprintf(out, cap, "%sMySQL error %u: %.150s%s", what, e, msg, hint);

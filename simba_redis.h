@@ -191,6 +191,13 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
    run_id and the tenant's key of that master (docs/redis.md, Cluster). */
 SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *tenant, char *msg,
                                      size_t msg_size);
+/* simba_redis_init_server_url: the same for the server of a parsed URL
+   (redis://, redis+unix://, redis+cluster://; its parameters as for
+   simba_redis_from_url, after simba_url_client_options). redis+sentinel is
+   refused (SIMBA_EUNSUPPORTED): init the master by its own address. A
+   failure of the server step has err->part "server" and the message of
+   simba_redis_init_server. */
+SIMBADEF int simba_redis_init_server_url(simba_url *u, const char *tenant, simba_url_error *err);
 
 /* simba_redis_resource_key: the base key of resource `name` of `tenant`
    under `prefix` (NULL: "simba"), written into out (size bytes, NUL
@@ -3956,8 +3963,8 @@ static int simba__redis_sentinel_url(simba_url *u, simba_redis_desc *d, char *li
 }
 
 /* The parameters every Redis scheme shares (prefix, WAIT, timeouts; the
-   credentials), then the check that nothing else was given, then the backend. */
-static int simba__redis_url_common(simba_url *u, simba_redis_desc *d, simba_backend *out, simba_url_error *err) {
+   credentials), then the check that nothing else was given. */
+static int simba__redis_url_common(simba_url *u, simba_redis_desc *d, simba_url_error *err) {
     const char *v;
     int rc;
     d->user = u->user;
@@ -3973,20 +3980,22 @@ static int simba__redis_url_common(simba_url *u, simba_redis_desc *d, simba_back
     if ((rc = simba_url_int(u, "wait_replicas", 0, 1000, &d->wait_replicas, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_duration(u, "wait_timeout", 1, 3600000, &d->wait_timeout_ms, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_duration(u, "connect_timeout", 1, 3600000, &d->connect_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
-    *out = simba_redis(d);
-    return SIMBA_OK;
+    return simba_url_check_used(u, err);
 }
+
+/* The strings a desc made from a URL points to besides the URL itself. */
+typedef struct simba__redis_url_strings {
+    char sentinels[SIMBA_URL_MAX_HOSTS * 80];
+    char seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS * (SIMBA__REDIS_CLUSTER_MAX_HOST + 9) + 1];
+} simba__redis_url_strings;
 
 /* redis+cluster://[user:pass@]h1:p1,h2:p2[?params]: the hosts are the seeds
    (port 6379 when not given), written back as one "h:p,h:p" list. */
-static int simba__redis_cluster_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
-    simba_redis_desc d;
-    char seeds[SIMBA__REDIS_CLUSTER_MAX_SEEDS * (SIMBA__REDIS_CLUSTER_MAX_HOST + 9) + 1];
+static int simba__redis_cluster_url(simba_url *u, simba_redis_desc *d, char *seeds, size_t cap,
+                                    simba_url_error *err) {
     size_t at = 0;
     int i, rc;
     const char *v;
-    memset(&d, 0, sizeof d);
     if (!u->has_authority || u->nhosts == 0)
         return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+cluster needs seed nodes "
                               "(redis+cluster://host1:port1,host2:port2)");
@@ -4001,24 +4010,24 @@ static int simba__redis_cluster_from_url(simba_url *u, simba_backend *out, simba
         if (strlen(h) > SIMBA__REDIS_CLUSTER_MAX_HOST)
             return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: a seed's address is longer than %d bytes",
                                   (int)SIMBA__REDIS_CLUSTER_MAX_HOST);
-        at += (size_t)snprintf(seeds + at, sizeof seeds - at, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "", h,
+        at += (size_t)snprintf(seeds + at, cap - at, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "", h,
                                v6 ? "]" : "", u->hosts[i].port ? u->hosts[i].port : 6379);
     }
-    d.cluster_seeds = seeds;
-    if ((v = simba_url_param(u, "cluster_idle")) != NULL && strcmp(v, "never") == 0) d.cluster_idle_ms = -1;
-    else if ((rc = simba_url_duration(u, "cluster_idle", 1, 86400000, &d.cluster_idle_ms, err)) != SIMBA_OK) return rc;
-    return simba__redis_url_common(u, &d, out, err);
+    d->cluster_seeds = seeds;
+    if ((v = simba_url_param(u, "cluster_idle")) != NULL && strcmp(v, "never") == 0) d->cluster_idle_ms = -1;
+    else if ((rc = simba_url_duration(u, "cluster_idle", 1, 86400000, &d->cluster_idle_ms, err)) != SIMBA_OK) return rc;
+    return simba__redis_url_common(u, d, err);
 }
 
-SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
-    simba_redis_desc d;
+/* The desc of a redis, redis+unix, redis+sentinel or redis+cluster URL;
+   its strings point into u and str. */
+static int simba__redis_url_desc(simba_url *u, simba_redis_desc *d, simba__redis_url_strings *str,
+                                 simba_url_error *err) {
     int unix_sock, sentinel, rc;
-    char list[SIMBA_URL_MAX_HOSTS * 80];
-    memset(&d, 0, sizeof d);
-    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
+    memset(d, 0, sizeof *d);
     unix_sock = strcmp(u->scheme, "redis+unix") == 0;
     sentinel = strcmp(u->scheme, "redis+sentinel") == 0;
-    if (strcmp(u->scheme, "redis+cluster") == 0) return simba__redis_cluster_from_url(u, out, err);
+    if (strcmp(u->scheme, "redis+cluster") == 0) return simba__redis_cluster_url(u, d, str->seeds, sizeof str->seeds, err);
     if (!unix_sock && !sentinel && strcmp(u->scheme, "redis") != 0)
         return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not redis, redis+unix, "
                               "redis+sentinel or redis+cluster", u->scheme);
@@ -4027,20 +4036,20 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
                               unix_sock ? "redis+unix:///path/to/socket"
                                         : sentinel ? "redis+sentinel://host:port/mastername" : "redis://host:port");
     if (sentinel) {
-        if ((rc = simba__redis_sentinel_url(u, &d, list, sizeof list, err)) != SIMBA_OK) return rc;
+        if ((rc = simba__redis_sentinel_url(u, d, str->sentinels, sizeof str->sentinels, err)) != SIMBA_OK) return rc;
     } else if (unix_sock) {
         if (u->nhosts)
             return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: redis+unix takes no host (redis+unix:///path/to/socket)");
         if (!u->path[0] || strcmp(u->path, "/") == 0)
             return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: redis+unix needs the socket's path");
-        d.unix_socket = u->path;
-        if ((rc = simba_url_int(u, "db", 0, 1000000, &d.db, err)) != SIMBA_OK) return rc;
+        d->unix_socket = u->path;
+        if ((rc = simba_url_int(u, "db", 0, 1000000, &d->db, err)) != SIMBA_OK) return rc;
     } else {
         if (u->nhosts != 1)
             return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: %s",
                                   u->nhosts ? "redis takes one host" : "missing (redis://host[:port])");
-        d.host = u->hosts[0].host;
-        d.port = u->hosts[0].port ? u->hosts[0].port : 6379;
+        d->host = u->hosts[0].host;
+        d->port = u->hosts[0].port ? u->hosts[0].port : 6379;
         if (u->path[0] && strcmp(u->path, "/") != 0) {
             const char *c = u->path + 1;
             long db = 0;
@@ -4050,10 +4059,20 @@ SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_er
                                           "URL path: '%.40s' is not a database number (/0, /1, ...)", u->path);
                 db = db * 10 + (*c - '0');
             }
-            d.db = (int)db;
+            d->db = (int)db;
         }
     }
-    return simba__redis_url_common(u, &d, out, err);
+    return simba__redis_url_common(u, d, err);
+}
+
+SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
+    simba_redis_desc d;
+    simba__redis_url_strings str;
+    int rc;
+    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
+    if ((rc = simba__redis_url_desc(u, &d, &str, err)) != SIMBA_OK) return rc;
+    *out = simba_redis(&d);
+    return SIMBA_OK;
 }
 
 static int simba__redis_init_fail(char *msg, size_t cap, int err, const char *what, const char *detail) {
@@ -4223,6 +4242,21 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     }
     redisFree(c);
     return err;
+}
+
+SIMBADEF int simba_redis_init_server_url(simba_url *u, const char *tenant, simba_url_error *err) {
+    simba_redis_desc d;
+    simba__redis_url_strings str;
+    char msg[256];
+    int rc;
+    if (!u) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL");
+    if (strcmp(u->scheme, "redis+sentinel") == 0)
+        return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: redis+sentinel: init the master "
+                              "itself (redis://host:port of the master); a replica promoted later starts a grace anyway");
+    if ((rc = simba__redis_url_desc(u, &d, &str, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_redis_init_server(&d, tenant, msg, sizeof msg)) != SIMBA_OK)
+        return simba_url_fail(err, rc, "server", "%s", msg);
+    return SIMBA_OK;
 }
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
        simba status [--json] URL NAME...
        simba delete URL NAME
        simba set-capacity URL NAME N
+       simba init-server URL
 
    It uses only simba's public API (this file is also the proof that the API
    is enough): one poll loop that watches simba's fds and a signal self-pipe,
@@ -38,6 +39,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -61,7 +63,8 @@ static const char *usage_main =
     "       simba elect [options] URL NAME -- command [args...]\n"
     "       simba status [--json] [options] URL NAME...\n"
     "       simba delete [options] URL NAME\n"
-    "       simba set-capacity [options] URL NAME N\n"
+    "       simba set-capacity [--create] [options] URL NAME N\n"
+    "       simba init-server [options] URL\n"
     "       simba --help | COMMAND --help | --version\n"
     "\n"
     "Distributed locks for shell scripts and cron jobs: `run` holds NAME while\n"
@@ -79,7 +82,8 @@ static const char *usage_main =
     "\n"
     "exit codes: the command's own status (128+N when signal N killed it), or\n"
     "  64 bad usage or URL   69 cannot connect   70 other error   75 busy\n"
-    "  (--try, --wait ran out)   77 authentication refused   79 lock lost\n"
+    "  (--try, --wait ran out, restart grace)   77 authentication refused\n"
+    "  79 lock lost\n"
     "  126 command not runnable   127 command not found\n";
 
 static const char *usage_run =
@@ -87,15 +91,20 @@ static const char *usage_run =
     "Acquire NAME (several NAMEs: all or nothing), run the command in its own\n"
     "process group while holding, release when it exits, exit with its status.\n"
     "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
-    "  --wait DURATION      give up after DURATION (500ms, 10s, 2m, 1h): exit 75\n"
-    "  --try, -n            do not wait: exit 75 at once if held\n"
+    "  --wait DURATION      give up after DURATION (500ms, 1.5s, 10s, 2m, 1h): exit 75\n"
+    "  --try, -n            do not wait: exit 75 at once if held (not with --wait)\n"
     "                       (default: wait forever)\n"
-    "  --permits N          take N permits of a semaphore (default 1)\n"
+    "  --permits N          take N permits of a semaphore (default 1); without\n"
+    "                       --capacity, NAME must exist with a capacity >= N\n"
     "  --capacity C         the resource's capacity when this request creates it\n"
     "                       (default 1, a mutex; 1000 with --shared/--exclusive)\n"
     "  --shared             a reader of a read/write lock (1 permit)\n"
     "  --exclusive          the writer of a read/write lock (all permits)\n"
     "  --key KEY            idempotency key: the same key is the same request\n"
+    "  --hold-at-least DURATION  after the command ends, keep holding until\n"
+    "                       DURATION after the grant, then release: with --try,\n"
+    "                       a job run by cron on several hosts runs once per\n"
+    "                       schedule even when it is quicker than the clock skew\n"
     "  --ttl DURATION       lease (default 10s); --transition DURATION (default 6s)\n"
     "  --kill-after DURATION  SIGKILL this long after SIGTERM on LOST\n"
     "                       (default transition/2; must be below transition)\n"
@@ -117,6 +126,8 @@ static const char *usage_elect =
 
 static const char *usage_status =
     "usage: simba status [--json] [options] URL NAME...\n"
+    "(options: --tenant, --client-id, --connect-timeout, --quiet, --verbose;\n"
+    "the same for delete, set-capacity and init-server)\n"
     "Print each resource's capacity, holders (client id, session, fence,\n"
     "permits) and waiters in queue order. --json: one JSON object per resource\n"
     "and line: {\"name\", \"exists\", \"capacity\", \"queued\", \"held\",\n"
@@ -127,9 +138,19 @@ static const char *usage_delete =
     "usage: simba delete [options] URL NAME\n"
     "Remove the resource and every entry in it; its holders lose it (LOST).\n";
 
+static const char *usage_init =
+    "usage: simba init-server [options] URL\n"
+    "End the restart grace of a brand-new Redis server (redis://, redis+unix://,\n"
+    "redis+cluster://; the URL's tenant or --tenant). A server that lost its\n"
+    "data (fresh start, restart, fail-over) grants nothing for one lease\n"
+    "(ttl + transition) because a holder from before may still run; run this\n"
+    "only when no client of the tenant can hold a lock, e.g. before any started.\n"
+    "Other backends have nothing to init: it exits 64 for them.\n";
+
 static const char *usage_setcap =
-    "usage: simba set-capacity [options] URL NAME N\n"
-    "Change the resource's capacity to N (1 or more).\n";
+    "usage: simba set-capacity [--create] [options] URL NAME N\n"
+    "Change the resource's capacity to N (1 or more). A NAME that does not\n"
+    "exist is refused (exit 70), so a typo creates nothing; --create makes it.\n";
 
 /* ---- options ---- */
 typedef struct opts {
@@ -140,8 +161,9 @@ typedef struct opts {
     char **argv;                  /* the command */
     int wait_ms, permits, capacity, shared, exclusive, once, json, quiet, verbose;
     const char *key, *tenant, *client_id;
-    int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms;
-    int setcap;
+    int ttl_ms, transition_ms, kill_after_ms, connect_timeout_ms, hold_at_least_ms;
+    int setcap, create;
+    int tried, waited;            /* --try, --wait given */
 } opts;
 
 static opts o;
@@ -167,6 +189,13 @@ static void say(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+/* The cause of a failure in words: the library's message when it has one
+   (it names the resource, the server's reason and often the remedy), else
+   the code's generic text. */
+static const char *cause(int err, const char *msg) {
+    return msg && msg[0] ? msg : simba_strerror(err);
+}
+
 /* Bad usage is always printed, even with --quiet. */
 static int usage_error(const char *what, const char *why) {
     fprintf(stderr, "simba: %s (%s)\n", what, why);
@@ -185,9 +214,9 @@ static void on_log(void *user, simba_log_level level, const char *msg) {
 
 static int duration_arg(const char *opt, const char *v, int *out) {
     char why[160];
-    if (!v) return usage_error(opt, "needs a duration such as 500ms, 10s, 2m");
+    if (!v) return usage_error(opt, "needs a duration such as 500ms, 1.5s, 10s, 2m");
     if (simba_parse_duration_ms(v, out) != SIMBA_OK) {
-        snprintf(why, sizeof why, "'%.60s' is not a duration: use 500ms, 10s, 2m or 1h", v);
+        snprintf(why, sizeof why, "'%.60s' is not a duration: a number and a unit, e.g. 500ms, 1.5s, 10s, 2m or 1h", v);
         return usage_error(opt, why);
     }
     return 0;
@@ -214,7 +243,48 @@ static const char *command_usage(const char *cmd) {
     if (strcmp(cmd, "status") == 0) return usage_status;
     if (strcmp(cmd, "delete") == 0) return usage_delete;
     if (strcmp(cmd, "set-capacity") == 0) return usage_setcap;
+    if (strcmp(cmd, "init-server") == 0) return usage_init;
     return NULL;
+}
+
+static int word_in(const char *word, const char *list) {
+    size_t n = strlen(word);
+    const char *p;
+    for (p = strstr(list, word); p; p = strstr(p + 1, word))
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* An option is given only to the commands it means something to (the
+   others would ignore it, and the user would believe it applied), and
+   never together with one that contradicts it. Returns 0 or EXIT_USAGE. */
+static int check_option_use(void) {
+    const struct { int given; const char *opt, *cmds; } use[] = {
+        {o.tried, "--try", "run"},
+        {o.waited, "--wait", "run"},
+        {o.permits > 0, "--permits", "run"},
+        {o.capacity > 0, "--capacity", "run"},
+        {o.shared, "--shared", "run"},
+        {o.exclusive, "--exclusive", "run"},
+        {o.key != NULL, "--key", "run"},
+        {o.hold_at_least_ms > 0, "--hold-at-least", "run"},
+        {o.once, "--once", "elect"},
+        {o.json, "--json", "status"},
+        {o.create, "--create", "set-capacity"},
+        {o.ttl_ms > 0, "--ttl", "run elect"},
+        {o.transition_ms > 0, "--transition", "run elect"},
+        {o.kill_after_ms > 0, "--kill-after", "run elect"},
+    };
+    char why[128], *c;
+    size_t i;
+    for (i = 0; i < sizeof use / sizeof use[0]; i++) {
+        if (!use[i].given || word_in(o.cmd, use[i].cmds)) continue;
+        snprintf(why, sizeof why, "not an option of simba %s, only of simba %s", o.cmd, use[i].cmds);
+        for (c = why + strlen(why) - strlen(use[i].cmds); *c; c++) if (*c == ' ') *c = '/';
+        return usage_error(use[i].opt, why);
+    }
+    if (o.tried && o.waited) return usage_error("--try and --wait", "choose one: --try does not wait at all");
+    return 0;
 }
 
 /* Parses argv after the command name. Returns -1 when all is well, else an exit code. */
@@ -235,14 +305,15 @@ static int parse_args(int argc, char **argv) {
             if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
                 fputs(command_usage(o.cmd), stdout);
                 return 0;
-            } else if (strcmp(a, "--try") == 0 || strcmp(a, "-n") == 0) o.wait_ms = 0;
-            else if (strcmp(a, "--wait") == 0 || strcmp(a, "-w") == 0) { if ((rc = duration_arg(a, v, &o.wait_ms))) return rc; i++; }
+            } else if (strcmp(a, "--try") == 0 || strcmp(a, "-n") == 0) { o.wait_ms = 0; o.tried = 1; }
+            else if (strcmp(a, "--wait") == 0 || strcmp(a, "-w") == 0) { if ((rc = duration_arg(a, v, &o.wait_ms))) return rc; o.waited = 1; i++; }
             else if (strcmp(a, "--permits") == 0) { if ((rc = int_arg(a, v, 1, &o.permits))) return rc; i++; }
             else if (strcmp(a, "--capacity") == 0) { if ((rc = int_arg(a, v, 1, &o.capacity))) return rc; i++; }
             else if (strcmp(a, "--shared") == 0) o.shared = 1;
             else if (strcmp(a, "--exclusive") == 0) o.exclusive = 1;
             else if (strcmp(a, "--once") == 0) o.once = 1;
             else if (strcmp(a, "--json") == 0) o.json = 1;
+            else if (strcmp(a, "--create") == 0) o.create = 1;
             else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) o.quiet = 1;
             else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) o.verbose++;
             else if (strcmp(a, "--key") == 0) { if (!v) return usage_error(a, "needs a key"); o.key = v; i++; }
@@ -251,6 +322,7 @@ static int parse_args(int argc, char **argv) {
             else if (strcmp(a, "--ttl") == 0) { if ((rc = duration_arg(a, v, &o.ttl_ms))) return rc; i++; }
             else if (strcmp(a, "--transition") == 0) { if ((rc = duration_arg(a, v, &o.transition_ms))) return rc; i++; }
             else if (strcmp(a, "--kill-after") == 0) { if ((rc = duration_arg(a, v, &o.kill_after_ms))) return rc; i++; }
+            else if (strcmp(a, "--hold-at-least") == 0) { if ((rc = duration_arg(a, v, &o.hold_at_least_ms))) return rc; i++; }
             else if (strcmp(a, "--connect-timeout") == 0) { if ((rc = duration_arg(a, v, &o.connect_timeout_ms))) return rc; i++; }
             else {
                 char what[96];
@@ -268,6 +340,7 @@ static int parse_args(int argc, char **argv) {
         o.url = getenv("SIMBA_URL");
         if (!o.url || !*o.url) return usage_error("URL '-'", "SIMBA_URL is not set");
     }
+    if (strcmp(o.cmd, "init-server") == 0) return npos == 1 ? -1 : usage_error("init-server", "takes only the URL");
     if (npos < 2) return usage_error("no NAME", "see simba COMMAND --help");
     if (strcmp(o.cmd, "set-capacity") == 0) {
         if (npos != 3) return usage_error("set-capacity", "needs URL NAME N");
@@ -278,10 +351,11 @@ static int parse_args(int argc, char **argv) {
         return usage_error(o.cmd, "takes exactly one NAME");
     for (i = 1; i < npos; i++) o.names[o.nnames++] = pos[i];
     if (want_cmd && !o.argv) return usage_error("no command", "put it after '--': simba run URL NAME -- command");
+    if ((rc = check_option_use()) != 0) return rc;
     if (o.shared && o.exclusive) return usage_error("--shared and --exclusive", "choose one");
     if ((o.shared || o.exclusive) && o.permits) return usage_error("--permits", "not with --shared or --exclusive");
-    if (o.capacity == 0) o.capacity = (o.shared || o.exclusive) ? 1000 : 1;
-    if (o.permits > o.capacity) return usage_error("--permits", "more than --capacity");
+    if (o.capacity > 0 && o.permits > o.capacity) return usage_error("--permits", "more than --capacity");
+    if (o.capacity == 0 && (o.shared || o.exclusive)) o.capacity = 1000;
     return -1;
 }
 
@@ -465,15 +539,83 @@ static const char *lost_reason(int why) {
     }
 }
 
-/* The exit code of a request that ends without a grant: busy when the
-   server is there, else we never got through. */
-static int busy_or_unreachable(simba *s) {
+static int is_redis_url(const char *url) {
+    return strncmp(url, "redis:", 6) == 0 || strncmp(url, "redis+", 6) == 0;
+}
+
+/* Why the request is not granted (yet): a restart grace, until when it
+   lasts and how it ends. */
+static void say_grace(simba *s, int waiting) {
+    int64_t left = simba_grace_ms(s);
+    time_t end = time(NULL) + (time_t)((left + 999) / 1000);
+    struct tm tm;
+    char at[32];
+    strftime(at, sizeof at, "%H:%M:%S %Z", localtime_r(&end, &tm));
+    say("%s '%s'%s: the server's restart grace holds back every grant until %s (%lld s from now): "
+        "it lost its locks (new server, restart or fail-over) and a holder from before may still run; %s",
+        waiting ? "waiting for" : "no grant of", o.names[0], waiting ? "" : " now", at, (long long)((left + 999) / 1000),
+        is_redis_url(o.url) ? "on a brand-new server, `simba init-server URL` ends it at once"
+                            : "it ends by itself");
+}
+
+/* The exit code of a request that ends without a grant, with err and msg
+   the cause the library saw while it waited (0: none): busy when the server
+   is there and nothing else held it back, else what did. */
+static int busy_or_unreachable(simba *s, int err, const char *msg) {
     if (!simba_connected(s)) {
-        say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+        say("cannot connect (%s)", err ? cause(err, msg) : last_log[0] ? last_log : "no answer");
         return EXIT_CONNECT;
+    }
+    if (err == SIMBA_EGRACE || simba_grace_ms(s) > 0) {
+        say_grace(s, 0);
+        return EXIT_BUSY;
+    }
+    if (err) {
+        say("cannot acquire '%s' (%s)", o.names[0], cause(err, msg));
+        return connect_error_exit(err);
     }
     if (o.verbose) say("'%s' is busy", o.names[0]);
     return EXIT_BUSY;
+}
+
+/* The capacity the server has stored for name in *cap (0: no such
+   resource). Returns 0, or the exit code when the server did not answer. */
+static int stored_capacity(simba *s, const char *name, int *cap) {
+    simba_lock q = simba_inspect(s, name, NULL);
+    simba_event ev;
+    int r;
+    *cap = 0;
+    if (q.id == 0) return usage_error("bad request", cause(simba_last_error(s), simba_last_error_msg(s)));
+    r = simba_wait(s, q, o.connect_timeout_ms ? o.connect_timeout_ms : 10000, &ev);
+    if (r <= 0) {
+        say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+        return simba_connected(s) ? EXIT_ERROR : EXIT_CONNECT;
+    }
+    if (ev.type == SIMBA_EVENT_INFO) *cap = ev.capacity;
+    else if (ev.error != SIMBA_ENOTFOUND) {
+        say("cannot inspect '%s' (%s)", name, cause(ev.error, ev.message));
+        return connect_error_exit(ev.error);
+    }
+    return 0;
+}
+
+/* --permits without --capacity: what counts is the capacity each NAME has
+   on the server, not the default 1 (that one only applies to a resource the
+   request creates). Returns 0 when every NAME exists and has room for the
+   permits, else the exit code. */
+static int check_permits_fit(simba *s) {
+    int i, cap, rc;
+    char why[200];
+    for (i = 0; i < o.nnames; i++) {
+        if ((rc = stored_capacity(s, o.names[i], &cap)) != 0) return rc;
+        if (cap == 0)
+            snprintf(why, sizeof why, "'%.60s' does not exist: give --capacity C to create it", o.names[i]);
+        else if (o.permits > cap)
+            snprintf(why, sizeof why, "more than the capacity %d of '%.60s'", cap, o.names[i]);
+        else continue;
+        return usage_error("--permits", why);
+    }
+    return 0;
 }
 
 /* ---- the loop shared by run and elect ---- */
@@ -511,7 +653,8 @@ static int run_or_elect(void) {
     simba *s = make_client(&code);
     simba_lock lk;
     int64_t connect_deadline, kill_at = -1, wait_deadline = -1;
-    int lost = 0, exit_code = -1;
+    int lost = 0, exit_code = -1, grace_said = 0;
+    int64_t granted_at = -1, linger_until = -1;   /* --hold-at-least: hold on until then */
     ending end = {-1, -1};
     if (!s) return code;
     if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
@@ -524,6 +667,10 @@ static int run_or_elect(void) {
         say("cannot set up signals (%s)", strerror(errno));
         return EXIT_ERROR;
     }
+    if (!elect && o.capacity == 0 && o.permits > 1 && (rc = check_permits_fit(s)) != 0) {
+        simba_destroy(s);
+        return rc;
+    }
     if (elect) {
         lk = simba_contend(s, o.names[0], NULL);
     } else {
@@ -534,7 +681,9 @@ static int run_or_elect(void) {
             ld.names = o.names;
             ld.nnames = o.nnames;
         }
-        ld.capacity = o.capacity;
+        /* without --capacity the NAMEs exist (check_permits_fit): the capacity
+           is theirs, and this one only has to admit the permits */
+        ld.capacity = o.capacity ? o.capacity : o.permits ? o.permits : 1;
         ld.permits = o.permits ? o.permits : 1;
         ld.exclusive = o.exclusive;
         /* --wait is timed here, not by the library: its TIMEOUT ends the
@@ -545,9 +694,10 @@ static int run_or_elect(void) {
         lk = simba_acquire(s, &ld);
     }
     if (lk.id == 0) {
-        rc = simba_last_error(s);
+        char why[SIMBA_MAX_MESSAGE + 96];
+        snprintf(why, sizeof why, "%s", cause(simba_last_error(s), simba_last_error_msg(s)));
         simba_destroy(s);
-        return usage_error("cannot request the lock", simba_strerror(rc));
+        return usage_error("cannot request the lock", why);
     }
     connect_deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
     if (!elect && o.wait_ms > 0) wait_deadline = simba_now_ms(s) + o.wait_ms;
@@ -567,6 +717,7 @@ static int run_or_elect(void) {
         timeout = min_deadline(now, kill_at, (int)timeout);
         timeout = min_deadline(now, wait_deadline, (int)timeout);
         timeout = min_deadline(now, end.deadline, (int)timeout);
+        timeout = min_deadline(now, linger_until, (int)timeout);
         if (poll(fds, (nfds_t)(n + 1), (int)timeout) < 0 && errno != EINTR) {
             say("poll failed (%s)", strerror(errno));
             exit_code = EXIT_ERROR;
@@ -583,9 +734,9 @@ static int run_or_elect(void) {
             }
             if (e->type == SIMBA_EVENT_DISCONNECTED) {
                 if (e->error == SIMBA_EAUTH && child <= 0) {
-                    say("authentication refused (%s)", last_log[0] ? last_log : simba_strerror(e->error));
+                    say("authentication refused (%s)", cause(e->error, e->message));
                     exit_code = EXIT_AUTH;
-                } else if (o.verbose) say("disconnected (%s)", last_log[0] ? last_log : simba_strerror(e->error));
+                } else if (o.verbose) say("disconnected (%s)", cause(e->error, e->message));
                 continue;
             }
             if (e->type == SIMBA_EVENT_OWNER) {
@@ -598,6 +749,7 @@ static int run_or_elect(void) {
                 if (o.verbose) say("acquired '%s' (fence %lld)", o.names[0], (long long)e->fence);
                 if (end.code >= 0) break;              /* ending already: the release is on its way */
                 wait_deadline = -1;
+                granted_at = simba_now_ms(s);
                 if ((rc = spawn(s, lk)) != 0 && give_back(s, lk, &end, rc)) exit_code = rc;
                 break;
             case SIMBA_EVENT_LOST:
@@ -610,14 +762,15 @@ static int run_or_elect(void) {
                 } else {
                     say("lost '%s' (%s)", o.names[0], lost_reason(e->error));
                     if (end.code >= 0) exit_code = end.code;   /* the job had ended already */
+                    else if (linger_until >= 0) exit_code = child_status;   /* ... and was done */
                     else if (!elect) exit_code = EXIT_LOST;
                 }
                 break;
             case SIMBA_EVENT_TIMEOUT:       /* --try: a try leaves no entry on the server */
-                exit_code = busy_or_unreachable(s);
+                exit_code = busy_or_unreachable(s, e->error, e->message);
                 break;
             case SIMBA_EVENT_ERROR:
-                say("cannot acquire '%s' (%s)", o.names[0], simba_strerror(e->error));
+                say("cannot acquire '%s' (%s)", o.names[0], cause(e->error, e->message));
                 exit_code = e->error == SIMBA_EKEYBUSY ? EXIT_BUSY : connect_error_exit(e->error);
                 break;
             case SIMBA_EVENT_RELEASED:
@@ -635,6 +788,10 @@ static int run_or_elect(void) {
             }
         }
         if (exit_code >= 0) break;
+        if (!grace_said && child <= 0 && end.code < 0 && simba_grace_ms(s) > 0) {
+            grace_said = 1;          /* once: the wait is long, but not stuck */
+            say_grace(s, 1);
+        }
         /* signals: forward them to the job; before it runs, give up */
         if (fds[0].revents & POLLIN) {
             unsigned char buf[64];
@@ -667,13 +824,21 @@ static int run_or_elect(void) {
                 } else if (elect) {
                     if (give_back(s, lk, &end, EXIT_LOST)) exit_code = EXIT_LOST;   /* stop contending */
                 } else exit_code = EXIT_LOST;      /* a LOST handle is finished: nothing to release */
+            } else if (!elect && granted_at >= 0 && now < granted_at + o.hold_at_least_ms) {
+                linger_until = granted_at + o.hold_at_least_ms;    /* --hold-at-least: keep it (renewed) */
+                if (o.verbose) say("the command ended; holding '%s' for %lld ms more (--hold-at-least)", o.names[0],
+                                   (long long)(linger_until - now));
             } else if (give_back(s, lk, &end, child_status)) {
                 exit_code = child_status;          /* released at once: the next waiter need not wait for expiry */
             }
         }
+        if (exit_code < 0 && linger_until >= 0 && now >= linger_until) {
+            linger_until = -1;
+            if (give_back(s, lk, &end, child_status)) exit_code = child_status;
+        }
         if (exit_code < 0 && child <= 0 && wait_deadline >= 0 && now >= wait_deadline) {
             wait_deadline = -1;                    /* --wait ran out: withdraw the request */
-            rc = busy_or_unreachable(s);
+            rc = busy_or_unreachable(s, 0, NULL);
             if (give_back(s, lk, &end, rc)) exit_code = rc;
         }
         if (exit_code < 0 && end.code >= 0 && now >= end.deadline) {
@@ -728,20 +893,34 @@ static void print_entries(const simba_holder *h, int n, int granted, int capacit
     }
 }
 
+/* set-capacity on a resource that does not exist would create it: a typo
+   must not. Returns 0 when name exists, else the exit code. */
+static int require_existing(simba *s, const char *name) {
+    int cap, rc = stored_capacity(s, name, &cap);
+    if (rc != 0 || cap > 0) return rc;
+    if (!o.quiet) fprintf(stderr, "simba: %s '%.200s' failed (no such resource; --create creates it)\n", o.cmd, name);
+    return EXIT_ERROR;
+}
+
 static int admin(void) {
     int code = -1, i, done = 0, exit_code = 0;
     simba *s = make_client(&code);
     simba_lock q[SIMBA_MAX_RESOURCES];
     int64_t deadline;
     if (!s) return code;
+    if (strcmp(o.cmd, "set-capacity") == 0 && !o.create && (code = require_existing(s, o.names[0])) != 0) {
+        simba_destroy(s);
+        return code;
+    }
     for (i = 0; i < o.nnames; i++) {
         if (strcmp(o.cmd, "status") == 0) q[i] = simba_inspect(s, o.names[i], NULL);
         else if (strcmp(o.cmd, "delete") == 0) q[i] = simba_delete(s, o.names[i], NULL);
         else q[i] = simba_set_capacity(s, o.names[i], o.setcap, NULL);
         if (q[i].id == 0) {
-            int rc = simba_last_error(s);
+            char why[SIMBA_MAX_MESSAGE + 96];
+            snprintf(why, sizeof why, "%s", cause(simba_last_error(s), simba_last_error_msg(s)));
             simba_destroy(s);
-            return usage_error("bad request", simba_strerror(rc));
+            return usage_error("bad request", why);
         }
     }
     deadline = simba_now_ms(s) + (o.connect_timeout_ms ? o.connect_timeout_ms : 10000);
@@ -793,7 +972,7 @@ static int admin(void) {
             int err = ev.error ? ev.error : SIMBA_EPROTO;
             char what[320];
             snprintf(what, sizeof what, "%s '%.200s' failed", o.cmd, o.names[done]);
-            if (!o.quiet) fprintf(stderr, "simba: %s (%s)\n", what, simba_strerror(err));
+            if (!o.quiet) fprintf(stderr, "simba: %s (%s)\n", what, cause(err, ev.message));
             exit_code = err == SIMBA_ENOTFOUND ? EXIT_ERROR : connect_error_exit(err);
             if (exit_code == EXIT_USAGE && err != SIMBA_ECAPACITY) exit_code = EXIT_ERROR;
         }
@@ -802,6 +981,37 @@ static int admin(void) {
     }
     simba_destroy(s);
     return exit_code;
+}
+
+/* ---- init-server ---- */
+static int init_server(void) {
+    simba_url *u = (simba_url *)calloc(1, sizeof *u);
+    simba_url_error e;
+    simba_desc d;
+    int rc;
+    memset(&d, 0, sizeof d);
+    memset(&e, 0, sizeof e);
+    if (!u) return EXIT_ERROR;
+    if ((rc = simba_url_parse(o.url, u, &e)) == SIMBA_OK) rc = simba_url_client_options(u, &d, &e);
+#ifndef SIMBA_CLI_NO_REDIS
+    if (rc == SIMBA_OK && is_redis_url(o.url))
+        rc = simba_redis_init_server_url(u, o.tenant ? o.tenant : d.tenant, &e);
+    else
+#endif
+    if (rc == SIMBA_OK)
+        rc = simba_url_fail(&e, SIMBA_EUNSUPPORTED, "scheme", "%s: only a Redis server has a restart grace to end "
+                            "(MySQL's ends by itself; ZooKeeper keeps its data; mem: lives in one process)",
+                            u->scheme);
+    simba_url_clear(u);        /* the password must not linger in our memory */
+    free(u);
+    if (rc != SIMBA_OK) {
+        int code = strcmp(e.part, "server") != 0 ? (rc == SIMBA_EAUTH ? EXIT_AUTH : EXIT_USAGE)
+                   : connect_error_exit(rc);
+        fprintf(stderr, "simba: init-server failed (%s)\n", e.msg);
+        return code;
+    }
+    if (o.verbose) say("init-server: done; the first grants come at once");
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -824,9 +1034,10 @@ int main(int argc, char **argv) {
     if (!command_usage(o.cmd)) {
         char what[96];
         snprintf(what, sizeof what, "unknown command '%.60s'", o.cmd);
-        return usage_error(what, "one of run, elect, status, delete, set-capacity; see simba --help");
+        return usage_error(what, "one of run, elect, status, delete, set-capacity, init-server; see simba --help");
     }
     if ((rc = parse_args(argc - 2, argv + 2)) >= 0) return rc;
     if (strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0) return run_or_elect();
+    if (strcmp(o.cmd, "init-server") == 0) return init_server();
     return admin();
 }

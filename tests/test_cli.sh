@@ -90,9 +90,9 @@ EOF
 # and VAR (the URL's password_env) is not in its environment
 no_inherit_test() {
     local out rc
-    out=$("$SIMBA" run "$1" "fds-$2" -- "$T/fds" "${3:-}" 2>&1); rc=$?
+    out=$("$SIMBA" run "$1" "fds-$2" -- "$T/fds" "${3:-}" 2> "$T/nie.err"); rc=$?
     check "$2: the job has no socket of simba's open" \
-        $([ $rc -eq 0 ] && [[ "$out" == "sockets:[] "* ]]; echo $?) "rc $rc, $out"
+        $([ $rc -eq 0 ] && [[ "$out" == "sockets:[] "* ]]; echo $?) "rc $rc, $out $(cat "$T/nie.err")"
     [ -n "${3:-}" ] || return 0
     check "$2: the job's environment has no \$$3 (the URL's password_env)" \
         $([ $rc -eq 0 ] && [[ "$out" == *" env:unset" ]]; echo $?) "rc $rc, $out"
@@ -139,7 +139,7 @@ part_mem() {
     local out rc
     "$SIMBA" --help > "$T/help" 2>&1; rc=$?
     check "--help exits 0 and documents the exit codes" $([ $rc -eq 0 ] && grep -q '75 busy' "$T/help" && grep -q '79 lock lost' "$T/help"; echo $?)
-    for c in run elect status delete set-capacity; do
+    for c in run elect status delete set-capacity init-server; do
         "$SIMBA" $c --help > "$T/help" 2>&1; rc=$?
         check "$c --help" $([ $rc -eq 0 ] && grep -q "usage: simba $c" "$T/help"; echo $?)
     done
@@ -151,11 +151,21 @@ part_mem() {
     check "run without a command: 64" $([ $rc -eq 64 ] && grep -Eq '^simba: .+ \(.+\)$' "$T/e1"; echo $?) "$rc"
     "$SIMBA" run --wait 10 mem: x -- true 2> "$T/e1"; rc=$?
     check "--wait without a unit: 64 naming the option" $([ $rc -eq 64 ] && grep -q -- '--wait' "$T/e1"; echo $?) "$rc"
+    "$SIMBA" run --wait 1.5s mem: x -- true 2> "$T/e1"; rc=$?
+    check "--wait 1.5s (a decimal fraction) is accepted" $([ $rc -eq 0 ]; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --wait 1.5q mem: x -- true 2> "$T/e1"; rc=$?
+    check "--wait 1.5q: 64, the message shows the form (1.5s)" $([ $rc -eq 64 ] && grep -q -- "--wait.*1\.5s" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" run 'nosuch://h' x -- true 2> "$T/e1"; rc=$?
     check "unknown scheme: 64, lists the compiled-in schemes" \
         $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run 'redis://127.0.0.1:99999' x -- true 2> "$T/e1"; rc=$?
     check "bad port: 64, names the port" $([ $rc -eq 64 ] && grep -q 'URL port' "$T/e1"; echo $?) "$(cat "$T/e1")"
+    "$SIMBA" run --try --wait 1s mem: x -- true 2> "$T/e1"; rc=$?
+    check "--try with --wait: 64 (contradictory)" $([ $rc -eq 64 ] && grep -q -- "--try and --wait" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" elect --try mem: x -- true 2> "$T/e1"; rc=$?
+    check "elect --try: 64 (elect does not take it)" $([ $rc -eq 64 ] && grep -q -- "--try (not an option of simba elect" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" status --once mem: x > /dev/null 2> "$T/e1"; rc=$?
+    check "status --once: 64" $([ $rc -eq 64 ]; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" run --kill-after 7s --transition 6s mem: x -- true 2> "$T/e1"; rc=$?
     check "--kill-after >= transition is refused" $([ $rc -eq 64 ]; echo $?) "$rc"
     "$SIMBA" run mem: x -- sh -c 'exit 3'; rc=$?
@@ -214,6 +224,7 @@ part_redis() {
     for _ in 1 2; do "$SIMBA" run --capacity 3 --permits 2 "$U" perm -- "$T/job" "$f" 0.7 & pids="$pids $!"; done
     for p in $pids; do finish $p 60 >/dev/null; done
     check "--permits 2 of capacity 3: one at a time" $([ "$(max_conc "$f")" -eq 1 ]; echo $?) "max $(max_conc "$f")"
+    permits_test "$U"
 
     # read/write: readers together, the writer alone
     f="$T/rw"; : > "$f"; : > "$T/rw-w"; pids=""
@@ -339,6 +350,7 @@ EOF
     check "set-capacity 3" $([ $rc -eq 0 ] && [ "$out" = 3 ]; echo $?) "rc $rc capacity $out"
     "$SIMBA" set-capacity "$U" cap 0 2>/dev/null; rc=$?
     check "set-capacity 0 is bad usage" $([ $rc -eq 64 ]; echo $?) "$rc"
+    setcap_create_test "$U"
     rm -f "$T/held"
     "$SIMBA" run --ttl 1500ms --transition 1500ms "$U" del -- sh -c "echo 1 > '$T/held'; exec sleep 60" 2>"$T/del.err" & p=$!
     wait_file "$T/held" 10
@@ -388,6 +400,78 @@ EOF
     for _ in $(seq 1 200); do [ "$(grep -c Y "$f")" -ge 2 ] && break; sleep 0.05; done
     check "elect: after LOST it contends again and reruns the command" $([ "$(grep -c Y "$f")" -ge 2 ]; echo $?) "$(grep -c Y "$f") runs"
     kill -TERM $p; finish $p 10 >/dev/null
+
+    hold_at_least_test "$U"
+    grace_test "$U"
+}
+
+# hold_at_least_test URL: --hold-at-least keeps the lock after a quick job
+# until that long after the grant, so another host's --try of the same
+# schedule is refused; simba then exits with the job's status
+hold_at_least_test() {
+    local U=$1 p rc t0 t1
+    t0=$(now_ms)
+    "$SIMBA" run --try --hold-at-least 2s "$U" cron-once -- true & p=$!
+    sleep 1
+    "$SIMBA" run --try "$U" cron-once -- true 2>/dev/null; rc=$?
+    check "--hold-at-least 2s, job true: a second run --try 1 s later is busy (75)" $([ $rc -eq 75 ]; echo $?) "rc $rc"
+    finish $p 10; t1=$(now_ms)
+    check "--hold-at-least 2s: simba exits with the job's status >= 2 s after the grant" \
+        $([ "$FIN" -eq 0 ] && [ $((t1 - t0)) -ge 2000 ] && [ $((t1 - t0)) -lt 4000 ]; echo $?) "rc $FIN after $((t1 - t0)) ms"
+    "$SIMBA" run --try "$U" cron-once -- true; rc=$?
+    check "--hold-at-least: released at its end (the next --try is granted)" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    "$SIMBA" run --hold-at-least 500ms "$U" cron-once -- sh -c 'exit 3'; rc=$?
+    check "--hold-at-least: the job's own status comes back (3)" $([ $rc -eq 3 ]; echo $?) "rc $rc"
+}
+
+# permits_test URL: --permits without --capacity is checked against the
+# capacity the resource has on the server, not against the default 1
+permits_test() {
+    local U=$1 rc
+    "$SIMBA" run --capacity 5 "$U" cap5 -- true
+    "$SIMBA" run --permits 2 "$U" cap5 -- true 2> "$T/e1"; rc=$?
+    check "--permits 2 on an existing capacity-5 resource, no --capacity: granted" $([ $rc -eq 0 ]; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --permits 6 "$U" cap5 -- true 2> "$T/e1"; rc=$?
+    check "--permits 6 on capacity 5: 64 naming the capacity" $([ $rc -eq 64 ] && grep -q "capacity 5" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --permits 2 "$U" no-such-cap -- true 2> "$T/e1"; rc=$?
+    check "--permits 2 on a resource that does not exist, no --capacity: 64 asking for --capacity" \
+        $([ $rc -eq 64 ] && grep -q -- "--capacity" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+}
+
+# setcap_create_test URL: set-capacity does not create a resource (a typo)
+# unless --create says so
+setcap_create_test() {
+    local U=$1 rc out
+    "$SIMBA" set-capacity "$U" cpa-typo 3 2> "$T/e1"; rc=$?
+    out=$("$SIMBA" status "$U" cpa-typo)
+    check "set-capacity on a missing resource: 70, says so, creates nothing" \
+        $([ $rc -eq 70 ] && grep -q "no such resource" "$T/e1" && [ "$out" = "cpa-typo: no such resource" ]; echo $?) \
+        "rc $rc $(cat "$T/e1") / $out"
+    "$SIMBA" set-capacity --create "$U" cpa-new 3; rc=$?
+    out=$("$SIMBA" status "$U" cpa-new)
+    check "set-capacity --create makes it" $([ $rc -eq 0 ] && [[ "$out" == "cpa-new: capacity 3,"* ]]; echo $?) "rc $rc $out"
+}
+
+# grace_test URL: a server that lost its data (here: restarted empty)
+# grants nothing for a lease; simba says so, and init-server ends it
+grace_test() {
+    local U=$1 rc rc2 p t0 t1
+    "$SIMBA_REDIS_CTL" restart >/dev/null 2>&1
+    "$SIMBA" run --try "$U" grace -- true 2> "$T/e1"; rc=$?
+    check "restart grace: --try exits 75 naming the grace, its end and init-server, not 'busy'" \
+        $([ $rc -eq 75 ] && grep -q "restart grace .* until [0-9:]* .*init-server" "$T/e1" && ! grep -q busy "$T/e1"; echo $?) \
+        "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run "$U" grace -- true 2> "$T/e2" & p=$!
+    sleep 1.5; kill -TERM $p; finish $p 10
+    check "restart grace: a plain run says once, without -v, that it waits for it" \
+        $([ "$(grep -c "waiting for 'grace': the server's restart grace" "$T/e2")" -eq 1 ]; echo $?) "$(cat "$T/e2")"
+    "$SIMBA" init-server "$U" 2> "$T/e1"; rc=$?
+    t0=$(now_ms); "$SIMBA" run --try "$U" grace -- true 2>> "$T/e1"; rc2=$?; t1=$(now_ms)
+    check "init-server on the fresh server: then run --try is granted at once" \
+        $([ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ $((t1 - t0)) -lt 1500 ]; echo $?) "init $rc, run $rc2 after $((t1 - t0)) ms: $(cat "$T/e1")"
+    "$SIMBA" init-server "zk://127.0.0.1:1" 2> "$T/e1"; rc=$?
+    check "init-server on a backend without an init: 64, says why" \
+        $([ $rc -eq 64 ] && grep -q "only a Redis server" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 part_mysql() {
@@ -397,6 +481,14 @@ part_mysql() {
     PW="$SIMBA_MYSQL_PASSWORD" no_inherit_test \
         "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1&password_env=PW" mysql PW
     ghost_test "$U" mysql
+
+    # a database without simba's tables: the message says how to create them
+    local rc
+    "$SIMBA_MYSQL_CTL" sql 'CREATE DATABASE IF NOT EXISTS simba_cli_noschema' >/dev/null 2>&1
+    "$SIMBA" run --connect-timeout 2s "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/simba_cli_noschema" \
+        x -- true 2> "$T/e1"; rc=$?
+    check "mysql: no tables: 69, the hint names simba_mysql.sql and create_schema=1" \
+        $([ $rc -eq 69 ] && grep -q 'simba_mysql\.sql' "$T/e1" && grep -q 'create_schema=1' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 part_zk() {
@@ -404,6 +496,12 @@ part_zk() {
     # (a /chroot must exist on the server already; the URL form is in test_url)
     overlap_test "zk://$SIMBA_ZK_HOSTS?base_path=/cli-locks&session_timeout=10s" zk-base-path
     no_inherit_test "zk://$SIMBA_ZK_HOSTS" zk
+
+    # a chroot that is not there: the library's message, not a generic text
+    local rc
+    "$SIMBA" run --connect-timeout 5s "zk://$SIMBA_ZK_HOSTS/no-such-chroot" x -- true 2> "$T/e1"; rc=$?
+    check "zk: a missing chroot is named: 'chroot /no-such-chroot does not exist: create it first'" \
+        $([ $rc -ne 0 ] && grep -q 'chroot /no-such-chroot does not exist: create it first' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
 if [ "${1:-}" = --part ]; then

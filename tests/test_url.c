@@ -108,7 +108,17 @@ int main(void) {
     CHECK(simba_parse_duration_ms("0", &ms) == 0 && ms == 0, "0");
     CHECK(simba_parse_duration_ms("10", &ms) == SIMBA_EINVAL, "no unit");
     CHECK(simba_parse_duration_ms("-1s", &ms) == SIMBA_EINVAL, "negative");
-    CHECK(simba_parse_duration_ms("1.5s", &ms) == SIMBA_EINVAL, "fraction");
+    CHECK(simba_parse_duration_ms("1.5s", &ms) == 0 && ms == 1500, "1.5s");
+    CHECK(simba_parse_duration_ms("0.5s", &ms) == 0 && ms == 500, "0.5s");
+    CHECK(simba_parse_duration_ms("2.25m", &ms) == 0 && ms == 135000, "2.25m");
+    CHECK(simba_parse_duration_ms("0.0001s", &ms) == 0 && ms == 1, "a fraction rounds up to a whole ms");
+    CHECK(simba_parse_duration_ms("1.0000000001ms", &ms) == 0 && ms == 2, "past 9 digits still rounds up");
+    CHECK(simba_parse_duration_ms("1.5", &ms) == SIMBA_EINVAL, "fraction without a unit");
+    CHECK(simba_parse_duration_ms("1.s", &ms) == SIMBA_EINVAL, "no digit after the point");
+    CHECK(simba_parse_duration_ms(".5s", &ms) == SIMBA_EINVAL, "no digit before the point");
+    CHECK(simba_parse_duration_ms("1.5.5s", &ms) == SIMBA_EINVAL, "two points");
+    CHECK(simba_parse_duration_ms("1,5s", &ms) == SIMBA_EINVAL, "comma");
+    CHECK(simba_parse_duration_ms("596.524h", &ms) == SIMBA_EINVAL, "fraction overflow");
     CHECK(simba_parse_duration_ms("999h", &ms) == SIMBA_EINVAL, "overflow");
     CHECK(simba_parse_duration_ms("99999999999999999999ms", &ms) == SIMBA_EINVAL, "overflow digits");
     CHECK(simba_parse_duration_ms("5 s", &ms) == SIMBA_EINVAL, "space");
