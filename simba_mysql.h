@@ -1003,7 +1003,7 @@ static void simba__mysql_error_words(char *out, size_t cap, const char *what, un
                                                "with create_schema=1)"
                        : e == ER_BAD_DB_ERROR ? " (the database does not exist: create it, or name another)"
                        : "";
-    snprintf(out, cap, "%sMySQL error %u: %.150s%s", what, e, msg, hint);
+    snprintf(out, cap, "%sMySQL error %u: %.120s%s", what, e, msg, hint);
 }
 
 static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int main_conn) {
