@@ -168,6 +168,7 @@ typedef struct opts {
 
 static opts o;
 static char last_log[512];       /* the library's last error message: the "why" */
+static int one_host;             /* the URL names one server (or one sentinel) */
 /* The variables the URL takes passwords from (password_env=VAR,
    sentinel_password_env=VAR) are simba's: the job does not get them. */
 static const char *const password_params[] = {"password_env", "sentinel_password_env"};
@@ -382,7 +383,9 @@ static simba *make_client(int *code) {
     d.logger.func = on_log;
     d.logger.level = o.verbose > 1 ? SIMBA_LOG_DEBUG : SIMBA_LOG_WARN;
     if ((rc = simba_url_desc(o.url, u, &d, &e)) != SIMBA_OK) {
-        fprintf(stderr, "simba: bad URL (%s)\n", e.msg);
+        /* an unset password_env, an unreadable password_file: the URL is
+           right, the password it names is not there */
+        fprintf(stderr, "simba: %s (%s)\n", rc == SIMBA_EAUTH ? "no password" : "bad URL", e.msg);
         *code = rc == SIMBA_EAUTH ? EXIT_AUTH : EXIT_USAGE;
         simba_url_clear(u);
         free(u);
@@ -396,6 +399,7 @@ static simba *make_client(int *code) {
     if (o.client_id) d.client_id = o.client_id;
     if (o.ttl_ms) d.ttl_ms = o.ttl_ms;
     if (o.transition_ms) d.transition_ms = o.transition_ms;
+    one_host = u->nhosts == 1;
     o.ttl_ms = d.ttl_ms ? d.ttl_ms : 10000;
     o.transition_ms = d.transition_ms ? d.transition_ms : 6000;
     s = simba_create_ex(&d, &rc);
@@ -736,6 +740,11 @@ static int run_or_elect(void) {
                 if (e->error == SIMBA_EAUTH && child <= 0) {
                     say("authentication refused (%s)", cause(e->error, e->message));
                     exit_code = EXIT_AUTH;
+                } else if (o.tried && one_host && connect_deadline >= 0 && child <= 0) {
+                    /* --try, and the one server there is did not take us: no
+                       other will answer, and a try does not wait */
+                    say("cannot connect (%s)", cause(e->error, e->message));
+                    exit_code = connect_error_exit(e->error);
                 } else if (o.verbose) say("disconnected (%s)", cause(e->error, e->message));
                 continue;
             }

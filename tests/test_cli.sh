@@ -361,6 +361,17 @@ EOF
     # connection and credentials
     t0=$(now_ms); "$SIMBA" run --connect-timeout 1s redis://127.0.0.1:1 x -- true 2> "$T/e1"; rc=$?; t1=$(now_ms)
     check "cannot connect: 69 after --connect-timeout" $([ $rc -eq 69 ] && [ $((t1 - t0)) -lt 5000 ] && grep -Eq '^simba: cannot connect \(.+\)$' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    for u in redis://127.0.0.1:1 "mysql://root@127.0.0.1:1/db" zk://127.0.0.1:1; do
+        t0=$(now_ms); "$SIMBA" run --try "$u" x -- true 2> "$T/e1"; rc=$?; t1=$(now_ms)
+        check "--try, one host that refuses ($u): 69 within 1 s, with the cause" \
+            $([ $rc -eq 69 ] && [ $((t1 - t0)) -lt 1000 ] && grep -Eq '^simba: cannot connect \(.+\)$' "$T/e1"; echo $?) "rc $rc after $((t1 - t0)) ms: $(cat "$T/e1")"
+    done
+    t0=$(now_ms); "$SIMBA" run --try "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT" x -- true 2> "$T/e1"; rc=$?; t1=$(now_ms)
+    check "no password for a requirepass server: 77 within 1 s" \
+        $([ $rc -eq 77 ] && [ $((t1 - t0)) -lt 1000 ]; echo $?) "rc $rc after $((t1 - t0)) ms: $(cat "$T/e1")"
+    "$SIMBA" run "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=SIMBA_NOT_SET_X" x -- true 2> "$T/e1"; rc=$?
+    check "password_env naming an unset variable: 77, said as a password problem, not a bad URL" \
+        $([ $rc -eq 77 ] && grep -q "password" "$T/e1" && ! grep -q "bad URL" "$T/e1"; echo $?) "rc $rc: $(cat "$T/e1")"
     "$SIMBA" run "redis://:wrong-s3cret@127.0.0.1:$SIMBA_REDIS_AUTH_PORT" x -- true 2> "$T/e1"; rc=$?
     check "wrong password: 77, the password is not printed" $([ $rc -eq 77 ] && ! grep -q s3cret "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
     PW="$SIMBA_REDIS_AUTH_PASSWORD" "$SIMBA" run "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" x -- true; rc=$?
