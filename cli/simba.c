@@ -562,12 +562,25 @@ static void say_grace(simba *s, int waiting) {
                             : "it ends by itself");
 }
 
+/* Why no connection came: the library's last words, or, when it had none
+   (a server that took the connection and never answered: another
+   service's port), what that silence suggests. The URL is not printed:
+   it may hold a password. */
+static const char *no_connect_why(void) {
+    static char buf[160];
+    const char *end = strstr(o.url, "://");
+    if (last_log[0]) return last_log;
+    snprintf(buf, sizeof buf, "no answer in %d ms: is the URL's port that of a %.*s server?",
+             o.connect_timeout_ms ? o.connect_timeout_ms : 10000, end ? (int)(end - o.url) : 5, end ? o.url : "simba");
+    return buf;
+}
+
 /* The exit code of a request that ends without a grant, with err and msg
    the cause the library saw while it waited (0: none): busy when the server
    is there and nothing else held it back, else what did. */
 static int busy_or_unreachable(simba *s, int err, const char *msg) {
     if (!simba_connected(s)) {
-        say("cannot connect (%s)", err ? cause(err, msg) : last_log[0] ? last_log : "no answer");
+        say("cannot connect (%s)", err ? cause(err, msg) : no_connect_why());
         return EXIT_CONNECT;
     }
     if (err == SIMBA_EGRACE || simba_grace_ms(s) > 0) {
@@ -592,7 +605,7 @@ static int stored_capacity(simba *s, const char *name, int *cap) {
     if (q.id == 0) return usage_error("bad request", cause(simba_last_error(s), simba_last_error_msg(s)));
     r = simba_wait(s, q, o.connect_timeout_ms ? o.connect_timeout_ms : 10000, &ev);
     if (r <= 0) {
-        say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+        say("cannot connect (%s)", no_connect_why());
         return simba_connected(s) ? EXIT_ERROR : EXIT_CONNECT;
     }
     if (ev.type == SIMBA_EVENT_INFO) *cap = ev.capacity;
@@ -857,7 +870,7 @@ static int run_or_elect(void) {
         }
         if (exit_code < 0 && end.code < 0 && child <= 0 && connect_deadline >= 0 && !simba_connected(s) &&
             now >= connect_deadline) {
-            say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+            say("cannot connect (%s)", no_connect_why());
             exit_code = EXIT_CONNECT;
         }
     }
@@ -940,7 +953,7 @@ static int admin(void) {
         int r = simba_wait(s, q[done], left < 0 ? 0 : (int)left, &ev);
         if (r <= 0) {
             if (!simba_connected(s)) {
-                say("cannot connect (%s)", last_log[0] ? last_log : "no answer");
+                say("cannot connect (%s)", no_connect_why());
                 exit_code = simba_last_error(s) == SIMBA_EAUTH || strstr(last_log, "auth") ? EXIT_AUTH : EXIT_CONNECT;
             } else {
                 say("no answer from the server (timeout)");

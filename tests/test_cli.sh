@@ -366,6 +366,9 @@ EOF
         check "--try, one host that refuses ($u): 69 within 1 s, with the cause" \
             $([ $rc -eq 69 ] && [ $((t1 - t0)) -lt 1000 ] && grep -Eq '^simba: cannot connect \(.+\)$' "$T/e1"; echo $?) "rc $rc after $((t1 - t0)) ms: $(cat "$T/e1")"
     done
+    "$SIMBA" run --connect-timeout 1s "mysql://root@127.0.0.1:$SIMBA_REDIS_PORT/db" x -- true 2> "$T/e1"; rc=$?
+    check "a MySQL URL on a Redis port: 69, says the port may be another service's" \
+        $([ $rc -eq 69 ] && grep -q "is the URL's port that of a mysql server" "$T/e1"; echo $?) "rc $rc: $(cat "$T/e1")"
     t0=$(now_ms); "$SIMBA" run --try "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT" x -- true 2> "$T/e1"; rc=$?; t1=$(now_ms)
     check "no password for a requirepass server: 77 within 1 s" \
         $([ $rc -eq 77 ] && [ $((t1 - t0)) -lt 1000 ]; echo $?) "rc $rc after $((t1 - t0)) ms: $(cat "$T/e1")"
