@@ -6,7 +6,7 @@
 #   SIMBA_CLI=build/asan/simba tests/test_cli.sh   the same with another binary
 #
 # Parts: the URL unit test (plain and ASan), a bounded libFuzzer run of the
-# URL parser, the tool on mem:, then on Redis (most tests), MySQL and
+# URL parser, the docs against the help (tests/cli_docs.sh), the tool on mem:, then on Redis (most tests), MySQL and
 # ZooKeeper (the no-overlap test on each). The script runs itself under
 # each server script with `--part NAME`; results are added up in a file.
 set -u
@@ -539,6 +539,9 @@ for t in build/test_url build/asan/test_url; do
     else fail "$t" "not built (make test-cli builds it)"; fi
 done
 rm -f "$RESULTS.url"
+# the docs name what the tool takes: --help, docs/simba.1, docs/cli.md
+SIMBA_CLI=$SIMBA tests/cli_docs.sh
+check "help, man page and docs/cli.md name the same commands, options, schemes" $?
 if [ -x build/fuzz/fuzz_url ]; then
     mkdir -p build/fuzz/corpus-url
     build/fuzz/fuzz_url -max_total_time="${FUZZ_URL_SECONDS:-15}" -max_len=1024 -dict=tests/fuzz/url.dict \
