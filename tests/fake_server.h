@@ -34,4 +34,23 @@ static pid_t fake_listen_fork(int *port_out, int *lfd_out) {
     return 0;
 }
 
+/* A fake server that serves each connection in a child of its own:
+   serve(fd, arg) talks to one client; the child then exits. Returns what
+   fake_listen_fork returns to the parent (the pid, or -1). */
+static H_UNUSED pid_t fake_serve_each(int *port_out, void (*serve)(int fd, const void *arg), const void *arg) {
+    int lfd;
+    pid_t pid = fake_listen_fork(port_out, &lfd);
+    if (pid != 0) return pid;
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) { if (errno == EINTR) continue; _exit(0); }
+        if (fork() == 0) {
+            close(lfd);
+            serve(fd, arg);
+            _exit(0);
+        }
+        close(fd);
+    }
+}
+
 #endif

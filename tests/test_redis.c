@@ -1884,28 +1884,23 @@ static void t_redis_keepalive_is_o1(void) {
    connection is answered, after its first bytes, with `header` and then a
    stream of ":1\r\n" elements for up to 3 s or until the peer goes. Returns
    the child's pid (kill(-pid) ends it and its helpers) and the port. */
+/* One connection of fake_server: the header after the client's first
+   bytes, then junk for up to 3 s or until the client goes. */
+static void serve_header_then_junk(int fd, const void *arg) {
+    static char junk[65536];
+    const char *header = (const char *)arg;
+    char in[4096];
+    int64_t end = h_real_ms() + 3000;
+    size_t i;
+    for (i = 0; i + 4 <= sizeof junk; i += 4) memcpy(junk + i, ":1\r\n", 4);
+    if (recv(fd, in, sizeof in, 0) <= 0) return;
+    if (send(fd, header, strlen(header), MSG_NOSIGNAL) < 0) return;
+    while (h_real_ms() < end)
+        if (send(fd, junk, sizeof junk, MSG_NOSIGNAL) < 0) break;
+}
+
 static pid_t fake_server(const char *header, int *port_out) {
-    int lfd;
-    pid_t pid = fake_listen_fork(port_out, &lfd);
-    if (pid != 0) return pid;
-    for (;;) {
-        int fd = accept(lfd, NULL, NULL);
-        if (fd < 0) { if (errno == EINTR) continue; _exit(0); }
-        if (fork() == 0) {
-            static char junk[65536];
-            char in[4096];
-            int64_t end = h_real_ms() + 3000;
-            size_t i;
-            close(lfd);
-            for (i = 0; i + 4 <= sizeof junk; i += 4) memcpy(junk + i, ":1\r\n", 4);
-            if (recv(fd, in, sizeof in, 0) <= 0) _exit(0);
-            if (send(fd, header, strlen(header), MSG_NOSIGNAL) < 0) _exit(0);
-            while (h_real_ms() < end)
-                if (send(fd, junk, sizeof junk, MSG_NOSIGNAL) < 0) break;
-            _exit(0);
-        }
-        close(fd);
-    }
+    return fake_serve_each(port_out, serve_header_then_junk, header);
 }
 
 static void fake_server_stop(pid_t pid) {
@@ -1947,34 +1942,26 @@ static void loading_pipe(int fd, int up) {
     }
 }
 
-static pid_t loading_server(int64_t until, int *port_out) {
-    int lfd;
-    pid_t pid = fake_listen_fork(port_out, &lfd);
-    if (pid != 0) return pid;
-    for (;;) {
-        int fd = accept(lfd, NULL, NULL);
-        if (fd < 0) { if (errno == EINTR) continue; _exit(0); }
-        if (fork() == 0) {
-            static const char loading[] = "-LOADING Redis is loading the dataset in memory\r\n";
-            char in[4096];
-            close(lfd);
-            while (h_real_ms() < until) {
-                if (recv(fd, in, sizeof in, 0) <= 0) _exit(0);
-                if (send(fd, loading, sizeof loading - 1, MSG_NOSIGNAL) < 0) _exit(0);
-            }
-            {
-                struct sockaddr_in sa;
-                int up = socket(AF_INET, SOCK_STREAM, 0);
-                memset(&sa, 0, sizeof sa);
-                sa.sin_family = AF_INET;
-                sa.sin_port = htons((uint16_t)port);
-                sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                if (up >= 0 && connect(up, (struct sockaddr *)&sa, sizeof sa) == 0) loading_pipe(fd, up);
-            }
-            _exit(0);
-        }
-        close(fd);
+static void serve_loading_then_pipe(int fd, const void *arg) {
+    static const char loading[] = "-LOADING Redis is loading the dataset in memory\r\n";
+    int64_t until = *(const int64_t *)arg;
+    struct sockaddr_in sa;
+    char in[4096];
+    int up;
+    while (h_real_ms() < until) {
+        if (recv(fd, in, sizeof in, 0) <= 0) return;
+        if (send(fd, loading, sizeof loading - 1, MSG_NOSIGNAL) < 0) return;
     }
+    up = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (up >= 0 && connect(up, (struct sockaddr *)&sa, sizeof sa) == 0) loading_pipe(fd, up);
+}
+
+static pid_t loading_server(const int64_t *until, int *port_out) {
+    return fake_serve_each(port_out, serve_loading_then_pipe, until);
 }
 
 /* A server that answers LOADING is up: the client tries again at a short
@@ -1987,7 +1974,7 @@ static void t_redis_back_soon_after_loading(void) {
     simba_lock none = {0, 0};
     int fport = 0;
     int64_t until = h_real_ms() + 2000, end, late = -1;
-    pid_t pid = loading_server(until, &fport);
+    pid_t pid = loading_server(&until, &fport);
     CHECK(pid > 0);
     memset(&c, 0, sizeof c);
     cl[0] = &c;
