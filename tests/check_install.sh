@@ -13,6 +13,7 @@ printf '#define SIMBA_IMPLEMENTATION\n#include <simba.h>\n#include <string.h>\ni
 name="a program builds and runs against the installed header"
 check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/t.c' -o '$tmp/t' && '$tmp/t'"
 name="the MySQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_mysql.sql"
+name="the PostgreSQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_pg.sql"
 name="the simba tool is installed in bin and runs"; check sh -c "'$tmp/prefix/bin/simba' --version | grep -q '^simba 0.1.0$'"
 name="its man page is installed"; check test -s "$tmp/prefix/share/man/man1/simba.1"
 cat > "$tmp/a.c" <<'EOF'
