@@ -11,7 +11,7 @@
 
         simba *s = simba_create(&(simba_desc){
             .backend = simba_pg(&(simba_pg_desc){
-                .conninfo = "postgres://app@127.0.0.1/locks", .create_schema = 1 }) });
+                .conninfo = "postgres://app@127.0.0.1/locks", .create_schema = 1 }) }, NULL);
 
     Everything goes through libpq's non-blocking API (PQconnectStartParams
     and PQconnectPoll, PQsendQueryParams, PQconsumeInput and PQisBusy,
@@ -36,7 +36,7 @@
         >>connection    connect, setup (schema), read, write, recover
         >>session       OPEN, KEEPALIVE, CLOSE
         >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-        >>wakeups       LISTEN/NOTIFY -> simba_backend_wake
+        >>wakeups       LISTEN/NOTIFY -> simba_backend_recheck / _changed
         >>stats         simba_pg_stats()
         >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
         >>constructor   desc checks, allocation, the schema (SQL), simba_pg_from_url
@@ -103,7 +103,8 @@ typedef struct simba_pg_desc {
    backend: on bad options (a connection string libpq refuses, a bad schema
    name, a host name that does not resolve, half an allocator) it returns one
    that makes simba_create fail with SIMBA_EINVAL and a message naming the
-   field ("simba_pg_desc.<field>: ..."); out of memory, SIMBA_ENOMEM. */
+   field ("simba_pg_desc.<field>: ...", in simba_create's err); out of
+   memory, SIMBA_ENOMEM. */
 SIMBADEF simba_backend simba_pg(const simba_pg_desc *d);
 
 /* Writes the schema (the statements of simba_pg.sql) for schema name
@@ -133,7 +134,7 @@ struct simba_pg_stats {
     int64_t reconnects;         /* connects after the first */
     int64_t ops_sent;           /* ops of the core accepted by submit */
     int64_t ops_completed;      /* ops answered to the core (simba_backend_complete) */
-    int64_t wakes;              /* simba_backend_wake() calls made */
+    int64_t wakes;              /* pushes told to the core (simba_backend_recheck/_changed) */
     /* PostgreSQL's own */
     uint64_t queries;           /* function calls sent */
     uint64_t notifications;     /* notifications received on our channel */
@@ -852,7 +853,7 @@ static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r) {
     simba__pg_kick(b);
 }
 
-/*>>wakeups: LISTEN/NOTIFY -> simba_backend_wake */
+/*>>wakeups: LISTEN/NOTIFY -> simba_backend_recheck / simba_backend_changed */
 
 /*>>wakeups.arm: OPEN and KEEPALIVE LISTEN on the session's channel (the SQL) */
 /*>>wakeups.fire: the granting transaction notifies the granted session (the SQL's settle) */
@@ -880,8 +881,8 @@ static void simba__pg_notification(simba__pg *b, const char *channel, const char
     request[rn] = 0;
     b->stats.notifications++;
     b->stats.wakes++;
-    if (payload[0] == 'g') simba_backend_wake(b->s, name, b->session, request, 0);
-    else simba_backend_wake(b->s, name, NULL, NULL, 0);
+    if (payload[0] == 'g') simba_backend_recheck(b->s, name, b->session, request);
+    else simba_backend_changed(b->s, name);
     return;
 ignore:
     b->stats.ignored_notifications++;
@@ -1502,7 +1503,7 @@ static int simba__pg_resolve_hosts(simba__pg *b, PQconninfoOption *opts, simba_b
     return SIMBA_OK;
 }
 
-/* Every refusal names the field (simba_create_err shows it). */
+/* Every refusal names the field (simba_create's err shows it). */
 static int simba__pg_check_desc(const simba_pg_desc *d, simba_backend *err) {
     if (!d) { *err = simba_backend_error(SIMBA_EINVAL, "simba_pg_desc: NULL"); return SIMBA_EINVAL; }
     if (simba_allocator_check(&d->allocator) != SIMBA_OK) {

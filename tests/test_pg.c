@@ -163,7 +163,7 @@ static simba *new_client_ex(const char *tenant, const char *id, int ttl, int tra
     d.client_id = id;
     d.ttl_ms = ttl;
     d.transition_ms = transition;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static simba *new_client(const char *tenant, const char *id, int ttl, int transition) {
@@ -249,7 +249,7 @@ static void t_bad_options(void) {
         d.tenant = "t";
         d.client_id = "c";
         memset(&er, 0, sizeof er);
-        s = simba_create_err(&d, &er);
+        s = simba_create(&d, &er);
         CHECK(s == NULL);
         if (s) simba_destroy(s);
         err = er.code;
