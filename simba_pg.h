@@ -464,6 +464,12 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
         simba__pg_lost(b, code, msg, 1);
         return;
     }
+    if (b->setup_phase == 0 && PQnfields(r) == 2 && strcmp(PQgetvalue(r, 0, 1), "on") == 0) {
+        /* every call writes: a standby (or default_transaction_read_only)
+           can serve no lock; the next connect may reach a primary */
+        simba__pg_lost(b, SIMBA_EBACKEND, "the server is read-only (a standby, or default_transaction_read_only)", 1);
+        return;
+    }
     if (atoi(PQgetvalue(r, 0, 0)) != SIMBA__PG_SCHEMA_VERSION && b->setup_phase == 0 && b->create_schema) {
         simba__pg_setup_send(b, 1);
         return;
@@ -827,7 +833,7 @@ static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r) {
     if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
         out.status = simba__pg_error(b, r, &drop);
         simba__pg_message(r ? PQresultErrorMessage(r) : PQerrorMessage(b->conn), msg, sizeof msg);
-        if (strstr(msg, "read-only")) snprintf(msg, sizeof msg, "the server is read-only (a standby?)");
+        if (strstr(msg, "read-only")) snprintf(msg, sizeof msg, "the server is read-only (a standby, or default_transaction_read_only)");
         out.message = msg;
         b->stats.last_error = out.status;
     } else if (j->kind == SIMBA_OP_OPEN || j->kind == SIMBA_OP_KEEPALIVE || j->kind == SIMBA_OP_CLOSE) {
@@ -1434,8 +1440,9 @@ SIMBADEF int simba_pg_schema(const char *schema, char *buf, size_t size) {
     return (int)out;
 }
 
-/* The setup query of phase 0 (lock_timeout, the version installed: 0 when
-   none) or 1 (the schema, then its version). */
+/* The setup query of phase 0 (lock_timeout; the version installed, 0 when
+   none, and whether the server is read-only) or 1 (the schema, then its
+   version). */
 static int simba__pg_setup_sql(simba__pg *b, int phase, char **out) {
     int n = phase ? simba_pg_schema(b->schema, NULL, 0) : 0;
     size_t cap = (size_t)(n > 0 ? n : 0) + 512;
@@ -1453,7 +1460,8 @@ static int simba__pg_setup_sql(simba__pg *b, int phase, char **out) {
              "SET lock_timeout = %d;\n"
              "SELECT COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer FROM pg_catalog.pg_proc p\n"
              "    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
-             "    WHERE n.nspname = '%s' AND p.proname = 'version' AND p.pronargs = 0), 0)",
+             "    WHERE n.nspname = '%s' AND p.proname = 'version' AND p.pronargs = 0), 0),\n"
+             "    current_setting('transaction_read_only')",
              b->lock_timeout_ms, b->schema);
     return 0;
 }

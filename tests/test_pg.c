@@ -40,8 +40,10 @@ static simba_pg_desc base_desc(void) {
 }
 
 /* A blocking admin connection (the superuser) for setup and inspection. */
+static void admin_quiet(void *arg, const char *msg) { (void)arg; (void)msg; }
 static PGconn *admin_open_as(const char *conninfo) {
     PGconn *c = PQconnectdb(conninfo);
+    PQsetNoticeProcessor(c, admin_quiet, NULL);
     if (PQstatus(c) != CONNECTION_OK) {
         printf("  # admin connect: %s", PQerrorMessage(c));
         PQfinish(c);
@@ -333,6 +335,400 @@ static void t_schema_missing_is_an_error(void) {
     simba_destroy(a.s);
 }
 
+/* A URL for role `user` with password `pw` on the test server. */
+static void url_as(const char *user, const char *pw, char *out, size_t cap) {
+    const char *at = strchr(env_url, '@');
+    snprintf(out, cap, "postgres://%s:%s%s", user, pw, at ? at : "@127.0.0.1/simba_test");
+}
+
+/* The request id of client `client`'s entry on `name` (white-box, admin). */
+static int entry_request(PGconn *c, const char *tenant, const char *client, const char *name, char *out, size_t cap) {
+    char sql[512];
+    PGresult *r;
+    int ok;
+    snprintf(sql, sizeof sql, "SELECT request, session FROM simba.entries WHERE tenant = '%s' AND name = '%s'::bytea"
+             " AND session LIKE '%s~%%'", tenant, name, client);
+    r = PQexec(c, sql);
+    ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    if (ok) snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+    else printf("  # entry_request: %s", PQerrorMessage(c));
+    PQclear(r);
+    return ok;
+}
+
+/* Tenant isolation enforced by PostgreSQL: role app_a owns tenant ta (listed
+   in simba.tenant_roles); a hostile role app_b, with every grant a simba
+   client has, can neither read, forge, change, delete nor release ta's
+   entries and sessions, through the tables or through simba's functions,
+   nor list itself for ta. A keeps its hold, with its fence. */
+static void t_tenant_isolation(void) {
+    PGconn *root = admin_open(), *hb = NULL;
+    simba_pg_desc pd = base_desc();
+    static h_client ha;
+    h_client *cl[1];
+    simba_lock la;
+    simba_event *e;
+    char url[512], sql[512], session[SIMBA_MAX_SESSION + 1] = "", request[256] = "";
+    long long fence = -1;
+    static const char *const attacks[] = {
+        "UPDATE simba.sessions SET expires = now() + interval '1 day' WHERE tenant = 'ta'",
+        "DELETE FROM simba.sessions WHERE tenant = 'ta'",
+        "UPDATE simba.entries SET fence = 4242 WHERE tenant = 'ta'",
+        "DELETE FROM simba.entries WHERE tenant = 'ta'",
+        "UPDATE simba.resources SET capacity = 100, counter = 0 WHERE tenant = 'ta'",
+        "DELETE FROM simba.resources WHERE tenant = 'ta'",
+        "INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence)"
+        " VALUES ('ta', 'iso'::bytea, 999, 'forged', 'evil~0000000000000000', 1, 4242)",
+        "INSERT INTO simba.sessions VALUES ('ta', 'evil~0000000000000000', now() + interval '1 day', 1000)",
+        "SELECT simba.open('ta', 'evil~0000000000000000', 100000)",
+        "SELECT simba.delete('ta', encode('iso'::bytea, 'hex'))",
+        "SELECT simba.set_capacity('ta', encode('iso'::bytea, 'hex'), 100)",
+        "SELECT simba.close('ta', (SELECT min(session) FROM simba.sessions))",
+        "INSERT INTO simba.tenant_roles VALUES ('ta', 'app_b')",
+        "DELETE FROM simba.tenant_roles",
+        "TRUNCATE simba.entries",
+        "DROP POLICY tenant_rows ON simba.entries",
+        "ALTER TABLE simba.entries DISABLE ROW LEVEL SECURITY",
+        "SET row_security = off; SELECT count(*) FROM simba.entries WHERE tenant = 'ta'",
+        NULL };
+    int i;
+    CHECK(root);
+    if (!root) return;
+    CHECK(admin_exec(root,
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'app_a') THEN"
+        "  CREATE ROLE app_a LOGIN PASSWORD 'pa'; CREATE ROLE app_b LOGIN PASSWORD 'pb'; END IF; END $d$;"
+        "GRANT USAGE ON SCHEMA simba TO app_a, app_b;"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba.sessions, simba.resources, simba.entries, simba.tenants"
+        "  TO app_a, app_b;"
+        "GRANT SELECT ON simba.tenant_roles TO app_a, app_b;"
+        "DELETE FROM simba.tenant_roles WHERE tenant IN ('ta', 'tb');"
+        "DELETE FROM simba.entries WHERE tenant IN ('ta', 'tb');"      /* a run before on this server */
+        "DELETE FROM simba.sessions WHERE tenant IN ('ta', 'tb');"
+        "DELETE FROM simba.resources WHERE tenant IN ('ta', 'tb');"
+        "INSERT INTO simba.tenant_roles VALUES ('ta', 'app_a'), ('tb', 'app_b');") == 0);
+    url_as("app_a", "pa", url, sizeof url);
+    pd.conninfo = url;
+    pd.create_schema = 0;
+    memset(&ha, 0, sizeof ha);
+    cl[0] = &ha;
+    ha.s = new_client_ex("ta", "a", 20000, 5000, &pd);
+    CHECK(ha.s);
+    if (!ha.s) { PQfinish(root); return; }
+    la = h_acquire(ha.s, "iso", -1);
+    CHECK((e = h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fence = admin_num(root, "SELECT fence FROM simba.entries WHERE tenant = 'ta' AND name = 'iso'::bytea");
+    CHECK(fence > 0);
+    CHECK(entry_request(root, "ta", "a", "iso", request, sizeof request));
+    url_as("app_b", "pb", url, sizeof url);
+    hb = admin_open_as(url);
+    CHECK(hb);
+    if (hb) {
+        /* what app_b sees of ta: nothing */
+        CHECK_EQ(admin_num(hb, "SELECT count(*) FROM simba.entries WHERE tenant = 'ta'"), 0);
+        CHECK_EQ(admin_num(hb, "SELECT count(*) FROM simba.sessions WHERE tenant = 'ta'"), 0);
+        CHECK_EQ(admin_num(hb, "SELECT count(*) FROM simba.resources WHERE tenant = 'ta'"), 0);
+        CHECK_EQ(admin_num(hb, "SELECT count(*) FROM simba.inspect('ta', encode('iso'::bytea, 'hex'))"), 0);
+        for (i = 0; attacks[i]; i++) {
+            PGresult *r = PQexec(hb, attacks[i]);
+            ExecStatusType st = PQresultStatus(r);
+            /* refused, or it touched nothing */
+            if (st == PGRES_COMMAND_OK) CHECK(strcmp(PQcmdTuples(r), "0") == 0 || PQcmdTuples(r)[0] == 0);
+            if (st == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 1 && strncmp(attacks[i], "SET", 3) == 0)
+                CHECK(strcmp(PQgetvalue(r, 0, 0), "0") == 0);
+            PQclear(r);
+            PQclear(PQexec(hb, "ROLLBACK"));
+        }
+        snprintf(session, sizeof session, "%s", impl_of(ha.s) ? impl_of(ha.s)->session : "");
+        snprintf(sql, sizeof sql, "SELECT simba.release('ta', '%s', '%s', ARRAY[encode('iso'::bytea, 'hex')])",
+                 session, request);
+        PQclear(PQexec(hb, sql));
+        snprintf(sql, sizeof sql, "SELECT simba.keepalive('ta', '%s', 1)", session);
+        PQclear(PQexec(hb, sql));
+    }
+    h_run_for(cl, 1, 300);
+    /* A's hold is intact: same entry, same fence, no LOST */
+    CHECK_EQ(admin_num(root, "SELECT fence FROM simba.entries WHERE tenant = 'ta' AND name = 'iso'::bytea"), fence);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'ta'"), 1);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.sessions WHERE tenant = 'ta'"), 1);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.sessions WHERE tenant = 'ta' AND expires > now() + interval '5 s'"), 1);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.tenant_roles WHERE tenant = 'ta'"), 1);
+    CHECK(!h_has(&ha, la, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(ha.s, la) > 0);
+    /* app_b may use its own tenant */
+    if (hb) {
+        CHECK_EQ(admin_num(hb, "SELECT simba.open('tb', 'b~0123456789abcdef', 5000)"), 1);
+        CHECK_EQ(admin_num(hb, "SELECT count(*) FROM simba.sessions WHERE tenant = 'tb'"), 1);
+        PQfinish(hb);
+    }
+    simba_destroy(ha.s);
+    PQfinish(root);
+}
+
+/* A forged notification (any role may NOTIFY any channel) is a hint: the
+   waiter re-checks and stays waiting; garbage is ignored. Only the real
+   release grants, with a larger fence. */
+static void t_forged_notify(void) {
+    const char *tenant = my_tenant();
+    PGconn *root = admin_open();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    simba__pg *ib;
+    struct simba_pg_stats before, after;
+    char request[256], sql[1024];
+    int64_t fa;
+    int i;
+    CHECK(root);
+    if (!root) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "fa", 20000, 5000);
+    b.s = new_client(tenant, "fb", 20000, 5000);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "forged", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    lb = h_acquire(b.s, "forged", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(entry_request(root, tenant, "fb", "forged", request, sizeof request));
+    ib = impl_of(b.s);
+    CHECK(ib && ib->channel[0]);
+    before = stats_of(b.s);
+    for (i = 0; i < 5 && ib; i++) {
+        /* the real shape, a "grant" of B's own request */
+        snprintf(sql, sizeof sql, "SELECT pg_notify('%s', 'g %s %s')", ib->channel, request, "666f72676564");
+        CHECK(admin_exec(root, sql) == 0);
+    }
+    if (ib) {
+        static const char *const junk[] = {"", "g", "g  ", "x y z", "g r zz", "g r 00", "g r 6", "o - 1f"};
+        size_t k;
+        for (k = 0; k < sizeof junk / sizeof junk[0]; k++) {
+            snprintf(sql, sizeof sql, "SELECT pg_notify('%s', '%s')", ib->channel, junk[k]);
+            CHECK(admin_exec(root, sql) == 0);
+        }
+    }
+    h_run_for(cl, 2, 500);
+    after = stats_of(b.s);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(after.notifications >= before.notifications + 5);
+    CHECK(after.ignored_notifications >= before.ignored_notifications + 8);
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    CHECK(e && e->fence > fa);
+    destroy_all(cl, 2);
+    PQfinish(root);
+}
+
+/* Another client's transaction holds our resource row (SELECT ... FOR
+   UPDATE): simba's call ends at lock_timeout and is retried, the waiter
+   stays waiting, the holder keeps its hold; when the transaction ends the
+   queue moves on. Nothing is granted twice. */
+static void t_lock_timeout_rows_held(void) {
+    const char *tenant = my_tenant();
+    PGconn *root = admin_open();
+    simba_pg_desc pd = base_desc();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    char sql[512];
+    int64_t fa;
+    CHECK(root);
+    if (!root) return;
+    pd.lock_timeout_ms = 200;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex(tenant, "la", 20000, 5000, &pd);
+    b.s = new_client_ex(tenant, "lb", 20000, 5000, &pd);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "rows", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    CHECK(admin_exec(root, "BEGIN") == 0);
+    snprintf(sql, sizeof sql, "SELECT * FROM simba.resources WHERE tenant = '%s' AND name = 'rows'::bytea FOR UPDATE",
+             tenant);
+    CHECK(admin_exec(root, sql) == 0);
+    lb = h_acquire(b.s, "rows", -1);
+    h_run_for(cl, 2, 1500);
+    CHECK(stats_of(b.s).retried >= 2);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ERROR));
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(simba_connected(b.s));
+    CHECK(admin_exec(root, "COMMIT") == 0);
+    h_run_for(cl, 2, 500);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    CHECK(e && e->fence > fa);
+    destroy_all(cl, 2);
+    PQfinish(root);
+}
+
+/* A role's connection limit is full: DISCONNECTED in the server's words;
+   the client connects once a connection is free. */
+static void t_connection_limit_full(void) {
+    PGconn *root = admin_open(), *hog = NULL;
+    simba_pg_desc pd = base_desc();
+    static h_client a;
+    h_client *cl[1];
+    simba_event *e;
+    simba_lock l;
+    char url[512];
+    CHECK(root);
+    if (!root) return;
+    CHECK(admin_exec(root,
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'app_lim') THEN"
+        "  CREATE ROLE app_lim LOGIN PASSWORD 'pl' CONNECTION LIMIT 1; END IF; END $d$;"
+        "GRANT USAGE ON SCHEMA simba TO app_lim;"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba.sessions, simba.resources, simba.entries, simba.tenants"
+        "  TO app_lim;"
+        "GRANT SELECT ON simba.tenant_roles TO app_lim;") == 0);
+    url_as("app_lim", "pl", url, sizeof url);
+    hog = admin_open_as(url);
+    CHECK(hog);
+    pd.conninfo = url;
+    pd.create_schema = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client_ex(my_tenant(), "lim", 5000, 2000, &pd);
+    CHECK(a.s);
+    if (!a.s) { PQfinish(hog); PQfinish(root); return; }
+    CHECK((e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 8000)) != NULL);
+    CHECK(e && e->error == SIMBA_EDISCONNECTED);
+    CHECK(e && strstr(e->message, "too many connections") != NULL);
+    if (e && !strstr(e->message, "too many connections")) printf("  # %s\n", e->message);
+    CHECK(!simba_connected(a.s));
+    PQfinish(hog);
+    CHECK(wait_connected(cl, 1, 0, 10000));
+    l = h_acquire(a.s, "lim", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_destroy(a.s);
+    PQfinish(root);
+}
+
+/* The server becomes read-only (default_transaction_read_only, as a
+   standby would be): the holder is told DISCONNECTED with the reason and
+   LOST when its lease runs out; the waiter is granted nothing meanwhile;
+   writable again, the waiter gets the lock with a larger fence after A was
+   told LOST. */
+static void t_read_only_server(void) {
+    const char *tenant = my_tenant();
+    PGconn *root = admin_open();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa, lost_at = 0, got_at;
+    CHECK(root);
+    if (!root) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "ra", 1500, 1000);
+    b.s = new_client(tenant, "rb", 1500, 1000);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "ro", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    lb = h_acquire(b.s, "ro", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(admin_exec(root, "ALTER SYSTEM SET default_transaction_read_only = on") == 0);
+    CHECK(admin_exec(root, "SELECT pg_reload_conf()") == 0);
+    CHECK((e = h_expect(cl, 2, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 10000)) != NULL);
+    CHECK(e && strstr(e->message, "read-only") != NULL);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 10000)) != NULL);
+    lost_at = h_real_ms();
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    h_run_for(cl, 2, 1000);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(admin_exec(root, "ALTER SYSTEM RESET default_transaction_read_only") == 0);
+    CHECK(admin_exec(root, "SELECT pg_reload_conf()") == 0);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 15000)) != NULL);
+    got_at = h_real_ms();
+    CHECK(e && e->fence > fa);
+    CHECK(lost_at > 0 && got_at >= lost_at);
+    destroy_all(cl, 2);
+    PQfinish(root);
+}
+
+/* The server is SIGKILLed and started again while A holds and B waits: the
+   commits survive (fsync on); both reconnect; A still holds, B gets the
+   lock only after A releases, with a larger fence. */
+static void t_server_restart_mid_hold(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa, t0;
+    char cmd[1024];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "sa", 20000, 6000);
+    b.s = new_client(tenant, "sb", 20000, 6000);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "restart", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    lb = h_acquire(b.s, "restart", -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    t0 = h_real_ms();
+    CHECK(system(cmd) == 0);
+    printf("  # server restarted in %lld ms\n", (long long)(h_real_ms() - t0));
+    CHECK(h_expect(cl, 2, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 10000) != NULL);
+    CHECK(wait_connected(cl, 2, 0, 15000));
+    CHECK(wait_connected(cl, 2, 1, 15000));
+    h_run_for(cl, 2, 1500);
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(a.s, la) > 0);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    CHECK(e && e->fence > fa);
+    destroy_all(cl, 2);
+}
+
+/* The server hangs (SIGSTOP, sockets open): the holder's keepalives time
+   out, it is told LOST when its lease runs out; once the server runs again
+   the waiter gets the lock (after A's session expired there), with a larger
+   fence, and only after A was told LOST. */
+static void t_stopped_server(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa, lost_at = 0, got_at;
+    char cmd[1024];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "pa", 1500, 1000);
+    b.s = new_client(tenant, "pb", 1500, 1000);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "stopped", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    lb = h_acquire(b.s, "stopped", -1);
+    h_run_for(cl, 2, 300);
+    snprintf(cmd, sizeof cmd, "%s stop", env_ctl);
+    CHECK(system(cmd) == 0);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 10000)) != NULL);
+    lost_at = h_real_ms();
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    snprintf(cmd, sizeof cmd, "%s cont", env_ctl);
+    CHECK(system(cmd) == 0);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 20000)) != NULL);
+    got_at = h_real_ms();
+    CHECK(e && e->fence > fa);
+    CHECK(lost_at > 0 && got_at >= lost_at);
+    destroy_all(cl, 2);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     PGconn *c;
@@ -361,6 +757,17 @@ int main(int argc, char **argv) {
     RUN(t_server_absent);
     RUN(t_wrong_password);
     RUN(t_schema_missing_is_an_error);
+    RUN(t_tenant_isolation);
+    RUN(t_forged_notify);
+    RUN(t_lock_timeout_rows_held);
+    RUN(t_connection_limit_full);
+    RUN(t_read_only_server);
+    if (env_ctl) {
+        RUN(t_server_restart_mid_hold);
+        RUN(t_stopped_server);
+    } else {
+        printf("# skip - t_server_restart_mid_hold, t_stopped_server (no SIMBA_PG_CTL)\n");
+    }
     (void)stats_of;
     (void)env_ctl;
     (void)admin_exec;
