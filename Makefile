@@ -252,6 +252,10 @@ bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
 bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
+$(B)/bench_pg: bench/bench_pg.c bench/bench_util.h $(HDR_CORE) simba_pg.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(PG_LIBS) $(LDFLAGS)
+bench-pg: $(B)/bench_pg
+	tests/servers/pg.sh run ./$(B)/bench_pg
 # push mode: hand-off from a foreign callback vs the poll loop, idle wake-ups (Redis)
 $(B)/bench_loop: bench/bench_loop.c bench/bench_util.h $(HDR_CORE) simba_redis.h adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(REDIS_LIBS) -levent -luv $(LDFLAGS)
@@ -290,8 +294,8 @@ test-scale: $(B)/test_scale
 # MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
 # harness of the URL parser for FUZZ_URL_SECONDS (clang).
 .PHONY: cli test-cli asan-cli bench-cli fuzz-url install-cli
-CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
-CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(PG_LIBS)
+CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_pg.h
 FUZZ_URL_SECONDS ?= 60
 cli: $(B)/simba
 $(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)

@@ -916,6 +916,8 @@ SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
        redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?db=..]
        redis+cluster://host1:port1,host2:port2[?prefix=..]   (seed nodes)
        mysql://user[:password]@host[:port]/database[?socket=..&table_prefix=..]
+       postgres://[user[:password]@]host[:port][,host:port]/database[?schema=..]
+                                   (postgresql:// too; libpq parses it: simba_pg.h)
        zk://host1:port1,host2:port2[/chroot][?base_path=..]
        mem:                        (this process only)
 
@@ -5245,6 +5247,9 @@ SIMBA__URL_STATIC const char *simba_url_schemes(void) {
 #ifdef SIMBA_ZK_INCLUDED
         "zk://, "
 #endif
+#ifdef SIMBA_PG_INCLUDED
+        "postgres://, postgresql://, "
+#endif
         "mem:";
 }
 
@@ -5278,6 +5283,10 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
 #ifdef SIMBA_ZK_INCLUDED
     else if (strcmp(u->scheme, "zk") == 0) rc = simba_zk_from_url(u, &b, err);
 #endif
+#ifdef SIMBA_PG_INCLUDED   /* libpq parses the URL's text itself (PQconninfoParse) */
+    else if (strcmp(u->scheme, "postgres") == 0 || strcmp(u->scheme, "postgresql") == 0)
+        rc = simba_pg_from_url(u, url, &b, err);
+#endif
     else if (strcmp(u->scheme, "mem") == 0) {
         rc = simba_url_check_used(u, err);
         if (rc == SIMBA_OK) {
@@ -5288,7 +5297,8 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
     } else {
         const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
                             strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
-                            strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0
+                            strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0 ||
+                            strcmp(u->scheme, "postgres") == 0 || strcmp(u->scheme, "postgresql") == 0
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",
                               u->scheme, known, simba_url_schemes());

@@ -174,7 +174,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 1,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 3,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -386,7 +386,7 @@ static void simba__pg_connect_failed(simba__pg *b, int code, const char *what) {
     simba__pg_lost(b, code, msg, 1);
 }
 
-/*>>connection.connect: PQconnectStartParams, PQconnectPoll, the setup query */
+/* ---- PQconnectStartParams, PQconnectPoll, the setup query ---- */
 
 /* The server's notices (a NOTICE, the FATAL before a terminated
    connection) go to the user's logger, not to stderr. */
@@ -459,7 +459,7 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
         const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
         int code = state && (strcmp(state, "42501") == 0 || strncmp(state, "28", 2) == 0) ? SIMBA_EAUTH : SIMBA_EBACKEND;
         if (state && (strcmp(state, "3F000") == 0 || strcmp(state, "42883") == 0))
-            snprintf(msg, sizeof msg, "schema '%s' is not installed: run simba_pg.sql or set create_schema", b->schema);
+            snprintf(msg, sizeof msg, "schema '%s' is not installed: run simba_pg.sql in the database, or connect with create_schema=1", b->schema);
         else simba__pg_message(r ? PQresultErrorMessage(r) : PQerrorMessage(b->conn), msg, sizeof msg);
         simba__pg_lost(b, code, msg, 1);
         return;
@@ -475,7 +475,7 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
         return;
     }
     if (atoi(PQgetvalue(r, 0, 0)) == 0) {
-        snprintf(msg, sizeof msg, "schema '%s' is not installed: run simba_pg.sql or set create_schema", b->schema);
+        snprintf(msg, sizeof msg, "schema '%s' is not installed: run simba_pg.sql in the database, or connect with create_schema=1", b->schema);
         simba__pg_lost(b, SIMBA_EBACKEND, msg, 1);
         return;
     }
@@ -497,7 +497,7 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
     simba_backend_state(b->s, 1, 0, NULL);
 }
 
-/*>>connection.write: send the next job, flush */
+/* ---- send the next job, flush ---- */
 
 static const char *simba__pg_call(simba_op_kind k) {
     switch (k) {
@@ -531,7 +531,7 @@ static void simba__pg_kick(simba__pg *b) {
     b->flushing = PQflush(b->conn) == 1;
 }
 
-/*>>connection.read: results and notifications */
+/* ---- results and notifications ---- */
 
 /* Reads what the socket has; finishes the query in flight when its last
    result came. 0 = ok, else the connection is gone (lost was called). */
@@ -570,7 +570,7 @@ static int simba__pg_read(simba__pg *b) {
     return 0;
 }
 
-/*>>connection.recover: the deadline of a connect */
+/* ---- the deadline of a connect ---- */
 
 static void simba__pg_timers(simba__pg *b) {
     int64_t now = simba_now_ms(b->s);
@@ -610,7 +610,7 @@ static void simba__pg_session_switch(simba__pg *b, const char *session) {
 
 /*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE */
 
-/*>>locks.enqueue: the parameters of every call */
+/* ---- the parameters of every call ---- */
 
 /* Appends s (and its NUL) to the job's text at *at. */
 static void simba__pg_param(simba__pg_job *j, size_t *at, const char *s) {
@@ -706,7 +706,7 @@ static simba__pg_job *simba__pg_job_from_op(simba__pg *b, const simba_op *op) {
     return j;
 }
 
-/*>>locks.poll: the answer of ENQUEUE and POLL */
+/* ---- the answer of ENQUEUE and POLL ---- */
 
 /* The status codes the functions answer (simba_pg.sql says the same). */
 static int simba__pg_status(int code) {
@@ -760,7 +760,7 @@ static void simba__pg_state_reply(simba__pg_job *j, PGresult *r, simba_reply *ou
     out->owner = owner && *owner ? owner : NULL;
 }
 
-/*>>locks.admin: INSPECT (capacity, entries in queue order) */
+/* ---- INSPECT (capacity, entries in queue order) ---- */
 
 /* Rows of (capacity, session, fence, weight); none: no such resource; one
    with a NULL session: no entries. */
@@ -797,7 +797,7 @@ static void simba__pg_inspect_reply(simba__pg *b, PGresult *r, simba_reply *out,
     out->entries = *entries;
 }
 
-/*>>locks.release: the answer of every call, errors */
+/* ---- the answer of every call, errors ---- */
 
 /* The kind of a server error: the ones a retry cures (a deadlock, a
    lock_timeout on rows another transaction holds, a serialization failure)
@@ -861,10 +861,10 @@ static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r) {
 
 /*>>wakeups: LISTEN/NOTIFY -> simba_backend_recheck / simba_backend_changed */
 
-/*>>wakeups.arm: OPEN and KEEPALIVE LISTEN on the session's channel (the SQL) */
-/*>>wakeups.fire: the granting transaction notifies the granted session (the SQL's settle) */
+/* ---- OPEN and KEEPALIVE LISTEN on the session's channel (the SQL) ---- */
+/* ---- the granting transaction notifies the granted session (the SQL's settle) ---- */
 
-/*>>wakeups.deliver: a notification is a hint: a re-check, never a grant */
+/* ---- a notification is a hint: a re-check, never a grant ---- */
 
 /* "g <request> <hex name>": an entry of ours was granted (re-check that
    request); "o - <hex name>" / "c - <hex name>": the owner, capacity or
@@ -1072,12 +1072,15 @@ static const char *const simba__pg_ddl[] = {
     "    tenant    text NOT NULL,\n"
     "    role      name NOT NULL,\n"
     "    PRIMARY KEY (tenant, role))",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 1 $f$",
-    "CREATE OR REPLACE FUNCTION @.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE sql STABLE AS $f$\n"
-    "    SELECT NOT EXISTS (SELECT 1 FROM @.tenant_roles t WHERE t.tenant = p_tenant)\n"
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 3 $f$",
+    /* The helpers below are PL/pgSQL, not SQL: PL/pgSQL keeps its plans for
+       the session, a SQL function with a subquery is planned at every call. */
+    "CREATE OR REPLACE FUNCTION @.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$\n"
+    "BEGIN\n"
+    "    RETURN NOT EXISTS (SELECT 1 FROM @.tenant_roles t WHERE t.tenant = p_tenant)\n"
     "        OR EXISTS (SELECT 1 FROM @.tenant_roles t JOIN pg_catalog.pg_roles r ON r.rolname = t.role\n"
-    "                   WHERE t.tenant = p_tenant AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))\n"
-    "$f$",
+    "                   WHERE t.tenant = p_tenant AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'));\n"
+    "END $f$",
     "DO $d$ DECLARE t text; BEGIN\n"
     "    FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP\n"
     "        EXECUTE format('ALTER TABLE @.%I ENABLE ROW LEVEL SECURITY', t);\n"
@@ -1099,10 +1102,11 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT 'simba_' || right(p_session, 16)\n"
     "$f$",
     "CREATE OR REPLACE FUNCTION @.live(p_tenant text, p_session text, p_now timestamptz) RETURNS boolean\n"
-    "LANGUAGE sql STABLE AS $f$\n"
-    "    SELECT EXISTS (SELECT 1 FROM @.sessions s\n"
-    "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)\n"
-    "$f$",
+    "LANGUAGE plpgsql STABLE AS $f$\n"
+    "BEGIN\n"
+    "    RETURN EXISTS (SELECT 1 FROM @.sessions s\n"
+    "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);\n"
+    "END $f$",
     /* THE GRANT RULE, the server's copy of simba_grant_step and
        simba_grant_fence (simba.h >>kit; keep the two in step). Walks the
        queue of one resource from its head (the caller holds the resource
@@ -1196,7 +1200,7 @@ static const char *const simba__pg_ddl[] = {
     "    p_now timestamptz, OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[],\n"
     "    OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,\n"
     "    OUT o_capacity integer, OUT o_grace_ms integer)\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql STABLE AS $f$\n"
     "DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz; v_held integer;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;\n"
@@ -1226,9 +1230,10 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity\n"
     "        FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];\n"
     "END $f$",
-    "CREATE OR REPLACE FUNCTION @.epoch(p_tenant text) RETURNS bigint LANGUAGE sql STABLE AS $f$\n"
-    "    SELECT COALESCE((SELECT t.epoch FROM @.tenants t WHERE t.tenant = p_tenant), 1)\n"
-    "$f$",
+    "CREATE OR REPLACE FUNCTION @.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$\n"
+    "BEGIN\n"
+    "    RETURN COALESCE((SELECT t.epoch FROM @.tenants t WHERE t.tenant = p_tenant), 1);\n"
+    "END $f$",
     "CREATE OR REPLACE FUNCTION @.bump_epoch(p_tenant text) RETURNS void LANGUAGE sql AS $f$\n"
     "    INSERT INTO @.tenants AS t (tenant, epoch) VALUES (p_tenant, 2)\n"
     "        ON CONFLICT (tenant) DO UPDATE SET epoch = t.epoch + 1\n"
@@ -1322,7 +1327,20 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
     "        o_grace_ms FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "END $f$",
-    /* POLL: the state of a request (its queues move on first). */
+    /* Is a holder, or the first waiter, of one of these queues dead (its
+       session expired or gone)? Then the queue needs the walk (settle). */
+    "CREATE OR REPLACE FUNCTION @.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean\n"
+    "LANGUAGE plpgsql STABLE AS $f$\n"
+    "BEGIN\n"
+    "    RETURN EXISTS (SELECT 1 FROM unnest(p_names) AS n(name)\n"
+    "        JOIN @.resources r ON r.tenant = p_tenant AND r.name = n.name\n"
+    "        CROSS JOIN LATERAL (SELECT q.session FROM @.entries q WHERE q.tenant = p_tenant AND q.name = n.name\n"
+    "                            ORDER BY q.seq LIMIT r.held + 1) h\n"
+    "        LEFT JOIN @.sessions s ON s.tenant = p_tenant AND s.session = h.session\n"
+    "        WHERE s.expires IS NULL OR s.expires <= p_now);\n"
+    "END $f$",
+    /* POLL: the state of a request (its queues move on first when a holder
+       died). */
     "CREATE OR REPLACE FUNCTION @.poll(p_tenant text, p_session text, p_request text, p_names text[],\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
@@ -1335,6 +1353,13 @@ static const char *const simba__pg_ddl[] = {
     "BEGIN\n"
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
     "    IF NOT @.live(p_tenant, p_session, v_now) THEN o_status := 1; RETURN; END IF;\n"
+    "    -- every writer leaves its queues settled; only time can make a holder (or the\n"
+    "    -- first waiter) dead: without one, the answer is read without a lock or a write\n"
+    "    IF NOT @.stale(p_tenant, v_names, v_now) THEN\n"
+    "        SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
+    "            o_grace_ms FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
+    "        RETURN;\n"
+    "    END IF;\n"
     "    PERFORM @.lock_all(p_tenant, v_names, NULL);\n"
     "    FOR v_i IN 1 .. array_length(v_names, 1) LOOP\n"
     "        PERFORM @.settle(p_tenant, v_names[v_i], v_now, p_request);\n"
@@ -1568,7 +1593,7 @@ SIMBADEF simba_backend simba_pg(const simba_pg_desc *d) {
     return out;
 }
 
-/*>>constructor.url: simba_pg_from_url */
+/* ---- simba_pg_from_url ---- */
 
 /* simba's own parameters, taken out of the URL before libpq reads it. */
 static int simba__pg_simba_param(const char *key, size_t n) {
@@ -1609,6 +1634,7 @@ static int simba__pg_libpq_url(const char *url, char *out, size_t cap) {
 SIMBADEF int simba_pg_from_url(simba_url *u, const char *url, simba_backend *out, simba_url_error *err) {
     simba_pg_desc d;
     char *text;
+    const char *rest;
     int rc, i;
     size_t cap;
     memset(&d, 0, sizeof d);
@@ -1620,10 +1646,14 @@ SIMBADEF int simba_pg_from_url(simba_url *u, const char *url, simba_backend *out
     if ((rc = simba_url_int(u, "create_schema", 0, 1, &d.create_schema, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_duration(u, "lock_timeout", 1, 3600000, &d.lock_timeout_ms, err)) != SIMBA_OK) return rc;
     for (i = 0; i < u->nparams; i++) u->params[i].used = 1;   /* the rest is libpq's to judge */
-    cap = strlen(url) + 1;
+    /* libpq knows the scheme in lower case only; simba's parser took any case */
+    if ((rest = strstr(url, "://")) == NULL)
+        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: postgres needs '//' (postgres://user@host/database)");
+    cap = strlen(rest) + sizeof "postgresql";
     text = (char *)malloc(cap);
     if (!text) return simba_url_fail(err, SIMBA_ENOMEM, "url", "URL: out of memory");
-    if (simba__pg_libpq_url(url, text, cap) != 0) {
+    memcpy(text, "postgresql", sizeof "postgresql" - 1);
+    if (simba__pg_libpq_url(rest, text + sizeof "postgresql" - 1, cap - (sizeof "postgresql" - 1)) != 0) {
         free(text);
         return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: too long");
     }

@@ -65,12 +65,13 @@ CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
     PRIMARY KEY (tenant, role));
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 1 $f$;
-CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE sql STABLE AS $f$
-    SELECT NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = p_tenant)
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 3 $f$;
+CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = p_tenant)
         OR EXISTS (SELECT 1 FROM simba.tenant_roles t JOIN pg_catalog.pg_roles r ON r.rolname = t.role
-                   WHERE t.tenant = p_tenant AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))
-$f$;
+                   WHERE t.tenant = p_tenant AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'));
+END $f$;
 DO $d$ DECLARE t text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
@@ -90,10 +91,11 @@ CREATE OR REPLACE FUNCTION simba.channel(p_session text) RETURNS text LANGUAGE s
     SELECT 'simba_' || right(p_session, 16)
 $f$;
 CREATE OR REPLACE FUNCTION simba.live(p_tenant text, p_session text, p_now timestamptz) RETURNS boolean
-LANGUAGE sql STABLE AS $f$
-    SELECT EXISTS (SELECT 1 FROM simba.sessions s
-                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)
-$f$;
+LANGUAGE plpgsql STABLE AS $f$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM simba.sessions s
+                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);
+END $f$;
 CREATE OR REPLACE FUNCTION simba.settle(p_tenant text, p_name bytea, p_now timestamptz, p_quiet text)
 RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
@@ -169,7 +171,7 @@ CREATE OR REPLACE FUNCTION simba.state(p_tenant text, p_session text, p_request 
     p_now timestamptz, OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[],
     OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,
     OUT o_capacity integer, OUT o_grace_ms integer)
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql STABLE AS $f$
 DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz; v_held integer;
 BEGIN
     o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;
@@ -199,9 +201,10 @@ BEGIN
     SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
         FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];
 END $f$;
-CREATE OR REPLACE FUNCTION simba.epoch(p_tenant text) RETURNS bigint LANGUAGE sql STABLE AS $f$
-    SELECT COALESCE((SELECT t.epoch FROM simba.tenants t WHERE t.tenant = p_tenant), 1)
-$f$;
+CREATE OR REPLACE FUNCTION simba.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$
+BEGIN
+    RETURN COALESCE((SELECT t.epoch FROM simba.tenants t WHERE t.tenant = p_tenant), 1);
+END $f$;
 CREATE OR REPLACE FUNCTION simba.bump_epoch(p_tenant text) RETURNS void LANGUAGE sql AS $f$
     INSERT INTO simba.tenants AS t (tenant, epoch) VALUES (p_tenant, 2)
         ON CONFLICT (tenant) DO UPDATE SET epoch = t.epoch + 1
@@ -288,6 +291,16 @@ BEGIN
     SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
         o_grace_ms FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
 END $f$;
+CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $f$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM unnest(p_names) AS n(name)
+        JOIN simba.resources r ON r.tenant = p_tenant AND r.name = n.name
+        CROSS JOIN LATERAL (SELECT q.session FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = n.name
+                            ORDER BY q.seq LIMIT r.held + 1) h
+        LEFT JOIN simba.sessions s ON s.tenant = p_tenant AND s.session = h.session
+        WHERE s.expires IS NULL OR s.expires <= p_now);
+END $f$;
 CREATE OR REPLACE FUNCTION simba.poll(p_tenant text, p_session text, p_request text, p_names text[],
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
@@ -300,6 +313,13 @@ DECLARE
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
     IF NOT simba.live(p_tenant, p_session, v_now) THEN o_status := 1; RETURN; END IF;
+    -- every writer leaves its queues settled; only time can make a holder (or the
+    -- first waiter) dead: without one, the answer is read without a lock or a write
+    IF NOT simba.stale(p_tenant, v_names, v_now) THEN
+        SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
+            o_grace_ms FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
+        RETURN;
+    END IF;
     PERFORM simba.lock_all(p_tenant, v_names, NULL);
     FOR v_i IN 1 .. array_length(v_names, 1) LOOP
         PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);

@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 SECTIONS="options constructor stats internals connection session locks wakeups stats vtable constructor"
-HEADERS="simba_redis.h simba_mysql.h simba_zk.h"
+HEADERS="simba_redis.h simba_mysql.h simba_zk.h simba_pg.h"
 
 table() {
     local h s i bad=0

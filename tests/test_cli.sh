@@ -157,7 +157,7 @@ part_mem() {
     check "--wait 1.5q: 64, the message shows the form (1.5s)" $([ $rc -eq 64 ] && grep -q -- "--wait.*1\.5s" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" run 'nosuch://h' x -- true 2> "$T/e1"; rc=$?
     check "unknown scheme: 64, lists the compiled-in schemes" \
-        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
+        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, postgres://, postgresql://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run 'redis://127.0.0.1:99999' x -- true 2> "$T/e1"; rc=$?
     check "bad port: 64, names the port" $([ $rc -eq 64 ] && grep -q 'URL port' "$T/e1"; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run --try --wait 1s mem: x -- true 2> "$T/e1"; rc=$?
@@ -505,6 +505,53 @@ part_mysql() {
         $([ $rc -eq 69 ] && grep -q 'simba_mysql\.sql' "$T/e1" && grep -q 'create_schema=1' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
+part_pg() {
+    local B="${SIMBA_PG_USER}@127.0.0.1:$SIMBA_PG_PORT/$SIMBA_PG_DATABASE" U rc out p f
+    U="postgres://$B?create_schema=1&password_env=PW"
+    export PW="$SIMBA_PG_PASSWORD"
+    overlap_test "$U" pg
+    overlap_test "postgresql://$B?password_env=PW&target_session_attrs=read-write&sslmode=disable" pg-libpq-params
+    no_inherit_test "$U" pg PW
+    ghost_test "$U" pg
+
+    # passwords as libpq users keep them: a file of simba's, PGPASSFILE
+    printf '%s\n' "$SIMBA_PG_PASSWORD" > "$T/pgpw"
+    "$SIMBA" run "postgres://$B?password_file=$T/pgpw" pwf -- true; rc=$?
+    check "pg: password_file" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    printf '127.0.0.1:%s:%s:%s:%s\n' "$SIMBA_PG_PORT" "$SIMBA_PG_DATABASE" "$SIMBA_PG_USER" "$SIMBA_PG_PASSWORD" > "$T/pgpass"
+    chmod 600 "$T/pgpass"
+    PGPASSFILE="$T/pgpass" "$SIMBA" run "postgres://$B" pgpass -- true; rc=$?
+    check "pg: PGPASSFILE (libpq's own)" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    "$SIMBA" run "postgres://${SIMBA_PG_USER}:wrong@127.0.0.1:$SIMBA_PG_PORT/$SIMBA_PG_DATABASE" x -- true 2> "$T/e1"; rc=$?
+    check "pg: a wrong password: 77 in the server's words, the password not shown" \
+        $([ $rc -eq 77 ] && grep -q 'password authentication failed' "$T/e1" && ! grep -q wrong "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run "postgres://$B?password_env=PW&no_such_param=1" x -- true 2> "$T/e1"; rc=$?
+    check "pg: a parameter libpq does not know: 64 in libpq's words" \
+        $([ $rc -eq 64 ] && grep -q 'no_such_param' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$SIMBA" run --connect-timeout 3s "postgres://$B?password_env=PW&schema=not_here" x -- true 2> "$T/e1"; rc=$?
+    check "pg: no schema: 69, the hint names simba_pg.sql and create_schema=1" \
+        $([ $rc -eq 69 ] && grep -q 'simba_pg\.sql' "$T/e1" && grep -q 'create_schema=1' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+
+    # status while held; elect: one leader, the next takes over
+    "$SIMBA" run "$U" pgst -- sleep 3 & p=$!
+    sleep 1
+    out=$("$SIMBA" status "$U" pgst)
+    check "pg: status names the holder" $([[ "$out" == "pgst: capacity 1, 1 held, 0 waiting"* ]]; echo $?) "$out"
+    finish $p 10
+    f="$T/pgelect"; : > "$f"
+    "$SIMBA" elect "$U" pgldr -- sh -c "echo A >> '$f'; exec sleep 60" & p=$!
+    wait_file "$f" 10
+    "$SIMBA" elect "$U" pgldr -- sh -c "echo B >> '$f'; exec sleep 60" & pids=$!
+    sleep 1
+    out=$(tr -d '\n' < "$f")
+    check "pg: elect: one leader runs its command" $([ "$out" = A ]; echo $?) "$out"
+    kill -TERM $p; finish $p 10
+    for _ in $(seq 1 100); do grep -q B "$f" && break; sleep 0.05; done
+    out=$(tr -d '\n' < "$f")
+    check "pg: elect: the other one takes over" $([ "$out" = AB ]; echo $?) "$out"
+    kill -TERM $pids; finish $pids 10 >/dev/null
+}
+
 part_zk() {
     overlap_test "zk://$SIMBA_ZK_HOSTS" zk
     # (a /chroot must exist on the server already; the URL form is in test_url)
@@ -555,6 +602,7 @@ fi
 tests/servers/redis.sh run "$0" --part redis || fail "redis part" "the server script failed"
 tests/servers/mysql.sh run "$0" --part mysql || fail "mysql part" "the server script failed"
 tests/servers/zk.sh run "$0" --part zk || fail "zk part" "the server script failed"
+tests/servers/pg.sh run "$0" --part pg || fail "pg part" "the server script failed"
 
 p=$(grep -c pass "$RESULTS"); f=$(grep -c fail "$RESULTS")
 echo "$p passed, $f failed"

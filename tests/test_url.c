@@ -5,10 +5,12 @@
 #define SIMBA_REDIS_IMPLEMENTATION
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
+#define SIMBA_PG_IMPLEMENTATION
 #include "simba.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_zk.h"
+#include "simba_pg.h"
 #define SIMBA_URL_DISPATCH
 #include "simba.h"
 #include <stdio.h>
@@ -76,6 +78,12 @@ int main(void) {
     ok("zk://127.0.0.1:2181,127.0.0.2:2182,127.0.0.3/chroot?base_path=/locks&session_timeout=20s");
     ok("zk://app:s3cret@127.0.0.1");
     ok("zk://localhost:2181?allow_hostnames=1");   /* a name for the client library (no DNS query: /etc/hosts) */
+    ok("postgres://app@127.0.0.1/locks");
+    ok("postgresql://app:s3cret@127.0.0.1:5433,127.0.0.2:5434/locks?target_session_attrs=read-write&sslmode=disable"
+       "&schema=app_locks&create_schema=1&lock_timeout=500ms&tenant=x&ttl=3s");
+    ok("postgres://app@127.0.0.1/locks?password_env=HOME");
+    ok("POSTGRES://app@[::1]:5432/locks?application_name=job");
+    ok("postgres:///locks?host=/var/run/postgresql");
     ok("mem:");
     ok("mem:?tenant=team-a&client_id=host:1&ttl=2s&transition=1500ms&op_timeout=500ms&recheck=1s");
 
@@ -148,7 +156,12 @@ int main(void) {
     bad("", SIMBA_EINVAL, "url", "empty");
     bad("127.0.0.1:6379", SIMBA_EINVAL, "scheme", "scheme");
     bad("://x", SIMBA_EINVAL, "scheme", "scheme");
-    bad("foo://x", SIMBA_EUNSUPPORTED, "scheme", "redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, mem:");
+    bad("foo://x", SIMBA_EUNSUPPORTED, "scheme",
+        "redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, postgres://, postgresql://, mem:");
+    bad("postgres://app:s3cret@127.0.0.1/locks?no_such_param=1", SIMBA_EINVAL, "url", "no_such_param");
+    bad("postgres://app@127.0.0.1/locks?schema=Bad", SIMBA_EINVAL, "schema", "[a-z_]");
+    bad("postgres://app@127.0.0.1/locks?create_schema=2", SIMBA_EINVAL, "create_schema", "");
+    bad("postgres://app@127.0.0.1/locks?lock_timeout=5", SIMBA_EINVAL, "lock_timeout", "");
     bad("rediss://x", SIMBA_EUNSUPPORTED, "scheme", "is unknown");
     bad("redis://127.0.0.1:0", SIMBA_EINVAL, "port", "not a port");
     bad("redis://127.0.0.1:65536", SIMBA_EINVAL, "port", "not a port");

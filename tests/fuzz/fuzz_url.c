@@ -8,10 +8,12 @@
 #define SIMBA_REDIS_IMPLEMENTATION
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
+#define SIMBA_PG_IMPLEMENTATION
 #include "simba.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_zk.h"
+#include "simba_pg.h"
 #define SIMBA_URL_DISPATCH
 #include "simba.h"
 #include <stdlib.h>

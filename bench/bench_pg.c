@@ -1,0 +1,368 @@
+/* bench_pg.c -- the PostgreSQL backend's figures, each as a ratio to a
+   floor measured in the same run on the same server (make bench-pg, which
+   starts a throw-away server with tests/servers/pg.sh):
+
+     - acquire+release cycle vs one committed single-row INSERT + one
+       committed DELETE (two commits, as the cycle's two operations);
+     - hand-off (release -> the waiter's ACQUIRED) vs one commit that
+       NOTIFYs + the delivery to an idle LISTENing connection;
+     - side by side, what a PostgreSQL user would pick instead: a session
+       pg_advisory_lock/unlock cycle and its blocking hand-off (not
+       durable, no fence, one connection per waiter);
+     - hand-off with 1000 waiters queued behind vs 1 (the same
+       definition: release -> the next waiter's ACQUIRED);
+     - the longest simba_tick seen (the caller is never blocked).
+
+   Rounds of each are interleaved with their floor's where it matters
+   (a shared machine's load hits both alike). Settings: BENCH_N (cycles and
+   floor rounds, default 300), BENCH_HANDOFFS (default 200), BENCH_Q
+   (default 1000). */
+#define _GNU_SOURCE
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_PG_IMPLEMENTATION
+#include "simba_pg.h"
+#include "bench_util.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *url;
+static double max_tick_us;
+
+/* ---- raw libpq (the floors) ---- */
+
+static void quiet(void *arg, const char *msg) { (void)arg; (void)msg; }
+
+static PGconn *raw_open(void) {
+    PGconn *c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "connect: %s", PQerrorMessage(c));
+        exit(1);
+    }
+    PQsetNoticeProcessor(c, quiet, NULL);
+    return c;
+}
+
+static void raw(PGconn *c, const char *sql) {
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
+        exit(1);
+    }
+    PQclear(r);
+}
+
+/* Waits on c's socket until a notification is there. */
+static void wait_notify(PGconn *c) {
+    PGnotify *n;
+    for (;;) {
+        struct pollfd p;
+        PQconsumeInput(c);
+        if ((n = PQnotifies(c)) != NULL) { PQfreemem(n); return; }
+        p.fd = PQsocket(c);
+        p.events = POLLIN;
+        p.revents = 0;
+        poll(&p, 1, 1000);
+    }
+}
+
+/* Waits for the answer of a query sent with PQsendQuery. */
+static void wait_result(PGconn *c) {
+    PGresult *r;
+    for (;;) {
+        struct pollfd p;
+        PQconsumeInput(c);
+        if (!PQisBusy(c)) break;
+        p.fd = PQsocket(c);
+        p.events = POLLIN;
+        p.revents = 0;
+        poll(&p, 1, 1000);
+    }
+    while ((r = PQgetResult(c)) != NULL) PQclear(r);
+}
+
+/* ---- simba clients, pumped together ---- */
+
+enum { MAXC = 8, MAXEV = 256 };
+static simba *cl[MAXC];
+static int ncl;
+static simba_event evs[MAXC][MAXEV];
+static int nevs[MAXC];
+
+static simba *client(const char *tenant, const char *id) {
+    simba_pg_desc pd;
+    simba_desc d;
+    simba *s;
+    memset(&pd, 0, sizeof pd);
+    pd.conninfo = url;
+    pd.create_schema = 1;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_pg(&pd);
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = 10000;
+    d.transition_ms = 5000;
+    s = simba_create(&d, NULL);
+    if (!s) { fprintf(stderr, "simba_create failed\n"); exit(1); }
+    cl[ncl++] = s;
+    return s;
+}
+
+/* One poll over every client's fds, then a tick of each; the events land
+   in evs[i]. */
+static void pump(int cap_ms) {
+    struct pollfd fds[MAXC * 4];
+    int at[MAXC + 1], n = 0, i, t = cap_ms;
+    for (i = 0; i < ncl; i++) {
+        int ti = simba_timeout_ms(cl[i]);
+        at[i] = n;
+        n += simba_pollfds(cl[i], fds + n, 4);
+        if (ti >= 0 && ti < t) t = ti;
+    }
+    at[ncl] = n;
+    poll(fds, (nfds_t)n, t);
+    for (i = 0; i < ncl; i++) {
+        double t0 = now_us(), dt;
+        nevs[i] = simba_tick(cl[i], fds + at[i], at[i + 1] - at[i], evs[i], MAXEV);
+        dt = now_us() - t0;
+        if (dt > max_tick_us) max_tick_us = dt;
+    }
+}
+
+/* Pumps until client s has event `type` for lock l. */
+static int wait_event(simba *s, simba_lock l, simba_event_type type) {
+    double end = now_us() + 30e6;
+    int who, i;
+    for (who = 0; who < ncl && cl[who] != s; who++) {}
+    while (now_us() < end) {
+        pump(100);
+        for (i = 0; i < nevs[who]; i++) {
+            simba_event *e = &evs[who][i];
+            if (e->lock.id != l.id || e->lock.gen != l.gen) continue;
+            if (e->type == type) return 1;
+            if (e->type == SIMBA_EVENT_ERROR || e->type == SIMBA_EVENT_LOST) {
+                fprintf(stderr, "%s: %s\n", simba_event_name(e->type), simba_strerror(e->error));
+                return 0;
+            }
+        }
+    }
+    fprintf(stderr, "timed out waiting for %s\n", simba_event_name(type));
+    return 0;
+}
+
+static void wait_connected(void) {
+    double end = now_us() + 30e6;
+    int i, all = 0;
+    while (!all && now_us() < end) {
+        pump(50);
+        for (all = 1, i = 0; i < ncl; i++) all &= simba_connected(cl[i]);
+    }
+}
+
+static void destroy_all(void) {
+    while (ncl) simba_destroy(cl[--ncl]);
+}
+
+static simba_lock acquire(simba *s, const char *name) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = -1;
+    return simba_acquire(s, &d);
+}
+
+/* ---- the figures ---- */
+
+/* cycle: simba acquire+release vs INSERT + DELETE, rounds interleaved. */
+static void bench_cycle(int N, double *simba_p50, double *floor_p50) {
+    double *v = (double *)malloc(sizeof(double) * (size_t)N), *w = (double *)malloc(sizeof(double) * (size_t)N);
+    PGconn *c = raw_open();
+    simba *s = client("bench-cycle", "solo");
+    int i;
+    raw(c, "CREATE TABLE IF NOT EXISTS public.bench_floor (k integer PRIMARY KEY, v text)");
+    wait_connected();
+    for (i = 0; i < N; i++) {
+        simba_lock l;
+        double t0 = now_us();
+        l = acquire(s, "cycle");
+        if (!wait_event(s, l, SIMBA_EVENT_ACQUIRED)) exit(1);
+        simba_release(s, l);
+        if (!wait_event(s, l, SIMBA_EVENT_RELEASED)) exit(1);
+        v[i] = now_us() - t0;
+        t0 = now_us();
+        raw(c, "INSERT INTO public.bench_floor VALUES (1, 'x')");
+        raw(c, "DELETE FROM public.bench_floor WHERE k = 1");
+        w[i] = now_us() - t0;
+    }
+    *simba_p50 = pct(v, N, 0.5);
+    *floor_p50 = pct(w, N, 0.5);
+    destroy_all();
+    PQfinish(c);
+    free(v);
+    free(w);
+}
+
+/* The floor of a hand-off: a durable commit (one row written) that
+   NOTIFYs, and its delivery to an idle listener. */
+static double notify_floor(int N) {
+    PGconn *l = raw_open(), *n = raw_open();
+    double *v = (double *)malloc(sizeof(double) * (size_t)N), p;
+    int i;
+    raw(l, "LISTEN bench_floor");
+    raw(n, "CREATE TABLE IF NOT EXISTS public.bench_floor (k integer PRIMARY KEY, v text)");
+    for (i = 0; i < N; i++) {
+        double t0 = now_us();
+        /* a durable commit (a row written) that notifies */
+        raw(n, "WITH w AS (INSERT INTO public.bench_floor VALUES (2, 'x') ON CONFLICT (k) DO UPDATE SET v = 'y' RETURNING k)"
+               " SELECT pg_notify('bench_floor', 'x') FROM w");
+        wait_notify(l);
+        v[i] = now_us() - t0;
+    }
+    p = pct(v, N, 0.5);
+    PQfinish(l);
+    PQfinish(n);
+    free(v);
+    return p;
+}
+
+/* simba hand-off, one waiter (Q = 1): A holds, B waits; A releases; the
+   time to B's ACQUIRED. */
+static double bench_handoff(int H) {
+    simba *a = client("bench-handoff", "a"), *b = client("bench-handoff", "b");
+    double *v = (double *)malloc(sizeof(double) * (size_t)H), p;
+    int i, k = 0;
+    wait_connected();
+    for (i = 0; i < H; i++) {
+        simba_lock la = acquire(a, "handoff"), lb;
+        double t0, until;
+        if (!wait_event(a, la, SIMBA_EVENT_ACQUIRED)) break;
+        lb = acquire(b, "handoff");
+        until = now_us() + 20e3;               /* B's ENQUEUE answered: it waits */
+        while (now_us() < until) pump(5);
+        t0 = now_us();
+        simba_release(a, la);
+        if (!wait_event(b, lb, SIMBA_EVENT_ACQUIRED)) break;
+        v[k++] = now_us() - t0;
+        simba_release(b, lb);
+        if (!wait_event(b, lb, SIMBA_EVENT_RELEASED)) break;
+    }
+    p = pct(v, k, 0.5);
+    destroy_all();
+    free(v);
+    return p;
+}
+
+/* Hand-offs down a queue of Q waiters spread over 4 clients: each grant
+   is released at once; the first 100 hand-offs (Q - 100 or more still
+   behind) are timed from the release to the next ACQUIRED. */
+static double bench_handoff_queue(int Q) {
+    PGconn *c = raw_open();
+    simba *h = client("bench-queue", "holder"), *w[4];
+    simba_lock lh, *l = (simba_lock *)calloc((size_t)Q, sizeof(simba_lock));
+    double *v = (double *)malloc(sizeof(double) * 100), t0, p, end;
+    int i, k = 0, measure = Q < 100 ? Q : 100, released = 0;
+    char sql[256];
+    for (i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "w%d", i);
+        w[i] = client("bench-queue", id);
+    }
+    wait_connected();
+    lh = acquire(h, "queue");
+    if (!wait_event(h, lh, SIMBA_EVENT_ACQUIRED)) exit(1);
+    for (i = 0; i < Q; i++) {
+        l[i] = acquire(w[i % 4], "queue");
+        if (i % 16 == 15) pump(5);             /* keep them in order, client by client */
+    }
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM simba.entries WHERE tenant = 'bench-queue'");
+    end = now_us() + 60e6;
+    while (now_us() < end) {
+        PGresult *r;
+        int have;
+        pump(20);
+        r = PQexec(c, sql);
+        have = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : 0;
+        PQclear(r);
+        if (have >= Q + 1) break;
+    }
+    t0 = now_us();
+    simba_release(h, lh);
+    end = now_us() + 60e6;
+    while (k < measure && now_us() < end) {
+        int ci, e;
+        pump(50);
+        for (ci = 1; ci < ncl; ci++)
+            for (e = 0; e < nevs[ci]; e++)
+                if (evs[ci][e].type == SIMBA_EVENT_ACQUIRED && k < measure) {
+                    double t1 = now_us();
+                    v[k++] = t1 - t0;
+                    t0 = now_us();
+                    simba_release(cl[ci], evs[ci][e].lock);
+                    released++;
+                }
+    }
+    p = pct(v, k, 0.5);
+    destroy_all();
+    PQfinish(c);
+    free(v);
+    free(l);
+    (void)released;
+    return p;
+}
+
+/* pg_advisory_lock: the session lock cycle, and its blocking hand-off. */
+static void bench_advisory(int N, int H, double *cycle_p50, double *handoff_p50) {
+    PGconn *a = raw_open(), *b = raw_open();
+    double *v = (double *)malloc(sizeof(double) * (size_t)(N > H ? N : H));
+    int i;
+    for (i = 0; i < N; i++) {
+        double t0 = now_us();
+        raw(a, "SELECT pg_advisory_lock(4242)");
+        raw(a, "SELECT pg_advisory_unlock(4242)");
+        v[i] = now_us() - t0;
+    }
+    *cycle_p50 = pct(v, N, 0.5);
+    for (i = 0; i < H; i++) {
+        double t0, until;
+        raw(a, "SELECT pg_advisory_lock(4242)");
+        PQsendQuery(b, "SELECT pg_advisory_lock(4242)");
+        until = now_us() + 5e3;                /* B is blocked in the server */
+        while (now_us() < until) {}
+        t0 = now_us();
+        raw(a, "SELECT pg_advisory_unlock(4242)");
+        wait_result(b);
+        v[i] = now_us() - t0;
+        raw(b, "SELECT pg_advisory_unlock(4242)");
+    }
+    *handoff_p50 = pct(v, H, 0.5);
+    PQfinish(a);
+    PQfinish(b);
+    free(v);
+}
+
+int main(void) {
+    int N = env_int("BENCH_N", 300), H = env_int("BENCH_HANDOFFS", 200), Q = env_int("BENCH_Q", 1000);
+    double cyc, insdel, notif, hand, hand_q, hand_1, adv_cycle, adv_hand;
+    url = getenv("SIMBA_PG_URL");
+    if (!url) { fprintf(stderr, "run through tests/servers/pg.sh (SIMBA_PG_URL)\n"); return 1; }
+    printf("# bench_pg: N=%d cycles, H=%d hand-offs, Q=%d (medians)\n", N, H, Q);
+    bench_cycle(N, &cyc, &insdel);
+    notif = notify_floor(H);
+    hand = bench_handoff(H);
+    bench_advisory(N, H, &adv_cycle, &adv_hand);
+    hand_1 = bench_handoff_queue(1);
+    hand_q = bench_handoff_queue(Q);
+    printf("cycle:     simba acquire+release %8.0f us | INSERT + DELETE (2 commits) %8.0f us | ratio %.2f (target <= 1.5)\n",
+           cyc, insdel, cyc / insdel);
+    printf("hand-off:  simba release->ACQUIRED %8.0f us | commit + NOTIFY delivery %8.0f us | ratio %.2f (target <= 1.5)\n",
+           hand, notif, hand / notif);
+    printf("advisory:  pg_advisory_lock cycle %8.0f us (simba/advisory %.2f); blocking hand-off %8.0f us (simba/advisory %.2f)\n",
+           adv_cycle, cyc / adv_cycle, adv_hand, hand / adv_hand);
+    printf("queue:     hand-off with Q=%d behind %8.0f us | Q=1 %8.0f us | ratio %.2f (target <= 1.5)\n",
+           Q, hand_q, hand_1, hand_q / hand_1);
+    printf("tick:      longest simba_tick %.0f us\n", max_tick_us);
+    return 0;
+}
