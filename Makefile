@@ -12,7 +12,7 @@ ZK_LIBS    := -lzookeeper_st
 
 # test and fuzz builds never send a name to a DNS resolver (simba_backend_resolve)
 TEST_DEFS := -DSIMBA_NO_DNS
-HDR_CORE  := simba.h
+HDR_CORE  := simba.h simba_mem.h simba_url.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h tests/zk_mntr.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
@@ -324,7 +324,7 @@ deps:
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 simba.h simba_redis.h simba_mysql.h simba_zk.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/simba_adapters
 	install -m 644 adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h $(DESTDIR)$(PREFIX)/include/simba_adapters/
 	install -d $(DESTDIR)$(PREFIX)/share/simba

@@ -218,11 +218,11 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
 
 /* ---- connection URLs ----
    simba_zk_from_url: the backend for a parsed URL (simba_url_parse in
-   simba.h) of scheme zk:
+   simba_url.h) of scheme zk:
        zk://[user:password@]host1[:port1],host2[:port2][/chroot][?parameters]
    (default port 2181; user:password becomes the digest credential).
    parameters: base_path, session_timeout (duration), allow_hostnames (0/1),
-   log_level (0..4), plus password_env / password_file (simba.h). Read the
+   log_level (0..4), plus password_env / password_file (simba_url.h). Read the
    client options (simba_url_client_options) first: a parameter nobody read
    is an error here. */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err);

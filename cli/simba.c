@@ -19,6 +19,8 @@
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #ifndef SIMBA_CLI_NO_REDIS
 #include "simba_redis.h"
 #endif
@@ -28,8 +30,8 @@
 #ifndef SIMBA_CLI_NO_ZK
 #include "simba_zk.h"
 #endif
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <errno.h>
 #include <fcntl.h>
