@@ -283,13 +283,13 @@ CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
 CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
 FUZZ_URL_SECONDS ?= 60
 cli: $(B)/simba
-$(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS) $(LDFLAGS)
+$(B)/simba: cli/simba_cli.c $(CLI_HDRS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba_cli.c $(CLI_LIBS) $(LDFLAGS)
 $(B)/test_url: tests/test_url.c $(CLI_HDRS) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
-$(B)/asan/simba: cli/simba.c $(CLI_HDRS)
+$(B)/asan/simba: cli/simba_cli.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba_cli.c $(CLI_LIBS)
 $(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS)

@@ -7,7 +7,7 @@
 # From the binary: the commands (`simba --help`), every long option that
 # `simba --help` and `simba COMMAND --help` print, and the URL schemes the
 # parser accepts (the list in its "unknown scheme" message). From
-# cli/simba.c: every long option the parser takes. Checks:
+# cli/simba_cli.c: every long option the parser takes. Checks:
 #   - every option the parser takes is in the help text;
 #   - every command is in docs/simba.1 and docs/cli.md;
 #   - every help option has an entry: in the man page's OPTIONS section the
@@ -42,8 +42,8 @@ for c in $cmds; do
     all_help=$all_help$'\n'$h
 done
 help_opts=$(printf '%s\n' "$all_help" | opts_in)
-src_opts=$(grep -oE 'strcmp\(a, "--[a-z][a-z0-9-]*"\)' cli/simba.c | opts_in)
-src_opts=$(printf '%s\n%s\n' "$src_opts" "$(grep -oE 'strcmp\(argv\[1\], "--[a-z][a-z0-9-]*"\)' cli/simba.c | opts_in)" | sort -u)
+src_opts=$(grep -oE 'strcmp\(a, "--[a-z][a-z0-9-]*"\)' cli/simba_cli.c | opts_in)
+src_opts=$(printf '%s\n%s\n' "$src_opts" "$(grep -oE 'strcmp\(argv\[1\], "--[a-z][a-z0-9-]*"\)' cli/simba_cli.c | opts_in)" | sort -u)
 schemes=$("$SIMBA" run zzunknown://x n -- true 2>&1 | sed -nE 's/.*accepts ([^)]*)\).*/\1/p' | tr -d ',')
 [ -n "$schemes" ] || miss "no scheme list in the unknown-scheme message"
 
@@ -57,7 +57,7 @@ md_url=$(printf '%s\n' "$md_t" | awk '/^## / { on = ($0 ~ /^## Connection URLs/)
 has() { printf '%s\n' "$2" | grep -qF -- "$1"; }
 hasword() { printf '%s\n' "$2" | grep -qE -- "(^|[^a-z-])$1([^a-z-]|\$)"; }
 
-for o in $src_opts; do hasword "$o" "$all_help" || miss "$o: parsed by cli/simba.c, not in any --help"; done
+for o in $src_opts; do hasword "$o" "$all_help" || miss "$o: parsed by cli/simba_cli.c, not in any --help"; done
 for c in $cmds; do
     has "simba $c" "$man_t" || miss "command $c: not in $MAN"
     has "simba $c" "$md_t" || miss "command $c: not in $MD"

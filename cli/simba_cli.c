@@ -1,4 +1,4 @@
-/* simba.c -- the `simba` command-line tool: guard a job across hosts like
+/* simba_cli.c -- the `simba` command-line tool: guard a job across hosts like
    `flock -n`, `consul lock` or `etcdctl lock`, on any simba backend.
 
        simba run [options] URL NAME... -- command [args...]
