@@ -25,7 +25,11 @@ trap 'rm -f "$out" "$out.new"' EXIT
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
 [ -n "$cpu" ] || cpu=$(uname -p)
 machine="$(uname -m), ${cpu:-unknown CPU}, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
-commit=$(git describe --always --dirty 2>/dev/null || echo 'not a git checkout')
+# the commit, and whether the tree differs from it (this file aside: an
+# earlier run's figures in it do not change what is measured)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo 'none (not a git checkout)')
+git diff-index --quiet HEAD -- . ":(exclude)$FILE" 2>/dev/null ||
+    commit="$commit plus uncommitted changes"
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 # stdbuf: the programs' output line by line through the pipe, so a run of
