@@ -28,7 +28,7 @@ machine="$(uname -m), ${cpu:-unknown CPU}, $(nproc) cores, load $(cut -d' ' -f1-
 # the commit, and whether the tree differs from it (this file aside: an
 # earlier run's figures in it do not change what is measured)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo 'none (not a git checkout)')
-git diff-index --quiet HEAD -- . ":(exclude)$FILE" 2>/dev/null ||
+git diff-index --quiet HEAD -- . ":(exclude)docs/bench.md" 2>/dev/null ||
     commit="$commit plus uncommitted changes"
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 
