@@ -12,7 +12,9 @@
    is enough): one poll loop that watches simba's fds and a signal self-pipe,
    fork/exec of the command into its own process group, SIGTERM to that
    group at once when the lock is LOST and SIGKILL after --kill-after.
-   `simba --help` and docs/cli.md (and simba.1) document everything. */
+   Every option is one row of options[] (the parser, --help and
+   tests/cli_docs.sh read it); `simba --help` and docs/cli.md (and
+   simba.1) document everything. */
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #define SIMBA_REDIS_IMPLEMENTATION
