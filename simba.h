@@ -3452,9 +3452,9 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
     if (!s->events.count) {
         /* emptied: the next event goes to the ring's first slot again, not
            on along it, so an idle client's events stay in the lines it used
-           last (a ring sized for its locks, walked one event at a time, was
-           most of the cold lines a hand-off to a client unused for a while
-           touched) */
+           last (walking a ring sized for its locks one event at a time would
+           touch a cold cache line at nearly every hand-off to a client unused
+           for a while) */
         s->events.head = 0;
         if (s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
             simba__free(s, s->events.buf);
