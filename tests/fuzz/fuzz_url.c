@@ -10,12 +10,14 @@
 #define SIMBA_ZK_IMPLEMENTATION
 #define SIMBA_PG_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_zk.h"
 #include "simba_pg.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 #include <stdlib.h>
 #include <string.h>
 
