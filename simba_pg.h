@@ -93,6 +93,11 @@ typedef struct simba_pg_desc {
     int lock_timeout_ms;        /* lock_timeout of simba's sessions: an operation
                                    that waits longer for rows another transaction
                                    holds ends (and is retried); default 2000 */
+    int restart_grace;          /* grant nothing for one lease after the server
+                                   restarted or failed over: 0 (default) when the
+                                   server may lose commits (fsync or
+                                   synchronous_commit off), 1 always (e.g. an
+                                   asynchronous standby may be promoted), <0 never */
     simba_allocator allocator;  /* for the backend's memory; zero = malloc/free;
                                    exactly one of alloc/free set: SIMBA_EINVAL */
 } simba_pg_desc;
@@ -120,6 +125,7 @@ SIMBADEF int simba_pg_schema(const char *schema, char *buf, size_t size);
    target_session_attrs, ...):
        postgres://[user[:password]@]host[:port][,host2[:port2]]/database[?parameters]
    simba's parameters: schema, create_schema (0/1), lock_timeout (duration),
+   restart_grace (-1/0/1),
    plus password_env / password_file and the client options (simba.h); they
    are taken out before libpq sees the URL. Any other parameter is libpq's
    (an unknown one is an error, in libpq's words). */
@@ -174,7 +180,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 3,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 4,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -203,7 +209,7 @@ typedef struct simba__pg {
     /* options */
     char *conninfo, *password, *hostaddr;
     char schema[SIMBA__PG_MAX_SCHEMA + 1];
-    int create_schema, connect_timeout_ms, lock_timeout_ms;
+    int create_schema, connect_timeout_ms, lock_timeout_ms, restart_grace;
     /* the connection */
     PGconn *conn;
     simba__pg_state state;
@@ -1066,13 +1072,17 @@ static const char *const simba__pg_ddl[] = {
     "CREATE TABLE IF NOT EXISTS @.tenants (\n"
     "    tenant    text    PRIMARY KEY,\n"
     "    epoch     bigint  NOT NULL DEFAULT 1)",
+    /* The restart grace: the server run (pg_postmaster_start_time()) that
+       last granted in the tenant, and the end of a grace (no grants). */
+    "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS boot timestamptz",
+    "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS grace_until timestamptz",
     /* Tenant isolation: a tenant listed here is usable only by its roles
        (and their members); an unlisted tenant by every role with the grants. */
     "CREATE TABLE IF NOT EXISTS @.tenant_roles (\n"
     "    tenant    text NOT NULL,\n"
     "    role      name NOT NULL,\n"
     "    PRIMARY KEY (tenant, role))",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 3 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 4 $f$",
     /* The helpers below are PL/pgSQL, not SQL: PL/pgSQL keeps its plans for
        the session, a SQL function with a subquery is planned at every call. */
     "CREATE OR REPLACE FUNCTION @.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$\n"
@@ -1107,6 +1117,31 @@ static const char *const simba__pg_ddl[] = {
     "    RETURN EXISTS (SELECT 1 FROM @.sessions s\n"
     "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);\n"
     "END $f$",
+    /* The restart grace (docs/postgres.md): a server run other than the one
+       that last granted in the tenant (a restart, a promoted standby) may
+       have lost commits when the server does not keep them all (fsync or
+       synchronous_commit off) or the client says so (simba_pg.restart_grace
+       = 1): then nothing is granted for the longest lease the tenant's
+       sessions use, so that no holder from before overlaps with a new one.
+       Returns the end of the grace (NULL: none). */
+    "CREATE OR REPLACE FUNCTION @.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz\n"
+    "LANGUAGE plpgsql AS $f$\n"
+    "DECLARE\n"
+    "    v_boot timestamptz; v_grace timestamptz; v_start timestamptz := pg_catalog.pg_postmaster_start_time();\n"
+    "    v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;\n"
+    "BEGIN\n"
+    "    SELECT t.boot, t.grace_until INTO v_boot, v_grace FROM @.tenants t WHERE t.tenant = p_tenant;\n"
+    "    IF FOUND AND v_boot = v_start THEN RETURN v_grace; END IF;\n"
+    "    v_grace := NULL;\n"
+    "    IF v_mode = '1' OR (v_mode = '0' AND (current_setting('fsync') = 'off'\n"
+    "                                        OR current_setting('synchronous_commit') = 'off')) THEN\n"
+    "        SELECT COALESCE(max(s.lease_ms), 0) INTO v_lease FROM @.sessions s WHERE s.tenant = p_tenant;\n"
+    "        v_grace := p_now + v_lease * interval '1 millisecond';\n"
+    "    END IF;\n"
+    "    INSERT INTO @.tenants AS t (tenant, boot, grace_until) VALUES (p_tenant, v_start, v_grace)\n"
+    "        ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;\n"
+    "    RETURN v_grace;\n"
+    "END $f$",
     /* THE GRANT RULE, the server's copy of simba_grant_step and
        simba_grant_fence (simba.h >>kit; keep the two in step). Walks the
        queue of one resource from its head (the caller holds the resource
@@ -1120,13 +1155,14 @@ static const char *const simba__pg_ddl[] = {
     "CREATE OR REPLACE FUNCTION @.settle(p_tenant text, p_name bytea, p_now timestamptz, p_quiet text)\n"
     "RETURNS void LANGUAGE plpgsql AS $f$\n"
     "DECLARE\n"
-    "    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text;\n"
+    "    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;\n"
     "    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; e record;\n"
     "    v_us bigint := (extract(epoch FROM p_now) * 1000000)::bigint;\n"
     "BEGIN\n"
     "    SELECT r.capacity, r.counter, r.owner, r.held INTO v_cap, v_counter, v_old, v_held0\n"
     "        FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_name;\n"
     "    IF NOT FOUND THEN RETURN; END IF;\n"
+    "    v_grace := @.notice_boot(p_tenant, p_now);\n"
     "    v_counter0 := v_counter;\n"
     "    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, s.expires\n"
     "             FROM @.entries q LEFT JOIN @.sessions s ON s.tenant = q.tenant AND s.session = q.session\n"
@@ -1137,7 +1173,7 @@ static const char *const simba__pg_ddl[] = {
     "        END IF;\n"
     "        v_ahead := v_ahead + @.grant_weight(e.weight, v_cap);      -- simba_grant_step\n"
     "        IF e.fence = 0 THEN\n"
-    "            EXIT WHEN v_ahead > v_cap;\n"
+    "            EXIT WHEN v_ahead > v_cap OR v_grace > p_now;            -- the restart grace\n"
     "            v_fence := GREATEST(v_counter + 1, v_us);                 -- simba_grant_fence\n"
     "            v_counter := v_fence;\n"
     "            UPDATE @.entries q SET fence = v_fence\n"
@@ -1179,6 +1215,9 @@ static const char *const simba__pg_ddl[] = {
     "RETURNS boolean LANGUAGE plpgsql AS $f$\n"
     "DECLARE v_i integer; v_cap integer; v_ahead bigint; e record;\n"
     "BEGIN\n"
+    "    IF EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now) THEN\n"
+    "        RETURN false;\n"
+    "    END IF;\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
     "        SELECT r.capacity INTO v_cap FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_names[v_i];\n"
     "        v_ahead := 0;\n"
@@ -1229,6 +1268,12 @@ static const char *const simba__pg_ddl[] = {
     "    END IF;\n"
     "    SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity\n"
     "        FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];\n"
+    "    IF NOT o_granted THEN\n"
+    "        SELECT GREATEST(0, LEAST(1073741823, ceil(extract(epoch FROM t.grace_until - p_now) * 1000)))::integer\n"
+    "            INTO o_grace_ms FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;\n"
+    "        IF o_grace_ms > 0 AND (o_recheck_ms < 0 OR o_grace_ms < o_recheck_ms) THEN o_recheck_ms := o_grace_ms; END IF;\n"
+    "        o_grace_ms := COALESCE(o_grace_ms, 0);\n"
+    "    END IF;\n"
     "END $f$",
     "CREATE OR REPLACE FUNCTION @.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$\n"
     "BEGIN\n"
@@ -1314,6 +1359,9 @@ static const char *const simba__pg_ddl[] = {
     "            SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity\n"
     "                FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];\n"
     "            o_fences := array_fill(0::bigint, ARRAY[array_length(v_names, 1)]); o_ahead := 0;\n"
+    "            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::integer INTO o_grace_ms\n"
+    "                FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;\n"
+    "            o_grace_ms := COALESCE(o_grace_ms, 0);\n"
     "            RETURN;\n"
     "        END IF;\n"
     "        FOR v_i IN 1 .. array_length(v_names, 1) LOOP\n"
@@ -1327,17 +1375,29 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
     "        o_grace_ms FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "END $f$",
-    /* Is a holder, or the first waiter, of one of these queues dead (its
-       session expired or gone)? Then the queue needs the walk (settle). */
+    /* Does one of these queues need the walk (settle)? When a holder or
+       the first waiter is dead (its session expired or gone), or the first
+       waiter fits (the grant rule, as in settle: a restart grace that
+       ended, or one that holds it back still). */
     "CREATE OR REPLACE FUNCTION @.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean\n"
     "LANGUAGE plpgsql STABLE AS $f$\n"
+    "DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record;\n"
     "BEGIN\n"
-    "    RETURN EXISTS (SELECT 1 FROM unnest(p_names) AS n(name)\n"
-    "        JOIN @.resources r ON r.tenant = p_tenant AND r.name = n.name\n"
-    "        CROSS JOIN LATERAL (SELECT q.session FROM @.entries q WHERE q.tenant = p_tenant AND q.name = n.name\n"
-    "                            ORDER BY q.seq LIMIT r.held + 1) h\n"
-    "        LEFT JOIN @.sessions s ON s.tenant = p_tenant AND s.session = h.session\n"
-    "        WHERE s.expires IS NULL OR s.expires <= p_now);\n"
+    "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
+    "        SELECT r.capacity, r.held INTO v_cap, v_held FROM @.resources r\n"
+    "            WHERE r.tenant = p_tenant AND r.name = p_names[v_i];\n"
+    "        CONTINUE WHEN NOT FOUND;\n"
+    "        v_ahead := 0;\n"
+    "        FOR e IN SELECT h.weight, h.fence, s.expires FROM\n"
+    "                     (SELECT q.seq, q.session, q.weight, q.fence FROM @.entries q\n"
+    "                      WHERE q.tenant = p_tenant AND q.name = p_names[v_i] ORDER BY q.seq LIMIT v_held + 1) h\n"
+    "                 LEFT JOIN @.sessions s ON s.tenant = p_tenant AND s.session = h.session ORDER BY h.seq LOOP\n"
+    "            IF e.expires IS NULL OR e.expires <= p_now THEN RETURN true; END IF;   -- dead\n"
+    "            v_ahead := v_ahead + @.grant_weight(e.weight, v_cap);\n"
+    "            IF e.fence = 0 AND v_ahead <= v_cap THEN RETURN true; END IF;     -- grantable\n"
+    "        END LOOP;\n"
+    "    END LOOP;\n"
+    "    RETURN false;\n"
     "END $f$",
     /* POLL: the state of a request (its queues move on first when a holder
        died). */
@@ -1483,11 +1543,12 @@ static int simba__pg_setup_sql(simba__pg *b, int phase, char **out) {
     snprintf(sql, cap,
              "SET client_min_messages = warning;\n"
              "SET lock_timeout = %d;\n"
+             "SET simba_pg.restart_grace = '%d';\n"
              "SELECT COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer FROM pg_catalog.pg_proc p\n"
              "    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
              "    WHERE n.nspname = '%s' AND p.proname = 'version' AND p.pronargs = 0), 0),\n"
              "    current_setting('transaction_read_only')",
-             b->lock_timeout_ms, b->schema);
+             b->lock_timeout_ms, b->restart_grace, b->schema);
     return 0;
 }
 
@@ -1587,6 +1648,7 @@ SIMBADEF simba_backend simba_pg(const simba_pg_desc *d) {
     b->create_schema = d->create_schema;
     b->connect_timeout_ms = d->connect_timeout_ms > 0 ? d->connect_timeout_ms : 5000;
     b->lock_timeout_ms = d->lock_timeout_ms > 0 ? d->lock_timeout_ms : 2000;
+    b->restart_grace = d->restart_grace > 0 ? 1 : d->restart_grace < 0 ? -1 : 0;
     b->state = SIMBA__PG_CLOSED;
     out.vt = &simba__pg_vtable;
     out.impl = b;
@@ -1598,7 +1660,8 @@ SIMBADEF simba_backend simba_pg(const simba_pg_desc *d) {
 /* simba's own parameters, taken out of the URL before libpq reads it. */
 static int simba__pg_simba_param(const char *key, size_t n) {
     static const char *const ours[] = {"tenant", "client_id", "ttl", "transition", "op_timeout", "recheck",
-                                       "password_env", "password_file", "schema", "create_schema", "lock_timeout"};
+                                       "password_env", "password_file", "schema", "create_schema", "lock_timeout",
+                                       "restart_grace"};
     size_t i;
     for (i = 0; i < sizeof ours / sizeof ours[0]; i++)
         if (strlen(ours[i]) == n && strncmp(ours[i], key, n) == 0) return 1;
@@ -1645,6 +1708,7 @@ SIMBADEF int simba_pg_from_url(simba_url *u, const char *url, simba_backend *out
         return simba_url_fail(err, SIMBA_EINVAL, "schema", "URL parameter schema: [a-z_][a-z0-9_]{0,47}");
     if ((rc = simba_url_int(u, "create_schema", 0, 1, &d.create_schema, err)) != SIMBA_OK) return rc;
     if ((rc = simba_url_duration(u, "lock_timeout", 1, 3600000, &d.lock_timeout_ms, err)) != SIMBA_OK) return rc;
+    if ((rc = simba_url_int(u, "restart_grace", -1, 1, &d.restart_grace, err)) != SIMBA_OK) return rc;
     for (i = 0; i < u->nparams; i++) u->params[i].used = 1;   /* the rest is libpq's to judge */
     /* libpq knows the scheme in lower case only; simba's parser took any case */
     if ((rest = strstr(url, "://")) == NULL)

@@ -61,11 +61,13 @@ CREATE INDEX IF NOT EXISTS entries_watch ON simba.entries (tenant, name) WHERE w
 CREATE TABLE IF NOT EXISTS simba.tenants (
     tenant    text    PRIMARY KEY,
     epoch     bigint  NOT NULL DEFAULT 1);
+ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS boot timestamptz;
+ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS grace_until timestamptz;
 CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
     PRIMARY KEY (tenant, role));
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 3 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 4 $f$;
 CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
 BEGIN
     RETURN NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = p_tenant)
@@ -96,16 +98,35 @@ BEGIN
     RETURN EXISTS (SELECT 1 FROM simba.sessions s
                    WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);
 END $f$;
+CREATE OR REPLACE FUNCTION simba.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql AS $f$
+DECLARE
+    v_boot timestamptz; v_grace timestamptz; v_start timestamptz := pg_catalog.pg_postmaster_start_time();
+    v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;
+BEGIN
+    SELECT t.boot, t.grace_until INTO v_boot, v_grace FROM simba.tenants t WHERE t.tenant = p_tenant;
+    IF FOUND AND v_boot = v_start THEN RETURN v_grace; END IF;
+    v_grace := NULL;
+    IF v_mode = '1' OR (v_mode = '0' AND (current_setting('fsync') = 'off'
+                                        OR current_setting('synchronous_commit') = 'off')) THEN
+        SELECT COALESCE(max(s.lease_ms), 0) INTO v_lease FROM simba.sessions s WHERE s.tenant = p_tenant;
+        v_grace := p_now + v_lease * interval '1 millisecond';
+    END IF;
+    INSERT INTO simba.tenants AS t (tenant, boot, grace_until) VALUES (p_tenant, v_start, v_grace)
+        ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;
+    RETURN v_grace;
+END $f$;
 CREATE OR REPLACE FUNCTION simba.settle(p_tenant text, p_name bytea, p_now timestamptz, p_quiet text)
 RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
-    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text;
+    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;
     v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; e record;
     v_us bigint := (extract(epoch FROM p_now) * 1000000)::bigint;
 BEGIN
     SELECT r.capacity, r.counter, r.owner, r.held INTO v_cap, v_counter, v_old, v_held0
         FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_name;
     IF NOT FOUND THEN RETURN; END IF;
+    v_grace := simba.notice_boot(p_tenant, p_now);
     v_counter0 := v_counter;
     FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, s.expires
              FROM simba.entries q LEFT JOIN simba.sessions s ON s.tenant = q.tenant AND s.session = q.session
@@ -116,7 +137,7 @@ BEGIN
         END IF;
         v_ahead := v_ahead + simba.grant_weight(e.weight, v_cap);      -- simba_grant_step
         IF e.fence = 0 THEN
-            EXIT WHEN v_ahead > v_cap;
+            EXIT WHEN v_ahead > v_cap OR v_grace > p_now;            -- the restart grace
             v_fence := GREATEST(v_counter + 1, v_us);                 -- simba_grant_fence
             v_counter := v_fence;
             UPDATE simba.entries q SET fence = v_fence
@@ -154,6 +175,9 @@ CREATE OR REPLACE FUNCTION simba.fits(p_tenant text, p_names bytea[], p_weights 
 RETURNS boolean LANGUAGE plpgsql AS $f$
 DECLARE v_i integer; v_cap integer; v_ahead bigint; e record;
 BEGIN
+    IF EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now) THEN
+        RETURN false;
+    END IF;
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
         SELECT r.capacity INTO v_cap FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[v_i];
         v_ahead := 0;
@@ -200,6 +224,12 @@ BEGIN
     END IF;
     SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
         FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];
+    IF NOT o_granted THEN
+        SELECT GREATEST(0, LEAST(1073741823, ceil(extract(epoch FROM t.grace_until - p_now) * 1000)))::integer
+            INTO o_grace_ms FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;
+        IF o_grace_ms > 0 AND (o_recheck_ms < 0 OR o_grace_ms < o_recheck_ms) THEN o_recheck_ms := o_grace_ms; END IF;
+        o_grace_ms := COALESCE(o_grace_ms, 0);
+    END IF;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$
 BEGIN
@@ -278,6 +308,9 @@ BEGIN
             SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
                 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];
             o_fences := array_fill(0::bigint, ARRAY[array_length(v_names, 1)]); o_ahead := 0;
+            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::integer INTO o_grace_ms
+                FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;
+            o_grace_ms := COALESCE(o_grace_ms, 0);
             RETURN;
         END IF;
         FOR v_i IN 1 .. array_length(v_names, 1) LOOP
@@ -293,13 +326,23 @@ BEGIN
 END $f$;
 CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $f$
+DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record;
 BEGIN
-    RETURN EXISTS (SELECT 1 FROM unnest(p_names) AS n(name)
-        JOIN simba.resources r ON r.tenant = p_tenant AND r.name = n.name
-        CROSS JOIN LATERAL (SELECT q.session FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = n.name
-                            ORDER BY q.seq LIMIT r.held + 1) h
-        LEFT JOIN simba.sessions s ON s.tenant = p_tenant AND s.session = h.session
-        WHERE s.expires IS NULL OR s.expires <= p_now);
+    FOR v_i IN 1 .. array_length(p_names, 1) LOOP
+        SELECT r.capacity, r.held INTO v_cap, v_held FROM simba.resources r
+            WHERE r.tenant = p_tenant AND r.name = p_names[v_i];
+        CONTINUE WHEN NOT FOUND;
+        v_ahead := 0;
+        FOR e IN SELECT h.weight, h.fence, s.expires FROM
+                     (SELECT q.seq, q.session, q.weight, q.fence FROM simba.entries q
+                      WHERE q.tenant = p_tenant AND q.name = p_names[v_i] ORDER BY q.seq LIMIT v_held + 1) h
+                 LEFT JOIN simba.sessions s ON s.tenant = p_tenant AND s.session = h.session ORDER BY h.seq LOOP
+            IF e.expires IS NULL OR e.expires <= p_now THEN RETURN true; END IF;   -- dead
+            v_ahead := v_ahead + simba.grant_weight(e.weight, v_cap);
+            IF e.fence = 0 AND v_ahead <= v_cap THEN RETURN true; END IF;     -- grantable
+        END LOOP;
+    END LOOP;
+    RETURN false;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.poll(p_tenant text, p_session text, p_request text, p_names text[],
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,

@@ -729,6 +729,59 @@ static void t_stopped_server(void) {
     destroy_all(cl, 2);
 }
 
+/* A server that may lose its last commits (synchronous_commit off) and
+   restarts: nothing is granted in the tenant for one lease (the longest of
+   its sessions'), so that a holder from before cannot overlap with a new
+   one; a --try meanwhile ends with SIMBA_EGRACE. A durable server's restart
+   holds nothing back. */
+static void t_restart_grace(void) {
+    const char *tenant = my_tenant();
+    PGconn *root = admin_open();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    char cmd[1024];
+    int64_t t0;
+    CHECK(root);
+    if (!root) return;
+    CHECK(admin_exec(root, "ALTER SYSTEM SET synchronous_commit = off") == 0);
+    PQfinish(root);
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    CHECK(system(cmd) == 0);
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "ga", 3000, 1000);
+    CHECK(a.s);
+    la = h_acquire(a.s, "grace-a", -1);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    CHECK(system(cmd) == 0);                   /* the lossy server restarts */
+    CHECK(wait_connected(cl, 1, 0, 15000));
+    b.s = new_client(tenant, "gb", 3000, 1000);
+    CHECK(b.s);
+    t0 = h_real_ms();
+    lb = h_acquire(b.s, "grace-b", 500);       /* a free name: only the grace holds it back */
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
+    CHECK(e && e->error == SIMBA_EGRACE);
+    lb = h_acquire(b.s, "grace-b", -1);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 15000)) != NULL);
+    printf("  # granted %lld ms after the first try (lease 4000 ms)\n", (long long)(h_real_ms() - t0));
+    CHECK(h_real_ms() - t0 >= 2000);
+    destroy_all(cl, 2);
+    /* durable again: a restart holds nothing back */
+    root = admin_open();
+    CHECK(root && admin_exec(root, "ALTER SYSTEM RESET synchronous_commit") == 0);
+    if (root) PQfinish(root);
+    CHECK(system(cmd) == 0);
+    memset(&b, 0, sizeof b);
+    cl[0] = &b;
+    b.s = new_client(tenant, "gc", 3000, 1000);
+    CHECK(b.s);
+    lb = h_acquire(b.s, "grace-c", 2000);
+    CHECK(h_expect(cl, 1, 0, lb, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    destroy_all(cl, 1);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     PGconn *c;
@@ -765,6 +818,7 @@ int main(int argc, char **argv) {
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_stopped_server);
+        RUN(t_restart_grace);
     } else {
         printf("# skip - t_server_restart_mid_hold, t_stopped_server (no SIMBA_PG_CTL)\n");
     }

@@ -82,7 +82,7 @@ int main(void) {
     ok("zk://localhost:2181?allow_hostnames=1");   /* a name for the client library (no DNS query: /etc/hosts) */
     ok("postgres://app@127.0.0.1/locks");
     ok("postgresql://app:s3cret@127.0.0.1:5433,127.0.0.2:5434/locks?target_session_attrs=read-write&sslmode=disable"
-       "&schema=app_locks&create_schema=1&lock_timeout=500ms&tenant=x&ttl=3s");
+       "&schema=app_locks&create_schema=1&lock_timeout=500ms&restart_grace=1&tenant=x&ttl=3s");
     ok("postgres://app@127.0.0.1/locks?password_env=HOME");
     ok("POSTGRES://app@[::1]:5432/locks?application_name=job");
     ok("postgres:///locks?host=/var/run/postgresql");
