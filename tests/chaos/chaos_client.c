@@ -3,9 +3,10 @@
  *   chaos_client BACKEND INDEX LOGFILE STATEDIR [SEED]   loop until SIGTERM
  *   chaos_client now                                     print CLOCK_MONOTONIC ns
  *
- * BACKEND is redis, mysql or zk; the servers are read from the variables that
+ * BACKEND is redis, mysql, pg or zk; the servers are read from the variables that
  * tests/servers/<backend>.sh exports (SIMBA_REDIS_HOST/PORT, SIMBA_MYSQL_*,
- * SIMBA_ZK_HOSTS; CHAOS_ZK_HOSTS overrides the last, for the ensemble).
+ * SIMBA_PG_URL, SIMBA_ZK_HOSTS; CHAOS_ZK_HOSTS overrides the last, for the
+ * ensemble).
  * CHAOS_TTL_MS / CHAOS_TRANSITION_MS set the lease (default 1500 / 1000).
  *
  * The loop: acquire either the mutex "m" or the semaphore "s" (capacity 2,
@@ -38,10 +39,12 @@
 #define SIMBA_IMPLEMENTATION
 #define SIMBA_REDIS_IMPLEMENTATION
 #define SIMBA_MYSQL_IMPLEMENTATION
+#define SIMBA_PG_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
+#include "simba_pg.h"
 #include "simba_zk.h"
 
 #include <errno.h>
@@ -120,6 +123,13 @@ static simba_backend make_backend(const char *kind) {
         d.database = getenv("SIMBA_MYSQL_DATABASE");
         d.create_schema = 1;
         return simba_mysql(&d);
+    }
+    if (strcmp(kind, "pg") == 0) {
+        simba_pg_desc d;
+        memset(&d, 0, sizeof d);
+        d.conninfo = getenv("SIMBA_PG_URL");
+        d.create_schema = 1;
+        return simba_pg(&d);
     }
     if (strcmp(kind, "zk") == 0) {
         simba_zk_desc d;
@@ -211,7 +221,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 5) {
-        fprintf(stderr, "usage: chaos_client redis|mysql|zk INDEX LOGFILE STATEDIR [SEED] | chaos_client now\n");
+        fprintf(stderr, "usage: chaos_client redis|mysql|pg|zk INDEX LOGFILE STATEDIR [SEED] | chaos_client now\n");
         return 2;
     }
     kind = argv[1];

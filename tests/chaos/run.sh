@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/chaos/run.sh -- process-level chaos against a real server (`make chaos`).
 #
-#   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, mysql, zk or
+#   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, mysql, pg, zk or
 #                                            zk-partition
 #
 # Starts the backend's throw-away servers (tests/servers/BACKEND.sh run; for zk
@@ -26,6 +26,9 @@
 #   mysql     restart       crash + restart of mariadbd
 #             conn_kill     KILL of every connection to the database
 #             server_pause  SIGSTOP mariadbd for lease + 1 s
+#   pg        restart       crash (kill -9 of postgres and its backends) + restart
+#             conn_kill     pg_terminate_backend of every simba connection
+#             server_pause  SIGSTOP postgres and its backends for lease + 1 s
 #   zk        follower_kill crash + restart of a follower of the ensemble
 #             leader_kill   crash + restart of the leader
 #             leader_pause  SIGSTOP the leader for lease + 1 s
@@ -62,7 +65,7 @@ die() { echo "chaos: $*" >&2; exit 2; }
 
 B=${1:-}
 SECS=${2:-120}
-case "$B" in redis|mysql|zk|zk-partition) ;; *) die "usage: $0 redis|mysql|zk|zk-partition SECONDS" ;; esac
+case "$B" in redis|mysql|pg|zk|zk-partition) ;; *) die "usage: $0 redis|mysql|pg|zk|zk-partition SECONDS" ;; esac
 SRV=${B%%-*}    # the server script: zk-partition runs ZooKeeper's
 
 if [ -z "${CHAOS_INNER:-}" ]; then
@@ -119,6 +122,13 @@ redis)
 mysql)
     SRV_DIR=$(dirname "$SIMBA_MYSQL_CTL")
     server_pid() { cat "$SRV_DIR/pid" 2>/dev/null; }
+    FAULTS="holder_stop holder_stop_ttl kill9 restart conn_kill server_pause"
+    ;;
+pg)
+    # the postmaster and its backends: a pause stops them all (a stopped
+    # postmaster alone would leave the connections served)
+    SRV_DIR=$(dirname "$SIMBA_PG_CTL")
+    server_pid() { local p; p=$(cat "$SRV_DIR/pid" 2>/dev/null) && echo "$p $(pgrep -P "$p" | tr '\n' ' ')"; }
     FAULTS="holder_stop holder_stop_ttl kill9 restart conn_kill server_pause"
     ;;
 zk)
@@ -258,9 +268,11 @@ f_server_pause() {
     local p t0
     p=$(server_pid)
     t0=$(now)
-    kill -STOP "$p"; STOPPED+=("$p")
+    # shellcheck disable=SC2086
+    kill -STOP $p; STOPPED+=($p)
     sleep "$(ms $((LEASE_MS + 1000)))"
-    kill -CONT "$p"
+    # shellcheck disable=SC2086
+    kill -CONT $p
     record server_pause "$t0" "$(now)"
 }
 
@@ -270,6 +282,7 @@ f_restart() {
     case "$B" in
     redis) "$SIMBA_REDIS_CTL" restart >/dev/null ;;
     mysql) "$SIMBA_MYSQL_CTL" restart >/dev/null ;;
+    pg) "$SIMBA_PG_CTL" restart >/dev/null ;;
     esac || echo "chaos $B: the server did not restart"
     record restart "$t0" "$(now)"
 }
@@ -338,6 +351,9 @@ f_conn_kill() {
     mysql)
         ids=$("$SIMBA_MYSQL_CTL" sql "SELECT id FROM information_schema.processlist WHERE db='$SIMBA_MYSQL_DATABASE' AND id <> CONNECTION_ID()")
         for id in $ids; do "$SIMBA_MYSQL_CTL" sql "KILL $id" 2>/dev/null; done ;;
+    pg)
+        "$SIMBA_PG_CTL" sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'simba'" \
+            >/dev/null 2>&1 ;;
     zk) # ZooKeeper has no command for it: close the server ends of every
         # client connection (ss -K, SOCK_DESTROY) so that the clients see a reset
         for n in 1 2 3; do
