@@ -144,6 +144,8 @@ struct simba_pg_stats {
     /* PostgreSQL's own */
     uint64_t queries;           /* function calls sent */
     uint64_t notifications;     /* notifications received on our channel */
+    uint64_t pushed_grants;     /* ... that named the token of our waiting entry: granted
+                                   without a POLL */
     uint64_t ignored_notifications; /* ... of another channel or of a shape we do not
                                    send (forged or stale): ignored */
     uint64_t retried;           /* answers turned into SIMBA_ETIMEDOUT (deadlock,
@@ -180,7 +182,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 4,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 5,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -202,6 +204,12 @@ typedef struct simba__pg_job {
     char *text;                     /* the parameters, NUL-separated */
     const char *params[SIMBA__PG_NPARAMS];
 } simba__pg_job;
+
+/* A waiting request and the token of its entry, as the server answered. */
+typedef struct simba__pg_token {
+    char *request;
+    char token[33];
+} simba__pg_token;
 
 typedef struct simba__pg {
     simba *s;
@@ -229,6 +237,9 @@ typedef struct simba__pg {
     /* the session whose channel we LISTEN on */
     char session[SIMBA_MAX_SESSION + 1];
     char channel[32];
+    /* the entry tokens of our waiting one-resource requests (wakeups.deliver) */
+    simba__pg_token *tokens;
+    int ntokens, cap_tokens;
     struct simba_pg_stats stats;
 } simba__pg;
 
@@ -306,6 +317,46 @@ static int simba__pg_unhex(const char *h, size_t n, char *out, size_t cap) {
     return 0;
 }
 
+/* The tokens of our waiting requests: a small array, one entry per waiting
+   one-resource request (a grant is looked up once). */
+static int simba__pg_token_find(simba__pg *b, const char *request) {
+    int i;
+    for (i = 0; i < b->ntokens; i++) if (strcmp(b->tokens[i].request, request) == 0) return i;
+    return -1;
+}
+
+static void simba__pg_token_del(simba__pg *b, const char *request) {
+    int i = simba__pg_token_find(b, request);
+    if (i < 0) return;
+    simba__pg_free(b, b->tokens[i].request);
+    b->tokens[i] = b->tokens[--b->ntokens];
+}
+
+static void simba__pg_token_clear(simba__pg *b) {
+    while (b->ntokens) simba__pg_free(b, b->tokens[--b->ntokens].request);
+}
+
+/* Remembers (or replaces) the token of a waiting request; out of memory
+   only costs the push (the waiter then re-checks). */
+static void simba__pg_token_put(simba__pg *b, const char *request, const char *token) {
+    int i = simba__pg_token_find(b, request);
+    if (strlen(token) != 32) return;
+    if (i < 0) {
+        if (b->ntokens == b->cap_tokens) {
+            int ncap = b->cap_tokens ? b->cap_tokens * 2 : 16;
+            simba__pg_token *nt = (simba__pg_token *)simba__pg_alloc(b, sizeof *nt * (size_t)ncap);
+            if (!nt) return;
+            if (b->ntokens) memcpy(nt, b->tokens, sizeof *nt * (size_t)b->ntokens);
+            simba__pg_free(b, b->tokens);
+            b->tokens = nt;
+            b->cap_tokens = ncap;
+        }
+        if (!(b->tokens[b->ntokens].request = simba__pg_strdup(b, request))) return;
+        i = b->ntokens++;
+    }
+    memcpy(b->tokens[i].token, token, 33);
+}
+
 /*>>connection: connect, setup (schema), read, write, recover */
 
 static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r);
@@ -363,6 +414,9 @@ static void simba__pg_lost(simba__pg *b, int code, const char *msg, int complete
     b->stats.connected = 0;
     b->stats.last_error = code;
     simba__pg_close(b);
+    /* a grant notification sent while we were not listening was seen by
+       other listeners only: its token must not be taken from them later */
+    simba__pg_token_clear(b);
     /* take every job off first: a completion may submit again (and that is
        refused now: we are not up) */
     while ((j = simba__pg_pop(b)) != NULL) { j->next = list; list = j; }
@@ -610,6 +664,7 @@ static void simba__pg_session_reply(simba__pg *b, simba__pg_job *j, PGresult *r,
 /* Our session (OPEN of a new one): its channel is the one we listen on. */
 static void simba__pg_session_switch(simba__pg *b, const char *session) {
     size_t n = strlen(session);
+    simba__pg_token_clear(b);   /* a keyed request id repeats across sessions */
     snprintf(b->session, sizeof b->session, "%s", session);
     snprintf(b->channel, sizeof b->channel, "simba_%s", n >= 16 ? session + n - 16 : session);
 }
@@ -745,10 +800,11 @@ static int simba__pg_int(PGresult *r, int col, int dflt) {
     return PQgetisnull(r, 0, col) ? dflt : atoi(PQgetvalue(r, 0, col));
 }
 
-/* status, granted, fences, ahead, held, owner, recheck_ms, capacity, grace_ms */
-static void simba__pg_state_reply(simba__pg_job *j, PGresult *r, simba_reply *out) {
+/* status, granted, fences, ahead, held, owner, recheck_ms, capacity,
+   grace_ms, token; a waiting one-resource request's token is remembered. */
+static void simba__pg_state_reply(simba__pg *b, simba__pg_job *j, PGresult *r, simba_reply *out) {
     const char *owner;
-    if (PQntuples(r) != 1 || PQnfields(r) != 9 || PQgetisnull(r, 0, 0)) { out->status = SIMBA_EPROTO; return; }
+    if (PQntuples(r) != 1 || PQnfields(r) != 10 || PQgetisnull(r, 0, 0)) { out->status = SIMBA_EPROTO; return; }
     out->status = simba__pg_status(atoi(PQgetvalue(r, 0, 0)));
     out->recheck_ms = simba__pg_int(r, 6, -1);
     out->capacity = simba__pg_int(r, 7, 0);
@@ -764,6 +820,8 @@ static void simba__pg_state_reply(simba__pg_job *j, PGresult *r, simba_reply *ou
     out->held = simba__pg_int(r, 4, 0);
     owner = PQgetisnull(r, 0, 5) ? NULL : PQgetvalue(r, 0, 5);
     out->owner = owner && *owner ? owner : NULL;
+    if (j->nres == 1 && !out->granted && !PQgetisnull(r, 0, 9)) simba__pg_token_put(b, j->params[2], PQgetvalue(r, 0, 9));
+    else simba__pg_token_del(b, j->params[2]);
 }
 
 /* ---- INSPECT (capacity, entries in queue order) ---- */
@@ -845,7 +903,7 @@ static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r) {
     } else if (j->kind == SIMBA_OP_OPEN || j->kind == SIMBA_OP_KEEPALIVE || j->kind == SIMBA_OP_CLOSE) {
         simba__pg_session_reply(b, j, r, &out);
     } else if (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL) {
-        simba__pg_state_reply(j, r, &out);
+        simba__pg_state_reply(b, j, r, &out);
     } else if (j->kind == SIMBA_OP_INSPECT) {
         simba__pg_inspect_reply(b, r, &out, &entries);
     } else if (PQntuples(r) != 1 || PQnfields(r) != 1) {
@@ -872,29 +930,52 @@ static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r) {
 
 /* ---- a notification is a hint: a re-check, never a grant ---- */
 
-/* "g <request> <hex name>": an entry of ours was granted (re-check that
-   request); "o - <hex name>" / "c - <hex name>": the owner, capacity or
-   existence of name changed (re-check every request on it). Anything else,
-   and anything on another channel, is ignored: any role may NOTIFY. */
+/* Splits the next space-separated word of *p into out (cap bytes). 0 = ok. */
+static int simba__pg_word(const char **p, char *out, size_t cap) {
+    size_t n = strcspn(*p, " ");
+    if (n == 0 || n >= cap) return -1;
+    memcpy(out, *p, n);
+    out[n] = 0;
+    *p += n;
+    if (**p == ' ') (*p)++;
+    return 0;
+}
+
+/* "g <request> <hex name> <fence> <token>": an entry of ours was granted.
+   When the token is the one the server told us for that waiting request
+   (only its owner and the granting transaction know it before the grant:
+   tokens are random, and a listener sees one only once it is granted),
+   the grant is delivered with its fence, no POLL; otherwise it is a hint
+   (a re-check of that request). "o - <hex name>" / "c - <hex name>": the
+   owner, capacity or existence of name changed (re-check every request on
+   it). Anything else, and anything on another channel, is ignored: any
+   role may NOTIFY. */
 static void simba__pg_notification(simba__pg *b, const char *channel, const char *payload) {
-    char name[SIMBA_MAX_NAME + 1], request[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 40];
-    const char *sp1, *sp2;
-    size_t rn;
+    char name[SIMBA_MAX_NAME + 1], request[SIMBA_MAX_SESSION + SIMBA_MAX_ID + 40], hex[2 * SIMBA_MAX_NAME + 2];
+    char fence[24] = "", token[40] = "";
+    const char *p;
+    long long f = 0;
+    int i;
     if (!b->channel[0] || strcmp(channel, b->channel) != 0 || !payload) goto ignore;
     if ((payload[0] != 'g' && payload[0] != 'o' && payload[0] != 'c') || payload[1] != ' ') goto ignore;
-    sp1 = payload + 2;
-    sp2 = strchr(sp1, ' ');
-    if (!sp2) goto ignore;
-    rn = (size_t)(sp2 - sp1);
-    if (rn == 0 || rn >= sizeof request) goto ignore;
-    if (simba__pg_unhex(sp2 + 1, strlen(sp2 + 1), name, sizeof name) != 0 || simba_check_name(name) != SIMBA_OK)
+    p = payload + 2;
+    if (simba__pg_word(&p, request, sizeof request) != 0 || simba__pg_word(&p, hex, sizeof hex) != 0) goto ignore;
+    if (payload[0] == 'g' && (simba__pg_word(&p, fence, sizeof fence) != 0 || simba__pg_word(&p, token, sizeof token) != 0))
         goto ignore;
-    memcpy(request, sp1, rn);
-    request[rn] = 0;
+    if (*p || simba__pg_unhex(hex, strlen(hex), name, sizeof name) != 0 || simba_check_name(name) != SIMBA_OK)
+        goto ignore;
     b->stats.notifications++;
     b->stats.wakes++;
-    if (payload[0] == 'g') simba_backend_recheck(b->s, name, b->session, request);
-    else simba_backend_changed(b->s, name);
+    if (payload[0] != 'g') { simba_backend_changed(b->s, name); return; }
+    f = strtoll(fence, NULL, 10);
+    i = simba__pg_token_find(b, request);
+    if (i >= 0 && f > 0 && strcmp(b->tokens[i].token, token) == 0) {
+        simba__pg_token_del(b, request);
+        b->stats.pushed_grants++;
+        simba_backend_granted(b->s, name, b->session, request, (int64_t)f);
+        return;
+    }
+    simba_backend_recheck(b->s, name, b->session, request);
     return;
 ignore:
     b->stats.ignored_notifications++;
@@ -940,6 +1021,7 @@ static int simba__pg_submit(void *impl, const simba_op *op) {
     if ((op->kind == SIMBA_OP_OPEN || op->kind == SIMBA_OP_KEEPALIVE) && strcmp(b->session, op->session) != 0)
         simba__pg_session_switch(b, op->session);
     if (!session_op) b->queued_ops++;
+    if (op->kind == SIMBA_OP_RELEASE) simba__pg_token_del(b, op->request);
     simba__pg_push(b, j, session_op);
     simba__pg_kick(b);   /* send now; the answer is handled in process() */
     return SIMBA_OK;
@@ -1006,6 +1088,8 @@ static void simba__pg_destroy(void *impl) {
     simba__pg_job *j;
     simba__pg_close(b);
     while ((j = simba__pg_pop(b)) != NULL) simba__pg_job_free(b, j);
+    simba__pg_token_clear(b);
+    simba__pg_free(b, b->tokens);
     simba__pg_free(b, b->conninfo);
     if (b->password) memset(b->password, 0, strlen(b->password));
     simba__pg_free(b, b->password);
@@ -1067,6 +1151,10 @@ static const char *const simba__pg_ddl[] = {
     "    PRIMARY KEY (tenant, name, seq),\n"
     "    UNIQUE (tenant, name, request))",
     "CREATE INDEX IF NOT EXISTS entries_session ON @.entries (tenant, session)",
+    /* a random token per entry, told only to its owner (in ENQUEUE and POLL
+       answers), then in its grant's notification: a notification that names
+       the token the waiter knows is the server's (wakeups.deliver) */
+    "ALTER TABLE @.entries ADD COLUMN IF NOT EXISTS token text",
     "CREATE INDEX IF NOT EXISTS entries_watch ON @.entries (tenant, name) WHERE watch",
     /* The admin epoch of each tenant (DELETE and SET_CAPACITY add one). */
     "CREATE TABLE IF NOT EXISTS @.tenants (\n"
@@ -1082,7 +1170,7 @@ static const char *const simba__pg_ddl[] = {
     "    tenant    text NOT NULL,\n"
     "    role      name NOT NULL,\n"
     "    PRIMARY KEY (tenant, role))",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 4 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 5 $f$",
     /* The helpers below are PL/pgSQL, not SQL: PL/pgSQL keeps its plans for
        the session, a SQL function with a subquery is planned at every call. */
     "CREATE OR REPLACE FUNCTION @.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$\n"
@@ -1164,7 +1252,7 @@ static const char *const simba__pg_ddl[] = {
     "    IF NOT FOUND THEN RETURN; END IF;\n"
     "    v_grace := @.notice_boot(p_tenant, p_now);\n"
     "    v_counter0 := v_counter;\n"
-    "    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, s.expires\n"
+    "    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, q.token, s.expires\n"
     "             FROM @.entries q LEFT JOIN @.sessions s ON s.tenant = q.tenant AND s.session = q.session\n"
     "             WHERE q.tenant = p_tenant AND q.name = p_name ORDER BY q.seq LOOP\n"
     "        IF e.expires IS NULL OR e.expires <= p_now THEN\n"
@@ -1179,7 +1267,8 @@ static const char *const simba__pg_ddl[] = {
     "            UPDATE @.entries q SET fence = v_fence\n"
     "                WHERE q.tenant = p_tenant AND q.name = p_name AND q.seq = e.seq;\n"
     "            IF e.request IS DISTINCT FROM p_quiet THEN\n"
-    "                PERFORM pg_notify(@.channel(e.session), 'g ' || e.request || ' ' || encode(p_name, 'hex'));\n"
+    "                PERFORM pg_notify(@.channel(e.session), 'g ' || e.request || ' ' || encode(p_name, 'hex')\n"
+    "                                  || ' ' || v_fence || ' ' || COALESCE(e.token, '-'));\n"
     "            END IF;\n"
     "        END IF;\n"
     "        v_held := v_held + 1;\n"
@@ -1235,19 +1324,25 @@ static const char *const simba__pg_ddl[] = {
        (SIMBA_ESESSION), 2 weight over the capacity (SIMBA_ECAPACITY), 3 the
        request id is another live session's (SIMBA_EKEYBUSY), 4 no such
        entry of ours (SIMBA_ENOTFOUND); simba_pg.h maps them. */
+    /* version 5 added o_token to the answers: an older definition goes */
+    "DROP FUNCTION IF EXISTS @.state(text, text, text, bytea[], timestamptz)",
+    "DROP FUNCTION IF EXISTS @.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[])",
+    "DROP FUNCTION IF EXISTS @.poll(text, text, text, text[])",
     "CREATE OR REPLACE FUNCTION @.state(p_tenant text, p_session text, p_request text, p_names bytea[],\n"
     "    p_now timestamptz, OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[],\n"
     "    OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,\n"
-    "    OUT o_capacity integer, OUT o_grace_ms integer)\n"
+    "    OUT o_capacity integer, OUT o_grace_ms integer,\n"
+    "    OUT o_token text)\n"
     "LANGUAGE plpgsql STABLE AS $f$\n"
     "DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz; v_held integer;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
-    "        SELECT q.seq, q.fence, q.session INTO e FROM @.entries q\n"
+    "        SELECT q.seq, q.fence, q.session, q.token INTO e FROM @.entries q\n"
     "            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;\n"
     "        IF NOT FOUND OR e.session <> p_session THEN o_status := 4; RETURN; END IF;\n"
     "        o_fences := o_fences || e.fence;\n"
+    "        IF v_i = 1 THEN o_token := e.token; END IF;\n"
     "        SELECT r.held INTO v_held FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_names[v_i];\n"
     "        IF e.fence = 0 THEN\n"
     "            o_granted := false;\n"
@@ -1330,7 +1425,7 @@ static const char *const simba__pg_ddl[] = {
     "    p_watch boolean, p_names text[], p_caps integer[], p_weights integer[],\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
-    "    OUT o_grace_ms integer)\n"
+    "    OUT o_grace_ms integer, OUT o_token text)\n"
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp();\n"
@@ -1367,13 +1462,14 @@ static const char *const simba__pg_ddl[] = {
     "        FOR v_i IN 1 .. array_length(v_names, 1) LOOP\n"
     "            UPDATE @.resources r SET seq = r.seq + 1\n"
     "                WHERE r.tenant = p_tenant AND r.name = v_names[v_i] RETURNING r.seq INTO v_seq;\n"
-    "            INSERT INTO @.entries (tenant, name, seq, request, session, weight, watch)\n"
-    "                VALUES (p_tenant, v_names[v_i], v_seq, p_request, p_session, p_weights[v_i], p_watch);\n"
+    "            INSERT INTO @.entries (tenant, name, seq, request, session, weight, watch, token)\n"
+    "                VALUES (p_tenant, v_names[v_i], v_seq, p_request, p_session, p_weights[v_i], p_watch,\n"
+    "                        replace(gen_random_uuid()::text, '-', ''));\n"
     "            PERFORM @.settle(p_tenant, v_names[v_i], v_now, p_request);\n"
     "        END LOOP;\n"
     "    END IF;\n"
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
-    "        o_grace_ms FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
+    "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "END $f$",
     /* Does one of these queues need the walk (settle)? When a holder or
        the first waiter is dead (its session expired or gone), or the first
@@ -1404,7 +1500,7 @@ static const char *const simba__pg_ddl[] = {
     "CREATE OR REPLACE FUNCTION @.poll(p_tenant text, p_session text, p_request text, p_names text[],\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
-    "    OUT o_grace_ms integer)\n"
+    "    OUT o_grace_ms integer, OUT o_token text)\n"
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp();\n"
@@ -1417,7 +1513,7 @@ static const char *const simba__pg_ddl[] = {
     "    -- first waiter) dead: without one, the answer is read without a lock or a write\n"
     "    IF NOT @.stale(p_tenant, v_names, v_now) THEN\n"
     "        SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
-    "            o_grace_ms FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
+    "            o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "        RETURN;\n"
     "    END IF;\n"
     "    PERFORM @.lock_all(p_tenant, v_names, NULL);\n"
@@ -1425,7 +1521,7 @@ static const char *const simba__pg_ddl[] = {
     "        PERFORM @.settle(p_tenant, v_names[v_i], v_now, p_request);\n"
     "    END LOOP;\n"
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
-    "        o_grace_ms FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
+    "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "END $f$",
     /* RELEASE: our entry of the request goes from every resource (absent:
        ok); the walk grants and notifies who is next. */

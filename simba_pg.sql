@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS simba.entries (
     PRIMARY KEY (tenant, name, seq),
     UNIQUE (tenant, name, request));
 CREATE INDEX IF NOT EXISTS entries_session ON simba.entries (tenant, session);
+ALTER TABLE simba.entries ADD COLUMN IF NOT EXISTS token text;
 CREATE INDEX IF NOT EXISTS entries_watch ON simba.entries (tenant, name) WHERE watch;
 CREATE TABLE IF NOT EXISTS simba.tenants (
     tenant    text    PRIMARY KEY,
@@ -67,7 +68,7 @@ CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
     PRIMARY KEY (tenant, role));
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 4 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 5 $f$;
 CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
 BEGIN
     RETURN NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = p_tenant)
@@ -128,7 +129,7 @@ BEGIN
     IF NOT FOUND THEN RETURN; END IF;
     v_grace := simba.notice_boot(p_tenant, p_now);
     v_counter0 := v_counter;
-    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, s.expires
+    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, q.token, s.expires
              FROM simba.entries q LEFT JOIN simba.sessions s ON s.tenant = q.tenant AND s.session = q.session
              WHERE q.tenant = p_tenant AND q.name = p_name ORDER BY q.seq LOOP
         IF e.expires IS NULL OR e.expires <= p_now THEN
@@ -143,7 +144,8 @@ BEGIN
             UPDATE simba.entries q SET fence = v_fence
                 WHERE q.tenant = p_tenant AND q.name = p_name AND q.seq = e.seq;
             IF e.request IS DISTINCT FROM p_quiet THEN
-                PERFORM pg_notify(simba.channel(e.session), 'g ' || e.request || ' ' || encode(p_name, 'hex'));
+                PERFORM pg_notify(simba.channel(e.session), 'g ' || e.request || ' ' || encode(p_name, 'hex')
+                                  || ' ' || v_fence || ' ' || COALESCE(e.token, '-'));
             END IF;
         END IF;
         v_held := v_held + 1;
@@ -191,19 +193,24 @@ BEGIN
     END LOOP;
     RETURN true;
 END $f$;
+DROP FUNCTION IF EXISTS simba.state(text, text, text, bytea[], timestamptz);
+DROP FUNCTION IF EXISTS simba.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[]);
+DROP FUNCTION IF EXISTS simba.poll(text, text, text, text[]);
 CREATE OR REPLACE FUNCTION simba.state(p_tenant text, p_session text, p_request text, p_names bytea[],
     p_now timestamptz, OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[],
     OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,
-    OUT o_capacity integer, OUT o_grace_ms integer)
+    OUT o_capacity integer, OUT o_grace_ms integer,
+    OUT o_token text)
 LANGUAGE plpgsql STABLE AS $f$
 DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz; v_held integer;
 BEGIN
     o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
-        SELECT q.seq, q.fence, q.session INTO e FROM simba.entries q
+        SELECT q.seq, q.fence, q.session, q.token INTO e FROM simba.entries q
             WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
         IF NOT FOUND OR e.session <> p_session THEN o_status := 4; RETURN; END IF;
         o_fences := o_fences || e.fence;
+        IF v_i = 1 THEN o_token := e.token; END IF;
         SELECT r.held INTO v_held FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[v_i];
         IF e.fence = 0 THEN
             o_granted := false;
@@ -279,7 +286,7 @@ CREATE OR REPLACE FUNCTION simba.enqueue(p_tenant text, p_session text, p_reques
     p_watch boolean, p_names text[], p_caps integer[], p_weights integer[],
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
-    OUT o_grace_ms integer)
+    OUT o_grace_ms integer, OUT o_token text)
 LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
@@ -316,13 +323,14 @@ BEGIN
         FOR v_i IN 1 .. array_length(v_names, 1) LOOP
             UPDATE simba.resources r SET seq = r.seq + 1
                 WHERE r.tenant = p_tenant AND r.name = v_names[v_i] RETURNING r.seq INTO v_seq;
-            INSERT INTO simba.entries (tenant, name, seq, request, session, weight, watch)
-                VALUES (p_tenant, v_names[v_i], v_seq, p_request, p_session, p_weights[v_i], p_watch);
+            INSERT INTO simba.entries (tenant, name, seq, request, session, weight, watch, token)
+                VALUES (p_tenant, v_names[v_i], v_seq, p_request, p_session, p_weights[v_i], p_watch,
+                        replace(gen_random_uuid()::text, '-', ''));
             PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);
         END LOOP;
     END IF;
     SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
-        o_grace_ms FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
+        o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $f$
@@ -347,7 +355,7 @@ END $f$;
 CREATE OR REPLACE FUNCTION simba.poll(p_tenant text, p_session text, p_request text, p_names text[],
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
-    OUT o_grace_ms integer)
+    OUT o_grace_ms integer, OUT o_token text)
 LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
@@ -360,7 +368,7 @@ BEGIN
     -- first waiter) dead: without one, the answer is read without a lock or a write
     IF NOT simba.stale(p_tenant, v_names, v_now) THEN
         SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
-            o_grace_ms FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
+            o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
         RETURN;
     END IF;
     PERFORM simba.lock_all(p_tenant, v_names, NULL);
@@ -368,7 +376,7 @@ BEGIN
         PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);
     END LOOP;
     SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
-        o_grace_ms FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
+        o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.release(p_tenant text, p_session text, p_request text, p_names text[])
 RETURNS integer LANGUAGE plpgsql AS $f$

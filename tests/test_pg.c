@@ -497,12 +497,15 @@ static void t_forged_notify(void) {
     CHECK(ib && ib->channel[0]);
     before = stats_of(b.s);
     for (i = 0; i < 5 && ib; i++) {
-        /* the real shape, a "grant" of B's own request */
-        snprintf(sql, sizeof sql, "SELECT pg_notify('%s', 'g %s %s')", ib->channel, request, "666f72676564");
+        /* the real shape, a "grant" of B's own request with a fence and a
+           token: without the token the server told B, it is a hint */
+        snprintf(sql, sizeof sql, "SELECT pg_notify('%s', 'g %s %s 4242 %032d')", ib->channel, request,
+                 "666f72676564", i);
         CHECK(admin_exec(root, sql) == 0);
     }
     if (ib) {
-        static const char *const junk[] = {"", "g", "g  ", "x y z", "g r zz", "g r 00", "g r 6", "o - 1f"};
+        static const char *const junk[] = {"", "g", "g  ", "x y z", "g r zz 1 t", "g r 00 1 t", "g r 6 1 t", "o - 1f",
+                                           "g r 666f72676564", "g r 666f72676564 1 t extra"};
         size_t k;
         for (k = 0; k < sizeof junk / sizeof junk[0]; k++) {
             snprintf(sql, sizeof sql, "SELECT pg_notify('%s', '%s')", ib->channel, junk[k]);
@@ -513,11 +516,15 @@ static void t_forged_notify(void) {
     after = stats_of(b.s);
     CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
     CHECK(after.notifications >= before.notifications + 5);
-    CHECK(after.ignored_notifications >= before.ignored_notifications + 8);
+    CHECK(after.ignored_notifications >= before.ignored_notifications + 10);
+    CHECK_EQ(after.pushed_grants, before.pushed_grants);
     CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
     CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
     CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
     CHECK(e && e->fence > fa);
+    CHECK(e && e->fence != 4242);
+    /* the real grant named B's token: delivered with its fence, no POLL */
+    CHECK_EQ(stats_of(b.s).pushed_grants, after.pushed_grants + 1);
     destroy_all(cl, 2);
     PQfinish(root);
 }
