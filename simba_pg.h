@@ -54,10 +54,11 @@
     Wake-ups: each connection LISTENs on the channel of its session
     ("simba_" + the session's 16 hex). The transaction that grants an
     entry does pg_notify() on the granted session's channel only (delivered
-    at commit): one notification per grant, none for the waiters behind. A
-    notification is a hint (any role may NOTIFY any channel): the backend
-    turns it into a re-check of the named request (one POLL), never into a
-    grant, so a forged one costs a query and grants nothing.
+    at commit): one notification per grant, none for the waiters behind.
+    Any role may NOTIFY any channel, so a notification is believed as a
+    grant only when it names the random token of the entry, which the
+    server told the waiter alone; any other is a hint (one re-check), so a
+    forged one costs a query and grants nothing.
 
     Tenants: row-level security on every table; a tenant listed in
     <schema>.tenant_roles is usable only by the roles listed for it
