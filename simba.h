@@ -393,6 +393,22 @@ typedef struct simba_holder {
     int64_t fence;            /* 0 while waiting */
     int weight;               /* 0 = exclusive */
     int granted;
+    /* (the fields below came later.) Times by the SERVER's clock, in ms, as
+       of its answer, so no client clock is involved; -1 where the backend
+       cannot know (docs/backends.md: ZooKeeper knows none of them, MySQL
+       not renewed_ago_ms). A live owner renews its session every ttl/3 (less
+       jitter), so renewed_ago_ms stays below a third of its lease
+       (renewed_ago_ms + expires_in_ms); an owner that crashed or is cut off
+       shows renewed_ago_ms growing and expires_in_ms shrinking until the
+       server drops its entries. */
+    int64_t expires_in_ms;    /* until the server expires the owner's session
+                                 unless it is renewed before */
+    int64_t renewed_ago_ms;   /* since the server saw the session's last renewal
+                                 (its OPEN or latest KEEPALIVE) */
+    int64_t held_ms;          /* since the grant (-1 while waiting); a lower bound
+                                 where the backend derives it from the fence, which
+                                 is the server's time at the grant unless the fence
+                                 counter ran ahead of the clock */
 } simba_holder;
 
 /* ---- lifetime ---- */
@@ -547,9 +563,10 @@ SIMBADEF const char *simba_client_id(simba *s);
 /* simba_connected: 1 while the backend connection is up. */
 SIMBADEF int simba_connected(simba *s);
 /* simba_grace_ms: how long the server's restart grace, as last reported to a
-   request of s (TIMEOUT/.error SIMBA_EGRACE), still holds back grants: ms
-   from now, 0 when none was reported or it is over. For telling a user why
-   a wait takes long before any TIMEOUT comes. */
+   request of s (TIMEOUT/.error SIMBA_EGRACE) or by an INSPECT's answer (read
+   it right after INFO: an INFO whose server runs no grace sets it to 0),
+   still holds back grants: ms from now, 0 when none was reported or it is
+   over. For telling a user why a wait takes long before any TIMEOUT comes. */
 SIMBADEF int64_t simba_grace_ms(simba *s);
 /* simba_version: SIMBA_VERSION_STRING of the compiled implementation. */
 SIMBADEF const char *simba_version(void);
@@ -708,12 +725,16 @@ typedef struct simba_reply {
                                is warned about) */
     int nentries;           /* INSPECT: entries in queue order */
     const simba_holder *entries;
+    int entry_times;        /* INSPECT: 1 when the backend filled the times of entries
+                               (expires_in_ms, renewed_ago_ms, held_ms, each -1 where it
+                               does not know); 0: the core sets them all to -1 */
     int64_t epoch;          /* OPEN/KEEPALIVE: the tenant's admin epoch, a counter that
                                DELETE and SET_CAPACITY increase (0: not kept). When it
                                changes, the core re-checks its holds, so a holder of a
                                deleted resource learns it even if the push was lost. */
-    int grace_ms;           /* ENQUEUE/POLL: the server holds back grants for this long
-                               after losing its data (restart grace); 0 = no grace */
+    int grace_ms;           /* ENQUEUE/POLL/INSPECT: the server holds back grants for this
+                               long after losing its data (restart grace); 0 = no grace
+                               (INSPECT: none running, or the backend does not say) */
 } simba_reply;
 
 struct simba_backend_vtable {
@@ -2366,6 +2387,18 @@ static void simba__release_reply(simba *s, simba__lock *l, const simba_reply *r)
     simba__finish(s, l);
 }
 
+/* A backend that does not fill the times of its INSPECT entries: unknown. */
+static void simba__holder_times_unknown(simba_holder *h, int n) {
+    int i;
+    for (i = 0; i < n; i++) h[i].expires_in_ms = h[i].renewed_ago_ms = h[i].held_ms = -1;
+}
+
+/* An INSPECT's answer says whether the server's restart grace runs now: it
+   sets what simba_grace_ms() reports (0 when it runs none). */
+static void simba__note_inspect_grace(simba *s, const simba_reply *r) {
+    s->grace_until = r->grace_ms > 0 ? simba_now_ms(s) + r->grace_ms : 0;
+}
+
 static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
     simba_event ev;
     if (r->status == SIMBA_EDISCONNECTED || r->status == SIMBA_ETIMEDOUT) { simba__mark_dirty(s, l); return; }
@@ -2379,11 +2412,15 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
         ev.queued = r->nentries;
         ev.held = r->held;
         simba__client_of(r->owner, ev.owner, sizeof ev.owner);
+        simba__note_inspect_grace(s, r);
         if (r->nentries > 0 && r->entries) {
             size_t n = sizeof(simba_holder) * (size_t)r->nentries;
             l->result = (simba_holder *)simba__alloc(s, n);
-            if (l->result) { memcpy(l->result, r->entries, n); l->nresult = r->nentries; }
-            else ev.error = SIMBA_ENOMEM;
+            if (l->result) {
+                memcpy(l->result, r->entries, n);
+                l->nresult = r->nentries;
+                if (!r->entry_times) simba__holder_times_unknown(l->result, l->nresult);
+            } else ev.error = SIMBA_ENOMEM;
         }
     }
     l->state = SIMBA__S_ANSWERED;
@@ -3735,6 +3772,7 @@ typedef struct simba__mem_entry {
     int watch_owner;            /* simba_op.watch_owner: its client is told of owner changes */
     uint32_t hash;              /* of request: a find compares strings only on a match */
     int64_t fence;
+    int64_t granted_at;         /* the server's clock at the grant (with fence) */
     uint64_t seq;               /* its resource's append number: the queue is in seq order */
 } simba__mem_entry;
 
@@ -3765,6 +3803,7 @@ typedef struct simba__mem_session {
     struct simba__mem_session *next;
     char id[SIMBA_MAX_SESSION + 1];
     int64_t expires;
+    int64_t renewed;            /* the server's clock at its OPEN or latest KEEPALIVE */
     simba__mem_conn *conn;      /* where pushes for it go (NULL once the client is gone) */
     struct simba__mem_session *cnext, *cprev;   /* the sessions of conn (simba__mem_sess_bind) */
 } simba__mem_session;
@@ -4145,6 +4184,7 @@ static void simba__mem_grant(simba_mem_server *srv, simba__mem_res *r, simba__me
     simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
     if (f <= srv->fence_floor) f = srv->fence_floor + 1;
     e->fence = r->counter = srv->fence_floor = f;
+    e->granted_at = now;
     if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
         simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
 }
@@ -4425,9 +4465,19 @@ static void simba__mem_close(simba_mem_server *srv, const char *session, int64_t
     }
 }
 
+/* An INSPECT entry's times, by the server's clock. */
+static void simba__mem_holder_times(simba_mem_server *srv, const simba__mem_entry *e, int64_t now, simba_holder *h) {
+    simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
+    h->expires_in_ms = ss ? ss->expires - now : -1;
+    h->renewed_ago_ms = ss ? now - ss->renewed : -1;
+    h->held_ms = e->fence ? now - e->granted_at : -1;
+}
+
 static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_t now, simba__mem_answer *a) {
     simba__mem_res *r = simba__mem_res_find(srv, op->tenant, op->res[0].name);
     int i;
+    if (now < srv->grace_until) a->r.grace_ms = simba__mem_min_hint(-1, srv->grace_until - now);
+    a->r.entry_times = 1;
     if (!r) return;                                   /* absent: capacity 0, empty */
     simba__mem_touch(srv, r, now, NULL);
     simba__mem_purge(srv, r, now);   /* the whole queue is shown: no dead entries in it (those
@@ -4445,6 +4495,7 @@ static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_
             h->fence = r->q[i].fence;
             h->weight = r->q[i].weight;
             h->granted = r->q[i].fence != 0;
+            simba__mem_holder_times(srv, &r->q[i], now, h);
             if (h->granted) a->r.held++;
         }
     }
@@ -4480,6 +4531,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
             srv->nsess++;
         }
         ss->expires = now + op->lease_ms;
+        ss->renewed = now;
         simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
@@ -4488,6 +4540,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         ss = simba__mem_sess_live(srv, op->session, now);
         if (!ss) { a->r.status = SIMBA_ESESSION; return; }
         ss->expires = now + op->lease_ms;
+        ss->renewed = now;
         simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
