@@ -2388,7 +2388,7 @@ static void simba__mysql_note_rings(simba__mysql *b, simba__mysql_job *j, const 
 static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
     int i, rc = simba__mysql_collect_holders(b, j, v);
     if (rc) return rc;
-    j->reply.capacity = v->capacity[0];
+    j->reply.capacity = v->exists[0] ? v->capacity[0] : 0;   /* 0: no such resource */
     j->reply.held = 0;
     j->reply.entry_times = 1;
     j->reply.grace_ms = v->grace > 0 ? (v->grace > 0x3fffffff ? 0x3fffffff : (int)v->grace) : 0;

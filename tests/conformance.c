@@ -1722,7 +1722,8 @@ static const simba_holder *conf_entry_of(int who, const simba_holder *hs, int n)
    holder has held: a live holder renews (its last renewal stays within its
    ttl), a crashed one does not (its renewal ages, its expiry nears between
    two looks), a waiter holds nothing (-1). The times a backend cannot know
-   are -1 (conf_backend.unknown_times). */
+   are -1 (conf_backend.unknown_times). A resource never made is shown with
+   capacity 0 (what tells `simba status` that it does not exist). */
 static void t_inspect_times(void) {
     int a = conf_client(), b = conf_client(), k = conf_client(), c;
     int64_t lease = C.b->ttl_ms + C.b->transition_ms, t0, r1, e1;
@@ -1733,6 +1734,9 @@ static void t_inspect_times(void) {
     simba_event info;
     int nh;
     CHECK(a >= 0 && b >= 0 && k >= 0);
+    CHECK(conf_inspect(k, "times-never", &info, hs, 4, &nh));   /* no such resource: capacity 0, empty */
+    CHECK_EQ(info.capacity, 0);
+    CHECK_EQ(nh, 0);
     t0 = h_real_ms();
     la = conf_hold(a, "times", NULL);
     CHECK(!conf_null(la));
