@@ -33,4 +33,11 @@ enum { CONF_TIMES_EXPIRES = 1, CONF_TIMES_RENEWED = 2, CONF_TIMES_HELD = 4 };
    the summary with harness_summary(). */
 void conformance_run(const conf_backend *b, const char *filter, int *passed, int *failed);
 
+/* simba_create, keeping only the code (tests that check the code alone). */
+static inline simba *cf_create(const simba_desc *d, int *code) {
+    simba_error e;
+    simba *s = simba_create(d, &e);
+    *code = e.code;
+    return s;
+}
 #endif
