@@ -183,7 +183,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 5,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 6,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -827,13 +827,16 @@ static void simba__pg_state_reply(simba__pg *b, simba__pg_job *j, PGresult *r, s
 
 /* ---- INSPECT (capacity, entries in queue order) ---- */
 
-/* Rows of (capacity, session, fence, weight); none: no such resource; one
-   with a NULL session: no entries. */
+/* Rows of (capacity, session, fence, weight, expires_in_ms,
+   renewed_ago_ms, held_ms, grace_ms); none: no such resource; one with a
+   NULL session: no entries. */
 static void simba__pg_inspect_reply(simba__pg *b, PGresult *r, simba_reply *out, simba_holder **entries) {
     int n = PQntuples(r), i, k = 0;
-    if (PQnfields(r) != 4) { out->status = SIMBA_EPROTO; return; }
+    if (PQnfields(r) != 8) { out->status = SIMBA_EPROTO; return; }
     if (n == 0) return;
     out->capacity = atoi(PQgetvalue(r, 0, 0));
+    out->entry_times = 1;
+    out->grace_ms = atoi(PQgetvalue(r, 0, 7));
     *entries = (simba_holder *)simba__pg_alloc(b, sizeof(simba_holder) * (size_t)n);
     if (!*entries) { out->status = SIMBA_ENOMEM; return; }
     for (i = 0; i < n; i++) {
@@ -852,6 +855,9 @@ static void simba__pg_inspect_reply(simba__pg *b, PGresult *r, simba_reply *out,
         h->fence = atoll(PQgetvalue(r, i, 2));
         h->weight = atoi(PQgetvalue(r, i, 3));
         h->granted = h->fence > 0;
+        h->expires_in_ms = atoll(PQgetvalue(r, i, 4));
+        h->renewed_ago_ms = atoll(PQgetvalue(r, i, 5));
+        h->held_ms = atoll(PQgetvalue(r, i, 6));
         if (h->granted) {
             if (!out->held) out->owner = (*entries)[k].session;
             out->held++;
@@ -1171,7 +1177,7 @@ static const char *const simba__pg_ddl[] = {
     "    tenant    text NOT NULL,\n"
     "    role      name NOT NULL,\n"
     "    PRIMARY KEY (tenant, role))",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 5 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 6 $f$",
     /* The helpers below are PL/pgSQL, not SQL: PL/pgSQL keeps its plans for
        the session, a SQL function with a subquery is planned at every call. */
     "CREATE OR REPLACE FUNCTION @.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$\n"
@@ -1541,22 +1547,36 @@ static const char *const simba__pg_ddl[] = {
     "    END LOOP;\n"
     "    RETURN 0;\n"
     "END $f$",
-    /* INSPECT: rows (capacity, session, fence, weight) in queue order, no
-       dead entries; no row: no such resource; one row with a NULL session:
-       no entries. */
+    /* INSPECT: rows (capacity, session, fence, weight, expires_in_ms,
+       renewed_ago_ms, held_ms, grace_ms) in queue order, no dead entries,
+       times by the server's clock; no row: no such resource; one row with a
+       NULL session: no entries. Version 6 added the times. */
+    "DROP FUNCTION IF EXISTS @.inspect(text, text)",
     "CREATE OR REPLACE FUNCTION @.inspect(p_tenant text, p_name text)\n"
-    "RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer)\n"
+    "RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,\n"
+    "               o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)\n"
     "LANGUAGE plpgsql AS $f$\n"
-    "DECLARE v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex'); v_cap integer;\n"
+    "DECLARE\n"
+    "    v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex'); v_cap integer;\n"
+    "    v_us bigint; v_grace bigint;\n"
     "BEGIN\n"
     "    SELECT r.capacity INTO v_cap FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;\n"
     "    IF NOT FOUND THEN RETURN; END IF;\n"
     "    PERFORM @.settle(p_tenant, v_name, v_now, NULL);\n"
     "    DELETE FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name AND NOT EXISTS\n"
     "        (SELECT 1 FROM @.sessions s WHERE s.tenant = q.tenant AND s.session = q.session AND s.expires > v_now);\n"
-    "    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight FROM @.entries q\n"
+    "    v_us := (extract(epoch FROM v_now) * 1000000)::bigint;\n"
+    "    SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::bigint INTO v_grace\n"
+    "        FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;\n"
+    "    v_grace := COALESCE(v_grace, 0);\n"
+    "    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight,\n"
+    "        floor(extract(epoch FROM s.expires - v_now) * 1000)::bigint,\n"
+    "        GREATEST(0, s.lease_ms - floor(extract(epoch FROM s.expires - v_now) * 1000))::bigint,\n"
+    "        CASE WHEN q.fence = 0 THEN -1 WHEN q.fence <= v_us THEN (v_us - q.fence) / 1000 ELSE 0 END,\n"
+    "        v_grace\n"
+    "        FROM @.entries q JOIN @.sessions s ON s.tenant = q.tenant AND s.session = q.session\n"
     "        WHERE q.tenant = p_tenant AND q.name = v_name ORDER BY q.seq;\n"
-    "    IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0; END IF;\n"
+    "    IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0, -1::bigint, -1::bigint, -1::bigint, v_grace; END IF;\n"
     "END $f$",
     /* SET_CAPACITY: the resource's capacity (created if absent); every
        session with an entry is told, the epoch moves, the queue moves on. */

@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
     PRIMARY KEY (tenant, role));
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 5 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 6 $f$;
 CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
 BEGIN
     RETURN NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = p_tenant)
@@ -393,19 +393,32 @@ BEGIN
     END LOOP;
     RETURN 0;
 END $f$;
+DROP FUNCTION IF EXISTS simba.inspect(text, text);
 CREATE OR REPLACE FUNCTION simba.inspect(p_tenant text, p_name text)
-RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer)
+RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,
+               o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)
 LANGUAGE plpgsql AS $f$
-DECLARE v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex'); v_cap integer;
+DECLARE
+    v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex'); v_cap integer;
+    v_us bigint; v_grace bigint;
 BEGIN
     SELECT r.capacity INTO v_cap FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;
     IF NOT FOUND THEN RETURN; END IF;
     PERFORM simba.settle(p_tenant, v_name, v_now, NULL);
     DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name AND NOT EXISTS
         (SELECT 1 FROM simba.sessions s WHERE s.tenant = q.tenant AND s.session = q.session AND s.expires > v_now);
-    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight FROM simba.entries q
+    v_us := (extract(epoch FROM v_now) * 1000000)::bigint;
+    SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::bigint INTO v_grace
+        FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;
+    v_grace := COALESCE(v_grace, 0);
+    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight,
+        floor(extract(epoch FROM s.expires - v_now) * 1000)::bigint,
+        GREATEST(0, s.lease_ms - floor(extract(epoch FROM s.expires - v_now) * 1000))::bigint,
+        CASE WHEN q.fence = 0 THEN -1 WHEN q.fence <= v_us THEN (v_us - q.fence) / 1000 ELSE 0 END,
+        v_grace
+        FROM simba.entries q JOIN simba.sessions s ON s.tenant = q.tenant AND s.session = q.session
         WHERE q.tenant = p_tenant AND q.name = v_name ORDER BY q.seq;
-    IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0; END IF;
+    IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0, -1::bigint, -1::bigint, -1::bigint, v_grace; END IF;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.set_capacity(p_tenant text, p_name text, p_capacity integer) RETURNS integer
 LANGUAGE plpgsql AS $f$
