@@ -3,7 +3,7 @@
 -- (simba_pg_desc.create_schema = 1 runs exactly these statements; a test
 -- checks that this file is simba_pg_schema("simba") after this comment).
 --
--- Works on PostgreSQL >= 12. Everything lives in the schema "simba"; for
+-- Works on PostgreSQL >= 13 (gen_random_uuid). Everything lives in the schema "simba"; for
 -- another schema name, print the schema with simba_pg_schema(name, ...).
 --
 --   psql -v ON_ERROR_STOP=1 -d yourdb -f simba_pg.sql
