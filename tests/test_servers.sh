@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/test_servers.sh -- the throw-away server scripts end with their
-# command: a SIGTERM to tests/servers/{redis,mysql,zk}.sh while the command
+# command: a SIGTERM to tests/servers/{redis,mysql,zk,pg}.sh while the command
 # runs ends the command and every server at once (not when the command
 # ends by itself), as their header promises. Last line "N passed, N failed".
 set -u
@@ -38,6 +38,7 @@ term_ends_all() {
 
 term_ends_all redis
 term_ends_all mysql
+term_ends_all pg
 term_ends_all zk
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -73,6 +73,10 @@ if [ "$(id -u)" = 0 ]; then
     id "$OSUSER" >/dev/null 2>&1 || die "user $OSUSER not found (set SIMBA_PG_OS_USER)"
     command -v setpriv >/dev/null || die "setpriv not found (util-linux)"
     AS=(setpriv --reuid="$OSUSER" --regid="$(id -g "$OSUSER")" --clear-groups --)
+    # the OS user must be able to pass through the temp dir's parent (a
+    # TMPDIR made by mktemp is 0700): add search permission there, nothing more
+    "${AS[@]}" test -x "$(dirname "$TMP")" 2>/dev/null || chmod o+x "$(dirname "$TMP")" \
+        || die "$OSUSER cannot reach $TMP"
 fi
 mkdir -p "$TMP/data" "$TMP/sock"
 echo simba >"$TMP/pwfile"
