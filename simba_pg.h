@@ -25,21 +25,24 @@
     resolved once, blocking, inside simba_pg() (libpq gets it as hostaddr),
     and a name that does not resolve fails simba_create with a message.
 
-    CONTENTS (every section starts with a comment ">>name", grep for it)
-    --------
+    CONTENTS (every section starts with a comment ">>name", grep for it;
+    --------  a sub-section with ">>name.sub", named as in docs/backends.md)
     Declarations:
         >>options       simba_pg_desc: what the caller sets
         >>constructor   simba_pg(), simba_pg_from_url(), simba_pg_schema()
         >>stats         struct simba_pg_stats and simba_pg_stats()
     Implementation (SIMBA_PG_IMPLEMENTATION; guard SIMBA_PG_IMPL_INCLUDED):
         >>internals     includes, limits, private types, memory, the job queue
-        >>connection    connect, setup (schema), read, write, recover
+        >>connection    .connect (setup: schema, version, read-only) .io (send a
+                        job, read results and notifications) .recover (timers)
         >>session       OPEN, KEEPALIVE, CLOSE
-        >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-        >>wakeups       LISTEN/NOTIFY -> simba_backend_recheck / _changed
+        >>locks         .calls (the parameters) .poll (ENQUEUE/POLL answers) .admin
+                        (INSPECT) .dispatch: ENQUEUE, POLL, RELEASE, SET_CAPACITY, DELETE
+        >>wakeups       .arm (LISTEN) .fire (pg_notify at the grant) .deliver
+                        (-> simba_backend_granted / _recheck / _changed)
         >>stats         simba_pg_stats()
         >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
-        >>constructor   desc checks, allocation, the schema (SQL), simba_pg_from_url
+        >>constructor   desc checks, allocation, the schema (SQL), simba_pg_from_url()
 
     HOW IT WORKS (details and measurements in docs/postgres.md)
     ------------
@@ -447,7 +450,7 @@ static void simba__pg_connect_failed(simba__pg *b, int code, const char *what) {
     simba__pg_lost(b, code, msg, 1);
 }
 
-/* ---- PQconnectStartParams, PQconnectPoll, the setup query ---- */
+/*>>connection.connect: PQconnectStartParams, PQconnectPoll, the setup query */
 
 /* The server's notices (a NOTICE, the FATAL before a terminated
    connection) go to the user's logger, not to stderr. */
@@ -558,7 +561,7 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
     simba_backend_state(b->s, 1, 0, NULL);
 }
 
-/* ---- send the next job, flush ---- */
+/*>>connection.io: send the next job, flush; read results and notifications */
 
 static const char *simba__pg_call(simba_op_kind k) {
     switch (k) {
@@ -592,7 +595,6 @@ static void simba__pg_kick(simba__pg *b) {
     b->flushing = PQflush(b->conn) == 1;
 }
 
-/* ---- results and notifications ---- */
 
 /* Reads what the socket has; finishes the query in flight when its last
    result came. 0 = ok, else the connection is gone (lost was called). */
@@ -631,7 +633,7 @@ static int simba__pg_read(simba__pg *b) {
     return 0;
 }
 
-/* ---- the deadline of a connect ---- */
+/*>>connection.recover: the deadline of a connect, the next reconnect */
 
 static void simba__pg_timers(simba__pg *b) {
     int64_t now = simba_now_ms(b->s);
@@ -672,7 +674,7 @@ static void simba__pg_session_switch(simba__pg *b, const char *session) {
 
 /*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE */
 
-/* ---- the parameters of every call ---- */
+/*>>locks.calls: the parameters of every call */
 
 /* Appends s (and its NUL) to the job's text at *at. */
 static void simba__pg_param(simba__pg_job *j, size_t *at, const char *s) {
@@ -768,7 +770,7 @@ static simba__pg_job *simba__pg_job_from_op(simba__pg *b, const simba_op *op) {
     return j;
 }
 
-/* ---- the answer of ENQUEUE and POLL ---- */
+/*>>locks.poll: the answer of ENQUEUE and POLL */
 
 /* The status codes the functions answer (simba_pg.sql says the same). */
 static int simba__pg_status(int code) {
@@ -825,7 +827,7 @@ static void simba__pg_state_reply(simba__pg *b, simba__pg_job *j, PGresult *r, s
     else simba__pg_token_del(b, j->params[2]);
 }
 
-/* ---- INSPECT (capacity, entries in queue order) ---- */
+/*>>locks.admin: INSPECT (capacity, entries in queue order, server times) */
 
 /* Rows of (capacity, session, fence, weight, expires_in_ms,
    renewed_ago_ms, held_ms, grace_ms); none: no such resource; one with a
@@ -868,7 +870,7 @@ static void simba__pg_inspect_reply(simba__pg *b, PGresult *r, simba_reply *out,
     out->entries = *entries;
 }
 
-/* ---- the answer of every call, errors ---- */
+/*>>locks.dispatch: the answer of every call, errors */
 
 /* The kind of a server error: the ones a retry cures (a deadlock, a
    lock_timeout on rows another transaction holds, a serialization failure)
@@ -932,10 +934,10 @@ static void simba__pg_answer(simba__pg *b, simba__pg_job *j, PGresult *r) {
 
 /*>>wakeups: LISTEN/NOTIFY -> simba_backend_recheck / simba_backend_changed */
 
-/* ---- OPEN and KEEPALIVE LISTEN on the session's channel (the SQL) ---- */
-/* ---- the granting transaction notifies the granted session (the SQL's settle) ---- */
+/*>>wakeups.arm: OPEN and KEEPALIVE LISTEN on the session's channel (the SQL) */
+/*>>wakeups.fire: the granting transaction notifies the granted session (the SQL's settle) */
 
-/* ---- a notification is a hint: a re-check, never a grant ---- */
+/*>>wakeups.deliver: with the entry's token a grant, else a hint (a re-check) */
 
 /* Splits the next space-separated word of *p into out (cap bytes). 0 = ok. */
 static int simba__pg_word(const char **p, char *out, size_t cap) {
