@@ -1179,6 +1179,22 @@ static const char *const simba__pg_ddl[] = {
     "    tenant    text NOT NULL,\n"
     "    role      name NOT NULL,\n"
     "    PRIMARY KEY (tenant, role))",
+    /* An upgrade from before version 6: the functions whose answer rows
+       changed (state, enqueue, poll: version 5; inspect: version 6) go
+       first, as CREATE OR REPLACE cannot change them. Only then: an
+       installer that finds version 6 in place (another client installed it
+       while this one waited for the advisory lock) drops nothing that the
+       other clients are calling. */
+    "DO $d$ BEGIN\n"
+    "    IF COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer FROM pg_catalog.pg_proc p\n"
+    "                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
+    "                 WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0) < 6 THEN\n"
+    "        DROP FUNCTION IF EXISTS @.state(text, text, text, bytea[], timestamptz);\n"
+    "        DROP FUNCTION IF EXISTS @.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[]);\n"
+    "        DROP FUNCTION IF EXISTS @.poll(text, text, text, text[]);\n"
+    "        DROP FUNCTION IF EXISTS @.inspect(text, text);\n"
+    "    END IF;\n"
+    "END $d$",
     "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 6 $f$",
     /* The helpers below are PL/pgSQL, not SQL: PL/pgSQL keeps its plans for
        the session, a SQL function with a subquery is planned at every call. */
@@ -1333,10 +1349,6 @@ static const char *const simba__pg_ddl[] = {
        (SIMBA_ESESSION), 2 weight over the capacity (SIMBA_ECAPACITY), 3 the
        request id is another live session's (SIMBA_EKEYBUSY), 4 no such
        entry of ours (SIMBA_ENOTFOUND); simba_pg.h maps them. */
-    /* version 5 added o_token to the answers: an older definition goes */
-    "DROP FUNCTION IF EXISTS @.state(text, text, text, bytea[], timestamptz)",
-    "DROP FUNCTION IF EXISTS @.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[])",
-    "DROP FUNCTION IF EXISTS @.poll(text, text, text, text[])",
     "CREATE OR REPLACE FUNCTION @.state(p_tenant text, p_session text, p_request text, p_names bytea[],\n"
     "    p_now timestamptz, OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[],\n"
     "    OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,\n"
@@ -1553,7 +1565,6 @@ static const char *const simba__pg_ddl[] = {
        renewed_ago_ms, held_ms, grace_ms) in queue order, no dead entries,
        times by the server's clock; no row: no such resource; one row with a
        NULL session: no entries. Version 6 added the times. */
-    "DROP FUNCTION IF EXISTS @.inspect(text, text)",
     "CREATE OR REPLACE FUNCTION @.inspect(p_tenant text, p_name text)\n"
     "RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,\n"
     "               o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)\n"

@@ -68,6 +68,16 @@ CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
     PRIMARY KEY (tenant, role));
+DO $d$ BEGIN
+    IF COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer FROM pg_catalog.pg_proc p
+                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0) < 6 THEN
+        DROP FUNCTION IF EXISTS simba.state(text, text, text, bytea[], timestamptz);
+        DROP FUNCTION IF EXISTS simba.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[]);
+        DROP FUNCTION IF EXISTS simba.poll(text, text, text, text[]);
+        DROP FUNCTION IF EXISTS simba.inspect(text, text);
+    END IF;
+END $d$;
 CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 6 $f$;
 CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
 BEGIN
@@ -193,9 +203,6 @@ BEGIN
     END LOOP;
     RETURN true;
 END $f$;
-DROP FUNCTION IF EXISTS simba.state(text, text, text, bytea[], timestamptz);
-DROP FUNCTION IF EXISTS simba.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[]);
-DROP FUNCTION IF EXISTS simba.poll(text, text, text, text[]);
 CREATE OR REPLACE FUNCTION simba.state(p_tenant text, p_session text, p_request text, p_names bytea[],
     p_now timestamptz, OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[],
     OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,
@@ -393,7 +400,6 @@ BEGIN
     END LOOP;
     RETURN 0;
 END $f$;
-DROP FUNCTION IF EXISTS simba.inspect(text, text);
 CREATE OR REPLACE FUNCTION simba.inspect(p_tenant text, p_name text)
 RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,
                o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)
