@@ -320,6 +320,7 @@ DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
         python3 iproute2
 DEPS += libclang-rt-14-dev libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz, test-cli)
 DEPS += libevent-dev libuv1-dev              # the loop adapters
+DEPS += gcc-multilib musl-tools              # the compile matrix: -m32 and musl
 DEPS += python3-kazoo python3-redis python3-pymysql   # the peers of make bench-scale
 deps:
 	apt-get update -qq

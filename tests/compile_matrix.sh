@@ -11,7 +11,9 @@
 #   - a backend header included without simba.h first must stop at its #error;
 #   - a two-translation-unit link (tests/link_a.c has the implementation,
 #     tests/link_b.c only includes the headers and calls the API), as C, as
-#     C++, and C implementation + C++ user; the binary is run.
+#     C++, and C implementation + C++ user; the binary is run;
+#   - the same two translation units with the core, mem and URL headers only
+#     for a 32-bit target (gcc -m32) and for musl libc (musl-gcc), run.
 # A missing backend header prints a "skip" line that counts as nothing.
 # Prints "ok - ..." / "not ok - ..." per combination, ends with
 # "N passed, N failed", exits non-zero on any failure.
@@ -161,6 +163,22 @@ link_run "gcc c99" gcc "-std=c99 -pedantic -O2" gcc "-std=c99 -pedantic -O2" gcc
 link_run "clang c11" clang "-std=c11 -pedantic -O2" clang "-std=c11 -pedantic -O2" clang
 link_run "g++ c++11" g++ "-x c++ -std=c++11 -O2" g++ "-x c++ -std=c++11 -O2" g++
 link_run "gcc implementation, g++ user" gcc "-std=c99 -pedantic -O2" g++ "-x c++ -std=c++11 -O2" g++
+
+# Other targets: 32-bit and musl, with the headers that need no library.
+port_run() {
+    what=$1 cc=$2 flags=$3
+    # shellcheck disable=SC2086
+    if $cc $flags $WARN -I. -c -o "$tmp/pa.o" tests/link_a.c >"$tmp/log" 2>&1 &&
+       $cc $flags $WARN -I. -c -o "$tmp/pb.o" tests/link_b.c >>"$tmp/log" 2>&1 &&
+       $cc $flags -o "$tmp/port" "$tmp/pa.o" "$tmp/pb.o" >>"$tmp/log" 2>&1 &&
+       "$tmp/port" >>"$tmp/log" 2>&1; then
+        ok "core, mem and url headers: $what"
+    else
+        not_ok "core, mem and url headers: $what"
+    fi
+}
+port_run "gcc -m32 (i386)" gcc "-m32 -std=c99 -pedantic -O2"
+port_run "musl-gcc" musl-gcc "-std=c99 -pedantic -O2"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -20,6 +20,9 @@
 #include "simba_zk.h"
 #endif
 
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
+
 /* ISO C wants at least one declaration in a translation unit, even if the
    headers above were to expand to nothing. */
 typedef int link_a_nonempty;
