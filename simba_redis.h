@@ -1184,7 +1184,9 @@ static int simba__redis_error_code(const char *msg) {
    that lost its master (MASTERDOWN), a cluster slot on the move (TRYAGAIN).
    They are retried like a disconnect: the connection is dropped and made
    again with the backoff, so every op in flight (a RELEASE included) is
-   sent again once the server answers, and no op ends in an ERROR event. */
+   sent again once the server answers, and no op ends in an ERROR event.
+   (On a cluster's master, TRYAGAIN is a pause on the same connection:
+   simba__redis_cluster_redirected.) */
 static int simba__redis_transient(const char *msg) {
     static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
     size_t i;
@@ -2307,7 +2309,7 @@ static int simba__redis_cluster_pause_ms(int n) {
    SLOTS. Ops on resources go to the master of their slot; OPEN/KEEPALIVE/
    CLOSE go to every master and are answered once all did. */
 
-enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
+enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 30, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
 
 /* One waiting request of ours (an ENQUEUE or POLL answered "not granted"):
    what keeps the push connection of its slot's master open (see "push
@@ -3024,32 +3026,43 @@ static int64_t simba__redis_cluster_later_at(const simba__redis *p) {
     return at;
 }
 
-/* Op q on node c met a slot on the move (see "answers held back" above):
-   answered EDISCONNECTED after the pause, the connection kept, the map
-   asked again. */
-static void simba__redis_cluster_park(simba__redis *c, simba__redis_req *q, const char *why, size_t len) {
+/* Op q on node c met a slot on the move (see "answers held back" above),
+   the n-th time in a row: answered EDISCONNECTED after the pause, the
+   connection kept, the map asked again. */
+static void simba__redis_cluster_park(simba__redis *c, simba__redis_req *q, const char *why, size_t len, int n) {
     simba__redis *p = c->parent;
     struct simba__redis_cluster *cl = p->cl;
-    unsigned char *n = q->slot >= 0 ? &cl->asked[q->slot] : &cl->asked_fan;
     char msg[160];
-    if (*n < 255) (*n)++;
-    if (*n == 1)
+    if (n == 1)
         simba_backend_log(p->s, SIMBA_LOG_INFO, "simba_redis: Redis Cluster: %s:%d: %.*s: slot %d is on the move; "
                           "its ops are sent again until it has settled", c->host, c->port, (int)(len < 100 ? len : 100),
                           why, q->slot);
     c->stats.transient_errors++;
     cl->want_refresh = 1;
     simba__redis_copy(msg, sizeof msg, why, len);
-    cl->hold_until = simba__redis_now(p) + simba__redis_cluster_pause_ms(*n);
+    cl->hold_until = simba__redis_now(p) + simba__redis_cluster_pause_ms(n);
     simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, msg);
     cl->hold_until = 0;
 }
 
+/* The ASK/TRYAGAIN/"non local key" answers in a row of q's slot, this one counted. */
+static int simba__redis_cluster_asked(struct simba__redis_cluster *cl, const simba__redis_req *q) {
+    unsigned char *n = q->slot >= 0 ? &cl->asked[q->slot] : &cl->asked_fan;
+    if (*n < 255) (*n)++;
+    return *n;
+}
+
 /* A node answered MOVED, ASK, TRYAGAIN or "non local key": the map is
    behind, or a slot is on the move. MOVED names the slot's master: routed
-   there at once, the map asked again, the op answered EDISCONNECTED (the
-   core sends it again), at most SIMBA__REDIS_CLUSTER_MAX_MOVED times in a
-   row per slot (then a loop: SIMBA_EBACKEND). ASK and TRYAGAIN (a slot
+   there, the map asked again, the op answered EDISCONNECTED (the core
+   sends it again): at once the first time, after a pause from the second
+   MOVED in a row for the slot on (the masters disagree for the moment a
+   migration's end takes to reach them all: the source already names the
+   target, the target not yet itself). More than
+   SIMBA__REDIS_CLUSTER_MAX_MOVED in a row (about 3 s of pauses) is a loop
+   between disagreeing nodes: SIMBA_EBACKEND, except for a RELEASE, which
+   goes on (given up, it would leave the entry held until the session
+   ends). ASK and TRYAGAIN (a slot
    being migrated) and "non local key" (a key of the script's in a slot
    that moved or is moving: our node tag is behind the map) are answered
    the same way after a pause (simba__redis_cluster_park), on the same
@@ -3069,7 +3082,7 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     char why[200];
     if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
         if (strstr(rp->str, "non local key") || strncmp(rp->str, "TRYAGAIN", 8) == 0) {
-            simba__redis_cluster_park(c, q, rp->str, rp->len);
+            simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q));
             return 1;
         }
         if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
@@ -3078,7 +3091,7 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
         return 1;
     }
     cl->want_refresh = 1;
-    if (ask) { simba__redis_cluster_park(c, q, rp->str, rp->len); return 1; }
+    if (ask) { simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q)); return 1; }
     for (i = 0; i < cl->map.nnodes; i++)
         if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) break;
     if (i == cl->map.nnodes) {
@@ -3089,7 +3102,8 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
         simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");
         return 1;
     }
-    if (++cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED) {
+    if (cl->moved[slot] < 255) cl->moved[slot]++;
+    if (cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED && q->kind != SIMBA_OP_RELEASE) {
         cl->moved[slot] = 0;
         snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
                  "nodes disagree about its master", (int)SIMBA__REDIS_CLUSTER_MAX_MOVED, slot, to.host, to.port);
@@ -3099,7 +3113,8 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     }
     cl->map.owner[slot] = (short)i;
     simba__redis_cluster_recount(cl);
-    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+    if (cl->moved[slot] > 1) simba__redis_cluster_park(c, q, rp->str, rp->len, cl->moved[slot] - 1);
+    else simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
     return 1;
 }
 

@@ -1914,6 +1914,55 @@ static void t_cluster_racing_release_during_migration(void) {
     slot_finish(slot, to, from);
 }
 
+/* The end of a migration reaches the masters one at a time: for a moment
+   the source names the target (MOVED) while the target, still importing,
+   names the source (MOVED back). A client that asks for a lock of that
+   slot then must wait, not fail: here the moment lasts 1.5 s (SETSLOT
+   NODE on the source only, then on the others) while C acquires and H
+   releases. Before, the sixth MOVED in a row ended the request with
+   SIMBA_EBACKEND (an ERROR event within a few ms); now both ops pause
+   and go on, H's release is done and C is granted once the slot settled. */
+static void t_cluster_racing_moved_between_masters(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, cc, *cl[2];
+    simba_lock h[2];
+    char why[200], name[48], tid[64];
+    int from, to = -1, i, slot, dbl = 0;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&cc, 0, sizeof cc);
+    cl[0] = &hc; cl[1] = &cc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "pingp", "pingp", 0, -1, name, sizeof name, &slot));
+    from = m.node[m.owner[slot]].port;
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    logbuf[0] = 0;
+    hc.s = cluster_client("pingp", "h");
+    cc.s = cluster_client("pingp", "c");
+    CHECK(hc.s && cc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    slot_begin(slot, from, to);
+    while (slot_move_keys(slot, from, to, -1) > 0) {}
+    node_id_of(to, tid, sizeof tid);
+    admin_cmd(from, "CLUSTER SETSLOT %d NODE %s", slot, tid);   /* the source first */
+    h[1] = h_acquire(cc.s, name, -1);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    pump_checking(cl, 2, h, 1500, &dbl);
+    printf("  # while the masters disagreed: C ERROR %d, H ERROR %d\n", h_has(&cc, h[1], SIMBA_EVENT_ERROR),
+           h_has(&hc, h[0], SIMBA_EVENT_ERROR));
+    CHECK(!h_has(&cc, h[1], SIMBA_EVENT_ERROR) && !h_has(&hc, h[0], SIMBA_EVENT_ERROR));
+    slot_end(slot, to);
+    CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
+    CHECK((e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl)) != NULL);
+    CHECK(!dbl);
+    if (!e || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    simba_destroy(hc.s);
+    simba_destroy(cc.s);
+    slot_begin(slot, to, from);
+    slot_finish(slot, to, from);
+}
+
 static void t_cluster_failover_coordinated(void) { failover_case("fo1", "cluster-failover"); }
 
 /* Last: the killed master stays down. */
@@ -2226,6 +2275,7 @@ int main(int argc, char **argv) {
     RUN(t_cluster_racing_release_fewer_reconnects);
     RUN(t_cluster_racing_timed_out_waiter);
     RUN(t_cluster_racing_release_during_migration);
+    RUN(t_cluster_racing_moved_between_masters);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);
