@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #include "adapters/simba_epoll.h"
@@ -39,7 +41,7 @@ static simba *client(const char *id, int ttl) {
         r.port = atoi(port);
         d.backend = simba_redis(&r);
     } else d.backend = simba_mem(mem, NULL);
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /*--- one loop interface over the four ways ---*/

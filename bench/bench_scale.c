@@ -42,14 +42,16 @@
 #define _POSIX_C_SOURCE 200809L
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #define SIMBA_MYSQL_IMPLEMENTATION
 #include "simba_mysql.h"
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba_zk.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <signal.h>
 #include "scale.h"
@@ -356,7 +358,7 @@ static int mc_setup(mc_set *m, simba_mem_server *srv, int nc, const char *one, c
         d.backend = simba_mem(srv, NULL);
         d.ttl_ms = 600000;      /* no keepalive, no re-check within the check */
         d.recheck_ms = 600000;
-        if (!(m->c[i] = simba_create(&d))) return 0;
+        if (!(m->c[i] = simba_create(&d, NULL))) return 0;
         m->name[i] = one ? one : names[(i / 2) % MC_PAIRS];
     }
     for (i = 0; i < nc; i++) m->lk[i] = mc_acquire(m->c[i], m->name[i]);

@@ -15,6 +15,8 @@
    went backwards, an error came, or it took longer than 15 s. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"      /* first: it turns on the POSIX we use (poll, clock_gettime) */
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,7 +58,7 @@ static simba *start_node(const char *name) {
          .backend = simba_zk(&(simba_zk_desc){ .hosts = "127.0.0.1:2181" }),
        Short leases so that the crash hand-over shows within seconds. */
     return simba_create(&(simba_desc){ .backend = simba_mem(server, NULL),
-                                       .client_id = name, .ttl_ms = 1500, .transition_ms = 1000 });
+                                       .client_id = name, .ttl_ms = 1500, .transition_ms = 1000 }, NULL);
 }
 
 /* printf with the time since the start in front. */

@@ -18,6 +18,8 @@
    Exit 0 when all 8 jobs ran that way, 1 otherwise. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"      /* first: it turns on the POSIX we use (poll, clock_gettime) */
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <poll.h>
 #include <stdio.h>
 #include <time.h>
@@ -55,7 +57,7 @@ static simba *start_worker(worker *w) {
          .backend = simba_redis(&(simba_redis_desc){ .host = "127.0.0.1", .port = 6379 }),
          .backend = simba_mysql(&(simba_mysql_desc){ .host = "127.0.0.1", .database = "app" }),
          .backend = simba_zk(&(simba_zk_desc){ .hosts = "127.0.0.1:2181" }),  */
-    return simba_create(&(simba_desc){ .backend = simba_mem(server, NULL), .client_id = id });
+    return simba_create(&(simba_desc){ .backend = simba_mem(server, NULL), .client_id = id }, NULL);
 }
 
 /* The permits held right now, as the workers themselves see it. */

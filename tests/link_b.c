@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "simba.h"
+#include "simba_mem.h"
 #ifdef SIMBA_LINK_REDIS
 #include "simba_redis.h"
 #endif
@@ -45,8 +46,8 @@ int main(void) {
     memset(&desc, 0, sizeof desc);
     desc.backend = simba_mem(srv, NULL);
     desc.client_id = "link-b";
-    s = simba_create_ex(&desc, &err);
-    if (!s) { simba_mem_server_destroy(srv); return fail("simba_create_ex", err); }
+    s = simba_create(&desc, NULL);
+    if (!s) { simba_mem_server_destroy(srv); return fail("simba_create", SIMBA_ENOMEM); }
 
     memset(&ld, 0, sizeof ld);
     ld.name = "link";

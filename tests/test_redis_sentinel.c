@@ -10,11 +10,13 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #include "conformance.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>
@@ -208,7 +210,7 @@ static simba *new_client_tt(const simba_redis_desc *rd, const char *tenant, cons
     d.recheck_ms = 500;
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_INFO;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl) {

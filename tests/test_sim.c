@@ -18,6 +18,8 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 
 enum { SIM_CLIENTS = 5, SIM_RES = 3, SIM_HANDLES = 64, SIM_FENCES = 4096 };
 
@@ -255,7 +257,7 @@ static simba *new_client(sim *m) {
     d.ttl_ms = 300;
     d.transition_ms = 200;
     d.clock.now_ms = vclock;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* One schedule. Returns 1 if every invariant held. */

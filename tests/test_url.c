@@ -6,11 +6,13 @@
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_zk.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +31,9 @@ static void ok(const char *url) {
     rc = simba_url_desc(url, &u, &d, &e);
     CHECK(rc == SIMBA_OK, "%s: %d %s", url, rc, e.msg);
     if (rc == SIMBA_OK) {
-        int err = 0;
-        simba *s = simba_create_ex(&d, &err);
-        CHECK(s != NULL, "%s: simba_create_ex: %s", url, simba_strerror(err));
+        simba_error err;
+        simba *s = simba_create(&d, &err);
+        CHECK(s != NULL, "%s: simba_create: %s", url, simba_strerror(err.code));
         simba_destroy(s);
     }
 }

@@ -34,6 +34,8 @@
    they found are fixed; tests/fuzz/regressions/mem/ replays them. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <limits.h>
 #include "fuzz_input.h"
 
@@ -263,7 +265,7 @@ static simba *new_client(int ci) {
     d.logger.user = &W.c[ci];
     d.logger.level = SIMBA_LOG_ERROR;
     W.c[ci].paused = 0;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static void forget_client(int ci) {
