@@ -484,7 +484,7 @@ static const char *const simba__redis_lua[] = {
 "if OP == 'open' or OP == 'keepalive' then\n"
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
 "  local sk, x = skey(SESS), fmt(NOW + LEASE)\n"
-"  redis.call('HSET', sk, 'exp', x)\n"
+"  redis.call('HSET', sk, 'exp', x, 'rn', fmt(NOW))\n"
 "  redis.call('PEXPIREAT', sk, ET ~= '' and fmt(NOW + LEASE + KEPT) or x)\n"
 "  local ae = num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1\n"
 "  -- OPEN also says whether a restart grace runs: its end and what is left of it\n"
@@ -890,20 +890,32 @@ static const char *const simba__redis_lua[] = {
 "  return ids\n"
 "end\n"
 "if OP == 'inspect' then\n"
-"  if not R.cap then return {0, 0, 0, '', 0} end\n"
+"  -- the restart grace left (ms), then per entry the server's times: until its\n"
+"  -- session expires, since the session's last renewal ('rn' of OPEN and\n"
+"  -- KEEPALIVE; -1 for a session of an older version, or one this master only\n"
+"  -- vouches for), since the grant: the fence is max(counter + 1, TIME in us),\n"
+"  -- the grant time unless the counter ran ahead (then less, or -1)\n"
+"  local gl = NOW < grace() and GRACE - NOW or 0\n"
+"  if not R.cap then return {0, 0, 0, '', 0, gl} end\n"
 "  purge(R); evaluate(R, nil); save(R)\n"
 "  local list = {}\n"
 "  for _, id in ipairs(R.hs) do list[#list + 1] = id end\n"
 "  for _, id in ipairs(waiters(R)) do\n"
 "    if alive(R.ent[id].s, R) then list[#list + 1] = id else drop(R, id) end\n"
 "  end\n"
-"  local out = {0, R.cap, #R.hs, owner_of(R), #list}\n"
+"  local out, rns = {0, R.cap, #R.hs, owner_of(R), #list, gl}, {}\n"
 "  for _, id in ipairs(list) do\n"
 "    local e = R.ent[id]\n"
+"    local x = alive(e.s, R)\n"
+"    if rns[e.s] == nil then rns[e.s] = tonumber(redis.call('HGET', skey(e.s), 'rn')) or false end\n"
+"    local rn = rns[e.s]\n"
 "    out[#out + 1] = e.s\n"
 "    out[#out + 1] = e.f\n"
 "    out[#out + 1] = e.w\n"
 "    out[#out + 1] = (e.f > 0) and 1 or 0\n"
+"    out[#out + 1] = x and x - NOW or -1\n"
+"    out[#out + 1] = (rn and rn <= NOW) and NOW - rn or -1\n"
+"    out[#out + 1] = (e.f > 0 and e.f <= NOW_US) and math.floor((NOW_US - e.f) / 1000) or -1\n"
 "  end\n"
 "  return out\n"
 "elseif OP == 'capacity' then\n"
@@ -1242,10 +1254,10 @@ static void simba__redis_fail_all(simba__redis *r, int status, const char *msg) 
    simba reply can be is refused (the reader fails, hiredis disconnects, we
    report why), and an input buffer above SIMBA__REDIS_MAX_BUF is dropped
    after the read that grew it. The largest replies simba asks for are
-   INSPECT (5 + 4 per entry of one queue) and the script text (SCRIPT LOAD
+   INSPECT (6 + 7 per entry of one queue) and the script text (SCRIPT LOAD
    answers 40 bytes), so both bounds are far above honest traffic. */
 enum {
-    SIMBA__REDIS_MAX_ELEMENTS = 1 << 20,           /* an INSPECT of 262,000 entries */
+    SIMBA__REDIS_MAX_ELEMENTS = 1 << 20,           /* an INSPECT of 149,000 entries */
     SIMBA__REDIS_MAX_BUF = 64 * 1024 * 1024        /* unparsed input bytes */
 };
 
@@ -1363,6 +1375,8 @@ static void simba__redis_nopipe_end(simba__redis_nopipe *g) { (void)g; }
 #endif
 
 /*>>connection: the hiredis adapter, connect, handshake, reconnect with backoff, drop, I/O */
+
+/*>>connection.connect: the hiredis adapter, connect, the handshake, a drop and the retry after it */
 
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
    process calls redisAsyncHandleRead/Write -------------------------------------*/
@@ -1739,6 +1753,8 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     simba__redis_report(r, 1, 0, NULL);
 }
 
+/*>>connection.io: write what is queued, read what came, settle: one connection's I/O in a tick */
+
 /* Requests submitted during a tick sit in hiredis's output buffer. Writing
    them just before the caller sleeps saves a whole poll() round per request
    (and sends everything of one tick in one write). redisBufferWrite runs no
@@ -1802,6 +1818,8 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
 }
+
+/*>>connection.sentinel: where the master is, from the sentinels */
 
 /*--- Sentinel: where the master is (docs/redis.md, "Sentinel") -----------------
    With desc.sentinels, the main and push connections go to the address the
@@ -2026,6 +2044,8 @@ static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c,
     simba__redis_log_failure(r, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : SIMBA_LOG_WARN, line);
     if (!r->conn[SIMBA__REDIS_MAIN].ready) simba__redis_report(r, 0, err, line + strlen("simba_redis: "));
 }
+
+/*>>connection.cluster: hash slots, the map, redirects, one plain backend per master, push connections on demand */
 
 /*--- Redis Cluster (simba__redis_cluster_*): hash slots, seed lists, the slot
    map of CLUSTER SLOTS, MOVED/ASK redirects, the per-node key names; then
@@ -3458,14 +3478,15 @@ static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, s
     return SIMBA_OK;
 }
 
-/* {0, capacity, held, owner, n, (session, fence, weight, granted) x n}. The
-   holders array is ours until the completion returns. */
+/* {0, capacity, held, owner, n, grace left, (session, fence, weight,
+   granted, expires in, renewed ago, held for) x n}. The holders array is
+   ours until the completion returns. */
 static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, const redisReply *rp,
                                       simba_reply *rep, simba_holder **out) {
     long long v, n;
     size_t i;
     simba_holder *hs = NULL;
-    if (rp->elements < 5) return SIMBA_EPROTO;
+    if (rp->elements < 6) return SIMBA_EPROTO;
     if (!simba__redis_int(rp->element[1], 0, INT_MAX, &v)) return SIMBA_EPROTO;
     rep->capacity = (int)v;
     if (!simba__redis_int(rp->element[2], 0, INT_MAX, &v)) return SIMBA_EPROTO;
@@ -3473,15 +3494,17 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     if (rp->element[3]->type != REDIS_REPLY_STRING || rp->element[3]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
     simba__redis_copy(q->owner, sizeof q->owner, rp->element[3]->str, rp->element[3]->len);
     rep->owner = q->owner[0] ? q->owner : NULL;
-    if (!simba__redis_int(rp->element[4], 0, INT_MAX / 4, &n)) return SIMBA_EPROTO;
-    if (rp->elements != (size_t)(5 + 4 * n)) return SIMBA_EPROTO;
+    if (!simba__redis_int(rp->element[4], 0, INT_MAX / 8, &n)) return SIMBA_EPROTO;
+    if (!simba__redis_int(rp->element[5], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
+    rep->grace_ms = v > 0x3fffffff ? 0x3fffffff : (int)v;
+    if (rp->elements != (size_t)(6 + 7 * n)) return SIMBA_EPROTO;
     if (n > 0) {
         hs = (simba_holder *)simba_allocator_alloc(&r->alloc, sizeof(simba_holder) * (size_t)n);
         if (!hs) return SIMBA_ENOMEM;
     }
     *out = hs;
     for (i = 0; i < (size_t)n; i++) {
-        const redisReply *const *e = (const redisReply *const *)rp->element + 5 + 4 * i;
+        const redisReply *const *e = (const redisReply *const *)rp->element + 6 + 7 * i;
         const char *tilde;
         size_t cl;
         if (e[0]->type != REDIS_REPLY_STRING || e[0]->len == 0 || e[0]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
@@ -3497,7 +3520,14 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
         hs[i].weight = (int)v;
         if (!simba__redis_int(e[3], 0, 1, &v)) return SIMBA_EPROTO;
         hs[i].granted = (int)v;
+        if (!simba__redis_int(e[4], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].expires_in_ms = (int64_t)v;
+        if (!simba__redis_int(e[5], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].renewed_ago_ms = (int64_t)v;
+        if (!simba__redis_int(e[6], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].held_ms = (int64_t)v;
     }
+    rep->entry_times = 1;
     rep->nentries = (int)n;
     rep->entries = hs;
     return SIMBA_OK;
@@ -3630,6 +3660,8 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
 
 static void simba__redis_cluster_subscribed(simba__redis *c);
 static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request);
+
+/*>>wakeups.deliver: a push on the SUBSCRIBE connection, parsed and handed to the core */
 
 /* One space-free field of a push at *p (advanced past it and its space). */
 static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {
