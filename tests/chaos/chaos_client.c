@@ -3,9 +3,10 @@
  *   chaos_client BACKEND INDEX LOGFILE STATEDIR [SEED]   loop until SIGTERM
  *   chaos_client now                                     print CLOCK_MONOTONIC ns
  *
- * BACKEND is redis, mysql or zk; the servers are read from the variables that
- * tests/servers/<backend>.sh exports (SIMBA_REDIS_HOST/PORT, SIMBA_MYSQL_*,
- * SIMBA_ZK_HOSTS; CHAOS_ZK_HOSTS overrides the last, for the ensemble).
+ * BACKEND is redis, redis-cluster, mysql or zk; the servers are read from the
+ * variables that tests/servers/<backend>.sh exports (SIMBA_REDIS_HOST/PORT,
+ * SIMBA_REDIS_CLUSTER_SEEDS, SIMBA_MYSQL_*, SIMBA_ZK_HOSTS; CHAOS_ZK_HOSTS
+ * overrides the last, for the ensemble).
  * CHAOS_TTL_MS / CHAOS_TRANSITION_MS set the lease (default 1500 / 1000).
  *
  * The loop: acquire either the mutex "m" or the semaphore "s" (capacity 2,
@@ -110,6 +111,13 @@ static simba_backend make_backend(const char *kind) {
         d.prefix = "chaos";
         return simba_redis(&d);
     }
+    if (strcmp(kind, "redis-cluster") == 0) {
+        simba_redis_desc d;
+        memset(&d, 0, sizeof d);
+        d.cluster_seeds = getenv("SIMBA_REDIS_CLUSTER_SEEDS");
+        d.prefix = "chaos";
+        return simba_redis(&d);
+    }
     if (strcmp(kind, "mysql") == 0) {
         simba_mysql_desc d;
         memset(&d, 0, sizeof d);
@@ -211,7 +219,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 5) {
-        fprintf(stderr, "usage: chaos_client redis|mysql|zk INDEX LOGFILE STATEDIR [SEED] | chaos_client now\n");
+        fprintf(stderr, "usage: chaos_client redis|redis-cluster|mysql|zk INDEX LOGFILE STATEDIR [SEED] | chaos_client now\n");
         return 2;
     }
     kind = argv[1];

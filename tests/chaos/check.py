@@ -2,6 +2,7 @@
 """check.py -- the checker of `make chaos`.
 
     tests/chaos/check.py LOGFILE LABEL [--ttl-ms N] [--lease-ms N] [--expect "KIND..."]
+                         [--recovery-ms N]
 
 Reads the shared log written by the chaos clients (A/V/E/X records, see
 chaos_client.c) and by the fault driver (F records: "F kind start_ns end_ns"),
@@ -22,7 +23,8 @@ and reports:
   - client processes that died by themselves (EXITED records of the driver):
     a library must not kill its host, so any is a failure;
   - totals: grants per name, faults per kind, violations, errors, and the
-    recovery time of each fault (fault end to the next grant on every name).
+    recovery time of each fault (fault end to the next grant on every name);
+    with --recovery-ms N, a recovery longer than N ms is a failure too.
 
 Exit status 0 when there is no violation, every fault was followed by a grant
 on every name, every --expect kind was injected at least once, and there were
@@ -41,6 +43,7 @@ def main():
     ttl_ms = 1500
     lease_ms = 2500
     expect = []         # fault kinds the driver meant to inject
+    recovery_ms = None  # the longest recovery allowed (None: any)
     i = 2
     while i < len(args):
         if args[i] == "--ttl-ms":
@@ -49,6 +52,8 @@ def main():
             lease_ms = int(args[i + 1]); i += 2
         elif args[i] == "--expect":
             expect = args[i + 1].split(); i += 2
+        elif args[i] == "--recovery-ms":
+            recovery_ms = int(args[i + 1]); i += 2
         else:
             print("check.py: unknown argument", args[i]); return 2
 
@@ -182,6 +187,7 @@ def main():
     starts = {n: sorted(h["start"] for h in hs) for n, hs in names.items()}
     kinds = {}
     unrecovered = []
+    slow = []
     import bisect
     for kind, fs, fe in faults:
         worst = 0
@@ -196,6 +202,8 @@ def main():
         kinds.setdefault(kind, []).append(worst / 1e6 if ok else None)
         if not ok:
             unrecovered.append("%s (ended at %.3f s)" % (kind, fe / 1e9))
+        elif recovery_ms is not None and worst / 1e6 > recovery_ms:
+            slow.append("%s (ended at %.3f s): %.0f ms, more than %d" % (kind, fe / 1e9, worst / 1e6, recovery_ms))
 
     ngrants = len(holds)
     lost = sum(1 for h in holds.values() if h["why"] == "lost")
@@ -224,6 +232,8 @@ def main():
         print("chaos %s: ... %d more violations" % (label, len(violations) - 30))
     for u in unrecovered:
         print("chaos %s: NO RECOVERY after %s" % (label, u))
+    for u in slow:
+        print("chaos %s: SLOW RECOVERY after %s" % (label, u))
     died = errors.get("EXITED", 0)
     if died:
         print("chaos %s: %d client process(es) died by themselves (crash, signal or exit): "
@@ -236,7 +246,7 @@ def main():
     missing = [k for k in expect if k not in kinds]
     for k in missing:
         print("chaos %s: fault %s was never injected" % (label, k))
-    ok = not violations and not unrecovered and not missing and not died and not gave_up and ngrants > 0 and set(names) >= {"m", "s"}
+    ok = not violations and not unrecovered and not slow and not missing and not died and not gave_up and ngrants > 0 and set(names) >= {"m", "s"}
     print("chaos %s: %s" % (label, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

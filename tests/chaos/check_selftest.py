@@ -4,8 +4,8 @@
 Feeds tests/chaos/check.py small hand-made logs: a clean one must pass, and
 each kind of violation (two holders of the mutex, three permits of the
 semaphore, a fence that goes backwards, a fence granted twice, a hold that
-comes back to life after its deadline, a fault never followed by a grant)
-must fail. A killed holder (no end record) must be capped at its last
+comes back to life after its deadline, a fault never followed by a grant, a
+recovery longer than --recovery-ms) must fail. A killed holder (no end record) must be capped at its last
 deadline, so a grant after that deadline is no violation.
 Prints "N passed, N failed".
 """
@@ -70,17 +70,22 @@ CASES = [
     ("a fault with no grant after it", BASE + [F("restart", 20000, 21000)], 1),
     ("a client that died by itself", BASE + ["X c1 1 - EXITED 0 5000000000"], 1),
     ("a request that ended in ERROR under a transient fault", BASE + ["X c1 1 m ERROR -10 5000000000"], 1),
+    # kill9 ends at 3100; m is granted again at 3400, s at 3600: a recovery of 500 ms
+    ("a recovery within --recovery-ms", BASE, 0, ["--recovery-ms", "600"]),
+    ("a recovery longer than --recovery-ms", BASE, 1, ["--recovery-ms", "400"]),
 ]
 
 
 def main():
     passed = failed = 0
-    for title, lines, want in CASES:
+    for case in CASES:
+        title, lines, want = case[:3]
+        extra = case[3] if len(case) > 3 else []
         with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
             f.write("\n".join(lines) + "\n")
             path = f.name
         try:
-            r = subprocess.run([sys.executable, os.path.join(HERE, "check.py"), path, "selftest"],
+            r = subprocess.run([sys.executable, os.path.join(HERE, "check.py"), path, "selftest"] + extra,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         finally:
             os.unlink(path)
