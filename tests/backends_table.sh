@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 SECTIONS="options constructor stats internals connection session locks wakeups stats vtable constructor"
-HEADERS="simba_redis.h simba_mysql.h simba_zk.h"
+HEADERS="simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h"
 
 table() {
     local h s i bad=0
@@ -24,7 +24,8 @@ table() {
         for h in $HEADERS; do
             # the i-th marker of the header must be this section
             local got
-            got=$(grep -n '^/\*>>' "$h" | sed -n "${i}p")
+            # (sub-section markers /*>>section.sub: ... */ are not counted)
+            got=$(grep -n '^/\*>>[a-z_]*[: ]' "$h" | sed -n "${i}p")
             case "$got" in
                 *"/*>>$s:"*|*"/*>>$s "*) printf ' %s |' "${got%%:*}" ;;
                 *) printf ' MISSING |'; bad=1 ;;

@@ -17,6 +17,10 @@
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba_zk.h"
 #endif
+#ifdef SIMBA_LINK_SQLITE
+#define SIMBA_SQLITE_IMPLEMENTATION
+#include "simba_sqlite.h"
+#endif
 
 /* ISO C wants at least one declaration in a translation unit, even if the
    headers above were to expand to nothing. */

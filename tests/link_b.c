@@ -14,6 +14,9 @@
 #ifdef SIMBA_LINK_ZK
 #include "simba_zk.h"
 #endif
+#ifdef SIMBA_LINK_SQLITE
+#include "simba_sqlite.h"
+#endif
 
 static int fail(const char *what, int err) {
     printf("link_b: %s: %s\n", what, simba_strerror(err));
