@@ -55,7 +55,7 @@
         #include "simba.h"
 
         simba_mem_server *srv = simba_mem_server_create(NULL);   // or a real backend
-        simba *s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) });
+        simba *s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) }, NULL);
         simba_lock job = simba_acquire(s, &(simba_lock_desc){
             .name = "nightly-report", .wait_ms = -1 });          // wait forever
         for (;;) {
@@ -272,12 +272,11 @@ typedef struct simba_event {
     void *user;               /* the handle's user pointer */
     int64_t fence;            /* ACQUIRED: the first resource's fence */
     int error;                /* LOST: SIMBA_LOST_*; ERROR, DONE, DISCONNECTED: SIMBA_E* (0 = ok) */
-    int capacity;             /* INFO: the resource's capacity */
+    int capacity;             /* INFO: the resource's capacity; ACQUIRED: the capacity the server
+                                 has stored for the first resource (0 if the backend does not say) */
     int queued;               /* INFO: entries in its queue (held and waiting) */
     int held;                 /* INFO: entries granted; OWNER: holders (0 or 1 for a mutex) */
     char owner[SIMBA_MAX_ID + 1]; /* OWNER, INFO: client id of the oldest holder ("" = none) */
-    /* (the fields below came later; ACQUIRED also sets .capacity: the capacity the
-       server has stored for the first resource, 0 if the backend does not say) */
     int64_t valid_ms;         /* ACQUIRED: how long the hold is safe from now (simba_valid_ms) */
     int64_t valid_until;      /* ACQUIRED: the same as a deadline on simba_now_ms()'s clock */
     char message[SIMBA_MAX_MESSAGE + 1]; /* DISCONNECTED, TIMEOUT, ERROR: the cause in words
@@ -397,25 +396,22 @@ typedef struct simba_holder {
 
 /* ---- lifetime ---- */
 
-/* simba_create: a new client. On failure returns NULL and, if err is not
-   NULL, stores the SIMBA_E* code there; the backend is destroyed either way
-   (simba owns it from this call on). */
-SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err);
-SIMBADEF simba *simba_create(const simba_desc *desc);
-/* simba_create_err: the same, and on failure `err` (if not NULL) says why in
-   words: which field of which desc is wrong and how, e.g.
-   "simba_desc.ttl_ms: 20 is below the minimum of 30" or
-   "simba_mysql_desc.url: no database in 'mysql://u@127.0.0.1:3306'".
-   Why a caller-provided struct: simba_create fails before any instance exists,
-   so there is no simba to ask, and a global or thread-local "last message"
-   would race between threads that create instances. A backend constructor that
-   rejects its desc returns a backend carrying the message (simba_backend_error),
-   which simba_create_err reports here. */
+/* simba_error: why simba_create refused, as a code and in words. */
 typedef struct simba_error {
     int code;                 /* SIMBA_E*, 0 = ok */
     char message[SIMBA_MAX_MESSAGE + 96]; /* "" if there is nothing more than simba_strerror(code) */
 } simba_error;
-SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err);
+/* simba_create: a new client, or NULL. On failure `err` (optional, NULL is
+   fine) gets the SIMBA_E* code and the words: which field of which desc is
+   wrong and how, e.g. "simba_desc.ttl_ms: 20 is below the minimum of 30" or
+   "simba_mysql_desc.url: no database in 'mysql://u@127.0.0.1:3306'". The
+   backend in the desc is owned by simba from this call on and destroyed on
+   failure too. The words go into the caller's struct because a failed
+   create has no instance to ask, and a global or thread-local "last message"
+   would race between threads that create instances. A backend constructor
+   that rejects its desc returns a backend carrying the message
+   (simba_backend_error), which is reported here. */
+SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err);
 /* simba_destroy: ends the session on the server, then frees everything. While
    connected it sends one CLOSE of the session, which ends every hold and
    waiting request of this instance on the server (released or not), and
@@ -739,19 +735,28 @@ struct simba_backend_vtable {
 
 /* What a backend calls back. */
 SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
-/* A push from the server: something changed in resource `name`. If `session`
-   is our current session id, `request` names one of our waiting
-   single-resource requests and fence > 0, that entry was granted with that
-   fence (ACQUIRED without another round trip). A grant is believed only for
-   the session that owns the entry: a keyed request keeps its id across
-   sessions, so a push for an entry of an earlier (dropped) session must never
-   be taken for the new session's request. With fence 0, our current session
-   and the id of one of our single-resource requests: only that request
-   re-checks (POLL), e.g. "the owner changed" told to a contend handle, so
-   the client's other requests on the name are not re-polled. In every other case (session NULL or not ours, request
-   NULL or not found) every waiter and holder of ours that has `name` among
-   its resources re-checks (POLL). */
-SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence);
+/* Pushes from the server, one call per kind of news. Each is a hint the core
+   checks against its own state; none can make a request granted that the
+   server did not grant to our current session.
+
+   simba_backend_granted: entry `request` of session `session` on `name` was
+   granted with `fence` (> 0). If it is a waiting one-resource request of our
+   current session, the core reports ACQUIRED without another round trip; a
+   keyed request keeps its id across sessions, so a grant to an entry of an
+   earlier (dropped) session is never taken for the new session's request.
+   Otherwise (not ours, multi-resource, already answered) it is news about
+   `name`, as simba_backend_changed. */
+SIMBADEF void simba_backend_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence);
+/* simba_backend_recheck: something changed for entry `request` of `session`
+   on `name` alone (e.g. the owner changed, told to a contend handle): only
+   that request re-checks (POLL), not the client's other requests on the
+   name. If it is not a one-resource request of our current session, it is
+   news about `name`, as simba_backend_changed. */
+SIMBADEF void simba_backend_recheck(simba *s, const char *name, const char *session, const char *request);
+/* simba_backend_changed: something changed on `name` (a release, a delete, a
+   capacity change, a lost push): every waiter and holder of ours that has
+   `name` among its resources re-checks (POLL). */
+SIMBADEF void simba_backend_changed(simba *s, const char *name);
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg);
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size);
 SIMBADEF void simba_backend_free(simba *s, void *ptr);
@@ -763,7 +768,7 @@ SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt
 SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt);
 SIMBADEF const char *simba_tenant(simba *s);
 /* simba_backend_error: what a backend constructor returns when it rejects its
-   desc: simba_create then fails with `code` and (simba_create_err) the
+   desc: simba_create then fails with `code` and the
    message, e.g. simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.url: no
    database in '%s'", url). Allocated with malloc (the constructor has no
    simba yet); an allocation failure still makes simba_create fail. */
@@ -2635,13 +2640,21 @@ static int simba__wake_request(simba *s, const char *name, const char *session, 
     return 1;
 }
 
-SIMBADEF void simba_backend_wake(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
-    uint32_t i;
+SIMBADEF void simba_backend_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     if (!simba__is_live(s) || !name || !s->nbuckets) return;
     if (session && request && fence > 0 && simba__wake_granted(s, name, session, request, fence)) return;
-    if (session && request && fence <= 0 && simba__wake_request(s, name, session, request)) return;
-    /* a grant we cannot place (a multi-resource request, or already answered)
-       or a plain hint: everyone concerned with `name` looks again */
+    simba_backend_changed(s, name);   /* a grant we cannot place: everyone on `name` looks */
+}
+
+SIMBADEF void simba_backend_recheck(simba *s, const char *name, const char *session, const char *request) {
+    if (!simba__is_live(s) || !name || !s->nbuckets) return;
+    if (session && request && simba__wake_request(s, name, session, request)) return;
+    simba_backend_changed(s, name);
+}
+
+SIMBADEF void simba_backend_changed(simba *s, const char *name) {
+    uint32_t i;
+    if (!simba__is_live(s) || !name || !s->nbuckets) return;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
         i = l->hnext;
@@ -2861,7 +2874,7 @@ static void simba__default_client_id(simba *s, char *out, size_t cap) {
     simba__copy(out, cap, buf);
 }
 
-/* Each refusal names the field and what is wrong (simba_create_err). */
+/* Each refusal names the field and what is wrong (simba_error). */
 static int simba__apply_desc(simba *s, const simba_desc *d, char *msg, size_t cap) {
     int err;
     if (d->ttl_ms < 0 || d->transition_ms < 0 || d->op_timeout_ms < 0 || d->recheck_ms < 0) {
@@ -2901,14 +2914,7 @@ static int simba__apply_desc(simba *s, const simba_desc *d, char *msg, size_t ca
     return SIMBA_OK;
 }
 
-SIMBADEF simba *simba_create_ex(const simba_desc *desc, int *err) {
-    simba_error e;
-    simba *s = simba_create_err(desc, &e);
-    if (err) *err = e.code;
-    return s;
-}
-
-SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
+SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err) {
     simba_allocator a;
     simba *s;
     int rc;
@@ -2966,8 +2972,6 @@ SIMBADEF simba *simba_create_err(const simba_desc *desc, simba_error *err) {
     }
     return s;
 }
-
-SIMBADEF simba *simba_create(const simba_desc *desc) { return simba_create_ex(desc, NULL); }
 
 /* The end of an instance ends its session on the server: one CLOSE removes
    every entry of the session, held or waiting, so the next waiters are
@@ -3769,10 +3773,13 @@ typedef struct simba__mem_session {
     struct simba__mem_session *cnext, *cprev;   /* the sessions of conn (simba__mem_sess_bind) */
 } simba__mem_session;
 
+/* The kinds of push (0: an answer, not a push). */
+enum { SIMBA__MEM_CHANGED = 1, SIMBA__MEM_GRANTED, SIMBA__MEM_RECHECK };
+
 typedef struct simba__mem_item {    /* an answer or a push on its way to a client */
     int64_t due;
     uint64_t order;
-    int wake;
+    int wake;                   /* SIMBA__MEM_*: a push; 0: an answer */
     simba_reply reply;
     char *owner, *message, *name, *session, *request;   /* session: whose entry a push is about */
     simba_holder *entries;
@@ -4026,13 +4033,13 @@ static void simba__mem_push_item(simba__mem_conn *c, simba__mem_item *it) {
     if (c->s && simba__is_live(c->s)) simba__loop_kick(c->s);
 }
 
-static void simba__mem_send_wake(simba__mem_conn *c, const char *name, const char *session,
+static void simba__mem_send_wake(simba__mem_conn *c, int kind, const char *name, const char *session,
                                  const char *request, int64_t fence, int64_t now) {
     simba__mem_item it;
     if (!c || !c->connected || c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_reply_pct) ||
         simba__mem_rand_pct(c, c->faults.drop_push_pct)) return;
     memset(&it, 0, sizeof it);
-    it.wake = 1;
+    it.wake = kind;
     it.due = simba__mem_due(c, now);
     it.name = simba__mem_strdup(c->srv, name);
     it.session = simba__mem_strdup(c->srv, session);
@@ -4146,7 +4153,7 @@ static void simba__mem_grant(simba_mem_server *srv, simba__mem_res *r, simba__me
     if (f <= srv->fence_floor) f = srv->fence_floor + 1;
     e->fence = r->counter = srv->fence_floor = f;
     if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
-        simba__mem_send_wake(ss->conn, r->name, e->session, e->request, e->fence, now);
+        simba__mem_send_wake(ss->conn, SIMBA__MEM_GRANTED, r->name, e->session, e->request, e->fence, now);
 }
 
 /* The prefix rule, from the head, as far as it can matter: the holders (at
@@ -4196,7 +4203,7 @@ static void simba__mem_tell(simba_mem_server *srv, simba__mem_res *r, int64_t no
             simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
             seen = o && o->conn == ss->conn;
         }
-        if (!seen) simba__mem_send_wake(ss->conn, r->name, NULL, NULL, 0, now);
+        if (!seen) simba__mem_send_wake(ss->conn, SIMBA__MEM_CHANGED, r->name, NULL, NULL, 0, now);
     }
 }
 
@@ -4211,7 +4218,7 @@ static void simba__mem_tell_watchers(simba_mem_server *srv, simba__mem_res *r, i
         simba__mem_session *ss;
         srv->stats.rule_visits++;
         if (!e->watch_owner || !(ss = *simba__mem_sess_slot(srv, e->session)) || !ss->conn || ss->conn == quiet) continue;
-        simba__mem_send_wake(ss->conn, r->name, e->session, e->request, 0, now);
+        simba__mem_send_wake(ss->conn, SIMBA__MEM_RECHECK, r->name, e->session, e->request, 0, now);
     }
 }
 
@@ -4583,9 +4590,16 @@ static int64_t simba__mem_deadline(void *impl) {
     return -1;
 }
 
+/* A push, by the kind of news it carries. */
+static void simba__mem_push_to_core(simba *s, const simba__mem_item *it) {
+    if (it->wake == SIMBA__MEM_GRANTED) simba_backend_granted(s, it->name, it->session, it->request, it->reply.fence[0]);
+    else if (it->wake == SIMBA__MEM_RECHECK) simba_backend_recheck(s, it->name, it->session, it->request);
+    else simba_backend_changed(s, it->name);
+}
+
 /* Hand an item to the core; the item's strings live during the call. */
 static void simba__mem_deliver(simba__mem_conn *c, simba__mem_item *it) {
-    if (it->wake) simba_backend_wake(c->s, it->name, it->session, it->request, it->reply.fence[0]);
+    if (it->wake) simba__mem_push_to_core(c->s, it);
     else {
         it->reply.owner = it->owner;
         it->reply.message = it->message;
@@ -5290,7 +5304,7 @@ SIMBA__URL_STATIC simba *simba_create_url(const char *url, const simba_desc *bas
     simba_url *u = (simba_url *)malloc(sizeof *u);
     simba_desc d;
     simba *s = NULL;
-    int rc;
+    simba_error e;
     if (!u) {
         simba_url_fail(err, SIMBA_ENOMEM, "url", "URL: out of memory");
         return NULL;
@@ -5298,8 +5312,9 @@ SIMBA__URL_STATIC simba *simba_create_url(const char *url, const simba_desc *bas
     if (base) d = *base;
     else memset(&d, 0, sizeof d);
     if (simba_url_desc(url, u, &d, err) == SIMBA_OK) {
-        s = simba_create_ex(&d, &rc);
-        if (!s) simba_url_fail(err, rc, "client", "cannot create the client (%s)", simba_strerror(rc));
+        s = simba_create(&d, &e);
+        if (!s) simba_url_fail(err, e.code, "client", "cannot create the client: %s",
+                               e.message[0] ? e.message : simba_strerror(e.code));
     }
     simba_url_clear(u);
     free(u);

@@ -12,7 +12,7 @@
         simba *s = simba_create(&(simba_desc){
             .backend = simba_mysql(&(simba_mysql_desc){
                 .host = "127.0.0.1", .port = 3306, .user = "app",
-                .password = "secret", .database = "locks", .create_schema = 1 }) });
+                .password = "secret", .database = "locks", .create_schema = 1 }) }, NULL);
 
     Everything goes through the connector's non-blocking API (MYSQL_OPT_NONBLOCK,
     the _start and _cont calls, mysql_get_socket, mysql_get_timeout_value_ms): connecting,
@@ -33,7 +33,7 @@
                         runs the job queue (one step function per kind of job)
         >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
         >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-        >>wakeups       bells, watches, the waiter connection -> simba_backend_wake
+        >>wakeups       bells, watches, the waiter connection -> simba_backend_granted/_recheck
         >>stats         simba_mysql_stats()
         >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
         >>constructor   desc checks, allocation, the schema, simba_mysql_from_url
@@ -119,7 +119,7 @@ typedef struct simba_mysql_desc {
    options (database missing, bad prefix, a host name that does not resolve,
    half an allocator) it returns one that makes simba_create fail with
    SIMBA_EINVAL and a message naming the field ("simba_mysql_desc.<field>:
-   ...", simba_create_err); out of memory, SIMBA_ENOMEM and
+   ...", in simba_create's simba_error); out of memory, SIMBA_ENOMEM and
    "simba_mysql: out of memory". */
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
 
@@ -150,7 +150,7 @@ struct simba_mysql_stats {
     int64_t reconnects;         /* connects of the main connection after the first */
     int64_t ops_sent;           /* ops of the core accepted by submit */
     int64_t ops_completed;      /* ops answered to the core (simba_backend_complete) */
-    int64_t wakes;              /* simba_backend_wake() calls made */
+    int64_t wakes;              /* simba_backend_granted()/_recheck() calls made */
     /* MySQL's own */
     uint64_t batches;           /* query batches sent on the main connection */
     uint64_t statements;        /* statements in those batches */
@@ -362,7 +362,7 @@ typedef struct simba__mysql_watch {
     char *session;          /* the session that owns the entry: a ring's grant is
                                for it only (keyed request ids outlive sessions) */
     char *name;             /* the request's first resource: the core finds
-                               handles by it in simba_backend_wake */
+                               handles by it in simba_backend_granted */
     int single;             /* one-resource request: a ring may carry its fence */
     char *tenant;
     uint64_t bell;
@@ -2524,7 +2524,7 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     }
 }
 
-/*>>wakeups: bells (user locks), the watches of the waiter connection -> simba_backend_wake */
+/*>>wakeups: bells (user locks), the watches of the waiter connection -> simba_backend_granted, simba_backend_recheck */
 
 /* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
    (database, prefix), tenant and request id. GET_LOCK names are global to the
@@ -2847,11 +2847,18 @@ static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const ch
     b->watch_marks_stale = 1;
 }
 
-/* Every wake-up of the core goes through here (stats.wakes counts them). */
-static void simba__mysql_wake(simba__mysql *b, const char *name, const char *session, const char *request,
-                              int64_t fence) {
+/* Every wake-up of the core goes through these two (stats.wakes counts them). */
+static void simba__mysql_tell_granted(simba__mysql *b, const char *name, const char *session, const char *request,
+                                      int64_t fence) {
     b->stats.wakes++;
-    simba_backend_wake(b->s, name, session, request, fence);
+    simba_backend_granted(b->s, name, session, request, fence);
+}
+
+/* This request alone looks again (the core makes it everyone on the name
+   for a multi-resource request). */
+static void simba__mysql_tell_recheck(simba__mysql *b, const char *name, const char *session, const char *request) {
+    b->stats.wakes++;
+    simba_backend_recheck(b->s, name, session, request);
 }
 
 /* Marks the watches that are the first of our waiting entries in their
@@ -2913,8 +2920,7 @@ static void simba__mysql_watch_polls(simba__mysql *b) {
         snprintf(name, sizeof name, "%s", w->name);
         snprintf(request, sizeof request, "%s", w->request);
         snprintf(session, sizeof session, "%s", w->session);
-        /* this request only (a multi-resource one: everyone on the name) */
-        simba__mysql_wake(b, name, w->single ? session : NULL, w->single ? request : NULL, 0);
+        simba__mysql_tell_recheck(b, name, session, request);
     }
 }
 
@@ -2931,7 +2937,7 @@ static void simba__mysql_push_grants(simba__mysql *b, simba__mysql_job *j) {
         snprintf(session, sizeof session, "%s", w->session);
         simba__mysql_watch_del(b, j->granted_req[i]);
         b->stats.pushed_grants++;
-        simba__mysql_wake(b, name, session, j->granted_req[i], j->granted_fence[i]);
+        simba__mysql_tell_granted(b, name, session, j->granted_req[i], j->granted_fence[i]);
     }
 }
 
@@ -3120,7 +3126,7 @@ static void simba__mysql_ring_heard(simba__mysql *b) {
         snprintf(name, sizeof name, "%s", w->name);
         snprintf(request, sizeof request, "%s", w->request);
         snprintf(session, sizeof session, "%s", w->session);
-        simba__mysql_wake(b, name, session, request, 0);
+        simba__mysql_tell_recheck(b, name, session, request);
     }
 }
 
@@ -3188,10 +3194,10 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
         /* granted: the watch is over, the core gets the fence directly */
         simba__mysql_watch_del(b, request);
         /* the core believes it only if `session` is still its current one */
-        simba__mysql_wake(b, name, session, request, fence);
+        simba__mysql_tell_granted(b, name, session, request, fence);
     } else {
         /* something moved ahead of this request: it alone looks again */
-        simba__mysql_wake(b, name, single ? session : NULL, single ? request : NULL, 0);
+        simba__mysql_tell_recheck(b, name, session, request);
     }
 }
 
@@ -3527,7 +3533,7 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
     return (int)out;
 }
 
-/* Every refusal names the field (simba_create_err shows it). Returns
+/* Every refusal names the field (simba_create's simba_error shows it). Returns
    SIMBA_OK, or simba_backend_error()'s backend in *err. The host name is
    resolved here (numeric[0] stays 0 when it is used as given). */
 static int simba__mysql_check_desc(const simba_mysql_desc *d, char *numeric, size_t cap, simba_backend *err) {

@@ -17,7 +17,7 @@
         rd.port = 6379;
         simba_desc d = {0};
         d.backend = simba_redis(&rd);
-        simba *s = simba_create(&d);
+        simba *s = simba_create(&d, NULL);
 
     and link with -lhiredis (hiredis 0.14 or 1.x; the include path must find
     <hiredis/hiredis.h>).
@@ -40,7 +40,7 @@
                       NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
       >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
                       their answers, WAIT, and where every answer arrives
-      >>wakeups       the SUBSCRIBE connection's pushes -> simba_backend_wake
+      >>wakeups       the SUBSCRIBE connection's pushes -> simba_backend_granted & co
       >>stats         simba_redis_stats()
       >>vtable        attach, submit, pollfds, deadline_ms, process, reset,
                       destroy (glue only)
@@ -153,7 +153,7 @@ typedef struct simba_redis_desc {
    host that does not resolve, half an allocator) gives
    simba_backend_error(SIMBA_EINVAL, "simba_redis_desc.<field>: ..."), out of
    memory simba_backend_error(SIMBA_ENOMEM, ...): simba_create then fails with
-   that code and simba_create_err says which field and why. */
+   that code and its simba_error says which field and why. */
 SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
 
 /* ---- connection URLs ----
@@ -227,7 +227,7 @@ struct simba_redis_stats {
     int64_t reconnects;         /* main connections made ready after the first one */
     int64_t ops_sent;           /* operations the core submitted (one script call each) */
     int64_t ops_completed;      /* operations completed, whatever the status (resets included) */
-    int64_t wakes;              /* simba_backend_wake() calls made for pushes */
+    int64_t wakes;              /* simba_backend_granted/_recheck/_changed calls made for pushes */
     /* Redis only */
     int push_connected;         /* the push connection is subscribed (a cluster: every push
                                    connection that is needed now is subscribed) */
@@ -2564,7 +2564,7 @@ static void simba__redis_cluster_subscribed(simba__redis *c) {
     if (c->node < 0 || cl->waiting[c->node] == 0) return;
     for (b = 0; b < cl->nwb; b++)
         for (w = cl->wb[b]; w; w = w->next)
-            if (w->counted == c->node) simba_backend_wake(c->s, w->name, NULL, NULL, 0);
+            if (w->counted == c->node) simba_backend_changed(c->s, w->name);
 }
 
 /* Whether master i's push connection is needed now. */
@@ -2843,7 +2843,7 @@ static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simb
     if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
-    if (wake) simba_backend_wake(p->s, wake, NULL, NULL, 0);
+    if (wake) simba_backend_changed(p->s, wake);
 }
 
 /* The session op a master gets: a KEEPALIVE is an OPEN on a master added
@@ -3481,7 +3481,7 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
     if (q->done) simba_allocator_free(&r->alloc, q);
 }
 
-/*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_wake */
+/*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_granted, _recheck, _changed */
 
 static void simba__redis_cluster_subscribed(simba__redis *c);
 static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request);
@@ -3520,7 +3520,7 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     if (strlen(name) != nl || simba_check_name(name) != SIMBA_OK) return;
     if (sl == 1 && sf[0] == '-' && rl == 1 && rf[0] == '-' && fence == 0) {
         r->stats.wakes++;
-        simba_backend_wake(r->s, name, NULL, NULL, 0);
+        simba_backend_changed(r->s, name);
         return;
     }
     simba__redis_copy(session, sizeof session, sf, sl);
@@ -3529,8 +3529,9 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     r->stats.wakes++;
     if (r->parent && fence > 0) simba__redis_cluster_granted(r, session, request);
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
-    if (r->wait_replicas > 0 && fence > 0) simba_backend_wake(r->s, name, NULL, NULL, 0);
-    else simba_backend_wake(r->s, name, session, request, fence);
+    if (r->wait_replicas > 0 && fence > 0) simba_backend_changed(r->s, name);
+    else if (fence > 0) simba_backend_granted(r->s, name, session, request, fence);
+    else simba_backend_recheck(r->s, name, session, request);
 }
 
 static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privdata) {

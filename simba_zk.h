@@ -37,7 +37,7 @@
     ===========
         simba *s = simba_create(&(simba_desc){
             .backend = simba_zk(&(simba_zk_desc){ .hosts = "127.0.0.1:2181" }),
-            .tenant = "billing" });
+            .tenant = "billing" }, NULL);
         // then the loop of simba.h: simba_pollfds / poll / simba_tick
 
     OPTIONS (simba_zk_desc)
@@ -74,7 +74,7 @@
                         corrupt the heap).
 
     A bad desc makes simba_create fail with SIMBA_EINVAL, and
-    simba_create_err's message names the field ("simba_zk_desc.hosts: ...").
+    simba_create's simba_error names the field ("simba_zk_desc.hosts: ...").
 
     STATS
     =====
@@ -146,7 +146,7 @@
     the next in line wakes. Every read of a resource also watches its data
     (capacity changes, deletion). An event concerns only the waiters whose
     watch it fired; one read of the resource answers all of them, and grants
-    go to the core with their fence (simba_backend_wake with the request id):
+    go to the core with their fence (simba_backend_granted with the request id):
     no re-poll per handle. The core falls back on its recheck period if a
     watch is ever lost.
 
@@ -212,7 +212,7 @@ typedef struct simba_zk_desc {
 /* simba_zk: a ZooKeeper backend for simba_desc.backend. simba owns it from
    simba_create on. A bad desc (no hosts, a host name that does not resolve,
    a bad base path or digest, half an allocator) makes simba_create fail
-   with SIMBA_EINVAL and simba_create_err names the field
+   with SIMBA_EINVAL and simba_create's simba_error names the field
    ("simba_zk_desc.hosts: ..."); no memory makes it fail with SIMBA_ENOMEM. */
 SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
 
@@ -236,7 +236,7 @@ struct simba_zk_stats {
     int64_t reconnects;         /* connections made after the first (same session or a new one) */
     int64_t ops_sent;           /* ops the backend accepted from the core */
     int64_t ops_completed;      /* replies it gave (ops_sent - ops_completed are in flight) */
-    int64_t wakes;              /* simba_backend_wake calls (watches that fired) */
+    int64_t wakes;              /* simba_backend_changed calls (watches that fired) */
     int64_t session_id;         /* the ZooKeeper session id, 0 before the first connect */
     char password[16];          /* its password (sensitive: for tests and admin tools) */
     int timeout_ms;             /* the negotiated session timeout (0 if not connected) */
@@ -408,7 +408,7 @@ typedef struct simba__zk_call {
     int bufsize;
 } simba__zk_call;
 
-/* The entry cache's index (issue #15): a client with hundreds of handles on
+/* The entry cache's index: a client with hundreds of handles on
    one resource finds the entries an op or an event concerns by key, never
    by a walk of them all. Each entry is indexed under four keys
    (simba__zk_mine_keys): its request, its own entry, the entry it watches,
@@ -1107,9 +1107,9 @@ static simba__zk_op *simba__zk_call_done(simba__zk_call *c) {
 
 /* Spare ops. An op is over 1 KiB, and glibc's malloc serves a request of
    that size only after merging every small chunk freed since: the read of
-   a 1,000-entry queue frees a thousand names, and the next release paid
-   0.3 ms for it before its delete went out (issue #15). A few ops are kept
-   for reuse instead, so an op costs no allocation of that size. */
+   a 1,000-entry queue frees a thousand names, and the next release would
+   wait for that merge before its delete goes out. A few ops are kept for
+   reuse instead, so an op costs no allocation of that size. */
 enum { SIMBA__ZK_SPARE_OPS = 4 };
 
 static simba__zk_op *simba__zk_op_new(simba__zk *zk) {
@@ -2516,7 +2516,7 @@ static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *sr
     return SIMBA_OK;
 }
 
-/*>>wakeups: watches -> one read per resource per event (refresh), grants pushed with simba_backend_wake, the baton, the mutex hand-off */
+/*>>wakeups: watches -> one read per resource per event (refresh), grants pushed with simba_backend_granted, the baton, the mutex hand-off */
 
 /* A name on a list (once): the core's wake-ups, the refreshes. */
 static void simba__zk_queue_name(simba__zk *zk, simba__zk_wake **list, const char *name) {
@@ -2547,7 +2547,7 @@ static void simba__zk_deliver_wakes(simba__zk *zk) {
         simba__zk_wake *w = zk->wakes;
         zk->wakes = w->next;
         zk->wakes_sent++;
-        simba_backend_wake(zk->s, w->name, NULL, NULL, 0);
+        simba_backend_changed(zk->s, w->name);
         simba__zk_free(zk, w->name);
         simba__zk_free(zk, w);
     }
@@ -3182,7 +3182,7 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
         }
         if (!m->name) continue;                 /* no memory: the core's recheck finds the grant */
         zk->wakes_sent++;
-        simba_backend_wake(zk->s, m->name, m->session, m->request, m->czxid[0]);
+        simba_backend_granted(zk->s, m->name, m->session, m->request, m->czxid[0]);
     }
 }
 
@@ -3195,7 +3195,7 @@ static void simba__zk_deliver_grants(simba__zk *zk) {
    kazoo's Lock makes too (its getChildren): the head mark our successor
    needs (simba__zk_mark_head) goes out right behind it and is not waited
    for (a write took about twice a read here). op: the POLL to answer
-   (NULL: tell the core with simba_backend_wake). Returns 0 if the call
+   (NULL: tell the core with simba_backend_granted). Returns 0 if the call
    could not be sent (the caller reads instead). */
 static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op *op) {
     char path[SIMBA__ZK_PATH_MAX];

@@ -39,7 +39,7 @@ static simba *client(const char *id, int ttl) {
         r.port = atoi(port);
         d.backend = simba_redis(&r);
     } else d.backend = simba_mem(mem, NULL);
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /*--- one loop interface over the four ways ---*/

@@ -61,7 +61,7 @@ static simba *client(simba_mem_server *srv, int counted) {
     d.ttl_ms = 10000;
     d.transition_ms = 6000;
     if (counted) { d.allocator.alloc = count_alloc; d.allocator.free = count_free; }
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* Median ns of one simba_tick with nothing due. */
@@ -94,7 +94,7 @@ static double due_timer_ns(simba_mem_server *srv, int n) {
     memset(&sd, 0, sizeof sd);
     sd.backend = simba_mem(srv, &f);
     sd.clock.now_ms = vclock;
-    s = simba_create(&sd);
+    s = simba_create(&sd, NULL);
     memset(&d, 0, sizeof d);
     d.name = "busy";
     for (i = 0; i < n; i++) {

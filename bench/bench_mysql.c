@@ -75,7 +75,7 @@ static simba *client(const char *tenant, const char *id, int ttl, int transition
     d.client_id = id;
     d.ttl_ms = ttl;
     d.transition_ms = transition;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* One poll + tick. extra_fd (or -1) is watched too; returns 1 if readable. */
@@ -339,7 +339,7 @@ int main(void) {
         sd.client_id = "many";
         sd.ttl_ms = ttl;
         sd.transition_ms = 2000;
-        s = simba_create(&sd);
+        s = simba_create(&sd, NULL);
         wait_connected(s);
         memset(&d, 0, sizeof d);
         d.wait_ms = -1;

@@ -62,7 +62,7 @@ static simba *client(const char *tenant, int ttl) {
     d.backend = simba_redis(&rd);
     d.tenant = tenant;
     d.ttl_ms = ttl;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* Pumps until an event of `type` for `l` arrives (other events are handed to

@@ -54,7 +54,7 @@ static simba *client(const char *tenant, const char *id) {
     d.client_id = id;
     d.ttl_ms = 1500;
     d.transition_ms = 1000;   /* short: the first use of each master waits one lease (its restart grace) */
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* One poll over the clients' fds, then a tick of each; events to `on`. */

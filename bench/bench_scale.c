@@ -356,7 +356,7 @@ static int mc_setup(mc_set *m, simba_mem_server *srv, int nc, const char *one, c
         d.backend = simba_mem(srv, NULL);
         d.ttl_ms = 600000;      /* no keepalive, no re-check within the check */
         d.recheck_ms = 600000;
-        if (!(m->c[i] = simba_create(&d))) return 0;
+        if (!(m->c[i] = simba_create(&d, NULL))) return 0;
         m->name[i] = one ? one : names[(i / 2) % MC_PAIRS];
     }
     for (i = 0; i < nc; i++) m->lk[i] = mc_acquire(m->c[i], m->name[i]);

@@ -193,7 +193,7 @@ static simba *client(const char *id) {
     d.backend = simba_zk(&zd);
     d.tenant = tenant;
     d.client_id = id;
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     if (!s) return NULL;
     /* connect, open the session and create the parent nodes before timing */
     memset(&ld, 0, sizeof ld);

@@ -366,7 +366,7 @@ static simba *sc_client(sc_env *e, int i) {
     d.recheck_ms = 5000;
     if (e->mem) {
         d.backend = simba_mem(e->mem, NULL);
-        return simba_create(&d);
+        return simba_create(&d, NULL);
     }
     s = simba_create_url(e->url, &d, &err);
     if (!s) fprintf(stderr, "bench_scale: client %d: %s\n", i, err.msg);

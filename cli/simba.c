@@ -377,6 +377,7 @@ static simba *make_client(int *code) {
     simba_desc d;
     simba *s;
     int rc, i;
+    simba_error why;
     memset(&d, 0, sizeof d);
     memset(&e, 0, sizeof e);
     if (!u) {
@@ -405,12 +406,12 @@ static simba *make_client(int *code) {
     one_host = u->nhosts == 1;
     o.ttl_ms = d.ttl_ms ? d.ttl_ms : 10000;
     o.transition_ms = d.transition_ms ? d.transition_ms : 6000;
-    s = simba_create_ex(&d, &rc);
+    s = simba_create(&d, &why);
     simba_url_clear(u);        /* the password must not linger in our memory */
     free(u);
     if (!s) {
-        fprintf(stderr, "simba: cannot create the client (%s)\n", simba_strerror(rc));
-        *code = connect_error_exit(rc);
+        fprintf(stderr, "simba: cannot create the client: %s\n", why.message[0] ? why.message : simba_strerror(why.code));
+        *code = connect_error_exit(why.code);
         return NULL;
     }
     return s;

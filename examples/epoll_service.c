@@ -48,7 +48,7 @@ int main(void) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 8) || getsockname(lfd, (struct sockaddr *)&a, &len)) return 1;
     add(ep, lfd);
-    s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) });
+    s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) }, NULL);
     if (!s || !(ad = simba_epoll_attach(s, ep, on_simba, NULL))) return 1;
     primary = simba_acquire(s, &(simba_lock_desc){ .name = "echo-primary", .wait_ms = -1 });
     if (connect(cfd, (struct sockaddr *)&a, sizeof a)) return 1;

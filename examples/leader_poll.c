@@ -56,7 +56,7 @@ static simba *start_node(const char *name) {
          .backend = simba_zk(&(simba_zk_desc){ .hosts = "127.0.0.1:2181" }),
        Short leases so that the crash hand-over shows within seconds. */
     return simba_create(&(simba_desc){ .backend = simba_mem(server, NULL),
-                                       .client_id = name, .ttl_ms = 1500, .transition_ms = 1000 });
+                                       .client_id = name, .ttl_ms = 1500, .transition_ms = 1000 }, NULL);
 }
 
 /* printf with the time since the start in front. */

@@ -38,7 +38,7 @@ int main(void) {
     simba_mem_server *srv = simba_mem_server_create(NULL);
     struct timeval every = { 0, 100000 };
     base = event_base_new();
-    s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) });
+    s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) }, NULL);
     if (!base || !s || !simba_libevent_attach(s, base, on_simba, NULL)) return 1;
     job = simba_acquire(s, &(simba_lock_desc){ .name = "report-writer", .wait_ms = -1 });
     work = event_new(base, -1, EV_PERSIST, on_work, NULL);

@@ -39,7 +39,7 @@ static void on_work(uv_timer_t *t) {
 int main(void) {
     uv_loop_t *loop = uv_default_loop();
     simba_mem_server *srv = simba_mem_server_create(NULL);
-    s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) });
+    s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) }, NULL);
     if (!s || !simba_libuv_attach(s, loop, on_simba, NULL)) return 1;
     job = simba_acquire(s, &(simba_lock_desc){ .name = "report-writer", .wait_ms = -1 });
     uv_timer_init(loop, &work);

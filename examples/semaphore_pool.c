@@ -55,7 +55,7 @@ static simba *start_worker(worker *w) {
          .backend = simba_redis(&(simba_redis_desc){ .host = "127.0.0.1", .port = 6379 }),
          .backend = simba_mysql(&(simba_mysql_desc){ .host = "127.0.0.1", .database = "app" }),
          .backend = simba_zk(&(simba_zk_desc){ .hosts = "127.0.0.1:2181" }),  */
-    return simba_create(&(simba_desc){ .backend = simba_mem(server, NULL), .client_id = id });
+    return simba_create(&(simba_desc){ .backend = simba_mem(server, NULL), .client_id = id }, NULL);
 }
 
 /* The permits held right now, as the workers themselves see it. */

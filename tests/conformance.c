@@ -65,9 +65,9 @@ static int conf_client_as(const char *id, int ttl_ms, int transition_ms, int rec
     d.ttl_ms = ttl_ms;
     d.transition_ms = transition_ms;
     d.recheck_ms = recheck_ms;
-    c->s = simba_create_ex(&d, &err);
+    c->s = cf_create(&d, &err);
     if (!c->s) {
-        printf("  # simba_create_ex: %s\n", simba_strerror(err));
+        printf("  # simba_create: %s\n", simba_strerror(err));
         free(c);
         return -1;
     }
@@ -1250,7 +1250,7 @@ static int conf_create_fails(simba_desc d, int code, const char *what) {
     int err = 0;
     simba *s;
     d.backend = C.b->make(C.b->user);
-    s = simba_create_ex(&d, &err);
+    s = cf_create(&d, &err);
     if (s) { printf("  # %s: created\n", what); simba_destroy(s); return 0; }
     if (err != code) { printf("  # %s: %s\n", what, simba_strerror(err)); return 0; }
     return 1;
@@ -1260,13 +1260,13 @@ static void t_bad_create(void) {
     simba_desc d;
     int err = 0;
     char long_id[SIMBA_MAX_ID + 2];
-    CHECK(simba_create(NULL) == NULL);
-    CHECK(simba_create_ex(NULL, &err) == NULL);
+    CHECK(simba_create(NULL, NULL) == NULL);
+    CHECK(cf_create(NULL, &err) == NULL);
     CHECK_EQ(err, SIMBA_EINVAL);
     memset(&d, 0, sizeof d);
     d.tenant = C.tenant;
     err = 0;
-    CHECK(simba_create_ex(&d, &err) == NULL); /* no backend */
+    CHECK(cf_create(&d, &err) == NULL); /* no backend */
     CHECK_EQ(err, SIMBA_EINVAL);
     d.ttl_ms = -1;
     CHECK(conf_create_fails(d, SIMBA_EINVAL, "ttl -1"));
@@ -1288,7 +1288,7 @@ static void t_bad_create(void) {
     long_id[SIMBA_MAX_ID] = 0; /* exactly the maximum is fine */
     d.backend = C.b->make(C.b->user);
     {
-        simba *s = simba_create_ex(&d, &err);
+        simba *s = cf_create(&d, &err);
         CHECK(s != NULL);
         CHECK_EQ(strcmp(simba_client_id(s), long_id), 0);
         simba_destroy(s);

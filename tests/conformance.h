@@ -28,4 +28,11 @@ typedef struct conf_backend {
    the summary with harness_summary(). */
 void conformance_run(const conf_backend *b, const char *filter, int *passed, int *failed);
 
+/* simba_create, keeping only the code (tests that check the code alone). */
+static inline simba *cf_create(const simba_desc *d, int *code) {
+    simba_error e;
+    simba *s = simba_create(d, &e);
+    *code = e.code;
+    return s;
+}
 #endif

@@ -48,8 +48,8 @@ int main(void) {
     memset(&desc, 0, sizeof desc);
     desc.backend = simba_mem(srv, NULL);
     desc.client_id = "link-b";
-    s = simba_create_ex(&desc, &err);
-    if (!s) { simba_mem_server_destroy(srv); return fail("simba_create_ex", err); }
+    s = simba_create(&desc, NULL);
+    if (!s) { simba_mem_server_destroy(srv); return fail("simba_create", SIMBA_ENOMEM); }
 
     memset(&ld, 0, sizeof ld);
     ld.name = "link";

@@ -59,7 +59,7 @@ static simba *new_client_desc(simba_desc *dp) {
 #else
     d.backend = simba_mem(mem_srv, NULL);
 #endif
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static simba *new_client(const char *id, int ttl) {
@@ -490,7 +490,7 @@ static void t_same_number_new_socket_is_remove_then_add(void) {
     d.loop.detach = log_detach;
     fake_fd = socket(AF_INET, SOCK_STREAM, 0);
     hook_log[0] = 0;
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     CHECK(s != NULL);
     printf("  create: %s\n", hook_log);
     CHECK(strcmp(hook_log, "in(1)") == 0);

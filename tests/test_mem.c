@@ -20,7 +20,7 @@ static simba *new_client(const char *tenant, int ttl, int transition) {
     d.tenant = tenant;
     d.ttl_ms = ttl;
     d.transition_ms = transition;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* A reply lost after the server did the work: the retry must find the same
@@ -142,7 +142,7 @@ static void t_mem_delayed_reordered_replies(void) {
         memset(&sd, 0, sizeof sd);
         sd.backend = simba_mem(srv, &f);
         sd.tenant = tenant; sd.ttl_ms = 1500; sd.transition_ms = 500;
-        c[i].s = simba_create(&sd);
+        c[i].s = simba_create(&sd, NULL);
         cl[i] = &c[i];
         CHECK(c[i].s != NULL);
     }
@@ -171,7 +171,7 @@ static void t_mem_tick_without_room_does_io(void) {
     int i, n, acquired = 0;
     memset(&d, 0, sizeof d);
     d.backend = simba_mem(srv, NULL);
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     CHECK(s != NULL);
     l = h_acquire(s, "tick-no-room", -1);
     for (i = 0; i < 20 && !simba_holds(s, l); i++) CHECK_EQ(simba_tick(s, NULL, 0, NULL, 0), 0);
@@ -189,30 +189,30 @@ static void t_mem_bad_input(void) {
     int err = 0;
     simba_event ev[4];
     simba_lock bogus = {12345, 7};
-    CHECK(simba_create(NULL) == NULL);
+    CHECK(simba_create(NULL, NULL) == NULL);
     memset(&d, 0, sizeof d);
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(cf_create(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_EINVAL);
     d.backend = simba_mem(srv, NULL);
     d.ttl_ms = -5;
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(cf_create(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_EINVAL);
     d.backend = simba_mem(srv, NULL);
     d.ttl_ms = 0;
     d.tenant = "bad tenant";
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(cf_create(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_ENAME);
     d.backend = simba_mem(srv, NULL);
     d.tenant = NULL;
     d.client_id = "";
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(cf_create(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_ENAME);
     d.backend = simba_mem(NULL, NULL);
     d.client_id = NULL;
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(cf_create(&d, &err) == NULL);
     CHECK_EQ(err, SIMBA_EINVAL);
     d.backend = simba_mem(srv, NULL);
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     CHECK(s != NULL);
     CHECK_EQ(simba_tick(s, NULL, 0, ev, 0), 0);      /* no room: legal, takes no event */
     CHECK_EQ(simba_tick(s, NULL, 0, ev, -1), SIMBA_EINVAL);
@@ -291,7 +291,7 @@ static void t_mem_wait_sleeps_with_other_events_queued(void) {
     d.ttl_ms = 1500;
     d.transition_ms = 1000;
     d.clock.now_ms = counting_clock;
-    b = simba_create(&d);
+    b = simba_create(&d, NULL);
     CHECK(a && b);
     memset(&ld, 0, sizeof ld);
     ld.name = "spin"; ld.wait_ms = -1;
@@ -371,8 +371,8 @@ static void t_mem_multi_woken_by_push(void) {
     memset(&sd, 0, sizeof sd);
     sd.tenant = tenant;
     sd.recheck_ms = 60000;
-    sd.backend = simba_mem(srv, NULL); a.s = simba_create(&sd);
-    sd.backend = simba_mem(srv, NULL); c.s = simba_create(&sd);
+    sd.backend = simba_mem(srv, NULL); a.s = simba_create(&sd, NULL);
+    sd.backend = simba_mem(srv, NULL); c.s = simba_create(&sd, NULL);
     CHECK(a.s && c.s);
     memset(&d, 0, sizeof d);
     d.name = "second"; d.wait_ms = -1;
@@ -402,7 +402,7 @@ static void t_mem_cannot_connect_reported(void) {
     f.partitioned = 1;
     memset(&sd, 0, sizeof sd);
     sd.backend = simba_mem(srv, &f);
-    a.s = simba_create(&sd);
+    a.s = simba_create(&sd, NULL);
     CHECK(a.s != NULL);
     CHECK((e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 2000)) != NULL);
     CHECK_EQ(e->error, SIMBA_EDISCONNECTED);
@@ -431,7 +431,7 @@ static void t_mem_backpressure_no_spin(void) {
     memset(&sd, 0, sizeof sd);
     sd.tenant = tenant;
     sd.backend = simba_mem(srv, &f);
-    a = simba_create(&sd);
+    a = simba_create(&sd, NULL);
     CHECK(a != NULL);
     memset(&d, 0, sizeof d);
     d.wait_ms = -1;
@@ -497,7 +497,7 @@ static void t_mem_recreated_instance_drops_abandoned_hold(void) {
     memset(&d, 0, sizeof d);
     d.tenant = tenant; d.client_id = "other"; d.ttl_ms = 1500; d.transition_ms = 1000;
     d.backend = simba_mem(srv, NULL);
-    b.s = simba_create(&d);
+    b.s = simba_create(&d, NULL);
     CHECK(b.s != NULL);
     d.client_id = "same";
     for (round = 0; round < 10 && !same; round++) {
@@ -505,7 +505,7 @@ static void t_mem_recreated_instance_drops_abandoned_hold(void) {
         int k, i, got = 0;
         if (a.s) simba_destroy(a.s);
         d.backend = simba_mem(srv, NULL);
-        a.s = simba_create(&d);
+        a.s = simba_create(&d, NULL);
         CHECK(a.s != NULL);
         snprintf(name, sizeof name, "abandon%d", round);
         la = h_acquire(a.s, name, -1);
@@ -517,7 +517,7 @@ static void t_mem_recreated_instance_drops_abandoned_hold(void) {
         snprintf(old_id, sizeof old_id, "%s", a.s->session.id);
         simba_abandon(a.s);                  /* crash: the hold is abandoned */
         d.backend = simba_mem(srv, NULL);
-        a.s = simba_create(&d);              /* and restart at once */
+        a.s = simba_create(&d, NULL);              /* and restart at once */
         CHECK(a.s != NULL);
         same = strcmp(old_id, a.s->session.id) == 0;
     }
@@ -681,7 +681,7 @@ static simba *new_client_on(simba_mem_server *sv, const simba_mem_faults *f, int
     d.ttl_ms = ttl;
     d.transition_ms = transition;
     if (lc) { d.logger.func = cap_log; d.logger.user = lc; d.logger.level = SIMBA_LOG_DEBUG; }
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* A server that cannot be reached: the DISCONNECTED event of the first failed
@@ -863,7 +863,7 @@ static void t_mem_hold_for_virtual_clock(void) {
     d.backend = simba_mem(sv, NULL);
     d.ttl_ms = 3000; d.transition_ms = 2000;
     d.clock.now_ms = fast_clock;
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     CHECK(s != NULL);
     l = h_acquire(s, "hold", -1);
     CHECK_EQ(simba_wait(s, l, 5000, &ev), 1);
@@ -912,7 +912,7 @@ static void t_mem_periodic_traffic_spreads(void) {
     d.clock.now_ms = herd_clock;
     for (i = 0; i < HERD_N; i++) {
         d.backend = simba_mem(sv, NULL);
-        c[i] = simba_create(&d);
+        c[i] = simba_create(&d, NULL);
         CHECK(c[i] != NULL);
         (void)h_acquire(c[i], "herd", -1);
     }
@@ -957,7 +957,7 @@ static void t_mem_hold_until_condition(void) {
     simba_destroy(s);
 }
 
-/* simba_create_err names the field and what is wrong, also for a backend
+/* simba_create's simba_error names the field and what is wrong, also for a backend
    constructor that refused its desc. */
 static void t_mem_create_err_messages(void) {
     simba_desc d;
@@ -966,18 +966,18 @@ static void t_mem_create_err_messages(void) {
     memset(&d, 0, sizeof d);
     d.backend = simba_mem(srv, NULL);
     d.ttl_ms = 20;
-    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK(simba_create(&d, &e) == NULL);
     CHECK_EQ(e.code, SIMBA_EINVAL);
     CHECK(strstr(e.message, "simba_desc.ttl_ms") != NULL);
     memset(&d, 0, sizeof d);
     d.backend = simba_mem(srv, NULL);
     d.tenant = "a:b";
-    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK(simba_create(&d, &e) == NULL);
     CHECK_EQ(e.code, SIMBA_ENAME);
     CHECK(strstr(e.message, "simba_desc.tenant") != NULL);
     memset(&d, 0, sizeof d);
     d.backend = simba_backend_error(SIMBA_EINVAL, "simba_x_desc.host: '%s' is not numeric", "example.org");
-    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK(simba_create(&d, &e) == NULL);
     CHECK_EQ(e.code, SIMBA_EINVAL);
     CHECK(strstr(e.message, "simba_x_desc.host: 'example.org'") != NULL);
     {   /* and the caller's logger hears it at ERROR: nothing silent */
@@ -989,14 +989,14 @@ static void t_mem_create_err_messages(void) {
         d.logger.func = cap_log;
         d.logger.user = &lc;
         d.logger.level = SIMBA_LOG_ERROR;
-        CHECK(simba_create(&d) == NULL);
+        CHECK(simba_create(&d, NULL) == NULL);
         CHECK_EQ(lc.matches, 1);
     }
     memset(&d, 0, sizeof d);
     d.backend = simba_backend_error(SIMBA_EINVAL, "x");
-    CHECK(simba_create_ex(&d, &code) == NULL);
+    CHECK(cf_create(&d, &code) == NULL);
     CHECK_EQ(code, SIMBA_EINVAL);
-    CHECK(simba_create_err(NULL, &e) == NULL);
+    CHECK(simba_create(NULL, &e) == NULL);
     CHECK(strstr(e.message, "NULL") != NULL);
 }
 
@@ -1090,7 +1090,7 @@ static void t_mem_hints_poll_each_handle_once(void) {
     h_run_for(cl, 2, 300);                               /* all three queued, answers in */
     for (i = 0; i < 3; i++) CHECK(!h_has(&b, lb[i], SIMBA_EVENT_ACQUIRED));
     before = simba_mem_server_stats(srv);
-    for (i = 0; i < 100; i++) simba_backend_wake(b.s, "hint", NULL, NULL, 0);
+    for (i = 0; i < 100; i++) simba_backend_changed(b.s, "hint");
     h_run_for(cl, 2, 300);
     after = simba_mem_server_stats(srv);
     printf("  # 100 hints: %llu operations\n", (unsigned long long)((after.ops - after.keepalives) - (before.ops - before.keepalives)));
@@ -1210,7 +1210,7 @@ static int handoff_costs(int waiters, int per_client, int rounds, double *mem_st
         cd.client_id = id;
         cd.tenant = "find";
         cd.ttl_ms = 600000;
-        if (!(c[i] = simba_create(&cd))) { ok = 0; goto out; }
+        if (!(c[i] = simba_create(&cd, NULL))) { ok = 0; goto out; }
     }
 #define FS_CLIENT(k) c[per_client ? (k) : 0]
     memset(&d, 0, sizeof d);
@@ -1270,9 +1270,9 @@ static void t_mem_middle_removals_keep_lookups_right(void) {
     CHECK(sv != NULL);
     memset(&cd, 0, sizeof cd);
     cd.backend = simba_mem(sv, NULL); cd.tenant = "mid"; cd.ttl_ms = 600000; cd.client_id = "a";
-    a = simba_create(&cd);
+    a = simba_create(&cd, NULL);
     cd.backend = simba_mem(sv, NULL); cd.client_id = "b";
-    b = simba_create(&cd);
+    b = simba_create(&cd, NULL);
     CHECK(a && b);
     memset(&d, 0, sizeof d);
     d.name = "m"; d.wait_ms = -1;
@@ -1420,7 +1420,7 @@ static void t_mem_contend_error_while_held_tells_lost(void) {
     sd.tenant = tenant;
     sd.ttl_ms = 1500;
     sd.transition_ms = 500;
-    a.s = simba_create(&sd);
+    a.s = simba_create(&sd, NULL);
     b.s = new_client(tenant, 1500, 500);
     CHECK(a.s && b.s);
     memset(&d, 0, sizeof d);
@@ -1480,7 +1480,7 @@ static simba *new_oom_client(const char *tenant, int ttl, int transition) {
     d.transition_ms = transition;
     d.allocator.alloc = oom_alloc;
     d.allocator.free = oom_free;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* A freed lock slot kept its "in the name hash" flag, so growing the hash
@@ -1614,7 +1614,7 @@ static void t_mem_call_inside_destroy_is_edestroyed(void) {
     d.loop.socket = nd_socket;
     d.loop.timer = nd_timer;
     d.loop.detach = nd_detach;
-    in_destroy.s = simba_create(&d);
+    in_destroy.s = simba_create(&d, NULL);
     CHECK(in_destroy.s != NULL);
     (void)h_acquire(in_destroy.s, "x", -1);
     simba_destroy(in_destroy.s);
@@ -1739,7 +1739,7 @@ static void t_mem_inflight_ops_end_once(void) {
         d.ttl_ms = 3000;
         d.transition_ms = 1000;
         d.op_timeout_ms = 400;
-        a.s = simba_create(&d);
+        a.s = simba_create(&d, NULL);
         CHECK(a.s != NULL);
         l0 = h_acquire(a.s, "held", -1);
         CHECK(h_expect(cl, 1, 0, l0, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
@@ -1941,12 +1941,12 @@ static int af_one(long fail_at, const char **why) {
     d.backend = simba_mem(sv, NULL);
     d.allocator.alloc = af_alloc;
     d.allocator.free = af_free;
-    r.a = simba_create_err(&d, &err);
+    r.a = simba_create(&d, &err);
     if (!r.a && err.code != SIMBA_ENOMEM) r.why = "simba_create failed with something else than SIMBA_ENOMEM";
     memset(&d.allocator, 0, sizeof d.allocator);
     d.client_id = "client-b";
     d.backend = simba_mem(sv, NULL);
-    r.b = simba_create(&d);
+    r.b = simba_create(&d, NULL);
     if (r.a) af_workload(&r);
     done = af.n < fail_at;
     af.fail_at = 0;                                   /* memory is healthy again */
@@ -2011,7 +2011,7 @@ static simba *kr_client(simba_mem_server *sv, const simba_mem_faults *f) {
     d.ttl_ms = 300;
     d.transition_ms = 200;
     d.clock.now_ms = kr_clock;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static void kr_tick(simba *s) {

@@ -227,7 +227,7 @@ static simba *new_client_ex(const char *tenant, const char *id, int ttl, int tra
     d.ttl_ms = ttl;
     d.transition_ms = transition;
     d.clock = clock;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static simba *new_client(const char *tenant, const char *id, int ttl, int transition) {
@@ -750,41 +750,41 @@ static void t_bad_options_and_garbage(void) {
     md.database = NULL;
     memset(&d, 0, sizeof d);
     d.backend = simba_mysql(&md);
-    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(simba_create(&d, &why) == NULL);
     CHECK_EQ(why.code, SIMBA_EINVAL);
     CHECK(strstr(why.message, "simba_mysql_desc.database") != NULL);
     md = base_desc();
     md.host = "no-such-host.invalid";            /* the host-name policy: resolved once, here */
     d.backend = simba_mysql(&md);
-    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(simba_create(&d, &why) == NULL);
     CHECK(strstr(why.message, "simba_mysql_desc.host: cannot resolve 'no-such-host.invalid'") != NULL);
     md = base_desc();
     md.table_prefix = "x`; DROP TABLE y; --";
     bk = simba_mysql(&md);
     memset(&d, 0, sizeof d);
     d.backend = bk;
-    CHECK(simba_create_ex(&d, &err) == NULL);
+    CHECK(cf_create(&d, &err) == NULL);
     CHECK(err != SIMBA_OK);
     md = base_desc();
     md.table_prefix = "x`; DROP TABLE y; --";
     d.backend = simba_mysql(&md);
-    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(simba_create(&d, &why) == NULL);
     CHECK(strstr(why.message, "simba_mysql_desc.table_prefix") != NULL);
     md = base_desc();
     md.port = 70000;
     d.backend = simba_mysql(&md);
-    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(simba_create(&d, &why) == NULL);
     CHECK_EQ(why.code, SIMBA_EINVAL);
     CHECK(strstr(why.message, "simba_mysql_desc.port") != NULL);
     md = base_desc();
     md.database = "d234567890123456789012345678901234567890123456789012345678901234567890";
     d.backend = simba_mysql(&md);
-    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(simba_create(&d, &why) == NULL);
     CHECK(strstr(why.message, "simba_mysql_desc.database") != NULL);
     md = base_desc();
     md.allocator.alloc = track_alloc;            /* half an allocator: alloc without free */
     d.backend = simba_mysql(&md);
-    CHECK(simba_create_err(&d, &why) == NULL);
+    CHECK(simba_create(&d, &why) == NULL);
     CHECK_EQ(why.code, SIMBA_EINVAL);
     CHECK(strstr(why.message, "simba_mysql_desc.allocator") != NULL);
     {
@@ -799,7 +799,7 @@ static void t_bad_options_and_garbage(void) {
             md.allocator.user = &n;
             failing_count = 0;
             d.backend = simba_mysql(&md);
-            s = simba_create_err(&d, &why);
+            s = simba_create(&d, &why);
             if (s) { made_one = 1; simba_destroy(s); continue; }
             CHECK_EQ(why.code, SIMBA_ENOMEM);
             CHECK(strstr(why.message, "simba_mysql: out of memory") != NULL);
@@ -910,7 +910,7 @@ static void t_capacity_reported(void) {
     d.ttl_ms = 3000; d.transition_ms = 1000;
     d.logger.func = cap_log; d.logger.level = SIMBA_LOG_WARN;
     cap_warns = 0;
-    a.s = simba_create(&d);
+    a.s = simba_create(&d, NULL);
     CHECK(a.s);
     memset(&ld, 0, sizeof ld);
     ld.name = "rw"; ld.exclusive = 1; ld.wait_ms = -1;
@@ -1060,10 +1060,10 @@ static void t_wakeup_is_pushed(void) {
     d.recheck_ms = 60000;
     d.backend = make_backend(&md);
     d.client_id = "wa";
-    a.s = simba_create(&d);
+    a.s = simba_create(&d, NULL);
     d.backend = make_backend(&md);
     d.client_id = "wb";
-    b.s = simba_create(&d);
+    b.s = simba_create(&d, NULL);
     CHECK(a.s && b.s);
     la = h_acquire(a.s, "bell", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
@@ -1269,9 +1269,9 @@ static void t_semaphore_other_holder_release(void) {
     d.ttl_ms = 60000;
     d.transition_ms = 10000;
     d.recheck_ms = 60000;
-    d.backend = make_backend(&md); d.client_id = "s1"; a.s = simba_create(&d);
-    d.backend = make_backend(&md); d.client_id = "s2"; b.s = simba_create(&d);
-    d.backend = make_backend(&md); d.client_id = "sw"; c.s = simba_create(&d);
+    d.backend = make_backend(&md); d.client_id = "s1"; a.s = simba_create(&d, NULL);
+    d.backend = make_backend(&md); d.client_id = "s2"; b.s = simba_create(&d, NULL);
+    d.backend = make_backend(&md); d.client_id = "sw"; c.s = simba_create(&d, NULL);
     CHECK(a.s && b.s && c.s);
     memset(&ld, 0, sizeof ld);
     ld.name = "pool"; ld.capacity = 2; ld.wait_ms = -1;
@@ -1762,7 +1762,7 @@ static void t_release_passes_queued_polls(void) {
     CHECK(h_expect(cl, 2, 1, held, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     for (i = 0; i < 20; i++) CHECK((lw[i] = simba_acquire(w.s, &ld)).id != 0);
     h_run_for(cl, 2, 1000);
-    simba_backend_wake(w.s, "rp-pool", NULL, NULL, 0);
+    simba_backend_changed(w.s, "rp-pool");
     for (i = 0; i < 50 && polls < 10; i++) {
         simba_pollfds(w.s, fds, 8);
         polls = stats_of(w.s).polls > 0 ? ((simba__mysql *)backend_of(w.s).impl)->queued_ops : 0;
@@ -1905,10 +1905,10 @@ static void t_outage_drops_stale_state(void) {
     d.recheck_ms = 60000;                       /* no periodic re-check to hide a lost push */
     d.backend = make_backend(&md);
     d.client_id = "oa";
-    a.s = simba_create(&d);
+    a.s = simba_create(&d, NULL);
     d.backend = make_backend(&md);
     d.client_id = "ob";
-    b.s = simba_create(&d);
+    b.s = simba_create(&d, NULL);
     CHECK(a.s && b.s);
     la = h_acquire(a.s, "outage", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 8000) != NULL);

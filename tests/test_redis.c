@@ -166,7 +166,7 @@ static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, cons
     d.recheck_ms = recheck;
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_WARN;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* Client 0 takes `name`; client 1 queues behind it and gets it only after
@@ -253,7 +253,7 @@ static void t_free(void *p, void *user) {
 }
 
 /* A bad desc never crashes: the constructor returns simba_backend_error, so
-   simba_create_err fails with SIMBA_EINVAL and a message naming the field. */
+   simba_create fails with SIMBA_EINVAL and a message naming the field. */
 static void t_redis_bad_desc(void) {
     static const char *const field[15] = {"port", "port", "prefix", "prefix", "prefix", "db", "user",
                                           "connect_timeout_ms", "wait_replicas", "host", "unix_socket", "host",
@@ -267,7 +267,7 @@ static void t_redis_bad_desc(void) {
     longprefix[sizeof longprefix - 1] = 0;
     memset(&d, 0, sizeof d);
     d.backend = simba_redis(NULL);
-    CHECK(simba_create_err(&d, &e) == NULL);
+    CHECK(simba_create(&d, &e) == NULL);
     CHECK_EQ(e.code, SIMBA_EINVAL);
     CHECK(strstr(e.message, "simba_redis_desc: NULL") != NULL);
     for (i = 0; i < 15; i++) {
@@ -293,7 +293,7 @@ static void t_redis_bad_desc(void) {
         d.backend = simba_redis(&rd);
         CHECK(d.backend.vt != NULL);                  /* never an unusable backend */
         memset(&e, 0, sizeof e);
-        CHECK(simba_create_err(&d, &e) == NULL);
+        CHECK(simba_create(&d, &e) == NULL);
         CHECK_EQ(e.code, SIMBA_EINVAL);
         snprintf(want, sizeof want, "simba_redis_desc.%s: ", field[i]);
         if (!strstr(e.message, want)) printf("  # case %d: want \"%s\" in: %s\n", i, want, e.message);
@@ -336,7 +336,7 @@ static void t_redis_allocator(void) {
         memset(&d, 0, sizeof d);
         d.backend = simba_redis(&rd);
         memset(&e, 0, sizeof e);
-        c.s = simba_create_err(&d, &e);
+        c.s = simba_create(&d, &e);
         if (c.s) {                                    /* n is past the constructor's allocations */
             simba_destroy(c.s);
         } else {
@@ -1217,7 +1217,7 @@ static simba *stats_client(const char *tenant, const char *id, simba_backend *b)
     d.ttl_ms = TTL;
     d.transition_ms = TRANSITION;
     d.recheck_ms = 60000;      /* a grant reaches b by push, not by a re-check */
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static void t_redis_stats(void) {

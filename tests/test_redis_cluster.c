@@ -366,7 +366,7 @@ static int create_code(const simba_redis_desc *rd, char *msg, size_t cap) {
     memset(&d, 0, sizeof d);
     memset(&e, 0, sizeof e);
     d.backend = simba_redis(rd);
-    s = simba_create_err(&d, &e);
+    s = simba_create(&d, &e);
     if (s) { simba_destroy(s); return SIMBA_OK; }
     snprintf(msg, cap, "%s", e.message);
     return e.code;
@@ -446,7 +446,7 @@ static void t_cluster_one_server_url_on_a_node(void) {
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_WARN;
     logbuf[0] = 0;
-    c.s = simba_create(&d);
+    c.s = simba_create(&d, NULL);
     CHECK(c.s != NULL);
     for (i = 0; i < 6; i++) l[i] = h_acquire(c.s, names[i], 500);
     until = h_real_ms() + SOON;
@@ -518,7 +518,7 @@ static simba *cluster_client(const char *tenant, const char *id) {
     d.transition_ms = TRANSITION;
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_WARN;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* A client on backend be with its own ttl and re-check period (a long one: a grant that
@@ -534,7 +534,7 @@ static simba *client_on(simba_backend be, const char *tenant, const char *id, in
     d.recheck_ms = recheck_ms;
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_WARN;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static simba *cluster_client_slow(const char *tenant, const char *id, int ttl_ms, int recheck_ms) {
@@ -1632,7 +1632,7 @@ static void t_cluster_init_server(void) {
         d.logger.func = log_to_buf;
         d.logger.level = SIMBA_LOG_WARN;
         logbuf[0] = 0;
-        c.s = simba_create(&d);
+        c.s = simba_create(&d, NULL);
         CHECK(c.s != NULL);
         for (i = 0; i < 3; i++) l[i] = h_acquire(c.s, names[i], -1);
         for (i = 0; i < 3; i++) CHECK(h_expect(cl, 1, 0, l[i], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
@@ -1760,7 +1760,7 @@ static simba *fake_client(int p) {
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_WARN;
     logbuf[0] = 0;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* Every seed refuses connections: DISCONNECTED with SIMBA_EDISCONNECTED,
@@ -1780,7 +1780,7 @@ static void t_cluster_seeds_all_down(void) {
     memset(&d, 0, sizeof d);
     d.backend = simba_redis(&rd);
     d.tenant = "down";
-    c.s = simba_create(&d);
+    c.s = simba_create(&d, NULL);
     CHECK(c.s != NULL);
     l = h_acquire(c.s, "x", -1);
     for (end = h_real_ms() + 1500; h_real_ms() < end;) {

@@ -208,7 +208,7 @@ static simba *new_client_tt(const simba_redis_desc *rd, const char *tenant, cons
     d.recheck_ms = 500;
     d.logger.func = log_to_buf;
     d.logger.level = SIMBA_LOG_INFO;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static simba *new_client_ex(const simba_redis_desc *rd, const char *tenant, const char *id, int ttl) {

@@ -255,7 +255,7 @@ static simba *new_client(sim *m) {
     d.ttl_ms = 300;
     d.transition_ms = 200;
     d.clock.now_ms = vclock;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 /* One schedule. Returns 1 if every invariant held. */

@@ -29,9 +29,9 @@ static void ok(const char *url) {
     rc = simba_url_desc(url, &u, &d, &e);
     CHECK(rc == SIMBA_OK, "%s: %d %s", url, rc, e.msg);
     if (rc == SIMBA_OK) {
-        int err = 0;
-        simba *s = simba_create_ex(&d, &err);
-        CHECK(s != NULL, "%s: simba_create_ex: %s", url, simba_strerror(err));
+        simba_error err;
+        simba *s = simba_create(&d, &err);
+        CHECK(s != NULL, "%s: simba_create: %s", url, simba_strerror(err.code));
         simba_destroy(s);
     }
 }

@@ -110,8 +110,8 @@ static int zk_client_open(zk_client *c, const char *hosts, const char *tenant, c
     d.ttl_ms = ttl;
     d.transition_ms = transition;
     d.op_timeout_ms = zk_op_timeout_ms;
-    c->h.s = simba_create_ex(&d, &err);
-    if (!c->h.s) printf("  # simba_create_ex: %s\n", simba_strerror(err));
+    c->h.s = cf_create(&d, &err);
+    if (!c->h.s) printf("  # simba_create: %s\n", simba_strerror(err));
     return c->h.s != NULL;
 }
 
@@ -992,7 +992,7 @@ static int zk_client_open_base(zk_client *c, const char *base, const char *tenan
     d.client_id = id;
     d.ttl_ms = 1500;
     d.transition_ms = 1000;
-    c->h.s = simba_create_ex(&d, &err);
+    c->h.s = cf_create(&d, &err);
     return c->h.s != NULL;
 }
 
@@ -1285,7 +1285,7 @@ static void t_zk_allocator_and_stats(void) {
     memset(&c, 0, sizeof c);
     d.backend = be;
     d.tenant = zk_tenant();
-    c.s = simba_create_ex(&d, &err);
+    c.s = cf_create(&d, &err);
     CHECK(c.s != NULL);
     if (!c.s) return;
     cl[0] = &c;
@@ -1336,7 +1336,7 @@ static void t_zk_handoff_takes_no_big_block(void) {
         memset(&d, 0, sizeof d);
         d.backend = simba_zk(&zd);
         d.tenant = zk_tenant();
-        c[i].s = simba_create_ex(&d, &err);
+        c[i].s = cf_create(&d, &err);
         cl[i] = &c[i];
         CHECK(c[i].s != NULL);
     }
@@ -1367,18 +1367,18 @@ out:
 /* Bad options fail simba_create with SIMBA_EINVAL, never later. */
 static char bad_log[2048];
 
-/* simba_create_err, keeping its message in bad_log. */
+/* simba_create, keeping its message in bad_log. */
 static simba *create_bad(const simba_desc *d, int *err) {
     simba_error e;
     simba *s;
     memset(&e, 0, sizeof e);
-    s = simba_create_err(d, &e);
+    s = simba_create(d, &e);
     *err = e.code;
     snprintf(bad_log, sizeof bad_log, "%s", e.message);
     return s;
 }
 
-/* A refused desc is reported by simba_create_err naming the field (want). */
+/* A refused desc is reported by simba_create's simba_error naming the field (want). */
 static int bad_log_names(const char *want) {
     if (strstr(bad_log, want)) return 1;
     printf("  # want \"%s\" in the error: %s\n", want, bad_log);
@@ -1453,19 +1453,19 @@ static void t_zk_bad_options(void) {
     zd.hosts = "localhost:1";
     zd.allow_hostnames = 1;
     d.backend = simba_zk(&zd);
-    s = simba_create_ex(&d, &err);
+    s = cf_create(&d, &err);
     CHECK(s != NULL);
     simba_destroy(s);
     zd.hosts = "localhost:1,127.0.0.1:2/chroot";
     zd.allow_hostnames = 0;
     d.backend = simba_zk(&zd);
-    s = simba_create_ex(&d, &err);
+    s = cf_create(&d, &err);
     CHECK(s != NULL);
     simba_destroy(s);
     zd.hosts = "[::1]:1,127.0.0.1:1/chroot";
     zd.allow_hostnames = 0;
     d.backend = simba_zk(&zd);
-    s = simba_create_ex(&d, &err);
+    s = cf_create(&d, &err);
     CHECK(s != NULL);
     simba_destroy(s);
     CHECK_EQ(simba_zk_stats(simba_mem(NULL, NULL), NULL), SIMBA_EINVAL);
@@ -1574,7 +1574,7 @@ static void t_zk_refused_port_backs_off(void) {
     d.tenant = zk_tenant();
     d.ttl_ms = 1500;
     d.transition_ms = 1000;
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     CHECK(s != NULL);
     for (end = h_real_ms() + 2000; h_real_ms() < end; iterations++) {
         struct pollfd fds[8];
@@ -1798,7 +1798,7 @@ static void t_zk_lease_above_server_max(void) {
     d.logger.func = capture_log;
     d.logger.level = SIMBA_LOG_WARN;
     logged[0] = 0;
-    a.s = simba_create(&d);
+    a.s = simba_create(&d, NULL);
     CHECK(a.s != NULL);
     l = simba_acquire(a.s, &(simba_lock_desc){ .name = "long", .wait_ms = -1 });
     for (end = h_real_ms() + 1500; h_real_ms() < end;) {
@@ -1847,7 +1847,7 @@ static void t_zk_missing_chroot_is_einval(void) {
     d.logger.func = capture_log;
     d.logger.level = SIMBA_LOG_WARN;
     logged[0] = 0;
-    s = simba_create(&d);
+    s = simba_create(&d, NULL);
     CHECK(s != NULL);
     for (end = h_real_ms() + 10000; h_real_ms() < end && !simba_connected(s);) {
         struct pollfd fds[8];

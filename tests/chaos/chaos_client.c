@@ -197,7 +197,8 @@ static void note_validity(simba *s, hold *k) {
 
 int main(int argc, char **argv) {
     const char *kind, *logpath, *statedir;
-    int index, ttl, transition, err = 0;
+    int index, ttl, transition;
+    simba_error err;
     simba_desc d;
     simba *s;
     hold k;
@@ -245,8 +246,8 @@ int main(int argc, char **argv) {
     d.tenant = "chaos";
     d.ttl_ms = ttl;
     d.transition_ms = transition;
-    s = simba_create_ex(&d, &err);
-    if (!s) { fprintf(stderr, "chaos_client: simba_create: %s\n", simba_strerror(err)); return 2; }
+    s = simba_create(&d, &err);
+    if (!s) { fprintf(stderr, "chaos_client: simba_create: %s\n", err.message[0] ? err.message : simba_strerror(err.code)); return 2; }
 
     memset(&k, 0, sizeof k);
     while (!stop_flag) {

@@ -263,7 +263,7 @@ static simba *new_client(int ci) {
     d.logger.user = &W.c[ci];
     d.logger.level = SIMBA_LOG_ERROR;
     W.c[ci].paused = 0;
-    return simba_create(&d);
+    return simba_create(&d, NULL);
 }
 
 static void forget_client(int ci) {

@@ -10,7 +10,7 @@
      checks it), simba_redis_resource_key(), the INFO run_id parser;
    - MySQL: the desc (database, table prefix, port; simba_mysql());
    - core: tenant, client id, resource names and idempotency keys (through
-     simba_create_ex and simba_acquire on the mem backend).
+     simba_create and simba_acquire on the mem backend).
 
    The first byte picks the target; the rest is split at NUL bytes into
    strings. Nothing connects: a backend is destroyed without being attached.
@@ -120,14 +120,14 @@ static void fuzz_core(char **s, uint8_t flags) {
     simba_mem_server *srv = simba_mem_server_create(NULL);
     simba_desc d;
     simba *c;
-    int err = 0;
+    simba_error err;
     memset(&d, 0, sizeof d);
     d.backend = simba_mem(srv, NULL);
     d.tenant = (flags & 1) ? s[0] : NULL;
     d.client_id = (flags & 2) ? s[1] : NULL;
     d.clock.now_ms = fixed_clock;
-    c = simba_create_ex(&d, &err);
-    FZ_CHECK(c != NULL || err < 0, "simba_create_ex failed without an error code");
+    c = simba_create(&d, &err);
+    FZ_CHECK(c != NULL || err.code < 0, "simba_create failed without an error code");
     if (c) {
         simba_lock_desc ld;
         const char *names[4];

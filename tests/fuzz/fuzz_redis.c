@@ -569,7 +569,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.clock.now_ms = vclock;
     d.linger_ms = -1;             /* the fake server is driven by this thread: it cannot answer
                                      the CLOSE of simba_destroy while simba_destroy waits */
-    F.s = simba_create(&d);
+    F.s = simba_create(&d, NULL);
     FZ_CHECK(F.s != NULL, "simba_create");
     /* the hostile part: the input drives both sides */
     for (turn = 0; turn < TURNS && fz_more(&in); turn++) {

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!strstr(s, "password_file")) {
         memset(&d, 0, sizeof d);
         if (simba_url_desc(s, &u, &d, &e) == SIMBA_OK) {
-            simba *c = simba_create(&d);
+            simba *c = simba_create(&d, NULL);
             simba_destroy(c);
         } else if (!memchr(e.msg, 0, sizeof e.msg) || !e.part[0]) {
             abort();   /* every error must name a part, in a terminated message */
