@@ -111,7 +111,7 @@ struct simba_sqlite_stats {
     int64_t reconnects;         /* opens after the first */
     int64_t ops_sent;           /* ops of the core accepted by submit */
     int64_t ops_completed;      /* ops answered to the core */
-    int64_t wakes;              /* simba_backend_wake() calls made */
+    int64_t wakes;              /* simba_backend_granted/_recheck/_changed calls made */
     /* SQLite's own */
     uint64_t transactions;      /* write transactions committed */
     uint64_t busy;              /* batches that found the database busy (retried) */
@@ -1871,7 +1871,7 @@ static void simba__sqlite_watch_fire(simba__sqlite *b, const struct pollfd *fds,
     b->stats.watches = b->nwatch;
     for (i = 0; i < n; i++) {
         b->stats.wakes++;
-        simba_backend_wake(b->s, names[i], NULL, NULL, 0);
+        simba_backend_changed(b->s, names[i]);
     }
 }
 
@@ -1924,7 +1924,16 @@ static void simba__sqlite_send_wakes(simba__sqlite *b) {
     b->nwakes = 0;
 }
 
-/*>>wakeups.deliver: datagrams and ended processes -> simba_backend_wake */
+/*>>wakeups.deliver: datagrams and ended processes -> simba_backend_granted/recheck/changed */
+
+/* One datagram to the core: a grant (a fence, an entry), "this entry
+   re-checks" (an entry, fence 0), or "everyone on name re-checks". */
+static void simba__sqlite_deliver(simba__sqlite *b, const char *name, const char *session, const char *request,
+                                  int64_t fence) {
+    if (session[0] && request[0] && fence > 0) simba_backend_granted(b->s, name, session, request, fence);
+    else if (session[0] && request[0]) simba_backend_recheck(b->s, name, session, request);
+    else simba_backend_changed(b->s, name);
+}
 
 /* Reads every datagram waiting. Anyone on the host can send to an abstract
    socket, so a datagram is a hint: a bad one is dropped, and one from
@@ -1967,7 +1976,7 @@ static void simba__sqlite_receive(simba__sqlite *b) {
         if (!trusted) fence = 0;
         b->stats.datagrams_received++;
         b->stats.wakes++;
-        simba_backend_wake(b->s, name, session[0] ? session : NULL, request[0] ? request : NULL, fence);
+        simba__sqlite_deliver(b, name, session, request, fence);
         if (!b->up) return;   /* the wake made the core drop us */
     }
 }
