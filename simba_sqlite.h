@@ -783,7 +783,8 @@ static int64_t simba__sqlite_meta_int(simba__sqlite *b, const char *k, int64_t d
 }
 
 /* After a reboot nothing of the old sessions lives: they all go, and the
-   monotonic times in the file (expiries, the grace) mean nothing any more. */
+   monotonic times in the file (expiries, the grace) mean nothing any more.
+   A new file only notes the boot (its grace, if any, is of this boot). */
 static void simba__sqlite_new_boot(simba__sqlite *b) {
     char boot[64], was[64] = "";
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_META_GET);
@@ -792,12 +793,21 @@ static void simba__sqlite_new_boot(simba__sqlite *b) {
     if (simba__sqlite_step(b, st) == SQLITE_ROW) simba__sqlite_col(st, 0, was, sizeof was);
     sqlite3_reset(st);
     if (strcmp(boot, was) == 0) return;
-    if (sqlite3_exec(b->db, "DELETE FROM entries; DELETE FROM sessions; DELETE FROM meta WHERE k='grace_until'",
+    if (was[0] && sqlite3_exec(b->db, "DELETE FROM entries; DELETE FROM sessions; DELETE FROM meta WHERE k='grace_until'",
                      NULL, NULL, NULL) != SQLITE_OK) { simba__sqlite_fail(b, sqlite3_errcode(b->db)); return; }
     st = simba__sqlite_q(b, SQ_META_SET);
     simba__sqlite_bind_text(st, 1, "boot_id");
     simba__sqlite_bind_text(st, 2, boot);
     simba__sqlite_step(b, st);
+}
+
+/* No grant in this file for one lease of ours from now (restart grace). */
+static void simba__sqlite_grace(simba__sqlite *b) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(k,v) VALUES('grace_until',"
+             "MAX(COALESCE((SELECT v FROM meta WHERE k='grace_until'),0),%lld))",
+             (long long)(simba__sqlite_mono_ms() + simba_lease_ms(b->s)));
+    if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
 }
 
 /* Creates the schema in a new file. A new file while other processes hold
@@ -812,12 +822,25 @@ static void simba__sqlite_create(simba__sqlite *b) {
         sqlite3_free(err);
         return;
     }
-    if (b->had_file || simba__sqlite_others_marked(b) || simba__sqlite_others_bound(b)) {
-        char sql[128];
-        snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(k,v) VALUES('grace_until',%lld)",
-                 (long long)(simba__sqlite_mono_ms() + simba_lease_ms(b->s)));
-        if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
+    if (b->had_file || simba__sqlite_others_marked(b) || simba__sqlite_others_bound(b)) simba__sqlite_grace(b);
+}
+
+/* A file made (or moved) at another path than ours was put here under
+   running clients (renamed over the old one): the same grace. The path's
+   tag is kept in the file. */
+static void simba__sqlite_check_tag(simba__sqlite *b, int created) {
+    char sql[160], was[24] = "";
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(b->db, "SELECT v FROM meta WHERE k='tag'", -1, &st, NULL) != SQLITE_OK) {
+        simba__sqlite_fail(b, sqlite3_errcode(b->db));
+        return;
     }
+    if (sqlite3_step(st) == SQLITE_ROW) simba__sqlite_col(st, 0, was, sizeof was);
+    sqlite3_finalize(st);
+    if (strcmp(was, b->tag) == 0) return;
+    if (!created) simba__sqlite_grace(b);
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(k,v) VALUES('tag','%s')", b->tag);
+    if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
 }
 
 /* The setup transaction: the schema if the file is new, the boot check.
@@ -840,6 +863,7 @@ static int simba__sqlite_setup(simba__sqlite *b, char *msg, size_t cap) {
     }
     b->rc = 0;
     if (fmt == 0) simba__sqlite_create(b);
+    if (!b->rc) simba__sqlite_check_tag(b, fmt == 0);
     if (!b->rc && (rc = simba__sqlite_prepare(b, msg, cap)) != 0) { sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL); return rc; }
     if (!b->rc) simba__sqlite_new_boot(b);
     if (!b->rc && (rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) simba__sqlite_fail(b, rc);
