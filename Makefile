@@ -291,8 +291,8 @@ test-scale: $(B)/test_scale
 # MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
 # harness of the URL parser for FUZZ_URL_SECONDS (clang).
 .PHONY: cli test-cli asan-cli bench-cli fuzz-url install-cli
-CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
-CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS)
+CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h
 FUZZ_URL_SECONDS ?= 60
 cli: $(B)/simba
 $(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)

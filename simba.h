@@ -5245,6 +5245,9 @@ SIMBA__URL_STATIC const char *simba_url_schemes(void) {
 #ifdef SIMBA_ZK_INCLUDED
         "zk://, "
 #endif
+#ifdef SIMBA_SQLITE_INCLUDED
+        "sqlite://, "
+#endif
         "mem:";
 }
 
@@ -5278,6 +5281,9 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
 #ifdef SIMBA_ZK_INCLUDED
     else if (strcmp(u->scheme, "zk") == 0) rc = simba_zk_from_url(u, &b, err);
 #endif
+#ifdef SIMBA_SQLITE_INCLUDED
+    else if (strcmp(u->scheme, "sqlite") == 0) rc = simba_sqlite_from_url(u, &b, err);
+#endif
     else if (strcmp(u->scheme, "mem") == 0) {
         rc = simba_url_check_used(u, err);
         if (rc == SIMBA_OK) {
@@ -5288,7 +5294,8 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
     } else {
         const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
                             strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
-                            strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0
+                            strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0 ||
+                            strcmp(u->scheme, "sqlite") == 0
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",
                               u->scheme, known, simba_url_schemes());

@@ -1067,12 +1067,14 @@ static int simba__sqlite_run_batch(simba__sqlite *b) {
 
 /*>>session.open: whether a session lives */
 
-/* Whether someone holds the mark at `slot` of our sidecar: 1 held (or we
-   cannot tell), 0 free. Our own byte counts as held: a stale row that
-   shares it is left to its lease. */
-static int simba__sqlite_mark_held(simba__sqlite *b, int slot) {
+/* Whether the mark at `slot` of our sidecar is still its session's: 1 held
+   (or we cannot tell), 0 gone. Our own byte is held for our own sessions
+   only (the same wake socket): for another's row it is gone, since we could
+   take the byte only after its owner let go of it. */
+static int simba__sqlite_mark_held(simba__sqlite *b, int slot, const char *wake) {
     struct flock lk;
-    if (slot == b->slot || b->side < 0) return 1;
+    if (b->side < 0) return 1;
+    if (slot == b->slot) return strcmp(wake, b->wake) == 0;
     memset(&lk, 0, sizeof lk);
     lk.l_type = F_WRLCK;
     lk.l_whence = SEEK_SET;
@@ -1097,7 +1099,7 @@ static int simba__sqlite_row_state(simba__sqlite *b, sqlite3_stmt *st, simba__sq
     simba__sqlite_col(st, 5, k->wake, sizeof k->wake);
     if (k->expires < b->now) return SIMBA__SQLITE_EXPIRED;
     if (strcmp(markfile, b->markfile) != 0) return SIMBA__SQLITE_LIVE;   /* a mark we cannot see */
-    if (simba__sqlite_mark_held(b, slot)) return SIMBA__SQLITE_LIVE;
+    if (simba__sqlite_mark_held(b, slot, k->wake)) return SIMBA__SQLITE_LIVE;
     return simba__sqlite_proc_start(k->pid) == k->start ? SIMBA__SQLITE_LIVE : SIMBA__SQLITE_GONE;
 }
 

@@ -285,6 +285,26 @@ static void t_sqlite_kill9_holder(void) {
     CHECK(stats.pidfd_fired >= 1);
 }
 
+/* A holder killed with -9 before anyone waits: the next process (which may
+   take the dead one's byte in the sidecar) finds it dead at once, so even a
+   try-lock succeeds under the default 16 s lease. */
+static void t_sqlite_dead_holder_try(void) {
+    char path[320];
+    int fd, st;
+    pid_t pid;
+    simba *s;
+    sq_path(path, sizeof path, "dead.db");
+    pid = sq_start_holder(path, "dead", 0, 0, &fd);
+    CHECK(pid > 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(fd);
+    s = sq_client(path, "dead", "next", 0, 0);
+    CHECK(s);
+    CHECK(sq_expect(s, sq_acquire(s, "x", 1, 1, 0, 0), SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    simba_destroy(s);
+}
+
 /* A stopped holder keeps its mark: it is purged by its lease only, and when
    it runs again its first event is LOST (the local safety rule). */
 static void t_sqlite_sigstop_holder(void) {
@@ -508,6 +528,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_processes_mutex);
     RUN(t_sqlite_processes_semaphore);
     RUN(t_sqlite_kill9_holder);
+    RUN(t_sqlite_dead_holder_try);
     RUN(t_sqlite_sigstop_holder);
     RUN(t_sqlite_foreign_file);
     RUN(t_sqlite_corrupt_file);
