@@ -18,7 +18,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo \
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
 all: examples bench cli
@@ -35,7 +35,7 @@ help:
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
 	@echo "make test-redis-cluster | asan-redis-cluster | bench-redis-cluster   Redis Cluster (3 masters + 3 replicas)"
-	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-loop"
+	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-sqlite | bench-loop"
 	@echo "make bench-scale | test-scale   cost as the queue grows, with peers (issue #15); its acceptance test (fails until #15 is done)"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
@@ -251,6 +251,11 @@ bench-redis-cluster: $(B)/bench_redis_cluster
 	tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster
 bench-mysql: $(B)/bench_mysql
 	tests/servers/mysql.sh run ./$(B)/bench_mysql
+$(B)/bench_sqlite: bench/bench_sqlite.c bench/bench_util.h $(HDR_CORE) simba_sqlite.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SQLITE_LIBS) $(LDFLAGS)
+# no server: the floors (a write transaction, flock, a datagram) and simba on one file
+bench-sqlite: $(B)/bench_sqlite $(B)/simba
+	SIMBA_CLI=./$(B)/simba ./$(B)/bench_sqlite
 bench-zk: $(B)/bench_zk
 	tests/servers/zk.sh run ./$(B)/bench_zk
 # push mode: hand-off from a foreign callback vs the poll loop, idle wake-ups (Redis)

@@ -276,11 +276,11 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     "UPDATE resources SET counter=?3 WHERE tenant=?1 AND name=?2",
     "UPDATE resources SET capacity=?3 WHERE tenant=?1 AND name=?2",
     "DELETE FROM resources WHERE tenant=?1 AND name=?2",
-    "SELECT rowid,request,session,weight,fence FROM entries WHERE tenant=?1 AND name=?2 ORDER BY rowid",
+    "SELECT rowid,request,session,weight,fence,nres FROM entries WHERE tenant=?1 AND name=?2 ORDER BY rowid",
     "SELECT rowid,session,fence FROM entries WHERE tenant=?1 AND name=?2 AND request=?3",
-    "INSERT INTO entries(tenant,name,request,session,weight,fence,watch) VALUES(?1,?2,?3,?4,?5,0,?6)",
+    "INSERT INTO entries(tenant,name,request,session,weight,fence,watch,nres) VALUES(?1,?2,?3,?4,?5,0,?6,?7)",
     "UPDATE entries SET fence=?2 WHERE rowid=?1",
-    "SELECT COUNT(*),COALESCE(SUM(fence=0),0) FROM entries WHERE tenant=?1 AND request=?2 AND session=?3",
+    "SELECT COUNT(*),COALESCE(SUM(fence=0),0) FROM entries WHERE tenant=?1 AND session=?3 AND request=?2",
     "DELETE FROM entries WHERE tenant=?1 AND name=?2 AND request=?3 AND session=?4",
     "SELECT COUNT(*) FROM entries WHERE tenant=?1 AND name=?2 AND rowid<?3",
     "SELECT session,fence FROM entries WHERE tenant=?1 AND name=?2 AND rowid<?3 ORDER BY rowid DESC LIMIT 1",
@@ -294,22 +294,21 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
 
 /* The schema, written by the first process that opens the file. */
 static const char *const simba__sqlite_schema =
-    "CREATE TABLE meta(k TEXT PRIMARY KEY, v);"
+    "CREATE TABLE meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
     "CREATE TABLE sessions(tenant TEXT NOT NULL, id TEXT NOT NULL, slot INTEGER NOT NULL,"
     " markfile TEXT NOT NULL, pid INTEGER NOT NULL, start INTEGER NOT NULL,"
-    " expires INTEGER NOT NULL, wake TEXT NOT NULL, PRIMARY KEY(tenant,id));"
+    " expires INTEGER NOT NULL, wake TEXT NOT NULL, PRIMARY KEY(tenant,id)) WITHOUT ROWID;"
     "CREATE TABLE resources(tenant TEXT NOT NULL, name BLOB NOT NULL, capacity INTEGER NOT NULL,"
-    " counter INTEGER NOT NULL, PRIMARY KEY(tenant,name));"
+    " counter INTEGER NOT NULL, PRIMARY KEY(tenant,name)) WITHOUT ROWID;"
     "CREATE TABLE entries(tenant TEXT NOT NULL, name BLOB NOT NULL, request TEXT NOT NULL,"
     " session TEXT NOT NULL, weight INTEGER NOT NULL, fence INTEGER NOT NULL DEFAULT 0,"
-    " watch INTEGER NOT NULL DEFAULT 0, UNIQUE(tenant,name,request));"
+    " watch INTEGER NOT NULL DEFAULT 0, nres INTEGER NOT NULL DEFAULT 1, UNIQUE(tenant,name,request));"
     "CREATE INDEX entries_queue ON entries(tenant,name);"
     "CREATE INDEX entries_session ON entries(tenant,session);"
-    "CREATE INDEX entries_request ON entries(tenant,request);"
-    "CREATE TABLE epochs(tenant TEXT PRIMARY KEY, epoch INTEGER NOT NULL, fence_floor INTEGER NOT NULL);"
-    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 1');";
+    "CREATE TABLE epochs(tenant TEXT PRIMARY KEY, epoch INTEGER NOT NULL, fence_floor INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 2');";
 
-#define SIMBA__SQLITE_FORMAT "simba-sqlite 1"
+#define SIMBA__SQLITE_FORMAT "simba-sqlite 2"
 
 typedef struct simba__sqlite {
     simba *s;
@@ -1269,24 +1268,35 @@ static void simba__sqlite_owner(simba__sqlite *b, const char *name, char *out, s
     sqlite3_reset(st);
 }
 
+enum { SIMBA__SQLITE_GRANTS = 16 };   /* grants applied per pass of the walk */
+
+typedef struct simba__sqlite_grant {
+    int64_t rowid;
+    int nres;                   /* resources of its request */
+    char request[SIMBA__SQLITE_MAX_REQ];
+    char session[SIMBA_MAX_SESSION + 1];
+} simba__sqlite_grant;
+
 /* An entry was granted: its client is woken with the fence when its
    request is now granted everywhere (several resources: fence 0, it
    re-checks). The request the op answers learns it from the reply. */
-static void simba__sqlite_announce(simba__sqlite *b, const char *name, const char *request, const char *session,
-                                   int64_t fence) {
+static void simba__sqlite_announce(simba__sqlite *b, const char *name, const simba__sqlite_grant *g, int64_t fence) {
     sqlite3_stmt *st;
-    int total = 0, waiting = 1;
+    int total = 1, waiting = 0;
+    const char *request = g->request, *session = g->session;
     simba__sqlite_known *k;
     if (b->answering && strcmp(request, b->answering) == 0 && strcmp(session, b->answering_session) == 0) return;
-    st = simba__sqlite_q(b, SQ_REQ_LEFT);
-    simba__sqlite_bind_text(st, 1, b->tenant);
-    simba__sqlite_bind_text(st, 2, request);
-    simba__sqlite_bind_text(st, 3, session);
-    if (simba__sqlite_step(b, st) == SQLITE_ROW) {
-        total = sqlite3_column_int(st, 0);
-        waiting = sqlite3_column_int(st, 1);
+    if (g->nres > 1) {   /* granted everywhere now? */
+        st = simba__sqlite_q(b, SQ_REQ_LEFT);
+        simba__sqlite_bind_text(st, 1, b->tenant);
+        simba__sqlite_bind_text(st, 2, request);
+        simba__sqlite_bind_text(st, 3, session);
+        if (simba__sqlite_step(b, st) == SQLITE_ROW) {
+            total = sqlite3_column_int(st, 0);
+            waiting = sqlite3_column_int(st, 1);
+        }
+        sqlite3_reset(st);
     }
-    sqlite3_reset(st);
     if (waiting || !total) return;
     k = simba__sqlite_known_get(b, session);
     if (k->state == SIMBA__SQLITE_LIVE) simba__sqlite_wake_add(b, k->wake, name, session, request, total == 1 ? fence : 0);
@@ -1335,14 +1345,6 @@ static void simba__sqlite_tell_all(simba__sqlite *b, const char *name) {
     }
 }
 
-enum { SIMBA__SQLITE_GRANTS = 16 };   /* grants applied per pass of the walk */
-
-typedef struct simba__sqlite_grant {
-    int64_t rowid;
-    char request[SIMBA__SQLITE_MAX_REQ];
-    char session[SIMBA_MAX_SESSION + 1];
-} simba__sqlite_grant;
-
 /* One walk of the prefix rule from the head, as far as it can matter: the
    holders and the waiters it grants now, up to the first it cannot (whose
    session is returned in first_waiter). A dead session met on the way is
@@ -1375,6 +1377,7 @@ static int simba__sqlite_walk(simba__sqlite *b, const char *name, int capacity, 
             break;
         }
         g[n].rowid = sqlite3_column_int64(st, 0);
+        g[n].nres = sqlite3_column_int(st, 5);
         simba__sqlite_col(st, 1, g[n].request, sizeof g[n].request);
         memcpy(g[n].session, session, sizeof session);
         if (++n == SIMBA__SQLITE_GRANTS) break;
@@ -1393,7 +1396,7 @@ static void simba__sqlite_apply(simba__sqlite *b, const char *name, simba__sqlit
         sqlite3_bind_int64(st, 1, g[i].rowid);
         sqlite3_bind_int64(st, 2, *counter);
         simba__sqlite_step(b, st);
-        simba__sqlite_announce(b, name, g[i].request, g[i].session, *counter);
+        simba__sqlite_announce(b, name, &g[i], *counter);
     }
     st = simba__sqlite_q(b, SQ_RES_COUNTER);
     simba__sqlite_bind_text(st, 1, b->tenant);
@@ -1662,6 +1665,7 @@ static void simba__sqlite_enqueue(simba__sqlite *b, simba__sqlite_job *j) {
             simba__sqlite_bind_text(st, 4, j->session);
             sqlite3_bind_int(st, 5, j->res[i].weight);
             sqlite3_bind_int(st, 6, j->watch_owner ? 1 : 0);
+            sqlite3_bind_int(st, 7, j->nres);
             simba__sqlite_step(b, st);
         }
         for (i = 0; i < j->nres && !b->rc; i++) simba__sqlite_touch(b, j->names[i]);
