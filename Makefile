@@ -13,7 +13,7 @@ SQLITE_LIBS := -lsqlite3
 
 # test and fuzz builds never send a name to a DNS resolver (simba_backend_resolve)
 TEST_DEFS := -DSIMBA_NO_DNS
-HDR_CORE  := simba.h
+HDR_CORE  := simba.h simba_mem.h simba_url.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h tests/zk_mntr.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
@@ -226,6 +226,9 @@ fuzz-merge: fuzz-build
 	  rm -f tests/fuzz/corpus/$$h/*; cp $(B)/fuzz/min-$$h/* tests/fuzz/corpus/$$h/; done
 
 # ---- benchmarks (programs that print ratios, not tests) ----
+# Each bench-* target runs through bench/record.sh, which writes what it
+# prints into its section of docs/bench.md with date, machine and commit
+# (BENCH_RECORD=0: only print).
 BENCH := $(B)/bench_mem
 bench: $(BENCH)
 $(B)/bench_mem: bench/bench_mem.c bench/bench_util.h $(HDR_CORE) | $(B)
@@ -237,32 +240,32 @@ $(B)/bench_mysql: bench/bench_mysql.c bench/bench_util.h $(HDR_CORE) simba_mysql
 $(B)/bench_zk: bench/bench_zk.c bench/bench_util.h $(HDR_CORE) simba_zk.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(ZK_LIBS) $(LDFLAGS)
 bench-mem: $(B)/bench_mem
-	./$(B)/bench_mem
+	bench/record.sh $@ './$(B)/bench_mem'
 bench-redis: $(B)/bench_redis $(B)/bench_redis_cluster
-	tests/servers/redis.sh run ./$(B)/bench_redis
-	tests/servers/redis.sh sentinel ./$(B)/bench_redis
-	tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster
+	bench/record.sh $@ 'tests/servers/redis.sh run ./$(B)/bench_redis' \
+	  'tests/servers/redis.sh sentinel ./$(B)/bench_redis' \
+	  'tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster'
 .PHONY: bench-redis-sentinel
 bench-redis-sentinel: $(B)/bench_redis
-	tests/servers/redis.sh sentinel ./$(B)/bench_redis
+	bench/record.sh $@ 'tests/servers/redis.sh sentinel ./$(B)/bench_redis'
 $(B)/bench_redis_cluster: bench/bench_redis_cluster.c bench/bench_util.h $(HDR_CORE) simba_redis.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -DSIMBA_NO_DNS -o $@ $< $(REDIS_LIBS) $(LDFLAGS)
 bench-redis-cluster: $(B)/bench_redis_cluster
-	tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster
+	bench/record.sh $@ 'tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster'
 bench-mysql: $(B)/bench_mysql
-	tests/servers/mysql.sh run ./$(B)/bench_mysql
+	bench/record.sh $@ 'tests/servers/mysql.sh run ./$(B)/bench_mysql'
 $(B)/bench_sqlite: bench/bench_sqlite.c bench/bench_util.h $(HDR_CORE) simba_sqlite.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SQLITE_LIBS) $(LDFLAGS)
 # no server: the floors (a write transaction, flock, a datagram) and simba on one file
 bench-sqlite: $(B)/bench_sqlite $(B)/simba
-	SIMBA_CLI=./$(B)/simba ./$(B)/bench_sqlite
+	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba ./$(B)/bench_sqlite'
 bench-zk: $(B)/bench_zk
-	tests/servers/zk.sh run ./$(B)/bench_zk
+	bench/record.sh $@ 'tests/servers/zk.sh run ./$(B)/bench_zk'
 # push mode: hand-off from a foreign callback vs the poll loop, idle wake-ups (Redis)
 $(B)/bench_loop: bench/bench_loop.c bench/bench_util.h $(HDR_CORE) simba_redis.h adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(REDIS_LIBS) -levent -luv $(LDFLAGS)
 bench-loop: $(B)/bench_loop
-	tests/servers/redis.sh run ./$(B)/bench_loop
+	bench/record.sh $@ 'tests/servers/redis.sh run ./$(B)/bench_loop'
 
 # ---- issue #15: cost as the queue grows (bench/bench_scale.c, tests/test_scale.c) ----
 # bench-scale: the figures for mem and each backend, with the peers (redis-py
@@ -279,10 +282,10 @@ $(B)/test_scale: tests/test_scale.c tests/harness.h $(SCALE_HDRS) | $(B)
 $(B)/peer_getlock: bench/peers/peer_getlock.c | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(MYSQL_LIBS) -lpthread $(LDFLAGS)
 bench-scale: $(B)/bench_scale $(B)/peer_getlock
-	./$(B)/bench_scale mem
-	tests/servers/redis.sh run ./$(B)/bench_scale redis
-	SIMBA_MYSQL_MAX_CONNECTIONS=2600 SIMBA_SCALE_MYSQL_MAX_CLIENTS=1001 tests/servers/mysql.sh run ./$(B)/bench_scale mysql
-	tests/servers/zk.sh run ./$(B)/bench_scale zk
+	bench/record.sh $@ './$(B)/bench_scale mem' \
+	  'tests/servers/redis.sh run ./$(B)/bench_scale redis' \
+	  'SIMBA_MYSQL_MAX_CONNECTIONS=2600 SIMBA_SCALE_MYSQL_MAX_CLIENTS=1001 tests/servers/mysql.sh run ./$(B)/bench_scale mysql' \
+	  'tests/servers/zk.sh run ./$(B)/bench_scale zk'
 test-scale: $(B)/test_scale
 	./$(B)/test_scale mem; r1=$$?; \
 	tests/servers/redis.sh run ./$(B)/test_scale redis; r2=$$?; \
@@ -300,13 +303,13 @@ CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS)
 CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h
 FUZZ_URL_SECONDS ?= 60
 cli: $(B)/simba
-$(B)/simba: cli/simba.c $(CLI_HDRS) | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS) $(LDFLAGS)
+$(B)/simba: cli/simba_cli.c $(CLI_HDRS) | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba_cli.c $(CLI_LIBS) $(LDFLAGS)
 $(B)/test_url: tests/test_url.c $(CLI_HDRS) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
-$(B)/asan/simba: cli/simba.c $(CLI_HDRS)
+$(B)/asan/simba: cli/simba_cli.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba.c $(CLI_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba_cli.c $(CLI_LIBS)
 $(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS)
@@ -321,7 +324,7 @@ fuzz-url: $(B)/fuzz/fuzz_url
 	@mkdir -p $(B)/fuzz/corpus-url
 	./$(B)/fuzz/fuzz_url -max_total_time=$(FUZZ_URL_SECONDS) -max_len=1024 -dict=tests/fuzz/url.dict $(B)/fuzz/corpus-url
 bench-cli: $(B)/simba
-	tests/servers/redis.sh run bench/bench_cli.sh ./$(B)/simba
+	bench/record.sh $@ 'tests/servers/redis.sh run bench/bench_cli.sh ./$(B)/simba'
 install: install-cli
 install-cli: $(B)/simba
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
@@ -342,7 +345,7 @@ deps:
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 simba.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/simba_adapters
 	install -m 644 adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h $(DESTDIR)$(PREFIX)/include/simba_adapters/
 	install -d $(DESTDIR)$(PREFIX)/share/simba

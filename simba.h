@@ -7,9 +7,11 @@
     Do this:
         #define SIMBA_IMPLEMENTATION
     before you include this file in *one* C or C++ file to create the
-    implementation. Backends are opt-in headers of their own that follow the
-    same pattern (simba_redis.h, simba_mysql.h, simba_zk.h); the in-memory
-    backend (simba_mem_*) lives in this file.
+    implementation. simba.h is the core only: the API, the loop, the backend
+    contract and its kit. Every backend is an opt-in header of its own that
+    follows the same pattern and the same skeleton (simba_mem.h: in this
+    process; simba_redis.h, simba_mysql.h, simba_zk.h), and simba_url.h turns
+    a connection URL into a client of any backend included before it.
 
     Optionally define before the implementation:
         SIMBA_ASSERT(c)     your own assert macro (default: assert(c))
@@ -27,10 +29,8 @@
         >>backend       the backend API: WRITING A BACKEND, ops and replies,
                         the vtable, what a backend calls back
         >>kit           the backend kit: the grant rule, fences, name and id
-                        checks, allocation that follows the user's allocator
-        >>mem           the in-memory backend; its fault injection is the
-                        test harness of simba's own tests
-        >>url           connection URLs
+                        checks, allocation that follows the user's allocator,
+                        reading a parsed URL
     Implementation (SIMBA_IMPLEMENTATION)
         >>internals     includes, constants, small utilities, error texts
         >>types         the event ring, the lock table, the instance
@@ -45,14 +45,13 @@
         >>kit           the backend kit
         >>api           the public API
         >>loop          push mode
-        >>mem           the in-memory backend
-        >>url           connection URLs
-    >>url_dispatch      the URL dispatcher (SIMBA_URL_DISPATCH)
 
     WALKTHROUGH: HOLD A LOCK FROM A POLL LOOP
     =========================================
         #define SIMBA_IMPLEMENTATION
         #include "simba.h"
+        #define SIMBA_MEM_IMPLEMENTATION
+        #include "simba_mem.h"                       // or a real backend's header
 
         simba_mem_server *srv = simba_mem_server_create(NULL);   // or a real backend
         simba *s = simba_create(&(simba_desc){ .backend = simba_mem(srv, NULL) }, NULL);
@@ -767,6 +766,12 @@ SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt
    are still valid for ttl if the client is back in time). */
 SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt);
 SIMBADEF const char *simba_tenant(simba *s);
+/* simba_backend_due: for a backend with no socket of its own (the mem
+   backend's server lives in this process): an answer became due without any
+   I/O the caller's loop could see, e.g. another client of the same server
+   released. In push mode the core re-arms the loop's timer at once, so the
+   caller's loop calls in; in pull mode simba_timeout_ms already counts it. */
+SIMBADEF void simba_backend_due(simba *s);
 /* simba_backend_error: what a backend constructor returns when it rejects its
    desc: simba_create then fails with `code` and the
    message, e.g. simba_backend_error(SIMBA_EINVAL, "simba_mysql_desc.url: no
@@ -833,115 +838,18 @@ SIMBADEF int simba_allocator_check(const simba_allocator *a);
 SIMBADEF void *simba_allocator_alloc(const simba_allocator *a, size_t n);
 SIMBADEF void simba_allocator_free(const simba_allocator *a, void *ptr);
 SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str);
+/* simba_allocator_or_default / simba_clock_or_default: `a` or `c` with its
+   zero parts replaced by the defaults (malloc/free; CLOCK_MONOTONIC in ms). */
+SIMBADEF simba_allocator simba_allocator_or_default(simba_allocator a);
+SIMBADEF simba_clock simba_clock_or_default(simba_clock c);
+/* simba_session_client: the client id inside session id `session` (the part
+   before its last '~'), into out (cap bytes, NUL-terminated). */
+SIMBADEF void simba_session_client(const char *session, char *out, size_t cap);
 
-/*>>mem: the in-memory backend, and its fault injection (the test harness) */
-
-/* ---- the in-memory backend ----
-   A server object in this process; every simba client made with
-   simba_mem(srv, ...) is one connection to it. Several clients of one server
-   contend exactly as they would on a real one. With fault injection and a
-   virtual clock it is also the backbone of simba's own tests. */
-typedef struct simba_mem_server simba_mem_server;
-
-typedef struct simba_mem_desc {
-    simba_allocator allocator;
-    simba_clock clock;          /* the server's clock (ms); default CLOCK_MONOTONIC */
-} simba_mem_desc;
-
-/* -- fault injection: the test harness --
-   simba's own tests, the simulation (tests/test_sim.c), the fuzzer
-   (tests/fuzz/fuzz_mem.c) and the benchmarks drive the mem server through
-   what follows: faults per connection (delays, drops, reordering, partitions,
-   back-pressure: simba_mem_faults, simba_mem_set_faults), a restart that
-   loses all data and the operator's init after it (simba_mem_server_restart,
-   simba_mem_server_init), a killed connection (simba_mem_kill) and the
-   server's counters (simba_mem_server_stats). An application that embeds the
-   mem backend needs none of it: simba_mem(srv, NULL) has no faults. */
-
-/* Faults of one connection (or all, see simba_mem_set_faults). */
-typedef struct simba_mem_faults {
-    int delay_min_ms, delay_max_ms; /* each reply is delivered after a delay in this range */
-    int drop_request_pct;       /* percent of requests lost before the server sees them */
-    int drop_reply_pct;         /* percent of replies lost after the server did the work */
-    int drop_push_pct;          /* percent of pushes (wake-ups) lost */
-    int reorder;                /* replies may overtake each other (random delays per reply) */
-    int partitioned;            /* the connection is cut: nothing passes, connects fail */
-    int queue_limit;            /* answers in flight beyond which submit says SIMBA_EBUSY (0: none) */
-    uint64_t seed;              /* random seed for the above (0 = fixed default) */
-} simba_mem_faults;
-
-SIMBADEF simba_mem_server *simba_mem_server_create(const simba_mem_desc *desc);
-SIMBADEF void simba_mem_server_destroy(simba_mem_server *srv);
-/* A backend for one client; the options may be NULL (no faults). */
-SIMBADEF simba_backend simba_mem(simba_mem_server *srv, const simba_mem_faults *faults);
-/* Change the faults of the connection of client `s` (NULL s: of every connection). */
-SIMBADEF int simba_mem_set_faults(simba_mem_server *srv, simba *s, const simba_mem_faults *faults);
-/* Lose all state, like a server restart without persistence. Grants are held
-   back for one lease after the restart, so that no holder that has not yet
-   noticed can overlap with a new one. */
-SIMBADEF void simba_mem_server_restart(simba_mem_server *srv);
-/* The admin "init" of a server that lost its data: the operator vouches that
-   no client holds anything from before (every client was stopped, or they are
-   all new), so the restart grace ends now. Never call it while an old holder
-   may still be working: two holders would overlap. */
-SIMBADEF void simba_mem_server_init(simba_mem_server *srv);
-/* Drop the connection of client `s` (its ops fail, it reconnects). */
-SIMBADEF int simba_mem_kill(simba_mem_server *srv, simba *s);
-/* Server statistics for tests and benchmarks. */
-typedef struct simba_mem_stats {
-    uint64_t ops;               /* operations executed */
-    uint64_t keepalives;
-    uint64_t rule_visits;       /* queue entries the grant rule and the dead-session purge looked
-                                   at: O(holders + grants) per operation, not O(queue) (a lookup
-                                   by request id is counted in find_steps, not here) */
-    uint64_t find_steps;        /* index slots and queue entries looked at to find an entry by its
-                                   request id (ENQUEUE, POLL, RELEASE, removals), and sessions
-                                   passed over to find one by its id: O(1) expected per lookup,
-                                   however long the queue and however many sessions */
-    uint64_t moved;             /* queue entries copied to make room for an append (a slide to the
-                                   front of the queue's array, or a bigger array): O(1) amortised
-                                   per append, however long the queue */
-    int resources, entries, sessions;
-} simba_mem_stats;
-SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv);
-
-/*>>url: connection URLs */
-
-/* ---- connection URLs ----
-   One connection string for every backend, for config files and variables
-   such as SIMBA_URL (docs/cli.md has the full syntax):
-
-       redis://[user[:password]@]host[:port][/db][?prefix=..&wait_replicas=..]
-       redis+unix:///path/to/sock[?db=..]
-       redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?db=..]
-       redis+cluster://host1:port1,host2:port2[?prefix=..]   (seed nodes)
-       mysql://user[:password]@host[:port]/database[?socket=..&table_prefix=..]
-       zk://host1:port1,host2:port2[/chroot][?base_path=..]
-       mem:                        (this process only)
-
-   and, for every scheme, the client options as query parameters: tenant,
-   client_id, ttl, transition, op_timeout, recheck. Durations are a number
-   with a unit: 500ms, 10s, 2m, 1h. Every part is percent-decoded. The
-   password can stay out of the URL (and out of `ps`): password_env=VAR
-   reads it from that environment variable, password_file=PATH from the
-   first line of that file. simba never logs a password, and no error
-   message contains one.
-
-   simba.h parses (simba_url_parse); each backend header turns a parsed URL
-   into its backend (simba_redis_from_url, ...). The dispatcher that picks
-   the backend by scheme cannot live in simba.h's implementation, which is
-   compiled before the backend headers are seen, so it is a static block an
-   application compiles after including its backend headers:
-
-       #include "simba.h"
-       #include "simba_redis.h"
-       #include "simba_zk.h"
-       #define SIMBA_URL_DISPATCH
-       #include "simba.h"          // again: adds simba_create_url() & co
-                                   // for exactly the backends included above
-
-   simba_create_url(url, NULL, &err) then accepts redis:, redis+unix:, zk:
-   and mem:, and answers any other scheme with an error that lists these. */
+/* ---- reading a parsed URL ----
+   A backend's simba_<b>_from_url reads the URL that simba_url.h parsed
+   (simba_url_parse) with these: the parameters it knows, each marked used,
+   then simba_url_check_used refuses whatever nobody read. */
 enum {
     SIMBA_URL_MAX = 4096,         /* bytes in a URL */
     SIMBA_URL_MAX_HOSTS = 16,     /* hosts in a host list */
@@ -982,10 +890,6 @@ typedef struct simba_url {
     char buf[2 * SIMBA_URL_MAX + 512];
 } simba_url;
 
-/* simba_url_parse: split and decode url into *out. Returns SIMBA_OK, or a
-   SIMBA_E* with *err (may be NULL) naming the part. Reads url only up to its
-   NUL, and at most SIMBA_URL_MAX + 1 bytes of it. */
-SIMBADEF int simba_url_parse(const char *url, simba_url *out, simba_url_error *err);
 /* simba_url_param: the value of query parameter key (NULL if absent); marks it used. */
 SIMBADEF const char *simba_url_param(simba_url *u, const char *key);
 /* simba_url_int / simba_url_duration: parameter key as an integer in
@@ -998,23 +902,16 @@ SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max,
    whole ms. SIMBA_EINVAL for anything else ("1.", ".5s", "1.5" without a
    unit), a missing unit or more than INT_MAX ms. */
 SIMBADEF int simba_parse_duration_ms(const char *text, int *ms);
-/* simba_url_client_options: fills tenant, client_id, ttl_ms, transition_ms,
-   op_timeout_ms, recheck_ms of *desc from the parameters of the same names
-   (strings point into u). */
-SIMBADEF int simba_url_client_options(simba_url *u, simba_desc *desc, simba_url_error *err);
 /* simba_url_check_used: SIMBA_EINVAL naming the first parameter nobody read. */
 SIMBADEF int simba_url_check_used(const simba_url *u, simba_url_error *err);
 /* simba_url_clear: overwrite the URL's storage (the password) with zeros. */
 SIMBADEF void simba_url_clear(simba_url *u);
-/* simba_mem_from_url: "mem:" (nothing else but client options) on server srv. */
-SIMBADEF int simba_mem_from_url(simba_url *u, simba_mem_server *srv, simba_backend *out, simba_url_error *err);
 /* simba_url_fail: fills *err (may be NULL) and returns code; for backends' from_url. */
 SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-
 #ifdef __cplusplus
 }
 #endif
@@ -1123,7 +1020,7 @@ static uint64_t simba__new_seed(const void *addr) {
     return seed;
 }
 
-/* FNV-1a: the name hash of the lock table and the mem server. */
+/* FNV-1a: the name hash of the lock table. */
 static uint32_t simba__hash(const char *s) {
     uint32_t h = 2166136261u;
     while (*s) { h ^= (unsigned char)*s++; h *= 16777619u; }
@@ -2728,6 +2625,10 @@ SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt) {
 }
 SIMBADEF const char *simba_tenant(simba *s) { return s ? s->tenant : ""; }
 
+SIMBADEF void simba_backend_due(simba *s) {
+    if (simba__is_live(s)) simba__loop_kick(s);
+}
+
 SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...) {
     char buf[sizeof s->last_msg];
     va_list ap;
@@ -2850,6 +2751,118 @@ SIMBADEF char *simba_allocator_strdup(const simba_allocator *a, const char *str)
     d = (char *)simba_allocator_alloc(a, n);
     if (d) memcpy(d, str, n);
     return d;
+}
+
+SIMBADEF simba_allocator simba_allocator_or_default(simba_allocator a) { return simba__allocator_or_default(a); }
+SIMBADEF simba_clock simba_clock_or_default(simba_clock c) { return simba__clock_or_default(c); }
+SIMBADEF void simba_session_client(const char *session, char *out, size_t cap) {
+    if (out && cap) simba__client_of(session, out, cap);
+}
+
+/* ---- reading a parsed URL (implementation) ---- */
+SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, const char *fmt, ...) {
+    va_list ap;
+    if (!err) return code;
+    err->code = code;
+    simba__copy(err->part, sizeof err->part, part ? part : "");
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+SIMBADEF const char *simba_url_param(simba_url *u, const char *key) {
+    int i;
+    if (!u || !key) return NULL;
+    for (i = 0; i < u->nparams; i++)
+        if (strcmp(u->params[i].key, key) == 0) {
+            u->params[i].used = 1;
+            return u->params[i].value;
+        }
+    return NULL;
+}
+
+SIMBADEF int simba_url_int(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err) {
+    const char *v = simba_url_param(u, key), *c;
+    long long x = 0;
+    int neg = 0;
+    if (!v) return SIMBA_OK;
+    c = v;
+    if (*c == '-') { neg = 1; c++; }
+    if (!*c) return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a number", key, v);
+    for (; *c; c++) {
+        if (*c < '0' || *c > '9' || x > 100000000000LL)
+            return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a number", key, v);
+        x = x * 10 + (*c - '0');
+    }
+    if (neg) x = -x;
+    if (x < min || x > max)
+        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: %lld is out of range (%d..%d)", key, x, min, max);
+    *out = (int)x;
+    return SIMBA_OK;
+}
+
+SIMBADEF int simba_parse_duration_ms(const char *t, int *ms) {
+    long long x = 0, mul, frac = 0, scale = 1, part;
+    int beyond = 0;            /* a non-zero digit past the 9th of the fraction */
+    const char *c = t;
+    if (!t || !ms || *c < '0' || *c > '9') return SIMBA_EINVAL;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        x = x * 10 + (*c - '0');
+        if (x > 2147483647LL) return SIMBA_EINVAL;
+    }
+    if (*c == '.') {           /* a decimal fraction: digits on both sides of the point */
+        if (c[1] < '0' || c[1] > '9') return SIMBA_EINVAL;
+        for (c++; *c >= '0' && *c <= '9'; c++) {
+            if (scale < 1000000000LL) {
+                frac = frac * 10 + (*c - '0');
+                scale *= 10;
+            } else if (*c != '0') beyond = 1;
+        }
+        if (*c == '\0') return SIMBA_EINVAL;   /* "1.5": of what? */
+    }
+    if (strcmp(c, "ms") == 0) mul = 1;
+    else if (strcmp(c, "s") == 0) mul = 1000;
+    else if (strcmp(c, "m") == 0) mul = 60000;
+    else if (strcmp(c, "h") == 0) mul = 3600000;
+    else if (*c == '\0' && x == 0) mul = 0;  /* "0" needs no unit */
+    else return SIMBA_EINVAL;              /* "10" alone: 10 ms or 10 s? say which */
+    /* the fraction, rounded up to a whole ms: a timeout never comes early */
+    part = (frac * mul + scale - 1) / scale + (beyond && (frac * mul) % scale == 0);
+    if (x * mul + part > 2147483647LL) return SIMBA_EINVAL;
+    *ms = (int)(x * mul + part);
+    return SIMBA_OK;
+}
+
+SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err) {
+    const char *v = simba_url_param(u, key);
+    int ms;
+    if (!v) return SIMBA_OK;
+    if (simba_parse_duration_ms(v, &ms) != SIMBA_OK)
+        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a duration (500ms, 1.5s, 10s, 2m, 1h)", key, v);
+    if (ms < min || ms > max)
+        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: %d ms is out of range (%d..%d ms)", key, ms, min, max);
+    *out = ms;
+    return SIMBA_OK;
+}
+
+SIMBADEF int simba_url_check_used(const simba_url *u, simba_url_error *err) {
+    int i;
+    if (!u) return SIMBA_EINVAL;
+    for (i = 0; i < u->nparams; i++)
+        if (!u->params[i].used)
+            return simba_url_fail(err, SIMBA_EINVAL, u->params[i].key, "URL query: unknown parameter '%.40s' for %s:",
+                                  u->params[i].key, u->scheme);
+    return SIMBA_OK;
+}
+
+SIMBADEF void simba_url_clear(simba_url *u) {
+    volatile char *b;
+    size_t i;
+    if (!u) return;
+    b = (volatile char *)u->buf;   /* volatile: the compiler may not skip it */
+    for (i = 0; i < sizeof u->buf; i++) b[i] = 0;
+    u->password = NULL;
 }
 
 /*>>api: the public API (implementation) */
@@ -3439,9 +3452,9 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
     if (!s->events.count) {
         /* emptied: the next event goes to the ring's first slot again, not
            on along it, so an idle client's events stay in the lines it used
-           last (a ring sized for its locks, walked one event at a time, was
-           most of the cold lines a hand-off to a client unused for a while
-           touched) */
+           last (walking a ring sized for its locks one event at a time would
+           touch a cold cache line at nearly every hand-off to a client unused
+           for a while) */
         s->events.head = 0;
         if (s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
             simba__free(s, s->events.buf);
@@ -3721,1617 +3734,11 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     return simba_tick(s, &p, 1, out, max);
 }
 
-/*>>mem: the in-memory backend and its fault injection (implementation) */
-
-/*--- the in-memory backend ----------------------------------------------------------
-   The server executes an operation when it is submitted (as a real server
-   would on receipt) and queues the answer; the answer reaches the client in
-   its next process() when due. Faults act on that path: a dropped request is
-   never executed, a dropped reply was executed but never arrives, delays and
-   reordering shift the due times. Pushes (wakes) travel the same path. */
-
-#define SIMBA__RID_MAX (SIMBA_MAX_SESSION + SIMBA_MAX_ID + 32)
-
-typedef struct simba__mem_entry {
-    char request[SIMBA__RID_MAX];
-    char session[SIMBA_MAX_SESSION + 1];
-    int weight;
-    int watch_owner;            /* simba_op.watch_owner: its client is told of owner changes */
-    uint32_t hash;              /* of request: a find compares strings only on a match */
-    int64_t fence;
-    uint64_t seq;               /* its resource's append number: the queue is in seq order */
-} simba__mem_entry;
-
-typedef struct simba__mem_slot {    /* the request-id index: an entry's hash and seq, 0 seq empty */
-    uint32_t hash;
-    uint64_t seq;
-} simba__mem_slot;
-
-typedef struct simba__mem_res {
-    struct simba__mem_res *next;
-    char *key;                  /* tenant, 0x01, name */
-    const char *name;           /* inside key */
-    int capacity;
-    int64_t counter;            /* the last fence given */
-    simba__mem_entry *base;     /* the allocation: cap entries */
-    simba__mem_entry *q;        /* the queue: n entries from q (>= base): the head leaves in O(1) */
-    int n, cap;
-    int watchers;               /* entries with watch_owner */
-    uint64_t seq;               /* the last seq given */
-    simba__mem_slot *idx;       /* open addressing (linear probing) over the entries, by request
-                                   hash: a find is O(1) expected, not a scan of the queue */
-    uint32_t nidx;              /* slots, a power of two, at least 4x the entries (0: none yet) */
-} simba__mem_res;
-
-typedef struct simba__mem_conn simba__mem_conn;
-
-typedef struct simba__mem_session {
-    struct simba__mem_session *next;
-    char id[SIMBA_MAX_SESSION + 1];
-    int64_t expires;
-    simba__mem_conn *conn;      /* where pushes for it go (NULL once the client is gone) */
-    struct simba__mem_session *cnext, *cprev;   /* the sessions of conn (simba__mem_sess_bind) */
-} simba__mem_session;
-
-/* The kinds of push (0: an answer, not a push). */
-enum { SIMBA__MEM_CHANGED = 1, SIMBA__MEM_GRANTED, SIMBA__MEM_RECHECK };
-
-typedef struct simba__mem_item {    /* an answer or a push on its way to a client */
-    int64_t due;
-    uint64_t order;
-    int wake;                   /* SIMBA__MEM_*: a push; 0: an answer */
-    simba_reply reply;
-    char *owner, *message, *name, *session, *request;   /* session: whose entry a push is about */
-    simba_holder *entries;
-} simba__mem_item;
-
-struct simba__mem_conn {
-    simba__mem_conn *next;
-    simba_mem_server *srv;
-    simba *s;
-    simba_mem_faults faults;
-    uint64_t rng;
-    int connected, broken, attempts;
-    int64_t reconnect_at, last_due;
-    simba__mem_item *items;     /* sorted by (due, order); live items are [head, n) */
-    int head, n, cap;
-    simba__mem_session *sessions;   /* those whose pushes come here: a client's destroy
-                                       lets go of them without a pass over every session */
-};
-
-struct simba_mem_server {
-    simba_allocator alloc;
-    simba_clock clock;
-    simba__mem_res **rb;
-    uint32_t nrb;
-    int nres;
-    simba__mem_session **sb;
-    uint32_t nsb;
-    int nsess;
-    simba__mem_conn *conns;
-    int epoch_set;
-    int64_t grace_until;
-    int64_t admin_epoch;        /* DELETE and SET_CAPACITY increase it */
-    int64_t fence_floor;        /* the highest fence ever given (kept across delete and restart) */
-    uint64_t order;
-    const char *answering;      /* the request the op being executed answers (ENQUEUE, POLL) */
-    simba_mem_stats stats;
-};
-
-static void *simba__mem_alloc(simba_mem_server *srv, size_t n) { return srv->alloc.alloc(n, srv->alloc.user); }
-static void simba__mem_free(simba_mem_server *srv, void *p) { if (p) srv->alloc.free(p, srv->alloc.user); }
-static int64_t simba__mem_now(simba_mem_server *srv) { return srv->clock.now_ms(srv->clock.user); }
-
-SIMBADEF simba_mem_server *simba_mem_server_create(const simba_mem_desc *desc) {
-    simba_mem_desc d;
-    simba_mem_server *srv;
-    if (desc) d = *desc; else memset(&d, 0, sizeof d);
-    d.allocator = simba__allocator_or_default(d.allocator);
-    srv = (simba_mem_server *)d.allocator.alloc(sizeof *srv, d.allocator.user);
-    if (!srv) return NULL;
-    memset(srv, 0, sizeof *srv);
-    srv->alloc = d.allocator;
-    srv->clock = simba__clock_or_default(d.clock);
-    srv->nrb = srv->nsb = 256;
-    srv->rb = (simba__mem_res **)simba__mem_alloc(srv, sizeof(void *) * srv->nrb);
-    srv->sb = (simba__mem_session **)simba__mem_alloc(srv, sizeof(void *) * srv->nsb);
-    if (!srv->rb || !srv->sb) {
-        simba__mem_free(srv, srv->rb); simba__mem_free(srv, srv->sb);
-        d.allocator.free(srv, d.allocator.user);
-        return NULL;
-    }
-    memset(srv->rb, 0, sizeof(void *) * srv->nrb);
-    memset(srv->sb, 0, sizeof(void *) * srv->nsb);
-    srv->epoch_set = 1;      /* a new server has no holders to wait for */
-    srv->admin_epoch = 1;
-    return srv;
-}
-
-/*--- server state: resources and sessions ---*/
-
-static uint32_t simba__mem_res_hash(const char *tenant, const char *name) {
-    return simba__hash(tenant) * 31u ^ simba__hash(name);
-}
-
-static simba__mem_res *simba__mem_res_find(simba_mem_server *srv, const char *tenant, const char *name) {
-    simba__mem_res *r = srv->rb[simba__mem_res_hash(tenant, name) & (srv->nrb - 1)];
-    size_t tl = strlen(tenant);
-    for (; r; r = r->next)
-        if (strncmp(r->key, tenant, tl) == 0 && r->key[tl] == 1 && strcmp(r->name, name) == 0) return r;
-    return NULL;
-}
-
-static void simba__mem_rehash_res(simba_mem_server *srv) {
-    uint32_t nb = srv->nrb * 2, i;
-    simba__mem_res **b = (simba__mem_res **)simba__mem_alloc(srv, sizeof(void *) * nb);
-    if (!b) return;                          /* longer chains, still correct */
-    memset(b, 0, sizeof(void *) * nb);
-    for (i = 0; i < srv->nrb; i++) {
-        simba__mem_res *r = srv->rb[i], *nx;
-        for (; r; r = nx) {
-            char tenant[SIMBA_MAX_TENANT + 1];
-            uint32_t k;
-            nx = r->next;
-            simba__copy(tenant, sizeof tenant, r->key);
-            tenant[r->name - r->key - 1] = 0;
-            k = simba__mem_res_hash(tenant, r->name) & (nb - 1);
-            r->next = b[k]; b[k] = r;
-        }
-    }
-    simba__mem_free(srv, srv->rb);
-    srv->rb = b; srv->nrb = nb;
-}
-
-static simba__mem_res *simba__mem_res_get(simba_mem_server *srv, const char *tenant, const char *name, int capacity) {
-    simba__mem_res *r = simba__mem_res_find(srv, tenant, name);
-    size_t tl = strlen(tenant), nl = strlen(name);
-    uint32_t k;
-    if (r) return r;
-    if ((uint32_t)srv->nres >= srv->nrb) simba__mem_rehash_res(srv);
-    r = (simba__mem_res *)simba__mem_alloc(srv, sizeof *r);
-    if (!r) return NULL;
-    memset(r, 0, sizeof *r);
-    r->key = (char *)simba__mem_alloc(srv, tl + nl + 2);
-    if (!r->key) { simba__mem_free(srv, r); return NULL; }
-    memcpy(r->key, tenant, tl); r->key[tl] = 1; memcpy(r->key + tl + 1, name, nl + 1);
-    r->name = r->key + tl + 1;
-    r->capacity = capacity > 0 ? capacity : 1;
-    k = simba__mem_res_hash(tenant, name) & (srv->nrb - 1);
-    r->next = srv->rb[k]; srv->rb[k] = r;
-    srv->nres++;
-    return r;
-}
-
-static void simba__mem_res_delete(simba_mem_server *srv, simba__mem_res *r) {
-    simba__mem_res **pp;
-    uint32_t i;
-    for (i = 0; i < srv->nrb; i++)
-        for (pp = &srv->rb[i]; *pp; pp = &(*pp)->next)
-            if (*pp == r) { *pp = r->next; goto found; }
-found:
-    simba__mem_free(srv, r->base);
-    simba__mem_free(srv, r->idx);
-    simba__mem_free(srv, r->key);
-    simba__mem_free(srv, r);
-    srv->nres--;
-}
-
-static uint32_t simba__mem_idx_home(uint32_t hash, uint32_t nidx);
-static uint32_t simba__mem_sess_bucket(const char *id, uint32_t nsb) { return simba__mem_idx_home(simba__hash(id), nsb); }
-
-static simba__mem_session **simba__mem_sess_slot(simba_mem_server *srv, const char *id) {
-    simba__mem_session **pp = &srv->sb[simba__mem_sess_bucket(id, srv->nsb)];
-    while (*pp && strcmp((*pp)->id, id) != 0) { srv->stats.find_steps++; pp = &(*pp)->next; }
-    return pp;
-}
-
-/* Twice the buckets once the sessions fill a quarter of them: a session is
-   looked up in every grant and purge step, so its chain must stay short
-   however many clients the server has. */
-static void simba__mem_rehash_sess(simba_mem_server *srv) {
-    uint32_t nb = srv->nsb * 2, i;
-    simba__mem_session **b = (simba__mem_session **)simba__mem_alloc(srv, sizeof(void *) * nb);
-    if (!b) return;                          /* longer chains, still correct */
-    memset(b, 0, sizeof(void *) * nb);
-    for (i = 0; i < srv->nsb; i++) {
-        simba__mem_session *ss = srv->sb[i], *nx;
-        for (; ss; ss = nx) {
-            uint32_t k = simba__mem_sess_bucket(ss->id, nb);
-            nx = ss->next;
-            ss->next = b[k]; b[k] = ss;
-        }
-    }
-    simba__mem_free(srv, srv->sb);
-    srv->sb = b; srv->nsb = nb;
-}
-
-static simba__mem_session *simba__mem_sess_live(simba_mem_server *srv, const char *id, int64_t now) {
-    simba__mem_session *ss = *simba__mem_sess_slot(srv, id);
-    return ss && ss->expires > now ? ss : NULL;
-}
-
-/* Point ss's pushes at connection c (NULL: nowhere), keeping each
-   connection's list of its sessions. */
-static void simba__mem_sess_bind(simba__mem_session *ss, simba__mem_conn *c) {
-    if (ss->conn == c) return;
-    if (ss->conn) {
-        if (ss->cprev) ss->cprev->cnext = ss->cnext;
-        else ss->conn->sessions = ss->cnext;
-        if (ss->cnext) ss->cnext->cprev = ss->cprev;
-    }
-    ss->cnext = ss->cprev = NULL;
-    ss->conn = c;
-    if (c) {
-        ss->cnext = c->sessions;
-        if (c->sessions) c->sessions->cprev = ss;
-        c->sessions = ss;
-    }
-}
-
-static void simba__mem_sess_remove(simba_mem_server *srv, const char *id) {
-    simba__mem_session **pp = simba__mem_sess_slot(srv, id), *ss = *pp;
-    if (!ss) return;
-    simba__mem_sess_bind(ss, NULL);
-    *pp = ss->next;
-    simba__mem_free(srv, ss);
-    srv->nsess--;
-}
-
-/*--- replies and pushes on their way ---*/
-
-static int simba__mem_rand_pct(simba__mem_conn *c, int pct) {
-    return pct > 0 && (int)(simba__mix64(&c->rng) % 100) < pct;
-}
-
-static int64_t simba__mem_due(simba__mem_conn *c, int64_t now) {
-    int lo = c->faults.delay_min_ms, hi = c->faults.delay_max_ms, d = lo;
-    int64_t due;
-    if (hi > lo) d = lo + (int)(simba__mix64(&c->rng) % (uint64_t)(hi - lo + 1));
-    due = now + d;
-    if (!c->faults.reorder && due < c->last_due) due = c->last_due;   /* keep FIFO */
-    c->last_due = due;
-    return due;
-}
-
-static void simba__mem_item_free(simba_mem_server *srv, simba__mem_item *it) {
-    simba__mem_free(srv, it->owner); simba__mem_free(srv, it->message);
-    simba__mem_free(srv, it->name); simba__mem_free(srv, it->request);
-    simba__mem_free(srv, it->session);
-    simba__mem_free(srv, it->entries);
-}
-
-static char *simba__mem_strdup(simba_mem_server *srv, const char *s) {
-    return simba_allocator_strdup(&srv->alloc, s);   /* NULL stays NULL */
-}
-
-/* Queue an item for connection c, keeping the list sorted by due time. */
-static void simba__mem_push_item(simba__mem_conn *c, simba__mem_item *it) {
-    simba_mem_server *srv = c->srv;
-    int k;
-    if (c->n == c->cap) {
-        if (c->head > 0) {
-            memmove(c->items, c->items + c->head, sizeof(simba__mem_item) * (size_t)(c->n - c->head));
-            c->n -= c->head; c->head = 0;
-        }
-        if (c->n == c->cap) {
-            int ncap = c->cap ? c->cap * 2 : 32;
-            simba__mem_item *ni = (simba__mem_item *)simba__mem_alloc(srv, sizeof(simba__mem_item) * (size_t)ncap);
-            if (!ni) { simba__mem_item_free(srv, it); return; }   /* as if lost on the wire */
-            if (c->n) memcpy(ni, c->items, sizeof(simba__mem_item) * (size_t)c->n);
-            simba__mem_free(srv, c->items);
-            c->items = ni; c->cap = ncap;
-        }
-    }
-    it->order = ++srv->order;
-    for (k = c->n; k > c->head && c->items[k - 1].due > it->due; k--) {}
-    memmove(c->items + k + 1, c->items + k, sizeof(simba__mem_item) * (size_t)(c->n - k));
-    c->items[k] = *it;
-    c->n++;
-    /* push mode: the answer is due for a client that may be in no simba call
-       right now (another client of this server made the change); a real
-       server would make its socket readable, here its timer is re-armed */
-    if (c->s && simba__is_live(c->s)) simba__loop_kick(c->s);
-}
-
-static void simba__mem_send_wake(simba__mem_conn *c, int kind, const char *name, const char *session,
-                                 const char *request, int64_t fence, int64_t now) {
-    simba__mem_item it;
-    if (!c || !c->connected || c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_reply_pct) ||
-        simba__mem_rand_pct(c, c->faults.drop_push_pct)) return;
-    memset(&it, 0, sizeof it);
-    it.wake = kind;
-    it.due = simba__mem_due(c, now);
-    it.name = simba__mem_strdup(c->srv, name);
-    it.session = simba__mem_strdup(c->srv, session);
-    it.request = simba__mem_strdup(c->srv, request);
-    it.reply.fence[0] = fence;
-    if (!it.name || (request && !it.request) || (session && !it.session)) { simba__mem_item_free(c->srv, &it); return; }
-    simba__mem_push_item(c, &it);
-}
-
-/*--- the queue rule ---*/
-
-/* An index slot's home: FNV's low bits alone cluster on ids that differ in
-   their last characters ("<session>~<n>"), so they are mixed first. */
-static uint32_t simba__mem_idx_home(uint32_t hash, uint32_t nidx) {
-    hash ^= hash >> 16; hash *= 0x85ebca6bu;
-    hash ^= hash >> 13; hash *= 0xc2b2ae35u;
-    hash ^= hash >> 16;
-    return hash & (nidx - 1);
-}
-
-/* The position of the entry numbered `seq` in r's queue, or -1. Seqs grow
-   along the queue and each removal leaves a gap, so the entry is at most
-   seq - q[0].seq from the head: exactly there while nobody left from the
-   middle (the hand-off case), else a binary search below that bound. */
-static int simba__mem_pos_of_seq(simba_mem_server *srv, const simba__mem_res *r, uint64_t seq) {
-    uint64_t bound;
-    int lo = 0, hi;
-    if (!r->n || seq < r->q[0].seq) return -1;
-    bound = seq - r->q[0].seq;
-    hi = bound < (uint64_t)r->n ? (int)bound : r->n - 1;
-    srv->stats.find_steps++;
-    if (r->q[hi].seq == seq) return hi;
-    while (lo < hi) {                        /* in [lo, hi): q[hi].seq > seq */
-        int mid = lo + (hi - lo) / 2;
-        srv->stats.find_steps++;
-        if (r->q[mid].seq < seq) lo = mid + 1;
-        else if (r->q[mid].seq > seq) hi = mid;
-        else return mid;
-    }
-    return -1;
-}
-
-/* The position in r's queue of the entry whose request id is `request`, or -1. */
-static int simba__mem_find(simba_mem_server *srv, const simba__mem_res *r, const char *request) {
-    uint32_t h = simba__hash(request), mask = r->nidx - 1, k;
-    if (!r->nidx) return -1;
-    for (k = simba__mem_idx_home(h, r->nidx); r->idx[k].seq; k = (k + 1) & mask) {
-        int pos;
-        srv->stats.find_steps++;
-        if (r->idx[k].hash != h) continue;
-        pos = simba__mem_pos_of_seq(srv, r, r->idx[k].seq);
-        if (pos >= 0 && strcmp(r->q[pos].request, request) == 0) return pos;
-    }
-    return -1;
-}
-
-static void simba__mem_idx_put(simba__mem_slot *idx, uint32_t nidx, uint32_t hash, uint64_t seq) {
-    uint32_t k = simba__mem_idx_home(hash, nidx);
-    while (idx[k].seq) k = (k + 1) & (nidx - 1);
-    idx[k].hash = hash;
-    idx[k].seq = seq;
-}
-
-/* Room in r's index for one more entry: at most a quarter full, so probes
-   stay short whatever the queue's length. Rebuilt from the queue on growth. */
-static int simba__mem_idx_reserve(simba_mem_server *srv, simba__mem_res *r) {
-    uint32_t n = r->nidx ? r->nidx * 2 : 8;
-    simba__mem_slot *idx;
-    int i;
-    if ((uint64_t)(r->n + 1) * 4 <= r->nidx) return SIMBA_OK;
-    while ((uint64_t)(r->n + 1) * 4 > n) n *= 2;
-    idx = (simba__mem_slot *)simba__mem_alloc(srv, sizeof(simba__mem_slot) * n);
-    if (!idx) return SIMBA_ENOMEM;
-    memset(idx, 0, sizeof(simba__mem_slot) * n);
-    for (i = 0; i < r->n; i++) simba__mem_idx_put(idx, n, r->q[i].hash, r->q[i].seq);
-    simba__mem_free(srv, r->idx);
-    r->idx = idx;
-    r->nidx = n;
-    return SIMBA_OK;
-}
-
-/* Take the entry `e` out of r's index: linear probing's backward shift, so
-   no tombstones build up however many entries come and go. */
-static void simba__mem_idx_remove(simba_mem_server *srv, simba__mem_res *r, const simba__mem_entry *e) {
-    uint32_t mask = r->nidx - 1, k, j;
-    if (!r->nidx) return;
-    for (k = simba__mem_idx_home(e->hash, r->nidx); r->idx[k].seq && r->idx[k].seq != e->seq; k = (k + 1) & mask) srv->stats.find_steps++;
-    if (!r->idx[k].seq) return;
-    for (j = (k + 1) & mask; r->idx[j].seq; j = (j + 1) & mask) {
-        uint32_t home = simba__mem_idx_home(r->idx[j].hash, r->nidx);
-        srv->stats.find_steps++;
-        /* j's slot may move into the hole at k unless its home lies in (k, j] */
-        if (((j - home) & mask) >= ((j - k) & mask)) { r->idx[k] = r->idx[j]; k = j; }
-    }
-    r->idx[k].seq = 0;
-}
-
-static void simba__mem_remove_at(simba_mem_server *srv, simba__mem_res *r, int i);
-
-/* Give a fence to an entry the prefix rule grants now and push the grant to
-   its client, except to `quiet` (the caller) for the request its answer is
-   about. Its other requests are pushed like anyone's: a RELEASE that hands
-   the lock to a waiter of the same client answers only the release. */
-static void simba__mem_grant(simba_mem_server *srv, simba__mem_res *r, simba__mem_entry *e, int64_t now,
-                             simba__mem_conn *quiet) {
-    /* above the resource's counter, the clock and every fence this server
-       ever gave: a deleted (or restarted) resource starts from zero again,
-       and its fences must still never go backwards */
-    int64_t f = simba_grant_fence(r->counter, now * 1000);
-    simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
-    if (f <= srv->fence_floor) f = srv->fence_floor + 1;
-    e->fence = r->counter = srv->fence_floor = f;
-    if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
-        simba__mem_send_wake(ss->conn, SIMBA__MEM_GRANTED, r->name, e->session, e->request, e->fence, now);
-}
-
-/* The prefix rule, from the head, as far as it can matter: the holders (at
-   most the capacity's worth, or the few left over after a capacity was
-   lowered) and the waiters it grants now, up to the first it cannot. Dead
-   sessions' entries are dropped when this walk reaches them, i.e. lazily,
-   when they hold or are next: one behind the first blocked waiter cannot
-   change a grant yet. So the work is O(holders + grants), not O(queue). */
-static void simba__mem_evaluate(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    int i = 0, blocked = now < srv->grace_until;   /* restart grace: no grants, still purge */
-    int64_t sum = 0;            /* weights near INT_MAX: an int sum would overflow and over-grant */
-    while (i < r->n) {
-        simba__mem_entry *e = &r->q[i];
-        srv->stats.rule_visits++;
-        if (!simba__mem_sess_live(srv, e->session, now)) { simba__mem_remove_at(srv, r, i); continue; }
-        if (!blocked && !simba_grant_step(&sum, e->weight, r->capacity)) blocked = 1;
-        if (!e->fence) {
-            if (blocked) break;
-            simba__mem_grant(srv, r, e, now, quiet);
-        }
-        i++;
-    }
-}
-
-static void simba__mem_remove_at(simba_mem_server *srv, simba__mem_res *r, int i) {
-    simba__mem_idx_remove(srv, r, &r->q[i]);
-    if (r->q[i].watch_owner) r->watchers--;
-    if (i == 0) r->q++;         /* the head (a holder leaving): O(1), however long the queue */
-    else memmove(r->q + i, r->q + i + 1, sizeof(simba__mem_entry) * (size_t)(r->n - i - 1));
-    r->n--;
-}
-
-/* Whether an entry of r asked for owner changes: a count kept by append and
-   remove, so a hand-off on a queue without contenders looks at no entry. */
-static int simba__mem_has_watchers(const simba__mem_res *r) { return r->watchers > 0; }
-
-/* Push a wake-up (no request id) to every client with an entry in r, but
-   `quiet`, once per client. */
-static void simba__mem_tell(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    int i;
-    for (i = 0; i < r->n; i++) {
-        simba__mem_session *ss = *simba__mem_sess_slot(srv, r->q[i].session);
-        int j, seen = 0;
-        srv->stats.rule_visits++;
-        if (!ss || !ss->conn || ss->conn == quiet) continue;
-        for (j = 0; j < i && !seen; j++) {
-            simba__mem_session *o = *simba__mem_sess_slot(srv, r->q[j].session);
-            seen = o && o->conn == ss->conn;
-        }
-        if (!seen) simba__mem_send_wake(ss->conn, SIMBA__MEM_CHANGED, r->name, NULL, NULL, 0, now);
-    }
-}
-
-/* The owner of r changed: each entry that asked for it (simba_op.watch_owner,
-   a contend handle) is told by its request id with fence 0, so only that
-   handle re-checks, not every handle its client has on the name. */
-static void simba__mem_tell_watchers(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    int i;
-    if (!simba__mem_has_watchers(r)) return;
-    for (i = 0; i < r->n; i++) {
-        simba__mem_entry *e = &r->q[i];
-        simba__mem_session *ss;
-        srv->stats.rule_visits++;
-        if (!e->watch_owner || !(ss = *simba__mem_sess_slot(srv, e->session)) || !ss->conn || ss->conn == quiet) continue;
-        simba__mem_send_wake(ss->conn, SIMBA__MEM_RECHECK, r->name, e->session, e->request, 0, now);
-    }
-}
-
-/* Everyone concerned with r looks again (its capacity changed, or it is deleted). */
-static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    simba__mem_tell(srv, r, now, quiet);
-}
-
-static const char *simba__mem_owner(const simba__mem_res *r) {
-    return r->n && r->q[0].fence ? r->q[0].session : NULL;
-}
-
-/* After a change to r: grant (the granted are pushed their grant), and tell
-   the owner watchers when the owner changed. Nobody else is woken: a waiter
-   learns of its grant from its own push, so an owner change is no herd. */
-static void simba__mem_changed(simba_mem_server *srv, simba__mem_res *r, const char *owner_before,
-                               int64_t now, simba__mem_conn *quiet) {
-    const char *after;
-    simba__mem_evaluate(srv, r, now, quiet);
-    after = simba__mem_owner(r);
-    if ((owner_before == NULL) != (after == NULL) || (after && strcmp(owner_before, after) != 0))
-        simba__mem_tell_watchers(srv, r, now, quiet);
-}
-
-/* Remove the entries of dead sessions. Returns whether anything changed. */
-static int simba__mem_purge(simba_mem_server *srv, simba__mem_res *r, int64_t now) {
-    int i, changed = 0;
-    for (i = 0; i < r->n; ) {
-        srv->stats.rule_visits++;
-        if (!simba__mem_sess_live(srv, r->q[i].session, now)) { simba__mem_remove_at(srv, r, i); changed = 1; }
-        else i++;
-    }
-    return changed;
-}
-
-/* Touch a resource: the walk of the prefix rule (grants, lazy purge), then owner watchers. */
-static void simba__mem_touch(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
-    char before[SIMBA_MAX_SESSION + 1];
-    const char *o = simba__mem_owner(r);
-    simba__copy(before, sizeof before, o);
-    simba__mem_changed(srv, r, o ? before : NULL, now, quiet);
-}
-
-/*--- executing operations ---*/
-
-typedef struct simba__mem_answer {
-    simba_reply r;
-    char owner[SIMBA_MAX_SESSION + 1];
-    simba_holder *entries;
-} simba__mem_answer;
-
-static int simba__mem_min_hint(int a, int64_t b) {
-    if (b < 0) b = 0;
-    if (b > 0x3fffffff) b = 0x3fffffff;
-    return (a < 0 || b < a) ? (int)b : a;
-}
-
-/* The state of `request` in its resources, into a. */
-static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nres, const char *request,
-                             int64_t now, simba__mem_answer *a) {
-    int i, j, idx0 = -1;
-    a->r.granted = 1;
-    a->r.recheck_ms = -1;
-    for (i = 0; i < nres; i++) {
-        int idx = simba__mem_find(srv, rs[i], request);
-        if (idx < 0) { a->r.status = SIMBA_ENOTFOUND; return; }
-        if (i == 0) idx0 = idx;
-        a->r.fence[i] = rs[i]->q[idx].fence;
-        if (!a->r.fence[i]) a->r.granted = 0;
-        /* the holders' expiries, and the first waiter's: the only ones that can
-           move the queue before a push says it moved (dead ones further back
-           are dropped when the walk reaches them) */
-        for (j = 0; j < idx; j++) {
-            simba__mem_session *ss = *simba__mem_sess_slot(srv, rs[i]->q[j].session);
-            srv->stats.rule_visits++;
-            if (ss) a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, ss->expires - now);
-            if (!rs[i]->q[j].fence) break;
-        }
-    }
-    if (now < srv->grace_until) {
-        a->r.recheck_ms = simba__mem_min_hint(a->r.recheck_ms, srv->grace_until - now);
-        a->r.grace_ms = simba__mem_min_hint(-1, srv->grace_until - now);
-    }
-    a->r.capacity = rs[0]->capacity;
-    a->r.ahead = idx0;
-    for (i = 0; i < rs[0]->n && rs[0]->q[i].fence; i++) a->r.held++;   /* the holders are a prefix */
-    simba__copy(a->owner, sizeof a->owner, simba__mem_owner(rs[0]));
-    a->r.owner = a->owner[0] ? a->owner : NULL;
-}
-
-static int simba__mem_append(simba_mem_server *srv, simba__mem_res *r, const simba_op *op, int weight) {
-    simba__mem_entry *e;
-    int front;
-    if (simba__mem_idx_reserve(srv, r) != SIMBA_OK) return SIMBA_ENOMEM;
-    /* The tail at the array's end: slide back to the front only when the
-       room there is at least the queue's length, so that a slide's copies
-       are paid for by as many appends since the last one (a hand-off
-       removes the head and appends at the tail: the queue creeps along);
-       with less room the array doubles instead. */
-    front = r->q ? (int)(r->q - r->base) : 0;   /* free slots before the head */
-    if (front + r->n == r->cap && front >= r->n && front > 0) {
-        memmove(r->base, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
-        srv->stats.moved += (uint64_t)r->n;
-        r->q = r->base;
-        front = 0;
-    }
-    if (front + r->n == r->cap) {
-        int ncap = r->cap ? r->cap * 2 : 4;
-        simba__mem_entry *nq = (simba__mem_entry *)simba__mem_alloc(srv, sizeof(simba__mem_entry) * (size_t)ncap);
-        if (!nq) return SIMBA_ENOMEM;
-        if (r->n) memcpy(nq, r->q, sizeof(simba__mem_entry) * (size_t)r->n);
-        srv->stats.moved += (uint64_t)r->n;
-        simba__mem_free(srv, r->base);
-        r->base = r->q = nq; r->cap = ncap;
-    }
-    e = &r->q[r->n++];
-    memset(e, 0, sizeof *e);
-    simba__copy(e->request, sizeof e->request, op->request);
-    simba__copy(e->session, sizeof e->session, op->session);
-    e->weight = weight;
-    e->watch_owner = op->watch_owner;
-    if (e->watch_owner) r->watchers++;
-    e->hash = simba__hash(e->request);
-    e->seq = ++r->seq;
-    simba__mem_idx_put(r->idx, r->nidx, e->hash, e->seq);
-    return SIMBA_OK;
-}
-
-/* Would a new request of these weights be granted at once everywhere? */
-static int simba__mem_fits_now(simba_mem_server *srv, simba__mem_res **rs, const simba_op *op, int64_t now) {
-    int i, j;
-    if (now < srv->grace_until) return 0;
-    for (i = 0; i < op->nres; i++) {
-        int64_t ahead = 0;
-        for (j = 0; j < rs[i]->n; j++) {   /* the sum only grows: one entry that does not fit is enough */
-            srv->stats.rule_visits++;
-            if (!simba_grant_step(&ahead, rs[i]->q[j].weight, rs[i]->capacity)) return 0;
-        }
-        if (!simba_grant_step(&ahead, op->res[i].weight, rs[i]->capacity)) return 0;
-    }
-    return 1;
-}
-
-static void simba__mem_enqueue(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, int64_t now,
-                               simba__mem_answer *a) {
-    simba__mem_res *rs[SIMBA_MAX_RESOURCES];
-    int i, existing = 0;
-    for (i = 0; i < op->nres; i++) {
-        rs[i] = simba__mem_res_get(srv, op->tenant, op->res[i].name, op->res[i].capacity);
-        if (!rs[i]) { a->r.status = SIMBA_ENOMEM; return; }
-        simba__mem_touch(srv, rs[i], now, c);
-        if (op->res[i].weight > rs[i]->capacity) { a->r.status = SIMBA_ECAPACITY; return; }
-    }
-    for (i = 0; i < op->nres; i++) {
-        int idx = simba__mem_find(srv, rs[i], op->request);
-        if (idx < 0) continue;
-        if (strcmp(rs[i]->q[idx].session, op->session) != 0) { a->r.status = SIMBA_EKEYBUSY; return; }
-        existing = 1;
-    }
-    if (!existing) {
-        if (op->try_only && !simba__mem_fits_now(srv, rs, op, now)) {
-            a->r.recheck_ms = -1;
-            a->r.capacity = rs[0]->capacity;
-            if (now < srv->grace_until) a->r.grace_ms = simba__mem_min_hint(-1, srv->grace_until - now);
-            return;
-        }
-        for (i = 0; i < op->nres; i++) {
-            if (simba__mem_append(srv, rs[i], op, op->res[i].weight) != SIMBA_OK) { a->r.status = SIMBA_ENOMEM; return; }
-            simba__mem_touch(srv, rs[i], now, c);
-        }
-    }
-    simba__mem_state(srv, rs, op->nres, op->request, now, a);
-}
-
-static int simba__mem_lookup_all(simba_mem_server *srv, const simba_op *op, simba__mem_res **rs) {
-    int i;
-    for (i = 0; i < op->nres; i++)
-        if (!(rs[i] = simba__mem_res_find(srv, op->tenant, op->res[i].name))) return 0;
-    return 1;
-}
-
-static void simba__mem_release(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, int64_t now) {
-    int i;
-    for (i = 0; i < op->nres; i++) {
-        simba__mem_res *r = simba__mem_res_find(srv, op->tenant, op->res[i].name);
-        char before[SIMBA_MAX_SESSION + 1];
-        const char *o;
-        int idx;
-        if (!r || (idx = simba__mem_find(srv, r, op->request)) < 0) continue;
-        if (strcmp(r->q[idx].session, op->session) != 0) continue;   /* not ours to remove */
-        o = simba__mem_owner(r);
-        simba__copy(before, sizeof before, o);
-        simba__mem_remove_at(srv, r, idx);
-        simba__mem_changed(srv, r, o ? before : NULL, now, c);
-    }
-}
-
-/* Remove every entry of a session (CLOSE). */
-static void simba__mem_close(simba_mem_server *srv, const char *session, int64_t now) {
-    uint32_t b;
-    simba__mem_sess_remove(srv, session);
-    for (b = 0; b < srv->nrb; b++) {
-        simba__mem_res *r;
-        for (r = srv->rb[b]; r; r = r->next) {
-            int i, hit = 0;
-            for (i = 0; i < r->n; i++) if (strcmp(r->q[i].session, session) == 0) { hit = 1; break; }
-            if (!hit) continue;
-            simba__mem_touch(srv, r, now, NULL);   /* the head, grants, owner watchers */
-            simba__mem_purge(srv, r, now);         /* and its entries further back: CLOSE leaves nothing */
-        }
-    }
-}
-
-static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_t now, simba__mem_answer *a) {
-    simba__mem_res *r = simba__mem_res_find(srv, op->tenant, op->res[0].name);
-    int i;
-    if (!r) return;                                   /* absent: capacity 0, empty */
-    simba__mem_touch(srv, r, now, NULL);
-    simba__mem_purge(srv, r, now);   /* the whole queue is shown: no dead entries in it (those
-                                        behind the first blocked waiter change no grant) */
-    a->r.capacity = r->capacity;
-    a->r.nentries = r->n;
-    if (r->n) {
-        a->entries = (simba_holder *)simba__mem_alloc(srv, sizeof(simba_holder) * (size_t)r->n);
-        if (!a->entries) { a->r.status = SIMBA_ENOMEM; return; }
-        for (i = 0; i < r->n; i++) {
-            simba_holder *h = &a->entries[i];
-            memset(h, 0, sizeof *h);
-            simba__copy(h->session, sizeof h->session, r->q[i].session);
-            simba__client_of(r->q[i].session, h->client, sizeof h->client);
-            h->fence = r->q[i].fence;
-            h->weight = r->q[i].weight;
-            h->granted = r->q[i].fence != 0;
-            if (h->granted) a->r.held++;
-        }
-    }
-    a->r.entries = a->entries;
-    simba__copy(a->owner, sizeof a->owner, simba__mem_owner(r));
-    a->r.owner = a->owner[0] ? a->owner : NULL;
-}
-
-/* Over 80 lines: one short case per op kind; the server's dispatcher reads best as one switch. */
-static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, simba__mem_answer *a) {
-    int64_t now = simba__mem_now(srv);
-    simba__mem_res *rs[SIMBA_MAX_RESOURCES];
-    simba__mem_session *ss;
-    srv->stats.ops++;
-    srv->answering = op->kind == SIMBA_OP_ENQUEUE || op->kind == SIMBA_OP_POLL ? op->request : NULL;
-    if (!srv->epoch_set) {                /* first operation after a data loss */
-        srv->epoch_set = 1;
-        srv->grace_until = now + op->lease_ms;
-    }
-    switch (op->kind) {
-    case SIMBA_OP_OPEN:
-        ss = *simba__mem_sess_slot(srv, op->session);
-        if (!ss) {
-            if ((uint64_t)srv->nsess * 4 >= srv->nsb) simba__mem_rehash_sess(srv);
-            ss = (simba__mem_session *)simba__mem_alloc(srv, sizeof *ss);
-            if (!ss) { a->r.status = SIMBA_ENOMEM; return; }
-            memset(ss, 0, sizeof *ss);
-            simba__copy(ss->id, sizeof ss->id, op->session);
-            {
-                simba__mem_session **head = &srv->sb[simba__mem_sess_bucket(op->session, srv->nsb)];
-                ss->next = *head; *head = ss;
-            }
-            srv->nsess++;
-        }
-        ss->expires = now + op->lease_ms;
-        simba__mem_sess_bind(ss, c);
-        a->r.epoch = srv->admin_epoch;
-        return;
-    case SIMBA_OP_KEEPALIVE:
-        srv->stats.keepalives++;
-        ss = simba__mem_sess_live(srv, op->session, now);
-        if (!ss) { a->r.status = SIMBA_ESESSION; return; }
-        ss->expires = now + op->lease_ms;
-        simba__mem_sess_bind(ss, c);
-        a->r.epoch = srv->admin_epoch;
-        return;
-    case SIMBA_OP_CLOSE:
-        simba__mem_close(srv, op->session, now);
-        return;
-    case SIMBA_OP_ENQUEUE:
-        if (!simba__mem_sess_live(srv, op->session, now)) { a->r.status = SIMBA_ESESSION; return; }
-        simba__mem_enqueue(srv, c, op, now, a);
-        return;
-    case SIMBA_OP_POLL:
-        if (!simba__mem_sess_live(srv, op->session, now)) { a->r.status = SIMBA_ESESSION; return; }
-        if (!simba__mem_lookup_all(srv, op, rs)) { a->r.status = SIMBA_ENOTFOUND; return; }
-        { int i; for (i = 0; i < op->nres; i++) simba__mem_touch(srv, rs[i], now, c); }
-        {   /* a keyed id is the same in every session: another session's entry is not ours */
-            int i, idx;
-            for (i = 0; i < op->nres; i++)
-                if ((idx = simba__mem_find(srv, rs[i], op->request)) >= 0 && strcmp(rs[i]->q[idx].session, op->session) != 0) {
-                    a->r.status = SIMBA_ENOTFOUND;
-                    return;
-                }
-        }
-        simba__mem_state(srv, rs, op->nres, op->request, now, a);
-        return;
-    case SIMBA_OP_RELEASE:
-        simba__mem_release(srv, c, op, now);
-        return;
-    case SIMBA_OP_INSPECT:
-        simba__mem_inspect(srv, op, now, a);
-        return;
-    case SIMBA_OP_SET_CAPACITY:
-        rs[0] = simba__mem_res_get(srv, op->tenant, op->res[0].name, op->res[0].capacity);
-        if (!rs[0]) { a->r.status = SIMBA_ENOMEM; return; }
-        rs[0]->capacity = op->res[0].capacity;
-        srv->admin_epoch++;
-        simba__mem_touch(srv, rs[0], now, NULL);
-        simba__mem_wake_all(srv, rs[0], now, NULL);
-        return;
-    case SIMBA_OP_DELETE:
-        srv->admin_epoch++;
-        if ((rs[0] = simba__mem_res_find(srv, op->tenant, op->res[0].name)) != NULL) {
-            simba__mem_wake_all(srv, rs[0], now, NULL);
-            simba__mem_res_delete(srv, rs[0]);
-        }
-        return;
-    default:
-        a->r.status = SIMBA_EINVAL;
-        return;
-    }
-}
-
-/*--- the connection: the backend vtable ---*/
-
-static int simba__mem_attach(void *impl, simba *s) {
-    simba__mem_conn *c = (simba__mem_conn *)impl;
-    c->s = s;
-    c->reconnect_at = 0;                 /* connect on the first process() */
-    return SIMBA_OK;
-}
-
-static int simba__mem_submit(void *impl, const simba_op *op) {
-    simba__mem_conn *c = (simba__mem_conn *)impl;
-    simba_mem_server *srv = c->srv;
-    simba__mem_answer a;
-    simba__mem_item it;
-    int64_t now;
-    if (!c->connected || c->broken) return SIMBA_EDISCONNECTED;
-    if (c->faults.queue_limit > 0 && c->n - c->head >= c->faults.queue_limit) return SIMBA_EBUSY;
-    if (c->faults.partitioned || simba__mem_rand_pct(c, c->faults.drop_request_pct)) return SIMBA_OK; /* lost */
-    memset(&a, 0, sizeof a);
-    a.r.id = op->id;
-    a.r.recheck_ms = -1;
-    simba__mem_execute(srv, c, op, &a);
-    srv->answering = NULL;                 /* it pointed into op */
-    now = simba__mem_now(srv);
-    if (simba__mem_rand_pct(c, c->faults.drop_reply_pct)) { simba__mem_free(srv, a.entries); return SIMBA_OK; }
-    memset(&it, 0, sizeof it);
-    it.reply = a.r;
-    it.due = simba__mem_due(c, now);
-    it.owner = simba__mem_strdup(srv, a.r.owner);
-    it.entries = a.entries;
-    simba__mem_push_item(c, &it);
-    return SIMBA_OK;
-}
-
-static int simba__mem_pollfds(void *impl, struct pollfd *fds, int max) { (void)impl; (void)fds; (void)max; return 0; }
-
-static int64_t simba__mem_deadline(void *impl) {
-    simba__mem_conn *c = (simba__mem_conn *)impl;
-    if (c->broken) return 0;
-    if (!c->connected) return c->reconnect_at;
-    if (c->head < c->n && !c->faults.partitioned) return c->items[c->head].due;
-    return -1;
-}
-
-/* A push, by the kind of news it carries. */
-static void simba__mem_push_to_core(simba *s, const simba__mem_item *it) {
-    if (it->wake == SIMBA__MEM_GRANTED) simba_backend_granted(s, it->name, it->session, it->request, it->reply.fence[0]);
-    else if (it->wake == SIMBA__MEM_RECHECK) simba_backend_recheck(s, it->name, it->session, it->request);
-    else simba_backend_changed(s, it->name);
-}
-
-/* Hand an item to the core; the item's strings live during the call. */
-static void simba__mem_deliver(simba__mem_conn *c, simba__mem_item *it) {
-    if (it->wake) simba__mem_push_to_core(c->s, it);
-    else {
-        it->reply.owner = it->owner;
-        it->reply.message = it->message;
-        it->reply.entries = it->entries;
-        simba_backend_complete(c->s, &it->reply);
-    }
-    simba__mem_item_free(c->srv, it);
-}
-
-/* Drop the connection: undelivered answers and pushes vanish. `report`: tell
-   the core the connection is down; `complete`: fail the undelivered answers
-   with SIMBA_EDISCONNECTED (only for a drop the backend finds by itself in
-   process(): after reset() and destroy() the core fails the ops in flight). */
-static void simba__mem_disconnect(simba__mem_conn *c, int why, int report, int complete) {
-    int64_t now = simba__mem_now(c->srv);
-    c->connected = 0;
-    c->broken = 0;
-    c->last_due = 0;                     /* a new connection keeps no FIFO order with the old one */
-    c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts);
-    if (report) simba_backend_state(c->s, 0, why, "connection dropped");
-    while (c->head < c->n) {
-        simba__mem_item it = c->items[c->head++];
-        if (complete && !it.wake) {
-            it.reply.status = SIMBA_EDISCONNECTED;
-            it.reply.granted = 0;
-            simba_backend_complete(c->s, &it.reply);
-        }
-        simba__mem_item_free(c->srv, &it);
-    }
-    c->head = c->n = 0;
-}
-
-static void simba__mem_process(void *impl, const struct pollfd *fds, int nfds) {
-    simba__mem_conn *c = (simba__mem_conn *)impl;
-    int64_t now = simba__mem_now(c->srv);
-    (void)fds; (void)nfds;
-    if (c->broken) simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 1, 1);
-    if (!c->connected) {
-        if (now < c->reconnect_at) return;
-        if (c->faults.partitioned) {
-            c->reconnect_at = now + simba_backend_backoff_ms(c->s, ++c->attempts);
-            simba_backend_state(c->s, 0, SIMBA_EDISCONNECTED, "partitioned");
-            return;
-        }
-        c->connected = 1;
-        c->attempts = 0;
-        simba_backend_state(c->s, 1, 0, NULL);
-    }
-    if (c->faults.partitioned) return;
-    while (c->head < c->n && c->items[c->head].due <= now && c->connected) {
-        simba__mem_item it = c->items[c->head++];
-        simba__mem_deliver(c, &it);
-    }
-    /* drained: the next item goes to the array's first slot again, not on
-       along it, so a client's items stay in the few cache lines it used
-       last (they walked a client's whole array, 32 slots of 224 bytes,
-       one push at a time: with 1,000 clients that is 7 MB of cold lines) */
-    if (c->head == c->n) c->head = c->n = 0;
-}
-
-static void simba__mem_reset(void *impl, int why) {
-    simba__mem_conn *c = (simba__mem_conn *)impl;
-    if (c->connected) simba__mem_disconnect(c, why, 1, 0);
-}
-
-static void simba__mem_destroy(void *impl) {
-    simba__mem_conn *c = (simba__mem_conn *)impl;
-    simba_mem_server *srv = c->srv;
-    simba__mem_conn **pp;
-    for (pp = &srv->conns; *pp; pp = &(*pp)->next) if (*pp == c) { *pp = c->next; break; }
-    while (c->sessions) simba__mem_sess_bind(c->sessions, NULL);   /* they live on until they expire */
-    simba__mem_disconnect(c, SIMBA_EDISCONNECTED, 0, 0);
-    simba__mem_free(srv, c->items);
-    simba__mem_free(srv, c);
-}
-
-static const simba_backend_vtable simba__mem_vtable = {
-    "mem", simba__mem_attach, simba__mem_submit, simba__mem_pollfds, simba__mem_deadline,
-    simba__mem_process, simba__mem_reset, simba__mem_destroy
-};
-
-SIMBADEF simba_backend simba_mem(simba_mem_server *srv, const simba_mem_faults *faults) {
-    simba_backend b;
-    simba__mem_conn *c;
-    memset(&b, 0, sizeof b);
-    if (!srv) return b;                   /* simba_create reports SIMBA_EINVAL */
-    c = (simba__mem_conn *)simba__mem_alloc(srv, sizeof *c);
-    if (!c) return b;
-    memset(c, 0, sizeof *c);
-    c->srv = srv;
-    if (faults) c->faults = *faults;
-    c->rng = c->faults.seed ? c->faults.seed : 0x5eed + srv->order++;
-    c->next = srv->conns;
-    srv->conns = c;
-    b.vt = &simba__mem_vtable;
-    b.impl = c;
-    return b;
-}
-
-static simba__mem_conn *simba__mem_conn_of(simba_mem_server *srv, simba *s) {
-    simba__mem_conn *c;
-    for (c = srv->conns; c; c = c->next) if (c->s == s) return c;
-    return NULL;
-}
-
-SIMBADEF int simba_mem_set_faults(simba_mem_server *srv, simba *s, const simba_mem_faults *faults) {
-    simba__mem_conn *c;
-    simba_mem_faults none;
-    if (!srv) return SIMBA_EINVAL;
-    if (!faults) { memset(&none, 0, sizeof none); faults = &none; }
-    for (c = srv->conns; c; c = c->next) {
-        if (s && c->s != s) continue;
-        c->faults = *faults;
-        if (faults->seed) c->rng = faults->seed;
-        if (s) return SIMBA_OK;
-    }
-    return s ? SIMBA_ESTALE : SIMBA_OK;
-}
-
-SIMBADEF int simba_mem_kill(simba_mem_server *srv, simba *s) {
-    simba__mem_conn *c = srv ? simba__mem_conn_of(srv, s) : NULL;
-    if (!c) return SIMBA_ESTALE;
-    if (c->connected) c->broken = 1;
-    return SIMBA_OK;
-}
-
-static void simba__mem_clear(simba_mem_server *srv) {
-    uint32_t b;
-    for (b = 0; b < srv->nrb; b++) {
-        while (srv->rb[b]) {
-            simba__mem_res *r = srv->rb[b];
-            srv->rb[b] = r->next;
-            simba__mem_free(srv, r->base); simba__mem_free(srv, r->idx);
-            simba__mem_free(srv, r->key); simba__mem_free(srv, r);
-        }
-    }
-    for (b = 0; b < srv->nsb; b++) {
-        while (srv->sb[b]) {
-            simba__mem_session *ss = srv->sb[b];
-            srv->sb[b] = ss->next;
-            simba__mem_free(srv, ss);
-        }
-    }
-    {
-        simba__mem_conn *c;                 /* their sessions are gone */
-        for (c = srv->conns; c; c = c->next) c->sessions = NULL;
-    }
-    srv->nres = srv->nsess = 0;
-}
-
-SIMBADEF void simba_mem_server_restart(simba_mem_server *srv) {
-    simba__mem_conn *c;
-    if (!srv) return;
-    simba__mem_clear(srv);
-    srv->epoch_set = 0;                   /* the next operation starts the grace period */
-    for (c = srv->conns; c; c = c->next) if (c->connected) c->broken = 1;
-}
-
-SIMBADEF void simba_mem_server_init(simba_mem_server *srv) {
-    if (!srv) return;
-    srv->epoch_set = 1;                   /* no grace will start ... */
-    srv->grace_until = 0;                 /* ... and a running one ends */
-}
-
-SIMBADEF simba_mem_stats simba_mem_server_stats(simba_mem_server *srv) {
-    simba_mem_stats st;
-    uint32_t b;
-    memset(&st, 0, sizeof st);
-    if (!srv) return st;
-    st = srv->stats;
-    st.resources = srv->nres;
-    st.sessions = srv->nsess;
-    for (b = 0; b < srv->nrb; b++) {
-        simba__mem_res *r;
-        for (r = srv->rb[b]; r; r = r->next) st.entries += r->n;
-    }
-    return st;
-}
-
-/* The clients must be destroyed first; a server with clients left is not freed. */
-SIMBADEF void simba_mem_server_destroy(simba_mem_server *srv) {
-    simba_allocator a;
-    if (!srv || srv->conns) return;
-    simba__mem_clear(srv);
-    simba__mem_free(srv, srv->rb);
-    simba__mem_free(srv, srv->sb);
-    a = srv->alloc;
-    a.free(srv, a.user);
-}
-
-
-/*>>url: connection URLs (implementation) */
-
-/* ---- connection URLs (implementation) ----
-   A small, strict parser: it reads the URL once, left to right, never past
-   its NUL, and copies every decoded part into the struct's own buffer (the
-   decoded text is never longer than the encoded one, so buf cannot overflow:
-   SIMBA_URL_MAX bytes of URL plus at most SIMBA_URL_MAX of password from a
-   file or the environment). */
-SIMBADEF int simba_url_fail(simba_url_error *err, int code, const char *part, const char *fmt, ...) {
-    va_list ap;
-    if (!err) return code;
-    err->code = code;
-    simba__copy(err->part, sizeof err->part, part ? part : "");
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-static int simba__url_hex(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Decodes src[0..len) into u->buf at *pos; NULL (with *err) for a bad escape,
-   a decoded NUL, or no room. */
-static const char *simba__url_put(simba_url *u, size_t *pos, const char *src, size_t len,
-                                  const char *part, simba_url_error *err) {
-    char *dst = u->buf + *pos, *start = dst;
-    size_t i;
-    if (*pos + len + 1 > sizeof u->buf) {
-        simba_url_fail(err, SIMBA_EINVAL, part, "URL %s: too long", part);
-        return NULL;
-    }
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)src[i];
-        if (c == '%') {
-            int hi = i + 1 < len ? simba__url_hex((unsigned char)src[i + 1]) : -1;
-            int lo = i + 2 < len ? simba__url_hex((unsigned char)src[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
-                simba_url_fail(err, SIMBA_EINVAL, part, "URL %s: '%%' is not followed by two hex digits", part);
-                return NULL;
-            }
-            c = (unsigned char)(hi * 16 + lo);
-            if (c == 0) {
-                simba_url_fail(err, SIMBA_EINVAL, part, "URL %s: %%00 (a NUL byte) is not allowed", part);
-                return NULL;
-            }
-            i += 2;
-        } else if (c <= 0x20 || c == 0x7f) {
-            simba_url_fail(err, SIMBA_EINVAL, part, "URL %s: a space or control byte (encode it as %%%02X)", part, c);
-            return NULL;
-        }
-        *dst++ = (char)c;
-    }
-    *dst++ = '\0';
-    *pos = (size_t)(dst - u->buf);
-    return start;
-}
-
-/* Reads the first line of a password file into u->buf at *pos. A line
-   with a NUL byte is not a password (a device such as /dev/zero, a binary
-   file): read as a C string it would be an empty password. */
-static const char *simba__url_password_file(simba_url *u, size_t *pos, const char *path, simba_url_error *err) {
-    FILE *f = fopen(path, "r");
-    char *dst = u->buf + *pos;
-    size_t room = sizeof u->buf - *pos, n = 0, cap = room > 4096 ? 4096 : room;
-    int c = 0;
-    if (!f) {
-        simba_url_fail(err, SIMBA_EAUTH, "password_file", "URL password_file: cannot open '%.120s'", path);
-        return NULL;
-    }
-    while (n + 1 < cap && (c = getc(f)) != EOF && c != '\n' && c != 0) dst[n++] = (char)c;
-    fclose(f);
-    if (c == 0) {
-        simba_url_fail(err, SIMBA_EAUTH, "password_file", "URL password_file: '%.120s' has a NUL byte: not a password",
-                       path);
-        return NULL;
-    }
-    while (n > 0 && dst[n - 1] == '\r') n--;
-    dst[n] = '\0';
-    if (n == 0) {
-        simba_url_fail(err, SIMBA_EAUTH, "password_file", "URL password_file: '%.120s' is empty or unreadable", path);
-        return NULL;
-    }
-    *pos += n + 1;
-    return dst;
-}
-
-static int simba__url_host_char(int c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~' || c == '%';
-}
-
-/* One "host[:port]" or "[v6]:port" of the authority. */
-static int simba__url_host(simba_url *u, size_t *pos, const char *h, size_t len, simba_url_error *err) {
-    simba_url_host *out = &u->hosts[u->nhosts];
-    size_t hl = len, i;
-    const char *ports = NULL;
-    size_t pl = 0;
-    if (u->nhosts >= SIMBA_URL_MAX_HOSTS)
-        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: more than %d hosts", SIMBA_URL_MAX_HOSTS);
-    if (len == 0) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: empty host name");
-    if (h[0] == '[') {
-        const char *close = (const char *)memchr(h, ']', len);
-        if (!close) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: '[' without ']'");
-        for (i = 1; h + i < close; i++)
-            if (!(simba__url_hex((unsigned char)h[i]) >= 0 || h[i] == ':' || h[i] == '.'))
-                return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: bad byte in an IPv6 address");
-        if (close == h + 1) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: empty IPv6 address");
-        hl = (size_t)(close - h) + 1;
-        if (hl < len) {
-            if (h[hl] != ':') return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: ']' must be followed by ':port'");
-            ports = h + hl + 1;
-            pl = len - hl - 1;
-        }
-        if (!(out->host = simba__url_put(u, pos, h + 1, hl - 2, "host", err))) return err ? err->code : SIMBA_EINVAL;
-    } else {
-        const char *colon = (const char *)memchr(h, ':', len);
-        if (colon) {
-            hl = (size_t)(colon - h);
-            ports = colon + 1;
-            pl = len - hl - 1;
-        }
-        if (hl == 0) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: empty host name before ':'");
-        for (i = 0; i < hl; i++)
-            if (!simba__url_host_char((unsigned char)h[i]))
-                return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: byte 0x%02x is not allowed in a host name (encode it)",
-                                      (unsigned)(unsigned char)h[i]);
-        if (!(out->host = simba__url_put(u, pos, h, hl, "host", err))) return err ? err->code : SIMBA_EINVAL;
-    }
-    out->port = 0;
-    if (ports) {
-        long p = 0;
-        if (pl == 0) return simba_url_fail(err, SIMBA_EINVAL, "port", "URL port: empty after ':'");
-        for (i = 0; i < pl; i++) {
-            if (ports[i] < '0' || ports[i] > '9' || p > 65535)
-                return simba_url_fail(err, SIMBA_EINVAL, "port", "URL port: '%.*s' is not a port (1..65535)",
-                                      (int)(pl > 20 ? 20 : pl), ports);
-            p = p * 10 + (ports[i] - '0');
-        }
-        if (p < 1 || p > 65535)
-            return simba_url_fail(err, SIMBA_EINVAL, "port", "URL port: '%.*s' is not a port (1..65535)",
-                                  (int)(pl > 20 ? 20 : pl), ports);
-        out->port = (int)p;
-    }
-    u->nhosts++;
-    return SIMBA_OK;
-}
-
-/* Over 80 lines: the URL grammar left to right (scheme, userinfo, hosts,
-   path, query) in one place; split up, one grammar would be scattered. */
-SIMBADEF int simba_url_parse(const char *url, simba_url *u, simba_url_error *err) {
-    size_t n, i, pos = 0, end;
-    const char *p, *q;
-    const char *pw_env = NULL, *pw_file = NULL;
-    int rc;
-    if (err) memset(err, 0, sizeof *err);
-    if (!u) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no output struct");
-    memset(u, 0, sizeof *u);
-    u->path = "";
-    if (!url) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: none given");
-    for (n = 0; n <= SIMBA_URL_MAX && url[n]; n++) {}
-    if (n > SIMBA_URL_MAX) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: longer than %d bytes", SIMBA_URL_MAX);
-    if (n == 0) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: empty");
-
-    /* scheme ":" */
-    for (i = 0; i < n && url[i] != ':'; i++) {
-        char c = url[i];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                 (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'));
-        if (!ok) break;
-    }
-    if (i == n || url[i] != ':' || i == 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: expected 'scheme:' at the start (e.g. redis://host)");
-    if (i >= sizeof u->scheme) return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: too long");
-    for (end = 0; end < i; end++) {
-        char c = url[end];
-        u->scheme[end] = (char)((c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c);
-    }
-    u->scheme[i] = '\0';
-    p = url + i + 1;
-    end = n - (i + 1);                          /* bytes left after "scheme:" */
-
-    if ((q = (const char *)memchr(p, '#', end)) != NULL)
-        return simba_url_fail(err, SIMBA_EINVAL, "fragment", "URL fragment: '#' is not allowed (encode it as %%23)");
-
-    /* "//" authority */
-    if (end >= 2 && p[0] == '/' && p[1] == '/') {
-        const char *a = p + 2, *ae, *at = NULL, *h;
-        size_t alen;
-        u->has_authority = 1;
-        for (ae = a; ae < p + end && *ae != '/' && *ae != '?'; ae++)
-            if (*ae == '@') at = ae;                /* the last '@': passwords may hold one encoded only */
-        alen = (size_t)(ae - a);
-        h = a;
-        if (at) {
-            const char *colon = (const char *)memchr(a, ':', (size_t)(at - a));
-            size_t ul = colon ? (size_t)(colon - a) : (size_t)(at - a);
-            if (memchr(a, '@', (size_t)(at - a)))
-                return simba_url_fail(err, SIMBA_EINVAL, "userinfo", "URL userinfo: a second '@' (encode it as %%40)");
-            if (ul > 0 && !(u->user = simba__url_put(u, &pos, a, ul, "user", err))) return err ? err->code : SIMBA_EINVAL;
-            if (colon && !(u->password = simba__url_put(u, &pos, colon + 1, (size_t)(at - colon - 1), "password", err)))
-                return err ? err->code : SIMBA_EINVAL;
-            if (!colon && ul == 0)
-                return simba_url_fail(err, SIMBA_EINVAL, "userinfo", "URL userinfo: empty before '@'");
-            h = at + 1;
-        }
-        alen = (size_t)(ae - h);
-        while (alen > 0) {
-            const char *comma = (const char *)memchr(h, ',', alen);
-            size_t hl = comma ? (size_t)(comma - h) : alen;
-            if ((rc = simba__url_host(u, &pos, h, hl, err)) != SIMBA_OK) return rc;
-            if (!comma) break;
-            if (hl + 1 == alen) return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: empty host name after ','");
-            h = comma + 1;
-            alen -= hl + 1;
-        }
-        end -= (size_t)(ae - p);
-        p = ae;
-    }
-
-    /* path */
-    q = (const char *)memchr(p, '?', end);
-    {
-        size_t pl = q ? (size_t)(q - p) : end;
-        if (pl > 0 && !(u->path = simba__url_put(u, &pos, p, pl, "path", err))) return err ? err->code : SIMBA_EINVAL;
-    }
-
-    /* query */
-    if (q) {
-        const char *s = q + 1, *qe = p + end;
-        while (s < qe) {
-            const char *amp = (const char *)memchr(s, '&', (size_t)(qe - s));
-            const char *e = amp ? amp : qe, *eq = (const char *)memchr(s, '=', (size_t)(e - s));
-            simba_url_query *pp;
-            int k;
-            if (e == s) { s = e + 1; continue; }   /* "a=1&&b=2": an empty pair is nothing */
-            if (u->nparams >= SIMBA_URL_MAX_PARAMS)
-                return simba_url_fail(err, SIMBA_EINVAL, "query", "URL query: more than %d parameters", SIMBA_URL_MAX_PARAMS);
-            pp = &u->params[u->nparams];
-            if ((eq ? eq : e) == s) return simba_url_fail(err, SIMBA_EINVAL, "query", "URL query: a parameter without a name");
-            if (!(pp->key = simba__url_put(u, &pos, s, (size_t)((eq ? eq : e) - s), "query", err))) return err ? err->code : SIMBA_EINVAL;
-            if (!(pp->value = simba__url_put(u, &pos, eq ? eq + 1 : e, eq ? (size_t)(e - eq - 1) : 0, pp->key, err)))
-                return err ? err->code : SIMBA_EINVAL;
-            for (k = 0; k < u->nparams; k++)
-                if (strcmp(u->params[k].key, pp->key) == 0)
-                    return simba_url_fail(err, SIMBA_EINVAL, pp->key, "URL query: parameter '%.40s' given twice", pp->key);
-            u->nparams++;
-            if (!amp) break;
-            s = amp + 1;
-        }
-    }
-
-    /* passwords that stay out of the URL */
-    pw_env = simba_url_param(u, "password_env");
-    pw_file = simba_url_param(u, "password_file");
-    if ((pw_env != NULL) + (pw_file != NULL) + (u->password != NULL) > 1)
-        return simba_url_fail(err, SIMBA_EINVAL, pw_env ? "password_env" : "password_file",
-                              "URL password: given more than once (userinfo, password_env, password_file)");
-    if (pw_env) {
-        const char *v = *pw_env ? getenv(pw_env) : NULL;
-        if (!v)
-            return simba_url_fail(err, SIMBA_EAUTH, "password_env", "URL password_env: variable '%.60s' is not set", pw_env);
-        if (strlen(v) >= sizeof u->buf - pos)
-            return simba_url_fail(err, SIMBA_EAUTH, "password_env", "URL password_env: the password is too long");
-        memcpy(u->buf + pos, v, strlen(v) + 1);
-        u->password = u->buf + pos;
-        pos += strlen(v) + 1;
-    }
-    if (pw_file && !(u->password = simba__url_password_file(u, &pos, pw_file, err))) return err ? err->code : SIMBA_EAUTH;
-    return SIMBA_OK;
-}
-
-SIMBADEF const char *simba_url_param(simba_url *u, const char *key) {
-    int i;
-    if (!u || !key) return NULL;
-    for (i = 0; i < u->nparams; i++)
-        if (strcmp(u->params[i].key, key) == 0) {
-            u->params[i].used = 1;
-            return u->params[i].value;
-        }
-    return NULL;
-}
-
-SIMBADEF int simba_url_int(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err) {
-    const char *v = simba_url_param(u, key), *c;
-    long long x = 0;
-    int neg = 0;
-    if (!v) return SIMBA_OK;
-    c = v;
-    if (*c == '-') { neg = 1; c++; }
-    if (!*c) return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a number", key, v);
-    for (; *c; c++) {
-        if (*c < '0' || *c > '9' || x > 100000000000LL)
-            return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a number", key, v);
-        x = x * 10 + (*c - '0');
-    }
-    if (neg) x = -x;
-    if (x < min || x > max)
-        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: %lld is out of range (%d..%d)", key, x, min, max);
-    *out = (int)x;
-    return SIMBA_OK;
-}
-
-SIMBADEF int simba_parse_duration_ms(const char *t, int *ms) {
-    long long x = 0, mul, frac = 0, scale = 1, part;
-    int beyond = 0;            /* a non-zero digit past the 9th of the fraction */
-    const char *c = t;
-    if (!t || !ms || *c < '0' || *c > '9') return SIMBA_EINVAL;
-    for (; *c >= '0' && *c <= '9'; c++) {
-        x = x * 10 + (*c - '0');
-        if (x > 2147483647LL) return SIMBA_EINVAL;
-    }
-    if (*c == '.') {           /* a decimal fraction: digits on both sides of the point */
-        if (c[1] < '0' || c[1] > '9') return SIMBA_EINVAL;
-        for (c++; *c >= '0' && *c <= '9'; c++) {
-            if (scale < 1000000000LL) {
-                frac = frac * 10 + (*c - '0');
-                scale *= 10;
-            } else if (*c != '0') beyond = 1;
-        }
-        if (*c == '\0') return SIMBA_EINVAL;   /* "1.5": of what? */
-    }
-    if (strcmp(c, "ms") == 0) mul = 1;
-    else if (strcmp(c, "s") == 0) mul = 1000;
-    else if (strcmp(c, "m") == 0) mul = 60000;
-    else if (strcmp(c, "h") == 0) mul = 3600000;
-    else if (*c == '\0' && x == 0) mul = 0;  /* "0" needs no unit */
-    else return SIMBA_EINVAL;              /* "10" alone: 10 ms or 10 s? say which */
-    /* the fraction, rounded up to a whole ms: a timeout never comes early */
-    part = (frac * mul + scale - 1) / scale + (beyond && (frac * mul) % scale == 0);
-    if (x * mul + part > 2147483647LL) return SIMBA_EINVAL;
-    *ms = (int)(x * mul + part);
-    return SIMBA_OK;
-}
-
-SIMBADEF int simba_url_duration(simba_url *u, const char *key, int min, int max, int *out, simba_url_error *err) {
-    const char *v = simba_url_param(u, key);
-    int ms;
-    if (!v) return SIMBA_OK;
-    if (simba_parse_duration_ms(v, &ms) != SIMBA_OK)
-        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: '%.40s' is not a duration (500ms, 1.5s, 10s, 2m, 1h)", key, v);
-    if (ms < min || ms > max)
-        return simba_url_fail(err, SIMBA_EINVAL, key, "URL parameter %s: %d ms is out of range (%d..%d ms)", key, ms, min, max);
-    *out = ms;
-    return SIMBA_OK;
-}
-
-static int simba__url_word(const char *v, const char *extra, int maxlen) {
-    int n = 0;
-    for (; *v; v++, n++) {
-        char c = *v;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr(extra, c)))
-            return 0;
-    }
-    return n >= 1 && n <= maxlen;
-}
-
-SIMBADEF int simba_url_client_options(simba_url *u, simba_desc *d, simba_url_error *err) {
-    const char *v;
-    int rc;
-    if (!u || !d) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no desc");
-    if ((v = simba_url_param(u, "tenant")) != NULL) {
-        if (!simba__url_word(v, "._-", SIMBA_MAX_TENANT))
-            return simba_url_fail(err, SIMBA_ENAME, "tenant", "URL parameter tenant: 1..%d bytes of [A-Za-z0-9._-]", SIMBA_MAX_TENANT);
-        d->tenant = v;
-    }
-    if ((v = simba_url_param(u, "client_id")) != NULL) {
-        if (!simba__url_word(v, ".:-", SIMBA_MAX_ID))
-            return simba_url_fail(err, SIMBA_ENAME, "client_id", "URL parameter client_id: 1..%d bytes of [A-Za-z0-9.:-]", SIMBA_MAX_ID);
-        d->client_id = v;
-    }
-    if ((rc = simba_url_duration(u, "ttl", 1, 86400000, &d->ttl_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "transition", 1, 86400000, &d->transition_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "op_timeout", 1, 86400000, &d->op_timeout_ms, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_duration(u, "recheck", 1, 86400000, &d->recheck_ms, err)) != SIMBA_OK) return rc;
-    return SIMBA_OK;
-}
-
-SIMBADEF int simba_url_check_used(const simba_url *u, simba_url_error *err) {
-    int i;
-    if (!u) return SIMBA_EINVAL;
-    for (i = 0; i < u->nparams; i++)
-        if (!u->params[i].used)
-            return simba_url_fail(err, SIMBA_EINVAL, u->params[i].key, "URL query: unknown parameter '%.40s' for %s:",
-                                  u->params[i].key, u->scheme);
-    return SIMBA_OK;
-}
-
-SIMBADEF void simba_url_clear(simba_url *u) {
-    volatile char *b;
-    size_t i;
-    if (!u) return;
-    b = (volatile char *)u->buf;   /* volatile: the compiler may not skip it */
-    for (i = 0; i < sizeof u->buf; i++) b[i] = 0;
-    u->password = NULL;
-}
-
-SIMBADEF int simba_mem_from_url(simba_url *u, simba_mem_server *srv, simba_backend *out, simba_url_error *err) {
-    if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
-    if (strcmp(u->scheme, "mem") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "scheme", "URL scheme: '%s' is not mem", u->scheme);
-    if (u->nhosts || u->user || u->password)
-        return simba_url_fail(err, SIMBA_EINVAL, "host", "URL host: mem: has no host or user (it is this process only)");
-    if (u->path[0] && strcmp(u->path, "/") != 0)
-        return simba_url_fail(err, SIMBA_EINVAL, "path", "URL path: mem: takes no path");
-    if (!srv) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: mem: needs a simba_mem_server");
-    *out = simba_mem(srv, NULL);
-    return SIMBA_OK;
-}
-
 #ifdef __cplusplus
 }
 #endif
 #endif /* SIMBA_IMPL_INCLUDED */
 #endif /* SIMBA_IMPLEMENTATION */
-
-/*>>url_dispatch: connection URLs, the dispatcher (SIMBA_URL_DISPATCH) */
-
-/* ---- connection URLs: the dispatcher ----
-   Compiled by the application after its backend headers (see "connection
-   URLs" above): define SIMBA_URL_DISPATCH and include simba.h once more.
-   Everything here is static, so every file that wants it can have it. Why
-   not registration at run time: C99 has no portable constructors, and a
-   table the application fills by hand can forget a backend; this way the
-   preprocessor sees exactly which headers were included. */
-#if defined(SIMBA_URL_DISPATCH) && defined(SIMBA_INCLUDED) && !defined(SIMBA__URL_DISPATCHED)
-#define SIMBA__URL_DISPATCHED
-#include <stdlib.h>
-#include <string.h>
-#if defined(__GNUC__) || defined(__clang__)
-#define SIMBA__URL_STATIC static __attribute__((unused))
-#else
-#define SIMBA__URL_STATIC static
-#endif
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* The schemes this program accepts, for messages and --help. */
-SIMBA__URL_STATIC const char *simba_url_schemes(void) {
-    return
-#ifdef SIMBA_REDIS_INCLUDED
-        "redis://, redis+unix://, redis+sentinel://, redis+cluster://, "
-#endif
-#ifdef SIMBA_MYSQL_INCLUDED
-        "mysql://, "
-#endif
-#ifdef SIMBA_ZK_INCLUDED
-        "zk://, "
-#endif
-#ifdef SIMBA_SQLITE_INCLUDED
-        "sqlite://, "
-#endif
-        "mem:";
-}
-
-/* The process-wide server behind "mem:" URLs: every client made from a
-   mem: URL in this process meets the others there (and no other process). */
-SIMBA__URL_STATIC simba_mem_server *simba_url_mem_server(void) {
-    static simba_mem_server *srv;
-    if (!srv) srv = simba_mem_server_create(NULL);
-    return srv;
-}
-
-/* simba_url_desc: parse url into *u and fill *d: the client options and the
-   backend of its scheme (d->backend is set only on success; then simba owns
-   it from simba_create on). Strings in *d point into *u. */
-SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *d, simba_url_error *err) {
-    int rc;
-    simba_backend b;
-    if ((rc = simba_url_parse(url, u, err)) != SIMBA_OK) return rc;
-    if ((rc = simba_url_client_options(u, d, err)) != SIMBA_OK) return rc;
-    b.vt = NULL;
-    b.impl = NULL;
-    if (0) {}
-#ifdef SIMBA_REDIS_INCLUDED
-    else if (strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
-             strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0)
-        rc = simba_redis_from_url(u, &b, err);
-#endif
-#ifdef SIMBA_MYSQL_INCLUDED
-    else if (strcmp(u->scheme, "mysql") == 0) rc = simba_mysql_from_url(u, &b, err);
-#endif
-#ifdef SIMBA_ZK_INCLUDED
-    else if (strcmp(u->scheme, "zk") == 0) rc = simba_zk_from_url(u, &b, err);
-#endif
-#ifdef SIMBA_SQLITE_INCLUDED
-    else if (strcmp(u->scheme, "sqlite") == 0) rc = simba_sqlite_from_url(u, &b, err);
-#endif
-    else if (strcmp(u->scheme, "mem") == 0) {
-        rc = simba_url_check_used(u, err);
-        if (rc == SIMBA_OK) {
-            simba_mem_server *srv = simba_url_mem_server();
-            rc = srv ? simba_mem_from_url(u, srv, &b, err)
-                     : simba_url_fail(err, SIMBA_ENOMEM, "url", "URL: out of memory");
-        }
-    } else {
-        const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
-                            strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
-                            strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0 ||
-                            strcmp(u->scheme, "sqlite") == 0
-                                ? "is not compiled into this program" : "is unknown";
-        return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",
-                              u->scheme, known, simba_url_schemes());
-    }
-    if (rc == SIMBA_OK) d->backend = b;
-    return rc;
-}
-
-/* simba_create_url: a client for url; base (may be NULL) gives the other
-   fields of simba_desc (the URL's client options win). NULL on failure, with
-   *err saying why (a failed simba_create: err->part "client"). */
-SIMBA__URL_STATIC simba *simba_create_url(const char *url, const simba_desc *base, simba_url_error *err) {
-    simba_url *u = (simba_url *)malloc(sizeof *u);
-    simba_desc d;
-    simba *s = NULL;
-    simba_error e;
-    if (!u) {
-        simba_url_fail(err, SIMBA_ENOMEM, "url", "URL: out of memory");
-        return NULL;
-    }
-    if (base) d = *base;
-    else memset(&d, 0, sizeof d);
-    if (simba_url_desc(url, u, &d, err) == SIMBA_OK) {
-        s = simba_create(&d, &e);
-        if (!s) simba_url_fail(err, e.code, "client", "cannot create the client: %s",
-                               e.message[0] ? e.message : simba_strerror(e.code));
-    }
-    simba_url_clear(u);
-    free(u);
-    return s;
-}
-
-#ifdef __cplusplus
-}
-#endif
-#endif /* SIMBA_URL_DISPATCH */
 
 /*
     LICENSE (MIT)

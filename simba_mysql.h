@@ -131,13 +131,13 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
 
 /* ---- connection URLs ----
    simba_mysql_from_url: the backend for a parsed URL (simba_url_parse in
-   simba.h) of scheme mysql:
+   simba_url.h) of scheme mysql:
        mysql://[user[:password]@]host[:port]/database[?parameters]
        mysql://[user[:password]@]/database?socket=/path/to/socket
    parameters: socket, table_prefix, create_schema (0/1), connect_timeout
    (duration), lock_wait_timeout (seconds), ssl_ca, ssl_capath, ssl_cert,
    ssl_key, ssl_cipher, ssl_verify (0/1), plus password_env / password_file
-   (simba.h). Read the client options (simba_url_client_options) first: a
+   (simba_url.h). Read the client options (simba_url_client_options) first: a
    parameter nobody read is an error here. */
 SIMBADEF int simba_mysql_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
 

@@ -158,7 +158,7 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
 
 /* ---- connection URLs ----
    simba_redis_from_url: the backend for a parsed URL (simba_url_parse in
-   simba.h) of scheme redis or redis+unix:
+   simba_url.h) of scheme redis or redis+unix:
        redis://[user[:password]@]host[:port][/db][?parameters]
        redis+unix://[user[:password]@]/path/to/socket[?db=N&parameters]
        redis+sentinel://[user[:password]@]s1:26379,s2:26379/mastername[?parameters]
@@ -169,7 +169,7 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *desc);
    parameter cluster_idle, a duration or "never": simba_redis_desc.cluster_idle_ms)
    parameters: prefix, wait_replicas, wait_timeout (duration),
    connect_timeout (duration), db (redis+unix and redis+sentinel), plus password_env /
-   password_file (simba.h). Read the client options (simba_url_client_options)
+   password_file (simba_url.h). Read the client options (simba_url_client_options)
    first: a parameter nobody read is an error here. */
 SIMBADEF int simba_redis_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
 

@@ -901,6 +901,87 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     return 0;
 }
 
+/*>>connection.write: a batch of ops, one write transaction */
+
+static void simba__sqlite_run_op(simba__sqlite *b, simba__sqlite_job *j);
+static void simba__sqlite_send_wakes(simba__sqlite *b);
+static void simba__sqlite_down(simba__sqlite *b, int code, const char *msg);
+static int simba__sqlite_replaced(simba__sqlite *b, char *msg, size_t cap);
+
+/* The per-transaction state starts empty; the clocks are read once. */
+static void simba__sqlite_tx_begin(simba__sqlite *b) {
+    b->rc = 0;
+    b->errmsg[0] = 0;
+    b->nknown = 0;
+    b->nwakes = 0;
+    b->ntodo = 0;
+    b->now = simba__sqlite_mono_ms();
+    b->now_us = simba__sqlite_real_us();
+    b->tenant = "";
+    b->grace_until = simba__sqlite_meta_int(b, "grace_until", 0);
+}
+
+/* A batch that failed: every op of it gets the cause; a file that went bad
+   (corrupt, I/O error, read-only now) also drops the connection. */
+static void simba__sqlite_batch_failed(simba__sqlite *b, simba__sqlite_job **jobs, int n) {
+    char msg[SIMBA_MAX_MESSAGE + 96];
+    int rc = b->rc, code, i, prim = b->rc & 0xff;
+    code = simba__sqlite_explain(b, rc, "transaction", msg, sizeof msg);
+    sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+    b->stats.last_error = code;
+    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) code = SIMBA_EDISCONNECTED;
+    for (i = 0; i < n; i++) {
+        simba_holder *keep = NULL;
+        simba__sqlite_free(b, jobs[i]->entries);
+        jobs[i]->entries = keep;
+        memset(&jobs[i]->r, 0, sizeof jobs[i]->r);
+        jobs[i]->r.status = code;
+        jobs[i]->r.message = msg;
+        simba__sqlite_complete(b, jobs[i]);
+    }
+    if (b->up && (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB || prim == SQLITE_IOERR ||
+                  prim == SQLITE_READONLY || prim == SQLITE_CANTOPEN))
+        simba__sqlite_down(b, code, msg);
+}
+
+/* Runs up to SIMBA__SQLITE_BATCH queued ops in one write transaction and
+   answers them after COMMIT. Never waits: a busy database (another process
+   is writing) leaves the ops queued and retries from the loop a few ms
+   later. Returns 1 if it ran a batch. */
+static int simba__sqlite_run_batch(simba__sqlite *b) {
+    simba__sqlite_job *jobs[SIMBA__SQLITE_BATCH];
+    char msg[SIMBA_MAX_MESSAGE + 96];
+    int n, i, rc;
+    int64_t t0;
+    if (!b->up || !b->jn || simba_now_ms(b->s) < b->retry_at) return 0;
+    if (simba__sqlite_replaced(b, msg, sizeof msg)) { simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg); return 0; }
+    t0 = simba__sqlite_real_us();
+    rc = sqlite3_step(simba__sqlite_q(b, SQ_BEGIN));
+    if (rc != SQLITE_DONE) {
+        int prim = rc & 0xff;
+        sqlite3_reset(b->st[SQ_BEGIN]);
+        if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) {
+            b->stats.busy++;
+            b->retry_at = simba_now_ms(b->s) + 1 + (b->busy_tries++ % b->busy_retry_ms);
+            return 0;
+        }
+        simba__sqlite_down(b, simba__sqlite_explain(b, rc, "begin", msg, sizeof msg), msg);
+        return 0;
+    }
+    b->busy_tries = 0;
+    simba__sqlite_tx_begin(b);
+    n = b->jn < SIMBA__SQLITE_BATCH ? b->jn : SIMBA__SQLITE_BATCH;
+    simba__sqlite_take(b, jobs, n);
+    for (i = 0; i < n && !b->rc; i++) simba__sqlite_run_op(b, jobs[i]);
+    if (!b->rc && (rc = sqlite3_step(simba__sqlite_q(b, SQ_COMMIT))) != SQLITE_DONE) simba__sqlite_fail(b, rc);
+    if (b->rc) { simba__sqlite_batch_failed(b, jobs, n); return 1; }
+    b->stats.transactions++;
+    simba__sqlite_send_wakes(b);
+    if (simba__sqlite_real_us() - t0 > b->stats.longest_batch_us) b->stats.longest_batch_us = simba__sqlite_real_us() - t0;
+    for (i = 0; i < n; i++) simba__sqlite_complete(b, jobs[i]);
+    return 1;
+}
+
 /*>>connection.recover: close, reconnect with backoff, the file replaced */
 
 static void simba__sqlite_close_db(simba__sqlite *b) {
@@ -981,85 +1062,6 @@ static int simba__sqlite_replaced(simba__sqlite *b, char *msg, size_t cap) {
         return 1;
     }
     return 0;
-}
-
-/*>>connection.write: a batch of ops, one write transaction */
-
-static void simba__sqlite_run_op(simba__sqlite *b, simba__sqlite_job *j);
-static void simba__sqlite_send_wakes(simba__sqlite *b);
-
-/* The per-transaction state starts empty; the clocks are read once. */
-static void simba__sqlite_tx_begin(simba__sqlite *b) {
-    b->rc = 0;
-    b->errmsg[0] = 0;
-    b->nknown = 0;
-    b->nwakes = 0;
-    b->ntodo = 0;
-    b->now = simba__sqlite_mono_ms();
-    b->now_us = simba__sqlite_real_us();
-    b->tenant = "";
-    b->grace_until = simba__sqlite_meta_int(b, "grace_until", 0);
-}
-
-/* A batch that failed: every op of it gets the cause; a file that went bad
-   (corrupt, I/O error, read-only now) also drops the connection. */
-static void simba__sqlite_batch_failed(simba__sqlite *b, simba__sqlite_job **jobs, int n) {
-    char msg[SIMBA_MAX_MESSAGE + 96];
-    int rc = b->rc, code, i, prim = b->rc & 0xff;
-    code = simba__sqlite_explain(b, rc, "transaction", msg, sizeof msg);
-    sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
-    b->stats.last_error = code;
-    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) code = SIMBA_EDISCONNECTED;
-    for (i = 0; i < n; i++) {
-        simba_holder *keep = NULL;
-        simba__sqlite_free(b, jobs[i]->entries);
-        jobs[i]->entries = keep;
-        memset(&jobs[i]->r, 0, sizeof jobs[i]->r);
-        jobs[i]->r.status = code;
-        jobs[i]->r.message = msg;
-        simba__sqlite_complete(b, jobs[i]);
-    }
-    if (b->up && (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB || prim == SQLITE_IOERR ||
-                  prim == SQLITE_READONLY || prim == SQLITE_CANTOPEN))
-        simba__sqlite_down(b, code, msg);
-}
-
-/* Runs up to SIMBA__SQLITE_BATCH queued ops in one write transaction and
-   answers them after COMMIT. Never waits: a busy database (another process
-   is writing) leaves the ops queued and retries from the loop a few ms
-   later. Returns 1 if it ran a batch. */
-static int simba__sqlite_run_batch(simba__sqlite *b) {
-    simba__sqlite_job *jobs[SIMBA__SQLITE_BATCH];
-    char msg[SIMBA_MAX_MESSAGE + 96];
-    int n, i, rc;
-    int64_t t0;
-    if (!b->up || !b->jn || simba_now_ms(b->s) < b->retry_at) return 0;
-    if (simba__sqlite_replaced(b, msg, sizeof msg)) { simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg); return 0; }
-    t0 = simba__sqlite_real_us();
-    rc = sqlite3_step(simba__sqlite_q(b, SQ_BEGIN));
-    if (rc != SQLITE_DONE) {
-        int prim = rc & 0xff;
-        sqlite3_reset(b->st[SQ_BEGIN]);
-        if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) {
-            b->stats.busy++;
-            b->retry_at = simba_now_ms(b->s) + 1 + (b->busy_tries++ % b->busy_retry_ms);
-            return 0;
-        }
-        simba__sqlite_down(b, simba__sqlite_explain(b, rc, "begin", msg, sizeof msg), msg);
-        return 0;
-    }
-    b->busy_tries = 0;
-    simba__sqlite_tx_begin(b);
-    n = b->jn < SIMBA__SQLITE_BATCH ? b->jn : SIMBA__SQLITE_BATCH;
-    simba__sqlite_take(b, jobs, n);
-    for (i = 0; i < n && !b->rc; i++) simba__sqlite_run_op(b, jobs[i]);
-    if (!b->rc && (rc = sqlite3_step(simba__sqlite_q(b, SQ_COMMIT))) != SQLITE_DONE) simba__sqlite_fail(b, rc);
-    if (b->rc) { simba__sqlite_batch_failed(b, jobs, n); return 1; }
-    b->stats.transactions++;
-    simba__sqlite_send_wakes(b);
-    if (simba__sqlite_real_us() - t0 > b->stats.longest_batch_us) b->stats.longest_batch_us = simba__sqlite_real_us() - t0;
-    for (i = 0; i < n; i++) simba__sqlite_complete(b, jobs[i]);
-    return 1;
 }
 
 /*>>session: OPEN, KEEPALIVE, CLOSE; is a session alive (lease, mark, process) */
@@ -1241,7 +1243,7 @@ static void simba__sqlite_wake_add(simba__sqlite *b, const char *addr, const cha
 static void simba__sqlite_watch_set(simba__sqlite *b, const char *request, const char *name, const int *pids, int n);
 static void simba__sqlite_watch_drop(simba__sqlite *b, const char *request);
 
-/*>>locks.poll: a resource's row, its owner, the grant rule */
+/*>>locks.rule: a resource's row, its owner, the grant rule's walk */
 
 /* The stored capacity and fence counter of `name`; 0 if it does not exist. */
 static int simba__sqlite_res(simba__sqlite *b, const char *name, int *capacity, int64_t *counter) {

@@ -218,11 +218,11 @@ SIMBADEF simba_backend simba_zk(const simba_zk_desc *desc);
 
 /* ---- connection URLs ----
    simba_zk_from_url: the backend for a parsed URL (simba_url_parse in
-   simba.h) of scheme zk:
+   simba_url.h) of scheme zk:
        zk://[user:password@]host1[:port1],host2[:port2][/chroot][?parameters]
    (default port 2181; user:password becomes the digest credential).
    parameters: base_path, session_timeout (duration), allow_hostnames (0/1),
-   log_level (0..4), plus password_env / password_file (simba.h). Read the
+   log_level (0..4), plus password_env / password_file (simba_url.h). Read the
    client options (simba_url_client_options) first: a parameter nobody read
    is an error here. */
 SIMBADEF int simba_zk_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
@@ -1285,8 +1285,8 @@ static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) 
 
 /* A connection attempt failed (refused, reset, no answer in time) while not
    connected. libzookeeper retries at once and hands out a fd that is
-   always ready (a refused port made the caller's loop spin at 100 % CPU,
-   ~500 connect()/s): back off like the other backends. The wait is capped
+   always ready (against a refused port the caller's loop would spin,
+   hundreds of connect()s a second): back off like the other backends. The wait is capped
    far below the session timeout (1/20: the core keeps a hold for ttl
    after its last keepalive, and a failover to another member, an election
    included, must still fit in that), so a server that comes back, or the
@@ -1525,8 +1525,8 @@ static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
    cut off from the leader answers it locally (for up to syncLimit x
    tickTime) while the leader, which alone expires sessions, hears nothing
    from us, and another client on the majority is granted once it expires
-   our session (t_zk_partitioned_follower_no_overlap: two believing holders
-   for ~1 s in every run before). So a sync goes first: the server sends it
+   our session (two believing holders for about a second:
+   t_zk_partitioned_follower_no_overlap). So a sync goes first: the server sends it
    to the leader and answers it, and the read queued behind it, only once
    the leader did. A cut-off follower never answers, the keepalive times
    out, and the hold ends at the last keepalive that reached the leader. */
@@ -1666,7 +1666,7 @@ static void simba__zk_on_parent(simba__zk_call *c, simba__zk_op *op, int rc) {
     if (rc == ZNONODE && c->index == SIMBA__ZK_TOP) {
         /* The parent of the base path's first component is "/": only a
            chroot ("host:port/chroot") can be missing there. Not retried
-           (it was, as "not found": a busy loop, no grant, no error). */
+           (a retry as "not found" would loop with no grant and no error). */
         const char *chroot = strchr(op->zk->hosts, '/');
         if (op->status != SIMBA_OK) return;
         op->status = SIMBA_EINVAL;

@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #include "adapters/simba_epoll.h"

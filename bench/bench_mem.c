@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -42,14 +42,16 @@
 #define _POSIX_C_SOURCE 200809L
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #define SIMBA_MYSQL_IMPLEMENTATION
 #include "simba_mysql.h"
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba_zk.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <signal.h>
 #include "scale.h"

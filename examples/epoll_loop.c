@@ -16,6 +16,8 @@
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>

@@ -15,6 +15,8 @@
    went backwards, an error came, or it took longer than 15 s. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"      /* first: it turns on the POSIX we use (poll, clock_gettime) */
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include "adapters/simba_libuv.h"
 #include <stdio.h>
 

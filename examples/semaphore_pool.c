@@ -18,6 +18,8 @@
    Exit 0 when all 8 jobs ran that way, 1 otherwise. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"      /* first: it turns on the POSIX we use (poll, clock_gettime) */
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <poll.h>
 #include <stdio.h>
 #include <time.h>

@@ -1,20 +1,59 @@
 #!/usr/bin/env bash
 # tests/backends_table.sh -- the table of docs/backends.md: for each backend
-# header, the line where each section of the one skeleton starts (the
-# /*>>name markers).
+# header, its sections (the one skeleton, in order) and the sub-sections
+# inside each (/*>>section.sub: markers), named from one vocabulary.
 #
 #   tests/backends_table.sh           print the table (Markdown)
-#   tests/backends_table.sh --check   exit 1 (and say what differs) when
-#                                     docs/backends.md does not hold it, or a
-#                                     header lacks a section or has them out
-#                                     of order
+#   tests/backends_table.sh --check   exit 1 (and say what is wrong) when a
+#                                     header lacks a section, has them out of
+#                                     order, names a sub-section outside the
+#                                     vocabulary or out of its order, or
+#                                     docs/backends.md does not hold the table
 set -u
 cd "$(dirname "$0")/.." || exit 2
 SECTIONS="options constructor stats internals connection session locks wakeups stats vtable constructor"
-HEADERS="simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h"
+# The sub-section vocabulary, per section, in the order they appear.
+vocabulary() {
+    case $1 in
+        connection) echo "connect read write recover sentinel cluster" ;;
+        session) echo "open renew close" ;;
+        locks) echo "queue rule enqueue poll release withdraw admin dispatch" ;;
+        wakeups) echo "arm fire deliver" ;;
+        *) echo "" ;;
+    esac
+}
+HEADERS=""
+for h in simba_mem.h simba_redis.h simba_mysql.h simba_zk.h simba_pg.h simba_sqlite.h; do
+    [ -f "$h" ] && HEADERS="$HEADERS $h"
+done
+
+problems=""
+# markers H: "section" or "section.sub", one per line, in file order
+markers() { grep -o '^/\*>>[a-z_]*\(\.[a-z_]*\)\?[: ]' "$1" | sed 's|^/\*>>||; s|[: ]$||'; }
+
+# subs H I: the sub-sections of the I-th section of H, comma-separated;
+# records problems (order, presence, vocabulary)
+subs() {
+    local h=$1 want=$2 i=0 cur="" out="" m s allowed last=-1 pos
+    while read -r m; do
+        case $m in
+            *.*) s=${m#*.}
+                 [ "${m%%.*}" = "$cur" ] || { problems="$problems\n$h: >>$m is not inside >>${m%%.*}"; continue; }
+                 [ "$i" = "$want" ] || continue
+                 allowed=$(vocabulary "$cur"); pos=-1; local k=0 v
+                 for v in $allowed; do [ "$v" = "$s" ] && pos=$k; k=$((k + 1)); done
+                 if [ $pos -lt 0 ]; then problems="$problems\n$h: >>$m: '$s' is not in the vocabulary of >>$cur ($allowed)"
+                 elif [ $pos -le $last ]; then problems="$problems\n$h: >>$m is out of the vocabulary's order ($allowed)"
+                 else last=$pos; fi
+                 out="$out${out:+, }$s" ;;
+            *) i=$((i + 1)); cur=$m ;;
+        esac
+    done < <(markers "$h")
+    echo "${out:-·}"
+}
 
 table() {
-    local h s i bad=0
+    local h s i got
     printf '| section |'; for h in $HEADERS; do printf ' `%s` |' "$h"; done; echo
     printf '|---|'; for h in $HEADERS; do printf -- '---|'; done; echo
     i=0
@@ -22,29 +61,30 @@ table() {
         i=$((i + 1))
         printf '| `>>%s` |' "$s"
         for h in $HEADERS; do
-            # the i-th marker of the header must be this section
-            local got
-            # (sub-section markers /*>>section.sub: ... */ are not counted)
-            got=$(grep -n '^/\*>>[a-z_]*[: ]' "$h" | sed -n "${i}p")
-            case "$got" in
-                *"/*>>$s:"*|*"/*>>$s "*) printf ' %s |' "${got%%:*}" ;;
-                *) printf ' MISSING |'; bad=1 ;;
-            esac
+            got=$(markers "$h" | grep -v '\.' | sed -n "${i}p")
+            if [ "$got" = "$s" ]; then printf ' %s |' "$(subs "$h" "$i")"
+            else printf ' MISSING |'; problems="$problems\n$h: section $i is '>>$got', not '>>$s'"; fi
         done
         echo
     done
-    return $bad
+    for h in $HEADERS; do
+        [ "$(markers "$h" | grep -vc '\.')" = "$(echo $SECTIONS | wc -w)" ] ||
+            problems="$problems\n$h: $(markers "$h" | grep -vc '\.') sections, not $(echo $SECTIONS | wc -w)"
+    done
 }
 
+out=$(table; printf '%b' "$problems" > /tmp/backends_table.$$)
+problems=$(cat /tmp/backends_table.$$); rm -f /tmp/backends_table.$$
 if [ "${1:-}" = --check ]; then
-    want=$(table) || { echo "a header lacks a section or has them out of order:"; echo "$want"; exit 1; }
+    if [ -n "$problems" ]; then echo "the headers break the skeleton:$problems"; exit 1; fi
     have=$(awk '/^\| section \| `simba_/{p=1} p&&/^\|/{print} p&&!/^\|/{exit}' docs/backends.md)
-    if [ "$have" != "$want" ]; then
+    if [ "$have" != "$out" ]; then
         echo "docs/backends.md is out of date; tests/backends_table.sh prints:"
-        echo "$want"
+        echo "$out"
         exit 1
     fi
     echo "ok - docs/backends.md matches the headers"
     exit 0
 fi
-table
+echo "$out"
+[ -z "$problems" ] || { printf 'problems:%b\n' "$problems" >&2; exit 1; }

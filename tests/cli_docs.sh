@@ -6,13 +6,16 @@
 #
 # From the binary: the commands (`simba --help`), every long option that
 # `simba --help` and `simba COMMAND --help` print, and the URL schemes the
-# parser accepts (the list in its "unknown scheme" message). From
-# cli/simba.c: every long option the parser takes. Checks:
-#   - every option the parser takes is in the help text;
+# parser accepts (the list in its "unknown scheme" message), and every
+# option the parser takes: the rows of its options table in
+# cli/simba_cli.c, which `simba --list-options` prints. Checks:
+#   - every option of the table is in the help text, in docs/simba.1 and
+#     in docs/cli.md (as below);
 #   - every command is in docs/simba.1 and docs/cli.md;
-#   - every help option has an entry: in the man page's OPTIONS section the
+#   - every help option (and table option) has an entry: in the man page's OPTIONS section the
 #     tag line of a .TP paragraph (--help and --version: the SYNOPSIS), in
-#     docs/cli.md a table row ("| `--x` | ...");
+#     docs/cli.md the first cell of an options table row ("| `--x` | ...";
+#     --help and --version: any table row);
 #   - every scheme is in `simba --help`, the man page's URL section and
 #     docs/cli.md's "Connection URLs" section;
 #   - every --option docs/simba.1 or docs/cli.md names is in the help text,
@@ -42,8 +45,8 @@ for c in $cmds; do
     all_help=$all_help$'\n'$h
 done
 help_opts=$(printf '%s\n' "$all_help" | opts_in)
-src_opts=$(grep -oE 'strcmp\(a, "--[a-z][a-z0-9-]*"\)' cli/simba.c | opts_in)
-src_opts=$(printf '%s\n%s\n' "$src_opts" "$(grep -oE 'strcmp\(argv\[1\], "--[a-z][a-z0-9-]*"\)' cli/simba.c | opts_in)" | sort -u)
+src_opts=$("$SIMBA" --list-options | awk '{ print $1 }' | opts_in)
+[ -n "$src_opts" ] || miss "no options from 'simba --list-options'"
 schemes=$("$SIMBA" run zzunknown://x n -- true 2>&1 | sed -nE 's/.*accepts ([^)]*)\).*/\1/p' | tr -d ',')
 [ -n "$schemes" ] || miss "no scheme list in the unknown-scheme message"
 
@@ -53,21 +56,26 @@ man_sec() { printf '%s\n' "$man_t" | awk -v s="$1" '/^\.SH/ { on = ($2 == s); ne
 man_tags=$(man_sec OPTIONS | awk 'tp { print; tp = 0 } /^\.TP/ { tp = 1 }')
 man_syn=$(man_sec SYNOPSIS); man_url=$(man_sec URL)
 md_rows=$(printf '%s\n' "$md_t" | grep -E '^\|')
+# the first cells of the options table's rows ("| `--x D`, `-y` | ...")
+md_opt_cells=$(printf '%s\n' "$md_rows" | grep -E '^\| `-' | cut -d'|' -f2)
 md_url=$(printf '%s\n' "$md_t" | awk '/^## / { on = ($0 ~ /^## Connection URLs/); next } on')
 has() { printf '%s\n' "$2" | grep -qF -- "$1"; }
 hasword() { printf '%s\n' "$2" | grep -qE -- "(^|[^a-z-])$1([^a-z-]|\$)"; }
 
-for o in $src_opts; do hasword "$o" "$all_help" || miss "$o: parsed by cli/simba.c, not in any --help"; done
+for o in $src_opts; do hasword "$o" "$all_help" || miss "$o: in the options table of cli/simba_cli.c, not in any --help"; done
 for c in $cmds; do
     has "simba $c" "$man_t" || miss "command $c: not in $MAN"
     has "simba $c" "$md_t" || miss "command $c: not in $MD"
 done
-for o in $help_opts; do
+for o in $(printf '%s\n%s\n' "$help_opts" "$src_opts" | sort -u); do
     case $o in
-    --help|--version) hasword "$o" "$man_syn" || miss "$o: in --help, not in the SYNOPSIS of $MAN" ;;
-    *) hasword "$o" "$man_tags" || miss "$o: in --help, no entry (.TP) in OPTIONS of $MAN" ;;
+    --help|--version)
+        hasword "$o" "$man_syn" || miss "$o: an option, not in the SYNOPSIS of $MAN"
+        hasword "$o" "$md_rows" || miss "$o: an option, in no table row of $MD" ;;
+    *)
+        hasword "$o" "$man_tags" || miss "$o: an option, no entry (.TP) in OPTIONS of $MAN"
+        hasword "$o" "$md_opt_cells" || miss "$o: an option, no row of its own in the options table of $MD" ;;
     esac
-    hasword "$o" "$md_rows" || miss "$o: in --help, no table row in $MD"
 done
 for s in $schemes; do
     has "$s" "$main_help" || miss "scheme $s: not in 'simba --help'"

@@ -44,6 +44,8 @@ check() {
 impl_macro() {
     case $1 in
         simba.h) echo SIMBA_IMPLEMENTATION ;;
+        simba_mem.h) echo SIMBA_MEM_IMPLEMENTATION ;;
+        simba_url.h) echo SIMBA_URL_IMPLEMENTATION ;;
         simba_redis.h) echo SIMBA_REDIS_IMPLEMENTATION ;;
         simba_mysql.h) echo SIMBA_MYSQL_IMPLEMENTATION ;;
         simba_zk.h) echo SIMBA_ZK_IMPLEMENTATION ;;
@@ -127,7 +129,7 @@ check_error_without_core() {
 
 link_defs=""
 link_libs=""
-for h in simba.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h; do
+for h in simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h; do
     if [ ! -f "$h" ]; then
         echo "skip - $h (not in this tree)"
         continue

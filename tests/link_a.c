@@ -5,6 +5,8 @@
    The script defines SIMBA_LINK_<X> for each backend header that exists. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #ifdef SIMBA_LINK_REDIS
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "simba.h"
+#include "simba_mem.h"
 #ifdef SIMBA_LINK_REDIS
 #include "simba_redis.h"
 #endif

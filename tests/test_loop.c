@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "harness.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #if defined(LOOP_REDIS)
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"

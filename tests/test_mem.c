@@ -4,6 +4,8 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include "conformance.h"
 
 static simba_mem_server *srv;

@@ -10,11 +10,13 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #include "conformance.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>

@@ -22,14 +22,16 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #define SIMBA_MYSQL_IMPLEMENTATION
 #include "simba_mysql.h"
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba_zk.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <signal.h>
 #include "../bench/scale.h"

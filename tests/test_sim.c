@@ -18,6 +18,8 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 
 enum { SIM_CLIENTS = 5, SIM_RES = 3, SIM_HANDLES = 64, SIM_FENCES = 4096 };
 

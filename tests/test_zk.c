@@ -11,8 +11,12 @@
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba_zk.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 #include "conformance.h"
 
 #include <signal.h>

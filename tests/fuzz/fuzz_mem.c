@@ -34,6 +34,8 @@
    they found are fixed; tests/fuzz/regressions/mem/ replays them. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include <limits.h>
 #include "fuzz_input.h"
 

@@ -18,6 +18,8 @@
    accepts has the documented shape. */
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #define SIMBA_REDIS_IMPLEMENTATION
 #include "simba_redis.h"
 #define SIMBA_MYSQL_IMPLEMENTATION

@@ -9,11 +9,13 @@
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_zk.h"
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* simba.c -- the `simba` command-line tool: guard a job across hosts like
+/* simba_cli.c -- the `simba` command-line tool: guard a job across hosts like
    `flock -n`, `consul lock` or `etcdctl lock`, on any simba backend.
 
        simba run [options] URL NAME... -- command [args...]
@@ -12,7 +12,9 @@
    is enough): one poll loop that watches simba's fds and a signal self-pipe,
    fork/exec of the command into its own process group, SIGTERM to that
    group at once when the lock is LOST and SIGKILL after --kill-after.
-   `simba --help` and docs/cli.md (and simba.1) document everything. */
+   Every option is one row of options[] (the parser, --help and
+   tests/cli_docs.sh read it); `simba --help` and docs/cli.md (and
+   simba.1) document everything. */
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #define SIMBA_REDIS_IMPLEMENTATION
@@ -20,6 +22,8 @@
 #define SIMBA_ZK_IMPLEMENTATION
 #define SIMBA_SQLITE_IMPLEMENTATION
 #include "simba.h"
+#define SIMBA_MEM_IMPLEMENTATION
+#include "simba_mem.h"
 #ifndef SIMBA_CLI_NO_REDIS
 #include "simba_redis.h"
 #endif
@@ -32,8 +36,8 @@
 #ifndef SIMBA_CLI_NO_SQLITE
 #include "simba_sqlite.h"
 #endif
-#define SIMBA_URL_DISPATCH
-#include "simba.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,15 +66,8 @@ enum {
     EXIT_NOTFOUND = 127    /* the command was not found */
 };
 
-static const char *usage_main =
-    "usage: simba run [options] URL NAME... -- command [args...]\n"
-    "       simba elect [options] URL NAME -- command [args...]\n"
-    "       simba status [--json] [options] URL NAME...\n"
-    "       simba delete [options] URL NAME\n"
-    "       simba set-capacity [--create] [options] URL NAME N\n"
-    "       simba init-server [options] URL\n"
-    "       simba --help | COMMAND --help | --version\n"
-    "\n"
+/* `simba --help` after the synopsis of every command. */
+static const char *usage_about =
     "Distributed locks for shell scripts and cron jobs: `run` holds NAME while\n"
     "the command runs, in its own process group; if the lock is lost the\n"
     "command gets SIGTERM at once and SIGKILL after --kill-after.\n"
@@ -92,75 +89,6 @@ static const char *usage_main =
     "  79 lock lost\n"
     "  126 command not runnable   127 command not found\n";
 
-static const char *usage_run =
-    "usage: simba run [options] URL NAME... -- command [args...]\n"
-    "Acquire NAME (several NAMEs: all or nothing), run the command in its own\n"
-    "process group while holding, release when it exits, exit with its status.\n"
-    "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
-    "A simba that is stopped or frozen (SIGSTOP, a paused VM) cannot stop the\n"
-    "command in time: where that matters, the command must check SIMBA_FENCE\n"
-    "against the resource it protects (refuse writes with an older fence).\n"
-    "  --wait DURATION      give up after DURATION (500ms, 1.5s, 10s, 2m, 1h): exit 75\n"
-    "  --try, -n            do not wait: exit 75 at once if held (not with --wait)\n"
-    "                       (default: wait forever)\n"
-    "  --permits N          take N permits of a semaphore (default 1); without\n"
-    "                       --capacity, NAME must exist with a capacity >= N\n"
-    "  --capacity C         the resource's capacity when this request creates it\n"
-    "                       (default 1, a mutex; 1000 with --shared/--exclusive)\n"
-    "  --shared             a reader of a read/write lock (1 permit)\n"
-    "  --exclusive          the writer of a read/write lock (all permits)\n"
-    "  --key KEY            idempotency key: the same key is the same request\n"
-    "  --hold-at-least DURATION  after the command ends, keep holding until\n"
-    "                       DURATION after the grant, then release: with --try,\n"
-    "                       a job run by cron on several hosts runs once per\n"
-    "                       schedule even when it is quicker than the clock skew\n"
-    "  --ttl DURATION       lease (default 10s); --transition DURATION (default 6s)\n"
-    "  --kill-after DURATION  SIGKILL this long after SIGTERM on LOST\n"
-    "                       (default transition/2; must be below transition)\n"
-    "  --tenant T, --client-id ID   override the URL's\n"
-    "  --connect-timeout DURATION   exit 69 if not connected by then (default 10s)\n"
-    "  --quiet, -q          no messages; --verbose, -v  say what happens\n"
-    "exit codes: see `simba --help`.\n";
-
-static const char *usage_elect =
-    "usage: simba elect [options] URL NAME -- command [args...]\n"
-    "Leader election: run the command while this process is the leader of\n"
-    "NAME. On LOST the command is killed (SIGTERM, then SIGKILL after\n"
-    "--kill-after) and simba contends again and reruns it when it leads again.\n"
-    "When the command exits by itself, simba steps down and exits with its status.\n"
-    "  --once               exit 79 after a LOST instead of contending again\n"
-    "  --verbose, -v        print owner changes on stderr\n"
-    "  --ttl, --transition, --kill-after, --tenant, --client-id,\n"
-    "  --connect-timeout, --quiet: as for `simba run`.\n";
-
-static const char *usage_status =
-    "usage: simba status [--json] [options] URL NAME...\n"
-    "(options: --tenant, --client-id, --connect-timeout, --quiet, --verbose;\n"
-    "the same for delete, set-capacity and init-server)\n"
-    "Print each resource's capacity, holders (client id, session, fence,\n"
-    "permits) and waiters in queue order. --json: one JSON object per resource\n"
-    "and line: {\"name\", \"exists\", \"capacity\", \"queued\", \"held\",\n"
-    "\"holders\": [{\"client\", \"session\", \"fence\", \"permits\", \"exclusive\"}],\n"
-    "\"waiters\": [same fields, fence 0]}.\n";
-
-static const char *usage_delete =
-    "usage: simba delete [options] URL NAME\n"
-    "Remove the resource and every entry in it; its holders lose it (LOST).\n";
-
-static const char *usage_init =
-    "usage: simba init-server [options] URL\n"
-    "End the restart grace of a brand-new Redis server (redis://, redis+unix://,\n"
-    "redis+cluster://; the URL's tenant or --tenant). A server that lost its\n"
-    "data (fresh start, restart, fail-over) grants nothing for one lease\n"
-    "(ttl + transition) because a holder from before may still run; run this\n"
-    "only when no client of the tenant can hold a lock, e.g. before any started.\n"
-    "Other backends have nothing to init: it exits 64 for them.\n";
-
-static const char *usage_setcap =
-    "usage: simba set-capacity [--create] [options] URL NAME N\n"
-    "Change the resource's capacity to N (1 or more). A NAME that does not\n"
-    "exist is refused (exit 70), so a typo creates nothing; --create makes it.\n";
-
 /* ---- options ---- */
 typedef struct opts {
     const char *cmd;
@@ -176,6 +104,125 @@ typedef struct opts {
 } opts;
 
 static opts o;
+
+/* The commands: what `simba --help` lists and `simba COMMAND --help` says
+   before the options that command takes. */
+typedef struct cli_command {
+    const char *name;
+    const char *synopsis;         /* after "simba " */
+    const char *about;            /* lines, each ending in '\n' */
+} cli_command;
+
+static const cli_command commands[] = {
+    {"run", "run [options] URL NAME... -- command [args...]",
+     "Acquire NAME (several NAMEs: all or nothing), run the command in its own\n"
+     "process group while holding, release when it exits, exit with its status.\n"
+     "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
+     "A simba that is stopped or frozen (SIGSTOP, a paused VM) cannot stop the\n"
+     "command in time: where that matters, the command must check SIMBA_FENCE\n"
+     "against the resource it protects (refuse writes with an older fence).\n"},
+    {"elect", "elect [options] URL NAME -- command [args...]",
+     "Leader election: run the command while this process is the leader of\n"
+     "NAME. On LOST the command is killed (SIGTERM, then SIGKILL after\n"
+     "--kill-after) and simba contends again and reruns it when it leads again.\n"
+     "When the command exits by itself, simba steps down and exits with its status.\n"},
+    {"status", "status [--json] [options] URL NAME...",
+     "Print each resource's capacity, holders (client id, session, fence,\n"
+     "permits) and waiters in queue order. --json: one JSON object per resource\n"
+     "and line: {\"name\", \"exists\", \"capacity\", \"queued\", \"held\",\n"
+     "\"holders\": [{\"client\", \"session\", \"fence\", \"permits\", \"exclusive\"}],\n"
+     "\"waiters\": [same fields, fence 0]}.\n"},
+    {"delete", "delete [options] URL NAME",
+     "Remove the resource and every entry in it; its holders lose it (LOST).\n"},
+    {"set-capacity", "set-capacity [--create] [options] URL NAME N",
+     "Change the resource's capacity to N (1 or more). A NAME that does not\n"
+     "exist is refused (exit 70), so a typo creates nothing; --create makes it.\n"},
+    {"init-server", "init-server [options] URL",
+     "End the restart grace of a brand-new Redis server (redis://, redis+unix://,\n"
+     "redis+cluster://; the URL's tenant or --tenant). A server that lost its\n"
+     "data (fresh start, restart, fail-over) grants nothing for one lease\n"
+     "(ttl + transition) because a holder from before may still run; run this\n"
+     "only when no client of the tenant can hold a lock, e.g. before any started.\n"
+     "Other backends have nothing to init: it exits 64 for them.\n"},
+};
+#define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+#define ALL_COMMANDS "run elect status delete set-capacity init-server"
+
+/* How the parser reads an option's value (the same checks for every option). */
+typedef enum {
+    OPT_FLAG,       /* no value: *dest = 1 */
+    OPT_COUNT,      /* no value, may repeat: ++*dest */
+    OPT_DURATION,   /* 500ms, 1.5s, 10s, 2m, 1h: *dest in ms */
+    OPT_NUMBER,     /* an integer >= 1 */
+    OPT_TEXT,       /* any word: *dest points into argv */
+    OPT_HELP,       /* print the help and exit 0 */
+    OPT_VERSION     /* `simba --version` only */
+} opt_kind;
+
+/* Every option simba takes, once. The parser reads this table, `simba
+   COMMAND --help` prints the rows of that command, and `simba
+   --list-options` prints the names for tests/cli_docs.sh, which checks that
+   docs/simba.1 and docs/cli.md document each. An option given to a command
+   not in its `cmds` is refused (the command would ignore it, and the user
+   would believe it applied). */
+typedef struct cli_option {
+    const char *name, *alias;     /* "--wait", "-w" (alias NULL when none) */
+    opt_kind kind;
+    const char *value;            /* the value's name in the help, NULL for none */
+    const char *cmds;             /* the commands that take it; "" = `simba OPTION` only */
+    void *dest;                   /* int * or, for OPT_TEXT, const char ** */
+    const char *help;             /* lines separated by '\n', none at the end */
+} cli_option;
+
+static const cli_option options[] = {
+    {"--help", "-h", OPT_HELP, NULL, ALL_COMMANDS, NULL, "this text"},
+    {"--wait", "-w", OPT_DURATION, "DURATION", "run", &o.wait_ms,
+     "give up after DURATION (500ms, 1.5s, 10s, 2m, 1h): exit 75\n"
+     "(default: wait forever)"},
+    {"--try", "-n", OPT_FLAG, NULL, "run", &o.tried,
+     "do not wait: exit 75 at once if held (not with --wait)"},
+    {"--permits", NULL, OPT_NUMBER, "N", "run", &o.permits,
+     "take N permits of a semaphore (default 1); without\n"
+     "--capacity, NAME must exist with a capacity >= N"},
+    {"--capacity", NULL, OPT_NUMBER, "C", "run", &o.capacity,
+     "the resource's capacity when this request creates it\n"
+     "(default 1, a mutex; 1000 with --shared/--exclusive)"},
+    {"--shared", NULL, OPT_FLAG, NULL, "run", &o.shared,
+     "a reader of a read/write lock (1 permit)"},
+    {"--exclusive", NULL, OPT_FLAG, NULL, "run", &o.exclusive,
+     "the writer of a read/write lock (all permits)"},
+    {"--key", NULL, OPT_TEXT, "KEY", "run", &o.key,
+     "idempotency key: the same key is the same request"},
+    {"--hold-at-least", NULL, OPT_DURATION, "DURATION", "run", &o.hold_at_least_ms,
+     "after the command ends, keep holding until DURATION\n"
+     "after the grant, then release: with --try, a job run\n"
+     "by cron on several hosts runs once per schedule even\n"
+     "when it is quicker than the clock skew"},
+    {"--ttl", NULL, OPT_DURATION, "DURATION", "run elect", &o.ttl_ms,
+     "lease (default 10s)"},
+    {"--transition", NULL, OPT_DURATION, "DURATION", "run elect", &o.transition_ms,
+     "transition (default 6s)"},
+    {"--kill-after", NULL, OPT_DURATION, "DURATION", "run elect", &o.kill_after_ms,
+     "SIGKILL this long after SIGTERM on LOST\n"
+     "(default transition/2; must be below transition)"},
+    {"--once", NULL, OPT_FLAG, NULL, "elect", &o.once,
+     "exit 79 after a LOST instead of contending again"},
+    {"--json", NULL, OPT_FLAG, NULL, "status", &o.json,
+     "one JSON object per resource and line"},
+    {"--create", NULL, OPT_FLAG, NULL, "set-capacity", &o.create,
+     "create NAME when it does not exist"},
+    {"--tenant", NULL, OPT_TEXT, "T", ALL_COMMANDS, &o.tenant, "override the URL's tenant"},
+    {"--client-id", NULL, OPT_TEXT, "ID", ALL_COMMANDS, &o.client_id, "override the URL's client id"},
+    {"--connect-timeout", NULL, OPT_DURATION, "DURATION", ALL_COMMANDS, &o.connect_timeout_ms,
+     "exit 69 if not connected by then (default 10s)"},
+    {"--quiet", "-q", OPT_FLAG, NULL, ALL_COMMANDS, &o.quiet, "no messages"},
+    {"--verbose", "-v", OPT_COUNT, NULL, ALL_COMMANDS, &o.verbose,
+     "say what happens on stderr (acquired, fence, released,\n"
+     "owner changes); -v -v adds the library's log"},
+    {"--version", NULL, OPT_VERSION, NULL, "", NULL, "print simba's version"},
+};
+#define NOPTIONS ((int)(sizeof options / sizeof options[0]))
+static unsigned char option_given[NOPTIONS];
 static char last_log[512];       /* the library's last error message: the "why" */
 static int one_host;             /* the URL names one server (or one sentinel) */
 /* The variables the URL takes passwords from (password_env=VAR,
@@ -247,14 +294,19 @@ static int int_arg(const char *opt, const char *v, int min, int *out) {
     return 0;
 }
 
-static const char *command_usage(const char *cmd) {
-    if (strcmp(cmd, "run") == 0) return usage_run;
-    if (strcmp(cmd, "elect") == 0) return usage_elect;
-    if (strcmp(cmd, "status") == 0) return usage_status;
-    if (strcmp(cmd, "delete") == 0) return usage_delete;
-    if (strcmp(cmd, "set-capacity") == 0) return usage_setcap;
-    if (strcmp(cmd, "init-server") == 0) return usage_init;
+static const cli_command *find_command(const char *name) {
+    int i;
+    for (i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0) return &commands[i];
     return NULL;
+}
+
+/* The row of options[] whose name or alias is arg, or -1. */
+static int find_option(const char *arg) {
+    int i;
+    for (i = 0; i < NOPTIONS; i++)
+        if (strcmp(arg, options[i].name) == 0 || (options[i].alias && strcmp(arg, options[i].alias) == 0)) return i;
+    return -1;
 }
 
 static int word_in(const char *word, const char *list) {
@@ -265,36 +317,95 @@ static int word_in(const char *word, const char *list) {
     return 0;
 }
 
+#define HELP_COLUMN 23   /* where an option's help starts in --help */
+
+/* One row of `simba COMMAND --help`: "  --name, -a VALUE  help", the help's
+   further lines under its first. */
+static void print_option_help(const cli_option *opt) {
+    char left[64];
+    const char *h = opt->help;
+    int n = snprintf(left, sizeof left, "  %s%s%s%s%s", opt->name, opt->alias ? ", " : "",
+                     opt->alias ? opt->alias : "", opt->value ? " " : "", opt->value ? opt->value : "");
+    if (n < HELP_COLUMN - 1) printf("%-*s", HELP_COLUMN, left);
+    else printf("%s  ", left);
+    for (;;) {
+        const char *nl = strchr(h, '\n');
+        if (!nl) { printf("%s\n", h); return; }
+        printf("%.*s\n%*s", (int)(nl - h), h, HELP_COLUMN, "");
+        h = nl + 1;
+    }
+}
+
+static void print_command_help(const cli_command *c) {
+    int i;
+    printf("usage: simba %s\n%s", c->synopsis, c->about);
+    for (i = 0; i < NOPTIONS; i++)
+        if (word_in(c->name, options[i].cmds)) print_option_help(&options[i]);
+    fputs("exit codes: see `simba --help`.\n", stdout);
+}
+
+static void print_main_help(FILE *f) {
+    int i;
+    for (i = 0; i < NCOMMANDS; i++) fprintf(f, "%s simba %s\n", i ? "      " : "usage:", commands[i].synopsis);
+    fprintf(f, "       simba --help | COMMAND --help | --version\n\n%s", usage_about);
+}
+
+/* `simba --list-options` (for tests/cli_docs.sh): one option a line, its
+   name, its alias or "-", and the commands that take it. */
+static void print_option_list(void) {
+    int i;
+    for (i = 0; i < NOPTIONS; i++)
+        printf("%s %s %s\n", options[i].name, options[i].alias ? options[i].alias : "-",
+               options[i].cmds[0] ? options[i].cmds : "simba");
+}
+
 /* An option is given only to the commands it means something to (the
    others would ignore it, and the user would believe it applied), and
    never together with one that contradicts it. Returns 0 or EXIT_USAGE. */
 static int check_option_use(void) {
-    const struct { int given; const char *opt, *cmds; } use[] = {
-        {o.tried, "--try", "run"},
-        {o.waited, "--wait", "run"},
-        {o.permits > 0, "--permits", "run"},
-        {o.capacity > 0, "--capacity", "run"},
-        {o.shared, "--shared", "run"},
-        {o.exclusive, "--exclusive", "run"},
-        {o.key != NULL, "--key", "run"},
-        {o.hold_at_least_ms > 0, "--hold-at-least", "run"},
-        {o.once, "--once", "elect"},
-        {o.json, "--json", "status"},
-        {o.create, "--create", "set-capacity"},
-        {o.ttl_ms > 0, "--ttl", "run elect"},
-        {o.transition_ms > 0, "--transition", "run elect"},
-        {o.kill_after_ms > 0, "--kill-after", "run elect"},
-    };
     char why[128], *c;
-    size_t i;
-    for (i = 0; i < sizeof use / sizeof use[0]; i++) {
-        if (!use[i].given || word_in(o.cmd, use[i].cmds)) continue;
-        snprintf(why, sizeof why, "not an option of simba %s, only of simba %s", o.cmd, use[i].cmds);
-        for (c = why + strlen(why) - strlen(use[i].cmds); *c; c++) if (*c == ' ') *c = '/';
-        return usage_error(use[i].opt, why);
+    int i;
+    for (i = 0; i < NOPTIONS; i++) {
+        const char *cmds = options[i].cmds;
+        if (!option_given[i] || word_in(o.cmd, cmds)) continue;
+        snprintf(why, sizeof why, "not an option of simba %s, only of simba %s", o.cmd, cmds);
+        for (c = why + strlen(why) - strlen(cmds); *c; c++) if (*c == ' ') *c = '/';
+        return usage_error(options[i].name, why);
     }
     if (o.tried && o.waited) return usage_error("--try and --wait", "choose one: --try does not wait at all");
     return 0;
+}
+
+/* Reads the option argv[*i] and, when it takes one, its value argv[*i + 1]
+   (then *i moves past it). Returns -1 when read, 0 after --help, else an
+   exit code. */
+static int read_option(int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int k = find_option(a), rc = 0;
+    const cli_option *opt;
+    char why[96];
+    if (k < 0 || !options[k].cmds[0]) {
+        snprintf(why, sizeof why, "unknown option '%.60s'", a);
+        return usage_error(why, "see simba COMMAND --help");
+    }
+    opt = &options[k];
+    option_given[k] = 1;
+    switch (opt->kind) {
+    case OPT_HELP: print_command_help(find_command(o.cmd)); return 0;
+    case OPT_FLAG: *(int *)opt->dest = 1; return -1;
+    case OPT_COUNT: ++*(int *)opt->dest; return -1;
+    case OPT_DURATION: rc = duration_arg(a, v, (int *)opt->dest); break;
+    case OPT_NUMBER: rc = int_arg(a, v, 1, (int *)opt->dest); break;
+    case OPT_TEXT:
+        snprintf(why, sizeof why, "needs a value: %s %s", opt->name, opt->value);
+        if (!v) return usage_error(a, why);
+        *(const char **)opt->dest = v;
+        break;
+    case OPT_VERSION: return usage_error(a, "only as simba --version");   /* cmds "" stops it above */
+    }
+    if (rc) return rc;
+    ++*i;
+    return -1;
 }
 
 /* Parses argv after the command name. Returns -1 when all is well, else an exit code. */
@@ -303,7 +414,7 @@ static int parse_args(int argc, char **argv) {
     const char *pos[SIMBA_MAX_RESOURCES + 3];
     int want_cmd = strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0;
     for (i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             if (!want_cmd) return usage_error("'--'", "only run and elect take a command");
             o.argv = argv + i + 1;
@@ -311,39 +422,14 @@ static int parse_args(int argc, char **argv) {
             break;
         }
         if (a[0] == '-' && a[1] && strcmp(a, "-") != 0) {
-            rc = -1;
-            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-                fputs(command_usage(o.cmd), stdout);
-                return 0;
-            } else if (strcmp(a, "--try") == 0 || strcmp(a, "-n") == 0) { o.wait_ms = 0; o.tried = 1; }
-            else if (strcmp(a, "--wait") == 0 || strcmp(a, "-w") == 0) { if ((rc = duration_arg(a, v, &o.wait_ms))) return rc; o.waited = 1; i++; }
-            else if (strcmp(a, "--permits") == 0) { if ((rc = int_arg(a, v, 1, &o.permits))) return rc; i++; }
-            else if (strcmp(a, "--capacity") == 0) { if ((rc = int_arg(a, v, 1, &o.capacity))) return rc; i++; }
-            else if (strcmp(a, "--shared") == 0) o.shared = 1;
-            else if (strcmp(a, "--exclusive") == 0) o.exclusive = 1;
-            else if (strcmp(a, "--once") == 0) o.once = 1;
-            else if (strcmp(a, "--json") == 0) o.json = 1;
-            else if (strcmp(a, "--create") == 0) o.create = 1;
-            else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) o.quiet = 1;
-            else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) o.verbose++;
-            else if (strcmp(a, "--key") == 0) { if (!v) return usage_error(a, "needs a key"); o.key = v; i++; }
-            else if (strcmp(a, "--tenant") == 0) { if (!v) return usage_error(a, "needs a tenant"); o.tenant = v; i++; }
-            else if (strcmp(a, "--client-id") == 0) { if (!v) return usage_error(a, "needs an id"); o.client_id = v; i++; }
-            else if (strcmp(a, "--ttl") == 0) { if ((rc = duration_arg(a, v, &o.ttl_ms))) return rc; i++; }
-            else if (strcmp(a, "--transition") == 0) { if ((rc = duration_arg(a, v, &o.transition_ms))) return rc; i++; }
-            else if (strcmp(a, "--kill-after") == 0) { if ((rc = duration_arg(a, v, &o.kill_after_ms))) return rc; i++; }
-            else if (strcmp(a, "--hold-at-least") == 0) { if ((rc = duration_arg(a, v, &o.hold_at_least_ms))) return rc; i++; }
-            else if (strcmp(a, "--connect-timeout") == 0) { if ((rc = duration_arg(a, v, &o.connect_timeout_ms))) return rc; i++; }
-            else {
-                char what[96];
-                snprintf(what, sizeof what, "unknown option '%.60s'", a);
-                return usage_error(what, "see simba COMMAND --help");
-            }
+            if ((rc = read_option(argc, argv, &i)) >= 0) return rc;
             continue;
         }
         if (npos >= (int)(sizeof pos / sizeof pos[0])) return usage_error("too many arguments", "at most 8 names");
         pos[npos++] = a;
     }
+    o.waited = option_given[find_option("--wait")];
+    if (o.tried) o.wait_ms = 0;
     if (npos < 1) return usage_error("no URL", "see simba COMMAND --help");
     o.url = pos[0];
     if (strcmp(o.url, "-") == 0) {
@@ -1047,23 +1133,28 @@ static int init_server(void) {
 }
 
 int main(int argc, char **argv) {
-    int rc;
+    int rc, k;
     o.wait_ms = -1;
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        print_main_help(stderr);
         return EXIT_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-        fputs(usage_main, stdout);
+    k = find_option(argv[1]);
+    if (strcmp(argv[1], "help") == 0 || (k >= 0 && options[k].kind == OPT_HELP)) {
+        print_main_help(stdout);
         printf("\nschemes compiled in: %s\n", simba_url_schemes());
         return 0;
     }
-    if (strcmp(argv[1], "--version") == 0) {
+    if (k >= 0 && options[k].kind == OPT_VERSION) {
         printf("simba %s\n", simba_version());
         return 0;
     }
+    if (strcmp(argv[1], "--list-options") == 0) {
+        print_option_list();
+        return 0;
+    }
     o.cmd = argv[1];
-    if (!command_usage(o.cmd)) {
+    if (!find_command(o.cmd)) {
         char what[96];
         snprintf(what, sizeof what, "unknown command '%.60s'", o.cmd);
         return usage_error(what, "one of run, elect, status, delete, set-capacity, init-server; see simba --help");
