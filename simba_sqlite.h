@@ -740,7 +740,8 @@ static int simba__sqlite_explain(simba__sqlite *b, int rc, const char *what, cha
 /*>>connection.read: the schema, the format, the boot */
 
 /* The format row: 1 = ours, 0 = no tables at all (a new file), -1 another
-   file (tables, none of them ours), or a SQLite error code (< -1 as -rc). */
+   file (tables, none of them ours), -2 another version of simba's format,
+   or a SQLite error code (as -rc - 1000). */
 static int simba__sqlite_format(simba__sqlite *b) {
     sqlite3_stmt *st;
     int rc, ntables = 0, ours = 0;
@@ -757,10 +758,13 @@ static int simba__sqlite_format(simba__sqlite *b) {
     if (!ours) return -1;
     rc = sqlite3_prepare_v2(b->db, "SELECT v FROM meta WHERE k='format'", -1, &st, NULL);
     if (rc != SQLITE_OK) return -1;
-    ours = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) &&
-           strcmp((const char *)sqlite3_column_text(st, 0), SIMBA__SQLITE_FORMAT) == 0;
+    ours = -1;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+        const char *f = (const char *)sqlite3_column_text(st, 0);
+        ours = strcmp(f, SIMBA__SQLITE_FORMAT) == 0 ? 1 : strncmp(f, "simba-sqlite ", 13) == 0 ? -2 : -1;
+    }
     sqlite3_finalize(st);
-    return ours ? 1 : -1;
+    return ours;
 }
 
 /* This boot's id (a reboot ends every process, hence every session). */
@@ -850,7 +854,13 @@ static int simba__sqlite_setup(simba__sqlite *b, char *msg, size_t cap) {
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return SIMBA_EBUSY;
     if (rc != SQLITE_OK) return simba__sqlite_explain(b, rc, "begin", msg, cap);
     fmt = simba__sqlite_format(b);
-    if (fmt < -1) {
+    if (fmt == -2) {
+        sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
+        snprintf(msg, cap, "sqlite: '%.60s' was made by another version of simba (this one reads '%s'):"
+                 " remove it (and its -wal, -shm, -simba files) when no process uses it", b->path, SIMBA__SQLITE_FORMAT);
+        return SIMBA_EPROTO;
+    }
+    if (fmt < -2) {
         sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
         return simba__sqlite_explain(b, -(fmt + 1000), "reading the schema", msg, cap);
     }
@@ -892,6 +902,9 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     if ((rc & 0xff) == SQLITE_BUSY) return SIMBA_EBUSY;
     if (rc != SQLITE_OK) return simba__sqlite_explain(b, rc, "journal_mode=WAL", msg, cap);
     sqlite3_exec(b->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    /* a process that ends (every `simba run`) leaves the checkpoint to the
+       ordinary ones instead of an fsync on its way out */
+    sqlite3_db_config(b->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
     if (stat(b->path, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' vanished while opening it", b->path);
         return SIMBA_EBUSY;

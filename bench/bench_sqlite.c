@@ -283,6 +283,7 @@ static double queued_handoff_us(const char *path, int q, const char *name) {
         }
         t0 = now_us();
         simba_release(h, hl);
+        expect(h, hl, SIMBA_EVENT_RELEASED);      /* (the holder's loop runs its release) */
         expect(w, wl[0], SIMBA_EVENT_ACQUIRED);
         t[r] = now_us() - t0;
         simba_destroy(h);
