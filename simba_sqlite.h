@@ -305,10 +305,11 @@ static const char *const simba__sqlite_schema =
     " watch INTEGER NOT NULL DEFAULT 0, nres INTEGER NOT NULL DEFAULT 1, UNIQUE(tenant,name,request));"
     "CREATE INDEX entries_queue ON entries(tenant,name);"
     "CREATE INDEX entries_session ON entries(tenant,session);"
+    "CREATE INDEX entries_watch ON entries(tenant,name) WHERE watch=1;"
     "CREATE TABLE epochs(tenant TEXT PRIMARY KEY, epoch INTEGER NOT NULL, fence_floor INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 2');";
+    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 3');";
 
-#define SIMBA__SQLITE_FORMAT "simba-sqlite 2"
+#define SIMBA__SQLITE_FORMAT "simba-sqlite 3"
 
 typedef struct simba__sqlite {
     simba *s;

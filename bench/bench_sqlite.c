@@ -313,6 +313,12 @@ int main(void) {
     snprintf(url, sizeof url, "sqlite://%s/cli.db", dir);
     printf("bench-sqlite: %s (%ld cores)\n", dir, sysconf(_SC_NPROCESSORS_ONLN));
 
+    if (getenv("BENCH_Q_ONLY")) {
+        q1 = queued_handoff_us(db, 1, "q1");
+        q1000 = queued_handoff_us(db, 1000, "q1000");
+        printf("Q: %.1f vs %.1f us = %.2f x\n", q1000, q1, q1000 / q1);
+        return 0;
+    }
     txn = floor_txn_us(floordb, n);
     fl = floor_flock_us(lockf, n * 10);
     dg = floor_dgram_us(n);
