@@ -189,11 +189,11 @@ valgrind-sim: $(B)/test_sim
 
 # ---- chaos: real server and client processes under faults (tests/chaos/) ----
 CHAOS_SECONDS ?= 120
-$(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(LDFLAGS)
-$(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h
+$(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS) $(LDFLAGS)
+$(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS)
 chaos: $(B)/chaos_client $(B)/tcp_proxy
 	tests/chaos/all.sh $(CHAOS_SECONDS)
 chaos-ci: $(B)/chaos_client $(B)/tcp_proxy
