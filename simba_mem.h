@@ -1058,6 +1058,8 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
 
 /*>>wakeups: who is told what (fire), and the push handed to the core (deliver) */
 
+/*>>wakeups.fire: who is told what when a queue changes: the granted, the owner watchers */
+
 static void simba__mem_send_wake(simba__mem_conn *c, int kind, const char *name, const char *session,
                                  const char *request, int64_t fence, int64_t now) {
     simba__mem_item it;
@@ -1114,6 +1116,8 @@ static void simba__mem_tell_watchers(simba_mem_server *srv, simba__mem_res *r, i
 static void simba__mem_wake_all(simba_mem_server *srv, simba__mem_res *r, int64_t now, simba__mem_conn *quiet) {
     simba__mem_tell(srv, r, now, quiet);
 }
+
+/*>>wakeups.deliver: a push handed to the core, by the kind of news */
 
 /* A push, by the kind of news it carries. */
 static void simba__mem_push_to_core(simba *s, const simba__mem_item *it) {

@@ -721,6 +721,8 @@ fail:
 
 /*>>connection: connect, setup, reconnect with backoff; the job queue runs on the main connection */
 
+/*>>connection.io: the connector's non-blocking calls: connect, query, store results, one step of I/O */
+
 static void simba__mysql_free_results(simba__mysql_conn *c) {
     int i;
     for (i = 0; i < c->nres; i++) if (c->res[i]) mysql_free_result(c->res[i]);
@@ -970,6 +972,8 @@ static int simba__mysql_conn_io(simba__mysql *b, simba__mysql_conn *c, int reven
     return 0;
 }
 
+/*>>connection.connect: what an error means, the setup after connecting, the restart grace */
+
 /* Is this MySQL error a lost connection (as opposed to an SQL error)? */
 static int simba__mysql_is_conn_error(unsigned e) {
     return e == CR_SERVER_GONE_ERROR || e == CR_SERVER_LOST || e == CR_CONNECTION_ERROR ||
@@ -1082,6 +1086,8 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
         simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
                           (long long)uptime, (long long)(b->grace_until_ms - now_ms));
 }
+
+/*>>connection.queue: the job queue of the main connection: send, step, complete, roll back */
 
 static void simba__mysql_send(simba__mysql *b) {
     b->stats.batches++;
@@ -1234,6 +1240,8 @@ static void simba__mysql_job_result(simba__mysql *b) {
     else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
     else simba__mysql_step(b, j);
 }
+
+/*>>connection.recover: a lost or failed main connection: fail the jobs, reconnect with backoff */
 
 /* Fail every queued op with err (EDISCONNECTED) and forget the internal jobs. */
 static void simba__mysql_fail_all(simba__mysql *b, int err, const char *msg) {
@@ -1645,6 +1653,8 @@ static void simba__mysql_step_sweep(simba__mysql *b, simba__mysql_job *j) {
 
 /*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE (reads, the grant rule, writes) */
 
+/*>>locks.queue: the reads: lock the resource rows (sorted by name), read their queues, parse */
+
 static void simba__mysql_names_in(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
     int i;
     simba__mysql_put(b, x, "name IN (");
@@ -1937,6 +1947,8 @@ static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba_
     return SIMBA_OK;
 }
 
+/*>>locks.rule: the grant rule (simba_grant_step of simba.h) on the queues read, and the answers it gives */
+
 /* Could the grant rule reach past the window of some queue? Then it must be
    read wider. The rule walks the live entries from the head; once one does
    not fit, none after it does (the sum only grows). So a window is enough
@@ -2082,6 +2094,8 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
     else j->reply.recheck_ms = recheck > 0x7fffffff ? 0x7fffffff : (int)recheck;
     simba__mysql_answer_first(j, v, new_fence);
 }
+
+/*>>locks.write: the writes the rule decided: new resources, purges, fences, entries, capacity */
 
 /* After the transaction: give our bell back when this op leaves no entry
    of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
@@ -2249,6 +2263,8 @@ static void simba__mysql_sql_writes(simba__mysql *b, simba__mysql_job *j, simba_
     simba__mysql_put(b, x, "COMMIT");
     simba__mysql_sql_release_bell(b, j, x);
 }
+
+/*>>locks.dispatch: one lock op as a transaction: decide, write, commit, answer (INSPECT too) */
 
 /* Copy the live queue of res[0] into j->holders for INSPECT. */
 static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
@@ -2526,6 +2542,55 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
 
 /*>>wakeups: bells (user locks), the watches of the waiter connection -> simba_backend_granted, simba_backend_recheck */
 
+/* With capacity > 1 the bell covers only the oldest holder; a release by
+   another one would wait for the core's re-check period. So such waits also
+   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
+   changes. */
+enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
+
+/* The functions of this section, so that its sub-sections can follow the
+   vocabulary of docs/backends.md whatever calls what. */
+static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n);
+static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen);
+static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell);
+static uint64_t simba__mysql_ring_key(const simba__mysql *b, const char *tenant, const char *session, size_t seslen);
+static void simba__mysql_queue_rings(simba__mysql *b, const simba__mysql_job *op);
+static void simba__mysql_step_ring(simba__mysql *b, simba__mysql_job *j);
+static void simba__mysql_ring_refused(simba__mysql *b, simba__mysql_job *j);
+static void simba__mysql_mine_put(uint64_t *keys, int cap, uint64_t h);
+static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h);
+static int simba__mysql_mine_add(simba__mysql *b, uint64_t h);
+static void simba__mysql_mine_del(simba__mysql *b, uint64_t h);
+static void simba__mysql_mine_clear(simba__mysql *b);
+static void simba__mysql_queue_bell_release_raw(simba__mysql *b, uint64_t bell);
+static void simba__mysql_queue_bell_release(simba__mysql *b, uint64_t bell);
+static void simba__mysql_queue_retake(simba__mysql *b);
+static void simba__mysql_sql_bells(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x);
+static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j);
+static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request);
+static void simba__mysql_watch_del(simba__mysql *b, const char *request);
+static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request, const char *name, size_t namelen, int single, int multi, uint64_t bell, int64_t seq);
+static void simba__mysql_tell_granted(simba__mysql *b, const char *name, const char *session, const char *request, int64_t fence);
+static void simba__mysql_tell_recheck(simba__mysql *b, const char *name, const char *session, const char *request);
+static void simba__mysql_watch_marks(simba__mysql *b);
+static int simba__mysql_watch_repolls(const simba__mysql *b, const simba__mysql_watch *w);
+static void simba__mysql_watch_polls(simba__mysql *b);
+static void simba__mysql_push_grants(simba__mysql *b, simba__mysql_job *j);
+static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status);
+static void simba__mysql_waiter_drop(simba__mysql *b, int backoff);
+static int simba__mysql_bell_wanted(simba__mysql *b, uint64_t bell);
+static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now);
+static void simba__mysql_sql_watch_entry(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w);
+static void simba__mysql_sql_ring_wait(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w, int t);
+static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w);
+static int64_t simba__mysql_result_int(simba__mysql_conn *c, int i);
+static void simba__mysql_ring_heard(simba__mysql *b);
+static void simba__mysql_waiter_result(simba__mysql *b);
+static int simba__mysql_waiter_opening(simba__mysql *b, simba__mysql_conn *c, int64_t now);
+static void simba__mysql_waiter_progress(simba__mysql *b);
+
+/*>>wakeups.arm: a waiter's watch: the bell it waits behind, the waiter connection that blocks in GET_LOCK on it */
+
 /* A bell is a user lock named "simba:<16 hex>": FNV-1a of the deployment
    (database, prefix), tenant and request id. GET_LOCK names are global to the
    server and limited to 64 characters, hence the hash. */
@@ -2563,6 +2628,252 @@ static uint64_t simba__mysql_ring_key(const simba__mysql *b, const char *tenant,
     h = simba__mysql_fnv(h, session, seslen);
     return h ? h : 1;
 }
+
+static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request) {
+    int i;
+    for (i = 0; i < b->nwatch; i++)
+        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
+    return NULL;
+}
+
+static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
+    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
+    int i;
+    if (!w) return;
+    i = (int)(w - b->watches);
+    simba__mysql_free(b, w->request);
+    simba__mysql_free(b, w->session);
+    simba__mysql_free(b, w->name);
+    simba__mysql_free(b, w->tenant);
+    b->watches[i] = b->watches[b->nwatch - 1];
+    b->nwatch--;
+    b->watch_marks_stale = 1;
+}
+
+static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
+                                const char *name, size_t namelen, int single, int multi, uint64_t bell,
+                                int64_t seq) {
+    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
+    int64_t now = simba_now_ms(b->s);
+    if (w && strcmp(w->session, session) != 0) {
+        /* the same keyed request id in another session: not the same entry */
+        simba__mysql_watch_del(b, request);
+        w = NULL;
+    }
+    if (w) {
+        if (w->bell != bell) {
+            w->bell = bell;
+            w->immediate = 0;
+            w->not_before = 0;
+            w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
+            w->poll_at = now + w->poll_ms;
+        }
+        w->multi = multi;
+        w->seq = seq;
+        b->watch_marks_stale = 1;
+        return;
+    }
+    if (b->nwatch == b->watch_cap) {
+        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
+        simba__mysql_watch *t = (simba__mysql_watch *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
+        if (!t) return; /* no watch: the core's re-checks still find the grant */
+        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
+        simba__mysql_free(b, b->watches);
+        b->watches = t;
+        b->watch_cap = cap;
+    }
+    w = &b->watches[b->nwatch];
+    memset(w, 0, sizeof *w);
+    w->request = simba__mysql_strdup(b, request);
+    w->session = simba__mysql_strdup(b, session);
+    w->name = simba__mysql_strndup(b, name, namelen);
+    w->tenant = simba__mysql_strdup(b, tenant);
+    if (!w->request || !w->session || !w->name || !w->tenant) {
+        simba__mysql_free(b, w->request);
+        simba__mysql_free(b, w->session);
+        simba__mysql_free(b, w->name);
+        simba__mysql_free(b, w->tenant);
+        return;
+    }
+    w->single = single;
+    w->multi = multi;
+    w->bell = bell;
+    w->seq = seq;
+    w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
+    w->poll_at = now + w->poll_ms;
+    b->nwatch++;
+    b->watch_marks_stale = 1;
+}
+
+static void simba__mysql_waiter_drop(simba__mysql *b, int backoff) {
+    simba__mysql_conn *c = &b->waiter;
+    simba__mysql_conn_drop(c);
+    b->waiting_bell = 0;
+    b->ring_held = 0; /* user locks go with the connection */
+    simba__mysql_free(b, b->waiting_req);
+    b->waiting_req = NULL;
+    if (backoff) {
+        c->retry_at = simba_now_ms(b->s) + simba_backend_backoff_ms(b->s, c->attempt);
+        c->attempt++;
+    } else {
+        c->retry_at = simba_now_ms(b->s);
+    }
+}
+
+/* Is the bell the waiter connection blocks on still wanted by some watch? */
+static int simba__mysql_bell_wanted(simba__mysql *b, uint64_t bell) {
+    int i;
+    for (i = 0; i < b->nwatch; i++) if (b->watches[i].bell == bell) return 1;
+    return 0;
+}
+
+static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now) {
+    int i;
+    simba__mysql_watch_marks(b);
+    for (i = 0; i < b->nwatch; i++) {
+        simba__mysql_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
+        if (w->not_before <= now && w->first) {
+            b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
+            return w;
+        }
+    }
+    return NULL;
+}
+
+/* The entry of watch w, as SQL: "<entries> WHERE tenant=.. AND name=..
+   AND request=.. AND session=.." (a keyed request id is the same in every
+   session: only the entry of the watch's own session). */
+static void simba__mysql_sql_watch_entry(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w) {
+    simba__mysql_putf(b, x, "%s WHERE tenant=", b->t_entries);
+    simba__mysql_hexs(b, x, w->tenant);
+    simba__mysql_put(b, x, " AND name=");
+    simba__mysql_hexs(b, x, w->name);
+    simba__mysql_put(b, x, " AND request=");
+    simba__mysql_hexs(b, x, w->request);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, w->session);
+}
+
+/* The wait of a one-resource watch, ringable: hold the session's ring key
+   (so a granter can find this connection), then, unless the entry is
+   granted already (a ring sent while this connection ran no query would be
+   lost: the grant committed before this statement began, so it sees it),
+   wait for the bell. -2: granted already, 1: the bell rang, -1: timed out,
+   -3: GET_LOCK cut short (MariaDB answers a KILLed GET_LOCK with NULL;
+   MySQL with ER_QUERY_INTERRUPTED). */
+static void simba__mysql_sql_ring_wait(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w, int t) {
+    uint64_t ring = simba__mysql_ring_key(b, w->tenant, w->session, strlen(w->session));
+    simba__mysql_put(b, x, "DO 0");
+    if (b->ring_held && b->ring_held != ring) {
+        simba__mysql_put(b, x, ", RELEASE_LOCK(");
+        simba__mysql_bellname(b, x, b->ring_held);
+        simba__mysql_put(b, x, ")");
+    }
+    simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
+    simba__mysql_bellname(b, x, ring);
+    simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+    simba__mysql_bellname(b, x, ring);
+    simba__mysql_put(b, x, ", 0));\nSELECT IF(COALESCE((SELECT fence FROM ");
+    simba__mysql_sql_watch_entry(b, x, w);
+    simba__mysql_put(b, x, "), 0) > 0, -2, CASE COALESCE(GET_LOCK(");
+    simba__mysql_bellname(b, x, w->bell);
+    simba__mysql_putf(b, x, ",%d), -3) WHEN 1 THEN RELEASE_LOCK(", t);
+    simba__mysql_bellname(b, x, w->bell);
+    simba__mysql_put(b, x, ") WHEN 0 THEN -1 ELSE -3 END)");
+    b->ring_held = ring;
+}
+
+static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
+    simba__mysql_conn *c = &b->waiter;
+    simba__mysql_buf *x = &c->sql;
+    int i, eligible = 0, t;
+    for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += b->watches[i].first;
+    t = eligible > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
+    simba__mysql_buf_clear(x);
+    b->waiting_rung = w->single;
+    if (w->single) simba__mysql_sql_ring_wait(b, x, w, t);
+    else {
+        /* wait for the bell; once we get it, give it back at once (other
+           waiters of the same bell get it in turn) */
+        simba__mysql_put(b, x, "SELECT IF(GET_LOCK(");
+        simba__mysql_bellname(b, x, w->bell);
+        simba__mysql_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
+        simba__mysql_bellname(b, x, w->bell);
+        simba__mysql_put(b, x, "), -1)");
+    }
+    if (w->single) {
+        /* and our fence, in the same round trip, if the ring granted us */
+        simba__mysql_put(b, x, ";\nSELECT fence FROM ");
+        simba__mysql_sql_watch_entry(b, x, w);
+    }
+    if (!simba__mysql_is_current(b, w->session)) b->stats.stale_bell_waits++;
+    b->waiting_bell = w->bell;
+    simba__mysql_free(b, b->waiting_req);
+    b->waiting_req = simba__mysql_strdup(b, w->request);
+    b->stats.bell_waits++;
+    simba__mysql_conn_query(b, c);
+}
+
+/* The waiter connection is connecting or running its setup: go on when
+   that is done (1), else wait or drop it (0). */
+static int simba__mysql_waiter_opening(simba__mysql *b, simba__mysql_conn *c, int64_t now) {
+    if (!c->done) {
+        if (c->state == SIMBA__MYSQL_CONNECTING && now - c->started_ms > b->connect_timeout_ms)
+            simba__mysql_waiter_drop(b, 1);
+        return 0;
+    }
+    c->done = 0;
+    if (c->state == SIMBA__MYSQL_SETUP) simba__mysql_free_results(c);
+    if (c->err) { simba__mysql_waiter_drop(b, 1); return 0; }
+    if (c->state == SIMBA__MYSQL_CONNECTING) {
+        c->state = SIMBA__MYSQL_SETUP;
+        simba__mysql_setup_sql(b, &c->sql, 0);
+        simba__mysql_conn_query(b, c);
+        return 1;
+    }
+    c->state = SIMBA__MYSQL_READY;
+    c->attempt = 0;
+    b->stats.waiter_connects++;
+    return 1;
+}
+
+static void simba__mysql_waiter_progress(simba__mysql *b) {
+    simba__mysql_conn *c = &b->waiter;
+    int64_t now = simba_now_ms(b->s);
+    int guard;
+    if (b->no_waiter) return;
+    for (guard = 0; guard < 16; guard++) {
+        if (c->state == SIMBA__MYSQL_CLOSED) {
+            if (!b->nwatch || !b->up) return;
+            if (c->retry_at > now) return;
+            simba__mysql_conn_open(b, c);
+            continue;
+        }
+        if (c->state == SIMBA__MYSQL_CONNECTING || c->state == SIMBA__MYSQL_SETUP) {
+            if (!simba__mysql_waiter_opening(b, c, now)) return;
+            continue;
+        }
+        if (c->done) { simba__mysql_waiter_result(b); continue; }
+        if (c->q != SIMBA__MYSQL_Q_NONE) {
+            /* blocked on a bell nobody wants any more while others wait:
+               a new connection is cheaper than waiting the timeout out */
+            if (b->waiting_bell && !simba__mysql_bell_wanted(b, b->waiting_bell) && b->nwatch > 0) {
+                simba__mysql_waiter_drop(b, 0);
+                continue;
+            }
+            /* a wait that outlives its GET_LOCK timeout by far: dead server */
+            if (now - c->started_ms > (SIMBA__MYSQL_BELL_WAIT_S + 5) * 1000) simba__mysql_waiter_drop(b, 1);
+            return;
+        }
+        {
+            simba__mysql_watch *w = simba__mysql_next_watch(b, now);
+            if (!w) return;
+            simba__mysql_waiter_start(b, w);
+        }
+    }
+}
+
+/*>>wakeups.fire: the owner's side: the bells we hold while our entries exist, released (rung) when they go */
 
 /* After the op that granted them committed: ring each grantee next, ahead
    of this client's other queued work (a ring is one short statement). */
@@ -2765,87 +3076,57 @@ static void simba__mysql_step_bells(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
 }
 
-static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request) {
-    int i;
-    for (i = 0; i < b->nwatch; i++)
-        if (strcmp(b->watches[i].request, request) == 0) return &b->watches[i];
-    return NULL;
-}
-
-static void simba__mysql_watch_del(simba__mysql *b, const char *request) {
-    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
-    int i;
-    if (!w) return;
-    i = (int)(w - b->watches);
-    simba__mysql_free(b, w->request);
-    simba__mysql_free(b, w->session);
-    simba__mysql_free(b, w->name);
-    simba__mysql_free(b, w->tenant);
-    b->watches[i] = b->watches[b->nwatch - 1];
-    b->nwatch--;
-    b->watch_marks_stale = 1;
-}
-
-/* With capacity > 1 the bell covers only the oldest holder; a release by
-   another one would wait for the core's re-check period. So such waits also
-   re-poll on their own: 50 ms after a change, doubling to 1 s while nothing
-   changes. */
-enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
-
-static void simba__mysql_watch_set(simba__mysql *b, const char *tenant, const char *session, const char *request,
-                                const char *name, size_t namelen, int single, int multi, uint64_t bell,
-                                int64_t seq) {
-    simba__mysql_watch *w = simba__mysql_watch_find(b, request);
-    int64_t now = simba_now_ms(b->s);
-    if (w && strcmp(w->session, session) != 0) {
-        /* the same keyed request id in another session: not the same entry */
-        simba__mysql_watch_del(b, request);
-        w = NULL;
+/* Bookkeeping after an op committed: bells we hold, requests we watch. */
+static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status) {
+    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
+        !simba__mysql_is_current(b, j->session)) {
+        /* an op of a session the core has dropped (queued before the next
+           OPEN): its entry is no longer anyone's concern here. Give back a bell
+           it took, unless the current session holds the same one (a keyed
+           request id names the same bell in every session). */
+        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__mysql_mine_has(b, j->bell))
+            simba__mysql_queue_bell_release_raw(b, j->bell);
+        return;
     }
-    if (w) {
-        if (w->bell != bell) {
-            w->bell = bell;
-            w->immediate = 0;
-            w->not_before = 0;
-            w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
-            w->poll_at = now + w->poll_ms;
+    if (status == SIMBA_OK) simba__mysql_push_grants(b, j);
+    switch (j->kind) {
+    case SIMBA_OP_ENQUEUE:
+    case SIMBA_OP_POLL:
+        if (status == SIMBA_OK && j->exists) {
+            if (j->took_bell) simba__mysql_mine_add(b, j->bell);
+            if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
+            else
+                simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
+                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell,
+                                    j->watch_seq);
+        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
+            /* our entry is gone (or was never made): so is the need for its bell */
+            simba__mysql_watch_del(b, j->request);
+            if (j->bell_released) simba__mysql_mine_del(b, j->bell);
+            else simba__mysql_queue_bell_release(b, j->bell);
+        } else if (j->bell_released) {
+            simba__mysql_mine_del(b, j->bell);
         }
-        w->multi = multi;
-        w->seq = seq;
-        b->watch_marks_stale = 1;
-        return;
+        break;
+    case SIMBA_OP_RELEASE:
+        if (status == SIMBA_OK) {
+            simba__mysql_mine_del(b, j->bell);
+            simba__mysql_watch_del(b, j->request);
+        }
+        break;
+    case SIMBA_OP_CLOSE:
+        if (status == SIMBA_OK && simba__mysql_is_current(b, j->session)) {
+            /* RELEASE_ALL_LOCKS dropped every bell */
+            simba__mysql_mine_clear(b);
+            while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
+        }
+        break;
+    default:
+        break;
     }
-    if (b->nwatch == b->watch_cap) {
-        int cap = b->watch_cap ? b->watch_cap * 2 : 8;
-        simba__mysql_watch *t = (simba__mysql_watch *)simba__mysql_alloc(b, (size_t)cap * sizeof *t);
-        if (!t) return; /* no watch: the core's re-checks still find the grant */
-        if (b->nwatch) memcpy(t, b->watches, (size_t)b->nwatch * sizeof *t);
-        simba__mysql_free(b, b->watches);
-        b->watches = t;
-        b->watch_cap = cap;
-    }
-    w = &b->watches[b->nwatch];
-    memset(w, 0, sizeof *w);
-    w->request = simba__mysql_strdup(b, request);
-    w->session = simba__mysql_strdup(b, session);
-    w->name = simba__mysql_strndup(b, name, namelen);
-    w->tenant = simba__mysql_strdup(b, tenant);
-    if (!w->request || !w->session || !w->name || !w->tenant) {
-        simba__mysql_free(b, w->request);
-        simba__mysql_free(b, w->session);
-        simba__mysql_free(b, w->name);
-        simba__mysql_free(b, w->tenant);
-        return;
-    }
-    w->single = single;
-    w->multi = multi;
-    w->bell = bell;
-    w->seq = seq;
-    w->poll_ms = SIMBA__MYSQL_POLL_MIN_MS;
-    w->poll_at = now + w->poll_ms;
-    b->nwatch++;
-    b->watch_marks_stale = 1;
 }
+
+/*>>wakeups.deliver: what a ring or a re-poll tells the core: simba_backend_granted, simba_backend_recheck */
 
 /* Every wake-up of the core goes through these two (stats.wakes counts them). */
 static void simba__mysql_tell_granted(simba__mysql *b, const char *name, const char *session, const char *request,
@@ -2939,165 +3220,6 @@ static void simba__mysql_push_grants(simba__mysql *b, simba__mysql_job *j) {
         b->stats.pushed_grants++;
         simba__mysql_tell_granted(b, name, session, j->granted_req[i], j->granted_fence[i]);
     }
-}
-
-/* Bookkeeping after an op committed: bells we hold, requests we watch. */
-static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status) {
-    if ((j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_POLL || j->kind == SIMBA_OP_RELEASE) &&
-        !simba__mysql_is_current(b, j->session)) {
-        /* an op of a session the core has dropped (queued before the next
-           OPEN): its entry is no longer anyone's concern here. Give back a bell
-           it took, unless the current session holds the same one (a keyed
-           request id names the same bell in every session). */
-        if (j->kind == SIMBA_OP_ENQUEUE && j->took_bell && !j->bell_released && !simba__mysql_mine_has(b, j->bell))
-            simba__mysql_queue_bell_release_raw(b, j->bell);
-        return;
-    }
-    if (status == SIMBA_OK) simba__mysql_push_grants(b, j);
-    switch (j->kind) {
-    case SIMBA_OP_ENQUEUE:
-    case SIMBA_OP_POLL:
-        if (status == SIMBA_OK && j->exists) {
-            if (j->took_bell) simba__mysql_mine_add(b, j->bell);
-            if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
-            else
-                simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
-                                    j->res[j->sorted_of[0]].len, j->nres == 1, j->watch_multi, j->watch_bell,
-                                    j->watch_seq);
-        } else if (status == SIMBA_ENOTFOUND || status == SIMBA_ESESSION || status == SIMBA_OK) {
-            /* our entry is gone (or was never made): so is the need for its bell */
-            simba__mysql_watch_del(b, j->request);
-            if (j->bell_released) simba__mysql_mine_del(b, j->bell);
-            else simba__mysql_queue_bell_release(b, j->bell);
-        } else if (j->bell_released) {
-            simba__mysql_mine_del(b, j->bell);
-        }
-        break;
-    case SIMBA_OP_RELEASE:
-        if (status == SIMBA_OK) {
-            simba__mysql_mine_del(b, j->bell);
-            simba__mysql_watch_del(b, j->request);
-        }
-        break;
-    case SIMBA_OP_CLOSE:
-        if (status == SIMBA_OK && simba__mysql_is_current(b, j->session)) {
-            /* RELEASE_ALL_LOCKS dropped every bell */
-            simba__mysql_mine_clear(b);
-            while (b->nwatch) simba__mysql_watch_del(b, b->watches[0].request);
-        }
-        break;
-    default:
-        break;
-    }
-}
-
-static void simba__mysql_waiter_drop(simba__mysql *b, int backoff) {
-    simba__mysql_conn *c = &b->waiter;
-    simba__mysql_conn_drop(c);
-    b->waiting_bell = 0;
-    b->ring_held = 0; /* user locks go with the connection */
-    simba__mysql_free(b, b->waiting_req);
-    b->waiting_req = NULL;
-    if (backoff) {
-        c->retry_at = simba_now_ms(b->s) + simba_backend_backoff_ms(b->s, c->attempt);
-        c->attempt++;
-    } else {
-        c->retry_at = simba_now_ms(b->s);
-    }
-}
-
-/* Is the bell the waiter connection blocks on still wanted by some watch? */
-static int simba__mysql_bell_wanted(simba__mysql *b, uint64_t bell) {
-    int i;
-    for (i = 0; i < b->nwatch; i++) if (b->watches[i].bell == bell) return 1;
-    return 0;
-}
-
-static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now) {
-    int i;
-    simba__mysql_watch_marks(b);
-    for (i = 0; i < b->nwatch; i++) {
-        simba__mysql_watch *w = &b->watches[(b->watch_rr + i) % b->nwatch];
-        if (w->not_before <= now && w->first) {
-            b->watch_rr = (int)((w - b->watches) + 1) % b->nwatch;
-            return w;
-        }
-    }
-    return NULL;
-}
-
-/* The entry of watch w, as SQL: "<entries> WHERE tenant=.. AND name=..
-   AND request=.. AND session=.." (a keyed request id is the same in every
-   session: only the entry of the watch's own session). */
-static void simba__mysql_sql_watch_entry(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w) {
-    simba__mysql_putf(b, x, "%s WHERE tenant=", b->t_entries);
-    simba__mysql_hexs(b, x, w->tenant);
-    simba__mysql_put(b, x, " AND name=");
-    simba__mysql_hexs(b, x, w->name);
-    simba__mysql_put(b, x, " AND request=");
-    simba__mysql_hexs(b, x, w->request);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, w->session);
-}
-
-/* The wait of a one-resource watch, ringable: hold the session's ring key
-   (so a granter can find this connection), then, unless the entry is
-   granted already (a ring sent while this connection ran no query would be
-   lost: the grant committed before this statement began, so it sees it),
-   wait for the bell. -2: granted already, 1: the bell rang, -1: timed out,
-   -3: GET_LOCK cut short (MariaDB answers a KILLed GET_LOCK with NULL;
-   MySQL with ER_QUERY_INTERRUPTED). */
-static void simba__mysql_sql_ring_wait(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w, int t) {
-    uint64_t ring = simba__mysql_ring_key(b, w->tenant, w->session, strlen(w->session));
-    simba__mysql_put(b, x, "DO 0");
-    if (b->ring_held && b->ring_held != ring) {
-        simba__mysql_put(b, x, ", RELEASE_LOCK(");
-        simba__mysql_bellname(b, x, b->ring_held);
-        simba__mysql_put(b, x, ")");
-    }
-    simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
-    simba__mysql_bellname(b, x, ring);
-    simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-    simba__mysql_bellname(b, x, ring);
-    simba__mysql_put(b, x, ", 0));\nSELECT IF(COALESCE((SELECT fence FROM ");
-    simba__mysql_sql_watch_entry(b, x, w);
-    simba__mysql_put(b, x, "), 0) > 0, -2, CASE COALESCE(GET_LOCK(");
-    simba__mysql_bellname(b, x, w->bell);
-    simba__mysql_putf(b, x, ",%d), -3) WHEN 1 THEN RELEASE_LOCK(", t);
-    simba__mysql_bellname(b, x, w->bell);
-    simba__mysql_put(b, x, ") WHEN 0 THEN -1 ELSE -3 END)");
-    b->ring_held = ring;
-}
-
-static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
-    simba__mysql_conn *c = &b->waiter;
-    simba__mysql_buf *x = &c->sql;
-    int i, eligible = 0, t;
-    for (i = 0; i < b->nwatch && eligible < 2; i++) eligible += b->watches[i].first;
-    t = eligible > 1 ? SIMBA__MYSQL_BELL_ROTATE_S : SIMBA__MYSQL_BELL_WAIT_S;
-    simba__mysql_buf_clear(x);
-    b->waiting_rung = w->single;
-    if (w->single) simba__mysql_sql_ring_wait(b, x, w, t);
-    else {
-        /* wait for the bell; once we get it, give it back at once (other
-           waiters of the same bell get it in turn) */
-        simba__mysql_put(b, x, "SELECT IF(GET_LOCK(");
-        simba__mysql_bellname(b, x, w->bell);
-        simba__mysql_putf(b, x, ",%d)=1, RELEASE_LOCK(", t);
-        simba__mysql_bellname(b, x, w->bell);
-        simba__mysql_put(b, x, "), -1)");
-    }
-    if (w->single) {
-        /* and our fence, in the same round trip, if the ring granted us */
-        simba__mysql_put(b, x, ";\nSELECT fence FROM ");
-        simba__mysql_sql_watch_entry(b, x, w);
-    }
-    if (!simba__mysql_is_current(b, w->session)) b->stats.stale_bell_waits++;
-    b->waiting_bell = w->bell;
-    simba__mysql_free(b, b->waiting_req);
-    b->waiting_req = simba__mysql_strdup(b, w->request);
-    b->stats.bell_waits++;
-    simba__mysql_conn_query(b, c);
 }
 
 /* The one integer of result set i of c (0 when absent or not a number). */
@@ -3198,65 +3320,6 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
     } else {
         /* something moved ahead of this request: it alone looks again */
         simba__mysql_tell_recheck(b, name, session, request);
-    }
-}
-
-/* The waiter connection is connecting or running its setup: go on when
-   that is done (1), else wait or drop it (0). */
-static int simba__mysql_waiter_opening(simba__mysql *b, simba__mysql_conn *c, int64_t now) {
-    if (!c->done) {
-        if (c->state == SIMBA__MYSQL_CONNECTING && now - c->started_ms > b->connect_timeout_ms)
-            simba__mysql_waiter_drop(b, 1);
-        return 0;
-    }
-    c->done = 0;
-    if (c->state == SIMBA__MYSQL_SETUP) simba__mysql_free_results(c);
-    if (c->err) { simba__mysql_waiter_drop(b, 1); return 0; }
-    if (c->state == SIMBA__MYSQL_CONNECTING) {
-        c->state = SIMBA__MYSQL_SETUP;
-        simba__mysql_setup_sql(b, &c->sql, 0);
-        simba__mysql_conn_query(b, c);
-        return 1;
-    }
-    c->state = SIMBA__MYSQL_READY;
-    c->attempt = 0;
-    b->stats.waiter_connects++;
-    return 1;
-}
-
-static void simba__mysql_waiter_progress(simba__mysql *b) {
-    simba__mysql_conn *c = &b->waiter;
-    int64_t now = simba_now_ms(b->s);
-    int guard;
-    if (b->no_waiter) return;
-    for (guard = 0; guard < 16; guard++) {
-        if (c->state == SIMBA__MYSQL_CLOSED) {
-            if (!b->nwatch || !b->up) return;
-            if (c->retry_at > now) return;
-            simba__mysql_conn_open(b, c);
-            continue;
-        }
-        if (c->state == SIMBA__MYSQL_CONNECTING || c->state == SIMBA__MYSQL_SETUP) {
-            if (!simba__mysql_waiter_opening(b, c, now)) return;
-            continue;
-        }
-        if (c->done) { simba__mysql_waiter_result(b); continue; }
-        if (c->q != SIMBA__MYSQL_Q_NONE) {
-            /* blocked on a bell nobody wants any more while others wait:
-               a new connection is cheaper than waiting the timeout out */
-            if (b->waiting_bell && !simba__mysql_bell_wanted(b, b->waiting_bell) && b->nwatch > 0) {
-                simba__mysql_waiter_drop(b, 0);
-                continue;
-            }
-            /* a wait that outlives its GET_LOCK timeout by far: dead server */
-            if (now - c->started_ms > (SIMBA__MYSQL_BELL_WAIT_S + 5) * 1000) simba__mysql_waiter_drop(b, 1);
-            return;
-        }
-        {
-            simba__mysql_watch *w = simba__mysql_next_watch(b, now);
-            if (!w) return;
-            simba__mysql_waiter_start(b, w);
-        }
     }
 }
 

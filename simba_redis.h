@@ -1362,6 +1362,8 @@ static void simba__redis_nopipe_end(simba__redis_nopipe *g) { (void)g; }
 
 /*>>connection: the hiredis adapter, connect, handshake, reconnect with backoff, drop, I/O */
 
+/*>>connection.connect: the hiredis adapter, connect, the handshake, a drop and the retry after it */
+
 /*--- hiredis event adapter: hiredis sets interest flags, pollfds reports them,
    process calls redisAsyncHandleRead/Write -------------------------------------*/
 
@@ -1735,6 +1737,8 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     simba__redis_report(r, 1, 0, NULL);
 }
 
+/*>>connection.io: write what is queued, read what came, settle: one connection's I/O in a tick */
+
 /* Requests submitted during a tick sit in hiredis's output buffer. Writing
    them just before the caller sleeps saves a whole poll() round per request
    (and sends everything of one tick in one write). redisBufferWrite runs no
@@ -1798,6 +1802,8 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
 }
+
+/*>>connection.sentinel: where the master is, from the sentinels */
 
 /*--- Sentinel: where the master is (docs/redis.md, "Sentinel") -----------------
    With desc.sentinels, the main and push connections go to the address the
@@ -2022,6 +2028,8 @@ static void simba__redis_sentinel_dropped(simba__redis *r, simba__redis_conn *c,
     simba__redis_log_failure(r, err == SIMBA_EAUTH ? SIMBA_LOG_ERROR : SIMBA_LOG_WARN, line);
     if (!r->conn[SIMBA__REDIS_MAIN].ready) simba__redis_report(r, 0, err, line + strlen("simba_redis: "));
 }
+
+/*>>connection.cluster: hash slots, the map, redirects, one plain backend per master, push connections on demand */
 
 /*--- Redis Cluster (simba__redis_cluster_*): hash slots, seed lists, the slot
    map of CLUSTER SLOTS, MOVED/ASK redirects, the per-node key names; then
@@ -3485,6 +3493,8 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
 
 static void simba__redis_cluster_subscribed(simba__redis *c);
 static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request);
+
+/*>>wakeups.deliver: a push on the SUBSCRIBE connection, parsed and handed to the core */
 
 /* One space-free field of a push at *p (advanced past it and its space). */
 static int simba__redis_push_field(const char **p, const char *end, size_t max, const char **f, size_t *n) {

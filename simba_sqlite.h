@@ -738,7 +738,7 @@ static int simba__sqlite_explain(simba__sqlite *b, int rc, const char *what, cha
     return SIMBA_EBACKEND;
 }
 
-/*>>connection.read: the schema, the format, the boot */
+/* ---- the handshake: the schema, the format, the boot ---- */
 
 /* The format row: 1 = ours, 0 = no tables at all (a new file), -1 another
    file (tables, none of them ours), -2 another version of simba's format,
@@ -915,7 +915,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     return 0;
 }
 
-/*>>connection.write: a batch of ops, one write transaction */
+/*>>connection.io: a batch of ops, one write transaction */
 
 static void simba__sqlite_run_op(simba__sqlite *b, simba__sqlite_job *j);
 static void simba__sqlite_send_wakes(simba__sqlite *b);

@@ -1553,7 +1553,7 @@ static void simba__zk_step_session(simba__zk_op *op) {
 
 /*>>locks: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE */
 
-/*--- completions: each records what it got, then lets the op advance (also for the calls of >>connection and >>session) ---*/
+/*>>locks.calls: the calls an op makes and their completions (also for >>connection, >>session) */
 
 static void simba__zk_on_data(int rc, const char *value, int len, const struct Stat *st, const void *data) {
     simba__zk_call *c = (simba__zk_call *)data;
@@ -1936,7 +1936,7 @@ static void simba__zk_issue_mdelete(simba__zk_op *op) {
     if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting the resource");
 }
 
-/*--- the grant rule (simba_grant_step of simba.h) on a read queue ---*/
+/*>>locks.rule: the grant rule (simba_grant_step of simba.h) on a read queue */
 
 static int simba__zk_is_ours(const simba__zk_op *op, const simba__zk_kid *k) {
     return strcmp(k->request, op->request) == 0 && strcmp(k->session, op->session) == 0;
@@ -2051,7 +2051,7 @@ static void simba__zk_fill_queue_answer(simba__zk_op *op) {
     if (r->nkids > 0 && op->held > 0) snprintf(op->owner, sizeof op->owner, "%s", r->kids[0].session);
 }
 
-/*--- answering ENQUEUE and POLL ---*/
+/*>>locks.enqueue: ENQUEUE (and the answer of ENQUEUE and POLL) */
 
 /* ENQUEUE/POLL: the answer once every resource was evaluated (and stat'ed). */
 static void simba__zk_answer(simba__zk_op *op) {
@@ -2203,7 +2203,7 @@ static void simba__zk_poll_read_done(simba__zk_op *op) {
     simba__zk_after_eval(op);
 }
 
-/*--- one read for the POLLs of one resource that the core sends together ---*/
+/*>>locks.poll: one read for the POLLs of one resource that the core sends together */
 
 /* A POLL of one resource joins a read of that resource already on its way
    if no event was processed since it went out (same batch): that read is
@@ -2289,7 +2289,7 @@ static void simba__zk_step_enqueue(simba__zk_op *op) {
     }
 }
 
-/*--- RELEASE ---*/
+/*>>locks.release: RELEASE */
 
 static void simba__zk_release_delete(simba__zk_op *op) {
     char path[SIMBA__ZK_PATH_MAX];
@@ -2343,7 +2343,7 @@ static void simba__zk_step_release(simba__zk_op *op) {
     }
 }
 
-/*--- INSPECT, SET_CAPACITY, DELETE ---*/
+/*>>locks.admin: INSPECT, SET_CAPACITY, DELETE */
 
 static void simba__zk_inspect_read_done(simba__zk_op *op) {
     simba__zk_rs *r = &op->res[0];
@@ -2445,7 +2445,7 @@ static void simba__zk_step_delete(simba__zk_op *op) {
     }
 }
 
-/*--- ops: running, creation ---*/
+/*>>locks.dispatch: ops: running, creation */
 
 /* Runs an op until it waits for the server or is finished. */
 static void simba__zk_op_advance(simba__zk_op *op) {
@@ -2518,63 +2518,6 @@ static int simba__zk_op_copy(simba__zk *zk, simba__zk_op *op, const simba_op *sr
 
 /*>>wakeups: watches -> one read per resource per event (refresh), grants pushed with simba_backend_granted, the baton, the mutex hand-off */
 
-/* A name on a list (once): the core's wake-ups, the refreshes. */
-static void simba__zk_queue_name(simba__zk *zk, simba__zk_wake **list, const char *name) {
-    simba__zk_wake *w;
-    for (w = *list; w; w = w->next) if (strcmp(w->name, name) == 0) return;
-    w = (simba__zk_wake *)simba__zk_alloc(zk, sizeof *w);
-    if (!w) return;
-    w->name = simba__zk_strdup(zk, name);
-    if (!w->name) { simba__zk_free(zk, w); return; }
-    w->next = *list;
-    *list = w;
-}
-
-/* The core re-polls every handle on the name (a hint: request NULL). */
-static void simba__zk_queue_wake(simba__zk *zk, const char *name) { simba__zk_queue_name(zk, &zk->wakes, name); }
-
-static void simba__zk_free_names(simba__zk *zk, simba__zk_wake **list) {
-    while (*list) {
-        simba__zk_wake *w = *list;
-        *list = w->next;
-        simba__zk_free(zk, w->name);
-        simba__zk_free(zk, w);
-    }
-}
-
-static void simba__zk_deliver_wakes(simba__zk *zk) {
-    while (zk->wakes) {
-        simba__zk_wake *w = zk->wakes;
-        zk->wakes = w->next;
-        zk->wakes_sent++;
-        simba_backend_changed(zk->s, w->name);
-        simba__zk_free(zk, w->name);
-        simba__zk_free(zk, w);
-    }
-}
-
-/* The simba name of a node path under our tenant, and the length of its
-   resource node's path; 0 if the path is none of ours. */
-static int simba__zk_split_path(simba__zk *zk, const char *path, char *name, size_t cap, size_t *rlen) {
-    size_t bl = strlen(zk->base), tl = strlen(zk->tenant_enc);
-    const char *p, *slash;
-    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return 0;
-    p = path + bl + 1;
-    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return 0;
-    p += tl + 1;
-    slash = strchr(p, '/');
-    if (!simba__zk_decode(name, cap, p, slash ? (size_t)(slash - p) : strlen(p))) return 0;
-    if (simba_check_name(name) != SIMBA_OK) return 0;     /* read back from the server: no name of ours */
-    *rlen = slash ? (size_t)(slash - path) : strlen(path);
-    return 1;
-}
-
-/* path is dir + "/" + node. */
-static int simba__zk_path_is(const char *path, const char *dir, const char *node) {
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && path[n] == '/' && strcmp(path + n + 1, node) == 0;
-}
-
 /* What a node event means for waiters that know their predecessor: its
    deletion grants them; a change of the resource node (capacity, deletion) or
    the deletion of our own entry means they must read again. ZooKeeper
@@ -2583,98 +2526,6 @@ static int simba__zk_path_is(const char *path, const char *dir, const char *node
    more than that, and it asks every entry (each check is in the one
    function both ways use). */
 enum { SIMBA__ZK_HITS = 8 };
-
-static void simba__zk_note_one(simba__zk *zk, simba__zk_mine *m, int type, const char *path) {
-    if (!m->pred || m->nres != 1 || !m->path[0]) return;
-    if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
-    else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
-             strcmp(path, m->path[0]) == 0)
-        simba__zk_forget_pred(zk, m);
-}
-
-/* An event on an entry concerns the waiters whose pred or own entry it is;
-   one on the resource node, all of them. */
-static void simba__zk_note_event(simba__zk *zk, int type, const char *path, int entry) {
-    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
-    int n = SIMBA__ZK_HITS + 1, i;
-    if (zk->npred == 0) return;
-    if (entry) {
-        uint32_t key = simba__zk_key(path, strlen(path), NULL);   /* the key of (resource, entry) */
-        n = simba__zk_ix_collect(zk, SIMBA__ZK_K_PRED, key, hit, 0, SIMBA__ZK_HITS);
-        n = simba__zk_ix_collect(zk, SIMBA__ZK_K_OWN, key, hit, n, SIMBA__ZK_HITS);
-    }
-    if (n <= SIMBA__ZK_HITS) {
-        for (i = 0; i < n; i++) simba__zk_note_one(zk, hit[i], type, path);
-        return;
-    }
-    for (m = zk->mine; m && zk->npred > 0; m = m->next) simba__zk_note_one(zk, m, type, path);
-}
-
-/* Is m on the resource of path's first rlen bytes (whose key is rkey)? */
-static int simba__zk_mine_on(const simba__zk_mine *m, const char *path, size_t rlen, uint32_t rkey) {
-    int i;
-    if (m->nres == 1) return m->path_key == rkey && m->path[0] && strlen(m->path[0]) == rlen &&
-                             strncmp(m->path[0], path, rlen) == 0;
-    for (i = 0; i < m->nres; i++)
-        if (m->path[i] && strlen(m->path[i]) == rlen && strncmp(m->path[i], path, rlen) == 0) return 1;
-    return 0;
-}
-
-/* Does an event on `node` of the resource (NULL: the resource node itself)
-   fire m's armed watch? */
-static int simba__zk_fires(const simba__zk_mine *m, int type, const char *node) {
-    if (!m->armed || !m->watch) return 0;
-    if (!node) return type == ZOO_CHILD_EVENT && m->watch[0] == 0;
-    return strcmp(m->watch, node) == 0;
-}
-
-/* The entries an event on an entry (node) of a resource can concern: ours
-   (own) and those that watch it. Returns how many (> SIMBA__ZK_HITS: ask
-   them all). */
-static int simba__zk_event_hits(const simba__zk *zk, const char *path, simba__zk_mine **hit) {
-    uint32_t key = simba__zk_key(path, strlen(path), NULL);
-    int n;
-    if (zk->nmulti > 0) return SIMBA__ZK_HITS + 1;   /* a request of several resources may be on it */
-    n = simba__zk_ix_collect(zk, SIMBA__ZK_K_OWN, key, hit, 0, SIMBA__ZK_HITS);
-    return simba__zk_ix_collect(zk, SIMBA__ZK_K_WATCH, key, hit, n, SIMBA__ZK_HITS);
-}
-
-static int simba__zk_is_head_mark(const char *value, int len) { return value && len == 1 && value[0] == 'h'; }
-
-/* The entry a mutex waiter watches (its predecessor at our last read) was
-   marked: if the mark says it was the head (simba__zk_mark_head), nothing
-   is ahead of it any more (sequence numbers only grow, a deleted entry never
-   comes back), so its deletion alone makes us the head, as for the pred of
-   simba__zk_pred_grants: no read of the queue. Taken as pred now (so its
-   deletion cannot be mistaken for a plain one), usable once the data read
-   back by re-arming the watch is the head mark. What else could make that
-   wrong is heard first, as for any pred (simba__zk_note_event): a DELETE's
-   multi changes the resource node (our read's data watch) before it deletes
-   anything. Returns 0 if this is no case for it (the caller reads). */
-static int simba__zk_probe_head(simba__zk *zk, simba__zk_mine *m, const char *node) {
-    char path[SIMBA__ZK_PATH_MAX];
-    simba__zk_call *c;
-    if (!m->cap1 || m->stale || !m->watch || strcmp(m->watch, node) != 0 || !m->czxid[0] || m->owner != zk->zsid ||
-        zk->zsid == 0 || !zk->zh || !zk->up)
-        return 0;
-    if (m->pred && strcmp(m->pred, node) != 0) return 0;
-    if (!m->pred) {
-        if (!simba__zk_mine_set_pred(zk, m, node)) return 0;
-        m->probe = 1;
-    }
-    snprintf(path, sizeof path, "%s/%s", m->path[0], node);
-    c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_PRED, 0);
-    if (!c) { simba__zk_forget_pred(zk, m); return 0; }
-    c->name = simba__zk_strdup(zk, m->name);
-    c->path = simba__zk_strdup(zk, path);
-    if (!c->name || !c->path || zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c) != ZOK) {
-        simba__zk_call_free(zk, c);
-        simba__zk_forget_pred(zk, m);
-        return 0;
-    }
-    m->armed = 1;
-    return 1;
-}
 
 /* One event (fired, or replayed from the answer of the call that set the
    watch) for one client: only the handles whose watch it fires are
@@ -2693,128 +2544,53 @@ typedef struct simba__zk_ev {
     int claimed, to_core, refresh;
 } simba__zk_ev;
 
-/* One entry of ours and one event (any entry: every check is here; the
-   index only picks which entries to ask). */
-static void simba__zk_event_one(simba__zk *zk, simba__zk_mine *m, simba__zk_ev *e) {
-    if (!simba__zk_mine_on(m, e->path, e->rlen, e->rkey)) return;
-    if (m->nres != 1) { e->to_core = 1; return; }
-    if (e->node && m->node[0] && strcmp(e->node, m->node[0]) == 0) {
-        e->claimed = 1;                              /* our own entry: deleted by someone else? */
-        if (e->type == ZOO_DELETED_EVENT && !m->releasing) e->to_core = 1;
-        if (m->self > 0) m->self = e->type == ZOO_DELETED_EVENT ? -1 : 0;   /* our watch on it fired */
-        return;
-    }
-    if (!e->node && e->type == ZOO_CHANGED_EVENT && m->granted && !m->releasing) {
-        /* a holder's only watch on the resource fired (a capacity change, or
-           a DELETE's multi, which changes the node first): the core's POLL
-           reads again, and hears LOST if the entry went with it */
-        e->to_core = 1;
-        return;
-    }
-    if (m->granted || m->releasing) return;         /* a leaving waiter waits for nothing */
-    if (!e->node && e->type == ZOO_CHANGED_EVENT) {  /* the capacity: every waiter looks again */
-        m->stale = e->refresh = e->claimed = 1;
-        return;
-    }
-    if (!simba__zk_fires(m, e->type, e->node)) return;
-    m->armed = 0;
-    e->claimed = 1;
-    if (m->pred && m->pred_gone && !m->probe) simba__zk_mine_due(zk, m, 2);
-    else if (e->type == ZOO_CHANGED_EVENT && simba__zk_probe_head(zk, m, e->node)) return;
-    else m->stale = e->refresh = 1;
-}
+/* The functions of this section, so that its sub-sections can follow the
+   vocabulary of docs/backends.md whatever calls what. */
+static void simba__zk_queue_name(simba__zk *zk, simba__zk_wake **list, const char *name);
+static void simba__zk_queue_wake(simba__zk *zk, const char *name);
+static void simba__zk_free_names(simba__zk *zk, simba__zk_wake **list);
+static void simba__zk_deliver_wakes(simba__zk *zk);
+static int simba__zk_split_path(simba__zk *zk, const char *path, char *name, size_t cap, size_t *rlen);
+static int simba__zk_path_is(const char *path, const char *dir, const char *node);
+static void simba__zk_note_one(simba__zk *zk, simba__zk_mine *m, int type, const char *path);
+static void simba__zk_note_event(simba__zk *zk, int type, const char *path, int entry);
+static int simba__zk_mine_on(const simba__zk_mine *m, const char *path, size_t rlen, uint32_t rkey);
+static int simba__zk_fires(const simba__zk_mine *m, int type, const char *node);
+static int simba__zk_event_hits(const simba__zk *zk, const char *path, simba__zk_mine **hit);
+static int simba__zk_is_head_mark(const char *value, int len);
+static int simba__zk_probe_head(simba__zk *zk, simba__zk_mine *m, const char *node);
+static void simba__zk_event_one(simba__zk *zk, simba__zk_mine *m, simba__zk_ev *e);
+static void simba__zk_node_event(simba__zk *zk, int type, const char *path);
+static int simba__zk_answer_one(simba__zk *zk, simba__zk_mine *m, const simba__zk_ev *e, const char *name, const struct Stat *st, int head);
+static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value, int len);
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+static void simba__zk_watch_self(simba__zk *zk, simba__zk_mine *m);
+static void simba__zk_self_answer(simba__zk_call *c, int rc);
+static int simba__zk_entry_watched_by_other(const simba__zk *zk, const simba__zk_mine *m);
+static void simba__zk_on_unwatched(int rc, const void *data);
+static void simba__zk_unwatch_self(simba__zk *zk, simba__zk_mine *m);
+static void simba__zk_arm_mine(simba__zk *zk, simba__zk_mine *m, const simba__zk_rs *r, const char *target);
+static const char *simba__zk_target(const simba__zk_rs *r, int pos, int pred_granted);
+static void simba__zk_set_pred(simba__zk *zk, simba__zk_mine *m, const simba__zk_rs *r);
+static void simba__zk_arm_op(simba__zk_op *op);
+static void simba__zk_arm_watch(simba__zk_op *op, int i);
+static void simba__zk_mark_at(simba__zk *zk, const char *respath, const char *node, const char *data);
+static void simba__zk_issue_mark(simba__zk *zk, const simba__zk_rs *r, const char *node);
+static void simba__zk_mark_head(simba__zk *zk, const char *respath, const char *node);
+static void simba__zk_mark_granted(simba__zk_op *op, int i);
+static simba__zk_mine *simba__zk_mine_by_node(simba__zk *zk, const char *path, const char *node);
+static int simba__zk_refresh_one(simba__zk_op *op, simba__zk_mine *m, int k, int granted, int pred_granted);
+static void simba__zk_refresh_done(simba__zk_op *op);
+static void simba__zk_start_refresh(simba__zk *zk, const char *name);
+static void simba__zk_start_refreshes(simba__zk *zk);
+static void simba__zk_deliver_grants(simba__zk *zk);
+static int simba__zk_confirm_head(simba__zk *zk, simba__zk_mine *m, simba__zk_op *op);
+static void simba__zk_grant_unread(simba__zk *zk, simba__zk_mine *m);
+static void simba__zk_answer_granted(simba__zk_op *op, const simba__zk_mine *m);
+static void simba__zk_confirmed(simba__zk_call *c, simba__zk_op *op, int rc);
+static int simba__zk_grant_from_watch(simba__zk_op *op);
 
-static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
-    char name[SIMBA_MAX_NAME + 1];
-    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
-    simba__zk_ev e;
-    int n = SIMBA__ZK_HITS + 1, i;
-    memset(&e, 0, sizeof e);
-    if (!path || !simba__zk_split_path(zk, path, name, sizeof name, &e.rlen)) return;
-    e.type = type;
-    e.path = path;
-    e.node = path[e.rlen] == '/' ? path + e.rlen + 1 : NULL;
-    e.rkey = simba__zk_key(path, e.rlen, NULL);
-    simba__zk_note_event(zk, type, path, e.node != NULL);
-    if (!e.node && type != ZOO_CHILD_EVENT && type != ZOO_CHANGED_EVENT) e.to_core = 1;   /* deleted, created */
-    if (e.node) n = simba__zk_event_hits(zk, path, hit);
-    if (n <= SIMBA__ZK_HITS)
-        for (i = 0; i < n; i++) simba__zk_event_one(zk, hit[i], &e);
-    else
-        for (m = zk->mine; m; m = m->next) simba__zk_event_one(zk, m, &e);
-    if (!e.claimed && !e.to_core) {
-        /* a watch nobody owns any more (its waiter moved on or left); if a
-           waiter of ours lost track of its own, one read puts it right */
-        for (m = zk->mine; m; m = m->next)
-            if (m->nres == 1 && !m->granted && !m->releasing && !m->armed && simba__zk_mine_on(m, path, e.rlen, e.rkey))
-                m->stale = e.refresh = 1;
-    }
-    if (e.to_core) simba__zk_queue_wake(zk, name);
-    if (e.refresh) simba__zk_queue_name(zk, &zk->refreshes, name);
-}
-
-/* One entry of ours and the answer to a data watch on `node` (see
-   simba__zk_watch_answer). Returns 1 if the answer is to be replayed as
-   the event it stands for. */
-static int simba__zk_answer_one(simba__zk *zk, simba__zk_mine *m, const simba__zk_ev *e, const char *name,
-                                const struct Stat *st, int head) {
-    const char *node = e->node;
-    if (m->nres != 1 || !simba__zk_mine_on(m, e->path, e->rlen, e->rkey) || !simba__zk_fires(m, ZOO_CHANGED_EVENT, node))
-        return 0;
-    if (m->pred && strcmp(m->pred, node) == 0) {
-        if (head || !m->probe) {                  /* the pred is (confirmed) the head */
-            m->probe = 0;
-            m->watch_ver = st->version;
-            return 0;
-        }
-        simba__zk_forget_pred(zk, m);             /* marked, but not as the head: read */
-        m->stale = 1;
-        simba__zk_queue_name(zk, &zk->refreshes, name);
-        return 0;
-    }
-    if (st->version <= m->watch_ver) return 0;
-    m->watch_ver = st->version;                   /* once per mark: a kept grant is marked for good */
-    if (head && !m->pred && !m->granted && !m->releasing && m->cap1 && !m->stale && m->czxid[0] &&
-        m->owner == zk->zsid && zk->zsid != 0)
-        /* marked as the head before our watch: its data is in hand */
-        return !simba__zk_mine_set_pred(zk, m, node);
-    return 1;
-}
-
-/* The answer to a data watch set on an entry: gone already, or marked
-   (granted) since the version we reacted to: the event happened before the
-   watch, replay it. */
-static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
-                                   int len) {
-    char name[SIMBA_MAX_NAME + 1];
-    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
-    simba__zk_ev e;
-    int fire = 0, head = rc == ZOK && simba__zk_is_head_mark(value, len), n, i;
-    if (rc == ZNONODE) { simba__zk_node_event(zk, ZOO_DELETED_EVENT, path); return; }
-    memset(&e, 0, sizeof e);
-    if (rc != ZOK || !st || !simba__zk_split_path(zk, path, name, sizeof name, &e.rlen) || path[e.rlen] != '/') return;
-    e.path = path;
-    e.node = path + e.rlen + 1;
-    e.rkey = simba__zk_key(path, e.rlen, NULL);
-    n = simba__zk_event_hits(zk, path, hit);
-    if (n <= SIMBA__ZK_HITS)
-        for (i = 0; i < n; i++) fire |= simba__zk_answer_one(zk, hit[i], &e, name, st, head);
-    else
-        for (m = zk->mine; m; m = m->next) fire |= simba__zk_answer_one(zk, m, &e, name, st, head);
-    if (fire) simba__zk_node_event(zk, ZOO_CHANGED_EVENT, path);
-}
-
-/* The library calls this for session state changes (global watcher) and for
-   the watches we set. Only flags and wake-ups here: the core hears of them
-   after zookeeper_process() returns. */
-static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    simba__zk *zk = (simba__zk *)ctx;
-    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
-    if (type == ZOO_SESSION_EVENT) simba__zk_on_session_event(zk, zh, state);
-    else if (path && *path && (type == ZOO_CREATED_EVENT || type == ZOO_DELETED_EVENT || type == ZOO_CHANGED_EVENT ||
-                               type == ZOO_CHILD_EVENT))
-        simba__zk_node_event(zk, type, path);   /* not the library's own "watch removed" */
-}
+/*>>wakeups.arm: what a waiter watches: its predecessor (the baton), its own entry, the marks a successor reads */
 
 /* Sets the watch a single-resource waiter needs, unless it is set already:
    `target` is the entry ahead of it, or "" for the children list. The watch
@@ -2944,8 +2720,6 @@ static void simba__zk_set_pred(simba__zk *zk, simba__zk_mine *m, const simba__zk
     (void)simba__zk_mine_set_pred(zk, m, r->kids[0].node);
 }
 
-static void simba__zk_arm_watch(simba__zk_op *op, int i);
-
 /* ENQUEUE/POLL answered "waiting": arm what each resource needs. */
 static void simba__zk_arm_op(simba__zk_op *op) {
     simba__zk *zk = op->zk;
@@ -3025,6 +2799,245 @@ static void simba__zk_mark_granted(simba__zk_op *op, int i) {
         return;
     if (r->capacity > 1) simba__zk_issue_mark(op->zk, r, r->mine);
     else if (r->pos == 0) simba__zk_mark_head(op->zk, r->path, r->mine);
+}
+
+/*>>wakeups.fire: what a watch event means for our waiters: one read per resource per event (the refresh) */
+
+/* The simba name of a node path under our tenant, and the length of its
+   resource node's path; 0 if the path is none of ours. */
+static int simba__zk_split_path(simba__zk *zk, const char *path, char *name, size_t cap, size_t *rlen) {
+    size_t bl = strlen(zk->base), tl = strlen(zk->tenant_enc);
+    const char *p, *slash;
+    if (strncmp(path, zk->base, bl) != 0 || path[bl] != '/') return 0;
+    p = path + bl + 1;
+    if (strncmp(p, zk->tenant_enc, tl) != 0 || p[tl] != '/') return 0;
+    p += tl + 1;
+    slash = strchr(p, '/');
+    if (!simba__zk_decode(name, cap, p, slash ? (size_t)(slash - p) : strlen(p))) return 0;
+    if (simba_check_name(name) != SIMBA_OK) return 0;     /* read back from the server: no name of ours */
+    *rlen = slash ? (size_t)(slash - path) : strlen(path);
+    return 1;
+}
+
+/* path is dir + "/" + node. */
+static int simba__zk_path_is(const char *path, const char *dir, const char *node) {
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && path[n] == '/' && strcmp(path + n + 1, node) == 0;
+}
+
+static void simba__zk_note_one(simba__zk *zk, simba__zk_mine *m, int type, const char *path) {
+    if (!m->pred || m->nres != 1 || !m->path[0]) return;
+    if (type == ZOO_DELETED_EVENT && simba__zk_path_is(path, m->path[0], m->pred)) m->pred_gone = 1;
+    else if ((type == ZOO_DELETED_EVENT && m->node[0] && simba__zk_path_is(path, m->path[0], m->node[0])) ||
+             strcmp(path, m->path[0]) == 0)
+        simba__zk_forget_pred(zk, m);
+}
+
+/* An event on an entry concerns the waiters whose pred or own entry it is;
+   one on the resource node, all of them. */
+static void simba__zk_note_event(simba__zk *zk, int type, const char *path, int entry) {
+    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
+    int n = SIMBA__ZK_HITS + 1, i;
+    if (zk->npred == 0) return;
+    if (entry) {
+        uint32_t key = simba__zk_key(path, strlen(path), NULL);   /* the key of (resource, entry) */
+        n = simba__zk_ix_collect(zk, SIMBA__ZK_K_PRED, key, hit, 0, SIMBA__ZK_HITS);
+        n = simba__zk_ix_collect(zk, SIMBA__ZK_K_OWN, key, hit, n, SIMBA__ZK_HITS);
+    }
+    if (n <= SIMBA__ZK_HITS) {
+        for (i = 0; i < n; i++) simba__zk_note_one(zk, hit[i], type, path);
+        return;
+    }
+    for (m = zk->mine; m && zk->npred > 0; m = m->next) simba__zk_note_one(zk, m, type, path);
+}
+
+/* Is m on the resource of path's first rlen bytes (whose key is rkey)? */
+static int simba__zk_mine_on(const simba__zk_mine *m, const char *path, size_t rlen, uint32_t rkey) {
+    int i;
+    if (m->nres == 1) return m->path_key == rkey && m->path[0] && strlen(m->path[0]) == rlen &&
+                             strncmp(m->path[0], path, rlen) == 0;
+    for (i = 0; i < m->nres; i++)
+        if (m->path[i] && strlen(m->path[i]) == rlen && strncmp(m->path[i], path, rlen) == 0) return 1;
+    return 0;
+}
+
+/* Does an event on `node` of the resource (NULL: the resource node itself)
+   fire m's armed watch? */
+static int simba__zk_fires(const simba__zk_mine *m, int type, const char *node) {
+    if (!m->armed || !m->watch) return 0;
+    if (!node) return type == ZOO_CHILD_EVENT && m->watch[0] == 0;
+    return strcmp(m->watch, node) == 0;
+}
+
+/* The entries an event on an entry (node) of a resource can concern: ours
+   (own) and those that watch it. Returns how many (> SIMBA__ZK_HITS: ask
+   them all). */
+static int simba__zk_event_hits(const simba__zk *zk, const char *path, simba__zk_mine **hit) {
+    uint32_t key = simba__zk_key(path, strlen(path), NULL);
+    int n;
+    if (zk->nmulti > 0) return SIMBA__ZK_HITS + 1;   /* a request of several resources may be on it */
+    n = simba__zk_ix_collect(zk, SIMBA__ZK_K_OWN, key, hit, 0, SIMBA__ZK_HITS);
+    return simba__zk_ix_collect(zk, SIMBA__ZK_K_WATCH, key, hit, n, SIMBA__ZK_HITS);
+}
+
+static int simba__zk_is_head_mark(const char *value, int len) { return value && len == 1 && value[0] == 'h'; }
+
+/* The entry a mutex waiter watches (its predecessor at our last read) was
+   marked: if the mark says it was the head (simba__zk_mark_head), nothing
+   is ahead of it any more (sequence numbers only grow, a deleted entry never
+   comes back), so its deletion alone makes us the head, as for the pred of
+   simba__zk_pred_grants: no read of the queue. Taken as pred now (so its
+   deletion cannot be mistaken for a plain one), usable once the data read
+   back by re-arming the watch is the head mark. What else could make that
+   wrong is heard first, as for any pred (simba__zk_note_event): a DELETE's
+   multi changes the resource node (our read's data watch) before it deletes
+   anything. Returns 0 if this is no case for it (the caller reads). */
+static int simba__zk_probe_head(simba__zk *zk, simba__zk_mine *m, const char *node) {
+    char path[SIMBA__ZK_PATH_MAX];
+    simba__zk_call *c;
+    if (!m->cap1 || m->stale || !m->watch || strcmp(m->watch, node) != 0 || !m->czxid[0] || m->owner != zk->zsid ||
+        zk->zsid == 0 || !zk->zh || !zk->up)
+        return 0;
+    if (m->pred && strcmp(m->pred, node) != 0) return 0;
+    if (!m->pred) {
+        if (!simba__zk_mine_set_pred(zk, m, node)) return 0;
+        m->probe = 1;
+    }
+    snprintf(path, sizeof path, "%s/%s", m->path[0], node);
+    c = simba__zk_call_new(zk, NULL, SIMBA__ZK_C_WATCH_PRED, 0);
+    if (!c) { simba__zk_forget_pred(zk, m); return 0; }
+    c->name = simba__zk_strdup(zk, m->name);
+    c->path = simba__zk_strdup(zk, path);
+    if (!c->name || !c->path || zoo_awget(zk->zh, path, simba__zk_watcher, zk, simba__zk_on_data, c) != ZOK) {
+        simba__zk_call_free(zk, c);
+        simba__zk_forget_pred(zk, m);
+        return 0;
+    }
+    m->armed = 1;
+    return 1;
+}
+
+/* One entry of ours and one event (any entry: every check is here; the
+   index only picks which entries to ask). */
+static void simba__zk_event_one(simba__zk *zk, simba__zk_mine *m, simba__zk_ev *e) {
+    if (!simba__zk_mine_on(m, e->path, e->rlen, e->rkey)) return;
+    if (m->nres != 1) { e->to_core = 1; return; }
+    if (e->node && m->node[0] && strcmp(e->node, m->node[0]) == 0) {
+        e->claimed = 1;                              /* our own entry: deleted by someone else? */
+        if (e->type == ZOO_DELETED_EVENT && !m->releasing) e->to_core = 1;
+        if (m->self > 0) m->self = e->type == ZOO_DELETED_EVENT ? -1 : 0;   /* our watch on it fired */
+        return;
+    }
+    if (!e->node && e->type == ZOO_CHANGED_EVENT && m->granted && !m->releasing) {
+        /* a holder's only watch on the resource fired (a capacity change, or
+           a DELETE's multi, which changes the node first): the core's POLL
+           reads again, and hears LOST if the entry went with it */
+        e->to_core = 1;
+        return;
+    }
+    if (m->granted || m->releasing) return;         /* a leaving waiter waits for nothing */
+    if (!e->node && e->type == ZOO_CHANGED_EVENT) {  /* the capacity: every waiter looks again */
+        m->stale = e->refresh = e->claimed = 1;
+        return;
+    }
+    if (!simba__zk_fires(m, e->type, e->node)) return;
+    m->armed = 0;
+    e->claimed = 1;
+    if (m->pred && m->pred_gone && !m->probe) simba__zk_mine_due(zk, m, 2);
+    else if (e->type == ZOO_CHANGED_EVENT && simba__zk_probe_head(zk, m, e->node)) return;
+    else m->stale = e->refresh = 1;
+}
+
+static void simba__zk_node_event(simba__zk *zk, int type, const char *path) {
+    char name[SIMBA_MAX_NAME + 1];
+    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
+    simba__zk_ev e;
+    int n = SIMBA__ZK_HITS + 1, i;
+    memset(&e, 0, sizeof e);
+    if (!path || !simba__zk_split_path(zk, path, name, sizeof name, &e.rlen)) return;
+    e.type = type;
+    e.path = path;
+    e.node = path[e.rlen] == '/' ? path + e.rlen + 1 : NULL;
+    e.rkey = simba__zk_key(path, e.rlen, NULL);
+    simba__zk_note_event(zk, type, path, e.node != NULL);
+    if (!e.node && type != ZOO_CHILD_EVENT && type != ZOO_CHANGED_EVENT) e.to_core = 1;   /* deleted, created */
+    if (e.node) n = simba__zk_event_hits(zk, path, hit);
+    if (n <= SIMBA__ZK_HITS)
+        for (i = 0; i < n; i++) simba__zk_event_one(zk, hit[i], &e);
+    else
+        for (m = zk->mine; m; m = m->next) simba__zk_event_one(zk, m, &e);
+    if (!e.claimed && !e.to_core) {
+        /* a watch nobody owns any more (its waiter moved on or left); if a
+           waiter of ours lost track of its own, one read puts it right */
+        for (m = zk->mine; m; m = m->next)
+            if (m->nres == 1 && !m->granted && !m->releasing && !m->armed && simba__zk_mine_on(m, path, e.rlen, e.rkey))
+                m->stale = e.refresh = 1;
+    }
+    if (e.to_core) simba__zk_queue_wake(zk, name);
+    if (e.refresh) simba__zk_queue_name(zk, &zk->refreshes, name);
+}
+
+/* One entry of ours and the answer to a data watch on `node` (see
+   simba__zk_watch_answer). Returns 1 if the answer is to be replayed as
+   the event it stands for. */
+static int simba__zk_answer_one(simba__zk *zk, simba__zk_mine *m, const simba__zk_ev *e, const char *name,
+                                const struct Stat *st, int head) {
+    const char *node = e->node;
+    if (m->nres != 1 || !simba__zk_mine_on(m, e->path, e->rlen, e->rkey) || !simba__zk_fires(m, ZOO_CHANGED_EVENT, node))
+        return 0;
+    if (m->pred && strcmp(m->pred, node) == 0) {
+        if (head || !m->probe) {                  /* the pred is (confirmed) the head */
+            m->probe = 0;
+            m->watch_ver = st->version;
+            return 0;
+        }
+        simba__zk_forget_pred(zk, m);             /* marked, but not as the head: read */
+        m->stale = 1;
+        simba__zk_queue_name(zk, &zk->refreshes, name);
+        return 0;
+    }
+    if (st->version <= m->watch_ver) return 0;
+    m->watch_ver = st->version;                   /* once per mark: a kept grant is marked for good */
+    if (head && !m->pred && !m->granted && !m->releasing && m->cap1 && !m->stale && m->czxid[0] &&
+        m->owner == zk->zsid && zk->zsid != 0)
+        /* marked as the head before our watch: its data is in hand */
+        return !simba__zk_mine_set_pred(zk, m, node);
+    return 1;
+}
+
+/* The answer to a data watch set on an entry: gone already, or marked
+   (granted) since the version we reacted to: the event happened before the
+   watch, replay it. */
+static void simba__zk_watch_answer(simba__zk *zk, const char *path, int rc, const struct Stat *st, const char *value,
+                                   int len) {
+    char name[SIMBA_MAX_NAME + 1];
+    simba__zk_mine *hit[SIMBA__ZK_HITS], *m;
+    simba__zk_ev e;
+    int fire = 0, head = rc == ZOK && simba__zk_is_head_mark(value, len), n, i;
+    if (rc == ZNONODE) { simba__zk_node_event(zk, ZOO_DELETED_EVENT, path); return; }
+    memset(&e, 0, sizeof e);
+    if (rc != ZOK || !st || !simba__zk_split_path(zk, path, name, sizeof name, &e.rlen) || path[e.rlen] != '/') return;
+    e.path = path;
+    e.node = path + e.rlen + 1;
+    e.rkey = simba__zk_key(path, e.rlen, NULL);
+    n = simba__zk_event_hits(zk, path, hit);
+    if (n <= SIMBA__ZK_HITS)
+        for (i = 0; i < n; i++) fire |= simba__zk_answer_one(zk, hit[i], &e, name, st, head);
+    else
+        for (m = zk->mine; m; m = m->next) fire |= simba__zk_answer_one(zk, m, &e, name, st, head);
+    if (fire) simba__zk_node_event(zk, ZOO_CHANGED_EVENT, path);
+}
+
+/* The library calls this for session state changes (global watcher) and for
+   the watches we set. Only flags and wake-ups here: the core hears of them
+   after zookeeper_process() returns. */
+static void simba__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    simba__zk *zk = (simba__zk *)ctx;
+    if (!zk || zk->magic != SIMBA__ZK_MAGIC || zk->closing || zh != zk->zh) return;
+    if (type == ZOO_SESSION_EVENT) simba__zk_on_session_event(zk, zh, state);
+    else if (path && *path && (type == ZOO_CREATED_EVENT || type == ZOO_DELETED_EVENT || type == ZOO_CHANGED_EVENT ||
+                               type == ZOO_CHILD_EVENT))
+        simba__zk_node_event(zk, type, path);   /* not the library's own "watch removed" */
 }
 
 static simba__zk_mine *simba__zk_mine_by_node(simba__zk *zk, const char *path, const char *node) {
@@ -3142,6 +3155,43 @@ static void simba__zk_start_refreshes(simba__zk *zk) {
         zk->refreshes = w->next;
         if (zk->zh && zk->up) simba__zk_start_refresh(zk, w->name);
         else simba__zk_queue_wake(zk, w->name);   /* down: the core re-polls when we are back */
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
+}
+
+/*>>wakeups.deliver: to the core: grants with their fence (simba_backend_granted), the mutex hand-off from a watch, hints (simba_backend_changed) */
+
+/* A name on a list (once): the core's wake-ups, the refreshes. */
+static void simba__zk_queue_name(simba__zk *zk, simba__zk_wake **list, const char *name) {
+    simba__zk_wake *w;
+    for (w = *list; w; w = w->next) if (strcmp(w->name, name) == 0) return;
+    w = (simba__zk_wake *)simba__zk_alloc(zk, sizeof *w);
+    if (!w) return;
+    w->name = simba__zk_strdup(zk, name);
+    if (!w->name) { simba__zk_free(zk, w); return; }
+    w->next = *list;
+    *list = w;
+}
+
+/* The core re-polls every handle on the name (a hint: request NULL). */
+static void simba__zk_queue_wake(simba__zk *zk, const char *name) { simba__zk_queue_name(zk, &zk->wakes, name); }
+
+static void simba__zk_free_names(simba__zk *zk, simba__zk_wake **list) {
+    while (*list) {
+        simba__zk_wake *w = *list;
+        *list = w->next;
+        simba__zk_free(zk, w->name);
+        simba__zk_free(zk, w);
+    }
+}
+
+static void simba__zk_deliver_wakes(simba__zk *zk) {
+    while (zk->wakes) {
+        simba__zk_wake *w = zk->wakes;
+        zk->wakes = w->next;
+        zk->wakes_sent++;
+        simba_backend_changed(zk->s, w->name);
         simba__zk_free(zk, w->name);
         simba__zk_free(zk, w);
     }
