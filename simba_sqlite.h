@@ -347,6 +347,7 @@ typedef struct simba__sqlite {
     const char *answering_session;
     simba__sqlite_known *known;
     int nknown, capknown;
+    simba__sqlite_known nomem_known;   /* "alive", when the list cannot grow */
     simba__sqlite_wake *wakes;
     int nwakes, capwakes;
     simba__sqlite_todo *todo;
@@ -675,6 +676,17 @@ static int simba__sqlite_others_bound(simba__sqlite *b) {
     return found;
 }
 
+/* 64 random bits from /dev/urandom (the clock's bits when it cannot be read). */
+static unsigned long long simba__sqlite_random(void) {
+    unsigned long long r = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &r, sizeof r) != (ssize_t)sizeof r) r = 0;
+        close(fd);
+    }
+    return r;
+}
+
 /* The datagram socket others wake us through, bound to a random abstract name. */
 static int simba__sqlite_bind_wake(simba__sqlite *b, char *msg, size_t cap) {
     struct sockaddr_un a;
@@ -687,8 +699,7 @@ static int simba__sqlite_bind_wake(simba__sqlite *b, char *msg, size_t cap) {
     }
     for (tries = 0; tries < 8; tries++) {
         socklen_t len;
-        unsigned long long r = ((unsigned long long)rand() << 32) ^ (unsigned long long)rand() ^
-                               ((unsigned long long)b->pid << 20) ^ (unsigned long long)simba__sqlite_real_us();
+        unsigned long long r = simba__sqlite_random() ^ (unsigned long long)simba__sqlite_real_us();
         snprintf(b->wake, sizeof b->wake, "simba-sqlite-%s-%d-%llx", b->tag, b->pid, r);
         memset(&a, 0, sizeof a);
         a.sun_family = AF_UNIX;
@@ -1118,8 +1129,6 @@ static int simba__sqlite_row_state(simba__sqlite *b, sqlite3_stmt *st, simba__sq
     return simba__sqlite_proc_start(k->pid) == k->start ? SIMBA__SQLITE_LIVE : SIMBA__SQLITE_GONE;
 }
 
-static simba__sqlite_known simba__sqlite_nomem_known; /* "alive" when memory ran out (the batch fails) */
-
 /* What this transaction knows of session `id` of the op's tenant (read once). */
 static simba__sqlite_known *simba__sqlite_known_get(simba__sqlite *b, const char *id) {
     simba__sqlite_known *k;
@@ -1129,8 +1138,9 @@ static simba__sqlite_known *simba__sqlite_known_get(simba__sqlite *b, const char
         if (strcmp(b->known[i].id, id) == 0 && strcmp(b->known[i].tenant, b->tenant) == 0) return &b->known[i];
     if (!simba__sqlite_grow(b, (void **)&b->known, &b->capknown, b->nknown + 1, sizeof *b->known)) {
         simba__sqlite_fail(b, SQLITE_NOMEM);
-        simba__sqlite_nomem_known.state = SIMBA__SQLITE_LIVE;
-        return &simba__sqlite_nomem_known;
+        memset(&b->nomem_known, 0, sizeof b->nomem_known);
+        b->nomem_known.state = SIMBA__SQLITE_LIVE;   /* (the batch fails anyway) */
+        return &b->nomem_known;
     }
     k = &b->known[b->nknown++];
     memset(k, 0, sizeof *k);
