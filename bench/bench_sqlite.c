@@ -135,6 +135,8 @@ static double floor_dgram_us(int n) {
 
 /* ---- simba ---- */
 
+static double tx_per_cycle;
+
 static double cycle_us(const char *path, int n, int64_t *longest_us) {
     simba_backend b;
     simba *s = client(path, "cycle", &b);
@@ -155,6 +157,7 @@ static double cycle_us(const char *path, int n, int64_t *longest_us) {
     t0 = (now_us() - t0) / n;
     simba_sqlite_stats(b, &st);
     *longest_us = st.longest_batch_us;
+    tx_per_cycle = (double)st.transactions / n;
     simba_destroy(s);
     return t0;
 }
@@ -326,9 +329,10 @@ int main(void) {
            " one datagram to another process %.1f us\n", txn, fl, dg);
 
     cyc = cycle_us(db, n, &longest);
-    if (getenv("BENCH_CYCLE_ONLY")) { printf("cycle %.1f us, floor %.1f\n", cyc, txn); return 0; }
+    if (getenv("BENCH_CYCLE_ONLY")) { printf("cycle %.1f us, floor %.1f, %.2f transactions\n", cyc, txn, tx_per_cycle); return 0; }
     printf("cycle: acquire+release %.1f us = %.2f x one write transaction (target <= 2.5), %.0f x a flock pair;"
-           " longest batch inside a tick %lld us\n", cyc, cyc / txn, cyc / fl, (long long)longest);
+           " longest batch inside a tick %lld us; %.2f transactions per cycle\n", cyc, cyc / txn, cyc / fl, (long long)longest,
+           tx_per_cycle);
 
     ho = handoff_us(db, n / 2 > 4096 ? 4096 : n / 2, "handoff", &ho99);
     printf("hand-off to another process: p50 %.1f us, p99 %.1f us = %.2f x (transaction + datagram, %.1f us)"
