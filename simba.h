@@ -391,6 +391,21 @@ typedef struct simba_holder {
     int64_t fence;            /* 0 while waiting */
     int weight;               /* 0 = exclusive */
     int granted;
+    /* Times by the SERVER's clock, in ms, as of its answer, so no client clock is involved; -1 where the backend
+       cannot know (docs/backends.md: ZooKeeper knows none of them, MySQL
+       not renewed_ago_ms). A live owner renews its session every ttl/3 (less
+       jitter), so renewed_ago_ms stays below a third of its lease
+       (renewed_ago_ms + expires_in_ms); an owner that crashed or is cut off
+       shows renewed_ago_ms growing and expires_in_ms shrinking until the
+       server drops its entries. */
+    int64_t expires_in_ms;    /* until the server expires the owner's session
+                                 unless it is renewed before */
+    int64_t renewed_ago_ms;   /* since the server saw the session's last renewal
+                                 (its OPEN or latest KEEPALIVE) */
+    int64_t held_ms;          /* since the grant (-1 while waiting); a lower bound
+                                 where the backend derives it from the fence, which
+                                 is the server's time at the grant unless the fence
+                                 counter ran ahead of the clock */
 } simba_holder;
 
 /* ---- lifetime ---- */
@@ -542,9 +557,10 @@ SIMBADEF const char *simba_client_id(simba *s);
 /* simba_connected: 1 while the backend connection is up. */
 SIMBADEF int simba_connected(simba *s);
 /* simba_grace_ms: how long the server's restart grace, as last reported to a
-   request of s (TIMEOUT/.error SIMBA_EGRACE), still holds back grants: ms
-   from now, 0 when none was reported or it is over. For telling a user why
-   a wait takes long before any TIMEOUT comes. */
+   request of s (TIMEOUT/.error SIMBA_EGRACE) or by an INSPECT's answer (read
+   it right after INFO: an INFO whose server runs no grace sets it to 0),
+   still holds back grants: ms from now, 0 when none was reported or it is
+   over. For telling a user why a wait takes long before any TIMEOUT comes. */
 SIMBADEF int64_t simba_grace_ms(simba *s);
 /* simba_version: SIMBA_VERSION_STRING of the compiled implementation. */
 SIMBADEF const char *simba_version(void);
@@ -703,12 +719,16 @@ typedef struct simba_reply {
                                is warned about) */
     int nentries;           /* INSPECT: entries in queue order */
     const simba_holder *entries;
+    int entry_times;        /* INSPECT: 1 when the backend filled the times of entries
+                               (expires_in_ms, renewed_ago_ms, held_ms, each -1 where it
+                               does not know); 0: the core sets them all to -1 */
     int64_t epoch;          /* OPEN/KEEPALIVE: the tenant's admin epoch, a counter that
                                DELETE and SET_CAPACITY increase (0: not kept). When it
                                changes, the core re-checks its holds, so a holder of a
                                deleted resource learns it even if the push was lost. */
-    int grace_ms;           /* ENQUEUE/POLL: the server holds back grants for this long
-                               after losing its data (restart grace); 0 = no grace */
+    int grace_ms;           /* ENQUEUE/POLL/INSPECT: the server holds back grants for this
+                               long after losing its data (restart grace); 0 = no grace
+                               (INSPECT: none running, or the backend does not say) */
 } simba_reply;
 
 struct simba_backend_vtable {
@@ -2268,6 +2288,18 @@ static void simba__release_reply(simba *s, simba__lock *l, const simba_reply *r)
     simba__finish(s, l);
 }
 
+/* A backend that does not fill the times of its INSPECT entries: unknown. */
+static void simba__holder_times_unknown(simba_holder *h, int n) {
+    int i;
+    for (i = 0; i < n; i++) h[i].expires_in_ms = h[i].renewed_ago_ms = h[i].held_ms = -1;
+}
+
+/* An INSPECT's answer says whether the server's restart grace runs now: it
+   sets what simba_grace_ms() reports (0 when it runs none). */
+static void simba__note_inspect_grace(simba *s, const simba_reply *r) {
+    s->grace_until = r->grace_ms > 0 ? simba_now_ms(s) + r->grace_ms : 0;
+}
+
 static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
     simba_event ev;
     if (r->status == SIMBA_EDISCONNECTED || r->status == SIMBA_ETIMEDOUT) { simba__mark_dirty(s, l); return; }
@@ -2281,11 +2313,15 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
         ev.queued = r->nentries;
         ev.held = r->held;
         simba__client_of(r->owner, ev.owner, sizeof ev.owner);
+        simba__note_inspect_grace(s, r);
         if (r->nentries > 0 && r->entries) {
             size_t n = sizeof(simba_holder) * (size_t)r->nentries;
             l->result = (simba_holder *)simba__alloc(s, n);
-            if (l->result) { memcpy(l->result, r->entries, n); l->nresult = r->nentries; }
-            else ev.error = SIMBA_ENOMEM;
+            if (l->result) {
+                memcpy(l->result, r->entries, n);
+                l->nresult = r->nentries;
+                if (!r->entry_times) simba__holder_times_unknown(l->result, l->nresult);
+            } else ev.error = SIMBA_ENOMEM;
         }
     }
     l->state = SIMBA__S_ANSWERED;

@@ -175,6 +175,7 @@ typedef struct simba__mem_entry {
     int watch_owner;            /* simba_op.watch_owner: its client is told of owner changes */
     uint32_t hash;              /* of request: a find compares strings only on a match */
     int64_t fence;
+    int64_t granted_at;         /* the server's clock at the grant (with fence) */
     uint64_t seq;               /* its resource's append number: the queue is in seq order */
 } simba__mem_entry;
 
@@ -205,6 +206,7 @@ typedef struct simba__mem_session {
     struct simba__mem_session *next;
     char id[SIMBA_MAX_SESSION + 1];
     int64_t expires;
+    int64_t renewed;            /* the server's clock at its OPEN or latest KEEPALIVE */
     simba__mem_conn *conn;      /* where pushes for it go (NULL once the client is gone) */
     struct simba__mem_session *cnext, *cprev;   /* the sessions of conn (simba__mem_sess_bind) */
 } simba__mem_session;
@@ -334,6 +336,7 @@ static void simba__mem_state(simba_mem_server *srv, simba__mem_res **rs, int nre
 static void simba__mem_enqueue(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, int64_t now, simba__mem_answer *a);
 static int simba__mem_lookup_all(simba_mem_server *srv, const simba_op *op, simba__mem_res **rs);
 static void simba__mem_release(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, int64_t now);
+static void simba__mem_holder_times(simba_mem_server *srv, const simba__mem_entry *e, int64_t now, simba_holder *h);
 static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_t now, simba__mem_answer *a);
 static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const simba_op *op, simba__mem_answer *a);
 static void simba__mem_send_wake(simba__mem_conn *c, int kind, const char *name, const char *session, const char *request, int64_t fence, int64_t now);
@@ -765,6 +768,7 @@ static void simba__mem_grant(simba_mem_server *srv, simba__mem_res *r, simba__me
     simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
     if (f <= srv->fence_floor) f = srv->fence_floor + 1;
     e->fence = r->counter = srv->fence_floor = f;
+    e->granted_at = now;
     if (ss && !(ss->conn == quiet && srv->answering && strcmp(e->request, srv->answering) == 0))
         simba__mem_send_wake(ss->conn, SIMBA__MEM_GRANTED, r->name, e->session, e->request, e->fence, now);
 }
@@ -940,9 +944,19 @@ static void simba__mem_release(simba_mem_server *srv, simba__mem_conn *c, const 
 
 /*>>locks.admin: INSPECT */
 
+/* An INSPECT entry's times, by the server's clock. */
+static void simba__mem_holder_times(simba_mem_server *srv, const simba__mem_entry *e, int64_t now, simba_holder *h) {
+    simba__mem_session *ss = *simba__mem_sess_slot(srv, e->session);
+    h->expires_in_ms = ss ? ss->expires - now : -1;
+    h->renewed_ago_ms = ss ? now - ss->renewed : -1;
+    h->held_ms = e->fence ? now - e->granted_at : -1;
+}
+
 static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_t now, simba__mem_answer *a) {
     simba__mem_res *r = simba__mem_res_find(srv, op->tenant, op->res[0].name);
     int i;
+    if (now < srv->grace_until) a->r.grace_ms = simba__mem_min_hint(-1, srv->grace_until - now);
+    a->r.entry_times = 1;
     if (!r) return;                                   /* absent: capacity 0, empty */
     simba__mem_touch(srv, r, now, NULL);
     simba__mem_purge(srv, r, now);   /* the whole queue is shown: no dead entries in it (those
@@ -960,6 +974,7 @@ static void simba__mem_inspect(simba_mem_server *srv, const simba_op *op, int64_
             h->fence = r->q[i].fence;
             h->weight = r->q[i].weight;
             h->granted = r->q[i].fence != 0;
+            simba__mem_holder_times(srv, &r->q[i], now, h);
             if (h->granted) a->r.held++;
         }
     }
@@ -997,6 +1012,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
             srv->nsess++;
         }
         ss->expires = now + op->lease_ms;
+        ss->renewed = now;
         simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;
@@ -1005,6 +1021,7 @@ static void simba__mem_execute(simba_mem_server *srv, simba__mem_conn *c, const 
         ss = simba__mem_sess_live(srv, op->session, now);
         if (!ss) { a->r.status = SIMBA_ESESSION; return; }
         ss->expires = now + op->lease_ms;
+        ss->renewed = now;
         simba__mem_sess_bind(ss, c);
         a->r.epoch = srv->admin_epoch;
         return;

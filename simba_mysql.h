@@ -2266,6 +2266,18 @@ static void simba__mysql_sql_writes(simba__mysql *b, simba__mysql_job *j, simba_
 
 /*>>locks.dispatch: one lock op as a transaction: decide, write, commit, answer (INSPECT too) */
 
+/* An INSPECT entry's times, by the server's clock (NOW(6) of the reads):
+   until its session's expires_ms; since the grant from the fence, which is
+   max(counter + 1, the server's time in us) at the grant (a lower bound when
+   the counter ran ahead of the clock, -1 past it). The last renewal is not
+   stored (the sessions table has only the expiry, not the lease): -1. */
+static void simba__mysql_holder_times(const simba__mysql_ent *e, const simba__mysql_eval *v, simba_holder *h) {
+    h->expires_in_ms = e->expires >= 0 ? e->expires - v->now_ms : -1;
+    h->renewed_ago_ms = -1;
+    if (!e->fence) h->held_ms = e->newfence ? 0 : -1;     /* granted by this very INSPECT: 0 */
+    else h->held_ms = e->fence <= v->now_us ? (v->now_us - e->fence) / 1000 : -1;
+}
+
 /* Copy the live queue of res[0] into j->holders for INSPECT. */
 static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
     int i, n = 0;
@@ -2292,6 +2304,7 @@ static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, si
         h->fence = e->fence ? e->fence : e->newfence;
         h->weight = e->weight;
         h->granted = h->fence > 0;
+        simba__mysql_holder_times(e, v, h);
     }
     return SIMBA_OK;
 }
@@ -2391,8 +2404,10 @@ static void simba__mysql_note_rings(simba__mysql *b, simba__mysql_job *j, const 
 static int simba__mysql_answer_inspect(simba__mysql *b, simba__mysql_job *j, simba__mysql_eval *v) {
     int i, rc = simba__mysql_collect_holders(b, j, v);
     if (rc) return rc;
-    j->reply.capacity = v->capacity[0];
+    j->reply.capacity = v->exists[0] ? v->capacity[0] : 0;   /* 0: no such resource */
     j->reply.held = 0;
+    j->reply.entry_times = 1;
+    j->reply.grace_ms = v->grace > 0 ? (v->grace > 0x3fffffff ? 0x3fffffff : (int)v->grace) : 0;
     j->owner[0] = 0;
     for (i = 0; i < j->nholders; i++) {
         if (!j->holders[i].granted) continue;

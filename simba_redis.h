@@ -484,7 +484,7 @@ static const char *const simba__redis_lua[] = {
 "if OP == 'open' or OP == 'keepalive' then\n"
 "  if OP == 'keepalive' and not alive(SESS) then return {1} end\n"
 "  local sk, x = skey(SESS), fmt(NOW + LEASE)\n"
-"  redis.call('HSET', sk, 'exp', x)\n"
+"  redis.call('HSET', sk, 'exp', x, 'rn', fmt(NOW))\n"
 "  redis.call('PEXPIREAT', sk, ET ~= '' and fmt(NOW + LEASE + KEPT) or x)\n"
 "  local ae = num(redis.call('GET', AKEY) or 0, 'admin epoch') + 1\n"
 "  -- OPEN also says whether a restart grace runs: its end and what is left of it\n"
@@ -890,20 +890,32 @@ static const char *const simba__redis_lua[] = {
 "  return ids\n"
 "end\n"
 "if OP == 'inspect' then\n"
-"  if not R.cap then return {0, 0, 0, '', 0} end\n"
+"  -- the restart grace left (ms), then per entry the server's times: until its\n"
+"  -- session expires, since the session's last renewal ('rn' of OPEN and\n"
+"  -- KEEPALIVE; -1 for a session of an older version, or one this master only\n"
+"  -- vouches for), since the grant: the fence is max(counter + 1, TIME in us),\n"
+"  -- the grant time unless the counter ran ahead (then less, or -1)\n"
+"  local gl = NOW < grace() and GRACE - NOW or 0\n"
+"  if not R.cap then return {0, 0, 0, '', 0, gl} end\n"
 "  purge(R); evaluate(R, nil); save(R)\n"
 "  local list = {}\n"
 "  for _, id in ipairs(R.hs) do list[#list + 1] = id end\n"
 "  for _, id in ipairs(waiters(R)) do\n"
 "    if alive(R.ent[id].s, R) then list[#list + 1] = id else drop(R, id) end\n"
 "  end\n"
-"  local out = {0, R.cap, #R.hs, owner_of(R), #list}\n"
+"  local out, rns = {0, R.cap, #R.hs, owner_of(R), #list, gl}, {}\n"
 "  for _, id in ipairs(list) do\n"
 "    local e = R.ent[id]\n"
+"    local x = alive(e.s, R)\n"
+"    if rns[e.s] == nil then rns[e.s] = tonumber(redis.call('HGET', skey(e.s), 'rn')) or false end\n"
+"    local rn = rns[e.s]\n"
 "    out[#out + 1] = e.s\n"
 "    out[#out + 1] = e.f\n"
 "    out[#out + 1] = e.w\n"
 "    out[#out + 1] = (e.f > 0) and 1 or 0\n"
+"    out[#out + 1] = x and x - NOW or -1\n"
+"    out[#out + 1] = (rn and rn <= NOW) and NOW - rn or -1\n"
+"    out[#out + 1] = (e.f > 0 and e.f <= NOW_US) and math.floor((NOW_US - e.f) / 1000) or -1\n"
 "  end\n"
 "  return out\n"
 "elseif OP == 'capacity' then\n"
@@ -1240,10 +1252,10 @@ static void simba__redis_fail_all(simba__redis *r, int status, const char *msg) 
    simba reply can be is refused (the reader fails, hiredis disconnects, we
    report why), and an input buffer above SIMBA__REDIS_MAX_BUF is dropped
    after the read that grew it. The largest replies simba asks for are
-   INSPECT (5 + 4 per entry of one queue) and the script text (SCRIPT LOAD
+   INSPECT (6 + 7 per entry of one queue) and the script text (SCRIPT LOAD
    answers 40 bytes), so both bounds are far above honest traffic. */
 enum {
-    SIMBA__REDIS_MAX_ELEMENTS = 1 << 20,           /* an INSPECT of 262,000 entries */
+    SIMBA__REDIS_MAX_ELEMENTS = 1 << 20,           /* an INSPECT of 149,000 entries */
     SIMBA__REDIS_MAX_BUF = 64 * 1024 * 1024        /* unparsed input bytes */
 };
 
@@ -3321,14 +3333,15 @@ static int simba__redis_parse_state(simba__redis_req *q, const redisReply *rp, s
     return SIMBA_OK;
 }
 
-/* {0, capacity, held, owner, n, (session, fence, weight, granted) x n}. The
-   holders array is ours until the completion returns. */
+/* {0, capacity, held, owner, n, grace left, (session, fence, weight,
+   granted, expires in, renewed ago, held for) x n}. The holders array is
+   ours until the completion returns. */
 static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, const redisReply *rp,
                                       simba_reply *rep, simba_holder **out) {
     long long v, n;
     size_t i;
     simba_holder *hs = NULL;
-    if (rp->elements < 5) return SIMBA_EPROTO;
+    if (rp->elements < 6) return SIMBA_EPROTO;
     if (!simba__redis_int(rp->element[1], 0, INT_MAX, &v)) return SIMBA_EPROTO;
     rep->capacity = (int)v;
     if (!simba__redis_int(rp->element[2], 0, INT_MAX, &v)) return SIMBA_EPROTO;
@@ -3336,15 +3349,17 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
     if (rp->element[3]->type != REDIS_REPLY_STRING || rp->element[3]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
     simba__redis_copy(q->owner, sizeof q->owner, rp->element[3]->str, rp->element[3]->len);
     rep->owner = q->owner[0] ? q->owner : NULL;
-    if (!simba__redis_int(rp->element[4], 0, INT_MAX / 4, &n)) return SIMBA_EPROTO;
-    if (rp->elements != (size_t)(5 + 4 * n)) return SIMBA_EPROTO;
+    if (!simba__redis_int(rp->element[4], 0, INT_MAX / 8, &n)) return SIMBA_EPROTO;
+    if (!simba__redis_int(rp->element[5], 0, LLONG_MAX, &v)) return SIMBA_EPROTO;
+    rep->grace_ms = v > 0x3fffffff ? 0x3fffffff : (int)v;
+    if (rp->elements != (size_t)(6 + 7 * n)) return SIMBA_EPROTO;
     if (n > 0) {
         hs = (simba_holder *)simba_allocator_alloc(&r->alloc, sizeof(simba_holder) * (size_t)n);
         if (!hs) return SIMBA_ENOMEM;
     }
     *out = hs;
     for (i = 0; i < (size_t)n; i++) {
-        const redisReply *const *e = (const redisReply *const *)rp->element + 5 + 4 * i;
+        const redisReply *const *e = (const redisReply *const *)rp->element + 6 + 7 * i;
         const char *tilde;
         size_t cl;
         if (e[0]->type != REDIS_REPLY_STRING || e[0]->len == 0 || e[0]->len > SIMBA_MAX_SESSION) return SIMBA_EPROTO;
@@ -3360,7 +3375,14 @@ static int simba__redis_parse_inspect(simba__redis *r, simba__redis_req *q, cons
         hs[i].weight = (int)v;
         if (!simba__redis_int(e[3], 0, 1, &v)) return SIMBA_EPROTO;
         hs[i].granted = (int)v;
+        if (!simba__redis_int(e[4], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].expires_in_ms = (int64_t)v;
+        if (!simba__redis_int(e[5], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].renewed_ago_ms = (int64_t)v;
+        if (!simba__redis_int(e[6], -1, LLONG_MAX, &v)) return SIMBA_EPROTO;
+        hs[i].held_ms = (int64_t)v;
     }
+    rep->entry_times = 1;
     rep->nentries = (int)n;
     rep->entries = hs;
     return SIMBA_OK;

@@ -87,7 +87,8 @@ static const char *usage_about =
     "  64 bad usage or URL   69 cannot connect   70 other error   75 busy\n"
     "  (--try, --wait ran out, restart grace)   77 authentication refused\n"
     "  79 lock lost\n"
-    "  126 command not runnable   127 command not found\n";
+    "  126 command not runnable   127 command not found\n"
+    "  status: 0 held, 1 free, 2 no such resource (see `simba status --help`)\n";
 
 /* ---- options ---- */
 typedef struct opts {
@@ -127,11 +128,30 @@ static const cli_command commands[] = {
      "--kill-after) and simba contends again and reruns it when it leads again.\n"
      "When the command exits by itself, simba steps down and exits with its status.\n"},
     {"status", "status [--json] [options] URL NAME...",
-     "Print each resource's capacity, holders (client id, session, fence,\n"
-     "permits) and waiters in queue order. --json: one JSON object per resource\n"
-     "and line: {\"name\", \"exists\", \"capacity\", \"queued\", \"held\",\n"
-     "\"holders\": [{\"client\", \"session\", \"fence\", \"permits\", \"exclusive\"}],\n"
-     "\"waiters\": [same fields, fence 0]}.\n"},
+     "Print each resource's capacity, holders and waiters in queue order, with\n"
+     "the server's restart grace if one runs. The counts, in entries (one per\n"
+     "request of a client) or permits:\n"
+     "  held     the entries granted now; in parentheses the permits they use\n"
+     "           (an exclusive one uses the whole capacity)\n"
+     "  waiting  the entries not granted (yet)\n"
+     "  queued   every entry in the queue: held + waiting\n"
+     "Per entry: client id, session, fence, permits, and by the SERVER's clock\n"
+     "(no client clock involved): held for (since the grant), renewed ... ago\n"
+     "(the owner's last keepalive), expires in (when the server drops it unless\n"
+     "renewed). A live owner renews every ttl/3, less than a third of its lease\n"
+     "(ttl + transition = renewed ago + expires in); one not renewed for longer\n"
+     "than that plus 1 s is marked NOT RENEWING: crashed, frozen or cut off, its\n"
+     "entries go when it expires. A time the backend cannot know is left out\n"
+     "(ZooKeeper: all three; MySQL: renewed, so no NOT RENEWING there).\n"
+     "--json: one JSON object per resource and line: {\"name\", \"exists\",\n"
+     "\"state\" (\"held\", \"free\" or \"absent\"), \"capacity\", \"queued\", \"held\",\n"
+     "\"held_permits\", \"waiting\", \"grace_ms\" (0: no restart grace),\n"
+     "\"holders\": [{\"client\", \"session\", \"fence\", \"permits\", \"exclusive\",\n"
+     "\"held_ms\", \"renewed_ago_ms\", \"expires_in_ms\", \"renewing\"}],\n"
+     "\"waiters\": [same fields, fence 0, held_ms null]}; null: not known.\n"
+     "exit codes: 0 held (every NAME has a holder), 1 free (a NAME exists and\n"
+     "nobody holds it), 2 absent (a NAME does not exist); with several NAMEs the\n"
+     "highest. Failures: 64, 69, 70, 77 as for run (see `simba --help`).\n"},
     {"delete", "delete [options] URL NAME",
      "Remove the resource and every entry in it; its holders lose it (LOST).\n"},
     {"set-capacity", "set-capacity [--create] [options] URL NAME N",
@@ -990,25 +1010,117 @@ static void json_str(const char *v) {
     putchar('"');
 }
 
+/* Exit codes of `simba status`: what the NAMEs are (the highest of them
+   when there are several), below simba's own codes (64 and up), which it
+   keeps for failures. */
+enum {
+    STATUS_HELD = 0,       /* someone holds it (at least one granted entry) */
+    STATUS_FREE = 1,       /* it exists and nobody holds it (waiters may queue) */
+    STATUS_ABSENT = 2      /* no such resource */
+};
+
+/* An owner renews its session every ttl/3 (less jitter), less than a third
+   of its lease (ttl + transition = renewed_ago + expires_in: the server
+   sets both from one clock). One whose last renewal is more than that and
+   a second of slack ago is not renewing: crashed, frozen or cut off.
+   -1: cannot tell (the backend does not report both times). */
+enum { RENEW_SLACK_MS = 1000 };
+static int renewing(const simba_holder *h) {
+    if (h->renewed_ago_ms < 0 || h->expires_in_ms < 0) return -1;
+    return h->renewed_ago_ms <= (h->renewed_ago_ms + h->expires_in_ms) / 3 + RENEW_SLACK_MS;
+}
+
+static void json_ms(const char *key, int64_t v) {
+    if (v < 0) printf(", \"%s\": null", key);
+    else printf(", \"%s\": %lld", key, (long long)v);
+}
+
+static void print_entry_json(const simba_holder *h, int capacity) {
+    int r = renewing(h);
+    printf("{\"client\": ");
+    json_str(h->client);
+    printf(", \"session\": ");
+    json_str(h->session);
+    printf(", \"fence\": %lld, \"permits\": %d, \"exclusive\": %s", (long long)h->fence,
+           h->weight == 0 ? capacity : h->weight, h->weight == 0 ? "true" : "false");
+    json_ms("held_ms", h->held_ms);
+    json_ms("renewed_ago_ms", h->renewed_ago_ms);
+    json_ms("expires_in_ms", h->expires_in_ms);
+    printf(", \"renewing\": %s}", r < 0 ? "null" : r ? "true" : "false");
+}
+
+/* "  holder ID session S fence F permits P, held for 3.2 s, renewed 0.4 s
+   ago, expires in 15.6 s": the times the backend knows, and a warning when
+   the session is not renewing. */
+static void print_entry_text(const simba_holder *h) {
+    int r = renewing(h);
+    printf("  %s %-24s session %s", h->granted ? "holder" : "waiter", h->client, h->session);
+    if (h->granted) printf(" fence %lld", (long long)h->fence);
+    if (h->weight == 0) printf(" exclusive");
+    else printf(" permits %d", h->weight);
+    if (h->held_ms >= 0) printf(", held for %.1f s", (double)h->held_ms / 1000.0);
+    if (r == 0) printf(", NOT RENEWING (crashed, frozen or cut off?)");
+    if (h->renewed_ago_ms >= 0) printf(", renewed %.1f s ago", (double)h->renewed_ago_ms / 1000.0);
+    if (h->expires_in_ms >= 0) printf(", expires in %.1f s", (double)h->expires_in_ms / 1000.0);
+    putchar('\n');
+}
+
 static void print_entries(const simba_holder *h, int n, int granted, int capacity) {
     int i, first = 1;
     for (i = 0; i < n; i++) {
         if (h[i].granted != granted) continue;
         if (o.json) {
-            printf("%s{\"client\": ", first ? "" : ", ");
-            json_str(h[i].client);
-            printf(", \"session\": ");
-            json_str(h[i].session);
-            printf(", \"fence\": %lld, \"permits\": %d, \"exclusive\": %s}", (long long)h[i].fence,
-                   h[i].weight == 0 ? capacity : h[i].weight, h[i].weight == 0 ? "true" : "false");
+            if (!first) printf(", ");
+            print_entry_json(&h[i], capacity);
         } else {
-            printf("  %s %-24s session %s", granted ? "holder" : "waiter", h[i].client, h[i].session);
-            if (granted) printf(" fence %lld", (long long)h[i].fence);
-            if (h[i].weight == 0) printf(" exclusive\n");
-            else printf(" permits %d\n", h[i].weight);
+            print_entry_text(&h[i]);
         }
         first = 0;
     }
+}
+
+/* The permits the holders use (an exclusive one: the whole capacity). */
+static long long held_permits(const simba_holder *h, int n, int capacity) {
+    long long sum = 0;
+    int i;
+    for (i = 0; i < n; i++)
+        if (h[i].granted) sum += h[i].weight == 0 || h[i].weight > capacity ? capacity : h[i].weight;
+    return sum;
+}
+
+/* One resource of `simba status`, as INFO (ev) and simba_holders (h, n)
+   say, or absent (ev NULL). grace: ms of restart grace left. Returns its
+   STATUS_* code. */
+static int print_status(const char *name, const simba_event *ev, const simba_holder *h, int n, int64_t grace) {
+    int exists = ev && ev->capacity > 0;
+    int held = exists ? ev->held : 0, queued = exists ? ev->queued : 0, cap = exists ? ev->capacity : 0;
+    long long permits = exists ? held_permits(h, n, cap) : 0;
+    int code = !exists ? STATUS_ABSENT : held > 0 ? STATUS_HELD : STATUS_FREE;
+    if (o.json) {
+        printf("{\"name\": ");
+        json_str(name);
+        printf(", \"exists\": %s, \"state\": \"%s\", \"capacity\": %d, \"queued\": %d, \"held\": %d, "
+               "\"held_permits\": %lld, \"waiting\": %d, \"grace_ms\": %lld, \"holders\": [",
+               exists ? "true" : "false", code == STATUS_HELD ? "held" : code == STATUS_FREE ? "free" : "absent",
+               cap, queued, held, permits, queued - held, (long long)grace);
+        print_entries(h, exists ? n : 0, 1, cap);
+        printf("], \"waiters\": [");
+        print_entries(h, exists ? n : 0, 0, cap);
+        printf("]}\n");
+        return code;
+    }
+    if (!exists) printf("%s: no such resource\n", name);
+    else {
+        printf("%s: capacity %d, held %d (%lld permit%s), waiting %d, queued %d\n", name, cap, held, permits,
+               permits == 1 ? "" : "s", queued - held, queued);
+        print_entries(h, n, 1, cap);
+        print_entries(h, n, 0, cap);
+    }
+    if (grace > 0)
+        printf("  restart grace: the server grants nothing for %.1f s more (it lost its locks: a holder from "
+               "before may still run)%s\n", (double)grace / 1000.0,
+               is_redis_url(o.url) ? "; on a brand-new server `simba init-server URL` ends it" : "");
+    return code;
 }
 
 /* set-capacity on a resource that does not exist would create it: a typo
@@ -1021,7 +1133,7 @@ static int require_existing(simba *s, const char *name) {
 }
 
 static int admin(void) {
-    int code = -1, i, done = 0, exit_code = 0;
+    int code = -1, i, done = 0, exit_code = 0, state = STATUS_HELD;
     simba *s = make_client(&code);
     simba_lock q[SIMBA_MAX_RESOURCES];
     int64_t deadline;
@@ -1059,31 +1171,14 @@ static int admin(void) {
         }
         if (ev.type == SIMBA_EVENT_INFO) {
             simba_holder h[256];
-            int n = simba_holders(s, q[done], h, 256);
+            int n = simba_holders(s, q[done], h, 256), st;
             if (n > 256) n = 256;
-            if (o.json) {
-                printf("{\"name\": ");
-                json_str(o.names[done]);
-                printf(", \"exists\": %s, \"capacity\": %d, \"queued\": %d, \"held\": %d, \"holders\": [",
-                       ev.capacity > 0 ? "true" : "false", ev.capacity, ev.queued, ev.held);
-                print_entries(h, n, 1, ev.capacity);
-                printf("], \"waiters\": [");
-                print_entries(h, n, 0, ev.capacity);
-                printf("]}\n");
-            } else if (ev.capacity == 0) {
-                printf("%s: no such resource\n", o.names[done]);
-            } else {
-                printf("%s: capacity %d, %d held, %d waiting\n", o.names[done], ev.capacity, ev.held, ev.queued - ev.held);
-                print_entries(h, n, 1, ev.capacity);
-                print_entries(h, n, 0, ev.capacity);
-            }
+            st = print_status(o.names[done], &ev, h, n < 0 ? 0 : n, simba_grace_ms(s));
+            if (st > state) state = st;
         } else if ((ev.type == SIMBA_EVENT_ERROR || ev.type == SIMBA_EVENT_DONE) && ev.error == SIMBA_ENOTFOUND &&
                    strcmp(o.cmd, "status") == 0) {
-            if (o.json) {
-                printf("{\"name\": ");
-                json_str(o.names[done]);
-                printf(", \"exists\": false, \"capacity\": 0, \"queued\": 0, \"held\": 0, \"holders\": [], \"waiters\": []}\n");
-            } else printf("%s: no such resource\n", o.names[done]);
+            print_status(o.names[done], NULL, NULL, 0, 0);
+            state = STATUS_ABSENT;
         } else if (ev.type == SIMBA_EVENT_DONE && ev.error == 0) {
             if (o.verbose) say("%s '%s': done", o.cmd, o.names[done]);
         } else {
@@ -1098,6 +1193,7 @@ static int admin(void) {
         done++;
     }
     simba_destroy(s);
+    if (exit_code == 0 && strcmp(o.cmd, "status") == 0) return state;
     return exit_code;
 }
 

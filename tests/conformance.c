@@ -1695,6 +1695,98 @@ static void t_kill_keyed_waiter_new_session(void) {
     CHECK(conf_release(b, lb));
 }
 
+/* ---- the times of inspect ---- */
+
+/* One simba_holder time: -1 when the backend does not report it, else in
+   [lo, hi]. */
+static int conf_time_in(const char *what, int bit, int64_t v, int64_t lo, int64_t hi) {
+    if (C.b->unknown_times & bit) {
+        if (v == -1) return 1;
+        printf("  # %s: %lld, want -1 (the %s backend does not report it)\n", what, (long long)v, C.b->name);
+        return 0;
+    }
+    if (v >= lo && v <= hi) return 1;
+    printf("  # %s: %lld, want %lld..%lld\n", what, (long long)v, (long long)lo, (long long)hi);
+    return 0;
+}
+
+/* The entry of client who in hs[0..n-1], or NULL. */
+static const simba_holder *conf_entry_of(int who, const simba_holder *hs, int n) {
+    int i;
+    for (i = 0; i < n; i++) if (strcmp(hs[i].client, C.id[who]) == 0) return &hs[i];
+    return NULL;
+}
+
+/* inspect says, per entry and by the server's clock, how long the owner's
+   session lasts without a renewal, when it was last renewed and how long a
+   holder has held: a live holder renews (its last renewal stays within its
+   ttl), a crashed one does not (its renewal ages, its expiry nears between
+   two looks), a waiter holds nothing (-1). The times a backend cannot know
+   are -1 (conf_backend.unknown_times). A resource never made is shown with
+   capacity 0 (what tells `simba status` that it does not exist). */
+static void t_inspect_times(void) {
+    int a = conf_client(), b = conf_client(), k = conf_client(), c;
+    int64_t lease = C.b->ttl_ms + C.b->transition_ms, t0, r1, e1;
+    int64_t clease = 10000 + 6000;           /* the crashed holder's: it must outlive two looks */
+    simba_lock la, lb, lc;
+    simba_holder hs[4];
+    const simba_holder *h;
+    simba_event info;
+    int nh;
+    CHECK(a >= 0 && b >= 0 && k >= 0);
+    CHECK(conf_inspect(k, "times-never", &info, hs, 4, &nh));   /* no such resource: capacity 0, empty */
+    CHECK_EQ(info.capacity, 0);
+    CHECK_EQ(nh, 0);
+    t0 = h_real_ms();
+    la = conf_hold(a, "times", NULL);
+    CHECK(!conf_null(la));
+    lb = conf_acquire(b, "times", -1);
+    CHECK(!conf_null(lb));
+    CHECK(conf_wait_queued(k, "times", 2, NULL, 0));
+    conf_pump(C.b->ttl_ms);                   /* a's keepalives go on meanwhile */
+    CHECK(conf_inspect(k, "times", &info, hs, 4, &nh));
+    CHECK(conf_valid(a, la));
+    CHECK_EQ(nh, 2);
+    CHECK((h = conf_entry_of(a, hs, nh)) != NULL && h->granted);
+    CHECK(conf_time_in("live holder: expires_in_ms", CONF_TIMES_EXPIRES, h->expires_in_ms, 1, lease));
+    /* renewed within its ttl: it still believes, and believes only that long */
+    CHECK(conf_time_in("live holder: renewed_ago_ms", CONF_TIMES_RENEWED, h->renewed_ago_ms, 0, C.b->ttl_ms));
+    if (!(C.b->unknown_times & (CONF_TIMES_EXPIRES | CONF_TIMES_RENEWED)))   /* one server clock */
+        CHECK_EQ(h->renewed_ago_ms + h->expires_in_ms, lease);
+    CHECK(conf_time_in("live holder: held_ms", CONF_TIMES_HELD, h->held_ms, 0, h_real_ms() - t0 + 1000));
+    CHECK((h = conf_entry_of(b, hs, nh)) != NULL && !h->granted);
+    CHECK(conf_time_in("waiter: expires_in_ms", CONF_TIMES_EXPIRES, h->expires_in_ms, 1, lease));
+    CHECK(conf_time_in("waiter: renewed_ago_ms", CONF_TIMES_RENEWED, h->renewed_ago_ms, 0, C.b->ttl_ms));
+    CHECK_EQ(h->held_ms, -1);
+    CHECK(conf_release(a, la));
+    CHECK(conf_expect(b, lb, SIMBA_EVENT_ACQUIRED, CONF_SOON_MS) != NULL);
+    CHECK(conf_release(b, lb));
+
+    /* a crashed holder: looked at twice, 300 ms apart */
+    c = conf_client_lease(10000, 6000);
+    CHECK(c >= 0);
+    lc = conf_hold(c, "crash", NULL);
+    CHECK(!conf_null(lc));
+    conf_crash(c);
+    CHECK(conf_inspect(k, "crash", &info, hs, 4, &nh));
+    CHECK_EQ(nh, 1);
+    h = &hs[0];
+    CHECK(h->granted);
+    CHECK(conf_time_in("crashed holder: expires_in_ms", CONF_TIMES_EXPIRES, h->expires_in_ms, 1, clease));
+    CHECK(conf_time_in("crashed holder: renewed_ago_ms", CONF_TIMES_RENEWED, h->renewed_ago_ms, 0, clease));
+    CHECK(conf_time_in("crashed holder: held_ms", CONF_TIMES_HELD, h->held_ms, 0, clease));
+    e1 = h->expires_in_ms;
+    r1 = h->renewed_ago_ms;
+    conf_pump(300);
+    CHECK(conf_inspect(k, "crash", &info, hs, 4, &nh));
+    CHECK_EQ(nh, 1);
+    h = &hs[0];
+    if (!(C.b->unknown_times & CONF_TIMES_EXPIRES)) CHECK(h->expires_in_ms < e1);
+    else CHECK_EQ(h->expires_in_ms, -1);
+    if (!(C.b->unknown_times & CONF_TIMES_RENEWED)) CHECK(h->renewed_ago_ms > r1);
+    else CHECK_EQ(h->renewed_ago_ms, -1);
+}
+
 /* ---- the runner ---- */
 
 static void conf_test(const char *name, void (*fn)(void)) {
@@ -1735,6 +1827,7 @@ void conformance_run(const conf_backend *b, const char *filter, int *passed, int
     CONF_RUN(t_contend_owner);
     CONF_RUN(t_contend_lost_reenters);
     CONF_RUN(t_capacity_and_inspect);
+    CONF_RUN(t_inspect_times);
     CONF_RUN(t_delete);
     CONF_RUN(t_capacity_sticks_when_empty);
     CONF_RUN(t_stale_handles);

@@ -19,7 +19,12 @@ typedef struct conf_backend {
     /* Optional: a hash tag put before every name of the multi-resource tests
        (Redis Cluster: one request's names must share a slot); NULL: none. */
     const char *multi_tag;
+    /* The simba_holder times the backend does not report (always -1):
+       CONF_TIMES_* bits; 0: it reports them all. */
+    int unknown_times;
 } conf_backend;
+
+enum { CONF_TIMES_EXPIRES = 1, CONF_TIMES_RENEWED = 2, CONF_TIMES_HELD = 4 };
 
 /* Runs every conformance test on the backend (those whose name contains
    filter, if not NULL), printing "ok - name" / "not ok - name" lines, and

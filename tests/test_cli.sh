@@ -166,6 +166,8 @@ part_mem() {
     check "elect --try: 64 (elect does not take it)" $([ $rc -eq 64 ] && grep -q -- "--try (not an option of simba elect" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" status --once mem: x > /dev/null 2> "$T/e1"; rc=$?
     check "status --once: 64" $([ $rc -eq 64 ]; echo $?) "rc $rc $(cat "$T/e1")"
+    out=$("$SIMBA" status mem: x); rc=$?
+    check "status of a NAME that does not exist: 2, says so" $([ $rc -eq 2 ] && [ "$out" = "x: no such resource" ]; echo $?) "rc $rc $out"
     "$SIMBA" run --kill-after 7s --transition 6s mem: x -- true 2> "$T/e1"; rc=$?
     check "--kill-after >= transition is refused" $([ $rc -eq 64 ]; echo $?) "$rc"
     "$SIMBA" run mem: x -- sh -c 'exit 3'; rc=$?
@@ -325,7 +327,7 @@ EOF
     sleep 0.5
     "$SIMBA" status --json "$U" stat nothing-here > "$T/status.json"; rc=$?
     "$SIMBA" status "$U" stat > "$T/status.txt"; rc2=$?     # now: the holder sleeps only so long
-    check "status --json exits 0" $([ $rc -eq 0 ]; echo $?) "$rc"
+    check "status --json of a held and a missing NAME exits 2 (absent)" $([ $rc -eq 2 ]; echo $?) "$rc"
     check "status --json parses (python3 -m json.tool, line by line)" \
         $(while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || exit 1; done < "$T/status.json"; echo $?)
     python3 - "$T/status.json" <<'EOF'
@@ -416,7 +418,92 @@ EOF
     kill -TERM $p; finish $p 10 >/dev/null
 
     hold_at_least_test "$U"
+    status_test "$U" redis all
     grace_test "$U"
+}
+
+# status_test URL WHAT TIMES: `simba status` per holder, by the server's
+# clock: a live holder renews, one whose simba was killed -9 does not (its
+# renewal ages and its expiry nears between two looks); exit codes 0 held,
+# 1 free, 2 absent (several NAMEs: the highest); the JSON fields. TIMES:
+# what the backend reports: all, norenew (MySQL: no renewal time) or none
+# (ZooKeeper: no time at all).
+status_test() {
+    local U=$1 what=$2 times=$3 p q rc1 rc2 rc3 rc4 rc5
+    rm -f "$T/st-live" "$T/st-dead"
+    "$SIMBA" run --client-id live-1 --ttl 6s --transition 6s "$U" st-live -- \
+        sh -c "echo \$\$ > '$T/st-live'; exec sleep 30" & p=$!
+    "$SIMBA" run --client-id dead-1 --ttl 6s --transition 6s "$U" st-dead -- \
+        sh -c "echo \$\$ > '$T/st-dead'; exec sleep 30" & q=$!
+    wait_file "$T/st-live" 10; wait_file "$T/st-dead" 10
+    kill -9 $q; wait $q 2>/dev/null
+    kill -9 "$(cat "$T/st-dead")" 2>/dev/null       # its job, in its own process group
+    "$SIMBA" status --json "$U" st-live st-dead > "$T/st1.json"; rc1=$?
+    sleep 5.5                                        # past a third of the lease (12 s) and 1 s
+    "$SIMBA" status --json "$U" st-live st-dead > "$T/st2.json"; rc2=$?
+    "$SIMBA" status "$U" st-live st-dead > "$T/st2.txt"; rc3=$?
+    check "$what: status of two held NAMEs exits 0" $([ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ]; echo $?) \
+        "rc $rc1 $rc2 $rc3"
+    python3 - "$T/st1.json" "$T/st2.json" "$times" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+times = sys.argv[3]
+keys = {"client", "session", "fence", "permits", "exclusive", "held_ms", "renewed_ago_ms", "expires_in_ms", "renewing"}
+top = {"name", "exists", "state", "capacity", "queued", "held", "held_permits", "waiting", "grace_ms", "holders", "waiters"}
+bad = []
+for r in a + b:
+    if set(r) != top: bad.append("resource keys %s" % sorted(r))
+    if r["state"] != "held" or r["held"] != 1 or r["held_permits"] != 1 or r["waiting"] != 0 or r["queued"] != 1:
+        bad.append("counts of %s" % r["name"])
+    for h in r["holders"]:
+        if set(h) != keys: bad.append("holder keys %s" % sorted(h))
+live1, dead1 = a[0]["holders"][0], a[1]["holders"][0]
+live2, dead2 = b[0]["holders"][0], b[1]["holders"][0]
+if live2["client"] != "live-1" or dead2["client"] != "dead-1": bad.append("clients")
+if times == "none":
+    for h in (live1, dead1, live2, dead2):
+        if any(h[k] is not None for k in ("held_ms", "renewed_ago_ms", "expires_in_ms", "renewing")):
+            bad.append("times of %s: want null" % h["client"])
+else:
+    # held since before the first look; the dead one's expiry nears between the looks,
+    # the live one's stays above what is left of a lease renewed within ttl/3 (2 s)
+    if not (live2["held_ms"] >= 5000 and dead2["held_ms"] >= 5000): bad.append("held_ms")
+    if not (dead2["expires_in_ms"] < dead1["expires_in_ms"] and dead2["expires_in_ms"] <= 12000 - 5000):
+        bad.append("dead expires_in_ms %s then %s" % (dead1["expires_in_ms"], dead2["expires_in_ms"]))
+    if not live2["expires_in_ms"] > 8000: bad.append("live expires_in_ms %s" % live2["expires_in_ms"])
+    if times == "all":
+        if not (dead2["renewed_ago_ms"] > dead1["renewed_ago_ms"] and dead2["renewed_ago_ms"] >= 5000):
+            bad.append("dead renewed_ago_ms %s then %s" % (dead1["renewed_ago_ms"], dead2["renewed_ago_ms"]))
+        if not live2["renewed_ago_ms"] < 6000: bad.append("live renewed_ago_ms %s" % live2["renewed_ago_ms"])
+        if not (live2["renewing"] is True and dead2["renewing"] is False): bad.append("renewing")
+    elif live2["renewed_ago_ms"] is not None or live2["renewing"] is not None:
+        bad.append("renewal of a backend that does not report it: want null")
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+    check "$what: status --json: the server's times tell the killed holder from the live one ($times)" $? \
+        "$(cat "$T/st1.json" "$T/st2.json")"
+    if [ "$times" = all ]; then
+        check "$what: status (text) marks the killed holder NOT RENEWING, not the live one" \
+            $(grep -q 'holder dead-1 .*NOT RENEWING.*renewed [0-9.]* s ago, expires in [0-9.]* s' "$T/st2.txt" &&
+              grep 'holder live-1' "$T/st2.txt" | grep -v -q 'NOT RENEWING' &&
+              grep -q 'holder live-1 .*held for [0-9.]* s, renewed [0-9.]* s ago, expires in' "$T/st2.txt"; echo $?) \
+            "$(cat "$T/st2.txt")"
+    fi
+    "$SIMBA" run "$U" st-free -- true
+    "$SIMBA" status "$U" st-free > "$T/st3.txt"; rc1=$?
+    "$SIMBA" status "$U" st-none > "$T/st4.txt"; rc2=$?
+    "$SIMBA" status "$U" st-live st-free > /dev/null; rc3=$?
+    "$SIMBA" status --json "$U" st-live st-none st-free > "$T/st5.json"; rc4=$?
+    "$SIMBA" status "$U" "bad"$'\001' > /dev/null 2>&1; rc5=$?
+    check "$what: status exits 1 free, 2 absent; several NAMEs: the highest; bad usage 64" \
+        $([ $rc1 -eq 1 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 1 ] && [ $rc4 -eq 2 ] && [ $rc5 -eq 64 ] &&
+          grep -q '^st-free: capacity 1, held 0 (0 permits), waiting 0, queued 0$' "$T/st3.txt" &&
+          grep -q '^st-none: no such resource$' "$T/st4.txt" &&
+          [ "$(python3 -c 'import json,sys; print(" ".join(json.loads(l)["state"] for l in open(sys.argv[1])))' "$T/st5.json")" = "held absent free" ]
+          echo $?) "rc $rc1 $rc2 $rc3 $rc4 $rc5: $(cat "$T/st3.txt" "$T/st4.txt" "$T/st5.json")"
+    kill -TERM $p; finish $p 10
 }
 
 # hold_at_least_test URL: --hold-at-least keeps the lock after a quick job
@@ -469,8 +556,14 @@ setcap_create_test() {
 # grace_test URL: a server that lost its data (here: restarted empty)
 # grants nothing for a lease; simba says so, and init-server ends it
 grace_test() {
-    local U=$1 rc rc2 p t0 t1
+    local U=$1 rc rc2 p t0 t1 out
     "$SIMBA_REDIS_CTL" restart >/dev/null 2>&1
+    out=$("$SIMBA" status "$U" grace); rc=$?
+    check "restart grace: status shows it, with what is left of it and init-server" \
+        $([ $rc -eq 2 ] && [[ "$out" == *"restart grace: the server grants nothing for "*" s more"*"init-server"* ]]; echo $?) \
+        "rc $rc $out"
+    out=$("$SIMBA" status --json "$U" grace | python3 -c 'import json,sys; print(json.load(sys.stdin)["grace_ms"])')
+    check "restart grace: status --json grace_ms > 0" $([ "${out:-0}" -gt 0 ]; echo $?) "grace_ms $out"
     "$SIMBA" run --try "$U" grace -- true 2> "$T/e1"; rc=$?
     check "restart grace: --try exits 75 naming the grace, its end and init-server, not 'busy'" \
         $([ $rc -eq 75 ] && grep -q "restart grace .* until [0-9:]* .*init-server" "$T/e1" && ! grep -q busy "$T/e1"; echo $?) \
@@ -495,6 +588,7 @@ part_mysql() {
     PW="$SIMBA_MYSQL_PASSWORD" no_inherit_test \
         "mysql://${SIMBA_MYSQL_USER}@127.0.0.1:$SIMBA_MYSQL_PORT/$SIMBA_MYSQL_DATABASE?create_schema=1&password_env=PW" mysql PW
     ghost_test "$U" mysql
+    status_test "$U" mysql norenew
 
     # a database without simba's tables: the message says how to create them
     local rc
@@ -510,6 +604,7 @@ part_zk() {
     # (a /chroot must exist on the server already; the URL form is in test_url)
     overlap_test "zk://$SIMBA_ZK_HOSTS?base_path=/cli-locks&session_timeout=10s" zk-base-path
     no_inherit_test "zk://$SIMBA_ZK_HOSTS" zk
+    status_test "zk://$SIMBA_ZK_HOSTS" zk none
 
     # a chroot that is not there: the library's message, not a generic text
     local rc

@@ -751,14 +751,15 @@ static void t_mem_timeout_busy_is_zero(void) {
     simba_destroy(a.s); simba_destroy(b.s);
 }
 
-/* The restart grace: a try-lock refused by it says SIMBA_EGRACE with the end
-   time, the WARN line comes once per grace; the admin init ends it. */
+/* The restart grace: an INSPECT says it runs (simba_grace_ms), a try-lock
+   refused by it says SIMBA_EGRACE with the end time, the WARN line comes
+   once per grace; the admin init ends it. */
 static void t_mem_restart_grace_reason_and_init(void) {
     static h_client a;
     h_client *cl[1];
     simba_mem_server *sv = simba_mem_server_create(NULL);
     log_cap lc;
-    simba_lock l1, l2, l3;
+    simba_lock l1, l2, l3, lq;
     simba_event *e;
     memset(&a, 0, sizeof a);
     memset(&lc, 0, sizeof lc);
@@ -768,6 +769,11 @@ static void t_mem_restart_grace_reason_and_init(void) {
     a.s = new_client_on(sv, NULL, 1500, 1000, &lc);
     h_run_for(cl, 1, 100);                         /* session open */
     simba_mem_server_restart(sv);
+    CHECK_EQ(simba_grace_ms(a.s), 0);
+    lq = simba_inspect(a.s, "cron", NULL);         /* an INSPECT says that the grace runs */
+    CHECK(h_expect(cl, 1, 0, lq, SIMBA_EVENT_INFO, 3000) != NULL);
+    CHECK(simba_grace_ms(a.s) > 0);
+    CHECK(simba_grace_ms(a.s) <= 2500);
     l1 = h_acquire(a.s, "cron", 0);
     CHECK((e = h_expect(cl, 1, 0, l1, SIMBA_EVENT_TIMEOUT, 3000)) != NULL);
     CHECK_EQ(e->error, SIMBA_EGRACE);
@@ -781,6 +787,9 @@ static void t_mem_restart_grace_reason_and_init(void) {
     simba_mem_server_init(sv);                     /* the operator vouches: no old holder */
     l3 = h_acquire(a.s, "cron", 0);
     CHECK(h_expect(cl, 1, 0, l3, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    lq = simba_inspect(a.s, "cron", NULL);         /* ... and that it is over */
+    CHECK(h_expect(cl, 1, 0, lq, SIMBA_EVENT_INFO, 3000) != NULL);
+    CHECK_EQ(simba_grace_ms(a.s), 0);
     simba_destroy(a.s);
     simba_mem_server_destroy(sv);
 }

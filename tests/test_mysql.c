@@ -1183,6 +1183,14 @@ static void t_restart_grace(void) {
     snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
     CHECK(system(cmd) == 0);
     CHECK(wait_connected(cl, 2, 1, 15000));
+    {   /* an INSPECT says that the grace runs */
+        simba_lock lq = simba_inspect(b.s, "grace", NULL);
+        CHECK(h_expect(cl, 2, 1, lq, SIMBA_EVENT_INFO, 15000) != NULL);
+        printf("  # inspect %lld ms after the kill: grace %lld ms left\n", (long long)(h_real_ms() - t_kill),
+               (long long)simba_grace_ms(b.s));
+        if (h_real_ms() - t_kill < 3500) CHECK(simba_grace_ms(b.s) > 0);
+        CHECK(simba_grace_ms(b.s) <= 4000);
+    }
     {   /* a try-lock refused by the grace says so (not a plain busy TIMEOUT) */
         simba_lock lt = h_acquire(b.s, "grace-try", 0);
         CHECK((e = h_expect(cl, 2, 1, lt, SIMBA_EVENT_TIMEOUT, 15000)) != NULL);
@@ -2544,6 +2552,7 @@ int main(int argc, char **argv) {
     cb.ttl_ms = 1500;
     cb.transition_ms = 1000;
     cb.kill = kill_client;
+    cb.unknown_times = CONF_TIMES_RENEWED;     /* the sessions table keeps no renewal time */
     conformance_run(&cb, h_filter, &h_passed, &h_failed);
 
     RUN(t_hostile_names);

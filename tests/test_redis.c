@@ -1307,7 +1307,7 @@ static void t_redis_unix_socket(void) {
 }
 
 /* A fresh prefix is a server that lost its data: no grant for one lease
-   (a try-lock fails), then grants as usual. */
+   (an INSPECT says so, a try-lock fails), then grants as usual. */
 static void t_redis_restart_grace(void) {
     simba_redis_desc rd = base_desc();
     h_client a, *cl[1];
@@ -1321,10 +1321,18 @@ static void t_redis_restart_grace(void) {
     a.s = new_client_ex(&rd, my_tenant(), "grace", TTL, TRANSITION, 0);
     CHECK(a.s != NULL);
     h_run_for(cl, 1, 200);                          /* OPEN: the grace starts */
+    CHECK_EQ(simba_grace_ms(a.s), 0);
+    l = simba_inspect(a.s, "g", NULL);              /* an INSPECT says it runs, with what is left */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_INFO, SOON) != NULL);
+    CHECK(simba_grace_ms(a.s) > 0);
+    CHECK(simba_grace_ms(a.s) <= TTL + TRANSITION);
     l = h_acquire(a.s, "g", 0);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, SOON) != NULL);
     l = h_acquire(a.s, "g", -1);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3 * (TTL + TRANSITION) + SOON) != NULL);
+    l = simba_inspect(a.s, "g", NULL);              /* ... and, once it is over, that it is */
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_INFO, SOON) != NULL);
+    CHECK_EQ(simba_grace_ms(a.s), 0);
     /* the grace is said, once (not per request), with its end */
     if (count_lines(h_logbuf, "restart grace") != 1) printf("  # log:\n%s", h_logbuf);
     CHECK_EQ(count_lines(h_logbuf, "restart grace"), 1);
