@@ -236,6 +236,7 @@ typedef struct simba__sqlite_known {
     int state;                  /* SIMBA__SQLITE_ABSENT, _LIVE, _EXPIRED, _GONE */
     char wake[SIMBA__SQLITE_WAKE_NAME];
     int64_t expires;
+    int64_t renewed;            /* the session's last OPEN or KEEPALIVE, server ms */
     int pid;
     int64_t start;
 } simba__sqlite_known;
@@ -264,9 +265,9 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK",
     "SELECT v FROM meta WHERE k=?1",
     "INSERT OR REPLACE INTO meta(k,v) VALUES(?1,?2)",
-    "SELECT slot,markfile,pid,start,expires,wake FROM sessions WHERE tenant=?1 AND id=?2",
-    "INSERT OR REPLACE INTO sessions(tenant,id,slot,markfile,pid,start,expires,wake)"
-    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+    "SELECT slot,markfile,pid,start,expires,wake,renewed FROM sessions WHERE tenant=?1 AND id=?2",
+    "INSERT OR REPLACE INTO sessions(tenant,id,slot,markfile,pid,start,expires,wake,renewed)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
     "DELETE FROM sessions WHERE tenant=?1 AND id=?2",
     "SELECT DISTINCT name FROM entries WHERE tenant=?1 AND session=?2",
     "DELETE FROM entries WHERE tenant=?1 AND session=?2",
@@ -297,7 +298,8 @@ static const char *const simba__sqlite_schema =
     "CREATE TABLE meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
     "CREATE TABLE sessions(tenant TEXT NOT NULL, id TEXT NOT NULL, slot INTEGER NOT NULL,"
     " markfile TEXT NOT NULL, pid INTEGER NOT NULL, start INTEGER NOT NULL,"
-    " expires INTEGER NOT NULL, wake TEXT NOT NULL, PRIMARY KEY(tenant,id)) WITHOUT ROWID;"
+    " expires INTEGER NOT NULL, wake TEXT NOT NULL, renewed INTEGER NOT NULL,"
+    " PRIMARY KEY(tenant,id)) WITHOUT ROWID;"
     "CREATE TABLE resources(tenant TEXT NOT NULL, name BLOB NOT NULL, capacity INTEGER NOT NULL,"
     " counter INTEGER NOT NULL, PRIMARY KEY(tenant,name)) WITHOUT ROWID;"
     "CREATE TABLE entries(tenant TEXT NOT NULL, name BLOB NOT NULL, request TEXT NOT NULL,"
@@ -307,9 +309,9 @@ static const char *const simba__sqlite_schema =
     "CREATE INDEX entries_session ON entries(tenant,session);"
     "CREATE INDEX entries_watch ON entries(tenant,name) WHERE watch=1;"
     "CREATE TABLE epochs(tenant TEXT PRIMARY KEY, epoch INTEGER NOT NULL, fence_floor INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 3');";
+    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 4');";
 
-#define SIMBA__SQLITE_FORMAT "simba-sqlite 3"
+#define SIMBA__SQLITE_FORMAT "simba-sqlite 4"
 
 typedef struct simba__sqlite {
     simba *s;
@@ -1123,6 +1125,7 @@ static int simba__sqlite_row_state(simba__sqlite *b, sqlite3_stmt *st, simba__sq
     k->start = sqlite3_column_int64(st, 3);
     k->expires = sqlite3_column_int64(st, 4);
     simba__sqlite_col(st, 5, k->wake, sizeof k->wake);
+    k->renewed = sqlite3_column_int64(st, 6);
     if (k->expires < b->now) return SIMBA__SQLITE_EXPIRED;
     if (strcmp(markfile, b->markfile) != 0) return SIMBA__SQLITE_LIVE;   /* a mark we cannot see */
     if (simba__sqlite_mark_held(b, slot, k->wake)) return SIMBA__SQLITE_LIVE;
@@ -1233,6 +1236,7 @@ static void simba__sqlite_session_put(simba__sqlite *b, simba__sqlite_job *j) {
     sqlite3_bind_int64(st, 6, b->start);
     sqlite3_bind_int64(st, 7, b->now + j->lease_ms);
     simba__sqlite_bind_text(st, 8, b->wake);
+    sqlite3_bind_int64(st, 9, b->now);
     simba__sqlite_step(b, st);
     simba__sqlite_known_forget(b, j->session);
     j->r.epoch = simba__sqlite_epoch(b);
@@ -1756,6 +1760,16 @@ static void simba__sqlite_client_of(const char *session, char *out, size_t cap) 
     out[n] = 0;
 }
 
+/* An entry's times by the server's clock (the shared monotonic one; held_ms
+   from the fence, the wall clock in us at the grant unless the counter ran
+   ahead of it: a lower bound). */
+static void simba__sqlite_entry_times(simba__sqlite *b, simba_holder *h) {
+    simba__sqlite_known *k = simba__sqlite_known_get(b, h->session);
+    h->expires_in_ms = k->state == SIMBA__SQLITE_LIVE ? k->expires - b->now : -1;
+    h->renewed_ago_ms = k->state == SIMBA__SQLITE_LIVE ? b->now - k->renewed : -1;
+    h->held_ms = h->fence ? (b->now_us > h->fence ? (b->now_us - h->fence) / 1000 : 0) : -1;
+}
+
 static void simba__sqlite_inspect(simba__sqlite *b, simba__sqlite_job *j) {
     int capacity, n = 0, cap = 0;
     int64_t counter;
@@ -1780,6 +1794,7 @@ static void simba__sqlite_inspect(simba__sqlite *b, simba__sqlite_job *j) {
         h->fence = sqlite3_column_int64(st, 4);
         h->weight = sqlite3_column_int(st, 3);
         h->granted = h->fence != 0;
+        simba__sqlite_entry_times(b, h);
         if (h->granted) {
             if (!j->r.held) simba__sqlite_copy(j->owner, sizeof j->owner, h->session);
             j->r.held++;
@@ -1788,6 +1803,8 @@ static void simba__sqlite_inspect(simba__sqlite *b, simba__sqlite_job *j) {
     sqlite3_reset(st);
     j->r.nentries = n;
     j->r.entries = j->entries;
+    j->r.entry_times = 1;
+    if (b->now < b->grace_until) j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
     j->r.owner = j->owner[0] ? j->owner : NULL;
 }
 

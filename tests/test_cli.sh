@@ -625,7 +625,7 @@ part_sqlite() {
     "$SIMBA" run --try "$U" busy -- true 2>/dev/null; rc=$?
     check "sqlite: --try while held: exit 75" $([ $rc -eq 75 ]; echo $?) "rc $rc"
     out=$("$SIMBA" status "$U" busy 2>&1)
-    check "sqlite: status shows the holder" $([[ "$out" == *"1 held"* ]]; echo $?) "$out"
+    check "sqlite: status shows the holder and its server times" $([[ "$out" == *"held 1"* && "$out" == *"expires in"* ]]; echo $?) "$out"
     "$SIMBA" run --wait 10s "$U" busy -- true; rc=$?
     check "sqlite: --wait gets the lock when the holder ends" $([ $rc -eq 0 ]; echo $?) "rc $rc"
     finish $p 10
