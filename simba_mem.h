@@ -21,8 +21,8 @@
     threads that serialise their calls may share a server (simba has no
     threads of its own).
 
-    CONTENTS (every section starts with a comment ">>name", grep for it)
-    --------
+    CONTENTS (every section starts with a comment ">>name", grep for it;
+    --------  a sub-section with ">>name.sub", named as in docs/backends.md)
     Declarations:
         >>options       simba_mem_desc, simba_mem_faults: what the caller sets
         >>constructor   the server, simba_mem(), faults, restart, init, kill,
@@ -33,7 +33,7 @@
         >>connection    answers and pushes on their way, faults, a dropped connection
         >>session       the server's sessions
         >>locks         .queue .rule .enqueue .release .admin .dispatch
-        >>wakeups       who is told what, and the push handed to the core
+        >>wakeups       .fire (who is told what) .deliver (the push handed to the core)
         >>stats         simba_mem_server_stats()
         >>vtable        attach, submit, pollfds, deadline, process, reset, destroy
         >>constructor   the server's lifetime, simba_mem(), simba_mem_from_url()

@@ -21,22 +21,25 @@
     another name is resolved once, blocking, inside simba_mysql() (not in the
     loop), and a name that does not resolve fails simba_create with a message.
 
-    CONTENTS (every section starts with a comment ">>name", grep for it)
-    --------
+    CONTENTS (every section starts with a comment ">>name", grep for it;
+    --------  a sub-section with ">>name.sub", named as in docs/backends.md)
     Declarations:
         >>options       simba_mysql_desc: what the caller sets
         >>constructor   simba_mysql(), simba_mysql_from_url(), simba_mysql_schema()
         >>stats         struct simba_mysql_stats and simba_mysql_stats()
     Implementation (SIMBA_MYSQL_IMPLEMENTATION; guard SIMBA_MYSQL_IMPL_INCLUDED):
         >>internals     includes, limits, private types, memory, SQL text, the job queue
-        >>connection    connect, setup, reconnect with backoff; the main connection
-                        runs the job queue (one step function per kind of job)
+        >>connection    .io (the connector's non-blocking calls) .connect (setup,
+                        errors, the restart grace) .queue (the main connection's
+                        job queue) .recover (reconnect with backoff)
         >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
-        >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-        >>wakeups       bells, watches, the waiter connection -> simba_backend_granted/_recheck
+        >>locks         .queue (read the queues) .rule (the grant rule) .write
+                        .dispatch: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
+        >>wakeups       .arm (a waiter's watch and connection) .fire (the bells we
+                        hold, rung by a release) .deliver (-> simba_backend_granted)
         >>stats         simba_mysql_stats()
         >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
-        >>constructor   desc checks, allocation, the schema, simba_mysql_from_url
+        >>constructor   desc checks, allocation, the schema, simba_mysql_from_url()
 
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------

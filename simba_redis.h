@@ -22,31 +22,31 @@
     and link with -lhiredis (hiredis 0.14 or 1.x; the include path must find
     <hiredis/hiredis.h>).
 
-    CONTENTS (each section starts with a marker comment ">>name ...": grep for ">>name")
-    ========
+    CONTENTS (every section starts with a comment ">>name", grep for it;
+    --------  a sub-section with ">>name.sub", named as in docs/backends.md)
     Declarations:
-      >>options       simba_redis_desc
-      >>constructor   simba_redis(), simba_redis_from_url(),
-                      simba_redis_init_server(), simba_redis_resource_key()
-      >>stats         struct simba_redis_stats, simba_redis_stats()
-    Implementation (SIMBA_REDIS_IMPLEMENTATION):
-      >>internals     includes, the Lua script (the server side of every
-                      operation), limits, private types, memory, keys,
-                      completions, reply limits, SIGPIPE
-      >>connection    the hiredis adapter, connect, handshake (AUTH, SELECT,
-                      SCRIPT LOAD, INFO), reconnect with backoff, drop, I/O;
-                      Sentinel: where the master is (simba__redis_sentinel_*)
-      >>session       every operation as one script call (arguments, send,
-                      NOSCRIPT, transient errors); OPEN, KEEPALIVE, CLOSE
-      >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
-                      their answers, WAIT, and where every answer arrives
-      >>wakeups       the SUBSCRIBE connection's pushes -> simba_backend_granted & co
-      >>stats         simba_redis_stats()
-      >>vtable        attach, submit, pollfds, deadline_ms, process, reset,
-                      destroy (glue only)
-      >>constructor   desc checks, allocation, the script text,
-                      simba_redis(), simba_redis_from_url(),
-                      simba_redis_init_server()
+        >>options       simba_redis_desc: what the caller sets
+        >>constructor   simba_redis(), simba_redis_from_url(),
+                        simba_redis_init_server(), simba_redis_resource_key()
+        >>stats         struct simba_redis_stats and simba_redis_stats()
+    Implementation (SIMBA_REDIS_IMPLEMENTATION; guard SIMBA_REDIS_IMPL_INCLUDED):
+        >>internals     includes, the Lua script (the server side of every
+                        operation, the grant rule's server copy), limits,
+                        private types, memory, keys, reply limits, SIGPIPE
+        >>connection    .connect  the hiredis adapter, connect, handshake (AUTH,
+                                  SELECT, SCRIPT LOAD, INFO), a drop, the retry
+                        .io       one connection's reads and writes in a tick
+                        .sentinel where the master is
+                        .cluster  slots, the map, redirects, a backend per master
+        >>session       every operation as one script call; OPEN, KEEPALIVE
+                        (the session's renewal), CLOSE
+        >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
+                        their answers, WAIT, and where every answer arrives
+        >>wakeups       .deliver  a SUBSCRIBE push -> simba_backend_granted & co
+        >>stats         simba_redis_stats()
+        >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
+        >>constructor   desc checks, allocation, the script text, simba_redis(),
+                        simba_redis_from_url(), simba_redis_init_server()
 
     WHAT IT DOES
     ============

@@ -12,26 +12,26 @@
     Link with -lzookeeper_st (the single-threaded client: simba drives it
     from your poll loop; never link the _mt library into the same program).
 
-    CONTENTS (each section starts with a marker line: ">>name" right after
-    the comment opener, the same names in every backend header)
-    ========
-    declarations    >>options      simba_zk_desc
-                    >>constructor  simba_zk, simba_zk_from_url
-                    >>stats        struct simba_zk_stats, simba_zk_stats
-    implementation  >>internals    includes, limits, private types, memory, names,
-                                   errors, children, the entry cache, calls, ops
-                    >>connection   the ZooKeeper handle: connect, session events,
-                                   reconnect with backoff, reset
-                    >>session      OPEN, KEEPALIVE, CLOSE
-                    >>locks        completions; ENQUEUE, POLL, RELEASE, INSPECT,
-                                   SET_CAPACITY, DELETE
-                    >>wakeups      watches -> one read per resource per event,
-                                   grants pushed to the core, the baton, the
-                                   mutex hand-off from a watch
-                    >>stats        simba_zk_stats
-                    >>vtable       attach, submit, pollfds, deadline_ms, process,
-                                   reset, destroy (glue only)
-                    >>constructor  desc checks, allocation, simba_zk_from_url
+    CONTENTS (every section starts with a comment ">>name", grep for it;
+    --------  a sub-section with ">>name.sub", named as in docs/backends.md)
+    Declarations:
+        >>options       simba_zk_desc: what the caller sets
+        >>constructor   simba_zk(), simba_zk_from_url()
+        >>stats         struct simba_zk_stats and simba_zk_stats()
+    Implementation (SIMBA_ZK_IMPLEMENTATION; guard SIMBA_ZK_IMPL_INCLUDED):
+        >>internals     includes, limits, private types, memory, names, errors,
+                        children, the entry cache, calls, ops
+        >>connection    the ZooKeeper handle: connect, session events, reconnect
+                        with backoff, reset
+        >>session       OPEN, KEEPALIVE, CLOSE
+        >>locks         .calls .rule (the grant rule on a read queue) .enqueue
+                        .poll .release .admin .dispatch
+        >>wakeups       .arm (the baton, marks) .fire (watch events, one read per
+                        resource per event) .deliver (grants to the core, the
+                        mutex hand-off from a watch)
+        >>stats         simba_zk_stats()
+        >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
+        >>constructor   desc checks, allocation, simba_zk_from_url()
 
     WALKTHROUGH
     ===========
