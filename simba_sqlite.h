@@ -15,21 +15,27 @@
 
     or the URL sqlite:///run/app/locks.db (simba_create_url, the CLI).
 
-    CONTENTS (every section starts with a comment ">>name", grep for it)
-    --------
+    CONTENTS (every section starts with a comment ">>name", grep for it;
+    --------  a sub-section with ">>name.sub", named as in docs/backends.md)
     Declarations:
         >>options       simba_sqlite_desc: what the caller sets
         >>constructor   simba_sqlite(), simba_sqlite_from_url()
         >>stats         struct simba_sqlite_stats and simba_sqlite_stats()
     Implementation (SIMBA_SQLITE_IMPLEMENTATION; guard SIMBA_SQLITE_IMPL_INCLUDED):
         >>internals     includes, limits, private types, memory, SQL text, the job queue
-        >>connection    open, checks (file system, schema, boot), the mark, reconnect
-        >>session       OPEN, KEEPALIVE, CLOSE; is a session alive (lease, mark, process)
-        >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-        >>wakeups       datagrams to the granted, pidfds of the processes waited on
+        >>connection    .connect (checks: file system, mark, wake socket, the file,
+                        the schema, the boot, the grace) .io (a batch of ops, one
+                        write transaction) .recover (reconnect, the file replaced)
+        >>session       .open (is a session alive: lease, mark, process) .close
+                        (the purge of a session): OPEN, KEEPALIVE, CLOSE
+        >>locks         .rule (a resource's row, its owner, the grant rule's walk)
+                        .enqueue (a request's state, ENQUEUE, POLL) .release
+                        .admin (INSPECT, SET_CAPACITY, DELETE)
+        >>wakeups       .arm (pidfds of the processes waited behind) .fire
+                        (datagrams after COMMIT) .deliver (-> simba_backend_granted)
         >>stats         simba_sqlite_stats()
         >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
-        >>constructor   desc checks, allocation, simba_sqlite_from_url
+        >>constructor   desc checks, allocation, simba_sqlite_from_url()
 
     HOW IT WORKS (the design, the safety argument and measurements: docs/sqlite.md)
     ------------
