@@ -60,6 +60,7 @@ extern "C" {
        redis+cluster://host1:port1,host2:port2[?prefix=..]   (seed nodes)
        mysql://user[:password]@host[:port]/database[?socket=..&table_prefix=..]
        zk://host1:port1,host2:port2[/chroot][?base_path=..]
+       sqlite:///path/to/locks.db[?mode=..&busy_retry=..]   (one machine)
        mem:                        (this process only)
 
    and, for every scheme, the client options as query parameters: tenant,
@@ -103,6 +104,9 @@ SIMBA__URL_STATIC const char *simba_url_schemes(void) {
 #ifdef SIMBA_ZK_INCLUDED
         "zk://, "
 #endif
+#ifdef SIMBA_SQLITE_INCLUDED
+        "sqlite://, "
+#endif
 #ifdef SIMBA_MEM_INCLUDED
         "mem:, "
 #endif
@@ -141,6 +145,9 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
 #ifdef SIMBA_ZK_INCLUDED
     else if (strcmp(u->scheme, "zk") == 0) rc = simba_zk_from_url(u, &b, err);
 #endif
+#ifdef SIMBA_SQLITE_INCLUDED
+    else if (strcmp(u->scheme, "sqlite") == 0) rc = simba_sqlite_from_url(u, &b, err);
+#endif
 #ifdef SIMBA_MEM_INCLUDED
     else if (strcmp(u->scheme, "mem") == 0) {
         rc = simba_url_check_used(u, err);
@@ -155,7 +162,7 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
         const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
                             strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
                             strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0 ||
-                            strcmp(u->scheme, "mem") == 0
+                            strcmp(u->scheme, "sqlite") == 0 || strcmp(u->scheme, "mem") == 0
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",
                               u->scheme, known, simba_url_schemes());

@@ -20,6 +20,7 @@
 #define SIMBA_REDIS_IMPLEMENTATION
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
+#define SIMBA_SQLITE_IMPLEMENTATION
 #include "simba.h"
 #define SIMBA_MEM_IMPLEMENTATION
 #include "simba_mem.h"
@@ -31,6 +32,9 @@
 #endif
 #ifndef SIMBA_CLI_NO_ZK
 #include "simba_zk.h"
+#endif
+#ifndef SIMBA_CLI_NO_SQLITE
+#include "simba_sqlite.h"
 #endif
 #define SIMBA_URL_IMPLEMENTATION
 #include "simba_url.h"
@@ -72,7 +76,9 @@ static const char *usage_about =
     "     redis+sentinel://[user[:password]@]s1:port,s2:port/mastername[?...],\n"
     "     redis+cluster://host:port[,host:port...][?...] (Redis Cluster seeds),\n"
     "     mysql://user[:password]@host[:port]/database[?...],\n"
-    "     zk://host:port[,host:port...][/chroot][?...], mem: (this process only).\n"
+    "     zk://host:port[,host:port...][/chroot][?...],\n"
+    "     sqlite:///path/to/locks.db (processes of this machine, no server),\n"
+    "     mem: (this process only).\n"
     "     Query parameters tenant, client_id, ttl, transition for every scheme;\n"
     "     password_env=VAR or password_file=PATH keep passwords out of `ps`.\n"
     "     The URL may be \"-\": then it is taken from $SIMBA_URL.\n"

@@ -51,6 +51,7 @@ impl_macro() {
         simba_redis.h) echo SIMBA_REDIS_IMPLEMENTATION ;;
         simba_mysql.h) echo SIMBA_MYSQL_IMPLEMENTATION ;;
         simba_zk.h) echo SIMBA_ZK_IMPLEMENTATION ;;
+        simba_sqlite.h) echo SIMBA_SQLITE_IMPLEMENTATION ;;
     esac
 }
 libs_of() {
@@ -58,6 +59,7 @@ libs_of() {
         simba_redis.h) echo -lhiredis ;;
         simba_mysql.h) echo -lmariadb ;;
         simba_zk.h) echo -lzookeeper_st ;;
+        simba_sqlite.h) echo -lsqlite3 ;;
     esac
 }
 
@@ -129,7 +131,7 @@ check_error_without_core() {
 
 link_defs=""
 link_libs=""
-for h in simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h; do
+for h in simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h; do
     if [ ! -f "$h" ]; then
         echo "skip - $h (not in this tree)"
         continue

@@ -19,6 +19,10 @@
 #define SIMBA_ZK_IMPLEMENTATION
 #include "simba_zk.h"
 #endif
+#ifdef SIMBA_LINK_SQLITE
+#define SIMBA_SQLITE_IMPLEMENTATION
+#include "simba_sqlite.h"
+#endif
 
 #define SIMBA_URL_IMPLEMENTATION
 #include "simba_url.h"

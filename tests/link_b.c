@@ -15,6 +15,9 @@
 #ifdef SIMBA_LINK_ZK
 #include "simba_zk.h"
 #endif
+#ifdef SIMBA_LINK_SQLITE
+#include "simba_sqlite.h"
+#endif
 #include "simba_url.h"
 
 static int fail(const char *what, int err) {

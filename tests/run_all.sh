@@ -93,6 +93,10 @@ lane_mysql() {
     suite scale-mysql tests/servers/mysql.sh run ./build/test_scale mysql
     suite asan-mysql make -s asan-mysql
 }
+lane_sqlite() {
+    suite sqlite make -s test-sqlite
+    suite asan-sqlite make -s asan-sqlite
+}
 lane_zk() {
     suite zk make -s test-zk
     suite loop-zk make -s test-loop-zk
@@ -118,6 +122,7 @@ lane cli lane_cli
 backend redis simba_redis.h && lane redis lane_redis
 backend mysql simba_mysql.h && lane mysql lane_mysql
 backend zk simba_zk.h && lane zk lane_zk
+backend sqlite simba_sqlite.h && lane sqlite lane_sqlite
 wait
 for l in $lanes; do cat "build/logs/lane-$l.out"; done
 # real server and client processes under faults, checked for double holds

@@ -28,7 +28,7 @@ if [ -f simba_redis.h ] && [ "${CHAOS_NO_CHEAT:-0}" != 1 ]; then
         fail=$((fail + 1)); echo "chaos cheat: failed without the expected violation"; tail -n 15 build/chaos/cheat.out | sed 's/^/  | /'
     fi
 fi
-for b in ${CHAOS_BACKENDS:-redis redis-cluster mysql zk zk-partition}; do
+for b in ${CHAOS_BACKENDS:-redis redis-cluster mysql zk zk-partition sqlite}; do
     hdr=simba_${b%%-*}.h   # zk-partition: the second ZooKeeper round (run.sh)
     [ -f "$hdr" ] || { echo "chaos $b: skipped ($hdr does not exist)"; continue; }
     if timeout $((SECS * 3 + 240)) tests/chaos/run.sh "$b" "$SECS" >"build/chaos/$b.out" 2>&1; then

@@ -40,10 +40,12 @@
 #define SIMBA_REDIS_IMPLEMENTATION
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
+#define SIMBA_SQLITE_IMPLEMENTATION
 #include "simba.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_zk.h"
+#include "simba_sqlite.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -135,6 +137,12 @@ static simba_backend make_backend(const char *kind) {
         d.hosts = getenv("CHAOS_ZK_HOSTS") ? getenv("CHAOS_ZK_HOSTS") : getenv("SIMBA_ZK_HOSTS");
         d.base_path = "/chaos";
         return simba_zk(&d);
+    }
+    if (strcmp(kind, "sqlite") == 0) {   /* no server: the file of run.sh */
+        simba_sqlite_desc d;
+        memset(&d, 0, sizeof d);
+        d.path = getenv("SIMBA_SQLITE_PATH");
+        return simba_sqlite(&d);
     }
     return none;
 }

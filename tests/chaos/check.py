@@ -20,6 +20,8 @@ and reports:
     for the mutex every pair counts (its holds cannot overlap); for the
     semaphore two holders may see their grants in either order, so only
     grants seen more than a lease apart are compared;
+  - a hold of a process the driver killed with -9 (K records: "K pid ns",
+    written just before the kill) is believed until the kill at most;
   - client processes that died by themselves (EXITED records of the driver):
     a library must not kill its host, so any is a failure;
   - totals: grants per name, faults per kind, violations, errors, and the
@@ -42,6 +44,7 @@ def main():
     path, label = args[0], args[1]
     ttl_ms = 1500
     lease_ms = 2500
+    kills = {}          # pid -> when the driver sent it SIGKILL (K records)
     expect = []         # fault kinds the driver meant to inject
     recovery_ms = None  # the longest recovery allowed (None: any)
     i = 2
@@ -104,6 +107,8 @@ def main():
                     h["why"] = p[7]
                 elif t == "X":
                     errors[p[4]] = errors.get(p[4], 0) + 1
+                elif t == "K":
+                    kills[p[1]] = int(p[2])
                 elif t == "F":
                     faults.append((p[1], int(p[2]), int(p[3])))
                 else:
@@ -114,6 +119,10 @@ def main():
     names = {}
     for h in holds.values():
         h["bend"] = min(h["until"], h["end"]) if h["end"] is not None else h["until"]
+        # a process killed with -9 runs no code of its own once the signal
+        # is sent: its holds are believed until the kill at most
+        if h["pid"] in kills and h["start"] <= kills[h["pid"]] < h["bend"]:
+            h["bend"] = kills[h["pid"]]
         if h["bend"] < h["start"]:
             h["bend"] = h["start"]
         names.setdefault(h["name"], []).append(h)

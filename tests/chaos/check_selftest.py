@@ -5,8 +5,9 @@ Feeds tests/chaos/check.py small hand-made logs: a clean one must pass, and
 each kind of violation (two holders of the mutex, three permits of the
 semaphore, a fence that goes backwards, a fence granted twice, a hold that
 comes back to life after its deadline, a fault never followed by a grant, a
-recovery longer than --recovery-ms) must fail. A killed holder (no end record) must be capped at its last
-deadline, so a grant after that deadline is no violation.
+recovery longer than --recovery-ms) must fail. A killed holder (no end record)
+must be capped at its last deadline, so a grant after that deadline is no
+violation; a holder the driver killed with -9 (a K record) is capped at the kill.
 Prints "N passed, N failed".
 """
 import os
@@ -30,6 +31,10 @@ def E(c, pid, seq, name, fence, end, why="release"):
     return "E %s %d %d %s %d %d %s" % (c, pid, seq, name, fence, end * MS, why)
 
 
+def K(pid, t):
+    return "K %d %d" % (pid, t * MS)
+
+
 def F(kind, s, e):
     return "F %s %d %d" % (kind, s * MS, e * MS)
 
@@ -47,8 +52,18 @@ BASE = [
     A("c5", 5, 2, "s", 8, 1, 2, 3600, 5100), E("c5", 5, 2, "s", 8, 3700),
 ]
 
+# a holder killed with -9 (K) at 6100, its deadline at 7500: a grant after
+# the kill is no violation (a killed process believes nothing: sqlite grants
+# at once), one before the kill is
+KILLED = [A("c6", 6, 1, "m", 20, 1, 1, 6000, 7500), K(6, 6100), F("kill9", 6100, 6110),
+          A("c8", 8, 1, "s", 9, 1, 2, 6300, 7800), E("c8", 8, 1, "s", 9, 6310)]
+
 CASES = [
     ("clean history", BASE, 0),
+    ("a grant after a holder was killed (K)",
+     BASE + KILLED + [A("c7", 7, 1, "m", 21, 1, 1, 6120, 7620), E("c7", 7, 1, "m", 21, 6200)], 0),
+    ("a grant before a holder was killed (K)",
+     BASE + KILLED + [A("c7", 7, 1, "m", 21, 1, 1, 6050, 7550), E("c7", 7, 1, "m", 21, 6200)], 1),
     ("two holders of the mutex", BASE + [A("c6", 6, 1, "m", 13, 1, 1, 3450, 4950), E("c6", 6, 1, "m", 13, 3460)], 1),
     ("three permits of a capacity-2 semaphore",
      BASE + [A("c6", 6, 1, "s", 9, 2, 2, 3650, 5150), E("c6", 6, 1, "s", 9, 3660)], 1),

@@ -2,7 +2,7 @@
 # tests/chaos/run.sh -- process-level chaos against a real server (`make chaos`).
 #
 #   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, redis-cluster,
-#                                            mysql, zk or zk-partition
+#                                            mysql, zk, zk-partition or sqlite
 #
 # Starts the backend's throw-away servers (tests/servers/BACKEND.sh run; for zk
 # also the 3-node ensemble; zk-partition is its own ZooKeeper round, see
@@ -43,6 +43,8 @@
 #             follower_pause  SIGSTOP a follower for lease + 1 s (its clients
 #                           hear nothing, not even a close)
 #             conn_kill     the server ends of every client connection closed (ss -K)
+#   sqlite    file_deleted  the database file (and -wal, -shm) deleted under
+#                           running clients (no server: tests/servers is not used)
 #   zk-partition  (a second ZooKeeper round: the ensemble with every member
 #             link and client port behind tests/tools/tcp_proxy, `zk.sh
 #             proxied`; elections through the proxies are slow, 7-23 s, so
@@ -74,13 +76,13 @@ die() { echo "chaos: $*" >&2; exit 2; }
 
 B=${1:-}
 SECS=${2:-120}
-case "$B" in redis|redis-cluster|mysql|zk|zk-partition) ;; *) die "usage: $0 redis|redis-cluster|mysql|zk|zk-partition SECONDS" ;; esac
+case "$B" in redis|redis-cluster|mysql|zk|zk-partition|sqlite) ;; *) die "usage: $0 redis|redis-cluster|mysql|zk|zk-partition|sqlite SECONDS" ;; esac
 SRV=${B%%-*}    # the server script: zk-partition runs ZooKeeper's, redis-cluster Redis's
 MODE=run        # its mode: redis-cluster runs `redis.sh cluster`
 KIND=$SRV       # the chaos_client backend
 [ "$B" = redis-cluster ] && MODE=cluster && KIND=redis-cluster
 
-if [ -z "${CHAOS_INNER:-}" ]; then
+if [ -z "${CHAOS_INNER:-}" ] && [ "$B" != sqlite ]; then   # sqlite: no server
     export CHAOS_INNER=1
     # zk-partition: zk.sh's `proxied` needs the proxy (make build/tcp_proxy)
     [ "$B" = zk-partition ] && export SIMBA_ZK_PROXY=${SIMBA_ZK_PROXY:-$PWD/build/tcp_proxy}
@@ -161,6 +163,12 @@ zk)
     [ -n "$CHAOS_ZK_HOSTS" ] || { tail -n 5 "$WORK/ensemble.err" >&2; die "the ZooKeeper ensemble did not start"; }
     export CHAOS_ZK_HOSTS
     FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause follower_pause conn_kill"
+    ;;
+sqlite)
+    # no server: one database file in the run's directory, and what can
+    # happen to a file under running clients
+    export SIMBA_SQLITE_PATH=$WORK/locks.db
+    FAULTS="holder_stop holder_stop_ttl kill9 file_deleted"
     ;;
 zk-partition)
     [ -x "${SIMBA_ZK_PROXY:-}" ] || die "SIMBA_ZK_PROXY=${SIMBA_ZK_PROXY:-} is not executable (make build/tcp_proxy)"
@@ -273,12 +281,23 @@ f_kill9() {
     done
     for p in $h ${w:-}; do
         i=$(index_of "$p")
+        echo "K $p $(now)" >>"$LOG"   # the checker: no belief of p after this
         kill -9 "$p" 2>/dev/null
         wait "$p" 2>/dev/null
         rm -f "$STATE/$p"
         start_client "$i"
     done
     record kill9 "$t0" "$(now)"
+}
+
+# sqlite: the database file (with its -wal and -shm) deleted under running
+# clients: holders are told (DISCONNECTED, LOST) and whoever makes the file
+# again grants nothing for a lease (docs/sqlite.md, "a replaced file")
+f_file_deleted() {
+    local t0
+    t0=$(now)
+    rm -f "$SIMBA_SQLITE_PATH" "$SIMBA_SQLITE_PATH-wal" "$SIMBA_SQLITE_PATH-shm"
+    record file_deleted "$t0" "$(now)"
 }
 
 f_server_pause() {
