@@ -10,6 +10,7 @@ REDIS_LIBS := -lhiredis
 MYSQL_LIBS := -lmariadb
 ZK_LIBS    := -lzookeeper_st
 PG_LIBS    := -lpq
+SQLITE_LIBS := -lsqlite3
 
 # test and fuzz builds never send a name to a DNS resolver (simba_backend_resolve)
 TEST_DEFS := -DSIMBA_NO_DNS
@@ -17,8 +18,8 @@ HDR_CORE  := simba.h simba_mem.h simba_url.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h tests/zk_mntr.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
-.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-pg test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-pg bench-pg valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk demo \
+.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-pg test-compile \
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
 all: examples bench cli
@@ -27,15 +28,15 @@ help:
 	@echo "make            examples and benchmarks"
 	@echo "make demo       leader election on the in-memory backend (no server needed)"
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
-	@echo "make test-mem | test-redis | test-mysql | test-zk | test-pg | test-compile"
+	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-pg | test-compile"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
-	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-pg: the backend suites under ASan+UBSan"
+	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
 	@echo "make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (300); fuzz-ci: 40 s each"
 	@echo "make test-redis-cluster | asan-redis-cluster | bench-redis-cluster   Redis Cluster (3 masters + 3 replicas)"
-	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-pg | bench-loop"
+	@echo "make bench-mem | bench-redis | bench-mysql | bench-zk | bench-sqlite | bench-pg | bench-loop"
 	@echo "make bench-scale | test-scale   cost as the queue grows, with peers (issue #15); its acceptance test (fails until #15 is done)"
 	@echo "make deps       apt-get install what building and the servers need (root)"
 	@echo "make install PREFIX=/usr/local"
@@ -70,6 +71,8 @@ $(B)/test_mysql: tests/test_mysql.c $(TEST_DEPS) simba_mysql.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_mysql.c tests/conformance.c $(MYSQL_LIBS) $(LDFLAGS)
 $(B)/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS) $(LDFLAGS)
+$(B)/test_sqlite: tests/test_sqlite.c $(TEST_DEPS) simba_sqlite.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_sqlite.c tests/conformance.c $(SQLITE_LIBS) $(LDFLAGS)
 # A user-space TCP proxy that can freeze its links (network partitions in tests).
 $(B)/tcp_proxy: tests/tools/tcp_proxy.c | $(B)
 	$(CC) $(WARN) $(CFLAGS) -o $@ tests/tools/tcp_proxy.c $(LDFLAGS)
@@ -94,6 +97,9 @@ $(B)/test_pg: tests/test_pg.c $(TEST_DEPS) simba_pg.h simba_pg.sql | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_pg.c tests/conformance.c $(PG_LIBS) $(LDFLAGS)
 test-pg: $(B)/test_pg
 	tests/servers/pg.sh run ./$(B)/test_pg
+# no server: the database is a file in a temporary directory of the test's own
+test-sqlite: $(B)/test_sqlite
+	./$(B)/test_sqlite
 test-compile:
 	tests/compile_matrix.sh
 
@@ -125,6 +131,7 @@ TEST_BINS := $(B)/test_mem $(B)/test_sim $(B)/asan/test_mem $(B)/asan/test_sim \
 	$(B)/test_redis_cluster $(B)/test_scale \
 	$(B)/asan/test_redis $(B)/asan/test_mysql $(B)/asan/test_zk \
 	$(B)/test_pg $(B)/asan/test_pg \
+	$(B)/test_sqlite $(B)/asan/test_sqlite \
 	$(B)/test_loop_mem $(B)/test_loop_redis $(B)/test_loop_mysql $(B)/test_loop_zk \
 	$(EXAMPLES) $(LOOP_EXAMPLES) $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
 .PHONY: test-build test-redis-cluster bench-redis-cluster asan-redis-cluster
@@ -153,8 +160,13 @@ $(B)/asan/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h
 $(B)/asan/test_pg: tests/test_pg.c $(TEST_DEPS) simba_pg.h simba_pg.sql
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_pg.c tests/conformance.c $(PG_LIBS)
+$(B)/asan/test_sqlite: tests/test_sqlite.c $(TEST_DEPS) simba_sqlite.h
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_sqlite.c tests/conformance.c $(SQLITE_LIBS)
 asan: asan-mem asan-sim
-asan-backends: asan-redis asan-mysql asan-zk asan-pg
+asan-backends: asan-redis asan-mysql asan-zk asan-sqlite asan-pg
+asan-sqlite: $(B)/asan/test_sqlite
+	ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_sqlite
 asan-redis: $(B)/asan/test_redis
 	ASAN_OPTIONS=detect_leaks=1 tests/servers/redis.sh run ./$(B)/asan/test_redis
 $(B)/asan/test_redis_sentinel: tests/test_redis_sentinel.c $(TEST_DEPS) simba_redis.h
@@ -188,11 +200,11 @@ valgrind-sim: $(B)/test_sim
 
 # ---- chaos: real server and client processes under faults (tests/chaos/) ----
 CHAOS_SECONDS ?= 120
-$(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_pg.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(PG_LIBS) $(LDFLAGS)
-$(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_pg.h
+$(B)/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h simba_pg.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS) $(PG_LIBS) $(LDFLAGS)
+$(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h simba_pg.h
 	@mkdir -p $(B)/asan
-	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(PG_LIBS)
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(TEST_DEFS) -o $@ tests/chaos/chaos_client.c $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS) $(PG_LIBS)
 chaos: $(B)/chaos_client $(B)/tcp_proxy
 	tests/chaos/all.sh $(CHAOS_SECONDS)
 chaos-ci: $(B)/chaos_client $(B)/tcp_proxy
@@ -253,6 +265,11 @@ bench-redis-cluster: $(B)/bench_redis_cluster
 	bench/record.sh $@ 'tests/servers/redis.sh cluster tests/servers/redis.sh run ./$(B)/bench_redis_cluster'
 bench-mysql: $(B)/bench_mysql
 	bench/record.sh $@ 'tests/servers/mysql.sh run ./$(B)/bench_mysql'
+$(B)/bench_sqlite: bench/bench_sqlite.c bench/bench_util.h $(HDR_CORE) simba_sqlite.h | $(B)
+	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SQLITE_LIBS) $(LDFLAGS)
+# no server: the floors (a write transaction, flock, a datagram) and simba on one file
+bench-sqlite: $(B)/bench_sqlite $(B)/simba
+	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba ./$(B)/bench_sqlite'
 bench-zk: $(B)/bench_zk
 	bench/record.sh $@ 'tests/servers/zk.sh run ./$(B)/bench_zk'
 $(B)/bench_pg: bench/bench_pg.c bench/bench_util.h $(HDR_CORE) simba_pg.h | $(B)
@@ -297,8 +314,8 @@ test-scale: $(B)/test_scale
 # MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
 # harness of the URL parser for FUZZ_URL_SECONDS (clang).
 .PHONY: cli test-cli asan-cli bench-cli fuzz-url install-cli
-CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(PG_LIBS)
-CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_pg.h
+CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS) $(PG_LIBS)
+CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h simba_pg.h
 FUZZ_URL_SECONDS ?= 60
 cli: $(B)/simba
 $(B)/simba: cli/simba_cli.c $(CLI_HDRS) | $(B)
@@ -336,14 +353,16 @@ DEPS := build-essential clang pkg-config valgrind libhiredis-dev redis-server \
 DEPS += libpq-dev postgresql                 # the PostgreSQL backend and its test server
 DEPS += libclang-rt-14-dev libclang-rt-dev   # libFuzzer and the sanitizer runtimes (make fuzz, test-cli)
 DEPS += libevent-dev libuv1-dev              # the loop adapters
+DEPS += gcc-multilib musl-tools              # the compile matrix: -m32 and musl
 DEPS += python3-kazoo python3-redis python3-pymysql   # the peers of make bench-scale
+DEPS += libsqlite3-dev sqlite3 util-linux           # the SQLite backend; flock(1) for its figures
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_pg.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h simba_pg.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/simba_adapters
 	install -m 644 adapters/simba_epoll.h adapters/simba_libevent.h adapters/simba_libuv.h $(DESTDIR)$(PREFIX)/include/simba_adapters/
 	install -d $(DESTDIR)$(PREFIX)/share/simba

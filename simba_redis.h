@@ -1196,7 +1196,9 @@ static int simba__redis_error_code(const char *msg) {
    that lost its master (MASTERDOWN), a cluster slot on the move (TRYAGAIN).
    They are retried like a disconnect: the connection is dropped and made
    again with the backoff, so every op in flight (a RELEASE included) is
-   sent again once the server answers, and no op ends in an ERROR event. */
+   sent again once the server answers, and no op ends in an ERROR event.
+   (On a cluster's master, TRYAGAIN is a pause on the same connection:
+   simba__redis_cluster_redirected.) */
 static int simba__redis_transient(const char *msg) {
     static const char *const words[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN"};
     size_t i;
@@ -1533,6 +1535,7 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
 }
 
 static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_cluster_ready(simba__redis *c);
 
 /* Queue the handshake; hiredis sends it once the connect completes. */
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
@@ -1744,6 +1747,7 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     c->attempt = 0;
     c->deadline = -1;
     r->gen++;
+    if (r->parent) simba__redis_cluster_ready(r);
     simba__redis_flush_repeats(r);
     r->last_fail[0] = 0;
     simba__redis_report(r, 1, 0, NULL);
@@ -2288,6 +2292,34 @@ static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, 
     return 1;
 }
 
+/*--- Redis Cluster: answers held back. An op that meets a slot on the move
+   (ASK, TRYAGAIN: a migration under way; a script that met a key of another
+   node: our node tag is behind a slot that moved) cannot be judged now. It
+   is answered EDISCONNECTED, which makes the core send it again (routed by
+   the map of then), but only after a pause that grows with the answers of
+   that kind in a row on its slot (10 ms doubling to 100 ms): the connection
+   stays (a pause is not a fault of the master: its other ops, the
+   keepalives and the holds on it go on), nothing is ever answered on a
+   guess (a RELEASE is done only once a master said the entry is gone), and
+   the retries cost a few round trips a second. Each try is one op of the
+   core, answered well inside its op timeout. */
+typedef struct simba__redis_cluster_later {
+    struct simba__redis_cluster_later *next;
+    uint64_t id;
+    int fan;                    /* a part of an OPEN/KEEPALIVE/CLOSE fan-out */
+    int64_t due;
+    char msg[160];
+} simba__redis_cluster_later;
+
+enum { SIMBA__REDIS_CLUSTER_PAUSE_MS = 10, SIMBA__REDIS_CLUSTER_PAUSE_MAX_MS = 100 };
+
+/* The pause before the n-th answer in a row of a slot on the move is given. */
+static int simba__redis_cluster_pause_ms(int n) {
+    int ms = SIMBA__REDIS_CLUSTER_PAUSE_MS;
+    while (--n > 0 && ms < SIMBA__REDIS_CLUSTER_PAUSE_MAX_MS) ms *= 2;
+    return ms < SIMBA__REDIS_CLUSTER_PAUSE_MAX_MS ? ms : SIMBA__REDIS_CLUSTER_PAUSE_MAX_MS;
+}
+
 /*--- Redis Cluster: the runtime. The cluster's backend (r->cl set) owns one
    node backend per master of the slot map (a simba__redis each, with the
    whole one-server machinery: connect, handshake, SCRIPT LOAD, INFO run_id,
@@ -2297,7 +2329,7 @@ static int simba__redis_cluster_redirect(const char *msg, size_t len, int *ask, 
    SLOTS. Ops on resources go to the master of their slot; OPEN/KEEPALIVE/
    CLOSE go to every master and are answered once all did. */
 
-enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 5, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
+enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 30, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
 
 /* One waiting request of ours (an ENQUEUE or POLL answered "not granted"):
    what keeps the push connection of its slot's master open (see "push
@@ -2326,6 +2358,7 @@ struct simba__redis_cluster {
     int stale;                  /* a MOVED named a master the map does not know: down until the next map */
     int maps;                   /* maps applied so far */
     int64_t next_refresh;       /* while not every master is connected: ask the map again then */
+    int64_t hold_until;         /* != 0: the completion under way is held back until then (park) */
     simba__redis *probe;
     simba__redis *node[SIMBA__REDIS_CLUSTER_MAX_NODES];
     simba__redis_fanout fan[SIMBA__REDIS_CLUSTER_FANS];
@@ -2336,6 +2369,10 @@ struct simba__redis_cluster {
     size_t nwb, nw;
     int waiting[SIMBA__REDIS_CLUSTER_MAX_NODES];        /* of them, queued on each master of the map */
     int pinned;                 /* a waiter could not be recorded (out of memory): no push connection closes */
+    unsigned long gen;          /* main connections of the masters made ready so far (the GEN of every op) */
+    struct simba__redis_cluster_later *later;   /* answers held back (simba__redis_cluster_park), oldest first */
+    unsigned char asked[SIMBA__REDIS_CLUSTER_SLOTS];   /* ASK/TRYAGAIN/non-local answers in a row per slot */
+    unsigned char asked_fan;    /* the same for the session ops (no slot) */
 };
 
 static int simba__redis_start(simba__redis *r, const simba_op *op);
@@ -2347,6 +2384,12 @@ static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max);
 static int64_t simba__redis_deadline(void *impl);
 static void simba__redis_reset(void *impl, int why);
 static int simba__redis_build_script(simba__redis *r);
+
+/* A master's (or the probe's) main connection is ready: counted in the
+   GEN every op carries (simba__redis_op_gen). */
+static void simba__redis_cluster_ready(simba__redis *c) {
+    if (c->parent->cl) c->parent->cl->gen++;
+}
 
 /* A node or probe backend at host:port with the cluster's settings; its
    main connection starts at the next process() (a node's push connection
@@ -2854,12 +2897,16 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
 
 /* A node backend's answer (from simba__redis_complete): ids back to the
    core's, then to the core or to the fan-out it is part of. */
+static int simba__redis_cluster_hold(simba__redis *p, uint64_t id, int fan, const simba_reply *rep);
+
 static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
     simba__redis *p = c->parent;
     const char *wake = NULL;
-    if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = 0;
+    if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = p->cl->asked[q->slot] = 0;
+    if (q->fan && rep->status != SIMBA_EDISCONNECTED) p->cl->asked_fan = 0;
     if (q->slot >= 0) wake = simba__redis_cluster_note(c, q, rep);
     if (q->fan && q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) c->join = 0;   /* it has a copy now */
+    if (p->cl->hold_until && simba__redis_cluster_hold(p, q->id, q->fan, rep)) return;
     if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
@@ -2954,16 +3001,99 @@ static int simba__redis_cluster_submit(simba__redis *p, const simba_op *op) {
     return simba__redis_cluster_route(p, op);
 }
 
-/* A node answered MOVED/ASK/"non local key": the map is behind. MOVED
-   names the slot's master: routed there at once, the map asked again, the
-   op answered EDISCONNECTED (the core sends it again), at most
-   SIMBA__REDIS_CLUSTER_MAX_MOVED times in a row per slot (then a loop:
-   SIMBA_EBACKEND). ASK (a slot being migrated) is never followed with
-   ASKING: the script names only the resource's base key, which never
-   exists, so a migrating source always answers ASK while the queue may
-   still be there, and the target would run on half-moved keys (a double
-   grant); ASK waits like TRYAGAIN, with the backoff, until the migration
-   ends and MOVED points at the new master. Returns 1 when it took the op. */
+/* Keeps the answer under way (rep, of op id) until cl->hold_until: 0 when
+   it cannot (out of memory: it is given now, only without the pause). */
+static int simba__redis_cluster_hold(simba__redis *p, uint64_t id, int fan, const simba_reply *rep) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_cluster_later *l = (simba__redis_cluster_later *)simba_allocator_alloc(&p->alloc, sizeof *l), **at;
+    if (!l) return 0;
+    memset(l, 0, sizeof *l);
+    l->id = id;
+    l->fan = fan;
+    l->due = cl->hold_until;
+    simba__redis_copy(l->msg, sizeof l->msg, rep->message, rep->message ? strlen(rep->message) : 0);
+    for (at = &cl->later; *at; at = &(*at)->next) {}
+    *at = l;
+    return 1;
+}
+
+/* The answers held back whose pause is over, in the order they were held. */
+static void simba__redis_cluster_give_later(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    int64_t now = simba__redis_now(p);
+    simba__redis_cluster_later **at = &cl->later;
+    while (*at) {
+        simba__redis_cluster_later *l = *at;
+        simba_reply rep;
+        if (l->due > now) { at = &l->next; continue; }
+        *at = l->next;
+        memset(&rep, 0, sizeof rep);
+        rep.id = l->id;
+        rep.status = SIMBA_EDISCONNECTED;
+        rep.message = l->msg[0] ? l->msg : NULL;
+        rep.recheck_ms = -1;
+        if (l->fan) simba__redis_cluster_fan_done(p, l->id, &rep);
+        else simba_backend_complete(p->s, &rep);
+        simba_allocator_free(&p->alloc, l);
+        at = &cl->later;   /* a completion may have held another answer back */
+    }
+}
+
+static int64_t simba__redis_cluster_later_at(const simba__redis *p) {
+    const simba__redis_cluster_later *l;
+    int64_t at = -1;
+    for (l = p->cl->later; l; l = l->next) if (at < 0 || l->due < at) at = l->due;
+    return at;
+}
+
+/* Op q on node c met a slot on the move (see "answers held back" above),
+   the n-th time in a row: answered EDISCONNECTED after the pause, the
+   connection kept, the map asked again. */
+static void simba__redis_cluster_park(simba__redis *c, simba__redis_req *q, const char *why, size_t len, int n) {
+    simba__redis *p = c->parent;
+    struct simba__redis_cluster *cl = p->cl;
+    char msg[160];
+    if (n == 1)
+        simba_backend_log(p->s, SIMBA_LOG_INFO, "simba_redis: Redis Cluster: %s:%d: %.*s: slot %d is on the move; "
+                          "its ops are sent again until it has settled", c->host, c->port, (int)(len < 100 ? len : 100),
+                          why, q->slot);
+    c->stats.transient_errors++;
+    cl->want_refresh = 1;
+    simba__redis_copy(msg, sizeof msg, why, len);
+    cl->hold_until = simba__redis_now(p) + simba__redis_cluster_pause_ms(n);
+    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, msg);
+    cl->hold_until = 0;
+}
+
+/* The ASK/TRYAGAIN/"non local key" answers in a row of q's slot, this one counted. */
+static int simba__redis_cluster_asked(struct simba__redis_cluster *cl, const simba__redis_req *q) {
+    unsigned char *n = q->slot >= 0 ? &cl->asked[q->slot] : &cl->asked_fan;
+    if (*n < 255) (*n)++;
+    return *n;
+}
+
+/* A node answered MOVED, ASK, TRYAGAIN or "non local key": the map is
+   behind, or a slot is on the move. MOVED names the slot's master: routed
+   there, the map asked again, the op answered EDISCONNECTED (the core
+   sends it again): at once the first time, after a pause from the second
+   MOVED in a row for the slot on (the masters disagree for the moment a
+   migration's end takes to reach them all: the source already names the
+   target, the target not yet itself). More than
+   SIMBA__REDIS_CLUSTER_MAX_MOVED in a row (about 3 s of pauses) is a loop
+   between disagreeing nodes: SIMBA_EBACKEND, except for a RELEASE, which
+   goes on (given up, it would leave the entry held until the session
+   ends). ASK and TRYAGAIN (a slot
+   being migrated) and "non local key" (a key of the script's in a slot
+   that moved or is moving: our node tag is behind the map) are answered
+   the same way after a pause (simba__redis_cluster_park), on the same
+   connection. ASK is never followed with ASKING: the script names only the
+   resource's base key, which never exists, so a migrating source answers
+   ASK while the queue may still be there, and the target would run on
+   half-moved keys (a double grant); an op on a slot on the move waits until
+   the migration ends and MOVED points at the new master. A script stopped
+   by "non local key" may have written part of its work: each op is safe to
+   run again (a RELEASE whose entry is gone still grants the next waiter).
+   Returns 1 when it took the op. */
 static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q, const redisReply *rp) {
     simba__redis *p = c->parent;
     struct simba__redis_cluster *cl = p->cl;
@@ -2971,16 +3101,8 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     int ask, slot, i;
     char why[200];
     if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
-        if (strstr(rp->str, "non local key")) {
-            /* the script met a key of another node: our node tag is behind
-               the map (asked again; the session ops then fail ESESSION), or
-               the resource's slot moved with entries of sessions that live
-               on its old node: nobody can judge them here, so nothing is
-               granted (docs/redis.md, Cluster, "Migrating a slot") */
-            cl->want_refresh = 1;
-            snprintf(why, sizeof why, "Redis Cluster: the script met a key of another node (%.80s); docs/redis.md, "
-                     "Cluster", rp->str);
-            simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+        if (strstr(rp->str, "non local key") || strncmp(rp->str, "TRYAGAIN", 8) == 0) {
+            simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q));
             return 1;
         }
         if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
@@ -2989,7 +3111,7 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
         return 1;
     }
     cl->want_refresh = 1;
-    if (ask) { simba__redis_retry_later(c, q, rp); return 1; }
+    if (ask) { simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q)); return 1; }
     for (i = 0; i < cl->map.nnodes; i++)
         if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) break;
     if (i == cl->map.nnodes) {
@@ -3000,7 +3122,8 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
         simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");
         return 1;
     }
-    if (++cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED) {
+    if (cl->moved[slot] < 255) cl->moved[slot]++;
+    if (cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED && q->kind != SIMBA_OP_RELEASE) {
         cl->moved[slot] = 0;
         snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
                  "nodes disagree about its master", (int)SIMBA__REDIS_CLUSTER_MAX_MOVED, slot, to.host, to.port);
@@ -3010,7 +3133,8 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     }
     cl->map.owner[slot] = (short)i;
     simba__redis_cluster_recount(cl);
-    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+    if (cl->moved[slot] > 1) simba__redis_cluster_park(c, q, rp->str, rp->len, cl->moved[slot] - 1);
+    else simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
     return 1;
 }
 
@@ -3031,8 +3155,9 @@ static int64_t simba__redis_cluster_deadline(simba__redis *p) {
     if (p->reported != 1 && cl->have_map) at = at < 0 || cl->next_refresh < at ? cl->next_refresh : at;
     if (cl->want_refresh && cl->probe->conn[SIMBA__REDIS_MAIN].ready && !cl->refreshing) return simba__redis_now(p);
     {
-        int64_t idle = simba__redis_cluster_idle_at(p);
+        int64_t idle = simba__redis_cluster_idle_at(p), later = simba__redis_cluster_later_at(p);
         if (idle >= 0 && (at < 0 || idle < at)) at = idle;
+        if (later >= 0 && (at < 0 || later < at)) at = later;
     }
     for (i = 0; i < cl->map.nnodes; i++) {
         int64_t t = cl->node[i] ? simba__redis_deadline(cl->node[i]) : -1;
@@ -3057,6 +3182,7 @@ static void simba__redis_cluster_process(simba__redis *p, const struct pollfd *f
         cl->next_refresh = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_REFRESH_MS;
     }
     if (cl->want_refresh) simba__redis_cluster_ask_map(p);
+    simba__redis_cluster_give_later(p);
     simba__redis_cluster_idle(p);
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS; i++)
         if (cl->fan[i].used && cl->fan[i].deferred) {
@@ -3084,6 +3210,11 @@ static void simba__redis_cluster_free(simba__redis *p) {
     for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
     if (cl->probe) simba__redis_destroy(cl->probe);
     simba__redis_cluster_free_waiters(p);
+    while (cl->later) {
+        simba__redis_cluster_later *l = cl->later;
+        cl->later = l->next;
+        simba_allocator_free(&p->alloc, l);
+    }
     simba_allocator_free(&p->alloc, cl);
     p->cl = NULL;
 }
@@ -3153,6 +3284,20 @@ static void simba__redis_arg_key(simba__redis_args *a, simba__redis *r, const ch
     a->used += n + 1;
 }
 
+/* The GEN an op carries (the script's ARGV[10]): the main connections made
+   ready so far, of this server or, on a cluster, of all its masters
+   together. An entry keeps the GEN of the op that made it, and the script
+   keeps an entry made with a greater GEN than a RELEASE's (made by a newer
+   connection than the one the RELEASE was sent on). An entry moves with its
+   slot to another master: counted per master, a RELEASE sent there after
+   the ENQUEUE could carry less than it and leave the entry for good; the
+   cluster's one count never goes back, so an op sent after another never
+   carries less, and an op sent again after a reconnect carries more than
+   every op sent before it. */
+static unsigned long simba__redis_op_gen(const simba__redis *r) {
+    return r->parent && r->parent->cl ? r->parent->cl->gen : r->gen;
+}
+
 /* EVALSHA sha numkeys KEYS... ARGV... (argv[0..1] are set when sending). */
 static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const simba_op *op) {
     int i, nres = simba__redis_has_res(op->kind) ? op->nres : 0;
@@ -3170,7 +3315,7 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     /* "c": a contend handle (never try_only): the script lists it for owner-change pushes */
     simba__redis_arg_str(a, op->try_only ? "1" : op->watch_owner ? "c" : "0");
     simba__redis_arg_str(a, r->wait_replicas > 0 ? "1" : "0");
-    simba__redis_arg_num(a, (long long)r->gen);
+    simba__redis_arg_num(a, (long long)simba__redis_op_gen(r));
     for (i = 0; i < nres; i++) {
         simba__redis_arg_str(a, op->res[i].name);
         simba__redis_arg_num(a, op->res[i].capacity);
@@ -3448,11 +3593,11 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
             if (simba__redis_send(r, q) != SIMBA_OK) simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, NULL);
             return;
         }
+        if (simba__redis_cluster_misrouted(r, q, rp)) return;
         if (simba__redis_transient(rp->str)) {
             simba__redis_retry_later(r, q, rp);
             return;
         }
-        if (simba__redis_cluster_misrouted(r, q, rp)) return;
         simba__redis_complete_status(r, q, simba__redis_error_code(rp->str), rp->str);
         return;
     }

@@ -62,6 +62,7 @@ extern "C" {
        zk://host1:port1,host2:port2[/chroot][?base_path=..]
        postgres://[user[:password]@]host[:port][,host:port]/database[?schema=..]
                                    (postgresql:// too; libpq parses it: simba_pg.h)
+       sqlite:///path/to/locks.db[?mode=..&busy_retry=..]   (one machine)
        mem:                        (this process only)
 
    and, for every scheme, the client options as query parameters: tenant,
@@ -108,6 +109,9 @@ SIMBA__URL_STATIC const char *simba_url_schemes(void) {
 #ifdef SIMBA_PG_INCLUDED
         "postgres://, postgresql://, "
 #endif
+#ifdef SIMBA_SQLITE_INCLUDED
+        "sqlite://, "
+#endif
 #ifdef SIMBA_MEM_INCLUDED
         "mem:, "
 #endif
@@ -150,6 +154,9 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
     else if (strcmp(u->scheme, "postgres") == 0 || strcmp(u->scheme, "postgresql") == 0)
         rc = simba_pg_from_url(u, url, &b, err);
 #endif
+#ifdef SIMBA_SQLITE_INCLUDED
+    else if (strcmp(u->scheme, "sqlite") == 0) rc = simba_sqlite_from_url(u, &b, err);
+#endif
 #ifdef SIMBA_MEM_INCLUDED
     else if (strcmp(u->scheme, "mem") == 0) {
         rc = simba_url_check_used(u, err);
@@ -165,7 +172,7 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
                             strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
                             strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0 ||
                             strcmp(u->scheme, "postgres") == 0 || strcmp(u->scheme, "postgresql") == 0 ||
-                            strcmp(u->scheme, "mem") == 0
+                            strcmp(u->scheme, "sqlite") == 0 || strcmp(u->scheme, "mem") == 0
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",
                               u->scheme, known, simba_url_schemes());

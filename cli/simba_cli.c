@@ -21,6 +21,7 @@
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
 #define SIMBA_PG_IMPLEMENTATION
+#define SIMBA_SQLITE_IMPLEMENTATION
 #include "simba.h"
 #define SIMBA_MEM_IMPLEMENTATION
 #include "simba_mem.h"
@@ -35,6 +36,9 @@
 #endif
 #ifndef SIMBA_CLI_NO_PG
 #include "simba_pg.h"
+#endif
+#ifndef SIMBA_CLI_NO_SQLITE
+#include "simba_sqlite.h"
 #endif
 #define SIMBA_URL_IMPLEMENTATION
 #include "simba_url.h"
@@ -78,7 +82,9 @@ static const char *usage_about =
     "     mysql://user[:password]@host[:port]/database[?...],\n"
     "     postgres://[user[:password]@]host[:port][,host:port...]/database[?...]\n"
     "     (postgresql:// too; libpq's URI: sslmode, target_session_attrs, ...),\n"
-    "     zk://host:port[,host:port...][/chroot][?...], mem: (this process only).\n"
+    "     zk://host:port[,host:port...][/chroot][?...],\n"
+    "     sqlite:///path/to/locks.db (processes of this machine, no server),\n"
+    "     mem: (this process only).\n"
     "     Query parameters tenant, client_id, ttl, transition for every scheme;\n"
     "     password_env=VAR or password_file=PATH keep passwords out of `ps`.\n"
     "     The URL may be \"-\": then it is taken from $SIMBA_URL.\n"

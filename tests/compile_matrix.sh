@@ -11,7 +11,9 @@
 #   - a backend header included without simba.h first must stop at its #error;
 #   - a two-translation-unit link (tests/link_a.c has the implementation,
 #     tests/link_b.c only includes the headers and calls the API), as C, as
-#     C++, and C implementation + C++ user; the binary is run.
+#     C++, and C implementation + C++ user; the binary is run;
+#   - the same two translation units with the core, mem and URL headers only
+#     for a 32-bit target (gcc -m32) and for musl libc (musl-gcc), run.
 # A missing backend header prints a "skip" line that counts as nothing.
 # Prints "ok - ..." / "not ok - ..." per combination, ends with
 # "N passed, N failed", exits non-zero on any failure.
@@ -50,6 +52,7 @@ impl_macro() {
         simba_mysql.h) echo SIMBA_MYSQL_IMPLEMENTATION ;;
         simba_zk.h) echo SIMBA_ZK_IMPLEMENTATION ;;
         simba_pg.h) echo SIMBA_PG_IMPLEMENTATION ;;
+        simba_sqlite.h) echo SIMBA_SQLITE_IMPLEMENTATION ;;
     esac
 }
 libs_of() {
@@ -58,6 +61,7 @@ libs_of() {
         simba_mysql.h) echo -lmariadb ;;
         simba_zk.h) echo -lzookeeper_st ;;
         simba_pg.h) echo -lpq ;;
+        simba_sqlite.h) echo -lsqlite3 ;;
     esac
 }
 
@@ -129,7 +133,7 @@ check_error_without_core() {
 
 link_defs=""
 link_libs=""
-for h in simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_pg.h; do
+for h in simba.h simba_mem.h simba_url.h simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h simba_pg.h; do
     if [ ! -f "$h" ]; then
         echo "skip - $h (not in this tree)"
         continue
@@ -163,6 +167,22 @@ link_run "gcc c99" gcc "-std=c99 -pedantic -O2" gcc "-std=c99 -pedantic -O2" gcc
 link_run "clang c11" clang "-std=c11 -pedantic -O2" clang "-std=c11 -pedantic -O2" clang
 link_run "g++ c++11" g++ "-x c++ -std=c++11 -O2" g++ "-x c++ -std=c++11 -O2" g++
 link_run "gcc implementation, g++ user" gcc "-std=c99 -pedantic -O2" g++ "-x c++ -std=c++11 -O2" g++
+
+# Other targets: 32-bit and musl, with the headers that need no library.
+port_run() {
+    what=$1 cc=$2 flags=$3
+    # shellcheck disable=SC2086
+    if $cc $flags $WARN -I. -c -o "$tmp/pa.o" tests/link_a.c >"$tmp/log" 2>&1 &&
+       $cc $flags $WARN -I. -c -o "$tmp/pb.o" tests/link_b.c >>"$tmp/log" 2>&1 &&
+       $cc $flags -o "$tmp/port" "$tmp/pa.o" "$tmp/pb.o" >>"$tmp/log" 2>&1 &&
+       "$tmp/port" >>"$tmp/log" 2>&1; then
+        ok "core, mem and url headers: $what"
+    else
+        not_ok "core, mem and url headers: $what"
+    fi
+}
+port_run "gcc -m32 (i386)" gcc "-m32 -std=c99 -pedantic -O2"
+port_run "musl-gcc" musl-gcc "-std=c99 -pedantic -O2"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -23,6 +23,13 @@
 #define SIMBA_PG_IMPLEMENTATION
 #include "simba_pg.h"
 #endif
+#ifdef SIMBA_LINK_SQLITE
+#define SIMBA_SQLITE_IMPLEMENTATION
+#include "simba_sqlite.h"
+#endif
+
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 
 /* ISO C wants at least one declaration in a translation unit, even if the
    headers above were to expand to nothing. */

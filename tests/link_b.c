@@ -18,6 +18,10 @@
 #ifdef SIMBA_LINK_PG
 #include "simba_pg.h"
 #endif
+#ifdef SIMBA_LINK_SQLITE
+#include "simba_sqlite.h"
+#endif
+#include "simba_url.h"
 
 static int fail(const char *what, int err) {
     printf("link_b: %s: %s\n", what, simba_strerror(err));
@@ -64,6 +68,12 @@ int main(void) {
 
     simba_destroy(s);
     simba_mem_server_destroy(srv);
+    if (!bad) {   /* simba_url.h: the parser in link_a, the dispatcher here */
+        simba_url_error ue;
+        simba *u = simba_create_url("mem:?tenant=link", NULL, &ue);
+        if (!u) bad = fail(ue.msg, ue.code);
+        simba_destroy(u);
+    }
     if (!bad) printf("link_b: %s acquired and released\n", simba_version());
     return bad;
 }

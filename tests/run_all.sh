@@ -97,6 +97,10 @@ lane_pg() {
     suite pg make -s test-pg
     suite asan-pg make -s asan-pg
 }
+lane_sqlite() {
+    suite sqlite make -s test-sqlite
+    suite asan-sqlite make -s asan-sqlite
+}
 lane_zk() {
     suite zk make -s test-zk
     suite loop-zk make -s test-loop-zk
@@ -123,6 +127,7 @@ backend redis simba_redis.h && lane redis lane_redis
 backend mysql simba_mysql.h && lane mysql lane_mysql
 backend zk simba_zk.h && lane zk lane_zk
 backend pg simba_pg.h && lane pg lane_pg
+backend sqlite simba_sqlite.h && lane sqlite lane_sqlite
 wait
 for l in $lanes; do cat "build/logs/lane-$l.out"; done
 # real server and client processes under faults, checked for double holds

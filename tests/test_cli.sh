@@ -6,8 +6,8 @@
 #   SIMBA_CLI=build/asan/simba tests/test_cli.sh   the same with another binary
 #
 # Parts: the URL unit test (plain and ASan), a bounded libFuzzer run of the
-# URL parser, the docs against the help (tests/cli_docs.sh), the tool on mem:, then on Redis (most tests), MySQL and
-# ZooKeeper (the no-overlap test on each). The script runs itself under
+# URL parser, the docs against the help (tests/cli_docs.sh), the tool on mem:, then on Redis (most tests), MySQL,
+# ZooKeeper (the no-overlap test on each) and SQLite (no server: a file). The script runs itself under
 # each server script with `--part NAME`; results are added up in a file.
 set -u
 cd "$(dirname "$0")/.."
@@ -157,7 +157,7 @@ part_mem() {
     check "--wait 1.5q: 64, the message shows the form (1.5s)" $([ $rc -eq 64 ] && grep -q -- "--wait.*1\.5s" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
     "$SIMBA" run 'nosuch://h' x -- true 2> "$T/e1"; rc=$?
     check "unknown scheme: 64, lists the compiled-in schemes" \
-        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, postgres://, postgresql://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
+        $([ $rc -eq 64 ] && grep -q 'redis://, redis+unix://, redis+sentinel://, redis+cluster://, mysql://, zk://, postgres://, postgresql://, sqlite://, mem:' "$T/e1" && [ "$(wc -l < "$T/e1")" -eq 1 ]; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run 'redis://127.0.0.1:99999' x -- true 2> "$T/e1"; rc=$?
     check "bad port: 64, names the port" $([ $rc -eq 64 ] && grep -q 'URL port' "$T/e1"; echo $?) "$(cat "$T/e1")"
     "$SIMBA" run --try --wait 1s mem: x -- true 2> "$T/e1"; rc=$?
@@ -661,6 +661,37 @@ part_zk() {
         $([ $rc -ne 0 ] && grep -q 'chroot /no-such-chroot does not exist: create it first' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
+# No server: the database is a file in the part's temporary directory.
+part_sqlite() {
+    local U="sqlite://$T/locks.db" rc p out t0 t1
+    overlap_test "$U" sqlite
+    no_inherit_test "$U" sqlite
+    ghost_test "$U" sqlite
+    rm -f "$T/held"
+    "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 1" & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" run --try "$U" busy -- true 2>/dev/null; rc=$?
+    check "sqlite: --try while held: exit 75" $([ $rc -eq 75 ]; echo $?) "rc $rc"
+    out=$("$SIMBA" status "$U" busy 2>&1)
+    check "sqlite: status shows the holder and its server times" $([[ "$out" == *"held 1"* && "$out" == *"expires in"* ]]; echo $?) "$out"
+    "$SIMBA" run --wait 10s "$U" busy -- true; rc=$?
+    check "sqlite: --wait gets the lock when the holder ends" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    finish $p 10
+    # a holder killed with -9: the kernel ends its mark, the lease (16 s) is not waited for
+    rm -f "$T/held"
+    "$SIMBA" run "$U" k9 -- sh -c "echo \$\$ > '$T/held'; exec sleep 60" & p=$!
+    wait_file "$T/held" 10
+    kill -9 $p; wait $p 2>/dev/null
+    "$SIMBA" run --wait 5s "$U" k9 -- true; rc=$?
+    check "sqlite: after kill -9 of the holding simba, --wait 5s gets the lock (lease 16 s)" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    kill "$(cat "$T/held")" 2>/dev/null   # the job the killed simba left behind
+    "$SIMBA" run "sqlite://host$T/x.db" x -- true 2> "$T/e1"; rc=$?
+    check "sqlite: a host in the URL: 64, says three slashes" $([ $rc -eq 64 ] && grep -q 'three slashes' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    printf 'not a database at all, just words. %.0s' $(seq 1 200) > "$T/junk.db"
+    "$SIMBA" run --connect-timeout 2s "sqlite://$T/junk.db" x -- true 2> "$T/e1"; rc=$?
+    check "sqlite: a corrupt file: 69, says so" $([ $rc -eq 69 ] && grep -q 'corrupt or not an SQLite file' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+}
+
 if [ "${1:-}" = --part ]; then
     T=$(mktemp -d "${TMPDIR:-/tmp}/simba-cli.XXXXXX")
     trap 'rm -rf "$T"' EXIT
@@ -699,6 +730,7 @@ tests/servers/redis.sh run "$0" --part redis || fail "redis part" "the server sc
 tests/servers/mysql.sh run "$0" --part mysql || fail "mysql part" "the server script failed"
 tests/servers/zk.sh run "$0" --part zk || fail "zk part" "the server script failed"
 tests/servers/pg.sh run "$0" --part pg || fail "pg part" "the server script failed"
+"$0" --part sqlite
 
 p=$(grep -c pass "$RESULTS"); f=$(grep -c fail "$RESULTS")
 echo "$p passed, $f failed"

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <strings.h>
 #include <sys/wait.h>
+#include <stdarg.h>
 #include "fake_server.h"
 
 enum { MAX_NODES = 8, SOON = 10000, TTL = 1500, TRANSITION = 1000 };
@@ -1600,6 +1601,370 @@ static void t_cluster_tag_slot_moves(void) {
     }
 }
 
+/* ---- releases and withdrawals racing a slot migration (issue #22, item 3) ---- */
+
+static const simba_lock any_lock;   /* matches every handle (h_take, h_has) */
+
+/* A command on the node at port p, its answer thrown away. */
+static void admin_cmd(int p, const char *fmt, ...) {
+    redisContext *c = admin_on(p);
+    va_list ap;
+    if (!c) return;
+    va_start(ap, fmt);
+    {
+        redisReply *r = (redisReply *)redisvCommand(c, fmt, ap);
+        if (r) freeReplyObject(r);
+    }
+    va_end(ap);
+    redisFree(c);
+}
+
+static void node_id_of(int p, char *id, size_t cap) {
+    redisContext *c = admin_on(p);
+    redisReply *r = c ? (redisReply *)redisCommand(c, "CLUSTER MYID") : NULL;
+    id[0] = 0;
+    if (r && r->type == REDIS_REPLY_STRING) snprintf(id, cap, "%s", r->str);
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+}
+
+/* A migration of `slot` from the master at `from` to the one at `to` in
+   steps: begun (IMPORTING on the target, MIGRATING on the source), keys
+   moved a few at a time, ended (SETSLOT NODE on every node). */
+static void slot_begin(int slot, int from, int to) {
+    char fid[64], tid[64];
+    node_id_of(from, fid, sizeof fid);
+    node_id_of(to, tid, sizeof tid);
+    admin_cmd(to, "CLUSTER SETSLOT %d IMPORTING %s", slot, fid);
+    admin_cmd(from, "CLUSTER SETSLOT %d MIGRATING %s", slot, tid);
+}
+
+/* Moves up to max keys of the slot (all when max < 0); the number moved. */
+static int slot_move_keys(int slot, int from, int to, int max) {
+    redisContext *c = admin_on(from);
+    redisReply *r;
+    size_t i;
+    int moved = 0;
+    if (!c) return 0;
+    r = (redisReply *)redisCommand(c, "CLUSTER GETKEYSINSLOT %d 1000", slot);
+    for (i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && (max < 0 || moved < max); i++) {
+        redisReply *m = (redisReply *)redisCommand(c, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s", to, "",
+                                                   r->element[i]->str);
+        if (m && m->type == REDIS_REPLY_STATUS) moved++;
+        if (m) freeReplyObject(m);
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return moved;
+}
+
+static void slot_end(int slot, int to) {
+    char tid[64];
+    int i;
+    node_id_of(to, tid, sizeof tid);
+    for (i = 0; i < nnodes; i++) admin_cmd(node_port[i], "CLUSTER SETSLOT %d NODE %s", slot, tid);
+    run_ctl("wait-ok");
+}
+
+/* Ends a migration begun with slot_begin: the remaining keys, then the owner. */
+static void slot_finish(int slot, int from, int to) {
+    while (slot_move_keys(slot, from, to, -1) > 0) {}
+    slot_end(slot, to);
+}
+
+/* The entries (holders and waiters) of `name` on the master at port p. */
+static int entries_on(int p, const char *tenant, const char *name) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    char key[1200];
+    int n = -1;
+    if (!c || simba_redis_resource_key(NULL, tenant, name, key, sizeof key) <= 0) { if (c) redisFree(c); return -1; }
+    r = (redisReply *)redisCommand(c, "HLEN %s:e", key);
+    if (r && r->type == REDIS_REPLY_INTEGER) n = (int)r->integer;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* CLIENT KILL of client id's main connection on the master at port p. */
+static int kill_main_on(int p, const char *id) {
+    redisContext *c = admin_on(p);
+    redisReply *r;
+    char name[128];
+    int n = 0;
+    if (!c) return 0;
+    snprintf(name, sizeof name, " name=simba:%s ", id);
+    r = (redisReply *)redisCommand(c, "CLIENT LIST");
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char *line = r->str;
+        while (line && *line) {
+            char *nl = strchr(line, '\n'), *cid = strstr(line, "id=");
+            if (nl) *nl = 0;
+            if (cid && strstr(line, name)) {
+                redisReply *k = (redisReply *)redisCommand(c, "CLIENT KILL ID %lld", atoll(cid + 3));
+                if (k) { if (k->type == REDIS_REPLY_INTEGER) n += (int)k->integer; freeReplyObject(k); }
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* Client cl[who] (id `id`) loses its main connection to the master at port
+   p `times` times, each time pumped until it is back (a master whose
+   connection was made again more often than another's). */
+static void reconnect_times(h_client **cl, int n, simba_backend be, const char *id, int p, int times) {
+    int k;
+    for (k = 0; k < times; k++) {
+        struct simba_redis_stats st;
+        int64_t before, until = h_real_ms() + SOON;
+        simba_redis_stats(be, &st);
+        before = st.reconnects;
+        if (kill_main_on(p, id) <= 0) return;
+        while (h_real_ms() < until) {
+            h_pump(cl, n, 20);
+            simba_redis_stats(be, &st);
+            if (st.reconnects > before && st.connected) break;
+        }
+    }
+}
+
+/* The slot of a lock H holds and W waits for moves to a master H's client
+   made fewer connections to than to the old one (here: none made again,
+   against four times on the old master). H's release goes to the new
+   master and must end H's entry there: W is granted, H's entry is gone.
+   Before, each op carried its master connection's count (the script's
+   GEN): the entry moved with a count of 5, the release came with 1, and
+   the script kept the entry as "made by a newer connection than this
+   release" while the release answered done: nobody was granted again. */
+static void t_cluster_racing_release_fewer_reconnects(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, wc, *cl[2];
+    simba_lock h[2];
+    char why[200], name[48];
+    int from, to = -1, i, slot, dbl = 0;
+    simba_backend hb;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&wc, 0, sizeof wc);
+    cl[0] = &hc; cl[1] = &wc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "relg", "relg", 0, -1, name, sizeof name, &slot));
+    from = m.node[m.owner[slot]].port;
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    logbuf[0] = 0;
+    hc.s = cluster_client("relg", "h");
+    hb = last_backend;
+    wc.s = cluster_client("relg", "w");
+    CHECK(hc.s && wc.s);
+    h_run_for(cl, 2, 300);
+    reconnect_times(cl, 2, hb, "h", from, 4);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(wc.s, name, -1);
+    pump_checking(cl, 2, h, 300, &dbl);
+    slot_begin(slot, from, to);
+    slot_finish(slot, from, to);
+    pump_checking(cl, 2, h, 200, &dbl);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
+    e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl);
+    printf("  # W granted: %s; entries of the lock on the new master: %d\n", e ? "yes" : "no",
+           entries_on(to, "relg", name));
+    CHECK(e != NULL);
+    CHECK(holder_client_is(to, "relg", name, "w"));
+    CHECK(!dbl);
+    if (e) CHECK_EQ(simba_release(wc.s, h[1]), SIMBA_OK);
+    h_run_for(cl, 2, 200);
+    CHECK_EQ(entries_on(to, "relg", name), 0);
+    if (!e || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    simba_destroy(hc.s);
+    simba_destroy(wc.s);
+    slot_begin(slot, to, from);
+    slot_finish(slot, to, from);
+}
+
+/* W's acquire times out while its entry waits on a master whose slot has
+   moved since to a master W's client made fewer connections to: the
+   withdrawal must remove W's entry there. Then H's release leaves the lock
+   free: a third client C is granted at once, and W's entry was never
+   granted to a request its client gave up on. Before, the withdrawal was
+   kept as "older than the entry" (the GEN of another master's connection)
+   and W's entry was granted after H's release: nobody else ever was. */
+static void t_cluster_racing_timed_out_waiter(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, wc, cc, *cl[3];
+    simba_lock h[3];
+    char why[200], name[48];
+    int from, to = -1, i, slot, dbl = 0, left;
+    simba_backend wb;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&wc, 0, sizeof wc);
+    memset(&cc, 0, sizeof cc);
+    memset(h, 0, sizeof h);
+    cl[0] = &hc; cl[1] = &wc; cl[2] = &cc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "wgone", "wgone", 0, -1, name, sizeof name, &slot));
+    from = m.node[m.owner[slot]].port;
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    logbuf[0] = 0;
+    hc.s = cluster_client("wgone", "h");
+    wc.s = cluster_client("wgone", "w");
+    wb = last_backend;
+    cc.s = cluster_client("wgone", "c");
+    CHECK(hc.s && wc.s && cc.s);
+    h_run_for(cl, 3, 300);
+    reconnect_times(cl, 3, wb, "w", from, 4);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 3, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(wc.s, name, 3000);
+    pump_checking(cl, 3, h, 300, &dbl);
+    CHECK_EQ(entries_on(from, "wgone", name), 2);
+    slot_begin(slot, from, to);
+    slot_finish(slot, from, to);
+    CHECK(expect_checking(cl, 3, h, 1, SIMBA_EVENT_TIMEOUT, SOON, &dbl) != NULL);
+    pump_checking(cl, 3, h, 500, &dbl);
+    left = entries_on(to, "wgone", name);
+    printf("  # entries left on the new master after W's timeout: %d (H's only: 1)\n", left);
+    CHECK_EQ(left, 1);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    h[2] = h_acquire(cc.s, name, -1);
+    e = expect_checking(cl, 3, h, 2, SIMBA_EVENT_ACQUIRED, SOON, &dbl);
+    CHECK(e != NULL);
+    CHECK(!dbl);
+    if (!e || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    simba_destroy(hc.s);
+    simba_destroy(wc.s);
+    simba_destroy(cc.s);
+    slot_begin(slot, to, from);
+    slot_finish(slot, to, from);
+}
+
+/* H holds `m` (W waits for it) and `y`, on the same master A, and releases
+   `m` while m's slot is being migrated to B, with part of its keys moved
+   (the entry's keys are split between A and B). Nothing about m can be
+   judged on either master until the migration ends, so the release waits
+   for it; but the ASK answers it meets must not cost the connection to A:
+   H stays connected, keeps `y` past several leases (its keepalives reach
+   A) and gets no ERROR. Once the slot is B's, the release is done there
+   (RELEASED only then) and W is granted within a round of retries.
+   Before, every ASK dropped the connection to A (a transient error): H's
+   client went DISCONNECTED again and again, reconnected at every retry,
+   and with the connection down past a lease its holds were LOST. */
+static void t_cluster_racing_release_during_migration(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, wc, *cl[2];
+    simba_lock h[2], y;
+    char why[200], name[48], yname[48];
+    int from, to = -1, i, slot, yslot, dbl = 0, moved;
+    int64_t ended, waited;
+    struct simba_redis_stats st0, st1;
+    simba_backend hb;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&wc, 0, sizeof wc);
+    cl[0] = &hc; cl[1] = &wc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "relm", "relm", 0, -1, name, sizeof name, &slot));
+    from = m.node[m.owner[slot]].port;
+    CHECK(name_on(&m, "relm", "keep", from, slot, yname, sizeof yname, &yslot));
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    logbuf[0] = 0;
+    hc.s = cluster_client("relm", "h");
+    hb = last_backend;
+    wc.s = cluster_client("relm", "w");
+    CHECK(hc.s && wc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    y = h_acquire(hc.s, yname, -1);
+    CHECK(h_expect(cl, 2, 0, y, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(wc.s, name, -1);
+    pump_checking(cl, 2, h, 300, &dbl);
+    while (h_take(&hc, any_lock, SIMBA_EVENT_CONNECTED) || h_take(&hc, any_lock, SIMBA_EVENT_DISCONNECTED)) {}
+    CHECK_EQ(simba_redis_stats(hb, &st0), SIMBA_OK);
+    slot_begin(slot, from, to);
+    moved = slot_move_keys(slot, from, to, 2);
+    CHECK(moved == 2);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    pump_checking(cl, 2, h, 3 * (TTL + TRANSITION), &dbl);   /* a migration that takes several leases */
+    CHECK_EQ(simba_redis_stats(hb, &st1), SIMBA_OK);
+    printf("  # during the migration: H reconnected %lld times, DISCONNECTED: %d, y lost: %d, released: %d\n",
+           (long long)(st1.reconnects - st0.reconnects), h_has(&hc, any_lock, SIMBA_EVENT_DISCONNECTED),
+           h_has(&hc, y, SIMBA_EVENT_LOST), h_has(&hc, h[0], SIMBA_EVENT_RELEASED));
+    CHECK_EQ(st1.reconnects, st0.reconnects);
+    CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_DISCONNECTED));
+    CHECK(!h_has(&hc, y, SIMBA_EVENT_LOST) && simba_valid_ms(hc.s, y) > 0);
+    CHECK(!h_has(&hc, h[0], SIMBA_EVENT_RELEASED));   /* not before the server said so */
+    CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_ERROR));
+    CHECK(!h_has(&wc, h[1], SIMBA_EVENT_ACQUIRED));
+    slot_finish(slot, from, to);
+    ended = h_real_ms();
+    CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
+    e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl);
+    waited = h_real_ms() - ended;
+    printf("  # W granted %lld ms after the migration ended\n", (long long)waited);
+    CHECK(e != NULL);
+    CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_ERROR));
+    CHECK(!dbl);
+    if (!e || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    simba_destroy(hc.s);
+    simba_destroy(wc.s);
+    slot_begin(slot, to, from);
+    slot_finish(slot, to, from);
+}
+
+/* The end of a migration reaches the masters one at a time: for a moment
+   the source names the target (MOVED) while the target, still importing,
+   names the source (MOVED back). A client that asks for a lock of that
+   slot then must wait, not fail: here the moment lasts 1.5 s (SETSLOT
+   NODE on the source only, then on the others) while C acquires and H
+   releases. Before, the sixth MOVED in a row ended the request with
+   SIMBA_EBACKEND (an ERROR event within a few ms); now both ops pause
+   and go on, H's release is done and C is granted once the slot settled. */
+static void t_cluster_racing_moved_between_masters(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, cc, *cl[2];
+    simba_lock h[2];
+    char why[200], name[48], tid[64];
+    int from, to = -1, i, slot, dbl = 0;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&cc, 0, sizeof cc);
+    cl[0] = &hc; cl[1] = &cc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "pingp", "pingp", 0, -1, name, sizeof name, &slot));
+    from = m.node[m.owner[slot]].port;
+    for (i = 0; i < m.nnodes; i++) if (m.node[i].port != from) { to = m.node[i].port; break; }
+    logbuf[0] = 0;
+    hc.s = cluster_client("pingp", "h");
+    cc.s = cluster_client("pingp", "c");
+    CHECK(hc.s && cc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    slot_begin(slot, from, to);
+    while (slot_move_keys(slot, from, to, -1) > 0) {}
+    node_id_of(to, tid, sizeof tid);
+    admin_cmd(from, "CLUSTER SETSLOT %d NODE %s", slot, tid);   /* the source first */
+    h[1] = h_acquire(cc.s, name, -1);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    pump_checking(cl, 2, h, 1500, &dbl);
+    printf("  # while the masters disagreed: C ERROR %d, H ERROR %d\n", h_has(&cc, h[1], SIMBA_EVENT_ERROR),
+           h_has(&hc, h[0], SIMBA_EVENT_ERROR));
+    CHECK(!h_has(&cc, h[1], SIMBA_EVENT_ERROR) && !h_has(&hc, h[0], SIMBA_EVENT_ERROR));
+    slot_end(slot, to);
+    CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
+    CHECK((e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl)) != NULL);
+    CHECK(!dbl);
+    if (!e || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    simba_destroy(hc.s);
+    simba_destroy(cc.s);
+    slot_begin(slot, to, from);
+    slot_finish(slot, to, from);
+}
+
 static void t_cluster_failover_coordinated(void) { failover_case("fo1", "cluster-failover"); }
 
 /* Last: the killed master stays down. */
@@ -1909,6 +2274,10 @@ int main(int argc, char **argv) {
     RUN(t_cluster_close_after_migration);
     RUN(t_cluster_added_master_holder);
     RUN(t_cluster_tag_slot_moves);
+    RUN(t_cluster_racing_release_fewer_reconnects);
+    RUN(t_cluster_racing_timed_out_waiter);
+    RUN(t_cluster_racing_release_during_migration);
+    RUN(t_cluster_racing_moved_between_masters);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/chaos/all.sh SECONDS -- the checker's self-test, then tests/chaos/run.sh
-# for each backend whose header exists (and zk-partition, the proxied ZooKeeper
-# round), SECONDS each. One result per run; the
+# for each backend whose header exists (and redis-cluster, the Redis Cluster
+# round, and zk-partition, the proxied ZooKeeper round), SECONDS each. One result per run; the
 # last line is "chaos: N passed, N failed" (tests/run_all.sh counts it).
 # The figures of each run (grants, faults, violations, recovery) are printed
 # as the checker writes them; the logs stay in build/chaos/.
@@ -28,7 +28,7 @@ if [ -f simba_redis.h ] && [ "${CHAOS_NO_CHEAT:-0}" != 1 ]; then
         fail=$((fail + 1)); echo "chaos cheat: failed without the expected violation"; tail -n 15 build/chaos/cheat.out | sed 's/^/  | /'
     fi
 fi
-for b in ${CHAOS_BACKENDS:-redis mysql pg zk zk-partition}; do
+for b in ${CHAOS_BACKENDS:-redis redis-cluster mysql pg zk zk-partition sqlite}; do
     hdr=simba_${b%%-*}.h   # zk-partition: the second ZooKeeper round (run.sh)
     [ -f "$hdr" ] || { echo "chaos $b: skipped ($hdr does not exist)"; continue; }
     if timeout $((SECS * 3 + 240)) tests/chaos/run.sh "$b" "$SECS" >"build/chaos/$b.out" 2>&1; then

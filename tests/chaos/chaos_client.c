@@ -3,10 +3,10 @@
  *   chaos_client BACKEND INDEX LOGFILE STATEDIR [SEED]   loop until SIGTERM
  *   chaos_client now                                     print CLOCK_MONOTONIC ns
  *
- * BACKEND is redis, mysql, pg or zk; the servers are read from the variables that
- * tests/servers/<backend>.sh exports (SIMBA_REDIS_HOST/PORT, SIMBA_MYSQL_*,
- * SIMBA_PG_URL, SIMBA_ZK_HOSTS; CHAOS_ZK_HOSTS overrides the last, for the
- * ensemble).
+ * BACKEND is redis, redis-cluster, mysql, pg or zk; the servers are read from the
+ * variables that tests/servers/<backend>.sh exports (SIMBA_REDIS_HOST/PORT,
+ * SIMBA_REDIS_CLUSTER_SEEDS, SIMBA_MYSQL_*, SIMBA_PG_URL, SIMBA_ZK_HOSTS; CHAOS_ZK_HOSTS
+ * overrides the last, for the ensemble).
  * CHAOS_TTL_MS / CHAOS_TRANSITION_MS set the lease (default 1500 / 1000).
  *
  * The loop: acquire either the mutex "m" or the semaphore "s" (capacity 2,
@@ -41,11 +41,13 @@
 #define SIMBA_MYSQL_IMPLEMENTATION
 #define SIMBA_PG_IMPLEMENTATION
 #define SIMBA_ZK_IMPLEMENTATION
+#define SIMBA_SQLITE_IMPLEMENTATION
 #include "simba.h"
 #include "simba_redis.h"
 #include "simba_mysql.h"
 #include "simba_pg.h"
 #include "simba_zk.h"
+#include "simba_sqlite.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +115,13 @@ static simba_backend make_backend(const char *kind) {
         d.prefix = "chaos";
         return simba_redis(&d);
     }
+    if (strcmp(kind, "redis-cluster") == 0) {
+        simba_redis_desc d;
+        memset(&d, 0, sizeof d);
+        d.cluster_seeds = getenv("SIMBA_REDIS_CLUSTER_SEEDS");
+        d.prefix = "chaos";
+        return simba_redis(&d);
+    }
     if (strcmp(kind, "mysql") == 0) {
         simba_mysql_desc d;
         memset(&d, 0, sizeof d);
@@ -137,6 +146,12 @@ static simba_backend make_backend(const char *kind) {
         d.hosts = getenv("CHAOS_ZK_HOSTS") ? getenv("CHAOS_ZK_HOSTS") : getenv("SIMBA_ZK_HOSTS");
         d.base_path = "/chaos";
         return simba_zk(&d);
+    }
+    if (strcmp(kind, "sqlite") == 0) {   /* no server: the file of run.sh */
+        simba_sqlite_desc d;
+        memset(&d, 0, sizeof d);
+        d.path = getenv("SIMBA_SQLITE_PATH");
+        return simba_sqlite(&d);
     }
     return none;
 }
@@ -221,7 +236,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 5) {
-        fprintf(stderr, "usage: chaos_client redis|mysql|pg|zk INDEX LOGFILE STATEDIR [SEED] | chaos_client now\n");
+        fprintf(stderr, "usage: chaos_client redis|redis-cluster|mysql|pg|zk INDEX LOGFILE STATEDIR [SEED] | chaos_client now\n");
         return 2;
     }
     kind = argv[1];

@@ -4,9 +4,10 @@
 Feeds tests/chaos/check.py small hand-made logs: a clean one must pass, and
 each kind of violation (two holders of the mutex, three permits of the
 semaphore, a fence that goes backwards, a fence granted twice, a hold that
-comes back to life after its deadline, a fault never followed by a grant)
-must fail. A killed holder (no end record) must be capped at its last
-deadline, so a grant after that deadline is no violation.
+comes back to life after its deadline, a fault never followed by a grant, a
+recovery longer than --recovery-ms) must fail. A killed holder (no end record)
+must be capped at its last deadline, so a grant after that deadline is no
+violation; a holder the driver killed with -9 (a K record) is capped at the kill.
 Prints "N passed, N failed".
 """
 import os
@@ -30,6 +31,10 @@ def E(c, pid, seq, name, fence, end, why="release"):
     return "E %s %d %d %s %d %d %s" % (c, pid, seq, name, fence, end * MS, why)
 
 
+def K(pid, t):
+    return "K %d %d" % (pid, t * MS)
+
+
 def F(kind, s, e):
     return "F %s %d %d" % (kind, s * MS, e * MS)
 
@@ -47,8 +52,18 @@ BASE = [
     A("c5", 5, 2, "s", 8, 1, 2, 3600, 5100), E("c5", 5, 2, "s", 8, 3700),
 ]
 
+# a holder killed with -9 (K) at 6100, its deadline at 7500: a grant after
+# the kill is no violation (a killed process believes nothing: sqlite grants
+# at once), one before the kill is
+KILLED = [A("c6", 6, 1, "m", 20, 1, 1, 6000, 7500), K(6, 6100), F("kill9", 6100, 6110),
+          A("c8", 8, 1, "s", 9, 1, 2, 6300, 7800), E("c8", 8, 1, "s", 9, 6310)]
+
 CASES = [
     ("clean history", BASE, 0),
+    ("a grant after a holder was killed (K)",
+     BASE + KILLED + [A("c7", 7, 1, "m", 21, 1, 1, 6120, 7620), E("c7", 7, 1, "m", 21, 6200)], 0),
+    ("a grant before a holder was killed (K)",
+     BASE + KILLED + [A("c7", 7, 1, "m", 21, 1, 1, 6050, 7550), E("c7", 7, 1, "m", 21, 6200)], 1),
     ("two holders of the mutex", BASE + [A("c6", 6, 1, "m", 13, 1, 1, 3450, 4950), E("c6", 6, 1, "m", 13, 3460)], 1),
     ("three permits of a capacity-2 semaphore",
      BASE + [A("c6", 6, 1, "s", 9, 2, 2, 3650, 5150), E("c6", 6, 1, "s", 9, 3660)], 1),
@@ -70,17 +85,22 @@ CASES = [
     ("a fault with no grant after it", BASE + [F("restart", 20000, 21000)], 1),
     ("a client that died by itself", BASE + ["X c1 1 - EXITED 0 5000000000"], 1),
     ("a request that ended in ERROR under a transient fault", BASE + ["X c1 1 m ERROR -10 5000000000"], 1),
+    # kill9 ends at 3100; m is granted again at 3400, s at 3600: a recovery of 500 ms
+    ("a recovery within --recovery-ms", BASE, 0, ["--recovery-ms", "600"]),
+    ("a recovery longer than --recovery-ms", BASE, 1, ["--recovery-ms", "400"]),
 ]
 
 
 def main():
     passed = failed = 0
-    for title, lines, want in CASES:
+    for case in CASES:
+        title, lines, want = case[:3]
+        extra = case[3] if len(case) > 3 else []
         with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
             f.write("\n".join(lines) + "\n")
             path = f.name
         try:
-            r = subprocess.run([sys.executable, os.path.join(HERE, "check.py"), path, "selftest"],
+            r = subprocess.run([sys.executable, os.path.join(HERE, "check.py"), path, "selftest"] + extra,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         finally:
             os.unlink(path)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/chaos/run.sh -- process-level chaos against a real server (`make chaos`).
 #
-#   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, mysql, pg, zk or
-#                                            zk-partition
+#   tests/chaos/run.sh BACKEND SECONDS      BACKEND: redis, redis-cluster,
+#                                            mysql, pg, zk, zk-partition or sqlite
 #
 # Starts the backend's throw-away servers (tests/servers/BACKEND.sh run; for zk
 # also the 3-node ensemble; zk-partition is its own ZooKeeper round, see
@@ -23,6 +23,17 @@
 #             conn_kill     CLIENT KILL of every client connection
 #             server_pause  SIGSTOP redis-server for lease + 1 s
 #             loading       restart from a big RDB: -LOADING for seconds
+#   redis-cluster  (tests/servers/redis.sh cluster: 3 masters + 3 replicas and
+#             a spare node; m and s live in two slots of two masters)
+#             migrate       the slots of m and s move (keys and all, one key at
+#                           a time, as redis-cli --cluster reshard does) to
+#                           other masters: back and forth over the rounds
+#             add_master    a new empty master joins; m's slot moves to it
+#             remove_master m's slot moves back to a first master; the added
+#                           master is stopped and forgotten
+#             cluster_failover  CLUSTER FAILOVER on the replica of s's master
+#             master_kill   kill -9 of s's master; once its replica took over,
+#                           it is started again (empty: it joins as a replica)
 #   mysql     restart       crash + restart of mariadbd
 #             conn_kill     KILL of every connection to the database
 #             server_pause  SIGSTOP mariadbd for lease + 1 s
@@ -35,6 +46,8 @@
 #             follower_pause  SIGSTOP a follower for lease + 1 s (its clients
 #                           hear nothing, not even a close)
 #             conn_kill     the server ends of every client connection closed (ss -K)
+#   sqlite    file_deleted  the database file (and -wal, -shm) deleted under
+#                           running clients (no server: tests/servers is not used)
 #   zk-partition  (a second ZooKeeper round: the ensemble with every member
 #             link and client port behind tests/tools/tcp_proxy, `zk.sh
 #             proxied`; elections through the proxies are slow, 7-23 s, so
@@ -54,7 +67,8 @@
 #             holder_stop, holder_stop_ttl  as above
 #
 # Environment: CHAOS_TTL_MS (1500), CHAOS_TRANSITION_MS (1000), CHAOS_CLIENTS
-# (5), CHAOS_FAULTS (a space-separated subset of kinds),
+# (5), CHAOS_FAULTS (a space-separated subset of kinds), CHAOS_RECOVERY_MS
+# (the longest recovery the checker accepts; redis-cluster: lease + 1 s),
 # CHAOS_BIN (build/chaos_client; build/asan/chaos_client for ASan+UBSan clients, made by
 # `make build/asan/chaos_client`), CHAOS_LOGDIR (build/chaos: the log is kept
 # there as BACKEND.log). Exit status 0 when the checker passes.
@@ -65,14 +79,17 @@ die() { echo "chaos: $*" >&2; exit 2; }
 
 B=${1:-}
 SECS=${2:-120}
-case "$B" in redis|mysql|pg|zk|zk-partition) ;; *) die "usage: $0 redis|mysql|pg|zk|zk-partition SECONDS" ;; esac
-SRV=${B%%-*}    # the server script: zk-partition runs ZooKeeper's
+case "$B" in redis|redis-cluster|mysql|pg|zk|zk-partition|sqlite) ;; *) die "usage: $0 redis|redis-cluster|mysql|pg|zk|zk-partition|sqlite SECONDS" ;; esac
+SRV=${B%%-*}    # the server script: zk-partition runs ZooKeeper's, redis-cluster Redis's
+MODE=run        # its mode: redis-cluster runs `redis.sh cluster`
+KIND=$SRV       # the chaos_client backend
+[ "$B" = redis-cluster ] && MODE=cluster && KIND=redis-cluster
 
-if [ -z "${CHAOS_INNER:-}" ]; then
+if [ -z "${CHAOS_INNER:-}" ] && [ "$B" != sqlite ]; then   # sqlite: no server
     export CHAOS_INNER=1
     # zk-partition: zk.sh's `proxied` needs the proxy (make build/tcp_proxy)
     [ "$B" = zk-partition ] && export SIMBA_ZK_PROXY=${SIMBA_ZK_PROXY:-$PWD/build/tcp_proxy}
-    exec tests/servers/$SRV.sh run "$0" "$@"
+    exec tests/servers/$SRV.sh "$MODE" "$0" "$@"
 fi
 
 BIN=${CHAOS_BIN:-build/chaos_client}
@@ -119,6 +136,18 @@ redis)
     server_pid() { cat "$SRV_DIR/main.pid" 2>/dev/null; }
     FAULTS="holder_stop holder_stop_ttl kill9 restart restart_aof conn_kill server_pause loading"
     ;;
+redis-cluster)
+    CTL=$SIMBA_REDIS_CTL
+    rcli() { redis-cli -h 127.0.0.1 -p "$@"; }
+    SEED=${SIMBA_REDIS_CLUSTER_SEEDS%%,*}; SEED=${SEED##*:}
+    SLOT_M=$(rcli "$SEED" cluster keyslot 'chaos:{chaos:6d}')
+    SLOT_S=$(rcli "$SEED" cluster keyslot 'chaos:{chaos:73}')
+    FAULTS="migrate add_master cluster_failover migrate master_kill remove_master"
+    # grants resume within a lease of each fault's end, plus 1 s: a new or
+    # promoted master holds its grants back for one lease (the restart
+    # grace), counted from its first script after the fault
+    RECOVERY_MS=${CHAOS_RECOVERY_MS:-$((LEASE_MS + 1000))}
+    ;;
 mysql)
     SRV_DIR=$(dirname "$SIMBA_MYSQL_CTL")
     server_pid() { cat "$SRV_DIR/pid" 2>/dev/null; }
@@ -144,6 +173,12 @@ zk)
     [ -n "$CHAOS_ZK_HOSTS" ] || { tail -n 5 "$WORK/ensemble.err" >&2; die "the ZooKeeper ensemble did not start"; }
     export CHAOS_ZK_HOSTS
     FAULTS="holder_stop holder_stop_ttl kill9 follower_kill leader_kill leader_pause follower_pause conn_kill"
+    ;;
+sqlite)
+    # no server: one database file in the run's directory, and what can
+    # happen to a file under running clients
+    export SIMBA_SQLITE_PATH=$WORK/locks.db
+    FAULTS="holder_stop holder_stop_ttl kill9 file_deleted"
     ;;
 zk-partition)
     [ -x "${SIMBA_ZK_PROXY:-}" ] || die "SIMBA_ZK_PROXY=${SIMBA_ZK_PROXY:-} is not executable (make build/tcp_proxy)"
@@ -178,7 +213,7 @@ start_client() {   # $1 index
         if [ "$1" -le 2 ]; then CHAOS_ZK_HOSTS=$ZK_F_HOSTS; else CHAOS_ZK_HOSTS=$ZK_MAJ_HOSTS; fi
         export CHAOS_ZK_HOSTS
     fi
-    "$BIN" "$SRV" "$1" "$LOG" "$STATE" "$RANDOM$1" 2>>"$WORK/client.err" &
+    "$BIN" "$KIND" "$1" "$LOG" "$STATE" "$RANDOM$1" 2>>"$WORK/client.err" &
     PIDS[$1]=$!
 }
 for i in $(seq 1 "$NCLIENTS"); do start_client "$i"; done
@@ -256,12 +291,23 @@ f_kill9() {
     done
     for p in $h ${w:-}; do
         i=$(index_of "$p")
+        echo "K $p $(now)" >>"$LOG"   # the checker: no belief of p after this
         kill -9 "$p" 2>/dev/null
         wait "$p" 2>/dev/null
         rm -f "$STATE/$p"
         start_client "$i"
     done
     record kill9 "$t0" "$(now)"
+}
+
+# sqlite: the database file (with its -wal and -shm) deleted under running
+# clients: holders are told (DISCONNECTED, LOST) and whoever makes the file
+# again grants nothing for a lease (docs/sqlite.md, "a replaced file")
+f_file_deleted() {
+    local t0
+    t0=$(now)
+    rm -f "$SIMBA_SQLITE_PATH" "$SIMBA_SQLITE_PATH-wal" "$SIMBA_SQLITE_PATH-shm"
+    record file_deleted "$t0" "$(now)"
 }
 
 f_server_pause() {
@@ -432,6 +478,126 @@ f_partition() {
 }
 PART_FAIL=0
 
+# ---- Redis Cluster: slots that move, masters that come, go and fail over ----
+# Redis 7.0 turns a master that migrated its last slot away into a replica
+# of the slot's new master, and in that race the new master was seen to
+# drop the slot from its own view (cluster_state:fail on it, every other
+# node naming it the owner): the topology is kept predictable by turning
+# that off (cluster-allow-replica-migration no) on every node that starts.
+no_replica_migration() {
+    local p
+    for p in "$@"; do rcli "$p" config set cluster-allow-replica-migration no >/dev/null 2>&1; done
+}
+# A migration of slot $1 to the master at port $2, bounded (redis_topo_ctl.sh
+# retries a MIGRATE that a target refuses for as long as it refuses).
+ctl_migrate() { timeout 60 "$CTL" migrate "$1" "$2"; }
+# (the slots of m and s: SLOT_M, SLOT_S; a master serving no slot is skipped)
+masters_now() {    # the ports of the masters that serve a slot, one a line
+    local p
+    for p in $(node_ports_now); do
+        rcli "$p" role 2>/dev/null | head -n 1 | grep -q master || continue
+        rcli "$p" cluster nodes 2>/dev/null | grep myself | awk '{ exit !($9 != "") }' && echo "$p"
+    done
+}
+node_ports_now() { local f; for f in "$(dirname "$CTL")"/n[0-9].port; do [ -f "$f" ] && cat "$f"; done; }
+replica_of() {     # the port of a replica of the master at port $1
+    local id
+    id=$(rcli "$1" cluster myid)
+    rcli "$1" cluster nodes | awk -v id="$id" '$4 == id && $3 ~ /slave/ && $3 !~ /fail/ { split($2, a, "[:@]"); print a[2]; exit }'
+}
+# The next master of the first ones (with a replica) after the one serving $1.
+next_master() {
+    local now p pick= seen=0
+    now=$("$CTL" slot-port "$1")
+    for p in $(masters_now) $(masters_now); do
+        echo " $FIRST_MASTERS_NOW " | grep -q " $p " || continue
+        if [ "$seen" = 1 ] && [ "$p" != "$now" ]; then pick=$p; break; fi
+        [ "$p" = "$now" ] && seen=1
+    done
+    [ -n "$pick" ] || pick=$(masters_now | head -n 1)
+    echo "$pick"
+}
+first_masters_now() {   # the masters now that have a replica (the spare never has one)
+    local p
+    FIRST_MASTERS_NOW=
+    for p in $(masters_now); do [ -n "$(replica_of "$p")" ] && FIRST_MASTERS_NOW="$FIRST_MASTERS_NOW $p"; done
+}
+f_migrate() {
+    local t0 to
+    first_masters_now
+    t0=$(now)
+    to=$(next_master "$SLOT_M"); ctl_migrate "$SLOT_M" "$to" || echo "chaos $B: migrate of m's slot $SLOT_M to $to failed"
+    to=$(next_master "$SLOT_S"); ctl_migrate "$SLOT_S" "$to" || echo "chaos $B: migrate of s's slot $SLOT_S to $to failed"
+    record migrate "$t0" "$(now)"
+}
+f_add_master() {
+    local t0 p
+    t0=$(now)
+    p=$("$CTL" add-master) || { echo "chaos $B: add-master failed"; return; }
+    no_replica_migration "$p"
+    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: migrate of m's slot to the new master $p failed"
+    record add_master "$t0" "$(now)"
+}
+cluster_says() {   # every node's state and its view of the masters
+    local p
+    for p in $(node_ports_now); do
+        echo "  | $p: $(rcli "$p" cluster info 2>/dev/null | grep cluster_state | tr -d '\r')"
+        rcli "$p" cluster nodes 2>/dev/null | awk '$3 ~ /master|fail/ { print "  |   " $2, $3, $9, $10 }'
+    done
+}
+f_remove_master() {
+    local t0 p
+    first_masters_now
+    t0=$(now)
+    p=$(echo $FIRST_MASTERS_NOW | awk '{ print $1 }')
+    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: migrate of m's slot back to $p failed"
+    ctl_migrate "$SLOT_S" "$p" || echo "chaos $B: migrate of s's slot back to $p failed"
+    "$CTL" remove-master || { echo "chaos $B: remove-master failed; the nodes say:"; cluster_says; }
+    record remove_master "$t0" "$(now)"
+}
+f_cluster_failover() {
+    local t0 m r
+    m=$("$CTL" slot-port "$SLOT_S")
+    r=$(replica_of "$m")
+    [ -n "$r" ] || { echo "chaos $B: s's master $m has no replica"; return; }
+    t0=$(now)
+    "$CTL" cluster-failover "$r" || echo "chaos $B: CLUSTER FAILOVER on $r failed"
+    for _ in $(seq 1 100); do
+        rcli "$r" role 2>/dev/null | head -n 1 | grep -q master && break
+        sleep 0.1
+    done
+    "$CTL" wait-ok || echo "chaos $B: the cluster is not ok after the fail-over"
+    record cluster_failover "$t0" "$(now)"
+}
+f_master_kill() {
+    local t0 t1 m r p
+    m=$("$CTL" slot-port "$SLOT_S")
+    r=$(replica_of "$m")
+    [ -n "$r" ] || { echo "chaos $B: s's master $m has no replica"; return; }
+    t0=$(now)
+    "$CTL" kill "$m"
+    # a replica of it takes over (any: replica migration may have given it
+    # two, and the one with the freshest data wins the election)
+    for _ in $(seq 1 200); do
+        p=$("$CTL" slot-port "$SLOT_S" 2>/dev/null)
+        [ -n "$p" ] && [ "$p" != "$m" ] && rcli "$p" role 2>/dev/null | head -n 1 | grep -q master && break
+        p=
+        sleep 0.1
+    done
+    # the fault ends when a replica took over; the killed node then comes
+    # back (empty, as a replica) before the next fault
+    record master_kill "$t0" "$(now)"
+    if [ -z "$p" ]; then
+        echo "chaos $B: no replica of the killed master $m took over within 20 s; the log of $r:"
+        grep -iE "fail|elect|vote|replica of" "$(dirname "$CTL")/$(basename "$(grep -lx "$r" "$(dirname "$CTL")"/n[0-9].port)" .port).log" | tail -n 12 | sed "s/^/  | /"
+    fi
+    t1=$(now)
+    "$CTL" start "$m" >/dev/null || echo "chaos $B: the killed master $m did not start again"
+    no_replica_migration "$m"
+    "$CTL" wait-ok || echo "chaos $B: the cluster is not ok after the kill"
+    echo "chaos $B: the killed master is back as a replica after $(( ($(now) - t1) / 1000000 )) ms"
+}
+
 # After a fault: wait (at most 30 s) for a grant on both names, so that every
 # fault's recovery is measured on its own. The checker measures it from the log.
 wait_recovery() {   # $1 fault end ns
@@ -455,6 +621,7 @@ keep_clients() {    # a client that died by itself is a finding: say so, start a
     done
 }
 
+[ "$B" = redis-cluster ] && no_replica_migration $(node_ports_now)
 echo "chaos $B: $NCLIENTS clients, ttl $CHAOS_TTL_MS ms, transition $CHAOS_TRANSITION_MS ms, ~$SECS s, faults: $FAULTS"
 START=$SECONDS
 sleep 2
@@ -495,5 +662,6 @@ done
 if [ -s "$WORK/client.err" ]; then
     echo "chaos $B: client stderr (last lines):"; tail -n 5 "$WORK/client.err" | sed 's/^/  | /'
 fi
-python3 tests/chaos/check.py "$LOG" "$B" --ttl-ms "$CHAOS_TTL_MS" --lease-ms "$LEASE_MS" --expect "$FAULTS" || exit 1
+python3 tests/chaos/check.py "$LOG" "$B" --ttl-ms "$CHAOS_TTL_MS" --lease-ms "$LEASE_MS" --expect "$FAULTS" \
+    ${RECOVERY_MS:+--recovery-ms "$RECOVERY_MS"} || exit 1
 [ "$PART_FAIL" = 0 ] || { echo "chaos $B: FAIL (follower $ZK_F's clients did not recover after a heal)"; exit 1; }

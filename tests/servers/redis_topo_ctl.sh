@@ -15,6 +15,7 @@
 #                                                  knows it; prints its port
 #   redis_topo_ctl.sh TMP CLI remove-master        stop n7 (move its slots away first) and
 #                                                  CLUSTER FORGET it on every other node
+#                                                  (add-master may add it again, as a new node)
 #   redis_topo_ctl.sh TMP CLI kill|start|restart|stop|cont NAME|PORT
 #                                                  as ctl.sh; a port names its server
 set -u
@@ -127,7 +128,9 @@ remove_master() {
     p=$(cat "$TMP/n7.port")
     id=$(node_id "$p")
     "$TMP/ctl.sh" kill n7
-    rm -f "$TMP/n7.port" "$TMP/n7.args"
+    # (its cluster config too: added again later, it is a new node, not one
+    # the others were told to forget)
+    rm -f "$TMP/n7.port" "$TMP/n7.args" "$TMP/n7.nodes.conf"
     [ -n "$id" ] || return 1
     for q in $(node_ports); do rcli "$q" cluster forget "$id" >/dev/null 2>&1; done
     wait_ok

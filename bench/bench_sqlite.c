@@ -1,0 +1,379 @@
+/* bench_sqlite.c -- the figures of the SQLite backend (make bench-sqlite),
+   each as a ratio to a floor measured in the same run on the same file
+   system:
+
+     cycle      one uncontended acquire+release, vs one SQLite write
+                transaction on the same file (WAL) and a flock(2) pair
+     hand-off   a release to the ACQUIRED of a waiter in another process,
+                vs one write transaction + one datagram between processes
+     kill -9    a holder killed -> the waiter (another process) ACQUIRED,
+                p50 and p99, with the default 16 s lease
+     command    `simba run --try sqlite://... x -- true` vs `flock -n f true`
+                (fork+exec+wait, min/median/max)
+     Q=1000     a hand-off with 1000 waiters behind it, vs one with none
+
+   Settings from the environment: BENCH_N (cycles, 2000), BENCH_KILLS (30),
+   BENCH_CMDS (100), BENCH_DIR (a directory; default a new one in $TMPDIR),
+   SIMBA_CLI (the simba binary; default build/simba). */
+#define _GNU_SOURCE
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_SQLITE_IMPLEMENTATION
+#include "simba_sqlite.h"
+#include "bench/bench_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+static char dir[256];
+
+static simba *client(const char *path, const char *id, simba_backend *out) {
+    simba_sqlite_desc sd;
+    simba_desc d;
+    memset(&sd, 0, sizeof sd);
+    sd.path = path;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_sqlite(&sd);
+    if (out) *out = d.backend;
+    d.client_id = id;
+    return simba_create(&d, NULL);
+}
+
+static int expect(simba *s, simba_lock l, simba_event_type t) {
+    simba_event ev;
+    return simba_wait(s, l, 30000, &ev) == 1 && ev.type == t;
+}
+
+static simba_lock acquire(simba *s, const char *name, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
+/* ---- floors ---- */
+
+static double floor_txn_us(const char *path, int n) {
+    sqlite3 *db;
+    double t0;
+    int i;
+    sqlite3_open(path, &db);
+    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                     "CREATE TABLE IF NOT EXISTS bench_floor(k INTEGER PRIMARY KEY, v INTEGER);"
+                     "INSERT OR IGNORE INTO bench_floor VALUES(1,0)", NULL, NULL, NULL);
+    {   /* prepared once, as simba's are: the floor is the transaction itself */
+        sqlite3_stmt *b, *u, *c;
+        sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &b, NULL);
+        sqlite3_prepare_v2(db, "UPDATE bench_floor SET v=v+1 WHERE k=1", -1, &u, NULL);
+        sqlite3_prepare_v2(db, "COMMIT", -1, &c, NULL);
+        t0 = now_us();
+        for (i = 0; i < n; i++) {
+            sqlite3_step(b); sqlite3_reset(b);
+            sqlite3_step(u); sqlite3_reset(u);
+            sqlite3_step(c); sqlite3_reset(c);
+        }
+        t0 = (now_us() - t0) / n;
+        sqlite3_finalize(b); sqlite3_finalize(u); sqlite3_finalize(c);
+    }
+    sqlite3_close(db);
+    return t0;
+}
+
+static double floor_flock_us(const char *path, int n) {
+    int fd = open(path, O_RDWR | O_CREAT, 0600), i;
+    double t0 = now_us();
+    for (i = 0; i < n; i++) { flock(fd, LOCK_EX); flock(fd, LOCK_UN); }
+    t0 = (now_us() - t0) / n;
+    close(fd);
+    return t0;
+}
+
+/* One datagram from one process to another: half a ping-pong round trip
+   over abstract unix datagram sockets (the wake-up path). */
+static int dgram_bind(const char *name) {
+    struct sockaddr_un a;
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path + 1, name, strlen(name));
+    bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name)));
+    return fd;
+}
+static void dgram_send(int fd, const char *to) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path + 1, to, strlen(to));
+    sendto(fd, "x", 1, 0, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(to)));
+}
+static double floor_dgram_us(int n) {
+    char a[64], b[64], c;
+    int fa, fb, i;
+    pid_t pid;
+    double t0;
+    snprintf(a, sizeof a, "bench-sqlite-a-%d", (int)getpid());
+    snprintf(b, sizeof b, "bench-sqlite-b-%d", (int)getpid());
+    fa = dgram_bind(a);
+    fb = dgram_bind(b);
+    if ((pid = fork()) == 0) {
+        for (i = 0; i < n; i++) { if (recv(fb, &c, 1, 0) != 1) _exit(1); dgram_send(fb, a); }
+        _exit(0);
+    }
+    t0 = now_us();
+    for (i = 0; i < n; i++) { dgram_send(fa, b); if (recv(fa, &c, 1, 0) != 1) break; }
+    t0 = (now_us() - t0) / n / 2;
+    waitpid(pid, NULL, 0);
+    close(fa);
+    close(fb);
+    return t0;
+}
+
+/* ---- simba ---- */
+
+static double tx_per_cycle;
+
+static double cycle_us(const char *path, int n, int64_t *longest_us) {
+    simba_backend b;
+    simba *s = client(path, "cycle", &b);
+    struct simba_sqlite_stats st;
+    double t0;
+    int i;
+    simba_lock l = acquire(s, "cycle", -1);   /* warm: the file, the statements */
+    expect(s, l, SIMBA_EVENT_ACQUIRED);
+    simba_release(s, l);
+    expect(s, l, SIMBA_EVENT_RELEASED);
+    t0 = now_us();
+    for (i = 0; i < n; i++) {
+        l = acquire(s, "cycle", -1);
+        if (!expect(s, l, SIMBA_EVENT_ACQUIRED)) return -1;
+        simba_release(s, l);
+        if (!expect(s, l, SIMBA_EVENT_RELEASED)) return -1;
+    }
+    t0 = (now_us() - t0) / n;
+    simba_sqlite_stats(b, &st);
+    *longest_us = st.longest_batch_us;
+    tx_per_cycle = (double)st.transactions / n;
+    simba_destroy(s);
+    return t0;
+}
+
+typedef struct shared_t {
+    double released_at;
+    double lat[4096];
+    int n;
+    int stop;
+} shared_t;
+static shared_t *sh;
+
+/* Two processes pass one mutex back and forth: each hand-off is a release
+   in one process and the ACQUIRED of the other, which waits already. */
+static void pingpong(const char *path, const char *id, int rounds, const char *name) {
+    simba *s = client(path, id, NULL);
+    int i;
+    for (i = 0; i < rounds; i++) {
+        simba_lock l = acquire(s, name, -1);
+        if (!expect(s, l, SIMBA_EVENT_ACQUIRED)) break;
+        if (sh->released_at > 0 && sh->n < 4096) sh->lat[sh->n++] = now_us() - sh->released_at;
+        sh->released_at = now_us();
+        simba_release(s, l);
+        if (!expect(s, l, SIMBA_EVENT_RELEASED)) break;
+    }
+    simba_destroy(s);
+}
+
+static double handoff_us(const char *path, int rounds, const char *name, double *p99) {
+    pid_t pid;
+    double p50;
+    memset(sh, 0, sizeof *sh);
+    fflush(stdout);
+    if ((pid = fork()) == 0) { pingpong(path, "pong", rounds, name); _exit(0); }
+    pingpong(path, "ping", rounds, name);
+    waitpid(pid, NULL, 0);
+    p50 = pct(sh->lat, sh->n, 0.5);
+    *p99 = pct(sh->lat, sh->n, 0.99);
+    return p50;
+}
+
+/* A holder process killed with -9 while the parent waits: kill to ACQUIRED. */
+static int kill_round(const char *path, double *lat) {
+    int p[2];
+    pid_t pid;
+    char c;
+    simba *s;
+    simba_lock l;
+    double t0;
+    if (pipe(p) != 0) return 0;
+    fflush(stdout);
+    if ((pid = fork()) == 0) {
+        simba *h = client(path, "victim", NULL);
+        simba_lock hl = acquire(h, "k9", -1);
+        simba_event ev;
+        close(p[0]);
+        if (!expect(h, hl, SIMBA_EVENT_ACQUIRED)) _exit(1);
+        if (write(p[1], "A", 1) != 1) _exit(1);
+        for (;;) simba_hold_for(h, hl, 60000, &ev);
+    }
+    close(p[1]);
+    if (read(p[0], &c, 1) != 1) return 0;
+    close(p[0]);
+    s = client(path, "heir", NULL);
+    l = acquire(s, "k9", -1);
+    {   /* the request is queued (one round of the loop) */
+        simba_event ev;
+        simba_wait(s, l, 50, &ev);
+    }
+    t0 = now_us();
+    kill(pid, SIGKILL);
+    if (!expect(s, l, SIMBA_EVENT_ACQUIRED)) return 0;
+    *lat = now_us() - t0;
+    waitpid(pid, NULL, 0);
+    simba_release(s, l);
+    expect(s, l, SIMBA_EVENT_RELEASED);
+    simba_destroy(s);
+    return 1;
+}
+
+/* fork+exec+wait of argv, in us. */
+static double run_cmd(char *const argv[], int *status) {
+    double t0 = now_us();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    waitpid(pid, status, 0);
+    return now_us() - t0;
+}
+
+static void cmd_stats(double *v, int n, double *mn, double *med, double *mx) {
+    *mn = pct(v, n, 0);
+    *med = pct(v, n, 0.5);
+    *mx = pct(v, n, 1);
+}
+
+static int queued(simba *s, const char *name) {
+    simba_lock q = simba_inspect(s, name, NULL);
+    simba_event ev;
+    if (simba_wait(s, q, 30000, &ev) != 1 || ev.type != SIMBA_EVENT_INFO) return -1;
+    return ev.queued;
+}
+
+/* Q waiters (one other client) behind a holder: the release to the first
+   waiter's ACQUIRED. The median of 5. */
+static double queued_handoff_us(const char *path, int q, const char *name) {
+    double t[5];
+    int r, i;
+    for (r = 0; r < 5; r++) {
+        char nm[64];
+        simba *h = client(path, "qh", NULL), *w = client(path, "qw", NULL);
+        simba_lock hl, *wl = (simba_lock *)calloc((size_t)q, sizeof *wl);
+        double t0;
+        snprintf(nm, sizeof nm, "%s-%d", name, r);
+        hl = acquire(h, nm, -1);
+        expect(h, hl, SIMBA_EVENT_ACQUIRED);
+        for (i = 0; i < q; i++) wl[i] = acquire(w, nm, -1);
+        for (i = 0; i < 3000 && queued(h, nm) != q + 1; i++) {
+            simba_event ev;
+            simba_wait(w, wl[0], 1, &ev);
+        }
+        t0 = now_us();
+        simba_release(h, hl);
+        expect(h, hl, SIMBA_EVENT_RELEASED);      /* (the holder's loop runs its release) */
+        expect(w, wl[0], SIMBA_EVENT_ACQUIRED);
+        t[r] = now_us() - t0;
+        simba_destroy(h);
+        simba_destroy(w);
+        free(wl);
+    }
+    return pct(t, 5, 0.5);
+}
+
+int main(void) {
+    char db[320], floordb[320], lockf[320], url[400], flockf[320];
+    const char *cli = getenv("SIMBA_CLI") ? getenv("SIMBA_CLI") : "build/simba";
+    int n = env_int("BENCH_N", 2000), kills = env_int("BENCH_KILLS", 30), cmds = env_int("BENCH_CMDS", 100), i, k;
+    double txn, fl, dg, cyc, ho, ho99, kl[512], sv[1024], fv[1024], mn, med, mx, fmn, fmed, fmx, q1, q1000;
+    int64_t longest = 0;
+    signal(SIGPIPE, SIG_IGN);
+    if (getenv("BENCH_DIR")) snprintf(dir, sizeof dir, "%s", getenv("BENCH_DIR"));
+    else {
+        snprintf(dir, sizeof dir, "%s/simba-bench-sqlite-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    }
+    sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    snprintf(db, sizeof db, "%s/locks.db", dir);
+    snprintf(floordb, sizeof floordb, "%s/floor.db", dir);
+    snprintf(lockf, sizeof lockf, "%s/flock.lock", dir);
+    snprintf(flockf, sizeof flockf, "%s/x.lock", dir);
+    snprintf(url, sizeof url, "sqlite://%s/cli.db", dir);
+    printf("bench-sqlite: %s (%ld cores)\n", dir, sysconf(_SC_NPROCESSORS_ONLN));
+
+    if (getenv("BENCH_Q_ONLY")) {
+        q1 = queued_handoff_us(db, 1, "q1");
+        q1000 = queued_handoff_us(db, 1000, "q1000");
+        printf("Q: %.1f vs %.1f us = %.2f x\n", q1000, q1, q1000 / q1);
+        return 0;
+    }
+    txn = floor_txn_us(floordb, n);
+    fl = floor_flock_us(lockf, n * 10);
+    dg = floor_dgram_us(n);
+    printf("floors: one write transaction (WAL, synchronous=NORMAL) %.1f us; flock(2) lock+unlock %.2f us;"
+           " one datagram to another process %.1f us\n", txn, fl, dg);
+
+    cyc = cycle_us(db, n, &longest);
+    if (getenv("BENCH_CYCLE_ONLY")) { printf("cycle %.1f us, floor %.1f, %.2f transactions\n", cyc, txn, tx_per_cycle); return 0; }
+    printf("cycle: acquire+release %.1f us = %.2f x one write transaction (target <= 2.5), %.0f x a flock pair;"
+           " longest batch inside a tick %lld us; %.2f transactions per cycle\n", cyc, cyc / txn, cyc / fl, (long long)longest,
+           tx_per_cycle);
+
+    ho = handoff_us(db, n / 2 > 4096 ? 4096 : n / 2, "handoff", &ho99);
+    printf("hand-off to another process: p50 %.1f us, p99 %.1f us = %.2f x (transaction + datagram, %.1f us)"
+           " (target <= 1.5)\n", ho, ho99, ho / (txn + dg), txn + dg);
+
+    for (k = 0, i = 0; i < kills && i < 512; i++) if (kill_round(db, &kl[k])) k++;
+    {
+        double p50 = pct(kl, k, 0.5), p99 = pct(kl, k, 0.99);
+        printf("kill -9 of a holder -> the waiter ACQUIRED (lease 16 s): p50 %.2f ms, p99 %.2f ms over %d"
+               " (target <= 50 ms)\n", p50 / 1000, p99 / 1000, k);
+    }
+
+    q1 = queued_handoff_us(db, 1, "q1");
+    q1000 = queued_handoff_us(db, 1000, "q1000");
+    printf("hand-off with 1000 waiters behind: %.1f us, with 1: %.1f us = %.2f x (target <= 1.5)\n",
+           q1000, q1, q1000 / q1);
+
+    {
+        char *sargv[10], *fargv[6];
+        int st, bad = 0;
+        sargv[0] = (char *)cli; sargv[1] = (char *)"run"; sargv[2] = (char *)"--try"; sargv[3] = url;
+        sargv[4] = (char *)"x"; sargv[5] = (char *)"--"; sargv[6] = (char *)"true"; sargv[7] = NULL;
+        fargv[0] = (char *)"flock"; fargv[1] = (char *)"-n"; fargv[2] = flockf; fargv[3] = (char *)"true"; fargv[4] = NULL;
+        run_cmd(sargv, &st);   /* warm: the file exists */
+        for (i = 0; i < cmds && i < 1024; i++) {
+            sv[i] = run_cmd(sargv, &st);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+            fv[i] = run_cmd(fargv, &st);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+        }
+        cmd_stats(sv, i, &mn, &med, &mx);
+        cmd_stats(fv, i, &fmn, &fmed, &fmx);
+        printf("command: `simba run --try sqlite://.../cli.db x -- true` min/median/max %.2f/%.2f/%.2f ms;"
+               " `flock -n x.lock true` %.2f/%.2f/%.2f ms; median ratio %.2f (target <= 3)%s\n",
+               mn / 1000, med / 1000, mx / 1000, fmn / 1000, fmed / 1000, fmx / 1000, med / fmed,
+               bad ? " (SOME RUNS FAILED)" : "");
+    }
+    if (!getenv("BENCH_DIR")) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,543 @@
+/* test_sqlite.c -- the conformance suite on the SQLite backend, plus what
+   only real processes on one machine can show: many processes on a mutex
+   and a semaphore, a holder killed with -9, a holder stopped with SIGSTOP,
+   and the files that must be refused (network file system, read-only,
+   unwritable directory, a foreign or corrupt file, the file deleted or
+   replaced under running clients).
+
+   Every test works in its own temporary directory. An optional argv[1]
+   runs only the tests whose name contains it. */
+#define _GNU_SOURCE   /* MAP_ANONYMOUS */
+#include "harness.h"
+#define SIMBA_IMPLEMENTATION
+#include "simba.h"
+#define SIMBA_SQLITE_IMPLEMENTATION
+#include "simba_sqlite.h"
+#include "conformance.h"
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <errno.h>
+#include <sys/mman.h>
+
+static char dir[256];          /* the temporary directory of this run */
+static char conf_db[320];      /* the database of the conformance suite */
+
+static simba_backend make_default(void *user) {
+    simba_sqlite_desc d;
+    (void)user;
+    memset(&d, 0, sizeof d);
+    d.path = conf_db;
+    return simba_sqlite(&d);
+}
+
+
+/* ---- helpers ---- */
+
+/* A client on database `path`; ttl 0 = the defaults (lease 16 s). */
+static simba *sq_client_b(const char *path, const char *tenant, const char *id, int ttl_ms, int transition_ms,
+                          simba_backend *out) {
+    simba_sqlite_desc sd;
+    simba_desc d;
+    simba_error err;
+    simba *s;
+    memset(&sd, 0, sizeof sd);
+    sd.path = path;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_sqlite(&sd);
+    if (out) *out = d.backend;
+    d.tenant = tenant;
+    d.client_id = id;
+    d.ttl_ms = ttl_ms;
+    d.transition_ms = transition_ms;
+    s = simba_create(&d, &err);
+    if (!s) printf("  # simba_create: %s %s\n", simba_strerror(err.code), err.message);
+    return s;
+}
+
+static simba *sq_client(const char *path, const char *tenant, const char *id, int ttl_ms, int transition_ms) {
+    return sq_client_b(path, tenant, id, ttl_ms, transition_ms, NULL);
+}
+
+/* A path in this run's directory, and a fresh sub-directory for a test. */
+static void sq_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", dir, name); }
+
+static simba_lock sq_acquire(simba *s, const char *name, int capacity, int permits, int exclusive, int wait_ms) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.capacity = capacity;
+    d.permits = permits;
+    d.exclusive = exclusive;
+    d.wait_ms = wait_ms;
+    return simba_acquire(s, &d);
+}
+
+/* Waits (up to ms) for the next event of `l`; 1 if it is of `type`. */
+static int sq_expect(simba *s, simba_lock l, simba_event_type type, int ms, simba_event *ev) {
+    simba_event tmp;
+    if (!ev) ev = &tmp;
+    if (simba_wait(s, l, ms, ev) != 1) { printf("  # no event within %d ms (want %s)\n", ms, simba_event_name(type)); return 0; }
+    if (ev->type != type) {
+        printf("  # got %s (%s %s), want %s\n", simba_event_name(ev->type), simba_strerror(ev->error), ev->message,
+               simba_event_name(type));
+        return 0;
+    }
+    return 1;
+}
+
+/* The number of entries (held and waiting) of `name`, or -1. */
+static int sq_queued(simba *s, const char *name) {
+    simba_lock q = simba_inspect(s, name, NULL);
+    simba_event ev;
+    if (simba_wait(s, q, 5000, &ev) != 1) return -1;
+    if (ev.type == SIMBA_EVENT_ERROR && ev.error == SIMBA_ENOTFOUND) return 0;
+    return ev.type == SIMBA_EVENT_INFO ? ev.queued : -1;
+}
+
+/* Inspects until `name` has `n` entries (up to 10 s). */
+static int sq_wait_queued(simba *s, const char *name, int n) {
+    int64_t end = h_real_ms() + 10000;
+    int got = -1;
+    while (h_real_ms() < end) {
+        if ((got = sq_queued(s, name)) == n) return 1;
+        {   struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); }
+    }
+    printf("  # %s: %d entries, want %d\n", name, got, n);
+    return 0;
+}
+
+/* Runs s's loop for up to ms until a DISCONNECTED event comes (into *out). */
+static int sq_disconnected(simba *s, int ms, simba_event *out) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        struct pollfd fds[16];
+        simba_event ev[16];
+        int n = simba_pollfds(s, fds, 16), k, i, t = simba_timeout_ms(s);
+        if (n > 16) n = 16;
+        poll(fds, (nfds_t)n, t < 0 || t > 20 ? 20 : t);
+        k = simba_tick(s, fds, n, ev, 16);
+        for (i = 0; i < k; i++) if (ev[i].type == SIMBA_EVENT_DISCONNECTED) { *out = ev[i]; return 1; }
+    }
+    return 0;
+}
+
+static struct simba_sqlite_stats sq_stats(simba_backend b) {
+    struct simba_sqlite_stats st;
+    memset(&st, 0, sizeof st);
+    simba_sqlite_stats(b, &st);
+    return st;
+}
+
+/* ---- many processes ---- */
+
+enum { SQ_MAX_PROCS = 64 };
+typedef struct sq_shared {
+    int n;                      /* grants so far */
+    int inuse, max_inuse;       /* permits held now, and at most */
+    int order[SQ_MAX_PROCS];    /* child index by grant */
+    int64_t fence[SQ_MAX_PROCS];/* fence by child index */
+} sq_shared;
+static sq_shared *shared;
+
+static void sq_note_max(int cur) {
+    int m;
+    while ((m = __sync_fetch_and_add(&shared->max_inuse, 0)) < cur)
+        if (__sync_bool_compare_and_swap(&shared->max_inuse, m, cur)) break;
+}
+
+/* A contender process: waits for the lock, notes its grant, holds a moment, releases. */
+static void sq_contender(const char *path, const char *tenant, const char *name, int capacity, int i) {
+    char id[32];
+    simba *s;
+    simba_lock l;
+    simba_event ev;
+    int pos, code = 0;
+    snprintf(id, sizeof id, "p%d", i);
+    if (!(s = sq_client(path, tenant, id, 0, 0))) _exit(3);
+    l = sq_acquire(s, name, capacity, 1, 0, -1);
+    if (!sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 60000, &ev)) _exit(4);
+    pos = __sync_fetch_and_add(&shared->n, 1);
+    shared->order[pos] = i;
+    shared->fence[i] = ev.fence;
+    sq_note_max(__sync_add_and_fetch(&shared->inuse, 1));
+    if (simba_hold_for(s, l, 5, &ev) != 0) code = 5;
+    __sync_sub_and_fetch(&shared->inuse, 1);      /* no longer believed before the release */
+    simba_release(s, l);
+    if (!sq_expect(s, l, SIMBA_EVENT_RELEASED, 10000, NULL)) code = 6;
+    simba_destroy(s);
+    _exit(code);
+}
+
+/* N processes queue behind a holder in a known order; then it releases.
+   Never more holders than the capacity; grants (their fences) in queue order. */
+static void sq_many(const char *file, int capacity, int nprocs) {
+    char path[320], tenant[32];
+    pid_t pids[SQ_MAX_PROCS];
+    simba *s;
+    simba_lock l;
+    int i, bad = 0;
+    sq_path(path, sizeof path, file);
+    snprintf(tenant, sizeof tenant, "many%d", capacity);
+    memset(shared, 0, sizeof *shared);
+    s = sq_client(path, tenant, "gate", 0, 0);
+    CHECK(s);
+    l = sq_acquire(s, "job", capacity, 0, 1, -1);   /* the whole capacity: everyone queues */
+    CHECK(sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 10000, NULL));
+    for (i = 0; i < nprocs; i++) {
+        fflush(stdout);
+        pids[i] = fork();
+        if (pids[i] == 0) { simba_abandon(s); sq_contender(path, tenant, "job", capacity, i); }
+        CHECK(pids[i] > 0);
+        CHECK(sq_wait_queued(s, "job", i + 2));     /* child i is queued before child i+1 starts */
+    }
+    CHECK_EQ(simba_release(s, l), SIMBA_OK);
+    CHECK(sq_expect(s, l, SIMBA_EVENT_RELEASED, 10000, NULL));
+    for (i = 0; i < nprocs; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { printf("  # child %d: status %d\n", i, st); bad++; }
+    }
+    simba_destroy(s);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(shared->n, nprocs);
+    printf("  # %d processes, capacity %d: at most %d held at once\n", nprocs, capacity, shared->max_inuse);
+    CHECK(shared->max_inuse <= capacity);
+    if (capacity == 1) for (i = 0; i < nprocs; i++) CHECK_EQ(shared->order[i], i);
+    for (i = 1; i < nprocs; i++) CHECK(shared->fence[i] > shared->fence[i - 1]);   /* FIFO by fence */
+}
+
+static void t_sqlite_processes_mutex(void) { sq_many("mutex.db", 1, 50); }
+static void t_sqlite_processes_semaphore(void) { sq_many("sem.db", 3, 50); }
+
+/* ---- a holder killed with -9, a holder stopped ---- */
+
+/* A holder process: acquires, tells the parent (one byte on fd), then holds
+   until an event comes, which it reports as two bytes: type, error. */
+static void sq_holder(const char *path, const char *tenant, int ttl, int transition, int fd) {
+    simba *s = sq_client(path, tenant, "holder", ttl, transition);
+    simba_lock l;
+    simba_event ev;
+    unsigned char msg[2];
+    if (!s) _exit(3);
+    l = sq_acquire(s, "x", 1, 1, 0, -1);
+    if (!sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 10000, &ev)) _exit(4);
+    if (write(fd, "A", 1) != 1) _exit(5);
+    while (simba_hold_for(s, l, 60000, &ev) == 0) {}
+    msg[0] = (unsigned char)ev.type;
+    msg[1] = (unsigned char)ev.error;
+    if (write(fd, msg, 2) != 2) _exit(6);
+    simba_abandon(s);
+    _exit(0);
+}
+
+static int sq_read(int fd, void *buf, int n, int ms) {
+    struct pollfd p;
+    p.fd = fd;
+    p.events = POLLIN;
+    if (poll(&p, 1, ms) != 1) return 0;
+    return (int)read(fd, buf, (size_t)n) == n;
+}
+
+static pid_t sq_start_holder(const char *path, const char *tenant, int ttl, int transition, int *rfd) {
+    int p[2];
+    pid_t pid;
+    char c;
+    if (pipe(p) != 0) return -1;
+    fflush(stdout);
+    if ((pid = fork()) == 0) { close(p[0]); sq_holder(path, tenant, ttl, transition, p[1]); }
+    close(p[1]);
+    if (pid < 0 || !sq_read(p[0], &c, 1, 10000) || c != 'A') { close(p[0]); return -1; }
+    *rfd = p[0];
+    return pid;
+}
+
+/* The default lease (16 s): a holder killed with -9 is purged as soon as its
+   waiter's pidfd fires (its mark and its process are gone), not by its lease. */
+static void t_sqlite_kill9_holder(void) {
+    char path[320];
+    int fd, st;
+    pid_t pid;
+    simba *s;
+    simba_lock l;
+    simba_event ev;
+    struct simba_sqlite_stats stats;
+    simba_backend b;
+    sq_path(path, sizeof path, "kill9.db");
+    pid = sq_start_holder(path, "k9", 0, 0, &fd);
+    CHECK(pid > 0);
+    s = sq_client_b(path, "k9", "waiter", 0, 0, &b);
+    CHECK(s);
+    l = sq_acquire(s, "x", 1, 1, 0, -1);
+    CHECK(sq_wait_queued(s, "x", 2));
+    kill(pid, SIGKILL);                          /* not reaped yet: a zombie */
+    CHECK(sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 15000, &ev));
+    stats = sq_stats(b);
+    printf("  # purged_dead %llu, purged_expired %llu, pidfd_fired %llu\n", (unsigned long long)stats.purged_dead,
+           (unsigned long long)stats.purged_expired, (unsigned long long)stats.pidfd_fired);
+    waitpid(pid, &st, 0);
+    close(fd);
+    simba_destroy(s);
+    CHECK(stats.purged_dead >= 1);
+    CHECK_EQ(stats.purged_expired, 0);
+    CHECK(stats.pidfd_fired >= 1);
+}
+
+/* A holder killed with -9 before anyone waits: the next process (which may
+   take the dead one's byte in the sidecar) finds it dead at once, so even a
+   try-lock succeeds under the default 16 s lease. */
+static void t_sqlite_dead_holder_try(void) {
+    char path[320];
+    int fd, st;
+    pid_t pid;
+    simba *s;
+    sq_path(path, sizeof path, "dead.db");
+    pid = sq_start_holder(path, "dead", 0, 0, &fd);
+    CHECK(pid > 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(fd);
+    s = sq_client(path, "dead", "next", 0, 0);
+    CHECK(s);
+    CHECK(sq_expect(s, sq_acquire(s, "x", 1, 1, 0, 0), SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    simba_destroy(s);
+}
+
+/* A stopped holder keeps its mark: it is purged by its lease only, and when
+   it runs again its first event is LOST (the local safety rule). */
+static void t_sqlite_sigstop_holder(void) {
+    char path[320];
+    unsigned char msg[2] = {0, 0};
+    int fd, st;
+    pid_t pid;
+    simba *s;
+    simba_lock l;
+    struct simba_sqlite_stats stats;
+    simba_backend b;
+    sq_path(path, sizeof path, "stop.db");
+    pid = sq_start_holder(path, "stop", 1500, 1000, &fd);
+    CHECK(pid > 0);
+    kill(pid, SIGSTOP);
+    s = sq_client_b(path, "stop", "waiter", 1500, 1000, &b);
+    CHECK(s);
+    l = sq_acquire(s, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 15000, NULL));
+    stats = sq_stats(b);
+    kill(pid, SIGCONT);
+    CHECK(sq_read(fd, msg, 2, 10000));
+    waitpid(pid, &st, 0);
+    close(fd);
+    simba_destroy(s);
+    printf("  # purged_dead %llu, purged_expired %llu; the holder's first event: %s\n",
+           (unsigned long long)stats.purged_dead, (unsigned long long)stats.purged_expired,
+           simba_event_name((simba_event_type)msg[0]));
+    CHECK_EQ(stats.purged_dead, 0);
+    CHECK(stats.purged_expired >= 1);
+    CHECK_EQ(msg[0], SIMBA_EVENT_LOST);
+    CHECK_EQ(msg[1], SIMBA_LOST_EXPIRED);
+}
+
+/* ---- files that must be refused ---- */
+
+static void sq_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    int i;
+    if (!f) return;
+    for (i = 0; i < 200; i++) fputs(text, f);
+    fclose(f);
+}
+
+/* A client on a bad file reports DISCONNECTED with code and words; it never grants. */
+static int sq_refused(const char *path, int code, const char *words) {
+    simba *s = sq_client(path, "bad", "c", 0, 0);
+    simba_event ev;
+    int ok;
+    if (!s) return 0;
+    simba_acquire(s, &(simba_lock_desc){ .name = "x", .wait_ms = -1 });
+    ok = sq_disconnected(s, 5000, &ev);
+    if (ok) printf("  # %s: %s\n", simba_strerror(ev.error), ev.message);
+    else printf("  # no DISCONNECTED event\n");
+    simba_destroy(s);
+    return ok && ev.error == code && strstr(ev.message, words) != NULL;
+}
+
+static void t_sqlite_foreign_file(void) {
+    char path[320];
+    sqlite3 *db;
+    sq_path(path, sizeof path, "foreign.db");
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "CREATE TABLE accounts(id INTEGER PRIMARY KEY, owner TEXT)", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    CHECK(sq_refused(path, SIMBA_EPROTO, "something else"));
+}
+
+static void t_sqlite_corrupt_file(void) {
+    char path[320];
+    sq_path(path, sizeof path, "corrupt.db");
+    sq_write_file(path, "this is not a database, only text that looks like nothing SQLite knows. ");
+    CHECK(sq_refused(path, SIMBA_EPROTO, "corrupt or not an SQLite file"));
+}
+
+static void t_sqlite_network_fs_refused(void) {
+    /* no NFS server here: the table of refused file systems (statfs f_type) */
+    CHECK(simba__sqlite_fs_refused(0x6969) != NULL);              /* NFS */
+    CHECK(simba__sqlite_fs_refused((long)0xFF534D42UL) != NULL);  /* CIFS */
+    CHECK(simba__sqlite_fs_refused(0x65735546) != NULL);          /* FUSE */
+    CHECK(simba__sqlite_fs_refused(0x01021994) == NULL);          /* tmpfs */
+    CHECK(simba__sqlite_fs_refused(0xEF53) == NULL);              /* ext4 */
+    CHECK(simba__sqlite_fs_refused(0x58465342) == NULL);          /* xfs */
+}
+
+/* Runs fn(arg) in a child as an unprivileged user (nobody when we are
+   root): the result is its exit status (0 = passed). */
+static int sq_as_user(int (*fn)(const char *), const char *arg) {
+    pid_t pid;
+    int st = 0;
+    fflush(stdout);
+    if ((pid = fork()) == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(7);
+        _exit(fn(arg) ? 0 : 1);
+    }
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
+static int sq_read_only_child(const char *path) { return sq_refused(path, SIMBA_EAUTH, "read-only"); }
+static int sq_no_dir_child(const char *path) { return sq_refused(path, SIMBA_EAUTH, "Permission denied"); }
+
+static void t_sqlite_read_only_file(void) {
+    char sub[320], path[400], side[420];
+    simba *s;
+    sq_path(sub, sizeof sub, "ro");
+    CHECK(mkdir(sub, 0777) == 0 && chmod(sub, 0777) == 0 && chmod(dir, 0755) == 0);
+    snprintf(path, sizeof path, "%s/locks.db", sub);
+    snprintf(side, sizeof side, "%s-simba", path);
+    s = sq_client(path, "ro", "maker", 0, 0);                 /* makes the file */
+    CHECK(s);
+    CHECK(sq_expect(s, sq_acquire(s, "x", 1, 1, 0, 0), SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    simba_destroy(s);
+    CHECK(chmod(path, 0444) == 0 && chmod(side, 0666) == 0);
+    CHECK_EQ(sq_as_user(sq_read_only_child, path), 0);
+}
+
+static void t_sqlite_unwritable_dir(void) {
+    char sub[320], path[400];
+    sq_path(sub, sizeof sub, "nowrite");
+    CHECK(mkdir(sub, 0555) == 0 && chmod(sub, 0555) == 0 && chmod(dir, 0755) == 0);
+    snprintf(path, sizeof path, "%s/locks.db", sub);
+    CHECK_EQ(sq_as_user(sq_no_dir_child, path), 0);
+}
+
+/* The file deleted (or replaced) under a running holder: the holder is told
+   (DISCONNECTED with the cause, then LOST), and a client that makes the
+   file again grants nothing before that holder's hold has surely ended. */
+static void sq_replaced(int rename_over) {
+    char path[320], other[320], wal[340], shm[340];
+    h_client ca, cb, cc, *cl[2];
+    simba_lock la, lb;
+    simba_event *e, *lost, *acq;
+    int64_t end;
+    int ilost = -1, iacq = -1, i, saw_cause = 0;
+    memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb); memset(&cc, 0, sizeof cc);
+    sq_path(path, sizeof path, rename_over ? "replaced.db" : "deleted.db");
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    ca.s = sq_client(path, "rep", "a", 1500, 1000);
+    CHECK(ca.s);
+    la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(ca.s, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    if (rename_over) {   /* another simba file (a backup, say) moved over ours, as an admin
+                            would: its user closed, our -wal and -shm removed with it (a main
+                            file beside another file's -wal is SQLite's own hazard) */
+        sq_path(other, sizeof other, "other.db");
+        cc.s = sq_client(other, "rep", "c", 1500, 1000);
+        CHECK(cc.s);
+        CHECK(sq_expect(cc.s, sq_acquire(cc.s, "y", 1, 1, 0, -1), SIMBA_EVENT_ACQUIRED, 5000, NULL));
+        simba_destroy(cc.s);
+        cc.s = NULL;
+        CHECK(rename(other, path) == 0);
+    } else {
+        CHECK(unlink(path) == 0);
+    }
+    unlink(wal);
+    unlink(shm);
+    cb.s = sq_client(path, "rep", "b", 1500, 1000);
+    CHECK(cb.s);
+    lb = sq_acquire(cb.s, "x", 1, 1, 0, -1);
+    cl[0] = &ca;
+    cl[1] = &cb;
+    end = h_real_ms() + 15000;
+    for (i = 0; h_real_ms() < end && iacq < 0; i++) {   /* rounds: the holder is ticked first in each */
+        h_pump(cl, 2, 50);
+        if (ilost < 0 && h_has(&ca, la, SIMBA_EVENT_LOST)) ilost = i;
+        if (h_has(&cb, lb, SIMBA_EVENT_ACQUIRED)) iacq = i;
+    }
+    printf("  # LOST in round %d, the new grant in round %d\n", ilost, iacq);
+    CHECK(ilost >= 0 && iacq >= ilost);
+    ilost = iacq = -1;
+    for (i = 0; i < ca.nlog; i++) {
+        e = &ca.log[i];
+        if (e->type == SIMBA_EVENT_DISCONNECTED && (strstr(e->message, "was deleted") || strstr(e->message, "was replaced")))
+            saw_cause = 1;
+        if (e->type == SIMBA_EVENT_LOST && ilost < 0) ilost = i;
+    }
+    lost = ilost >= 0 ? &ca.log[ilost] : NULL;
+    for (i = 0; i < cb.nlog; i++) if (cb.log[i].type == SIMBA_EVENT_ACQUIRED && iacq < 0) iacq = i;
+    acq = iacq >= 0 ? &cb.log[iacq] : NULL;
+    printf("  # holder: %s%d; new client: %s\n", lost ? "LOST " : "no LOST", lost ? lost->error : 0,
+           acq ? "ACQUIRED" : "not granted");
+    CHECK(saw_cause);
+    CHECK(lost != NULL);
+    CHECK(acq != NULL);
+    /* the holder stopped believing before the new client was granted: its
+       hold ends by the clock (valid_until) before the grant's own start */
+    CHECK(simba_valid_ms(ca.s, la) == 0);
+    simba_destroy(ca.s);
+    simba_destroy(cb.s);
+    if (cc.s) simba_destroy(cc.s);
+}
+
+static void t_sqlite_file_deleted(void) { sq_replaced(0); }
+static void t_sqlite_file_replaced(void) { sq_replaced(1); }
+
+static int rm_rf(const char *path) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    return system(cmd);
+}
+
+int main(int argc, char **argv) {
+    conf_backend cb;
+    if (argc > 1) h_filter = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(dir, sizeof dir, "%s/simba-sqlite-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    snprintf(conf_db, sizeof conf_db, "%s/conformance.db", dir);
+
+    memset(&cb, 0, sizeof cb);
+    cb.name = "sqlite";
+    cb.make = make_default;
+    cb.ttl_ms = 1500;
+    cb.transition_ms = 1000;
+    conformance_run(&cb, h_filter, &h_passed, &h_failed);
+
+    shared = (sq_shared *)mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) { perror("mmap"); return 1; }
+    RUN(t_sqlite_processes_mutex);
+    RUN(t_sqlite_processes_semaphore);
+    RUN(t_sqlite_kill9_holder);
+    RUN(t_sqlite_dead_holder_try);
+    RUN(t_sqlite_sigstop_holder);
+    RUN(t_sqlite_foreign_file);
+    RUN(t_sqlite_corrupt_file);
+    RUN(t_sqlite_network_fs_refused);
+    RUN(t_sqlite_read_only_file);
+    RUN(t_sqlite_unwritable_dir);
+    RUN(t_sqlite_file_deleted);
+    RUN(t_sqlite_file_replaced);
+
+    rm_rf(dir);
+    return harness_summary();
+}
