@@ -1273,7 +1273,9 @@ static void t_redis_stats(void) {
     la = h_acquire(b.s, "st2", -1);
     CHECK(h_expect(cl, 2, 1, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     CHECK_EQ(simba_redis_stats(bb, &sb), SIMBA_OK);
-    CHECK_EQ(sb.noscript_reloads, 1);
+    /* one reload per op that met NOSCRIPT: the release, and a keepalive if
+       one went out before the first NOSCRIPT came back (a slow machine) */
+    CHECK(sb.noscript_reloads >= 1 && sb.noscript_reloads <= 2);
     CHECK(sb.scripts_sent > sb.ops_sent);   /* the op sent again counts again */
     /* a killed connection is made again: one reconnect */
     CHECK_EQ(kill_redis(NULL, b.s), SIMBA_OK);
