@@ -156,10 +156,14 @@
     simba starts none. One simba instance belongs to one thread at a time;
     separate instances may live in separate threads.
 */
-/* The implementation uses POSIX (clock_gettime, gethostname, getpid). In the
-   file that defines SIMBA_IMPLEMENTATION, include simba.h before any system
-   header, or compile with -D_POSIX_C_SOURCE=200809L (or -std=gnu99). */
-#if defined(SIMBA_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+/* The implementations (simba.h's and the backends') use POSIX
+   (clock_gettime, O_CLOEXEC, gethostname, getpid). In a file that defines an
+   implementation, include simba.h before any system header, or compile with
+   -D_POSIX_C_SOURCE=200809L (or -std=gnu99, which has POSIX already). Under
+   a strict -std=c99/c11 simba.h turns POSIX on whenever it comes first, since
+   a backend's implementation macro is defined only after it is included. */
+#if (defined(SIMBA_IMPLEMENTATION) || defined(__STRICT_ANSI__)) && \
+    !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
 
