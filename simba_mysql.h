@@ -485,6 +485,8 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
 /* >>vtable */
 static void simba__mysql_destroy(void *impl);
 
+/*>>internals.memory: memory, through the desc's allocator */
+
 /* Everything goes through the desc's allocator (the kit's helpers: zero =
    malloc/free); alloc returns zeroed memory. */
 static void *simba__mysql_alloc(simba__mysql *b, size_t n) { return simba_allocator_alloc(&b->alloc, n); }
@@ -502,6 +504,8 @@ static char *simba__mysql_strndup(simba__mysql *b, const char *s, size_t n) {
 }
 
 static char *simba__mysql_strdup(simba__mysql *b, const char *s) { return simba_allocator_strdup(&b->alloc, s); }
+
+/*>>internals.text: SQL text: a growing buffer, strings as hex literals, numbers read back */
 
 static int simba__mysql_reserve(simba__mysql *b, simba__mysql_buf *x, size_t more) {
     size_t need = x->n + more + 1, cap;
@@ -608,6 +612,8 @@ static int simba__mysql_int(const char *s, unsigned long len, int *out) {
 static int simba__mysql_is_current(const simba__mysql *b, const char *session) {
     return !b->cur_session[0] || strcmp(b->cur_session, session) == 0;
 }
+
+/*>>internals.queue: the job queue */
 
 static void simba__mysql_job_free(simba__mysql *b, simba__mysql_job *j) {
     int i;

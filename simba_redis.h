@@ -276,6 +276,8 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out);
 extern "C" {
 #endif
 
+/*>>internals.text: the server side: the Lua script, one entry point per operation */
+
 /*--- the server side: one Lua script, one entry point per operation ----------
    KEYS: the base key of each resource of the operation. ARGV: op, prefix,
    tenant, session, request, lease_ms, run_id, try_only ('1', '0', or 'c':
@@ -1093,6 +1095,8 @@ static int simba__redis_prefix_ok(const char *p) {
     return n > 0;
 }
 
+/*>>internals.names: keys and names */
+
 /*--- keys ---------------------------------------------------------------------
    The base key of a resource is  <prefix>:{<tenant>:<hex of tag>}  or, when
    the name carries a hash tag of its own ("{order-42}:items": the bytes
@@ -1246,6 +1250,8 @@ static void simba__redis_fail_all(simba__redis *r, int status, const char *msg) 
     while (r->reqs) simba__redis_complete_status(r, r->reqs, status, msg);
 }
 
+/*>>internals.limits: reply limits */
+
 /*--- reply limits ------------------------------------------------------------------
    hiredis 0.14 has no maxelements: it allocates the element pointers of an
    array as soon as it reads the header, so "*2147483647" from a hostile or
@@ -1328,6 +1334,8 @@ static void simba__redis_limit_reader(simba__redis_conn *c, redisAsyncContext *a
     rd->maxelements = SIMBA__REDIS_MAX_ELEMENTS;
 #endif
 }
+
+/*>>internals.signals: SIGPIPE */
 
 /*--- SIGPIPE ------------------------------------------------------------------------
    hiredis writes with write(): on a connection the server has closed, that

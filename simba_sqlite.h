@@ -368,6 +368,8 @@ typedef struct simba__sqlite {
     struct simba_sqlite_stats stats;
 } simba__sqlite;
 
+/*>>internals.memory: memory, arrays, clocks, statements */
+
 static void *simba__sqlite_alloc(simba__sqlite *b, size_t n) { return simba_allocator_alloc(&b->alloc, n); }
 static void simba__sqlite_free(simba__sqlite *b, void *p) { simba_allocator_free(&b->alloc, p); }
 
@@ -455,6 +457,8 @@ static void simba__sqlite_col(sqlite3_stmt *st, int i, char *buf, size_t cap) {
     if (p && n) memcpy(buf, p, n);
     buf[n] = 0;
 }
+
+/*>>internals.queue: the job queue */
 
 /* ---- the job queue ---- */
 

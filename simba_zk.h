@@ -522,6 +522,8 @@ struct simba__zk {
     int64_t names_read;
 };
 
+/*>>internals.memory: memory */
+
 /*--- memory ---*/
 
 /* One-line forwarders to the kit: memory follows the desc's allocator (zero
@@ -531,6 +533,8 @@ static void simba__zk_free(simba__zk *zk, void *p) { simba_allocator_free(&zk->a
 static char *simba__zk_strdup(simba__zk *zk, const char *s) { return simba_allocator_strdup(&zk->a, s); }
 
 static int64_t simba__zk_now(simba__zk *zk) { return simba_now_ms(zk->s); }
+
+/*>>internals.names: name encoding, ACLs */
 
 /*--- name encoding ---*/
 
@@ -624,6 +628,8 @@ static struct ACL_vector *simba__zk_acl_own(simba__zk *zk) {
     return zk->digest ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
 }
 
+/*>>internals.errors: error mapping */
+
 /*--- error mapping ---*/
 
 /* A ZooKeeper error as a simba code for an op of `kind`. An expired session is
@@ -673,6 +679,8 @@ static void simba__zk_missing(simba__zk_op *op) {
     }
     op->status = SIMBA_ENOTFOUND;
 }
+
+/*>>internals.cache: the children of a resource node, the entry cache */
 
 /*--- children of a resource node ---*/
 
@@ -1054,6 +1062,8 @@ static void simba__zk_mine_load(simba__zk_op *op) {
         }
     }
 }
+
+/*>>internals.calls: calls, ops: bookkeeping and delivery */
 
 /*--- calls ---*/
 

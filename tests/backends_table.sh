@@ -19,6 +19,7 @@ vocabulary() {
         session) echo "open renew close" ;;
         locks) echo "calls queue rule write enqueue poll release withdraw admin dispatch" ;;
         wakeups) echo "arm fire deliver" ;;
+        internals) echo "types memory text names limits signals errors cache calls queue" ;;
         *) echo "" ;;
     esac
 }
