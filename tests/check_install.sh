@@ -12,6 +12,22 @@ name="pkg-config knows simba"; check pkg-config --exact-version=0.1.0 simba
 printf '#define SIMBA_IMPLEMENTATION\n#include <simba.h>\n#include <string.h>\nint main(void){ return strcmp(simba_version(), SIMBA_VERSION_STRING) != 0; }\n' > "$tmp/t.c"
 name="a program builds and runs against the installed header"
 check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/t.c' -o '$tmp/t' && '$tmp/t'"
+cat > "$tmp/m.c" <<'EOF'
+#define SIMBA_IMPLEMENTATION
+#include <simba.h>
+#define SIMBA_MEM_IMPLEMENTATION
+#include <simba_mem.h>
+#define SIMBA_URL_IMPLEMENTATION
+#include <simba_url.h>
+int main(void) {
+    simba_url_error err;
+    simba *s = simba_create_url("mem:?tenant=installed", NULL, &err);
+    simba_destroy(s);
+    return s == NULL;
+}
+EOF
+name="simba_mem.h and simba_url.h are installed; a mem: URL makes a client"
+check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags simba) '$tmp/m.c' -o '$tmp/m' && '$tmp/m'"
 name="the MySQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_mysql.sql"
 name="the PostgreSQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_pg.sql"
 name="the simba tool is installed in bin and runs"; check sh -c "'$tmp/prefix/bin/simba' --version | grep -q '^simba 0.1.0$'"
