@@ -436,7 +436,9 @@ SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err);
    waits for its answer at most simba_desc.linger_ms (default
    min(op_timeout_ms, 1000); a round trip when the server answers): the next
    waiters are granted at once instead of after a lease. Nothing else is sent
-   and no event is delivered. Not connected (or linger_ms < 0): it frees at
+   and no event is delivered (a session dropped earlier whose LOST events
+   the caller did not take is closed as well, unanswered). Not connected (or
+   linger_ms < 0): it frees at
    once, and the holds expire on the server after ttl + transition, as after
    a crash.
    simba_abandon: frees everything without a word to the server, as a crash
@@ -1244,6 +1246,8 @@ struct simba {
     char client_id[SIMBA_MAX_ID + 1];
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms, linger_ms;
     int close_answered;              /* simba_destroy: the server answered its CLOSE */
+    char dropped[SIMBA_MAX_SESSION + 1]; /* a dropped session not closed on the server yet ("" none):
+                                        see simba__close_dropped */
     int64_t down_since;              /* when a connection that worked was lost (0: connected, or never was) */
     uint64_t rng;
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
@@ -1979,17 +1983,39 @@ static void simba__session_send(simba *s, simba_op_kind kind, int64_t now) {
     s->session.op_deadline = now + s->op_timeout_ms;
 }
 
+/* Is a LOST event still waiting for the caller? */
+static int simba__lost_queued(const simba *s) {
+    const simba__events *q = &s->events;
+    int i;
+    for (i = 0; i < q->count; i++)
+        if (q->buf[(q->head + i) % q->cap].type == SIMBA_EVENT_LOST) return 1;
+    return 0;
+}
+
+/* A dropped session is closed on the server (its entries freed, the next
+   waiters granted at once) only once the caller has taken every LOST event:
+   until then it may still act as a holder, and the server's copy of the
+   session is what keeps others out. Sent from the first step after that; the
+   answer is ignored (the server ends the session at the latest when its
+   lease runs out, which is also what happens when the caller never takes
+   the events). */
+static void simba__close_dropped(simba *s) {
+    simba_op op;
+    if (!s->dropped[0] || !s->connected || simba__lost_queued(s)) return;
+    simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, 0);
+    op.session = s->dropped;
+    if (simba__submit(s, &op) == SIMBA_EBUSY) return;   /* the backend is full: next step */
+    s->dropped[0] = 0;
+}
+
 /* Drop the current session: every hold is LOST (reason), waiting requests go
    back to PENDING for the next session, releases in progress are done (the
    server drops the session's entries at the latest when it expires). The old
-   session is closed on the server if we can reach it. */
+   session is closed on the server once the caller has its LOST events
+   (simba__close_dropped). */
 static void simba__session_drop(simba *s, int reason) {
     uint32_t i;
-    simba_op op;
-    if (s->session.no && s->connected) {
-        simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, 0);
-        (void)simba__submit(s, &op);   /* best effort: its answer is ignored */
-    }
+    if (s->session.no) simba__copy(s->dropped, sizeof s->dropped, s->session.id);
     simba__log(s, SIMBA_LOG_WARN, "simba: session %s dropped (%s)", s->session.id,
                reason == SIMBA_LOST_EXPIRED ? "local deadline passed" : "server lost it");
     for (i = 0; i < s->nlocks; i++) {
@@ -3089,6 +3115,8 @@ static void simba__free_instance(simba *s) {
 
 SIMBADEF void simba_destroy(simba *s) {
     if (!simba__is_live(s)) return;
+    s->events.count = 0;              /* the caller is done: a dropped session ends too */
+    if (s->linger_ms >= 0) simba__close_dropped(s);
     simba__close_on_server(s);
     simba__free_instance(s);
 }
@@ -3454,6 +3482,7 @@ static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     simba__reap_queries(s);
     /* the safety rule first: from the clock alone, before any I/O */
     if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED);
+    simba__close_dropped(s);
     s->backend.vt->process(s->backend.impl, fds, nfds);
     now = simba__now(s);
     simba__run_timers(s, now);

@@ -94,6 +94,80 @@ static void t_mem_partitioned_holder_loses_first(void) {
     simba_destroy(a.s); simba_destroy(b.s);
 }
 
+/* Pump only client c (no event taken from anyone else) for ms. */
+static void pump_one(h_client *c, int ms) {
+    h_client *cl[1];
+    cl[0] = c;
+    h_run_for(cl, 1, ms);
+}
+
+/* A dropped session is closed on the server only after its LOST events left
+   the queue. The CLOSE frees the session's entries at once: sent in the tick
+   that drops the session, it let another client be granted while this one
+   still had LOST events to take, two holders for as long as the caller took
+   to come back for them. Here A's replies are lost while the server runs
+   its keepalives, and the server's lease is long (transition 2 s): only A's
+   CLOSE can free its two locks within that time. */
+static void t_mem_close_waits_for_lost_taken(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb, na, nb;
+    simba_mem_faults f;
+    simba_event ev[4];
+    int64_t end;
+    int k, lost = 0;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, 300, 2000); b.s = new_client(tenant, 300, 2000);
+    CHECK(a.s && b.s);
+    CHECK(h_hold_then_queue(cl, "m", 2000, 50, &la, &lb));
+    na = h_acquire(a.s, "n", -1);
+    CHECK(h_expect(cl, 2, 0, na, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    nb = h_acquire(b.s, "n", -1);
+    h_run_for(cl, 2, 50);
+    memset(&f, 0, sizeof f);
+    f.drop_reply_pct = 100;
+    simba_mem_set_faults(srv, a.s, &f);
+    /* A ticks without taking events until its deadline passed (the session
+       is dropped) and 200 ms more: B must not be granted while A's LOST
+       events wait */
+    for (end = h_real_ms() + 1000; h_real_ms() < end && simba_valid_ms(a.s, la) > 0;) {
+        CHECK_EQ(simba_tick(a.s, NULL, 0, ev, 0), 0);
+        pump_one(&b, 5);
+    }
+    CHECK_EQ(simba_valid_ms(a.s, la), 0);
+    for (end = h_real_ms() + 200; h_real_ms() < end;) {
+        CHECK_EQ(simba_tick(a.s, NULL, 0, ev, 0), 0);
+        pump_one(&b, 5);
+    }
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(!h_has(&b, nb, SIMBA_EVENT_ACQUIRED));
+    /* one LOST taken, the other still queued: still nobody */
+    k = simba_tick(a.s, NULL, 0, ev, 1);
+    CHECK_EQ(k, 1);
+    CHECK_EQ(ev[0].type, SIMBA_EVENT_LOST);
+    for (end = h_real_ms() + 200; h_real_ms() < end;) {
+        CHECK_EQ(simba_tick(a.s, NULL, 0, ev, 0), 0);
+        pump_one(&b, 5);
+    }
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(!h_has(&b, nb, SIMBA_EVENT_ACQUIRED));
+    k = simba_tick(a.s, NULL, 0, ev, 1);
+    CHECK_EQ(k, 1);
+    CHECK_EQ(ev[0].type, SIMBA_EVENT_LOST);
+    /* both taken: A's next tick ends the old session, B is granted both,
+       long before the server's copy of it could expire */
+    for (end = h_real_ms() + 500; h_real_ms() < end && !(h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && h_has(&b, nb, SIMBA_EVENT_ACQUIRED));) {
+        while ((k = simba_tick(a.s, NULL, 0, ev, 4)) > 0) lost += ev[0].type == SIMBA_EVENT_LOST;
+        pump_one(&b, 5);
+    }
+    CHECK_EQ(lost, 0);
+    CHECK(h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(h_has(&b, nb, SIMBA_EVENT_ACQUIRED));
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
 /* A server restart loses every entry: holders learn LOST, nobody is granted
    during the grace period, fences keep increasing. */
 static void t_mem_restart_keeps_fences_and_safety(void) {
@@ -2115,6 +2189,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);
     RUN(t_mem_partitioned_holder_loses_first);
+    RUN(t_mem_close_waits_for_lost_taken);
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_keyed_reacquire_while_releasing);
