@@ -396,8 +396,8 @@ typedef struct simba_holder {
     int weight;               /* 0 = exclusive */
     int granted;
     /* Times by the SERVER's clock, in ms, as of its answer, so no client clock is involved; -1 where the backend
-       cannot know (docs/backends.md: ZooKeeper knows none of them, MySQL
-       not renewed_ago_ms). A live owner renews its session every ttl/3 (less
+       cannot know (docs/backends.md: ZooKeeper knows none of them; a
+       session opened by an older simba version has no renewed_ago_ms). A live owner renews its session every ttl/3 (less
        jitter), so renewed_ago_ms stays below a third of its lease
        (renewed_ago_ms + expires_in_ms); an owner that crashed or is cut off
        shows renewed_ago_ms growing and expires_in_ms shrinking until the

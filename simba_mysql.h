@@ -50,7 +50,9 @@
     their queues, then write what the grant rule decided and COMMIT. Dead
     sessions' entries are purged there; a background sweep removes the rest
     in small batches. Deadlocks (1213) and lock wait timeouts (1205) are
-    rolled back and retried. Time is the server's (NOW(6) in UTC).
+    rolled back and retried. Time is the server's (NOW(6) in UTC). A session
+    row keeps its expiry and its last renewal (renewed_ms, for INSPECT's
+    renewed_ago_ms); create_schema adds that column to older tables in place.
 
     Wake-ups: the connection that owns an entry holds a user lock (GET_LOCK,
     the entry's "bell") for as long as the entry exists. A client with a
@@ -98,7 +100,8 @@ typedef struct simba_mysql_desc {
     int ssl_verify_server_cert; /* 1: check the server's certificate and name */
     int connect_timeout_ms;     /* a connect (with TLS and setup) that takes
                                    longer is abandoned and retried; default 5000 */
-    int create_schema;          /* 1: CREATE TABLE IF NOT EXISTS on connect */
+    int create_schema;          /* 1: CREATE TABLE IF NOT EXISTS on connect,
+                                   and upgrade older tables in place */
     int lock_wait_timeout_s;    /* innodb_lock_wait_timeout of simba's own
                                    sessions; default 1 (retried on expiry) */
     int sweep_ms;               /* period of the background sweep of expired
@@ -126,10 +129,11 @@ typedef struct simba_mysql_desc {
    "simba_mysql: out of memory". */
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
 
-/* Writes the schema (the CREATE TABLE IF NOT EXISTS statements of
-   simba_mysql.sql, separated by ";\n") for table prefix `prefix` (NULL =
-   "simba_") into buf. Returns the length it needs without the NUL (like
-   snprintf), or SIMBA_ENAME for a bad prefix. */
+/* Writes the schema (the statements of simba_mysql.sql: CREATE TABLE IF
+   NOT EXISTS of the four tables and the in-place upgrade of a sessions
+   table made before renewed_ms, separated by ";\n") for table prefix
+   `prefix` (NULL = "simba_") into buf. Returns the length it needs without
+   the NUL (like snprintf), or SIMBA_ENAME for a bad prefix. */
 SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
 
 /* ---- connection URLs ----
@@ -432,6 +436,9 @@ typedef struct simba__mysql_ent {
     const char *request, *session;
     unsigned long reqlen, seslen;
     int64_t expires;            /* -1: no session row */
+    int64_t renewed;            /* the session's last OPEN or KEEPALIVE; 0: not
+                                   known (no session row, or written by a
+                                   client older than the column) */
     int dead, removed, granted;
     int extra;                  /* read past the queue's window (our own entry, the
                                    one right ahead of it, the tail) */
@@ -1015,6 +1022,8 @@ static void simba__mysql_error_words(char *out, size_t cap, const char *what, un
     const char *hint = e == ER_NO_SUCH_TABLE ? " (no simba tables: run simba_mysql.sql in the database, or connect "
                                                "with create_schema=1)"
                        : e == ER_BAD_DB_ERROR ? " (the database does not exist: create it, or name another)"
+                       : e == ER_BAD_FIELD_ERROR ? " (old simba tables: upgrade them: run simba_mysql.sql, or connect "
+                                                   "with create_schema=1)"
                        : "";
     snprintf(out, cap, "%sMySQL error %u: %.120s%s", what, e, msg, hint);
 }
@@ -1379,6 +1388,13 @@ static void simba__mysql_main_progress(simba__mysql *b) {
 
 /*>>session: OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep of expired ones */
 
+/* The renewal of a session row, the one rule OPEN and KEEPALIVE write, by
+   the server's clock: expires one lease from now, renewed now (INSPECT's
+   renewed_ago_ms, simba__mysql_holder_times). */
+static void simba__mysql_sql_renewal(simba__mysql *b, simba__mysql_buf *x, int lease_ms) {
+    simba__mysql_putf(b, x, "expires_ms=" SIMBA__MYSQL_NOW_MS "+%d, renewed_ms=" SIMBA__MYSQL_NOW_MS, lease_ms);
+}
+
 /* OPEN: drop the entries of an expired session of the same id (a session id
    that expired must not come back to life with its old entries; rare: ids
    are fresh per session), then create or renew the session row. */
@@ -1390,14 +1406,16 @@ static void simba__mysql_sql_open(simba__mysql *b, simba__mysql_job *j, simba__m
     simba__mysql_put(b, x, " AND s.session=");
     simba__mysql_hexs(b, x, j->session);
     simba__mysql_put(b, x, " AND s.expires_ms <= " SIMBA__MYSQL_NOW_MS ";\n");
-    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,session,client,expires_ms) VALUES (", b->t_sessions);
+    simba__mysql_putf(b, x, "INSERT INTO %s SET tenant=", b->t_sessions);
     simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, ",");
+    simba__mysql_put(b, x, ", session=");
     simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, ",");
+    simba__mysql_put(b, x, ", client=");
     simba__mysql_hexs(b, x, j->client);
-    simba__mysql_putf(b, x, "," SIMBA__MYSQL_NOW_MS "+%d) ON DUPLICATE KEY UPDATE expires_ms=VALUES(expires_ms)",
-                   j->lease_ms);
+    simba__mysql_put(b, x, ", ");
+    simba__mysql_sql_renewal(b, x, j->lease_ms);
+    simba__mysql_put(b, x, " ON DUPLICATE KEY UPDATE ");
+    simba__mysql_sql_renewal(b, x, j->lease_ms);
 }
 
 /* OPEN: one batch (drop an expired namesake's entries, create the row). */
@@ -1416,7 +1434,8 @@ static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j) {
    matches nothing and we look why (simba__mysql_step_keepalive). */
 static void simba__mysql_sql_keepalive(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
     simba__mysql_buf_clear(x);
-    simba__mysql_putf(b, x, "UPDATE %s SET expires_ms=" SIMBA__MYSQL_NOW_MS "+%d", b->t_sessions, j->lease_ms);
+    simba__mysql_putf(b, x, "UPDATE %s SET ", b->t_sessions);
+    simba__mysql_sql_renewal(b, x, j->lease_ms);
     simba__mysql_where_tenant(b, x, j);
     simba__mysql_put(b, x, " AND session=");
     simba__mysql_hexs(b, x, j->session);
@@ -1698,11 +1717,12 @@ static int simba__mysql_window(const simba__mysql_job *j, int r) {
 }
 
 /* The columns of a queue row (k, seq, fence, session expiry, name, request,
-   session, weight, x) and its tables; x is 1 for the rows of the window. */
+   session, weight, x, session renewal) and its tables; x is 1 for the rows
+   of the window. */
 static void simba__mysql_sql_entry_cols(simba__mysql *b, simba__mysql_buf *x, int window, int by_request) {
     /* by request: the unique key (tenant, name, request), which the
        optimizer picks for the equalities (no FORCE: its name has the prefix) */
-    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight, %d"
+    simba__mysql_putf(b, x, "(SELECT 1, e.seq, e.fence, s.expires_ms, e.name, e.request, e.session, e.weight, %d, s.renewed_ms"
                    " FROM %s e %s LEFT JOIN %s s ON s.tenant=e.tenant AND s.session=e.session"
                    " WHERE e.tenant=", window, b->t_entries, by_request ? "" : "FORCE INDEX (PRIMARY)", b->t_sessions);
 }
@@ -1808,7 +1828,7 @@ static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__
     } else {
         simba__mysql_put(b, x, j->took_bell ? "1" : "0");
     }
-    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w, 1 AS x)\n");
+    simba__mysql_put(b, x, " AS c, NULL AS n, NULL AS rq, NULL AS se, NULL AS w, 1 AS x, NULL AS rn)\n");
     if (!simba__mysql_window(j, 0)) simba__mysql_put(b, x, "UNION ALL\n");
     simba__mysql_sql_queues(b, j, x);
     (*nst)++;
@@ -1902,6 +1922,8 @@ static int simba__mysql_parse_entry(const simba__mysql_job *j, MYSQL_ROW row, co
     e->expires = -1;
     if (row[3] && !simba__mysql_int64(row[3], len[3], &e->expires)) return simba__mysql_bad(v, "an entry's session expiry that is not a number");
     e->dead = e->expires < 0 || e->expires <= v->now_ms;
+    e->renewed = 0;
+    if (row[9] && !simba__mysql_int64(row[9], len[9], &e->renewed)) return simba__mysql_bad(v, "an entry's session renewal that is not a number");
     if (e->reqlen == strlen(j->request) && memcmp(e->request, j->request, e->reqlen) == 0) {
         int same = e->seslen == strlen(j->session) && memcmp(e->session, j->session, e->seslen) == 0;
         e->ours = same;
@@ -1938,7 +1960,7 @@ static int simba__mysql_parse_reads(simba__mysql *b, simba__mysql_job *j, simba_
     if (j->ix_res >= c->nres || j->ix_ent >= c->nres) return simba__mysql_bad(v, "missing result sets");
     rr = c->res[j->ix_res];
     re = c->res[j->ix_ent];
-    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 9 || mysql_num_rows(re) < 1)
+    if (!rr || !re || mysql_num_fields(rr) != 4 || mysql_num_fields(re) != 10 || mysql_num_rows(re) < 1)
         return simba__mysql_bad(v, "result sets of the wrong shape");
     if ((rc = simba__mysql_parse_resources(j, rr, v)) != SIMBA_OK) return rc;
     if ((rc = simba__mysql_parse_header(b, j, re, v)) != SIMBA_OK) return rc;
@@ -2276,13 +2298,13 @@ static void simba__mysql_sql_writes(simba__mysql *b, simba__mysql_job *j, simba_
 /*>>locks.dispatch: one lock op as a transaction: decide, write, commit, answer (INSPECT too) */
 
 /* An INSPECT entry's times, by the server's clock (NOW(6) of the reads):
-   until its session's expires_ms; since the grant from the fence, which is
-   max(counter + 1, the server's time in us) at the grant (a lower bound when
-   the counter ran ahead of the clock, -1 past it). The last renewal is not
-   stored (the sessions table has only the expiry, not the lease): -1. */
+   until its session's expires_ms; since its session's renewed_ms (-1 where
+   that is 0: no client wrote it, simba__mysql_ent.renewed); since the grant
+   from the fence, which is max(counter + 1, the server's time in us) at the
+   grant (a lower bound when the counter ran ahead of the clock, -1 past it). */
 static void simba__mysql_holder_times(const simba__mysql_ent *e, const simba__mysql_eval *v, simba_holder *h) {
     h->expires_in_ms = e->expires >= 0 ? e->expires - v->now_ms : -1;
-    h->renewed_ago_ms = -1;
+    h->renewed_ago_ms = e->renewed > 0 ? (e->renewed <= v->now_ms ? v->now_ms - e->renewed : 0) : -1;
     if (!e->fence) h->held_ms = e->newfence ? 0 : -1;     /* granted by this very INSPECT: 0 */
     else h->held_ms = e->fence <= v->now_us ? (v->now_us - e->fence) / 1000 : -1;
 }
@@ -3550,19 +3572,32 @@ static int simba__mysql_prefix_ok(const char *p) {
     return 1;
 }
 
-/* The DDL of simba_mysql.sql with "@" standing for the table prefix. Keep the
-   two in sync: the tests compare the tables both create. */
+/* The DDL of simba_mysql.sql with "$" standing for the table prefix ("@"
+   marks SQL's user variables, which the upgrade uses). Keep the two in
+   sync: the tests compare the tables both create. */
 static const char *const simba__mysql_ddl[] = {
-    "CREATE TABLE IF NOT EXISTS `@sessions` (\n"
+    "CREATE TABLE IF NOT EXISTS `$sessions` (\n"
     "    tenant      VARBINARY(64)  NOT NULL,\n"
     "    session     VARBINARY(96)  NOT NULL,\n"
     "    client      VARBINARY(64)  NOT NULL,\n"
     "    expires_ms  BIGINT         NOT NULL,\n"
     "    notify      BIGINT         NOT NULL DEFAULT 0,\n"
+    "    renewed_ms  BIGINT         NOT NULL DEFAULT 0,\n"
     "    PRIMARY KEY (tenant, session),\n"
-    "    KEY @sessions_expiry (expires_ms)\n"
+    "    KEY $sessions_expiry (expires_ms)\n"
     ") ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS `@resources` (\n"
+    /* the upgrade of a sessions table made before renewed_ms: add the column
+       where it is missing (MySQL has no ADD COLUMN IF NOT EXISTS, so the
+       statement is chosen by a query; MariaDB's IF NOT EXISTS also makes two
+       clients upgrading at once both succeed) */
+    "SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `$sessions` ADD COLUMN ',\n"
+    "    IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS ', ''), 'renewed_ms BIGINT NOT NULL DEFAULT 0'), 'DO 0')\n"
+    "    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()\n"
+    "    AND TABLE_NAME = '$sessions' AND COLUMN_NAME = 'renewed_ms')",
+    "PREPARE simba_upgrade FROM @simba_upgrade",
+    "EXECUTE simba_upgrade",
+    "DEALLOCATE PREPARE simba_upgrade",
+    "CREATE TABLE IF NOT EXISTS `$resources` (\n"
     "    tenant      VARBINARY(64)  NOT NULL,\n"
     "    name        VARBINARY(256) NOT NULL,\n"
     "    capacity    INT            NOT NULL,\n"
@@ -3570,7 +3605,7 @@ static const char *const simba__mysql_ddl[] = {
     "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
     "    PRIMARY KEY (tenant, name)\n"
     ") ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS `@entries` (\n"
+    "CREATE TABLE IF NOT EXISTS `$entries` (\n"
     "    tenant      VARBINARY(64)  NOT NULL,\n"
     "    name        VARBINARY(256) NOT NULL,\n"
     "    seq         BIGINT         NOT NULL,\n"
@@ -3579,10 +3614,10 @@ static const char *const simba__mysql_ddl[] = {
     "    weight      INT            NOT NULL,\n"
     "    fence       BIGINT         NOT NULL DEFAULT 0,\n"
     "    PRIMARY KEY (tenant, name, seq),\n"
-    "    UNIQUE KEY @entries_request (tenant, name, request),\n"
-    "    KEY @entries_session (tenant, session)\n"
+    "    UNIQUE KEY $entries_request (tenant, name, request),\n"
+    "    KEY $entries_session (tenant, session)\n"
     ") ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS `@capacity_audit` (\n"
+    "CREATE TABLE IF NOT EXISTS `$capacity_audit` (\n"
     "    id            BIGINT         NOT NULL AUTO_INCREMENT,\n"
     "    tenant        VARBINARY(64)  NOT NULL,\n"
     "    name          VARBINARY(256) NOT NULL,\n"
@@ -3591,7 +3626,7 @@ static const char *const simba__mysql_ddl[] = {
     "    session       VARBINARY(96)  NOT NULL,\n"
     "    at_ms         BIGINT         NOT NULL,\n"
     "    PRIMARY KEY (id),\n"
-    "    KEY @capacity_audit_name (tenant, name)\n"
+    "    KEY $capacity_audit_name (tenant, name)\n"
     ") ENGINE=InnoDB"
 };
 
@@ -3603,7 +3638,7 @@ SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
     plen = strlen(prefix);
     for (i = 0; i < sizeof simba__mysql_ddl / sizeof simba__mysql_ddl[0]; i++) {
         for (p = simba__mysql_ddl[i]; *p; p++) {
-            if (*p == '@') {
+            if (*p == '$') {
                 size_t k;
                 for (k = 0; k < plen; k++, out++) if (buf && out + 1 < size) buf[out] = prefix[k];
             } else {

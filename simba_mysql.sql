@@ -4,7 +4,7 @@
 --
 -- Works on MariaDB >= 10.2 and MySQL >= 5.7 (InnoDB, DYNAMIC rows).
 -- Tables use the default prefix "simba_"; with another table_prefix, replace
--- "simba_" in the four table names below.
+-- "simba_" in the four table names below (and in the upgrade's two).
 --
 --   mariadb -u admin -p yourdb < simba_mysql.sql
 --
@@ -16,8 +16,8 @@
 --   GRANT SELECT, INSERT, UPDATE, DELETE ON yourdb.simba_entries   TO 'app'@'%';
 --   GRANT INSERT                         ON yourdb.simba_capacity_audit TO 'app'@'%';
 --
--- (plus CREATE on those tables if clients should create the schema
--- themselves.) GET_LOCK/RELEASE_LOCK, used for wake-ups, need no privilege.
+-- (plus CREATE and ALTER on those tables if clients should create or
+-- upgrade the schema themselves.) GET_LOCK/RELEASE_LOCK, used for wake-ups, need no privilege.
 --
 -- The tenant column is a namespace, not a security boundary: every user
 -- with these grants can change every tenant's rows. Tenants that must not
@@ -31,7 +31,8 @@
 
 -- One row per client session. A session's entries (held and waiting) live
 -- exactly as long as this row has expires_ms > server now; one keepalive
--- UPDATE of this row renews all of a client's locks at once.
+-- UPDATE of this row renews all of a client's locks at once, and stamps
+-- renewed_ms, so that `simba status` can tell a holder that stopped renewing.
 CREATE TABLE IF NOT EXISTS simba_sessions (
     tenant      VARBINARY(64)  NOT NULL,
     session     VARBINARY(96)  NOT NULL,  -- "<client id>~<16 hex>"
@@ -39,9 +40,25 @@ CREATE TABLE IF NOT EXISTS simba_sessions (
     expires_ms  BIGINT         NOT NULL,  -- server time; dead when <= now
     notify      BIGINT         NOT NULL DEFAULT 0,  -- bumped by DELETE and SET_CAPACITY
                                                     -- of a resource the session is queued in
+    renewed_ms  BIGINT         NOT NULL DEFAULT 0,  -- server time of its OPEN or latest
+                                                    -- KEEPALIVE; 0: not known
     PRIMARY KEY (tenant, session),
     KEY simba_sessions_expiry (expires_ms)
 ) ENGINE=InnoDB;
+
+-- The upgrade in place of a sessions table made before renewed_ms (it adds
+-- the column, keeping every row; a no-op once it is there). Run this file
+-- again, or connect one client with create_schema = 1, BEFORE clients of this
+-- version start on such a database: they write renewed_ms. Clients of the
+-- older version go on working next to them (their sessions show no renewal
+-- time). MySQL has no ADD COLUMN IF NOT EXISTS, hence the chosen statement.
+SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `simba_sessions` ADD COLUMN ',
+    IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS ', ''), 'renewed_ms BIGINT NOT NULL DEFAULT 0'), 'DO 0')
+    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
+    AND TABLE_NAME = 'simba_sessions' AND COLUMN_NAME = 'renewed_ms');
+PREPARE simba_upgrade FROM @simba_upgrade;
+EXECUTE simba_upgrade;
+DEALLOCATE PREPARE simba_upgrade;
 
 -- One row per resource (lock name). Every operation on a resource locks this
 -- row (SELECT ... FOR UPDATE, several rows in sorted name order), which

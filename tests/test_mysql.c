@@ -538,6 +538,300 @@ static void t_schema_missing_is_an_error(void) {
     mysql_close(m);
 }
 
+/* INSPECT of `name` by client `who`: its holders and waiters into hs (at
+   most max); how many there are, -1 without an answer. */
+static int inspect_holders(h_client **cl, int n, int who, const char *name, simba_holder *hs, int max) {
+    simba_lock q = simba_inspect(cl[who]->s, name, NULL);
+    simba_event *e = h_expect(cl, n, who, q, SIMBA_EVENT_INFO, 8000);
+    if (!e) { printf("  # inspect %s: no INFO\n", name); return -1; }
+    return simba_holders(cl[who]->s, q, hs, max);
+}
+
+/* The schema of the version before renewed_ms, exactly (simba_mysql.sql
+   as it was), for the upgrade tests. */
+static const char *const old_schema =
+    "CREATE TABLE IF NOT EXISTS simba_sessions (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    session     VARBINARY(96)  NOT NULL,\n"
+    "    client      VARBINARY(64)  NOT NULL,\n"
+    "    expires_ms  BIGINT         NOT NULL,\n"
+    "    notify      BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, session),\n"
+    "    KEY simba_sessions_expiry (expires_ms)\n"
+    ") ENGINE=InnoDB;\n"
+    "CREATE TABLE IF NOT EXISTS simba_resources (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    name        VARBINARY(256) NOT NULL,\n"
+    "    capacity    INT            NOT NULL,\n"
+    "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
+    "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, name)\n"
+    ") ENGINE=InnoDB;\n"
+    "CREATE TABLE IF NOT EXISTS simba_entries (\n"
+    "    tenant      VARBINARY(64)  NOT NULL,\n"
+    "    name        VARBINARY(256) NOT NULL,\n"
+    "    seq         BIGINT         NOT NULL,\n"
+    "    request     VARBINARY(128) NOT NULL,\n"
+    "    session     VARBINARY(96)  NOT NULL,\n"
+    "    weight      INT            NOT NULL,\n"
+    "    fence       BIGINT         NOT NULL DEFAULT 0,\n"
+    "    PRIMARY KEY (tenant, name, seq),\n"
+    "    UNIQUE KEY simba_entries_request (tenant, name, request),\n"
+    "    KEY simba_entries_session (tenant, session)\n"
+    ") ENGINE=InnoDB;\n"
+    "CREATE TABLE IF NOT EXISTS simba_capacity_audit (\n"
+    "    id            BIGINT         NOT NULL AUTO_INCREMENT,\n"
+    "    tenant        VARBINARY(64)  NOT NULL,\n"
+    "    name          VARBINARY(256) NOT NULL,\n"
+    "    old_capacity  INT            NULL,\n"
+    "    new_capacity  INT            NOT NULL,\n"
+    "    session       VARBINARY(96)  NOT NULL,\n"
+    "    at_ms         BIGINT         NOT NULL,\n"
+    "    PRIMARY KEY (id),\n"
+    "    KEY simba_capacity_audit_name (tenant, name)\n"
+    ") ENGINE=InnoDB";
+
+/* Database db with the old schema (checked: no renewed_ms) and, for tenant,
+   one live session ("old-1~0001", 60 s left) holding resource "up" (fence:
+   now in us). 0 = made. */
+static int make_old_database(MYSQL *m, const char *db, const char *tenant) {
+    char sql[1024];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s; CREATE DATABASE %s; USE %s", db, db, db);
+    if (admin_exec(m, sql) != 0 || admin_exec(m, old_schema) != 0) return -1;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO simba_sessions (tenant,session,client,expires_ms) VALUES ('%s','old-1~0001','old-1',"
+             " CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) + 60000);"
+             "INSERT INTO simba_resources (tenant,name,capacity,counter,seq) VALUES ('%s','up',1,"
+             " CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED),1);"
+             "INSERT INTO simba_entries (tenant,name,seq,request,session,weight,fence)"
+             " SELECT tenant,name,1,'req-1','old-1~0001',0,counter FROM simba_resources WHERE tenant='%s'",
+             tenant, tenant, tenant);
+    if (admin_exec(m, sql) != 0) return -1;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA='%s'"
+             " AND TABLE_NAME='simba_sessions' AND COLUMN_NAME='renewed_ms'", db);
+    return admin_num(m, sql) == 0 ? 0 : -1;
+}
+
+/* Client k (id, ttl 3 s, transition 1 s) of tenant on database db, made by
+   make_old_database. 1 = made. */
+static int client_on_old_database(MYSQL *m, const char *db, const char *tenant, const char *id, int create_schema,
+                                  h_client *k) {
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    memset(k, 0, sizeof *k);
+    memset(&none, 0, sizeof none);
+    if (make_old_database(m, db, tenant) != 0) return 0;
+    md.database = db;
+    md.create_schema = create_schema;
+    k->s = new_client_ex(tenant, id, 3000, 1000, &md, none);
+    return k->s != NULL;
+}
+
+/* A database made by the schema before renewed_ms, with a session holding a
+   lock: a client with create_schema upgrades it in place (the session and
+   its entry stay, the table becomes the fresh one), INSPECT shows the old
+   session's renewal as unknown (-1) and a new one's, an insert of the old
+   version still works, and a second client connects to the upgraded tables. */
+static void t_schema_upgrade_in_place(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    const char *tenant = my_tenant();
+    static h_client k;
+    h_client *cl[1];
+    simba_holder hs[4];
+    simba_lock l;
+    char x[4096], y[4096], sql[512];
+    int n;
+    CHECK(m);
+    if (!m) return;
+    CHECK(smoke(&md, "upgrade-fresh"));                       /* env_db: the fresh schema to compare with */
+    cl[0] = &k;
+    CHECK(client_on_old_database(m, "simba_upgrade", tenant, "new-1", 1, &k));
+    if (!k.s) { mysql_close(m); return; }
+    md.database = "simba_upgrade";
+    CHECK(wait_connected(cl, 1, 0, 8000));
+    show_create(m, env_db, "simba_sessions", x, sizeof x);
+    show_create(m, "simba_upgrade", "simba_sessions", y, sizeof y);
+    if (strcmp(x, y) != 0) printf("  # fresh:\n%s\n  # upgraded:\n%s\n", x, y);
+    CHECK(x[0] && strcmp(x, y) == 0);
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_upgrade.simba_sessions"), 1);
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_upgrade.simba_entries"), 1);
+    /* the old holder: still holding, its expiry known, its renewal not */
+    n = inspect_holders(cl, 1, 0, "up", hs, 4);
+    CHECK_EQ(n, 1);
+    if (n == 1) {
+        printf("  # old holder: expires_in_ms %lld renewed_ago_ms %lld held_ms %lld\n", (long long)hs[0].expires_in_ms,
+               (long long)hs[0].renewed_ago_ms, (long long)hs[0].held_ms);
+        CHECK(strcmp(hs[0].session, "old-1~0001") == 0 && hs[0].granted);
+        CHECK(hs[0].expires_in_ms > 0 && hs[0].expires_in_ms <= 60000);
+        CHECK_EQ(hs[0].renewed_ago_ms, -1);
+        CHECK(hs[0].held_ms >= 0);
+    }
+    /* a holder of this version: its renewal is known */
+    l = h_acquire(k.s, "up-new", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    n = inspect_holders(cl, 1, 0, "up-new", hs, 4);
+    CHECK_EQ(n, 1);
+    if (n == 1) {
+        printf("  # new holder: expires_in_ms %lld renewed_ago_ms %lld\n", (long long)hs[0].expires_in_ms,
+               (long long)hs[0].renewed_ago_ms);
+        CHECK(hs[0].renewed_ago_ms >= 0 && hs[0].renewed_ago_ms <= 3000);
+        CHECK_EQ(hs[0].renewed_ago_ms + hs[0].expires_in_ms, 4000);
+    }
+    /* what a client of the old version writes still fits the new table */
+    snprintf(sql, sizeof sql, "INSERT INTO simba_upgrade.simba_sessions (tenant,session,client,expires_ms)"
+             " VALUES ('%s','old-2~0002','old-2',1)", tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    CHECK(smoke(&md, "upgrade-again"));                        /* connecting to upgraded tables */
+    simba_release(k.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    destroy_all(cl, 1);
+    CHECK(admin_exec(m, "DROP DATABASE simba_upgrade") == 0);
+    mysql_close(m);
+}
+
+/* Eight clients with create_schema connect at once to tables of the old
+   schema: each upgrade finds the column missing, and each must succeed
+   (MariaDB: ADD COLUMN IF NOT EXISTS), so every client comes up without a
+   failed setup and gets the lock; the old holder's entry stays. */
+static void t_schema_upgrade_clients_at_once(void) {
+    enum { N = 8 };
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    const char *tenant = my_tenant();
+    static h_client c[N];
+    h_client *cl[N];
+    simba_clock none;
+    simba_lock l[N];
+    int i, got = 0, failed_setup = 0, done[N];
+    int64_t end;
+    CHECK(m);
+    if (!m) return;
+    CHECK(make_old_database(m, "simba_upgrade_many", tenant) == 0);
+    md.database = "simba_upgrade_many";
+    md.create_schema = 1;
+    memset(&none, 0, sizeof none);
+    for (i = 0; i < N; i++) {
+        char id[16];
+        memset(&c[i], 0, sizeof c[i]);
+        cl[i] = &c[i];
+        snprintf(id, sizeof id, "up%d", i);
+        c[i].s = new_client_ex(tenant, id, 6000, 3000, &md, none);
+        CHECK(c[i].s);
+        if (!c[i].s) { destroy_all(cl, i); mysql_close(m); return; }
+        l[i] = h_acquire(c[i].s, "many", -1);
+        done[i] = 0;
+    }
+    end = h_real_ms() + 30000;
+    while (got < N && h_real_ms() < end) {
+        h_pump(cl, N, 20);
+        for (i = 0; i < N; i++)
+            if (!done[i] && h_take(cl[i], l[i], SIMBA_EVENT_ACQUIRED)) {
+                done[i] = 1;
+                got++;
+                simba_release(c[i].s, l[i]);
+            }
+    }
+    for (i = 0; i < N; i++) {
+        struct simba_mysql_stats st = stats_of(c[i].s);
+        if (st.last_error != SIMBA_OK) {
+            printf("  # client %d: last_error %s\n", i, simba_strerror(st.last_error));
+            failed_setup++;
+        }
+    }
+    CHECK_EQ(got, N);
+    CHECK_EQ(failed_setup, 0);
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_upgrade_many.simba_entries WHERE session='old-1~0001'"), 1);
+    destroy_all(cl, N);
+    CHECK(admin_exec(m, "DROP DATABASE simba_upgrade_many") == 0);
+    mysql_close(m);
+}
+
+/* The old schema and a client without create_schema: the error names the
+   upgrade instead of a bare "unknown column". */
+static void t_schema_old_without_create_says_upgrade(void) {
+    MYSQL *m = admin_open(NULL);
+    const char *tenant = my_tenant();
+    static h_client k;
+    h_client *cl[1];
+    simba_lock l;
+    int i, found = 0;
+    CHECK(m);
+    if (!m) return;
+    cl[0] = &k;
+    CHECK(client_on_old_database(m, "simba_upgrade_no", tenant, "new-2", 0, &k));
+    if (!k.s) { mysql_close(m); return; }
+    l = h_acquire(k.s, "up", 1000);
+    h_run_for(cl, 1, 3000);
+    for (i = 0; i < k.nlog; i++) {
+        const char *msg = k.log[i].message;
+        if (strstr(msg, "simba_mysql.sql") && strstr(msg, "create_schema=1") && strstr(msg, "upgrade")) {
+            if (!found) printf("  # %s: %s\n", simba_event_name(k.log[i].type), msg);
+            found = 1;
+        }
+    }
+    if (!found)
+        for (i = 0; i < k.nlog; i++)
+            printf("  #   event %s error %d %s\n", simba_event_name(k.log[i].type), k.log[i].error, k.log[i].message);
+    CHECK(found);
+    CHECK(!h_has(&k, l, SIMBA_EVENT_ACQUIRED));
+    destroy_all(cl, 1);
+    CHECK(admin_exec(m, "DROP DATABASE simba_upgrade_no") == 0);
+    mysql_close(m);
+}
+
+/* renewed_ago_ms by the server's clock: a live holder's stays within a
+   renewal period (ttl/3, plus a round trip of slack) over several leases;
+   once its client stops (simba_abandon: nothing released, no keepalive)
+   it grows while expires_in_ms shrinks, and the two add up to the lease. */
+static void t_renewed_ago_live_then_stopped(void) {
+    enum { TTL = 3000, TRANSITION = 1000, LEASE = TTL + TRANSITION, SLACK = 500 };
+    const char *tenant = my_tenant();
+    static h_client a, k;
+    h_client *cl[2];
+    simba_holder hs[4];
+    simba_lock l;
+    int64_t r1 = -1, e1 = -1, worst = -1;
+    int i, n;
+    memset(&a, 0, sizeof a); memset(&k, 0, sizeof k);
+    cl[0] = &a; cl[1] = &k;
+    a.s = new_client(tenant, "renewing", TTL, TRANSITION);
+    k.s = new_client(tenant, "looker", TTL, TRANSITION);
+    CHECK(a.s && k.s);
+    if (!a.s || !k.s) { destroy_all(cl, 2); return; }
+    l = h_acquire(a.s, "renew", -1);
+    CHECK(h_expect(cl, 2, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    for (i = 0; i < 12; i++) {                   /* 12 looks over 2 ttl */
+        h_run_for(cl, 2, TTL / 6);
+        n = inspect_holders(cl, 2, 1, "renew", hs, 4);
+        CHECK_EQ(n, 1);
+        if (n != 1) break;
+        if (hs[0].renewed_ago_ms > worst) worst = hs[0].renewed_ago_ms;
+        CHECK(hs[0].renewed_ago_ms >= 0 && hs[0].renewed_ago_ms <= TTL / 3 + SLACK);
+        CHECK_EQ(hs[0].renewed_ago_ms + hs[0].expires_in_ms, LEASE);
+    }
+    printf("  # live holder: renewed_ago_ms at most %lld over 12 looks (ttl/3 = %d)\n", (long long)worst, TTL / 3);
+    simba_abandon(a.s);                          /* it stops: no keepalive, nothing released */
+    a.s = NULL;
+    for (i = 0; i < 3; i++) {
+        n = inspect_holders(cl, 2, 1, "renew", hs, 4);
+        CHECK_EQ(n, 1);
+        if (n != 1) break;
+        printf("  # stopped holder: renewed_ago_ms %lld expires_in_ms %lld\n", (long long)hs[0].renewed_ago_ms,
+               (long long)hs[0].expires_in_ms);
+        CHECK_EQ(hs[0].renewed_ago_ms + hs[0].expires_in_ms, LEASE);
+        if (i > 0) {
+            CHECK(hs[0].renewed_ago_ms > r1);
+            CHECK(hs[0].expires_in_ms < e1);
+        }
+        r1 = hs[0].renewed_ago_ms;
+        e1 = hs[0].expires_in_ms;
+        h_run_for(cl, 2, 500);
+    }
+    CHECK(r1 >= 1000);                            /* two looks 500 ms apart after it stopped */
+    destroy_all(cl, 2);
+}
+
 /* A database that does not exist is a mistake in the configuration, not a
    refused password: SIMBA_EINVAL, and the words say which. */
 static void t_unknown_database_is_einval(void) {
@@ -2552,7 +2846,6 @@ int main(int argc, char **argv) {
     cb.ttl_ms = 1500;
     cb.transition_ms = 1000;
     cb.kill = kill_client;
-    cb.unknown_times = CONF_TIMES_RENEWED;     /* the sessions table keeps no renewal time */
     conformance_run(&cb, h_filter, &h_passed, &h_failed);
 
     RUN(t_hostile_names);
@@ -2563,6 +2856,10 @@ int main(int argc, char **argv) {
     RUN(t_hold_for_three_ttl);
     RUN(t_schema_client_and_file);
     RUN(t_schema_missing_is_an_error);
+    RUN(t_schema_upgrade_in_place);
+    RUN(t_schema_upgrade_clients_at_once);
+    RUN(t_schema_old_without_create_says_upgrade);
+    RUN(t_renewed_ago_live_then_stopped);
     RUN(t_unknown_database_is_einval);
     RUN(t_least_privilege_user);
     RUN(t_tenant_isolation);
