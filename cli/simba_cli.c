@@ -148,7 +148,7 @@ static const cli_command commands[] = {
      "(ttl + transition = renewed ago + expires in); one not renewed for longer\n"
      "than that plus 1 s is marked NOT RENEWING: crashed, frozen or cut off, its\n"
      "entries go when it expires. A time the backend cannot know is left out\n"
-     "(ZooKeeper: all three; MySQL: renewed, so no NOT RENEWING there).\n"
+     "(ZooKeeper: all three; a session opened by an older simba: renewed).\n"
      "--json: one JSON object per resource and line: {\"name\", \"exists\",\n"
      "\"state\" (\"held\", \"free\" or \"absent\"), \"capacity\", \"queued\", \"held\",\n"
      "\"held_permits\", \"waiting\", \"grace_ms\" (0: no restart grace),\n"
