@@ -1053,6 +1053,12 @@ static uint32_t simba__hash(const char *s) {
     return h;
 }
 
+/* A SIMBA_E* code in a byte (lock slots keep codes that small): anything
+   else, which no backend should answer, becomes SIMBA_EBACKEND. */
+static int8_t simba__code8(int code) {
+    return (int8_t)(code >= -128 && code <= 127 ? code : SIMBA_EBACKEND);
+}
+
 static void simba__copy(char *dst, size_t cap, const char *src) {
     size_t n = src ? strlen(src) : 0;
     if (n >= cap) n = cap - 1;
@@ -1176,7 +1182,8 @@ enum { /* simba__lock.flags */
 };
 
 typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
-    uint64_t k;                      /* simba__ridx_key */
+    uint32_t hash;                   /* simba__ridx_hash of the lock's ridx_k (its home, and a
+                                        first comparison that needs no look at the lock) */
     uint32_t lock;                   /* index + 1, 0: empty */
 } simba__ridx_slot;
 
@@ -1184,8 +1191,10 @@ typedef struct simba__lock {
     uint32_t gen;
     uint8_t kind, state, op, nres;   /* op: the simba_op_kind in flight, 0 none */
     uint8_t qkind;                   /* query: the simba_op_kind it asks for */
+    int8_t cause;                    /* the last backend error seen while it waited (0 none) */
     uint16_t flags;
     uint16_t owed;                   /* events it owes the caller (simba__owe) */
+    int16_t owed_error;              /* the code of an owed ERROR, INFO or DONE */
     int32_t capacity, weight;        /* weight 0 = exclusive */
     int32_t holds;
     int32_t wait_ms;
@@ -1198,19 +1207,19 @@ typedef struct simba__lock {
     uint32_t knext, kprev;           /* index + 1, list of keyed locks */
     uint64_t ridx_k;                 /* its key in the request index (simba__ridx_key) */
     uint32_t session_no;             /* the session its entry belongs to */
-    int32_t owed_error;              /* the code of an owed ERROR, INFO or DONE */
+    int nresult;                     /* query: INSPECT entries in arr.result */
     uint64_t req_no;
     int64_t timer_at;                /* min of the three deadlines below (heap key) */
     int64_t wait_deadline, recheck_at, op_deadline;
     int64_t fence;
     char *names;                     /* nres names, each NUL-terminated, one block */
     char *key;                       /* idempotency key, or NULL */
-    int64_t *fences;                 /* nres > 1: all fences */
+    union {                          /* (one kind of slot uses each) */
+        int64_t *fences;             /* a lock with nres > 1: all fences */
+        simba_holder *result;        /* a query: INSPECT entries */
+    } arr;
     char *owner;                     /* contend: the owner last reported */
     void *user;
-    simba_holder *result;            /* query: INSPECT entries */
-    int nresult;
-    int cause;                       /* the last backend error seen while it waited (0 none) */
     int stored_capacity;             /* the server's capacity of its first resource (0 unknown) */
     uint32_t owed_next;              /* index + 1, the owed list */
 } simba__lock;
@@ -1401,7 +1410,9 @@ static simba__lock *simba__slot_new(simba *s) {
         s->free_head = s->locks[idx].next_dirty;
     } else {
         if (s->nlocks == s->caplocks) {
-            uint32_t ncap = s->caplocks ? s->caplocks * 2 : 16;
+            /* half as many again: amortised O(1) like doubling, and at most a
+               third of the slots unused (they are the client's main memory) */
+            uint32_t ncap = s->caplocks ? s->caplocks + s->caplocks / 2 : 16;
             simba__lock *nl = (simba__lock *)simba__alloc(s, sizeof(simba__lock) * ncap);
             if (!nl) return NULL;
             if (s->nlocks) memcpy(nl, s->locks, sizeof(simba__lock) * s->nlocks);
@@ -1501,24 +1512,25 @@ static uint64_t simba__ridx_key(const char *key, uint64_t req_no) {
     return key ? 0x8000000000000000ull | simba__hash(key) : req_no;
 }
 
-static uint32_t simba__ridx_home(uint64_t k, uint32_t n) {
+static uint32_t simba__ridx_hash(uint64_t k) {
     uint64_t t = k;
-    return (uint32_t)simba__mix64(&t) & (n - 1);
+    return (uint32_t)simba__mix64(&t);
 }
 
 static void simba__ridx_put(simba__ridx_slot *t, uint32_t n, uint64_t k, uint32_t lock) {
-    uint32_t i = simba__ridx_home(k, n);
+    uint32_t h = simba__ridx_hash(k), i = h & (n - 1);
     while (t[i].lock) i = (i + 1) & (n - 1);
-    t[i].k = k;
+    t[i].hash = h;
     t[i].lock = lock;
 }
 
-/* Room for `live` locks at a quarter load (short probes at any size);
-   rebuilt from the locks on growth. */
+/* Room for `live` locks at half load at most (short probes at any size: 1.5
+   slots looked at on average to find one, 2.5 to miss); rebuilt from the
+   locks on growth. */
 static int simba__ridx_reserve(simba *s, uint32_t live) {
     uint32_t n = s->nridx ? s->nridx : 64, i;
     simba__ridx_slot *t;
-    while ((uint64_t)n < 4 * (uint64_t)live) n *= 2;
+    while ((uint64_t)n < 2 * (uint64_t)live) n *= 2;
     if (n == s->nridx) return SIMBA_OK;
     t = (simba__ridx_slot *)simba__alloc(s, sizeof(simba__ridx_slot) * n);
     if (!t) return SIMBA_ENOMEM;
@@ -1545,11 +1557,11 @@ static void simba__ridx_remove(simba *s, simba__lock *l) {
     uint32_t me = (uint32_t)(l - s->locks) + 1, mask = s->nridx - 1, i, j;
     if (!(l->flags & SIMBA__F_RIDX)) return;
     l->flags &= (uint16_t)~SIMBA__F_RIDX;
-    for (i = simba__ridx_home(l->ridx_k, s->nridx); s->ridx[i].lock && s->ridx[i].lock != me; i = (i + 1) & mask)
+    for (i = simba__ridx_hash(l->ridx_k) & mask; s->ridx[i].lock && s->ridx[i].lock != me; i = (i + 1) & mask)
         s->find_steps++;
     if (!s->ridx[i].lock) return;
     for (j = (i + 1) & mask; s->ridx[j].lock; j = (j + 1) & mask) {
-        uint32_t home = simba__ridx_home(s->ridx[j].k, s->nridx);
+        uint32_t home = s->ridx[j].hash & mask;
         s->find_steps++;
         /* j's slot may fill the hole at i unless its home lies in (i, j] */
         if (((j - home) & mask) >= ((j - i) & mask)) { s->ridx[i] = s->ridx[j]; i = j; }
@@ -1578,11 +1590,10 @@ static void simba__slot_free(simba *s, simba__lock *l) {
     l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
     simba__free(s, l->names);
     simba__free(s, l->key);
-    simba__free(s, l->fences);
+    simba__free(s, l->arr.fences);
     simba__free(s, l->owner);
-    simba__free(s, l->result);
     l->names = l->key = l->owner = NULL;
-    l->fences = NULL; l->result = NULL;
+    l->arr.fences = NULL;
     l->kind = SIMBA__K_FREE;
     l->gen++;
     if (!l->gen) l->gen = 1;
@@ -1760,7 +1771,7 @@ static void simba__owe(simba *s, simba__lock *l, const simba_event *ev) {
     l->owed |= (uint16_t)(ev->type << (4 * n));
     if (ev->type == SIMBA_EVENT_LOST) l->owed |= (uint16_t)((ev->error & 15) << SIMBA__OWED_REASON);
     if (ev->type == SIMBA_EVENT_ERROR || ev->type == SIMBA_EVENT_INFO || ev->type == SIMBA_EVENT_DONE)
-        l->owed_error = ev->error;
+        l->owed_error = simba__code8(ev->error);
     if (!n) s->owing++;
     simba__owed_link(s, l, ev->type == SIMBA_EVENT_LOST);
 }
@@ -2298,7 +2309,7 @@ static void simba__grant(simba *s, simba__lock *l, const int64_t *fences) {
     int i;
     l->state = SIMBA__S_HELD;
     l->fence = fences[0];
-    if (l->fences) for (i = 0; i < l->nres; i++) l->fences[i] = fences[i];
+    if (l->arr.fences) for (i = 0; i < l->nres; i++) l->arr.fences[i] = fences[i];
     if (l->holds < 1) l->holds = 1;
     l->wait_deadline = l->recheck_at = SIMBA__NEVER;
     l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
@@ -2376,13 +2387,13 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
         else { l->state = SIMBA__S_PENDING; simba__mark_dirty(s, l); }
         return;
     case SIMBA_EKEYBUSY:           /* the key's owner may be a session about to expire */
-        l->cause = r->status;
+        l->cause = simba__code8(r->status);
         l->state = SIMBA__S_PENDING;
         simba__recheck_later(s, l, now, -1);
         return;
     case SIMBA_EDISCONNECTED:
     case SIMBA_ETIMEDOUT:
-        l->cause = r->status;
+        l->cause = simba__code8(r->status);
         simba__retry_op(s, l, op);
         return;
     default:
@@ -2462,11 +2473,11 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
         simba__note_inspect_grace(s, r);
         if (r->nentries > 0 && r->entries) {
             size_t n = sizeof(simba_holder) * (size_t)r->nentries;
-            l->result = (simba_holder *)simba__alloc(s, n);
-            if (l->result) {
-                memcpy(l->result, r->entries, n);
+            l->arr.result = (simba_holder *)simba__alloc(s, n);
+            if (l->arr.result) {
+                memcpy(l->arr.result, r->entries, n);
                 l->nresult = r->nentries;
-                if (!r->entry_times) simba__holder_times_unknown(l->result, l->nresult);
+                if (!r->entry_times) simba__holder_times_unknown(l->arr.result, l->nresult);
             } else ev.error = SIMBA_ENOMEM;
         }
     }
@@ -2673,16 +2684,18 @@ static simba__lock *simba__own_request(simba *s, const char *name, const char *s
                                        int waiting) {
     const char *key;
     uint64_t req_no, k;
-    uint32_t i, mask = s->nridx - 1;
+    uint32_t i, h, mask = s->nridx - 1;
     simba__lock *found = NULL;
     /* the entry must be our current session's: a keyed id outlives sessions */
     if (!s->session.open || strcmp(session, s->session.id) != 0) return NULL;
     if (!simba__parse_request(s, request, &key, &req_no) || !s->nridx) return NULL;
     k = simba__ridx_key(key, req_no);
-    for (i = simba__ridx_home(k, s->nridx); s->ridx[i].lock; i = (i + 1) & mask) {
+    h = simba__ridx_hash(k);
+    for (i = h & mask; s->ridx[i].lock; i = (i + 1) & mask) {
         simba__lock *l = &s->locks[s->ridx[i].lock - 1];
         s->find_steps++;
-        if (s->ridx[i].k != k || !simba__is_own_request(s, l, name, key, req_no, waiting)) continue;
+        if (s->ridx[i].hash != h || l->ridx_k != k || !simba__is_own_request(s, l, name, key, req_no, waiting))
+            continue;
         if (!key) return l;                  /* a number names one request of the session */
         if (found) break;                    /* a key for two: the chain's order decides */
         found = l;
@@ -3215,8 +3228,8 @@ static void simba__free_instance(simba *s) {
     for (i = 0; i < s->nlocks; i++) {
         simba__lock *l = &s->locks[i];
         if (l->kind == SIMBA__K_FREE) continue;
-        simba__free(s, l->names); simba__free(s, l->key); simba__free(s, l->fences);
-        simba__free(s, l->owner); simba__free(s, l->result);
+        simba__free(s, l->names); simba__free(s, l->key); simba__free(s, l->arr.fences);
+        simba__free(s, l->owner);
     }
     simba__free(s, s->locks);
     simba__free(s, s->buckets);
@@ -3334,9 +3347,9 @@ static simba__lock *simba__new_lock(simba *s, const char **names, int n) {
     for (p = l->names, i = 0; i < n; i++) { size_t k = strlen(names[i]) + 1; memcpy(p, names[i], k); p += k; }
     l->nres = (uint8_t)n;
     if (n > 1) {
-        l->fences = (int64_t *)simba__alloc(s, sizeof(int64_t) * (size_t)n);
-        if (!l->fences) { simba__slot_free(s, l); return NULL; }
-        memset(l->fences, 0, sizeof(int64_t) * (size_t)n);
+        l->arr.fences = (int64_t *)simba__alloc(s, sizeof(int64_t) * (size_t)n);
+        if (!l->arr.fences) { simba__slot_free(s, l); return NULL; }
+        memset(l->arr.fences, 0, sizeof(int64_t) * (size_t)n);
     }
     return l;
 }
@@ -3460,7 +3473,7 @@ SIMBADEF int64_t simba_fence(simba *s, simba_lock h, int index) {
     if (simba_valid_ms(s, h) <= 0) return 0;
     l = simba__lookup(s, h, SIMBA__K_LOCK);
     if (index < 0 || index >= l->nres) return 0;
-    return l->fences ? l->fences[index] : l->fence;
+    return l->arr.fences ? l->arr.fences[index] : l->fence;
 }
 
 SIMBADEF int simba_holds(simba *s, simba_lock h) {
@@ -3506,7 +3519,7 @@ SIMBADEF int simba_holders(simba *s, simba_lock h, simba_holder *out, int max) {
     l = simba__lookup(s, h, SIMBA__K_QUERY);
     if (!l || l->state != SIMBA__S_ANSWERED) return simba__fail(s, SIMBA_ESTALE);
     if (max < 0 || (max > 0 && !out)) return simba__fail(s, SIMBA_EINVAL);
-    for (i = 0; i < l->nresult && i < max; i++) out[i] = l->result[i];
+    for (i = 0; i < l->nresult && i < max; i++) out[i] = l->arr.result[i];
     return l->nresult;
 }
 

@@ -1586,6 +1586,10 @@ static void t_mem_hash_grow_skips_free_slots(void) {
     a.s = new_oom_client(tenant, 1500, 500);
     CHECK(a.s);
     h_run_for(cl, 1, 50);
+    more = h_acquire(a.s, "warm", -1);   /* the request index's first 512 bytes, before the test's */
+    CHECK(h_expect(cl, 1, 0, more, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    CHECK_EQ(simba_release(a.s, more), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, more, SIMBA_EVENT_RELEASED, 3000) != NULL);
     oom.size = 512; oom.nth = -2;     /* 128 x uint32_t: the timer heap grows, the name hash cannot */
     for (i = 0; i < N; i++) {
         snprintf(name, sizeof name, "r%d", i);
