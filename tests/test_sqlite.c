@@ -374,6 +374,19 @@ static void t_sqlite_processes_semaphore(void) { sq_many("sem.db", 3, 50); }
 
 /* ---- a holder killed with -9, a holder stopped ---- */
 
+/* Whether pidfd_open works here (not under valgrind 3.19, which fails it
+   with ENOSYS; the backend then finds a dead holder by its re-checks). */
+static int sq_pidfd_works(void) {
+#if SIMBA__SQLITE_PIDFD
+    int fd = pidfd_open(getpid(), 0);
+    if (fd < 0) return 0;
+    close(fd);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* A holder process: acquires, tells the parent (one byte on fd), then holds
    until an event comes, which it reports as two bytes: type, error. */
 static void sq_holder(const char *path, const char *tenant, int ttl, int transition, int fd) {
@@ -442,7 +455,8 @@ static void t_sqlite_kill9_holder(void) {
     simba_destroy(s);
     CHECK(stats.purged_dead >= 1);
     CHECK_EQ(stats.purged_expired, 0);
-    CHECK(stats.pidfd_fired >= 1);
+    if (sq_pidfd_works()) CHECK(stats.pidfd_fired >= 1);
+    else printf("  # pidfd_open fails here (valgrind has no pidfds): the re-check found the holder dead\n");
 }
 
 /* A holder killed with -9 before anyone waits: the next process (which may
@@ -595,7 +609,8 @@ static void t_sqlite_unwritable_dir(void) {
    file again grants nothing before that holder's hold has surely ended. */
 static void sq_replaced(int rename_over) {
     char path[320], other[320], wal[340], shm[340];
-    h_client ca, cb, cc, *cl[2];
+    static h_client ca, cb, cc;   /* megabytes of event log each: not on the stack */
+    h_client *cl[2];
     simba_lock la, lb;
     simba_event *e, *lost, *acq;
     int64_t end;
