@@ -271,9 +271,14 @@ bench-mysql: $(B)/bench_mysql
 	bench/record.sh $@ 'tests/servers/mysql.sh run ./$(B)/bench_mysql'
 $(B)/bench_sqlite: bench/bench_sqlite.c bench/bench_util.h $(HDR_CORE) simba_sqlite.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SQLITE_LIBS) $(LDFLAGS)
+# the CLI with the SQLite backend alone: how much of a `simba run` is the
+# dynamic loader mapping the other backends' client libraries
+$(B)/simba_sqlite_only: cli/simba_cli.c $(HDR_CORE) simba_sqlite.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DSIMBA_CLI_NO_REDIS -DSIMBA_CLI_NO_MYSQL -DSIMBA_CLI_NO_ZK -DSIMBA_CLI_NO_PG \
+	  -o $@ cli/simba_cli.c $(SQLITE_LIBS) $(LDFLAGS)
 # no server: the floors (a write transaction, flock, a datagram) and simba on one file
-bench-sqlite: $(B)/bench_sqlite $(B)/simba
-	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba ./$(B)/bench_sqlite'
+bench-sqlite: $(B)/bench_sqlite $(B)/simba $(B)/simba_sqlite_only
+	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba SIMBA_CLI_SQLITE_ONLY=./$(B)/simba_sqlite_only ./$(B)/bench_sqlite'
 bench-zk: $(B)/bench_zk
 	bench/record.sh $@ 'tests/servers/zk.sh run ./$(B)/bench_zk'
 $(B)/bench_pg: bench/bench_pg.c bench/bench_util.h $(HDR_CORE) simba_pg.h | $(B)
