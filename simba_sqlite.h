@@ -293,7 +293,8 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     "DELETE FROM entries WHERE tenant=?1 AND name=?2 AND request=?3 AND session=?4",
     "SELECT COUNT(*) FROM entries WHERE tenant=?1 AND name=?2 AND seq<?3",
     "SELECT session,fence FROM entries WHERE tenant=?1 AND name=?2 AND seq<?3 ORDER BY seq DESC LIMIT 1",
-    "SELECT session,request FROM entries WHERE tenant=?1 AND name=?2 AND watch=1",
+    /* the partial index, or the planner scans the whole queue (no statistics) */
+    "SELECT session,request FROM entries INDEXED BY entries_watch WHERE tenant=?1 AND name=?2 AND watch=1",
     "SELECT DISTINCT session FROM entries WHERE tenant=?1 AND name=?2",
     "DELETE FROM entries WHERE tenant=?1 AND name=?2",
     "SELECT epoch FROM epochs WHERE tenant=?1",
