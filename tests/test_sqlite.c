@@ -139,38 +139,21 @@ static void kill_vfs_install(void) {
     sqlite3_vfs_register(&kill_vfs, 1);
 }
 
-/* Every backend this program made, so that kill() can find a client's
-   (the allocator hooks forget a freed one). */
-enum { MAX_BACKENDS = 256 };
-static simba_backend made[MAX_BACKENDS];
-static int nmade;
-
-static void *track_alloc(size_t n, void *user) { (void)user; return malloc(n); }
-static void track_free(void *p, void *user) {
-    int i;
-    (void)user;
-    for (i = 0; i < nmade; i++) if (made[i].impl == p) { made[i] = made[--nmade]; break; }
-    free(p);
-}
-
 static simba_backend make_default(void *user) {
     simba_sqlite_desc d;
-    simba_backend b;
     (void)user;
     memset(&d, 0, sizeof d);
     d.path = conf_db;
-    d.allocator.alloc = track_alloc;
-    d.allocator.free = track_free;
-    b = simba_sqlite(&d);
-    if (b.vt && nmade < MAX_BACKENDS) made[nmade++] = b;
-    return b;
+    d.allocator.alloc = h_track_alloc;
+    d.allocator.free = h_track_free;
+    return h_track(simba_sqlite(&d));
 }
 
 /* White-box: the backend of client s (this file includes the implementation). */
 static simba__sqlite *impl_of(simba *s) {
     int i;
-    for (i = 0; i < nmade; i++)
-        if (((simba__sqlite *)made[i].impl)->s == s) return (simba__sqlite *)made[i].impl;
+    for (i = 0; i < h_nmade; i++)
+        if (((simba__sqlite *)h_made[i].impl)->s == s) return (simba__sqlite *)h_made[i].impl;
     return NULL;
 }
 
