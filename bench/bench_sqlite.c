@@ -30,6 +30,16 @@
 #include <sys/wait.h>
 
 static char dir[256];
+static int own_dir;   /* made by this run (not BENCH_DIR): removed at the end */
+
+/* Removes the run's directory (at exit: the early ends of BENCH_Q_ONLY and
+   BENCH_CYCLE_ONLY too). */
+static void remove_dir(void) {
+    char cmd[400];
+    if (!own_dir) return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench-sqlite: could not remove %s\n", dir);
+}
 
 static simba *client(const char *path, const char *id, simba_backend *out) {
     simba_sqlite_desc sd;
@@ -343,6 +353,8 @@ int main(void) {
     else {
         snprintf(dir, sizeof dir, "%s/simba-bench-sqlite-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+        own_dir = 1;
+        atexit(remove_dir);
     }
     sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     snprintf(db, sizeof db, "%s/locks.db", dir);
@@ -423,11 +435,6 @@ int main(void) {
                    " the SQLite backend alone %.2f/%.2f/%.2f ms, median ratio %.2f\n",
                    hmed / 1000, hmed / fmed, omn / 1000, omed / 1000, omx / 1000, omed / fmed);
         }
-    }
-    if (!getenv("BENCH_DIR")) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) return 1;
     }
     return 0;
 }
