@@ -365,6 +365,7 @@ DEPS += libevent-dev libuv1-dev              # the loop adapters
 DEPS += gcc-multilib musl-tools              # the compile matrix: -m32 and musl
 DEPS += python3-kazoo python3-redis python3-pymysql   # the peers of make bench-scale
 DEPS += libsqlite3-dev sqlite3 util-linux           # the SQLite backend; flock(1) for its figures
+DEPS += bindfs                                       # a real FUSE mount the SQLite backend refuses
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

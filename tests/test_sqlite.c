@@ -547,6 +547,26 @@ static void t_sqlite_network_fs_refused(void) {
     CHECK(simba__sqlite_fs_refused(0x58465342) == NULL);          /* xfs */
 }
 
+/* The same on a real FUSE mount (bindfs of a local directory: locks that
+   SQLite cannot trust there all the same), when this machine can mount one
+   (bindfs installed, /dev/fuse usable; `make deps` installs bindfs): the
+   client says so in a DISCONNECTED event and grants nothing. Where no FUSE
+   mount can be made, the test says so and counts as neither pass nor fail. */
+static void t_sqlite_fuse_mount_refused(void) {
+    char src[320], mnt[320], path[400], cmd[900];
+    int mounted;
+    sq_path(src, sizeof src, "fuse-src");
+    sq_path(mnt, sizeof mnt, "fuse-mnt");
+    CHECK(mkdir(src, 0755) == 0 && mkdir(mnt, 0755) == 0);
+    snprintf(cmd, sizeof cmd, "bindfs '%s' '%s' 2>/dev/null", src, mnt);
+    mounted = system(cmd) == 0;
+    if (!mounted) { h_skip("no FUSE mount here (bindfs missing or /dev/fuse unusable)"); return; }
+    snprintf(path, sizeof path, "%s/locks.db", mnt);
+    CHECK(sq_refused(path, SIMBA_EUNSUPPORTED, "FUSE"));
+    snprintf(cmd, sizeof cmd, "fusermount -u '%s' 2>/dev/null || umount '%s'", mnt, mnt);
+    CHECK(system(cmd) == 0);
+}
+
 /* Runs fn(arg) in a child as an unprivileged user (nobody when we are
    root): the result is its exit status (0 = passed). */
 static int sq_as_user(int (*fn)(const char *), const char *arg) {
@@ -693,6 +713,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_foreign_file);
     RUN(t_sqlite_corrupt_file);
     RUN(t_sqlite_network_fs_refused);
+    RUN(t_sqlite_fuse_mount_refused);
     RUN(t_sqlite_read_only_file);
     RUN(t_sqlite_unwritable_dir);
     RUN(t_sqlite_file_deleted);
