@@ -191,33 +191,45 @@ static void destroy_all(h_client **cl, int n) {
 
 /* ---- backend-specific tests ---- */
 
-/* simba_pg.sql is exactly simba_pg_schema("simba") after its comment, and
-   another schema name is substituted everywhere. */
-static void t_schema_file_matches(void) {
-    FILE *f = fopen("simba_pg.sql", "rb");
-    char *file, *mine, *body;
+/* The whole of a text file, NUL-terminated (free it), or NULL. */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *text;
     long n;
-    int need;
-    CHECK(f != NULL);
-    if (!f) return;
+    if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    file = (char *)calloc(1, (size_t)n + 1);
-    CHECK(fread(file, 1, (size_t)n, f) == (size_t)n);
+    text = n >= 0 ? (char *)calloc(1, (size_t)n + 1) : NULL;
+    if (text && fread(text, 1, (size_t)n, f) != (size_t)n) { free(text); text = NULL; }
     fclose(f);
+    return text;
+}
+
+/* The schema simba_pg_schema() prints for `schema` (free it). */
+static char *schema_text(const char *schema) {
+    int need = simba_pg_schema(schema, NULL, 0);
+    char *sql = need > 0 ? (char *)calloc(1, (size_t)need + 1) : NULL;
+    if (sql) simba_pg_schema(schema, sql, (size_t)need + 1);
+    return sql;
+}
+
+/* simba_pg.sql is exactly simba_pg_schema("simba") after its comment, and
+   another schema name is substituted everywhere. */
+static void t_schema_file_matches(void) {
+    char *file = read_text("simba_pg.sql"), *mine, *body;
+    int need;
+    CHECK(file != NULL);
     body = file;
     while (strncmp(body, "--", 2) == 0) body = strchr(body, '\n') + 1;
-    need = simba_pg_schema(NULL, NULL, 0);
-    mine = (char *)calloc(1, (size_t)need + 1);
-    CHECK_EQ(simba_pg_schema("simba", mine, (size_t)need + 1), need);
-    CHECK(strcmp(body, mine) == 0);
+    mine = schema_text("simba");
+    CHECK(mine && strcmp(body, mine) == 0);
+    free(mine);
     CHECK_EQ(simba_pg_schema("Bad-Name", NULL, 0), SIMBA_ENAME);
     CHECK_EQ(simba_pg_schema("x;drop", NULL, 0), SIMBA_ENAME);
     need = simba_pg_schema("other_schema", NULL, 0);
-    free(mine);
-    mine = (char *)calloc(1, (size_t)need + 1);
-    simba_pg_schema("other_schema", mine, (size_t)need + 1);
+    mine = schema_text("other_schema");
+    CHECK(mine && (int)strlen(mine) == need);
     CHECK(strstr(mine, "simba.") == NULL);
     CHECK(strstr(mine, "other_schema.settle") != NULL);
     free(mine);
@@ -333,6 +345,112 @@ static void t_schema_missing_is_an_error(void) {
     CHECK(e && strstr(e->message, "not installed") != NULL);
     CHECK(!simba_connected(a.s));
     simba_destroy(a.s);
+}
+
+/* The URL of database `db` on the test server. */
+static void url_db(const char *db, char *out, size_t cap) {
+    const char *slash = strrchr(env_url, '/');
+    int keep = slash ? (int)(slash - env_url) : (int)strlen(env_url);
+    snprintf(out, cap, "%.*s/%s", keep, env_url, db);
+}
+
+/* DISCONNECTED of client 0 whose message holds `words`. */
+static int disconnected_saying(h_client **cl, const char *words) {
+    simba_event *e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 8000);
+    if (e && !strstr(e->message, words)) printf("  # %s\n", e->message);
+    return e && e->error == SIMBA_EBACKEND && strstr(e->message, words) != NULL;
+}
+
+/* A database that an older simba set up (tests/pg_schema_v5.sql: version 5
+   exactly as it was installed, from simba_pg.sql of that version), with a
+   holder of that version: a client without create_schema is refused in
+   words and changes nothing; with create_schema the schema is upgraded in
+   place and the old holder keeps its entry, its fence and the lock. The
+   installer run again on a database in use loses nothing. A schema of a
+   newer simba (version 7 here) is refused, with create_schema too, and by
+   the installer itself, and stays as it was. */
+static void t_schema_upgrade(void) {
+    PGconn *root = admin_open(), *db = NULL;
+    simba_pg_desc pd = base_desc();
+    static h_client a, b;
+    h_client *cl[1];
+    simba_lock lb, lf;
+    simba_event *e;
+    char url[512], *v5 = read_text("tests/pg_schema_v5.sql"), *v6 = schema_text("simba");
+    long long fence_old, fence_b;
+    PGresult *r;
+    CHECK(root && v5 && v6);
+    admin_exec(root, "DROP DATABASE IF EXISTS simba_upgrade WITH (FORCE)");
+    CHECK(admin_exec(root, "CREATE DATABASE simba_upgrade") == 0);
+    url_db("simba_upgrade", url, sizeof url);
+    CHECK((db = admin_open_as(url)) != NULL);
+    CHECK(admin_exec(db, v5) == 0);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
+    /* a client of version 5 holds "held" (a 60 s lease: it outlives the test) */
+    CHECK(admin_num(db, "SELECT simba.open('up', 'old~00000000000000aa', 60000)") >= 0);
+    CHECK_EQ(admin_num(db, "SELECT o_granted::int FROM simba.enqueue('up', 'old~00000000000000aa', 'r-old',"
+                           " false, false, ARRAY[encode('held'::bytea, 'hex')], ARRAY[1], ARRAY[0])"), 1);
+    fence_old = admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'");
+    CHECK(fence_old > 0);
+
+    pd.conninfo = url;
+    pd.create_schema = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client_ex("up", "a", 5000, 2000, &pd);
+    CHECK(a.s);
+    CHECK(disconnected_saying(cl, "has version 5, this simba needs 6: run simba_pg.sql again"));
+    simba_destroy(a.s);
+    a.s = NULL;
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
+
+    pd.create_schema = 1;
+    memset(&b, 0, sizeof b);
+    cl[0] = &b;
+    b.s = new_client_ex("up", "b", 20000, 5000, &pd);
+    CHECK(b.s);
+    lb = h_acquire(b.s, "held", 500);
+    CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 6);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
+    CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
+                           " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
+    lf = h_acquire(b.s, "fresh", -1);
+    CHECK((e = h_expect(cl, 1, 0, lf, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fence_b = e ? e->fence : 0;
+
+    /* the installer again, on a database in use */
+    CHECK(admin_exec(db, v6) == 0);
+    h_run_for(cl, 1, 300);
+    CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.sessions WHERE tenant = 'up'"), 2);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND name = 'fresh'::bytea"), fence_b);
+    CHECK(!h_has(&b, lf, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(b.s, lf) > 0);
+
+    /* a newer simba's schema */
+    CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
+                         " AS $f$ SELECT 7 $f$") == 0);
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client_ex("up", "c", 5000, 2000, &pd);
+    CHECK(a.s);
+    CHECK(disconnected_saying(cl, "has version 7, newer than this simba's 6"));
+    r = PQexec(db, v6);
+    CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
+    PQclear(r);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
+    if (a.s) simba_destroy(a.s);
+    a.s = NULL;
+    if (b.s) simba_destroy(b.s);
+    b.s = NULL;
+    PQfinish(db);
+    db = NULL;
+    CHECK(admin_exec(root, "DROP DATABASE simba_upgrade WITH (FORCE)") == 0);
+    PQfinish(root);
+    free(v5);
+    free(v6);
 }
 
 /* A URL for role `user` with password `pw` on the test server. */
@@ -817,6 +935,7 @@ int main(int argc, char **argv) {
     RUN(t_server_absent);
     RUN(t_wrong_password);
     RUN(t_schema_missing_is_an_error);
+    RUN(t_schema_upgrade);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
     RUN(t_lock_timeout_rows_held);
