@@ -907,6 +907,65 @@ static void t_restart_grace(void) {
     destroy_all(cl, 1);
 }
 
+/* Runs `$SIMBA_PG_CTL what`; 0 = it worked. */
+static int ctl(const char *what) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s", env_ctl, what);
+    return system(cmd);
+}
+
+/* A real fail-over to a promoted asynchronous standby that lacks the last
+   commits: the standby streams from the server, then is cut off (the lag),
+   A takes "promo" on the server (so the standby never hears of it) and B
+   queues; the server dies, the standby is promoted; both clients, on the
+   multi-host URL (server, standby; target_session_attrs=read-write), find
+   it by themselves, but A is silent after the crash (cut off, or slow).
+   With restart_grace = 1 (for such setups) B is granted only after a lease
+   of grace, when A no longer believes it holds; without it B is granted at
+   once beside A (the standby never saw A's entry). A is then told LOST.
+   Leaves the server running again, alone. */
+static void t_standby_promotion(void) {
+    const char *tenant = my_tenant(), *sport = getenv("SIMBA_PG_STANDBY_PORT");
+    simba_pg_desc pd = base_desc();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    char url[512], *slash = strrchr(env_url, '/');
+    int64_t fa, t0;
+    CHECK(sport && slash);
+    snprintf(url, sizeof url, "%.*s,127.0.0.1:%s%s?target_session_attrs=read-write", (int)(slash - env_url),
+             env_url, sport, slash);
+    CHECK(ctl("standby-start") == 0);
+    pd.conninfo = url;
+    pd.restart_grace = 1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex(tenant, "fa", 3000, 1000, &pd);
+    b.s = new_client_ex(tenant, "fb", 3000, 1000, &pd);
+    CHECK(a.s && b.s);
+    CHECK(wait_connected(cl, 2, 0, 10000) && wait_connected(cl, 2, 1, 10000));
+    CHECK(ctl("standby-detach") == 0);
+    la = h_acquire(a.s, "promo", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    lb = h_acquire(b.s, "promo", -1);
+    h_run_for(cl, 2, 200);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    t0 = h_real_ms();
+    CHECK(ctl("kill") == 0);
+    CHECK(ctl("standby-promote") == 0);
+    /* A is silent from now on (cut off from the standby, or slow): only
+       its lease, counted on its own clock, may keep it believing */
+    CHECK_EQ(h_grant_beside_silent(&b, lb, a.s, la, 15000, t0, "the server died"), 0);
+    CHECK((e = h_take(&b, lb, SIMBA_EVENT_ACQUIRED)) != NULL);
+    CHECK(e && e->fence > fa);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 1000) != NULL);
+    destroy_all(cl, 2);
+    CHECK(ctl("standby-kill") == 0);
+    CHECK(ctl("start") == 0);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     PGconn *c;
@@ -945,6 +1004,7 @@ int main(int argc, char **argv) {
         RUN(t_server_restart_mid_hold);
         RUN(t_stopped_server);
         RUN(t_restart_grace);
+        RUN(t_standby_promotion);
     } else {
         printf("# skip - t_server_restart_mid_hold, t_stopped_server (no SIMBA_PG_CTL)\n");
     }
