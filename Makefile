@@ -19,7 +19,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-pg test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-pg deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
 all: examples bench cli
@@ -197,6 +197,9 @@ valgrind-mem: $(B)/test_mem
 	$(VALGRIND) ./$(B)/test_mem
 valgrind-sim: $(B)/test_sim
 	$(VALGRIND) ./$(B)/test_sim --quick
+# not in `make valgrind` nor in CI (tests/run_all.sh): the server suite is slow under valgrind
+valgrind-pg: $(B)/test_pg
+	SIMBA_TEST_SLOW=4 tests/servers/pg.sh run $(VALGRIND) --suppressions=tests/valgrind_pg.supp ./$(B)/test_pg
 
 # ---- chaos: real server and client processes under faults (tests/chaos/) ----
 CHAOS_SECONDS ?= 120

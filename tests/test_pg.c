@@ -24,6 +24,9 @@
 /* ---- the server, from tests/servers/pg.sh ---- */
 
 static const char *env_url, *env_ctl;
+/* SIMBA_TEST_SLOW=N (make valgrind-pg): leases and connect timeouts N
+   times longer, for a client that runs N times slower */
+static int slow = 1;
 
 static const char *env_or(const char *name, const char *dflt) {
     const char *v = getenv(name);
@@ -35,7 +38,7 @@ static simba_pg_desc base_desc(void) {
     memset(&d, 0, sizeof d);
     d.conninfo = env_url;
     d.create_schema = 1;
-    d.connect_timeout_ms = 3000;
+    d.connect_timeout_ms = 3000 * slow;
     return d;
 }
 
@@ -972,6 +975,8 @@ int main(int argc, char **argv) {
     env_url = env_or("SIMBA_PG_URL", "postgres://simba:simba@127.0.0.1:5432/simba_test");
     env_ctl = env_or("SIMBA_PG_CTL", NULL);
     if (argc > 1) h_filter = argv[1];
+    slow = atoi(env_or("SIMBA_TEST_SLOW", "1"));
+    if (slow < 1) slow = 1;
     signal(SIGPIPE, SIG_IGN);
     c = admin_open();
     if (!c) {
@@ -984,8 +989,8 @@ int main(int argc, char **argv) {
     memset(&cb, 0, sizeof cb);
     cb.name = "postgres";
     cb.make = make_default;
-    cb.ttl_ms = 1500;
-    cb.transition_ms = 1000;
+    cb.ttl_ms = 1500 * slow;
+    cb.transition_ms = 1000 * slow;
     cb.kill = kill_client;
     conformance_run(&cb, h_filter, &h_passed, &h_failed);
 
