@@ -30,7 +30,7 @@ help:
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-pg | test-compile"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
-	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
+	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-pg: the PostgreSQL suite)"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
