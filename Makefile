@@ -211,7 +211,7 @@ $(B)/asan/chaos_client: tests/chaos/chaos_client.c $(HDR_CORE) simba_redis.h sim
 chaos: $(B)/chaos_client $(B)/tcp_proxy
 	tests/chaos/all.sh $(CHAOS_SECONDS)
 chaos-ci: $(B)/chaos_client $(B)/tcp_proxy
-	CHAOS_CLUSTER_FAILOVER=0 tests/chaos/all.sh 30
+	tests/chaos/all.sh 30
 # ---- fuzzing: clang libFuzzer + ASan + UBSan (tests/fuzz/README.md) ----
 .PHONY: fuzz fuzz-ci fuzz-build fuzz-merge
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all

@@ -1053,6 +1053,12 @@ static uint32_t simba__hash(const char *s) {
     return h;
 }
 
+/* A SIMBA_E* code in a byte (lock slots keep codes that small): anything
+   else, which no backend should answer, becomes SIMBA_EBACKEND. */
+static int8_t simba__code8(int code) {
+    return (int8_t)(code >= -128 && code <= 127 ? code : SIMBA_EBACKEND);
+}
+
 static void simba__copy(char *dst, size_t cap, const char *src) {
     size_t n = src ? strlen(src) : 0;
     if (n >= cap) n = cap - 1;
@@ -1146,7 +1152,9 @@ enum { /* simba__lock.kind */
     SIMBA__K_QUERY,
     SIMBA__K_ZOMBIE,    /* withdrawn behind the user's back: the handle is stale,
                            the slot lives until the server confirmed the release */
-    SIMBA__K_DEAD       /* finished while on the dispatch list: freed when reached */
+    SIMBA__K_DEAD,      /* finished while on the dispatch list: freed when reached */
+    SIMBA__K_OWED       /* finished while it owes events (simba__owe): the handle is
+                           stale, the slot lives until they are delivered */
 };
 
 enum { /* simba__lock.state */
@@ -1168,12 +1176,14 @@ enum { /* simba__lock.flags */
     SIMBA__F_DELIVERED = 1 << 7,   /* query: its event was delivered; freed at the next tick */
     SIMBA__F_CAP_WARNED = 1 << 8,  /* a capacity mismatch was logged for it */
     SIMBA__F_RIDX = 1 << 9,        /* in the request index (simba__ridx_add) */
-    SIMBA__F_BEHIND = 1 << 10      /* PENDING keyed request: another handle of its key is
+    SIMBA__F_BEHIND = 1 << 10,     /* PENDING keyed request: another handle of its key is
                                       releasing; nothing is sent until that is confirmed */
+    SIMBA__F_OWED_LISTED = 1 << 11 /* on the owed list (it may owe nothing any more) */
 };
 
 typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
-    uint64_t k;                      /* simba__ridx_key */
+    uint32_t hash;                   /* simba__ridx_hash of the lock's ridx_k (its home, and a
+                                        first comparison that needs no look at the lock) */
     uint32_t lock;                   /* index + 1, 0: empty */
 } simba__ridx_slot;
 
@@ -1181,7 +1191,10 @@ typedef struct simba__lock {
     uint32_t gen;
     uint8_t kind, state, op, nres;   /* op: the simba_op_kind in flight, 0 none */
     uint8_t qkind;                   /* query: the simba_op_kind it asks for */
+    int8_t cause;                    /* the last backend error seen while it waited (0 none) */
     uint16_t flags;
+    uint16_t owed;                   /* events it owes the caller (simba__owe) */
+    int16_t owed_error;              /* the code of an owed ERROR, INFO or DONE */
     int32_t capacity, weight;        /* weight 0 = exclusive */
     int32_t holds;
     int32_t wait_ms;
@@ -1194,19 +1207,21 @@ typedef struct simba__lock {
     uint32_t knext, kprev;           /* index + 1, list of keyed locks */
     uint64_t ridx_k;                 /* its key in the request index (simba__ridx_key) */
     uint32_t session_no;             /* the session its entry belongs to */
+    int nresult;                     /* query: INSPECT entries in arr.result */
     uint64_t req_no;
     int64_t timer_at;                /* min of the three deadlines below (heap key) */
     int64_t wait_deadline, recheck_at, op_deadline;
     int64_t fence;
     char *names;                     /* nres names, each NUL-terminated, one block */
     char *key;                       /* idempotency key, or NULL */
-    int64_t *fences;                 /* nres > 1: all fences */
+    union {                          /* (one kind of slot uses each) */
+        int64_t *fences;             /* a lock with nres > 1: all fences */
+        simba_holder *result;        /* a query: INSPECT entries */
+    } arr;
     char *owner;                     /* contend: the owner last reported */
     void *user;
-    simba_holder *result;            /* query: INSPECT entries */
-    int nresult;
-    int cause;                       /* the last backend error seen while it waited (0 none) */
     int stored_capacity;             /* the server's capacity of its first resource (0 unknown) */
+    uint32_t owed_next;              /* index + 1, the owed list */
 } simba__lock;
 
 typedef struct simba__session {
@@ -1281,6 +1296,8 @@ struct simba {
     /* answered queries whose INFO was delivered: freed at the next tick */
     uint32_t delivered_queries;
     simba__events events;
+    uint32_t owed_head, owed_tail;   /* index + 1: locks that owe events (simba__owe) */
+    uint32_t owing;                  /* locks that owe events now */
     /* push mode (simba_loop): what the loop watches for us, so simba tells only changes */
     simba_loop loop;
     struct simba__watch *watch;
@@ -1393,7 +1410,9 @@ static simba__lock *simba__slot_new(simba *s) {
         s->free_head = s->locks[idx].next_dirty;
     } else {
         if (s->nlocks == s->caplocks) {
-            uint32_t ncap = s->caplocks ? s->caplocks * 2 : 16;
+            /* half as many again: amortised O(1) like doubling, and at most a
+               third of the slots unused (they are the client's main memory) */
+            uint32_t ncap = s->caplocks ? s->caplocks + s->caplocks / 2 : 16;
             simba__lock *nl = (simba__lock *)simba__alloc(s, sizeof(simba__lock) * ncap);
             if (!nl) return NULL;
             if (s->nlocks) memcpy(nl, s->locks, sizeof(simba__lock) * s->nlocks);
@@ -1493,24 +1512,25 @@ static uint64_t simba__ridx_key(const char *key, uint64_t req_no) {
     return key ? 0x8000000000000000ull | simba__hash(key) : req_no;
 }
 
-static uint32_t simba__ridx_home(uint64_t k, uint32_t n) {
+static uint32_t simba__ridx_hash(uint64_t k) {
     uint64_t t = k;
-    return (uint32_t)simba__mix64(&t) & (n - 1);
+    return (uint32_t)simba__mix64(&t);
 }
 
 static void simba__ridx_put(simba__ridx_slot *t, uint32_t n, uint64_t k, uint32_t lock) {
-    uint32_t i = simba__ridx_home(k, n);
+    uint32_t h = simba__ridx_hash(k), i = h & (n - 1);
     while (t[i].lock) i = (i + 1) & (n - 1);
-    t[i].k = k;
+    t[i].hash = h;
     t[i].lock = lock;
 }
 
-/* Room for `live` locks at a quarter load (short probes at any size);
-   rebuilt from the locks on growth. */
+/* Room for `live` locks at half load at most (short probes at any size: 1.5
+   slots looked at on average to find one, 2.5 to miss); rebuilt from the
+   locks on growth. */
 static int simba__ridx_reserve(simba *s, uint32_t live) {
     uint32_t n = s->nridx ? s->nridx : 64, i;
     simba__ridx_slot *t;
-    while ((uint64_t)n < 4 * (uint64_t)live) n *= 2;
+    while ((uint64_t)n < 2 * (uint64_t)live) n *= 2;
     if (n == s->nridx) return SIMBA_OK;
     t = (simba__ridx_slot *)simba__alloc(s, sizeof(simba__ridx_slot) * n);
     if (!t) return SIMBA_ENOMEM;
@@ -1537,11 +1557,11 @@ static void simba__ridx_remove(simba *s, simba__lock *l) {
     uint32_t me = (uint32_t)(l - s->locks) + 1, mask = s->nridx - 1, i, j;
     if (!(l->flags & SIMBA__F_RIDX)) return;
     l->flags &= (uint16_t)~SIMBA__F_RIDX;
-    for (i = simba__ridx_home(l->ridx_k, s->nridx); s->ridx[i].lock && s->ridx[i].lock != me; i = (i + 1) & mask)
+    for (i = simba__ridx_hash(l->ridx_k) & mask; s->ridx[i].lock && s->ridx[i].lock != me; i = (i + 1) & mask)
         s->find_steps++;
     if (!s->ridx[i].lock) return;
     for (j = (i + 1) & mask; s->ridx[j].lock; j = (j + 1) & mask) {
-        uint32_t home = simba__ridx_home(s->ridx[j].k, s->nridx);
+        uint32_t home = s->ridx[j].hash & mask;
         s->find_steps++;
         /* j's slot may fill the hole at i unless its home lies in (i, j] */
         if (((j - home) & mask) >= ((j - i) & mask)) { s->ridx[i] = s->ridx[j]; i = j; }
@@ -1561,18 +1581,19 @@ static void simba__mark_dirty(simba *s, simba__lock *l) {
     s->dirty_tail = me;
 }
 
+static void simba__owed_unlink(simba *s, simba__lock *l);
 static void simba__slot_free(simba *s, simba__lock *l) {
     SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
+    if (l->flags & SIMBA__F_OWED_LISTED) simba__owed_unlink(s, l);
     simba__heap_remove(s, l);
     if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
     l->flags = 0;   /* a free slot is in no list: simba__hash_grow must not rehash it */
     simba__free(s, l->names);
     simba__free(s, l->key);
-    simba__free(s, l->fences);
+    simba__free(s, l->arr.fences);
     simba__free(s, l->owner);
-    simba__free(s, l->result);
     l->names = l->key = l->owner = NULL;
-    l->fences = NULL; l->result = NULL;
+    l->arr.fences = NULL;
     l->kind = SIMBA__K_FREE;
     l->gen++;
     if (!l->gen) l->gen = 1;
@@ -1614,18 +1635,28 @@ static void simba__key_unblock(simba *s, const simba__lock *gone) {
     }
 }
 
-/* A slot on the dispatch list is freed when the list reaches it. */
+/* The end of a slot that owes nothing: on the dispatch list it is freed when
+   the list reaches it. */
+static void simba__slot_end(simba *s, simba__lock *l) {
+    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
+    simba__slot_free(s, l);
+}
+
+/* A slot whose handle is done. One that still owes events lives on, out of
+   every list but the owed one, until they are delivered (simba__owed_first). */
 static void simba__finish(simba *s, simba__lock *l) {
     simba__key_unblock(s, l);
     l->op = 0;
     l->op_seq++;
     l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
     simba__timer_update(s, l);
-    if (l->flags & SIMBA__F_DIRTY) { l->kind = SIMBA__K_DEAD; return; } /* reaped by dispatch */
-    simba__slot_free(s, l);
+    if (!l->owed) { simba__slot_end(s, l); return; }
+    if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
+    l->flags &= (uint16_t)~SIMBA__F_HASHED;
+    l->kind = SIMBA__K_OWED;
 }
 
-/*>>events: the event queue: room for every lock, emitting, forgetting */
+/*>>events: the event queue, the events a lock owes, emitting, forgetting */
 
 /*--- emitting events ---------------------------------------------------------*/
 
@@ -1640,23 +1671,117 @@ static int simba__events_grow(simba *s) {
     return SIMBA_OK;
 }
 
-/* Room the event queue keeps for every live lock (and query): its events
-   (ACQUIRED, LOST, RELEASED, DONE, ...) never need an allocation, so a LOST
-   cannot be dropped for want of memory. A lock has at most an ACQUIRED and
-   one more event queued (a LOST takes its older events out first); the
-   slack covers CONNECTED/DISCONNECTED. Reserved when a lock slot is made,
-   where SIMBA_ENOMEM can be returned to the caller. */
-enum { SIMBA__EV_PER_LOCK = 2, SIMBA__EV_SLACK = 16 };
+/* Events go into the queue, which grows when it must. A lock's event is
+   never dropped for want of memory: when the queue cannot grow, the lock
+   keeps it itself (simba__owe), so a lock costs no queue room while it has
+   nothing to say. From then on, while any lock owes, every lock event is
+   owed (in order after that lock's events still queued), and the owed ones
+   are delivered after the queue, but an owed LOST before anything except a
+   LOST queued before it: a process that loses a lock is told first. An
+   event of no lock (CONNECTED, DISCONNECTED) that finds no room is logged
+   as lost and the error remembered (simba_last_error); so is an OWNER that
+   would be owed (it reports a change of holder, the next change does
+   again, and simba_inspect tells it any time). */
 
-/* Events are never dropped silently. A lock's event uses the room reserved
-   for it; an event of no lock (CONNECTED, DISCONNECTED) may not eat into
-   that room: if the queue cannot grow, it is logged as lost and the error is
-   remembered (simba_last_error). */
+/* simba__lock.owed: up to three event types in order, four bits each, and
+   the reason of an owed LOST in the top four bits (a LOST takes the older
+   events out first, so it is always the first owed). */
+enum { SIMBA__OWED_MAX = 3, SIMBA__OWED_REASON = 12 };
+
+static int simba__owed_type(const simba__lock *l, int i) { return (l->owed >> (4 * i)) & 15; }
+
+static int simba__owed_count(const simba__lock *l) {
+    int n = 0;
+    while (n < SIMBA__OWED_MAX && simba__owed_type(l, n)) n++;
+    return n;
+}
+
+/* The slot an event names (any kind but free), or NULL. */
+static simba__lock *simba__event_lock(simba *s, simba_lock h) {
+    simba__lock *l;
+    if (h.id == 0 || h.id > s->nlocks) return NULL;
+    l = &s->locks[h.id - 1];
+    return (l->gen ^ s->salt) == h.gen && l->kind != SIMBA__K_FREE ? l : NULL;
+}
+
+/* Put l on the owed list (a LOST at its head). A lock already listed stays
+   where it is: it owed events that a LOST took out, among them the
+   ACQUIRED (a held lock owes nothing else that a LOST takes out), so the
+   caller does not believe it holds and that LOST is no news to act on. */
+static void simba__owed_link(simba *s, simba__lock *l, int front) {
+    uint32_t me = (uint32_t)(l - s->locks) + 1;
+    if (l->flags & SIMBA__F_OWED_LISTED) return;
+    l->flags |= SIMBA__F_OWED_LISTED;
+    if (front || !s->owed_head) {
+        l->owed_next = s->owed_head;
+        s->owed_head = me;
+        if (!s->owed_tail) s->owed_tail = me;
+        return;
+    }
+    l->owed_next = 0;
+    s->locks[s->owed_tail - 1].owed_next = me;
+    s->owed_tail = me;
+}
+
+/* What l owes becomes nothing (delivered, or taken out by a LOST). */
+static void simba__owed_clear(simba *s, simba__lock *l) {
+    if (!l->owed) return;
+    l->owed = 0;
+    s->owing--;
+}
+
+/* Take l off the owed list wherever it is: a walk, for a slot freed while
+   listed (a query whose owed answer simba_wait took); out of memory only. */
+static void simba__owed_unlink(simba *s, simba__lock *l) {
+    uint32_t me = (uint32_t)(l - s->locks) + 1, prev = 0, i = s->owed_head;
+    while (i && i != me) { prev = i; i = s->locks[i - 1].owed_next; }
+    if (!i) return;
+    if (prev) s->locks[prev - 1].owed_next = l->owed_next;
+    else s->owed_head = l->owed_next;
+    if (s->owed_tail == me) s->owed_tail = prev;
+    l->owed_next = 0;
+    l->flags &= (uint16_t)~SIMBA__F_OWED_LISTED;
+    if (l->owed) simba__owed_clear(s, l);
+}
+
+/* The first lock of the owed list that owes something; the ones that owe
+   nothing any more (a LOST took their events out) leave the list here. */
+static simba__lock *simba__owed_first(simba *s) {
+    while (s->owed_head) {
+        simba__lock *l = &s->locks[s->owed_head - 1];
+        if (l->owed) return l;
+        s->owed_head = l->owed_next;
+        if (!s->owed_head) s->owed_tail = 0;
+        l->flags &= (uint16_t)~SIMBA__F_OWED_LISTED;
+        l->owed_next = 0;
+        if (l->kind == SIMBA__K_OWED) simba__slot_end(s, l);
+    }
+    return NULL;
+}
+
+/* Keep ev in its lock: no room in the queue, or another lock owes already. */
+static void simba__owe(simba *s, simba__lock *l, const simba_event *ev) {
+    int n = simba__owed_count(l);
+    if (ev->type == SIMBA_EVENT_OWNER || n == SIMBA__OWED_MAX) {
+        SIMBA_ASSERT(ev->type == SIMBA_EVENT_OWNER);
+        simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s not reported", simba_event_name(ev->type));
+        (void)simba__fail(s, SIMBA_ENOMEM);
+        return;
+    }
+    l->owed |= (uint16_t)(ev->type << (4 * n));
+    if (ev->type == SIMBA_EVENT_LOST) l->owed |= (uint16_t)((ev->error & 15) << SIMBA__OWED_REASON);
+    if (ev->type == SIMBA_EVENT_ERROR || ev->type == SIMBA_EVENT_INFO || ev->type == SIMBA_EVENT_DONE)
+        l->owed_error = simba__code8(ev->error);
+    if (!n) s->owing++;
+    simba__owed_link(s, l, ev->type == SIMBA_EVENT_LOST);
+}
+
 static void simba__emit_at(simba *s, const simba_event *ev, int front) {
     simba__events *q = &s->events;
-    int room = q->cap - q->count;
-    int need = ev->lock.id ? 1 : 1 + SIMBA__EV_PER_LOCK * (int)s->live_locks;
-    if (room < need && simba__events_grow(s) != SIMBA_OK && (ev->lock.id == 0 || room < 1)) {
+    simba__lock *l = ev->lock.id ? simba__event_lock(s, ev->lock) : NULL;
+    int room = q->count < q->cap || simba__events_grow(s) == SIMBA_OK;
+    if (l && (s->owing || !room)) { simba__owe(s, l, ev); return; }
+    if (!room) {
         simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
         (void)simba__fail(s, SIMBA_ENOMEM);
         return;
@@ -1670,6 +1795,7 @@ static void simba__emit_at(simba *s, const simba_event *ev, int front) {
    before its ACQUIRED was delivered). */
 static void simba__events_forget(simba *s, simba_lock h) {
     simba__events *q = &s->events;
+    simba__lock *l = simba__event_lock(s, h);
     int i, kept = 0;
     for (i = 0; i < q->count; i++) {
         simba_event *e = &q->buf[(q->head + i) % q->cap];
@@ -1678,8 +1804,8 @@ static void simba__events_forget(simba *s, simba_lock h) {
         kept++;
     }
     q->count = kept;
+    if (l) simba__owed_clear(s, l);
 }
-
 
 /* Why a request waited in vain (TIMEOUT) or failed: the last backend error it
    met, else the state of the connection and the session; 0 = plain busy. */
@@ -1782,10 +1908,10 @@ static void simba__heap_remove(simba *s, simba__lock *l) {
     }
 }
 
-/* Make room for `live` lock slots: a timer heap entry each and their events
-   (SIMBA__EV_PER_LOCK each, beyond what is queued), so that neither
-   simba__timer_update nor a lock's event allocates inside a tick, where an
-   ENOMEM could only be dropped. */
+/* Make room for `live` lock slots: a timer heap entry each (and their place
+   in the request index), so that simba__timer_update never allocates
+   inside a tick, where an ENOMEM could only be dropped. (A lock's events
+   need no room made in advance: simba__owe.) */
 static int simba__reserve(simba *s, uint32_t live) {
     if (simba__ridx_reserve(s, live) != SIMBA_OK) return simba__fail(s, SIMBA_ENOMEM);
     if (s->capheap < live) {
@@ -1798,8 +1924,6 @@ static int simba__reserve(simba *s, uint32_t live) {
         simba__free(s, s->heap);
         s->heap = nh; s->capheap = ncap;
     }
-    while (s->events.cap < s->events.count + SIMBA__EV_PER_LOCK * (int)live + SIMBA__EV_SLACK)
-        if (simba__events_grow(s) != SIMBA_OK) return simba__fail(s, SIMBA_ENOMEM);
     return SIMBA_OK;
 }
 
@@ -1983,10 +2107,13 @@ static void simba__session_send(simba *s, simba_op_kind kind, int64_t now) {
     s->session.op_deadline = now + s->op_timeout_ms;
 }
 
-/* Is a LOST event still waiting for the caller? */
-static int simba__lost_queued(const simba *s) {
+/* Is a LOST event still waiting for the caller? (An owed one is at the
+   owed list's head: simba__owed_link.) */
+static int simba__lost_queued(simba *s) {
     const simba__events *q = &s->events;
+    simba__lock *l = s->owing ? simba__owed_first(s) : NULL;
     int i;
+    if (l && simba__owed_type(l, 0) == SIMBA_EVENT_LOST) return 1;
     for (i = 0; i < q->count; i++)
         if (q->buf[(q->head + i) % q->cap].type == SIMBA_EVENT_LOST) return 1;
     return 0;
@@ -2182,7 +2309,7 @@ static void simba__grant(simba *s, simba__lock *l, const int64_t *fences) {
     int i;
     l->state = SIMBA__S_HELD;
     l->fence = fences[0];
-    if (l->fences) for (i = 0; i < l->nres; i++) l->fences[i] = fences[i];
+    if (l->arr.fences) for (i = 0; i < l->nres; i++) l->arr.fences[i] = fences[i];
     if (l->holds < 1) l->holds = 1;
     l->wait_deadline = l->recheck_at = SIMBA__NEVER;
     l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
@@ -2260,13 +2387,13 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
         else { l->state = SIMBA__S_PENDING; simba__mark_dirty(s, l); }
         return;
     case SIMBA_EKEYBUSY:           /* the key's owner may be a session about to expire */
-        l->cause = r->status;
+        l->cause = simba__code8(r->status);
         l->state = SIMBA__S_PENDING;
         simba__recheck_later(s, l, now, -1);
         return;
     case SIMBA_EDISCONNECTED:
     case SIMBA_ETIMEDOUT:
-        l->cause = r->status;
+        l->cause = simba__code8(r->status);
         simba__retry_op(s, l, op);
         return;
     default:
@@ -2346,11 +2473,11 @@ static void simba__query_reply(simba *s, simba__lock *l, const simba_reply *r) {
         simba__note_inspect_grace(s, r);
         if (r->nentries > 0 && r->entries) {
             size_t n = sizeof(simba_holder) * (size_t)r->nentries;
-            l->result = (simba_holder *)simba__alloc(s, n);
-            if (l->result) {
-                memcpy(l->result, r->entries, n);
+            l->arr.result = (simba_holder *)simba__alloc(s, n);
+            if (l->arr.result) {
+                memcpy(l->arr.result, r->entries, n);
                 l->nresult = r->nentries;
-                if (!r->entry_times) simba__holder_times_unknown(l->result, l->nresult);
+                if (!r->entry_times) simba__holder_times_unknown(l->arr.result, l->nresult);
             } else ev.error = SIMBA_ENOMEM;
         }
     }
@@ -2429,7 +2556,7 @@ static void simba__dispatch(simba *s, int64_t now) {
     s->backend_full = 0;                 /* try again each tick; a refusal sets it back */
     while (s->dirty_head && s->connected && simba__session_safe(s, now)) {
         simba__lock *l = &s->locks[s->dirty_head - 1];
-        if (l->kind != SIMBA__K_DEAD && !simba__dispatch_one(s, l, now)) return;
+        if (l->kind != SIMBA__K_DEAD && l->kind != SIMBA__K_OWED && !simba__dispatch_one(s, l, now)) return;
         s->dirty_head = l->next_dirty;
         if (!s->dirty_head) s->dirty_tail = 0;
         l->flags &= (uint16_t)~SIMBA__F_DIRTY;
@@ -2557,16 +2684,18 @@ static simba__lock *simba__own_request(simba *s, const char *name, const char *s
                                        int waiting) {
     const char *key;
     uint64_t req_no, k;
-    uint32_t i, mask = s->nridx - 1;
+    uint32_t i, h, mask = s->nridx - 1;
     simba__lock *found = NULL;
     /* the entry must be our current session's: a keyed id outlives sessions */
     if (!s->session.open || strcmp(session, s->session.id) != 0) return NULL;
     if (!simba__parse_request(s, request, &key, &req_no) || !s->nridx) return NULL;
     k = simba__ridx_key(key, req_no);
-    for (i = simba__ridx_home(k, s->nridx); s->ridx[i].lock; i = (i + 1) & mask) {
+    h = simba__ridx_hash(k);
+    for (i = h & mask; s->ridx[i].lock; i = (i + 1) & mask) {
         simba__lock *l = &s->locks[s->ridx[i].lock - 1];
         s->find_steps++;
-        if (s->ridx[i].k != k || !simba__is_own_request(s, l, name, key, req_no, waiting)) continue;
+        if (s->ridx[i].hash != h || l->ridx_k != k || !simba__is_own_request(s, l, name, key, req_no, waiting))
+            continue;
         if (!key) return l;                  /* a number names one request of the session */
         if (found) break;                    /* a key for two: the chain's order decides */
         found = l;
@@ -3099,8 +3228,8 @@ static void simba__free_instance(simba *s) {
     for (i = 0; i < s->nlocks; i++) {
         simba__lock *l = &s->locks[i];
         if (l->kind == SIMBA__K_FREE) continue;
-        simba__free(s, l->names); simba__free(s, l->key); simba__free(s, l->fences);
-        simba__free(s, l->owner); simba__free(s, l->result);
+        simba__free(s, l->names); simba__free(s, l->key); simba__free(s, l->arr.fences);
+        simba__free(s, l->owner);
     }
     simba__free(s, s->locks);
     simba__free(s, s->buckets);
@@ -3116,6 +3245,7 @@ static void simba__free_instance(simba *s) {
 SIMBADEF void simba_destroy(simba *s) {
     if (!simba__is_live(s)) return;
     s->events.count = 0;              /* the caller is done: a dropped session ends too */
+    s->owing = 0;
     if (s->linger_ms >= 0) simba__close_dropped(s);
     simba__close_on_server(s);
     simba__free_instance(s);
@@ -3217,9 +3347,9 @@ static simba__lock *simba__new_lock(simba *s, const char **names, int n) {
     for (p = l->names, i = 0; i < n; i++) { size_t k = strlen(names[i]) + 1; memcpy(p, names[i], k); p += k; }
     l->nres = (uint8_t)n;
     if (n > 1) {
-        l->fences = (int64_t *)simba__alloc(s, sizeof(int64_t) * (size_t)n);
-        if (!l->fences) { simba__slot_free(s, l); return NULL; }
-        memset(l->fences, 0, sizeof(int64_t) * (size_t)n);
+        l->arr.fences = (int64_t *)simba__alloc(s, sizeof(int64_t) * (size_t)n);
+        if (!l->arr.fences) { simba__slot_free(s, l); return NULL; }
+        memset(l->arr.fences, 0, sizeof(int64_t) * (size_t)n);
     }
     return l;
 }
@@ -3343,7 +3473,7 @@ SIMBADEF int64_t simba_fence(simba *s, simba_lock h, int index) {
     if (simba_valid_ms(s, h) <= 0) return 0;
     l = simba__lookup(s, h, SIMBA__K_LOCK);
     if (index < 0 || index >= l->nres) return 0;
-    return l->fences ? l->fences[index] : l->fence;
+    return l->arr.fences ? l->arr.fences[index] : l->fence;
 }
 
 SIMBADEF int simba_holds(simba *s, simba_lock h) {
@@ -3389,7 +3519,7 @@ SIMBADEF int simba_holders(simba *s, simba_lock h, simba_holder *out, int max) {
     l = simba__lookup(s, h, SIMBA__K_QUERY);
     if (!l || l->state != SIMBA__S_ANSWERED) return simba__fail(s, SIMBA_ESTALE);
     if (max < 0 || (max > 0 && !out)) return simba__fail(s, SIMBA_EINVAL);
-    for (i = 0; i < l->nresult && i < max; i++) out[i] = l->result[i];
+    for (i = 0; i < l->nresult && i < max; i++) out[i] = l->arr.result[i];
     return l->nresult;
 }
 
@@ -3446,7 +3576,7 @@ SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
    or they would spin for their whole wait. */
 static int simba__sleep_ms(simba *s, int events_mean_now) {
     int64_t now, at = SIMBA__NEVER, b;
-    if (events_mean_now && s->events.count) return 0;
+    if (events_mean_now && (s->events.count || s->owing)) return 0;
     now = simba__now(s);
     if (s->dirty_head && s->connected && !s->backend_full && simba__session_safe(s, now)) return 0;
     if (s->nheap) at = s->locks[s->heap[0]].timer_at;
@@ -3493,6 +3623,67 @@ static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     (void)simba__backend_fds(s);
 }
 
+/* The first event l owes, taken out of it. What the queue would have held
+   is read from the lock now: its fence and stored capacity, the session's
+   validity, the cause of a TIMEOUT; the words of an ERROR and the figures
+   of an INFO were not kept (out of memory when they came): the code says so. */
+static void simba__owed_take(simba *s, simba__lock *l, simba_event *ev) {
+    int type = simba__owed_type(l, 0);
+    int64_t now;
+    memset(ev, 0, sizeof *ev);
+    ev->type = (simba_event_type)type;
+    ev->lock = simba__handle(s, l);
+    ev->user = l->user;
+    switch (type) {
+    case SIMBA_EVENT_ACQUIRED:
+        now = simba__now(s);
+        ev->fence = l->fence;
+        ev->capacity = l->stored_capacity;
+        if (simba__session_safe(s, now)) {
+            ev->valid_until = s->session.valid_until;
+            ev->valid_ms = ev->valid_until - now;
+        }
+        break;
+    case SIMBA_EVENT_LOST:
+        ev->error = (l->owed >> SIMBA__OWED_REASON) & 15;
+        break;
+    case SIMBA_EVENT_TIMEOUT:
+        ev->error = simba__wait_cause(s, l, ev->message, sizeof ev->message);
+        break;
+    case SIMBA_EVENT_ERROR:
+        ev->error = l->owed_error;
+        snprintf(ev->message, sizeof ev->message, "%s (the details were lost: out of memory)",
+                 simba_strerror(ev->error));
+        break;
+    case SIMBA_EVENT_INFO:
+        ev->error = l->owed_error ? l->owed_error : SIMBA_ENOMEM;
+        simba__copy(ev->message, sizeof ev->message, "the answer's figures were lost: out of memory");
+        break;
+    default:                                           /* DONE, RELEASED */
+        ev->error = type == SIMBA_EVENT_DONE ? l->owed_error : 0;
+        break;
+    }
+    l->owed = (uint16_t)((l->owed >> 4) & 0xff);       /* the next ones; a LOST's reason goes */
+    if (!l->owed) s->owing--;
+}
+
+/* The next event for the caller: a LOST first (queued before any lock
+   owed, or owed), then the queue, then what locks owe (simba__owe). */
+static int simba__next_event(simba *s, simba_event *ev) {
+    simba__events *q = &s->events;
+    simba__lock *l = s->owing ? simba__owed_first(s) : NULL;
+    if (q->count && (q->buf[q->head].type == SIMBA_EVENT_LOST || !l || simba__owed_type(l, 0) != SIMBA_EVENT_LOST)) {
+        *ev = q->buf[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+        return 1;
+    }
+    if (!l) return 0;
+    simba__owed_take(s, l, ev);
+    if (!l->owed) (void)simba__owed_first(s);       /* it leaves the list (and ends, if finished) */
+    return 1;
+}
+
 /* Bookkeeping when an event leaves the queue. */
 static void simba__delivered(simba *s, const simba_event *ev) {
     simba__lock *l;
@@ -3511,10 +3702,7 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (max < 0 || (max > 0 && !out) || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
     simba__step(s, fds, nfds);
-    while (n < max && s->events.count) {
-        out[n] = s->events.buf[s->events.head];
-        s->events.head = (s->events.head + 1) % s->events.cap;
-        s->events.count--;
+    while (n < max && simba__next_event(s, &out[n])) {
         simba__delivered(s, &out[n]);
         n++;
     }
@@ -3525,7 +3713,7 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
            touch a cold cache line at nearly every hand-off to a client unused
            for a while) */
         s->events.head = 0;
-        if (s->events.cap > 1024 && !s->live_locks) {   /* give back a burst's buffer (no room reserved) */
+        if (s->events.cap > 1024) {   /* give back a burst's buffer: no room is kept for locks */
             simba__free(s, s->events.buf);
             s->events.buf = NULL;
             s->events.cap = 0;
@@ -3535,9 +3723,11 @@ SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_even
     return n;
 }
 
-/* Take the first queued event of handle h, if any. */
+/* Take the first event of handle h, if any: queued, else owed (a lock
+   that owes has no later event queued). */
 static int simba__take_event(simba *s, simba_lock h, simba_event *ev) {
     simba__events *q = &s->events;
+    simba__lock *l;
     int i;
     for (i = 0; i < q->count; i++) {
         simba_event *e = &q->buf[(q->head + i) % q->cap];
@@ -3548,7 +3738,11 @@ static int simba__take_event(simba *s, simba_lock h, simba_event *ev) {
         simba__delivered(s, ev);
         return 1;
     }
-    return 0;
+    l = simba__event_lock(s, h);
+    if (!l || !l->owed) return 0;
+    simba__owed_take(s, l, ev);
+    simba__delivered(s, ev);
+    return 1;
 }
 
 /* The blocking helpers sleep until simba's next deadline, which is on

@@ -1586,6 +1586,10 @@ static void t_mem_hash_grow_skips_free_slots(void) {
     a.s = new_oom_client(tenant, 1500, 500);
     CHECK(a.s);
     h_run_for(cl, 1, 50);
+    more = h_acquire(a.s, "warm", -1);   /* the request index's first 512 bytes, before the test's */
+    CHECK(h_expect(cl, 1, 0, more, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    CHECK_EQ(simba_release(a.s, more), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, more, SIMBA_EVENT_RELEASED, 3000) != NULL);
     oom.size = 512; oom.nth = -2;     /* 128 x uint32_t: the timer heap grows, the name hash cannot */
     for (i = 0; i < N; i++) {
         snprintf(name, sizeof name, "r%d", i);
@@ -2083,6 +2087,95 @@ static void t_mem_alloc_failures(void) {
     CHECK(n > 10 && n < 100000);
 }
 
+/*--- a lock's events when the event queue cannot grow ----------------------------*/
+
+/* An allocator that refuses every block over 16 KB while ob_big_fails is set. */
+static int ob_big_fails;
+static void *ob_alloc(size_t n, void *user) { (void)user; return ob_big_fails && n > 16384 ? NULL : malloc(n); }
+static void ob_free(void *p, void *user) { (void)user; free(p); }
+
+/* Take every event of c (at most 7 per tick), counting them per lock. */
+static int ob_drain(simba *c, simba_lock *h, int n, int *acq, int *lost, int *rel, int *first_lost_run) {
+    simba_event ev[7];
+    int k, i, j, total = 0, run = 1;
+    do {
+        k = simba_tick(c, NULL, 0, ev, 7);
+        for (i = 0; i < k; i++, total++) {
+            for (j = 0; j < n && (h[j].id != ev[i].lock.id || h[j].gen != ev[i].lock.gen); j++) {}
+            if (ev[i].type != SIMBA_EVENT_LOST) run = 0;
+            else if (run && first_lost_run) (*first_lost_run)++;
+            if (j == n) continue;
+            if (ev[i].type == SIMBA_EVENT_ACQUIRED) acq[j]++;
+            if (ev[i].type == SIMBA_EVENT_LOST) lost[j]++;
+            if (ev[i].type == SIMBA_EVENT_RELEASED) rel[j]++;
+        }
+    } while (k > 0);
+    return total;
+}
+
+/* With no memory for the event queue, a lock keeps its events itself and
+   none is lost: 2,000 ACQUIRED come out once each, 7 per tick; when the
+   session is dropped while locks still owe RELEASED events, every LOST comes
+   out before them; and everything ends released. */
+static void t_mem_events_owed_without_memory(void) {
+    enum { N = 2000, FREED = 10 };
+    static simba_lock h[N];
+    static int acq[N], lost[N], rel[N];
+    const char *tenant = h_tenant();
+    simba_desc d;
+    simba_mem_faults f;
+    simba *c;
+    char name[16];
+    int i, owed_max = 0, acquired = 0, lost_n = 0, released = 0, lost_first = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = tenant;
+    d.ttl_ms = 600;
+    d.transition_ms = 300;
+    d.allocator.alloc = ob_alloc;
+    d.allocator.free = ob_free;
+    c = simba_create(&d, NULL);
+    CHECK(c != NULL);
+    if (!c) return;
+    /* grow the slots, heap and index once, then let the queue's buffer go */
+    for (i = 0; i < N; i++) { snprintf(name, sizeof name, "o%d", i); h[i] = h_acquire(c, name, -1); }
+    for (i = 0; i < 50; i++) (void)ob_drain(c, h, N, acq, lost, rel, NULL);
+    for (i = 0; i < N; i++) (void)simba_release(c, h[i]);
+    for (i = 0; i < 50; i++) (void)ob_drain(c, h, N, acq, lost, rel, NULL);
+    CHECK_EQ(c->events.cap, 0);
+    memset(acq, 0, sizeof acq); memset(lost, 0, sizeof lost); memset(rel, 0, sizeof rel);
+    ob_big_fails = 1;
+    for (i = 0; i < N; i++) { snprintf(name, sizeof name, "o%d", i); h[i] = h_acquire(c, name, -1); }
+    for (i = 0; i < 50; i++) {
+        simba_event ev;
+        CHECK(simba_tick(c, NULL, 0, &ev, 0) == 0);
+        if ((int)c->owing > owed_max) owed_max = (int)c->owing;
+    }
+    for (i = 0; i < 50; i++) (void)ob_drain(c, h, N, acq, lost, rel, NULL);
+    for (i = 0; i < N; i++) acquired += acq[i] == 1;
+    printf("  # %d ACQUIRED of %d, once each; %d locks owed at once\n", acquired, N, owed_max);
+    CHECK_EQ(acquired, N);
+    CHECK(owed_max == N);
+    /* some RELEASED owed, then the session dropped (replies lost until the
+       local deadline): the LOSTs come first */
+    for (i = 0; i < FREED; i++) (void)simba_release(c, h[i]);
+    for (i = 0; i < 5; i++) { simba_event ev; (void)simba_tick(c, NULL, 0, &ev, 0); }
+    memset(&f, 0, sizeof f);
+    f.drop_reply_pct = 100;
+    simba_mem_set_faults(srv, c, &f);
+    for (i = 0; i < 200 && simba_valid_ms(c, h[N - 1]) > 0; i++) { simba_event ev; poll(NULL, 0, 5); (void)simba_tick(c, NULL, 0, &ev, 0); }
+    { simba_event ev; (void)simba_tick(c, NULL, 0, &ev, 0); }
+    (void)ob_drain(c, h, N, acq, lost, rel, &lost_first);
+    for (i = 0; i < N; i++) { lost_n += lost[i] == 1; released += rel[i] == 1; }
+    printf("  # %d LOST, %d of them before any other event; %d RELEASED\n", lost_n, lost_first, released);
+    CHECK_EQ(released, FREED);
+    CHECK_EQ(lost_n, N - FREED);
+    CHECK_EQ(lost_first, N - FREED);
+    ob_big_fails = 0;
+    simba_mem_set_faults(srv, c, NULL);
+    simba_destroy(c);
+}
+
 /*--- a key reused while its handle is still releasing -------------------------*/
 
 static int64_t kr_now;
@@ -2229,6 +2322,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_inflight_ops_end_once);
     RUN(t_mem_call_inside_destroy_is_edestroyed);
     RUN(t_mem_alloc_failures);
+    RUN(t_mem_events_owed_without_memory);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }

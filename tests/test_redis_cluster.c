@@ -1916,6 +1916,69 @@ static void t_cluster_racing_release_during_migration(void) {
     slot_finish(slot, to, from);
 }
 
+/* The slot of a master's tag ({T@k}: its copies of the sessions, the
+   tenant's epoch) half-way through a migration: some of its keys moved,
+   the others not. A script on that master that reaches for a moved key is
+   refused ("non local key"): the lock ops and keepalives that touch the
+   tag wait (a pause, then again) until the slot settled, and nothing about
+   the master's locks changes meanwhile. H holds a lock there (ttl 6 s), W
+   waits, H releases while the tag is half moved (1.5 s): no ERROR, W is
+   not granted and H's release not reported done before the master can say
+   the entry is gone; once the migration ended, H is RELEASED and W
+   granted, never both believing. */
+static void t_cluster_tag_slot_half_way(void) {
+    enum { H_TTL = 6000 };
+    static simba__redis_cluster_map m;
+    h_client hc, wc, *cl[2];
+    simba_lock h[2];
+    char why[200], name[48], tag[64];
+    int a, from, to = -1, i, slot, tslot, n, moved, dbl = 0;
+    int64_t ended;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&wc, 0, sizeof wc);
+    cl[0] = &hc; cl[1] = &wc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    a = 0;
+    from = m.node[a].port;
+    n = simba__redis_cluster_node_tag(&m, a, "tagh", tag, sizeof tag);
+    CHECK(n > 0);
+    tslot = simba_redis_key_slot(tag, (size_t)n);
+    for (i = 0; i < m.nnodes; i++) if (i != a) { to = m.node[i].port; break; }
+    CHECK(name_on(&m, "tagh", "half", from, tslot, name, sizeof name, &slot));
+    logbuf[0] = 0;
+    hc.s = cluster_client_slow("tagh", "h", H_TTL, H_TTL);
+    wc.s = cluster_client_slow("tagh", "w", H_TTL, 500);
+    CHECK(hc.s && wc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(wc.s, name, -1);
+    pump_checking(cl, 2, h, 300, &dbl);
+    slot_begin(tslot, from, to);
+    moved = slot_move_keys(tslot, from, to, 1);
+    CHECK_EQ(moved, 1);
+    CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    pump_checking(cl, 2, h, 1500, &dbl);
+    printf("  # tag slot half moved for 1.5 s: H released: %d, W granted: %d, errors: %d/%d\n",
+           h_has(&hc, h[0], SIMBA_EVENT_RELEASED), h_has(&wc, h[1], SIMBA_EVENT_ACQUIRED),
+           h_has(&hc, any_lock, SIMBA_EVENT_ERROR), h_has(&wc, any_lock, SIMBA_EVENT_ERROR));
+    CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_ERROR) && !h_has(&wc, any_lock, SIMBA_EVENT_ERROR));
+    CHECK(!h_has(&wc, h[1], SIMBA_EVENT_ACQUIRED) || h_has(&hc, h[0], SIMBA_EVENT_RELEASED));
+    slot_finish(tslot, from, to);
+    ended = h_real_ms();
+    CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
+    e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, 2 * H_TTL, &dbl);
+    printf("  # W granted %lld ms after the migration ended\n", (long long)(h_real_ms() - ended));
+    CHECK(e != NULL);
+    CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_ERROR) && !h_has(&wc, any_lock, SIMBA_EVENT_ERROR));
+    CHECK(!dbl);
+    if (!e || dbl || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    simba_destroy(hc.s);
+    simba_destroy(wc.s);
+    slot_begin(tslot, to, from);
+    slot_finish(tslot, to, from);
+}
+
 /* The end of a migration reaches the masters one at a time: for a moment
    the source names the target (MOVED) while the target, still importing,
    names the source (MOVED back). A client that asks for a lock of that
@@ -2278,6 +2341,7 @@ int main(int argc, char **argv) {
     RUN(t_cluster_racing_timed_out_waiter);
     RUN(t_cluster_racing_release_during_migration);
     RUN(t_cluster_racing_moved_between_masters);
+    RUN(t_cluster_tag_slot_half_way);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);

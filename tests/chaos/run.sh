@@ -143,11 +143,6 @@ redis-cluster)
     SLOT_M=$(rcli "$SEED" cluster keyslot 'chaos:{chaos:6d}')
     SLOT_S=$(rcli "$SEED" cluster keyslot 'chaos:{chaos:73}')
     FAULTS="migrate add_master cluster_failover migrate master_kill remove_master"
-    # CHAOS_CLUSTER_FAILOVER=0 (make chaos-ci): without CLUSTER FAILOVER, whose
-    # open finding (docs/redis.md, Cluster, "Chaos": a holder told LOST a few
-    # ms after another client's grant, seen in long rounds) is not fixed yet;
-    # make chaos keeps it so the finding stays in sight
-    [ "${CHAOS_CLUSTER_FAILOVER:-1}" = 0 ] && FAULTS="migrate add_master migrate master_kill remove_master"
     # grants resume within a lease of each fault's end, plus 1 s: a new or
     # promoted master holds its grants back for one lease (the restart
     # grace), counted from its first script after the fault
