@@ -64,6 +64,28 @@ static H_UNUSED int harness_summary(void) {
     return h_failed ? 1 : 0;
 }
 
+/* ---- the backends a test program made ----
+   A backend test finds the backend of a simba client again (white-box: its
+   kill hook, its stats) in h_made: give the backend h_track_alloc and
+   h_track_free as its allocator and pass what its constructor returns to
+   h_track. A freed impl is forgotten as it is freed. */
+
+enum { H_MAX_BACKENDS = 256 };
+static H_UNUSED simba_backend h_made[H_MAX_BACKENDS];
+static H_UNUSED int h_nmade;
+
+static H_UNUSED void *h_track_alloc(size_t n, void *user) { (void)user; return malloc(n); }
+static H_UNUSED void h_track_free(void *p, void *user) {
+    int i;
+    (void)user;
+    for (i = 0; i < h_nmade; i++) if (h_made[i].impl == p) { h_made[i] = h_made[--h_nmade]; break; }
+    free(p);
+}
+static H_UNUSED simba_backend h_track(simba_backend b) {
+    if (b.vt && h_nmade < H_MAX_BACKENDS) h_made[h_nmade++] = b;
+    return b;
+}
+
 /* ---- the pump ---- */
 
 enum { H_MAX_CLIENTS = 32, H_LOG = 4096 };

@@ -85,29 +85,12 @@ static const char *my_tenant(void) {
 
 /* ---- clients ---- */
 
-/* Every backend this program made, so that kill() can find the one of a
-   simba client; a freed impl is forgotten through the allocator hook. */
-enum { MAX_BACKENDS = 256 };
-static simba_backend made[MAX_BACKENDS];
-static int nmade;
-
-static void *track_alloc(size_t n, void *user) { (void)user; return malloc(n); }
-static void track_free(void *p, void *user) {
-    int i;
-    (void)user;
-    for (i = 0; i < nmade; i++) if (made[i].impl == p) { made[i] = made[--nmade]; break; }
-    free(p);
-}
-
 static simba_backend make_backend(const simba_pg_desc *d0) {
     simba_pg_desc d = *d0;
-    simba_backend b;
-    d.allocator.alloc = track_alloc;
-    d.allocator.free = track_free;
+    d.allocator.alloc = h_track_alloc;
+    d.allocator.free = h_track_free;
     d.allocator.user = NULL;
-    b = simba_pg(&d);
-    if (b.vt && nmade < MAX_BACKENDS) made[nmade++] = b;
-    return b;
+    return h_track(simba_pg(&d));
 }
 
 /* The conformance suite's clients. Under SIMBA_TEST_SLOW (valgrind) they
@@ -130,8 +113,8 @@ static simba_backend make_default(void *user) {
 /* White-box: the backend of a simba client. */
 static simba__pg *impl_of(simba *s) {
     int i;
-    for (i = 0; i < nmade; i++)
-        if (made[i].vt && ((simba__pg *)made[i].impl)->s == s) return (simba__pg *)made[i].impl;
+    for (i = 0; i < h_nmade; i++)
+        if (h_made[i].vt && ((simba__pg *)h_made[i].impl)->s == s) return (simba__pg *)h_made[i].impl;
     return NULL;
 }
 
@@ -139,8 +122,8 @@ static struct simba_pg_stats stats_of(simba *s) {
     struct simba_pg_stats st;
     int i;
     memset(&st, 0, sizeof st);
-    for (i = 0; i < nmade; i++)
-        if (made[i].vt && ((simba__pg *)made[i].impl)->s == s) simba_pg_stats(made[i], &st);
+    for (i = 0; i < h_nmade; i++)
+        if (h_made[i].vt && ((simba__pg *)h_made[i].impl)->s == s) simba_pg_stats(h_made[i], &st);
     return st;
 }
 
@@ -271,7 +254,7 @@ static void t_bad_options(void) {
         memset(&pd, 0, sizeof pd);
         pd.conninfo = cases[i].conninfo ? cases[i].conninfo : env_url;
         pd.schema = cases[i].schema;
-        if (cases[i].half_alloc) pd.allocator.alloc = track_alloc;
+        if (cases[i].half_alloc) pd.allocator.alloc = h_track_alloc;
         memset(&d, 0, sizeof d);
         d.backend = simba_pg(&pd);
         d.tenant = "t";
