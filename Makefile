@@ -19,7 +19,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-pg test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-sqlite deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-sqlite valgrind-pg deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
 all: examples bench cli
@@ -30,7 +30,7 @@ help:
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-pg | test-compile"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
-	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-sqlite: the SQLite suite)"
+	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-sqlite, valgrind-pg: those suites)"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
@@ -201,6 +201,10 @@ valgrind-sim: $(B)/test_sim
 # `make valgrind` nor tests/run_all.sh: it takes minutes
 valgrind-sqlite: $(B)/test_sqlite
 	$(VALGRIND) ./$(B)/test_sqlite
+# the PostgreSQL suite against a pg.sh server, leases 4 x longer. Not in
+# `make valgrind` nor tests/run_all.sh: it takes minutes
+valgrind-pg: $(B)/test_pg
+	SIMBA_TEST_SLOW=4 tests/servers/pg.sh run $(VALGRIND) --suppressions=tests/valgrind_pg.supp ./$(B)/test_pg
 
 # ---- chaos: real server and client processes under faults (tests/chaos/) ----
 CHAOS_SECONDS ?= 120
