@@ -19,7 +19,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-pg test-compile \
-        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
+        asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-sqlite valgrind-pg deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
 all: examples bench cli
@@ -30,7 +30,7 @@ help:
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-pg | test-compile"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
-	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind"
+	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-sqlite, valgrind-pg: those suites)"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
 	@echo "make chaos-ci   the same, short (one round of every fault, 30 s or more per backend)"
@@ -197,6 +197,14 @@ valgrind-mem: $(B)/test_mem
 	$(VALGRIND) ./$(B)/test_mem
 valgrind-sim: $(B)/test_sim
 	$(VALGRIND) ./$(B)/test_sim --quick
+# the SQLite suite (no server; its forked processes are checked too). Not in
+# `make valgrind` nor tests/run_all.sh: it takes minutes
+valgrind-sqlite: $(B)/test_sqlite
+	$(VALGRIND) ./$(B)/test_sqlite
+# the PostgreSQL suite against a pg.sh server, leases 4 x longer. Not in
+# `make valgrind` nor tests/run_all.sh: it takes minutes
+valgrind-pg: $(B)/test_pg
+	SIMBA_TEST_SLOW=4 tests/servers/pg.sh run $(VALGRIND) --suppressions=tests/valgrind_pg.supp ./$(B)/test_pg
 
 # ---- chaos: real server and client processes under faults (tests/chaos/) ----
 CHAOS_SECONDS ?= 120
@@ -267,9 +275,14 @@ bench-mysql: $(B)/bench_mysql
 	bench/record.sh $@ 'tests/servers/mysql.sh run ./$(B)/bench_mysql'
 $(B)/bench_sqlite: bench/bench_sqlite.c bench/bench_util.h $(HDR_CORE) simba_sqlite.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SQLITE_LIBS) $(LDFLAGS)
+# the CLI with the SQLite backend alone: how much of a `simba run` is the
+# dynamic loader mapping the other backends' client libraries
+$(B)/simba_sqlite_only: cli/simba_cli.c $(HDR_CORE) simba_sqlite.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) -DSIMBA_CLI_NO_REDIS -DSIMBA_CLI_NO_MYSQL -DSIMBA_CLI_NO_ZK -DSIMBA_CLI_NO_PG \
+	  -o $@ cli/simba_cli.c $(SQLITE_LIBS) $(LDFLAGS)
 # no server: the floors (a write transaction, flock, a datagram) and simba on one file
-bench-sqlite: $(B)/bench_sqlite $(B)/simba
-	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba ./$(B)/bench_sqlite'
+bench-sqlite: $(B)/bench_sqlite $(B)/simba $(B)/simba_sqlite_only
+	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba SIMBA_CLI_SQLITE_ONLY=./$(B)/simba_sqlite_only ./$(B)/bench_sqlite'
 bench-zk: $(B)/bench_zk
 	bench/record.sh $@ 'tests/servers/zk.sh run ./$(B)/bench_zk'
 $(B)/bench_pg: bench/bench_pg.c bench/bench_util.h $(HDR_CORE) simba_pg.h | $(B)
@@ -356,6 +369,7 @@ DEPS += libevent-dev libuv1-dev              # the loop adapters
 DEPS += gcc-multilib musl-tools              # the compile matrix: -m32 and musl
 DEPS += python3-kazoo python3-redis python3-pymysql   # the peers of make bench-scale
 DEPS += libsqlite3-dev sqlite3 util-linux           # the SQLite backend; flock(1) for its figures
+DEPS += bindfs                                       # a real FUSE mount the SQLite backend refuses
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPS)

@@ -3656,7 +3656,7 @@ static void simba__owed_take(simba *s, simba__lock *l, simba_event *ev) {
                  simba_strerror(ev->error));
         break;
     case SIMBA_EVENT_INFO:
-        ev->error = l->owed_error ? l->owed_error : SIMBA_ENOMEM;
+        ev->error = l->owed_error ? (int)l->owed_error : (int)SIMBA_ENOMEM;
         simba__copy(ev->message, sizeof ev->message, "the answer's figures were lost: out of memory");
         break;
     default:                                           /* DONE, RELEASED */

@@ -534,6 +534,14 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
         simba__pg_lost(b, SIMBA_EBACKEND, "the server is read-only (a standby, or default_transaction_read_only)", 1);
         return;
     }
+    if (atoi(PQgetvalue(r, 0, 0)) > SIMBA__PG_SCHEMA_VERSION) {
+        /* a newer simba installed it: never replaced by ours (create_schema
+           or not), its clients would break */
+        snprintf(msg, sizeof msg, "schema '%s' has version %.20s, newer than this simba's %d: use a simba of that version",
+                 b->schema, PQgetvalue(r, 0, 0), SIMBA__PG_SCHEMA_VERSION);
+        simba__pg_lost(b, SIMBA_EBACKEND, msg, 1);
+        return;
+    }
     if (atoi(PQgetvalue(r, 0, 0)) != SIMBA__PG_SCHEMA_VERSION && b->setup_phase == 0 && b->create_schema) {
         simba__pg_setup_send(b, 1);
         return;
@@ -1124,6 +1132,16 @@ static const simba_backend_vtable simba__pg_vtable = {
 static const char *const simba__pg_ddl[] = {
     /* one installer at a time: CREATE ... IF NOT EXISTS races with itself */
     "SELECT pg_advisory_xact_lock(7236450315724219)",
+    /* A newer simba's schema is never replaced by this one: that simba's
+       clients would call functions that no longer answer as they expect. */
+    "DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer\n"
+    "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
+    "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
+    "BEGIN\n"
+    "    IF v > 6 THEN\n"
+    "        RAISE EXCEPTION 'schema @ has version %, newer than this simba_pg.sql (6): keep it, use the newer simba', v;\n"
+    "    END IF;\n"
+    "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
     /* One row per client session. A session's entries live exactly as long
        as its expires is later than the server's clock_timestamp(); one

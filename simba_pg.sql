@@ -29,6 +29,14 @@
 -- bytes, compared byte-wise); fences are bigint. The functions run with the
 -- caller's rights (SECURITY INVOKER), so the policies apply to them too.
 SELECT pg_advisory_xact_lock(7236450315724219);
+DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer
+    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
+BEGIN
+    IF v > 6 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (6): keep it, use the newer simba', v;
+    END IF;
+END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
 CREATE TABLE IF NOT EXISTS simba.sessions (
     tenant    text        NOT NULL,

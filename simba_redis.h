@@ -44,7 +44,8 @@
                         their answers, WAIT, and where every answer arrives
         >>wakeups       .deliver  a SUBSCRIBE push -> simba_backend_granted & co
         >>stats         simba_redis_stats()
-        >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
+        >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy;
+                        a Redis Cluster's own vtable (the same steps, to .cluster)
         >>constructor   desc checks, allocation, the script text, simba_redis(),
                         simba_redis_from_url(), simba_redis_init_server()
 
@@ -3793,13 +3794,6 @@ SIMBADEF int simba_redis_stats(simba_backend b, struct simba_redis_stats *out) {
 static int simba__redis_attach(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
     r->s = s;
-    if (r->cl) {
-        /* the probe connects first; the masters once it told the map */
-        r->cl->probe->s = s;
-        simba__redis_cluster_aim_probe(r);
-        r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
-        return SIMBA_OK;
-    }
     if (!SIMBA__REDIS_NOPIPE)
         simba_backend_log(s, SIMBA_LOG_WARN, "simba_redis: built without POSIX signal functions: SIGPIPE is not "
                           "blocked around writes; ignore SIGPIPE in the application (or define SIMBA_IMPLEMENTATION "
@@ -3813,14 +3807,12 @@ static int simba__redis_attach(void *impl, simba *s) {
 }
 
 static int simba__redis_submit(void *impl, const simba_op *op) {
-    if (((simba__redis *)impl)->cl) return simba__redis_cluster_submit((simba__redis *)impl, op);
     return simba__redis_start((simba__redis *)impl, op);
 }
 
 static int simba__redis_pollfds(void *impl, struct pollfd *fds, int max) {
     simba__redis *r = (simba__redis *)impl;
     int i, n = 0;
-    if (r->cl) return simba__redis_cluster_pollfds(r, fds, max);
     for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         simba__redis_flush(c);
@@ -3841,7 +3833,6 @@ static int64_t simba__redis_deadline(void *impl) {
     simba__redis *r = (simba__redis *)impl;
     int64_t at = -1;
     int i;
-    if (r->cl) return simba__redis_cluster_deadline(r);
     for (i = 0; i < r->nconn; i++) {
         simba__redis_conn *c = &r->conn[i];
         int64_t t = -1;
@@ -3856,7 +3847,6 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
     simba__redis *r = (simba__redis *)impl;
     int64_t now;
     int i;
-    if (r->cl) { simba__redis_cluster_process(r, fds, nfds); return; }
     /* replies before pushes: a grant answered on both reaches the core in order */
     simba__redis_io(r, &r->conn[SIMBA__REDIS_MAIN], fds, nfds);
     simba__redis_io(r, &r->conn[SIMBA__REDIS_SUB], fds, nfds);
@@ -3874,7 +3864,6 @@ static void simba__redis_process(void *impl, const struct pollfd *fds, int nfds)
 static void simba__redis_reset(void *impl, int why) {
     simba__redis *r = (simba__redis *)impl;
     int i;
-    if (r->cl) { simba__redis_cluster_reset(r, why); return; }
     for (i = 0; i < 2; i++) {
         simba__redis_conn *c = &r->conn[i];
         if (c->ac) simba__redis_drop(r, c, why < 0 ? why : SIMBA_EDISCONNECTED, "reset by simba (no answer in time)");
@@ -3901,6 +3890,45 @@ static const simba_backend_vtable simba__redis_vtable = {
     simba__redis_deadline,
     simba__redis_process,
     simba__redis_reset,
+    simba__redis_destroy
+};
+
+/* Redis Cluster: the same struct, its own vtable. Everything goes to the
+   Cluster's functions (>>connection.cluster), which drive the probe and one
+   node backend per master; destroy is shared (it frees the children). */
+static int simba__redis_cluster_attach_vt(void *impl, simba *s) {
+    simba__redis *r = (simba__redis *)impl;
+    r->s = s;
+    /* the probe connects first; the masters once it told the map */
+    r->cl->probe->s = s;
+    simba__redis_cluster_aim_probe(r);
+    r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
+    return SIMBA_OK;
+}
+static int simba__redis_cluster_submit_vt(void *impl, const simba_op *op) {
+    return simba__redis_cluster_submit((simba__redis *)impl, op);
+}
+static int simba__redis_cluster_pollfds_vt(void *impl, struct pollfd *fds, int max) {
+    return simba__redis_cluster_pollfds((simba__redis *)impl, fds, max);
+}
+static int64_t simba__redis_cluster_deadline_vt(void *impl) {
+    return simba__redis_cluster_deadline((simba__redis *)impl);
+}
+static void simba__redis_cluster_process_vt(void *impl, const struct pollfd *fds, int nfds) {
+    simba__redis_cluster_process((simba__redis *)impl, fds, nfds);
+}
+static void simba__redis_cluster_reset_vt(void *impl, int why) {
+    simba__redis_cluster_reset((simba__redis *)impl, why);
+}
+
+static const simba_backend_vtable simba__redis_cluster_vtable = {
+    "redis-cluster",
+    simba__redis_cluster_attach_vt,
+    simba__redis_cluster_submit_vt,
+    simba__redis_cluster_pollfds_vt,
+    simba__redis_cluster_deadline_vt,
+    simba__redis_cluster_process_vt,
+    simba__redis_cluster_reset_vt,
     simba__redis_destroy
 };
 
@@ -4104,7 +4132,7 @@ SIMBADEF simba_backend simba_redis(const simba_redis_desc *d) {
         simba__redis_destroy(r);
         return simba_backend_error(SIMBA_ENOMEM, "simba_redis: out of memory");
     }
-    b.vt = &simba__redis_vtable;
+    b.vt = r->cl ? &simba__redis_cluster_vtable : &simba__redis_vtable;
     b.impl = r;
     return b;
 }

@@ -283,15 +283,18 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     "UPDATE resources SET counter=?3 WHERE tenant=?1 AND name=?2",
     "UPDATE resources SET capacity=?3 WHERE tenant=?1 AND name=?2",
     "DELETE FROM resources WHERE tenant=?1 AND name=?2",
-    "SELECT rowid,request,session,weight,fence,nres FROM entries WHERE tenant=?1 AND name=?2 ORDER BY rowid",
-    "SELECT rowid,session,fence FROM entries WHERE tenant=?1 AND name=?2 AND request=?3",
-    "INSERT INTO entries(tenant,name,request,session,weight,fence,watch,nres) VALUES(?1,?2,?3,?4,?5,0,?6,?7)",
-    "UPDATE entries SET fence=?2 WHERE rowid=?1",
+    "SELECT seq,request,session,weight,fence,nres FROM entries WHERE tenant=?1 AND name=?2 ORDER BY seq",
+    "SELECT seq,session,fence FROM entries WHERE tenant=?1 AND name=?2 AND request=?3",
+    /* at the tail: one past the last entry of the queue */
+    "INSERT INTO entries(tenant,name,seq,request,session,weight,fence,watch,nres) VALUES(?1,?2,"
+    "(SELECT COALESCE(MAX(seq),0)+1 FROM entries WHERE tenant=?1 AND name=?2),?3,?4,?5,0,?6,?7)",
+    "UPDATE entries SET fence=?4 WHERE tenant=?1 AND name=?2 AND seq=?3",
     "SELECT COUNT(*),COALESCE(SUM(fence=0),0) FROM entries WHERE tenant=?1 AND session=?3 AND request=?2",
     "DELETE FROM entries WHERE tenant=?1 AND name=?2 AND request=?3 AND session=?4",
-    "SELECT COUNT(*) FROM entries WHERE tenant=?1 AND name=?2 AND rowid<?3",
-    "SELECT session,fence FROM entries WHERE tenant=?1 AND name=?2 AND rowid<?3 ORDER BY rowid DESC LIMIT 1",
-    "SELECT session,request FROM entries WHERE tenant=?1 AND name=?2 AND watch=1",
+    "SELECT COUNT(*) FROM entries WHERE tenant=?1 AND name=?2 AND seq<?3",
+    "SELECT session,fence FROM entries WHERE tenant=?1 AND name=?2 AND seq<?3 ORDER BY seq DESC LIMIT 1",
+    /* the partial index, or the planner scans the whole queue (no statistics) */
+    "SELECT session,request FROM entries INDEXED BY entries_watch WHERE tenant=?1 AND name=?2 AND watch=1",
     "SELECT DISTINCT session FROM entries WHERE tenant=?1 AND name=?2",
     "DELETE FROM entries WHERE tenant=?1 AND name=?2",
     "SELECT epoch FROM epochs WHERE tenant=?1",
@@ -308,16 +311,15 @@ static const char *const simba__sqlite_schema =
     " PRIMARY KEY(tenant,id)) WITHOUT ROWID;"
     "CREATE TABLE resources(tenant TEXT NOT NULL, name BLOB NOT NULL, capacity INTEGER NOT NULL,"
     " counter INTEGER NOT NULL, PRIMARY KEY(tenant,name)) WITHOUT ROWID;"
-    "CREATE TABLE entries(tenant TEXT NOT NULL, name BLOB NOT NULL, request TEXT NOT NULL,"
-    " session TEXT NOT NULL, weight INTEGER NOT NULL, fence INTEGER NOT NULL DEFAULT 0,"
-    " watch INTEGER NOT NULL DEFAULT 0, nres INTEGER NOT NULL DEFAULT 1, UNIQUE(tenant,name,request));"
-    "CREATE INDEX entries_queue ON entries(tenant,name);"
-    "CREATE INDEX entries_session ON entries(tenant,session);"
+    "CREATE TABLE entries(tenant TEXT NOT NULL, name BLOB NOT NULL, seq INTEGER NOT NULL,"
+    " request TEXT NOT NULL, session TEXT NOT NULL, weight INTEGER NOT NULL, fence INTEGER NOT NULL DEFAULT 0,"
+    " watch INTEGER NOT NULL DEFAULT 0, nres INTEGER NOT NULL DEFAULT 1, PRIMARY KEY(tenant,name,seq),"
+    " UNIQUE(tenant,name,request)) WITHOUT ROWID;"
     "CREATE INDEX entries_watch ON entries(tenant,name) WHERE watch=1;"
     "CREATE TABLE epochs(tenant TEXT PRIMARY KEY, epoch INTEGER NOT NULL, fence_floor INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 4');";
+    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 5');";
 
-#define SIMBA__SQLITE_FORMAT "simba-sqlite 4"
+#define SIMBA__SQLITE_FORMAT "simba-sqlite 5"
 
 typedef struct simba__sqlite {
     simba *s;
@@ -1311,7 +1313,7 @@ static void simba__sqlite_owner(simba__sqlite *b, const char *name, char *out, s
 enum { SIMBA__SQLITE_GRANTS = 16 };   /* grants applied per pass of the walk */
 
 typedef struct simba__sqlite_grant {
-    int64_t rowid;
+    int64_t seq;
     int nres;                   /* resources of its request */
     char request[SIMBA__SQLITE_MAX_REQ];
     char session[SIMBA_MAX_SESSION + 1];
@@ -1389,34 +1391,41 @@ static void simba__sqlite_tell_all(simba__sqlite *b, const char *name) {
    holders and the waiters it grants now, up to the first it cannot (whose
    session is returned in first_waiter). A dead session met on the way is
    purged and the walk starts again (returns -1). Otherwise the number of
-   grants found (at most SIMBA__SQLITE_GRANTS). O(holders + grants). */
+   grants found (at most SIMBA__SQLITE_GRANTS), and in owner the owner once
+   they are applied: the head's session if it holds or is granted now, else
+   "". held_by: the owner as the walk found it (the head's session if it
+   holds), set even when it returns -1. O(holders + grants). */
 static int simba__sqlite_walk(simba__sqlite *b, const char *name, int capacity, simba__sqlite_grant *g,
-                              simba__sqlite_grant *first_waiter) {
+                              simba__sqlite_grant *first_waiter, char *held_by, char *owner) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_Q_WALK);
     int64_t sum = 0;
-    int blocked = b->now < b->grace_until, n = 0;
+    int blocked = b->now < b->grace_until, n = 0, head = 1;
     char session[SIMBA_MAX_SESSION + 1];
-    first_waiter->rowid = 0;
+    first_waiter->seq = 0;
+    owner[0] = held_by[0] = 0;
     simba__sqlite_bind_text(st, 1, b->tenant);
     simba__sqlite_bind_name(st, 2, name);
     while (simba__sqlite_step(b, st) == SQLITE_ROW) {
         int weight = sqlite3_column_int(st, 3);
         int64_t fence = sqlite3_column_int64(st, 4);
         simba__sqlite_col(st, 2, session, sizeof session);
+        if (head && fence) memcpy(held_by, session, sizeof session);
         if (!simba__sqlite_live(b, session)) {
             sqlite3_reset(st);
             simba__sqlite_purge(b, session);
             return -1;
         }
         if (!blocked && !simba_grant_step(&sum, weight, capacity)) blocked = 1;
+        if (head && (fence || !blocked)) memcpy(owner, session, sizeof session);
+        head = 0;
         if (fence) continue;
         if (blocked) {
-            first_waiter->rowid = sqlite3_column_int64(st, 0);
+            first_waiter->seq = sqlite3_column_int64(st, 0);
             simba__sqlite_col(st, 1, first_waiter->request, sizeof first_waiter->request);
             memcpy(first_waiter->session, session, sizeof session);
             break;
         }
-        g[n].rowid = sqlite3_column_int64(st, 0);
+        g[n].seq = sqlite3_column_int64(st, 0);
         g[n].nres = sqlite3_column_int(st, 5);
         simba__sqlite_col(st, 1, g[n].request, sizeof g[n].request);
         memcpy(g[n].session, session, sizeof session);
@@ -1433,8 +1442,10 @@ static void simba__sqlite_apply(simba__sqlite *b, const char *name, simba__sqlit
     for (i = 0; i < n && !b->rc; i++) {
         *counter = simba_grant_fence(*counter, b->now_us);
         st = simba__sqlite_q(b, SQ_ENT_FENCE);
-        sqlite3_bind_int64(st, 1, g[i].rowid);
-        sqlite3_bind_int64(st, 2, *counter);
+        simba__sqlite_bind_text(st, 1, b->tenant);
+        simba__sqlite_bind_name(st, 2, name);
+        sqlite3_bind_int64(st, 3, g[i].seq);
+        sqlite3_bind_int64(st, 4, *counter);
         simba__sqlite_step(b, st);
         simba__sqlite_announce(b, name, &g[i], *counter);
     }
@@ -1445,32 +1456,36 @@ static void simba__sqlite_apply(simba__sqlite *b, const char *name, simba__sqlit
     simba__sqlite_step(b, st);
 }
 
-/* After a change to `name` (before: its owner before it): grant what the
-   rule grants, purge the dead met on the way, tell the contend entries if
-   the owner changed. With capacity > 1 the new first waiter is also told:
-   it watches the holders' processes from now on (>>wakeups). */
+/* After a change to `name` (before: its owner before it; NULL: nothing
+   changed yet, the owner the first walk finds before any purge): grant what
+   the rule grants, purge the dead met on the way, tell the contend entries
+   if the owner changed. With capacity > 1 the new first waiter is also
+   told: it watches the holders' processes from now on (>>wakeups). */
 static void simba__sqlite_evaluate(simba__sqlite *b, const char *name, const char *before) {
     simba__sqlite_grant g[SIMBA__SQLITE_GRANTS], first;
-    char after[SIMBA_MAX_SESSION + 1];
-    int capacity, n, granted = 0;
+    char after[SIMBA_MAX_SESSION + 1], was[SIMBA_MAX_SESSION + 1], prior[SIMBA_MAX_SESSION + 1];
+    int capacity, n, granted = 0, passes = 0;
     int64_t counter;
     if (!simba__sqlite_res(b, name, &capacity, &counter)) return;
     for (;;) {
-        n = simba__sqlite_walk(b, name, capacity, g, &first);
+        n = simba__sqlite_walk(b, name, capacity, g, &first, was, after);
         if (b->rc) return;
+        if (!before && passes++ == 0) {   /* the first pass read the queue as it was */
+            memcpy(prior, was, sizeof was);
+            before = prior;
+        }
         if (n < 0) continue;
         if (n == 0) break;
         simba__sqlite_apply(b, name, g, n, &counter);
         granted += n;
         if (n < SIMBA__SQLITE_GRANTS) break;
     }
-    if (granted && first.rowid && capacity > 1 &&
+    if (granted && first.seq && capacity > 1 &&
         !(b->answering && strcmp(first.request, b->answering) == 0)) {
         simba__sqlite_known *k = simba__sqlite_known_get(b, first.session);
         if (k->state == SIMBA__SQLITE_LIVE) simba__sqlite_wake_add(b, k->wake, name, first.session, first.request, 0);
     }
-    simba__sqlite_owner(b, name, after, sizeof after);
-    if (before && strcmp(before, after) != 0) simba__sqlite_tell_watchers(b, name);
+    if (strcmp(before, after) != 0) simba__sqlite_tell_watchers(b, name);
 }
 
 /* Evaluates the resources the purges put on the todo list, until none is left. */
@@ -1483,9 +1498,7 @@ static void simba__sqlite_drain(simba__sqlite *b) {
 
 /* Touch a resource: the rule's walk (grants, purge), then what it caused. */
 static void simba__sqlite_touch(simba__sqlite *b, const char *name) {
-    char before[SIMBA_MAX_SESSION + 1];
-    simba__sqlite_owner(b, name, before, sizeof before);
-    simba__sqlite_evaluate(b, name, before);
+    simba__sqlite_evaluate(b, name, NULL);
     simba__sqlite_drain(b);
 }
 
@@ -1497,18 +1510,18 @@ static int simba__sqlite_min_hint(int a, int64_t v) {
     return (a < 0 || v < a) ? (int)v : a;
 }
 
-/* The processes a waiting entry (rowid) waits behind, and the earliest
+/* The processes a waiting entry (seq) waits behind, and the earliest
    expiry among them (recheck_ms): the holders and the first waiter ahead,
    as the rule's walk sees them. A waiter that is not the first watches only
    the entry right ahead of it, the first waiter the holders, so a death
    wakes one process (O(1)). Returns the number of pids in pids[]. */
-static int simba__sqlite_behind(simba__sqlite *b, const char *name, int64_t rowid, int *recheck, int *pids, int max) {
+static int simba__sqlite_behind(simba__sqlite *b, const char *name, int64_t seq, int *recheck, int *pids, int max) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_Q_WALK);
     char session[SIMBA_MAX_SESSION + 1], sess[16][SIMBA_MAX_SESSION + 1];
     int n = 0, waiter_ahead = 0, i, np = 0;
     simba__sqlite_bind_text(st, 1, b->tenant);
     simba__sqlite_bind_name(st, 2, name);
-    while (simba__sqlite_step(b, st) == SQLITE_ROW && sqlite3_column_int64(st, 0) < rowid) {
+    while (simba__sqlite_step(b, st) == SQLITE_ROW && sqlite3_column_int64(st, 0) < seq) {
         if (sqlite3_column_int64(st, 4) == 0) waiter_ahead = 1;
         if (n < 16) simba__sqlite_col(st, 2, sess[n++], sizeof sess[0]);
         if (waiter_ahead) break;
@@ -1523,7 +1536,7 @@ static int simba__sqlite_behind(simba__sqlite *b, const char *name, int64_t rowi
         st = simba__sqlite_q(b, SQ_PRED);
         simba__sqlite_bind_text(st, 1, b->tenant);
         simba__sqlite_bind_name(st, 2, name);
-        sqlite3_bind_int64(st, 3, rowid);
+        sqlite3_bind_int64(st, 3, seq);
         session[0] = 0;
         if (simba__sqlite_step(b, st) == SQLITE_ROW) simba__sqlite_col(st, 0, session, sizeof session);
         sqlite3_reset(st);
@@ -1536,9 +1549,9 @@ static int simba__sqlite_behind(simba__sqlite *b, const char *name, int64_t rowi
     return np;
 }
 
-/* Our entry of `request` in `name`: its rowid and fence; 0 if absent or another session's. */
+/* Our entry of `request` in `name`: its seq and fence; 0 if absent or another session's. */
 static int simba__sqlite_find(simba__sqlite *b, const char *name, const char *request, const char *session,
-                              int64_t *rowid, int64_t *fence, char *other, size_t cap) {
+                              int64_t *seq, int64_t *fence, char *other, size_t cap) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_ENT_FIND);
     char s[SIMBA_MAX_SESSION + 1];
     int found = 0;
@@ -1550,7 +1563,7 @@ static int simba__sqlite_find(simba__sqlite *b, const char *name, const char *re
         simba__sqlite_col(st, 1, s, sizeof s);
         if (strcmp(s, session) == 0) {
             found = 1;
-            if (rowid) *rowid = sqlite3_column_int64(st, 0);
+            if (seq) *seq = sqlite3_column_int64(st, 0);
             if (fence) *fence = sqlite3_column_int64(st, 2);
         } else if (other) simba__sqlite_copy(other, cap, s);
     }
@@ -1562,23 +1575,23 @@ static int simba__sqlite_find(simba__sqlite *b, const char *name, const char *re
    capacity, recheck_ms, grace; and the processes to watch while it waits. */
 static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
     int i, capacity = 0, pids[SIMBA__SQLITE_GRANTS], np = 0;
-    int64_t rowid0 = 0, counter;
+    int64_t seq0 = 0, counter;
     sqlite3_stmt *st;
     j->r.granted = 1;
     j->r.recheck_ms = -1;
     for (i = 0; i < j->nres && !b->rc; i++) {
-        int64_t rowid, fence;
-        if (!simba__sqlite_find(b, j->names[i], j->request, j->session, &rowid, &fence, NULL, 0)) {
+        int64_t seq, fence;
+        if (!simba__sqlite_find(b, j->names[i], j->request, j->session, &seq, &fence, NULL, 0)) {
             j->r.status = SIMBA_ENOTFOUND;
             simba__sqlite_watch_drop(b, j->request);
             return;
         }
-        if (i == 0) rowid0 = rowid;
+        if (i == 0) seq0 = seq;
         j->r.fence[i] = fence;
         if (fence) continue;
         j->r.granted = 0;
         for (;;) {
-            int got = simba__sqlite_behind(b, j->names[i], rowid, &j->r.recheck_ms, pids + np,
+            int got = simba__sqlite_behind(b, j->names[i], seq, &j->r.recheck_ms, pids + np,
                                            SIMBA__SQLITE_GRANTS - np);
             if (got >= 0) { np += got; break; }
             {   /* the entry right ahead is dead: purge it, and the queue moves */
@@ -1586,13 +1599,13 @@ static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
                 char session[SIMBA_MAX_SESSION + 1] = "";
                 simba__sqlite_bind_text(p, 1, b->tenant);
                 simba__sqlite_bind_name(p, 2, j->names[i]);
-                sqlite3_bind_int64(p, 3, rowid);
+                sqlite3_bind_int64(p, 3, seq);
                 if (simba__sqlite_step(b, p) == SQLITE_ROW) simba__sqlite_col(p, 0, session, sizeof session);
                 sqlite3_reset(p);
                 if (!session[0] || b->rc) break;
                 simba__sqlite_purge(b, session);
                 simba__sqlite_drain(b);
-                if (!simba__sqlite_find(b, j->names[i], j->request, j->session, &rowid, &fence, NULL, 0)) {
+                if (!simba__sqlite_find(b, j->names[i], j->request, j->session, &seq, &fence, NULL, 0)) {
                     j->r.status = SIMBA_ENOTFOUND;
                     return;
                 }
@@ -1612,7 +1625,7 @@ static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
     st = simba__sqlite_q(b, SQ_AHEAD);
     simba__sqlite_bind_text(st, 1, b->tenant);
     simba__sqlite_bind_name(st, 2, j->names[0]);
-    sqlite3_bind_int64(st, 3, rowid0);
+    sqlite3_bind_int64(st, 3, seq0);
     if (simba__sqlite_step(b, st) == SQLITE_ROW) j->r.ahead = sqlite3_column_int(st, 0);
     sqlite3_reset(st);
     st = simba__sqlite_q(b, SQ_Q_WALK);   /* the holders are a prefix */

@@ -11,12 +11,19 @@
        durable, no fence, one connection per waiter);
      - hand-off with 1000 waiters queued behind vs 1 (the same
        definition: release -> the next waiter's ACQUIRED);
-     - the longest simba_tick seen (the caller is never blocked).
+     - the longest simba_tick seen (the caller is never blocked);
+     - BENCH_HELD (default 100000) idle locks held by one client, next to
+       1: statements per renewal period (the client's count, and the
+       server's: write transactions by its xid counter), the time of the
+       keepalive statement itself (next to a session of one lock), and
+       bytes per lock on the client (a
+       counting allocator under the core and the backend; libpq's buffers
+       aside) and on the server (table + index sizes, and row sizes).
 
    Rounds of each are interleaved with their floor's where it matters
    (a shared machine's load hits both alike). Settings: BENCH_N (cycles and
    floor rounds, default 300), BENCH_HANDOFFS (default 200), BENCH_Q
-   (default 1000). */
+   (default 1000), BENCH_HELD (default 100000; 0 skips that part). */
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
@@ -84,6 +91,39 @@ static void wait_result(PGconn *c) {
     while ((r = PQgetResult(c)) != NULL) PQclear(r);
 }
 
+/* The first column of the first row as a number. */
+static double raw_num(PGconn *c, const char *sql) {
+    PGresult *r = PQexec(c, sql);
+    double v;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1) {
+        fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
+        exit(1);
+    }
+    v = atof(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+/* A counting allocator: the bytes the held-locks client keeps, in the
+   core (live_bytes[0]) and in the backend (live_bytes[1]); user points at
+   the counter. */
+static size_t live_bytes[2];
+typedef struct { size_t size; size_t pad; } hdr;   /* keeps 16-byte alignment */
+static void *count_alloc(size_t n, void *u) {
+    hdr *h = (hdr *)malloc(sizeof(hdr) + n);
+    if (!h) return NULL;
+    h->size = n;
+    *(size_t *)u += n;
+    return h + 1;
+}
+static void count_free(void *p, void *u) {
+    hdr *h;
+    if (!p) return;
+    h = (hdr *)p - 1;
+    *(size_t *)u -= h->size;
+    free(h);
+}
+
 /* ---- simba clients, pumped together ---- */
 
 enum { MAXC = 8, MAXEV = 256 };
@@ -92,7 +132,13 @@ static int ncl;
 static simba_event evs[MAXC][MAXEV];
 static int nevs[MAXC];
 
-static simba *client(const char *tenant, const char *id) {
+/* A client; ttl 0 = 10 s (and a 5 s transition). counted: its core and
+   backend allocate through count_alloc, and its commits do not wait for
+   the disk (synchronous_commit off, so no restart grace either): the
+   held-locks figures count statements and bytes, not fsyncs, and the
+   build-up of 100,000 grants takes a minute instead of three. */
+static simba *client_ex(const char *tenant, const char *id, int ttl, int counted, simba_backend *out) {
+    static char async_url[1024];
     simba_pg_desc pd;
     simba_desc d;
     simba *s;
@@ -100,16 +146,29 @@ static simba *client(const char *tenant, const char *id) {
     pd.conninfo = url;
     pd.create_schema = 1;
     memset(&d, 0, sizeof d);
+    if (counted) {
+        snprintf(async_url, sizeof async_url, "%s%coptions=-c%%20synchronous_commit%%3Doff", url,
+                 strchr(url, '?') ? '&' : '?');
+        pd.conninfo = async_url;
+        pd.restart_grace = -1;
+        pd.allocator.alloc = d.allocator.alloc = count_alloc;
+        pd.allocator.free = d.allocator.free = count_free;
+        d.allocator.user = &live_bytes[0];
+        pd.allocator.user = &live_bytes[1];
+    }
     d.backend = simba_pg(&pd);
+    if (out) *out = d.backend;
     d.tenant = tenant;
     d.client_id = id;
-    d.ttl_ms = 10000;
-    d.transition_ms = 5000;
+    d.ttl_ms = ttl ? ttl : 10000;
+    d.transition_ms = ttl ? ttl / 2 : 5000;
     s = simba_create(&d, NULL);
     if (!s) { fprintf(stderr, "simba_create failed\n"); exit(1); }
     cl[ncl++] = s;
     return s;
 }
+
+static simba *client(const char *tenant, const char *id) { return client_ex(tenant, id, 0, 0, NULL); }
 
 /* One poll over every client's fds, then a tick of each; the events land
    in evs[i]. */
@@ -343,8 +402,118 @@ static void bench_advisory(int N, int H, double *cycle_p50, double *handoff_p50)
     free(v);
 }
 
+/* What the tenant's rows take on the server: table + index bytes of the
+   tables a lock has rows in. */
+static double server_bytes(PGconn *c) {
+    return raw_num(c, "SELECT pg_total_relation_size('simba.entries') + pg_total_relation_size('simba.resources')"
+                      " + pg_total_relation_size('simba.sessions')");
+}
+
+/* One client holds `held` locks (all granted), idle; prints the renewal
+   and memory figures. */
+static void bench_held(int held) {
+    enum { TTL = 3000, WATCH_MS = 6000, KA = 100 };
+    PGconn *c = raw_open();
+    simba_backend bk;
+    struct simba_pg_stats s0, s1;
+    char tenant[32], name[32], sql[512], session[128];
+    simba *s;
+    simba_lock_desc d;
+    size_t core0, backend0, names = 0;
+    double t0, srv0, srv1, rows, x0, x1, *v = (double *)malloc(sizeof(double) * 2 * KA);
+    int i, got = 0, period_ms = TTL / 3;
+    snprintf(tenant, sizeof tenant, "bench-held-%d", held);
+    raw(c, "CHECKPOINT");
+    s = client_ex(tenant, "many", TTL, 1, &bk);
+    wait_connected();
+    srv0 = server_bytes(c);
+    core0 = live_bytes[0];
+    backend0 = live_bytes[1];
+    memset(&d, 0, sizeof d);
+    d.wait_ms = -1;
+    d.name = name;
+    t0 = now_us();
+    for (i = 0; i < held; i++) {
+        snprintf(name, sizeof name, "held-%06d", i);
+        names += strlen(name) + 1;
+        if (simba_acquire(s, &d).id == 0) { fprintf(stderr, "acquire failed\n"); exit(1); }
+    }
+    while (got < held && now_us() - t0 < 900e6) {
+        pump(100);
+        for (i = 0; i < nevs[0]; i++) {
+            if (evs[0][i].type == SIMBA_EVENT_ACQUIRED) got++;
+            if (evs[0][i].type == SIMBA_EVENT_LOST || evs[0][i].type == SIMBA_EVENT_ERROR) {
+                fprintf(stderr, "%s during the build-up\n", simba_event_name(evs[0][i].type));
+                exit(1);
+            }
+        }
+    }
+    printf("held:      %d locks acquired by one client in %.1f s (%.0f/s, one connection)\n", got,
+           (now_us() - t0) / 1e6, got / ((now_us() - t0) / 1e6));
+    /* idle: the renewal, counted by the client and by the server; the
+       build-up's statistics first, or autovacuum's ANALYZE (a write
+       transaction of its own) may fall into the window */
+    raw(c, "VACUUM ANALYZE simba.entries, simba.resources, simba.sessions");
+    simba_pg_stats(bk, &s0);
+    x0 = raw_num(c, "SELECT txid_current()");
+    t0 = now_us();
+    while (now_us() < t0 + WATCH_MS * 1000.0) {
+        pump(100);
+        for (i = 0; i < nevs[0]; i++)
+            if (evs[0][i].type == SIMBA_EVENT_LOST) { fprintf(stderr, "LOST while idle\n"); exit(1); }
+    }
+    x1 = raw_num(c, "SELECT txid_current()");
+    simba_pg_stats(bk, &s1);
+    /* the keepalive statement itself, as the client sends it */
+    snprintf(sql, sizeof sql, "SELECT session FROM simba.sessions WHERE tenant = '%s'", tenant);
+    {
+        PGresult *r = PQexec(c, sql);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) { fprintf(stderr, "no session\n"); exit(1); }
+        snprintf(session, sizeof session, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+    }
+    srv1 = server_bytes(c);
+    snprintf(sql, sizeof sql, "SELECT (SELECT COALESCE(sum(pg_column_size(e.*)), 0) FROM simba.entries e WHERE tenant = '%s')"
+             " + (SELECT COALESCE(sum(pg_column_size(r.*)), 0) FROM simba.resources r WHERE tenant = '%s')", tenant, tenant);
+    rows = raw_num(c, sql);
+    /* next to a session of one lock in another tenant, calls interleaved
+       (a machine's load hits both alike) */
+    snprintf(sql, sizeof sql, "SELECT simba.open('%s-one', 'one~0000000000000001', %d);"
+             " SELECT o_granted FROM simba.enqueue('%s-one', 'one~0000000000000001', 'r1', false, false,"
+             " ARRAY[encode('one'::bytea, 'hex')], ARRAY[1], ARRAY[0])", tenant, simba_lease_ms(s), tenant);
+    raw(c, sql);
+    for (i = 0; i < 2 * KA; i++) {
+        double k0;
+        if (i % 2) snprintf(sql, sizeof sql, "SELECT * FROM simba.keepalive('%s-one', 'one~0000000000000001', %d)",
+                            tenant, simba_lease_ms(s));
+        else snprintf(sql, sizeof sql, "SELECT * FROM simba.keepalive('%s', '%s', %d)", tenant, session, simba_lease_ms(s));
+        k0 = now_us();
+        raw(c, sql);
+        v[i / 2 + (i % 2) * KA] = now_us() - k0;
+    }
+    printf("held:      %6d locks: %.2f statements per renewal period (%d ms) by the client, %.2f write transactions"
+           " by the server's xid counter; keepalive statement p50 %.0f us (a session of 1 lock: %.0f us)\n",
+           got, (double)(s1.queries - s0.queries) * period_ms / WATCH_MS, period_ms,
+           (x1 - x0 - 1) * period_ms / WATCH_MS, pct(v, KA, 0.5), pct(v + KA, KA, 0.5));
+    printf("held:      %6d locks: client %.0f bytes per lock beyond its name (core %.0f, backend %.0f), server %.0f"
+           " bytes per lock (tables + indexes; rows %.0f)\n",
+           got, ((double)live_bytes[0] - (double)core0 - (double)names + (double)live_bytes[1] - (double)backend0) / got,
+           ((double)live_bytes[0] - (double)core0 - (double)names) / got,
+           ((double)live_bytes[1] - (double)backend0) / got, (srv1 - srv0) / got,
+           rows / got);
+    /* the rows go first: the client's close then has nothing to walk */
+    snprintf(sql, sizeof sql, "DELETE FROM simba.entries WHERE tenant LIKE '%s%%';"
+             " DELETE FROM simba.resources WHERE tenant LIKE '%s%%'; DELETE FROM simba.sessions WHERE tenant = '%s-one'",
+             tenant, tenant, tenant);
+    raw(c, sql);
+    destroy_all();
+    PQfinish(c);
+    free(v);
+}
+
 int main(void) {
-    int N = env_int("BENCH_N", 300), H = env_int("BENCH_HANDOFFS", 200), Q = env_int("BENCH_Q", 1000);
+    int N = env_int("BENCH_N", 300), H = env_int("BENCH_HANDOFFS", 200), Q = env_int("BENCH_Q", 1000),
+        HELD = env_int("BENCH_HELD", 100000);
     double cyc, insdel, notif, hand, hand_q, hand_1, adv_cycle, adv_hand;
     url = getenv("SIMBA_PG_URL");
     if (!url) { fprintf(stderr, "run through tests/servers/pg.sh (SIMBA_PG_URL)\n"); return 1; }
@@ -364,5 +533,9 @@ int main(void) {
     printf("queue:     hand-off with Q=%d behind %8.0f us | Q=1 %8.0f us | ratio %.2f (target <= 1.5)\n",
            Q, hand_q, hand_1, hand_q / hand_1);
     printf("tick:      longest simba_tick %.0f us\n", max_tick_us);
+    if (HELD > 0) {
+        bench_held(1);
+        bench_held(HELD);
+    }
     return 0;
 }

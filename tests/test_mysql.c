@@ -115,21 +115,6 @@ static const char *my_tenant(void) {
 
 /* ---- clients ---- */
 
-/* Every backend this program made, so that kill() can find the one of a
-   simba client. The impl stays valid until its simba is destroyed; a
-   freed impl is forgotten through the allocator hook below. */
-enum { MAX_BACKENDS = 256 };
-static simba_backend made[MAX_BACKENDS];
-static int nmade;
-
-static void *track_alloc(size_t n, void *user) { (void)user; return malloc(n); }
-static void track_free(void *p, void *user) {
-    int i;
-    (void)user;
-    for (i = 0; i < nmade; i++) if (made[i].impl == p) { made[i] = made[--nmade]; break; }
-    free(p);
-}
-
 /* An allocator that fails its (*(int *)user + 1)-th allocation. */
 static int failing_count;
 static void *failing_alloc(size_t n, void *user) {
@@ -140,13 +125,10 @@ static void failing_free(void *p, void *user) { (void)user; free(p); }
 
 static simba_backend make_backend(const simba_mysql_desc *d0) {
     simba_mysql_desc d = *d0;
-    simba_backend b;
-    d.allocator.alloc = track_alloc;
-    d.allocator.free = track_free;
+    d.allocator.alloc = h_track_alloc;
+    d.allocator.free = h_track_free;
     d.allocator.user = NULL;
-    b = simba_mysql(&d);
-    if (b.vt && nmade < MAX_BACKENDS) made[nmade++] = b;
-    return b;
+    return h_track(simba_mysql(&d));
 }
 
 static simba_backend make_default(void *user) {
@@ -160,8 +142,8 @@ static simba_backend make_default(void *user) {
 static simba_backend backend_of(simba *s) {
     int i;
     simba_backend none;
-    for (i = 0; i < nmade; i++)
-        if (((simba__mysql *)made[i].impl)->s == s) return made[i];
+    for (i = 0; i < h_nmade; i++)
+        if (((simba__mysql *)h_made[i].impl)->s == s) return h_made[i];
     none.vt = NULL;
     none.impl = NULL;
     return none;
@@ -1077,7 +1059,7 @@ static void t_bad_options_and_garbage(void) {
     CHECK(simba_create(&d, &why) == NULL);
     CHECK(strstr(why.message, "simba_mysql_desc.database") != NULL);
     md = base_desc();
-    md.allocator.alloc = track_alloc;            /* half an allocator: alloc without free */
+    md.allocator.alloc = h_track_alloc;            /* half an allocator: alloc without free */
     d.backend = simba_mysql(&md);
     CHECK(simba_create(&d, &why) == NULL);
     CHECK_EQ(why.code, SIMBA_EINVAL);

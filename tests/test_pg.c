@@ -24,6 +24,9 @@
 /* ---- the server, from tests/servers/pg.sh ---- */
 
 static const char *env_url, *env_ctl;
+/* SIMBA_TEST_SLOW=N (make valgrind-pg): leases and connect timeouts N
+   times longer, for a client that runs N times slower */
+static int slow = 1;
 
 static const char *env_or(const char *name, const char *dflt) {
     const char *v = getenv(name);
@@ -35,7 +38,7 @@ static simba_pg_desc base_desc(void) {
     memset(&d, 0, sizeof d);
     d.conninfo = env_url;
     d.create_schema = 1;
-    d.connect_timeout_ms = 3000;
+    d.connect_timeout_ms = 3000 * slow;
     return d;
 }
 
@@ -82,42 +85,36 @@ static const char *my_tenant(void) {
 
 /* ---- clients ---- */
 
-/* Every backend this program made, so that kill() can find the one of a
-   simba client; a freed impl is forgotten through the allocator hook. */
-enum { MAX_BACKENDS = 256 };
-static simba_backend made[MAX_BACKENDS];
-static int nmade;
-
-static void *track_alloc(size_t n, void *user) { (void)user; return malloc(n); }
-static void track_free(void *p, void *user) {
-    int i;
-    (void)user;
-    for (i = 0; i < nmade; i++) if (made[i].impl == p) { made[i] = made[--nmade]; break; }
-    free(p);
-}
-
 static simba_backend make_backend(const simba_pg_desc *d0) {
     simba_pg_desc d = *d0;
-    simba_backend b;
-    d.allocator.alloc = track_alloc;
-    d.allocator.free = track_free;
+    d.allocator.alloc = h_track_alloc;
+    d.allocator.free = h_track_free;
     d.allocator.user = NULL;
-    b = simba_pg(&d);
-    if (b.vt && nmade < MAX_BACKENDS) made[nmade++] = b;
-    return b;
+    return h_track(simba_pg(&d));
 }
 
+/* The conformance suite's clients. Under SIMBA_TEST_SLOW (valgrind) they
+   connect over the unix socket, where pg.sh trusts the superuser: ten
+   clients computing libpq's SCRAM proof (4096 PBKDF2 rounds) under
+   valgrind, one after the other in one thread, take longer than the
+   suite's 10 s for what must happen soon. */
 static simba_backend make_default(void *user) {
+    static char socket_conninfo[512];
     simba_pg_desc d = base_desc();
+    const char *sock = getenv("SIMBA_PG_SOCKET"), *port = getenv("SIMBA_PG_PORT");
     (void)user;
+    if (slow > 1 && sock && port) {
+        snprintf(socket_conninfo, sizeof socket_conninfo, "host=%s port=%s user=simba dbname=simba_test", sock, port);
+        d.conninfo = socket_conninfo;
+    }
     return make_backend(&d);
 }
 
 /* White-box: the backend of a simba client. */
 static simba__pg *impl_of(simba *s) {
     int i;
-    for (i = 0; i < nmade; i++)
-        if (made[i].vt && ((simba__pg *)made[i].impl)->s == s) return (simba__pg *)made[i].impl;
+    for (i = 0; i < h_nmade; i++)
+        if (h_made[i].vt && ((simba__pg *)h_made[i].impl)->s == s) return (simba__pg *)h_made[i].impl;
     return NULL;
 }
 
@@ -125,8 +122,8 @@ static struct simba_pg_stats stats_of(simba *s) {
     struct simba_pg_stats st;
     int i;
     memset(&st, 0, sizeof st);
-    for (i = 0; i < nmade; i++)
-        if (made[i].vt && ((simba__pg *)made[i].impl)->s == s) simba_pg_stats(made[i], &st);
+    for (i = 0; i < h_nmade; i++)
+        if (h_made[i].vt && ((simba__pg *)h_made[i].impl)->s == s) simba_pg_stats(h_made[i], &st);
     return st;
 }
 
@@ -191,33 +188,45 @@ static void destroy_all(h_client **cl, int n) {
 
 /* ---- backend-specific tests ---- */
 
-/* simba_pg.sql is exactly simba_pg_schema("simba") after its comment, and
-   another schema name is substituted everywhere. */
-static void t_schema_file_matches(void) {
-    FILE *f = fopen("simba_pg.sql", "rb");
-    char *file, *mine, *body;
+/* The whole of a text file, NUL-terminated (free it), or NULL. */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *text;
     long n;
-    int need;
-    CHECK(f != NULL);
-    if (!f) return;
+    if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    file = (char *)calloc(1, (size_t)n + 1);
-    CHECK(fread(file, 1, (size_t)n, f) == (size_t)n);
+    text = n >= 0 ? (char *)calloc(1, (size_t)n + 1) : NULL;
+    if (text && fread(text, 1, (size_t)n, f) != (size_t)n) { free(text); text = NULL; }
     fclose(f);
+    return text;
+}
+
+/* The schema simba_pg_schema() prints for `schema` (free it). */
+static char *schema_text(const char *schema) {
+    int need = simba_pg_schema(schema, NULL, 0);
+    char *sql = need > 0 ? (char *)calloc(1, (size_t)need + 1) : NULL;
+    if (sql) simba_pg_schema(schema, sql, (size_t)need + 1);
+    return sql;
+}
+
+/* simba_pg.sql is exactly simba_pg_schema("simba") after its comment, and
+   another schema name is substituted everywhere. */
+static void t_schema_file_matches(void) {
+    char *file = read_text("simba_pg.sql"), *mine, *body;
+    int need;
+    CHECK(file != NULL);
     body = file;
     while (strncmp(body, "--", 2) == 0) body = strchr(body, '\n') + 1;
-    need = simba_pg_schema(NULL, NULL, 0);
-    mine = (char *)calloc(1, (size_t)need + 1);
-    CHECK_EQ(simba_pg_schema("simba", mine, (size_t)need + 1), need);
-    CHECK(strcmp(body, mine) == 0);
+    mine = schema_text("simba");
+    CHECK(mine && strcmp(body, mine) == 0);
+    free(mine);
     CHECK_EQ(simba_pg_schema("Bad-Name", NULL, 0), SIMBA_ENAME);
     CHECK_EQ(simba_pg_schema("x;drop", NULL, 0), SIMBA_ENAME);
     need = simba_pg_schema("other_schema", NULL, 0);
-    free(mine);
-    mine = (char *)calloc(1, (size_t)need + 1);
-    simba_pg_schema("other_schema", mine, (size_t)need + 1);
+    mine = schema_text("other_schema");
+    CHECK(mine && (int)strlen(mine) == need);
     CHECK(strstr(mine, "simba.") == NULL);
     CHECK(strstr(mine, "other_schema.settle") != NULL);
     free(mine);
@@ -245,7 +254,7 @@ static void t_bad_options(void) {
         memset(&pd, 0, sizeof pd);
         pd.conninfo = cases[i].conninfo ? cases[i].conninfo : env_url;
         pd.schema = cases[i].schema;
-        if (cases[i].half_alloc) pd.allocator.alloc = track_alloc;
+        if (cases[i].half_alloc) pd.allocator.alloc = h_track_alloc;
         memset(&d, 0, sizeof d);
         d.backend = simba_pg(&pd);
         d.tenant = "t";
@@ -333,6 +342,113 @@ static void t_schema_missing_is_an_error(void) {
     CHECK(e && strstr(e->message, "not installed") != NULL);
     CHECK(!simba_connected(a.s));
     simba_destroy(a.s);
+}
+
+/* The URL of database `db` on the test server. */
+static void url_db(const char *db, char *out, size_t cap) {
+    const char *slash = strrchr(env_url, '/');
+    int keep = slash ? (int)(slash - env_url) : (int)strlen(env_url);
+    snprintf(out, cap, "%.*s/%s", keep, env_url, db);
+}
+
+/* DISCONNECTED of client 0 whose message holds `words`. */
+static int disconnected_saying(h_client **cl, const char *words) {
+    simba_event *e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 8000);
+    if (e && !strstr(e->message, words)) printf("  # %s\n", e->message);
+    return e && e->error == SIMBA_EBACKEND && strstr(e->message, words) != NULL;
+}
+
+/* A database that an older simba set up (tests/pg_schema_v5.sql: version 5
+   exactly as it was installed, from simba_pg.sql of that version), with a
+   holder of that version: a client without create_schema is refused in
+   words and changes nothing; with create_schema the schema is upgraded in
+   place and the old holder keeps its entry, its fence and the lock. The
+   installer run again on a database in use loses nothing. A schema of a
+   newer simba (version 7 here) is refused, with create_schema too, and by
+   the installer itself, and stays as it was. */
+static void t_schema_upgrade(void) {
+    PGconn *root = admin_open(), *db = NULL;
+    simba_pg_desc pd = base_desc();
+    static h_client a, b;
+    h_client *cl[1];
+    simba_lock lb, lf;
+    simba_event *e;
+    char url[512], *v5 = read_text("tests/pg_schema_v5.sql"), *v6 = schema_text("simba");
+    long long fence_old, fence_b;
+    PGresult *r;
+    CHECK(root && v5 && v6);
+    admin_exec(root, "DROP DATABASE IF EXISTS simba_upgrade WITH (FORCE)");
+    CHECK(admin_exec(root, "CREATE DATABASE simba_upgrade") == 0);
+    url_db("simba_upgrade", url, sizeof url);
+    CHECK((db = admin_open_as(url)) != NULL);
+    CHECK(admin_exec(db, v5) == 0);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
+    /* a client of version 5 holds "held" (a 60 s lease: it outlives the test) */
+    CHECK(admin_num(db, "SELECT simba.open('up', 'old~00000000000000aa', 60000)") >= 0);
+    CHECK_EQ(admin_num(db, "SELECT o_granted::int FROM simba.enqueue('up', 'old~00000000000000aa', 'r-old',"
+                           " false, false, ARRAY[encode('held'::bytea, 'hex')], ARRAY[1], ARRAY[0])"), 1);
+    fence_old = admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'");
+    CHECK(fence_old > 0);
+
+    pd.conninfo = url;
+    pd.create_schema = 0;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client_ex("up", "a", 5000, 2000, &pd);
+    CHECK(a.s);
+    CHECK(disconnected_saying(cl, "has version 5, this simba needs 6: run simba_pg.sql again"));
+    simba_destroy(a.s);
+    a.s = NULL;
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
+
+    pd.create_schema = 1;
+    memset(&b, 0, sizeof b);
+    cl[0] = &b;
+    b.s = new_client_ex("up", "b", 20000, 5000, &pd);
+    CHECK(b.s);
+    CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
+    lb = h_acquire(b.s, "held", 500);
+    CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 6);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
+    CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
+                           " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
+    lf = h_acquire(b.s, "fresh", -1);
+    CHECK((e = h_expect(cl, 1, 0, lf, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fence_b = e ? e->fence : 0;
+
+    /* the installer again, on a database in use */
+    CHECK(admin_exec(db, v6) == 0);
+    h_run_for(cl, 1, 300);
+    CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.sessions WHERE tenant = 'up'"), 2);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND name = 'fresh'::bytea"), fence_b);
+    CHECK(!h_has(&b, lf, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(b.s, lf) > 0);
+
+    /* a newer simba's schema */
+    CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
+                         " AS $f$ SELECT 7 $f$") == 0);
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client_ex("up", "c", 5000, 2000, &pd);
+    CHECK(a.s);
+    CHECK(disconnected_saying(cl, "has version 7, newer than this simba's 6"));
+    r = PQexec(db, v6);
+    CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
+    PQclear(r);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
+    CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
+    if (a.s) simba_destroy(a.s);
+    a.s = NULL;
+    if (b.s) simba_destroy(b.s);
+    b.s = NULL;
+    PQfinish(db);
+    db = NULL;
+    CHECK(admin_exec(root, "DROP DATABASE simba_upgrade WITH (FORCE)") == 0);
+    PQfinish(root);
+    free(v5);
+    free(v6);
 }
 
 /* A URL for role `user` with password `pw` on the test server. */
@@ -766,6 +882,7 @@ static void t_restart_grace(void) {
     CHECK(wait_connected(cl, 1, 0, 15000));
     b.s = new_client(tenant, "gb", 3000, 1000);
     CHECK(b.s);
+    CHECK(wait_connected(cl, 2, 1, 15000));   /* a connect grants nothing: the grace starts at B's request */
     t0 = h_real_ms();
     lb = h_acquire(b.s, "grace-b", 500);       /* a free name: only the grace holds it back */
     CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
@@ -789,12 +906,73 @@ static void t_restart_grace(void) {
     destroy_all(cl, 1);
 }
 
+/* Runs `$SIMBA_PG_CTL what`; 0 = it worked. */
+static int ctl(const char *what) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s", env_ctl, what);
+    return system(cmd);
+}
+
+/* A real fail-over to a promoted asynchronous standby that lacks the last
+   commits: the standby streams from the server, then is cut off (the lag),
+   A takes "promo" on the server (so the standby never hears of it) and B
+   queues; the server dies, the standby is promoted; both clients, on the
+   multi-host URL (server, standby; target_session_attrs=read-write), find
+   it by themselves, but A is silent after the crash (cut off, or slow).
+   With restart_grace = 1 (for such setups) B is granted only after a lease
+   of grace, when A no longer believes it holds; without it B is granted at
+   once beside A (the standby never saw A's entry). A is then told LOST.
+   Leaves the server running again, alone. */
+static void t_standby_promotion(void) {
+    const char *tenant = my_tenant(), *sport = getenv("SIMBA_PG_STANDBY_PORT");
+    simba_pg_desc pd = base_desc();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    char url[512], *slash = strrchr(env_url, '/');
+    int64_t fa, t0;
+    CHECK(sport && slash);
+    snprintf(url, sizeof url, "%.*s,127.0.0.1:%s%s?target_session_attrs=read-write", (int)(slash - env_url),
+             env_url, sport, slash);
+    CHECK(ctl("standby-start") == 0);
+    pd.conninfo = url;
+    pd.restart_grace = 1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex(tenant, "fa", 3000, 1000, &pd);
+    b.s = new_client_ex(tenant, "fb", 3000, 1000, &pd);
+    CHECK(a.s && b.s);
+    CHECK(wait_connected(cl, 2, 0, 10000) && wait_connected(cl, 2, 1, 10000));
+    CHECK(ctl("standby-detach") == 0);
+    la = h_acquire(a.s, "promo", -1);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    fa = e ? e->fence : 0;
+    lb = h_acquire(b.s, "promo", -1);
+    h_run_for(cl, 2, 200);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    t0 = h_real_ms();
+    CHECK(ctl("kill") == 0);
+    CHECK(ctl("standby-promote") == 0);
+    /* A is silent from now on (cut off from the standby, or slow): only
+       its lease, counted on its own clock, may keep it believing */
+    CHECK_EQ(h_grant_beside_silent(&b, lb, a.s, la, 15000, t0, "the server died"), 0);
+    CHECK((e = h_take(&b, lb, SIMBA_EVENT_ACQUIRED)) != NULL);
+    CHECK(e && e->fence > fa);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 1000) != NULL);
+    destroy_all(cl, 2);
+    CHECK(ctl("standby-kill") == 0);
+    CHECK(ctl("start") == 0);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     PGconn *c;
     env_url = env_or("SIMBA_PG_URL", "postgres://simba:simba@127.0.0.1:5432/simba_test");
     env_ctl = env_or("SIMBA_PG_CTL", NULL);
     if (argc > 1) h_filter = argv[1];
+    slow = atoi(env_or("SIMBA_TEST_SLOW", "1"));
+    if (slow < 1) slow = 1;
     signal(SIGPIPE, SIG_IGN);
     c = admin_open();
     if (!c) {
@@ -807,8 +985,8 @@ int main(int argc, char **argv) {
     memset(&cb, 0, sizeof cb);
     cb.name = "postgres";
     cb.make = make_default;
-    cb.ttl_ms = 1500;
-    cb.transition_ms = 1000;
+    cb.ttl_ms = 1500 * slow;
+    cb.transition_ms = 1000 * slow;
     cb.kill = kill_client;
     conformance_run(&cb, h_filter, &h_passed, &h_failed);
 
@@ -817,6 +995,7 @@ int main(int argc, char **argv) {
     RUN(t_server_absent);
     RUN(t_wrong_password);
     RUN(t_schema_missing_is_an_error);
+    RUN(t_schema_upgrade);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
     RUN(t_lock_timeout_rows_held);
@@ -826,6 +1005,7 @@ int main(int argc, char **argv) {
         RUN(t_server_restart_mid_hold);
         RUN(t_stopped_server);
         RUN(t_restart_grace);
+        RUN(t_standby_promotion);
     } else {
         printf("# skip - t_server_restart_mid_hold, t_stopped_server (no SIMBA_PG_CTL)\n");
     }

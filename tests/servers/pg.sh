@@ -31,6 +31,19 @@
 #                        $SIMBA_PG_CTL stop      SIGSTOP the server (it hangs, sockets stay open)
 #                        $SIMBA_PG_CTL cont      SIGCONT it
 #                        $SIMBA_PG_CTL sql 'SQL' run SQL as the superuser (psql), rows on stdout
+#                        $SIMBA_PG_CTL standby-start    a streaming-replication standby of
+#                                                the server (pg_basebackup -R), started on
+#                                                $SIMBA_PG_STANDBY_PORT, read-only (hot standby)
+#                        $SIMBA_PG_CTL standby-detach   wait until the standby has replayed all
+#                                                the server wrote, then cut it off: the
+#                                                server's later commits never reach it (an
+#                                                asynchronous standby's lag at a fail-over)
+#                        $SIMBA_PG_CTL standby-promote  promote it (pg_ctl promote, waits):
+#                                                from then on a primary of its own
+#                        $SIMBA_PG_CTL standby-kill     SIGKILL it and delete its data
+#                        $SIMBA_PG_CTL standby-sql 'SQL' run SQL on the standby
+#   SIMBA_PG_STANDBY_PORT  the standby's TCP port (a standby runs only after standby-start)
+#   SIMBA_PG_STANDBY_URL   postgres://simba:simba@127.0.0.1:STANDBY_PORT/simba_test
 #
 # Server settings from the environment: SIMBA_PG_MAX_CONNECTIONS (100),
 # SIMBA_PG_FSYNC (on). Needs postgresql (`make deps`).
@@ -53,13 +66,14 @@ PSQL=$(command -v psql) || PSQL="$PGBIN/psql"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/simba-pg.XXXXXX") || die "mktemp failed"
 chmod 755 "$TMP"
 cleanup() {
-    if [ -f "$TMP/pid" ]; then
-        pid=$(cat "$TMP/pid")
+    for f in "$TMP/pid" "$TMP/standby_pid"; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
         kill -CONT "$pid" 2>/dev/null
         kill -INT "$pid" 2>/dev/null          # fast shutdown
         for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null
-    fi
+    done
     rm -rf "$TMP"
     ports_release
 }
@@ -88,7 +102,8 @@ chmod 700 "$TMP/data"
     --auth=scram-sha-256 --encoding=UTF8 --locale=C --no-sync >"$TMP/initdb.log" 2>&1) \
     || { cat "$TMP/initdb.log" >&2; die "initdb failed"; }
 # the socket directory is trusted for the superuser's psql in ctl (tests use TCP + password)
-sed -i '1i local all simba trust' "$TMP/data/pg_hba.conf"
+# (and for a standby's pg_basebackup and streaming, over that socket too)
+sed -i '1i local all simba trust\nlocal replication simba trust' "$TMP/data/pg_hba.conf"
 
 # The control script: everything about starting the server lives here, so the
 # tests can kill and restart it the same way this script first starts it.
@@ -97,23 +112,56 @@ cat >"$TMP/ctl" <<EOF
 set -u
 TMP='$TMP'
 AS=(${AS[*]:-})
-start() {
-    port=\$(cat "\$TMP/port")
-    (cd "\$TMP" && export HOME="\$TMP" && exec "\${AS[@]}" '$PGBIN/postgres' -D "\$TMP/data" -p "\$port" \\
+# run_pg DATA PORT PIDFILE: postgres on DATA at PORT; waits until it answers
+run_pg() {
+    (cd "\$TMP" && export HOME="\$TMP" && exec "\${AS[@]}" '$PGBIN/postgres' -D "\$1" -p "\$2" \\
         -c listen_addresses=127.0.0.1 -c unix_socket_directories="\$TMP/sock" \\
         -c max_connections=\${SIMBA_PG_MAX_CONNECTIONS:-100} -c fsync=\${SIMBA_PG_FSYNC:-on} \\
         -c shared_buffers=32MB -c logging_collector=off -c log_min_messages=fatal \\
         </dev/null >>"\$TMP/server.log" 2>&1) &
     # the pid of postgres itself (the subshell and setpriv exec it)
-    echo \$! >"\$TMP/pid"
+    echo \$! >"\$3"
     for _ in \$(seq 1 300); do
-        if '$PSQL' -h "\$TMP/sock" -p "\$port" -U simba -d postgres -XAtqc 'SELECT 1' >/dev/null 2>&1; then
+        if '$PSQL' -h "\$TMP/sock" -p "\$2" -U simba -d postgres -XAtqc 'SELECT 1' >/dev/null 2>&1; then
             return 0
         fi
-        kill -0 "\$(cat "\$TMP/pid")" 2>/dev/null || return 1
+        kill -0 "\$(cat "\$3")" 2>/dev/null || return 1
         sleep 0.1
     done
     return 1
+}
+start() { run_pg "\$TMP/data" "\$(cat "\$TMP/port")" "\$TMP/pid"; }
+sql_at() { '$PSQL' -h "\$TMP/sock" -p "\$1" -U simba -d simba_test -XAtq -v ON_ERROR_STOP=1 -c "\$2"; }
+sport() { cat "\$TMP/standby_port"; }
+standby_start() {
+    standby_kill
+    mkdir -m 700 "\$TMP/standby" && chown --reference="\$TMP/data" "\$TMP/standby" || return 1
+    (cd "\$TMP" && HOME="\$TMP" "\${AS[@]}" '$PGBIN/pg_basebackup' -h "\$TMP/sock" -p "\$(cat "\$TMP/port")" \\
+        -U simba -D "\$TMP/standby" -R -X stream -c fast --no-sync) >>"\$TMP/server.log" 2>&1 || return 1
+    run_pg "\$TMP/standby" "\$(sport)" "\$TMP/standby_pid"
+}
+# until the standby has replayed what the server wrote; then no more streaming
+standby_detach() {
+    want=\$(sql_at "\$(cat "\$TMP/port")" 'SELECT pg_current_wal_lsn()') || return 1
+    for _ in \$(seq 1 200); do
+        [ "\$(sql_at "\$(sport)" "SELECT pg_last_wal_replay_lsn() >= '\$want'::pg_lsn")" = t ] && break
+        sleep 0.05
+    done
+    sql_at "\$(sport)" "ALTER SYSTEM SET primary_conninfo = ''" >/dev/null || return 1
+    sql_at "\$(sport)" 'SELECT pg_reload_conf()' >/dev/null || return 1
+    for _ in \$(seq 1 200); do
+        [ "\$(sql_at "\$(sport)" 'SELECT count(*) FROM pg_stat_wal_receiver')" = 0 ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+standby_promote() { (cd "\$TMP" && HOME="\$TMP" "\${AS[@]}" '$PGBIN/pg_ctl' promote -w -t 30 -D "\$TMP/standby" >/dev/null); }
+standby_kill() {
+    if [ -f "\$TMP/standby_pid" ]; then
+        kill -9 "\$(cat "\$TMP/standby_pid")" 2>/dev/null
+        for _ in \$(seq 1 100); do kill -0 "\$(cat "\$TMP/standby_pid")" 2>/dev/null || break; sleep 0.05; done
+    fi
+    rm -rf "\$TMP/standby" "\$TMP/standby_pid"
 }
 pids() {
     # the postmaster and its children (backends die with it only after a while)
@@ -140,13 +188,20 @@ case "\${1:-}" in
     cont) resume_srv ;;
     kill) kill9 ;;
     restart) kill9; start ;;
-    sql) shift; '$PSQL' -h "\$TMP/sock" -p "\$(cat "\$TMP/port")" -U simba -d simba_test -XAtq -v ON_ERROR_STOP=1 -c "\$1" ;;
-    *) echo "usage: \$0 start|kill|restart|stop|cont|sql SQL" >&2; exit 2 ;;
+    sql) shift; sql_at "\$(cat "\$TMP/port")" "\$1" ;;
+    standby-start) standby_start ;;
+    standby-detach) standby_detach ;;
+    standby-promote) standby_promote ;;
+    standby-kill) standby_kill ;;
+    standby-sql) shift; sql_at "\$(sport)" "\$1" ;;
+    *) echo "usage: \$0 start|kill|restart|stop|cont|sql SQL|standby-start|standby-detach|standby-promote|standby-kill|standby-sql SQL" >&2; exit 2 ;;
 esac
 EOF
 chmod 755 "$TMP/ctl"
 
-# A free port (tests/servers/ports.sh), retried when the server cannot bind it.
+# The standby's port, claimed now (a test may start one), and the server's: a
+# free port (tests/servers/ports.sh), retried when the server cannot bind it.
+port_claim >"$TMP/standby_port" || die "no free port"
 started=0
 for _ in 1 2 3 4 5 6 7 8; do
     port=$(port_claim) || die "no free port"
@@ -170,6 +225,8 @@ export SIMBA_PG_PASSWORD=simba
 export SIMBA_PG_DATABASE=simba_test
 export SIMBA_PG_URL="postgres://simba:simba@127.0.0.1:$port/simba_test"
 export SIMBA_PG_CTL="$TMP/ctl"
+export SIMBA_PG_STANDBY_PORT=$(cat "$TMP/standby_port")
+export SIMBA_PG_STANDBY_URL="postgres://simba:simba@127.0.0.1:$SIMBA_PG_STANDBY_PORT/simba_test"
 
 run_cmd "$@"
 rc=$?
