@@ -808,6 +808,13 @@ SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* simba_backend_expand: a backend's DDL text (simba_mysql_schema,
+   simba_pg_schema): statements[0..n), each followed by ";\n", with every
+   `mark` character replaced by `with` (a table prefix, a schema name). Into
+   buf (size bytes, always NUL-terminated, cut when short; buf NULL only
+   counts). Returns the length of the whole text, without the NUL. */
+SIMBADEF int simba_backend_expand(const char *const *statements, int n, char mark, const char *with,
+                                  char *buf, size_t size);
 /* simba_backend_resolve: the host-name policy of every backend, in one place
    (docs/design.md, "Host names"). Returns 0 with `out` = "" when `host` needs
    no lookup (a numeric IPv4/IPv6 address, or "localhost"), 0 with `out` = the
@@ -2874,6 +2881,27 @@ SIMBADEF simba_backend simba_backend_error(int code, const char *fmt, ...) {
     b.impl = e;
     return b;
 }
+SIMBADEF int simba_backend_expand(const char *const *statements, int n, char mark, const char *with,
+                                  char *buf, size_t size) {
+    size_t out = 0, wlen = strlen(with);
+    const char *p;
+    int i;
+    for (i = 0; i < n; i++) {
+        for (p = statements[i]; *p; p++) {
+            if (*p != mark) {
+                if (buf && out + 1 < size) buf[out] = *p;
+                out++;
+                continue;
+            }
+            if (buf && out + 1 < size) memcpy(buf + out, with, out + 1 + wlen <= size ? wlen : size - 1 - out);
+            out += wlen;
+        }
+        for (p = ";\n"; *p; p++, out++) if (buf && out + 1 < size) buf[out] = *p;
+    }
+    if (buf && size) buf[out < size ? out : size - 1] = 0;
+    return (int)out;
+}
+
 SIMBADEF int simba_backend_resolve(const char *host, char *out, size_t cap) {
     struct addrinfo hints, *res = NULL;
     int rc;

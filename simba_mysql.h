@@ -3631,28 +3631,10 @@ static const char *const simba__mysql_ddl[] = {
 };
 
 SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size) {
-    size_t out = 0, plen, i;
-    const char *p;
     if (!prefix) prefix = "simba_";
     if (!simba__mysql_prefix_ok(prefix)) return SIMBA_ENAME;
-    plen = strlen(prefix);
-    for (i = 0; i < sizeof simba__mysql_ddl / sizeof simba__mysql_ddl[0]; i++) {
-        for (p = simba__mysql_ddl[i]; *p; p++) {
-            if (*p == '$') {
-                size_t k;
-                for (k = 0; k < plen; k++, out++) if (buf && out + 1 < size) buf[out] = prefix[k];
-            } else {
-                if (buf && out + 1 < size) buf[out] = *p;
-                out++;
-            }
-        }
-        {
-            const char *sep = ";\n";
-            for (; *sep; sep++, out++) if (buf && out + 1 < size) buf[out] = *sep;
-        }
-    }
-    if (buf && size) buf[out < size ? out : size - 1] = 0;
-    return (int)out;
+    return simba_backend_expand(simba__mysql_ddl, (int)(sizeof simba__mysql_ddl / sizeof simba__mysql_ddl[0]), '$',
+                                prefix, buf, size);
 }
 
 /* Every refusal names the field (simba_create's simba_error shows it). Returns

@@ -1649,28 +1649,10 @@ static int simba__pg_schema_ok(const char *s) {
 }
 
 SIMBADEF int simba_pg_schema(const char *schema, char *buf, size_t size) {
-    size_t out = 0, slen, i;
-    const char *p;
     if (!schema) schema = "simba";
     if (!simba__pg_schema_ok(schema)) return SIMBA_ENAME;
-    slen = strlen(schema);
-    for (i = 0; i < sizeof simba__pg_ddl / sizeof simba__pg_ddl[0]; i++) {
-        for (p = simba__pg_ddl[i]; *p; p++) {
-            if (*p == '@') {
-                size_t k;
-                for (k = 0; k < slen; k++, out++) if (buf && out + 1 < size) buf[out] = schema[k];
-            } else {
-                if (buf && out + 1 < size) buf[out] = *p;
-                out++;
-            }
-        }
-        {
-            const char *sep = ";\n";
-            for (; *sep; sep++, out++) if (buf && out + 1 < size) buf[out] = *sep;
-        }
-    }
-    if (buf && size) buf[out < size ? out : size - 1] = 0;
-    return (int)out;
+    return simba_backend_expand(simba__pg_ddl, (int)(sizeof simba__pg_ddl / sizeof simba__pg_ddl[0]), '@', schema,
+                                buf, size);
 }
 
 /* The setup query of phase 0 (lock_timeout; the version installed, 0 when
