@@ -1185,7 +1185,9 @@ enum { /* simba__lock.flags */
     SIMBA__F_RIDX = 1 << 9,        /* in the request index (simba__ridx_add) */
     SIMBA__F_BEHIND = 1 << 10,     /* PENDING keyed request: another handle of its key is
                                       releasing; nothing is sent until that is confirmed */
-    SIMBA__F_OWED_LISTED = 1 << 11 /* on the owed list (it may owe nothing any more) */
+    SIMBA__F_OWED_LISTED = 1 << 11, /* on the owed list (it may owe nothing any more) */
+    SIMBA__F_OWED_OLD_GEN = 1 << 12 /* withdrawn while it owed events: they name the handle
+                                       the caller had, of the generation before (simba__zombify) */
 };
 
 typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
@@ -1703,12 +1705,22 @@ static int simba__owed_count(const simba__lock *l) {
     return n;
 }
 
-/* The slot an event names (any kind but free), or NULL. */
+/* The generation the events a lock owes name: the caller's handle, also
+   after a withdrawal made it stale (simba__zombify moved the slot on). */
+static uint32_t simba__owed_gen(const simba__lock *l) {
+    if (!(l->flags & SIMBA__F_OWED_OLD_GEN)) return l->gen;
+    return l->gen == 1 ? 0xffffffffu : l->gen - 1;
+}
+
+/* The slot an event names (any kind but free), or NULL: by its generation
+   now, or by the one of the events it owes. */
 static simba__lock *simba__event_lock(simba *s, simba_lock h) {
     simba__lock *l;
     if (h.id == 0 || h.id > s->nlocks) return NULL;
     l = &s->locks[h.id - 1];
-    return (l->gen ^ s->salt) == h.gen && l->kind != SIMBA__K_FREE ? l : NULL;
+    if (l->kind == SIMBA__K_FREE) return NULL;
+    if ((l->gen ^ s->salt) == h.gen || (l->owed && (simba__owed_gen(l) ^ s->salt) == h.gen)) return l;
+    return NULL;
 }
 
 /* Put l on the owed list (a LOST at its head). A lock already listed stays
@@ -1734,6 +1746,7 @@ static void simba__owed_link(simba *s, simba__lock *l, int front) {
 static void simba__owed_clear(simba *s, simba__lock *l) {
     if (!l->owed) return;
     l->owed = 0;
+    l->flags &= (uint16_t)~SIMBA__F_OWED_OLD_GEN;
     s->owing--;
 }
 
@@ -2269,6 +2282,7 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
    goes stale now, the slot lives until the server confirmed the RELEASE. */
 static void simba__zombify(simba *s, simba__lock *l) {
     l->kind = SIMBA__K_ZOMBIE;
+    if (l->owed) l->flags |= SIMBA__F_OWED_OLD_GEN;
     l->gen++;
     if (!l->gen) l->gen = 1;
     l->state = SIMBA__S_RELEASING;
@@ -3661,6 +3675,7 @@ static void simba__owed_take(simba *s, simba__lock *l, simba_event *ev) {
     memset(ev, 0, sizeof *ev);
     ev->type = (simba_event_type)type;
     ev->lock = simba__handle(s, l);
+    ev->lock.gen = simba__owed_gen(l) ^ s->salt;
     ev->user = l->user;
     switch (type) {
     case SIMBA_EVENT_ACQUIRED:
@@ -3691,8 +3706,8 @@ static void simba__owed_take(simba *s, simba__lock *l, simba_event *ev) {
         ev->error = type == SIMBA_EVENT_DONE ? l->owed_error : 0;
         break;
     }
-    l->owed = (uint16_t)((l->owed >> 4) & 0xff);       /* the next ones; a LOST's reason goes */
-    if (!l->owed) s->owing--;
+    if (!simba__owed_type(l, 1)) simba__owed_clear(s, l);  /* that was the last one */
+    else l->owed = (uint16_t)((l->owed >> 4) & 0xff);       /* the next ones; a LOST's reason goes */
 }
 
 /* The next event for the caller: a LOST first (queued before any lock
