@@ -2184,6 +2184,57 @@ static void t_mem_events_owed_without_memory(void) {
     simba_destroy(c);
 }
 
+/* Try-locks that time out while the queue cannot grow: each TIMEOUT is owed
+   by its lock, and a lock whose entry may be on the server is withdrawn,
+   which makes the caller's handle stale. Its TIMEOUT still names that
+   handle, once (it named the withdrawn slot's next generation). */
+static void t_mem_owed_timeout_of_a_withdrawn_try(void) {
+    enum { N = 1200 };
+    static simba_lock h[N];
+    static int acq[N], lost[N], rel[N], tmo[N];
+    const char *tenant = h_tenant();
+    simba_desc d;
+    simba_event ev[7];
+    simba *c;
+    simba_lock held;
+    int i, k, j, timeouts = 0, stray = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = tenant;
+    d.allocator.alloc = ob_alloc;
+    d.allocator.free = ob_free;
+    c = simba_create(&d, NULL);
+    CHECK(c != NULL);
+    if (!c) return;
+    for (i = 0; i < N; i++) h[i] = h_acquire(c, "tw", 0);   /* grow slots and index, then let go */
+    for (i = 0; i < 50; i++) (void)ob_drain(c, h, N, acq, lost, rel, NULL);
+    for (i = 0; i < N; i++) (void)simba_release(c, h[i]);
+    for (i = 0; i < 50; i++) (void)ob_drain(c, h, N, acq, lost, rel, NULL);
+    held = h_acquire(c, "tm", -1);
+    for (i = 0; i < 50 && !simba_holds(c, held); i++) (void)ob_drain(c, &held, 1, acq, lost, rel, NULL);
+    CHECK(simba_holds(c, held));
+    CHECK(c->events.cap < N);
+    ob_big_fails = 1;
+    for (i = 0; i < N; i++) h[i] = h_acquire(c, "tm", 0);
+    for (i = 0; i < 50; i++) CHECK(simba_tick(c, NULL, 0, ev, 0) == 0);
+    CHECK(c->owing > 0);
+    do {
+        k = simba_tick(c, NULL, 0, ev, 7);
+        for (i = 0; i < k; i++) {
+            if (ev[i].type != SIMBA_EVENT_TIMEOUT) continue;
+            for (j = 0; j < N && (h[j].id != ev[i].lock.id || h[j].gen != ev[i].lock.gen); j++) {}
+            if (j == N) stray++;
+            else if (tmo[j]++ == 0) timeouts++;
+        }
+    } while (k > 0);
+    printf("  # %d TIMEOUTs of %d try-locks, %d of an unknown handle\n", timeouts, N, stray);
+    CHECK_EQ(stray, 0);
+    CHECK_EQ(timeouts, N);
+    for (i = 0; i < N; i++) CHECK_EQ(tmo[i], 1);
+    ob_big_fails = 0;
+    simba_destroy(c);
+}
+
 /*--- a key reused while its handle is still releasing -------------------------*/
 
 static int64_t kr_now;
@@ -2331,6 +2382,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_call_inside_destroy_is_edestroyed);
     RUN(t_mem_alloc_failures);
     RUN(t_mem_events_owed_without_memory);
+    RUN(t_mem_owed_timeout_of_a_withdrawn_try);
     simba_mem_server_destroy(srv);
     return harness_summary();
 }
