@@ -358,32 +358,33 @@ static int disconnected_saying(h_client **cl, const char *words) {
     return e && e->error == SIMBA_EBACKEND && strstr(e->message, words) != NULL;
 }
 
-/* A database that an older simba set up (tests/pg_schema_v5.sql: version 5
-   exactly as it was installed, from simba_pg.sql of that version), with a
-   holder of that version: a client without create_schema is refused in
-   words and changes nothing; with create_schema the schema is upgraded in
-   place and the old holder keeps its entry, its fence and the lock. The
-   installer run again on a database in use loses nothing. A schema of a
-   newer simba (version 7 here) is refused, with create_schema too, and by
-   the installer itself, and stays as it was. */
-static void t_schema_upgrade(void) {
+/* A database that an older simba set up (tests/pg_schema_v5.sql and
+   tests/pg_schema_v6.sql: each version exactly as it was installed, from
+   simba_pg.sql of that version), with a holder of that version: a client
+   without create_schema is refused in words and changes nothing; with
+   create_schema the schema is upgraded in place and the old holder keeps
+   its entry, its fence and the lock. The installer run again on a database
+   in use loses nothing. A schema of a newer simba (version 8 here) is
+   refused, with create_schema too, and by the installer itself, and stays
+   as it was. */
+static void schema_upgrade_from(const char *file, int version) {
     PGconn *root = admin_open(), *db = NULL;
     simba_pg_desc pd = base_desc();
     static h_client a, b;
     h_client *cl[1];
     simba_lock lb, lf;
     simba_event *e;
-    char url[512], *v5 = read_text("tests/pg_schema_v5.sql"), *v6 = schema_text("simba");
+    char url[512], words[96], *old = read_text(file), *now = schema_text("simba");
     long long fence_old, fence_b;
     PGresult *r;
-    CHECK(root && v5 && v6);
+    CHECK(root && old && now);
     admin_exec(root, "DROP DATABASE IF EXISTS simba_upgrade WITH (FORCE)");
     CHECK(admin_exec(root, "CREATE DATABASE simba_upgrade") == 0);
     url_db("simba_upgrade", url, sizeof url);
     CHECK((db = admin_open_as(url)) != NULL);
-    CHECK(admin_exec(db, v5) == 0);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
-    /* a client of version 5 holds "held" (a 60 s lease: it outlives the test) */
+    CHECK(admin_exec(db, old) == 0);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), version);
+    /* a client of that version holds "held" (a 60 s lease: it outlives the test) */
     CHECK(admin_num(db, "SELECT simba.open('up', 'old~00000000000000aa', 60000)") >= 0);
     CHECK_EQ(admin_num(db, "SELECT o_granted::int FROM simba.enqueue('up', 'old~00000000000000aa', 'r-old',"
                            " false, false, ARRAY[encode('held'::bytea, 'hex')], ARRAY[1], ARRAY[0])"), 1);
@@ -396,10 +397,11 @@ static void t_schema_upgrade(void) {
     cl[0] = &a;
     a.s = new_client_ex("up", "a", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 5, this simba needs 6: run simba_pg.sql again"));
+    snprintf(words, sizeof words, "has version %d, this simba needs 7: run simba_pg.sql again", version);
+    CHECK(disconnected_saying(cl, words));
     simba_destroy(a.s);
     a.s = NULL;
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), version);
 
     pd.create_schema = 1;
     memset(&b, 0, sizeof b);
@@ -409,7 +411,7 @@ static void t_schema_upgrade(void) {
     CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
     lb = h_acquire(b.s, "held", 500);
     CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 6);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
                            " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
@@ -418,7 +420,7 @@ static void t_schema_upgrade(void) {
     fence_b = e ? e->fence : 0;
 
     /* the installer again, on a database in use */
-    CHECK(admin_exec(db, v6) == 0);
+    CHECK(admin_exec(db, now) == 0);
     h_run_for(cl, 1, 300);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.sessions WHERE tenant = 'up'"), 2);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
@@ -428,16 +430,16 @@ static void t_schema_upgrade(void) {
 
     /* a newer simba's schema */
     CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS $f$ SELECT 7 $f$") == 0);
+                         " AS $f$ SELECT 8 $f$") == 0);
     memset(&a, 0, sizeof a);
     cl[0] = &a;
     a.s = new_client_ex("up", "c", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 7, newer than this simba's 6"));
-    r = PQexec(db, v6);
+    CHECK(disconnected_saying(cl, "has version 8, newer than this simba's 7"));
+    r = PQexec(db, now);
     CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
     PQclear(r);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 8);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     if (a.s) simba_destroy(a.s);
     a.s = NULL;
@@ -447,8 +449,13 @@ static void t_schema_upgrade(void) {
     db = NULL;
     CHECK(admin_exec(root, "DROP DATABASE simba_upgrade WITH (FORCE)") == 0);
     PQfinish(root);
-    free(v5);
-    free(v6);
+    free(old);
+    free(now);
+}
+
+static void t_schema_upgrade(void) {
+    schema_upgrade_from("tests/pg_schema_v5.sql", 5);
+    schema_upgrade_from("tests/pg_schema_v6.sql", 6);
 }
 
 /* A URL for role `user` with password `pw` on the test server. */
