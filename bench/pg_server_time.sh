@@ -33,11 +33,15 @@ for s in "shared_preload_libraries = 'pg_stat_statements'" "track_functions = 'a
 done
 "$SIMBA_PG_CTL" restart >/dev/null
 "$SIMBA_PG_CTL" sql "ALTER SYSTEM SET pg_stat_statements.track = 'all'" >/dev/null
+"$SIMBA_PG_CTL" sql "ALTER SYSTEM SET pg_stat_statements.track_planning = on" >/dev/null
 "$SIMBA_PG_CTL" sql "SELECT pg_reload_conf()" >/dev/null
 "${PSQL[@]}" -f simba_pg.sql >/dev/null
-"${PSQL[@]}" >/dev/null <<'SQL'
+"${PSQL[@]}" ${SIMBA_PG_PLAN_CACHE_MODE:+-v plan_cache_mode=$SIMBA_PG_PLAN_CACHE_MODE} >/dev/null <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 ALTER DATABASE simba_test SET simba_pg.restart_grace = '-1';   -- fsync is off: no grace here
+\if :{?plan_cache_mode}
+ALTER DATABASE simba_test SET plan_cache_mode = :'plan_cache_mode';
+\endif
 CREATE ROLE app LOGIN PASSWORD 'app';
 GRANT USAGE ON SCHEMA simba TO app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON simba.sessions, simba.resources, simba.entries, simba.tenants TO app;
@@ -61,8 +65,10 @@ run() {   # run NAME OPS_PER_TRANSACTION
         | sed -n '/statement latencies/,$p' | sed 1d \
         | awk -v n="$1" '{ printf "  %-8s %8.1f us  %s\n", n, $1 * 1000, substr($0, index($0, $3)) }'
     "${PSQL[@]}" -F' ' -c "SELECT '  ' || '$1' || ': inner statements per op ' ||
-            round(sum(calls)::numeric / ($N * $2), 1) || ', their time ' ||
-            round((sum(total_exec_time) * 1000 / ($N * $2))::numeric, 1) || ' us per op'
+            round(sum(calls)::numeric / ($N * $2), 1) || ', their time (a call counts the statements inside it too) ' ||
+            round((sum(total_exec_time) * 1000 / ($N * $2))::numeric, 1) || ' us per op, planned ' ||
+            round(sum(plans)::numeric / ($N * $2), 1) || ' times per op in ' ||
+            round((sum(total_plan_time) * 1000 / ($N * $2))::numeric, 1) || ' us'
         FROM pg_stat_statements WHERE toplevel = false"
     "${PSQL[@]}" -F' ' -c "SELECT '    ' || rpad(round((total_exec_time * 1000 / ($N * $2))::numeric, 1)::text, 7)
             || ' us ' || rpad(round(calls::numeric / ($N * $2), 2)::text, 5) || ' x  '
