@@ -60,10 +60,13 @@ P="SELECT o_status, o_granted FROM simba.poll('t', '%s~000000000000000%s', '%s',
 printf 'INSERT INTO floor_rows VALUES (1, %s);\nDELETE FROM floor_rows WHERE k = 1;\n' "'x'" >"$W/floor.sql"
 run() {   # run NAME OPS_PER_TRANSACTION
     "${PSQL[@]}" -c "SELECT pg_stat_statements_reset()" -c "SELECT pg_stat_reset()" >/dev/null
+    local lsn0; lsn0=$("${PSQL[@]}" -c "SELECT pg_current_wal_insert_lsn()")
     PGPASSWORD=$([ "$AS_ROLE" = app ] && echo app || echo "$SIMBA_PG_PASSWORD") \
     "$PGBENCH" -h "$SIMBA_PG_HOST" -p "$SIMBA_PG_PORT" -U "$AS_ROLE" -n -r -c 1 -t "$N" -f "$W/$1.sql" "$SIMBA_PG_DATABASE" 2>/dev/null \
         | sed -n '/statement latencies/,$p' | sed 1d \
         | awk -v n="$1" '{ printf "  %-8s %8.1f us  %s\n", n, $1 * 1000, substr($0, index($0, $3)) }'
+    "${PSQL[@]}" -c "SELECT '  $1: WAL ' || round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn0')
+            / ($N * $2)) || ' bytes per op'"
     "${PSQL[@]}" -F' ' -c "SELECT '  ' || '$1' || ': inner statements per op ' ||
             round(sum(calls)::numeric / ($N * $2), 1) || ', their time (a call counts the statements inside it too) ' ||
             round((sum(total_exec_time) * 1000 / ($N * $2))::numeric, 1) || ' us per op, planned ' ||
