@@ -2718,6 +2718,7 @@ static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg
     for (i = 0; up && i < cl->map.nnodes; i++)
         if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
     if (up) { simba__redis_report(p, 1, 0, NULL); return; }
+    if (p->reported < 0 && !err) return;   /* still connecting to the masters: nothing failed yet */
     simba__redis_report(p, 0, err ? err : (p->reported_err ? p->reported_err : SIMBA_EDISCONNECTED),
                         msg ? msg : "Redis Cluster: not every master is connected");
 }

@@ -2281,6 +2281,25 @@ static void t_cluster_moved_loop(void) {
     simba_destroy(c.s);
 }
 
+/* A client of a healthy cluster comes up with CONNECTED as its first
+   connection event: while the map's masters are still being connected to,
+   nothing failed, so nothing is reported (an application's first event
+   must not be a DISCONNECTED that no fault caused). */
+static void t_cluster_first_event_connected(void) {
+    h_client c, *cl[1];
+    simba_lock none = {0, 0};
+    int i, first = -1;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    c.s = cluster_client(h_tenant(), "first");
+    CHECK(c.s != NULL);
+    CHECK(h_expect(cl, 1, 0, none, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    for (i = 0; i < c.nlog && first < 0; i++)
+        if (c.log[i].type == SIMBA_EVENT_CONNECTED || c.log[i].type == SIMBA_EVENT_DISCONNECTED) first = (int)c.log[i].type;
+    CHECK_EQ(first, (int)SIMBA_EVENT_CONNECTED);
+    simba_destroy(c.s);
+}
+
 /* Every node's map stays behind the node that answers: the master of the
    map answers MOVED to a master no map names (a node that took the slot
    while the probe's node has not heard of it yet, or never will). The
@@ -2367,6 +2386,7 @@ int main(int argc, char **argv) {
     RUN(t_cluster_garbage_slots);
     RUN(t_cluster_moved_loop);
     RUN(t_cluster_moved_to_unknown_master_no_storm);
+    RUN(t_cluster_first_event_connected);
     RUN(t_cluster_migrate_held_and_waiters);
     RUN(t_cluster_close_after_migration);
     RUN(t_cluster_added_master_holder);
