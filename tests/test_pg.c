@@ -458,6 +458,72 @@ static void t_schema_upgrade(void) {
     schema_upgrade_from("tests/pg_schema_v6.sql", 6);
 }
 
+/* Sessions on their own connections race on one semaphore (capacity 2)
+   through the SQL functions, each call sent to all at once: the first
+   round also races to create the resource row. The row's lock (taken by
+   ENQUEUE's upsert, by RELEASE's FOR UPDATE) keeps every walk alone on
+   its queue: after each round at most 2 entries are granted, the row's
+   held count is theirs, the oldest holder is its owner, and the granted
+   entries' fences increase in queue order. */
+static void t_sql_race(void) {
+    enum { K = 4, ROUNDS = 25 };
+    PGconn *c[K], *root = admin_open();
+    char *schema = schema_text("simba"), sql[400];
+    int i, round, ok = 1;
+    CHECK(root && schema && admin_exec(root, schema) == 0);
+    admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'race';"
+                     " DELETE FROM simba.resources WHERE tenant = 'race'");
+    for (i = 0; i < K; i++) {
+        CHECK((c[i] = admin_open()) != NULL);
+        snprintf(sql, sizeof sql, "SELECT simba.open('race', 'r%d~000000000000000%d', 60000)", i, i);
+        CHECK(admin_num(c[i], sql) >= 0);
+    }
+    for (round = 0; round < ROUNDS && ok; round++) {
+        /* round r: every session enqueues request q<r>; odd rounds release
+           the previous round's requests in the same burst */
+        for (i = 0; i < K; i++) {
+            if (round % 2 == 1)
+                snprintf(sql, sizeof sql, "SELECT simba.release('race', 'r%d~000000000000000%d', 'q%d',"
+                         " ARRAY['73656d']); SELECT o_status FROM simba.enqueue('race', 'r%d~000000000000000%d',"
+                         " 'q%d', false, false, ARRAY['73656d'], ARRAY[2], ARRAY[1])", i, i, round - 1, i, i, round);
+            else
+                snprintf(sql, sizeof sql, "SELECT o_status FROM simba.enqueue('race', 'r%d~000000000000000%d',"
+                         " 'q%d', false, false, ARRAY['73656d'], ARRAY[2], ARRAY[1])", i, i, round);
+            ok &= PQsendQuery(c[i], sql);
+        }
+        for (i = 0; i < K; i++) {
+            PGresult *r;
+            while ((r = PQgetResult(c[i])) != NULL) {
+                if (PQresultStatus(r) != PGRES_TUPLES_OK) { printf("  # %s", PQresultErrorMessage(r)); ok = 0; }
+                PQclear(r);
+            }
+        }
+        ok &= admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'race' AND fence > 0") <= 2;
+        ok &= admin_num(root, "SELECT count(*) FROM simba.resources r WHERE tenant = 'race' AND held ="
+                              " (SELECT count(*) FROM simba.entries q WHERE q.tenant = 'race' AND fence > 0)"
+                              " AND owner IS NOT DISTINCT FROM (SELECT session FROM simba.entries q"
+                              " WHERE q.tenant = 'race' AND fence > 0 ORDER BY seq LIMIT 1)") == 1;
+        ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (ORDER BY seq) AS before"
+                              " FROM simba.entries WHERE tenant = 'race' AND fence > 0) g"
+                              " WHERE g.before >= g.fence") == 0;
+        if (!ok) printf("  # round %d\n", round);
+    }
+    CHECK(ok);
+    /* the queue is FIFO: with every round's requests queued, the granted
+       ones are the oldest */
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries g WHERE tenant = 'race' AND fence > 0 AND EXISTS"
+                             " (SELECT 1 FROM simba.entries w WHERE w.tenant = 'race' AND w.fence = 0"
+                             " AND w.seq < g.seq)"), 0);
+    for (i = 0; i < K; i++) {
+        snprintf(sql, sizeof sql, "SELECT simba.close('race', 'r%d~000000000000000%d')", i, i);
+        CHECK(admin_num(c[i], sql) == 0);
+        PQfinish(c[i]);
+    }
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'race'"), 0);
+    PQfinish(root);
+    free(schema);
+}
+
 /* A URL for role `user` with password `pw` on the test server. */
 static void url_as(const char *user, const char *pw, char *out, size_t cap) {
     const char *at = strchr(env_url, '@');
@@ -1003,6 +1069,7 @@ int main(int argc, char **argv) {
     RUN(t_wrong_password);
     RUN(t_schema_missing_is_an_error);
     RUN(t_schema_upgrade);
+    RUN(t_sql_race);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
     RUN(t_lock_timeout_rows_held);
