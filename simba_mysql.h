@@ -35,6 +35,7 @@
         >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
         >>locks         .queue (read the queues) .rule (the grant rule) .write
                         .dispatch: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
+                        (with the one-round-trip block, simba__mysql_sql_settle)
         >>wakeups       .arm (a waiter's watch and connection) .fire (the bells we
                         hold, rung by a release) .deliver (-> simba_backend_granted)
         >>stats         simba_mysql_stats()
@@ -44,8 +45,13 @@
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------
     Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
-    <prefix>resources, <prefix>entries, <prefix>capacity_audit. Every
-    operation that touches resources is one transaction of two round trips:
+    <prefix>resources, <prefix>entries, <prefix>capacity_audit. An ENQUEUE
+    or RELEASE of one resource is first one compound statement (MariaDB's
+    BEGIN NOT ATOMIC, simba__mysql_sql_settle): it locks the resource row and, when
+    the grant rule has at most one entry to look at (an empty queue; a
+    capacity-1 queue's live head after a release), writes the result and
+    COMMITs in that one round trip. Every other operation (and those two
+    when the block leaves it open) is one transaction of two round trips:
     lock the resource rows (SELECT ... FOR UPDATE, sorted by name) and read
     their queues, then write what the grant rule decided and COMMIT. Dead
     sessions' entries are purged there; a background sweep removes the rest
@@ -2022,7 +2028,9 @@ static int simba__mysql_live(const simba__mysql_ent *e) { return !e->dead && !e-
 /* The grant rule over every queue: walk from the head; an entry is granted
    iff the effective weights ahead of it plus its own fit in the capacity. A
    newly granted entry takes max(counter + 1, server time in us). Dead and
-   removed entries do not count. Returns how many fences were assigned. */
+   removed entries do not count. Returns how many fences were assigned.
+   The server has a copy of the rule for the cases it settles alone in one
+   round trip (an empty queue, a capacity-1 queue's head): simba__mysql_sql_settle. */
 static int simba__mysql_walk(simba__mysql_job *j, simba__mysql_eval *v) {
     int r, i, assigned = 0;
     if (v->grace) return 0; /* see simba__mysql_grace */
@@ -2519,29 +2527,34 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
     return SIMBA_OK;
 }
 
-/*>>locks.settle: one round trip: the block that commits an ENQUEUE or RELEASE the server can decide alone */
+/* ---- one round trip: the block that commits an ENQUEUE or RELEASE the server can decide alone ---- */
 
 /* ENQUEUE and RELEASE of one resource go out as one MariaDB compound
    statement (BEGIN NOT ATOMIC ... END: no routine to install, no privilege
    beyond the tables'). It opens the transaction, locks the resource row,
-   and settles the op itself when the grant rule has nothing to walk:
+   and settles the op itself when the grant rule has at most one entry to
+   look at:
      ENQUEUE: the queue is empty, our session is live, our weight fits the
        stored capacity, no restart grace: our entry goes in granted, with
        max(counter + 1, server time in us), and the transaction commits.
-     RELEASE: nothing but our own entry is queued: it goes, the transaction
-       commits, our bell is given back.
-   This is the grant rule (simba_grant_step and simba_grant_fence of
-   simba.h) for a queue with nobody else in it: an empty queue grants any
-   weight that fits; a queue left empty grants nobody. The C copy of the
-   rule (simba__mysql_walk, simba__mysql_probe_new) decides every other
-   case (a waiter, a dead entry, a new resource, our entry already there: a
-   request sent again): the block then leaves the transaction open with the
-   resource row locked, and the locking reads of simba__mysql_sql_reads
-   follow in the next round trip, then the writes, as for every other op.
-   (The reads stay out of the block: a compound statement costs for every
-   statement it holds, run or not, and the reads are the longest.) The
-   block answers one row: (2, fence or NULL when not settled, stored
-   capacity, seq before the op, bell taken 1/0/NULL). */
+     RELEASE: nobody else is queued, or the queue has capacity 1 and its
+       head without us is live: that head gets its fence unless it has one.
+       Our entry goes, the transaction commits, our bell is given back.
+   THIS IS THE SERVER'S COPY OF THE GRANT RULE (simba_grant_step and
+   simba_grant_fence of simba.h), for these cases only: an empty queue
+   grants any weight that fits; an entry at the head always fits (its
+   effective weight is at most the capacity), and in a capacity-1 queue
+   nothing behind it can. The C copy (simba__mysql_walk,
+   simba__mysql_probe_new) decides every other case (a waiter on an
+   ENQUEUE, a dead head, a capacity > 1 queue with others in it, a new
+   resource, our entry already there: a request sent again): the block
+   then leaves the transaction open with the resource row locked, and the
+   locking reads of simba__mysql_sql_reads follow in the next round trip,
+   then the writes, as for every other op. (The reads stay out of the
+   block: a compound statement costs for every statement it holds, run or
+   not, and the reads are the longest.) The block answers one row: (2,
+   fence or NULL when not settled, stored capacity, seq before the op, bell
+   taken 1/0/NULL, the session and request of the entry a RELEASE granted). */
 static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
     const char *v;
     if ((j->kind != SIMBA_OP_ENQUEUE && j->kind != SIMBA_OP_RELEASE) || j->nres != 1 || !b->main.m) return 0;
@@ -2585,24 +2598,41 @@ static void simba__mysql_sql_settle_enqueue(simba__mysql *b, simba__mysql_job *j
     simba__mysql_put(b, x, ";\nCOMMIT;\n");
 }
 
-/* RELEASE: lock the resource row, and if nothing but our entry is queued,
-   delete it, commit and give our bell back. */
+/* RELEASE: lock the resource row and read the head of the queue without
+   us (its entry, and whether its session is live). Settled when nobody
+   else is queued, or, in a queue of capacity 1, when that head is live:
+   it is then the one entry the rule can grant (the head always fits), and
+   gets its fence now unless it has one. Our entry goes, the transaction
+   commits, our bell is given back (which wakes the head's waiter, whose
+   bell wait reads its fence in the same round trip). */
 static void simba__mysql_sql_settle_release(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_putf(b, x, "SELECT seq INTO ss FROM %s", b->t_resources);
+    simba__mysql_putf(b, x, "SELECT capacity, counter, seq INTO sc, sk, ss FROM %s", b->t_resources);
     simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_putf(b, x, " FOR UPDATE;\nIF NOT EXISTS (SELECT 1 FROM %s", b->t_entries);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_put(b, x, " AND (request<>");
+    simba__mysql_putf(b, x, " FOR UPDATE;\nSELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > "
+                      SIMBA__MYSQL_NOW_MS ", 0) INTO hq, hf, hs, hr, hl FROM %s e FORCE INDEX (PRIMARY) LEFT JOIN %s s"
+                      " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=", b->t_entries, b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, " AND e.name=");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    simba__mysql_put(b, x, " AND (e.request<>");
     simba__mysql_hexs(b, x, j->request);
-    simba__mysql_put(b, x, " OR session<>");
+    simba__mysql_put(b, x, " OR e.session<>");
     simba__mysql_hexs(b, x, j->session);
-    simba__mysql_putf(b, x, ")) THEN\nDELETE FROM %s", b->t_entries);
+    simba__mysql_put(b, x, ") ORDER BY e.seq LIMIT 1;\nIF hq IS NULL OR (sc = 1 AND hl = 1");
+    /* the restart grace grants nobody (simba__mysql_walk) */
+    if (b->grace_until_ms > 0) simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+    simba__mysql_putf(b, x, ") THEN\nDELETE FROM %s", b->t_entries);
     simba__mysql_where_res(b, x, j, 0);
     simba__mysql_put(b, x, " AND request=");
     simba__mysql_hexs(b, x, j->request);
     simba__mysql_put(b, x, " AND session=");
     simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, ";\nCOMMIT;\n");
+    simba__mysql_put(b, x, ";\nIF hq IS NOT NULL AND hf = 0 THEN\nSET sf = GREATEST(sk + 1, " SIMBA__MYSQL_NOW_US ");\n");
+    simba__mysql_putf(b, x, "UPDATE %s SET fence=sf", b->t_entries);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_putf(b, x, " AND seq=hq AND fence=0;\nUPDATE %s SET counter=sf", b->t_resources);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_put(b, x, ";\nELSE SET sf = 0, hs = NULL, hr = NULL;\nEND IF;\nCOMMIT;\n");
     j->release_bell = 1;
     j->settle_release = simba__mysql_bell_due(b, j);
     j->release_bell = 0;
@@ -2611,7 +2641,6 @@ static void simba__mysql_sql_settle_release(simba__mysql *b, simba__mysql_job *j
         simba__mysql_bellname(b, x, j->bell);
         simba__mysql_put(b, x, ");\n");
     }
-    simba__mysql_put(b, x, "SET sf = 0;\n");
 }
 
 /* The first batch of an ENQUEUE or RELEASE that may settle in one round
@@ -2621,25 +2650,38 @@ static void simba__mysql_sql_settle(simba__mysql *b, simba__mysql_job *j, simba_
     int semis = 0;
     simba__mysql_buf_clear(x);
     j->settle = 1;
-    simba__mysql_put(b, x, "BEGIN NOT ATOMIC\nDECLARE sf BIGINT DEFAULT NULL;\nDECLARE sc INT DEFAULT NULL;\n"
-                           "DECLARE ss BIGINT DEFAULT NULL;\nDECLARE sb INT DEFAULT NULL;\n"
-                           "DECLARE CONTINUE HANDLER FOR NOT FOUND SET sf = NULL;\nSTART TRANSACTION;\n");
+    /* sf: the fence settled (NULL: not settled), sc sk ss: the resource
+       row, sb: the bell, hq hf hs hr hl: the head of the queue without us
+       (seq, fence, session, request, live); a SELECT ... INTO that finds
+       no row leaves them NULL */
+    simba__mysql_put(b, x, "BEGIN NOT ATOMIC\nDECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;\n"
+                           "DECLARE sc, sb, hl, nf INT DEFAULT NULL;\nDECLARE hs, hr VARBINARY(128) DEFAULT NULL;\n"
+                           "DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;\nSTART TRANSACTION;\n");
     if (j->kind == SIMBA_OP_ENQUEUE) simba__mysql_sql_settle_enqueue(b, j, x);
     else simba__mysql_sql_settle_release(b, j, x);
-    simba__mysql_put(b, x, "ELSE SET sf = NULL;\nEND IF;\nSELECT 2 AS k, sf, sc, ss, sb;\nEND");
+    simba__mysql_put(b, x, "ELSE SET sf = NULL;\nEND IF;\nSELECT 2 AS k, sf, sc, ss, sb, hs, hr;\nEND");
     for (i = 0; i < x->n; i++) if (x->p[i] == ';') semis++;
     b->block_semis = semis;
 }
 
 /* Did the block settle the op? 1, 0 (the transaction is open), or
    SIMBA_EPROTO as a negative. *bell: the bell's GET_LOCK gave 1. */
-static int simba__mysql_parse_settle(simba__mysql_conn *c, int64_t *fence, int *cap, int64_t *seq, int *bell) {
+static int simba__mysql_parse_settle(simba__mysql_conn *c, int64_t *fence, int *cap, int64_t *seq, int *bell,
+                                     simba__mysql_ent *head) {
     MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
     MYSQL_ROW row;
     unsigned long *len;
-    if (!r || mysql_num_fields(r) != 5 || !(row = mysql_fetch_row(r)) || !(len = mysql_fetch_lengths(r)) || !row[0] ||
+    if (!r || mysql_num_fields(r) != 7 || !(row = mysql_fetch_row(r)) || !(len = mysql_fetch_lengths(r)) || !row[0] ||
         len[0] != 1 || row[0][0] != '2')
         return -SIMBA_EPROTO;
+    memset(head, 0, sizeof *head);
+    if (row[5] && row[6]) {     /* a RELEASE's grant: the entry it granted */
+        if (len[5] == 0 || len[5] > SIMBA_MAX_SESSION || len[6] == 0 || len[6] > 128) return -SIMBA_EPROTO;
+        head->session = row[5];
+        head->seslen = len[5];
+        head->request = row[6];
+        head->reqlen = len[6];
+    }
     *bell = row[4] && len[4] == 1 && row[4][0] == '1';
     if (!row[1]) return 0;
     if (!simba__mysql_int64(row[1], len[1], fence) || *fence < 0) return -SIMBA_EPROTO;
@@ -2651,7 +2693,8 @@ static int simba__mysql_parse_settle(simba__mysql_conn *c, int64_t *fence, int *
 /* The block committed: answer as the C rule answers for a queue with
    nobody else in it (an ENQUEUE granted alone, a RELEASE that grants
    nobody). */
-static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t fence, int cap, int64_t seq) {
+static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t fence, int cap, int64_t seq,
+                                 simba__mysql_ent *head) {
     simba__mysql_eval v;
     int64_t f[SIMBA_MAX_RESOURCES];
     memset(&v, 0, sizeof v);
@@ -2660,6 +2703,17 @@ static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t f
     j->ngranted = 0;
     j->nrings = 0;
     j->release_bell = 0;
+    if (j->kind == SIMBA_OP_RELEASE && fence > 0 && head->request) {
+        /* the head we granted: pushed to the core if it is a waiting
+           request of ours (capacity 1: no ring, the bell wakes others) */
+        head->newfence = fence;
+        head->foreign = head->reqlen == strlen(j->request) && memcmp(head->request, j->request, head->reqlen) == 0;
+        v.e = head;
+        v.ne = 1;
+        simba__mysql_note_grants(b, j, &v, 1);
+        v.e = NULL;
+        v.ne = 0;
+    }
     if (j->kind == SIMBA_OP_ENQUEUE) {
         v.exists[0] = 1;
         v.capacity[0] = cap;
@@ -2681,12 +2735,13 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_eval v;
     if (j->settle) {
         int64_t fence = 0, seq = 0;
-        int cap = 1, bell = 0, settled = simba__mysql_parse_settle(c, &fence, &cap, &seq, &bell);
+        simba__mysql_ent head;
+        int cap = 1, bell = 0, settled = simba__mysql_parse_settle(c, &fence, &cap, &seq, &bell, &head);
         j->settle = 0;
         /* GET_LOCK(bell, 0) is 0 when another connection has the name: then
            the entry has no bell (simba__mysql_parse_header) */
         if (j->took_bell && !bell) j->took_bell = 0;
-        if (settled > 0) { simba__mysql_settled(b, j, fence, cap, seq); return; }
+        if (settled > 0) { simba__mysql_settled(b, j, fence, cap, seq, &head); return; }
         if (settled == 0) {
             /* the rule has a queue to walk: the locking reads, in the
                transaction the block opened (the bell as the block took it) */

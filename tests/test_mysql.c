@@ -885,6 +885,16 @@ static void t_least_privilege_user(void) {
     CHECK_EQ(e->held, 1);
     simba_release(a.s, l);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    {
+        /* the one-round-trip block runs with these grants too */
+        struct simba_mysql_stats s0 = stats_of(a.s);
+        l = simba_acquire(a.s, &d);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        simba_release(a.s, l);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+        CHECK_EQ(stats_of(a.s).batches - s0.batches, 2);    /* one round trip each */
+        CHECK_EQ(stats_of(a.s).last_error, 0);
+    }
     q = simba_delete(a.s, "priv", NULL);
     CHECK((e = h_expect(cl, 1, 0, q, SIMBA_EVENT_DONE, 8000)) != NULL);
     CHECK_EQ(e->error, SIMBA_OK);
@@ -1319,10 +1329,11 @@ static void t_renewal_is_o1(void) {
 
 /* An uncontended acquire and its release are one round trip each: one
    batch (the compound statement of simba__mysql_sql_settle), one statement
-   by the backend's count, one committed transaction. A waiter behind a
-   holder still gets the lock (the block then leaves the decision to the
-   reads and the C rule), with fences increasing. */
-static void t_uncontended_one_round_trip(void) {
+   by the backend's count, one committed transaction. A mutex holder's
+   release that grants the waiter behind it is one batch too, and the
+   waiter's bell wait brings it the fence: no POLL. Fences increase
+   throughout. */
+static void t_one_round_trip_ops(void) {
     const char *tenant = my_tenant();
     static h_client a, b;
     h_client *cl[2];
@@ -1364,12 +1375,20 @@ static void t_uncontended_one_round_trip(void) {
         simba_event *e;
         CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
         if (e) { CHECK(e->fence > last); last = e->fence; }
+        struct simba_mysql_stats sa, sb;
         lb = simba_acquire(b.s, &d);
         h_run_for(cl, 2, 300);
         CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+        sa = stats_of(a.s);
+        sb = stats_of(b.s);
         simba_release(a.s, la);
         CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
         if (e) CHECK(e->fence > last);
+        printf("  # hand-off: %llu batches by the holder, %llu POLLs by the waiter\n",
+               (unsigned long long)(stats_of(a.s).batches - sa.batches),
+               (unsigned long long)(stats_of(b.s).polls - sb.polls));
+        CHECK(stats_of(a.s).batches - sa.batches == 1);
+        CHECK(stats_of(b.s).polls - sb.polls == 0);
         simba_release(b.s, lb);
         CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
     }
@@ -2916,7 +2935,7 @@ int main(int argc, char **argv) {
     RUN(t_skewed_clocks_agree);
     RUN(t_sweep_removes_dead_sessions);
     RUN(t_renewal_is_o1);
-    RUN(t_uncontended_one_round_trip);
+    RUN(t_one_round_trip_ops);
     RUN(t_wakeup_is_pushed);
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
