@@ -2537,6 +2537,7 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
      ENQUEUE: the queue is empty, our session is live, our weight fits the
        stored capacity, no restart grace: our entry goes in granted, with
        max(counter + 1, server time in us), and the transaction commits.
+       A missing resource row is created first, as the C path creates it.
      RELEASE: nobody else is queued, or the queue has capacity 1 and its
        head without us is live: that head gets its fence unless it has one.
        Our entry goes, the transaction commits, our bell is given back.
@@ -2546,8 +2547,8 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
    effective weight is at most the capacity), and in a capacity-1 queue
    nothing behind it can. The C copy (simba__mysql_walk,
    simba__mysql_probe_new) decides every other case (a waiter on an
-   ENQUEUE, a dead head, a capacity > 1 queue with others in it, a new
-   resource, our entry already there: a request sent again): the block
+   ENQUEUE, a dead head, a capacity > 1 queue with others in it, our
+   entry already there: a request sent again): the block
    then leaves the transaction open with the resource row locked, and the
    locking reads of simba__mysql_sql_reads follow in the next round trip,
    then the writes, as for every other op. (The reads stay out of the
@@ -2563,10 +2564,15 @@ static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
     return v && strstr(v, "MariaDB") && mysql_get_server_version(b->main.m) >= 100100;
 }
 
+/* " AND <the restart grace is over>": the grace grants nobody (simba__mysql_walk) */
+static void simba__mysql_sql_past_grace(simba__mysql *b, simba__mysql_buf *x) {
+    if (b->grace_until_ms > 0) simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+}
+
 /* ENQUEUE: take the bell, lock the resource row, and if nobody is queued,
    insert our entry granted and commit. */
 static void simba__mysql_sql_settle_enqueue(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    int w = j->res[0].weight < 0 ? 0 : j->res[0].weight;
+    int w = j->res[0].weight < 0 ? 0 : j->res[0].weight, cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1;
     j->took_bell = simba__mysql_wants_bell(b, j);
     if (j->took_bell) {
         simba__mysql_put(b, x, "SET sb = ");
@@ -2576,15 +2582,25 @@ static void simba__mysql_sql_settle_enqueue(simba__mysql *b, simba__mysql_job *j
     simba__mysql_putf(b, x, "SELECT capacity, seq, GREATEST(counter + 1, " SIMBA__MYSQL_NOW_US ") INTO sc, ss, sf FROM %s",
                       b->t_resources);
     simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_putf(b, x, " AND capacity >= %d FOR UPDATE;\n", w);
-    simba__mysql_putf(b, x, "IF sf IS NOT NULL AND NOT EXISTS (SELECT 1 FROM %s", b->t_entries);
+    /* a new resource: created here with the capacity asked for, as the C
+       path does (simba__mysql_sql_new_resource); a client creating it at
+       the same moment makes one of us fail on the duplicate key, roll back
+       and run the op again */
+    simba__mysql_putf(b, x, " FOR UPDATE;\nIF sc IS NULL THEN\nINSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (",
+                      b->t_resources);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    simba__mysql_putf(b, x, ",%d,0,0);\nSET sc = %d, ss = 0, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n",
+                      cap, cap);
+    simba__mysql_putf(b, x, "IF sc >= %d AND NOT EXISTS (SELECT 1 FROM %s", w, b->t_entries);
     simba__mysql_where_res(b, x, j, 0);
     simba__mysql_putf(b, x, ") AND EXISTS (SELECT 1 FROM %s", b->t_sessions);
     simba__mysql_where_tenant(b, x, j);
     simba__mysql_put(b, x, " AND session=");
     simba__mysql_hexs(b, x, j->session);
     simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS ")");
-    if (b->grace_until_ms > 0) simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+    simba__mysql_sql_past_grace(b, x);
     simba__mysql_putf(b, x, " THEN\nINSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (", b->t_entries);
     simba__mysql_hexs(b, x, j->tenant);
     simba__mysql_put(b, x, ",");
@@ -2619,8 +2635,7 @@ static void simba__mysql_sql_settle_release(simba__mysql *b, simba__mysql_job *j
     simba__mysql_put(b, x, " OR e.session<>");
     simba__mysql_hexs(b, x, j->session);
     simba__mysql_put(b, x, ") ORDER BY e.seq LIMIT 1;\nIF hq IS NULL OR (sc = 1 AND hl = 1");
-    /* the restart grace grants nobody (simba__mysql_walk) */
-    if (b->grace_until_ms > 0) simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+    simba__mysql_sql_past_grace(b, x);
     simba__mysql_putf(b, x, ") THEN\nDELETE FROM %s", b->t_entries);
     simba__mysql_where_res(b, x, j, 0);
     simba__mysql_put(b, x, " AND request=");
