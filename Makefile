@@ -275,14 +275,10 @@ bench-mysql: $(B)/bench_mysql
 	bench/record.sh $@ 'tests/servers/mysql.sh run ./$(B)/bench_mysql'
 $(B)/bench_sqlite: bench/bench_sqlite.c bench/bench_util.h $(HDR_CORE) simba_sqlite.h | $(B)
 	$(CC) $(WARN) -O2 -g $(INC) -o $@ $< $(SQLITE_LIBS) $(LDFLAGS)
-# the CLI with the SQLite backend alone: how much of a `simba run` is the
-# dynamic loader mapping the other backends' client libraries
-$(B)/simba_sqlite_only: cli/simba_cli.c $(HDR_CORE) simba_sqlite.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) $(INC) -DSIMBA_CLI_NO_REDIS -DSIMBA_CLI_NO_MYSQL -DSIMBA_CLI_NO_ZK -DSIMBA_CLI_NO_PG \
-	  -o $@ cli/simba_cli.c $(SQLITE_LIBS) $(LDFLAGS)
-# no server: the floors (a write transaction, flock, a datagram) and simba on one file
-bench-sqlite: $(B)/bench_sqlite $(B)/simba $(B)/simba_sqlite_only
-	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba SIMBA_CLI_SQLITE_ONLY=./$(B)/simba_sqlite_only ./$(B)/bench_sqlite'
+# no server: the floors (a write transaction, flock, a datagram) and simba on
+# one file; simba-net (every backend linked) shows what the loader would cost
+bench-sqlite: $(B)/bench_sqlite $(B)/simba $(B)/simba-net
+	bench/record.sh $@ 'SIMBA_CLI=./$(B)/simba SIMBA_CLI_NET=./$(B)/simba-net ./$(B)/bench_sqlite'
 bench-zk: $(B)/bench_zk
 	bench/record.sh $@ 'tests/servers/zk.sh run ./$(B)/bench_zk'
 $(B)/bench_pg: bench/bench_pg.c bench/bench_util.h $(HDR_CORE) simba_pg.h | $(B)
@@ -323,19 +319,27 @@ test-scale: $(B)/test_scale
 	[ $$r1$$r2$$r3$$r4 = 0000 ]
 
 # ---- the `simba` command-line tool and the URL syntax (issue #13) ----
-# build/simba: every backend compiled in. test-cli starts its own Redis,
-# MySQL and ZooKeeper servers (tests/test_cli.sh). fuzz-url: the libFuzzer
+# build/simba: the SQLite and mem backends, so that its start maps no network
+# client library; it execs build/simba-net (every backend compiled in, next to
+# it; installed in PREFIX/libexec/simba) for the other schemes. test-cli
+# starts its own servers (tests/test_cli.sh). fuzz-url: the libFuzzer
 # harness of the URL parser for FUZZ_URL_SECONDS (clang).
 .PHONY: cli test-cli asan-cli bench-cli fuzz-url install-cli
 CLI_LIBS := $(REDIS_LIBS) $(MYSQL_LIBS) $(ZK_LIBS) $(SQLITE_LIBS) $(PG_LIBS)
 CLI_HDRS := $(HDR_CORE) simba_redis.h simba_mysql.h simba_zk.h simba_sqlite.h simba_pg.h
 FUZZ_URL_SECONDS ?= 60
-cli: $(B)/simba
-$(B)/simba: cli/simba_cli.c $(CLI_HDRS) | $(B)
+CLI_LOCAL := -DSIMBA_CLI_EXEC_NET -DSIMBA_CLI_NO_REDIS -DSIMBA_CLI_NO_MYSQL -DSIMBA_CLI_NO_ZK -DSIMBA_CLI_NO_PG
+cli: $(B)/simba $(B)/simba-net
+$(B)/simba: cli/simba_cli.c $(CLI_HDRS) $(B)/simba-net | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(CLI_LOCAL) -o $@ cli/simba_cli.c $(SQLITE_LIBS) $(LDFLAGS)
+$(B)/simba-net: cli/simba_cli.c $(CLI_HDRS) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) -o $@ cli/simba_cli.c $(CLI_LIBS) $(LDFLAGS)
 $(B)/test_url: tests/test_url.c $(CLI_HDRS) | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_url.c $(CLI_LIBS) $(LDFLAGS)
-$(B)/asan/simba: cli/simba_cli.c $(CLI_HDRS)
+$(B)/asan/simba: cli/simba_cli.c $(CLI_HDRS) $(B)/asan/simba-net
+	@mkdir -p $(B)/asan
+	clang $(WARN) $(ASAN_FLAGS) $(INC) $(CLI_LOCAL) -o $@ cli/simba_cli.c $(SQLITE_LIBS)
+$(B)/asan/simba-net: cli/simba_cli.c $(CLI_HDRS)
 	@mkdir -p $(B)/asan
 	clang $(WARN) $(ASAN_FLAGS) $(INC) -o $@ cli/simba_cli.c $(CLI_LIBS)
 $(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
@@ -354,9 +358,10 @@ fuzz-url: $(B)/fuzz/fuzz_url
 bench-cli: $(B)/simba
 	bench/record.sh $@ 'tests/servers/redis.sh run bench/bench_cli.sh ./$(B)/simba'
 install: install-cli
-install-cli: $(B)/simba
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+install-cli: $(B)/simba $(B)/simba-net
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/simba $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(B)/simba $(DESTDIR)$(PREFIX)/bin/simba
+	install -m 755 $(B)/simba-net $(DESTDIR)$(PREFIX)/libexec/simba/simba-net
 	install -m 644 docs/simba.1 $(DESTDIR)$(PREFIX)/share/man/man1/simba.1
 
 # ---- setup and install ----

@@ -2386,7 +2386,8 @@ static int simba__redis_cluster_pause_ms(int n) {
    SLOTS. Ops on resources go to the master of their slot; OPEN/KEEPALIVE/
    CLOSE go to every master and are answered once all did. */
 
-enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 30, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250 };
+enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 30, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250,
+       SIMBA__REDIS_CLUSTER_STALE_MS = 4 * SIMBA__REDIS_CLUSTER_REFRESH_MS };
 
 /* One waiting request of ours (an ENQUEUE or POLL answered "not granted"):
    what keeps the push connection of its slot's master open (see "push
@@ -2413,6 +2414,7 @@ struct simba__redis_cluster {
     int nseeds, next_probe;
     int have_map, refreshing, want_refresh;
     int stale;                  /* a MOVED named a master the map does not know: down until the next map */
+    int64_t stale_until;        /* a map the same as the stale one ends stale only from then on */
     int maps;                   /* maps applied so far */
     int64_t next_refresh;       /* while not every master is connected: ask the map again then */
     int64_t hold_until;         /* != 0: the completion under way is held back until then (park) */
@@ -2764,6 +2766,7 @@ static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg
     for (i = 0; up && i < cl->map.nnodes; i++)
         if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
     if (up) { simba__redis_report(p, 1, 0, NULL); return; }
+    if (p->reported < 0 && !err) return;   /* still connecting to the masters: nothing failed yet */
     simba__redis_report(p, 0, err ? err : (p->reported_err ? p->reported_err : SIMBA_EDISCONNECTED),
                         msg ? msg : "Redis Cluster: not every master is connected");
 }
@@ -2860,6 +2863,10 @@ static void simba__redis_cluster_apply(simba__redis *p) {
     simba__redis *old[SIMBA__REDIS_CLUSTER_MAX_NODES];
     int nold = cl->have_map ? cl->map.nnodes : 0, i;
     if (cl->have_map && simba__redis_cluster_same_map(&cl->map, &cl->next)) {   /* (asked at every keepalive) */
+        /* the map is as behind as the MOVED found it: stay down and ask again
+           in SIMBA__REDIS_CLUSTER_REFRESH_MS, for a while, rather than go up
+           and meet the same MOVED (a storm of events at two round trips each) */
+        if (cl->stale && simba__redis_now(p) < cl->stale_until) return;
         cl->stale = 0;
         simba__redis_cluster_state(p, 0, NULL);
         return;
@@ -3174,6 +3181,7 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
     if (i == cl->map.nnodes) {
         /* a master the map does not know (a replica just promoted): the map
            is behind; nothing is sent until the next one (no retry storm) */
+        if (!cl->stale) cl->stale_until = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_STALE_MS;
         cl->stale = 1;
         simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
         simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");

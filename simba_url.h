@@ -29,8 +29,10 @@
     --------
         >>syntax        the URL syntax of every backend, simba_url_parse(),
                         simba_url_client_options()
-        >>dispatch      simba_url_schemes(), simba_url_desc(), simba_create_url()
-                        (static: for the backends included before this file)
+        >>dispatch      simba_url_schemes(), simba_url_schemes_list(),
+                        simba_url_scheme_status(), simba_url_desc(),
+                        simba_create_url() (static: for the backends
+                        included before this file)
     Implementation (SIMBA_URL_IMPLEMENTATION; guard SIMBA_URL_IMPL_INCLUDED):
         >>parse         the parser, the password sources, the client options
 */
@@ -86,7 +88,7 @@ SIMBADEF int simba_url_parse(const char *url, simba_url *out, simba_url_error *e
    (strings point into u). */
 SIMBADEF int simba_url_client_options(simba_url *u, simba_desc *desc, simba_url_error *err);
 
-/*>>dispatch: simba_url_schemes(), simba_url_desc(), simba_create_url() */
+/*>>dispatch: simba_url_schemes(), simba_url_scheme_status(), simba_url_desc(), simba_create_url(), ... */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SIMBA__URL_STATIC static __attribute__((unused))
@@ -94,29 +96,80 @@ SIMBADEF int simba_url_client_options(simba_url *u, simba_desc *desc, simba_url_
 #define SIMBA__URL_STATIC static
 #endif
 
-/* The schemes this program accepts, for messages and --help. */
-SIMBA__URL_STATIC const char *simba_url_schemes(void) {
-    return
 #ifdef SIMBA_REDIS_INCLUDED
-        "redis://, redis+unix://, redis+sentinel://, redis+cluster://, "
+#define SIMBA__URL_HAS_REDIS 1
+#else
+#define SIMBA__URL_HAS_REDIS 0
 #endif
 #ifdef SIMBA_MYSQL_INCLUDED
-        "mysql://, "
+#define SIMBA__URL_HAS_MYSQL 1
+#else
+#define SIMBA__URL_HAS_MYSQL 0
 #endif
 #ifdef SIMBA_ZK_INCLUDED
-        "zk://, "
+#define SIMBA__URL_HAS_ZK 1
+#else
+#define SIMBA__URL_HAS_ZK 0
 #endif
 #ifdef SIMBA_PG_INCLUDED
-        "postgres://, postgresql://, "
+#define SIMBA__URL_HAS_PG 1
+#else
+#define SIMBA__URL_HAS_PG 0
 #endif
 #ifdef SIMBA_SQLITE_INCLUDED
-        "sqlite://, "
+#define SIMBA__URL_HAS_SQLITE 1
+#else
+#define SIMBA__URL_HAS_SQLITE 0
 #endif
 #ifdef SIMBA_MEM_INCLUDED
-        "mem:, "
+#define SIMBA__URL_HAS_MEM 1
+#else
+#define SIMBA__URL_HAS_MEM 0
 #endif
-        "";
+
+/* simba_url_scheme_status: SIMBA_URL_SCHEME_COMPILED when scheme (as in
+   simba_url.scheme, without "://") is one of simba's and its backend header
+   was included before this file, SIMBA_URL_SCHEME_ABSENT when it is one of
+   simba's but its backend is not in this program, SIMBA_URL_SCHEME_UNKNOWN
+   otherwise. The CLI hands an ABSENT scheme to the simba built with every
+   backend (docs/cli.md). */
+enum { SIMBA_URL_SCHEME_UNKNOWN = 0, SIMBA_URL_SCHEME_ABSENT = 1, SIMBA_URL_SCHEME_COMPILED = 2 };
+typedef struct simba__url_scheme { const char *scheme, *shown; int compiled; } simba__url_scheme;
+static const simba__url_scheme simba__url_all_schemes[] = {
+    {"redis", "redis://", SIMBA__URL_HAS_REDIS}, {"redis+unix", "redis+unix://", SIMBA__URL_HAS_REDIS},
+    {"redis+sentinel", "redis+sentinel://", SIMBA__URL_HAS_REDIS},
+    {"redis+cluster", "redis+cluster://", SIMBA__URL_HAS_REDIS}, {"mysql", "mysql://", SIMBA__URL_HAS_MYSQL},
+    {"zk", "zk://", SIMBA__URL_HAS_ZK}, {"postgres", "postgres://", SIMBA__URL_HAS_PG},
+    {"postgresql", "postgresql://", SIMBA__URL_HAS_PG}, {"sqlite", "sqlite://", SIMBA__URL_HAS_SQLITE},
+    {"mem", "mem:", SIMBA__URL_HAS_MEM}};
+
+SIMBA__URL_STATIC int simba_url_scheme_status(const char *scheme) {
+    size_t i;
+    for (i = 0; scheme && i < sizeof simba__url_all_schemes / sizeof simba__url_all_schemes[0]; i++)
+        if (strcmp(scheme, simba__url_all_schemes[i].scheme) == 0)
+            return simba__url_all_schemes[i].compiled ? SIMBA_URL_SCHEME_COMPILED : SIMBA_URL_SCHEME_ABSENT;
+    return SIMBA_URL_SCHEME_UNKNOWN;
 }
+
+/* simba_url_schemes_list: the schemes this program accepts (compiled != 0) or
+   knows but lacks (compiled == 0), as "redis://, mem:" for messages and
+   --help ("" when none). The text is written into a buffer of this file's. */
+SIMBA__URL_STATIC const char *simba_url_schemes_list(int compiled) {
+    static char text[2][256];
+    char *t = text[compiled != 0];
+    size_t i, len = 0;
+    t[0] = '\0';
+    for (i = 0; i < sizeof simba__url_all_schemes / sizeof simba__url_all_schemes[0]; i++) {
+        const simba__url_scheme *k = &simba__url_all_schemes[i];
+        if ((k->compiled != 0) != (compiled != 0)) continue;
+        len += (size_t)snprintf(t + len, sizeof text[0] - len, "%s%s", len ? ", " : "", k->shown);
+        if (len >= sizeof text[0]) break;
+    }
+    return t;
+}
+
+/* The schemes this program accepts, for messages and --help. */
+SIMBA__URL_STATIC const char *simba_url_schemes(void) { return simba_url_schemes_list(1); }
 
 #ifdef SIMBA_MEM_INCLUDED
 /* The process-wide server behind "mem:" URLs: every client made from a
@@ -168,11 +221,7 @@ SIMBA__URL_STATIC int simba_url_desc(const char *url, simba_url *u, simba_desc *
     }
 #endif
     else {
-        const char *known = strcmp(u->scheme, "redis") == 0 || strcmp(u->scheme, "redis+unix") == 0 ||
-                            strcmp(u->scheme, "redis+sentinel") == 0 || strcmp(u->scheme, "redis+cluster") == 0 ||
-                            strcmp(u->scheme, "mysql") == 0 || strcmp(u->scheme, "zk") == 0 ||
-                            strcmp(u->scheme, "postgres") == 0 || strcmp(u->scheme, "postgresql") == 0 ||
-                            strcmp(u->scheme, "sqlite") == 0 || strcmp(u->scheme, "mem") == 0
+        const char *known = simba_url_scheme_status(u->scheme) == SIMBA_URL_SCHEME_ABSENT
                                 ? "is not compiled into this program" : "is unknown";
         return simba_url_fail(err, SIMBA_EUNSUPPORTED, "scheme", "URL scheme: '%s' %s (this program accepts %s)",
                               u->scheme, known, simba_url_schemes());

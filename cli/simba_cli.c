@@ -1203,6 +1203,94 @@ static int admin(void) {
     return exit_code;
 }
 
+/* ---- the network backends, in simba-net ----
+   The `simba` that `make cli` builds and `make install` installs has the
+   SQLite and mem backends only (SIMBA_CLI_EXEC_NET): the client libraries of
+   the network backends, and theirs (TLS, Kerberos, LDAP: some 30 shared
+   objects), would cost every start about 10 ms in the dynamic loader, more
+   than a whole `simba run` on SQLite. A URL of theirs is handed to simba-net,
+   the same program built with every backend, by exec: the same process,
+   arguments, environment and descriptors, before anything is taken. It sits
+   next to this program (the build directory) or in ../libexec/simba (an
+   installed prefix). */
+#ifdef SIMBA_CLI_EXEC_NET
+/* Fills where[0..1] with the two places simba-net may be; returns the index
+   of the one that is an executable, or -1. */
+static int find_simba_net(const char *argv0, char where[2][4200]) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash;
+    int i;
+    if (n > 0) self[n] = '\0';
+    else snprintf(self, sizeof self, "%s", argv0);
+    slash = strrchr(self, '/');
+    if (slash) *slash = '\0';
+    else snprintf(self, sizeof self, ".");
+    snprintf(where[0], sizeof where[0], "%s/simba-net", self);
+    snprintf(where[1], sizeof where[1], "%s/../libexec/simba/simba-net", self);
+    for (i = 0; i < 2; i++)
+        if (access(where[i], X_OK) == 0) return i;
+    return -1;
+}
+
+/* The status of url's scheme (simba_url_scheme_status), written to scheme;
+   SIMBA_URL_SCHEME_COMPILED also when the URL does not parse (the ordinary
+   path says why). */
+static int scheme_status_of(const char *url, char *scheme, size_t cap) {
+    simba_url *u = (simba_url *)calloc(1, sizeof *u);
+    simba_url_error e;
+    int st = SIMBA_URL_SCHEME_COMPILED;
+    if (!u) return st;
+    if (simba_url_parse(url, u, &e) == SIMBA_OK) {
+        st = simba_url_scheme_status(u->scheme);
+        snprintf(scheme, cap, "%s", u->scheme);
+    }
+    simba_url_clear(u);
+    free(u);
+    return st;
+}
+
+/* Execs simba-net for a URL this program cannot serve (an unknown scheme
+   too: simba-net's message then lists every scheme). Returns -1 when this
+   program is to go on (the scheme is here, or it is unknown and there is no
+   simba-net), else an exit code, said on stderr. */
+static int exec_simba_net_for(const char *url, char **argv) {
+    char where[2][4200], scheme[32];
+    int st = scheme_status_of(url, scheme, sizeof scheme), i;
+    if (st == SIMBA_URL_SCHEME_COMPILED) return -1;
+    i = find_simba_net(argv[0], where);
+    if (i < 0 && st == SIMBA_URL_SCHEME_UNKNOWN) return -1;
+    if (i >= 0) {
+        execv(where[i], argv);
+        fprintf(stderr, "simba: cannot run %s for the %s:// URL (%s)\n", where[i], scheme, strerror(errno));
+        return EXIT_ERROR;
+    }
+    fprintf(stderr, "simba: %s:// URLs are served by simba-net, the simba built with every backend, "
+                    "and it is neither at %s nor at %s (make cli builds it, make install installs it)\n",
+            scheme, where[0], where[1]);
+    return EXIT_ERROR;
+}
+
+static void print_schemes(const char *argv0) {
+    char where[2][4200];
+    int i = find_simba_net(argv0, where);
+    printf("\nschemes compiled in: %s\n", simba_url_schemes());
+    printf("the others, through simba-net (%s%s): %s\n", i >= 0 ? "at " : "not found at ",
+           i >= 0 ? where[i] : where[0], simba_url_schemes_list(0));
+}
+#else
+static int exec_simba_net_for(const char *url, char **argv) {
+    (void)url;
+    (void)argv;
+    return -1;
+}
+
+static void print_schemes(const char *argv0) {
+    (void)argv0;
+    printf("\nschemes compiled in: %s\n", simba_url_schemes());
+}
+#endif
+
 /* ---- init-server ---- */
 static int init_server(void) {
     simba_url *u = (simba_url *)calloc(1, sizeof *u);
@@ -1244,7 +1332,7 @@ int main(int argc, char **argv) {
     k = find_option(argv[1]);
     if (strcmp(argv[1], "help") == 0 || (k >= 0 && options[k].kind == OPT_HELP)) {
         print_main_help(stdout);
-        printf("\nschemes compiled in: %s\n", simba_url_schemes());
+        print_schemes(argv[0]);
         return 0;
     }
     if (k >= 0 && options[k].kind == OPT_VERSION) {
@@ -1262,6 +1350,7 @@ int main(int argc, char **argv) {
         return usage_error(what, "one of run, elect, status, delete, set-capacity, init-server; see simba --help");
     }
     if ((rc = parse_args(argc - 2, argv + 2)) >= 0) return rc;
+    if ((rc = exec_simba_net_for(o.url, argv)) >= 0) return rc;
     if (strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0) return run_or_elect();
     if (strcmp(o.cmd, "init-server") == 0) return init_server();
     return admin();

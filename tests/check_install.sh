@@ -31,6 +31,12 @@ check sh -c "cc -std=c99 -Wall -Wextra -Werror -pedantic \$(pkg-config --cflags 
 name="the MySQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_mysql.sql"
 name="the PostgreSQL schema for DBAs is installed in share/simba"; check test -s "$tmp/prefix/share/simba/simba_pg.sql"
 name="the simba tool is installed in bin and runs"; check sh -c "'$tmp/prefix/bin/simba' --version | grep -q '^simba 0.1.0$'"
+name="simba-net (every backend) is installed in libexec/simba and runs"
+check sh -c "'$tmp/prefix/libexec/simba/simba-net' --help | grep -q 'schemes compiled in: redis://'"
+# the installed simba hands a redis:// URL to it: no server on port 1, so
+# simba-net's "cannot connect" (69), not "no simba-net" (70)
+name="the installed simba runs a redis:// URL through libexec/simba/simba-net"
+check sh -c "'$tmp/prefix/bin/simba' status 'redis://127.0.0.1:1?op_timeout=300ms' x; [ \$? -eq 69 ]"
 name="its man page is installed"; check test -s "$tmp/prefix/share/man/man1/simba.1"
 cat > "$tmp/a.c" <<'EOF'
 #define _GNU_SOURCE

@@ -182,6 +182,24 @@ part_mem() {
     check "the command gets SIMBA_NAME, SIMBA_CLIENT_ID, SIMBA_FENCE" $([[ "$out" =~ ^nm\|me-1\|[0-9]+$ ]]; echo $?) "$out"
     SIMBA_URL='mem:' "$SIMBA" run - x -- true; rc=$?
     check "URL '-' is taken from \$SIMBA_URL" $([ $rc -eq 0 ]; echo $?) "$rc"
+    simba_net_missing_test
+}
+
+# A simba built without the network backends (make cli's) execs simba-net for
+# their URLs; alone in a directory it says where it looked, and serves its own.
+simba_net_missing_test() {
+    local rc
+    "$SIMBA" --help | grep -q 'through simba-net' || return 0   # $SIMBA has every backend itself
+    mkdir -p "$T/alone"; cp "$SIMBA" "$T/alone/simba"
+    "$T/alone/simba" run 'redis://127.0.0.1:1' x -- true 2> "$T/e1"; rc=$?
+    check "a simba without simba-net next to it: a redis:// URL exits 70 naming both places looked in" \
+        $([ $rc -eq 70 ] && grep -q "redis:// URLs are served by simba-net" "$T/e1" && grep -q "$T/alone/simba-net" "$T/e1" \
+          && grep -q "$T/alone/../libexec/simba/simba-net" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    "$T/alone/simba" run "sqlite://$T/alone/l.db" x -- true 2> "$T/e1"; rc=$?
+    check "a simba without simba-net next to it serves sqlite:// itself" $([ $rc -eq 0 ]; echo $?) "rc $rc $(cat "$T/e1")"
+    "$T/alone/simba" --help > "$T/help" 2>&1
+    check "its --help says simba-net is not found, and where" \
+        $(grep -q "through simba-net (not found at $T/alone/simba-net)" "$T/help"; echo $?) "$(tail -n 2 "$T/help")"
 }
 
 part_redis() {
@@ -191,6 +209,13 @@ part_redis() {
     overlap_test "redis+unix://$SIMBA_REDIS_SOCKET" redis-unix
     PW="$SIMBA_REDIS_AUTH_PASSWORD" no_inherit_test "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" redis PW
     ghost_test "$U" redis
+    # a network URL is served by simba-net in the same process (exec): the
+    # job's parent is the simba that was started, which signals and waits for it
+    rm -f "$T/ppid"
+    "$SIMBA" run "$U" same-pid -- sh -c "echo \$PPID > '$T/ppid'" & p=$!
+    finish $p 20; rc=$FIN
+    check "run on redis://: the job's parent is the simba started (simba-net by exec, same pid)" \
+        $([ "$rc" -eq 0 ] && [ "$(cat "$T/ppid" 2>/dev/null)" = "$p" ]; echo $?) "rc $rc, ppid $(cat "$T/ppid" 2>/dev/null) vs $p"
 
     # --try and --wait while held
     rm -f "$T/held"

@@ -2259,17 +2259,24 @@ static void t_cluster_garbage_slots(void) {
 
 /* A node that answers MOVED to itself for every keyed script: the op ends
    with SIMBA_EBACKEND "more than 5 MOVED" after 6 tries, not in a loop. */
+/* A one-node fake cluster (its node holds every slot) that answers every
+   script call with keys with `keyed`, and a client of it in *c. Returns
+   the fake's pid (fake_stop ends it). */
+static pid_t fake_cluster_of_one(const char *keyed, h_client *c) {
+    int fport = 0;
+    pid_t pid = fake_node("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n", keyed, &fport);
+    memset(c, 0, sizeof *c);
+    if (pid > 0) c->s = fake_client(fport);
+    return pid;
+}
+
 static void t_cluster_moved_loop(void) {
     h_client c, *cl[1];
     simba_lock l;
     simba_event *e;
-    int fport = 0;
-    pid_t pid = fake_node("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
-                          "-MOVED 1 127.0.0.1:%d\r\n", &fport);
+    pid_t pid = fake_cluster_of_one("-MOVED 1 127.0.0.1:%d\r\n", &c);
     CHECK(pid > 0);
-    memset(&c, 0, sizeof c);
     cl[0] = &c;
-    c.s = fake_client(fport);
     CHECK(c.s != NULL);
     l = h_acquire(c.s, "x", -1);
     e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, SOON);
@@ -2277,6 +2284,55 @@ static void t_cluster_moved_loop(void) {
     CHECK(e != NULL);
     CHECK_EQ(e->error, SIMBA_EBACKEND);
     CHECK(strstr(e->message, "MOVED in a row") != NULL);
+    CHECK(!h_has(&c, l, SIMBA_EVENT_ACQUIRED));
+    simba_destroy(c.s);
+}
+
+/* A client of a healthy cluster comes up with CONNECTED as its first
+   connection event: while the map's masters are still being connected to,
+   nothing failed, so nothing is reported (an application's first event
+   must not be a DISCONNECTED that no fault caused). */
+static void t_cluster_first_event_connected(void) {
+    h_client c, *cl[1];
+    simba_lock none = {0, 0};
+    int i, first = -1;
+    memset(&c, 0, sizeof c);
+    cl[0] = &c;
+    c.s = cluster_client(h_tenant(), "first");
+    CHECK(c.s != NULL);
+    CHECK(h_expect(cl, 1, 0, none, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    for (i = 0; i < c.nlog && first < 0; i++)
+        if (c.log[i].type == SIMBA_EVENT_CONNECTED || c.log[i].type == SIMBA_EVENT_DISCONNECTED) first = (int)c.log[i].type;
+    CHECK_EQ(first, (int)SIMBA_EVENT_CONNECTED);
+    simba_destroy(c.s);
+}
+
+/* Every node's map stays behind the node that answers: the master of the
+   map answers MOVED to a master no map names (a node that took the slot
+   while the probe's node has not heard of it yet, or never will). The
+   client stays DISCONNECTED until a map names that master or for
+   SIMBA__REDIS_CLUSTER_STALE_MS at most, and asks the map every
+   SIMBA__REDIS_CLUSTER_REFRESH_MS meanwhile: it does not go CONNECTED at
+   every same map and DISCONNECTED at the MOVED of the op sent again, a
+   storm of events at the speed of two round trips. */
+static void t_cluster_moved_to_unknown_master_no_storm(void) {
+    h_client c, *cl[1];
+    simba_lock l;
+    int i, down = 0, up = 0;
+    pid_t pid = fake_cluster_of_one("-MOVED 1 127.0.0.1:1\r\n", &c);
+    CHECK(pid > 0);
+    cl[0] = &c;
+    CHECK(c.s != NULL);
+    l = h_acquire(c.s, "x", -1);
+    h_run_for(cl, 1, 1500);
+    fake_stop(pid);
+    for (i = 0; i < c.nlog; i++) {
+        up += c.log[i].type == SIMBA_EVENT_CONNECTED;
+        down += c.log[i].type == SIMBA_EVENT_DISCONNECTED;
+    }
+    printf("  # 1.5 s of MOVED to an unknown master: CONNECTED %d, DISCONNECTED %d\n", up, down);
+    CHECK(down >= 1);
+    CHECK(down <= 2);
     CHECK(!h_has(&c, l, SIMBA_EVENT_ACQUIRED));
     simba_destroy(c.s);
 }
@@ -2333,6 +2389,8 @@ int main(int argc, char **argv) {
     RUN(t_cluster_seeds_all_down);
     RUN(t_cluster_garbage_slots);
     RUN(t_cluster_moved_loop);
+    RUN(t_cluster_moved_to_unknown_master_no_storm);
+    RUN(t_cluster_first_event_connected);
     RUN(t_cluster_migrate_held_and_waiters);
     RUN(t_cluster_close_after_migration);
     RUN(t_cluster_added_master_holder);

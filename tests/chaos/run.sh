@@ -143,10 +143,14 @@ redis-cluster)
     SLOT_M=$(rcli "$SEED" cluster keyslot 'chaos:{chaos:6d}')
     SLOT_S=$(rcli "$SEED" cluster keyslot 'chaos:{chaos:73}')
     FAULTS="migrate add_master cluster_failover migrate master_kill remove_master"
-    # grants resume within a lease of each fault's end, plus 1 s: a new or
-    # promoted master holds its grants back for one lease (the restart
-    # grace), counted from its first script after the fault
-    RECOVERY_MS=${CHAOS_RECOVERY_MS:-$((LEASE_MS + 1000))}
+    # grants resume within two leases of each fault's end, plus 1 s: a new
+    # or promoted master holds its grants back for one lease (the restart
+    # grace), counted from its first script after the fault; and while any
+    # master of its map is unreachable a client is down as a whole (one
+    # session on every master), so its keepalives stop everywhere and
+    # entries on the other masters wait until their sessions are judged
+    # dead, up to a lease after the client is back (docs/redis.md, Chaos)
+    RECOVERY_MS=${CHAOS_RECOVERY_MS:-$((2 * LEASE_MS + 1000))}
     ;;
 mysql)
     SRV_DIR=$(dirname "$SIMBA_MYSQL_CTL")
