@@ -35,6 +35,7 @@
         >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
         >>locks         .queue (read the queues) .rule (the grant rule) .write
                         .dispatch: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
+                        (with the one-round-trip block, simba__mysql_sql_settle)
         >>wakeups       .arm (a waiter's watch and connection) .fire (the bells we
                         hold, rung by a release) .deliver (-> simba_backend_granted)
         >>stats         simba_mysql_stats()
@@ -44,8 +45,13 @@
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------
     Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
-    <prefix>resources, <prefix>entries, <prefix>capacity_audit. Every
-    operation that touches resources is one transaction of two round trips:
+    <prefix>resources, <prefix>entries, <prefix>capacity_audit. An ENQUEUE
+    or RELEASE of one resource is first one compound statement (MariaDB's
+    BEGIN NOT ATOMIC, simba__mysql_sql_settle): it locks the resource row and, when
+    the grant rule has at most one entry to look at (an empty queue; a
+    capacity-1 queue's live head after a release), writes the result and
+    COMMITs in that one round trip. Every other operation (and those two
+    when the block leaves it open) is one transaction of two round trips:
     lock the resource rows (SELECT ... FOR UPDATE, sorted by name) and read
     their queues, then write what the grant rule decided and COMMIT. Dead
     sessions' entries are purged there; a background sweep removes the rest
@@ -330,6 +336,10 @@ typedef struct simba__mysql_job {
     uint64_t bell;                              /* the request's bell */
     /* statement indexes of the reads in the batch of the current step */
     int ix_res, ix_ent;
+    int settle;             /* the current batch is the one-round-trip block
+                               (simba__mysql_sql_settle): its last result says
+                               whether it committed */
+    int settle_release;     /* ... and it gives our bell back when it commits */
     int widen;              /* the queue windows were too short this many times */
     /* what the evaluation decided, kept for the completion */
     simba_reply reply;
@@ -392,6 +402,8 @@ typedef struct simba__mysql {
     int port, ssl_verify, connect_timeout_ms, create_schema, lock_wait_s, sweep_ms, no_waiter;
     int restart_grace;
     int64_t grace_until_ms; /* server time before which nothing is granted (0: none) */
+    int block_semis;        /* separators inside the compound statement of the
+                               batch being sent (one statement to the server) */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
     /* the main connection and its job queue (head runs) */
@@ -1115,7 +1127,8 @@ static void simba__mysql_send(simba__mysql *b) {
         uint64_t n = 1;
         const simba__mysql_buf *x = &b->main.sql;
         for (i = 0; i < x->n; i++) if (x->p[i] == ';' && i + 1 < x->n) n++;
-        b->stats.statements += n;
+        b->stats.statements += n - (uint64_t)b->block_semis;
+        b->block_semis = 0;
     }
     simba__mysql_conn_query(b, &b->main);
 }
@@ -1785,6 +1798,22 @@ static void simba__mysql_sql_queues(simba__mysql *b, simba__mysql_job *j, simba_
     simba__mysql_put(b, x, "ORDER BY k, n, a, x DESC;\n");
 }
 
+/* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
+   (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n) */
+static int simba__mysql_wants_bell(const simba__mysql *b, const simba__mysql_job *j) {
+    return j->kind == SIMBA_OP_ENQUEUE &&
+           (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
+}
+
+/* 1 when our connection has the request's bell (already, or now), else 0 */
+static void simba__mysql_sql_take_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
+    simba__mysql_bellname(b, x, j->bell);
+    simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+    simba__mysql_bellname(b, x, j->bell);
+    simba__mysql_put(b, x, ", 0))");
+}
+
 /* The reads every resource operation evaluates, in two statements (each
    statement costs about a round trip on a busy server, so they are few):
    1. the resource rows, locked (FOR UPDATE) in sorted order when `lock`;
@@ -1813,18 +1842,10 @@ static void simba__mysql_sql_reads(simba__mysql *b, simba__mysql_job *j, simba__
     simba__mysql_put(b, x, " AND session=");
     simba__mysql_hexs(b, x, j->session);
     simba__mysql_put(b, x, ") AS b, ");
-    /* ENQUEUE: a bell for the new entry while we hold fewer than max_bells
-       (MariaDB's user locks cost O(n) per GET_LOCK on a connection holding n);
-       taken once (a wider window reads again in the same op) */
-    if (start)
-        j->took_bell = j->kind == SIMBA_OP_ENQUEUE &&
-                       (simba__mysql_mine_has(b, j->bell) || b->max_bells < 0 || b->mine_n < b->max_bells);
+    /* taken once (a wider window reads again in the same op) */
+    if (start) j->took_bell = simba__mysql_wants_bell(b, j);
     if (j->took_bell && start) {
-        simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
-        simba__mysql_bellname(b, x, j->bell);
-        simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-        simba__mysql_bellname(b, x, j->bell);
-        simba__mysql_put(b, x, ", 0))");
+        simba__mysql_sql_take_bell(b, j, x);
     } else {
         simba__mysql_put(b, x, j->took_bell ? "1" : "0");
     }
@@ -2007,7 +2028,9 @@ static int simba__mysql_live(const simba__mysql_ent *e) { return !e->dead && !e-
 /* The grant rule over every queue: walk from the head; an entry is granted
    iff the effective weights ahead of it plus its own fit in the capacity. A
    newly granted entry takes max(counter + 1, server time in us). Dead and
-   removed entries do not count. Returns how many fences were assigned. */
+   removed entries do not count. Returns how many fences were assigned.
+   The server has a copy of the rule for the cases it settles alone in one
+   round trip (an empty queue, a capacity-1 queue's head): simba__mysql_sql_settle. */
 static int simba__mysql_walk(simba__mysql_job *j, simba__mysql_eval *v) {
     int r, i, assigned = 0;
     if (v->grace) return 0; /* see simba__mysql_grace */
@@ -2130,13 +2153,17 @@ static void simba__mysql_answer(simba__mysql *b, simba__mysql_job *j, simba__mys
 
 /* After the transaction: give our bell back when this op leaves no entry
    of ours behind (RELEASE, an ENQUEUE that inserted nothing). */
-static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    if (!j->release_bell) return;
+static int simba__mysql_bell_due(const simba__mysql *b, const simba__mysql_job *j) {
+    if (!j->release_bell) return 0;
     /* an op of a dropped session: its bells went at the next OPEN; the one
        an ENQUEUE just took goes, unless the current session has the same */
     if (!simba__mysql_is_current(b, j->session) && (j->kind != SIMBA_OP_ENQUEUE || simba__mysql_mine_has(b, j->bell)))
-        return;
-    if (j->kind == SIMBA_OP_ENQUEUE ? !j->took_bell : !simba__mysql_mine_has(b, j->bell)) return; /* none */
+        return 0;
+    return j->kind == SIMBA_OP_ENQUEUE ? j->took_bell : simba__mysql_mine_has(b, j->bell);
+}
+
+static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    if (!simba__mysql_bell_due(b, j)) return;
     j->bell_released = 1;
     simba__mysql_put(b, x, ";\nDO RELEASE_LOCK(");
     simba__mysql_bellname(b, x, j->bell);
@@ -2500,12 +2527,253 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
     return SIMBA_OK;
 }
 
+/* ---- one round trip: the block that commits an ENQUEUE or RELEASE the server can decide alone ---- */
+
+/* ENQUEUE and RELEASE of one resource go out as one MariaDB compound
+   statement (BEGIN NOT ATOMIC ... END: no routine to install, no privilege
+   beyond the tables'). It opens the transaction, locks the resource row,
+   and settles the op itself when the grant rule has at most one entry to
+   look at:
+     ENQUEUE: the queue is empty, our session is live, our weight fits the
+       stored capacity, no restart grace: our entry goes in granted, with
+       max(counter + 1, server time in us), and the transaction commits.
+       A missing resource row is created first, as the C path creates it.
+     RELEASE: nobody else is queued, or the queue has capacity 1 and its
+       head without us is live: that head gets its fence unless it has one.
+       Our entry goes, the transaction commits, our bell is given back.
+   THIS IS THE SERVER'S COPY OF THE GRANT RULE (simba_grant_step and
+   simba_grant_fence of simba.h), for these cases only: an empty queue
+   grants any weight that fits; an entry at the head always fits (its
+   effective weight is at most the capacity), and in a capacity-1 queue
+   nothing behind it can. The C copy (simba__mysql_walk,
+   simba__mysql_probe_new) decides every other case (a waiter on an
+   ENQUEUE, a dead head, a capacity > 1 queue with others in it, our
+   entry already there: a request sent again): the block
+   then leaves the transaction open with the resource row locked, and the
+   locking reads of simba__mysql_sql_reads follow in the next round trip,
+   then the writes, as for every other op. (The reads stay out of the
+   block: a compound statement costs for every statement it holds, run or
+   not, and the reads are the longest.) The block answers one row: (2,
+   fence or NULL when not settled, stored capacity, seq before the op, bell
+   taken 1/0/NULL, the session and request of the entry a RELEASE granted). */
+static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
+    const char *v;
+    if ((j->kind != SIMBA_OP_ENQUEUE && j->kind != SIMBA_OP_RELEASE) || j->nres != 1 || !b->main.m) return 0;
+    v = mysql_get_server_info(b->main.m);
+    /* compound statements outside stored programs: MariaDB >= 10.1 */
+    return v && strstr(v, "MariaDB") && mysql_get_server_version(b->main.m) >= 100100;
+}
+
+/* " AND <the restart grace is over>": the grace grants nobody (simba__mysql_walk) */
+static void simba__mysql_sql_past_grace(simba__mysql *b, simba__mysql_buf *x) {
+    if (b->grace_until_ms > 0) simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+}
+
+/* ENQUEUE: take the bell, lock the resource row, and if nobody is queued,
+   insert our entry granted and commit. */
+static void simba__mysql_sql_settle_enqueue(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int w = j->res[0].weight < 0 ? 0 : j->res[0].weight, cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1;
+    j->took_bell = simba__mysql_wants_bell(b, j);
+    if (j->took_bell) {
+        simba__mysql_put(b, x, "SET sb = ");
+        simba__mysql_sql_take_bell(b, j, x);
+        simba__mysql_put(b, x, ";\n");
+    }
+    simba__mysql_putf(b, x, "SELECT capacity, seq, GREATEST(counter + 1, " SIMBA__MYSQL_NOW_US ") INTO sc, ss, sf FROM %s",
+                      b->t_resources);
+    simba__mysql_where_res(b, x, j, 0);
+    /* a new resource: created here with the capacity asked for, as the C
+       path does (simba__mysql_sql_new_resource); a client creating it at
+       the same moment makes one of us fail on the duplicate key, roll back
+       and run the op again */
+    simba__mysql_putf(b, x, " FOR UPDATE;\nIF sc IS NULL THEN\nINSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (",
+                      b->t_resources);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    simba__mysql_putf(b, x, ",%d,0,0);\nSET sc = %d, ss = 0, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n",
+                      cap, cap);
+    simba__mysql_putf(b, x, "IF sc >= %d AND NOT EXISTS (SELECT 1 FROM %s", w, b->t_entries);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_putf(b, x, ") AND EXISTS (SELECT 1 FROM %s", b->t_sessions);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS ")");
+    simba__mysql_sql_past_grace(b, x);
+    simba__mysql_putf(b, x, " THEN\nINSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (", b->t_entries);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    simba__mysql_put(b, x, ",ss+1,");
+    simba__mysql_hexs(b, x, j->request);
+    simba__mysql_put(b, x, ",");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_putf(b, x, ",%d,sf);\nUPDATE %s SET counter=sf, seq=ss+1", w, b->t_resources);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_put(b, x, ";\nCOMMIT;\n");
+}
+
+/* RELEASE: lock the resource row and read the head of the queue without
+   us (its entry, and whether its session is live). Settled when nobody
+   else is queued, or, in a queue of capacity 1, when that head is live:
+   it is then the one entry the rule can grant (the head always fits), and
+   gets its fence now unless it has one. Our entry goes, the transaction
+   commits, our bell is given back (which wakes the head's waiter, whose
+   bell wait reads its fence in the same round trip). */
+static void simba__mysql_sql_settle_release(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    simba__mysql_putf(b, x, "SELECT capacity, counter, seq INTO sc, sk, ss FROM %s", b->t_resources);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_putf(b, x, " FOR UPDATE;\nSELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > "
+                      SIMBA__MYSQL_NOW_MS ", 0) INTO hq, hf, hs, hr, hl FROM %s e FORCE INDEX (PRIMARY) LEFT JOIN %s s"
+                      " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=", b->t_entries, b->t_sessions);
+    simba__mysql_hexs(b, x, j->tenant);
+    simba__mysql_put(b, x, " AND e.name=");
+    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
+    simba__mysql_put(b, x, " AND (e.request<>");
+    simba__mysql_hexs(b, x, j->request);
+    simba__mysql_put(b, x, " OR e.session<>");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, ") ORDER BY e.seq LIMIT 1;\nIF hq IS NULL OR (sc = 1 AND hl = 1");
+    simba__mysql_sql_past_grace(b, x);
+    simba__mysql_putf(b, x, ") THEN\nDELETE FROM %s", b->t_entries);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_put(b, x, " AND request=");
+    simba__mysql_hexs(b, x, j->request);
+    simba__mysql_put(b, x, " AND session=");
+    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_put(b, x, ";\nIF hq IS NOT NULL AND hf = 0 THEN\nSET sf = GREATEST(sk + 1, " SIMBA__MYSQL_NOW_US ");\n");
+    simba__mysql_putf(b, x, "UPDATE %s SET fence=sf", b->t_entries);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_putf(b, x, " AND seq=hq AND fence=0;\nUPDATE %s SET counter=sf", b->t_resources);
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_put(b, x, ";\nELSE SET sf = 0, hs = NULL, hr = NULL;\nEND IF;\nCOMMIT;\n");
+    j->release_bell = 1;
+    j->settle_release = simba__mysql_bell_due(b, j);
+    j->release_bell = 0;
+    if (j->settle_release) {
+        simba__mysql_put(b, x, "DO RELEASE_LOCK(");
+        simba__mysql_bellname(b, x, j->bell);
+        simba__mysql_put(b, x, ");\n");
+    }
+}
+
+/* The first batch of an ENQUEUE or RELEASE that may settle in one round
+   trip: the block described above. */
+static void simba__mysql_sql_settle(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    size_t i;
+    int semis = 0;
+    simba__mysql_buf_clear(x);
+    j->settle = 1;
+    /* sf: the fence settled (NULL: not settled), sc sk ss: the resource
+       row, sb: the bell, hq hf hs hr hl: the head of the queue without us
+       (seq, fence, session, request, live); a SELECT ... INTO that finds
+       no row leaves them NULL */
+    simba__mysql_put(b, x, "BEGIN NOT ATOMIC\nDECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;\n"
+                           "DECLARE sc, sb, hl, nf INT DEFAULT NULL;\nDECLARE hs, hr VARBINARY(128) DEFAULT NULL;\n"
+                           "DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;\nSTART TRANSACTION;\n");
+    if (j->kind == SIMBA_OP_ENQUEUE) simba__mysql_sql_settle_enqueue(b, j, x);
+    else simba__mysql_sql_settle_release(b, j, x);
+    simba__mysql_put(b, x, "ELSE SET sf = NULL;\nEND IF;\nSELECT 2 AS k, sf, sc, ss, sb, hs, hr;\nEND");
+    for (i = 0; i < x->n; i++) if (x->p[i] == ';') semis++;
+    b->block_semis = semis;
+}
+
+/* Did the block settle the op? 1, 0 (the transaction is open), or
+   SIMBA_EPROTO as a negative. *bell: the bell's GET_LOCK gave 1. */
+static int simba__mysql_parse_settle(simba__mysql_conn *c, int64_t *fence, int *cap, int64_t *seq, int *bell,
+                                     simba__mysql_ent *head) {
+    MYSQL_RES *r = c->nres >= 1 ? c->res[0] : NULL;
+    MYSQL_ROW row;
+    unsigned long *len;
+    if (!r || mysql_num_fields(r) != 7 || !(row = mysql_fetch_row(r)) || !(len = mysql_fetch_lengths(r)) || !row[0] ||
+        len[0] != 1 || row[0][0] != '2')
+        return -SIMBA_EPROTO;
+    memset(head, 0, sizeof *head);
+    if (row[5] && row[6]) {     /* a RELEASE's grant: the entry it granted */
+        if (len[5] == 0 || len[5] > SIMBA_MAX_SESSION || len[6] == 0 || len[6] > 128) return -SIMBA_EPROTO;
+        head->session = row[5];
+        head->seslen = len[5];
+        head->request = row[6];
+        head->reqlen = len[6];
+    }
+    *bell = row[4] && len[4] == 1 && row[4][0] == '1';
+    if (!row[1]) return 0;
+    if (!simba__mysql_int64(row[1], len[1], fence) || *fence < 0) return -SIMBA_EPROTO;
+    if (row[2] && !simba__mysql_int(row[2], len[2], cap)) return -SIMBA_EPROTO;
+    if (row[3] && !simba__mysql_int64(row[3], len[3], seq)) return -SIMBA_EPROTO;
+    return 1;
+}
+
+/* The block committed: answer as the C rule answers for a queue with
+   nobody else in it (an ENQUEUE granted alone, a RELEASE that grants
+   nobody). */
+static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t fence, int cap, int64_t seq,
+                                 simba__mysql_ent *head) {
+    simba__mysql_eval v;
+    int64_t f[SIMBA_MAX_RESOURCES];
+    memset(&v, 0, sizeof v);
+    memset(f, 0, sizeof f);
+    b->stats.transactions++;
+    j->ngranted = 0;
+    j->nrings = 0;
+    j->release_bell = 0;
+    if (j->kind == SIMBA_OP_RELEASE && fence > 0 && head->request) {
+        /* the head we granted: pushed to the core if it is a waiting
+           request of ours (capacity 1: no ring, the bell wakes others) */
+        head->newfence = fence;
+        head->foreign = head->reqlen == strlen(j->request) && memcmp(head->request, j->request, head->reqlen) == 0;
+        v.e = head;
+        v.ne = 1;
+        simba__mysql_note_grants(b, j, &v, 1);
+        v.e = NULL;
+        v.ne = 0;
+    }
+    if (j->kind == SIMBA_OP_ENQUEUE) {
+        v.exists[0] = 1;
+        v.capacity[0] = cap;
+        v.seq[0] = seq;
+        f[0] = fence;
+        simba__mysql_answer(b, j, &v, f);
+        j->exists = 1;
+    } else {
+        j->bell_released = j->settle_release;
+    }
+    simba__mysql_finish(b, j, SIMBA_OK, NULL);
+}
+
 /* The reads of a lock op came back: decide, then answer, take the row
    locks (the POLL fast path found writes to do) or send the writes. */
 static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_conn *c = &b->main;
     int locked = j->step == SIMBA__MYSQL_S_READS, what = 0, status, born = 0;
     simba__mysql_eval v;
+    if (j->settle) {
+        int64_t fence = 0, seq = 0;
+        simba__mysql_ent head;
+        int cap = 1, bell = 0, settled = simba__mysql_parse_settle(c, &fence, &cap, &seq, &bell, &head);
+        j->settle = 0;
+        /* GET_LOCK(bell, 0) is 0 when another connection has the name: then
+           the entry has no bell (simba__mysql_parse_header) */
+        if (j->took_bell && !bell) j->took_bell = 0;
+        if (settled > 0) { simba__mysql_settled(b, j, fence, cap, seq, &head); return; }
+        if (settled == 0) {
+            /* the rule has a queue to walk: the locking reads, in the
+               transaction the block opened (the bell as the block took it) */
+            int nst = 0;
+            simba__mysql_free_results(c);
+            simba__mysql_buf_clear(&c->sql);
+            simba__mysql_sql_reads(b, j, &c->sql, &nst, 1, 0);
+            simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+            return;
+        }
+        /* a row of the wrong shape: committed or not, we cannot tell; the
+           core's retry is safe (the request id makes the op idempotent) */
+        simba__mysql_free_results(c);
+        snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables: the one-round-trip block's row");
+        simba__mysql_rollback(b, j, SIMBA_EPROTO, 0);
+        return;
+    }
     status = simba__mysql_parse_reads(b, j, c, &v, locked);
     if (status == SIMBA_OK && v.torn && locked) {
         /* a resource row born between our locked reads (parse_entry): a
@@ -2565,6 +2833,12 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     int nst = 0;
     switch (j->step) {
     case SIMBA__MYSQL_S_FIRST:
+        j->settle = 0;
+        if (simba__mysql_can_settle(b, j)) {
+            simba__mysql_sql_settle(b, j, x);
+            simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+            return;
+        }
         simba__mysql_buf_clear(x);
         simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL, 1);
         simba__mysql_send_step(b, j, j->kind == SIMBA_OP_POLL ? SIMBA__MYSQL_S_FAST : SIMBA__MYSQL_S_READS);

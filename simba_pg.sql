@@ -33,8 +33,8 @@ DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
 BEGIN
-    IF v > 6 THEN
-        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (6): keep it, use the newer simba', v;
+    IF v > 7 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (7): keep it, use the newer simba', v;
     END IF;
 END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
@@ -86,24 +86,24 @@ DO $d$ BEGIN
         DROP FUNCTION IF EXISTS simba.inspect(text, text);
     END IF;
 END $d$;
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 6 $f$;
-CREATE OR REPLACE FUNCTION simba.tenant_ok(p_tenant text) RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
-BEGIN
-    RETURN NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = p_tenant)
-        OR EXISTS (SELECT 1 FROM simba.tenant_roles t JOIN pg_catalog.pg_roles r ON r.rolname = t.role
-                   WHERE t.tenant = p_tenant AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'));
-END $f$;
-DO $d$ DECLARE t text; BEGIN
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 7 $f$;
+DO $d$ DECLARE t text; v_rule text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('ALTER TABLE simba.%I FORCE ROW LEVEL SECURITY', t);
+        v_rule := format('(NOT EXISTS (SELECT 1 FROM simba.tenant_roles t WHERE t.tenant = %1$I.tenant)'
+                         ' OR EXISTS (SELECT 1 FROM simba.tenant_roles t'
+                         ' JOIN pg_catalog.pg_roles r ON r.rolname = t.role WHERE t.tenant = %1$I.tenant'
+                         ' AND pg_catalog.pg_has_role(current_user, r.oid, ''MEMBER'')))', t);
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_policies p
                        WHERE p.schemaname = 'simba' AND p.tablename = t AND p.policyname = 'tenant_rows') THEN
-            EXECUTE format('CREATE POLICY tenant_rows ON simba.%I USING (simba.tenant_ok(tenant))'
-                           ' WITH CHECK (simba.tenant_ok(tenant))', t);
+            EXECUTE format('CREATE POLICY tenant_rows ON simba.%I USING %s WITH CHECK %s', t, v_rule, v_rule);
+        ELSE
+            EXECUTE format('ALTER POLICY tenant_rows ON simba.%I USING %s WITH CHECK %s', t, v_rule, v_rule);
         END IF;
     END LOOP;
 END $d$;
+DROP FUNCTION IF EXISTS simba.tenant_ok(text);
 CREATE OR REPLACE FUNCTION simba.grant_weight(p_weight integer, p_capacity integer) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $f$
     SELECT CASE WHEN p_weight = 0 OR p_weight > p_capacity THEN p_capacity ELSE p_weight END::bigint
@@ -139,15 +139,21 @@ CREATE OR REPLACE FUNCTION simba.settle(p_tenant text, p_name bytea, p_now times
 RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
     v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;
-    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; e record;
+    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;
+    v_watched boolean := false;
     v_us bigint := (extract(epoch FROM p_now) * 1000000)::bigint;
 BEGIN
-    SELECT r.capacity, r.counter, r.owner, r.held INTO v_cap, v_counter, v_old, v_held0
-        FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_name;
+    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until
+        INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace
+        FROM simba.resources r LEFT JOIN simba.tenants t ON t.tenant = r.tenant
+        WHERE r.tenant = p_tenant AND r.name = p_name;
     IF NOT FOUND THEN RETURN; END IF;
-    v_grace := simba.notice_boot(p_tenant, p_now);
+    -- once this server run has noticed its boot in the tenant, the row read above holds its grace
+    IF v_booted IS NOT TRUE THEN v_grace := simba.notice_boot(p_tenant, p_now); END IF;
     v_counter0 := v_counter;
-    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, q.token, s.expires
+    -- v_watched: a watcher may be in the queue (a walk to its end sees every live
+    -- entry; one that stops at a waiter does not, and the query at the end looks)
+    FOR e IN SELECT q.seq, q.session, q.request, q.weight, q.fence, q.token, q.watch, s.expires
              FROM simba.entries q LEFT JOIN simba.sessions s ON s.tenant = q.tenant AND s.session = q.session
              WHERE q.tenant = p_tenant AND q.name = p_name ORDER BY q.seq LOOP
         IF e.expires IS NULL OR e.expires <= p_now THEN
@@ -156,7 +162,10 @@ BEGIN
         END IF;
         v_ahead := v_ahead + simba.grant_weight(e.weight, v_cap);      -- simba_grant_step
         IF e.fence = 0 THEN
-            EXIT WHEN v_ahead > v_cap OR v_grace > p_now;            -- the restart grace
+            IF v_ahead > v_cap OR v_grace > p_now THEN                -- the restart grace
+                v_watched := true;
+                EXIT;
+            END IF;
             v_fence := GREATEST(v_counter + 1, v_us);                 -- simba_grant_fence
             v_counter := v_fence;
             UPDATE simba.entries q SET fence = v_fence
@@ -168,12 +177,13 @@ BEGIN
         END IF;
         v_held := v_held + 1;
         IF v_owner IS NULL THEN v_owner := e.session; END IF;
+        v_watched := v_watched OR e.watch;
     END LOOP;
     IF v_counter <> v_counter0 OR v_held <> v_held0 OR v_owner IS DISTINCT FROM v_old THEN
         UPDATE simba.resources r SET counter = v_counter, held = v_held, owner = v_owner
             WHERE r.tenant = p_tenant AND r.name = p_name;
     END IF;
-    IF v_owner IS DISTINCT FROM v_old THEN
+    IF v_owner IS DISTINCT FROM v_old AND v_watched THEN
         PERFORM pg_notify(simba.channel(w.session), 'o - ' || encode(p_name, 'hex'))
             FROM (SELECT DISTINCT q.session FROM simba.entries q
                   WHERE q.tenant = p_tenant AND q.name = p_name AND q.watch) w;
@@ -217,35 +227,36 @@ CREATE OR REPLACE FUNCTION simba.state(p_tenant text, p_session text, p_request 
     OUT o_capacity integer, OUT o_grace_ms integer,
     OUT o_token text)
 LANGUAGE plpgsql STABLE AS $f$
-DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz; v_held integer;
+DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz;
 BEGIN
     o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
-        SELECT q.seq, q.fence, q.session, q.token INTO e FROM simba.entries q
+        SELECT q.seq, q.fence, q.session, q.token, r.held, r.owner, r.capacity INTO e
+            FROM simba.entries q JOIN simba.resources r ON r.tenant = q.tenant AND r.name = q.name
             WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
         IF NOT FOUND OR e.session <> p_session THEN o_status := 4; RETURN; END IF;
         o_fences := o_fences || e.fence;
-        IF v_i = 1 THEN o_token := e.token; END IF;
-        SELECT r.held INTO v_held FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[v_i];
+        IF v_i = 1 THEN
+            o_token := e.token; o_held := e.held; o_owner := e.owner; o_capacity := e.capacity;
+            -- FIFO: the entries ahead of a granted one are holders; a sole holder has none
+            IF e.fence <> 0 AND e.held = 1 THEN o_ahead := 0;
+            ELSE SELECT count(*) INTO o_ahead FROM simba.entries q
+                     WHERE q.tenant = p_tenant AND q.name = p_names[1] AND q.seq < e.seq;
+            END IF;
+        END IF;
         IF e.fence = 0 THEN
             o_granted := false;
             -- the holders (the first `held` entries) go first: re-check when the first may expire
             SELECT min(s.expires) INTO v_exp FROM
                 (SELECT q.session FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = p_names[v_i]
-                 ORDER BY q.seq LIMIT v_held) h
+                 ORDER BY q.seq LIMIT e.held) h
                 JOIN simba.sessions s ON s.tenant = p_tenant AND s.session = h.session;
             IF v_exp IS NOT NULL AND (v_min IS NULL OR v_exp < v_min) THEN v_min := v_exp; END IF;
-        END IF;
-        IF v_i = 1 THEN
-            SELECT count(*) INTO o_ahead FROM simba.entries q
-                WHERE q.tenant = p_tenant AND q.name = p_names[1] AND q.seq < e.seq;
         END IF;
     END LOOP;
     IF v_min IS NOT NULL THEN
         o_recheck_ms := GREATEST(0, LEAST(1073741823, ceil(extract(epoch FROM v_min - p_now) * 1000)))::integer;
     END IF;
-    SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
-        FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];
     IF NOT o_granted THEN
         SELECT GREATEST(0, LEAST(1073741823, ceil(extract(epoch FROM t.grace_until - p_now) * 1000)))::integer
             INTO o_grace_ms FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;
@@ -305,15 +316,24 @@ CREATE OR REPLACE FUNCTION simba.enqueue(p_tenant text, p_session text, p_reques
 LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
-    v_names bytea[] := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x);
-    v_i integer; v_cap integer; v_seq bigint; v_other text; v_mine boolean := false;
+    v_n integer := array_length(p_names, 1); v_names bytea[]; v_order integer[] := '{1}';
+    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_other text; v_mine boolean := false;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
-    IF NOT simba.live(p_tenant, p_session, v_now) THEN o_status := 1; RETURN; END IF;
-    PERFORM simba.lock_all(p_tenant, v_names, p_caps);
-    FOR v_i IN 1 .. array_length(v_names, 1) LOOP
-        PERFORM simba.settle(p_tenant, v_names[v_i], v_now, NULL);
-        SELECT r.capacity INTO v_cap FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_names[v_i];
+    IF NOT EXISTS (SELECT 1 FROM simba.sessions s
+                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now) THEN
+        o_status := 1; RETURN;
+    END IF;
+    FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;
+    IF v_n > 1 THEN v_order := ARRAY(SELECT k FROM generate_subscripts(v_names, 1) AS k ORDER BY v_names[k]); END IF;
+    -- each resource row, created if missing, is locked (in name order: no deadlock between two
+    -- multi-resource requests) by the upsert that also gives out its next queue position (one
+    -- left unused when no entry is inserted is a gap, which orders the same)
+    FOREACH v_i IN ARRAY v_order LOOP
+        INSERT INTO simba.resources AS r (tenant, name, capacity, seq) VALUES (p_tenant, v_names[v_i], p_caps[v_i], 1)
+            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
+            RETURNING r.seq, r.capacity INTO v_seq, v_cap;
+        v_seqs[v_i] := v_seq;
         IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
         SELECT q.session INTO v_other FROM simba.entries q
             WHERE q.tenant = p_tenant AND q.name = v_names[v_i] AND q.request = p_request;
@@ -325,21 +345,27 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
+    -- a new entry goes in, then one walk per queue grants what the rule grants (the walk
+    -- before it is needed only where nothing is inserted, and by fits(), which reads the
+    -- dead entries and the restart grace as the walk leaves them)
+    IF v_mine OR p_try THEN
+        FOR v_i IN 1 .. v_n LOOP
+            PERFORM simba.settle(p_tenant, v_names[v_i], v_now, NULL);
+        END LOOP;
+    END IF;
     IF NOT v_mine THEN
         IF p_try AND NOT simba.fits(p_tenant, v_names, p_weights, v_now) THEN
             SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
                 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];
-            o_fences := array_fill(0::bigint, ARRAY[array_length(v_names, 1)]); o_ahead := 0;
+            o_fences := array_fill(0::bigint, ARRAY[v_n]); o_ahead := 0;
             SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::integer INTO o_grace_ms
                 FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;
             o_grace_ms := COALESCE(o_grace_ms, 0);
             RETURN;
         END IF;
-        FOR v_i IN 1 .. array_length(v_names, 1) LOOP
-            UPDATE simba.resources r SET seq = r.seq + 1
-                WHERE r.tenant = p_tenant AND r.name = v_names[v_i] RETURNING r.seq INTO v_seq;
+        FOR v_i IN 1 .. v_n LOOP
             INSERT INTO simba.entries (tenant, name, seq, request, session, weight, watch, token)
-                VALUES (p_tenant, v_names[v_i], v_seq, p_request, p_session, p_weights[v_i], p_watch,
+                VALUES (p_tenant, v_names[v_i], v_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,
                         replace(gen_random_uuid()::text, '-', ''));
             PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);
         END LOOP;
@@ -374,37 +400,39 @@ CREATE OR REPLACE FUNCTION simba.poll(p_tenant text, p_session text, p_request t
 LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
-    v_names bytea[] := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x);
-    v_i integer;
+    v_names bytea[]; v_i integer;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
-    IF NOT simba.live(p_tenant, p_session, v_now) THEN o_status := 1; RETURN; END IF;
+    IF NOT EXISTS (SELECT 1 FROM simba.sessions s
+                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now) THEN
+        o_status := 1; RETURN;
+    END IF;
+    FOR v_i IN 1 .. array_length(p_names, 1) LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;
     -- every writer leaves its queues settled; only time can make a holder (or the
     -- first waiter) dead: without one, the answer is read without a lock or a write
-    IF NOT simba.stale(p_tenant, v_names, v_now) THEN
-        SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
-            o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
-        RETURN;
+    IF simba.stale(p_tenant, v_names, v_now) THEN
+        PERFORM simba.lock_all(p_tenant, v_names, NULL);
+        FOR v_i IN 1 .. array_length(v_names, 1) LOOP
+            PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);
+        END LOOP;
     END IF;
-    PERFORM simba.lock_all(p_tenant, v_names, NULL);
-    FOR v_i IN 1 .. array_length(v_names, 1) LOOP
-        PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);
-    END LOOP;
     SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
         o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.release(p_tenant text, p_session text, p_request text, p_names text[])
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
-    v_now timestamptz := clock_timestamp();
-    v_names bytea[] := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x);
-    v_i integer;
+    v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];
 BEGIN
-    PERFORM simba.lock_all(p_tenant, v_names, NULL);
-    FOR v_i IN 1 .. array_length(v_names, 1) LOOP
-        DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[v_i]
+    IF array_length(p_names, 1) > 1 THEN
+        v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);
+    END IF;
+    -- in name order: each resource row locked before its queue changes, all held to the end
+    FOREACH v_name IN ARRAY v_names LOOP
+        PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;
+        DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name
             AND q.request = p_request AND q.session = p_session;
-        IF FOUND THEN PERFORM simba.settle(p_tenant, v_names[v_i], v_now, NULL); END IF;
+        IF FOUND THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
     END LOOP;
     RETURN 0;
 END $f$;

@@ -157,13 +157,16 @@ SIMBA__URL_STATIC int simba_url_scheme_status(const char *scheme) {
 SIMBA__URL_STATIC const char *simba_url_schemes_list(int compiled) {
     static char text[2][256];
     char *t = text[compiled != 0];
-    size_t i, len = 0;
+    size_t i, n, len = 0;
     t[0] = '\0';
     for (i = 0; i < sizeof simba__url_all_schemes / sizeof simba__url_all_schemes[0]; i++) {
         const simba__url_scheme *k = &simba__url_all_schemes[i];
         if ((k->compiled != 0) != (compiled != 0)) continue;
-        len += (size_t)snprintf(t + len, sizeof text[0] - len, "%s%s", len ? ", " : "", k->shown);
-        if (len >= sizeof text[0]) break;
+        n = strlen(k->shown);
+        if (len + 2 + n >= sizeof text[0]) break;   /* (never: the table fits) */
+        if (len) { memcpy(t + len, ", ", 2); len += 2; }
+        memcpy(t + len, k->shown, n + 1);
+        len += n;
     }
     return t;
 }

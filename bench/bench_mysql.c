@@ -7,6 +7,12 @@
        ratios to those
      - hand-off latency p50/p99 to a waiter in another process (fork), woken
        by its waiter connection's GET_LOCK on the holder's bell
+     - statements per uncontended cycle and per hand-off by the server's
+       count (SHOW GLOBAL STATUS 'Questions')
+     - the targets of issue #27, each as a ratio to its floor of the same
+       run: cycle / committed INSERT+DELETE pair, acquire / one committed
+       INSERT, hand-off / (one committed INSERT + one SELECT 1 round trip),
+       statements per cycle
      - with BENCH_HELD (default 100000) locks held by one client: statements
        per renewal period, counted by the server (SHOW GLOBAL STATUS
        'Questions') and by the backend
@@ -59,6 +65,18 @@ static long long raw_num(MYSQL *m, const char *sql) {
     if (row && row[mysql_num_fields(r) - 1]) v = atoll(row[mysql_num_fields(r) - 1]);
     mysql_free_result(r);
     return v;
+}
+
+/* The server's count of statements so far (it counts this query too). */
+static long long questions(MYSQL *m) {
+    return raw_num(m, "SHOW GLOBAL STATUS LIKE 'Questions'");
+}
+
+/* One line of the targets: the figure, its floor, the ratio and the bound. */
+static void target_line(const char *what, double figure, const char *floor_name, double floor, double bound) {
+    double ratio = floor > 0 ? figure / floor : 0;
+    printf("target %-28s %9.1f / %-36s %9.1f = %5.2f x (target <= %.1f x: %s)\n", what, figure, floor_name, floor,
+           ratio, bound, ratio <= bound ? "met" : "MISSED");
 }
 
 /* ---- a simba client and a loop ---- */
@@ -162,8 +180,10 @@ static void handoff_child(const char *tenant, int rounds, int to_parent, int fro
     simba_destroy(s);
 }
 
-static void bench_handoff(const char *tenant, int rounds, double *p50, double *p99, int *done) {
+static void bench_handoff(const char *tenant, int rounds, MYSQL *m, double *p50, double *p99, int *done,
+                          double *stmts) {
     int p2c[2], c2p[2], r, k = 0;
+    long long q0;
     pid_t pid;
     double *lat = (double *)malloc(sizeof(double) * (size_t)rounds);
     simba *s;
@@ -181,6 +201,7 @@ static void bench_handoff(const char *tenant, int rounds, double *p50, double *p
     close(c2p[1]);
     s = client(tenant, "holder", 10000, 5000);
     wait_connected(s);
+    q0 = questions(m);
     for (r = 0; r < rounds; r++) {
         simba_lock l = acquire(s, "handoff", -1);
         simba_event ev[16];
@@ -199,6 +220,9 @@ static void bench_handoff(const char *tenant, int rounds, double *p50, double *p
         lat[k++] = (t1 - t0) / 1000.0;
         /* the child releases; our next acquire queues behind it if it is slow */
     }
+    /* statements per round: both clients' whole rounds (acquire, hand-off,
+       release), background included; the two queries counting them not */
+    if (k) *stmts = (double)(questions(m) - q0 - 1) / k;
     close(p2c[1]);
     waitpid(pid, NULL, 0);
     close(c2p[0]);
@@ -215,13 +239,15 @@ static void bench_handoff(const char *tenant, int rounds, double *p50, double *p
    references and simba's cycles are measured interleaved, one of each per
    round, so that a shared machine's changing load hits both alike. */
 static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v, double *w) {
-    double rtt, getlock, floor_cycle, acq, cycle, t, p50 = 0, p99 = 0;
+    double rtt, getlock, floor_cycle, floor_insert, acq, cycle, t, p50 = 0, p99 = 0, per_cycle, per_handoff = 0;
     double *r1 = (double *)malloc(sizeof(double) * (size_t)N);
     double *r2 = (double *)malloc(sizeof(double) * (size_t)N);
     double *r3 = (double *)malloc(sizeof(double) * (size_t)N);
+    double *r4 = (double *)malloc(sizeof(double) * (size_t)N);
     simba *s;
-    int i, done;
-    if (!r1 || !r2 || !r3) exit(1);
+    int i, done = 0, counted = N < 100 ? N : 100;
+    long long q0;
+    if (!r1 || !r2 || !r3 || !r4) exit(1);
     printf("## innodb_flush_log_at_trx_commit=%lld%s\n", raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit"),
            raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit") == 1 ? " (durable: one fsync per commit)"
                                                                        : " (no fsync per commit)");
@@ -247,6 +273,7 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
            inserted and deleted in two autocommit transactions */
         t = now_us();
         raw_query(m, "INSERT INTO simba_bench_floor VALUES (1, 1)");
+        r4[i] = now_us() - t;           /* one committed INSERT alone */
         raw_query(m, "DELETE FROM simba_bench_floor WHERE k=1");
         r3[i] = now_us() - t;
         /* simba: uncontended acquire -> ACQUIRED, and the whole cycle */
@@ -258,14 +285,27 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
         if (wait_event(s, l, SIMBA_EVENT_RELEASED) < 0) exit(1);
         w[i] = now_us() - t0;
     }
+    /* statements per uncontended cycle by the server's count, the raw
+       connection quiet meanwhile (simba's background, a keepalive per
+       third of the lease, falls in too) */
+    q0 = questions(m);
+    for (i = 0; i < counted; i++) {
+        simba_lock l = acquire(s, "solo", -1);
+        if (wait_event(s, l, SIMBA_EVENT_ACQUIRED) < 0) exit(1);
+        simba_release(s, l);
+        if (wait_event(s, l, SIMBA_EVENT_RELEASED) < 0) exit(1);
+    }
+    per_cycle = (double)(questions(m) - q0 - 1) / counted;
     simba_destroy(s);
     rtt = pct(r1, N, 0.5);
     getlock = pct(r2, N, 0.5);
     floor_cycle = pct(r3, N, 0.5);
+    floor_insert = pct(r4, N, 0.5);
     acq = pct(v, N, 0.5);
     cycle = pct(w, N, 0.5);
     printf("raw SELECT 1 round trip           p50 %8.1f us\n", rtt);
     printf("raw GET_LOCK+RELEASE_LOCK cycle   p50 %8.1f us\n", getlock);
+    printf("raw INSERT row (1 commit)         p50 %8.1f us\n", floor_insert);
     printf("raw INSERT+DELETE row (2 commits) p50 %8.1f us  = %5.2f x GET_LOCK cycle (the floor of a table-based lock)\n",
            floor_cycle, floor_cycle / getlock);
     printf("simba acquire -> ACQUIRED         p50 %8.1f us  = %5.2f x SELECT 1, %5.2f x GET_LOCK cycle\n",
@@ -273,16 +313,26 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     printf("simba acquire + release cycle     p50 %8.1f us  = %5.2f x SELECT 1, %5.2f x GET_LOCK cycle"
            " (target <= 4x), %5.2f x the INSERT+DELETE floor\n", cycle, cycle / rtt, cycle / getlock,
            cycle / floor_cycle);
+    printf("statements per cycle (server's Questions, %d cycles) %.2f\n", counted, per_cycle);
     free(r1);
     free(r2);
     free(r3);
+    free(r4);
 
     /* hand-off to a waiter in another process */
     if (H > 0) {
-        bench_handoff(tenant, H, &p50, &p99, &done);
+        bench_handoff(tenant, H, m, &p50, &p99, &done, &per_handoff);
         printf("hand-off to another process (%d)  p50 %8.3f ms p99 %8.3f ms = %5.1f x / %5.1f x SELECT 1"
                " (target p50 <= 5 ms)\n", done, p50, p99, p50 * 1000 / rtt, p99 * 1000 / rtt);
+        printf("statements per hand-off round (server's Questions: both clients' acquire, hand-off, release) %.2f\n",
+               per_handoff);
     }
+    /* issue #27: each figure over its floor of this run */
+    target_line("acquire -> ACQUIRED (us)", acq, "one committed INSERT (us)", floor_insert, 1.2);
+    target_line("acquire + release cycle (us)", cycle, "committed INSERT+DELETE pair (us)", floor_cycle, 1.5);
+    if (done)
+        target_line("hand-off p50 (us)", p50 * 1000, "one commit + one round trip (us)", floor_insert + rtt, 2.0);
+    target_line("statements per cycle", per_cycle, "one statement", 1, 4.0);
 }
 
 int main(void) {

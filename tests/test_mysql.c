@@ -885,6 +885,16 @@ static void t_least_privilege_user(void) {
     CHECK_EQ(e->held, 1);
     simba_release(a.s, l);
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    {
+        /* the one-round-trip block runs with these grants too */
+        struct simba_mysql_stats s0 = stats_of(a.s);
+        l = simba_acquire(a.s, &d);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        simba_release(a.s, l);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+        CHECK_EQ(stats_of(a.s).batches - s0.batches, 2);    /* one round trip each */
+        CHECK_EQ(stats_of(a.s).last_error, 0);
+    }
     q = simba_delete(a.s, "priv", NULL);
     CHECK((e = h_expect(cl, 1, 0, q, SIMBA_EVENT_DONE, 8000)) != NULL);
     CHECK_EQ(e->error, SIMBA_OK);
@@ -1315,6 +1325,75 @@ static void t_renewal_is_o1(void) {
     CHECK(s1.batches - s0.batches >= 3);
     CHECK(!h_has(&a, (simba_lock){0, 0}, SIMBA_EVENT_LOST));
     simba_destroy(a.s);
+}
+
+/* An uncontended acquire and its release are one round trip each: one
+   batch (the compound statement of simba__mysql_sql_settle), one statement
+   by the backend's count, one committed transaction. A mutex holder's
+   release that grants the waiter behind it is one batch too, and the
+   waiter's bell wait brings it the fence: no POLL. Fences increase
+   throughout. */
+static void t_one_round_trip_ops(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock_desc d;
+    struct simba_mysql_stats s0, s1;
+    int64_t last = 0;
+    int i, n = 10;
+    memset(&s0, 0, sizeof s0);
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "solo", 30000, 10000);   /* no keepalive in the window */
+    b.s = new_client(tenant, "other", 30000, 10000);
+    CHECK(a.s && b.s);
+    memset(&d, 0, sizeof d);
+    d.name = "one-rt";
+    d.wait_ms = -1;
+    for (i = 0; i <= n; i++) {
+        simba_lock l;
+        simba_event *e;
+        if (i == 1) s0 = stats_of(a.s);     /* the first cycle creates the resource row */
+        l = simba_acquire(a.s, &d);
+        CHECK(l.id != 0);
+        e = h_expect(cl, 2, 0, l, SIMBA_EVENT_ACQUIRED, 10000);
+        CHECK(e != NULL);
+        if (e) { CHECK(e->fence > last); last = e->fence; }
+        simba_release(a.s, l);
+        CHECK(h_expect(cl, 2, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    }
+    s1 = stats_of(a.s);
+    printf("  # %d cycles: %llu batches, %llu statements, %llu transactions\n", n,
+           (unsigned long long)(s1.batches - s0.batches), (unsigned long long)(s1.statements - s0.statements),
+           (unsigned long long)(s1.transactions - s0.transactions));
+    CHECK(s1.batches - s0.batches == (uint64_t)(2 * n));
+    CHECK(s1.statements - s0.statements == (uint64_t)(2 * n));
+    CHECK(s1.transactions - s0.transactions == (uint64_t)(2 * n));
+    /* contended: b waits behind a, gets it on a's release, fences go on */
+    {
+        simba_lock la = simba_acquire(a.s, &d), lb;
+        simba_event *e;
+        CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+        if (e) { CHECK(e->fence > last); last = e->fence; }
+        struct simba_mysql_stats sa, sb;
+        lb = simba_acquire(b.s, &d);
+        h_run_for(cl, 2, 300);
+        CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+        sa = stats_of(a.s);
+        sb = stats_of(b.s);
+        simba_release(a.s, la);
+        CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+        if (e) CHECK(e->fence > last);
+        printf("  # hand-off: %llu batches by the holder, %llu POLLs by the waiter\n",
+               (unsigned long long)(stats_of(a.s).batches - sa.batches),
+               (unsigned long long)(stats_of(b.s).polls - sb.polls));
+        CHECK(stats_of(a.s).batches - sa.batches == 1);
+        CHECK(stats_of(b.s).polls - sb.polls == 0);
+        simba_release(b.s, lb);
+        CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    }
+    simba_destroy(a.s);
+    simba_destroy(b.s);
 }
 
 /* The wake-up is a push: with the core's fallback re-check set to a minute,
@@ -2690,7 +2769,9 @@ static void t_weights_near_int_max(void) {
    without its resource row. A race to run again, not bad data (it was
    EPROTO). Made deterministic: LOCK TABLES on the sessions table stops A
    between its statements (the second one reads sessions) while a second
-   connection creates the row and an entry. */
+   connection creates the row and an entry. Two resources: a one-resource
+   ENQUEUE starts with the one-round-trip block, which stops on the lock
+   before its decision instead (and finds the row: no retry needed). */
 static void t_resource_born_between_reads(void) {
     const char *tenant = my_tenant();
     static h_client a;
@@ -2700,6 +2781,7 @@ static void t_resource_born_between_reads(void) {
     MYSQL *hold, *m;
     char sql[768];
     const char *waiting = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE state LIKE '%metadata lock%'";
+    static const char *const born[2] = {"born", "born-other"};
     int i;
     memset(&a, 0, sizeof a);
     cl[0] = &a;
@@ -2718,7 +2800,9 @@ static void t_resource_born_between_reads(void) {
     CHECK(hold && m);
     if (!hold || !m) { if (hold) mysql_close(hold); if (m) mysql_close(m); destroy_all(cl, 1); return; }
     CHECK(admin_exec(hold, "LOCK TABLES simba_sessions WRITE") == 0);
-    d.name = "born";
+    d.name = NULL;
+    d.names = born;
+    d.nnames = 2;
     l = simba_acquire(a.s, &d);
     /* A's first statement (the row, FOR UPDATE) found nothing; its second waits */
     for (i = 0; i < 100 && admin_num(m, waiting) < 1; i++) h_run_for(cl, 1, 50);
@@ -2851,6 +2935,7 @@ int main(int argc, char **argv) {
     RUN(t_skewed_clocks_agree);
     RUN(t_sweep_removes_dead_sessions);
     RUN(t_renewal_is_o1);
+    RUN(t_one_round_trip_ops);
     RUN(t_wakeup_is_pushed);
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);

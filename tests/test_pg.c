@@ -358,32 +358,33 @@ static int disconnected_saying(h_client **cl, const char *words) {
     return e && e->error == SIMBA_EBACKEND && strstr(e->message, words) != NULL;
 }
 
-/* A database that an older simba set up (tests/pg_schema_v5.sql: version 5
-   exactly as it was installed, from simba_pg.sql of that version), with a
-   holder of that version: a client without create_schema is refused in
-   words and changes nothing; with create_schema the schema is upgraded in
-   place and the old holder keeps its entry, its fence and the lock. The
-   installer run again on a database in use loses nothing. A schema of a
-   newer simba (version 7 here) is refused, with create_schema too, and by
-   the installer itself, and stays as it was. */
-static void t_schema_upgrade(void) {
+/* A database that an older simba set up (tests/pg_schema_v5.sql and
+   tests/pg_schema_v6.sql: each version exactly as it was installed, from
+   simba_pg.sql of that version), with a holder of that version: a client
+   without create_schema is refused in words and changes nothing; with
+   create_schema the schema is upgraded in place and the old holder keeps
+   its entry, its fence and the lock. The installer run again on a database
+   in use loses nothing. A schema of a newer simba (version 8 here) is
+   refused, with create_schema too, and by the installer itself, and stays
+   as it was. */
+static void schema_upgrade_from(const char *file, int version) {
     PGconn *root = admin_open(), *db = NULL;
     simba_pg_desc pd = base_desc();
     static h_client a, b;
     h_client *cl[1];
     simba_lock lb, lf;
     simba_event *e;
-    char url[512], *v5 = read_text("tests/pg_schema_v5.sql"), *v6 = schema_text("simba");
+    char url[512], words[96], *old = read_text(file), *now = schema_text("simba");
     long long fence_old, fence_b;
     PGresult *r;
-    CHECK(root && v5 && v6);
+    CHECK(root && old && now);
     admin_exec(root, "DROP DATABASE IF EXISTS simba_upgrade WITH (FORCE)");
     CHECK(admin_exec(root, "CREATE DATABASE simba_upgrade") == 0);
     url_db("simba_upgrade", url, sizeof url);
     CHECK((db = admin_open_as(url)) != NULL);
-    CHECK(admin_exec(db, v5) == 0);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
-    /* a client of version 5 holds "held" (a 60 s lease: it outlives the test) */
+    CHECK(admin_exec(db, old) == 0);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), version);
+    /* a client of that version holds "held" (a 60 s lease: it outlives the test) */
     CHECK(admin_num(db, "SELECT simba.open('up', 'old~00000000000000aa', 60000)") >= 0);
     CHECK_EQ(admin_num(db, "SELECT o_granted::int FROM simba.enqueue('up', 'old~00000000000000aa', 'r-old',"
                            " false, false, ARRAY[encode('held'::bytea, 'hex')], ARRAY[1], ARRAY[0])"), 1);
@@ -396,10 +397,11 @@ static void t_schema_upgrade(void) {
     cl[0] = &a;
     a.s = new_client_ex("up", "a", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 5, this simba needs 6: run simba_pg.sql again"));
+    snprintf(words, sizeof words, "has version %d, this simba needs 7: run simba_pg.sql again", version);
+    CHECK(disconnected_saying(cl, words));
     simba_destroy(a.s);
     a.s = NULL;
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 5);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), version);
 
     pd.create_schema = 1;
     memset(&b, 0, sizeof b);
@@ -409,7 +411,7 @@ static void t_schema_upgrade(void) {
     CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
     lb = h_acquire(b.s, "held", 500);
     CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 6);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
                            " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
@@ -418,7 +420,7 @@ static void t_schema_upgrade(void) {
     fence_b = e ? e->fence : 0;
 
     /* the installer again, on a database in use */
-    CHECK(admin_exec(db, v6) == 0);
+    CHECK(admin_exec(db, now) == 0);
     h_run_for(cl, 1, 300);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.sessions WHERE tenant = 'up'"), 2);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
@@ -428,16 +430,16 @@ static void t_schema_upgrade(void) {
 
     /* a newer simba's schema */
     CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS $f$ SELECT 7 $f$") == 0);
+                         " AS $f$ SELECT 8 $f$") == 0);
     memset(&a, 0, sizeof a);
     cl[0] = &a;
     a.s = new_client_ex("up", "c", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 7, newer than this simba's 6"));
-    r = PQexec(db, v6);
+    CHECK(disconnected_saying(cl, "has version 8, newer than this simba's 7"));
+    r = PQexec(db, now);
     CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
     PQclear(r);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 8);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     if (a.s) simba_destroy(a.s);
     a.s = NULL;
@@ -447,8 +449,79 @@ static void t_schema_upgrade(void) {
     db = NULL;
     CHECK(admin_exec(root, "DROP DATABASE simba_upgrade WITH (FORCE)") == 0);
     PQfinish(root);
-    free(v5);
-    free(v6);
+    free(old);
+    free(now);
+}
+
+static void t_schema_upgrade(void) {
+    schema_upgrade_from("tests/pg_schema_v5.sql", 5);
+    schema_upgrade_from("tests/pg_schema_v6.sql", 6);
+}
+
+/* Sessions on their own connections race on one semaphore (capacity 2)
+   through the SQL functions, each call sent to all at once: the first
+   round also races to create the resource row. The row's lock (taken by
+   ENQUEUE's upsert, by RELEASE's FOR UPDATE) keeps every walk alone on
+   its queue: after each round at most 2 entries are granted, the row's
+   held count is theirs, the oldest holder is its owner, and the granted
+   entries' fences increase in queue order. */
+static void t_sql_race(void) {
+    enum { K = 4, ROUNDS = 25 };
+    PGconn *c[K], *root = admin_open();
+    char *schema = schema_text("simba"), sql[400];
+    int i, round, ok = 1;
+    CHECK(root && schema && admin_exec(root, schema) == 0);
+    admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'race';"
+                     " DELETE FROM simba.resources WHERE tenant = 'race'");
+    for (i = 0; i < K; i++) {
+        CHECK((c[i] = admin_open()) != NULL);
+        snprintf(sql, sizeof sql, "SELECT simba.open('race', 'r%d~000000000000000%d', 60000)", i, i);
+        CHECK(admin_num(c[i], sql) >= 0);
+    }
+    for (round = 0; round < ROUNDS && ok; round++) {
+        /* round r: every session enqueues request q<r>; odd rounds release
+           the previous round's requests in the same burst */
+        for (i = 0; i < K; i++) {
+            if (round % 2 == 1)
+                snprintf(sql, sizeof sql, "SELECT simba.release('race', 'r%d~000000000000000%d', 'q%d',"
+                         " ARRAY['73656d']); SELECT o_status FROM simba.enqueue('race', 'r%d~000000000000000%d',"
+                         " 'q%d', false, false, ARRAY['73656d'], ARRAY[2], ARRAY[1])", i, i, round - 1, i, i, round);
+            else
+                snprintf(sql, sizeof sql, "SELECT o_status FROM simba.enqueue('race', 'r%d~000000000000000%d',"
+                         " 'q%d', false, false, ARRAY['73656d'], ARRAY[2], ARRAY[1])", i, i, round);
+            ok &= PQsendQuery(c[i], sql);
+        }
+        for (i = 0; i < K; i++) {
+            PGresult *r;
+            while ((r = PQgetResult(c[i])) != NULL) {
+                if (PQresultStatus(r) != PGRES_TUPLES_OK) { printf("  # %s", PQresultErrorMessage(r)); ok = 0; }
+                PQclear(r);
+            }
+        }
+        ok &= admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'race' AND fence > 0") <= 2;
+        ok &= admin_num(root, "SELECT count(*) FROM simba.resources r WHERE tenant = 'race' AND held ="
+                              " (SELECT count(*) FROM simba.entries q WHERE q.tenant = 'race' AND fence > 0)"
+                              " AND owner IS NOT DISTINCT FROM (SELECT session FROM simba.entries q"
+                              " WHERE q.tenant = 'race' AND fence > 0 ORDER BY seq LIMIT 1)") == 1;
+        ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (ORDER BY seq) AS before"
+                              " FROM simba.entries WHERE tenant = 'race' AND fence > 0) g"
+                              " WHERE g.before >= g.fence") == 0;
+        if (!ok) printf("  # round %d\n", round);
+    }
+    CHECK(ok);
+    /* the queue is FIFO: with every round's requests queued, the granted
+       ones are the oldest */
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries g WHERE tenant = 'race' AND fence > 0 AND EXISTS"
+                             " (SELECT 1 FROM simba.entries w WHERE w.tenant = 'race' AND w.fence = 0"
+                             " AND w.seq < g.seq)"), 0);
+    for (i = 0; i < K; i++) {
+        snprintf(sql, sizeof sql, "SELECT simba.close('race', 'r%d~000000000000000%d')", i, i);
+        CHECK(admin_num(c[i], sql) == 0);
+        PQfinish(c[i]);
+    }
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'race'"), 0);
+    PQfinish(root);
+    free(schema);
 }
 
 /* A URL for role `user` with password `pw` on the test server. */
@@ -996,6 +1069,7 @@ int main(int argc, char **argv) {
     RUN(t_wrong_password);
     RUN(t_schema_missing_is_an_error);
     RUN(t_schema_upgrade);
+    RUN(t_sql_race);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
     RUN(t_lock_timeout_rows_held);
