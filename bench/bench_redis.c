@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <poll.h>
 #include <unistd.h>
@@ -357,6 +358,69 @@ static int bench_script_floor(void) {
 static double hand_p50, hand_p99;
 static double hand_rtt_p50;   /* raw PINGs of the hand-off loop itself (same load as its hand-offs) */
 
+/* The server time of the hand-off's scripts, from SLOWLOG (every command
+   logged while the measured rounds run): per kind, the p50 of its EVALSHAs'
+   durations (us) and how many ran per hand-off. The holder is the client
+   named simba:<holder id>; its RELEASE is the one that grants the waiter. */
+enum { SL_HOLDER_ENQ, SL_WAITER_ENQ, SL_HANDOFF_REL, SL_WAITER_REL, SL_OTHER, SL_KINDS };
+static const char *const sl_what[SL_KINDS] = {
+    "holder's acquire (ENQUEUE, nobody there)", "waiter's ENQUEUE behind the holder",
+    "holder's RELEASE granting the waiter", "waiter's RELEASE (nobody waits)", "other scripts (POLL, KEEPALIVE...)"
+};
+static double sl_p50[SL_KINDS], sl_per_handoff[SL_KINDS];
+static int sl_ok;
+
+static void slowlog_start(redisContext *c) {
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-max-len 100000"));
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-log-slower-than 0"));
+    freeReplyObject(redisCommand(c, "SLOWLOG RESET"));
+}
+
+static void slowlog_collect(redisContext *c, const char *holder_name, int rounds) {
+    static double d[SL_KINDS][8192];
+    int nd[SL_KINDS] = {0}, k;
+    size_t i;
+    redisReply *r = (redisReply *)redisCommand(c, "SLOWLOG GET 100000");
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-log-slower-than 10000"));
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-max-len 128"));
+    sl_ok = 0;
+    if (!r || r->type != REDIS_REPLY_ARRAY) { if (r) freeReplyObject(r); return; }
+    for (i = 0; i < r->elements; i++) {
+        redisReply *e = r->element[i], *a;
+        const char *op;
+        int holder, kind;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 6 || e->element[3]->type != REDIS_REPLY_ARRAY) continue;
+        a = e->element[3];
+        if (a->elements < 5 || strcasecmp(a->element[0]->str, "evalsha") != 0) continue;
+        k = atoi(a->element[2]->str);
+        if (k < 0 || (size_t)(3 + k) >= a->elements) continue;
+        op = a->element[3 + k]->str;
+        holder = e->element[5]->type == REDIS_REPLY_STRING && strcmp(e->element[5]->str, holder_name) == 0;
+        if (strcmp(op, "enqueue") == 0) kind = holder ? SL_HOLDER_ENQ : SL_WAITER_ENQ;
+        else if (strcmp(op, "release") == 0) kind = holder ? SL_HANDOFF_REL : SL_WAITER_REL;
+        else kind = SL_OTHER;
+        if (nd[kind] < 8192) d[kind][nd[kind]++] = (double)e->element[2]->integer;
+    }
+    freeReplyObject(r);
+    for (k = 0; k < SL_KINDS; k++) {
+        sl_p50[k] = nd[k] ? pct(d[k], nd[k], 0.5) : 0;
+        sl_per_handoff[k] = (double)nd[k] / rounds;
+    }
+    sl_ok = 1;
+}
+
+static void slowlog_print(void) {
+    int k;
+    double n = 0;
+    if (!sl_ok) { printf("  (SLOWLOG not readable: no server time per script)\n"); return; }
+    printf("%-52s %12s %10s\n", "server time of the hand-off's scripts (SLOWLOG)", "p50 us", "per hand-off");
+    for (k = 0; k < SL_KINDS; k++) {
+        printf("  %-50s %12.1f %10.2f\n", sl_what[k], sl_p50[k], sl_per_handoff[k]);
+        n += sl_per_handoff[k];
+    }
+    printf("  %-50s %12s %10.2f\n", "scripts per hand-off", "", n);
+}
+
 static void child_waiter(int from_parent, int to_parent) {
     simba *s = client("bench-h", 10000);
     char c;
@@ -394,9 +458,11 @@ static int bench_handoff(void) {
     close(c2p[1]);
     s = client("bench-h", 10000);
     for (i = 0; s && i < 20 + N; i++) {
-        simba_lock l = acquire(s, "h");
+        simba_lock l;
         double t_rel, t_acq;
         char c;
+        if (i == 20) slowlog_start(raw);
+        l = acquire(s, "h");
         if (!pump_until(s, l, SIMBA_EVENT_ACQUIRED, 30000, NULL, NULL, NULL)) break;
         if (write(p2c[1], "g", 1) != 1 || !read_full(c2p[0], &c, 1)) break;
         t_rel = now_us();
@@ -410,6 +476,11 @@ static int bench_handoff(void) {
             ping[n] = now_us() - t0;
             v[n++] = t_acq - t_rel;
         }
+    }
+    if (s && n == N) {
+        char name[300];
+        snprintf(name, sizeof name, "simba:%s", simba_client_id(s));
+        slowlog_collect(raw, name, n);
     }
     redisFree(raw);
     close(p2c[1]);
@@ -718,6 +789,18 @@ static int bench_sentinel(void) {
     return 0;
 }
 
+/* BENCH_REDIS_HANDOFF_ONLY=1: the hand-off, its floor and its scripts' server
+   time only (a quick look while working on the hand-off path) */
+static int bench_handoff_only(void) {
+    if (!bench_handoff() || !bench_raw_handoff()) { printf("hand-off: failed\n"); return 1; }
+    printf("%-52s %9.1f us %10.2f\n", "raw hiredis PING p50 (the hand-off loop's)", hand_rtt_p50, 1.0);
+    printf("%-52s %9.1f us %10.2f\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / hand_rtt_p50);
+    printf("%-52s %9.1f us %10.2f\n", "raw PUBLISH -> idle subscriber (2 procs) p50", raw_handoff_p50, raw_handoff_p50 / hand_rtt_p50);
+    printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / raw PUBLISH -> idle subscriber)", "", hand_p50 / raw_handoff_p50, "<= 1.5");
+    slowlog_print();
+    return 0;
+}
+
 int main(void) {
     const char *p = getenv("SIMBA_REDIS_PORT");
     sentinels = getenv("SIMBA_SENTINEL_ADDRS");
@@ -731,6 +814,7 @@ int main(void) {
     printf("simba Redis backend benchmark (%s:%d, one machine, loopback)\n", host, port);
     fflush(stdout);
     if (!bench_rtt()) return 1;
+    if (getenv("BENCH_REDIS_HANDOFF_ONLY")) return bench_handoff_only();
     if (!bench_uncontended()) { printf("uncontended: failed\n"); return 1; }
     if (!bench_script_floor()) { printf("script floor: failed\n"); return 1; }
     if (!bench_handoff()) { printf("hand-off: failed\n"); return 1; }
@@ -754,7 +838,8 @@ int main(void) {
     printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / cold RTT: both ends were idle)", "", hand_p50 / cold_rtt_p50, "");
     printf("%-52s %9.1f us %10.2f %8s\n", "raw PUBLISH -> idle subscriber (2 procs) p50", raw_handoff_p50, raw_handoff_p50 / rtt_p50, "");
     printf("%-52s %9.1f us %10.2f %8s\n", "raw EVALSHA keepalive after 20 ms idle p50", cold_script_p50, cold_script_p50 / rtt_p50, "");
-    printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / raw PUBLISH -> idle subscriber)", "", hand_p50 / raw_handoff_p50, "");
+    printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / raw PUBLISH -> idle subscriber)", "", hand_p50 / raw_handoff_p50, "<= 1.5");
+    slowlog_print();
     {
         double raw_cycle = 1.0 / (1.0 / raw_enqueue + 1.0 / raw_release);
         printf("\n%-52s %12s %10s %8s\n", "throughput", "per second", "ratio", "target");
