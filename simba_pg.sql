@@ -372,19 +372,19 @@ DECLARE
     v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_counter bigint; v_old text;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
-    IF NOT EXISTS (SELECT 1 FROM simba.sessions s
-                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now) THEN
-        o_status := 1; RETURN;
-    END IF;
     FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;
     IF v_n > 1 THEN v_order := ARRAY(SELECT k FROM generate_subscripts(v_names, 1) AS k ORDER BY v_names[k]); END IF;
     -- each resource row, created if missing, is locked (in name order: no deadlock between two
     -- multi-resource requests) by the upsert that also gives out its next queue position (one
-    -- left unused when no entry is inserted is a gap, which orders the same)
+    -- left unused when no entry is inserted is a gap, which orders the same); without a live
+    -- session it does nothing
     FOREACH v_i IN ARRAY v_order LOOP
-        INSERT INTO simba.resources AS r (tenant, name, capacity, seq) VALUES (p_tenant, v_names[v_i], p_caps[v_i], 1)
+        INSERT INTO simba.resources AS r (tenant, name, capacity, seq)
+            SELECT p_tenant, v_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
+                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now)
             ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
             RETURNING r.seq, r.capacity, r.counter, r.owner INTO v_seq, v_cap, v_counter, v_old;
+        IF NOT FOUND THEN o_status := 1; RETURN; END IF;
         v_seqs[v_i] := v_seq;
         IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
         -- the fast path: one resource, an empty queue (so no entry of this request either; read
@@ -467,6 +467,7 @@ CREATE OR REPLACE FUNCTION simba.release(p_tenant text, p_session text, p_reques
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];
+    v_gone bigint; v_cleared bigint;
 BEGIN
     IF array_length(p_names, 1) > 1 THEN
         v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);
@@ -474,16 +475,19 @@ BEGIN
     -- in name order: each resource row locked before its queue changes, all held to the end
     FOREACH v_name IN ARRAY v_names LOOP
         PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;
-        DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name
-            AND q.request = p_request AND q.session = p_session;
-        CONTINUE WHEN NOT FOUND;
-        -- the fast path: the queue is empty now (read under the row lock that every writer of
-        -- the queue takes first), where settle would walk nothing and leave nothing held (a
-        -- boot it has not noticed waits for the next grant)
-        UPDATE simba.resources r SET held = 0, owner = NULL
-            WHERE r.tenant = p_tenant AND r.name = v_name AND (r.held <> 0 OR r.owner IS NOT NULL)
-            AND NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name);
-        IF NOT FOUND THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
+        -- the entry goes; the fast path, in the same statement: when no other entry is in the
+        -- queue (read under the row lock that every writer of the queue takes first), nothing
+        -- is held any more, where settle would walk nothing (a boot it has not noticed waits
+        -- for the next grant)
+        WITH d AS (DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name
+                   AND q.request = p_request AND q.session = p_session RETURNING q.seq),
+             u AS (UPDATE simba.resources r SET held = 0, owner = NULL FROM d
+                   WHERE r.tenant = p_tenant AND r.name = v_name AND (r.held <> 0 OR r.owner IS NOT NULL)
+                   AND NOT EXISTS (SELECT 1 FROM simba.entries q
+                                   WHERE q.tenant = p_tenant AND q.name = v_name AND q.seq <> d.seq)
+                   RETURNING 1)
+        SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u) INTO v_gone, v_cleared;
+        IF v_gone > 0 AND v_cleared = 0 THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
     END LOOP;
     RETURN 0;
 END $f$;
