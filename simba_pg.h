@@ -52,7 +52,10 @@
     the resource rows in name order (SELECT ... FOR UPDATE), purge dead
     sessions' entries, run the grant rule (the server's copy of
     simba_grant_step / simba_grant_fence, said so next to it) and answer
-    one row. Time is the server's only (clock_timestamp()).
+    one row; an acquire of a free name and the release that empties a
+    queue take a fast path of two statements that answers as the walk
+    would. Each call is prepared once per connection (at its setup). Time
+    is the server's only (clock_timestamp()).
 
     Wake-ups: each connection LISTENs on the channel of its session
     ("simba_" + the session's 16 hex). The transaction that grants an
@@ -1316,7 +1319,8 @@ static const char *const simba__pg_ddl[] = {
     "    RETURN v_grace;\n"
     "END $f$",
     /* THE GRANT RULE, the server's copy of simba_grant_step and
-       simba_grant_fence (simba.h >>kit; keep the two in step). Walks the
+       simba_grant_fence (simba.h >>kit; keep the two in step; the fence
+       through next_fence above, which enqueue's fast path uses too). Walks the
        queue of one resource from its head (the caller holds the resource
        row's lock): dead entries go; an entry is granted iff the effective
        weights ahead of it plus its own fit in the capacity; the walk stops
