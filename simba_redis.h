@@ -1077,6 +1077,7 @@ struct simba__redis {
     char sha[41];               /* "" until SCRIPT LOAD answered: then EVAL is used */
     char run_id[41];            /* the server's run_id ("" unknown) */
     unsigned long gen;          /* main connections made ready so far */
+    unsigned long *shared_gen;  /* a cluster's node or probe: the cluster's count, the GEN of its ops */
     int reported, reported_err; /* the last connection state told to the core */
     int warned_push;            /* the push connection's refusal was logged */
     char last_fail[200];        /* the last connection failure logged ("" none) */
@@ -1221,14 +1222,11 @@ static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
 
 /* Tell the core about the connection, once per change (and again when a
    failing connection fails for another reason, e.g. EAUTH). */
-static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, const char *msg);
-
 static void simba__redis_report(simba__redis *r, int up, int err, const char *msg) {
     if (r->reported == up && (up || r->reported_err == err)) return;
     r->reported = up;
     r->reported_err = err;
-    if (r->parent) simba__redis_cluster_child_state(r, up, err, msg);   /* a cluster's node or probe */
-    else simba_backend_state(r->s, up, err, msg);
+    simba_backend_state(r->s, up, err, msg);   /* a cluster's node or probe: to the cluster (its relay) */
 }
 
 /* Error replies of Redis and of our script, as SIMBA_E* codes. */
@@ -1592,7 +1590,6 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
 }
 
 static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
-static void simba__redis_cluster_ready(simba__redis *c);
 
 /* Queue the handshake; hiredis sends it once the connect completes. */
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
@@ -1804,7 +1801,7 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     c->attempt = 0;
     c->deadline = -1;
     r->gen++;
-    if (r->parent) simba__redis_cluster_ready(r);
+    if (r->shared_gen) (*r->shared_gen)++;
     simba__redis_flush_repeats(r);
     r->last_fail[0] = 0;
     simba__redis_report(r, 1, 0, NULL);
@@ -2444,15 +2441,13 @@ static int64_t simba__redis_deadline(void *impl);
 static void simba__redis_reset(void *impl, int why);
 static int simba__redis_build_script(simba__redis *r);
 
-/* A master's (or the probe's) main connection is ready: counted in the
-   GEN every op carries (simba__redis_op_gen). */
-static void simba__redis_cluster_ready(simba__redis *c) {
-    if (c->parent->cl) c->parent->cl->gen++;
-}
+static int simba__redis_cluster_relay(simba__redis *c);
 
 /* A node or probe backend at host:port with the cluster's settings; its
    main connection starts at the next process() (a node's push connection
-   when an op is routed to it; the probe's never). NULL when out of memory. */
+   when an op is routed to it; the probe's never). Made before attach (the
+   probe), it reports to the cluster once attach gave it its relay. NULL
+   when out of memory. */
 static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port) {
     simba__redis *c = (simba__redis *)simba_allocator_alloc(&p->alloc, sizeof *c);
     int i;
@@ -2460,7 +2455,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     memset(c, 0, sizeof *c);
     c->alloc = p->alloc;
     c->parent = p;
-    c->s = p->s;
+    c->shared_gen = &p->cl->gen;
     c->reported = -1;
     c->node = -1;
     c->nconn = 2;
@@ -2480,7 +2475,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     c->user = simba_allocator_strdup(&c->alloc, p->user);
     c->password = simba_allocator_strdup(&c->alloc, p->password);
     if (!c->host || !c->prefix || (p->user && !c->user) || (p->password && !c->password) ||
-        simba__redis_build_script(c) != SIMBA_OK) {
+        simba__redis_build_script(c) != SIMBA_OK || (p->s && simba__redis_cluster_relay(c) != SIMBA_OK)) {
         simba__redis_free(c);
         return NULL;
     }
@@ -2783,6 +2778,30 @@ static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, c
         return;
     }
     simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
+}
+
+/* What a child reports comes here through its relay (the kit's
+   simba_backend_relay): its connection state, and its pushes, of which a
+   grant also ends the request's waiting; recheck and changed pass on. */
+static void simba__redis_cluster_on_state(void *user, int up, int err, const char *msg) {
+    simba__redis_cluster_child_state((simba__redis *)user, up, err, msg);
+}
+static void simba__redis_cluster_on_granted(void *user, const char *name, const char *session, const char *request,
+                                            int64_t fence) {
+    simba__redis *c = (simba__redis *)user;
+    simba__redis_cluster_granted(c, session, request);
+    simba_backend_granted(c->parent->s, name, session, request, fence);
+}
+
+/* The child's simba: a relay of the cluster's (SIMBA_ENOMEM without one). */
+static int simba__redis_cluster_relay(simba__redis *c) {
+    simba_backend_relay relay;
+    memset(&relay, 0, sizeof relay);
+    relay.user = c;
+    relay.state = simba__redis_cluster_on_state;
+    relay.granted = simba__redis_cluster_on_granted;
+    c->s = simba_backend_relay_open(c->parent->s, &relay);
+    return c->s ? SIMBA_OK : SIMBA_ENOMEM;
 }
 
 /* A master new to a later map (a fresh node backend), told apart by its
@@ -3360,7 +3379,7 @@ static void simba__redis_arg_key(simba__redis_args *a, simba__redis *r, const ch
    carries less, and an op sent again after a reconnect carries more than
    every op sent before it. */
 static unsigned long simba__redis_op_gen(const simba__redis *r) {
-    return r->parent && r->parent->cl ? r->parent->cl->gen : r->gen;
+    return r->shared_gen ? *r->shared_gen : r->gen;
 }
 
 /* EVALSHA sha numkeys KEYS... ARGV... (argv[0..1] are set when sending). */
@@ -3724,7 +3743,6 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
 /*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_granted, _recheck, _changed */
 
 static void simba__redis_cluster_subscribed(simba__redis *c);
-static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request);
 
 /*>>wakeups.deliver: a push on the SUBSCRIBE connection, parsed and handed to the core */
 
@@ -3769,7 +3787,6 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     simba__redis_copy(request, sizeof request, rf, rl);
     if (strlen(session) != sl || strlen(request) != rl) return;
     r->stats.wakes++;
-    if (r->parent && fence > 0) simba__redis_cluster_granted(r, session, request);
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if (r->wait_replicas > 0 && fence > 0) simba_backend_changed(r->s, name);
     else if (fence > 0) simba_backend_granted(r->s, name, session, request, fence);
@@ -3935,6 +3952,7 @@ static void simba__redis_destroy(void *impl) {
         simba__redis_flush_repeats(r);
         for (i = 0; i < r->nconn; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     }
+    if (r->parent) simba_backend_relay_close(r->s);   /* a cluster's child: its relay */
     simba__redis_free(r);
 }
 
@@ -3956,7 +3974,10 @@ static int simba__redis_cluster_attach_vt(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
     r->s = s;
     /* the probe connects first; the masters once it told the map */
-    r->cl->probe->s = s;
+    if (simba__redis_cluster_relay(r->cl->probe) != SIMBA_OK) {
+        simba_backend_fail(s, SIMBA_ENOMEM, "simba_redis: out of memory");
+        return SIMBA_ENOMEM;
+    }
     simba__redis_cluster_aim_probe(r);
     r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
     return SIMBA_OK;
