@@ -1053,9 +1053,7 @@ typedef struct simba__redis_req {
     int done;                   /* already completed (reset); hiredis still owes a callback */
     int evaled;                 /* sent again as EVAL after NOSCRIPT */
     int waiting;                /* in the WAIT stage: `saved` is the answer */
-    int fan;                    /* cluster: one node's part of an OPEN/KEEPALIVE/CLOSE */
     int slot;                   /* cluster: the hash slot of its resources (-1 none) */
-    unsigned long push_gen;     /* cluster: the node's push_gen when sent, 0 if not subscribed then */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
     int argc;
@@ -1270,15 +1268,13 @@ static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
 
 /* Complete an op (exactly once): unlink it and hand the reply to the core.
    The request itself is freed by whoever holds it (the hiredis callback). */
-static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep);
-
 static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
     simba__redis_unlink(r, q);
     q->done = 1;
     r->stats.ops_completed++;
     rep->id = q->id;
-    if (r->parent) simba__redis_cluster_done(r, q, rep);   /* a cluster's node backend */
-    else simba_backend_complete(r->s, rep);
+    if (q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) r->join = 0;   /* a cluster's node has a copy now */
+    simba_backend_complete(r->s, rep);   /* a cluster's node: to the cluster (its relay) */
 }
 
 static void simba__redis_complete_status(simba__redis *r, simba__redis_req *q, int status, const char *msg) {
@@ -2399,6 +2395,18 @@ typedef struct simba__redis_waiter {
     char *name;                 /* its first resource: what a wake-up names */
 } simba__redis_waiter;
 
+/* A request the cluster routed to one master, from submit to its answer:
+   what the answer is read against (the child's answer carries only the
+   op id). Kept in a hash by op id. */
+typedef struct simba__redis_cluster_sent {
+    struct simba__redis_cluster_sent *next;
+    uint64_t id;
+    int slot;                   /* the hash slot of its resources */
+    int kind, try_only, contend;
+    unsigned long push_gen;     /* the master's push_gen when sent, 0 if not subscribed then */
+    char *session, *request, *name;   /* name: its first resource (the bytes follow the struct) */
+} simba__redis_cluster_sent;
+
 typedef struct simba__redis_fanout {
     uint64_t id;
     int used, left, status, deferred;
@@ -2425,6 +2433,8 @@ struct simba__redis_cluster {
     size_t nwb, nw;
     int waiting[SIMBA__REDIS_CLUSTER_MAX_NODES];        /* of them, queued on each master of the map */
     int pinned;                 /* a waiter could not be recorded (out of memory): no push connection closes */
+    simba__redis_cluster_sent **sb;   /* requests routed and not answered yet: nsb buckets, ns entries */
+    size_t nsb, ns;
     unsigned long gen;          /* main connections of the masters made ready so far (the GEN of every op) */
     struct simba__redis_cluster_later *later;   /* answers held back (simba__redis_cluster_park), oldest first */
     unsigned char asked[SIMBA__REDIS_CLUSTER_SLOTS];   /* ASK/TRYAGAIN/non-local answers in a row per slot */
@@ -2635,28 +2645,109 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
     simba__redis_cluster_count(cl, w, 1);
 }
 
+/*--- Redis Cluster: the requests routed to a master, by op id, until answered */
+
+static size_t simba__redis_cluster_sent_home(const struct simba__redis_cluster *cl, uint64_t id) {
+    return (size_t)((id ^ (id >> 29)) * 0x9e3779b97f4a7c15ull >> 7) & (cl->nsb - 1);
+}
+
+/* Twice the buckets (at least 64) when there are as many requests as buckets. */
+static int simba__redis_cluster_sent_grow(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    simba__redis_cluster_sent **old = cl->sb;
+    size_t nold = cl->nsb, b;
+    if (cl->ns < cl->nsb) return SIMBA_OK;
+    cl->sb = (simba__redis_cluster_sent **)simba_allocator_alloc(&p->alloc, (nold ? nold * 2 : 64) * sizeof *cl->sb);
+    if (!cl->sb) { cl->sb = old; return SIMBA_ENOMEM; }
+    cl->nsb = nold ? nold * 2 : 64;
+    for (b = 0; b < nold; b++)
+        while (old[b]) {
+            simba__redis_cluster_sent *t = old[b];
+            size_t h = simba__redis_cluster_sent_home(cl, t->id);
+            old[b] = t->next;
+            t->next = cl->sb[h];
+            cl->sb[h] = t;
+        }
+    simba_allocator_free(&p->alloc, old);
+    return SIMBA_OK;
+}
+
+/* A record of op (to `slot`), not in the hash yet; NULL when out of memory. */
+static simba__redis_cluster_sent *simba__redis_cluster_sent_new(simba__redis *p, const simba_op *op, int slot) {
+    /* (an admin op, INSPECT, SET_CAPACITY, DELETE, has no session nor request) */
+    const char *session = op->session ? op->session : "", *request = op->request ? op->request : "";
+    const char *name = op->nres > 0 ? op->res[0].name : "";
+    size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
+    simba__redis_cluster_sent *t;
+    if (simba__redis_cluster_sent_grow(p) != SIMBA_OK) return NULL;
+    t = (simba__redis_cluster_sent *)simba_allocator_alloc(&p->alloc, sizeof *t + sl + rl + nl + 3);
+    if (!t) return NULL;
+    t->id = op->id;
+    t->slot = slot;
+    t->kind = op->kind;
+    t->try_only = op->try_only;
+    t->contend = op->watch_owner && !op->try_only;   /* its OWNER events come by push only, holding or not */
+    t->session = (char *)(t + 1);
+    t->request = t->session + sl + 1;
+    t->name = t->request + rl + 1;
+    memcpy(t->session, session, sl + 1);
+    memcpy(t->request, request, rl + 1);
+    memcpy(t->name, name, nl + 1);
+    return t;
+}
+
+static void simba__redis_cluster_sent_add(struct simba__redis_cluster *cl, simba__redis_cluster_sent *t) {
+    size_t h = simba__redis_cluster_sent_home(cl, t->id);
+    t->next = cl->sb[h];
+    cl->sb[h] = t;
+    cl->ns++;
+}
+
+/* The record of the request answered as op `id`, taken out of the hash
+   (the caller frees it); NULL: not a routed request (a fan-out's part). */
+static simba__redis_cluster_sent *simba__redis_cluster_sent_take(struct simba__redis_cluster *cl, uint64_t id) {
+    simba__redis_cluster_sent **at, *t;
+    if (!cl->nsb) return NULL;
+    for (at = &cl->sb[simba__redis_cluster_sent_home(cl, id)]; *at; at = &(*at)->next)
+        if ((*at)->id == id) {
+            t = *at;
+            *at = t->next;
+            cl->ns--;
+            return t;
+        }
+    return NULL;
+}
+
+static void simba__redis_cluster_sent_free_all(simba__redis *p) {
+    struct simba__redis_cluster *cl = p->cl;
+    size_t b;
+    for (b = 0; b < cl->nsb; b++)
+        while (cl->sb[b]) {
+            simba__redis_cluster_sent *t = cl->sb[b];
+            cl->sb[b] = t->next;
+            simba_allocator_free(&p->alloc, t);
+        }
+    simba_allocator_free(&p->alloc, cl->sb);
+    cl->sb = NULL;
+    cl->nsb = cl->ns = 0;
+}
+
 /* What an ENQUEUE/POLL answer says about its request's waiting; the name
    to wake when it waits and may have missed a push: sent before the push
    connection's current subscription was confirmed (a grant published in
    between reached nobody). NULL: nothing to wake. */
-static const char *simba__redis_cluster_note(simba__redis *c, simba__redis_req *q, const simba_reply *rep) {
-    int base = 3 + q->nres;   /* ARGV[1] (see simba__redis_build_args) */
-    const char *session, *request, *name;
-    int contend;
-    if ((q->kind != SIMBA_OP_ENQUEUE && q->kind != SIMBA_OP_POLL) || q->argc < base + 11) return NULL;
-    session = q->argv[base + 3];
-    request = q->argv[base + 4];
-    name = q->argv[base + 10];
-    contend = q->argv[base + 7][0] == 'c';   /* its OWNER events come by push only, holding or not */
-    if (rep->status == SIMBA_OK && (!rep->granted || contend)) {
-        if (q->kind == SIMBA_OP_ENQUEUE && q->argv[base + 7][0] == '1') return NULL;   /* try_only: not queued */
-        simba__redis_cluster_wait(c->parent, session, request, name, q->slot, contend);
-        if (!rep->granted && c->conn[SIMBA__REDIS_SUB].ready && q->push_gen != c->push_gen) return name;
+static const char *simba__redis_cluster_note(simba__redis *c, const simba__redis_cluster_sent *t,
+                                             const simba_reply *rep) {
+    if (t->kind != SIMBA_OP_ENQUEUE && t->kind != SIMBA_OP_POLL) return NULL;
+    if (rep->status == SIMBA_OK && (!rep->granted || t->contend)) {
+        if (t->kind == SIMBA_OP_ENQUEUE && t->try_only) return NULL;   /* not queued */
+        simba__redis_cluster_wait(c->parent, t->session, t->request, t->name, t->slot, t->contend);
+        if (!rep->granted && c->conn[SIMBA__REDIS_SUB].ready && t->push_gen != c->push_gen) return t->name;
         return NULL;   /* subscribed all along, or woken once it is (simba__redis_cluster_subscribed) */
     }
     if (rep->status == SIMBA_OK || rep->status == SIMBA_ESESSION || rep->status == SIMBA_ENOTFOUND ||
         rep->status == SIMBA_ECAPACITY || rep->status == SIMBA_EKEYBUSY)
-        simba__redis_cluster_unwait(c->parent, session, request);
+        simba__redis_cluster_unwait(c->parent, t->session, t->request);
     return NULL;
 }
 
@@ -2793,11 +2884,14 @@ static void simba__redis_cluster_on_granted(void *user, const char *name, const 
     simba_backend_granted(c->parent->s, name, session, request, fence);
 }
 
+static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep);
+
 /* The child's simba: a relay of the cluster's (SIMBA_ENOMEM without one). */
 static int simba__redis_cluster_relay(simba__redis *c) {
     simba_backend_relay relay;
     memset(&relay, 0, sizeof relay);
     relay.user = c;
+    relay.complete = simba__redis_cluster_on_complete;
     relay.state = simba__redis_cluster_on_state;
     relay.granted = simba__redis_cluster_on_granted;
     c->s = simba_backend_relay_open(c->parent->s, &relay);
@@ -2978,19 +3072,24 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
     }
 }
 
-/* A node backend's answer (from simba__redis_complete): ids back to the
-   core's, then to the core or to the fan-out it is part of. */
+/* A node backend's answer (through its relay): a routed request's goes to
+   the core, a session op's part to the fan-out it is part of. */
 static int simba__redis_cluster_hold(simba__redis *p, uint64_t id, int fan, const simba_reply *rep);
 
-static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
-    simba__redis *p = c->parent;
+static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep) {
+    simba__redis *c = (simba__redis *)user, *p = c->parent;
+    simba__redis_cluster_sent *t = simba__redis_cluster_sent_take(p->cl, rep->id);
     const char *wake = NULL;
-    if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = p->cl->asked[q->slot] = 0;
-    if (q->fan && rep->status != SIMBA_EDISCONNECTED) p->cl->asked_fan = 0;
-    if (q->slot >= 0) wake = simba__redis_cluster_note(c, q, rep);
-    if (q->fan && q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) c->join = 0;   /* it has a copy now */
-    if (p->cl->hold_until && simba__redis_cluster_hold(p, q->id, q->fan, rep)) return;
-    if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
+    char name[SIMBA_MAX_NAME + 1];
+    if (t && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[t->slot] = p->cl->asked[t->slot] = 0;
+    if (!t && rep->status != SIMBA_EDISCONNECTED) p->cl->asked_fan = 0;
+    if (t && (wake = simba__redis_cluster_note(c, t, rep)) != NULL) {
+        simba__redis_copy(name, sizeof name, wake, strlen(wake));
+        wake = name;
+    }
+    simba_allocator_free(&p->alloc, t);
+    if (p->cl->hold_until && simba__redis_cluster_hold(p, rep->id, !t, rep)) return;
+    if (!t) simba__redis_cluster_fan_done(p, rep->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
     if (wake) simba_backend_changed(p->s, wake);
@@ -3030,8 +3129,7 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
         if (simba__redis_start(c, simba__redis_cluster_session_op(c, op, &joined)) == SIMBA_OK) {
-            c->reqs->fan = 1;   /* (start puts the new request first) */
-            c->reqs->slot = -1;
+            c->reqs->slot = -1;   /* (start puts the new request first) */
             f->left++;
         } else if (f->status == SIMBA_OK) {
             f->status = SIMBA_EDISCONNECTED;
@@ -3046,6 +3144,7 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
 static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
     struct simba__redis_cluster *cl = p->cl;
     const char *names[SIMBA_MAX_RESOURCES];
+    simba__redis_cluster_sent *t;
     simba__redis *c;
     int i, slot, owner;
     for (i = 0; i < op->nres; i++) names[i] = op->res[i].name;
@@ -3068,10 +3167,14 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         cl->want_refresh = 1;
         return SIMBA_EDISCONNECTED;
     }
-    if (simba__redis_start(c, op) != SIMBA_OK) return SIMBA_EDISCONNECTED;
-    c->reqs->slot = slot;
-    /* (start puts the new request first) */
-    c->reqs->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
+    if (!(t = simba__redis_cluster_sent_new(p, op, slot))) return SIMBA_ENOMEM;
+    if (simba__redis_start(c, op) != SIMBA_OK) {
+        simba_allocator_free(&p->alloc, t);
+        return SIMBA_EDISCONNECTED;
+    }
+    c->reqs->slot = slot;   /* (start puts the new request first; its redirects count per slot) */
+    t->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
+    simba__redis_cluster_sent_add(cl, t);
     c->push_used = simba__redis_now(p);
     if (op->kind == SIMBA_OP_RELEASE) simba__redis_cluster_unwait(p, op->session, op->request);
     simba__redis_cluster_push_on(c);
@@ -3294,6 +3397,7 @@ static void simba__redis_cluster_free(simba__redis *p) {
     for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
     if (cl->probe) simba__redis_destroy(cl->probe);
     simba__redis_cluster_free_waiters(p);
+    simba__redis_cluster_sent_free_all(p);
     while (cl->later) {
         simba__redis_cluster_later *l = cl->later;
         cl->later = l->next;
