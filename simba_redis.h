@@ -1053,7 +1053,6 @@ typedef struct simba__redis_req {
     int done;                   /* already completed (reset); hiredis still owes a callback */
     int evaled;                 /* sent again as EVAL after NOSCRIPT */
     int waiting;                /* in the WAIT stage: `saved` is the answer */
-    int slot;                   /* cluster: the hash slot of its resources (-1 none) */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
     int argc;
@@ -1084,6 +1083,7 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int warned_cluster;         /* a MOVED/ASK (a cluster node behind a one-server URL) was logged */
+    int cluster_node;           /* a cluster's node: redirects are answered to the cluster (node_redirect) */
     struct simba__redis_cluster *cl; /* redis+cluster: the map, the node backends (else NULL) */
     simba__redis *parent;       /* a cluster's node or probe backend: the cluster's backend */
     int node;                   /* a node backend: its index in the map */
@@ -2465,6 +2465,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     memset(c, 0, sizeof *c);
     c->alloc = p->alloc;
     c->parent = p;
+    c->cluster_node = 1;
     c->shared_gen = &p->cl->gen;
     c->reported = -1;
     c->node = -1;
@@ -3075,12 +3076,18 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
 /* A node backend's answer (through its relay): a routed request's goes to
    the core, a session op's part to the fan-out it is part of. */
 static int simba__redis_cluster_hold(simba__redis *p, uint64_t id, int fan, const simba_reply *rep);
+static int simba__redis_cluster_redirected(simba__redis *p, simba__redis *c, const simba__redis_cluster_sent *t,
+                                           const simba_reply *rep);
 
 static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep) {
     simba__redis *c = (simba__redis *)user, *p = c->parent;
     simba__redis_cluster_sent *t = simba__redis_cluster_sent_take(p->cl, rep->id);
     const char *wake = NULL;
     char name[SIMBA_MAX_NAME + 1];
+    if (simba__redis_cluster_redirected(p, c, t, rep)) {
+        simba_allocator_free(&p->alloc, t);
+        return;
+    }
     if (t && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[t->slot] = p->cl->asked[t->slot] = 0;
     if (!t && rep->status != SIMBA_EDISCONNECTED) p->cl->asked_fan = 0;
     if (t && (wake = simba__redis_cluster_note(c, t, rep)) != NULL) {
@@ -3129,7 +3136,6 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
         if (simba__redis_start(c, simba__redis_cluster_session_op(c, op, &joined)) == SIMBA_OK) {
-            c->reqs->slot = -1;   /* (start puts the new request first) */
             f->left++;
         } else if (f->status == SIMBA_OK) {
             f->status = SIMBA_EDISCONNECTED;
@@ -3172,7 +3178,7 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         simba_allocator_free(&p->alloc, t);
         return SIMBA_EDISCONNECTED;
     }
-    c->reqs->slot = slot;   /* (start puts the new request first; its redirects count per slot) */
+    /* (start puts the new request first) */
     t->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
     simba__redis_cluster_sent_add(cl, t);
     c->push_used = simba__redis_now(p);
@@ -3232,72 +3238,82 @@ static int64_t simba__redis_cluster_later_at(const simba__redis *p) {
     return at;
 }
 
-/* Op q on node c met a slot on the move (see "answers held back" above),
-   the n-th time in a row: answered EDISCONNECTED after the pause, the
-   connection kept, the map asked again. */
-static void simba__redis_cluster_park(simba__redis *c, simba__redis_req *q, const char *why, size_t len, int n) {
-    simba__redis *p = c->parent;
+/* An answer of the cluster's (to the core, or the fan-out's part), held
+   back until cl->hold_until when a pause is under way. */
+static void simba__redis_cluster_give(simba__redis *p, uint64_t id, int fan, int status, const char *msg) {
+    simba_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.id = id;
+    rep.status = status;
+    rep.message = msg;
+    rep.recheck_ms = -1;
+    if (p->cl->hold_until && simba__redis_cluster_hold(p, id, fan, &rep)) return;
+    if (fan) simba__redis_cluster_fan_done(p, id, &rep);
+    else simba_backend_complete(p->s, &rep);
+}
+
+/* Op `id` (on `slot`, -1 for a session op) on node c met a slot on the
+   move (see "answers held back" above), the n-th time in a row: answered
+   EDISCONNECTED after the pause, the map asked again. */
+static void simba__redis_cluster_park(simba__redis *p, simba__redis *c, uint64_t id, int slot, const char *why, int n) {
     struct simba__redis_cluster *cl = p->cl;
-    char msg[160];
     if (n == 1)
-        simba_backend_log(p->s, SIMBA_LOG_INFO, "simba_redis: Redis Cluster: %s:%d: %.*s: slot %d is on the move; "
-                          "its ops are sent again until it has settled", c->host, c->port, (int)(len < 100 ? len : 100),
-                          why, q->slot);
-    c->stats.transient_errors++;
+        simba_backend_log(p->s, SIMBA_LOG_INFO, "simba_redis: Redis Cluster: %s:%d: %.100s: slot %d is on the move; "
+                          "its ops are sent again until it has settled", c->host, c->port, why, slot);
     cl->want_refresh = 1;
-    simba__redis_copy(msg, sizeof msg, why, len);
     cl->hold_until = simba__redis_now(p) + simba__redis_cluster_pause_ms(n);
-    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, msg);
+    simba__redis_cluster_give(p, id, slot < 0, SIMBA_EDISCONNECTED, why);
     cl->hold_until = 0;
 }
 
-/* The ASK/TRYAGAIN/"non local key" answers in a row of q's slot, this one counted. */
-static int simba__redis_cluster_asked(struct simba__redis_cluster *cl, const simba__redis_req *q) {
-    unsigned char *n = q->slot >= 0 ? &cl->asked[q->slot] : &cl->asked_fan;
+/* The ASK/TRYAGAIN/"non local key" answers in a row of a slot (-1: of the session ops), this one counted. */
+static int simba__redis_cluster_asked(struct simba__redis_cluster *cl, int slot) {
+    unsigned char *n = slot >= 0 ? &cl->asked[slot] : &cl->asked_fan;
     if (*n < 255) (*n)++;
     return *n;
 }
 
-/* A node answered MOVED, ASK, TRYAGAIN or "non local key": the map is
-   behind, or a slot is on the move. MOVED names the slot's master: routed
-   there, the map asked again, the op answered EDISCONNECTED (the core
-   sends it again): at once the first time, after a pause from the second
-   MOVED in a row for the slot on (the masters disagree for the moment a
-   migration's end takes to reach them all: the source already names the
-   target, the target not yet itself). More than
+/* A node answered MOVED, ASK, TRYAGAIN or "non local key" (a node backend
+   answers them EDISCONNECTED with the server's words, for the cluster to
+   route): the map is behind, or a slot is on the move. MOVED names the
+   slot's master: routed there, the map asked again, the op answered
+   EDISCONNECTED (the core sends it again): at once the first time, after
+   a pause from the second MOVED in a row for the slot on (the masters
+   disagree for the moment a migration's end takes to reach them all: the
+   source already names the target, the target not yet itself). More than
    SIMBA__REDIS_CLUSTER_MAX_MOVED in a row (about 3 s of pauses) is a loop
    between disagreeing nodes: SIMBA_EBACKEND, except for a RELEASE, which
    goes on (given up, it would leave the entry held until the session
-   ends). ASK and TRYAGAIN (a slot
-   being migrated) and "non local key" (a key of the script's in a slot
-   that moved or is moving: our node tag is behind the map) are answered
-   the same way after a pause (simba__redis_cluster_park), on the same
-   connection. ASK is never followed with ASKING: the script names only the
-   resource's base key, which never exists, so a migrating source answers
-   ASK while the queue may still be there, and the target would run on
-   half-moved keys (a double grant); an op on a slot on the move waits until
-   the migration ends and MOVED points at the new master. A script stopped
-   by "non local key" may have written part of its work: each op is safe to
-   run again (a RELEASE whose entry is gone still grants the next waiter).
-   Returns 1 when it took the op. */
-static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q, const redisReply *rp) {
-    simba__redis *p = c->parent;
+   ends). ASK and TRYAGAIN (a slot being migrated) and "non local key" (a
+   key of the script's in a slot that moved or is moving: our node tag is
+   behind the map) are answered the same way after a pause
+   (simba__redis_cluster_park). ASK is never followed with ASKING: the
+   script names only the resource's base key, which never exists, so a
+   migrating source answers ASK while the queue may still be there, and
+   the target would run on half-moved keys (a double grant); an op on a
+   slot on the move waits until the migration ends and MOVED points at
+   the new master. A script stopped by "non local key" may have written
+   part of its work: each op is safe to run again (a RELEASE whose entry
+   is gone still grants the next waiter). `t`: the routed request (NULL: a
+   session op's part). Returns 1 when the answer was one of these. */
+static int simba__redis_cluster_redirected(simba__redis *p, simba__redis *c, const simba__redis_cluster_sent *t,
+                                           const simba_reply *rep) {
     struct simba__redis_cluster *cl = p->cl;
+    const char *msg = rep->message;
     simba__redis_cluster_node to;
-    int ask, slot, i;
+    int ask, slot, i, at = t ? t->slot : -1;
     char why[200];
-    if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
-        if (strstr(rp->str, "non local key") || strncmp(rp->str, "TRYAGAIN", 8) == 0) {
-            simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q));
-            return 1;
-        }
-        if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
-        cl->want_refresh = 1;   /* a master turned replica (fail-over): ask the map */
-        simba__redis_retry_later(c, q, rp);
+    if (rep->status != SIMBA_EDISCONNECTED || !msg) return 0;
+    if (!simba__redis_cluster_redirect(msg, strlen(msg), &ask, &slot, &to)) {
+        if (!strstr(msg, "non local key") && strncmp(msg, "TRYAGAIN", 8) != 0) return 0;
+        simba__redis_cluster_park(p, c, rep->id, at, msg, simba__redis_cluster_asked(cl, at));
         return 1;
     }
     cl->want_refresh = 1;
-    if (ask) { simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q)); return 1; }
+    if (ask) {
+        simba__redis_cluster_park(p, c, rep->id, at, msg, simba__redis_cluster_asked(cl, at));
+        return 1;
+    }
     for (i = 0; i < cl->map.nnodes; i++)
         if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) break;
     if (i == cl->map.nnodes) {
@@ -3305,23 +3321,23 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
            is behind; nothing is sent until the next one (no retry storm) */
         if (!cl->stale) cl->stale_until = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_STALE_MS;
         cl->stale = 1;
-        simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+        simba__redis_cluster_give(p, rep->id, !t, SIMBA_EDISCONNECTED, msg);
         simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");
         return 1;
     }
     if (cl->moved[slot] < 255) cl->moved[slot]++;
-    if (cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED && q->kind != SIMBA_OP_RELEASE) {
+    if (cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED && (!t || t->kind != SIMBA_OP_RELEASE)) {
         cl->moved[slot] = 0;
         snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
                  "nodes disagree about its master", (int)SIMBA__REDIS_CLUSTER_MAX_MOVED, slot, to.host, to.port);
         simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: %s", why);
-        simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+        simba__redis_cluster_give(p, rep->id, !t, SIMBA_EBACKEND, why);
         return 1;
     }
     cl->map.owner[slot] = (short)i;
     simba__redis_cluster_recount(cl);
-    if (cl->moved[slot] > 1) simba__redis_cluster_park(c, q, rp->str, rp->len, cl->moved[slot] - 1);
-    else simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+    if (cl->moved[slot] > 1) simba__redis_cluster_park(p, c, rep->id, at, msg, cl->moved[slot] - 1);
+    else simba__redis_cluster_give(p, rep->id, !t, SIMBA_EDISCONNECTED, msg);
     return 1;
 }
 
@@ -3743,7 +3759,26 @@ static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const red
     simba__redis_complete_status(r, q, SIMBA_ETIMEDOUT, msg);
 }
 
-/* The script's answer to q. */
+/* A cluster's node backend (the option cluster_node): MOVED, ASK, TRYAGAIN
+   and "non local key" are answered EDISCONNECTED with the server's words,
+   for the cluster to route (simba__redis_cluster_redirected); CLUSTERDOWN
+   and READONLY (a master turned replica: a fail-over) are "not now" on this
+   node: the connection is made again, and its drop makes the cluster read
+   the map again. Returns 1 when it took the answer. */
+static int simba__redis_cluster_node_redirect(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_cluster_node to;
+    int ask, slot;
+    if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to) || strstr(rp->str, "non local key") ||
+        strncmp(rp->str, "TRYAGAIN", 8) == 0) {
+        r->stats.transient_errors++;
+        simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
+        return 1;
+    }
+    if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
+    simba__redis_retry_later(r, q, rp);
+    return 1;
+}
+
 /* A MOVED or ASK to a backend made for one server: it was pointed at a
    Redis Cluster node. Said as what it is (EUNSUPPORTED, once at ERROR),
    not as a server error the caller cannot act on. */
@@ -3751,7 +3786,7 @@ static int simba__redis_cluster_misrouted(simba__redis *r, simba__redis_req *q, 
     simba__redis_cluster_node to;
     int ask, slot;
     char why[200];
-    if (r->parent) return simba__redis_cluster_redirected(r, q, rp);
+    if (r->cluster_node) return simba__redis_cluster_node_redirect(r, q, rp);
     if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to))
         snprintf(why, sizeof why, "the server is a Redis Cluster node (%s: slot %d is on %s:%d): use a "
                  "redis+cluster:// URL (simba_redis_desc.cluster_seeds)", ask ? "ASK" : "MOVED", slot, to.host,
