@@ -37,7 +37,9 @@
                                   SELECT, SCRIPT LOAD, INFO), a drop, the retry
                         .io       one connection's reads and writes in a tick
                         .sentinel where the master is
+                        .node     the options and controls a Cluster drives a node with
                         .cluster  slots, the map, redirects, a backend per master
+                                  driven through its vtable and a relay (simba.h)
         >>session       every operation as one script call; OPEN, KEEPALIVE
                         (the session's renewal), CLOSE
         >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
@@ -1089,6 +1091,7 @@ struct simba__redis {
     int node;                   /* a node backend: its index in the map */
     char node_tenant[SIMBA_MAX_TENANT + 24];   /* a node backend: "T@k@m", the script's tenant */
     int push_off;               /* a node backend: its push connection is not wanted (closed, no retry) */
+    void (*on_subscribed)(simba__redis *node);   /* a node backend: its push connection subscribed (again) */
     int64_t push_used;          /* a node backend: when an op was last routed to it (-1 never) */
     unsigned long push_gen;     /* a node backend: subscriptions confirmed so far + 1 */
     int cluster_idle_ms;        /* the cluster's backend: simba_redis_desc.cluster_idle_ms (< 0 never) */
@@ -1585,7 +1588,8 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
     snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
 }
 
-static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
+static void simba__redis_node_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
+
 
 /* Queue the handshake; hiredis sends it once the connect completes. */
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
@@ -1667,6 +1671,29 @@ static simba__redis_conn *simba__redis_live_conn(redisAsyncContext *ac, void *re
     return (simba__redis_conn *)privdata;
 }
 
+/* A cluster's node new to a later map (the node option `fresh`), told
+   apart by its INFO replication before its main connection counts as ready:
+   * one that never was a replica in its run (second_repl_offset:-1) has
+     only its own writes and the keys migrated to it (MIGRATE moves a key
+     whole): nothing of a session can be missing there, so the session is
+     opened there at its next keepalive (`join`), which its entries that
+     came with a migrated slot need (docs/redis.md, Cluster, "A master
+     added");
+   * a promoted replica (or an answer that does not say) may lack a grant
+     its copy of the session outlived: as for a changed run_id on one
+     server, the first KEEPALIVE of a session opened before ends the
+     session there (ESESSION), inside the restart grace its run_id starts. */
+static void simba__redis_node_on_replication(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    const redisReply *rp = (const redisReply *)reply;
+    const char *at;
+    if (!c) return;
+    c->r->fresh = 0;
+    at = rp->type == REDIS_REPLY_STRING ? strstr(rp->str, "\nsecond_repl_offset:") : NULL;
+    if (at && strncmp(at + 20, "-1\r", 3) == 0 && strstr(rp->str, "\nrole:master")) c->r->join = 1;
+    else c->r->runs = 1;
+}
+
 /* CLIENT SETNAME answered. A server that wants a password we did not give
    says NOAUTH here. Only then does the main connection send the script:
    Redis answers a long request of a client that has not authenticated with
@@ -1683,7 +1710,7 @@ static void simba__redis_on_name(redisAsyncContext *ac, void *reply, void *privd
     if (c->drop_err || c->role != SIMBA__REDIS_MAIN) return;
     redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
     if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
-    if (r->fresh) redisAsyncCommand(ac, simba__redis_cluster_on_replication, c, "INFO replication");
+    if (r->fresh) redisAsyncCommand(ac, simba__redis_node_on_replication, c, "INFO replication");
     redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
 }
 
@@ -1867,6 +1894,40 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     }
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
+}
+
+/*>>connection.node: what a Redis Cluster drives one of its masters' backends with */
+
+/* A cluster's node backend is this one-server backend with node options
+   (set when the Cluster makes it, >>connection.cluster): cluster_node
+   (redirects are answers, simba__redis_cluster_node_redirect), shared_gen,
+   fresh, on_subscribed, and the two controls below. It reports to the
+   Cluster through a relay like any backend to the core. */
+
+/* The node's script tenant "T@k@m" (tag: "" none yet): a new one is
+   another shard channel, so the push connection subscribes again. */
+static void simba__redis_node_set_tag(simba__redis *r, const char *tag) {
+    if (strcmp(r->node_tenant, tag) == 0) return;
+    simba__redis_copy(r->node_tenant, sizeof r->node_tenant, tag, strlen(tag));
+    if (r->conn[SIMBA__REDIS_SUB].ac)
+        simba__redis_drop(r, &r->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
+}
+
+/* The node's push connection wanted (on: it connects at once, an op just
+   routed here is sent on the main connection meanwhile) or not (closed,
+   and not made again until wanted). */
+static void simba__redis_node_push(simba__redis *r, int on) {
+    simba__redis_conn *sc = &r->conn[SIMBA__REDIS_SUB];
+    if (on) {
+        if (!r->push_off) return;
+        r->push_off = 0;
+        if (!sc->ac && sc->retry_at < 0) simba__redis_connect(r, sc);
+        return;
+    }
+    r->push_off = 1;   /* (drop then plans no reconnect) */
+    if (sc->ac) simba__redis_drop(r, sc, SIMBA_EDISCONNECTED, "idle");
+    sc->retry_at = -1;
+    sc->attempt = 0;
 }
 
 /*>>connection.sentinel: where the master is, from the sentinels */
@@ -2441,7 +2502,7 @@ struct simba__redis_cluster {
     unsigned char asked_fan;    /* the same for the session ops (no slot) */
 };
 
-static int simba__redis_start(simba__redis *r, const simba_op *op);
+static int simba__redis_submit(void *impl, const simba_op *op);
 static int simba__redis_has_res(int kind);
 static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp);
 static void simba__redis_destroy(void *impl);
@@ -2452,6 +2513,7 @@ static void simba__redis_reset(void *impl, int why);
 static int simba__redis_build_script(simba__redis *r);
 
 static int simba__redis_cluster_relay(simba__redis *c);
+static void simba__redis_cluster_subscribed(simba__redis *c);
 
 /* A node or probe backend at host:port with the cluster's settings; its
    main connection starts at the next process() (a node's push connection
@@ -2494,6 +2556,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     c->push_off = 1;
     c->push_used = -1;
     c->push_gen = 1;
+    c->on_subscribed = simba__redis_cluster_subscribed;
     if (p->s) c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
     return c;
 }
@@ -2769,7 +2832,6 @@ static void simba__redis_cluster_subscribed(simba__redis *c) {
     struct simba__redis_cluster *cl = c->parent->cl;
     size_t b;
     simba__redis_waiter *w;
-    c->push_gen++;
     if (c->node < 0 || cl->waiting[c->node] == 0) return;
     for (b = 0; b < cl->nwb; b++)
         for (w = cl->wb[b]; w; w = w->next)
@@ -2784,23 +2846,6 @@ static int simba__redis_cluster_push_needed(simba__redis *p, int i, int64_t now)
     return p->cluster_idle_ms < 0 || now - c->push_used < p->cluster_idle_ms;
 }
 
-/* Open node c's push connection (it connects at once: the op just routed
-   there is sent on the main connection meanwhile; see note/subscribed). */
-static void simba__redis_cluster_push_on(simba__redis *c) {
-    simba__redis_conn *sc = &c->conn[SIMBA__REDIS_SUB];
-    if (!c->push_off) return;
-    c->push_off = 0;
-    if (!sc->ac && sc->retry_at < 0) simba__redis_connect(c, sc);
-}
-
-static void simba__redis_cluster_push_close(simba__redis *c) {
-    simba__redis_conn *sc = &c->conn[SIMBA__REDIS_SUB];
-    c->push_off = 1;   /* (drop then plans no reconnect) */
-    if (sc->ac) simba__redis_drop(c, sc, SIMBA_EDISCONNECTED, "idle");
-    sc->retry_at = -1;
-    sc->attempt = 0;
-}
-
 /* Every master's push connection opened or closed as needed now. */
 static void simba__redis_cluster_idle(simba__redis *p) {
     struct simba__redis_cluster *cl = p->cl;
@@ -2809,8 +2854,8 @@ static void simba__redis_cluster_idle(simba__redis *p) {
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
         if (!c) continue;
-        if (simba__redis_cluster_push_needed(p, i, now)) simba__redis_cluster_push_on(c);
-        else if (!c->push_off) simba__redis_cluster_push_close(c);
+        if (simba__redis_cluster_push_needed(p, i, now)) simba__redis_node_push(c, 1);
+        else if (!c->push_off) simba__redis_node_push(c, 0);
     }
 }
 
@@ -2899,29 +2944,6 @@ static int simba__redis_cluster_relay(simba__redis *c) {
     return c->s ? SIMBA_OK : SIMBA_ENOMEM;
 }
 
-/* A master new to a later map (a fresh node backend), told apart by its
-   INFO replication before its main connection counts as ready:
-   * one that never was a replica in its run (second_repl_offset:-1) has
-     only its own writes and the keys migrated to it (MIGRATE moves a key
-     whole): nothing of a session can be missing there, so the session is
-     opened there at its next keepalive (`join`), which its entries that
-     came with a migrated slot need (docs/redis.md, Cluster, "A master
-     added");
-   * a promoted replica (or an answer that does not say) may lack a grant
-     its copy of the session outlived: as for a changed run_id on one
-     server, the first KEEPALIVE of a session opened before ends the
-     session there (ESESSION), inside the restart grace its run_id starts. */
-static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata) {
-    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
-    const redisReply *rp = (const redisReply *)reply;
-    const char *at;
-    if (!c) return;
-    c->r->fresh = 0;
-    at = rp->type == REDIS_REPLY_STRING ? strstr(rp->str, "\nsecond_repl_offset:") : NULL;
-    if (at && strncmp(at + 20, "-1\r", 3) == 0 && strstr(rp->str, "\nrole:master")) c->r->join = 1;
-    else c->r->runs = 1;
-}
-
 /* Make node i of the new map point at a backend: the old one for the same
    address, else a new one. Its tenant tag follows the map. */
 static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int nold, int i) {
@@ -2939,21 +2961,17 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
         if (!(c = simba__redis_cluster_child(p, n->host, n->port))) return SIMBA_ENOMEM;
         /* A master that was not in the first map: a promoted replica or a
            master added to the cluster; its INFO replication tells them apart
-           (simba__redis_cluster_on_replication) before it counts as ready. */
+           (simba__redis_node_on_replication) before it counts as ready. */
         if (cl->maps > 0) c->fresh = 1;
     }
     c->node = i;
     /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
        (the node's epoch marker) */
     {
-        char was[sizeof c->node_tenant];
-        int n;
-        memcpy(was, c->node_tenant, sizeof was);
-        n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), c->node_tenant, sizeof c->node_tenant);
-        if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", c->node_tenant + n, sizeof c->node_tenant - (size_t)n) < 0)
-            c->node_tenant[0] = 0;
-        if (strcmp(was, c->node_tenant) != 0 && c->conn[SIMBA__REDIS_SUB].ac)   /* another shard channel */
-            simba__redis_drop(c, &c->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
+        char tag[sizeof c->node_tenant];
+        int n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), tag, sizeof tag);
+        if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", tag + n, sizeof tag - (size_t)n) < 0) tag[0] = 0;
+        simba__redis_node_set_tag(c, tag);
     }
     cl->node[i] = c;
     return SIMBA_OK;
@@ -3102,22 +3120,10 @@ static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep)
     if (wake) simba_backend_changed(p->s, wake);
 }
 
-/* The session op a master gets: a KEEPALIVE is an OPEN on a master added
-   since the session was opened, which has no copy of it yet (`join`, see
-   simba__redis_cluster_on_replication), unless its run_id changed since:
-   that run may lack the session's writes (the KEEPALIVE ends the session). */
-static const simba_op *simba__redis_cluster_session_op(const simba__redis *c, const simba_op *op, simba_op *joined) {
-    if (op->kind != SIMBA_OP_KEEPALIVE || !c->join || c->runs != c->session_runs) return op;
-    *joined = *op;
-    joined->kind = SIMBA_OP_OPEN;
-    return joined;
-}
-
 /* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
 static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis_fanout *f = NULL;
-    simba_op joined;
     int i;
     for (i = 0; i < cl->map.nnodes; i++)
         if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
@@ -3135,7 +3141,7 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     f->id = op->id;
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
-        if (simba__redis_start(c, simba__redis_cluster_session_op(c, op, &joined)) == SIMBA_OK) {
+        if (simba__redis_submit(c, op) == SIMBA_OK) {
             f->left++;
         } else if (f->status == SIMBA_OK) {
             f->status = SIMBA_EDISCONNECTED;
@@ -3174,7 +3180,7 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         return SIMBA_EDISCONNECTED;
     }
     if (!(t = simba__redis_cluster_sent_new(p, op, slot))) return SIMBA_ENOMEM;
-    if (simba__redis_start(c, op) != SIMBA_OK) {
+    if (simba__redis_submit(c, op) != SIMBA_OK) {
         simba_allocator_free(&p->alloc, t);
         return SIMBA_EDISCONNECTED;
     }
@@ -3183,7 +3189,7 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
     simba__redis_cluster_sent_add(cl, t);
     c->push_used = simba__redis_now(p);
     if (op->kind == SIMBA_OP_RELEASE) simba__redis_cluster_unwait(p, op->session, op->request);
-    simba__redis_cluster_push_on(c);
+    simba__redis_node_push(c, 1);
     return SIMBA_OK;
 }
 
@@ -3546,11 +3552,25 @@ static int simba__redis_send(simba__redis *r, simba__redis_req *q) {
     return SIMBA_OK;
 }
 
+/* The session op a cluster's node sends: a KEEPALIVE is an OPEN on a
+   master added since the session was opened, which has no copy of it yet
+   (`join`, see simba__redis_node_on_replication), unless its run_id changed
+   since: that run may lack the session's writes (the KEEPALIVE ends the
+   session). */
+static const simba_op *simba__redis_node_session_op(const simba__redis *r, const simba_op *op, simba_op *joined) {
+    if (op->kind != SIMBA_OP_KEEPALIVE || !r->join || r->runs != r->session_runs) return op;
+    *joined = *op;
+    joined->kind = SIMBA_OP_OPEN;
+    return joined;
+}
+
 /* An operation from the core: built into one request (one allocation: the
    struct and its argument bytes), sent, and kept until its answer. */
 static int simba__redis_start(simba__redis *r, const simba_op *op) {
     simba__redis_args a;
     simba__redis_req *q;
+    simba_op joined;
+    op = simba__redis_node_session_op(r, op, &joined);
     /* the core validated op (names, tenant, ids, kind): it is trusted here */
     if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
     memset(&a, 0, sizeof a);
@@ -3881,8 +3901,6 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
 
 /*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_granted, _recheck, _changed */
 
-static void simba__redis_cluster_subscribed(simba__redis *c);
-
 /*>>wakeups.deliver: a push on the SUBSCRIBE connection, parsed and handed to the core */
 
 /* One space-free field of a push at *p (advanced past it and its space). */
@@ -3939,12 +3957,15 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
     if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
     if (strcmp(rp->element[0]->str, "subscribe") == 0 || strcmp(rp->element[0]->str, "ssubscribe") == 0) {
         /* a cluster's node is pushed to by SPUBLISH only: subscribed once SSUBSCRIBE is */
-        int node = c->r->parent && c->r->node_tenant[0];
+        int node = c->r->cluster_node && c->r->node_tenant[0];
         if (node && strcmp(rp->element[0]->str, "ssubscribe") != 0) return;
         c->ready = 1;
         c->attempt = 0;
         c->deadline = -1;
-        if (node) simba__redis_cluster_subscribed(c->r);
+        if (node) {
+            c->r->push_gen++;
+            if (c->r->on_subscribed) c->r->on_subscribed(c->r);
+        }
         return;
     }
     if ((strcmp(rp->element[0]->str, "message") == 0 || strcmp(rp->element[0]->str, "smessage") == 0) &&
@@ -4091,7 +4112,7 @@ static void simba__redis_destroy(void *impl) {
         simba__redis_flush_repeats(r);
         for (i = 0; i < r->nconn; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     }
-    if (r->parent) simba_backend_relay_close(r->s);   /* a cluster's child: its relay */
+    if (r->cluster_node) simba_backend_relay_close(r->s);   /* a cluster's child: its relay */
     simba__redis_free(r);
 }
 
@@ -4264,7 +4285,7 @@ static int simba__redis_build_script(simba__redis *r) {
     r->script = (char *)simba_allocator_alloc(&r->alloc, n + sizeof shebang);
     if (!r->script) return SIMBA_ENOMEM;
     r->script_len = 0;
-    if (r->parent) {
+    if (r->cluster_node) {
         memcpy(r->script, shebang, sizeof shebang - 1);
         r->script_len = sizeof shebang - 1;
     }
