@@ -2443,12 +2443,23 @@ static int simba__redis_cluster_pause_ms(int n) {
 enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 30, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250,
        SIMBA__REDIS_CLUSTER_STALE_MS = 4 * SIMBA__REDIS_CLUSTER_REFRESH_MS };
 
+/* A chained hash of entries that begin with a simba__redis_link: the
+   Cluster's waiters and the requests it routed. */
+typedef struct simba__redis_link {
+    struct simba__redis_link *next;
+    uint64_t hash;
+} simba__redis_link;
+
+typedef struct simba__redis_table {
+    simba__redis_link **b;      /* nb buckets (a power of two, or 0), n entries */
+    size_t nb, n;
+} simba__redis_table;
+
 /* One waiting request of ours (an ENQUEUE or POLL answered "not granted"):
    what keeps the push connection of its slot's master open (see "push
    connections on demand" below). */
 typedef struct simba__redis_waiter {
-    struct simba__redis_waiter *next;
-    uint32_t hash;
+    simba__redis_link link;     /* hash: of "<session> <request>" */
     int slot;                   /* the hash slot of its resources */
     int counted;                /* the master it counts for in waiting[] (-1: none) */
     int contend;                /* a contend handle's request: kept while it holds too */
@@ -2460,7 +2471,7 @@ typedef struct simba__redis_waiter {
    what the answer is read against (the child's answer carries only the
    op id). Kept in a hash by op id. */
 typedef struct simba__redis_cluster_sent {
-    struct simba__redis_cluster_sent *next;
+    simba__redis_link link;     /* hash: of id */
     uint64_t id;
     int slot;                   /* the hash slot of its resources */
     int kind, try_only, contend;
@@ -2490,12 +2501,10 @@ struct simba__redis_cluster {
     unsigned char moved[SIMBA__REDIS_CLUSTER_SLOTS];   /* MOVEDs in a row per slot (a loop is capped) */
     simba__redis_cluster_map map;
     simba__redis_cluster_map next;                      /* a CLUSTER SLOTS answer being applied */
-    simba__redis_waiter **wb;   /* our waiting requests: a hash of nwb buckets, nw entries */
-    size_t nwb, nw;
+    simba__redis_table waiters; /* our waiting requests (simba__redis_waiter) */
     int waiting[SIMBA__REDIS_CLUSTER_MAX_NODES];        /* of them, queued on each master of the map */
     int pinned;                 /* a waiter could not be recorded (out of memory): no push connection closes */
-    simba__redis_cluster_sent **sb;   /* requests routed and not answered yet: nsb buckets, ns entries */
-    size_t nsb, ns;
+    simba__redis_table sent;    /* requests routed and not answered yet (simba__redis_cluster_sent) */
     unsigned long gen;          /* main connections of the masters made ready so far (the GEN of every op) */
     struct simba__redis_cluster_later *later;   /* answers held back (simba__redis_cluster_park), oldest first */
     unsigned char asked[SIMBA__REDIS_CLUSTER_SLOTS];   /* ASK/TRYAGAIN/non-local answers in a row per slot */
@@ -2579,6 +2588,57 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
    The main connections all stay: every master keeps a copy of the
    session, renewed by every KEEPALIVE. */
 
+/* The link that starts the bucket of hash h; NULL when there are no buckets. */
+static simba__redis_link **simba__redis_table_bucket(const simba__redis_table *t, uint64_t h) {
+    return t->nb ? &t->b[h & (t->nb - 1)] : NULL;
+}
+
+/* Twice the buckets (at least 64) when there are as many entries as
+   buckets: call it before an add (SIMBA_ENOMEM: nothing changed). */
+static int simba__redis_table_grow(const simba_allocator *a, simba__redis_table *t) {
+    size_t n = t->nb ? t->nb * 2 : 64, i;
+    simba__redis_link **nb;
+    if (t->n < t->nb) return SIMBA_OK;
+    nb = (simba__redis_link **)simba_allocator_alloc(a, n * sizeof *nb);
+    if (!nb) return SIMBA_ENOMEM;
+    for (i = 0; i < t->nb; i++)
+        while (t->b[i]) {
+            simba__redis_link *l = t->b[i];
+            t->b[i] = l->next;
+            l->next = nb[l->hash & (n - 1)];
+            nb[l->hash & (n - 1)] = l;
+        }
+    simba_allocator_free(a, t->b);
+    t->b = nb;
+    t->nb = n;
+    return SIMBA_OK;
+}
+
+static void simba__redis_table_add(simba__redis_table *t, simba__redis_link *l) {
+    simba__redis_link **at = simba__redis_table_bucket(t, l->hash);
+    l->next = *at;
+    *at = l;
+    t->n++;
+}
+
+/* The entry *at, taken out (the caller frees it). */
+static simba__redis_link *simba__redis_table_take(simba__redis_table *t, simba__redis_link **at) {
+    simba__redis_link *l = *at;
+    *at = l->next;
+    t->n--;
+    return l;
+}
+
+/* Every entry and the buckets freed (destroy). */
+static void simba__redis_table_free(const simba_allocator *a, simba__redis_table *t) {
+    size_t i;
+    for (i = 0; i < t->nb; i++)
+        while (t->b[i]) simba_allocator_free(a, simba__redis_table_take(t, &t->b[i]));
+    simba_allocator_free(a, t->b);
+    t->b = NULL;
+    t->nb = t->n = 0;
+}
+
 /* FNV-1a of "<session> <request>". */
 static uint32_t simba__redis_cluster_hash(const char *session, const char *request) {
     uint32_t h = 2166136261u;
@@ -2591,15 +2651,16 @@ static uint32_t simba__redis_cluster_hash(const char *session, const char *reque
 
 /* The link that points at the waiter (session, request), or at the NULL
    that ends its bucket; NULL when there are no buckets. */
-static simba__redis_waiter **simba__redis_cluster_waiter_at(struct simba__redis_cluster *cl, const char *session,
-                                                           const char *request, uint32_t h) {
-    simba__redis_waiter **at;
+static simba__redis_link **simba__redis_cluster_waiter_at(struct simba__redis_cluster *cl, const char *session,
+                                                         const char *request, uint32_t h) {
+    simba__redis_link **at = simba__redis_table_bucket(&cl->waiters, h);
     size_t sl = strlen(session);
-    if (!cl->nwb) return NULL;
-    for (at = &cl->wb[h & (cl->nwb - 1)]; *at; at = &(*at)->next)
-        if ((*at)->hash == h && strncmp((*at)->key, session, sl) == 0 && (*at)->key[sl] == ' ' &&
-            strcmp((*at)->key + sl + 1, request) == 0)
+    for (; at && *at; at = &(*at)->next) {
+        const simba__redis_waiter *w = (const simba__redis_waiter *)*at;
+        if (w->link.hash == h && strncmp(w->key, session, sl) == 0 && w->key[sl] == ' ' &&
+            strcmp(w->key + sl + 1, request) == 0)
             break;
+    }
     return at;
 }
 
@@ -2618,24 +2679,22 @@ static void simba__redis_cluster_count(struct simba__redis_cluster *cl, simba__r
    master of now (that master's shard channel carries its pushes). */
 static void simba__redis_cluster_recount(struct simba__redis_cluster *cl) {
     size_t b;
-    simba__redis_waiter *w;
+    simba__redis_link *l;
     memset(cl->waiting, 0, sizeof cl->waiting);
-    for (b = 0; b < cl->nwb; b++)
-        for (w = cl->wb[b]; w; w = w->next) simba__redis_cluster_count(cl, w, 1);
+    for (b = 0; b < cl->waiters.nb; b++)
+        for (l = cl->waiters.b[b]; l; l = l->next) simba__redis_cluster_count(cl, (simba__redis_waiter *)l, 1);
 }
 
-static void simba__redis_cluster_unwait_at(simba__redis *p, simba__redis_waiter **at) {
-    simba__redis_waiter *w = *at;
-    *at = w->next;
+static void simba__redis_cluster_unwait_at(simba__redis *p, simba__redis_link **at) {
+    simba__redis_waiter *w = (simba__redis_waiter *)simba__redis_table_take(&p->cl->waiters, at);
     simba__redis_cluster_count(p->cl, w, 0);
     simba_allocator_free(&p->alloc, w);
-    p->cl->nw--;
 }
 
 /* (session, request) waits no more (granted, released, gone). */
 static void simba__redis_cluster_unwait(simba__redis *p, const char *session, const char *request) {
-    simba__redis_waiter **at = simba__redis_cluster_waiter_at(p->cl, session, request,
-                                                             simba__redis_cluster_hash(session, request));
+    simba__redis_link **at = simba__redis_cluster_waiter_at(p->cl, session, request,
+                                                           simba__redis_cluster_hash(session, request));
     if (at && *at) simba__redis_cluster_unwait_at(p, at);
 }
 
@@ -2643,36 +2702,15 @@ static void simba__redis_cluster_unwait(simba__redis *p, const char *session, co
 static void simba__redis_cluster_unwait_session(simba__redis *p, const char *session, int other) {
     struct simba__redis_cluster *cl = p->cl;
     size_t b, sl = strlen(session);
-    for (b = 0; b < cl->nwb; b++) {
-        simba__redis_waiter **at = &cl->wb[b];
+    for (b = 0; b < cl->waiters.nb; b++) {
+        simba__redis_link **at = &cl->waiters.b[b];
         while (*at) {
-            int mine = strncmp((*at)->key, session, sl) == 0 && (*at)->key[sl] == ' ';
+            const simba__redis_waiter *w = (const simba__redis_waiter *)*at;
+            int mine = strncmp(w->key, session, sl) == 0 && w->key[sl] == ' ';
             if (mine != other) simba__redis_cluster_unwait_at(p, at);
             else at = &(*at)->next;
         }
     }
-}
-
-/* Twice the buckets (at least 64) when there are as many waiters as buckets. */
-static int simba__redis_cluster_grow(simba__redis *p) {
-    struct simba__redis_cluster *cl = p->cl;
-    size_t n = cl->nwb ? cl->nwb * 2 : 64, b;
-    simba__redis_waiter **nb;
-    if (cl->nw < cl->nwb) return SIMBA_OK;
-    nb = (simba__redis_waiter **)simba_allocator_alloc(&p->alloc, n * sizeof *nb);
-    if (!nb) return SIMBA_ENOMEM;
-    memset(nb, 0, n * sizeof *nb);
-    for (b = 0; b < cl->nwb; b++)
-        while (cl->wb[b]) {
-            simba__redis_waiter *w = cl->wb[b];
-            cl->wb[b] = w->next;
-            w->next = nb[w->hash & (n - 1)];
-            nb[w->hash & (n - 1)] = w;
-        }
-    simba_allocator_free(&p->alloc, cl->wb);
-    cl->wb = nb;
-    cl->nwb = n;
-    return SIMBA_OK;
 }
 
 /* (session, request) on `name` (its first resource) in `slot` waits. Out
@@ -2682,19 +2720,20 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
     struct simba__redis_cluster *cl = p->cl;
     uint32_t h = simba__redis_cluster_hash(session, request);
     size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
-    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request, h), *w;
-    if (at && *at) {
-        if ((*at)->slot == slot && strcmp((*at)->name, name) == 0) return;
+    simba__redis_link **at = simba__redis_cluster_waiter_at(cl, session, request, h);
+    simba__redis_waiter *w = at && *at ? (simba__redis_waiter *)*at : NULL;
+    if (w) {
+        if (w->slot == slot && strcmp(w->name, name) == 0) return;
         simba__redis_cluster_unwait_at(p, at);   /* a keyed request on another name: recorded anew */
     }
-    w = simba__redis_cluster_grow(p) == SIMBA_OK
+    w = simba__redis_table_grow(&p->alloc, &cl->waiters) == SIMBA_OK
             ? (simba__redis_waiter *)simba_allocator_alloc(&p->alloc, sizeof *w + sl + rl + nl + 3)
             : NULL;
     if (!w) {
         cl->pinned = 1;
         return;
     }
-    w->hash = h;
+    w->link.hash = h;
     w->slot = slot;
     w->contend = contend;
     w->key = (char *)(w + 1);
@@ -2703,37 +2742,17 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
     memcpy(w->key + sl + 1, request, rl + 1);
     w->name = w->key + sl + rl + 2;
     memcpy(w->name, name, nl + 1);
-    w->next = cl->wb[h & (cl->nwb - 1)];
-    cl->wb[h & (cl->nwb - 1)] = w;
-    cl->nw++;
+    simba__redis_table_add(&cl->waiters, &w->link);
     simba__redis_cluster_count(cl, w, 1);
 }
 
 /*--- Redis Cluster: the requests routed to a master, by op id, until answered */
 
-static size_t simba__redis_cluster_sent_home(const struct simba__redis_cluster *cl, uint64_t id) {
-    return (size_t)((id ^ (id >> 29)) * 0x9e3779b97f4a7c15ull >> 7) & (cl->nsb - 1);
-}
-
-/* Twice the buckets (at least 64) when there are as many requests as buckets. */
-static int simba__redis_cluster_sent_grow(simba__redis *p) {
-    struct simba__redis_cluster *cl = p->cl;
-    simba__redis_cluster_sent **old = cl->sb;
-    size_t nold = cl->nsb, b;
-    if (cl->ns < cl->nsb) return SIMBA_OK;
-    cl->sb = (simba__redis_cluster_sent **)simba_allocator_alloc(&p->alloc, (nold ? nold * 2 : 64) * sizeof *cl->sb);
-    if (!cl->sb) { cl->sb = old; return SIMBA_ENOMEM; }
-    cl->nsb = nold ? nold * 2 : 64;
-    for (b = 0; b < nold; b++)
-        while (old[b]) {
-            simba__redis_cluster_sent *t = old[b];
-            size_t h = simba__redis_cluster_sent_home(cl, t->id);
-            old[b] = t->next;
-            t->next = cl->sb[h];
-            cl->sb[h] = t;
-        }
-    simba_allocator_free(&p->alloc, old);
-    return SIMBA_OK;
+/* splitmix64's finalizer: an op id's bits all reach the bucket. */
+static uint64_t simba__redis_id_hash(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
 }
 
 /* A record of op (to `slot`), not in the hash yet; NULL when out of memory. */
@@ -2743,10 +2762,11 @@ static simba__redis_cluster_sent *simba__redis_cluster_sent_new(simba__redis *p,
     const char *name = op->nres > 0 ? op->res[0].name : "";
     size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
     simba__redis_cluster_sent *t;
-    if (simba__redis_cluster_sent_grow(p) != SIMBA_OK) return NULL;
+    if (simba__redis_table_grow(&p->alloc, &p->cl->sent) != SIMBA_OK) return NULL;
     t = (simba__redis_cluster_sent *)simba_allocator_alloc(&p->alloc, sizeof *t + sl + rl + nl + 3);
     if (!t) return NULL;
     t->id = op->id;
+    t->link.hash = simba__redis_id_hash(op->id);
     t->slot = slot;
     t->kind = op->kind;
     t->try_only = op->try_only;
@@ -2760,40 +2780,14 @@ static simba__redis_cluster_sent *simba__redis_cluster_sent_new(simba__redis *p,
     return t;
 }
 
-static void simba__redis_cluster_sent_add(struct simba__redis_cluster *cl, simba__redis_cluster_sent *t) {
-    size_t h = simba__redis_cluster_sent_home(cl, t->id);
-    t->next = cl->sb[h];
-    cl->sb[h] = t;
-    cl->ns++;
-}
-
 /* The record of the request answered as op `id`, taken out of the hash
    (the caller frees it); NULL: not a routed request (a fan-out's part). */
 static simba__redis_cluster_sent *simba__redis_cluster_sent_take(struct simba__redis_cluster *cl, uint64_t id) {
-    simba__redis_cluster_sent **at, *t;
-    if (!cl->nsb) return NULL;
-    for (at = &cl->sb[simba__redis_cluster_sent_home(cl, id)]; *at; at = &(*at)->next)
-        if ((*at)->id == id) {
-            t = *at;
-            *at = t->next;
-            cl->ns--;
-            return t;
-        }
+    simba__redis_link **at = simba__redis_table_bucket(&cl->sent, simba__redis_id_hash(id));
+    for (; at && *at; at = &(*at)->next)
+        if (((const simba__redis_cluster_sent *)*at)->id == id)
+            return (simba__redis_cluster_sent *)simba__redis_table_take(&cl->sent, at);
     return NULL;
-}
-
-static void simba__redis_cluster_sent_free_all(simba__redis *p) {
-    struct simba__redis_cluster *cl = p->cl;
-    size_t b;
-    for (b = 0; b < cl->nsb; b++)
-        while (cl->sb[b]) {
-            simba__redis_cluster_sent *t = cl->sb[b];
-            cl->sb[b] = t->next;
-            simba_allocator_free(&p->alloc, t);
-        }
-    simba_allocator_free(&p->alloc, cl->sb);
-    cl->sb = NULL;
-    cl->nsb = cl->ns = 0;
 }
 
 /* What an ENQUEUE/POLL answer says about its request's waiting; the name
@@ -2818,9 +2812,9 @@ static const char *simba__redis_cluster_note(simba__redis *c, const simba__redis
 /* A push granted (session, request) on node c (a contend handle's stays). */
 static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request) {
     struct simba__redis_cluster *cl = c->parent->cl;
-    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request,
-                                                             simba__redis_cluster_hash(session, request));
-    if (at && *at && !(*at)->contend) simba__redis_cluster_unwait_at(c->parent, at);
+    simba__redis_link **at = simba__redis_cluster_waiter_at(cl, session, request,
+                                                           simba__redis_cluster_hash(session, request));
+    if (at && *at && !((const simba__redis_waiter *)*at)->contend) simba__redis_cluster_unwait_at(c->parent, at);
 }
 
 /* Node c's push connection subscribed (again): a grant published for one
@@ -2831,11 +2825,12 @@ static void simba__redis_cluster_granted(simba__redis *c, const char *session, c
 static void simba__redis_cluster_subscribed(simba__redis *c) {
     struct simba__redis_cluster *cl = c->parent->cl;
     size_t b;
-    simba__redis_waiter *w;
+    simba__redis_link *l;
     if (c->node < 0 || cl->waiting[c->node] == 0) return;
-    for (b = 0; b < cl->nwb; b++)
-        for (w = cl->wb[b]; w; w = w->next)
-            if (w->counted == c->node) simba_backend_changed(c->s, w->name);
+    for (b = 0; b < cl->waiters.nb; b++)
+        for (l = cl->waiters.b[b]; l; l = l->next)
+            if (((const simba__redis_waiter *)l)->counted == c->node)
+                simba_backend_changed(c->s, ((const simba__redis_waiter *)l)->name);
 }
 
 /* Whether master i's push connection is needed now. */
@@ -2873,21 +2868,6 @@ static int64_t simba__redis_cluster_idle_at(simba__redis *p) {
         if (at < 0 || t < at) at = t;
     }
     return at;
-}
-
-/* Frees the waiters (destroy). */
-static void simba__redis_cluster_free_waiters(simba__redis *p) {
-    struct simba__redis_cluster *cl = p->cl;
-    size_t b;
-    for (b = 0; b < cl->nwb; b++)
-        while (cl->wb[b]) {
-            simba__redis_waiter *w = cl->wb[b];
-            cl->wb[b] = w->next;
-            simba_allocator_free(&p->alloc, w);
-        }
-    simba_allocator_free(&p->alloc, cl->wb);
-    cl->wb = NULL;
-    cl->nwb = cl->nw = 0;
 }
 
 /* The cluster is up when it has a map and every master's main connection
@@ -3186,7 +3166,7 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
     }
     /* (start puts the new request first) */
     t->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
-    simba__redis_cluster_sent_add(cl, t);
+    simba__redis_table_add(&cl->sent, &t->link);
     c->push_used = simba__redis_now(p);
     if (op->kind == SIMBA_OP_RELEASE) simba__redis_cluster_unwait(p, op->session, op->request);
     simba__redis_node_push(c, 1);
@@ -3418,8 +3398,8 @@ static void simba__redis_cluster_free(simba__redis *p) {
     if (!cl) return;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
     if (cl->probe) simba__redis_destroy(cl->probe);
-    simba__redis_cluster_free_waiters(p);
-    simba__redis_cluster_sent_free_all(p);
+    simba__redis_table_free(&p->alloc, &cl->waiters);
+    simba__redis_table_free(&p->alloc, &cl->sent);
     while (cl->later) {
         simba__redis_cluster_later *l = cl->later;
         cl->later = l->next;
