@@ -1901,8 +1901,9 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
 /* A cluster's node backend is this one-server backend with node options
    (set when the Cluster makes it, >>connection.cluster): cluster_node
    (redirects are answers, simba__redis_cluster_node_redirect), shared_gen,
-   fresh, on_subscribed, and the two controls below. It reports to the
-   Cluster through a relay like any backend to the core. */
+   fresh, on_subscribed; the Cluster reads and steers it with the functions
+   below and submits through its vtable; it reports to the Cluster through
+   a relay like any backend to the core. */
 
 /* The node's script tenant "T@k@m" (tag: "" none yet): a new one is
    another shard channel, so the push connection subscribes again. */
@@ -1912,6 +1913,24 @@ static void simba__redis_node_set_tag(simba__redis *r, const char *tag) {
     if (r->conn[SIMBA__REDIS_SUB].ac)
         simba__redis_drop(r, &r->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
 }
+
+/* The node's main connection is ready (the Cluster is up when every node's is). */
+static int simba__redis_node_connected(const simba__redis *r) { return r->conn[SIMBA__REDIS_MAIN].ready; }
+
+/* The node takes ops: connected, and its script tenant known. */
+static int simba__redis_node_ready(const simba__redis *r) {
+    return simba__redis_node_connected(r) && r->node_tenant[0];
+}
+
+/* The node's push subscriptions so far (counted from 2), 0 while its push
+   connection is not subscribed: an op sent under one mark and answered
+   "waiting" under another may have missed a grant published in between. */
+static unsigned long simba__redis_node_push_mark(const simba__redis *r) {
+    return r->conn[SIMBA__REDIS_SUB].ready ? r->push_gen : 0;
+}
+
+/* Whether the node's push connection is wanted now (simba__redis_node_push). */
+static int simba__redis_node_push_wanted(const simba__redis *r) { return !r->push_off; }
 
 /* The node's push connection wanted (on: it connects at once, an op just
    routed here is sent on the main connection meanwhile) or not (closed,
@@ -2800,7 +2819,8 @@ static const char *simba__redis_cluster_note(simba__redis *c, const simba__redis
     if (rep->status == SIMBA_OK && (!rep->granted || t->contend)) {
         if (t->kind == SIMBA_OP_ENQUEUE && t->try_only) return NULL;   /* not queued */
         simba__redis_cluster_wait(c->parent, t->session, t->request, t->name, t->slot, t->contend);
-        if (!rep->granted && c->conn[SIMBA__REDIS_SUB].ready && t->push_gen != c->push_gen) return t->name;
+        if (!rep->granted && simba__redis_node_push_mark(c) && t->push_gen != simba__redis_node_push_mark(c))
+            return t->name;
         return NULL;   /* subscribed all along, or woken once it is (simba__redis_cluster_subscribed) */
     }
     if (rep->status == SIMBA_OK || rep->status == SIMBA_ESESSION || rep->status == SIMBA_ENOTFOUND ||
@@ -2850,7 +2870,7 @@ static void simba__redis_cluster_idle(simba__redis *p) {
         simba__redis *c = cl->node[i];
         if (!c) continue;
         if (simba__redis_cluster_push_needed(p, i, now)) simba__redis_node_push(c, 1);
-        else if (!c->push_off) simba__redis_node_push(c, 0);
+        else if (simba__redis_node_push_wanted(c)) simba__redis_node_push(c, 0);
     }
 }
 
@@ -2863,7 +2883,7 @@ static int64_t simba__redis_cluster_idle_at(simba__redis *p) {
     for (i = 0; i < cl->map.nnodes; i++) {
         const simba__redis *c = cl->node[i];
         int64_t t;
-        if (!c || c->push_off || cl->waiting[i] > 0 || c->push_used < 0) continue;
+        if (!c || !simba__redis_node_push_wanted(c) || cl->waiting[i] > 0 || c->push_used < 0) continue;
         t = c->push_used + p->cluster_idle_ms;
         if (at < 0 || t < at) at = t;
     }
@@ -2876,7 +2896,7 @@ static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg
     struct simba__redis_cluster *cl = p->cl;
     int i, up = cl->have_map && cl->map.nnodes > 0 && !cl->stale;
     for (i = 0; up && i < cl->map.nnodes; i++)
-        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
+        if (!cl->node[i] || !simba__redis_node_connected(cl->node[i])) up = 0;
     if (up) { simba__redis_report(p, 1, 0, NULL); return; }
     if (p->reported < 0 && !err) return;   /* still connecting to the masters: nothing failed yet */
     simba__redis_report(p, 0, err ? err : (p->reported_err ? p->reported_err : SIMBA_EDISCONNECTED),
@@ -3106,7 +3126,7 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     simba__redis_fanout *f = NULL;
     int i;
     for (i = 0; i < cl->map.nnodes; i++)
-        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
+        if (!cl->node[i] || !simba__redis_node_ready(cl->node[i]))
             return SIMBA_EDISCONNECTED;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
     if (!f) return SIMBA_EBUSY;
@@ -3155,7 +3175,7 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         return SIMBA_OK;
     }
     owner = cl->map.owner[slot];
-    if (owner < 0 || !(c = cl->node[owner]) || !c->conn[SIMBA__REDIS_MAIN].ready || !c->node_tenant[0]) {
+    if (owner < 0 || !(c = cl->node[owner]) || !simba__redis_node_ready(c)) {
         cl->want_refresh = 1;
         return SIMBA_EDISCONNECTED;
     }
@@ -3165,7 +3185,7 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         return SIMBA_EDISCONNECTED;
     }
     /* (start puts the new request first) */
-    t->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
+    t->push_gen = simba__redis_node_push_mark(c);
     simba__redis_table_add(&cl->sent, &t->link);
     c->push_used = simba__redis_now(p);
     if (op->kind == SIMBA_OP_RELEASE) simba__redis_cluster_unwait(p, op->session, op->request);
