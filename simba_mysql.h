@@ -2675,10 +2675,14 @@ static const char *const simba__mysql_settle_body[2] = {
 
 /* text with every '$' replaced by the table prefix */
 static void simba__mysql_put_prefixed(simba__mysql *b, simba__mysql_buf *x, const char *text) {
-    const char *p;
-    for (p = text; *p; p++) {
-        if (*p == '$') simba__mysql_put(b, x, b->prefix);
-        else simba__mysql_putf(b, x, "%c", *p);
+    while (*text) {
+        size_t run = strcspn(text, "$");
+        if (!simba__mysql_reserve(b, x, run)) return;
+        memcpy(x->p + x->n, text, run);
+        x->n += run;
+        x->p[x->n] = 0;
+        text += run;
+        if (*text == '$') { simba__mysql_put(b, x, b->prefix); text++; }
     }
 }
 
