@@ -131,6 +131,10 @@ struct simba_sqlite_stats {
     int slot;                   /* this backend's byte in the sidecar (-1: none) */
     int last_error;             /* SIMBA_E* of the last failed open or batch, 0 if none */
     int64_t longest_batch_us;   /* the longest batch (one transaction) inside a tick */
+    /* where a batch's time goes (bench-sqlite prints them per cycle) */
+    uint64_t statements;        /* prepared statements run, BEGIN and COMMIT included */
+    uint64_t pages_written;     /* pages the committed transactions wrote to the WAL */
+    int64_t batch_us;           /* time inside batches in all, from BEGIN to the wake-ups sent */
 };
 
 /* Copies the counters of backend b (the value simba_sqlite() returned; valid
@@ -419,6 +423,7 @@ static int64_t simba__sqlite_real_us(void) {
 /* A statement, reset and ready for new bindings. */
 static sqlite3_stmt *simba__sqlite_q(simba__sqlite *b, int which) {
     sqlite3_stmt *st = b->st[which];
+    b->stats.statements++;
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return st;
@@ -983,6 +988,14 @@ static void simba__sqlite_batch_failed(simba__sqlite *b, simba__sqlite_job **job
         simba__sqlite_down(b, code, msg);
 }
 
+/* Adds the pages the last COMMIT wrote to the WAL (the connection's counter,
+   read and reset). */
+static void simba__sqlite_count_pages(simba__sqlite *b) {
+    int cur = 0, high = 0;
+    if (sqlite3_db_status(b->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &high, 1) == SQLITE_OK && cur > 0)
+        b->stats.pages_written += (uint64_t)cur;
+}
+
 /* Runs up to SIMBA__SQLITE_BATCH queued ops in one write transaction and
    answers them after COMMIT. Never waits: a busy database (another process
    is writing) leaves the ops queued and retries from the loop a few ms
@@ -1015,8 +1028,11 @@ static int simba__sqlite_run_batch(simba__sqlite *b) {
     if (!b->rc && (rc = sqlite3_step(simba__sqlite_q(b, SQ_COMMIT))) != SQLITE_DONE) simba__sqlite_fail(b, rc);
     if (b->rc) { simba__sqlite_batch_failed(b, jobs, n); return 1; }
     b->stats.transactions++;
+    simba__sqlite_count_pages(b);
     simba__sqlite_send_wakes(b);
-    if (simba__sqlite_real_us() - t0 > b->stats.longest_batch_us) b->stats.longest_batch_us = simba__sqlite_real_us() - t0;
+    t0 = simba__sqlite_real_us() - t0;
+    b->stats.batch_us += t0;
+    if (t0 > b->stats.longest_batch_us) b->stats.longest_batch_us = t0;
     for (i = 0; i < n; i++) simba__sqlite_complete(b, jobs[i]);
     return 1;
 }

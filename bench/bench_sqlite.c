@@ -69,6 +69,22 @@ static simba_lock acquire(simba *s, const char *name, int wait_ms) {
 
 /* ---- floors ---- */
 
+/* An integer PRAGMA's value on db (-1 if it has none). */
+static long pragma_int(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *st;
+    long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    if (sqlite3_step(st) == SQLITE_ROW) v = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static char floor_settings[200];   /* what the floor ran with, read back from its connection */
+
+/* One write transaction as the backend runs its own: the same settings
+   (WAL, synchronous=NORMAL, SQLite's default checkpoint every 1000 WAL
+   pages and page size), BEGIN IMMEDIATE, prepared statements; one UPDATE
+   of one row, so one WAL page per transaction. */
 static double floor_txn_us(const char *path, int n) {
     sqlite3 *db;
     double t0;
@@ -91,6 +107,10 @@ static double floor_txn_us(const char *path, int n) {
         t0 = (now_us() - t0) / n;
         sqlite3_finalize(b); sqlite3_finalize(u); sqlite3_finalize(c);
     }
+    snprintf(floor_settings, sizeof floor_settings,
+             "WAL, synchronous=%s, a checkpoint every %ld WAL pages, pages of %ld bytes, BEGIN IMMEDIATE,"
+             " one prepared UPDATE of one row", pragma_int(db, "PRAGMA synchronous") == 1 ? "NORMAL" : "not NORMAL",
+             pragma_int(db, "PRAGMA wal_autocheckpoint"), pragma_int(db, "PRAGMA page_size"));
     sqlite3_close(db);
     return t0;
 }
@@ -126,6 +146,59 @@ static double floor_cycle_writes_us(const char *path, int n) {
     }
     t0 = (now_us() - t0) / n;
     sqlite3_finalize(b); sqlite3_finalize(ins); sqlite3_finalize(upd); sqlite3_finalize(del); sqlite3_finalize(c);
+    sqlite3_close(db);
+    return t0;
+}
+
+/* What a cycle would cost if each of its two transactions wrote one row
+   (the holder kept in the resource's row) and read only what such a
+   cycle still must: the file's identity (stat), the restart grace, the
+   session, the resource, its queue (empty). The SQL alone, without
+   simba's loop: a bound for that schema, not a design. */
+static double bound_one_row_us(const char *path, int n) {
+    static const char *const sql[] = {
+        "BEGIN IMMEDIATE", "COMMIT",
+        "SELECT v FROM meta WHERE k='grace_until'",
+        "SELECT slot,markfile,pid,start,expires,wake,renewed FROM sessions WHERE tenant='' AND id='cycle~0123456789abcdef'",
+        "SELECT capacity,counter,holder,hsession,hfence FROM res1 WHERE tenant='' AND name=X'6379636c65'",
+        "SELECT seq,request,session,weight,fence,nres FROM entries WHERE tenant='' AND name=X'6379636c65' ORDER BY seq",
+        ("UPDATE res1 SET holder='cycle~0123456789abcdef:1',hsession='cycle~0123456789abcdef',"
+         "hfence=counter+1,counter=counter+1 WHERE tenant='' AND name=X'6379636c65'"),
+        "UPDATE res1 SET holder=NULL,hsession=NULL,hfence=0 WHERE tenant='' AND name=X'6379636c65'"
+    };
+    enum { B, C, GRACE, SESS, RES, QUEUE, TAKE, GIVE, NSQL };
+    static const int acquire[] = { GRACE, SESS, RES, QUEUE, TAKE }, release[] = { GRACE, SESS, RES, GIVE, QUEUE };
+    sqlite3 *db;
+    sqlite3_stmt *st[NSQL];
+    struct stat sb;
+    double t0;
+    int i, k;
+    sqlite3_open(path, &db);
+    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL);
+    sqlite3_exec(db, simba__sqlite_schema, NULL, NULL, NULL);
+    sqlite3_exec(db, "CREATE TABLE res1(tenant TEXT NOT NULL, name BLOB NOT NULL, capacity INTEGER NOT NULL,"
+                     " counter INTEGER NOT NULL, holder TEXT, hsession TEXT, hfence INTEGER,"
+                     " PRIMARY KEY(tenant,name)) WITHOUT ROWID;"
+                     "INSERT INTO res1 VALUES('',X'6379636c65',1,0,NULL,NULL,0);"
+                     "INSERT INTO meta VALUES('grace_until',0);"
+                     "INSERT INTO sessions VALUES('','cycle~0123456789abcdef',1,'1:2',1,1,99999999999,'w',1)",
+                 NULL, NULL, NULL);
+    for (k = 0; k < NSQL; k++) sqlite3_prepare_v2(db, sql[k], -1, &st[k], NULL);
+#define STEP(x) do { while (sqlite3_step(st[x]) == SQLITE_ROW) {} sqlite3_reset(st[x]); } while (0)
+    t0 = now_us();
+    for (i = 0; i < n; i++) {
+        stat(path, &sb);
+        STEP(B);
+        for (k = 0; k < 5; k++) STEP(acquire[k]);
+        STEP(C);
+        stat(path, &sb);
+        STEP(B);
+        for (k = 0; k < 5; k++) STEP(release[k]);
+        STEP(C);
+    }
+#undef STEP
+    t0 = (now_us() - t0) / n;
+    for (k = 0; k < NSQL; k++) sqlite3_finalize(st[k]);
     sqlite3_close(db);
     return t0;
 }
@@ -181,18 +254,20 @@ static double floor_dgram_us(int n) {
 
 /* ---- simba ---- */
 
-static double tx_per_cycle;
+/* Per cycle, from the backend's counters over the timed cycles. */
+static double tx_per_cycle, statements_per_cycle, pages_per_cycle, batch_us_per_cycle;
 
 static double cycle_us(const char *path, int n, int64_t *longest_us) {
     simba_backend b;
     simba *s = client(path, "cycle", &b);
-    struct simba_sqlite_stats st;
+    struct simba_sqlite_stats st, st0;
     double t0;
     int i;
     simba_lock l = acquire(s, "cycle", -1);   /* warm: the file, the statements */
     expect(s, l, SIMBA_EVENT_ACQUIRED);
     simba_release(s, l);
     expect(s, l, SIMBA_EVENT_RELEASED);
+    simba_sqlite_stats(b, &st0);
     t0 = now_us();
     for (i = 0; i < n; i++) {
         l = acquire(s, "cycle", -1);
@@ -203,7 +278,10 @@ static double cycle_us(const char *path, int n, int64_t *longest_us) {
     t0 = (now_us() - t0) / n;
     simba_sqlite_stats(b, &st);
     *longest_us = st.longest_batch_us;
-    tx_per_cycle = (double)st.transactions / n;
+    tx_per_cycle = (double)(st.transactions - st0.transactions) / n;
+    statements_per_cycle = (double)(st.statements - st0.statements) / n;
+    pages_per_cycle = (double)(st.pages_written - st0.pages_written) / n;
+    batch_us_per_cycle = (double)(st.batch_us - st0.batch_us) / n;
     simba_destroy(s);
     return t0;
 }
@@ -343,11 +421,11 @@ static double queued_handoff_us(const char *path, int q, const char *name) {
 }
 
 int main(void) {
-    char db[320], floordb[320], writesdb[320], lockf[320], url[400], flockf[320];
+    char db[320], floordb[320], writesdb[320], onerowdb[320], lockf[320], url[400], flockf[320];
     const char *cli = getenv("SIMBA_CLI") ? getenv("SIMBA_CLI") : "build/simba";
     const char *net = getenv("SIMBA_CLI_NET");
     int n = env_int("BENCH_N", 2000), kills = env_int("BENCH_KILLS", 30), cmds = env_int("BENCH_CMDS", 100), i, k;
-    double txn, wr, fl, dg, cyc, ho, ho99, kl[512], sv[1024], fv[1024], ov[1024], mn, med, mx, fmn, fmed, fmx, q1, q1000;
+    double txn, wr, one_row, fl, dg, cyc, ho, ho99, kl[512], sv[1024], fv[1024], ov[1024], mn, med, mx, fmn, fmed, fmx, q1, q1000;
     int64_t longest = 0;
     signal(SIGPIPE, SIG_IGN);
     if (getenv("BENCH_DIR")) snprintf(dir, sizeof dir, "%s", getenv("BENCH_DIR"));
@@ -361,6 +439,7 @@ int main(void) {
     snprintf(db, sizeof db, "%s/locks.db", dir);
     snprintf(floordb, sizeof floordb, "%s/floor.db", dir);
     snprintf(writesdb, sizeof writesdb, "%s/writes.db", dir);
+    snprintf(onerowdb, sizeof onerowdb, "%s/onerow.db", dir);
     snprintf(lockf, sizeof lockf, "%s/flock.lock", dir);
     snprintf(flockf, sizeof flockf, "%s/x.lock", dir);
     snprintf(url, sizeof url, "sqlite://%s/cli.db", dir);
@@ -372,21 +451,31 @@ int main(void) {
         printf("Q: %.1f vs %.1f us = %.2f x\n", q1000, q1, q1000 / q1);
         return 0;
     }
-    txn = floor_txn_us(floordb, n);
+    /* as many WAL pages as the cycles write (5 a cycle), so the floor
+       averages over as many checkpoints: one checkpoint's fsyncs take
+       tens of ms, and over 1000 pages they are most of a transaction */
+    txn = floor_txn_us(floordb, n * 5);
     fl = floor_flock_us(lockf, n * 10);
     dg = floor_dgram_us(n);
-    printf("floors: one write transaction (WAL, synchronous=NORMAL) %.1f us; flock(2) lock+unlock %.2f us;"
-           " one datagram to another process %.1f us\n", txn, fl, dg);
+    printf("floors: one write transaction %.1f us (%s: the backend's settings); flock(2) lock+unlock %.2f us;"
+           " one datagram to another process %.1f us\n", txn, floor_settings, fl, dg);
 
     cyc = cycle_us(db, n, &longest);
-    if (getenv("BENCH_CYCLE_ONLY")) { printf("cycle %.1f us, floor %.1f, %.2f transactions\n", cyc, txn, tx_per_cycle); return 0; }
     printf("cycle: acquire+release %.1f us = %.2f x one write transaction (target <= 2.5), %.0f x a flock pair;"
            " longest batch inside a tick %lld us; %.2f transactions per cycle\n", cyc, cyc / txn, cyc / fl, (long long)longest,
            tx_per_cycle);
+    printf("cycle, where the time goes: %.1f statements and %.1f WAL pages per cycle (the floor: 3 and 1 per"
+           " transaction); inside the transactions %.1f us = %.2f x one write transaction, simba's loop outside"
+           " them %.1f us\n", statements_per_cycle, pages_per_cycle, batch_us_per_cycle, batch_us_per_cycle / txn,
+           cyc - batch_us_per_cycle);
     wr = floor_cycle_writes_us(writesdb, n);
     printf("cycle floor: the writes a cycle needs (one transaction adds an entry and raises the fence counter, one"
            " deletes it; simba's schema) %.1f us = %.2f x one write transaction; the cycle is %.2f x it\n",
            wr, wr / txn, cyc / wr);
+    one_row = bound_one_row_us(onerowdb, n);
+    printf("cycle bound of a one-row-per-transaction schema (the holder in the resource's row; per transaction a stat,"
+           " 4 reads, 1 write; its SQL alone, no loop) %.1f us = %.2f x one write transaction\n", one_row, one_row / txn);
+    if (getenv("BENCH_CYCLE_ONLY")) return 0;
 
     ho = handoff_us(db, n / 2 > 4096 ? 4096 : n / 2, "handoff", &ho99);
     printf("hand-off to another process: p50 %.1f us, p99 %.1f us = %.2f x (transaction + datagram, %.1f us)"

@@ -462,6 +462,39 @@ static void t_sqlite_dead_holder_try(void) {
     simba_destroy(s);
 }
 
+/* The counters of where a batch's time goes: an uncontended acquire and
+   release are two transactions, each with its statements (BEGIN and COMMIT
+   among them) and at least one WAL page. */
+static void t_sqlite_stats_cycle(void) {
+    char path[320];
+    simba_backend b;
+    simba *s;
+    simba_lock l;
+    struct simba_sqlite_stats st0, st;
+    sq_path(path, sizeof path, "stats.db");
+    s = sq_client_b(path, "stats", "counter", 0, 0, &b);
+    CHECK(s);
+    l = sq_acquire(s, "x", 1, 1, 0, -1);   /* the session's OPEN and the file's setup first */
+    CHECK(sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    simba_release(s, l);
+    CHECK(sq_expect(s, l, SIMBA_EVENT_RELEASED, 5000, NULL));
+    st0 = sq_stats(b);
+    l = sq_acquire(s, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    simba_release(s, l);
+    CHECK(sq_expect(s, l, SIMBA_EVENT_RELEASED, 5000, NULL));
+    st = sq_stats(b);
+    printf("  # one cycle: %llu transactions, %llu statements, %llu WAL pages, %lld us in batches\n",
+           (unsigned long long)(st.transactions - st0.transactions), (unsigned long long)(st.statements - st0.statements),
+           (unsigned long long)(st.pages_written - st0.pages_written), (long long)(st.batch_us - st0.batch_us));
+    CHECK_EQ(st.transactions - st0.transactions, 2);
+    CHECK(st.statements - st0.statements >= 6);
+    CHECK(st.pages_written - st0.pages_written >= 2);
+    CHECK(st.batch_us >= st0.batch_us);
+    CHECK(st.batch_us >= st.longest_batch_us);
+    simba_destroy(s);
+}
+
 /* A stopped holder keeps its mark: it is purged by its lease only, and when
    it runs again its first event is LOST (the local safety rule). */
 static void t_sqlite_sigstop_holder(void) {
@@ -709,6 +742,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_processes_semaphore);
     RUN(t_sqlite_kill9_holder);
     RUN(t_sqlite_dead_holder_try);
+    RUN(t_sqlite_stats_cycle);
     RUN(t_sqlite_sigstop_holder);
     RUN(t_sqlite_foreign_file);
     RUN(t_sqlite_corrupt_file);
