@@ -832,6 +832,32 @@ SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...)
 #endif
     ;
 
+/* simba_backend_relay: for a composite backend, one that drives other
+   backends (its children) through this same contract: Redis Cluster drives
+   one plain backend per master. A child is attached to the simba that
+   simba_backend_relay_open() returns: what the child reports (complete,
+   granted, recheck, changed, state) goes to the relay's functions, with
+   `user`, instead of to the core; a function left NULL passes the report
+   on to `parent` unchanged (pushes are hints the core checks itself, so a
+   composite may let them through). Everything else a child asks of its
+   simba (alloc, free, log, the clock, tenant, client id, lease, backoff,
+   due, fail) is the parent's. A relay is no simba of its own: every other
+   simba_* call on it answers as on a destroyed instance. */
+typedef struct simba_backend_relay {
+    void *user;
+    void (*complete)(void *user, const simba_reply *reply);
+    void (*granted)(void *user, const char *name, const char *session, const char *request, int64_t fence);
+    void (*recheck)(void *user, const char *name, const char *session, const char *request);
+    void (*changed)(void *user, const char *name);
+    void (*state)(void *user, int up, int err, const char *msg);
+} simba_backend_relay;
+/* A relay of `parent` (a simba, or itself a relay) that reports to `relay`
+   (copied: it need not outlive the call); NULL when out of memory or when
+   an argument is NULL. Close it with simba_backend_relay_close() after the
+   child that uses it was destroyed. */
+SIMBADEF simba *simba_backend_relay_open(simba *parent, const simba_backend_relay *relay);
+SIMBADEF void simba_backend_relay_close(simba *relay);
+
 /*>>kit: the backend kit: the grant rule, fences, name checks, allocation */
 
 /* ---- the backend kit ----
@@ -980,6 +1006,7 @@ extern "C" {
 #define SIMBA__NEVER INT64_MAX
 #define SIMBA__MAGIC 0x53494d42u           /* "SIMB": a live instance */
 #define SIMBA__DEAD 0x44454144u            /* "DEAD": inside simba_destroy, or a failed create */
+#define SIMBA__RELAY 0x52454c41u           /* "RELA": a relay (simba_backend_relay_open) */
 #define SIMBA__SESSION_OP 0xffffffffu      /* op ids of session operations */
 #define SIMBA__CLOSE_OP 0xfffffffeu        /* a CLOSE: of an abandoned session (answer ignored) */
 #define SIMBA__CLOSE_WAITED 1u             /* its seq: simba_destroy's, whose answer it waits for */
@@ -1249,6 +1276,8 @@ typedef struct simba__session {
 
 struct simba {
     uint32_t magic;                  /* SIMBA__MAGIC while live (simba__is_live) */
+    simba *relay_parent;             /* a relay: whom everything but its reports goes to */
+    simba_backend_relay relay;       /* a relay: where its child's reports go */
     simba_allocator alloc;
     simba_logger logger;
     simba_clock clock;
@@ -1346,8 +1375,16 @@ static void simba__loop_teardown(simba *s);
    it is undefined (SIMBA_ASSERT catches some of it in debug builds). */
 static int simba__is_live(const simba *s) {
     if (!s) return 0;
-    SIMBA_ASSERT(s->magic == SIMBA__MAGIC || s->magic == SIMBA__DEAD);
+    SIMBA_ASSERT(s->magic == SIMBA__MAGIC || s->magic == SIMBA__DEAD || s->magic == SIMBA__RELAY);
     return s->magic == SIMBA__MAGIC;
+}
+
+/* A relay's reports go to its relay functions; everything else a backend
+   asks of its simba goes to the instance at the root of its relays. */
+static int simba__is_relay(const simba *s) { return s && s->magic == SIMBA__RELAY; }
+static simba *simba__root(simba *s) {
+    while (simba__is_relay(s)) s = s->relay_parent;
+    return s;
 }
 
 /*--- memory and logging -------------------------------------------------------*/
@@ -2614,6 +2651,11 @@ static void simba__complete(simba *s, const simba_reply *r) {
 }
 
 SIMBADEF void simba_backend_complete(simba *s, const simba_reply *r) {
+    if (simba__is_relay(s) && r) {
+        if (s->relay.complete) s->relay.complete(s->relay.user, r);
+        else simba_backend_complete(s->relay_parent, r);
+        return;
+    }
     if (!simba__is_live(s) || !r) return;
     simba__complete(s, r);
 }
@@ -2754,12 +2796,22 @@ static int simba__wake_request(simba *s, const char *name, const char *session, 
 }
 
 SIMBADEF void simba_backend_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
+    if (simba__is_relay(s)) {
+        if (s->relay.granted) s->relay.granted(s->relay.user, name, session, request, fence);
+        else simba_backend_granted(s->relay_parent, name, session, request, fence);
+        return;
+    }
     if (!simba__is_live(s) || !name || !s->nbuckets) return;
     if (session && request && fence > 0 && simba__wake_granted(s, name, session, request, fence)) return;
     simba_backend_changed(s, name);   /* a grant we cannot place: everyone on `name` looks */
 }
 
 SIMBADEF void simba_backend_recheck(simba *s, const char *name, const char *session, const char *request) {
+    if (simba__is_relay(s)) {
+        if (s->relay.recheck) s->relay.recheck(s->relay.user, name, session, request);
+        else simba_backend_recheck(s->relay_parent, name, session, request);
+        return;
+    }
     if (!simba__is_live(s) || !name || !s->nbuckets) return;
     if (session && request && simba__wake_request(s, name, session, request)) return;
     simba_backend_changed(s, name);
@@ -2767,6 +2819,11 @@ SIMBADEF void simba_backend_recheck(simba *s, const char *name, const char *sess
 
 SIMBADEF void simba_backend_changed(simba *s, const char *name) {
     uint32_t i;
+    if (simba__is_relay(s)) {
+        if (s->relay.changed) s->relay.changed(s->relay.user, name);
+        else simba_backend_changed(s->relay_parent, name);
+        return;
+    }
     if (!simba__is_live(s) || !name || !s->nbuckets) return;
     for (i = s->buckets[simba__bucket(s, name)]; i; ) {
         simba__lock *l = &s->locks[i - 1];
@@ -2791,6 +2848,11 @@ static void simba__emit_conn(simba *s, int err, const char *msg) {
 }
 
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
+    if (simba__is_relay(s)) {
+        if (s->relay.state) s->relay.state(s->relay.user, up, err, msg);
+        else simba_backend_state(s->relay_parent, up, err, msg);
+        return;
+    }
     if (!simba__is_live(s)) return;
     if (up && !s->connected) {
         s->connected = 1;
@@ -2821,10 +2883,11 @@ SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
     }
 }
 
-SIMBADEF void *simba_backend_alloc(simba *s, size_t size) { return simba__alloc(s, size); }
-SIMBADEF void simba_backend_free(simba *s, void *ptr) { simba__free(s, ptr); }
+SIMBADEF void *simba_backend_alloc(simba *s, size_t size) { return simba__alloc(simba__root(s), size); }
+SIMBADEF void simba_backend_free(simba *s, void *ptr) { simba__free(simba__root(s), ptr); }
 SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt, ...) {
     va_list ap;
+    s = simba__root(s);
     if (!s) return;
     va_start(ap, fmt);
     simba__logv(s, level, fmt, ap);
@@ -2832,6 +2895,7 @@ SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt
 }
 SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt) {
     int base = 50, jitter;
+    s = simba__root(s);
     while (attempt-- > 1 && base < 5000) base *= 2;
     if (base > 5000) base = 5000;
     if (s && s->down_since && simba__now(s) - s->down_since < (int64_t)s->ttl_ms + s->transition_ms && base > 100)
@@ -2839,20 +2903,43 @@ SIMBADEF int simba_backend_backoff_ms(simba *s, int attempt) {
     jitter = s ? (int)(simba__mix64(&s->rng) % (uint64_t)(base / 4 + 1)) : 0;
     return base - base / 8 + jitter;
 }
-SIMBADEF const char *simba_tenant(simba *s) { return s ? s->tenant : ""; }
+SIMBADEF const char *simba_tenant(simba *s) {
+    s = simba__root(s);
+    return s ? s->tenant : "";
+}
 
 SIMBADEF void simba_backend_due(simba *s) {
+    s = simba__root(s);
     if (simba__is_live(s)) simba__loop_kick(s);
 }
 
 SIMBADEF void simba_backend_fail(simba *s, int code, const char *fmt, ...) {
     char buf[sizeof s->last_msg];
     va_list ap;
+    s = simba__root(s);
     if (!s || !fmt) return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     simba__set_error(s, code, buf);
+}
+
+SIMBADEF simba *simba_backend_relay_open(simba *parent, const simba_backend_relay *relay) {
+    simba *root = simba__root(parent), *s;
+    if (!root || !relay) return NULL;
+    s = (simba *)simba__alloc(root, sizeof *s);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->magic = SIMBA__RELAY;
+    s->relay_parent = parent;
+    s->relay = *relay;
+    return s;
+}
+
+SIMBADEF void simba_backend_relay_close(simba *relay) {
+    if (!simba__is_relay(relay)) return;
+    relay->magic = SIMBA__DEAD;
+    simba__free(simba__root(relay->relay_parent), relay);
 }
 
 /* The backend a constructor returns when it refuses its desc: attach fails
@@ -3303,7 +3390,10 @@ SIMBADEF const char *simba_last_error_msg(simba *s) {
     if (!simba__is_live(s)) return "the simba instance was destroyed";
     return (s->last_error && s->last_msg_code == s->last_error) ? s->last_msg : "";
 }
-SIMBADEF const char *simba_client_id(simba *s) { return simba__is_live(s) ? s->client_id : ""; }
+SIMBADEF const char *simba_client_id(simba *s) {
+    s = simba__root(s);
+    return simba__is_live(s) ? s->client_id : "";
+}
 SIMBADEF int simba_connected(simba *s) { return simba__is_live(s) ? s->connected : 0; }
 
 SIMBADEF int64_t simba_grace_ms(simba *s) {
@@ -3838,8 +3928,14 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
     }
 }
 
-SIMBADEF int simba_lease_ms(simba *s) { return s ? s->ttl_ms + s->transition_ms : 0; }
-SIMBADEF int64_t simba_now_ms(simba *s) { return s ? simba__now(s) : 0; }
+SIMBADEF int simba_lease_ms(simba *s) {
+    s = simba__root(s);
+    return s ? s->ttl_ms + s->transition_ms : 0;
+}
+SIMBADEF int64_t simba_now_ms(simba *s) {
+    s = simba__root(s);
+    return s ? simba__now(s) : 0;
+}
 
 /* The hold helpers measure time on simba's clock (a virtual clock in tests)
    and sleep in poll() for at most what is left, capped and at the clock's

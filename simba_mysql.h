@@ -35,7 +35,7 @@
         >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
         >>locks         .queue (read the queues) .rule (the grant rule) .write
                         .dispatch: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-                        (with the one-round-trip block, simba__mysql_sql_settle)
+                        (with the one-round-trip statement, simba__mysql_sql_settle)
         >>wakeups       .arm (a waiter's watch and connection) .fire (the bells we
                         hold, rung by a release) .deliver (-> simba_backend_granted)
         >>stats         simba_mysql_stats()
@@ -46,8 +46,9 @@
     ------------
     Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
     <prefix>resources, <prefix>entries, <prefix>capacity_audit. An ENQUEUE
-    or RELEASE of one resource is first one compound statement (MariaDB's
-    BEGIN NOT ATOMIC, simba__mysql_sql_settle): it locks the resource row and, when
+    or RELEASE of one resource is first one statement (on MariaDB: a CALL of
+    the procedure create_schema installs, or the same as a BEGIN NOT ATOMIC
+    compound statement; simba__mysql_sql_settle): it locks the resource row and, when
     the grant rule has at most one entry to look at (an empty queue; a
     capacity-1 queue's live head after a release), writes the result and
     COMMITs in that one round trip. Every other operation (and those two
@@ -107,7 +108,10 @@ typedef struct simba_mysql_desc {
     int connect_timeout_ms;     /* a connect (with TLS and setup) that takes
                                    longer is abandoned and retried; default 5000 */
     int create_schema;          /* 1: CREATE TABLE IF NOT EXISTS on connect,
-                                   and upgrade older tables in place */
+                                   and upgrade older tables in place; on
+                                   MariaDB also the two procedures of
+                                   simba_mysql.sql (optional: without CREATE
+                                   ROUTINE the client works without them) */
     int lock_wait_timeout_s;    /* innodb_lock_wait_timeout of simba's own
                                    sessions; default 1 (retried on expiry) */
     int sweep_ms;               /* period of the background sweep of expired
@@ -196,6 +200,8 @@ struct simba_mysql_stats {
     uint64_t rings_heard;       /* waits of our waiter connection a ring cut short */
     uint64_t rings_missed;      /* capacity > 1 grants our waiter found without a ring:
                                    the first one turns the backoff re-polls back on */
+    uint64_t calls;             /* one-round-trip ops sent as a CALL of the procedures
+                                   simba_mysql.sql installs (docs/mysql.md) */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -340,6 +346,7 @@ typedef struct simba__mysql_job {
                                (simba__mysql_sql_settle): its last result says
                                whether it committed */
     int settle_release;     /* ... and it gives our bell back when it commits */
+    int settle_call;        /* ... as a CALL of the installed procedure */
     int widen;              /* the queue windows were too short this many times */
     /* what the evaluation decided, kept for the completion */
     simba_reply reply;
@@ -404,6 +411,9 @@ typedef struct simba__mysql {
     int64_t grace_until_ms; /* server time before which nothing is granted (0: none) */
     int block_semis;        /* separators inside the compound statement of the
                                batch being sent (one statement to the server) */
+    int routines;           /* 1: CALL the settle procedures (simba__mysql_sql_settle);
+                               0: not installed or not ours to run, on this connection */
+    int installing;         /* the setup's second batch, CREATE PROCEDURE, is running */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
     /* the main connection and its job queue (head runs) */
@@ -501,6 +511,8 @@ static void simba__mysql_queue_retake(simba__mysql *b);
 static void simba__mysql_watch_del(simba__mysql *b, const char *request);
 static simba__mysql_watch *simba__mysql_watch_find(simba__mysql *b, const char *request);
 static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status);
+static int simba__mysql_is_mariadb(simba__mysql *b);
+static void simba__mysql_sql_routines(simba__mysql *b, simba__mysql_buf *x);
 /* >>vtable */
 static void simba__mysql_destroy(void *impl);
 
@@ -1242,6 +1254,14 @@ static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
     snprintf(msg, sizeof msg, "%s", c->errmsg);
     simba__mysql_free_results(c);
     if (simba__mysql_is_conn_error(e)) { simba__mysql_main_lost(b, SIMBA_EDISCONNECTED, msg); return; }
+    if (j->settle && j->settle_call && (e == ER_SP_DOES_NOT_EXIST || e == ER_PROCACCESS_DENIED_ERROR)) {
+        /* no procedure, or no EXECUTE on it: nothing ran; the compound
+           statement from now on, on this connection */
+        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: %s: the compound statement instead", msg);
+        b->routines = 0;
+        simba__mysql_rollback(b, j, SIMBA_OK, 1);
+        return;
+    }
     if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
         /* the transaction (or its last statement) was rolled back: roll
            back the rest and run the whole op again from the reads */
@@ -1329,6 +1349,7 @@ static int simba__mysql_main_connecting(simba__mysql *b, simba__mysql_conn *c) {
         return 0;
     }
     c->state = SIMBA__MYSQL_SETUP;
+    b->installing = 0;
     simba__mysql_setup_sql(b, &c->sql, 1);
     simba__mysql_conn_query(b, c);
     return 1;
@@ -1343,16 +1364,32 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
         return 0;
     }
     c->done = 0;
+    if (b->installing && c->err && !simba__mysql_is_conn_error(c->err)) {
+        /* no CREATE ROUTINE: the compound statement does the same */
+        simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: the procedures are not installed (MySQL error %u: "
+                          "%.120s): the compound statement instead", c->err, c->errmsg);
+        c->err = 0;
+    }
     if (c->err) {
         int st = simba__mysql_status_of(c->err);
         char msg[300];
         simba__mysql_error_words(msg, sizeof msg, "setup: ", c->err, c->errmsg);
         b->stats.last_error = st;
+        b->installing = 0;
         simba__mysql_main_failed(b, st, msg);
         return 0;
     }
-    simba__mysql_grace(b, c);
+    if (!b->installing) simba__mysql_grace(b, c);
     simba__mysql_free_results(c);
+    b->routines = 1;
+    if (!b->installing && b->create_schema && simba__mysql_is_mariadb(b)) {
+        /* a batch of its own: a client without CREATE ROUTINE still connects */
+        b->installing = 1;
+        simba__mysql_sql_routines(b, &c->sql);
+        simba__mysql_conn_query(b, c);
+        return 1;
+    }
+    b->installing = 0;
     c->state = SIMBA__MYSQL_READY;
     c->attempt = 0;
     if (b->stats.connects++) b->stats.reconnects++;
@@ -2529,11 +2566,14 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
 
 /* ---- one round trip: the block that commits an ENQUEUE or RELEASE the server can decide alone ---- */
 
-/* ENQUEUE and RELEASE of one resource go out as one MariaDB compound
-   statement (BEGIN NOT ATOMIC ... END: no routine to install, no privilege
-   beyond the tables'). It opens the transaction, locks the resource row,
-   and settles the op itself when the grant rule has at most one entry to
-   look at:
+/* ENQUEUE and RELEASE of one resource go out as one statement: a CALL of
+   the procedure create_schema installs (simba_mysql.sql holds the same),
+   or, where it is missing or not ours to run, the same text as a MariaDB
+   compound statement (BEGIN NOT ATOMIC ... END, which needs no privilege
+   beyond the tables'). A procedure is compiled once per connection; the
+   compound statement on every call. It opens the transaction, locks the
+   resource row, and settles the op itself when the grant rule has at most
+   one entry to look at:
      ENQUEUE: the queue is empty, our session is live, our weight fits the
        stored capacity, no restart grace: our entry goes in granted, with
        max(counter + 1, server time in us), and the transaction commits.
@@ -2542,140 +2582,188 @@ static int simba__mysql_decide(simba__mysql *b, simba__mysql_job *j, simba__mysq
        head without us is live: that head gets its fence unless it has one.
        Our entry goes, the transaction commits, our bell is given back.
    THIS IS THE SERVER'S COPY OF THE GRANT RULE (simba_grant_step and
-   simba_grant_fence of simba.h), for these cases only: an empty queue
-   grants any weight that fits; an entry at the head always fits (its
-   effective weight is at most the capacity), and in a capacity-1 queue
-   nothing behind it can. The C copy (simba__mysql_walk,
+   simba_grant_fence of simba.h), written once in simba__mysql_settle_body
+   below (procedure and compound statement alike), for these cases only:
+   an empty queue grants any weight that fits; an entry at the head always
+   fits (its effective weight is at most the capacity), and in a
+   capacity-1 queue nothing behind it can. The C copy (simba__mysql_walk,
    simba__mysql_probe_new) decides every other case (a waiter on an
    ENQUEUE, a dead head, a capacity > 1 queue with others in it, our
-   entry already there: a request sent again): the block
+   entry already there: a request sent again): the statement
    then leaves the transaction open with the resource row locked, and the
    locking reads of simba__mysql_sql_reads follow in the next round trip,
-   then the writes, as for every other op. (The reads stay out of the
-   block: a compound statement costs for every statement it holds, run or
-   not, and the reads are the longest.) The block answers one row: (2,
-   fence or NULL when not settled, stored capacity, seq before the op, bell
-   taken 1/0/NULL, the session and request of the entry a RELEASE granted). */
-static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
-    const char *v;
-    if ((j->kind != SIMBA_OP_ENQUEUE && j->kind != SIMBA_OP_RELEASE) || j->nres != 1 || !b->main.m) return 0;
-    v = mysql_get_server_info(b->main.m);
+   then the writes, as for every other op. (The reads stay out of it: a
+   compound statement costs for every statement it holds, run or not, and
+   the reads are the longest.) It answers one row: (2, fence or NULL when
+   not settled, stored capacity, seq before the op, bell taken 1/0/NULL,
+   the session and request of the entry a RELEASE granted). */
+static int simba__mysql_is_mariadb(simba__mysql *b) {
+    const char *v = b->main.m ? mysql_get_server_info(b->main.m) : NULL;
     /* compound statements outside stored programs: MariaDB >= 10.1 */
     return v && strstr(v, "MariaDB") && mysql_get_server_version(b->main.m) >= 100100;
 }
 
-/* " AND <the restart grace is over>": the grace grants nobody (simba__mysql_walk) */
-static void simba__mysql_sql_past_grace(simba__mysql *b, simba__mysql_buf *x) {
-    if (b->grace_until_ms > 0) simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
+    return (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_RELEASE) && j->nres == 1 && simba__mysql_is_mariadb(b);
 }
 
-/* ENQUEUE: take the bell, lock the resource row, and if nobody is queued,
-   insert our entry granted and commit. */
-static void simba__mysql_sql_settle_enqueue(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    int w = j->res[0].weight < 0 ? 0 : j->res[0].weight, cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1;
-    j->took_bell = simba__mysql_wants_bell(b, j);
-    if (j->took_bell) {
-        simba__mysql_put(b, x, "SET sb = ");
-        simba__mysql_sql_take_bell(b, j, x);
-        simba__mysql_put(b, x, ";\n");
+/* The statement's inputs: the procedure's parameters, the compound
+   statement's first variables. Their types are the columns'. */
+static const char *const simba__mysql_settle_params[][2] = {
+    {"p_tenant", "VARBINARY(64)"}, {"p_name", "VARBINARY(256)"}, {"p_request", "VARBINARY(128)"},
+    {"p_session", "VARBINARY(96)"}, {"p_weight", "INT"}, {"p_capacity", "INT"},
+    {"p_grace", "BIGINT"},      /* server ms before which nothing is granted (0: none) */
+    {"p_bell", "VARBINARY(64)"} /* ENQUEUE: the bell to take, RELEASE: to give back (NULL: none) */
+};
+#define SIMBA__MYSQL_SETTLE_NPARAMS 8
+/* the procedures' names: the suffix is their version, so that clients of
+   releases with different bodies never call each other's */
+static const char *const simba__mysql_settle_names[2] = {"settle_enqueue_1", "settle_release_1"};
+
+/* sf: the fence settled (NULL: not settled), sc sk ss: the resource row,
+   sb: the bell, hq hf hs hr hl: the head of the queue without us (seq,
+   fence, session, request, live); a SELECT ... INTO that finds no row
+   leaves them NULL */
+static const char simba__mysql_settle_vars[] =
+    "DECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;\n"
+    "DECLARE sc, sb, hl, nf INT DEFAULT NULL;\nDECLARE hs, hr VARBINARY(128) DEFAULT NULL;\n"
+    "DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;\nSTART TRANSACTION;\n";
+
+/* The server's copy of the grant rule ("$": the table prefix).
+   [0] ENQUEUE: take the bell, lock the resource row (a new resource is
+   created with the capacity asked for, as simba__mysql_sql_new_resource
+   does; a client creating it at the same moment makes one of us fail on
+   the duplicate key, roll back and run the op again), and if nobody is
+   queued, insert our entry granted and commit.
+   [1] RELEASE: lock the resource row and read the head of the queue
+   without us (its entry, and whether its session is live). Settled when
+   nobody else is queued, or, in a queue of capacity 1, when that head is
+   live: it is then the one entry the rule can grant (the head always
+   fits), and gets its fence now unless it has one. Our entry goes, the
+   transaction commits, our bell is given back (which wakes the head's
+   waiter, whose bell wait reads its fence in the same round trip). */
+static const char *const simba__mysql_settle_body[2] = {
+    "IF p_bell IS NOT NULL THEN\n"
+    "SET sb = IF(IS_USED_LOCK(p_bell) <=> CONNECTION_ID(), 1, GET_LOCK(p_bell, 0));\nEND IF;\n"
+    "SELECT capacity, seq, GREATEST(counter + 1, " SIMBA__MYSQL_NOW_US ") INTO sc, ss, sf FROM `$resources`"
+    " WHERE tenant=p_tenant AND name=p_name FOR UPDATE;\n"
+    "IF sc IS NULL THEN\n"
+    "INSERT INTO `$resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);\n"
+    "SET sc = p_capacity, ss = 0, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n"
+    "IF sc >= p_weight AND NOT EXISTS (SELECT 1 FROM `$entries` WHERE tenant=p_tenant AND name=p_name)"
+    " AND EXISTS (SELECT 1 FROM `$sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > "
+    SIMBA__MYSQL_NOW_MS ") AND " SIMBA__MYSQL_NOW_MS " >= p_grace THEN\n"
+    "INSERT INTO `$entries` (tenant,name,seq,request,session,weight,fence)"
+    " VALUES (p_tenant,p_name,ss+1,p_request,p_session,p_weight,sf);\n"
+    "UPDATE `$resources` SET counter=sf, seq=ss+1 WHERE tenant=p_tenant AND name=p_name;\n"
+    "COMMIT;\nELSE SET sf = NULL;\nEND IF;\n",
+
+    "SELECT capacity, counter, seq INTO sc, sk, ss FROM `$resources` WHERE tenant=p_tenant AND name=p_name"
+    " FOR UPDATE;\n"
+    "SELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > " SIMBA__MYSQL_NOW_MS ", 0)"
+    " INTO hq, hf, hs, hr, hl FROM `$entries` e FORCE INDEX (PRIMARY) LEFT JOIN `$sessions` s"
+    " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=p_tenant AND e.name=p_name"
+    " AND (e.request<>p_request OR e.session<>p_session) ORDER BY e.seq LIMIT 1;\n"
+    "IF hq IS NULL OR (sc = 1 AND hl = 1 AND " SIMBA__MYSQL_NOW_MS " >= p_grace) THEN\n"
+    "DELETE FROM `$entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;\n"
+    "IF hq IS NOT NULL AND hf = 0 THEN\nSET sf = GREATEST(sk + 1, " SIMBA__MYSQL_NOW_US ");\n"
+    "UPDATE `$entries` SET fence=sf WHERE tenant=p_tenant AND name=p_name AND seq=hq AND fence=0;\n"
+    "UPDATE `$resources` SET counter=sf WHERE tenant=p_tenant AND name=p_name;\n"
+    "ELSE SET sf = 0, hs = NULL, hr = NULL;\nEND IF;\nCOMMIT;\n"
+    "IF p_bell IS NOT NULL THEN\nDO RELEASE_LOCK(p_bell);\nEND IF;\n"
+    "ELSE SET sf = NULL;\nEND IF;\n"};
+
+/* text with every '$' replaced by the table prefix */
+static void simba__mysql_put_prefixed(simba__mysql *b, simba__mysql_buf *x, const char *text) {
+    while (*text) {
+        size_t run = strcspn(text, "$");
+        if (!simba__mysql_reserve(b, x, run)) return;
+        memcpy(x->p + x->n, text, run);
+        x->n += run;
+        x->p[x->n] = 0;
+        text += run;
+        if (*text == '$') { simba__mysql_put(b, x, b->prefix); text++; }
     }
-    simba__mysql_putf(b, x, "SELECT capacity, seq, GREATEST(counter + 1, " SIMBA__MYSQL_NOW_US ") INTO sc, ss, sf FROM %s",
-                      b->t_resources);
-    simba__mysql_where_res(b, x, j, 0);
-    /* a new resource: created here with the capacity asked for, as the C
-       path does (simba__mysql_sql_new_resource); a client creating it at
-       the same moment makes one of us fail on the duplicate key, roll back
-       and run the op again */
-    simba__mysql_putf(b, x, " FOR UPDATE;\nIF sc IS NULL THEN\nINSERT INTO %s (tenant,name,capacity,counter,seq) VALUES (",
-                      b->t_resources);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, ",");
-    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
-    simba__mysql_putf(b, x, ",%d,0,0);\nSET sc = %d, ss = 0, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n",
-                      cap, cap);
-    simba__mysql_putf(b, x, "IF sc >= %d AND NOT EXISTS (SELECT 1 FROM %s", w, b->t_entries);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_putf(b, x, ") AND EXISTS (SELECT 1 FROM %s", b->t_sessions);
-    simba__mysql_where_tenant(b, x, j);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS ")");
-    simba__mysql_sql_past_grace(b, x);
-    simba__mysql_putf(b, x, " THEN\nINSERT INTO %s (tenant,name,seq,request,session,weight,fence) VALUES (", b->t_entries);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, ",");
-    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
-    simba__mysql_put(b, x, ",ss+1,");
-    simba__mysql_hexs(b, x, j->request);
-    simba__mysql_put(b, x, ",");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_putf(b, x, ",%d,sf);\nUPDATE %s SET counter=sf, seq=ss+1", w, b->t_resources);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_put(b, x, ";\nCOMMIT;\n");
 }
 
-/* RELEASE: lock the resource row and read the head of the queue without
-   us (its entry, and whether its session is live). Settled when nobody
-   else is queued, or, in a queue of capacity 1, when that head is live:
-   it is then the one entry the rule can grant (the head always fits), and
-   gets its fence now unless it has one. Our entry goes, the transaction
-   commits, our bell is given back (which wakes the head's waiter, whose
-   bell wait reads its fence in the same round trip). */
-static void simba__mysql_sql_settle_release(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_putf(b, x, "SELECT capacity, counter, seq INTO sc, sk, ss FROM %s", b->t_resources);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_putf(b, x, " FOR UPDATE;\nSELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > "
-                      SIMBA__MYSQL_NOW_MS ", 0) INTO hq, hf, hs, hr, hl FROM %s e FORCE INDEX (PRIMARY) LEFT JOIN %s s"
-                      " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=", b->t_entries, b->t_sessions);
-    simba__mysql_hexs(b, x, j->tenant);
-    simba__mysql_put(b, x, " AND e.name=");
-    simba__mysql_hex(b, x, j->res[0].name, j->res[0].len);
-    simba__mysql_put(b, x, " AND (e.request<>");
-    simba__mysql_hexs(b, x, j->request);
-    simba__mysql_put(b, x, " OR e.session<>");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, ") ORDER BY e.seq LIMIT 1;\nIF hq IS NULL OR (sc = 1 AND hl = 1");
-    simba__mysql_sql_past_grace(b, x);
-    simba__mysql_putf(b, x, ") THEN\nDELETE FROM %s", b->t_entries);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_put(b, x, " AND request=");
-    simba__mysql_hexs(b, x, j->request);
-    simba__mysql_put(b, x, " AND session=");
-    simba__mysql_hexs(b, x, j->session);
-    simba__mysql_put(b, x, ";\nIF hq IS NOT NULL AND hf = 0 THEN\nSET sf = GREATEST(sk + 1, " SIMBA__MYSQL_NOW_US ");\n");
-    simba__mysql_putf(b, x, "UPDATE %s SET fence=sf", b->t_entries);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_putf(b, x, " AND seq=hq AND fence=0;\nUPDATE %s SET counter=sf", b->t_resources);
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_put(b, x, ";\nELSE SET sf = 0, hs = NULL, hr = NULL;\nEND IF;\nCOMMIT;\n");
-    j->release_bell = 1;
-    j->settle_release = simba__mysql_bell_due(b, j);
-    j->release_bell = 0;
-    if (j->settle_release) {
-        simba__mysql_put(b, x, "DO RELEASE_LOCK(");
-        simba__mysql_bellname(b, x, j->bell);
-        simba__mysql_put(b, x, ");\n");
+/* The body of procedure or compound statement k (0 ENQUEUE, 1 RELEASE),
+   after its inputs: variables, START TRANSACTION, the rule, the answer. */
+static void simba__mysql_put_settle_body(simba__mysql *b, simba__mysql_buf *x, int k) {
+    simba__mysql_put(b, x, simba__mysql_settle_vars);
+    simba__mysql_put_prefixed(b, x, simba__mysql_settle_body[k]);
+    simba__mysql_put(b, x, "SELECT 2 AS k, sf, sc, ss, sb, hs, hr;\nEND");
+}
+
+/* CREATE PROCEDURE of both procedures (create_schema, on MariaDB): two
+   statements; "$" stands for the table prefix in the procedures' names. */
+static void simba__mysql_sql_routines(simba__mysql *b, simba__mysql_buf *x) {
+    int k, i;
+    simba__mysql_buf_clear(x);
+    for (k = 0; k < 2; k++) {
+        simba__mysql_putf(b, x, "%sCREATE PROCEDURE IF NOT EXISTS `%s%s`(", k ? ";\n" : "", b->prefix,
+                          simba__mysql_settle_names[k]);
+        for (i = 0; i < SIMBA__MYSQL_SETTLE_NPARAMS; i++)
+            simba__mysql_putf(b, x, "%s%s %s", i ? ", " : "", simba__mysql_settle_params[i][0],
+                              simba__mysql_settle_params[i][1]);
+        simba__mysql_put(b, x, ")\nMODIFIES SQL DATA SQL SECURITY INVOKER\nBEGIN\n");
+        simba__mysql_put_settle_body(b, x, k);
+    }
+}
+
+/* Input i of the statement for job j, as an SQL value. */
+static void simba__mysql_settle_arg(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j, int i) {
+    int w = j->res[0].weight < 0 ? 0 : j->res[0].weight, cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1;
+    int bell = j->kind == SIMBA_OP_ENQUEUE ? j->took_bell : j->settle_release;
+    switch (i) {
+    case 0: simba__mysql_hexs(b, x, j->tenant); break;
+    case 1: simba__mysql_hex(b, x, j->res[0].name, j->res[0].len); break;
+    case 2: simba__mysql_hexs(b, x, j->request); break;
+    case 3: simba__mysql_hexs(b, x, j->session); break;
+    case 4: simba__mysql_putf(b, x, "%d", w); break;
+    case 5: simba__mysql_putf(b, x, "%d", cap); break;
+    case 6: simba__mysql_putf(b, x, "%lld", (long long)(b->grace_until_ms > 0 ? b->grace_until_ms : 0)); break;
+    default:
+        if (bell) simba__mysql_bellname(b, x, j->bell);
+        else simba__mysql_put(b, x, "NULL");
+        break;
     }
 }
 
 /* The first batch of an ENQUEUE or RELEASE that may settle in one round
-   trip: the block described above. */
+   trip: a CALL of the installed procedure, or the same as a compound
+   statement (b->routines 0: not installed, or not ours to run). */
 static void simba__mysql_sql_settle(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    size_t i;
-    int semis = 0;
+    size_t n;
+    int i, k = j->kind == SIMBA_OP_ENQUEUE ? 0 : 1, semis = 0;
     simba__mysql_buf_clear(x);
     j->settle = 1;
-    /* sf: the fence settled (NULL: not settled), sc sk ss: the resource
-       row, sb: the bell, hq hf hs hr hl: the head of the queue without us
-       (seq, fence, session, request, live); a SELECT ... INTO that finds
-       no row leaves them NULL */
-    simba__mysql_put(b, x, "BEGIN NOT ATOMIC\nDECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;\n"
-                           "DECLARE sc, sb, hl, nf INT DEFAULT NULL;\nDECLARE hs, hr VARBINARY(128) DEFAULT NULL;\n"
-                           "DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;\nSTART TRANSACTION;\n");
-    if (j->kind == SIMBA_OP_ENQUEUE) simba__mysql_sql_settle_enqueue(b, j, x);
-    else simba__mysql_sql_settle_release(b, j, x);
-    simba__mysql_put(b, x, "ELSE SET sf = NULL;\nEND IF;\nSELECT 2 AS k, sf, sc, ss, sb, hs, hr;\nEND");
-    for (i = 0; i < x->n; i++) if (x->p[i] == ';') semis++;
+    j->settle_call = b->routines;
+    if (k == 0) {
+        j->took_bell = simba__mysql_wants_bell(b, j);
+    } else {
+        j->release_bell = 1;
+        j->settle_release = simba__mysql_bell_due(b, j);
+        j->release_bell = 0;
+    }
+    if (j->settle_call) {
+        simba__mysql_putf(b, x, "CALL `%s%s`(", b->prefix, simba__mysql_settle_names[k]);
+        for (i = 0; i < SIMBA__MYSQL_SETTLE_NPARAMS; i++) {
+            if (i) simba__mysql_put(b, x, ",");
+            simba__mysql_settle_arg(b, x, j, i);
+        }
+        simba__mysql_put(b, x, ")");
+        b->stats.calls++;
+        return;
+    }
+    simba__mysql_put(b, x, "BEGIN NOT ATOMIC\n");
+    for (i = 0; i < SIMBA__MYSQL_SETTLE_NPARAMS; i++) {
+        simba__mysql_putf(b, x, "DECLARE %s %s DEFAULT ", simba__mysql_settle_params[i][0],
+                          simba__mysql_settle_params[i][1]);
+        simba__mysql_settle_arg(b, x, j, i);
+        simba__mysql_put(b, x, ";\n");
+    }
+    simba__mysql_put_settle_body(b, x, k);
+    for (n = 0; n < x->n; n++) if (x->p[n] == ';') semis++;
     b->block_semis = semis;
 }
 

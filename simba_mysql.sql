@@ -101,3 +101,69 @@ CREATE TABLE IF NOT EXISTS simba_capacity_audit (
     PRIMARY KEY (id),
     KEY simba_capacity_audit_name (tenant, name)
 ) ENGINE=InnoDB;
+
+-- MariaDB only (>= 10.1.3; the backend calls them only on MariaDB, and on
+-- MySQL you may stop before this point): the two procedures that settle an
+-- uncontended ENQUEUE and RELEASE in one statement each (docs/mysql.md,
+-- "One round trip"). A client calls them when it may (EXECUTE on them, see
+-- below) and otherwise sends the same text as a compound statement, so
+-- they only make it faster. They run with the caller's rights (SQL
+-- SECURITY INVOKER). The suffix is their version: a release that changes
+-- them installs new names next to these, so clients of both go on working.
+-- With another table_prefix, replace "simba_" in their names and bodies.
+-- Grants for them (optional):
+--
+--   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_enqueue_1 TO 'app'@'%';
+--   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_release_1 TO 'app'@'%';
+DELIMITER //
+CREATE PROCEDURE IF NOT EXISTS `simba_settle_enqueue_1`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
+MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+DECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;
+DECLARE sc, sb, hl, nf INT DEFAULT NULL;
+DECLARE hs, hr VARBINARY(128) DEFAULT NULL;
+DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;
+START TRANSACTION;
+IF p_bell IS NOT NULL THEN
+SET sb = IF(IS_USED_LOCK(p_bell) <=> CONNECTION_ID(), 1, GET_LOCK(p_bell, 0));
+END IF;
+SELECT capacity, seq, GREATEST(counter + 1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)) INTO sc, ss, sf FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+IF sc IS NULL THEN
+INSERT INTO `simba_resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);
+SET sc = p_capacity, ss = 0, sf = GREATEST(1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
+END IF;
+IF sc >= p_weight AND NOT EXISTS (SELECT 1 FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name) AND EXISTS (SELECT 1 FROM `simba_sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)) AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace THEN
+INSERT INTO `simba_entries` (tenant,name,seq,request,session,weight,fence) VALUES (p_tenant,p_name,ss+1,p_request,p_session,p_weight,sf);
+UPDATE `simba_resources` SET counter=sf, seq=ss+1 WHERE tenant=p_tenant AND name=p_name;
+COMMIT;
+ELSE SET sf = NULL;
+END IF;
+SELECT 2 AS k, sf, sc, ss, sb, hs, hr;
+END //
+CREATE PROCEDURE IF NOT EXISTS `simba_settle_release_1`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
+MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+DECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;
+DECLARE sc, sb, hl, nf INT DEFAULT NULL;
+DECLARE hs, hr VARBINARY(128) DEFAULT NULL;
+DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;
+START TRANSACTION;
+SELECT capacity, counter, seq INTO sc, sk, ss FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+SELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED), 0) INTO hq, hf, hs, hr, hl FROM `simba_entries` e FORCE INDEX (PRIMARY) LEFT JOIN `simba_sessions` s ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=p_tenant AND e.name=p_name AND (e.request<>p_request OR e.session<>p_session) ORDER BY e.seq LIMIT 1;
+IF hq IS NULL OR (sc = 1 AND hl = 1 AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace) THEN
+DELETE FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;
+IF hq IS NOT NULL AND hf = 0 THEN
+SET sf = GREATEST(sk + 1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
+UPDATE `simba_entries` SET fence=sf WHERE tenant=p_tenant AND name=p_name AND seq=hq AND fence=0;
+UPDATE `simba_resources` SET counter=sf WHERE tenant=p_tenant AND name=p_name;
+ELSE SET sf = 0, hs = NULL, hr = NULL;
+END IF;
+COMMIT;
+IF p_bell IS NOT NULL THEN
+DO RELEASE_LOCK(p_bell);
+END IF;
+ELSE SET sf = NULL;
+END IF;
+SELECT 2 AS k, sf, sc, ss, sb, hs, hr;
+END //
+DELIMITER ;

@@ -37,7 +37,9 @@
                                   SELECT, SCRIPT LOAD, INFO), a drop, the retry
                         .io       one connection's reads and writes in a tick
                         .sentinel where the master is
+                        .node     the options and controls a Cluster drives a node with
                         .cluster  slots, the map, redirects, a backend per master
+                                  driven through its vtable and a relay (simba.h)
         >>session       every operation as one script call; OPEN, KEEPALIVE
                         (the session's renewal), CLOSE
         >>locks         ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE:
@@ -1053,9 +1055,6 @@ typedef struct simba__redis_req {
     int done;                   /* already completed (reset); hiredis still owes a callback */
     int evaled;                 /* sent again as EVAL after NOSCRIPT */
     int waiting;                /* in the WAIT stage: `saved` is the answer */
-    int fan;                    /* cluster: one node's part of an OPEN/KEEPALIVE/CLOSE */
-    int slot;                   /* cluster: the hash slot of its resources (-1 none) */
-    unsigned long push_gen;     /* cluster: the node's push_gen when sent, 0 if not subscribed then */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
     int argc;
@@ -1077,6 +1076,7 @@ struct simba__redis {
     char sha[41];               /* "" until SCRIPT LOAD answered: then EVAL is used */
     char run_id[41];            /* the server's run_id ("" unknown) */
     unsigned long gen;          /* main connections made ready so far */
+    unsigned long *shared_gen;  /* a cluster's node or probe: the cluster's count, the GEN of its ops */
     int reported, reported_err; /* the last connection state told to the core */
     int warned_push;            /* the push connection's refusal was logged */
     char last_fail[200];        /* the last connection failure logged ("" none) */
@@ -1085,11 +1085,13 @@ struct simba__redis {
     long long grace_logged;     /* end (server ms) of the restart grace last logged */
     int warned_policy;          /* the maxmemory-policy was looked at (and warned about) */
     int warned_cluster;         /* a MOVED/ASK (a cluster node behind a one-server URL) was logged */
+    int cluster_node;           /* a cluster's node: redirects are answered to the cluster (node_redirect) */
     struct simba__redis_cluster *cl; /* redis+cluster: the map, the node backends (else NULL) */
     simba__redis *parent;       /* a cluster's node or probe backend: the cluster's backend */
     int node;                   /* a node backend: its index in the map */
     char node_tenant[SIMBA_MAX_TENANT + 24];   /* a node backend: "T@k@m", the script's tenant */
     int push_off;               /* a node backend: its push connection is not wanted (closed, no retry) */
+    void (*on_subscribed)(simba__redis *node);   /* a node backend: its push connection subscribed (again) */
     int64_t push_used;          /* a node backend: when an op was last routed to it (-1 never) */
     unsigned long push_gen;     /* a node backend: subscriptions confirmed so far + 1 */
     int cluster_idle_ms;        /* the cluster's backend: simba_redis_desc.cluster_idle_ms (< 0 never) */
@@ -1221,14 +1223,11 @@ static int64_t simba__redis_now(simba__redis *r) { return simba_now_ms(r->s); }
 
 /* Tell the core about the connection, once per change (and again when a
    failing connection fails for another reason, e.g. EAUTH). */
-static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, const char *msg);
-
 static void simba__redis_report(simba__redis *r, int up, int err, const char *msg) {
     if (r->reported == up && (up || r->reported_err == err)) return;
     r->reported = up;
     r->reported_err = err;
-    if (r->parent) simba__redis_cluster_child_state(r, up, err, msg);   /* a cluster's node or probe */
-    else simba_backend_state(r->s, up, err, msg);
+    simba_backend_state(r->s, up, err, msg);   /* a cluster's node or probe: to the cluster (its relay) */
 }
 
 /* Error replies of Redis and of our script, as SIMBA_E* codes. */
@@ -1272,15 +1271,13 @@ static void simba__redis_unlink(simba__redis *r, simba__redis_req *q) {
 
 /* Complete an op (exactly once): unlink it and hand the reply to the core.
    The request itself is freed by whoever holds it (the hiredis callback). */
-static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep);
-
 static void simba__redis_complete(simba__redis *r, simba__redis_req *q, simba_reply *rep) {
     simba__redis_unlink(r, q);
     q->done = 1;
     r->stats.ops_completed++;
     rep->id = q->id;
-    if (r->parent) simba__redis_cluster_done(r, q, rep);   /* a cluster's node backend */
-    else simba_backend_complete(r->s, rep);
+    if (q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) r->join = 0;   /* a cluster's node has a copy now */
+    simba_backend_complete(r->s, rep);   /* a cluster's node: to the cluster (its relay) */
 }
 
 static void simba__redis_complete_status(simba__redis *r, simba__redis_req *q, int status, const char *msg) {
@@ -1591,8 +1588,8 @@ static void simba__redis_channel(simba__redis *r, char *out, size_t cap) {
     snprintf(out, cap, "%s:c:%s:%s", r->prefix, simba_tenant(r->s), simba_client_id(r->s));
 }
 
-static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
-static void simba__redis_cluster_ready(simba__redis *c);
+static void simba__redis_node_on_replication(redisAsyncContext *ac, void *reply, void *privdata);
+
 
 /* Queue the handshake; hiredis sends it once the connect completes. */
 static void simba__redis_handshake(simba__redis *r, simba__redis_conn *c) {
@@ -1674,6 +1671,29 @@ static simba__redis_conn *simba__redis_live_conn(redisAsyncContext *ac, void *re
     return (simba__redis_conn *)privdata;
 }
 
+/* A cluster's node new to a later map (the node option `fresh`), told
+   apart by its INFO replication before its main connection counts as ready:
+   * one that never was a replica in its run (second_repl_offset:-1) has
+     only its own writes and the keys migrated to it (MIGRATE moves a key
+     whole): nothing of a session can be missing there, so the session is
+     opened there at its next keepalive (`join`), which its entries that
+     came with a migrated slot need (docs/redis.md, Cluster, "A master
+     added");
+   * a promoted replica (or an answer that does not say) may lack a grant
+     its copy of the session outlived: as for a changed run_id on one
+     server, the first KEEPALIVE of a session opened before ends the
+     session there (ESESSION), inside the restart grace its run_id starts. */
+static void simba__redis_node_on_replication(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    const redisReply *rp = (const redisReply *)reply;
+    const char *at;
+    if (!c) return;
+    c->r->fresh = 0;
+    at = rp->type == REDIS_REPLY_STRING ? strstr(rp->str, "\nsecond_repl_offset:") : NULL;
+    if (at && strncmp(at + 20, "-1\r", 3) == 0 && strstr(rp->str, "\nrole:master")) c->r->join = 1;
+    else c->r->runs = 1;
+}
+
 /* CLIENT SETNAME answered. A server that wants a password we did not give
    says NOAUTH here. Only then does the main connection send the script:
    Redis answers a long request of a client that has not authenticated with
@@ -1690,7 +1710,7 @@ static void simba__redis_on_name(redisAsyncContext *ac, void *reply, void *privd
     if (c->drop_err || c->role != SIMBA__REDIS_MAIN) return;
     redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
     if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
-    if (r->fresh) redisAsyncCommand(ac, simba__redis_cluster_on_replication, c, "INFO replication");
+    if (r->fresh) redisAsyncCommand(ac, simba__redis_node_on_replication, c, "INFO replication");
     redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
 }
 
@@ -1804,7 +1824,7 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     c->attempt = 0;
     c->deadline = -1;
     r->gen++;
-    if (r->parent) simba__redis_cluster_ready(r);
+    if (r->shared_gen) (*r->shared_gen)++;
     simba__redis_flush_repeats(r);
     r->last_fail[0] = 0;
     simba__redis_report(r, 1, 0, NULL);
@@ -1874,6 +1894,59 @@ static void simba__redis_io(simba__redis *r, simba__redis_conn *c, const struct 
     }
     if (c->ac && (ev & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(c->ac);
     simba__redis_settle(r, c);
+}
+
+/*>>connection.node: what a Redis Cluster drives one of its masters' backends with */
+
+/* A cluster's node backend is this one-server backend with node options
+   (set when the Cluster makes it, >>connection.cluster): cluster_node
+   (redirects are answers, simba__redis_cluster_node_redirect), shared_gen,
+   fresh, on_subscribed; the Cluster reads and steers it with the functions
+   below and submits through its vtable; it reports to the Cluster through
+   a relay like any backend to the core. */
+
+/* The node's script tenant "T@k@m" (tag: "" none yet): a new one is
+   another shard channel, so the push connection subscribes again. */
+static void simba__redis_node_set_tag(simba__redis *r, const char *tag) {
+    if (strcmp(r->node_tenant, tag) == 0) return;
+    simba__redis_copy(r->node_tenant, sizeof r->node_tenant, tag, strlen(tag));
+    if (r->conn[SIMBA__REDIS_SUB].ac)
+        simba__redis_drop(r, &r->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
+}
+
+/* The node's main connection is ready (the Cluster is up when every node's is). */
+static int simba__redis_node_connected(const simba__redis *r) { return r->conn[SIMBA__REDIS_MAIN].ready; }
+
+/* The node takes ops: connected, and its script tenant known. */
+static int simba__redis_node_ready(const simba__redis *r) {
+    return simba__redis_node_connected(r) && r->node_tenant[0];
+}
+
+/* The node's push subscriptions so far (counted from 2), 0 while its push
+   connection is not subscribed: an op sent under one mark and answered
+   "waiting" under another may have missed a grant published in between. */
+static unsigned long simba__redis_node_push_mark(const simba__redis *r) {
+    return r->conn[SIMBA__REDIS_SUB].ready ? r->push_gen : 0;
+}
+
+/* Whether the node's push connection is wanted now (simba__redis_node_push). */
+static int simba__redis_node_push_wanted(const simba__redis *r) { return !r->push_off; }
+
+/* The node's push connection wanted (on: it connects at once, an op just
+   routed here is sent on the main connection meanwhile) or not (closed,
+   and not made again until wanted). */
+static void simba__redis_node_push(simba__redis *r, int on) {
+    simba__redis_conn *sc = &r->conn[SIMBA__REDIS_SUB];
+    if (on) {
+        if (!r->push_off) return;
+        r->push_off = 0;
+        if (!sc->ac && sc->retry_at < 0) simba__redis_connect(r, sc);
+        return;
+    }
+    r->push_off = 1;   /* (drop then plans no reconnect) */
+    if (sc->ac) simba__redis_drop(r, sc, SIMBA_EDISCONNECTED, "idle");
+    sc->retry_at = -1;
+    sc->attempt = 0;
 }
 
 /*>>connection.sentinel: where the master is, from the sentinels */
@@ -2389,18 +2462,41 @@ static int simba__redis_cluster_pause_ms(int n) {
 enum { SIMBA__REDIS_CLUSTER_FANS = 8, SIMBA__REDIS_CLUSTER_MAX_MOVED = 30, SIMBA__REDIS_CLUSTER_REFRESH_MS = 250,
        SIMBA__REDIS_CLUSTER_STALE_MS = 4 * SIMBA__REDIS_CLUSTER_REFRESH_MS };
 
+/* A chained hash of entries that begin with a simba__redis_link: the
+   Cluster's waiters and the requests it routed. */
+typedef struct simba__redis_link {
+    struct simba__redis_link *next;
+    uint64_t hash;
+} simba__redis_link;
+
+typedef struct simba__redis_table {
+    simba__redis_link **b;      /* nb buckets (a power of two, or 0), n entries */
+    size_t nb, n;
+} simba__redis_table;
+
 /* One waiting request of ours (an ENQUEUE or POLL answered "not granted"):
    what keeps the push connection of its slot's master open (see "push
    connections on demand" below). */
 typedef struct simba__redis_waiter {
-    struct simba__redis_waiter *next;
-    uint32_t hash;
+    simba__redis_link link;     /* hash: of "<session> <request>" */
     int slot;                   /* the hash slot of its resources */
     int counted;                /* the master it counts for in waiting[] (-1: none) */
     int contend;                /* a contend handle's request: kept while it holds too */
     char *key;                  /* "<session> <request>" (ids have no spaces) */
     char *name;                 /* its first resource: what a wake-up names */
 } simba__redis_waiter;
+
+/* A request the cluster routed to one master, from submit to its answer:
+   what the answer is read against (the child's answer carries only the
+   op id). Kept in a hash by op id. */
+typedef struct simba__redis_cluster_sent {
+    simba__redis_link link;     /* hash: of id */
+    uint64_t id;
+    int slot;                   /* the hash slot of its resources */
+    int kind, try_only, contend;
+    unsigned long push_gen;     /* the master's push_gen when sent, 0 if not subscribed then */
+    char *session, *request, *name;   /* name: its first resource (the bytes follow the struct) */
+} simba__redis_cluster_sent;
 
 typedef struct simba__redis_fanout {
     uint64_t id;
@@ -2424,17 +2520,17 @@ struct simba__redis_cluster {
     unsigned char moved[SIMBA__REDIS_CLUSTER_SLOTS];   /* MOVEDs in a row per slot (a loop is capped) */
     simba__redis_cluster_map map;
     simba__redis_cluster_map next;                      /* a CLUSTER SLOTS answer being applied */
-    simba__redis_waiter **wb;   /* our waiting requests: a hash of nwb buckets, nw entries */
-    size_t nwb, nw;
+    simba__redis_table waiters; /* our waiting requests (simba__redis_waiter) */
     int waiting[SIMBA__REDIS_CLUSTER_MAX_NODES];        /* of them, queued on each master of the map */
     int pinned;                 /* a waiter could not be recorded (out of memory): no push connection closes */
+    simba__redis_table sent;    /* requests routed and not answered yet (simba__redis_cluster_sent) */
     unsigned long gen;          /* main connections of the masters made ready so far (the GEN of every op) */
     struct simba__redis_cluster_later *later;   /* answers held back (simba__redis_cluster_park), oldest first */
     unsigned char asked[SIMBA__REDIS_CLUSTER_SLOTS];   /* ASK/TRYAGAIN/non-local answers in a row per slot */
     unsigned char asked_fan;    /* the same for the session ops (no slot) */
 };
 
-static int simba__redis_start(simba__redis *r, const simba_op *op);
+static int simba__redis_submit(void *impl, const simba_op *op);
 static int simba__redis_has_res(int kind);
 static void simba__redis_retry_later(simba__redis *r, simba__redis_req *q, const redisReply *rp);
 static void simba__redis_destroy(void *impl);
@@ -2444,15 +2540,14 @@ static int64_t simba__redis_deadline(void *impl);
 static void simba__redis_reset(void *impl, int why);
 static int simba__redis_build_script(simba__redis *r);
 
-/* A master's (or the probe's) main connection is ready: counted in the
-   GEN every op carries (simba__redis_op_gen). */
-static void simba__redis_cluster_ready(simba__redis *c) {
-    if (c->parent->cl) c->parent->cl->gen++;
-}
+static int simba__redis_cluster_relay(simba__redis *c);
+static void simba__redis_cluster_subscribed(simba__redis *c);
 
 /* A node or probe backend at host:port with the cluster's settings; its
    main connection starts at the next process() (a node's push connection
-   when an op is routed to it; the probe's never). NULL when out of memory. */
+   when an op is routed to it; the probe's never). Made before attach (the
+   probe), it reports to the cluster once attach gave it its relay. NULL
+   when out of memory. */
 static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *host, int port) {
     simba__redis *c = (simba__redis *)simba_allocator_alloc(&p->alloc, sizeof *c);
     int i;
@@ -2460,7 +2555,8 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     memset(c, 0, sizeof *c);
     c->alloc = p->alloc;
     c->parent = p;
-    c->s = p->s;
+    c->cluster_node = 1;
+    c->shared_gen = &p->cl->gen;
     c->reported = -1;
     c->node = -1;
     c->nconn = 2;
@@ -2480,7 +2576,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     c->user = simba_allocator_strdup(&c->alloc, p->user);
     c->password = simba_allocator_strdup(&c->alloc, p->password);
     if (!c->host || !c->prefix || (p->user && !c->user) || (p->password && !c->password) ||
-        simba__redis_build_script(c) != SIMBA_OK) {
+        simba__redis_build_script(c) != SIMBA_OK || (p->s && simba__redis_cluster_relay(c) != SIMBA_OK)) {
         simba__redis_free(c);
         return NULL;
     }
@@ -2488,6 +2584,7 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
     c->push_off = 1;
     c->push_used = -1;
     c->push_gen = 1;
+    c->on_subscribed = simba__redis_cluster_subscribed;
     if (p->s) c->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(c);
     return c;
 }
@@ -2510,6 +2607,57 @@ static simba__redis *simba__redis_cluster_child(simba__redis *p, const char *hos
    The main connections all stay: every master keeps a copy of the
    session, renewed by every KEEPALIVE. */
 
+/* The link that starts the bucket of hash h; NULL when there are no buckets. */
+static simba__redis_link **simba__redis_table_bucket(const simba__redis_table *t, uint64_t h) {
+    return t->nb ? &t->b[h & (t->nb - 1)] : NULL;
+}
+
+/* Twice the buckets (at least 64) when there are as many entries as
+   buckets: call it before an add (SIMBA_ENOMEM: nothing changed). */
+static int simba__redis_table_grow(const simba_allocator *a, simba__redis_table *t) {
+    size_t n = t->nb ? t->nb * 2 : 64, i;
+    simba__redis_link **nb;
+    if (t->n < t->nb) return SIMBA_OK;
+    nb = (simba__redis_link **)simba_allocator_alloc(a, n * sizeof *nb);
+    if (!nb) return SIMBA_ENOMEM;
+    for (i = 0; i < t->nb; i++)
+        while (t->b[i]) {
+            simba__redis_link *l = t->b[i];
+            t->b[i] = l->next;
+            l->next = nb[l->hash & (n - 1)];
+            nb[l->hash & (n - 1)] = l;
+        }
+    simba_allocator_free(a, t->b);
+    t->b = nb;
+    t->nb = n;
+    return SIMBA_OK;
+}
+
+static void simba__redis_table_add(simba__redis_table *t, simba__redis_link *l) {
+    simba__redis_link **at = simba__redis_table_bucket(t, l->hash);
+    l->next = *at;
+    *at = l;
+    t->n++;
+}
+
+/* The entry *at, taken out (the caller frees it). */
+static simba__redis_link *simba__redis_table_take(simba__redis_table *t, simba__redis_link **at) {
+    simba__redis_link *l = *at;
+    *at = l->next;
+    t->n--;
+    return l;
+}
+
+/* Every entry and the buckets freed (destroy). */
+static void simba__redis_table_free(const simba_allocator *a, simba__redis_table *t) {
+    size_t i;
+    for (i = 0; i < t->nb; i++)
+        while (t->b[i]) simba_allocator_free(a, simba__redis_table_take(t, &t->b[i]));
+    simba_allocator_free(a, t->b);
+    t->b = NULL;
+    t->nb = t->n = 0;
+}
+
 /* FNV-1a of "<session> <request>". */
 static uint32_t simba__redis_cluster_hash(const char *session, const char *request) {
     uint32_t h = 2166136261u;
@@ -2522,15 +2670,16 @@ static uint32_t simba__redis_cluster_hash(const char *session, const char *reque
 
 /* The link that points at the waiter (session, request), or at the NULL
    that ends its bucket; NULL when there are no buckets. */
-static simba__redis_waiter **simba__redis_cluster_waiter_at(struct simba__redis_cluster *cl, const char *session,
-                                                           const char *request, uint32_t h) {
-    simba__redis_waiter **at;
+static simba__redis_link **simba__redis_cluster_waiter_at(struct simba__redis_cluster *cl, const char *session,
+                                                         const char *request, uint32_t h) {
+    simba__redis_link **at = simba__redis_table_bucket(&cl->waiters, h);
     size_t sl = strlen(session);
-    if (!cl->nwb) return NULL;
-    for (at = &cl->wb[h & (cl->nwb - 1)]; *at; at = &(*at)->next)
-        if ((*at)->hash == h && strncmp((*at)->key, session, sl) == 0 && (*at)->key[sl] == ' ' &&
-            strcmp((*at)->key + sl + 1, request) == 0)
+    for (; at && *at; at = &(*at)->next) {
+        const simba__redis_waiter *w = (const simba__redis_waiter *)*at;
+        if (w->link.hash == h && strncmp(w->key, session, sl) == 0 && w->key[sl] == ' ' &&
+            strcmp(w->key + sl + 1, request) == 0)
             break;
+    }
     return at;
 }
 
@@ -2549,24 +2698,22 @@ static void simba__redis_cluster_count(struct simba__redis_cluster *cl, simba__r
    master of now (that master's shard channel carries its pushes). */
 static void simba__redis_cluster_recount(struct simba__redis_cluster *cl) {
     size_t b;
-    simba__redis_waiter *w;
+    simba__redis_link *l;
     memset(cl->waiting, 0, sizeof cl->waiting);
-    for (b = 0; b < cl->nwb; b++)
-        for (w = cl->wb[b]; w; w = w->next) simba__redis_cluster_count(cl, w, 1);
+    for (b = 0; b < cl->waiters.nb; b++)
+        for (l = cl->waiters.b[b]; l; l = l->next) simba__redis_cluster_count(cl, (simba__redis_waiter *)l, 1);
 }
 
-static void simba__redis_cluster_unwait_at(simba__redis *p, simba__redis_waiter **at) {
-    simba__redis_waiter *w = *at;
-    *at = w->next;
+static void simba__redis_cluster_unwait_at(simba__redis *p, simba__redis_link **at) {
+    simba__redis_waiter *w = (simba__redis_waiter *)simba__redis_table_take(&p->cl->waiters, at);
     simba__redis_cluster_count(p->cl, w, 0);
     simba_allocator_free(&p->alloc, w);
-    p->cl->nw--;
 }
 
 /* (session, request) waits no more (granted, released, gone). */
 static void simba__redis_cluster_unwait(simba__redis *p, const char *session, const char *request) {
-    simba__redis_waiter **at = simba__redis_cluster_waiter_at(p->cl, session, request,
-                                                             simba__redis_cluster_hash(session, request));
+    simba__redis_link **at = simba__redis_cluster_waiter_at(p->cl, session, request,
+                                                           simba__redis_cluster_hash(session, request));
     if (at && *at) simba__redis_cluster_unwait_at(p, at);
 }
 
@@ -2574,36 +2721,15 @@ static void simba__redis_cluster_unwait(simba__redis *p, const char *session, co
 static void simba__redis_cluster_unwait_session(simba__redis *p, const char *session, int other) {
     struct simba__redis_cluster *cl = p->cl;
     size_t b, sl = strlen(session);
-    for (b = 0; b < cl->nwb; b++) {
-        simba__redis_waiter **at = &cl->wb[b];
+    for (b = 0; b < cl->waiters.nb; b++) {
+        simba__redis_link **at = &cl->waiters.b[b];
         while (*at) {
-            int mine = strncmp((*at)->key, session, sl) == 0 && (*at)->key[sl] == ' ';
+            const simba__redis_waiter *w = (const simba__redis_waiter *)*at;
+            int mine = strncmp(w->key, session, sl) == 0 && w->key[sl] == ' ';
             if (mine != other) simba__redis_cluster_unwait_at(p, at);
             else at = &(*at)->next;
         }
     }
-}
-
-/* Twice the buckets (at least 64) when there are as many waiters as buckets. */
-static int simba__redis_cluster_grow(simba__redis *p) {
-    struct simba__redis_cluster *cl = p->cl;
-    size_t n = cl->nwb ? cl->nwb * 2 : 64, b;
-    simba__redis_waiter **nb;
-    if (cl->nw < cl->nwb) return SIMBA_OK;
-    nb = (simba__redis_waiter **)simba_allocator_alloc(&p->alloc, n * sizeof *nb);
-    if (!nb) return SIMBA_ENOMEM;
-    memset(nb, 0, n * sizeof *nb);
-    for (b = 0; b < cl->nwb; b++)
-        while (cl->wb[b]) {
-            simba__redis_waiter *w = cl->wb[b];
-            cl->wb[b] = w->next;
-            w->next = nb[w->hash & (n - 1)];
-            nb[w->hash & (n - 1)] = w;
-        }
-    simba_allocator_free(&p->alloc, cl->wb);
-    cl->wb = nb;
-    cl->nwb = n;
-    return SIMBA_OK;
 }
 
 /* (session, request) on `name` (its first resource) in `slot` waits. Out
@@ -2613,19 +2739,20 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
     struct simba__redis_cluster *cl = p->cl;
     uint32_t h = simba__redis_cluster_hash(session, request);
     size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
-    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request, h), *w;
-    if (at && *at) {
-        if ((*at)->slot == slot && strcmp((*at)->name, name) == 0) return;
+    simba__redis_link **at = simba__redis_cluster_waiter_at(cl, session, request, h);
+    simba__redis_waiter *w = at && *at ? (simba__redis_waiter *)*at : NULL;
+    if (w) {
+        if (w->slot == slot && strcmp(w->name, name) == 0) return;
         simba__redis_cluster_unwait_at(p, at);   /* a keyed request on another name: recorded anew */
     }
-    w = simba__redis_cluster_grow(p) == SIMBA_OK
+    w = simba__redis_table_grow(&p->alloc, &cl->waiters) == SIMBA_OK
             ? (simba__redis_waiter *)simba_allocator_alloc(&p->alloc, sizeof *w + sl + rl + nl + 3)
             : NULL;
     if (!w) {
         cl->pinned = 1;
         return;
     }
-    w->hash = h;
+    w->link.hash = h;
     w->slot = slot;
     w->contend = contend;
     w->key = (char *)(w + 1);
@@ -2634,43 +2761,80 @@ static void simba__redis_cluster_wait(simba__redis *p, const char *session, cons
     memcpy(w->key + sl + 1, request, rl + 1);
     w->name = w->key + sl + rl + 2;
     memcpy(w->name, name, nl + 1);
-    w->next = cl->wb[h & (cl->nwb - 1)];
-    cl->wb[h & (cl->nwb - 1)] = w;
-    cl->nw++;
+    simba__redis_table_add(&cl->waiters, &w->link);
     simba__redis_cluster_count(cl, w, 1);
+}
+
+/*--- Redis Cluster: the requests routed to a master, by op id, until answered */
+
+/* splitmix64's finalizer: an op id's bits all reach the bucket. */
+static uint64_t simba__redis_id_hash(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* A record of op (to `slot`), not in the hash yet; NULL when out of memory. */
+static simba__redis_cluster_sent *simba__redis_cluster_sent_new(simba__redis *p, const simba_op *op, int slot) {
+    /* (an admin op, INSPECT, SET_CAPACITY, DELETE, has no session nor request) */
+    const char *session = op->session ? op->session : "", *request = op->request ? op->request : "";
+    const char *name = op->nres > 0 ? op->res[0].name : "";
+    size_t sl = strlen(session), rl = strlen(request), nl = strlen(name);
+    simba__redis_cluster_sent *t;
+    if (simba__redis_table_grow(&p->alloc, &p->cl->sent) != SIMBA_OK) return NULL;
+    t = (simba__redis_cluster_sent *)simba_allocator_alloc(&p->alloc, sizeof *t + sl + rl + nl + 3);
+    if (!t) return NULL;
+    t->id = op->id;
+    t->link.hash = simba__redis_id_hash(op->id);
+    t->slot = slot;
+    t->kind = op->kind;
+    t->try_only = op->try_only;
+    t->contend = op->watch_owner && !op->try_only;   /* its OWNER events come by push only, holding or not */
+    t->session = (char *)(t + 1);
+    t->request = t->session + sl + 1;
+    t->name = t->request + rl + 1;
+    memcpy(t->session, session, sl + 1);
+    memcpy(t->request, request, rl + 1);
+    memcpy(t->name, name, nl + 1);
+    return t;
+}
+
+/* The record of the request answered as op `id`, taken out of the hash
+   (the caller frees it); NULL: not a routed request (a fan-out's part). */
+static simba__redis_cluster_sent *simba__redis_cluster_sent_take(struct simba__redis_cluster *cl, uint64_t id) {
+    simba__redis_link **at = simba__redis_table_bucket(&cl->sent, simba__redis_id_hash(id));
+    for (; at && *at; at = &(*at)->next)
+        if (((const simba__redis_cluster_sent *)*at)->id == id)
+            return (simba__redis_cluster_sent *)simba__redis_table_take(&cl->sent, at);
+    return NULL;
 }
 
 /* What an ENQUEUE/POLL answer says about its request's waiting; the name
    to wake when it waits and may have missed a push: sent before the push
    connection's current subscription was confirmed (a grant published in
    between reached nobody). NULL: nothing to wake. */
-static const char *simba__redis_cluster_note(simba__redis *c, simba__redis_req *q, const simba_reply *rep) {
-    int base = 3 + q->nres;   /* ARGV[1] (see simba__redis_build_args) */
-    const char *session, *request, *name;
-    int contend;
-    if ((q->kind != SIMBA_OP_ENQUEUE && q->kind != SIMBA_OP_POLL) || q->argc < base + 11) return NULL;
-    session = q->argv[base + 3];
-    request = q->argv[base + 4];
-    name = q->argv[base + 10];
-    contend = q->argv[base + 7][0] == 'c';   /* its OWNER events come by push only, holding or not */
-    if (rep->status == SIMBA_OK && (!rep->granted || contend)) {
-        if (q->kind == SIMBA_OP_ENQUEUE && q->argv[base + 7][0] == '1') return NULL;   /* try_only: not queued */
-        simba__redis_cluster_wait(c->parent, session, request, name, q->slot, contend);
-        if (!rep->granted && c->conn[SIMBA__REDIS_SUB].ready && q->push_gen != c->push_gen) return name;
+static const char *simba__redis_cluster_note(simba__redis *c, const simba__redis_cluster_sent *t,
+                                             const simba_reply *rep) {
+    if (t->kind != SIMBA_OP_ENQUEUE && t->kind != SIMBA_OP_POLL) return NULL;
+    if (rep->status == SIMBA_OK && (!rep->granted || t->contend)) {
+        if (t->kind == SIMBA_OP_ENQUEUE && t->try_only) return NULL;   /* not queued */
+        simba__redis_cluster_wait(c->parent, t->session, t->request, t->name, t->slot, t->contend);
+        if (!rep->granted && simba__redis_node_push_mark(c) && t->push_gen != simba__redis_node_push_mark(c))
+            return t->name;
         return NULL;   /* subscribed all along, or woken once it is (simba__redis_cluster_subscribed) */
     }
     if (rep->status == SIMBA_OK || rep->status == SIMBA_ESESSION || rep->status == SIMBA_ENOTFOUND ||
         rep->status == SIMBA_ECAPACITY || rep->status == SIMBA_EKEYBUSY)
-        simba__redis_cluster_unwait(c->parent, session, request);
+        simba__redis_cluster_unwait(c->parent, t->session, t->request);
     return NULL;
 }
 
 /* A push granted (session, request) on node c (a contend handle's stays). */
 static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request) {
     struct simba__redis_cluster *cl = c->parent->cl;
-    simba__redis_waiter **at = simba__redis_cluster_waiter_at(cl, session, request,
-                                                             simba__redis_cluster_hash(session, request));
-    if (at && *at && !(*at)->contend) simba__redis_cluster_unwait_at(c->parent, at);
+    simba__redis_link **at = simba__redis_cluster_waiter_at(cl, session, request,
+                                                           simba__redis_cluster_hash(session, request));
+    if (at && *at && !((const simba__redis_waiter *)*at)->contend) simba__redis_cluster_unwait_at(c->parent, at);
 }
 
 /* Node c's push connection subscribed (again): a grant published for one
@@ -2681,12 +2845,12 @@ static void simba__redis_cluster_granted(simba__redis *c, const char *session, c
 static void simba__redis_cluster_subscribed(simba__redis *c) {
     struct simba__redis_cluster *cl = c->parent->cl;
     size_t b;
-    simba__redis_waiter *w;
-    c->push_gen++;
+    simba__redis_link *l;
     if (c->node < 0 || cl->waiting[c->node] == 0) return;
-    for (b = 0; b < cl->nwb; b++)
-        for (w = cl->wb[b]; w; w = w->next)
-            if (w->counted == c->node) simba_backend_changed(c->s, w->name);
+    for (b = 0; b < cl->waiters.nb; b++)
+        for (l = cl->waiters.b[b]; l; l = l->next)
+            if (((const simba__redis_waiter *)l)->counted == c->node)
+                simba_backend_changed(c->s, ((const simba__redis_waiter *)l)->name);
 }
 
 /* Whether master i's push connection is needed now. */
@@ -2697,23 +2861,6 @@ static int simba__redis_cluster_push_needed(simba__redis *p, int i, int64_t now)
     return p->cluster_idle_ms < 0 || now - c->push_used < p->cluster_idle_ms;
 }
 
-/* Open node c's push connection (it connects at once: the op just routed
-   there is sent on the main connection meanwhile; see note/subscribed). */
-static void simba__redis_cluster_push_on(simba__redis *c) {
-    simba__redis_conn *sc = &c->conn[SIMBA__REDIS_SUB];
-    if (!c->push_off) return;
-    c->push_off = 0;
-    if (!sc->ac && sc->retry_at < 0) simba__redis_connect(c, sc);
-}
-
-static void simba__redis_cluster_push_close(simba__redis *c) {
-    simba__redis_conn *sc = &c->conn[SIMBA__REDIS_SUB];
-    c->push_off = 1;   /* (drop then plans no reconnect) */
-    if (sc->ac) simba__redis_drop(c, sc, SIMBA_EDISCONNECTED, "idle");
-    sc->retry_at = -1;
-    sc->attempt = 0;
-}
-
 /* Every master's push connection opened or closed as needed now. */
 static void simba__redis_cluster_idle(simba__redis *p) {
     struct simba__redis_cluster *cl = p->cl;
@@ -2722,8 +2869,8 @@ static void simba__redis_cluster_idle(simba__redis *p) {
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
         if (!c) continue;
-        if (simba__redis_cluster_push_needed(p, i, now)) simba__redis_cluster_push_on(c);
-        else if (!c->push_off) simba__redis_cluster_push_close(c);
+        if (simba__redis_cluster_push_needed(p, i, now)) simba__redis_node_push(c, 1);
+        else if (simba__redis_node_push_wanted(c)) simba__redis_node_push(c, 0);
     }
 }
 
@@ -2736,26 +2883,11 @@ static int64_t simba__redis_cluster_idle_at(simba__redis *p) {
     for (i = 0; i < cl->map.nnodes; i++) {
         const simba__redis *c = cl->node[i];
         int64_t t;
-        if (!c || c->push_off || cl->waiting[i] > 0 || c->push_used < 0) continue;
+        if (!c || !simba__redis_node_push_wanted(c) || cl->waiting[i] > 0 || c->push_used < 0) continue;
         t = c->push_used + p->cluster_idle_ms;
         if (at < 0 || t < at) at = t;
     }
     return at;
-}
-
-/* Frees the waiters (destroy). */
-static void simba__redis_cluster_free_waiters(simba__redis *p) {
-    struct simba__redis_cluster *cl = p->cl;
-    size_t b;
-    for (b = 0; b < cl->nwb; b++)
-        while (cl->wb[b]) {
-            simba__redis_waiter *w = cl->wb[b];
-            cl->wb[b] = w->next;
-            simba_allocator_free(&p->alloc, w);
-        }
-    simba_allocator_free(&p->alloc, cl->wb);
-    cl->wb = NULL;
-    cl->nwb = cl->nw = 0;
 }
 
 /* The cluster is up when it has a map and every master's main connection
@@ -2764,7 +2896,7 @@ static void simba__redis_cluster_state(simba__redis *p, int err, const char *msg
     struct simba__redis_cluster *cl = p->cl;
     int i, up = cl->have_map && cl->map.nnodes > 0 && !cl->stale;
     for (i = 0; up && i < cl->map.nnodes; i++)
-        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready) up = 0;
+        if (!cl->node[i] || !simba__redis_node_connected(cl->node[i])) up = 0;
     if (up) { simba__redis_report(p, 1, 0, NULL); return; }
     if (p->reported < 0 && !err) return;   /* still connecting to the masters: nothing failed yet */
     simba__redis_report(p, 0, err ? err : (p->reported_err ? p->reported_err : SIMBA_EDISCONNECTED),
@@ -2785,27 +2917,31 @@ static void simba__redis_cluster_child_state(simba__redis *c, int up, int err, c
     simba__redis_cluster_state(p, up ? 0 : err, up ? NULL : msg);
 }
 
-/* A master new to a later map (a fresh node backend), told apart by its
-   INFO replication before its main connection counts as ready:
-   * one that never was a replica in its run (second_repl_offset:-1) has
-     only its own writes and the keys migrated to it (MIGRATE moves a key
-     whole): nothing of a session can be missing there, so the session is
-     opened there at its next keepalive (`join`), which its entries that
-     came with a migrated slot need (docs/redis.md, Cluster, "A master
-     added");
-   * a promoted replica (or an answer that does not say) may lack a grant
-     its copy of the session outlived: as for a changed run_id on one
-     server, the first KEEPALIVE of a session opened before ends the
-     session there (ESESSION), inside the restart grace its run_id starts. */
-static void simba__redis_cluster_on_replication(redisAsyncContext *ac, void *reply, void *privdata) {
-    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
-    const redisReply *rp = (const redisReply *)reply;
-    const char *at;
-    if (!c) return;
-    c->r->fresh = 0;
-    at = rp->type == REDIS_REPLY_STRING ? strstr(rp->str, "\nsecond_repl_offset:") : NULL;
-    if (at && strncmp(at + 20, "-1\r", 3) == 0 && strstr(rp->str, "\nrole:master")) c->r->join = 1;
-    else c->r->runs = 1;
+/* What a child reports comes here through its relay (the kit's
+   simba_backend_relay): its connection state, and its pushes, of which a
+   grant also ends the request's waiting; recheck and changed pass on. */
+static void simba__redis_cluster_on_state(void *user, int up, int err, const char *msg) {
+    simba__redis_cluster_child_state((simba__redis *)user, up, err, msg);
+}
+static void simba__redis_cluster_on_granted(void *user, const char *name, const char *session, const char *request,
+                                            int64_t fence) {
+    simba__redis *c = (simba__redis *)user;
+    simba__redis_cluster_granted(c, session, request);
+    simba_backend_granted(c->parent->s, name, session, request, fence);
+}
+
+static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep);
+
+/* The child's simba: a relay of the cluster's (SIMBA_ENOMEM without one). */
+static int simba__redis_cluster_relay(simba__redis *c) {
+    simba_backend_relay relay;
+    memset(&relay, 0, sizeof relay);
+    relay.user = c;
+    relay.complete = simba__redis_cluster_on_complete;
+    relay.state = simba__redis_cluster_on_state;
+    relay.granted = simba__redis_cluster_on_granted;
+    c->s = simba_backend_relay_open(c->parent->s, &relay);
+    return c->s ? SIMBA_OK : SIMBA_ENOMEM;
 }
 
 /* Make node i of the new map point at a backend: the old one for the same
@@ -2825,21 +2961,17 @@ static int simba__redis_cluster_adopt(simba__redis *p, simba__redis **old, int n
         if (!(c = simba__redis_cluster_child(p, n->host, n->port))) return SIMBA_ENOMEM;
         /* A master that was not in the first map: a promoted replica or a
            master added to the cluster; its INFO replication tells them apart
-           (simba__redis_cluster_on_replication) before it counts as ready. */
+           (simba__redis_node_on_replication) before it counts as ready. */
         if (cl->maps > 0) c->fresh = 1;
     }
     c->node = i;
     /* "T@k" (the tenant's epoch and admin keys, the shard channel) then "@m"
        (the node's epoch marker) */
     {
-        char was[sizeof c->node_tenant];
-        int n;
-        memcpy(was, c->node_tenant, sizeof was);
-        n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), c->node_tenant, sizeof c->node_tenant);
-        if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", c->node_tenant + n, sizeof c->node_tenant - (size_t)n) < 0)
-            c->node_tenant[0] = 0;
-        if (strcmp(was, c->node_tenant) != 0 && c->conn[SIMBA__REDIS_SUB].ac)   /* another shard channel */
-            simba__redis_drop(c, &c->conn[SIMBA__REDIS_SUB], SIMBA_EDISCONNECTED, "the node's tag changed");
+        char tag[sizeof c->node_tenant];
+        int n = simba__redis_cluster_node_tag(&cl->map, i, simba_tenant(p->s), tag, sizeof tag);
+        if (n < 0 || simba__redis_cluster_node_tag(&cl->map, i, "", tag + n, sizeof tag - (size_t)n) < 0) tag[0] = 0;
+        simba__redis_node_set_tag(c, tag);
     }
     cl->node[i] = c;
     return SIMBA_OK;
@@ -2959,43 +3091,42 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
     }
 }
 
-/* A node backend's answer (from simba__redis_complete): ids back to the
-   core's, then to the core or to the fan-out it is part of. */
+/* A node backend's answer (through its relay): a routed request's goes to
+   the core, a session op's part to the fan-out it is part of. */
 static int simba__redis_cluster_hold(simba__redis *p, uint64_t id, int fan, const simba_reply *rep);
+static int simba__redis_cluster_redirected(simba__redis *p, simba__redis *c, const simba__redis_cluster_sent *t,
+                                           const simba_reply *rep);
 
-static void simba__redis_cluster_done(simba__redis *c, simba__redis_req *q, simba_reply *rep) {
-    simba__redis *p = c->parent;
+static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep) {
+    simba__redis *c = (simba__redis *)user, *p = c->parent;
+    simba__redis_cluster_sent *t = simba__redis_cluster_sent_take(p->cl, rep->id);
     const char *wake = NULL;
-    if (q->slot >= 0 && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[q->slot] = p->cl->asked[q->slot] = 0;
-    if (q->fan && rep->status != SIMBA_EDISCONNECTED) p->cl->asked_fan = 0;
-    if (q->slot >= 0) wake = simba__redis_cluster_note(c, q, rep);
-    if (q->fan && q->kind == SIMBA_OP_OPEN && rep->status == SIMBA_OK) c->join = 0;   /* it has a copy now */
-    if (p->cl->hold_until && simba__redis_cluster_hold(p, q->id, q->fan, rep)) return;
-    if (q->fan) simba__redis_cluster_fan_done(p, q->id, rep);
+    char name[SIMBA_MAX_NAME + 1];
+    if (simba__redis_cluster_redirected(p, c, t, rep)) {
+        simba_allocator_free(&p->alloc, t);
+        return;
+    }
+    if (t && rep->status != SIMBA_EDISCONNECTED) p->cl->moved[t->slot] = p->cl->asked[t->slot] = 0;
+    if (!t && rep->status != SIMBA_EDISCONNECTED) p->cl->asked_fan = 0;
+    if (t && (wake = simba__redis_cluster_note(c, t, rep)) != NULL) {
+        simba__redis_copy(name, sizeof name, wake, strlen(wake));
+        wake = name;
+    }
+    simba_allocator_free(&p->alloc, t);
+    if (p->cl->hold_until && simba__redis_cluster_hold(p, rep->id, !t, rep)) return;
+    if (!t) simba__redis_cluster_fan_done(p, rep->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
     if (wake) simba_backend_changed(p->s, wake);
-}
-
-/* The session op a master gets: a KEEPALIVE is an OPEN on a master added
-   since the session was opened, which has no copy of it yet (`join`, see
-   simba__redis_cluster_on_replication), unless its run_id changed since:
-   that run may lack the session's writes (the KEEPALIVE ends the session). */
-static const simba_op *simba__redis_cluster_session_op(const simba__redis *c, const simba_op *op, simba_op *joined) {
-    if (op->kind != SIMBA_OP_KEEPALIVE || !c->join || c->runs != c->session_runs) return op;
-    *joined = *op;
-    joined->kind = SIMBA_OP_OPEN;
-    return joined;
 }
 
 /* OPEN/KEEPALIVE/CLOSE: to every master; none is sent unless all can be. */
 static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis_fanout *f = NULL;
-    simba_op joined;
     int i;
     for (i = 0; i < cl->map.nnodes; i++)
-        if (!cl->node[i] || !cl->node[i]->conn[SIMBA__REDIS_MAIN].ready || !cl->node[i]->node_tenant[0])
+        if (!cl->node[i] || !simba__redis_node_ready(cl->node[i]))
             return SIMBA_EDISCONNECTED;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_FANS && !f; i++) if (!cl->fan[i].used) f = &cl->fan[i];
     if (!f) return SIMBA_EBUSY;
@@ -3010,9 +3141,7 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
     f->id = op->id;
     for (i = 0; i < cl->map.nnodes; i++) {
         simba__redis *c = cl->node[i];
-        if (simba__redis_start(c, simba__redis_cluster_session_op(c, op, &joined)) == SIMBA_OK) {
-            c->reqs->fan = 1;   /* (start puts the new request first) */
-            c->reqs->slot = -1;
+        if (simba__redis_submit(c, op) == SIMBA_OK) {
             f->left++;
         } else if (f->status == SIMBA_OK) {
             f->status = SIMBA_EDISCONNECTED;
@@ -3027,6 +3156,7 @@ static int simba__redis_cluster_fan_out(simba__redis *p, const simba_op *op) {
 static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
     struct simba__redis_cluster *cl = p->cl;
     const char *names[SIMBA_MAX_RESOURCES];
+    simba__redis_cluster_sent *t;
     simba__redis *c;
     int i, slot, owner;
     for (i = 0; i < op->nres; i++) names[i] = op->res[i].name;
@@ -3045,17 +3175,21 @@ static int simba__redis_cluster_route(simba__redis *p, const simba_op *op) {
         return SIMBA_OK;
     }
     owner = cl->map.owner[slot];
-    if (owner < 0 || !(c = cl->node[owner]) || !c->conn[SIMBA__REDIS_MAIN].ready || !c->node_tenant[0]) {
+    if (owner < 0 || !(c = cl->node[owner]) || !simba__redis_node_ready(c)) {
         cl->want_refresh = 1;
         return SIMBA_EDISCONNECTED;
     }
-    if (simba__redis_start(c, op) != SIMBA_OK) return SIMBA_EDISCONNECTED;
-    c->reqs->slot = slot;
+    if (!(t = simba__redis_cluster_sent_new(p, op, slot))) return SIMBA_ENOMEM;
+    if (simba__redis_submit(c, op) != SIMBA_OK) {
+        simba_allocator_free(&p->alloc, t);
+        return SIMBA_EDISCONNECTED;
+    }
     /* (start puts the new request first) */
-    c->reqs->push_gen = c->conn[SIMBA__REDIS_SUB].ready ? c->push_gen : 0;
+    t->push_gen = simba__redis_node_push_mark(c);
+    simba__redis_table_add(&cl->sent, &t->link);
     c->push_used = simba__redis_now(p);
     if (op->kind == SIMBA_OP_RELEASE) simba__redis_cluster_unwait(p, op->session, op->request);
-    simba__redis_cluster_push_on(c);
+    simba__redis_node_push(c, 1);
     return SIMBA_OK;
 }
 
@@ -3110,72 +3244,82 @@ static int64_t simba__redis_cluster_later_at(const simba__redis *p) {
     return at;
 }
 
-/* Op q on node c met a slot on the move (see "answers held back" above),
-   the n-th time in a row: answered EDISCONNECTED after the pause, the
-   connection kept, the map asked again. */
-static void simba__redis_cluster_park(simba__redis *c, simba__redis_req *q, const char *why, size_t len, int n) {
-    simba__redis *p = c->parent;
+/* An answer of the cluster's (to the core, or the fan-out's part), held
+   back until cl->hold_until when a pause is under way. */
+static void simba__redis_cluster_give(simba__redis *p, uint64_t id, int fan, int status, const char *msg) {
+    simba_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.id = id;
+    rep.status = status;
+    rep.message = msg;
+    rep.recheck_ms = -1;
+    if (p->cl->hold_until && simba__redis_cluster_hold(p, id, fan, &rep)) return;
+    if (fan) simba__redis_cluster_fan_done(p, id, &rep);
+    else simba_backend_complete(p->s, &rep);
+}
+
+/* Op `id` (on `slot`, -1 for a session op) on node c met a slot on the
+   move (see "answers held back" above), the n-th time in a row: answered
+   EDISCONNECTED after the pause, the map asked again. */
+static void simba__redis_cluster_park(simba__redis *p, simba__redis *c, uint64_t id, int slot, const char *why, int n) {
     struct simba__redis_cluster *cl = p->cl;
-    char msg[160];
     if (n == 1)
-        simba_backend_log(p->s, SIMBA_LOG_INFO, "simba_redis: Redis Cluster: %s:%d: %.*s: slot %d is on the move; "
-                          "its ops are sent again until it has settled", c->host, c->port, (int)(len < 100 ? len : 100),
-                          why, q->slot);
-    c->stats.transient_errors++;
+        simba_backend_log(p->s, SIMBA_LOG_INFO, "simba_redis: Redis Cluster: %s:%d: %.100s: slot %d is on the move; "
+                          "its ops are sent again until it has settled", c->host, c->port, why, slot);
     cl->want_refresh = 1;
-    simba__redis_copy(msg, sizeof msg, why, len);
     cl->hold_until = simba__redis_now(p) + simba__redis_cluster_pause_ms(n);
-    simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, msg);
+    simba__redis_cluster_give(p, id, slot < 0, SIMBA_EDISCONNECTED, why);
     cl->hold_until = 0;
 }
 
-/* The ASK/TRYAGAIN/"non local key" answers in a row of q's slot, this one counted. */
-static int simba__redis_cluster_asked(struct simba__redis_cluster *cl, const simba__redis_req *q) {
-    unsigned char *n = q->slot >= 0 ? &cl->asked[q->slot] : &cl->asked_fan;
+/* The ASK/TRYAGAIN/"non local key" answers in a row of a slot (-1: of the session ops), this one counted. */
+static int simba__redis_cluster_asked(struct simba__redis_cluster *cl, int slot) {
+    unsigned char *n = slot >= 0 ? &cl->asked[slot] : &cl->asked_fan;
     if (*n < 255) (*n)++;
     return *n;
 }
 
-/* A node answered MOVED, ASK, TRYAGAIN or "non local key": the map is
-   behind, or a slot is on the move. MOVED names the slot's master: routed
-   there, the map asked again, the op answered EDISCONNECTED (the core
-   sends it again): at once the first time, after a pause from the second
-   MOVED in a row for the slot on (the masters disagree for the moment a
-   migration's end takes to reach them all: the source already names the
-   target, the target not yet itself). More than
+/* A node answered MOVED, ASK, TRYAGAIN or "non local key" (a node backend
+   answers them EDISCONNECTED with the server's words, for the cluster to
+   route): the map is behind, or a slot is on the move. MOVED names the
+   slot's master: routed there, the map asked again, the op answered
+   EDISCONNECTED (the core sends it again): at once the first time, after
+   a pause from the second MOVED in a row for the slot on (the masters
+   disagree for the moment a migration's end takes to reach them all: the
+   source already names the target, the target not yet itself). More than
    SIMBA__REDIS_CLUSTER_MAX_MOVED in a row (about 3 s of pauses) is a loop
    between disagreeing nodes: SIMBA_EBACKEND, except for a RELEASE, which
    goes on (given up, it would leave the entry held until the session
-   ends). ASK and TRYAGAIN (a slot
-   being migrated) and "non local key" (a key of the script's in a slot
-   that moved or is moving: our node tag is behind the map) are answered
-   the same way after a pause (simba__redis_cluster_park), on the same
-   connection. ASK is never followed with ASKING: the script names only the
-   resource's base key, which never exists, so a migrating source answers
-   ASK while the queue may still be there, and the target would run on
-   half-moved keys (a double grant); an op on a slot on the move waits until
-   the migration ends and MOVED points at the new master. A script stopped
-   by "non local key" may have written part of its work: each op is safe to
-   run again (a RELEASE whose entry is gone still grants the next waiter).
-   Returns 1 when it took the op. */
-static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q, const redisReply *rp) {
-    simba__redis *p = c->parent;
+   ends). ASK and TRYAGAIN (a slot being migrated) and "non local key" (a
+   key of the script's in a slot that moved or is moving: our node tag is
+   behind the map) are answered the same way after a pause
+   (simba__redis_cluster_park). ASK is never followed with ASKING: the
+   script names only the resource's base key, which never exists, so a
+   migrating source answers ASK while the queue may still be there, and
+   the target would run on half-moved keys (a double grant); an op on a
+   slot on the move waits until the migration ends and MOVED points at
+   the new master. A script stopped by "non local key" may have written
+   part of its work: each op is safe to run again (a RELEASE whose entry
+   is gone still grants the next waiter). `t`: the routed request (NULL: a
+   session op's part). Returns 1 when the answer was one of these. */
+static int simba__redis_cluster_redirected(simba__redis *p, simba__redis *c, const simba__redis_cluster_sent *t,
+                                           const simba_reply *rep) {
     struct simba__redis_cluster *cl = p->cl;
+    const char *msg = rep->message;
     simba__redis_cluster_node to;
-    int ask, slot, i;
+    int ask, slot, i, at = t ? t->slot : -1;
     char why[200];
-    if (!simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to)) {
-        if (strstr(rp->str, "non local key") || strncmp(rp->str, "TRYAGAIN", 8) == 0) {
-            simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q));
-            return 1;
-        }
-        if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
-        cl->want_refresh = 1;   /* a master turned replica (fail-over): ask the map */
-        simba__redis_retry_later(c, q, rp);
+    if (rep->status != SIMBA_EDISCONNECTED || !msg) return 0;
+    if (!simba__redis_cluster_redirect(msg, strlen(msg), &ask, &slot, &to)) {
+        if (!strstr(msg, "non local key") && strncmp(msg, "TRYAGAIN", 8) != 0) return 0;
+        simba__redis_cluster_park(p, c, rep->id, at, msg, simba__redis_cluster_asked(cl, at));
         return 1;
     }
     cl->want_refresh = 1;
-    if (ask) { simba__redis_cluster_park(c, q, rp->str, rp->len, simba__redis_cluster_asked(cl, q)); return 1; }
+    if (ask) {
+        simba__redis_cluster_park(p, c, rep->id, at, msg, simba__redis_cluster_asked(cl, at));
+        return 1;
+    }
     for (i = 0; i < cl->map.nnodes; i++)
         if (cl->map.node[i].port == to.port && strcmp(cl->map.node[i].host, to.host) == 0) break;
     if (i == cl->map.nnodes) {
@@ -3183,23 +3327,23 @@ static int simba__redis_cluster_redirected(simba__redis *c, simba__redis_req *q,
            is behind; nothing is sent until the next one (no retry storm) */
         if (!cl->stale) cl->stale_until = simba__redis_now(p) + SIMBA__REDIS_CLUSTER_STALE_MS;
         cl->stale = 1;
-        simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+        simba__redis_cluster_give(p, rep->id, !t, SIMBA_EDISCONNECTED, msg);
         simba__redis_cluster_state(p, SIMBA_EDISCONNECTED, "Redis Cluster: a MOVED to a master not in the map");
         return 1;
     }
     if (cl->moved[slot] < 255) cl->moved[slot]++;
-    if (cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED && q->kind != SIMBA_OP_RELEASE) {
+    if (cl->moved[slot] > SIMBA__REDIS_CLUSTER_MAX_MOVED && (!t || t->kind != SIMBA_OP_RELEASE)) {
         cl->moved[slot] = 0;
         snprintf(why, sizeof why, "Redis Cluster: more than %d MOVED in a row for slot %d (last to %s:%d): the "
                  "nodes disagree about its master", (int)SIMBA__REDIS_CLUSTER_MAX_MOVED, slot, to.host, to.port);
         simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: %s", why);
-        simba__redis_complete_status(c, q, SIMBA_EBACKEND, why);
+        simba__redis_cluster_give(p, rep->id, !t, SIMBA_EBACKEND, why);
         return 1;
     }
     cl->map.owner[slot] = (short)i;
     simba__redis_cluster_recount(cl);
-    if (cl->moved[slot] > 1) simba__redis_cluster_park(c, q, rp->str, rp->len, cl->moved[slot] - 1);
-    else simba__redis_complete_status(c, q, SIMBA_EDISCONNECTED, rp->str);
+    if (cl->moved[slot] > 1) simba__redis_cluster_park(p, c, rep->id, at, msg, cl->moved[slot] - 1);
+    else simba__redis_cluster_give(p, rep->id, !t, SIMBA_EDISCONNECTED, msg);
     return 1;
 }
 
@@ -3274,7 +3418,8 @@ static void simba__redis_cluster_free(simba__redis *p) {
     if (!cl) return;
     for (i = 0; i < SIMBA__REDIS_CLUSTER_MAX_NODES; i++) if (cl->node[i]) simba__redis_destroy(cl->node[i]);
     if (cl->probe) simba__redis_destroy(cl->probe);
-    simba__redis_cluster_free_waiters(p);
+    simba__redis_table_free(&p->alloc, &cl->waiters);
+    simba__redis_table_free(&p->alloc, &cl->sent);
     while (cl->later) {
         simba__redis_cluster_later *l = cl->later;
         cl->later = l->next;
@@ -3360,7 +3505,7 @@ static void simba__redis_arg_key(simba__redis_args *a, simba__redis *r, const ch
    carries less, and an op sent again after a reconnect carries more than
    every op sent before it. */
 static unsigned long simba__redis_op_gen(const simba__redis *r) {
-    return r->parent && r->parent->cl ? r->parent->cl->gen : r->gen;
+    return r->shared_gen ? *r->shared_gen : r->gen;
 }
 
 /* EVALSHA sha numkeys KEYS... ARGV... (argv[0..1] are set when sending). */
@@ -3407,11 +3552,25 @@ static int simba__redis_send(simba__redis *r, simba__redis_req *q) {
     return SIMBA_OK;
 }
 
+/* The session op a cluster's node sends: a KEEPALIVE is an OPEN on a
+   master added since the session was opened, which has no copy of it yet
+   (`join`, see simba__redis_node_on_replication), unless its run_id changed
+   since: that run may lack the session's writes (the KEEPALIVE ends the
+   session). */
+static const simba_op *simba__redis_node_session_op(const simba__redis *r, const simba_op *op, simba_op *joined) {
+    if (op->kind != SIMBA_OP_KEEPALIVE || !r->join || r->runs != r->session_runs) return op;
+    *joined = *op;
+    joined->kind = SIMBA_OP_OPEN;
+    return joined;
+}
+
 /* An operation from the core: built into one request (one allocation: the
    struct and its argument bytes), sent, and kept until its answer. */
 static int simba__redis_start(simba__redis *r, const simba_op *op) {
     simba__redis_args a;
     simba__redis_req *q;
+    simba_op joined;
+    op = simba__redis_node_session_op(r, op, &joined);
     /* the core validated op (names, tenant, ids, kind): it is trusted here */
     if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
     memset(&a, 0, sizeof a);
@@ -3620,7 +3779,26 @@ static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const red
     simba__redis_complete_status(r, q, SIMBA_ETIMEDOUT, msg);
 }
 
-/* The script's answer to q. */
+/* A cluster's node backend (the option cluster_node): MOVED, ASK, TRYAGAIN
+   and "non local key" are answered EDISCONNECTED with the server's words,
+   for the cluster to route (simba__redis_cluster_redirected); CLUSTERDOWN
+   and READONLY (a master turned replica: a fail-over) are "not now" on this
+   node: the connection is made again, and its drop makes the cluster read
+   the map again. Returns 1 when it took the answer. */
+static int simba__redis_cluster_node_redirect(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
+    simba__redis_cluster_node to;
+    int ask, slot;
+    if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to) || strstr(rp->str, "non local key") ||
+        strncmp(rp->str, "TRYAGAIN", 8) == 0) {
+        r->stats.transient_errors++;
+        simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
+        return 1;
+    }
+    if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
+    simba__redis_retry_later(r, q, rp);
+    return 1;
+}
+
 /* A MOVED or ASK to a backend made for one server: it was pointed at a
    Redis Cluster node. Said as what it is (EUNSUPPORTED, once at ERROR),
    not as a server error the caller cannot act on. */
@@ -3628,7 +3806,7 @@ static int simba__redis_cluster_misrouted(simba__redis *r, simba__redis_req *q, 
     simba__redis_cluster_node to;
     int ask, slot;
     char why[200];
-    if (r->parent) return simba__redis_cluster_redirected(r, q, rp);
+    if (r->cluster_node) return simba__redis_cluster_node_redirect(r, q, rp);
     if (simba__redis_cluster_redirect(rp->str, rp->len, &ask, &slot, &to))
         snprintf(why, sizeof why, "the server is a Redis Cluster node (%s: slot %d is on %s:%d): use a "
                  "redis+cluster:// URL (simba_redis_desc.cluster_seeds)", ask ? "ASK" : "MOVED", slot, to.host,
@@ -3723,9 +3901,6 @@ static void simba__redis_on_reply(redisAsyncContext *ac, void *reply, void *priv
 
 /*>>wakeups: pushes on the SUBSCRIBE connection -> simba_backend_granted, _recheck, _changed */
 
-static void simba__redis_cluster_subscribed(simba__redis *c);
-static void simba__redis_cluster_granted(simba__redis *c, const char *session, const char *request);
-
 /*>>wakeups.deliver: a push on the SUBSCRIBE connection, parsed and handed to the core */
 
 /* One space-free field of a push at *p (advanced past it and its space). */
@@ -3769,7 +3944,6 @@ static void simba__redis_push(simba__redis *r, const char *msg, size_t len) {
     simba__redis_copy(request, sizeof request, rf, rl);
     if (strlen(session) != sl || strlen(request) != rl) return;
     r->stats.wakes++;
-    if (r->parent && fence > 0) simba__redis_cluster_granted(r, session, request);
     /* with WAIT, a grant counts only once our own WAIT confirmed it: look */
     if (r->wait_replicas > 0 && fence > 0) simba_backend_changed(r->s, name);
     else if (fence > 0) simba_backend_granted(r->s, name, session, request, fence);
@@ -3783,12 +3957,15 @@ static void simba__redis_on_sub(redisAsyncContext *ac, void *reply, void *privda
     if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 3 || rp->element[0]->type != REDIS_REPLY_STRING) return;
     if (strcmp(rp->element[0]->str, "subscribe") == 0 || strcmp(rp->element[0]->str, "ssubscribe") == 0) {
         /* a cluster's node is pushed to by SPUBLISH only: subscribed once SSUBSCRIBE is */
-        int node = c->r->parent && c->r->node_tenant[0];
+        int node = c->r->cluster_node && c->r->node_tenant[0];
         if (node && strcmp(rp->element[0]->str, "ssubscribe") != 0) return;
         c->ready = 1;
         c->attempt = 0;
         c->deadline = -1;
-        if (node) simba__redis_cluster_subscribed(c->r);
+        if (node) {
+            c->r->push_gen++;
+            if (c->r->on_subscribed) c->r->on_subscribed(c->r);
+        }
         return;
     }
     if ((strcmp(rp->element[0]->str, "message") == 0 || strcmp(rp->element[0]->str, "smessage") == 0) &&
@@ -3935,6 +4112,7 @@ static void simba__redis_destroy(void *impl) {
         simba__redis_flush_repeats(r);
         for (i = 0; i < r->nconn; i++) simba__redis_drop(r, &r->conn[i], SIMBA_EDISCONNECTED, "destroyed");
     }
+    if (r->cluster_node) simba_backend_relay_close(r->s);   /* a cluster's child: its relay */
     simba__redis_free(r);
 }
 
@@ -3956,7 +4134,10 @@ static int simba__redis_cluster_attach_vt(void *impl, simba *s) {
     simba__redis *r = (simba__redis *)impl;
     r->s = s;
     /* the probe connects first; the masters once it told the map */
-    r->cl->probe->s = s;
+    if (simba__redis_cluster_relay(r->cl->probe) != SIMBA_OK) {
+        simba_backend_fail(s, SIMBA_ENOMEM, "simba_redis: out of memory");
+        return SIMBA_ENOMEM;
+    }
     simba__redis_cluster_aim_probe(r);
     r->cl->probe->conn[SIMBA__REDIS_MAIN].retry_at = simba__redis_now(r);
     return SIMBA_OK;
@@ -4104,7 +4285,7 @@ static int simba__redis_build_script(simba__redis *r) {
     r->script = (char *)simba_allocator_alloc(&r->alloc, n + sizeof shebang);
     if (!r->script) return SIMBA_ENOMEM;
     r->script_len = 0;
-    if (r->parent) {
+    if (r->cluster_node) {
         memcpy(r->script, shebang, sizeof shebang - 1);
         r->script_len = sizeof shebang - 1;
     }

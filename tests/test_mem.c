@@ -2326,6 +2326,209 @@ static void t_mem_keyed_reacquire_while_releasing(void) {
     CHECK_EQ(both[0] + both[1], 0);
 }
 
+/*--- a composite backend through the kit's relay ------------------------------
+   A pass-through composite: one mem child attached to a relay of the
+   client's simba, every report handed on by the relay's functions. The
+   conformance suite runs on it ("mem-relay"): a relay must change nothing
+   of what a child's reports mean. */
+typedef struct relay_pass {
+    simba_backend child;
+    simba *parent, *relay;
+    long completes, states, granted, rechecks, changes;
+} relay_pass;
+
+static relay_pass *relay_live[256];
+
+static void rp_complete(void *u, const simba_reply *r) {
+    relay_pass *p = (relay_pass *)u;
+    p->completes++;
+    simba_backend_complete(p->parent, r);
+}
+static void rp_granted(void *u, const char *name, const char *session, const char *request, int64_t fence) {
+    relay_pass *p = (relay_pass *)u;
+    p->granted++;
+    simba_backend_granted(p->parent, name, session, request, fence);
+}
+static void rp_recheck(void *u, const char *name, const char *session, const char *request) {
+    relay_pass *p = (relay_pass *)u;
+    p->rechecks++;
+    simba_backend_recheck(p->parent, name, session, request);
+}
+static void rp_changed(void *u, const char *name) {
+    relay_pass *p = (relay_pass *)u;
+    p->changes++;
+    simba_backend_changed(p->parent, name);
+}
+static void rp_state(void *u, int up, int err, const char *msg) {
+    relay_pass *p = (relay_pass *)u;
+    p->states++;
+    simba_backend_state(p->parent, up, err, msg);
+}
+
+static int rp_attach(void *impl, simba *s) {
+    relay_pass *p = (relay_pass *)impl;
+    simba_backend_relay r;
+    size_t i;
+    memset(&r, 0, sizeof r);
+    r.user = p;
+    r.complete = rp_complete;
+    r.granted = rp_granted;
+    r.recheck = rp_recheck;
+    r.changed = rp_changed;
+    r.state = rp_state;
+    p->parent = s;
+    if (!(p->relay = simba_backend_relay_open(s, &r))) return SIMBA_ENOMEM;
+    for (i = 0; i < sizeof relay_live / sizeof relay_live[0]; i++)
+        if (!relay_live[i]) { relay_live[i] = p; break; }
+    return p->child.vt->attach(p->child.impl, p->relay);
+}
+static int rp_submit(void *impl, const simba_op *op) {
+    relay_pass *p = (relay_pass *)impl;
+    return p->child.vt->submit(p->child.impl, op);
+}
+static int rp_pollfds(void *impl, struct pollfd *fds, int max) {
+    relay_pass *p = (relay_pass *)impl;
+    return p->child.vt->pollfds(p->child.impl, fds, max);
+}
+static int64_t rp_deadline(void *impl) {
+    relay_pass *p = (relay_pass *)impl;
+    return p->child.vt->deadline_ms(p->child.impl);
+}
+static void rp_process(void *impl, const struct pollfd *fds, int nfds) {
+    relay_pass *p = (relay_pass *)impl;
+    p->child.vt->process(p->child.impl, fds, nfds);
+}
+static void rp_reset(void *impl, int why) {
+    relay_pass *p = (relay_pass *)impl;
+    p->child.vt->reset(p->child.impl, why);
+}
+static void rp_destroy(void *impl) {
+    relay_pass *p = (relay_pass *)impl;
+    size_t i;
+    p->child.vt->destroy(p->child.impl);
+    simba_backend_relay_close(p->relay);
+    for (i = 0; i < sizeof relay_live / sizeof relay_live[0]; i++)
+        if (relay_live[i] == p) relay_live[i] = NULL;
+    free(p);
+}
+
+static const simba_backend_vtable relay_pass_vt = {
+    "mem-relay", rp_attach, rp_submit, rp_pollfds, rp_deadline, rp_process, rp_reset, rp_destroy
+};
+
+static simba_backend make_relay(void *user) {
+    relay_pass *p = (relay_pass *)calloc(1, sizeof *p);
+    simba_backend b;
+    (void)user;
+    memset(&b, 0, sizeof b);
+    if (!p) return b;
+    p->child = simba_mem(srv, NULL);
+    b.vt = &relay_pass_vt;
+    b.impl = p;
+    return b;
+}
+
+static relay_pass *relay_of(simba *s) {
+    size_t i;
+    for (i = 0; i < sizeof relay_live / sizeof relay_live[0]; i++)
+        if (relay_live[i] && relay_live[i]->parent == s) return relay_live[i];
+    return NULL;
+}
+/* The mem server knows the child by its relay. */
+static int kill_relay(void *user, simba *s) {
+    relay_pass *p = relay_of(s);
+    (void)user;
+    return p ? simba_mem_kill(srv, p->relay) : SIMBA_ESTALE;
+}
+
+static simba *new_relay_client(const char *tenant) {
+    simba_desc d;
+    memset(&d, 0, sizeof d);
+    d.backend = make_relay(NULL);
+    d.tenant = tenant;
+    return simba_create(&d, NULL);
+}
+
+/* Each kind of report reaches the relay's function (none goes straight to
+   the core), and a relay is no simba of its own. */
+static void t_relay_reports_reach_the_composite(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    relay_pass *pa, *pb;
+    simba_backend_relay r;
+    simba_event ev;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_relay_client(tenant); b.s = new_relay_client(tenant);
+    CHECK(a.s && b.s);
+    CHECK(h_hold_then_queue(cl, "m", 2000, 100, &la, &lb));
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    pa = relay_of(a.s); pb = relay_of(b.s);
+    CHECK(pa && pb);
+    printf("  # reports through the relays: %ld+%ld completes, %ld+%ld states, %ld+%ld grants, %ld+%ld changes\n",
+           pa->completes, pb->completes, pa->states, pb->states, pa->granted, pb->granted, pa->changes, pb->changes);
+    CHECK(pa->completes >= 3 && pb->completes >= 2);   /* OPEN, ENQUEUE, RELEASE; OPEN, ENQUEUE */
+    CHECK(pa->states >= 1 && pb->states >= 1);         /* connected */
+    CHECK(pb->granted + pb->changes + pb->rechecks >= 1);   /* the hand-off's push */
+    /* a relay is no simba: every call on it answers as on a destroyed one */
+    CHECK_EQ(simba_tick(pa->relay, NULL, 0, &ev, 1), SIMBA_EDESTROYED);
+    CHECK_EQ(simba_connected(pa->relay), 0);
+    /* but what a child asks of it is its root's */
+    CHECK(strcmp(simba_client_id(pa->relay), simba_client_id(a.s)) == 0);
+    CHECK(strcmp(simba_tenant(pa->relay), tenant) == 0);
+    CHECK_EQ(simba_lease_ms(pa->relay), simba_lease_ms(a.s));
+    memset(&r, 0, sizeof r);
+    CHECK(simba_backend_relay_open(NULL, &r) == NULL);
+    CHECK(simba_backend_relay_open(a.s, NULL) == NULL);
+    simba_backend_relay_close(NULL);
+    simba_backend_relay_close(a.s);   /* not a relay: nothing happens */
+    CHECK_EQ(simba_connected(a.s), 1);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
+/* A relay whose functions are all NULL hands every report to its parent
+   unchanged: a hand-off through it works as without it. */
+static int rn_attach(void *impl, simba *s) {
+    relay_pass *p = (relay_pass *)impl;
+    simba_backend_relay r;
+    memset(&r, 0, sizeof r);
+    p->parent = s;
+    if (!(p->relay = simba_backend_relay_open(s, &r))) return SIMBA_ENOMEM;
+    return p->child.vt->attach(p->child.impl, p->relay);
+}
+static const simba_backend_vtable relay_null_vt = {
+    "mem-relay-null", rn_attach, rp_submit, rp_pollfds, rp_deadline, rp_process, rp_reset, rp_destroy
+};
+
+static void t_relay_without_functions_passes_on(void) {
+    const char *tenant = h_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_desc d;
+    int i;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    for (i = 0; i < 2; i++) {
+        relay_pass *p = (relay_pass *)calloc(1, sizeof *p);
+        CHECK(p);
+        p->child = simba_mem(srv, NULL);
+        memset(&d, 0, sizeof d);
+        d.backend.vt = &relay_null_vt;
+        d.backend.impl = p;
+        d.tenant = tenant;
+        cl[i]->s = simba_create(&d, NULL);
+        CHECK(cl[i]->s);
+    }
+    CHECK(h_hold_then_queue(cl, "m", 2000, 100, &la, &lb));
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    simba_destroy(a.s); simba_destroy(b.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -2337,6 +2540,12 @@ int main(int argc, char **argv) {
     b.transition_ms = 1000;
     b.kill = kill_mem;
     conformance_run(&b, h_filter, &h_passed, &h_failed);
+    b.name = "mem-relay";
+    b.make = make_relay;
+    b.kill = kill_relay;
+    conformance_run(&b, h_filter, &h_passed, &h_failed);
+    RUN(t_relay_reports_reach_the_composite);
+    RUN(t_relay_without_functions_passes_on);
     RUN(t_mem_bad_input);
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);

@@ -384,6 +384,24 @@ static void t_kill_connection(void) {
     destroy_all(cl, 2);
 }
 
+/* What the mariadb client makes of the file's DELIMITER lines: the lines
+   go, and a statement ending with the delimiter "//" ends with ";". */
+static void drop_delimiters(char *buf) {
+    char *in = buf, *out = buf;
+    while (*in) {
+        char *eol = strchr(in, '\n');
+        size_t n = eol ? (size_t)(eol - in) + 1 : strlen(in);
+        if (strncmp(in, "DELIMITER ", 10) != 0) {
+            size_t k = n;
+            memmove(out, in, n);
+            if (k >= 4 && strncmp(out + k - 4, " //\n", 4) == 0) { out[k - 4] = ';'; out[k - 3] = '\n'; k -= 2; }
+            out += k;
+        }
+        in += n;
+    }
+    *out = 0;
+}
+
 /* Run simba_mysql.sql (the DBA's file) into database db. */
 static int run_sql_file(MYSQL *m, const char *path) {
     FILE *f = fopen(path, "rb");
@@ -398,6 +416,7 @@ static int run_sql_file(MYSQL *m, const char *path) {
     if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(buf); return -1; }
     buf[n] = 0;
     fclose(f);
+    drop_delimiters(buf);
     rc = admin_exec(m, buf);
     free(buf);
     return rc;
@@ -423,6 +442,25 @@ static void show_create(MYSQL *m, const char *db, const char *table, char *out, 
         }
         out[k] = 0;
     }
+    mysql_free_result(r);
+}
+
+/* A procedure of db as its parameters, rights and body (information_schema:
+   SHOW CREATE PROCEDURE also names the user who made it). */
+static void show_routine(MYSQL *m, const char *db, const char *name, char *out, size_t cap) {
+    char sql[1024];
+    MYSQL_RES *r;
+    MYSQL_ROW row;
+    out[0] = 0;
+    snprintf(sql, sizeof sql, "SELECT CONCAT((SELECT GROUP_CONCAT(PARAMETER_NAME, ' ', DTD_IDENTIFIER ORDER BY"
+             " ORDINAL_POSITION) FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA='%s' AND SPECIFIC_NAME='%s'),"
+             " ' ', SECURITY_TYPE, ' ', SQL_DATA_ACCESS, ' ', ROUTINE_DEFINITION) FROM information_schema.ROUTINES"
+             " WHERE ROUTINE_SCHEMA='%s' AND ROUTINE_NAME='%s'", db, name, db, name);
+    if (mysql_query(m, sql) != 0) return;
+    r = mysql_store_result(m);
+    if (!r) return;
+    row = mysql_fetch_row(r);
+    if (row && row[0]) snprintf(out, cap, "%s", row[0]);
     mysql_free_result(r);
 }
 
@@ -459,6 +497,7 @@ static void t_schema_client_and_file(void) {
     MYSQL *m = admin_open(NULL);
     simba_mysql_desc md = base_desc();
     const char *tables[] = { "simba_sessions", "simba_resources", "simba_entries", "simba_capacity_audit" };
+    const char *routines[] = { "simba_settle_enqueue_1", "simba_settle_release_1" };
     char x[4096], y[4096];
     int i;
     CHECK(m);
@@ -482,6 +521,13 @@ static void t_schema_client_and_file(void) {
         snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='simba_schema_a'"
                  " AND TABLE_NAME='%s' AND ENGINE='InnoDB'", tables[i]);
         CHECK_EQ(admin_num(m, sql), 1);
+    }
+    for (i = 0; i < 2; i++) {
+        show_routine(m, "simba_schema_a", routines[i], x, sizeof x);
+        show_routine(m, "simba_schema_b", routines[i], y, sizeof y);
+        CHECK(strstr(x, "INVOKER") != NULL);
+        if (strcmp(x, y) != 0) printf("  # client:\n%s\n  # file:\n%s\n", x, y);
+        CHECK(strcmp(x, y) == 0);
     }
     CHECK(admin_exec(m, "DROP DATABASE simba_schema_a; DROP DATABASE simba_schema_b") == 0);
     mysql_close(m);
@@ -661,6 +707,10 @@ static void t_schema_upgrade_in_place(void) {
         CHECK(hs[0].renewed_ago_ms >= 0 && hs[0].renewed_ago_ms <= 3000);
         CHECK_EQ(hs[0].renewed_ago_ms + hs[0].expires_in_ms, 4000);
     }
+    /* the procedures of the one-round-trip ops are installed too, and used */
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA='simba_upgrade'"
+                          " AND ROUTINE_NAME IN ('simba_settle_enqueue_1','simba_settle_release_1')"), 2);
+    CHECK(stats_of(k.s).calls >= 1);
     /* what a client of the old version writes still fits the new table */
     snprintf(sql, sizeof sql, "INSERT INTO simba_upgrade.simba_sessions (tenant,session,client,expires_ms)"
              " VALUES ('%s','old-2~0002','old-2',1)", tenant);
@@ -894,6 +944,32 @@ static void t_least_privilege_user(void) {
         CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
         CHECK_EQ(stats_of(a.s).batches - s0.batches, 2);    /* one round trip each */
         CHECK_EQ(stats_of(a.s).last_error, 0);
+        /* without EXECUTE on the procedures the file installed: the first
+           CALL is refused (nothing ran), the compound statement from then on */
+        CHECK_EQ(stats_of(a.s).calls, 1);
+    }
+    {
+        /* with EXECUTE on them: a CALL per op, one round trip each */
+        struct simba_mysql_stats s0;
+        CHECK(admin_exec(m,
+            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_enqueue_1 TO 'simba_app'@'127.0.0.1';"
+            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_release_1 TO 'simba_app'@'127.0.0.1'") == 0);
+        b.s = new_client_ex(tenant, "exec", 3000, 1000, &md, none);
+        CHECK(b.s);
+        l = simba_acquire(b.s, &d);
+        CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        s0 = stats_of(b.s);
+        simba_release(b.s, l);
+        CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+        l = simba_acquire(b.s, &d);
+        CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        CHECK_EQ(stats_of(b.s).batches - s0.batches, 2);
+        CHECK_EQ(stats_of(b.s).calls - s0.calls, 2);
+        CHECK_EQ(stats_of(b.s).last_error, 0);
+        simba_release(b.s, l);
+        CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+        simba_destroy(b.s);
+        memset(&b, 0, sizeof b);
     }
     q = simba_delete(a.s, "priv", NULL);
     CHECK((e = h_expect(cl, 1, 0, q, SIMBA_EVENT_DONE, 8000)) != NULL);
@@ -921,6 +997,29 @@ static void t_least_privilege_user(void) {
     CHECK_EQ(stats_of(b.s).last_error, SIMBA_EAUTH);
     destroy_all(cl, 2);
     CHECK(admin_exec(m, "DROP USER 'simba_app'@'127.0.0.1', 'simba_none'@'127.0.0.1'; DROP DATABASE simba_priv") == 0);
+    mysql_close(m);
+}
+
+/* create_schema with the grants on the tables but no CREATE ROUTINE: the
+   client connects and works (the procedures are not installed; the
+   compound statement does the same). */
+static void t_create_schema_without_create_routine(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    CHECK(m);
+    CHECK(admin_exec(m, "DROP USER IF EXISTS 'simba_ddl'@'127.0.0.1';"
+                        "DROP DATABASE IF EXISTS simba_noroutine; CREATE DATABASE simba_noroutine;"
+                        "CREATE USER 'simba_ddl'@'127.0.0.1' IDENTIFIED BY 'ddl-pw';"
+                        "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER ON simba_noroutine.*"
+                        " TO 'simba_ddl'@'127.0.0.1'") == 0);
+    md.database = "simba_noroutine";
+    md.create_schema = 1;
+    md.user = "simba_ddl";
+    md.password = "ddl-pw";
+    CHECK(smoke(&md, "no-routine"));
+    CHECK(smoke(&md, "no-routine"));
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA='simba_noroutine'"), 0);
+    CHECK(admin_exec(m, "DROP USER 'simba_ddl'@'127.0.0.1'; DROP DATABASE simba_noroutine") == 0);
     mysql_close(m);
 }
 
@@ -1369,6 +1468,7 @@ static void t_one_round_trip_ops(void) {
     CHECK(s1.batches - s0.batches == (uint64_t)(2 * n));
     CHECK(s1.statements - s0.statements == (uint64_t)(2 * n));
     CHECK(s1.transactions - s0.transactions == (uint64_t)(2 * n));
+    CHECK(s1.calls - s0.calls == (uint64_t)(2 * n));    /* the procedures create_schema installed */
     /* contended: b waits behind a, gets it on a's release, fences go on */
     {
         simba_lock la = simba_acquire(a.s, &d), lb;
@@ -2930,6 +3030,7 @@ int main(int argc, char **argv) {
     RUN(t_unknown_database_is_einval);
     RUN(t_least_privilege_user);
     RUN(t_tenant_isolation);
+    RUN(t_create_schema_without_create_routine);
     RUN(t_kill_connection);
     RUN(t_deadlock_retried);
     RUN(t_skewed_clocks_agree);
