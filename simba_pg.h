@@ -52,7 +52,10 @@
     the resource rows in name order (SELECT ... FOR UPDATE), purge dead
     sessions' entries, run the grant rule (the server's copy of
     simba_grant_step / simba_grant_fence, said so next to it) and answer
-    one row. Time is the server's only (clock_timestamp()).
+    one row; an acquire of a free name and the release that empties a
+    queue take a fast path of two statements that answers as the walk
+    would. Each call is prepared once per connection (at its setup). Time
+    is the server's only (clock_timestamp()).
 
     Wake-ups: each connection LISTENs on the channel of its session
     ("simba_" + the session's 16 hex). The transaction that grants an
@@ -186,7 +189,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 7,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 8,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -229,7 +232,7 @@ typedef struct simba__pg {
     int up;                         /* told the core we are connected */
     int ever_up;
     int flushing;                   /* PQflush has more to send: wait for POLLOUT */
-    int setup_phase;                /* SETUP: 0 the version check, 1 the install */
+    int setup_phase;                /* SETUP: 0 the version check, 1 the install, 2 the PREPAREs */
     int64_t started_ms;             /* the connect began */
     int64_t retry_at;               /* CLOSED: the next connect */
     int attempt;
@@ -483,9 +486,10 @@ static void simba__pg_connect_start(simba__pg *b) {
 
 /* Sends the setup, as one simple-protocol query: lock_timeout, then the
    version of the schema's functions as installed (phase 0); when that is
-   not ours and create_schema is set, the schema, then the version (phase
-   1). Installing only when needed keeps its table locks away from the
-   other clients' running calls. */
+   not ours and create_schema is set, the schema, the calls prepared, then
+   the version (phase 1); when it is ours, the calls prepared and the
+   version (phase 2). Installing only when needed keeps its table locks
+   away from the other clients' running calls. */
 static void simba__pg_setup_send(simba__pg *b, int phase) {
     char *sql = NULL;
     if ((phase == 0 && PQsetnonblocking(b->conn, 1) != 0) || simba__pg_setup_sql(b, phase, &sql) != 0) {
@@ -557,6 +561,10 @@ static void simba__pg_setup_done(simba__pg *b, PGresult *r) {
         simba__pg_lost(b, SIMBA_EBACKEND, msg, 1);
         return;
     }
+    if (b->setup_phase == 0) {
+        simba__pg_setup_send(b, 2);
+        return;
+    }
     b->state = SIMBA__PG_READY;
     b->up = 1;
     b->stats.connected = 1;
@@ -586,13 +594,37 @@ static const char *simba__pg_call(simba_op_kind k) {
     return "version()";
 }
 
-/* Sends the job at the head when nothing is in flight. */
+/* The name of the prepared statement of call kind k ("simba_enqueue"). */
+static void simba__pg_statement(simba_op_kind k, char *out, size_t cap) {
+    const char *call = simba__pg_call(k);
+    snprintf(out, cap, "simba_%.*s", (int)strcspn(call, "("), call);
+}
+
+/* Appends to sql (at `at`, cap bytes) one PREPARE per call kind: a call
+   is then parsed and planned once per connection, not at every op. */
+static size_t simba__pg_prepares(simba__pg *b, char *sql, size_t at, size_t cap) {
+    static const simba_op_kind kinds[] = {
+        SIMBA_OP_OPEN, SIMBA_OP_KEEPALIVE, SIMBA_OP_CLOSE, SIMBA_OP_ENQUEUE, SIMBA_OP_POLL,
+        SIMBA_OP_RELEASE, SIMBA_OP_INSPECT, SIMBA_OP_SET_CAPACITY, SIMBA_OP_DELETE
+    };
+    char name[32];
+    size_t i;
+    for (i = 0; i < sizeof kinds / sizeof kinds[0] && at < cap; i++) {
+        simba__pg_statement(kinds[i], name, sizeof name);
+        at += (size_t)snprintf(sql + at, cap - at, "PREPARE %s AS SELECT * FROM %s.%s;\n", name, b->schema,
+                               simba__pg_call(kinds[i]));
+    }
+    return at < cap ? at : cap;
+}
+
+/* Sends the job at the head when nothing is in flight: its call, prepared
+   at the setup. */
 static void simba__pg_kick(simba__pg *b) {
-    char sql[160];
+    char name[32];
     simba__pg_job *j = b->head;
     if (b->state != SIMBA__PG_READY || b->busy || !j) return;
-    snprintf(sql, sizeof sql, "SELECT * FROM %s.%s", b->schema, simba__pg_call(j->kind));
-    if (!PQsendQueryParams(b->conn, sql, j->nparams, NULL, j->params, NULL, NULL, 0)) {
+    simba__pg_statement(j->kind, name, sizeof name);
+    if (!PQsendQueryPrepared(b->conn, name, j->nparams, j->params, NULL, NULL, 0)) {
         char msg[SIMBA_MAX_MESSAGE];
         simba__pg_message(PQerrorMessage(b->conn), msg, sizeof msg);
         simba__pg_lost(b, SIMBA_EDISCONNECTED, msg, 1);
@@ -1138,8 +1170,8 @@ static const char *const simba__pg_ddl[] = {
     "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
     "BEGIN\n"
-    "    IF v > 7 THEN\n"
-    "        RAISE EXCEPTION 'schema @ has version %, newer than this simba_pg.sql (7): keep it, use the newer simba', v;\n"
+    "    IF v > 8 THEN\n"
+    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (8): keep it, use the newer simba', v;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
@@ -1213,7 +1245,7 @@ static const char *const simba__pg_ddl[] = {
     "        DROP FUNCTION IF EXISTS @.inspect(text, text);\n"
     "    END IF;\n"
     "END $d$",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 7 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 8 $f$",
     /* The policy of every table: a row of a tenant listed in tenant_roles
        is for the roles listed (and their members) only. Written out in the
        policy, not called as a function: its subqueries are planned with each
@@ -1229,7 +1261,7 @@ static const char *const simba__pg_ddl[] = {
     "                         ' JOIN pg_catalog.pg_roles r ON r.rolname = t.role WHERE t.tenant = %1$I.tenant'\n"
     "                         ' AND pg_catalog.pg_has_role(current_user, r.oid, ''MEMBER'')))', t);\n"
     "        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_policies p\n"
-    "                       WHERE p.schemaname = '@' AND p.tablename = t AND p.policyname = 'tenant_rows') THEN\n"
+    "                       WHERE p.schemaname = 'simba' AND p.tablename = t AND p.policyname = 'tenant_rows') THEN\n"
     "            EXECUTE format('CREATE POLICY tenant_rows ON @.%I USING %s WITH CHECK %s', t, v_rule, v_rule);\n"
     "        ELSE\n"
     "            EXECUTE format('ALTER POLICY tenant_rows ON @.%I USING %s WITH CHECK %s', t, v_rule, v_rule);\n"
@@ -1244,6 +1276,13 @@ static const char *const simba__pg_ddl[] = {
     "CREATE OR REPLACE FUNCTION @.grant_weight(p_weight integer, p_capacity integer) RETURNS bigint\n"
     "LANGUAGE sql IMMUTABLE AS $f$\n"
     "    SELECT CASE WHEN p_weight = 0 OR p_weight > p_capacity THEN p_capacity ELSE p_weight END::bigint\n"
+    "$f$",
+    /* simba_grant_fence (simba.h >>kit), the server's copy: the next fence
+       is above the last one and at least the server's clock in µs. STABLE
+       (extract of a timestamptz is), so that it is inlined, not called. */
+    "CREATE OR REPLACE FUNCTION @.next_fence(p_counter bigint, p_now timestamptz) RETURNS bigint\n"
+    "LANGUAGE sql STABLE AS $f$\n"
+    "    SELECT GREATEST(p_counter + 1, (extract(epoch FROM p_now) * 1000000)::bigint)   -- simba_grant_fence\n"
     "$f$",
     "CREATE OR REPLACE FUNCTION @.channel(p_session text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$\n"
     "    SELECT 'simba_' || right(p_session, 16)\n"
@@ -1280,7 +1319,8 @@ static const char *const simba__pg_ddl[] = {
     "    RETURN v_grace;\n"
     "END $f$",
     /* THE GRANT RULE, the server's copy of simba_grant_step and
-       simba_grant_fence (simba.h >>kit; keep the two in step). Walks the
+       simba_grant_fence (simba.h >>kit; keep the two in step; the fence
+       through next_fence above, which enqueue's fast path uses too). Walks the
        queue of one resource from its head (the caller holds the resource
        row's lock): dead entries go; an entry is granted iff the effective
        weights ahead of it plus its own fit in the capacity; the walk stops
@@ -1295,7 +1335,6 @@ static const char *const simba__pg_ddl[] = {
     "    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;\n"
     "    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;\n"
     "    v_watched boolean := false;\n"
-    "    v_us bigint := (extract(epoch FROM p_now) * 1000000)::bigint;\n"
     "BEGIN\n"
     "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until\n"
     "        INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace\n"
@@ -1320,7 +1359,7 @@ static const char *const simba__pg_ddl[] = {
     "                v_watched := true;\n"
     "                EXIT;\n"
     "            END IF;\n"
-    "            v_fence := GREATEST(v_counter + 1, v_us);                 -- simba_grant_fence\n"
+    "            v_fence := @.next_fence(v_counter, p_now);            -- simba_grant_fence\n"
     "            v_counter := v_fence;\n"
     "            UPDATE @.entries q SET fence = v_fence\n"
     "                WHERE q.tenant = p_tenant AND q.name = p_name AND q.seq = e.seq;\n"
@@ -1477,6 +1516,58 @@ static const char *const simba__pg_ddl[] = {
     /* ENQUEUE: insert the request into every resource (atomically, rows
        locked in name order) unless it is there; try_only inserts nothing
        unless it would be granted at once everywhere. */
+    /* ENQUEUE past its fast path: the entry joins the queue (or a try
+       that does not fit answers without one), the walks grant, the state
+       answers. */
+    "CREATE OR REPLACE FUNCTION @.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
+    "    p_watch boolean, p_names bytea[], p_seqs bigint[], p_weights integer[], p_now timestamptz,\n"
+    "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
+    "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
+    "    OUT o_grace_ms integer, OUT o_token text)\n"
+    "LANGUAGE plpgsql AS $f$\n"
+    "DECLARE v_i integer; v_other text; v_mine boolean := false;\n"
+    "BEGIN\n"
+    "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
+    "    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)\n"
+    "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
+    "        SELECT q.session INTO v_other FROM @.entries q\n"
+    "            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;\n"
+    "        IF FOUND THEN\n"
+    "            IF v_other = p_session THEN v_mine := true;\n"
+    "            ELSIF @.live(p_tenant, v_other, p_now) THEN o_status := 3; RETURN;\n"
+    "            ELSE DELETE FROM @.entries q\n"
+    "                 WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;\n"
+    "            END IF;\n"
+    "        END IF;\n"
+    "    END LOOP;\n"
+    "    -- a new entry goes in, then one walk per queue grants what the rule grants (the walk\n"
+    "    -- before it is needed only where nothing is inserted, and by fits(), which reads the\n"
+    "    -- dead entries and the restart grace as the walk leaves them)\n"
+    "    IF v_mine OR p_try THEN\n"
+    "        FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
+    "            PERFORM @.settle(p_tenant, p_names[v_i], p_now, NULL);\n"
+    "        END LOOP;\n"
+    "    END IF;\n"
+    "    IF NOT v_mine THEN\n"
+    "        IF p_try AND NOT @.fits(p_tenant, p_names, p_weights, p_now) THEN\n"
+    "            SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity\n"
+    "                FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];\n"
+    "            o_fences := array_fill(0::bigint, ARRAY[array_length(p_names, 1)]); o_ahead := 0;\n"
+    "            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - p_now) * 1000))::integer INTO o_grace_ms\n"
+    "                FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;\n"
+    "            o_grace_ms := COALESCE(o_grace_ms, 0);\n"
+    "            RETURN;\n"
+    "        END IF;\n"
+    "        FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
+    "            INSERT INTO @.entries (tenant, name, seq, request, session, weight, watch, token)\n"
+    "                VALUES (p_tenant, p_names[v_i], p_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,\n"
+    "                        replace(gen_random_uuid()::text, '-', ''));\n"
+    "            PERFORM @.settle(p_tenant, p_names[v_i], p_now, p_request);\n"
+    "        END LOOP;\n"
+    "    END IF;\n"
+    "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
+    "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, p_names, p_now);\n"
+    "END $f$",
     "CREATE OR REPLACE FUNCTION @.enqueue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
     "    p_watch boolean, p_names text[], p_caps integer[], p_weights integer[],\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
@@ -1486,61 +1577,53 @@ static const char *const simba__pg_ddl[] = {
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp();\n"
     "    v_n integer := array_length(p_names, 1); v_names bytea[]; v_order integer[] := '{1}';\n"
-    "    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_other text; v_mine boolean := false;\n"
+    "    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_counter bigint; v_old text;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
-    "    IF NOT EXISTS (SELECT 1 FROM @.sessions s\n"
-    "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now) THEN\n"
-    "        o_status := 1; RETURN;\n"
-    "    END IF;\n"
     "    FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;\n"
     "    IF v_n > 1 THEN v_order := ARRAY(SELECT k FROM generate_subscripts(v_names, 1) AS k ORDER BY v_names[k]); END IF;\n"
     "    -- each resource row, created if missing, is locked (in name order: no deadlock between two\n"
     "    -- multi-resource requests) by the upsert that also gives out its next queue position (one\n"
-    "    -- left unused when no entry is inserted is a gap, which orders the same)\n"
+    "    -- left unused when no entry is inserted is a gap, which orders the same); without a live\n"
+    "    -- session it does nothing\n"
     "    FOREACH v_i IN ARRAY v_order LOOP\n"
-    "        INSERT INTO @.resources AS r (tenant, name, capacity, seq) VALUES (p_tenant, v_names[v_i], p_caps[v_i], 1)\n"
+    "        INSERT INTO @.resources AS r (tenant, name, capacity, seq)\n"
+    "            SELECT p_tenant, v_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM @.sessions s\n"
+    "                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now)\n"
     "            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1\n"
-    "            RETURNING r.seq, r.capacity INTO v_seq, v_cap;\n"
+    "            RETURNING r.seq, r.capacity, r.counter, r.owner INTO v_seq, v_cap, v_counter, v_old;\n"
+    "        IF NOT FOUND THEN o_status := 1; RETURN; END IF;\n"
     "        v_seqs[v_i] := v_seq;\n"
     "        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;\n"
-    "        SELECT q.session INTO v_other FROM @.entries q\n"
-    "            WHERE q.tenant = p_tenant AND q.name = v_names[v_i] AND q.request = p_request;\n"
-    "        IF FOUND THEN\n"
-    "            IF v_other = p_session THEN v_mine := true;\n"
-    "            ELSIF @.live(p_tenant, v_other, v_now) THEN o_status := 3; RETURN;\n"
-    "            ELSE DELETE FROM @.entries q\n"
-    "                 WHERE q.tenant = p_tenant AND q.name = v_names[v_i] AND q.request = p_request;\n"
+    "        -- the fast path: one resource, an empty queue (so no entry of this request either; read\n"
+    "        -- after the upsert above took the row lock that every writer of the queue takes first)\n"
+    "        -- and no restart grace in this server run: the new entry fits (simba_grant_step: its\n"
+    "        -- weight alone is at most the capacity) and is granted here, as settle and state would\n"
+    "        IF v_n = 1 THEN\n"
+    "            o_fences := ARRAY[@.next_fence(v_counter, v_now)];    -- simba_grant_fence\n"
+    "            o_token := replace(gen_random_uuid()::text, '-', '');\n"
+    "            WITH e AS (INSERT INTO @.entries (tenant, name, seq, request, session, weight, fence, watch, token)\n"
+    "                       SELECT p_tenant, v_names[1], v_seq, p_request, p_session, p_weights[1], o_fences[1], p_watch,\n"
+    "                              o_token\n"
+    "                       WHERE NOT EXISTS (SELECT 1 FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])\n"
+    "                         AND EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
+    "                                     AND t.boot = pg_catalog.pg_postmaster_start_time()\n"
+    "                                     AND (t.grace_until IS NULL OR t.grace_until <= v_now))\n"
+    "                       RETURNING 1)\n"
+    "            UPDATE @.resources r SET counter = o_fences[1], held = 1, owner = p_session\n"
+    "                FROM e WHERE r.tenant = p_tenant AND r.name = v_names[1];\n"
+    "            IF FOUND THEN\n"
+    "                IF p_watch AND v_old IS DISTINCT FROM p_session THEN\n"
+    "                    PERFORM pg_notify(@.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));\n"
+    "                END IF;\n"
+    "                o_granted := true; o_ahead := 0; o_held := 1; o_owner := p_session; o_capacity := v_cap;\n"
+    "                RETURN;\n"
     "            END IF;\n"
     "        END IF;\n"
     "    END LOOP;\n"
-    "    -- a new entry goes in, then one walk per queue grants what the rule grants (the walk\n"
-    "    -- before it is needed only where nothing is inserted, and by fits(), which reads the\n"
-    "    -- dead entries and the restart grace as the walk leaves them)\n"
-    "    IF v_mine OR p_try THEN\n"
-    "        FOR v_i IN 1 .. v_n LOOP\n"
-    "            PERFORM @.settle(p_tenant, v_names[v_i], v_now, NULL);\n"
-    "        END LOOP;\n"
-    "    END IF;\n"
-    "    IF NOT v_mine THEN\n"
-    "        IF p_try AND NOT @.fits(p_tenant, v_names, p_weights, v_now) THEN\n"
-    "            SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity\n"
-    "                FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];\n"
-    "            o_fences := array_fill(0::bigint, ARRAY[v_n]); o_ahead := 0;\n"
-    "            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::integer INTO o_grace_ms\n"
-    "                FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;\n"
-    "            o_grace_ms := COALESCE(o_grace_ms, 0);\n"
-    "            RETURN;\n"
-    "        END IF;\n"
-    "        FOR v_i IN 1 .. v_n LOOP\n"
-    "            INSERT INTO @.entries (tenant, name, seq, request, session, weight, watch, token)\n"
-    "                VALUES (p_tenant, v_names[v_i], v_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,\n"
-    "                        replace(gen_random_uuid()::text, '-', ''));\n"
-    "            PERFORM @.settle(p_tenant, v_names[v_i], v_now, p_request);\n"
-    "        END LOOP;\n"
-    "    END IF;\n"
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
-    "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
+    "        o_grace_ms, o_token FROM @.join_queue(p_tenant, p_session, p_request, p_try, p_watch, v_names,\n"
+    "                                                  v_seqs, p_weights, v_now);\n"
     "END $f$",
     /* Does one of these queues need the walk (settle)? When a holder or
        the first waiter is dead (its session expired or gone), or the first
@@ -1600,6 +1683,7 @@ static const char *const simba__pg_ddl[] = {
     "RETURNS integer LANGUAGE plpgsql AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];\n"
+    "    v_gone bigint; v_cleared bigint;\n"
     "BEGIN\n"
     "    IF array_length(p_names, 1) > 1 THEN\n"
     "        v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);\n"
@@ -1607,9 +1691,19 @@ static const char *const simba__pg_ddl[] = {
     "    -- in name order: each resource row locked before its queue changes, all held to the end\n"
     "    FOREACH v_name IN ARRAY v_names LOOP\n"
     "        PERFORM 1 FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;\n"
-    "        DELETE FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name\n"
-    "            AND q.request = p_request AND q.session = p_session;\n"
-    "        IF FOUND THEN PERFORM @.settle(p_tenant, v_name, v_now, NULL); END IF;\n"
+    "        -- the entry goes; the fast path, in the same statement: when no other entry is in the\n"
+    "        -- queue (read under the row lock that every writer of the queue takes first), nothing\n"
+    "        -- is held any more, where settle would walk nothing (a boot it has not noticed waits\n"
+    "        -- for the next grant)\n"
+    "        WITH d AS (DELETE FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name\n"
+    "                   AND q.request = p_request AND q.session = p_session RETURNING q.seq),\n"
+    "             u AS (UPDATE @.resources r SET held = 0, owner = NULL FROM d\n"
+    "                   WHERE r.tenant = p_tenant AND r.name = v_name AND (r.held <> 0 OR r.owner IS NOT NULL)\n"
+    "                   AND NOT EXISTS (SELECT 1 FROM @.entries q\n"
+    "                                   WHERE q.tenant = p_tenant AND q.name = v_name AND q.seq <> d.seq)\n"
+    "                   RETURNING 1)\n"
+    "        SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u) INTO v_gone, v_cleared;\n"
+    "        IF v_gone > 0 AND v_cleared = 0 THEN PERFORM @.settle(p_tenant, v_name, v_now, NULL); END IF;\n"
     "    END LOOP;\n"
     "    RETURN 0;\n"
     "END $f$",
@@ -1690,17 +1784,18 @@ SIMBADEF int simba_pg_schema(const char *schema, char *buf, size_t size) {
 }
 
 /* The setup query of phase 0 (lock_timeout; the version installed, 0 when
-   none, and whether the server is read-only) or 1 (the schema, then its
-   version). */
+   none, and whether the server is read-only), 1 (the schema, the calls
+   prepared, then its version) or 2 (the calls prepared, the version). */
 static int simba__pg_setup_sql(simba__pg *b, int phase, char **out) {
-    int n = phase ? simba_pg_schema(b->schema, NULL, 0) : 0;
-    size_t cap = (size_t)(n > 0 ? n : 0) + 512;
+    int n = phase == 1 ? simba_pg_schema(b->schema, NULL, 0) : 0;
+    size_t cap = (size_t)(n > 0 ? n : 0) + 2048;
     char *sql = (char *)simba__pg_alloc(b, cap);
     size_t at;
     *out = sql;
     if (!sql) return -1;
     if (phase) {
-        at = (size_t)simba_pg_schema(b->schema, sql, cap);
+        at = phase == 1 ? (size_t)simba_pg_schema(b->schema, sql, cap) : 0;
+        at = simba__pg_prepares(b, sql, at, cap);
         snprintf(sql + at, cap - at, "SELECT %s.version()", b->schema);
         return 0;
     }

@@ -33,8 +33,8 @@ DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
 BEGIN
-    IF v > 7 THEN
-        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (7): keep it, use the newer simba', v;
+    IF v > 8 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (8): keep it, use the newer simba', v;
     END IF;
 END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
@@ -86,7 +86,7 @@ DO $d$ BEGIN
         DROP FUNCTION IF EXISTS simba.inspect(text, text);
     END IF;
 END $d$;
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 7 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 8 $f$;
 DO $d$ DECLARE t text; v_rule text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
@@ -107,6 +107,10 @@ DROP FUNCTION IF EXISTS simba.tenant_ok(text);
 CREATE OR REPLACE FUNCTION simba.grant_weight(p_weight integer, p_capacity integer) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $f$
     SELECT CASE WHEN p_weight = 0 OR p_weight > p_capacity THEN p_capacity ELSE p_weight END::bigint
+$f$;
+CREATE OR REPLACE FUNCTION simba.next_fence(p_counter bigint, p_now timestamptz) RETURNS bigint
+LANGUAGE sql STABLE AS $f$
+    SELECT GREATEST(p_counter + 1, (extract(epoch FROM p_now) * 1000000)::bigint)   -- simba_grant_fence
 $f$;
 CREATE OR REPLACE FUNCTION simba.channel(p_session text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$
     SELECT 'simba_' || right(p_session, 16)
@@ -141,7 +145,6 @@ DECLARE
     v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;
     v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;
     v_watched boolean := false;
-    v_us bigint := (extract(epoch FROM p_now) * 1000000)::bigint;
 BEGIN
     SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until
         INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace
@@ -166,7 +169,7 @@ BEGIN
                 v_watched := true;
                 EXIT;
             END IF;
-            v_fence := GREATEST(v_counter + 1, v_us);                 -- simba_grant_fence
+            v_fence := simba.next_fence(v_counter, p_now);            -- simba_grant_fence
             v_counter := v_fence;
             UPDATE simba.entries q SET fence = v_fence
                 WHERE q.tenant = p_tenant AND q.name = p_name AND q.seq = e.seq;
@@ -308,6 +311,55 @@ BEGIN
     END LOOP;
     RETURN 0;
 END $f$;
+CREATE OR REPLACE FUNCTION simba.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,
+    p_watch boolean, p_names bytea[], p_seqs bigint[], p_weights integer[], p_now timestamptz,
+    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
+    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
+    OUT o_grace_ms integer, OUT o_token text)
+LANGUAGE plpgsql AS $f$
+DECLARE v_i integer; v_other text; v_mine boolean := false;
+BEGIN
+    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
+    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)
+    FOR v_i IN 1 .. array_length(p_names, 1) LOOP
+        SELECT q.session INTO v_other FROM simba.entries q
+            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
+        IF FOUND THEN
+            IF v_other = p_session THEN v_mine := true;
+            ELSIF simba.live(p_tenant, v_other, p_now) THEN o_status := 3; RETURN;
+            ELSE DELETE FROM simba.entries q
+                 WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
+            END IF;
+        END IF;
+    END LOOP;
+    -- a new entry goes in, then one walk per queue grants what the rule grants (the walk
+    -- before it is needed only where nothing is inserted, and by fits(), which reads the
+    -- dead entries and the restart grace as the walk leaves them)
+    IF v_mine OR p_try THEN
+        FOR v_i IN 1 .. array_length(p_names, 1) LOOP
+            PERFORM simba.settle(p_tenant, p_names[v_i], p_now, NULL);
+        END LOOP;
+    END IF;
+    IF NOT v_mine THEN
+        IF p_try AND NOT simba.fits(p_tenant, p_names, p_weights, p_now) THEN
+            SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
+                FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];
+            o_fences := array_fill(0::bigint, ARRAY[array_length(p_names, 1)]); o_ahead := 0;
+            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - p_now) * 1000))::integer INTO o_grace_ms
+                FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;
+            o_grace_ms := COALESCE(o_grace_ms, 0);
+            RETURN;
+        END IF;
+        FOR v_i IN 1 .. array_length(p_names, 1) LOOP
+            INSERT INTO simba.entries (tenant, name, seq, request, session, weight, watch, token)
+                VALUES (p_tenant, p_names[v_i], p_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,
+                        replace(gen_random_uuid()::text, '-', ''));
+            PERFORM simba.settle(p_tenant, p_names[v_i], p_now, p_request);
+        END LOOP;
+    END IF;
+    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
+        o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, p_names, p_now);
+END $f$;
 CREATE OR REPLACE FUNCTION simba.enqueue(p_tenant text, p_session text, p_request text, p_try boolean,
     p_watch boolean, p_names text[], p_caps integer[], p_weights integer[],
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
@@ -317,61 +369,53 @@ LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_n integer := array_length(p_names, 1); v_names bytea[]; v_order integer[] := '{1}';
-    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_other text; v_mine boolean := false;
+    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_counter bigint; v_old text;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
-    IF NOT EXISTS (SELECT 1 FROM simba.sessions s
-                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now) THEN
-        o_status := 1; RETURN;
-    END IF;
     FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;
     IF v_n > 1 THEN v_order := ARRAY(SELECT k FROM generate_subscripts(v_names, 1) AS k ORDER BY v_names[k]); END IF;
     -- each resource row, created if missing, is locked (in name order: no deadlock between two
     -- multi-resource requests) by the upsert that also gives out its next queue position (one
-    -- left unused when no entry is inserted is a gap, which orders the same)
+    -- left unused when no entry is inserted is a gap, which orders the same); without a live
+    -- session it does nothing
     FOREACH v_i IN ARRAY v_order LOOP
-        INSERT INTO simba.resources AS r (tenant, name, capacity, seq) VALUES (p_tenant, v_names[v_i], p_caps[v_i], 1)
+        INSERT INTO simba.resources AS r (tenant, name, capacity, seq)
+            SELECT p_tenant, v_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
+                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now)
             ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
-            RETURNING r.seq, r.capacity INTO v_seq, v_cap;
+            RETURNING r.seq, r.capacity, r.counter, r.owner INTO v_seq, v_cap, v_counter, v_old;
+        IF NOT FOUND THEN o_status := 1; RETURN; END IF;
         v_seqs[v_i] := v_seq;
         IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
-        SELECT q.session INTO v_other FROM simba.entries q
-            WHERE q.tenant = p_tenant AND q.name = v_names[v_i] AND q.request = p_request;
-        IF FOUND THEN
-            IF v_other = p_session THEN v_mine := true;
-            ELSIF simba.live(p_tenant, v_other, v_now) THEN o_status := 3; RETURN;
-            ELSE DELETE FROM simba.entries q
-                 WHERE q.tenant = p_tenant AND q.name = v_names[v_i] AND q.request = p_request;
+        -- the fast path: one resource, an empty queue (so no entry of this request either; read
+        -- after the upsert above took the row lock that every writer of the queue takes first)
+        -- and no restart grace in this server run: the new entry fits (simba_grant_step: its
+        -- weight alone is at most the capacity) and is granted here, as settle and state would
+        IF v_n = 1 THEN
+            o_fences := ARRAY[simba.next_fence(v_counter, v_now)];    -- simba_grant_fence
+            o_token := replace(gen_random_uuid()::text, '-', '');
+            WITH e AS (INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence, watch, token)
+                       SELECT p_tenant, v_names[1], v_seq, p_request, p_session, p_weights[1], o_fences[1], p_watch,
+                              o_token
+                       WHERE NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])
+                         AND EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
+                                     AND t.boot = pg_catalog.pg_postmaster_start_time()
+                                     AND (t.grace_until IS NULL OR t.grace_until <= v_now))
+                       RETURNING 1)
+            UPDATE simba.resources r SET counter = o_fences[1], held = 1, owner = p_session
+                FROM e WHERE r.tenant = p_tenant AND r.name = v_names[1];
+            IF FOUND THEN
+                IF p_watch AND v_old IS DISTINCT FROM p_session THEN
+                    PERFORM pg_notify(simba.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));
+                END IF;
+                o_granted := true; o_ahead := 0; o_held := 1; o_owner := p_session; o_capacity := v_cap;
+                RETURN;
             END IF;
         END IF;
     END LOOP;
-    -- a new entry goes in, then one walk per queue grants what the rule grants (the walk
-    -- before it is needed only where nothing is inserted, and by fits(), which reads the
-    -- dead entries and the restart grace as the walk leaves them)
-    IF v_mine OR p_try THEN
-        FOR v_i IN 1 .. v_n LOOP
-            PERFORM simba.settle(p_tenant, v_names[v_i], v_now, NULL);
-        END LOOP;
-    END IF;
-    IF NOT v_mine THEN
-        IF p_try AND NOT simba.fits(p_tenant, v_names, p_weights, v_now) THEN
-            SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
-                FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];
-            o_fences := array_fill(0::bigint, ARRAY[v_n]); o_ahead := 0;
-            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::integer INTO o_grace_ms
-                FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;
-            o_grace_ms := COALESCE(o_grace_ms, 0);
-            RETURN;
-        END IF;
-        FOR v_i IN 1 .. v_n LOOP
-            INSERT INTO simba.entries (tenant, name, seq, request, session, weight, watch, token)
-                VALUES (p_tenant, v_names[v_i], v_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,
-                        replace(gen_random_uuid()::text, '-', ''));
-            PERFORM simba.settle(p_tenant, v_names[v_i], v_now, p_request);
-        END LOOP;
-    END IF;
     SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
-        o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
+        o_grace_ms, o_token FROM simba.join_queue(p_tenant, p_session, p_request, p_try, p_watch, v_names,
+                                                  v_seqs, p_weights, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $f$
@@ -423,6 +467,7 @@ CREATE OR REPLACE FUNCTION simba.release(p_tenant text, p_session text, p_reques
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];
+    v_gone bigint; v_cleared bigint;
 BEGIN
     IF array_length(p_names, 1) > 1 THEN
         v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);
@@ -430,9 +475,19 @@ BEGIN
     -- in name order: each resource row locked before its queue changes, all held to the end
     FOREACH v_name IN ARRAY v_names LOOP
         PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;
-        DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name
-            AND q.request = p_request AND q.session = p_session;
-        IF FOUND THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
+        -- the entry goes; the fast path, in the same statement: when no other entry is in the
+        -- queue (read under the row lock that every writer of the queue takes first), nothing
+        -- is held any more, where settle would walk nothing (a boot it has not noticed waits
+        -- for the next grant)
+        WITH d AS (DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name
+                   AND q.request = p_request AND q.session = p_session RETURNING q.seq),
+             u AS (UPDATE simba.resources r SET held = 0, owner = NULL FROM d
+                   WHERE r.tenant = p_tenant AND r.name = v_name AND (r.held <> 0 OR r.owner IS NOT NULL)
+                   AND NOT EXISTS (SELECT 1 FROM simba.entries q
+                                   WHERE q.tenant = p_tenant AND q.name = v_name AND q.seq <> d.seq)
+                   RETURNING 1)
+        SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u) INTO v_gone, v_cleared;
+        IF v_gone > 0 AND v_cleared = 0 THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
     END LOOP;
     RETURN 0;
 END $f$;

@@ -358,13 +358,14 @@ static int disconnected_saying(h_client **cl, const char *words) {
     return e && e->error == SIMBA_EBACKEND && strstr(e->message, words) != NULL;
 }
 
-/* A database that an older simba set up (tests/pg_schema_v5.sql and
-   tests/pg_schema_v6.sql: each version exactly as it was installed, from
-   simba_pg.sql of that version), with a holder of that version: a client
+/* A database that an older simba set up (tests/pg_schema_v5.sql,
+   tests/pg_schema_v6.sql and tests/pg_schema_v7.sql: each version exactly
+   as it was installed, from simba_pg.sql of that version), with a holder
+   of that version: a client
    without create_schema is refused in words and changes nothing; with
    create_schema the schema is upgraded in place and the old holder keeps
    its entry, its fence and the lock. The installer run again on a database
-   in use loses nothing. A schema of a newer simba (version 8 here) is
+   in use loses nothing. A schema of a newer simba (version 9 here) is
    refused, with create_schema too, and by the installer itself, and stays
    as it was. */
 static void schema_upgrade_from(const char *file, int version) {
@@ -397,7 +398,7 @@ static void schema_upgrade_from(const char *file, int version) {
     cl[0] = &a;
     a.s = new_client_ex("up", "a", 5000, 2000, &pd);
     CHECK(a.s);
-    snprintf(words, sizeof words, "has version %d, this simba needs 7: run simba_pg.sql again", version);
+    snprintf(words, sizeof words, "has version %d, this simba needs 8: run simba_pg.sql again", version);
     CHECK(disconnected_saying(cl, words));
     simba_destroy(a.s);
     a.s = NULL;
@@ -411,7 +412,7 @@ static void schema_upgrade_from(const char *file, int version) {
     CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
     lb = h_acquire(b.s, "held", 500);
     CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 7);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 8);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
                            " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
@@ -430,16 +431,16 @@ static void schema_upgrade_from(const char *file, int version) {
 
     /* a newer simba's schema */
     CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS $f$ SELECT 8 $f$") == 0);
+                         " AS $f$ SELECT 9 $f$") == 0);
     memset(&a, 0, sizeof a);
     cl[0] = &a;
     a.s = new_client_ex("up", "c", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 8, newer than this simba's 7"));
+    CHECK(disconnected_saying(cl, "has version 9, newer than this simba's 8"));
     r = PQexec(db, now);
     CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
     PQclear(r);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 8);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 9);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     if (a.s) simba_destroy(a.s);
     a.s = NULL;
@@ -456,6 +457,74 @@ static void schema_upgrade_from(const char *file, int version) {
 static void t_schema_upgrade(void) {
     schema_upgrade_from("tests/pg_schema_v5.sql", 5);
     schema_upgrade_from("tests/pg_schema_v6.sql", 6);
+    schema_upgrade_from("tests/pg_schema_v7.sql", 7);
+}
+
+/* The fast paths of the server functions: an acquire of a free name (no
+   entry in its queue, no restart grace) and the release that empties its
+   queue answer as the walk would (granted, a fence above every earlier one,
+   the holder as owner; nothing held after) without running the walk
+   (settle), the state query or the queue join; a watching acquirer hears
+   its owner change as before. A name with a holder still goes the long
+   way (settle runs there: the count is not zero for want of tracking), and
+   a second holder of a semaphore is granted behind the first. */
+static void t_uncontended_fast_path(void) {
+    PGconn *root = admin_open();
+    char *schema = schema_text("simba");
+    const char *entry_as_counted = "SELECT count(*) FROM simba.entries q JOIN simba.resources r USING (tenant, name)"
+                                   " WHERE tenant = 'fast' AND name = '\\x6661' AND q.fence = r.counter AND q.seq = r.seq";
+    PGnotify *n;
+    long long f1, f2;
+    int heard = 0;
+    CHECK(root && schema && admin_exec(root, schema) == 0);
+    CHECK(admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'fast';"
+                           " DELETE FROM simba.resources WHERE tenant = 'fast'") == 0);
+    CHECK(admin_num(root, "SELECT simba.open('fast', 'f~00000000000000f1', 60000)") >= 0);
+    CHECK(admin_num(root, "SELECT simba.open('fast', 'g~00000000000000f2', 60000)") >= 0);
+    /* the tenant's first grant notices the server's boot (the long way) */
+    CHECK_EQ(admin_num(root, "SELECT o_granted::int FROM simba.enqueue('fast', 'f~00000000000000f1', 'w', false,"
+                             " false, ARRAY['77'], ARRAY[1], ARRAY[0])"), 1);
+    CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 'w', ARRAY['77'])") == 0);
+    CHECK(admin_exec(root, "LISTEN simba_00000000000000f1") == 0);
+
+    CHECK(admin_exec(root, "BEGIN; SET LOCAL track_functions = 'pl'") == 0);
+    f1 = admin_num(root, "SELECT o_fences[1] FROM simba.enqueue('fast', 'f~00000000000000f1', 'q1', false, true,"
+                         " ARRAY['6661'], ARRAY[1], ARRAY[0]) WHERE o_status = 0 AND o_granted AND o_ahead = 0"
+                         " AND o_held = 1 AND o_owner = 'f~00000000000000f1' AND length(o_token) = 32");
+    CHECK(f1 > admin_num(root, "SELECT counter FROM simba.resources WHERE tenant = 'fast' AND name = '\\x77'"));
+    CHECK_EQ(admin_num(root, entry_as_counted), 1);
+    CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 'q1', ARRAY['6661'])") == 0);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.resources WHERE tenant = 'fast' AND name = '\\x6661'"
+                             " AND held = 0 AND owner IS NULL"), 1);
+    f2 = admin_num(root, "SELECT o_fences[1] FROM simba.enqueue('fast', 'f~00000000000000f1', 'q2', false, false,"
+                         " ARRAY['6661'], ARRAY[1], ARRAY[0]) WHERE o_granted");
+    CHECK(f2 > f1);
+    CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 'q2', ARRAY['6661'])") == 0);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM pg_stat_xact_user_functions WHERE schemaname = 'simba'"
+                             " AND funcname IN ('settle', 'state', 'join_queue')"), 0);
+    CHECK(admin_exec(root, "COMMIT") == 0);
+    PQconsumeInput(root);
+    while ((n = PQnotifies(root)) != NULL) {
+        heard += strcmp(n->extra, "o - 6661") == 0;
+        PQfreemem(n);
+    }
+    CHECK_EQ(heard, 1);
+
+    /* a semaphore of 2: the second holder is granted the long way */
+    CHECK(admin_exec(root, "BEGIN; SET LOCAL track_functions = 'pl'") == 0);
+    CHECK_EQ(admin_num(root, "SELECT o_held FROM simba.enqueue('fast', 'f~00000000000000f1', 's1', false, false,"
+                             " ARRAY['73'], ARRAY[2], ARRAY[1]) WHERE o_granted"), 1);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM pg_stat_xact_user_functions WHERE funcname = 'settle'"), 0);
+    CHECK_EQ(admin_num(root, "SELECT o_held FROM simba.enqueue('fast', 'g~00000000000000f2', 's2', false, false,"
+                             " ARRAY['73'], ARRAY[2], ARRAY[1]) WHERE o_granted"), 2);
+    CHECK(admin_num(root, "SELECT count(*) FROM pg_stat_xact_user_functions WHERE funcname = 'settle'") > 0);
+    CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 's1', ARRAY['73'])") == 0);
+    CHECK_EQ(admin_num(root, "SELECT held FROM simba.resources WHERE tenant = 'fast' AND name = '\\x73'"), 1);
+    CHECK(admin_num(root, "SELECT simba.release('fast', 'g~00000000000000f2', 's2', ARRAY['73'])") == 0);
+    CHECK_EQ(admin_num(root, "SELECT held FROM simba.resources WHERE tenant = 'fast' AND name = '\\x73'"), 0);
+    CHECK(admin_exec(root, "COMMIT") == 0);
+    PQfinish(root);
+    free(schema);
 }
 
 /* Sessions on their own connections race on one semaphore (capacity 2)
@@ -1069,6 +1138,7 @@ int main(int argc, char **argv) {
     RUN(t_wrong_password);
     RUN(t_schema_missing_is_an_error);
     RUN(t_schema_upgrade);
+    RUN(t_uncontended_fast_path);
     RUN(t_sql_race);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
