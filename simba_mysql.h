@@ -414,6 +414,8 @@ typedef struct simba__mysql {
                                batch being sent (one statement to the server) */
     int routines;           /* 1: CALL the settle procedures (simba__mysql_sql_settle);
                                0: not installed or not ours to run, on this connection */
+    int no_settle;          /* 1: the tables lack empty_seq (a release before it): the two-round-trip
+                               transaction for every op, until the next connect */
     int installing;         /* the setup's second batch, CREATE PROCEDURE, is running */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
@@ -1263,6 +1265,15 @@ static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
         simba__mysql_rollback(b, j, SIMBA_OK, 1);
         return;
     }
+    if (j->settle && e == ER_BAD_FIELD_ERROR && !b->no_settle) {
+        /* tables of the release before empty_seq, not upgraded: the ops
+           still work the two-round-trip way, which does not read it */
+        simba_backend_log(b->s, SIMBA_LOG_WARN, "simba_mysql: %s: old simba tables: upgrade them (simba_mysql.sql, "
+                          "or connect with create_schema=1); two round trips per op until then", msg);
+        b->no_settle = 1;
+        simba__mysql_rollback(b, j, SIMBA_OK, 1);
+        return;
+    }
     if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
         /* the transaction (or its last statement) was rolled back: roll
            back the rest and run the whole op again from the reads */
@@ -1383,6 +1394,7 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
     if (!b->installing) simba__mysql_grace(b, c);
     simba__mysql_free_results(c);
     b->routines = 1;
+    b->no_settle = 0;
     if (!b->installing && b->create_schema && simba__mysql_is_mariadb(b)) {
         /* a batch of its own: a client without CREATE ROUTINE still connects */
         b->installing = 1;
@@ -2605,7 +2617,8 @@ static int simba__mysql_is_mariadb(simba__mysql *b) {
 }
 
 static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
-    return (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_RELEASE) && j->nres == 1 && simba__mysql_is_mariadb(b);
+    return (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_RELEASE) && j->nres == 1 && !b->no_settle &&
+           simba__mysql_is_mariadb(b);
 }
 
 /* The statement's inputs: the procedure's parameters, the compound

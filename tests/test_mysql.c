@@ -790,6 +790,53 @@ static void t_schema_upgrade_clients_at_once(void) {
     mysql_close(m);
 }
 
+/* Tables of the release before empty_seq (renewed_ms there, empty_seq not)
+   and a client without create_schema: its one-statement ENQUEUE/RELEASE
+   names the missing column; it goes on the two-round-trip way, so the
+   locks work (and the old holder's queue is read, not taken for empty). */
+static void t_schema_before_empty_seq_without_create(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    const char *tenant = my_tenant();
+    static h_client k;
+    h_client *cl[1];
+    simba_clock none;
+    simba_lock l;
+    int i;
+    CHECK(m);
+    if (!m) return;
+    CHECK(make_old_database(m, "simba_upgrade_prev", tenant) == 0);
+    CHECK(admin_exec(m, "ALTER TABLE simba_upgrade_prev.simba_sessions"
+                        " ADD COLUMN renewed_ms BIGINT NOT NULL DEFAULT 0") == 0);
+    md.database = "simba_upgrade_prev";
+    md.create_schema = 0;
+    memset(&k, 0, sizeof k);
+    memset(&none, 0, sizeof none);
+    cl[0] = &k;
+    k.s = new_client_ex(tenant, "prev", 3000, 1000, &md, none);
+    CHECK(k.s);
+    if (!k.s) { mysql_close(m); return; }
+    l = h_acquire(k.s, "up", 0);            /* the old holder's: refused */
+    h_run_for(cl, 1, 1500);
+    CHECK(!h_has(&k, l, SIMBA_EVENT_ACQUIRED));
+    for (i = 0; i < 2; i++) {
+        simba_event *e;
+        l = h_acquire(k.s, "prev", 5000);
+        e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000);
+        CHECK(e != NULL);
+        if (!e) {
+            int n;
+            for (n = 0; n < k.nlog; n++) printf("  #   event %s: %s\n", simba_event_name(k.log[n].type), k.log[n].message);
+            break;
+        }
+        simba_release(k.s, l);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    }
+    simba_destroy(k.s);
+    CHECK(admin_exec(m, "DROP DATABASE simba_upgrade_prev") == 0);
+    mysql_close(m);
+}
+
 /* The old schema and a client without create_schema: the error names the
    upgrade instead of a bare "unknown column". */
 static void t_schema_old_without_create_says_upgrade(void) {
@@ -3182,6 +3229,7 @@ int main(int argc, char **argv) {
     RUN(t_schema_upgrade_in_place);
     RUN(t_schema_upgrade_clients_at_once);
     RUN(t_schema_old_without_create_says_upgrade);
+    RUN(t_schema_before_empty_seq_without_create);
     RUN(t_renewed_ago_live_then_stopped);
     RUN(t_unknown_database_is_einval);
     RUN(t_least_privilege_user);
