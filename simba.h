@@ -669,6 +669,12 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     counter becomes that fence (so fences never go backwards, not even when a
     server loses its data). Entries of sessions that expired (server time past
     their expiry) are purged by any operation that touches their resource.
+
+    A backend may drive other backends (a composite: Redis Cluster drives one
+    plain backend per master): it attaches each child to a relay
+    (simba_backend_relay_open), so the child's reports reach the composite,
+    and owes the core what any backend owes it (docs/backend-contract.md,
+    "Composite backends").
 */
 typedef enum simba_op_kind {
     SIMBA_OP_OPEN = 1,      /* create session `session` with expiry now + lease_ms */

@@ -5,7 +5,8 @@
      - acquire+release cycle vs one committed single-row INSERT + one
        committed DELETE (two commits, as the cycle's two operations);
      - hand-off (release -> the waiter's ACQUIRED) vs one commit that
-       NOTIFYs + the delivery to an idle LISTENing connection;
+       NOTIFYs + the delivery to an idle LISTENing connection, both after
+       the same 20 ms idle (and that floor back to back, printed beside);
      - side by side, what a PostgreSQL user would pick instead: a session
        pg_advisory_lock/unlock cycle and its blocking hand-off (not
        durable, no fence, one connection per waiter);
@@ -264,27 +265,42 @@ static void bench_cycle(int N, double *simba_p50, double *floor_p50) {
     free(w);
 }
 
+/* The idle gap before each timed hand-off: B's ENQUEUE is answered and
+   queued, and A's connection sits idle, as a holder's does while it works. */
+enum { IDLE_GAP_US = 20000 };
+
 /* The floor of a hand-off: a durable commit (one row written) that
-   NOTIFYs, and its delivery to an idle listener. */
-static double notify_floor(int N) {
+   NOTIFYs, and its delivery to an idle listener. Rounds alternate: one
+   after the same idle gap as a timed hand-off (both connections idle for
+   IDLE_GAP_US: the ratio's floor, since the first statement of a server
+   process that has been idle runs slower than one that follows another,
+   and a timed hand-off's RELEASE is such a first statement), one right
+   after the previous round (back to back, printed beside it). */
+static void notify_floor(int N, double *idle_p50, double *hot_p50) {
     PGconn *l = raw_open(), *n = raw_open();
-    double *v = (double *)malloc(sizeof(double) * (size_t)N), p;
+    double *v = (double *)malloc(sizeof(double) * (size_t)N), *w = (double *)malloc(sizeof(double) * (size_t)N);
     int i;
     raw(l, "LISTEN bench_floor");
     raw(n, "CREATE TABLE IF NOT EXISTS public.bench_floor (k integer PRIMARY KEY, v text)");
-    for (i = 0; i < N; i++) {
-        double t0 = now_us();
+    for (i = 0; i < 2 * N; i++) {
+        double t0;
+        if (i % 2 == 0) {
+            double until = now_us() + IDLE_GAP_US;
+            while (now_us() < until) poll(NULL, 0, 5);   /* as pump(5) does in bench_handoff */
+        }
+        t0 = now_us();
         /* a durable commit (a row written) that notifies */
         raw(n, "WITH w AS (INSERT INTO public.bench_floor VALUES (2, 'x') ON CONFLICT (k) DO UPDATE SET v = 'y' RETURNING k)"
                " SELECT pg_notify('bench_floor', 'x') FROM w");
         wait_notify(l);
-        v[i] = now_us() - t0;
+        (i % 2 == 0 ? v : w)[i / 2] = now_us() - t0;
     }
-    p = pct(v, N, 0.5);
+    *idle_p50 = pct(v, N, 0.5);
+    *hot_p50 = pct(w, N, 0.5);
     PQfinish(l);
     PQfinish(n);
     free(v);
-    return p;
+    free(w);
 }
 
 /* simba hand-off, one waiter (Q = 1): A holds, B waits; A releases; the
@@ -299,7 +315,7 @@ static double bench_handoff(int H) {
         double t0, until;
         if (!wait_event(a, la, SIMBA_EVENT_ACQUIRED)) break;
         lb = acquire(b, "handoff");
-        until = now_us() + 20e3;               /* B's ENQUEUE answered: it waits */
+        until = now_us() + IDLE_GAP_US;        /* B's ENQUEUE answered: it waits */
         while (now_us() < until) pump(5);
         t0 = now_us();
         simba_release(a, la);
@@ -514,20 +530,21 @@ static void bench_held(int held) {
 int main(void) {
     int N = env_int("BENCH_N", 300), H = env_int("BENCH_HANDOFFS", 200), Q = env_int("BENCH_Q", 1000),
         HELD = env_int("BENCH_HELD", 100000);
-    double cyc, insdel, notif, hand, hand_q, hand_1, adv_cycle, adv_hand;
+    double cyc, insdel, notif, notif_hot, hand, hand_q, hand_1, adv_cycle, adv_hand;
     url = getenv("SIMBA_PG_URL");
     if (!url) { fprintf(stderr, "run through tests/servers/pg.sh (SIMBA_PG_URL)\n"); return 1; }
     printf("# bench_pg: N=%d cycles, H=%d hand-offs, Q=%d (medians)\n", N, H, Q);
     bench_cycle(N, &cyc, &insdel);
-    notif = notify_floor(H);
+    notify_floor(H, &notif, &notif_hot);
     hand = bench_handoff(H);
     bench_advisory(N, H, &adv_cycle, &adv_hand);
     hand_1 = bench_handoff_queue(1);
     hand_q = bench_handoff_queue(Q);
     printf("cycle:     simba acquire+release %8.0f us | INSERT + DELETE (2 commits) %8.0f us | ratio %.2f (target <= 1.5)\n",
            cyc, insdel, cyc / insdel);
-    printf("hand-off:  simba release->ACQUIRED %8.0f us | commit + NOTIFY delivery %8.0f us | ratio %.2f (target <= 1.5)\n",
-           hand, notif, hand / notif);
+    printf("hand-off:  simba release->ACQUIRED %8.0f us | commit + NOTIFY delivery %8.0f us | ratio %.2f (target <= 1.5)"
+           " (both after %d ms idle; the floor back to back %.0f us, ratio %.2f)\n",
+           hand, notif, hand / notif, IDLE_GAP_US / 1000, notif_hot, hand / notif_hot);
     printf("advisory:  pg_advisory_lock cycle %8.0f us (simba/advisory %.2f); blocking hand-off %8.0f us (simba/advisory %.2f)\n",
            adv_cycle, cyc / adv_cycle, adv_hand, hand / adv_hand);
     printf("queue:     hand-off with Q=%d behind %8.0f us | Q=1 %8.0f us | ratio %.2f (target <= 1.5)\n",
