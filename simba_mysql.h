@@ -140,8 +140,9 @@ typedef struct simba_mysql_desc {
 SIMBADEF simba_backend simba_mysql(const simba_mysql_desc *d);
 
 /* Writes the schema (the statements of simba_mysql.sql: CREATE TABLE IF
-   NOT EXISTS of the four tables and the in-place upgrade of a sessions
-   table made before renewed_ms, separated by ";\n") for table prefix
+   NOT EXISTS of the four tables and the in-place upgrades of a sessions
+   table made before renewed_ms and a resources table made before
+   empty_seq, separated by ";\n") for table prefix
    `prefix` (NULL = "simba_") into buf. Returns the length it needs without
    the NUL (like snprintf), or SIMBA_ENAME for a bad prefix. */
 SIMBADEF int simba_mysql_schema(const char *prefix, char *buf, size_t size);
@@ -413,6 +414,8 @@ typedef struct simba__mysql {
                                batch being sent (one statement to the server) */
     int routines;           /* 1: CALL the settle procedures (simba__mysql_sql_settle);
                                0: not installed or not ours to run, on this connection */
+    int no_settle;          /* 1: the tables lack empty_seq (a release before it): the two-round-trip
+                               transaction for every op, until the next connect */
     int installing;         /* the setup's second batch, CREATE PROCEDURE, is running */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
@@ -1066,7 +1069,7 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
            resource rows (in sorted order) and the entries it writes */
         simba__mysql_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
         if (b->create_schema) {
-            char ddl[4096];
+            char ddl[8192];
             int n = simba_mysql_schema(b->prefix, ddl, sizeof ddl);
             if (n > 0 && (size_t)n < sizeof ddl) {
                 ddl[n - 2] = 0; /* drop the last ";\n" */
@@ -1262,6 +1265,15 @@ static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
         simba__mysql_rollback(b, j, SIMBA_OK, 1);
         return;
     }
+    if (j->settle && e == ER_BAD_FIELD_ERROR && !b->no_settle) {
+        /* tables of the release before empty_seq, not upgraded: the ops
+           still work the two-round-trip way, which does not read it */
+        simba_backend_log(b->s, SIMBA_LOG_WARN, "simba_mysql: %s: old simba tables: upgrade them (simba_mysql.sql, "
+                          "or connect with create_schema=1); two round trips per op until then", msg);
+        b->no_settle = 1;
+        simba__mysql_rollback(b, j, SIMBA_OK, 1);
+        return;
+    }
     if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_DUP_ENTRY) {
         /* the transaction (or its last statement) was rolled back: roll
            back the rest and run the whole op again from the reads */
@@ -1382,6 +1394,7 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
     if (!b->installing) simba__mysql_grace(b, c);
     simba__mysql_free_results(c);
     b->routines = 1;
+    b->no_settle = 0;
     if (!b->installing && b->create_schema && simba__mysql_is_mariadb(b)) {
         /* a batch of its own: a client without CREATE ROUTINE still connects */
         b->installing = 1;
@@ -2604,7 +2617,8 @@ static int simba__mysql_is_mariadb(simba__mysql *b) {
 }
 
 static int simba__mysql_can_settle(simba__mysql *b, const simba__mysql_job *j) {
-    return (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_RELEASE) && j->nres == 1 && simba__mysql_is_mariadb(b);
+    return (j->kind == SIMBA_OP_ENQUEUE || j->kind == SIMBA_OP_RELEASE) && j->nres == 1 && !b->no_settle &&
+           simba__mysql_is_mariadb(b);
 }
 
 /* The statement's inputs: the procedure's parameters, the compound
@@ -2618,14 +2632,14 @@ static const char *const simba__mysql_settle_params[][2] = {
 #define SIMBA__MYSQL_SETTLE_NPARAMS 8
 /* the procedures' names: the suffix is their version, so that clients of
    releases with different bodies never call each other's */
-static const char *const simba__mysql_settle_names[2] = {"settle_enqueue_1", "settle_release_1"};
+static const char *const simba__mysql_settle_names[2] = {"settle_enqueue_2", "settle_release_2"};
 
 /* sf: the fence settled (NULL: not settled), sc sk ss: the resource row,
    sb: the bell, hq hf hs hr hl: the head of the queue without us (seq,
    fence, session, request, live); a SELECT ... INTO that finds no row
    leaves them NULL */
 static const char simba__mysql_settle_vars[] =
-    "DECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;\n"
+    "DECLARE sf, sk, ss, se, hq, hf BIGINT DEFAULT NULL;\n"
     "DECLARE sc, sb, hl, nf INT DEFAULT NULL;\nDECLARE hs, hr VARBINARY(128) DEFAULT NULL;\n"
     "DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;\nSTART TRANSACTION;\n";
 
@@ -2641,25 +2655,39 @@ static const char simba__mysql_settle_vars[] =
    live: it is then the one entry the rule can grant (the head always
    fits), and gets its fence now unless it has one. Our entry goes, the
    transaction commits, our bell is given back (which wakes the head's
-   waiter, whose bell wait reads its fence in the same round trip). */
+   waiter, whose bell wait reads its fence in the same round trip).
+   "Nobody queued" is read from the resource row when it can be: every
+   entry goes in at seq + 1 under the row's lock (by clients of every
+   version), and empty_seq is written only here, to the seq at which the
+   queue is seen empty under that lock; so empty_seq = seq means the queue
+   is empty, and empty_seq = seq - 1 with our entry deleted means it was
+   ours alone. Otherwise (empty_seq behind: a client that does not write
+   it, a queue emptied by the C path) the entries are read as before, and
+   an empty queue seen there is written back. */
 static const char *const simba__mysql_settle_body[2] = {
     "IF p_bell IS NOT NULL THEN\n"
     "SET sb = IF(IS_USED_LOCK(p_bell) <=> CONNECTION_ID(), 1, GET_LOCK(p_bell, 0));\nEND IF;\n"
-    "SELECT capacity, seq, GREATEST(counter + 1, " SIMBA__MYSQL_NOW_US ") INTO sc, ss, sf FROM `$resources`"
-    " WHERE tenant=p_tenant AND name=p_name FOR UPDATE;\n"
+    "SELECT capacity, seq, GREATEST(counter + 1, " SIMBA__MYSQL_NOW_US "), empty_seq INTO sc, ss, sf, se"
+    " FROM `$resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;\n"
     "IF sc IS NULL THEN\n"
     "INSERT INTO `$resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);\n"
-    "SET sc = p_capacity, ss = 0, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n"
-    "IF sc >= p_weight AND NOT EXISTS (SELECT 1 FROM `$entries` WHERE tenant=p_tenant AND name=p_name)"
+    "SET sc = p_capacity, ss = 0, se = -1, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n"
+    "IF sc >= p_weight AND (se = ss OR NOT EXISTS (SELECT 1 FROM `$entries` WHERE tenant=p_tenant AND name=p_name))"
     " AND EXISTS (SELECT 1 FROM `$sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > "
     SIMBA__MYSQL_NOW_MS ") AND " SIMBA__MYSQL_NOW_MS " >= p_grace THEN\n"
     "INSERT INTO `$entries` (tenant,name,seq,request,session,weight,fence)"
     " VALUES (p_tenant,p_name,ss+1,p_request,p_session,p_weight,sf);\n"
-    "UPDATE `$resources` SET counter=sf, seq=ss+1 WHERE tenant=p_tenant AND name=p_name;\n"
+    "UPDATE `$resources` SET counter=sf, seq=ss+1, empty_seq=ss WHERE tenant=p_tenant AND name=p_name;\n"
     "COMMIT;\nELSE SET sf = NULL;\nEND IF;\n",
 
-    "SELECT capacity, counter, seq INTO sc, sk, ss FROM `$resources` WHERE tenant=p_tenant AND name=p_name"
-    " FOR UPDATE;\n"
+    "SELECT capacity, counter, seq, empty_seq INTO sc, sk, ss, se FROM `$resources`"
+    " WHERE tenant=p_tenant AND name=p_name FOR UPDATE;\n"
+    "IF se = ss - 1 THEN\n"
+    "DELETE FROM `$entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;\n"
+    "IF ROW_COUNT() = 1 THEN\n"
+    "UPDATE `$resources` SET empty_seq=ss WHERE tenant=p_tenant AND name=p_name;\n"
+    "COMMIT;\nSET sf = 0;\nEND IF;\nEND IF;\n"
+    "IF sf IS NULL THEN\n"
     "SELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > " SIMBA__MYSQL_NOW_MS ", 0)"
     " INTO hq, hf, hs, hr, hl FROM `$entries` e FORCE INDEX (PRIMARY) LEFT JOIN `$sessions` s"
     " ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=p_tenant AND e.name=p_name"
@@ -2669,9 +2697,11 @@ static const char *const simba__mysql_settle_body[2] = {
     "IF hq IS NOT NULL AND hf = 0 THEN\nSET sf = GREATEST(sk + 1, " SIMBA__MYSQL_NOW_US ");\n"
     "UPDATE `$entries` SET fence=sf WHERE tenant=p_tenant AND name=p_name AND seq=hq AND fence=0;\n"
     "UPDATE `$resources` SET counter=sf WHERE tenant=p_tenant AND name=p_name;\n"
-    "ELSE SET sf = 0, hs = NULL, hr = NULL;\nEND IF;\nCOMMIT;\n"
-    "IF p_bell IS NOT NULL THEN\nDO RELEASE_LOCK(p_bell);\nEND IF;\n"
-    "ELSE SET sf = NULL;\nEND IF;\n"};
+    "ELSE SET sf = 0, hs = NULL, hr = NULL;\nEND IF;\n"
+    "IF hq IS NULL THEN\nUPDATE `$resources` SET empty_seq=ss WHERE tenant=p_tenant AND name=p_name;\nEND IF;\n"
+    "COMMIT;\n"
+    "ELSE SET sf = NULL;\nEND IF;\nEND IF;\n"
+    "IF sf IS NOT NULL AND p_bell IS NOT NULL THEN\nDO RELEASE_LOCK(p_bell);\nEND IF;\n"};
 
 /* text with every '$' replaced by the table prefix */
 static void simba__mysql_put_prefixed(simba__mysql *b, simba__mysql_buf *x, const char *text) {
@@ -3965,8 +3995,17 @@ static const char *const simba__mysql_ddl[] = {
     "    capacity    INT            NOT NULL,\n"
     "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
     "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
+    "    empty_seq   BIGINT         NOT NULL DEFAULT -1,\n"
     "    PRIMARY KEY (tenant, name)\n"
     ") ENGINE=InnoDB",
+    /* the upgrade of a resources table made before empty_seq (as above) */
+    "SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `$resources` ADD COLUMN ',\n"
+    "    IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS ', ''), 'empty_seq BIGINT NOT NULL DEFAULT -1'), 'DO 0')\n"
+    "    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()\n"
+    "    AND TABLE_NAME = '$resources' AND COLUMN_NAME = 'empty_seq')",
+    "PREPARE simba_upgrade FROM @simba_upgrade",
+    "EXECUTE simba_upgrade",
+    "DEALLOCATE PREPARE simba_upgrade",
     "CREATE TABLE IF NOT EXISTS `$entries` (\n"
     "    tenant      VARBINARY(64)  NOT NULL,\n"
     "    name        VARBINARY(256) NOT NULL,\n"

@@ -4,7 +4,7 @@
 --
 -- Works on MariaDB >= 10.2 and MySQL >= 5.7 (InnoDB, DYNAMIC rows).
 -- Tables use the default prefix "simba_"; with another table_prefix, replace
--- "simba_" in the four table names below (and in the upgrade's two).
+-- "simba_" in the four table names below (and in the upgrades' four).
 --
 --   mariadb -u admin -p yourdb < simba_mysql.sql
 --
@@ -69,8 +69,26 @@ CREATE TABLE IF NOT EXISTS simba_resources (
     capacity    INT            NOT NULL,  -- mutex 1, semaphore N, rwlock R
     counter     BIGINT         NOT NULL DEFAULT 0,  -- the last fence granted
     seq         BIGINT         NOT NULL DEFAULT 0,  -- the last queue position given out
+    empty_seq   BIGINT         NOT NULL DEFAULT -1, -- the queue was empty when seq was this
+                                                    -- (-1: not known); see below
     PRIMARY KEY (tenant, name)
 ) ENGINE=InnoDB;
+
+-- empty_seq lets the procedures below skip reading the queue: every entry
+-- is inserted with seq + 1 under this row's lock (by clients of every
+-- version), so empty_seq = seq means nobody was queued since the queue was
+-- seen empty. Only the procedures of version 2 write it, and only after
+-- seeing the queue empty under the row's lock; clients that do not know the
+-- column leave it behind seq, which only sends the next op the slower way.
+-- The upgrade in place of a resources table made before empty_seq, as the
+-- one of the sessions table above (run before clients of this version start).
+SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `simba_resources` ADD COLUMN ',
+    IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS ', ''), 'empty_seq BIGINT NOT NULL DEFAULT -1'), 'DO 0')
+    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
+    AND TABLE_NAME = 'simba_resources' AND COLUMN_NAME = 'empty_seq');
+PREPARE simba_upgrade FROM @simba_upgrade;
+EXECUTE simba_upgrade;
+DEALLOCATE PREPARE simba_upgrade;
 
 -- The FIFO queues: one row per (request, resource), clustered in queue order
 -- (seq comes from the resource row, under its lock). An entry is granted
@@ -113,13 +131,13 @@ CREATE TABLE IF NOT EXISTS simba_capacity_audit (
 -- With another table_prefix, replace "simba_" in their names and bodies.
 -- Grants for them (optional):
 --
---   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_enqueue_1 TO 'app'@'%';
---   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_release_1 TO 'app'@'%';
+--   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_enqueue_2 TO 'app'@'%';
+--   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_release_2 TO 'app'@'%';
 DELIMITER //
-CREATE PROCEDURE IF NOT EXISTS `simba_settle_enqueue_1`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
+CREATE PROCEDURE IF NOT EXISTS `simba_settle_enqueue_2`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
 MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-DECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;
+DECLARE sf, sk, ss, se, hq, hf BIGINT DEFAULT NULL;
 DECLARE sc, sb, hl, nf INT DEFAULT NULL;
 DECLARE hs, hr VARBINARY(128) DEFAULT NULL;
 DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;
@@ -127,28 +145,37 @@ START TRANSACTION;
 IF p_bell IS NOT NULL THEN
 SET sb = IF(IS_USED_LOCK(p_bell) <=> CONNECTION_ID(), 1, GET_LOCK(p_bell, 0));
 END IF;
-SELECT capacity, seq, GREATEST(counter + 1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)) INTO sc, ss, sf FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+SELECT capacity, seq, GREATEST(counter + 1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)), empty_seq INTO sc, ss, sf, se FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
 IF sc IS NULL THEN
 INSERT INTO `simba_resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);
-SET sc = p_capacity, ss = 0, sf = GREATEST(1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
+SET sc = p_capacity, ss = 0, se = -1, sf = GREATEST(1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
 END IF;
-IF sc >= p_weight AND NOT EXISTS (SELECT 1 FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name) AND EXISTS (SELECT 1 FROM `simba_sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)) AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace THEN
+IF sc >= p_weight AND (se = ss OR NOT EXISTS (SELECT 1 FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name)) AND EXISTS (SELECT 1 FROM `simba_sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)) AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace THEN
 INSERT INTO `simba_entries` (tenant,name,seq,request,session,weight,fence) VALUES (p_tenant,p_name,ss+1,p_request,p_session,p_weight,sf);
-UPDATE `simba_resources` SET counter=sf, seq=ss+1 WHERE tenant=p_tenant AND name=p_name;
+UPDATE `simba_resources` SET counter=sf, seq=ss+1, empty_seq=ss WHERE tenant=p_tenant AND name=p_name;
 COMMIT;
 ELSE SET sf = NULL;
 END IF;
 SELECT 2 AS k, sf, sc, ss, sb, hs, hr;
 END //
-CREATE PROCEDURE IF NOT EXISTS `simba_settle_release_1`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
+CREATE PROCEDURE IF NOT EXISTS `simba_settle_release_2`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
 MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
-DECLARE sf, sk, ss, hq, hf BIGINT DEFAULT NULL;
+DECLARE sf, sk, ss, se, hq, hf BIGINT DEFAULT NULL;
 DECLARE sc, sb, hl, nf INT DEFAULT NULL;
 DECLARE hs, hr VARBINARY(128) DEFAULT NULL;
 DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;
 START TRANSACTION;
-SELECT capacity, counter, seq INTO sc, sk, ss FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+SELECT capacity, counter, seq, empty_seq INTO sc, sk, ss, se FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+IF se = ss - 1 THEN
+DELETE FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;
+IF ROW_COUNT() = 1 THEN
+UPDATE `simba_resources` SET empty_seq=ss WHERE tenant=p_tenant AND name=p_name;
+COMMIT;
+SET sf = 0;
+END IF;
+END IF;
+IF sf IS NULL THEN
 SELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED), 0) INTO hq, hf, hs, hr, hl FROM `simba_entries` e FORCE INDEX (PRIMARY) LEFT JOIN `simba_sessions` s ON s.tenant=e.tenant AND s.session=e.session WHERE e.tenant=p_tenant AND e.name=p_name AND (e.request<>p_request OR e.session<>p_session) ORDER BY e.seq LIMIT 1;
 IF hq IS NULL OR (sc = 1 AND hl = 1 AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace) THEN
 DELETE FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;
@@ -158,11 +185,15 @@ UPDATE `simba_entries` SET fence=sf WHERE tenant=p_tenant AND name=p_name AND se
 UPDATE `simba_resources` SET counter=sf WHERE tenant=p_tenant AND name=p_name;
 ELSE SET sf = 0, hs = NULL, hr = NULL;
 END IF;
-COMMIT;
-IF p_bell IS NOT NULL THEN
-DO RELEASE_LOCK(p_bell);
+IF hq IS NULL THEN
+UPDATE `simba_resources` SET empty_seq=ss WHERE tenant=p_tenant AND name=p_name;
 END IF;
+COMMIT;
 ELSE SET sf = NULL;
+END IF;
+END IF;
+IF sf IS NOT NULL AND p_bell IS NOT NULL THEN
+DO RELEASE_LOCK(p_bell);
 END IF;
 SELECT 2 AS k, sf, sc, ss, sb, hs, hr;
 END //

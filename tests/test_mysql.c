@@ -497,7 +497,7 @@ static void t_schema_client_and_file(void) {
     MYSQL *m = admin_open(NULL);
     simba_mysql_desc md = base_desc();
     const char *tables[] = { "simba_sessions", "simba_resources", "simba_entries", "simba_capacity_audit" };
-    const char *routines[] = { "simba_settle_enqueue_1", "simba_settle_release_1" };
+    const char *routines[] = { "simba_settle_enqueue_2", "simba_settle_release_2" };
     char x[4096], y[4096];
     int i;
     CHECK(m);
@@ -655,9 +655,10 @@ static int client_on_old_database(MYSQL *m, const char *db, const char *tenant, 
     return k->s != NULL;
 }
 
-/* A database made by the schema before renewed_ms, with a session holding a
-   lock: a client with create_schema upgrades it in place (the session and
-   its entry stay, the table becomes the fresh one), INSPECT shows the old
+/* A database made by the schema before renewed_ms and empty_seq, with a
+   session holding a lock: a client with create_schema upgrades it in place
+   (the session and its entry stay, the tables become the fresh ones, the
+   old queue is not taken for empty), INSPECT shows the old
    session's renewal as unknown (-1) and a new one's, an insert of the old
    version still works, and a second client connects to the upgraded tables. */
 static void t_schema_upgrade_in_place(void) {
@@ -678,10 +679,19 @@ static void t_schema_upgrade_in_place(void) {
     if (!k.s) { mysql_close(m); return; }
     md.database = "simba_upgrade";
     CHECK(wait_connected(cl, 1, 0, 8000));
-    show_create(m, env_db, "simba_sessions", x, sizeof x);
-    show_create(m, "simba_upgrade", "simba_sessions", y, sizeof y);
-    if (strcmp(x, y) != 0) printf("  # fresh:\n%s\n  # upgraded:\n%s\n", x, y);
-    CHECK(x[0] && strcmp(x, y) == 0);
+    for (n = 0; n < 2; n++) {
+        const char *table = n ? "simba_resources" : "simba_sessions";
+        show_create(m, env_db, table, x, sizeof x);
+        show_create(m, "simba_upgrade", table, y, sizeof y);
+        if (strcmp(x, y) != 0) printf("  # fresh:\n%s\n  # upgraded:\n%s\n", x, y);
+        CHECK(x[0] && strcmp(x, y) == 0);
+    }
+    /* the old resource row: its queue not known to be empty, so the old
+       holder's entry is read and a try-lock is refused */
+    CHECK_EQ(admin_num(m, "SELECT empty_seq FROM simba_upgrade.simba_resources WHERE name='up'"), -1);
+    l = h_acquire(k.s, "up", 0);
+    h_run_for(cl, 1, 1500);
+    CHECK(!h_has(&k, l, SIMBA_EVENT_ACQUIRED));
     /* the old session and its entry stay (the client's own session may be there too) */
     CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_upgrade.simba_sessions WHERE session='old-1~0001'"), 1);
     CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_upgrade.simba_entries WHERE session='old-1~0001'"), 1);
@@ -709,7 +719,7 @@ static void t_schema_upgrade_in_place(void) {
     }
     /* the procedures of the one-round-trip ops are installed too, and used */
     CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA='simba_upgrade'"
-                          " AND ROUTINE_NAME IN ('simba_settle_enqueue_1','simba_settle_release_1')"), 2);
+                          " AND ROUTINE_NAME IN ('simba_settle_enqueue_2','simba_settle_release_2')"), 2);
     CHECK(stats_of(k.s).calls >= 1);
     /* what a client of the old version writes still fits the new table */
     snprintf(sql, sizeof sql, "INSERT INTO simba_upgrade.simba_sessions (tenant,session,client,expires_ms)"
@@ -777,6 +787,53 @@ static void t_schema_upgrade_clients_at_once(void) {
     CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM simba_upgrade_many.simba_entries WHERE session='old-1~0001'"), 1);
     destroy_all(cl, N);
     CHECK(admin_exec(m, "DROP DATABASE simba_upgrade_many") == 0);
+    mysql_close(m);
+}
+
+/* Tables of the release before empty_seq (renewed_ms there, empty_seq not)
+   and a client without create_schema: its one-statement ENQUEUE/RELEASE
+   names the missing column; it goes on the two-round-trip way, so the
+   locks work (and the old holder's queue is read, not taken for empty). */
+static void t_schema_before_empty_seq_without_create(void) {
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    const char *tenant = my_tenant();
+    static h_client k;
+    h_client *cl[1];
+    simba_clock none;
+    simba_lock l;
+    int i;
+    CHECK(m);
+    if (!m) return;
+    CHECK(make_old_database(m, "simba_upgrade_prev", tenant) == 0);
+    CHECK(admin_exec(m, "ALTER TABLE simba_upgrade_prev.simba_sessions"
+                        " ADD COLUMN renewed_ms BIGINT NOT NULL DEFAULT 0") == 0);
+    md.database = "simba_upgrade_prev";
+    md.create_schema = 0;
+    memset(&k, 0, sizeof k);
+    memset(&none, 0, sizeof none);
+    cl[0] = &k;
+    k.s = new_client_ex(tenant, "prev", 3000, 1000, &md, none);
+    CHECK(k.s);
+    if (!k.s) { mysql_close(m); return; }
+    l = h_acquire(k.s, "up", 0);            /* the old holder's: refused */
+    h_run_for(cl, 1, 1500);
+    CHECK(!h_has(&k, l, SIMBA_EVENT_ACQUIRED));
+    for (i = 0; i < 2; i++) {
+        simba_event *e;
+        l = h_acquire(k.s, "prev", 5000);
+        e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000);
+        CHECK(e != NULL);
+        if (!e) {
+            int n;
+            for (n = 0; n < k.nlog; n++) printf("  #   event %s: %s\n", simba_event_name(k.log[n].type), k.log[n].message);
+            break;
+        }
+        simba_release(k.s, l);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    }
+    simba_destroy(k.s);
+    CHECK(admin_exec(m, "DROP DATABASE simba_upgrade_prev") == 0);
     mysql_close(m);
 }
 
@@ -952,8 +1009,8 @@ static void t_least_privilege_user(void) {
         /* with EXECUTE on them: a CALL per op, one round trip each */
         struct simba_mysql_stats s0;
         CHECK(admin_exec(m,
-            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_enqueue_1 TO 'simba_app'@'127.0.0.1';"
-            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_release_1 TO 'simba_app'@'127.0.0.1'") == 0);
+            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_enqueue_2 TO 'simba_app'@'127.0.0.1';"
+            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_release_2 TO 'simba_app'@'127.0.0.1'") == 0);
         b.s = new_client_ex(tenant, "exec", 3000, 1000, &md, none);
         CHECK(b.s);
         l = simba_acquire(b.s, &d);
@@ -1494,6 +1551,147 @@ static void t_one_round_trip_ops(void) {
     }
     simba_destroy(a.s);
     simba_destroy(b.s);
+}
+
+/* White-box: how many resource rows break what empty_seq says (every entry
+   of the queue has seq > empty_seq, and empty_seq <= seq), all tenants of
+   the test database, in one snapshot of both tables (one SELECT). */
+static long long empty_seq_lies(MYSQL *m) {
+    char sql[600];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT COUNT(*) FROM `%s`.simba_resources r JOIN `%s`.simba_entries e ON e.tenant=r.tenant"
+             " AND e.name=r.name WHERE e.seq <= r.empty_seq)"
+             " + (SELECT COUNT(*) FROM `%s`.simba_resources WHERE empty_seq > seq)", env_db, env_db, env_db);
+    return admin_num(m, sql);
+}
+
+/* An entry as a client that does not know empty_seq writes it (the version
+   before, or the C path): at seq + 1 under the resource row, fence f (0:
+   waiting), for a live session of its own. 0 = done. */
+static int old_client_enqueue(MYSQL *m, const char *tenant, const char *name, const char *session, int granted) {
+    char sql[1200];
+    snprintf(sql, sizeof sql,
+             "INSERT IGNORE INTO `%s`.simba_sessions (tenant,session,client,expires_ms) VALUES ('%s','%s','old',"
+             " CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) + 60000);"
+             "START TRANSACTION;"
+             "SELECT seq, counter INTO @s, @c FROM `%s`.simba_resources WHERE tenant='%s' AND name='%s' FOR UPDATE;"
+             "INSERT INTO `%s`.simba_entries (tenant,name,seq,request,session,weight,fence)"
+             " VALUES ('%s','%s',@s+1,'old-req','%s',0,IF(%d,@c+1,0));"
+             "UPDATE `%s`.simba_resources SET seq=@s+1, counter=IF(%d,@c+1,@c) WHERE tenant='%s' AND name='%s';"
+             "COMMIT",
+             env_db, tenant, session, env_db, tenant, name, env_db, tenant, name, session, granted, env_db, granted,
+             tenant, name);
+    return admin_exec(m, sql);
+}
+
+/* Rolling upgrade: entries written by a client that does not know
+   empty_seq are never missed. After a cycle of this version the queue is
+   marked empty (empty_seq = seq); an older client then takes the lock
+   (its entry at seq + 1, empty_seq untouched): a try-lock of this version
+   is refused. Then this version holds, an older client queues behind it,
+   and the release grants that waiter (it is not taken for "ours alone"). */
+static void t_empty_seq_and_older_clients(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l;
+    char sql[600];
+    CHECK(m);
+    if (!m) return;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    a.s = new_client(tenant, "mix", 30000, 10000);
+    CHECK(a.s);
+    l = h_acquire(a.s, "mix", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name='mix'"
+             " AND empty_seq = seq", tenant);
+    CHECK_EQ(admin_num(m, sql), 1);
+    CHECK(old_client_enqueue(m, tenant, "mix", "old-9~0009", 1) == 0);
+    l = h_acquire(a.s, "mix", 0);
+    h_run_for(cl, 1, 1500);
+    CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
+    CHECK_EQ(empty_seq_lies(m), 0);
+    snprintf(sql, sizeof sql, "DELETE FROM simba_entries WHERE tenant='%s' AND session='old-9~0009'", tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    /* this version holds (the queue was empty: marked at seq - 1), an older
+       client waits behind it, the release must grant that waiter */
+    l = h_acquire(a.s, "mix", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    CHECK(old_client_enqueue(m, tenant, "mix", "old-9~0009", 0) == 0);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_entries WHERE tenant='%s' AND session='old-9~0009'"
+             " AND fence > 0", tenant);
+    CHECK_EQ(admin_num(m, sql), 1);
+    CHECK_EQ(empty_seq_lies(m), 0);
+    simba_destroy(a.s);
+    mysql_close(m);
+}
+
+/* Clients race for one mutex through the procedures (every ENQUEUE and
+   RELEASE one CALL, most of them settled by empty_seq alone): at every
+   grant nobody else holds, fences grow, and empty_seq is true of the
+   entries. */
+static void t_settle_race(void) {
+    enum { K = 4, CYCLES = 12 };
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client c[K];
+    h_client *cl[K];
+    simba_lock l[K];
+    int i, holding[K], done[K], finished = 0, violations = 0, lies = 0;
+    int64_t last = 0, end, hold_until[K];
+    uint64_t calls = 0;
+    CHECK(m);
+    if (!m) return;
+    for (i = 0; i < K; i++) {
+        char id[16];
+        memset(&c[i], 0, sizeof c[i]);
+        cl[i] = &c[i];
+        snprintf(id, sizeof id, "race%d", i);
+        c[i].s = new_client(tenant, id, 30000, 10000);
+        CHECK(c[i].s);
+        if (!c[i].s) { destroy_all(cl, i); mysql_close(m); return; }
+        holding[i] = done[i] = 0;
+    }
+    for (i = 0; i < K; i++) l[i] = h_acquire(c[i].s, "race", -1);
+    end = h_real_ms() + 60000;
+    while (finished < K && h_real_ms() < end) {
+        h_pump(cl, K, 5);
+        for (i = 0; i < K; i++) {
+            simba_event *e;
+            if (done[i] >= CYCLES) continue;
+            if (!holding[i] && (e = h_take(cl[i], l[i], SIMBA_EVENT_ACQUIRED)) != NULL) {
+                int j;
+                for (j = 0; j < K; j++)
+                    if (j != i && holding[j]) { printf("  # %d granted while %d holds\n", i, j); violations++; }
+                if (e->fence <= last) { printf("  # fence %lld after %lld\n", (long long)e->fence, (long long)last); violations++; }
+                last = e->fence;
+                if (empty_seq_lies(m) != 0) lies++;
+                holding[i] = 1;
+                hold_until[i] = h_real_ms() + 3;
+            } else if (holding[i] && h_real_ms() >= hold_until[i]) {
+                simba_release(c[i].s, l[i]);    /* from here on it holds nothing */
+                holding[i] = 0;
+            } else if (h_take(cl[i], l[i], SIMBA_EVENT_RELEASED)) {
+                if (++done[i] == CYCLES) finished++;
+                else l[i] = h_acquire(c[i].s, "race", -1);
+            }
+        }
+    }
+    for (i = 0; i < K; i++) calls += stats_of(c[i].s).calls;
+    printf("  # %d clients x %d cycles: %llu CALLs\n", K, CYCLES, (unsigned long long)calls);
+    CHECK_EQ(finished, K);
+    CHECK_EQ(violations, 0);
+    CHECK_EQ(lies, 0);
+    CHECK_EQ(empty_seq_lies(m), 0);
+    CHECK(calls >= (uint64_t)(K * CYCLES));
+    destroy_all(cl, K);
+    mysql_close(m);
 }
 
 /* The wake-up is a push: with the core's fallback re-check set to a minute,
@@ -2332,6 +2530,11 @@ static void t_random_safety_under_kills(void) {
     }
     printf("  # %d grants, %d connections killed\n", grants, kills);
     CHECK_EQ(violations, 0);
+    {   /* what the resource rows' empty_seq says is true of the entries left */
+        MYSQL *m = admin_open(env_db);
+        CHECK(m && empty_seq_lies(m) == 0);
+        if (m) mysql_close(m);
+    }
     CHECK(grants >= 20);
     destroy_all(cl, NC);
 }
@@ -3026,6 +3229,7 @@ int main(int argc, char **argv) {
     RUN(t_schema_upgrade_in_place);
     RUN(t_schema_upgrade_clients_at_once);
     RUN(t_schema_old_without_create_says_upgrade);
+    RUN(t_schema_before_empty_seq_without_create);
     RUN(t_renewed_ago_live_then_stopped);
     RUN(t_unknown_database_is_einval);
     RUN(t_least_privilege_user);
@@ -3037,6 +3241,8 @@ int main(int argc, char **argv) {
     RUN(t_sweep_removes_dead_sessions);
     RUN(t_renewal_is_o1);
     RUN(t_one_round_trip_ops);
+    RUN(t_empty_seq_and_older_clients);
+    RUN(t_settle_race);
     RUN(t_wakeup_is_pushed);
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
