@@ -189,7 +189,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 8,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 9,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -1170,8 +1170,8 @@ static const char *const simba__pg_ddl[] = {
     "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
     "BEGIN\n"
-    "    IF v > 8 THEN\n"
-    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (8): keep it, use the newer simba', v;\n"
+    "    IF v > 9 THEN\n"
+    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (9): keep it, use the newer simba', v;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
@@ -1185,8 +1185,12 @@ static const char *const simba__pg_ddl[] = {
     "    lease_ms  integer     NOT NULL,\n"
     "    PRIMARY KEY (tenant, session))",
     /* One row per resource; every operation on it locks this row (FOR
-       UPDATE, several in name order), which serialises its queue. held and
-       owner are what the last walk of the grant rule found. */
+       UPDATE, several in name order), which serialises its queue. While the
+       queue has entries, held and owner are what the last walk of the grant
+       rule found (every path that adds an entry ends in a walk or grants as
+       one); an empty queue holds nothing, and its held and owner, left from
+       its last holder, mean nothing: whatever reads them reads a queue with
+       entries. */
     "CREATE TABLE IF NOT EXISTS @.resources (\n"
     "    tenant    text    NOT NULL,\n"
     "    name      bytea   NOT NULL,        -- any bytes: compared byte-wise\n"
@@ -1229,23 +1233,29 @@ static const char *const simba__pg_ddl[] = {
     "    tenant    text NOT NULL,\n"
     "    role      name NOT NULL,\n"
     "    PRIMARY KEY (tenant, role))",
-    /* An upgrade from before version 6: the functions whose answer rows
+    /* An upgrade from an older version: the functions whose answer rows
        changed (state, enqueue, poll: version 5; inspect: version 6) go
-       first, as CREATE OR REPLACE cannot change them. Only then: an
-       installer that finds version 6 in place (another client installed it
-       while this one waited for the advisory lock) drops nothing that the
-       other clients are calling. */
-    "DO $d$ BEGIN\n"
-    "    IF COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer FROM pg_catalog.pg_proc p\n"
-    "                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
-    "                 WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0) < 6 THEN\n"
+       first, as CREATE OR REPLACE cannot change them, and so does the
+       join_queue that took queue positions (version 9 gives them out in
+       it). Only then: an installer that finds the current version in place
+       (another client installed it while this one waited for the advisory
+       lock) drops nothing that the other clients are calling. */
+    "DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer\n"
+    "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
+    "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
+    "BEGIN\n"
+    "    IF v < 6 THEN\n"
     "        DROP FUNCTION IF EXISTS @.state(text, text, text, bytea[], timestamptz);\n"
     "        DROP FUNCTION IF EXISTS @.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[]);\n"
     "        DROP FUNCTION IF EXISTS @.poll(text, text, text, text[]);\n"
     "        DROP FUNCTION IF EXISTS @.inspect(text, text);\n"
     "    END IF;\n"
+    "    IF v < 9 THEN\n"
+    "        DROP FUNCTION IF EXISTS @.join_queue(text, text, text, boolean, boolean, bytea[], bigint[], integer[],\n"
+    "                                             timestamptz);\n"
+    "    END IF;\n"
     "END $d$",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 8 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 9 $f$",
     /* The policy of every table: a row of a tenant listed in tenant_roles
        is for the roles listed (and their members) only. Written out in the
        policy, not called as a function: its subqueries are planned with each
@@ -1520,14 +1530,32 @@ static const char *const simba__pg_ddl[] = {
        that does not fit answers without one), the walks grant, the state
        answers. */
     "CREATE OR REPLACE FUNCTION @.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
-    "    p_watch boolean, p_names bytea[], p_seqs bigint[], p_weights integer[], p_now timestamptz,\n"
+    "    p_watch boolean, p_names bytea[], p_caps integer[], p_weights integer[], p_now timestamptz,\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
     "    OUT o_grace_ms integer, OUT o_token text)\n"
     "LANGUAGE plpgsql AS $f$\n"
-    "DECLARE v_i integer; v_other text; v_mine boolean := false;\n"
+    "DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];\n"
+    "    v_seq bigint; v_cap integer;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
+    "    IF array_length(p_names, 1) > 1 THEN\n"
+    "        v_order := ARRAY(SELECT k FROM generate_subscripts(p_names, 1) AS k ORDER BY p_names[k]);\n"
+    "    END IF;\n"
+    "    -- each resource row, created if missing, is locked (in name order: no deadlock between two\n"
+    "    -- multi-resource requests) by the upsert that also gives out its next queue position (one\n"
+    "    -- left unused when no entry is inserted is a gap, which orders the same); without a live\n"
+    "    -- session it does nothing\n"
+    "    FOREACH v_i IN ARRAY v_order LOOP\n"
+    "        INSERT INTO @.resources AS r (tenant, name, capacity, seq)\n"
+    "            SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM @.sessions s\n"
+    "                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)\n"
+    "            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1\n"
+    "            RETURNING r.seq, r.capacity INTO v_seq, v_cap;\n"
+    "        IF NOT FOUND THEN o_status := 1; RETURN; END IF;\n"
+    "        v_seqs[v_i] := v_seq;\n"
+    "        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;\n"
+    "    END LOOP;\n"
     "    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
     "        SELECT q.session INTO v_other FROM @.entries q\n"
@@ -1560,7 +1588,7 @@ static const char *const simba__pg_ddl[] = {
     "        END IF;\n"
     "        FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
     "            INSERT INTO @.entries (tenant, name, seq, request, session, weight, watch, token)\n"
-    "                VALUES (p_tenant, p_names[v_i], p_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,\n"
+    "                VALUES (p_tenant, p_names[v_i], v_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,\n"
     "                        replace(gen_random_uuid()::text, '-', ''));\n"
     "            PERFORM @.settle(p_tenant, p_names[v_i], p_now, p_request);\n"
     "        END LOOP;\n"
@@ -1568,6 +1596,24 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
     "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, p_names, p_now);\n"
     "END $f$",
+    /* ENQUEUE. The fast path, for one resource: an empty queue (so no
+       entry of this request either), a live session, no restart grace in
+       this server run; the new entry fits (its weight alone is at most the
+       capacity) and is granted as settle and state would, in one statement
+       that reads the queue in its snapshot, then writes the resource's row
+       once and inserts the entry, with no lock taken before. What makes
+       that safe is the queue position: every writer that adds an entry to
+       a queue gives it the row's next position, under the row's lock, in
+       the transaction that adds it. The row's write requires the position
+       the snapshot read (r.seq = s.seq: on a row changed meanwhile,
+       PostgreSQL checks that against its newest version once the writer
+       that changed it has ended), so when it succeeds no entry came into
+       the queue after the snapshot, and none can until this transaction
+       ends (the write holds the row's lock); when it does not, nothing was
+       written and the long way decides. The entry is inserted from the
+       row's write (FROM u), after it. A name never used gets its row first
+       (without a live session it gets none), then the fast path once more.
+       The long way is join_queue. */
     "CREATE OR REPLACE FUNCTION @.enqueue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
     "    p_watch boolean, p_names text[], p_caps integer[], p_weights integer[],\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
@@ -1576,54 +1622,48 @@ static const char *const simba__pg_ddl[] = {
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp();\n"
-    "    v_n integer := array_length(p_names, 1); v_names bytea[]; v_order integer[] := '{1}';\n"
-    "    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_counter bigint; v_old text;\n"
+    "    v_n integer := array_length(p_names, 1); v_names bytea[];\n"
+    "    v_i integer; v_cap integer; v_fence bigint; v_made boolean := false;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
     "    FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;\n"
-    "    IF v_n > 1 THEN v_order := ARRAY(SELECT k FROM generate_subscripts(v_names, 1) AS k ORDER BY v_names[k]); END IF;\n"
-    "    -- each resource row, created if missing, is locked (in name order: no deadlock between two\n"
-    "    -- multi-resource requests) by the upsert that also gives out its next queue position (one\n"
-    "    -- left unused when no entry is inserted is a gap, which orders the same); without a live\n"
-    "    -- session it does nothing\n"
-    "    FOREACH v_i IN ARRAY v_order LOOP\n"
-    "        INSERT INTO @.resources AS r (tenant, name, capacity, seq)\n"
-    "            SELECT p_tenant, v_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM @.sessions s\n"
-    "                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now)\n"
-    "            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1\n"
-    "            RETURNING r.seq, r.capacity, r.counter, r.owner INTO v_seq, v_cap, v_counter, v_old;\n"
-    "        IF NOT FOUND THEN o_status := 1; RETURN; END IF;\n"
-    "        v_seqs[v_i] := v_seq;\n"
-    "        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;\n"
-    "        -- the fast path: one resource, an empty queue (so no entry of this request either; read\n"
-    "        -- after the upsert above took the row lock that every writer of the queue takes first)\n"
-    "        -- and no restart grace in this server run: the new entry fits (simba_grant_step: its\n"
-    "        -- weight alone is at most the capacity) and is granted here, as settle and state would\n"
-    "        IF v_n = 1 THEN\n"
-    "            o_fences := ARRAY[@.next_fence(v_counter, v_now)];    -- simba_grant_fence\n"
-    "            o_token := replace(gen_random_uuid()::text, '-', '');\n"
-    "            WITH e AS (INSERT INTO @.entries (tenant, name, seq, request, session, weight, fence, watch, token)\n"
-    "                       SELECT p_tenant, v_names[1], v_seq, p_request, p_session, p_weights[1], o_fences[1], p_watch,\n"
-    "                              o_token\n"
-    "                       WHERE NOT EXISTS (SELECT 1 FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])\n"
-    "                         AND EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
-    "                                     AND t.boot = pg_catalog.pg_postmaster_start_time()\n"
-    "                                     AND (t.grace_until IS NULL OR t.grace_until <= v_now))\n"
-    "                       RETURNING 1)\n"
-    "            UPDATE @.resources r SET counter = o_fences[1], held = 1, owner = p_session\n"
-    "                FROM e WHERE r.tenant = p_tenant AND r.name = v_names[1];\n"
-    "            IF FOUND THEN\n"
-    "                IF p_watch AND v_old IS DISTINCT FROM p_session THEN\n"
-    "                    PERFORM pg_notify(@.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));\n"
-    "                END IF;\n"
-    "                o_granted := true; o_ahead := 0; o_held := 1; o_owner := p_session; o_capacity := v_cap;\n"
-    "                RETURN;\n"
+    "    WHILE v_n = 1 LOOP\n"
+    "        WITH s AS (SELECT r.seq, r.counter FROM @.resources r\n"
+    "                   WHERE r.tenant = p_tenant AND r.name = v_names[1] AND p_weights[1] <= r.capacity\n"
+    "                     AND NOT EXISTS (SELECT 1 FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])\n"
+    "                     AND EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
+    "                                 AND t.boot = pg_catalog.pg_postmaster_start_time()\n"
+    "                                 AND (t.grace_until IS NULL OR t.grace_until <= v_now))\n"
+    "                     AND EXISTS (SELECT 1 FROM @.sessions x WHERE x.tenant = p_tenant\n"
+    "                                 AND x.session = p_session AND x.expires > v_now)),\n"
+    "             u AS (UPDATE @.resources r SET seq = s.seq + 1, counter = @.next_fence(s.counter, v_now),\n"
+    "                       held = 1, owner = p_session   -- simba_grant_fence\n"
+    "                   FROM s WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.seq = s.seq\n"
+    "                   RETURNING r.seq, r.counter, r.capacity),\n"
+    "             e AS (INSERT INTO @.entries (tenant, name, seq, request, session, weight, fence, watch, token)\n"
+    "                   SELECT p_tenant, v_names[1], u.seq, p_request, p_session, p_weights[1], u.counter, p_watch,\n"
+    "                          replace(gen_random_uuid()::text, '-', '') FROM u RETURNING token)\n"
+    "        SELECT u.counter, e.token, u.capacity INTO v_fence, o_token, v_cap\n"
+    "            FROM (SELECT 1) one LEFT JOIN u ON true LEFT JOIN e ON true;\n"
+    "        IF v_cap IS NOT NULL THEN\n"
+    "            IF p_watch THEN   -- the owner changed (an empty queue has none)\n"
+    "                PERFORM pg_notify(@.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));\n"
     "            END IF;\n"
+    "            o_fences := ARRAY[v_fence]; o_granted := true; o_ahead := 0; o_held := 1; o_owner := p_session;\n"
+    "            o_capacity := v_cap;\n"
+    "            RETURN;\n"
     "        END IF;\n"
+    "        EXIT WHEN v_made;\n"
+    "        PERFORM 1 FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];\n"
+    "        EXIT WHEN FOUND;\n"
+    "        INSERT INTO @.resources (tenant, name, capacity) SELECT p_tenant, v_names[1], p_caps[1]\n"
+    "            WHERE EXISTS (SELECT 1 FROM @.sessions x WHERE x.tenant = p_tenant AND x.session = p_session\n"
+    "                          AND x.expires > v_now) ON CONFLICT DO NOTHING;\n"
+    "        v_made := true;\n"
     "    END LOOP;\n"
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
     "        o_grace_ms, o_token FROM @.join_queue(p_tenant, p_session, p_request, p_try, p_watch, v_names,\n"
-    "                                                  v_seqs, p_weights, v_now);\n"
+    "                                                  p_caps, p_weights, v_now);\n"
     "END $f$",
     /* Does one of these queues need the walk (settle)? When a holder or
        the first waiter is dead (its session expired or gone), or the first
@@ -1678,32 +1718,33 @@ static const char *const simba__pg_ddl[] = {
     "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "END $f$",
     /* RELEASE: our entry of the request goes from every resource (absent:
-       ok); the walk grants and notifies who is next. */
+       ok); the walk grants and notifies who is next. One statement per
+       resource deletes the entry, locks the resource's row and reads in its
+       snapshot whether another entry is left; an entry that came into the
+       queue after the snapshot gave the row a new position (see ENQUEUE),
+       which the lock reads in the row's newest version: then the walk runs
+       too. An emptied queue is left as it is. */
     "CREATE OR REPLACE FUNCTION @.release(p_tenant text, p_session text, p_request text, p_names text[])\n"
     "RETURNS integer LANGUAGE plpgsql AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];\n"
-    "    v_gone bigint; v_cleared bigint;\n"
+    "    v_others boolean; v_moved boolean;\n"
     "BEGIN\n"
     "    IF array_length(p_names, 1) > 1 THEN\n"
     "        v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);\n"
     "    END IF;\n"
     "    -- in name order: each resource row locked before its queue changes, all held to the end\n"
     "    FOREACH v_name IN ARRAY v_names LOOP\n"
-    "        PERFORM 1 FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;\n"
-    "        -- the entry goes; the fast path, in the same statement: when no other entry is in the\n"
-    "        -- queue (read under the row lock that every writer of the queue takes first), nothing\n"
-    "        -- is held any more, where settle would walk nothing (a boot it has not noticed waits\n"
-    "        -- for the next grant)\n"
+    "        -- the entry goes; the walk runs when another entry is left or came in since the\n"
+    "        -- snapshot (a boot it has not noticed waits for the next grant)\n"
     "        WITH d AS (DELETE FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name\n"
-    "                   AND q.request = p_request AND q.session = p_session RETURNING q.seq),\n"
-    "             u AS (UPDATE @.resources r SET held = 0, owner = NULL FROM d\n"
-    "                   WHERE r.tenant = p_tenant AND r.name = v_name AND (r.held <> 0 OR r.owner IS NOT NULL)\n"
-    "                   AND NOT EXISTS (SELECT 1 FROM @.entries q\n"
-    "                                   WHERE q.tenant = p_tenant AND q.name = v_name AND q.seq <> d.seq)\n"
-    "                   RETURNING 1)\n"
-    "        SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u) INTO v_gone, v_cleared;\n"
-    "        IF v_gone > 0 AND v_cleared = 0 THEN PERFORM @.settle(p_tenant, v_name, v_now, NULL); END IF;\n"
+    "                   AND q.request = p_request AND q.session = p_session RETURNING q.seq)\n"
+    "        SELECT EXISTS (SELECT 1 FROM d JOIN @.entries q ON q.tenant = p_tenant AND q.name = v_name\n"
+    "                       AND q.seq <> d.seq),\n"
+    "               r.seq <> (SELECT x.seq FROM @.resources x WHERE x.tenant = p_tenant AND x.name = v_name)\n"
+    "            INTO v_others, v_moved FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_name\n"
+    "            FOR UPDATE OF r;\n"
+    "        IF v_others OR v_moved THEN PERFORM @.settle(p_tenant, v_name, v_now, NULL); END IF;\n"
     "    END LOOP;\n"
     "    RETURN 0;\n"
     "END $f$",

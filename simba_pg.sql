@@ -33,8 +33,8 @@ DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
 BEGIN
-    IF v > 8 THEN
-        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (8): keep it, use the newer simba', v;
+    IF v > 9 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (9): keep it, use the newer simba', v;
     END IF;
 END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
@@ -76,17 +76,22 @@ CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
     PRIMARY KEY (tenant, role));
-DO $d$ BEGIN
-    IF COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer FROM pg_catalog.pg_proc p
-                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-                 WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0) < 6 THEN
+DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer
+    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
+BEGIN
+    IF v < 6 THEN
         DROP FUNCTION IF EXISTS simba.state(text, text, text, bytea[], timestamptz);
         DROP FUNCTION IF EXISTS simba.enqueue(text, text, text, boolean, boolean, text[], integer[], integer[]);
         DROP FUNCTION IF EXISTS simba.poll(text, text, text, text[]);
         DROP FUNCTION IF EXISTS simba.inspect(text, text);
     END IF;
+    IF v < 9 THEN
+        DROP FUNCTION IF EXISTS simba.join_queue(text, text, text, boolean, boolean, bytea[], bigint[], integer[],
+                                             timestamptz);
+    END IF;
 END $d$;
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 8 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 9 $f$;
 DO $d$ DECLARE t text; v_rule text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
@@ -312,14 +317,32 @@ BEGIN
     RETURN 0;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,
-    p_watch boolean, p_names bytea[], p_seqs bigint[], p_weights integer[], p_now timestamptz,
+    p_watch boolean, p_names bytea[], p_caps integer[], p_weights integer[], p_now timestamptz,
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
     OUT o_grace_ms integer, OUT o_token text)
 LANGUAGE plpgsql AS $f$
-DECLARE v_i integer; v_other text; v_mine boolean := false;
+DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];
+    v_seq bigint; v_cap integer;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
+    IF array_length(p_names, 1) > 1 THEN
+        v_order := ARRAY(SELECT k FROM generate_subscripts(p_names, 1) AS k ORDER BY p_names[k]);
+    END IF;
+    -- each resource row, created if missing, is locked (in name order: no deadlock between two
+    -- multi-resource requests) by the upsert that also gives out its next queue position (one
+    -- left unused when no entry is inserted is a gap, which orders the same); without a live
+    -- session it does nothing
+    FOREACH v_i IN ARRAY v_order LOOP
+        INSERT INTO simba.resources AS r (tenant, name, capacity, seq)
+            SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
+                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)
+            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
+            RETURNING r.seq, r.capacity INTO v_seq, v_cap;
+        IF NOT FOUND THEN o_status := 1; RETURN; END IF;
+        v_seqs[v_i] := v_seq;
+        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
+    END LOOP;
     -- a request id already in a queue: ours (a retry) or a dead session's (taken over)
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
         SELECT q.session INTO v_other FROM simba.entries q
@@ -352,7 +375,7 @@ BEGIN
         END IF;
         FOR v_i IN 1 .. array_length(p_names, 1) LOOP
             INSERT INTO simba.entries (tenant, name, seq, request, session, weight, watch, token)
-                VALUES (p_tenant, p_names[v_i], p_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,
+                VALUES (p_tenant, p_names[v_i], v_seqs[v_i], p_request, p_session, p_weights[v_i], p_watch,
                         replace(gen_random_uuid()::text, '-', ''));
             PERFORM simba.settle(p_tenant, p_names[v_i], p_now, p_request);
         END LOOP;
@@ -368,54 +391,48 @@ CREATE OR REPLACE FUNCTION simba.enqueue(p_tenant text, p_session text, p_reques
 LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
-    v_n integer := array_length(p_names, 1); v_names bytea[]; v_order integer[] := '{1}';
-    v_i integer; v_cap integer; v_seq bigint; v_seqs bigint[]; v_counter bigint; v_old text;
+    v_n integer := array_length(p_names, 1); v_names bytea[];
+    v_i integer; v_cap integer; v_fence bigint; v_made boolean := false;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
     FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;
-    IF v_n > 1 THEN v_order := ARRAY(SELECT k FROM generate_subscripts(v_names, 1) AS k ORDER BY v_names[k]); END IF;
-    -- each resource row, created if missing, is locked (in name order: no deadlock between two
-    -- multi-resource requests) by the upsert that also gives out its next queue position (one
-    -- left unused when no entry is inserted is a gap, which orders the same); without a live
-    -- session it does nothing
-    FOREACH v_i IN ARRAY v_order LOOP
-        INSERT INTO simba.resources AS r (tenant, name, capacity, seq)
-            SELECT p_tenant, v_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
-                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now)
-            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
-            RETURNING r.seq, r.capacity, r.counter, r.owner INTO v_seq, v_cap, v_counter, v_old;
-        IF NOT FOUND THEN o_status := 1; RETURN; END IF;
-        v_seqs[v_i] := v_seq;
-        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
-        -- the fast path: one resource, an empty queue (so no entry of this request either; read
-        -- after the upsert above took the row lock that every writer of the queue takes first)
-        -- and no restart grace in this server run: the new entry fits (simba_grant_step: its
-        -- weight alone is at most the capacity) and is granted here, as settle and state would
-        IF v_n = 1 THEN
-            o_fences := ARRAY[simba.next_fence(v_counter, v_now)];    -- simba_grant_fence
-            o_token := replace(gen_random_uuid()::text, '-', '');
-            WITH e AS (INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence, watch, token)
-                       SELECT p_tenant, v_names[1], v_seq, p_request, p_session, p_weights[1], o_fences[1], p_watch,
-                              o_token
-                       WHERE NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])
-                         AND EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
-                                     AND t.boot = pg_catalog.pg_postmaster_start_time()
-                                     AND (t.grace_until IS NULL OR t.grace_until <= v_now))
-                       RETURNING 1)
-            UPDATE simba.resources r SET counter = o_fences[1], held = 1, owner = p_session
-                FROM e WHERE r.tenant = p_tenant AND r.name = v_names[1];
-            IF FOUND THEN
-                IF p_watch AND v_old IS DISTINCT FROM p_session THEN
-                    PERFORM pg_notify(simba.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));
-                END IF;
-                o_granted := true; o_ahead := 0; o_held := 1; o_owner := p_session; o_capacity := v_cap;
-                RETURN;
+    WHILE v_n = 1 LOOP
+        WITH s AS (SELECT r.seq, r.counter FROM simba.resources r
+                   WHERE r.tenant = p_tenant AND r.name = v_names[1] AND p_weights[1] <= r.capacity
+                     AND NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])
+                     AND EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
+                                 AND t.boot = pg_catalog.pg_postmaster_start_time()
+                                 AND (t.grace_until IS NULL OR t.grace_until <= v_now))
+                     AND EXISTS (SELECT 1 FROM simba.sessions x WHERE x.tenant = p_tenant
+                                 AND x.session = p_session AND x.expires > v_now)),
+             u AS (UPDATE simba.resources r SET seq = s.seq + 1, counter = simba.next_fence(s.counter, v_now),
+                       held = 1, owner = p_session   -- simba_grant_fence
+                   FROM s WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.seq = s.seq
+                   RETURNING r.seq, r.counter, r.capacity),
+             e AS (INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence, watch, token)
+                   SELECT p_tenant, v_names[1], u.seq, p_request, p_session, p_weights[1], u.counter, p_watch,
+                          replace(gen_random_uuid()::text, '-', '') FROM u RETURNING token)
+        SELECT u.counter, e.token, u.capacity INTO v_fence, o_token, v_cap
+            FROM (SELECT 1) one LEFT JOIN u ON true LEFT JOIN e ON true;
+        IF v_cap IS NOT NULL THEN
+            IF p_watch THEN   -- the owner changed (an empty queue has none)
+                PERFORM pg_notify(simba.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));
             END IF;
+            o_fences := ARRAY[v_fence]; o_granted := true; o_ahead := 0; o_held := 1; o_owner := p_session;
+            o_capacity := v_cap;
+            RETURN;
         END IF;
+        EXIT WHEN v_made;
+        PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_names[1];
+        EXIT WHEN FOUND;
+        INSERT INTO simba.resources (tenant, name, capacity) SELECT p_tenant, v_names[1], p_caps[1]
+            WHERE EXISTS (SELECT 1 FROM simba.sessions x WHERE x.tenant = p_tenant AND x.session = p_session
+                          AND x.expires > v_now) ON CONFLICT DO NOTHING;
+        v_made := true;
     END LOOP;
     SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,
         o_grace_ms, o_token FROM simba.join_queue(p_tenant, p_session, p_request, p_try, p_watch, v_names,
-                                                  v_seqs, p_weights, v_now);
+                                                  p_caps, p_weights, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $f$
@@ -467,27 +484,23 @@ CREATE OR REPLACE FUNCTION simba.release(p_tenant text, p_session text, p_reques
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];
-    v_gone bigint; v_cleared bigint;
+    v_others boolean; v_moved boolean;
 BEGIN
     IF array_length(p_names, 1) > 1 THEN
         v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);
     END IF;
     -- in name order: each resource row locked before its queue changes, all held to the end
     FOREACH v_name IN ARRAY v_names LOOP
-        PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;
-        -- the entry goes; the fast path, in the same statement: when no other entry is in the
-        -- queue (read under the row lock that every writer of the queue takes first), nothing
-        -- is held any more, where settle would walk nothing (a boot it has not noticed waits
-        -- for the next grant)
+        -- the entry goes; the walk runs when another entry is left or came in since the
+        -- snapshot (a boot it has not noticed waits for the next grant)
         WITH d AS (DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name
-                   AND q.request = p_request AND q.session = p_session RETURNING q.seq),
-             u AS (UPDATE simba.resources r SET held = 0, owner = NULL FROM d
-                   WHERE r.tenant = p_tenant AND r.name = v_name AND (r.held <> 0 OR r.owner IS NOT NULL)
-                   AND NOT EXISTS (SELECT 1 FROM simba.entries q
-                                   WHERE q.tenant = p_tenant AND q.name = v_name AND q.seq <> d.seq)
-                   RETURNING 1)
-        SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u) INTO v_gone, v_cleared;
-        IF v_gone > 0 AND v_cleared = 0 THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
+                   AND q.request = p_request AND q.session = p_session RETURNING q.seq)
+        SELECT EXISTS (SELECT 1 FROM d JOIN simba.entries q ON q.tenant = p_tenant AND q.name = v_name
+                       AND q.seq <> d.seq),
+               r.seq <> (SELECT x.seq FROM simba.resources x WHERE x.tenant = p_tenant AND x.name = v_name)
+            INTO v_others, v_moved FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name
+            FOR UPDATE OF r;
+        IF v_others OR v_moved THEN PERFORM simba.settle(p_tenant, v_name, v_now, NULL); END IF;
     END LOOP;
     RETURN 0;
 END $f$;

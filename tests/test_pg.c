@@ -358,14 +358,14 @@ static int disconnected_saying(h_client **cl, const char *words) {
     return e && e->error == SIMBA_EBACKEND && strstr(e->message, words) != NULL;
 }
 
-/* A database that an older simba set up (tests/pg_schema_v5.sql,
-   tests/pg_schema_v6.sql and tests/pg_schema_v7.sql: each version exactly
+/* A database that an older simba set up (tests/pg_schema_v5.sql to
+   tests/pg_schema_v8.sql: each version exactly
    as it was installed, from simba_pg.sql of that version), with a holder
    of that version: a client
    without create_schema is refused in words and changes nothing; with
    create_schema the schema is upgraded in place and the old holder keeps
    its entry, its fence and the lock. The installer run again on a database
-   in use loses nothing. A schema of a newer simba (version 9 here) is
+   in use loses nothing. A schema of a newer simba (version 10 here) is
    refused, with create_schema too, and by the installer itself, and stays
    as it was. */
 static void schema_upgrade_from(const char *file, int version) {
@@ -398,7 +398,7 @@ static void schema_upgrade_from(const char *file, int version) {
     cl[0] = &a;
     a.s = new_client_ex("up", "a", 5000, 2000, &pd);
     CHECK(a.s);
-    snprintf(words, sizeof words, "has version %d, this simba needs 8: run simba_pg.sql again", version);
+    snprintf(words, sizeof words, "has version %d, this simba needs 9: run simba_pg.sql again", version);
     CHECK(disconnected_saying(cl, words));
     simba_destroy(a.s);
     a.s = NULL;
@@ -412,7 +412,7 @@ static void schema_upgrade_from(const char *file, int version) {
     CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
     lb = h_acquire(b.s, "held", 500);
     CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 8);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 9);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
                            " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
@@ -431,16 +431,16 @@ static void schema_upgrade_from(const char *file, int version) {
 
     /* a newer simba's schema */
     CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS $f$ SELECT 9 $f$") == 0);
+                         " AS $f$ SELECT 10 $f$") == 0);
     memset(&a, 0, sizeof a);
     cl[0] = &a;
     a.s = new_client_ex("up", "c", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 9, newer than this simba's 8"));
+    CHECK(disconnected_saying(cl, "has version 10, newer than this simba's 9"));
     r = PQexec(db, now);
     CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
     PQclear(r);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 9);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 10);
     CHECK_EQ(admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     if (a.s) simba_destroy(a.s);
     a.s = NULL;
@@ -458,23 +458,32 @@ static void t_schema_upgrade(void) {
     schema_upgrade_from("tests/pg_schema_v5.sql", 5);
     schema_upgrade_from("tests/pg_schema_v6.sql", 6);
     schema_upgrade_from("tests/pg_schema_v7.sql", 7);
+    schema_upgrade_from("tests/pg_schema_v8.sql", 8);
 }
 
 /* The fast paths of the server functions: an acquire of a free name (no
    entry in its queue, no restart grace) and the release that empties its
    queue answer as the walk would (granted, a fence above every earlier one,
-   the holder as owner; nothing held after) without running the walk
-   (settle), the state query or the queue join; a watching acquirer hears
-   its owner change as before. A name with a holder still goes the long
-   way (settle runs there: the count is not zero for want of tracking), and
-   a second holder of a semaphore is granted behind the first. */
+   the holder as owner; an empty queue after) without running the walk
+   (settle), the state query or the queue join, and write the resource's
+   row once per acquire and not at all per release (its lock only); a
+   watching acquirer hears its owner change as before. A name with a holder
+   still goes the long way (settle runs there: the count is not zero for
+   want of tracking), a second holder of a semaphore is granted behind the
+   first, and the long way into a queue emptied by a release answers the
+   holder count and the owner of the queue as it is. */
 static void t_uncontended_fast_path(void) {
     PGconn *root = admin_open();
     char *schema = schema_text("simba");
     const char *entry_as_counted = "SELECT count(*) FROM simba.entries q JOIN simba.resources r USING (tenant, name)"
                                    " WHERE tenant = 'fast' AND name = '\\x6661' AND q.fence = r.counter AND q.seq = r.seq";
+    /* the updates of resource rows in this transaction (and in earlier
+       ones whose counts the server has not flushed yet: a difference
+       within one transaction is exact) */
+    const char *resource_writes = "SELECT n_tup_upd FROM pg_stat_xact_user_tables"
+                                  " WHERE schemaname = 'simba' AND relname = 'resources'";
     PGnotify *n;
-    long long f1, f2;
+    long long f1, f2, writes;
     int heard = 0;
     CHECK(root && schema && admin_exec(root, schema) == 0);
     CHECK(admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'fast';"
@@ -488,20 +497,21 @@ static void t_uncontended_fast_path(void) {
     CHECK(admin_exec(root, "LISTEN simba_00000000000000f1") == 0);
 
     CHECK(admin_exec(root, "BEGIN; SET LOCAL track_functions = 'pl'") == 0);
+    writes = admin_num(root, resource_writes);
     f1 = admin_num(root, "SELECT o_fences[1] FROM simba.enqueue('fast', 'f~00000000000000f1', 'q1', false, true,"
                          " ARRAY['6661'], ARRAY[1], ARRAY[0]) WHERE o_status = 0 AND o_granted AND o_ahead = 0"
                          " AND o_held = 1 AND o_owner = 'f~00000000000000f1' AND length(o_token) = 32");
     CHECK(f1 > admin_num(root, "SELECT counter FROM simba.resources WHERE tenant = 'fast' AND name = '\\x77'"));
     CHECK_EQ(admin_num(root, entry_as_counted), 1);
     CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 'q1', ARRAY['6661'])") == 0);
-    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.resources WHERE tenant = 'fast' AND name = '\\x6661'"
-                             " AND held = 0 AND owner IS NULL"), 1);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'fast' AND name = '\\x6661'"), 0);
     f2 = admin_num(root, "SELECT o_fences[1] FROM simba.enqueue('fast', 'f~00000000000000f1', 'q2', false, false,"
                          " ARRAY['6661'], ARRAY[1], ARRAY[0]) WHERE o_granted");
     CHECK(f2 > f1);
     CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 'q2', ARRAY['6661'])") == 0);
     CHECK_EQ(admin_num(root, "SELECT count(*) FROM pg_stat_xact_user_functions WHERE schemaname = 'simba'"
                              " AND funcname IN ('settle', 'state', 'join_queue')"), 0);
+    CHECK_EQ(admin_num(root, resource_writes) - writes, 2);
     CHECK(admin_exec(root, "COMMIT") == 0);
     PQconsumeInput(root);
     while ((n = PQnotifies(root)) != NULL) {
@@ -521,8 +531,85 @@ static void t_uncontended_fast_path(void) {
     CHECK(admin_num(root, "SELECT simba.release('fast', 'f~00000000000000f1', 's1', ARRAY['73'])") == 0);
     CHECK_EQ(admin_num(root, "SELECT held FROM simba.resources WHERE tenant = 'fast' AND name = '\\x73'"), 1);
     CHECK(admin_num(root, "SELECT simba.release('fast', 'g~00000000000000f2', 's2', ARRAY['73'])") == 0);
-    CHECK_EQ(admin_num(root, "SELECT held FROM simba.resources WHERE tenant = 'fast' AND name = '\\x73'"), 0);
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'fast' AND name = '\\x73'"), 0);
+    /* the long way (a try) into the emptied queue: its holder count and owner are the new holder's */
+    CHECK_EQ(admin_num(root, "SELECT o_held FROM simba.enqueue('fast', 'f~00000000000000f1', 's3', true, false,"
+                             " ARRAY['73'], ARRAY[2], ARRAY[1]) WHERE o_granted AND o_owner = 'f~00000000000000f1'"
+                             " AND o_ahead = 0"), 1);
     CHECK(admin_exec(root, "COMMIT") == 0);
+    PQfinish(root);
+    free(schema);
+}
+
+/* Sessions on their own connections race on one mutex through the SQL
+   functions, each round's calls sent to all at once: every session
+   releases its last request and enqueues a new one, every other one a try
+   (a try that does not fit gives out a queue position and inserts
+   nothing: a gap); in every other round all release first, then all
+   enqueue into the empty queue at once. The fast paths read the queue without a lock first
+   (ENQUEUE's write of the resource's row requires the position it read;
+   RELEASE's lock reads the row's newest position): after each round at
+   most one entry is granted, a queue with entries has its head granted
+   (no release missed a waiter that came in meanwhile), the row's held
+   count and owner are the queue's, and the fences increase in queue
+   order. */
+static void t_sql_race_mutex(void) {
+    enum { K = 4, ROUNDS = 60 };
+    PGconn *c[K], *root = admin_open();
+    char *schema = schema_text("simba"), sql[600];
+    int i, round, ok = 1;
+    CHECK(root && schema && admin_exec(root, schema) == 0);
+    admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'mrace';"
+                     " DELETE FROM simba.resources WHERE tenant = 'mrace'");
+    for (i = 0; i < K; i++) {
+        CHECK((c[i] = admin_open()) != NULL);
+        snprintf(sql, sizeof sql, "SELECT simba.open('mrace', 'm%d~000000000000000%d', 60000)", i, i);
+        CHECK(admin_num(c[i], sql) >= 0);
+    }
+    for (round = 0; round < ROUNDS && ok; round++) {
+        /* even rounds: one burst of release + enqueue; odd: releases, then enqueues */
+        int burst, bursts = round % 2 ? 2 : 1;
+        for (burst = 0; burst < bursts; burst++) {
+            for (i = 0; i < K; i++) {
+                char release[160] = "", enqueue[300] = "";
+                if (burst == 0)
+                    snprintf(release, sizeof release, "SELECT simba.release('mrace', 'm%d~000000000000000%d',"
+                             " 'q%d', ARRAY['6d78']);", i, i, round - 1);
+                if (burst == bursts - 1)
+                    snprintf(enqueue, sizeof enqueue, "SELECT o_status FROM simba.enqueue('mrace',"
+                             " 'm%d~000000000000000%d', 'q%d', %s, false, ARRAY['6d78'], ARRAY[1], ARRAY[0])",
+                             i, i, round, (round + i) % 2 ? "true" : "false");
+                snprintf(sql, sizeof sql, "%s %s", release, enqueue);
+                ok &= PQsendQuery(c[i], sql);
+            }
+            for (i = 0; i < K; i++) {
+                PGresult *r;
+                while ((r = PQgetResult(c[i])) != NULL) {
+                    if (PQresultStatus(r) != PGRES_TUPLES_OK) { printf("  # %s", PQresultErrorMessage(r)); ok = 0; }
+                    PQclear(r);
+                }
+            }
+        }
+        ok &= admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'mrace' AND fence > 0") <= 1;
+        ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence FROM simba.entries WHERE tenant = 'mrace'"
+                              " ORDER BY seq LIMIT 1) h WHERE h.fence = 0") == 0;
+        ok &= admin_num(root, "SELECT count(*) FROM simba.resources r WHERE tenant = 'mrace' AND (NOT EXISTS"
+                              " (SELECT 1 FROM simba.entries q WHERE q.tenant = 'mrace') OR (held ="
+                              " (SELECT count(*) FROM simba.entries q WHERE q.tenant = 'mrace' AND fence > 0)"
+                              " AND owner IS NOT DISTINCT FROM (SELECT session FROM simba.entries q"
+                              " WHERE q.tenant = 'mrace' AND fence > 0 ORDER BY seq LIMIT 1)))") == 1;
+        ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (ORDER BY seq) AS before"
+                              " FROM simba.entries WHERE tenant = 'mrace' AND fence > 0) g"
+                              " WHERE g.before >= g.fence") == 0;
+        if (!ok) printf("  # round %d\n", round);
+    }
+    CHECK(ok);
+    for (i = 0; i < K; i++) {
+        snprintf(sql, sizeof sql, "SELECT simba.close('mrace', 'm%d~000000000000000%d')", i, i);
+        CHECK(admin_num(c[i], sql) == 0);
+        PQfinish(c[i]);
+    }
+    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'mrace'"), 0);
     PQfinish(root);
     free(schema);
 }
@@ -530,9 +617,10 @@ static void t_uncontended_fast_path(void) {
 /* Sessions on their own connections race on one semaphore (capacity 2)
    through the SQL functions, each call sent to all at once: the first
    round also races to create the resource row. The row's lock (taken by
-   ENQUEUE's upsert, by RELEASE's FOR UPDATE) keeps every walk alone on
-   its queue: after each round at most 2 entries are granted, the row's
-   held count is theirs, the oldest holder is its owner, and the granted
+   ENQUEUE's FOR UPDATE or upsert, by RELEASE's FOR UPDATE) keeps every
+   walk alone on its queue: after each round at most 2 entries are
+   granted, the row's held count is theirs and the oldest holder is its
+   owner (the queue has entries after every round), and the granted
    entries' fences increase in queue order. */
 static void t_sql_race(void) {
     enum { K = 4, ROUNDS = 25 };
@@ -1140,6 +1228,7 @@ int main(int argc, char **argv) {
     RUN(t_schema_upgrade);
     RUN(t_uncontended_fast_path);
     RUN(t_sql_race);
+    RUN(t_sql_race_mutex);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
     RUN(t_lock_timeout_rows_held);
