@@ -546,6 +546,68 @@ static void t_uncontended_fast_path(void) {
     free(schema);
 }
 
+/* The race tests' sessions: K connections, each with a session
+   "<letter><i>~...<i>" of tenant t (its queues emptied first). */
+static int race_open(PGconn *root, PGconn **c, int k, const char *t, char letter) {
+    char sql[200];
+    int i;
+    snprintf(sql, sizeof sql, "DELETE FROM simba.entries WHERE tenant = '%s';"
+             " DELETE FROM simba.resources WHERE tenant = '%s'", t, t);
+    admin_exec(root, sql);
+    for (i = 0; i < k; i++) {
+        if ((c[i] = admin_open()) == NULL) return 0;
+        snprintf(sql, sizeof sql, "SELECT simba.open('%s', '%c%d~000000000000000%d', 60000)", t, letter, i, i);
+        if (admin_num(c[i], sql) < 0) return 0;
+    }
+    return 1;
+}
+
+/* Waits for the answers of a burst sent to all k; 0 if one failed. */
+static int race_answers(PGconn **c, int k) {
+    int i, ok = 1;
+    for (i = 0; i < k; i++) {
+        PGresult *r;
+        while ((r = PQgetResult(c[i])) != NULL) {
+            if (PQresultStatus(r) != PGRES_TUPLES_OK) { printf("  # %s", PQresultErrorMessage(r)); ok = 0; }
+            PQclear(r);
+        }
+    }
+    return ok;
+}
+
+/* After a round on tenant t: at most cap entries granted; when the queue
+   has entries, the row's held count is theirs and the oldest holder its
+   owner; the granted entries' fences increase in queue order. */
+static int race_consistent(PGconn *root, const char *t, int cap) {
+    char sql[600];
+    int ok = 1;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM simba.entries WHERE tenant = '%s' AND fence > 0", t);
+    ok &= admin_num(root, sql) <= cap;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM simba.resources r WHERE tenant = '%s' AND (NOT EXISTS"
+             " (SELECT 1 FROM simba.entries q WHERE q.tenant = r.tenant) OR (held ="
+             " (SELECT count(*) FROM simba.entries q WHERE q.tenant = r.tenant AND fence > 0)"
+             " AND owner IS NOT DISTINCT FROM (SELECT session FROM simba.entries q"
+             " WHERE q.tenant = r.tenant AND fence > 0 ORDER BY seq LIMIT 1)))", t);
+    ok &= admin_num(root, sql) == 1;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (ORDER BY seq) AS before"
+             " FROM simba.entries WHERE tenant = '%s' AND fence > 0) g WHERE g.before >= g.fence", t);
+    ok &= admin_num(root, sql) == 0;
+    return ok;
+}
+
+/* Ends the race's sessions (closing them empties every queue). */
+static int race_close(PGconn *root, PGconn **c, int k, const char *t, char letter) {
+    char sql[200];
+    int i, ok = 1;
+    for (i = 0; i < k; i++) {
+        snprintf(sql, sizeof sql, "SELECT simba.close('%s', '%c%d~000000000000000%d')", t, letter, i, i);
+        ok &= admin_num(c[i], sql) == 0;
+        PQfinish(c[i]);
+    }
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM simba.entries WHERE tenant = '%s'", t);
+    return ok && admin_num(root, sql) == 0;
+}
+
 /* Sessions on their own connections race on one mutex through the SQL
    functions, each round's calls sent to all at once: every session
    releases its last request and enqueues a new one, every other one a try
@@ -564,13 +626,7 @@ static void t_sql_race_mutex(void) {
     char *schema = schema_text("simba"), sql[600];
     int i, round, ok = 1;
     CHECK(root && schema && admin_exec(root, schema) == 0);
-    admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'mrace';"
-                     " DELETE FROM simba.resources WHERE tenant = 'mrace'");
-    for (i = 0; i < K; i++) {
-        CHECK((c[i] = admin_open()) != NULL);
-        snprintf(sql, sizeof sql, "SELECT simba.open('mrace', 'm%d~000000000000000%d', 60000)", i, i);
-        CHECK(admin_num(c[i], sql) >= 0);
-    }
+    CHECK(race_open(root, c, K, "mrace", 'm'));
     for (round = 0; round < ROUNDS && ok; round++) {
         /* even rounds: one burst of release + enqueue; odd: releases, then enqueues */
         int burst, bursts = round % 2 ? 2 : 1;
@@ -587,34 +643,15 @@ static void t_sql_race_mutex(void) {
                 snprintf(sql, sizeof sql, "%s %s", release, enqueue);
                 ok &= PQsendQuery(c[i], sql);
             }
-            for (i = 0; i < K; i++) {
-                PGresult *r;
-                while ((r = PQgetResult(c[i])) != NULL) {
-                    if (PQresultStatus(r) != PGRES_TUPLES_OK) { printf("  # %s", PQresultErrorMessage(r)); ok = 0; }
-                    PQclear(r);
-                }
-            }
+            ok &= race_answers(c, K);
         }
-        ok &= admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'mrace' AND fence > 0") <= 1;
+        ok &= race_consistent(root, "mrace", 1);
         ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence FROM simba.entries WHERE tenant = 'mrace'"
                               " ORDER BY seq LIMIT 1) h WHERE h.fence = 0") == 0;
-        ok &= admin_num(root, "SELECT count(*) FROM simba.resources r WHERE tenant = 'mrace' AND (NOT EXISTS"
-                              " (SELECT 1 FROM simba.entries q WHERE q.tenant = 'mrace') OR (held ="
-                              " (SELECT count(*) FROM simba.entries q WHERE q.tenant = 'mrace' AND fence > 0)"
-                              " AND owner IS NOT DISTINCT FROM (SELECT session FROM simba.entries q"
-                              " WHERE q.tenant = 'mrace' AND fence > 0 ORDER BY seq LIMIT 1)))") == 1;
-        ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (ORDER BY seq) AS before"
-                              " FROM simba.entries WHERE tenant = 'mrace' AND fence > 0) g"
-                              " WHERE g.before >= g.fence") == 0;
         if (!ok) printf("  # round %d\n", round);
     }
     CHECK(ok);
-    for (i = 0; i < K; i++) {
-        snprintf(sql, sizeof sql, "SELECT simba.close('mrace', 'm%d~000000000000000%d')", i, i);
-        CHECK(admin_num(c[i], sql) == 0);
-        PQfinish(c[i]);
-    }
-    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'mrace'"), 0);
+    CHECK(race_close(root, c, K, "mrace", 'm'));
     PQfinish(root);
     free(schema);
 }
@@ -633,13 +670,7 @@ static void t_sql_race(void) {
     char *schema = schema_text("simba"), sql[400];
     int i, round, ok = 1;
     CHECK(root && schema && admin_exec(root, schema) == 0);
-    admin_exec(root, "DELETE FROM simba.entries WHERE tenant = 'race';"
-                     " DELETE FROM simba.resources WHERE tenant = 'race'");
-    for (i = 0; i < K; i++) {
-        CHECK((c[i] = admin_open()) != NULL);
-        snprintf(sql, sizeof sql, "SELECT simba.open('race', 'r%d~000000000000000%d', 60000)", i, i);
-        CHECK(admin_num(c[i], sql) >= 0);
-    }
+    CHECK(race_open(root, c, K, "race", 'r'));
     for (round = 0; round < ROUNDS && ok; round++) {
         /* round r: every session enqueues request q<r>; odd rounds release
            the previous round's requests in the same burst */
@@ -653,21 +684,8 @@ static void t_sql_race(void) {
                          " 'q%d', false, false, ARRAY['73656d'], ARRAY[2], ARRAY[1])", i, i, round);
             ok &= PQsendQuery(c[i], sql);
         }
-        for (i = 0; i < K; i++) {
-            PGresult *r;
-            while ((r = PQgetResult(c[i])) != NULL) {
-                if (PQresultStatus(r) != PGRES_TUPLES_OK) { printf("  # %s", PQresultErrorMessage(r)); ok = 0; }
-                PQclear(r);
-            }
-        }
-        ok &= admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'race' AND fence > 0") <= 2;
-        ok &= admin_num(root, "SELECT count(*) FROM simba.resources r WHERE tenant = 'race' AND held ="
-                              " (SELECT count(*) FROM simba.entries q WHERE q.tenant = 'race' AND fence > 0)"
-                              " AND owner IS NOT DISTINCT FROM (SELECT session FROM simba.entries q"
-                              " WHERE q.tenant = 'race' AND fence > 0 ORDER BY seq LIMIT 1)") == 1;
-        ok &= admin_num(root, "SELECT count(*) FROM (SELECT fence, lag(fence) OVER (ORDER BY seq) AS before"
-                              " FROM simba.entries WHERE tenant = 'race' AND fence > 0) g"
-                              " WHERE g.before >= g.fence") == 0;
+        ok &= race_answers(c, K);
+        ok &= race_consistent(root, "race", 2);
         if (!ok) printf("  # round %d\n", round);
     }
     CHECK(ok);
@@ -676,12 +694,7 @@ static void t_sql_race(void) {
     CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries g WHERE tenant = 'race' AND fence > 0 AND EXISTS"
                              " (SELECT 1 FROM simba.entries w WHERE w.tenant = 'race' AND w.fence = 0"
                              " AND w.seq < g.seq)"), 0);
-    for (i = 0; i < K; i++) {
-        snprintf(sql, sizeof sql, "SELECT simba.close('race', 'r%d~000000000000000%d')", i, i);
-        CHECK(admin_num(c[i], sql) == 0);
-        PQfinish(c[i]);
-    }
-    CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'race'"), 0);
+    CHECK(race_close(root, c, K, "race", 'r'));
     PQfinish(root);
     free(schema);
 }
