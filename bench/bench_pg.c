@@ -15,7 +15,9 @@
      - the longest simba_tick seen (the caller is never blocked);
      - BENCH_HELD (default 100000) idle locks held by one client, next to
        1: statements per renewal period (the client's count, and the
-       server's: write transactions by its xid counter), the time of the
+       server's: write transactions by its xid counter) and per keepalive
+       the client sent (keepalives come every ttl/3 less a random part, so
+       a little more often than once per period), the time of the
        keepalive statement itself (next to a session of one lock), and
        bytes per lock on the client (a
        counting allocator under the core and the backend; libpq's buffers
@@ -508,9 +510,12 @@ static void bench_held(int held) {
         v[i / 2 + (i % 2) * KA] = now_us() - k0;
     }
     printf("held:      %6d locks: %.2f statements per renewal period (%d ms) by the client, %.2f write transactions"
-           " by the server's xid counter; keepalive statement p50 %.0f us (a session of 1 lock: %.0f us)\n",
+           " by the server's xid counter; %.2f statements per keepalive (%lld keepalives in %d s); keepalive"
+           " statement p50 %.0f us (a session of 1 lock: %.0f us)\n",
            got, (double)(s1.queries - s0.queries) * period_ms / WATCH_MS, period_ms,
-           (x1 - x0 - 1) * period_ms / WATCH_MS, pct(v, KA, 0.5), pct(v + KA, KA, 0.5));
+           (x1 - x0 - 1) * period_ms / WATCH_MS,
+           s1.ops_sent > s0.ops_sent ? (double)(s1.queries - s0.queries) / (double)(s1.ops_sent - s0.ops_sent) : 0.0,
+           (long long)(s1.ops_sent - s0.ops_sent), WATCH_MS / 1000, pct(v, KA, 0.5), pct(v + KA, KA, 0.5));
     printf("held:      %6d locks: client %.0f bytes per lock beyond its name (core %.0f, backend %.0f), server %.0f"
            " bytes per lock (tables + indexes; rows %.0f)\n",
            got, ((double)live_bytes[0] - (double)core0 - (double)names + (double)live_bytes[1] - (double)backend0) / got,
