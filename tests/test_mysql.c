@@ -195,8 +195,9 @@ static void log_stderr(void *user, simba_log_level level, const char *msg) {
     fprintf(stderr, "[%lld] %d %s\n", (long long)h_real_ms(), (int)level, msg);
 }
 
-static simba *new_client_ex(const char *tenant, const char *id, int ttl, int transition,
-                            const simba_mysql_desc *md, simba_clock clock) {
+/* recheck: the core's fallback re-check period (0: its default, ttl/2). */
+static simba *new_client_full(const char *tenant, const char *id, int ttl, int transition, int recheck,
+                              const simba_mysql_desc *md, simba_clock clock) {
     simba_desc d;
     memset(&d, 0, sizeof d);
     if (getenv("SIMBA_TEST_LOG")) {
@@ -208,8 +209,22 @@ static simba *new_client_ex(const char *tenant, const char *id, int ttl, int tra
     d.client_id = id;
     d.ttl_ms = ttl;
     d.transition_ms = transition;
+    d.recheck_ms = recheck;
     d.clock = clock;
     return simba_create(&d, NULL);
+}
+
+static simba *new_client_ex(const char *tenant, const char *id, int ttl, int transition,
+                            const simba_mysql_desc *md, simba_clock clock) {
+    return new_client_full(tenant, id, ttl, transition, 0, md, clock);
+}
+
+/* A client whose waits only its waiter connection can end in time. */
+static simba *new_client_no_recheck(const char *tenant, const char *id, int ttl, int transition) {
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    memset(&none, 0, sizeof none);
+    return new_client_full(tenant, id, ttl, transition, 60000, &md, none);
 }
 
 static simba *new_client(const char *tenant, const char *id, int ttl, int transition) {
@@ -2400,8 +2415,6 @@ static void t_ring_meets_bell(void) {
     const char *tenant = my_tenant();
     static h_client a, b;
     h_client *cl[2];
-    simba_desc d;
-    simba_mysql_desc md = base_desc();
     simba_lock_desc ld;
     simba_lock l0, l1, lb;
     int round, late = 0;
@@ -2410,17 +2423,8 @@ static void t_ring_meets_bell(void) {
     char name[32];
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
-    memset(&d, 0, sizeof d);
-    d.tenant = tenant;
-    d.ttl_ms = 20000;
-    d.transition_ms = 10000;
-    d.recheck_ms = 60000;                       /* only the waiter can tell B in time */
-    d.backend = make_backend(&md);
-    d.client_id = "rb-a";
-    a.s = simba_create(&d, NULL);
-    d.backend = make_backend(&md);
-    d.client_id = "rb-b";
-    b.s = simba_create(&d, NULL);
+    a.s = new_client_no_recheck(tenant, "rb-a", 20000, 10000);
+    b.s = new_client_no_recheck(tenant, "rb-b", 20000, 10000);
     CHECK(a.s && b.s);
     for (round = 0; round < 150 && !late; round++) {
         snprintf(name, sizeof name, "ring-bell-%d", round);
