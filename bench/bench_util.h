@@ -1,9 +1,12 @@
 /* bench_util.h -- what every benchmark program shares: a monotonic clock in
    microseconds (system-wide, so comparable across forked processes),
-   percentiles, and integer settings from the environment. */
+   percentiles, integer settings from the environment, and the longest
+   simba_tick with the CPU time spent in it (bench_ticks). */
 #ifndef SIMBA_BENCH_UTIL_H
 #define SIMBA_BENCH_UTIL_H
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #ifdef __GNUC__
@@ -35,6 +38,65 @@ static BENCH_UNUSED double pct(double *v, int n, double p) {
 static BENCH_UNUSED int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : dflt;
+}
+
+/* ---- the longest simba_tick: wall time, CPU time, sleeps ----
+
+   A tick's wall time alone does not tell a tick that waited on the network
+   from one that computed, nor from one whose thread the scheduler took off
+   a busy machine's CPU. Around each tick: bench_tick_start(&m), the tick,
+   bench_tick_stop(&t, &m, connected) (connected: the client was connected
+   before and after the tick). Per tick it takes the thread's CPU time
+   (CLOCK_THREAD_CPUTIME_ID) and its voluntary context switches: the thread
+   gave up the CPU, i.e. it slept in the kernel on something (a blocking
+   call). A tick whose wall time is well above its CPU time with no such
+   sleep was runnable but preempted. */
+typedef struct {
+    double wall_us, cpu_us;             /* the longest tick, the CPU time in it */
+    double up_wall_us, up_cpu_us;       /* the same among ticks of a connected client */
+    long ticks, slept;                  /* ticks timed; those that slept in the kernel */
+} bench_ticks;
+
+typedef struct { double wall_us, cpu_us; long voluntary; } bench_tick_mark;
+
+static BENCH_UNUSED double bench_cpu_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* The thread's voluntary context switches so far (the process's where
+   the system has no per-thread count: the benches tick on one thread). */
+static BENCH_UNUSED long bench_voluntary_switches(void) {
+    struct rusage ru;
+#ifdef RUSAGE_THREAD
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) return 0;
+#else
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+#endif
+    return ru.ru_nvcsw;
+}
+
+static BENCH_UNUSED void bench_tick_start(bench_tick_mark *m) {
+    m->voluntary = bench_voluntary_switches();
+    m->cpu_us = bench_cpu_us();
+    m->wall_us = now_us();
+}
+
+static BENCH_UNUSED void bench_tick_stop(bench_ticks *t, const bench_tick_mark *m, int connected) {
+    double wall = now_us() - m->wall_us, cpu = bench_cpu_us() - m->cpu_us;
+    t->ticks++;
+    if (bench_voluntary_switches() != m->voluntary) t->slept++;
+    if (wall > t->wall_us) { t->wall_us = wall; t->cpu_us = cpu; }
+    if (connected && wall > t->up_wall_us) { t->up_wall_us = wall; t->up_cpu_us = cpu; }
+}
+
+/* One line: "<label> longest simba_tick W us (CPU C us); connected W us
+   (CPU C us); S of N ticks slept in the kernel". */
+static BENCH_UNUSED void bench_ticks_print(const char *label, const bench_ticks *t) {
+    printf("%s longest simba_tick %.0f us (CPU %.0f us); of a connected client %.0f us (CPU %.0f us);"
+           " %ld of %ld ticks slept in the kernel\n",
+           label, t->wall_us, t->cpu_us, t->up_wall_us, t->up_cpu_us, t->slept, t->ticks);
 }
 
 #endif

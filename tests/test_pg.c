@@ -1,10 +1,10 @@
 /* test_pg.c -- the conformance suite on the PostgreSQL backend, plus what
    only a real server can show: the server killed and restarted under a
-   hold, a connection terminated (pg_terminate_backend), a stopped server,
-   rows held by another transaction (lock_timeout), a full connection limit,
-   a read-only server, the schema made by a client and by simba_pg.sql,
-   tenant isolation against a hostile role, forged notifications, hostile
-   names and bad options.
+   hold, a connection terminated (pg_terminate_backend), a stopped server
+   (under a hold, and at connect), rows held by another transaction
+   (lock_timeout), a full connection limit, a read-only server, the schema
+   made by a client and by simba_pg.sql, tenant isolation against a hostile
+   role, forged notifications, hostile names and bad options.
 
    Run through tests/servers/pg.sh (make test-pg), which starts a
    throw-away PostgreSQL server and exports SIMBA_PG_* (see that script). An
@@ -1100,6 +1100,54 @@ static void t_stopped_server(void) {
     destroy_all(cl, 2);
 }
 
+/* The hang guard of t_connect_to_stopped_server: a tick that never
+   returns ends the run with a failure instead of hanging it. */
+static void on_hang(int sig) {
+    static const char msg[] = "not ok - t_connect_to_stopped_server: simba_tick did not return (it waits on the server)\n";
+    (void)sig;
+    if (write(STDOUT_FILENO, msg, sizeof msg - 1) < 0) _exit(1);
+    _exit(1);
+}
+
+/* A client that connects to a hung server (SIGSTOP: the kernel accepts
+   the TCP connection, the server never answers the startup): its ticks
+   return all along (an alarm ends the run if one does not), the acquire
+   waiting on the connect ends in TIMEOUT, the connect ends in DISCONNECTED
+   with SIMBA_ETIMEDOUT; once the server runs again the client connects
+   and gets the lock. */
+static void t_connect_to_stopped_server(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l;
+    simba_event *e;
+    char cmd[1024];
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    snprintf(cmd, sizeof cmd, "%s stop", env_ctl);
+    CHECK(system(cmd) == 0);
+    signal(SIGALRM, on_hang);
+    alarm((unsigned)(60 * slow));
+    a.s = new_client(my_tenant(), "frozen", 3000, 1000);
+    CHECK(a.s);
+    if (a.s) {
+        l = h_acquire(a.s, "frozen", 300);
+        CHECK((e = h_expect(cl, 1, 0, l, SIMBA_EVENT_TIMEOUT, 10000 * slow)) != NULL);
+        CHECK((e = h_expect(cl, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 10000 * slow)) != NULL);
+        CHECK(e && e->error == SIMBA_ETIMEDOUT);
+        CHECK(!simba_connected(a.s));
+    }
+    snprintf(cmd, sizeof cmd, "%s cont", env_ctl);
+    CHECK(system(cmd) == 0);
+    if (a.s) {
+        CHECK(wait_connected(cl, 1, 0, 20000 * slow));
+        l = h_acquire(a.s, "frozen", -1);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000 * slow) != NULL);
+    }
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    destroy_all(cl, 1);
+}
+
 /* A server that may lose its last commits (synchronous_commit off) and
    restarts: nothing is granted in the tenant for one lease (the longest of
    its sessions'), so that a holder from before cannot overlap with a new
@@ -1255,10 +1303,11 @@ int main(int argc, char **argv) {
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_stopped_server);
+        RUN(t_connect_to_stopped_server);
         RUN(t_restart_grace);
         RUN(t_standby_promotion);
     } else {
-        printf("# skip - t_server_restart_mid_hold, t_stopped_server (no SIMBA_PG_CTL)\n");
+        printf("# skip - t_server_restart_mid_hold, t_stopped_server, t_connect_to_stopped_server (no SIMBA_PG_CTL)\n");
     }
     (void)stats_of;
     (void)env_ctl;
