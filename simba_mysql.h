@@ -447,6 +447,9 @@ typedef struct simba__mysql {
     char *waiting_req;      /* its request */
     uint64_t ring_held;     /* ring key the waiter connection holds (0 = none) */
     int waiting_rung;       /* the wait in flight is ringable (simba__mysql_sql_ring_wait) */
+    int waiting_fence;      /* ... and has ended: its fence read is in flight */
+    int64_t waiting_code;   /* the answer of that wait (1, -1, -2) */
+    int64_t waited_ms;      /* how long that wait blocked */
     int ring_fallback;      /* a grant came without its ring: re-poll capacity > 1 */
     int ring_refused_told;  /* the WARN about a refused KILL was logged */
     struct simba_mysql_stats stats;
@@ -3021,9 +3024,11 @@ static simba__mysql_watch *simba__mysql_next_watch(simba__mysql *b, int64_t now)
 static void simba__mysql_sql_watch_entry(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w);
 static void simba__mysql_sql_ring_wait(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w, int t);
 static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w);
+static void simba__mysql_waiter_read_fence(simba__mysql *b, const simba__mysql_watch *w);
 static int64_t simba__mysql_result_int(simba__mysql_conn *c, int i);
 static void simba__mysql_ring_heard(simba__mysql *b);
 static void simba__mysql_waiter_result(simba__mysql *b);
+static void simba__mysql_waiter_answer(simba__mysql *b, int64_t rang, int64_t fence, int64_t elapsed);
 static int simba__mysql_waiter_opening(simba__mysql *b, simba__mysql_conn *c, int64_t now);
 static void simba__mysql_waiter_progress(simba__mysql *b);
 
@@ -3147,6 +3152,7 @@ static void simba__mysql_waiter_drop(simba__mysql *b, int backoff) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_conn_drop(c);
     b->waiting_bell = 0;
+    b->waiting_fence = 0;
     b->ring_held = 0; /* user locks go with the connection */
     simba__mysql_free(b, b->waiting_req);
     b->waiting_req = NULL;
@@ -3198,26 +3204,36 @@ static void simba__mysql_sql_watch_entry(simba__mysql *b, simba__mysql_buf *x, c
    lost: the grant committed before this statement began, so it sees it),
    wait for the bell. -2: granted already, 1: the bell rang, -1: timed out,
    -3: GET_LOCK cut short (MariaDB answers a KILLed GET_LOCK with NULL;
-   MySQL with ER_QUERY_INTERRUPTED). */
+   MySQL with ER_QUERY_INTERRUPTED).
+   One statement, its steps put in order by IF (whose conditions are never
+   true: RELEASE_LOCK, GET_LOCK and IF(..., 1, GET_LOCK) are never -1). A
+   ring may reach this connection at any moment, and MariaDB sends nothing
+   more for a query of several statements that a KILL QUERY hits between
+   two of them: the client would wait for the next result until it gave the
+   connection up as dead. So the fence, which must be read in a snapshot
+   taken after the wait, is a query of its own
+   (simba__mysql_waiter_read_fence). A ring that comes while this
+   connection runs no query cuts nothing short (MariaDB drops it); the next
+   wait's snapshot sees the grant. */
 static void simba__mysql_sql_ring_wait(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_watch *w, int t) {
     uint64_t ring = simba__mysql_ring_key(b, w->tenant, w->session, strlen(w->session));
-    simba__mysql_put(b, x, "DO 0");
+    simba__mysql_put(b, x, "SELECT IF(");
     if (b->ring_held && b->ring_held != ring) {
-        simba__mysql_put(b, x, ", RELEASE_LOCK(");
+        simba__mysql_put(b, x, "RELEASE_LOCK(");
         simba__mysql_bellname(b, x, b->ring_held);
-        simba__mysql_put(b, x, ")");
+        simba__mysql_put(b, x, ") <=> -1 OR ");
     }
-    simba__mysql_put(b, x, ", IF(IS_USED_LOCK(");
+    simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
     simba__mysql_bellname(b, x, ring);
     simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
     simba__mysql_bellname(b, x, ring);
-    simba__mysql_put(b, x, ", 0));\nSELECT IF(COALESCE((SELECT fence FROM ");
+    simba__mysql_put(b, x, ", 0)) <=> -1, 0, IF(COALESCE((SELECT fence FROM ");
     simba__mysql_sql_watch_entry(b, x, w);
     simba__mysql_put(b, x, "), 0) > 0, -2, CASE COALESCE(GET_LOCK(");
     simba__mysql_bellname(b, x, w->bell);
     simba__mysql_putf(b, x, ",%d), -3) WHEN 1 THEN RELEASE_LOCK(", t);
     simba__mysql_bellname(b, x, w->bell);
-    simba__mysql_put(b, x, ") WHEN 0 THEN -1 ELSE -3 END)");
+    simba__mysql_put(b, x, ") WHEN 0 THEN -1 ELSE -3 END))");
     b->ring_held = ring;
 }
 
@@ -3239,17 +3255,23 @@ static void simba__mysql_waiter_start(simba__mysql *b, simba__mysql_watch *w) {
         simba__mysql_bellname(b, x, w->bell);
         simba__mysql_put(b, x, "), -1)");
     }
-    if (w->single) {
-        /* and our fence, in the same round trip, if the ring granted us */
-        simba__mysql_put(b, x, ";\nSELECT fence FROM ");
-        simba__mysql_sql_watch_entry(b, x, w);
-    }
     if (!simba__mysql_is_current(b, w->session)) b->stats.stale_bell_waits++;
     b->waiting_bell = w->bell;
     simba__mysql_free(b, b->waiting_req);
     b->waiting_req = simba__mysql_strdup(b, w->request);
     b->stats.bell_waits++;
     simba__mysql_conn_query(b, c);
+}
+
+/* After a ringable wait: our fence, in a snapshot taken after the wait (a
+   bell is released, a ring sent, after the grant's COMMIT). */
+static void simba__mysql_waiter_read_fence(simba__mysql *b, const simba__mysql_watch *w) {
+    simba__mysql_buf *x = &b->waiter.sql;
+    simba__mysql_buf_clear(x);
+    simba__mysql_put(b, x, "SELECT fence FROM ");
+    simba__mysql_sql_watch_entry(b, x, w);
+    b->waiting_fence = 1;
+    simba__mysql_conn_query(b, &b->waiter);
 }
 
 /* The waiter connection is connecting or running its setup: go on when
@@ -3690,19 +3712,19 @@ static void simba__mysql_ring_heard(simba__mysql *b) {
     }
 }
 
-/* A wait on the waiter connection finished. */
+/* A query on the waiter connection finished: a bell wait, or the fence
+   read after a ringable one. */
 static void simba__mysql_waiter_result(simba__mysql *b) {
     simba__mysql_conn *c = &b->waiter;
     simba__mysql_watch *w;
-    int64_t rang, fence;
-    int64_t elapsed = simba_now_ms(b->s) - c->started_ms;
-    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
-    int single;
+    int64_t v;
     c->done = 0;
     if (c->err == ER_QUERY_INTERRUPTED && b->waiting_rung) {
-        /* MySQL's answer to a ring (KILL QUERY): the connection lives on */
+        /* a ring (KILL QUERY) as MySQL answers it, and MariaDB outside
+           GET_LOCK (a fence read): the connection lives on */
         simba__mysql_free_results(c);
         b->waiting_bell = 0;
+        b->waiting_fence = 0;
         simba__mysql_ring_heard(b);
         return;
     }
@@ -3711,14 +3733,31 @@ static void simba__mysql_waiter_result(simba__mysql *b) {
         simba__mysql_waiter_drop(b, 1);
         return;
     }
-    /* GET_LOCK: 1 = the bell rang (a ringable wait: -2, -3, see
-       simba__mysql_sql_ring_wait); then our fence, if granted */
-    rang = simba__mysql_result_int(c, b->waiting_rung ? 1 : 0);
-    fence = simba__mysql_result_int(c, b->waiting_rung ? 2 : 1);
+    v = simba__mysql_result_int(c, 0);
     simba__mysql_free_results(c);
-    w = b->waiting_req ? simba__mysql_watch_find(b, b->waiting_req) : NULL;
+    if (b->waiting_fence) {
+        b->waiting_fence = 0;
+        simba__mysql_waiter_answer(b, b->waiting_code, v, b->waited_ms);
+        return;
+    }
+    /* GET_LOCK: 1 = the bell rang (a ringable wait: -2, -3 too, see
+       simba__mysql_sql_ring_wait) */
     b->waiting_bell = 0;
-    if (b->waiting_rung && rang == -3) { simba__mysql_ring_heard(b); return; }
+    b->waited_ms = simba_now_ms(b->s) - c->started_ms;
+    if (!b->waiting_rung) { simba__mysql_waiter_answer(b, v, 0, b->waited_ms); return; }
+    if (v == -3) { simba__mysql_ring_heard(b); return; }
+    w = b->waiting_req ? simba__mysql_watch_find(b, b->waiting_req) : NULL;
+    if (!w) return; /* nobody cares now */
+    b->waiting_code = v;
+    simba__mysql_waiter_read_fence(b, w);
+}
+
+/* What a wait (rang: 1 = the bell rang) and, after a ringable one, the
+   fence read then tell the core. */
+static void simba__mysql_waiter_answer(simba__mysql *b, int64_t rang, int64_t fence, int64_t elapsed) {
+    simba__mysql_watch *w = b->waiting_req ? simba__mysql_watch_find(b, b->waiting_req) : NULL;
+    char name[SIMBA_MAX_NAME + 1], request[160], session[SIMBA_MAX_SESSION + 1];
+    int single;
     if (w && w->single && fence > 0 && rang != 1) {
         /* granted with no bell: before this wait began (-2), or during a
            wait no ring cut short (-1): a grant in a capacity > 1 queue whose
