@@ -65,9 +65,9 @@
     the entry's "bell") for as long as the entry exists. A client with a
     waiting request keeps ONE extra connection that blocks in
     GET_LOCK(bell of the entry it waits behind); the release of that entry
-    (or the death of its owner's connection) ends the wait at once, and the
-    same round trip reads our fence, so the grant is usually delivered
-    without another query. MariaDB's user locks cost O(n) per GET_LOCK on a
+    (or the death of its owner's connection) ends the wait at once, and one
+    more query on that connection reads our fence, so the grant is usually
+    delivered without a POLL. MariaDB's user locks cost O(n) per GET_LOCK on a
     connection holding n, so at most max_bells entries get one; waiters
     behind the others (and behind a holder of a capacity > 1 resource)
     re-poll with backoff instead.
@@ -2658,7 +2658,7 @@ static const char simba__mysql_settle_vars[] =
    live: it is then the one entry the rule can grant (the head always
    fits), and gets its fence now unless it has one. Our entry goes, the
    transaction commits, our bell is given back (which wakes the head's
-   waiter, whose bell wait reads its fence in the same round trip).
+   waiter, whose connection reads its fence in the next query).
    "Nobody queued" is read from the resource row when it can be: every
    entry goes in at seq + 1 under the row's lock (by clients of every
    version), and empty_seq is written only here, to the seq at which the

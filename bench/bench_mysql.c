@@ -376,8 +376,8 @@ int main(void) {
     printf("# server: %s; p50 of %d cycles, %d hand-offs; ratios are to figures measured just before\n",
            mysql_get_server_info(m), N, H);
     printf("# hand-off mechanism: the waiter's one extra connection blocks in GET_LOCK(bell of the entry\n"
-           "# ahead); the holder's RELEASE commits, then RELEASE_LOCKs its bell; the same round trip reads\n"
-           "# the waiter's fence, so the grant needs no further query\n");
+           "# ahead); the holder's RELEASE commits, then RELEASE_LOCKs its bell; the waiter's next query\n"
+           "# reads its fence, so the grant needs no POLL\n");
     flush0 = raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit");
     bench_latency(tenant, N, H, m, v, w);
     /* the same without an fsync per commit, if we may change it (the test
