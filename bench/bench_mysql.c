@@ -16,6 +16,10 @@
      - with BENCH_HELD (default 100000) locks held by one client: statements
        per renewal period, counted by the server (SHOW GLOBAL STATUS
        'Questions') and by the backend
+     - after each part, the longest simba_tick of this process's clients
+       (the hand-off's waiter in the child aside), with the thread's CPU
+       time in it, the longest of a connected client, and how many ticks
+       slept in the kernel (the caller is never blocked: none should)
    A benchmark, not a test: it asserts nothing about speed. Options through
    the environment: BENCH_N (cycles, default 300), BENCH_HANDOFFS (default
    200), BENCH_HELD (default 100000; 0 skips that part). */
@@ -37,6 +41,7 @@
 
 static const char *host, *user, *password, *db;
 static int port;
+static bench_ticks ticks;   /* this process's ticks (reset for each part) */
 
 /* ---- raw round trips (blocking client, same library) ---- */
 
@@ -106,7 +111,7 @@ static int pump(simba *s, int timeout_cap, int extra_fd, simba_event *ev, int *n
     if (t < 0 || t > timeout_cap) t = timeout_cap;
     poll(fds, (nfds_t)nf, t);
     if (extra_fd >= 0 && (fds[n].revents & POLLIN)) r = 1;
-    *nev = simba_tick(s, fds, n, ev, max);
+    *nev = bench_tick(&ticks, s, fds, n, ev, max);
     return r;
 }
 
@@ -265,6 +270,7 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     int i, done = 0, counted = N < 100 ? N : 100;
     long long q0;
     if (!r1 || !r2 || !r3 || !r4) exit(1);
+    memset(&ticks, 0, sizeof ticks);
     printf("## innodb_flush_log_at_trx_commit=%lld%s\n", raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit"),
            raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit") == 1 ? " (durable: one fsync per commit)"
                                                                        : " (no fsync per commit)");
@@ -351,6 +357,7 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     if (done)
         target_line("hand-off p50 (us)", p50 * 1000, "one commit + one round trip (us)", floor_insert + rtt, 2.0);
     target_line("statements per cycle", per_cycle, "one statement", 1, 4.0);
+    bench_ticks_print("tick:", &ticks);
 }
 
 int main(void) {
@@ -407,6 +414,7 @@ int main(void) {
         sd.client_id = "many";
         sd.ttl_ms = ttl;
         sd.transition_ms = 2000;
+        memset(&ticks, 0, sizeof ticks);
         s = simba_create(&sd, NULL);
         wait_connected(s);
         memset(&d, 0, sizeof d);
@@ -450,6 +458,7 @@ int main(void) {
                " %.2f by the backend's (O(1): one keepalive UPDATE)\n",
                got, (double)(q1 - q0 - 1) * period_ms / watch_ms, period_ms,
                (double)(s1.statements - s0.statements) * period_ms / watch_ms);
+        bench_ticks_print("tick:", &ticks);
         simba_destroy(s);
     }
     if (can_set) mysql_query(m, "SET GLOBAL innodb_flush_log_at_trx_commit=1");

@@ -17,6 +17,10 @@
    (tests/servers/redis.sh run inside the cluster's script: SIMBA_REDIS_PORT)
    and the same loops run on it and on the cluster in turn, 4 pairs, each
    as a ratio to the raw PINGs of its lock's server, the medians compared.
+   Last, the longest simba_tick of the run's clients (cluster and one
+   server), with the thread's CPU time in it, the longest of a connected
+   client, and how many ticks slept in the kernel (the caller is never
+   blocked: none should).
    It prints figures; it asserts nothing about speed. */
 #define _POSIX_C_SOURCE 200809L
 #define SIMBA_IMPLEMENTATION
@@ -37,6 +41,7 @@ static const char *seeds;
 static simba__redis_cluster_map map;
 static int one_port;   /* > 0: the one server (SIMBA_REDIS_PORT) the latencies are compared with */
 static int on_one;     /* the clients made now go to the one server, not the cluster */
+static bench_ticks ticks;   /* every client's ticks, the whole run */
 
 static simba *client(const char *tenant, const char *id) {
     simba_redis_desc rd;
@@ -73,7 +78,7 @@ static void pump(simba **s, int n, int max_ms, event_fn on, void *user) {
     poll(fds, (nfds_t)nf, t);
     for (i = 0; i < n; i++) {
         simba_event ev[256];
-        int k = simba_tick(s[i], fds + start[i], count[i], ev, 256), j;
+        int k = bench_tick(&ticks, s[i], fds + start[i], count[i], ev, 256), j;
         for (j = 0; j < k; j++) on(i, &ev[j], user);
     }
 }
@@ -420,5 +425,6 @@ int main(void) {
     printf("raw pipelined EVALSHA (2-command script), %d in flight over the same masters: %.0f calls/s\n", INFLIGHT,
            raw_scripts);
     printf("ratio simba script calls / raw script calls: %.2f x\n", 2 * tput / raw_scripts);
+    bench_ticks_print("tick:", &ticks);
     return 0;
 }

@@ -12,6 +12,14 @@
                 (fork+exec+wait, min/median/max)
      Q=1000     a hand-off to another process with 1000 waiters behind it
                 (all of one client there), vs one with a single waiter
+     tick       the longest simba_tick of this process's clients (the
+                other processes' aside) in the cycles, and then in the
+                hand-offs, kill -9 rounds and Q rounds: its wall time,
+                the thread's CPU time in it, the longest of a connected
+                client, and how many ticks slept in the kernel (a commit
+                that runs a WAL checkpoint waits for its fdatasync, as
+                the longest batch shows); the waits are simba_wait's loop
+                with each tick timed (bench_wait)
 
    Settings from the environment: BENCH_N (cycles, 2000), BENCH_KILLS (30),
    BENCH_CMDS (100), BENCH_Q_ROUNDS (15), BENCH_DIR (a directory; default a new one in $TMPDIR),
@@ -34,6 +42,7 @@
 
 static char dir[256];
 static int own_dir;   /* made by this run (not BENCH_DIR): removed at the end */
+static bench_ticks ticks;   /* this process's ticks (reset after the cycles) */
 
 /* Removes the run's directory (at exit: the early ends of BENCH_Q_ONLY and
    BENCH_CYCLE_ONLY too). */
@@ -58,7 +67,7 @@ static simba *client(const char *path, const char *id, simba_backend *out) {
 
 static int expect(simba *s, simba_lock l, simba_event_type t) {
     simba_event ev;
-    return simba_wait(s, l, 30000, &ev) == 1 && ev.type == t;
+    return bench_wait(&ticks, s, l, 30000, &ev) == 1 && ev.type == t;
 }
 
 static simba_lock acquire(simba *s, const char *name, int wait_ms) {
@@ -352,7 +361,7 @@ static int kill_round(const char *path, double *lat) {
     l = acquire(s, "k9", -1);
     {   /* the request is queued (one round of the loop) */
         simba_event ev;
-        simba_wait(s, l, 50, &ev);
+        bench_wait(&ticks, s, l, 50, &ev);
     }
     t0 = now_us();
     kill(pid, SIGKILL);
@@ -509,6 +518,8 @@ int main(void) {
     printf("cycle: acquire+release %.1f us = %.2f x one write transaction (target <= 2.5), %.0f x a flock pair;"
            " longest batch inside a tick %lld us; %.2f transactions per cycle\n", cyc, cyc / txn, cyc / fl, (long long)longest,
            tx_per_cycle);
+    bench_ticks_print("tick (cycle):", &ticks);
+    memset(&ticks, 0, sizeof ticks);
     printf("cycle, where the time goes: %.1f statements and %.1f WAL pages per cycle (the floor: 3 and 1 per"
            " transaction); inside the transactions %.1f us = %.2f x one write transaction, simba's loop outside"
            " them %.1f us\n", statements_per_cycle, pages_per_cycle, batch_us_per_cycle, batch_us_per_cycle / txn,
@@ -537,6 +548,7 @@ int main(void) {
     printf("hand-off to another process with 1000 waiters behind: %.1f us, with 1: %.1f us = %.2f x (target <= 1.5;"
            " medians of %d rounds each, taken in turn, each after %d ms idle)\n", q1000, q1, q1000 / q1, qrounds,
            Q_IDLE_GAP_MS);
+    bench_ticks_print("tick (hand-off, kill -9, Q=1000):", &ticks);
 
     {
         char *sargv[10], *fargv[6];

@@ -1,7 +1,8 @@
 /* bench_util.h -- what every benchmark program shares: a monotonic clock in
    microseconds (system-wide, so comparable across forked processes),
    percentiles, integer settings from the environment, and the longest
-   simba_tick with the CPU time spent in it (bench_ticks). */
+   simba_tick with the CPU time spent in it (bench_ticks; with simba.h
+   included before, bench_tick and bench_wait time a bench's ticks). */
 #ifndef SIMBA_BENCH_UTIL_H
 #define SIMBA_BENCH_UTIL_H
 #include <stdio.h>
@@ -98,5 +99,44 @@ static BENCH_UNUSED void bench_ticks_print(const char *label, const bench_ticks 
            " %ld of %ld ticks slept in the kernel\n",
            label, t->wall_us, t->cpu_us, t->up_wall_us, t->up_cpu_us, t->slept, t->ticks);
 }
+
+#ifdef SIMBA_INCLUDED
+#include <poll.h>
+
+/* simba_tick, timed into t: a bench's loop calls this where it would call
+   simba_tick. */
+static BENCH_UNUSED int bench_tick(bench_ticks *t, simba *s, const struct pollfd *fds, int nfds, simba_event *out,
+                                   int max) {
+    int was_up = simba_connected(s), n;
+    bench_tick_mark m;
+    bench_tick_start(&m);
+    n = simba_tick(s, fds, nfds, out, max);
+    bench_tick_stop(t, &m, was_up && simba_connected(s));
+    return n;
+}
+
+/* simba_wait's loop (poll on s's fds, then a tick) with its ticks timed
+   into t: returns 1 with lock's next event in *ev, 0 once timeout_ms
+   passed (after one tick at least), < 0 when a tick fails. A tick takes
+   one event at most, so lock's later events stay queued for the next
+   call; an event of another handle is dropped (a bench calls this with
+   one handle's events outstanding at a time). */
+static BENCH_UNUSED int bench_wait(bench_ticks *t, simba *s, simba_lock lock, int timeout_ms, simba_event *ev) {
+    double end = now_us() + timeout_ms * 1000.0;
+    for (;;) {
+        struct pollfd fds[16];
+        int n = simba_pollfds(s, fds, 16), ms = simba_timeout_ms(s), k;
+        double left = (end - now_us()) / 1000.0;
+        if (n > 16) n = 16;
+        if (n < 0) n = 0;
+        if (ms < 0 || ms > left) ms = left > 0 ? (int)left + 1 : 0;
+        poll(fds, (nfds_t)n, ms);
+        k = bench_tick(t, s, n ? fds : NULL, n, ev, 1);
+        if (k < 0) return k;
+        if (k == 1 && ev->lock.id == lock.id && ev->lock.gen == lock.gen) return 1;
+        if (now_us() >= end) return 0;
+    }
+}
+#endif
 
 #endif

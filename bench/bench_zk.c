@@ -8,7 +8,12 @@
      acquire + release cycle (ACQUIRED and RELEASED both confirmed),
      hand-off to a waiter in another process (fork): release -> the
        waiter's ACQUIRED, p50/p99 over the rounds,
-     10 contenders on one mutex (10 clients, one process): time per grant.
+     10 contenders on one mutex (10 clients, one process): time per grant,
+     the longest simba_tick of this process's clients (the hand-off's
+       waiter in the child aside), with the thread's CPU time in it, the
+       longest of a connected client, and how many ticks slept in the
+       kernel (the caller is never blocked: none should); the waits are
+       simba_wait's loop with each tick timed (bench_wait).
    Targets of the design: a cycle costs at most 3 write round trips; a
    hand-off at most 2 exists round trips plus one write. */
 #define _POSIX_C_SOURCE 200809L
@@ -30,6 +35,7 @@ enum { RAW_N = 400, ACQ_N = 200, HANDOFF_N = 150, CONTENDERS = 10, CONTEND_GRANT
 
 static const char *hosts;
 static char tenant[64];
+static bench_ticks ticks;   /* this process's simba ticks (the hand-off's waiter in the child aside) */
 
 /* ---- raw round trips with a plain handle and our own loop ---- */
 
@@ -200,9 +206,9 @@ static simba *client(const char *id) {
     ld.name = "warmup";
     ld.wait_ms = -1;
     warm = simba_acquire(s, &ld);
-    if (simba_wait(s, warm, 10000, &ev) != 1 || ev.type != SIMBA_EVENT_ACQUIRED) { simba_destroy(s); return NULL; }
+    if (bench_wait(&ticks, s, warm, 10000, &ev) != 1 || ev.type != SIMBA_EVENT_ACQUIRED) { simba_destroy(s); return NULL; }
     simba_release(s, warm);
-    simba_wait(s, warm, 10000, &ev);
+    bench_wait(&ticks, s, warm, 10000, &ev);
     return s;
 }
 
@@ -219,7 +225,7 @@ static int wait_for(simba *s, simba_lock l, simba_event_type t, int ms) {
     double end = now_us() + ms * 1000.0;
     simba_event ev;
     while (now_us() < end) {
-        int r = simba_wait(s, l, (int)((end - now_us()) / 1000) + 1, &ev);
+        int r = bench_wait(&ticks, s, l, (int)((end - now_us()) / 1000) + 1, &ev);
         if (r < 0) return 0;
         if (r == 1 && ev.type == t) return 1;
         if (r == 1 && (ev.type == SIMBA_EVENT_ERROR || ev.type == SIMBA_EVENT_LOST)) {
@@ -271,7 +277,7 @@ static void child_loop(int cmd_fd, int reply_fd) {
         simba_event ev;
         int r;
         /* run one tick so the ENQUEUE is sent, then say so */
-        r = simba_wait(s, l, 1, &ev);
+        r = bench_wait(&ticks, s, l, 1, &ev);
         if (r == 1 && ev.type == SIMBA_EVENT_ACQUIRED) _exit(3);   /* the parent should hold it */
         if (write(reply_fd, "s", 1) != 1) _exit(4);
         if (!wait_for(s, l, SIMBA_EVENT_ACQUIRED, 10000)) _exit(5);
@@ -306,7 +312,7 @@ static int bench_handoff(double *p50, double *p99) {
         {   /* let the child's entry land behind ours (keep our session ticking) */
             simba_event ev;
             double end = now_us() + 30000;
-            while (now_us() < end) simba_wait(s, l, 5, &ev);
+            while (now_us() < end) bench_wait(&ticks, s, l, 5, &ev);
         }
         t0 = now_us();
         simba_release(s, l);    /* sent by the next tick: keep ticking until confirmed */
@@ -357,7 +363,7 @@ static int bench_contenders(double *per_grant_us, double *grants_per_s) {
         poll(fds, (nfds_t)nf, timeout);
         for (i = 0; i < CONTENDERS; i++) {
             simba_event ev[16];
-            int k = simba_tick(s[i], fds + start[i], cnt[i], ev, 16), j;
+            int k = bench_tick(&ticks, s[i], fds + start[i], cnt[i], ev, 16), j;
             for (j = 0; j < k; j++) {
                 if (ev[j].type == SIMBA_EVENT_ACQUIRED) {
                     grants++;
@@ -410,5 +416,6 @@ int main(void) {
     if (!bench_contenders(&per_grant, &gps)) { fprintf(stderr, "contenders benchmark failed\n"); return 1; }
     printf("  %d contenders, one mutex       %7.0f us per grant (%.0f grants/s) = %.2f x write\n",
            CONTENDERS, per_grant, gps, per_grant / wr50);
+    bench_ticks_print("  tick:", &ticks);
     return 0;
 }
