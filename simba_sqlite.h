@@ -19,7 +19,7 @@
     --------  a sub-section with ">>name.sub", named as in docs/backends.md)
     Declarations:
         >>options       simba_sqlite_desc: what the caller sets
-        >>constructor   simba_sqlite(), simba_sqlite_from_url()
+        >>constructor   simba_sqlite(), simba_sqlite_from_url(), simba_sqlite_checkpoint()
         >>stats         struct simba_sqlite_stats and simba_sqlite_stats()
     Implementation (SIMBA_SQLITE_IMPLEMENTATION; guard SIMBA_SQLITE_IMPL_INCLUDED):
         >>internals     includes, limits, private types, memory, SQL text, the job queue
@@ -35,7 +35,8 @@
                         (datagrams after COMMIT) .deliver (-> simba_backend_granted)
         >>stats         simba_sqlite_stats()
         >>vtable        attach, submit, pollfds, deadline_ms, process, reset, destroy
-        >>constructor   desc checks, allocation, simba_sqlite_from_url()
+        >>constructor   desc checks, allocation, simba_sqlite_from_url(),
+                        simba_sqlite_checkpoint()
 
     HOW IT WORKS (the design, the safety argument and measurements: docs/sqlite.md)
     ------------
@@ -89,11 +90,20 @@ typedef struct simba_sqlite_desc {
                                    lock in them (docs/sqlite.md, "access") */
     int busy_retry_ms;          /* the longest pause before a batch that found the
                                    database busy is tried again; default 4 */
+    int checkpoint_pages;       /* a commit inside simba_tick that leaves this many
+                                   pages or more in the WAL file copies them back
+                                   into the database file (a checkpoint: two
+                                   fdatasync, which block the tick, tens of ms on
+                                   a slow disk); default 1000 (SQLite's), at most
+                                   1000000. < 0: never inside simba_tick; then
+                                   call simba_sqlite_checkpoint() from a thread or
+                                   a timer of your own (the WAL grows until a
+                                   checkpoint, by any process, copies it back) */
     simba_allocator allocator;  /* for the backend's memory; zero = malloc/free;
                                    exactly one of alloc/free set: SIMBA_EINVAL */
 } simba_sqlite_desc;
 
-/*>>constructor: simba_sqlite, simba_sqlite_from_url */
+/*>>constructor: simba_sqlite, simba_sqlite_from_url, simba_sqlite_checkpoint */
 /* A new SQLite backend for one simba client (pass it in simba_desc.backend;
    simba owns it from simba_create on). Never an unusable backend: on bad
    options it returns one that makes simba_create fail with SIMBA_EINVAL and
@@ -105,9 +115,23 @@ SIMBADEF simba_backend simba_sqlite(const simba_sqlite_desc *d);
 
 /* ---- connection URLs ----
    simba_sqlite_from_url: the backend for a parsed URL of scheme sqlite:
-       sqlite:///absolute/path/to/locks.db[?mode=0660&busy_retry=4ms]
+       sqlite:///absolute/path/to/locks.db[?mode=0660&busy_retry=4ms&checkpoint=1000|off]
    (three slashes: no host, then the absolute path). */
 SIMBADEF int simba_sqlite_from_url(simba_url *u, simba_backend *out, simba_url_error *err);
+
+/* simba_sqlite_checkpoint: copies the WAL of the simba lock file at `path`
+   back into the database file (SQLite's PASSIVE checkpoint: what no reader
+   still needs, without waiting for any other connection), on a connection of
+   its own, and closes it. It blocks for the checkpoint's fdatasync calls:
+   meant for a thread or a timer of the application when its backends have
+   checkpoint_pages < 0 (safe beside them: they never share a connection).
+   *wal_pages and *copied (each may be NULL): the WAL's pages and how many of
+   them are now in the database file (equal when no reader held any back).
+   Returns SIMBA_OK, or SIMBA_EINVAL (no path), SIMBA_ENOTFOUND (no such
+   file), SIMBA_EPROTO (not a simba lock file, or corrupt), SIMBA_EUNSUPPORTED (a network file system),
+   SIMBA_EAUTH / SIMBA_EBACKEND (the file cannot be opened or written), with
+   the reason in msg (cap bytes, may be NULL). */
+SIMBADEF int simba_sqlite_checkpoint(const char *path, int *wal_pages, int *copied, char *msg, size_t cap);
 
 /*>>stats: counters of one backend */
 /* Counters of one backend (the POSIX struct stat / stat() pattern). The
@@ -135,6 +159,8 @@ struct simba_sqlite_stats {
     uint64_t statements;        /* prepared statements run, BEGIN and COMMIT included */
     uint64_t pages_written;     /* pages the committed transactions wrote to the WAL */
     int64_t batch_us;           /* time inside batches in all, from BEGIN to the wake-ups sent */
+    uint64_t checkpoints;       /* checkpoints run inside simba_tick (checkpoint_pages) */
+    int64_t checkpoint_us;      /* ... their time in all (part of batch_us) */
 };
 
 /* Copies the counters of backend b (the value simba_sqlite() returned; valid
@@ -330,6 +356,7 @@ typedef struct simba__sqlite {
     simba_allocator alloc;
     char *path, *side_path;
     int mode, busy_retry_ms;
+    int checkpoint_pages;       /* <= 0: no checkpoint inside a tick */
     /* the open database, the sidecar and its mark, the wake socket */
     sqlite3 *db;
     sqlite3_stmt *st[SQ_N];
@@ -564,18 +591,18 @@ static void simba__sqlite_dir_of(const char *path, char *dir, size_t cap) {
 }
 
 /* Why the file cannot be used (0: it can): what the directory is on. */
-static int simba__sqlite_check_fs(simba__sqlite *b, char *msg, size_t cap) {
+static int simba__sqlite_check_fs(const char *path, char *msg, size_t cap) {
     char dir[4096];
     struct statfs fs;
     const char *bad;
-    simba__sqlite_dir_of(b->path, dir, sizeof dir);
+    simba__sqlite_dir_of(path, dir, sizeof dir);
     if (statfs(dir, &fs) != 0) {
-        snprintf(msg, cap, "sqlite: directory of '%.60s': %s", b->path, strerror(errno));
+        snprintf(msg, cap, "sqlite: directory of '%.60s': %s", path, strerror(errno));
         return errno == EACCES ? SIMBA_EAUTH : SIMBA_EBACKEND;
     }
     if ((bad = simba__sqlite_fs_refused((long)fs.f_type)) != NULL) {
         snprintf(msg, cap, "sqlite: '%.60s' is on %s, a network or FUSE file system: its locks cannot be"
-                 " trusted (put the file on a local disk or tmpfs)", b->path, bad);
+                 " trusted (put the file on a local disk or tmpfs)", path, bad);
         return SIMBA_EUNSUPPORTED;
     }
     return 0;
@@ -748,24 +775,28 @@ static int simba__sqlite_prepare(simba__sqlite *b, char *msg, size_t cap) {
 }
 
 /* What a SQLite error code means for the user, as a SIMBA_E* with words. */
-static int simba__sqlite_explain(simba__sqlite *b, int rc, const char *what, char *msg, size_t cap) {
+static int simba__sqlite_explain_at(const char *path, sqlite3 *db, int rc, const char *what, char *msg, size_t cap) {
     int prim = rc & 0xff;
-    const char *why = b->db ? sqlite3_errmsg(b->db) : sqlite3_errstr(rc);
+    const char *why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT) {
-        snprintf(msg, cap, "sqlite: '%.60s' is corrupt or not an SQLite file (%s)", b->path, why);
+        snprintf(msg, cap, "sqlite: '%.60s' is corrupt or not an SQLite file (%s)", path, why);
         return SIMBA_EPROTO;
     }
     if (prim == SQLITE_READONLY || prim == SQLITE_PERM || prim == SQLITE_CANTOPEN || prim == SQLITE_AUTH) {
         snprintf(msg, cap, "sqlite: '%.60s' cannot be written (%s: %s): the file and its directory must be"
-                 " writable", b->path, what, why);
+                 " writable", path, what, why);
         return SIMBA_EAUTH;
     }
     if (prim == SQLITE_FULL) {
-        snprintf(msg, cap, "sqlite: '%.60s': the disk is full (%s)", b->path, what);
+        snprintf(msg, cap, "sqlite: '%.60s': the disk is full (%s)", path, what);
         return SIMBA_EBACKEND;
     }
-    snprintf(msg, cap, "sqlite: '%.60s': %s: %s", b->path, what, why);
+    snprintf(msg, cap, "sqlite: '%.60s': %s: %s", path, what, why);
     return SIMBA_EBACKEND;
+}
+
+static int simba__sqlite_explain(simba__sqlite *b, int rc, const char *what, char *msg, size_t cap) {
+    return simba__sqlite_explain_at(b->path, b->db, rc, what, msg, cap);
 }
 
 /* ---- the handshake: the schema, the format, the boot ---- */
@@ -773,10 +804,10 @@ static int simba__sqlite_explain(simba__sqlite *b, int rc, const char *what, cha
 /* The format row: 1 = ours, 0 = no tables at all (a new file), -1 another
    file (tables, none of them ours), -2 another version of simba's format,
    or a SQLite error code (as -rc - 1000). */
-static int simba__sqlite_format(simba__sqlite *b) {
+static int simba__sqlite_format(sqlite3 *db) {
     sqlite3_stmt *st;
     int rc, ntables = 0, ours = 0;
-    rc = sqlite3_prepare_v2(b->db, "SELECT name FROM sqlite_master WHERE type='table'", -1, &st, NULL);
+    rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type='table'", -1, &st, NULL);
     if (rc != SQLITE_OK) return -rc - 1000;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const unsigned char *n = sqlite3_column_text(st, 0);
@@ -787,7 +818,7 @@ static int simba__sqlite_format(simba__sqlite *b) {
     if (rc != SQLITE_DONE) return -rc - 1000;
     if (!ntables) return 0;
     if (!ours) return -1;
-    rc = sqlite3_prepare_v2(b->db, "SELECT v FROM meta WHERE k='format'", -1, &st, NULL);
+    rc = sqlite3_prepare_v2(db, "SELECT v FROM meta WHERE k='format'", -1, &st, NULL);
     if (rc != SQLITE_OK) return -1;
     ours = -1;
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
@@ -884,7 +915,7 @@ static int simba__sqlite_setup(simba__sqlite *b, char *msg, size_t cap) {
     rc = sqlite3_exec(b->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return SIMBA_EBUSY;
     if (rc != SQLITE_OK) return simba__sqlite_explain(b, rc, "begin", msg, cap);
-    fmt = simba__sqlite_format(b);
+    fmt = simba__sqlite_format(b->db);
     if (fmt == -2) {
         sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL);
         snprintf(msg, cap, "sqlite: '%.60s' was made by another version of simba (this one reads '%s'):"
@@ -917,6 +948,21 @@ static int simba__sqlite_setup(simba__sqlite *b, char *msg, size_t cap) {
     return 0;
 }
 
+/* After each COMMIT: when the WAL holds checkpoint_pages or more, a PASSIVE
+   checkpoint (what SQLite's own wal_autocheckpoint does, which this hook
+   replaces), counted. A failed checkpoint is not the commit's failure: the
+   next commit tries again. */
+static int simba__sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
+    simba__sqlite *b = (simba__sqlite *)arg;
+    int64_t t0;
+    if (b->checkpoint_pages <= 0 || pages < b->checkpoint_pages) return SQLITE_OK;
+    t0 = simba__sqlite_real_us();
+    sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    b->stats.checkpoints++;
+    b->stats.checkpoint_us += simba__sqlite_real_us() - t0;
+    return SQLITE_OK;
+}
+
 /* Opens the database file in WAL mode. 0, SIMBA_EBUSY, or a SIMBA_E*. */
 static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     struct stat st;
@@ -936,6 +982,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     /* a process that ends (every `simba run`) leaves the checkpoint to the
        ordinary ones instead of an fsync on its way out */
     sqlite3_db_config(b->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+    sqlite3_wal_hook(b->db, simba__sqlite_wal_hook, b);
     if (stat(b->path, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' vanished while opening it", b->path);
         return SIMBA_EBUSY;
@@ -1086,7 +1133,7 @@ static void simba__sqlite_connect(simba__sqlite *b) {
     int rc;
     msg[0] = 0;
     if (!b->tag[0]) simba__sqlite_make_tag(b);
-    if ((rc = simba__sqlite_check_fs(b, msg, sizeof msg)) == 0 && (rc = simba__sqlite_take_mark(b, msg, sizeof msg)) == 0 &&
+    if ((rc = simba__sqlite_check_fs(b->path, msg, sizeof msg)) == 0 && (rc = simba__sqlite_take_mark(b, msg, sizeof msg)) == 0 &&
         (rc = simba__sqlite_bind_wake(b, msg, sizeof msg)) == 0 && (rc = simba__sqlite_open_db(b, msg, sizeof msg)) == 0)
         rc = simba__sqlite_setup(b, msg, sizeof msg);
     if (rc == SIMBA_EBUSY) {             /* another process writes: soon again, quietly */
@@ -2201,7 +2248,7 @@ static const simba_backend_vtable simba__sqlite_vtable = {
     simba__sqlite_destroy
 };
 
-/*>>constructor: desc checks, allocation, from_url */
+/*>>constructor: desc checks, allocation, from_url, checkpoint */
 
 static int simba__sqlite_check_desc(const simba_sqlite_desc *d, simba_backend *err) {
     if (!d) { *err = simba_backend_error(SIMBA_EINVAL, "simba_sqlite_desc: NULL"); return SIMBA_EINVAL; }
@@ -2223,6 +2270,11 @@ static int simba__sqlite_check_desc(const simba_sqlite_desc *d, simba_backend *e
     }
     if (d->busy_retry_ms < 0 || d->busy_retry_ms > 1000) {
         *err = simba_backend_error(SIMBA_EINVAL, "simba_sqlite_desc.busy_retry_ms: %d is not 0..1000", d->busy_retry_ms);
+        return SIMBA_EINVAL;
+    }
+    if (d->checkpoint_pages > 1000000) {
+        *err = simba_backend_error(SIMBA_EINVAL, "simba_sqlite_desc.checkpoint_pages: %d is more than 1000000 (< 0: none"
+                                   " inside simba_tick)", d->checkpoint_pages);
         return SIMBA_EINVAL;
     }
     return SIMBA_OK;
@@ -2250,6 +2302,7 @@ SIMBADEF simba_backend simba_sqlite(const simba_sqlite_desc *d) {
     memcpy(b->side_path + n, "-simba", 7);
     b->mode = d->mode ? d->mode : 0600;
     b->busy_retry_ms = d->busy_retry_ms ? d->busy_retry_ms : 4;
+    b->checkpoint_pages = d->checkpoint_pages ? d->checkpoint_pages : 1000;
     out.vt = &simba__sqlite_vtable;
     out.impl = b;
     return out;
@@ -2257,7 +2310,7 @@ SIMBADEF simba_backend simba_sqlite(const simba_sqlite_desc *d) {
 
 SIMBADEF int simba_sqlite_from_url(simba_url *u, simba_backend *out, simba_url_error *err) {
     simba_sqlite_desc d;
-    const char *mode;
+    const char *mode, *ckpt;
     int rc;
     memset(&d, 0, sizeof d);
     if (!u || !out) return simba_url_fail(err, SIMBA_EINVAL, "url", "URL: no URL or no output");
@@ -2277,10 +2330,64 @@ SIMBADEF int simba_sqlite_from_url(simba_url *u, simba_backend *out, simba_url_e
         d.mode = (int)m;
     }
     if ((rc = simba_url_duration(u, "busy_retry", 1, 1000, &d.busy_retry_ms, err)) != SIMBA_OK) return rc;
+    if ((ckpt = simba_url_param(u, "checkpoint")) != NULL) {
+        char *end;
+        long n = strtol(ckpt, &end, 10);
+        if (strcmp(ckpt, "off") == 0) d.checkpoint_pages = -1;
+        else if (!*ckpt || *end || n < 1 || n > 1000000)
+            return simba_url_fail(err, SIMBA_EINVAL, "checkpoint", "URL parameter checkpoint: '%.20s' is not a number of"
+                                  " WAL pages (1..1000000) or off", ckpt);
+        else d.checkpoint_pages = (int)n;
+    }
     if ((rc = simba_url_check_used(u, err)) != SIMBA_OK) return rc;
     *out = simba_sqlite(&d);
     if (!out->vt) return simba_url_fail(err, SIMBA_ENOMEM, "url", "URL: the SQLite backend could not be made (out of memory)");
     return SIMBA_OK;
+}
+
+/* A checkpoint on a connection of its own (see the declaration). The file
+   is checked as a backend checks it: file system, SQLite, format. */
+SIMBADEF int simba_sqlite_checkpoint(const char *path, int *wal_pages, int *copied, char *msg, size_t cap) {
+    sqlite3 *db = NULL;
+    struct stat st;
+    char buf[SIMBA_MAX_MESSAGE + 96];
+    int rc, code, log = -1, done = -1;
+    if (wal_pages) *wal_pages = -1;
+    if (copied) *copied = -1;
+    if (!msg || !cap) { msg = buf; cap = sizeof buf; }
+    msg[0] = 0;
+    if (!path || !*path || strlen(path) > 4000) {
+        snprintf(msg, cap, "simba_sqlite_checkpoint: %s", path && *path ? "path longer than 4000 bytes" : "no path");
+        return SIMBA_EINVAL;
+    }
+    if (stat(path, &st) != 0) {
+        snprintf(msg, cap, "sqlite: '%.60s': %s", path, strerror(errno));
+        return errno == ENOENT ? SIMBA_ENOTFOUND : errno == EACCES ? SIMBA_EAUTH : SIMBA_EBACKEND;
+    }
+    if ((code = simba__sqlite_check_fs(path, msg, cap)) != 0) return code;
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) {
+        /* its own close copies nothing more (this call's checkpoint is the one) */
+        sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+        code = simba__sqlite_format(db);
+        if (code == 1) {
+            rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+            code = rc == SQLITE_OK ? SIMBA_OK : simba__sqlite_explain_at(path, db, rc, "checkpoint", msg, cap);
+        } else if (code <= -1000) {
+            code = simba__sqlite_explain_at(path, db, -code - 1000, "read", msg, cap);
+        } else {
+            snprintf(msg, cap, "sqlite: '%.60s' is not a simba lock file%s", path, code == -2 ? " of this version" : "");
+            code = SIMBA_EPROTO;
+        }
+    } else {
+        code = simba__sqlite_explain_at(path, db, rc, "open", msg, cap);
+    }
+    if (db) sqlite3_close_v2(db);
+    if (code == SIMBA_OK) {
+        if (wal_pages) *wal_pages = log;
+        if (copied) *copied = done;
+    }
+    return code;
 }
 
 #endif /* SIMBA_SQLITE_IMPLEMENTATION */

@@ -64,7 +64,7 @@ extern "C" {
        zk://host1:port1,host2:port2[/chroot][?base_path=..]
        postgres://[user[:password]@]host[:port][,host:port]/database[?schema=..]
                                    (postgresql:// too; libpq parses it: simba_pg.h)
-       sqlite:///path/to/locks.db[?mode=..&busy_retry=..]   (one machine)
+       sqlite:///path/to/locks.db[?mode=..&busy_retry=..&checkpoint=..]   (one machine)
        mem:                        (this process only)
 
    and, for every scheme, the client options as query parameters: tenant,

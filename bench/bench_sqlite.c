@@ -10,6 +10,8 @@
                 p50 and p99, with the default 16 s lease
      command    `simba run --try sqlite://... x -- true` vs `flock -n f true`
                 (fork+exec+wait, min/median/max)
+     no ckpt    the cycles again with checkpoint_pages = -1, then one
+                simba_sqlite_checkpoint of their WAL from outside the loop
      Q=1000     a hand-off to another process with 1000 waiters behind it
                 (all of one client there), vs one with a single waiter
      tick       the longest simba_tick of this process's clients (the
@@ -53,11 +55,14 @@ static void remove_dir(void) {
     if (system(cmd) != 0) fprintf(stderr, "bench-sqlite: could not remove %s\n", dir);
 }
 
+static int checkpoint_pages;   /* of the clients made next (0: the default) */
+
 static simba *client(const char *path, const char *id, simba_backend *out) {
     simba_sqlite_desc sd;
     simba_desc d;
     memset(&sd, 0, sizeof sd);
     sd.path = path;
+    sd.checkpoint_pages = checkpoint_pages;
     memset(&d, 0, sizeof d);
     d.backend = simba_sqlite(&sd);
     if (out) *out = d.backend;
@@ -475,7 +480,7 @@ static void queued_handoffs(const char *path, int q, int rounds, double *q1_us, 
 }
 
 int main(void) {
-    char db[320], floordb[320], writesdb[320], onerowdb[320], lockf[320], url[400], flockf[320];
+    char db[320], offdb[320], floordb[320], writesdb[320], onerowdb[320], lockf[320], url[400], flockf[320];
     const char *cli = getenv("SIMBA_CLI") ? getenv("SIMBA_CLI") : "build/simba";
     const char *net = getenv("SIMBA_CLI_NET");
     int n = env_int("BENCH_N", 2000), kills = env_int("BENCH_KILLS", 30), cmds = env_int("BENCH_CMDS", 100), i, k;
@@ -492,6 +497,7 @@ int main(void) {
     }
     sh = (shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     snprintf(db, sizeof db, "%s/locks.db", dir);
+    snprintf(offdb, sizeof offdb, "%s/nockpt.db", dir);
     snprintf(floordb, sizeof floordb, "%s/floor.db", dir);
     snprintf(writesdb, sizeof writesdb, "%s/writes.db", dir);
     snprintf(onerowdb, sizeof onerowdb, "%s/onerow.db", dir);
@@ -524,6 +530,21 @@ int main(void) {
            " transaction); inside the transactions %.1f us = %.2f x one write transaction, simba's loop outside"
            " them %.1f us\n", statements_per_cycle, pages_per_cycle, batch_us_per_cycle, batch_us_per_cycle / txn,
            cyc - batch_us_per_cycle);
+    {   /* the same cycles with no checkpoint inside a tick, then one from outside the loop */
+        int wal = 0, copied = 0;
+        double t0, cyc_off;
+        checkpoint_pages = -1;
+        cyc_off = cycle_us(offdb, n, &longest);
+        checkpoint_pages = 0;
+        printf("cycle with checkpoint_pages = -1 (no checkpoint inside a tick): %.1f us; longest batch inside a tick"
+               " %lld us\n", cyc_off, (long long)longest);
+        bench_ticks_print("tick (cycle, checkpoint_pages = -1):", &ticks);
+        memset(&ticks, 0, sizeof ticks);
+        t0 = now_us();
+        if (simba_sqlite_checkpoint(offdb, &wal, &copied, NULL, 0) == SIMBA_OK)
+            printf("simba_sqlite_checkpoint after them (a thread's or a timer's, outside the loop): %.1f ms, %d of"
+                   " %d WAL pages copied back\n", (now_us() - t0) / 1000, copied, wal);
+    }
     wr = floor_cycle_writes_us(writesdb, n);
     printf("cycle floor: the writes a cycle needs (one transaction adds an entry and raises the fence counter, one"
            " deletes it; simba's schema) %.1f us = %.2f x one write transaction; the cycle is %.2f x it\n",

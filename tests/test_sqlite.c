@@ -13,6 +13,8 @@
 #include "simba.h"
 #define SIMBA_SQLITE_IMPLEMENTATION
 #include "simba_sqlite.h"
+#define SIMBA_URL_IMPLEMENTATION
+#include "simba_url.h"
 #include "conformance.h"
 
 #include <signal.h>
@@ -180,16 +182,14 @@ static int kill_handle(void *user, simba *s) {
 /* ---- helpers ---- */
 
 /* A client on database `path`; ttl 0 = the defaults (lease 16 s). */
-static simba *sq_client_b(const char *path, const char *tenant, const char *id, int ttl_ms, int transition_ms,
-                          simba_backend *out) {
-    simba_sqlite_desc sd;
+/* A client of the backend sd describes. */
+static simba *sq_client_desc(const simba_sqlite_desc *sd, const char *tenant, const char *id, int ttl_ms,
+                             int transition_ms, simba_backend *out) {
     simba_desc d;
     simba_error err;
     simba *s;
-    memset(&sd, 0, sizeof sd);
-    sd.path = path;
     memset(&d, 0, sizeof d);
-    d.backend = simba_sqlite(&sd);
+    d.backend = simba_sqlite(sd);
     if (out) *out = d.backend;
     d.tenant = tenant;
     d.client_id = id;
@@ -198,6 +198,14 @@ static simba *sq_client_b(const char *path, const char *tenant, const char *id, 
     s = simba_create(&d, &err);
     if (!s) printf("  # simba_create: %s %s\n", simba_strerror(err.code), err.message);
     return s;
+}
+
+static simba *sq_client_b(const char *path, const char *tenant, const char *id, int ttl_ms, int transition_ms,
+                          simba_backend *out) {
+    simba_sqlite_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.path = path;
+    return sq_client_desc(&sd, tenant, id, ttl_ms, transition_ms, out);
 }
 
 static simba *sq_client(const char *path, const char *tenant, const char *id, int ttl_ms, int transition_ms) {
@@ -495,6 +503,139 @@ static void t_sqlite_stats_cycle(void) {
     simba_destroy(s);
 }
 
+static void sq_write_file(const char *path, const char *text);
+
+/* n uncontended cycles on `name`: 1 if every one was ACQUIRED and RELEASED. */
+static int sq_cycles(simba *s, const char *name, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        simba_lock l = sq_acquire(s, name, 1, 1, 0, -1);
+        if (!sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 5000, NULL)) return 0;
+        simba_release(s, l);
+        if (!sq_expect(s, l, SIMBA_EVENT_RELEASED, 5000, NULL)) return 0;
+    }
+    return 1;
+}
+
+/* Pages in the WAL file of `path` (by its size; -1: no WAL file). */
+static long sq_wal_pages(const char *path) {
+    char wal[400];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return stat(wal, &st) == 0 ? (long)(st.st_size / 4096) : -1;
+}
+
+/* checkpoint_pages < 0: no checkpoint inside simba_tick, however large the
+   WAL grows; simba_sqlite_checkpoint copies it back from outside the loop,
+   and the client goes on. */
+static void t_sqlite_checkpoint_outside_tick(void) {
+    char path[320], msg[256];
+    simba_sqlite_desc sd;
+    simba_backend b;
+    simba *s;
+    struct simba_sqlite_stats st;
+    int wal = 0, copied = 0;
+    sq_path(path, sizeof path, "ckpt-off.db");
+    memset(&sd, 0, sizeof sd);
+    sd.path = path;
+    sd.checkpoint_pages = -1;
+    s = sq_client_desc(&sd, "ckpt", "off", 0, 0, &b);
+    CHECK(s);
+    CHECK(sq_cycles(s, "x", 300));            /* 5 WAL pages a cycle: past SQLite's 1000 */
+    st = sq_stats(b);
+    printf("  # 300 cycles: %llu checkpoints inside a tick, WAL %ld pages\n", (unsigned long long)st.checkpoints,
+           sq_wal_pages(path));
+    CHECK_EQ(st.checkpoints, 0);
+    CHECK(sq_wal_pages(path) >= 1200);
+    CHECK_EQ(simba_sqlite_checkpoint(path, &wal, &copied, msg, sizeof msg), SIMBA_OK);
+    printf("  # simba_sqlite_checkpoint: %d WAL pages, %d copied back\n", wal, copied);
+    CHECK(wal >= 1200);
+    CHECK_EQ(copied, wal);                    /* the client holds no read transaction between ticks */
+    CHECK(sq_cycles(s, "x", 10));
+    CHECK_EQ(sq_stats(b).checkpoints, 0);
+    simba_destroy(s);
+}
+
+/* The default checkpoints inside the tick as SQLite would (every 1000 WAL
+   pages), checkpoint_pages another size; both counted. */
+static void t_sqlite_checkpoint_in_tick(void) {
+    char path[320];
+    simba_sqlite_desc sd;
+    simba_backend b;
+    simba *s;
+    struct simba_sqlite_stats st;
+    sq_path(path, sizeof path, "ckpt-default.db");
+    s = sq_client_b(path, "ckpt", "default", 0, 0, &b);
+    CHECK(s);
+    CHECK(sq_cycles(s, "x", 300));
+    st = sq_stats(b);
+    printf("  # default, 300 cycles: %llu checkpoints, %lld us, WAL %ld pages\n", (unsigned long long)st.checkpoints,
+           (long long)st.checkpoint_us, sq_wal_pages(path));
+    CHECK(st.checkpoints >= 1);
+    CHECK(sq_wal_pages(path) <= 1100);        /* restarted after a checkpoint, never past ~1000 pages */
+    simba_destroy(s);
+
+    sq_path(path, sizeof path, "ckpt-100.db");
+    memset(&sd, 0, sizeof sd);
+    sd.path = path;
+    sd.checkpoint_pages = 100;
+    s = sq_client_desc(&sd, "ckpt", "small", 0, 0, &b);
+    CHECK(s);
+    CHECK(sq_cycles(s, "x", 100));
+    st = sq_stats(b);
+    printf("  # every 100 pages, 100 cycles: %llu checkpoints, WAL %ld pages\n", (unsigned long long)st.checkpoints,
+           sq_wal_pages(path));
+    CHECK(st.checkpoints >= 3);
+    CHECK(st.checkpoint_us > 0 && st.checkpoint_us <= st.batch_us);
+    CHECK(sq_wal_pages(path) <= 120);
+    simba_destroy(s);
+}
+
+/* Bad input to the checkpoint and its options: a clear code, no crash. */
+static void t_sqlite_checkpoint_bad_input(void) {
+    char path[320], msg[256], url[400];
+    simba_sqlite_desc sd;
+    simba_desc d;
+    simba_error err;
+    simba_url_error uerr;
+    simba *s;
+    sqlite3 *db;
+    int wal = 7, copied = 7;
+    CHECK_EQ(simba_sqlite_checkpoint(NULL, &wal, &copied, msg, sizeof msg), SIMBA_EINVAL);
+    CHECK(wal == -1 && copied == -1);
+    CHECK_EQ(simba_sqlite_checkpoint("", NULL, NULL, NULL, 0), SIMBA_EINVAL);
+    sq_path(path, sizeof path, "ckpt-missing.db");
+    CHECK_EQ(simba_sqlite_checkpoint(path, NULL, NULL, msg, sizeof msg), SIMBA_ENOTFOUND);
+    printf("  # missing: %s\n", msg);
+    sq_path(path, sizeof path, "ckpt-text.db");
+    sq_write_file(path, "this is not a database, only text that looks like nothing SQLite knows. ");
+    CHECK_EQ(simba_sqlite_checkpoint(path, NULL, NULL, msg, sizeof msg), SIMBA_EPROTO);
+    printf("  # text: %s\n", msg);
+    sq_path(path, sizeof path, "ckpt-foreign.db");
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "CREATE TABLE accounts(id INTEGER PRIMARY KEY, owner TEXT)", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_EQ(simba_sqlite_checkpoint(path, NULL, NULL, msg, sizeof msg), SIMBA_EPROTO);
+    CHECK(strstr(msg, "not a simba lock file") != NULL);
+    printf("  # foreign: %s\n", msg);
+    memset(&sd, 0, sizeof sd);
+    sd.path = path;
+    sd.checkpoint_pages = 1000001;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_sqlite(&sd);
+    s = simba_create(&d, &err);
+    CHECK(s == NULL && err.code == SIMBA_EINVAL && strstr(err.message, "checkpoint_pages") != NULL);
+    snprintf(url, sizeof url, "sqlite://%s/ckpt-url.db?checkpoint=off", dir);
+    s = simba_create_url(url, NULL, &uerr);
+    CHECK(s != NULL);
+    simba_destroy(s);
+    snprintf(url, sizeof url, "sqlite://%s/ckpt-url.db?checkpoint=0", dir);
+    CHECK(simba_create_url(url, NULL, &uerr) == NULL && uerr.code == SIMBA_EINVAL && strcmp(uerr.part, "checkpoint") == 0);
+    printf("  # checkpoint=0: %s\n", uerr.msg);
+    snprintf(url, sizeof url, "sqlite://%s/ckpt-url.db?checkpoint=12abc", dir);
+    CHECK(simba_create_url(url, NULL, &uerr) == NULL && uerr.code == SIMBA_EINVAL);
+}
+
 /* A stopped holder keeps its mark: it is purged by its lease only, and when
    it runs again its first event is LOST (the local safety rule). */
 static void t_sqlite_sigstop_holder(void) {
@@ -743,6 +884,9 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_kill9_holder);
     RUN(t_sqlite_dead_holder_try);
     RUN(t_sqlite_stats_cycle);
+    RUN(t_sqlite_checkpoint_outside_tick);
+    RUN(t_sqlite_checkpoint_in_tick);
+    RUN(t_sqlite_checkpoint_bad_input);
     RUN(t_sqlite_sigstop_holder);
     RUN(t_sqlite_foreign_file);
     RUN(t_sqlite_corrupt_file);
