@@ -128,9 +128,10 @@ SIMBADEF int simba_sqlite_from_url(simba_url *u, simba_backend *out, simba_url_e
    *wal_pages and *copied (each may be NULL): the WAL's pages and how many of
    them are now in the database file (equal when no reader held any back).
    Returns SIMBA_OK, or SIMBA_EINVAL (no path), SIMBA_ENOTFOUND (no such
-   file), SIMBA_EPROTO (not a simba lock file, or corrupt), SIMBA_EUNSUPPORTED (a network file system),
-   SIMBA_EAUTH / SIMBA_EBACKEND (the file cannot be opened or written), with
-   the reason in msg (cap bytes, may be NULL). */
+   file), SIMBA_EPROTO (not a simba lock file, or corrupt),
+   SIMBA_EUNSUPPORTED (a network file system), SIMBA_EAUTH / SIMBA_EBACKEND
+   (the file cannot be opened or written), with the reason in msg (cap
+   bytes, may be NULL). */
 SIMBADEF int simba_sqlite_checkpoint(const char *path, int *wal_pages, int *copied, char *msg, size_t cap);
 
 /*>>stats: counters of one backend */
