@@ -69,10 +69,13 @@ cleanup() {
     for f in "$TMP/pid" "$TMP/standby_pid"; do
         [ -f "$f" ] || continue
         pid=$(cat "$f")
-        kill -CONT "$pid" 2>/dev/null
+        # a test may have left the server stopped (ctl stop): its children
+        # too, or they would outlive it, stopped, once it is killed
+        kids=$(pgrep -P "$pid" 2>/dev/null)
+        kill -CONT "$pid" $kids 2>/dev/null
         kill -INT "$pid" 2>/dev/null          # fast shutdown
         for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$pid" 2>/dev/null
+        kill -9 "$pid" $kids 2>/dev/null
     done
     rm -rf "$TMP"
     ports_release
