@@ -52,10 +52,11 @@
     the resource rows in name order (SELECT ... FOR UPDATE), purge dead
     sessions' entries, run the grant rule (the server's copy of
     simba_grant_step / simba_grant_fence, said so next to it) and answer
-    one row; an acquire of a free name and the release that empties a
-    queue take a fast path of two statements that answers as the walk
-    would. Each call is prepared once per connection (at its setup). Time
-    is the server's only (clock_timestamp()).
+    one row; an acquire of a free name and its release take a fast path
+    of one statement that answers as the walk would and keeps that sole
+    holder's hold in the resource's row (no entry row until another
+    request queues behind it). Each call is prepared once per connection
+    (at its setup). Time is the server's only (clock_timestamp()).
 
     Wake-ups: each connection LISTENs on the channel of its session
     ("simba_" + the session's 16 hex). The transaction that grants an

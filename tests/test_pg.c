@@ -976,6 +976,7 @@ static void t_tenant_isolation(void) {
         "UPDATE simba.entries SET fence = 4242 WHERE tenant = 'ta'",
         "DELETE FROM simba.entries WHERE tenant = 'ta'",
         "UPDATE simba.resources SET capacity = 100, counter = 0 WHERE tenant = 'ta'",
+        "UPDATE simba.resources SET h_session = NULL, h_request = NULL, h_fence = 4242 WHERE tenant = 'ta'",
         "DELETE FROM simba.resources WHERE tenant = 'ta'",
         "INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence)"
         " VALUES ('ta', 'iso'::bytea, 999, 'forged', 'evil~0000000000000000', 1, 4242)",
