@@ -1383,14 +1383,14 @@ static const char *const simba__pg_ddl[] = {
     "DECLARE\n"
     "    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;\n"
     "    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;\n"
-    "    v_watched boolean := false;\n"
+    "    v_watched boolean := false; v_inline boolean;\n"
     "BEGIN\n"
-    "    PERFORM @.unfold(p_tenant, p_name);\n"
-    "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until\n"
-    "        INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace\n"
+    "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until,\n"
+    "           r.h_session IS NOT NULL INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace, v_inline\n"
     "        FROM @.resources r LEFT JOIN @.tenants t ON t.tenant = r.tenant\n"
     "        WHERE r.tenant = p_tenant AND r.name = p_name;\n"
     "    IF NOT FOUND THEN RETURN; END IF;\n"
+    "    IF v_inline THEN PERFORM @.unfold(p_tenant, p_name); END IF;   -- changes none of the above\n"
     "    -- once this server run has noticed its boot in the tenant, the row read above holds its grace\n"
     "    IF v_booted IS NOT TRUE THEN v_grace := @.notice_boot(p_tenant, p_now); END IF;\n"
     "    v_counter0 := v_counter;\n"
@@ -1579,7 +1579,9 @@ static const char *const simba__pg_ddl[] = {
     /* ENQUEUE past its fast path: the entry joins the queue (or a try
        that does not fit answers without one), the walks grant, the state
        answers. A hold kept in a resource's row becomes an entry row as
-       soon as the row is locked, before the queue is read. */
+       soon as the row is locked, before the queue is read. A request id
+       already in a queue is ours (a retry) or a dead session's (taken
+       over). */
     "CREATE OR REPLACE FUNCTION @.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
     "    p_watch boolean, p_names bytea[], p_caps integer[], p_weights integer[], p_now timestamptz,\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
@@ -1587,7 +1589,7 @@ static const char *const simba__pg_ddl[] = {
     "    OUT o_grace_ms integer, OUT o_token text)\n"
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];\n"
-    "    v_seq bigint; v_cap integer;\n"
+    "    v_seq bigint; v_cap integer; v_inline boolean;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
     "    IF array_length(p_names, 1) > 1 THEN\n"
@@ -1602,13 +1604,12 @@ static const char *const simba__pg_ddl[] = {
     "            SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM @.sessions s\n"
     "                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)\n"
     "            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1\n"
-    "            RETURNING r.seq, r.capacity INTO v_seq, v_cap;\n"
+    "            RETURNING r.seq, r.capacity, r.h_session IS NOT NULL INTO v_seq, v_cap, v_inline;\n"
     "        IF NOT FOUND THEN o_status := 1; RETURN; END IF;\n"
-    "        PERFORM @.unfold(p_tenant, p_names[v_i]);\n"
+    "        IF v_inline THEN PERFORM @.unfold(p_tenant, p_names[v_i]); END IF;\n"
     "        v_seqs[v_i] := v_seq;\n"
     "        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;\n"
     "    END LOOP;\n"
-    "    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
     "        SELECT q.session INTO v_other FROM @.entries q\n"
     "            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;\n"

@@ -168,14 +168,14 @@ RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
     v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;
     v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;
-    v_watched boolean := false;
+    v_watched boolean := false; v_inline boolean;
 BEGIN
-    PERFORM simba.unfold(p_tenant, p_name);
-    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until
-        INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace
+    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until,
+           r.h_session IS NOT NULL INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace, v_inline
         FROM simba.resources r LEFT JOIN simba.tenants t ON t.tenant = r.tenant
         WHERE r.tenant = p_tenant AND r.name = p_name;
     IF NOT FOUND THEN RETURN; END IF;
+    IF v_inline THEN PERFORM simba.unfold(p_tenant, p_name); END IF;   -- changes none of the above
     -- once this server run has noticed its boot in the tenant, the row read above holds its grace
     IF v_booted IS NOT TRUE THEN v_grace := simba.notice_boot(p_tenant, p_now); END IF;
     v_counter0 := v_counter;
@@ -350,7 +350,7 @@ CREATE OR REPLACE FUNCTION simba.join_queue(p_tenant text, p_session text, p_req
     OUT o_grace_ms integer, OUT o_token text)
 LANGUAGE plpgsql AS $f$
 DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];
-    v_seq bigint; v_cap integer;
+    v_seq bigint; v_cap integer; v_inline boolean;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
     IF array_length(p_names, 1) > 1 THEN
@@ -365,13 +365,12 @@ BEGIN
             SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
                 WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)
             ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
-            RETURNING r.seq, r.capacity INTO v_seq, v_cap;
+            RETURNING r.seq, r.capacity, r.h_session IS NOT NULL INTO v_seq, v_cap, v_inline;
         IF NOT FOUND THEN o_status := 1; RETURN; END IF;
-        PERFORM simba.unfold(p_tenant, p_names[v_i]);
+        IF v_inline THEN PERFORM simba.unfold(p_tenant, p_names[v_i]); END IF;
         v_seqs[v_i] := v_seq;
         IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
     END LOOP;
-    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
         SELECT q.session INTO v_other FROM simba.entries q
             WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
