@@ -52,10 +52,11 @@
     the resource rows in name order (SELECT ... FOR UPDATE), purge dead
     sessions' entries, run the grant rule (the server's copy of
     simba_grant_step / simba_grant_fence, said so next to it) and answer
-    one row; an acquire of a free name and the release that empties a
-    queue take a fast path of two statements that answers as the walk
-    would. Each call is prepared once per connection (at its setup). Time
-    is the server's only (clock_timestamp()).
+    one row; an acquire of a free name and its release take a fast path
+    of one statement that answers as the walk would and keeps that sole
+    holder's hold in the resource's row (no entry row until another
+    request queues behind it). Each call is prepared once per connection
+    (at its setup). Time is the server's only (clock_timestamp()).
 
     Wake-ups: each connection LISTENs on the channel of its session
     ("simba_" + the session's 16 hex). The transaction that grants an
@@ -189,7 +190,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 9,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 10,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -1170,8 +1171,8 @@ static const char *const simba__pg_ddl[] = {
     "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
     "BEGIN\n"
-    "    IF v > 9 THEN\n"
-    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (9): keep it, use the newer simba', v;\n"
+    "    IF v > 10 THEN\n"
+    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (10): keep it, use the newer simba', v;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
@@ -1184,13 +1185,17 @@ static const char *const simba__pg_ddl[] = {
     "    expires   timestamptz NOT NULL,    -- server time; dead when <= now\n"
     "    lease_ms  integer     NOT NULL,\n"
     "    PRIMARY KEY (tenant, session))",
+    /* When the session of that id was opened: an id opened again after it
+       expired is another session (OPEN), and a hold kept in a resource's
+       row (below) names the one it belongs to. Version 10. */
+    "ALTER TABLE @.sessions ADD COLUMN IF NOT EXISTS opened timestamptz",
     /* One row per resource; every operation on it locks this row (FOR
        UPDATE, several in name order), which serialises its queue. While the
-       queue has entries, held and owner are what the last walk of the grant
-       rule found (every path that adds an entry ends in a walk or grants as
-       one); an empty queue holds nothing, and its held and owner, left from
-       its last holder, mean nothing: whatever reads them reads a queue with
-       entries. */
+       queue has entries or a hold in the row (h_ columns, below), held and
+       owner are what the last walk of the grant rule found (every path that
+       adds an entry ends in a walk or grants as one); an empty queue holds
+       nothing, and its held and owner, left from its last holder, mean
+       nothing: whatever reads them reads a queue with a holder. */
     "CREATE TABLE IF NOT EXISTS @.resources (\n"
     "    tenant    text    NOT NULL,\n"
     "    name      bytea   NOT NULL,        -- any bytes: compared byte-wise\n"
@@ -1200,6 +1205,19 @@ static const char *const simba__pg_ddl[] = {
     "    held      integer NOT NULL DEFAULT 0,  -- granted entries\n"
     "    owner     text,                        -- session of the oldest granted entry\n"
     "    PRIMARY KEY (tenant, name))",
+    /* A sole holder kept in its resource's row (version 10): an acquire
+       that finds the queue empty writes its hold here, with no entry row,
+       and a release of it clears it, so an uncontended lock writes one row
+       per operation. h_session NULL: none. Such a hold is the queue's first
+       entry in all but storage (h_seq is its position, h_fence its fence):
+       whatever else reads or changes the queue turns it into an entry row
+       first, under the row's lock (unfold), so the grant rule only ever
+       walks entry rows. */
+    "ALTER TABLE @.resources ADD COLUMN IF NOT EXISTS h_seq bigint,\n"
+    "    ADD COLUMN IF NOT EXISTS h_request text, ADD COLUMN IF NOT EXISTS h_session text,\n"
+    "    ADD COLUMN IF NOT EXISTS h_opened timestamptz, ADD COLUMN IF NOT EXISTS h_weight integer,\n"
+    "    ADD COLUMN IF NOT EXISTS h_fence bigint, ADD COLUMN IF NOT EXISTS h_watch boolean,\n"
+    "    ADD COLUMN IF NOT EXISTS h_token text",
     /* The FIFO queues: one row per (request, resource); fence is 0 while
        waiting and set once when granted. */
     "CREATE TABLE IF NOT EXISTS @.entries (\n"
@@ -1255,7 +1273,7 @@ static const char *const simba__pg_ddl[] = {
     "                                             timestamptz);\n"
     "    END IF;\n"
     "END $d$",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 9 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 10 $f$",
     /* The policy of every table: a row of a tenant listed in tenant_roles
        is for the roles listed (and their members) only. Written out in the
        policy, not called as a function: its subqueries are planned with each
@@ -1328,11 +1346,32 @@ static const char *const simba__pg_ddl[] = {
     "        ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;\n"
     "    RETURN v_grace;\n"
     "END $f$",
+    /* A hold kept in the resource's row becomes the queue's first entry row
+       (the caller holds the row's lock). Only while its session is the one
+       that took it (the same id, opened at the same time): a hold of a
+       session that was closed, or opened again after it expired, is
+       dropped, as CLOSE would have dropped its entry. The session's row is
+       locked (KEY SHARE) until the caller's transaction ends, so a CLOSE
+       either finished before (the hold is dropped here) or waits and then
+       finds the entry. */
+    "CREATE OR REPLACE FUNCTION @.unfold(p_tenant text, p_name bytea) RETURNS void\n"
+    "LANGUAGE plpgsql AS $f$\n"
+    "BEGIN\n"
+    "    INSERT INTO @.entries (tenant, name, seq, request, session, weight, fence, watch, token)\n"
+    "        SELECT r.tenant, r.name, r.h_seq, r.h_request, r.h_session, r.h_weight, r.h_fence, r.h_watch, r.h_token\n"
+    "        FROM @.resources r JOIN @.sessions s ON s.tenant = r.tenant AND s.session = r.h_session\n"
+    "            AND s.opened IS NOT DISTINCT FROM r.h_opened\n"
+    "        WHERE r.tenant = p_tenant AND r.name = p_name\n"
+    "        FOR KEY SHARE OF s;\n"
+    "    UPDATE @.resources r SET h_seq = NULL, h_request = NULL, h_session = NULL, h_opened = NULL,\n"
+    "        h_weight = NULL, h_fence = NULL, h_watch = NULL, h_token = NULL\n"
+    "        WHERE r.tenant = p_tenant AND r.name = p_name AND r.h_session IS NOT NULL;\n"
+    "END $f$",
     /* THE GRANT RULE, the server's copy of simba_grant_step and
        simba_grant_fence (simba.h >>kit; keep the two in step; the fence
        through next_fence above, which enqueue's fast path uses too). Walks the
        queue of one resource from its head (the caller holds the resource
-       row's lock): dead entries go; an entry is granted iff the effective
+       row's lock; a hold in the row is unfolded first): dead entries go; an entry is granted iff the effective
        weights ahead of it plus its own fit in the capacity; the walk stops
        at the first waiter that does not fit (FIFO, no barging). A newly
        granted entry takes the fence max(counter + 1, server time in us)
@@ -1344,13 +1383,14 @@ static const char *const simba__pg_ddl[] = {
     "DECLARE\n"
     "    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;\n"
     "    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;\n"
-    "    v_watched boolean := false;\n"
+    "    v_watched boolean := false; v_inline boolean;\n"
     "BEGIN\n"
-    "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until\n"
-    "        INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace\n"
+    "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until,\n"
+    "           r.h_session IS NOT NULL INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace, v_inline\n"
     "        FROM @.resources r LEFT JOIN @.tenants t ON t.tenant = r.tenant\n"
     "        WHERE r.tenant = p_tenant AND r.name = p_name;\n"
     "    IF NOT FOUND THEN RETURN; END IF;\n"
+    "    IF v_inline THEN PERFORM @.unfold(p_tenant, p_name); END IF;   -- changes none of the above\n"
     "    -- once this server run has noticed its boot in the tenant, the row read above holds its grace\n"
     "    IF v_booted IS NOT TRUE THEN v_grace := @.notice_boot(p_tenant, p_now); END IF;\n"
     "    v_counter0 := v_counter;\n"
@@ -1442,9 +1482,16 @@ static const char *const simba__pg_ddl[] = {
     "BEGIN\n"
     "    o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
+    "        -- the request's entry row, or its hold in the resource's row (while its session is the\n"
+    "        -- one that took it, as unfold keeps it)\n"
     "        SELECT q.seq, q.fence, q.session, q.token, r.held, r.owner, r.capacity INTO e\n"
     "            FROM @.entries q JOIN @.resources r ON r.tenant = q.tenant AND r.name = q.name\n"
-    "            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;\n"
+    "            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request\n"
+    "        UNION ALL\n"
+    "        SELECT r.h_seq, r.h_fence, r.h_session, r.h_token, r.held, r.owner, r.capacity\n"
+    "            FROM @.resources r JOIN @.sessions s ON s.tenant = r.tenant AND s.session = r.h_session\n"
+    "                AND s.opened IS NOT DISTINCT FROM r.h_opened\n"
+    "            WHERE r.tenant = p_tenant AND r.name = p_names[v_i] AND r.h_request = p_request;\n"
     "        IF NOT FOUND OR e.session <> p_session THEN o_status := 4; RETURN; END IF;\n"
     "        o_fences := o_fences || e.fence;\n"
     "        IF v_i = 1 THEN\n"
@@ -1484,15 +1531,16 @@ static const char *const simba__pg_ddl[] = {
     "        ON CONFLICT (tenant) DO UPDATE SET epoch = t.epoch + 1\n"
     "$f$",
     /* OPEN: the session's expiry is server now + lease; an expired session
-       of that id comes back empty. Listens on the session's channel. */
+       of that id comes back empty, as another session (opened now). Listens
+       on the session's channel. */
     "CREATE OR REPLACE FUNCTION @.open(p_tenant text, p_session text, p_lease integer) RETURNS bigint\n"
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;\n"
     "BEGIN\n"
     "    SELECT s.expires INTO v_exp FROM @.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;\n"
     "    IF FOUND AND v_exp <= v_now THEN PERFORM @.close(p_tenant, p_session); END IF;\n"
-    "    INSERT INTO @.sessions AS s (tenant, session, expires, lease_ms)\n"
-    "        VALUES (p_tenant, p_session, v_now + p_lease * interval '1 millisecond', p_lease)\n"
+    "    INSERT INTO @.sessions AS s (tenant, session, expires, lease_ms, opened)\n"
+    "        VALUES (p_tenant, p_session, v_now + p_lease * interval '1 millisecond', p_lease, v_now)\n"
     "        ON CONFLICT (tenant, session) DO UPDATE SET expires = EXCLUDED.expires, lease_ms = EXCLUDED.lease_ms;\n"
     "    EXECUTE 'UNLISTEN *';\n"
     "    EXECUTE 'LISTEN ' || quote_ident(@.channel(p_session));\n"
@@ -1509,7 +1557,9 @@ static const char *const simba__pg_ddl[] = {
     "    EXECUTE 'LISTEN ' || quote_ident(@.channel(p_session));\n"
     "    RETURN @.epoch(p_tenant);\n"
     "END $f$",
-    /* CLOSE: the session and all its entries go; their queues move on. */
+    /* CLOSE: the session and all its entries go; their queues move on. Its
+       holds kept in resources' rows (no queue behind them) stay there, dead:
+       whoever meets one drops it (unfold, stale, state). */
     "CREATE OR REPLACE FUNCTION @.close(p_tenant text, p_session text) RETURNS integer\n"
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp(); v_name bytea;\n"
@@ -1528,7 +1578,10 @@ static const char *const simba__pg_ddl[] = {
        unless it would be granted at once everywhere. */
     /* ENQUEUE past its fast path: the entry joins the queue (or a try
        that does not fit answers without one), the walks grant, the state
-       answers. */
+       answers. A hold kept in a resource's row becomes an entry row as
+       soon as the row is locked, before the queue is read. A request id
+       already in a queue is ours (a retry) or a dead session's (taken
+       over). */
     "CREATE OR REPLACE FUNCTION @.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
     "    p_watch boolean, p_names bytea[], p_caps integer[], p_weights integer[], p_now timestamptz,\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
@@ -1536,7 +1589,7 @@ static const char *const simba__pg_ddl[] = {
     "    OUT o_grace_ms integer, OUT o_token text)\n"
     "LANGUAGE plpgsql AS $f$\n"
     "DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];\n"
-    "    v_seq bigint; v_cap integer;\n"
+    "    v_seq bigint; v_cap integer; v_inline boolean;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
     "    IF array_length(p_names, 1) > 1 THEN\n"
@@ -1551,12 +1604,12 @@ static const char *const simba__pg_ddl[] = {
     "            SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM @.sessions s\n"
     "                WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)\n"
     "            ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1\n"
-    "            RETURNING r.seq, r.capacity INTO v_seq, v_cap;\n"
+    "            RETURNING r.seq, r.capacity, r.h_session IS NOT NULL INTO v_seq, v_cap, v_inline;\n"
     "        IF NOT FOUND THEN o_status := 1; RETURN; END IF;\n"
+    "        IF v_inline THEN PERFORM @.unfold(p_tenant, p_names[v_i]); END IF;\n"
     "        v_seqs[v_i] := v_seq;\n"
     "        IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;\n"
     "    END LOOP;\n"
-    "    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
     "        SELECT q.session INTO v_other FROM @.entries q\n"
     "            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;\n"
@@ -1581,9 +1634,8 @@ static const char *const simba__pg_ddl[] = {
     "            SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity\n"
     "                FROM @.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];\n"
     "            o_fences := array_fill(0::bigint, ARRAY[array_length(p_names, 1)]); o_ahead := 0;\n"
-    "            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - p_now) * 1000))::integer INTO o_grace_ms\n"
-    "                FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;\n"
-    "            o_grace_ms := COALESCE(o_grace_ms, 0);\n"
+    "            o_grace_ms := COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - p_now) * 1000))\n"
+    "                FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now), 0)::integer;\n"
     "            RETURN;\n"
     "        END IF;\n"
     "        FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
@@ -1596,24 +1648,24 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT * INTO o_status, o_granted, o_fences, o_ahead, o_held, o_owner, o_recheck_ms, o_capacity,\n"
     "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, p_names, p_now);\n"
     "END $f$",
-    /* ENQUEUE. The fast path, for one resource: an empty queue (so no
-       entry of this request either), a live session, no restart grace in
-       this server run; the new entry fits (its weight alone is at most the
-       capacity) and is granted as settle and state would, in one statement
-       that reads the queue in its snapshot, then writes the resource's row
-       once and inserts the entry, with no lock taken before. What makes
-       that safe is the queue position: every writer that adds an entry to
-       a queue gives it the row's next position, under the row's lock, in
-       the transaction that adds it. The row's write requires the position
-       the snapshot read (r.seq = s.seq: on a row changed meanwhile,
-       PostgreSQL checks that against its newest version once the writer
-       that changed it has ended), so when it succeeds no entry came into
-       the queue after the snapshot, and none can until this transaction
-       ends (the write holds the row's lock); when it does not, nothing was
-       written and the long way decides. The entry is inserted from the
-       row's write (FROM u), after it. A name never used gets its row first
-       (without a live session it gets none), then the fast path once more.
-       The long way is join_queue. */
+    /* ENQUEUE. The fast path, for one resource: an empty queue (no entry
+       row, no hold in the resource's row: so none of this request either),
+       a live session, no restart grace in this server run; the request fits
+       (its weight alone is at most the capacity) and is granted as settle
+       and state would, as a hold kept in the resource's row (no entry row),
+       in one UPDATE of that row that reads the queue in its snapshot, with
+       no lock taken before. What makes that safe is the queue position:
+       every writer that adds an entry to a queue gives it the row's next
+       position, under the row's lock, in the transaction that adds it. The
+       UPDATE requires the position the snapshot read (r.seq = the subquery:
+       on a row changed meanwhile, PostgreSQL checks the row's conditions
+       against its newest version once the writer that changed it has
+       ended, with the subqueries' values of the snapshot), so when it
+       succeeds no entry came into the queue after the snapshot, and none
+       can until this transaction ends (the write holds the row's lock);
+       when it does not, nothing was written and the long way decides. A
+       name never used gets its row first (without a live session it gets
+       none), then the fast path once more. The long way is join_queue. */
     "CREATE OR REPLACE FUNCTION @.enqueue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
     "    p_watch boolean, p_names text[], p_caps integer[], p_weights integer[],\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
@@ -1628,23 +1680,18 @@ static const char *const simba__pg_ddl[] = {
     "    o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;\n"
     "    FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;\n"
     "    WHILE v_n = 1 LOOP\n"
-    "        WITH s AS (SELECT r.seq, r.counter FROM @.resources r\n"
-    "                   WHERE r.tenant = p_tenant AND r.name = v_names[1] AND p_weights[1] <= r.capacity\n"
-    "                     AND NOT EXISTS (SELECT 1 FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])\n"
-    "                     AND EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
-    "                                 AND t.boot = pg_catalog.pg_postmaster_start_time()\n"
-    "                                 AND (t.grace_until IS NULL OR t.grace_until <= v_now))\n"
-    "                     AND EXISTS (SELECT 1 FROM @.sessions x WHERE x.tenant = p_tenant\n"
-    "                                 AND x.session = p_session AND x.expires > v_now)),\n"
-    "             u AS (UPDATE @.resources r SET seq = s.seq + 1, counter = @.next_fence(s.counter, v_now),\n"
-    "                       held = 1, owner = p_session   -- simba_grant_fence\n"
-    "                   FROM s WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.seq = s.seq\n"
-    "                   RETURNING r.seq, r.counter, r.capacity),\n"
-    "             e AS (INSERT INTO @.entries (tenant, name, seq, request, session, weight, fence, watch, token)\n"
-    "                   SELECT p_tenant, v_names[1], u.seq, p_request, p_session, p_weights[1], u.counter, p_watch,\n"
-    "                          replace(gen_random_uuid()::text, '-', '') FROM u RETURNING token)\n"
-    "        SELECT u.counter, e.token, u.capacity INTO v_fence, o_token, v_cap\n"
-    "            FROM (SELECT 1) one LEFT JOIN u ON true LEFT JOIN e ON true;\n"
+    "        UPDATE @.resources r SET seq = r.seq + 1, counter = @.next_fence(r.counter, v_now),  -- simba_grant_fence\n"
+    "            held = 1, owner = p_session, h_seq = r.seq + 1, h_request = p_request, h_session = p_session,\n"
+    "            h_opened = x.opened, h_weight = p_weights[1], h_fence = @.next_fence(r.counter, v_now),\n"
+    "            h_watch = p_watch, h_token = replace(gen_random_uuid()::text, '-', '') FROM @.sessions x\n"
+    "        WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.h_session IS NULL AND p_weights[1] <= r.capacity\n"
+    "          AND r.seq = (SELECT y.seq FROM @.resources y WHERE y.tenant = p_tenant AND y.name = v_names[1])\n"
+    "          AND NOT EXISTS (SELECT 1 FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])\n"
+    "          AND EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
+    "                      AND t.boot = pg_catalog.pg_postmaster_start_time()\n"
+    "                      AND (t.grace_until IS NULL OR t.grace_until <= v_now))\n"
+    "          AND x.tenant = p_tenant AND x.session = p_session AND x.expires > v_now\n"
+    "        RETURNING r.counter, r.h_token, r.capacity INTO v_fence, o_token, v_cap;\n"
     "        IF v_cap IS NOT NULL THEN\n"
     "            IF p_watch THEN   -- the owner changed (an empty queue has none)\n"
     "                PERFORM pg_notify(@.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));\n"
@@ -1665,18 +1712,23 @@ static const char *const simba__pg_ddl[] = {
     "        o_grace_ms, o_token FROM @.join_queue(p_tenant, p_session, p_request, p_try, p_watch, v_names,\n"
     "                                                  p_caps, p_weights, v_now);\n"
     "END $f$",
-    /* Does one of these queues need the walk (settle)? When a holder or
-       the first waiter is dead (its session expired or gone), or the first
+    /* Does one of these queues need the walk (settle)? When a holder (an
+       entry or a hold in the row) or the first waiter is dead (its session
+       expired or gone), or the first
        waiter fits (the grant rule, as in settle: a restart grace that
        ended, or one that holds it back still). */
     "CREATE OR REPLACE FUNCTION @.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean\n"
     "LANGUAGE plpgsql STABLE AS $f$\n"
-    "DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record;\n"
+    "DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record; v_dead boolean;\n"
     "BEGIN\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
-    "        SELECT r.capacity, r.held INTO v_cap, v_held FROM @.resources r\n"
+    "        SELECT r.capacity, r.held, r.h_session IS NOT NULL AND NOT EXISTS (SELECT 1 FROM @.sessions s\n"
+    "                   WHERE s.tenant = r.tenant AND s.session = r.h_session\n"
+    "                     AND s.opened IS NOT DISTINCT FROM r.h_opened AND s.expires > p_now)\n"
+    "            INTO v_cap, v_held, v_dead FROM @.resources r\n"
     "            WHERE r.tenant = p_tenant AND r.name = p_names[v_i];\n"
     "        CONTINUE WHEN NOT FOUND;\n"
+    "        IF v_dead THEN RETURN true; END IF;   -- a dead hold in the row\n"
     "        v_ahead := 0;\n"
     "        FOR e IN SELECT h.weight, h.fence, s.expires FROM\n"
     "                     (SELECT q.seq, q.session, q.weight, q.fence FROM @.entries q\n"
@@ -1718,7 +1770,11 @@ static const char *const simba__pg_ddl[] = {
     "        o_grace_ms, o_token FROM @.state(p_tenant, p_session, p_request, v_names, v_now);\n"
     "END $f$",
     /* RELEASE: our entry of the request goes from every resource (absent:
-       ok); the walk grants and notifies who is next. One statement per
+       ok); the walk grants and notifies who is next. A hold kept in the
+       resource's row has no queue behind it (a request that joined the
+       queue unfolded it into an entry row first, under the row's lock,
+       which this UPDATE waits for and then finds the hold gone): it is
+       cleared, in one UPDATE of the row. Otherwise one statement per
        resource deletes the entry, locks the resource's row and reads in its
        snapshot whether another entry is left; an entry that came into the
        queue after the snapshot gave the row a new position (see ENQUEUE),
@@ -1730,7 +1786,13 @@ static const char *const simba__pg_ddl[] = {
     "    v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];\n"
     "    v_others boolean; v_moved boolean;\n"
     "BEGIN\n"
-    "    IF array_length(p_names, 1) > 1 THEN\n"
+    "    IF array_length(p_names, 1) = 1 THEN   -- a hold in the row: only a one-resource request's\n"
+    "        UPDATE @.resources r SET h_seq = NULL, h_request = NULL, h_session = NULL, h_opened = NULL,\n"
+    "                h_weight = NULL, h_fence = NULL, h_watch = NULL, h_token = NULL\n"
+    "            WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.h_request = p_request\n"
+    "              AND r.h_session = p_session;\n"
+    "        IF FOUND THEN RETURN 0; END IF;\n"
+    "    ELSE\n"
     "        v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);\n"
     "    END IF;\n"
     "    -- in name order: each resource row locked before its queue changes, all held to the end\n"
@@ -1786,6 +1848,7 @@ static const char *const simba__pg_ddl[] = {
     "BEGIN\n"
     "    INSERT INTO @.resources AS r (tenant, name, capacity) VALUES (p_tenant, v_name, p_capacity)\n"
     "        ON CONFLICT (tenant, name) DO UPDATE SET capacity = EXCLUDED.capacity;\n"
+    "    PERFORM @.unfold(p_tenant, v_name);\n"
     "    PERFORM @.bump_epoch(p_tenant);\n"
     "    PERFORM pg_notify(@.channel(w.session), 'c - ' || p_name)\n"
     "        FROM (SELECT DISTINCT q.session FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name) w;\n"
@@ -1799,6 +1862,7 @@ static const char *const simba__pg_ddl[] = {
     "DECLARE v_name bytea := decode(p_name, 'hex');\n"
     "BEGIN\n"
     "    PERFORM 1 FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;\n"
+    "    PERFORM @.unfold(p_tenant, v_name);\n"
     "    PERFORM pg_notify(@.channel(w.session), 'c - ' || p_name)\n"
     "        FROM (SELECT DISTINCT q.session FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name) w;\n"
     "    DELETE FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_name;\n"

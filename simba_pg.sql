@@ -33,8 +33,8 @@ DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
 BEGIN
-    IF v > 9 THEN
-        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (9): keep it, use the newer simba', v;
+    IF v > 10 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (10): keep it, use the newer simba', v;
     END IF;
 END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS simba.sessions (
     expires   timestamptz NOT NULL,    -- server time; dead when <= now
     lease_ms  integer     NOT NULL,
     PRIMARY KEY (tenant, session));
+ALTER TABLE simba.sessions ADD COLUMN IF NOT EXISTS opened timestamptz;
 CREATE TABLE IF NOT EXISTS simba.resources (
     tenant    text    NOT NULL,
     name      bytea   NOT NULL,        -- any bytes: compared byte-wise
@@ -53,6 +54,11 @@ CREATE TABLE IF NOT EXISTS simba.resources (
     held      integer NOT NULL DEFAULT 0,  -- granted entries
     owner     text,                        -- session of the oldest granted entry
     PRIMARY KEY (tenant, name));
+ALTER TABLE simba.resources ADD COLUMN IF NOT EXISTS h_seq bigint,
+    ADD COLUMN IF NOT EXISTS h_request text, ADD COLUMN IF NOT EXISTS h_session text,
+    ADD COLUMN IF NOT EXISTS h_opened timestamptz, ADD COLUMN IF NOT EXISTS h_weight integer,
+    ADD COLUMN IF NOT EXISTS h_fence bigint, ADD COLUMN IF NOT EXISTS h_watch boolean,
+    ADD COLUMN IF NOT EXISTS h_token text;
 CREATE TABLE IF NOT EXISTS simba.entries (
     tenant    text    NOT NULL,
     name      bytea   NOT NULL,
@@ -91,7 +97,7 @@ BEGIN
                                              timestamptz);
     END IF;
 END $d$;
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 9 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 10 $f$;
 DO $d$ DECLARE t text; v_rule text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
@@ -144,18 +150,32 @@ BEGIN
         ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;
     RETURN v_grace;
 END $f$;
+CREATE OR REPLACE FUNCTION simba.unfold(p_tenant text, p_name bytea) RETURNS void
+LANGUAGE plpgsql AS $f$
+BEGIN
+    INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence, watch, token)
+        SELECT r.tenant, r.name, r.h_seq, r.h_request, r.h_session, r.h_weight, r.h_fence, r.h_watch, r.h_token
+        FROM simba.resources r JOIN simba.sessions s ON s.tenant = r.tenant AND s.session = r.h_session
+            AND s.opened IS NOT DISTINCT FROM r.h_opened
+        WHERE r.tenant = p_tenant AND r.name = p_name
+        FOR KEY SHARE OF s;
+    UPDATE simba.resources r SET h_seq = NULL, h_request = NULL, h_session = NULL, h_opened = NULL,
+        h_weight = NULL, h_fence = NULL, h_watch = NULL, h_token = NULL
+        WHERE r.tenant = p_tenant AND r.name = p_name AND r.h_session IS NOT NULL;
+END $f$;
 CREATE OR REPLACE FUNCTION simba.settle(p_tenant text, p_name bytea, p_now timestamptz, p_quiet text)
 RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
     v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;
     v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;
-    v_watched boolean := false;
+    v_watched boolean := false; v_inline boolean;
 BEGIN
-    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until
-        INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace
+    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until,
+           r.h_session IS NOT NULL INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace, v_inline
         FROM simba.resources r LEFT JOIN simba.tenants t ON t.tenant = r.tenant
         WHERE r.tenant = p_tenant AND r.name = p_name;
     IF NOT FOUND THEN RETURN; END IF;
+    IF v_inline THEN PERFORM simba.unfold(p_tenant, p_name); END IF;   -- changes none of the above
     -- once this server run has noticed its boot in the tenant, the row read above holds its grace
     IF v_booted IS NOT TRUE THEN v_grace := simba.notice_boot(p_tenant, p_now); END IF;
     v_counter0 := v_counter;
@@ -239,9 +259,16 @@ DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz;
 BEGIN
     o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
+        -- the request's entry row, or its hold in the resource's row (while its session is the
+        -- one that took it, as unfold keeps it)
         SELECT q.seq, q.fence, q.session, q.token, r.held, r.owner, r.capacity INTO e
             FROM simba.entries q JOIN simba.resources r ON r.tenant = q.tenant AND r.name = q.name
-            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
+            WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request
+        UNION ALL
+        SELECT r.h_seq, r.h_fence, r.h_session, r.h_token, r.held, r.owner, r.capacity
+            FROM simba.resources r JOIN simba.sessions s ON s.tenant = r.tenant AND s.session = r.h_session
+                AND s.opened IS NOT DISTINCT FROM r.h_opened
+            WHERE r.tenant = p_tenant AND r.name = p_names[v_i] AND r.h_request = p_request;
         IF NOT FOUND OR e.session <> p_session THEN o_status := 4; RETURN; END IF;
         o_fences := o_fences || e.fence;
         IF v_i = 1 THEN
@@ -286,8 +313,8 @@ DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;
 BEGIN
     SELECT s.expires INTO v_exp FROM simba.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;
     IF FOUND AND v_exp <= v_now THEN PERFORM simba.close(p_tenant, p_session); END IF;
-    INSERT INTO simba.sessions AS s (tenant, session, expires, lease_ms)
-        VALUES (p_tenant, p_session, v_now + p_lease * interval '1 millisecond', p_lease)
+    INSERT INTO simba.sessions AS s (tenant, session, expires, lease_ms, opened)
+        VALUES (p_tenant, p_session, v_now + p_lease * interval '1 millisecond', p_lease, v_now)
         ON CONFLICT (tenant, session) DO UPDATE SET expires = EXCLUDED.expires, lease_ms = EXCLUDED.lease_ms;
     EXECUTE 'UNLISTEN *';
     EXECUTE 'LISTEN ' || quote_ident(simba.channel(p_session));
@@ -323,7 +350,7 @@ CREATE OR REPLACE FUNCTION simba.join_queue(p_tenant text, p_session text, p_req
     OUT o_grace_ms integer, OUT o_token text)
 LANGUAGE plpgsql AS $f$
 DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];
-    v_seq bigint; v_cap integer;
+    v_seq bigint; v_cap integer; v_inline boolean;
 BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
     IF array_length(p_names, 1) > 1 THEN
@@ -338,12 +365,12 @@ BEGIN
             SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
                 WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now)
             ON CONFLICT (tenant, name) DO UPDATE SET seq = r.seq + 1
-            RETURNING r.seq, r.capacity INTO v_seq, v_cap;
+            RETURNING r.seq, r.capacity, r.h_session IS NOT NULL INTO v_seq, v_cap, v_inline;
         IF NOT FOUND THEN o_status := 1; RETURN; END IF;
+        IF v_inline THEN PERFORM simba.unfold(p_tenant, p_names[v_i]); END IF;
         v_seqs[v_i] := v_seq;
         IF p_weights[v_i] > v_cap THEN o_status := 2; o_capacity := v_cap; RETURN; END IF;
     END LOOP;
-    -- a request id already in a queue: ours (a retry) or a dead session's (taken over)
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
         SELECT q.session INTO v_other FROM simba.entries q
             WHERE q.tenant = p_tenant AND q.name = p_names[v_i] AND q.request = p_request;
@@ -368,9 +395,8 @@ BEGIN
             SELECT r.held, r.owner, r.capacity INTO o_held, o_owner, o_capacity
                 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = p_names[1];
             o_fences := array_fill(0::bigint, ARRAY[array_length(p_names, 1)]); o_ahead := 0;
-            SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - p_now) * 1000))::integer INTO o_grace_ms
-                FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now;
-            o_grace_ms := COALESCE(o_grace_ms, 0);
+            o_grace_ms := COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - p_now) * 1000))
+                FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now), 0)::integer;
             RETURN;
         END IF;
         FOR v_i IN 1 .. array_length(p_names, 1) LOOP
@@ -397,23 +423,18 @@ BEGIN
     o_status := 0; o_granted := false; o_recheck_ms := -1; o_grace_ms := 0;
     FOR v_i IN 1 .. v_n LOOP v_names[v_i] := decode(p_names[v_i], 'hex'); END LOOP;
     WHILE v_n = 1 LOOP
-        WITH s AS (SELECT r.seq, r.counter FROM simba.resources r
-                   WHERE r.tenant = p_tenant AND r.name = v_names[1] AND p_weights[1] <= r.capacity
-                     AND NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])
-                     AND EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
-                                 AND t.boot = pg_catalog.pg_postmaster_start_time()
-                                 AND (t.grace_until IS NULL OR t.grace_until <= v_now))
-                     AND EXISTS (SELECT 1 FROM simba.sessions x WHERE x.tenant = p_tenant
-                                 AND x.session = p_session AND x.expires > v_now)),
-             u AS (UPDATE simba.resources r SET seq = s.seq + 1, counter = simba.next_fence(s.counter, v_now),
-                       held = 1, owner = p_session   -- simba_grant_fence
-                   FROM s WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.seq = s.seq
-                   RETURNING r.seq, r.counter, r.capacity),
-             e AS (INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence, watch, token)
-                   SELECT p_tenant, v_names[1], u.seq, p_request, p_session, p_weights[1], u.counter, p_watch,
-                          replace(gen_random_uuid()::text, '-', '') FROM u RETURNING token)
-        SELECT u.counter, e.token, u.capacity INTO v_fence, o_token, v_cap
-            FROM (SELECT 1) one LEFT JOIN u ON true LEFT JOIN e ON true;
+        UPDATE simba.resources r SET seq = r.seq + 1, counter = simba.next_fence(r.counter, v_now),  -- simba_grant_fence
+            held = 1, owner = p_session, h_seq = r.seq + 1, h_request = p_request, h_session = p_session,
+            h_opened = x.opened, h_weight = p_weights[1], h_fence = simba.next_fence(r.counter, v_now),
+            h_watch = p_watch, h_token = replace(gen_random_uuid()::text, '-', '') FROM simba.sessions x
+        WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.h_session IS NULL AND p_weights[1] <= r.capacity
+          AND r.seq = (SELECT y.seq FROM simba.resources y WHERE y.tenant = p_tenant AND y.name = v_names[1])
+          AND NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])
+          AND EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
+                      AND t.boot = pg_catalog.pg_postmaster_start_time()
+                      AND (t.grace_until IS NULL OR t.grace_until <= v_now))
+          AND x.tenant = p_tenant AND x.session = p_session AND x.expires > v_now
+        RETURNING r.counter, r.h_token, r.capacity INTO v_fence, o_token, v_cap;
         IF v_cap IS NOT NULL THEN
             IF p_watch THEN   -- the owner changed (an empty queue has none)
                 PERFORM pg_notify(simba.channel(p_session), 'o - ' || encode(v_names[1], 'hex'));
@@ -436,12 +457,16 @@ BEGIN
 END $f$;
 CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $f$
-DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record;
+DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record; v_dead boolean;
 BEGIN
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
-        SELECT r.capacity, r.held INTO v_cap, v_held FROM simba.resources r
+        SELECT r.capacity, r.held, r.h_session IS NOT NULL AND NOT EXISTS (SELECT 1 FROM simba.sessions s
+                   WHERE s.tenant = r.tenant AND s.session = r.h_session
+                     AND s.opened IS NOT DISTINCT FROM r.h_opened AND s.expires > p_now)
+            INTO v_cap, v_held, v_dead FROM simba.resources r
             WHERE r.tenant = p_tenant AND r.name = p_names[v_i];
         CONTINUE WHEN NOT FOUND;
+        IF v_dead THEN RETURN true; END IF;   -- a dead hold in the row
         v_ahead := 0;
         FOR e IN SELECT h.weight, h.fence, s.expires FROM
                      (SELECT q.seq, q.session, q.weight, q.fence FROM simba.entries q
@@ -486,7 +511,13 @@ DECLARE
     v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];
     v_others boolean; v_moved boolean;
 BEGIN
-    IF array_length(p_names, 1) > 1 THEN
+    IF array_length(p_names, 1) = 1 THEN   -- a hold in the row: only a one-resource request's
+        UPDATE simba.resources r SET h_seq = NULL, h_request = NULL, h_session = NULL, h_opened = NULL,
+                h_weight = NULL, h_fence = NULL, h_watch = NULL, h_token = NULL
+            WHERE r.tenant = p_tenant AND r.name = v_names[1] AND r.h_request = p_request
+              AND r.h_session = p_session;
+        IF FOUND THEN RETURN 0; END IF;
+    ELSE
         v_names := ARRAY(SELECT decode(x, 'hex') FROM unnest(p_names) AS x ORDER BY 1);
     END IF;
     -- in name order: each resource row locked before its queue changes, all held to the end
@@ -536,6 +567,7 @@ DECLARE v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, '
 BEGIN
     INSERT INTO simba.resources AS r (tenant, name, capacity) VALUES (p_tenant, v_name, p_capacity)
         ON CONFLICT (tenant, name) DO UPDATE SET capacity = EXCLUDED.capacity;
+    PERFORM simba.unfold(p_tenant, v_name);
     PERFORM simba.bump_epoch(p_tenant);
     PERFORM pg_notify(simba.channel(w.session), 'c - ' || p_name)
         FROM (SELECT DISTINCT q.session FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name) w;
@@ -547,6 +579,7 @@ LANGUAGE plpgsql AS $f$
 DECLARE v_name bytea := decode(p_name, 'hex');
 BEGIN
     PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;
+    PERFORM simba.unfold(p_tenant, v_name);
     PERFORM pg_notify(simba.channel(w.session), 'c - ' || p_name)
         FROM (SELECT DISTINCT q.session FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name) w;
     DELETE FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_name;

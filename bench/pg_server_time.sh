@@ -47,7 +47,7 @@ GRANT USAGE ON SCHEMA simba TO app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON simba.sessions, simba.resources, simba.entries, simba.tenants TO app;
 GRANT SELECT ON simba.tenant_roles TO app;
 CREATE TABLE floor_rows (k integer PRIMARY KEY, v text);
-INSERT INTO simba.sessions VALUES ('t', 'a~000000000000000a', now() + interval '1 day', 86400000),
+INSERT INTO simba.sessions (tenant, session, expires, lease_ms) VALUES ('t', 'a~000000000000000a', now() + interval '1 day', 86400000),
                                   ('t', 'b~000000000000000b', now() + interval '1 day', 86400000);
 SQL
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
