@@ -190,7 +190,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 10,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 11,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -1171,8 +1171,8 @@ static const char *const simba__pg_ddl[] = {
     "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
     "BEGIN\n"
-    "    IF v > 10 THEN\n"
-    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (10): keep it, use the newer simba', v;\n"
+    "    IF v > 11 THEN\n"
+    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (11): keep it, use the newer simba', v;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
@@ -1273,7 +1273,7 @@ static const char *const simba__pg_ddl[] = {
     "                                             timestamptz);\n"
     "    END IF;\n"
     "END $d$",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 10 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 11 $f$",
     /* The policy of every table: a row of a tenant listed in tenant_roles
        is for the roles listed (and their members) only. Written out in the
        policy, not called as a function: its subqueries are planned with each
@@ -1812,8 +1812,11 @@ static const char *const simba__pg_ddl[] = {
     "END $f$",
     /* INSPECT: rows (capacity, session, fence, weight, expires_in_ms,
        renewed_ago_ms, held_ms, grace_ms) in queue order, no dead entries,
-       times by the server's clock; no row: no such resource; one row with a
-       NULL session: no entries. Version 6 added the times. */
+       times by the server's clock as read once (v_now); no row: no such
+       resource; one row with a NULL session: no entries. A session renewed
+       after that reading (while this call waited for the row) is shown
+       renewed at it: expires_in_ms never exceeds the lease. Version 6 added
+       the times, version 11 that bound. */
     "CREATE OR REPLACE FUNCTION @.inspect(p_tenant text, p_name text)\n"
     "RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,\n"
     "               o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)\n"
@@ -1831,12 +1834,12 @@ static const char *const simba__pg_ddl[] = {
     "    SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::bigint INTO v_grace\n"
     "        FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;\n"
     "    v_grace := COALESCE(v_grace, 0);\n"
-    "    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight,\n"
-    "        floor(extract(epoch FROM s.expires - v_now) * 1000)::bigint,\n"
-    "        GREATEST(0, s.lease_ms - floor(extract(epoch FROM s.expires - v_now) * 1000))::bigint,\n"
+    "    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight, e.left_ms, s.lease_ms - e.left_ms,\n"
     "        CASE WHEN q.fence = 0 THEN -1 WHEN q.fence <= v_us THEN (v_us - q.fence) / 1000 ELSE 0 END,\n"
     "        v_grace\n"
     "        FROM @.entries q JOIN @.sessions s ON s.tenant = q.tenant AND s.session = q.session\n"
+    "        CROSS JOIN LATERAL (SELECT LEAST(s.lease_ms, floor(extract(epoch FROM s.expires - v_now) * 1000))::bigint\n"
+    "                            AS left_ms) e\n"
     "        WHERE q.tenant = p_tenant AND q.name = v_name ORDER BY q.seq;\n"
     "    IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0, -1::bigint, -1::bigint, -1::bigint, v_grace; END IF;\n"
     "END $f$",

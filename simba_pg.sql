@@ -33,8 +33,8 @@ DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
 BEGIN
-    IF v > 10 THEN
-        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (10): keep it, use the newer simba', v;
+    IF v > 11 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (11): keep it, use the newer simba', v;
     END IF;
 END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
@@ -97,7 +97,7 @@ BEGIN
                                              timestamptz);
     END IF;
 END $d$;
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 10 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 11 $f$;
 DO $d$ DECLARE t text; v_rule text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
@@ -552,12 +552,12 @@ BEGIN
     SELECT GREATEST(0, ceil(extract(epoch FROM t.grace_until - v_now) * 1000))::bigint INTO v_grace
         FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > v_now;
     v_grace := COALESCE(v_grace, 0);
-    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight,
-        floor(extract(epoch FROM s.expires - v_now) * 1000)::bigint,
-        GREATEST(0, s.lease_ms - floor(extract(epoch FROM s.expires - v_now) * 1000))::bigint,
+    RETURN QUERY SELECT v_cap, q.session, q.fence, q.weight, e.left_ms, s.lease_ms - e.left_ms,
         CASE WHEN q.fence = 0 THEN -1 WHEN q.fence <= v_us THEN (v_us - q.fence) / 1000 ELSE 0 END,
         v_grace
         FROM simba.entries q JOIN simba.sessions s ON s.tenant = q.tenant AND s.session = q.session
+        CROSS JOIN LATERAL (SELECT LEAST(s.lease_ms, floor(extract(epoch FROM s.expires - v_now) * 1000))::bigint
+                            AS left_ms) e
         WHERE q.tenant = p_tenant AND q.name = v_name ORDER BY q.seq;
     IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0, -1::bigint, -1::bigint, -1::bigint, v_grace; END IF;
 END $f$;

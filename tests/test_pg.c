@@ -372,13 +372,13 @@ static int disconnected_saying(h_client **cl, const char *words) {
 }
 
 /* A database that an older simba set up (tests/pg_schema_v5.sql to
-   tests/pg_schema_v9.sql: each version exactly
+   tests/pg_schema_v10.sql: each version exactly
    as it was installed, from simba_pg.sql of that version), with a holder
    of that version: a client
    without create_schema is refused in words and changes nothing; with
    create_schema the schema is upgraded in place and the old holder keeps
    its entry, its fence and the lock. The installer run again on a database
-   in use loses nothing. A schema of a newer simba (version 11 here) is
+   in use loses nothing. A schema of a newer simba (version 12 here) is
    refused, with create_schema too, and by the installer itself, and stays
    as it was. */
 static void schema_upgrade_from(const char *file, int version) {
@@ -402,7 +402,8 @@ static void schema_upgrade_from(const char *file, int version) {
     CHECK(admin_num(db, "SELECT simba.open('up', 'old~00000000000000aa', 60000)") >= 0);
     CHECK_EQ(admin_num(db, "SELECT o_granted::int FROM simba.enqueue('up', 'old~00000000000000aa', 'r-old',"
                            " false, false, ARRAY[encode('held'::bytea, 'hex')], ARRAY[1], ARRAY[0])"), 1);
-    fence_old = admin_num(db, "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'");
+    fence_old = admin_num(db, version >= 10 ? "SELECT fence FROM " QUEUE " queue WHERE tenant = 'up' AND session LIKE 'old~%'"
+                                            : "SELECT fence FROM simba.entries WHERE tenant = 'up' AND session LIKE 'old~%'");
     CHECK(fence_old > 0);
 
     pd.conninfo = url;
@@ -411,7 +412,7 @@ static void schema_upgrade_from(const char *file, int version) {
     cl[0] = &a;
     a.s = new_client_ex("up", "a", 5000, 2000, &pd);
     CHECK(a.s);
-    snprintf(words, sizeof words, "has version %d, this simba needs 10: run simba_pg.sql again", version);
+    snprintf(words, sizeof words, "has version %d, this simba needs 11: run simba_pg.sql again", version);
     CHECK(disconnected_saying(cl, words));
     simba_destroy(a.s);
     a.s = NULL;
@@ -425,7 +426,7 @@ static void schema_upgrade_from(const char *file, int version) {
     CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
     lb = h_acquire(b.s, "held", 500);
     CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 10);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 11);
     CHECK_EQ(admin_num(db, "SELECT fence FROM " QUEUE " queue WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
                            " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
@@ -444,16 +445,16 @@ static void schema_upgrade_from(const char *file, int version) {
 
     /* a newer simba's schema */
     CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS $f$ SELECT 11 $f$") == 0);
+                         " AS $f$ SELECT 12 $f$") == 0);
     memset(&a, 0, sizeof a);
     cl[0] = &a;
     a.s = new_client_ex("up", "c", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 11, newer than this simba's 10"));
+    CHECK(disconnected_saying(cl, "has version 12, newer than this simba's 11"));
     r = PQexec(db, now);
     CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
     PQclear(r);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 11);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 12);
     CHECK_EQ(admin_num(db, "SELECT fence FROM " QUEUE " queue WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     if (a.s) simba_destroy(a.s);
     a.s = NULL;
@@ -473,6 +474,7 @@ static void t_schema_upgrade(void) {
     schema_upgrade_from("tests/pg_schema_v7.sql", 7);
     schema_upgrade_from("tests/pg_schema_v8.sql", 8);
     schema_upgrade_from("tests/pg_schema_v9.sql", 9);
+    schema_upgrade_from("tests/pg_schema_v10.sql", 10);
 }
 
 /* The fast paths of the server functions: an acquire of a free name (no
@@ -929,6 +931,46 @@ static void t_hold_in_row_meets_close(void) {
     CHECK(admin_num(root, "SELECT fence FROM simba.entries WHERE tenant = 'rowc' AND name = '\\x636c'"
                           " AND request = 'cb'") > 0);
     CHECK_EQ(admin_num(root, "SELECT count(*) FROM simba.entries WHERE tenant = 'rowc' AND request = 'ca'"), 0);
+    PQfinish(x);
+    PQfinish(y);
+    PQfinish(root);
+    free(schema);
+}
+
+/* INSPECT meets a renewal that commits while it waits for the resource's
+   row: the times it answers are by one clock reading, so the renewed
+   session expires no later than its lease from then (renewed_ago_ms 0,
+   the two summing to the lease), not its lease plus the wait. */
+static void t_inspect_meets_a_renewal(void) {
+    PGconn *root = admin_open(), *x = admin_open(), *y = admin_open();
+    char *schema = schema_text("simba");
+    const char *t = "rowk";
+    PGresult *r;
+    int busy, i;
+    CHECK(root && x && y && schema && admin_exec(root, schema) == 0 && hold_setup(root, t));
+    CHECK(hold_enqueue(root, t, 'a', "ka", "6b", 1, 0, "o_fences[1]") > 0);
+    CHECK(admin_exec(x, "BEGIN") == 0);
+    CHECK(admin_exec(x, "SELECT 1 FROM simba.resources WHERE tenant = 'rowk' AND name = '\\x6b' FOR UPDATE") == 0);
+    CHECK(PQsendQuery(y, "SELECT o_expires_in_ms, o_renewed_ago_ms FROM simba.inspect('rowk', '6b')"
+                         " WHERE o_session = 'a~00000000000000a1'"));
+    for (i = 0, busy = 1; i < 30 && busy; i++) {   /* INSPECT is still waiting after 300 ms */
+        poll(NULL, 0, 10);
+        PQconsumeInput(y);
+        busy = PQisBusy(y);
+    }
+    CHECK(busy);
+    CHECK(admin_num(x, "SELECT simba.keepalive('rowk', 'a~00000000000000a1', 60000)") >= 0);
+    CHECK(admin_exec(x, "COMMIT") == 0);
+    r = PQgetResult(y);
+    CHECK(r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1);
+    if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        long long expires_in = atoll(PQgetvalue(r, 0, 0)), renewed_ago = atoll(PQgetvalue(r, 0, 1));
+        printf("  # expires_in_ms %lld, renewed_ago_ms %lld (lease 60000)\n", expires_in, renewed_ago);
+        CHECK(expires_in >= 1 && expires_in <= 60000);
+        CHECK_EQ(expires_in + renewed_ago, 60000);
+    }
+    PQclear(r);
+    while ((r = PQgetResult(y)) != NULL) PQclear(r);
     PQfinish(x);
     PQfinish(y);
     PQfinish(root);
@@ -1541,6 +1583,7 @@ int main(int argc, char **argv) {
     RUN(t_hold_in_row_meets_a_queue);
     RUN(t_hold_in_row_of_an_ended_session);
     RUN(t_hold_in_row_meets_close);
+    RUN(t_inspect_meets_a_renewal);
     RUN(t_tenant_isolation);
     RUN(t_forged_notify);
     RUN(t_lock_timeout_rows_held);
