@@ -1141,6 +1141,22 @@ static void t_capacity_and_inspect(void) {
     }
     CHECK(conf_wait_queued(3, "cap", 3, NULL, 0)); /* inserted nothing */
     for (i = 0; i < 3; i++) CHECK(conf_release(i, l[i]));
+    {   /* the same on the emptied resource (an uncontended acquire's path) */
+        simba_lock_desc d;
+        memset(&d, 0, sizeof d);
+        d.name = "cap";
+        d.capacity = 10;
+        d.permits = 5;
+        d.wait_ms = -1;
+        lx = simba_acquire(S(3), &d);
+        CHECK(!conf_null(lx));
+        e = conf_next(3, lx, CONF_SOON_MS);
+        CHECK(e != NULL);
+        if (e && e->type != SIMBA_EVENT_ERROR)
+            printf("  # permits 5 > capacity 4, nobody there: %s\n", simba_event_name(e->type));
+        CHECK(e && e->type == SIMBA_EVENT_ERROR && e->error == SIMBA_ECAPACITY);
+        CHECK(conf_wait_queued(3, "cap", 0, NULL, 0));
+    }
 }
 
 /* delete: the holder learns it was STOLEN, and the name starts over (a new
