@@ -406,6 +406,7 @@ typedef struct simba__sqlite {
     int rc;                     /* the first SQLite error of the batch (0: none) */
     char errmsg[SIMBA_MAX_MESSAGE + 1];
     int64_t now, now_us, grace_until;
+    int grace_read;             /* grace_until read in this transaction (on first need) */
     const char *tenant;         /* the tenant of the op being run */
     const char *answering;      /* the request id the op answers: no wake-up for it */
     const char *answering_session;
@@ -1034,7 +1035,17 @@ static void simba__sqlite_tx_begin(simba__sqlite *b) {
     b->now = simba__sqlite_mono_ms();
     b->now_us = simba__sqlite_real_us();
     b->tenant = "";
-    b->grace_until = simba__sqlite_meta_int(b, "grace_until", 0);
+    b->grace_read = 0;
+}
+
+/* The ms left of the file's restart grace (0: none), read once per
+   transaction and only by an op that may grant or answers it. */
+static int64_t simba__sqlite_grace_left(simba__sqlite *b) {
+    if (!b->grace_read) {
+        b->grace_until = simba__sqlite_meta_int(b, "grace_until", 0);
+        b->grace_read = 1;
+    }
+    return b->now < b->grace_until ? b->grace_until - b->now : 0;
 }
 
 /* A batch that failed: every op of it gets the cause; a file that went bad
@@ -1572,7 +1583,7 @@ static int simba__sqlite_walk(simba__sqlite *b, const char *name, int capacity, 
                               simba__sqlite_grant *first_waiter, char *held_by, char *owner) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_Q_WALK);
     int64_t sum = 0;
-    int blocked = b->now < b->grace_until, n = 0, head = 1;
+    int blocked = simba__sqlite_grace_left(b) > 0, n = 0, head = 1;
     char session[SIMBA_MAX_SESSION + 1];
     first_waiter->seq = 0;
     owner[0] = held_by[0] = 0;
@@ -1791,9 +1802,9 @@ static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
     }
     if (j->r.granted) simba__sqlite_watch_drop(b, j->request);
     else simba__sqlite_watch_set(b, j->request, j->names[0], pids, np);
-    if (b->now < b->grace_until) {
-        j->r.recheck_ms = simba__sqlite_min_hint(j->r.recheck_ms, b->grace_until - b->now);
-        j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
+    if (simba__sqlite_grace_left(b) > 0) {
+        j->r.recheck_ms = simba__sqlite_min_hint(j->r.recheck_ms, simba__sqlite_grace_left(b));
+        j->r.grace_ms = simba__sqlite_min_hint(-1, simba__sqlite_grace_left(b));
     }
     simba__sqlite_res(b, j->names[0], &capacity, &counter);
     j->r.capacity = capacity;
@@ -1819,7 +1830,7 @@ static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
 static int simba__sqlite_fits_now(simba__sqlite *b, simba__sqlite_job *j) {
     int i, capacity, fits = 1;
     int64_t counter;
-    if (b->now < b->grace_until) return 0;
+    if (simba__sqlite_grace_left(b) > 0) return 0;
     for (i = 0; i < j->nres && fits; i++) {
         sqlite3_stmt *st;
         int64_t ahead = 0;
@@ -1883,7 +1894,7 @@ static int simba__sqlite_fast_acquire(simba__sqlite *b, simba__sqlite_job *j) {
     sqlite3_stmt *st;
     int capacity, is_free, found;
     int64_t counter, ahead = 0;
-    if (j->nres != 1 || b->now < b->grace_until) return 0;
+    if (j->nres != 1 || simba__sqlite_grace_left(b) > 0) return 0;
     found = simba__sqlite_res_free(b, j->names[0], &capacity, &counter, &is_free);
     if (!found) {
         st = simba__sqlite_q(b, SQ_RES_ADD);
@@ -1929,7 +1940,7 @@ static void simba__sqlite_enqueue(simba__sqlite *b, simba__sqlite_job *j) {
             int64_t counter;
             j->r.recheck_ms = -1;
             simba__sqlite_res(b, j->names[0], &j->r.capacity, &counter);
-            if (b->now < b->grace_until) j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
+            if (simba__sqlite_grace_left(b) > 0) j->r.grace_ms = simba__sqlite_min_hint(-1, simba__sqlite_grace_left(b));
             return;
         }
         for (i = 0; i < j->nres && !b->rc; i++) {
@@ -2064,7 +2075,7 @@ static void simba__sqlite_inspect(simba__sqlite *b, simba__sqlite_job *j) {
     j->r.nentries = n;
     j->r.entries = j->entries;
     j->r.entry_times = 1;
-    if (b->now < b->grace_until) j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
+    if (simba__sqlite_grace_left(b) > 0) j->r.grace_ms = simba__sqlite_min_hint(-1, simba__sqlite_grace_left(b));
     j->r.owner = j->owner[0] ? j->owner : NULL;
 }
 
