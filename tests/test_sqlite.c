@@ -488,6 +488,19 @@ static long long sq_sql_num(const char *path, const char *sql) {
     return v;
 }
 
+/* Clients a and b of tenant "row" on a new file `file` of this run's
+   directory (its path into path), a holding "x" (its ACQUIRED into *ev):
+   the start of the tests of a hold kept in a resource's row. 1 if so. */
+static int sq_row_pair(const char *file, char *path, size_t cap, simba **a, simba **b, simba_lock *la,
+                       simba_event *ev) {
+    sq_path(path, cap, file);
+    *a = sq_client(path, "row", "a", 0, 0);
+    *b = sq_client(path, "row", "b", 0, 0);
+    if (!*a || !*b) return 0;
+    *la = sq_acquire(*a, "x", 1, 1, 0, -1);
+    return sq_expect(*a, *la, SIMBA_EVENT_ACQUIRED, 5000, ev);
+}
+
 /* An uncontended hold is kept in its resource's row, with no entry row; a
    second request on the name turns it into the queue's head entry first:
    the holder keeps its lock and its fence, the waiter waits behind it and
@@ -498,12 +511,7 @@ static void t_sqlite_hold_in_row_meets_a_queue(void) {
     simba_lock la, lb;
     simba_event ev;
     int64_t fa;
-    sq_path(path, sizeof path, "row-queue.db");
-    a = sq_client(path, "row", "a", 0, 0);
-    b = sq_client(path, "row", "b", 0, 0);
-    CHECK(a && b);
-    la = sq_acquire(a, "x", 1, 1, 0, -1);
-    CHECK(sq_expect(a, la, SIMBA_EVENT_ACQUIRED, 5000, &ev));
+    CHECK(sq_row_pair("row-queue.db", path, sizeof path, &a, &b, &la, &ev));
     fa = ev.fence;
     CHECK_EQ(sq_sql_num(path, "SELECT count(*) FROM entries"), 0);
     CHECK_EQ(sq_sql_num(path, "SELECT hfence FROM resources WHERE tenant='row' AND name=CAST('x' AS BLOB)"), fa);
@@ -530,12 +538,7 @@ static void t_sqlite_hold_in_row_of_an_ended_session(void) {
     char path[320];
     simba *a, *b;
     simba_lock la;
-    sq_path(path, sizeof path, "row-ended.db");
-    a = sq_client(path, "row", "a", 0, 0);
-    b = sq_client(path, "row", "b", 0, 0);
-    CHECK(a && b);
-    la = sq_acquire(a, "x", 1, 1, 0, -1);
-    CHECK(sq_expect(a, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    CHECK(sq_row_pair("row-ended.db", path, sizeof path, &a, &b, &la, NULL));
     CHECK_EQ(sq_sql_num(path, "UPDATE sessions SET opened=opened+1 WHERE tenant='row' AND id="
                               "(SELECT hsession FROM resources WHERE tenant='row' AND name=CAST('x' AS BLOB))"), 1);
     CHECK(sq_expect(b, sq_acquire(b, "x", 1, 1, 0, 0), SIMBA_EVENT_ACQUIRED, 5000, NULL));
@@ -587,12 +590,7 @@ static void t_sqlite_hold_in_row_told_of_delete(void) {
     simba_lock la;
     simba_event ev;
     int64_t t0;
-    sq_path(path, sizeof path, "row-delete.db");
-    a = sq_client(path, "row", "a", 0, 0);
-    b = sq_client(path, "row", "b", 0, 0);
-    CHECK(a && b);
-    la = sq_acquire(a, "x", 1, 1, 0, -1);
-    CHECK(sq_expect(a, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    CHECK(sq_row_pair("row-delete.db", path, sizeof path, &a, &b, &la, NULL));
     t0 = h_real_ms();
     CHECK(sq_expect(b, simba_delete(b, "x", NULL), SIMBA_EVENT_DONE, 5000, NULL));
     CHECK(sq_expect(a, la, SIMBA_EVENT_LOST, 1000, &ev));
