@@ -44,7 +44,10 @@
     (tables meta, sessions, resources, entries, epochs; created on first use).
     Each batch of operations is one write transaction (BEGIN IMMEDIATE). A
     busy database (SQLITE_BUSY) is never waited for inside simba_tick: the
-    batch is retried from the loop (deadline_ms), a few ms later.
+    batch is retried from the loop (deadline_ms), a few ms later. A sole
+    holder of a name with an empty queue is kept in the resource's row (one
+    row written per uncontended acquire and per release); anything else
+    that reads or changes that queue first turns it into the head entry.
 
     A session's mark: each backend holds an open file description lock
     (F_OFD_SETLK) on one byte (its slot) of the sidecar file "<path>-simba".
@@ -274,6 +277,7 @@ typedef struct simba__sqlite_known {
     char wake[SIMBA__SQLITE_WAKE_NAME];
     int64_t expires;
     int64_t renewed;            /* the session's last OPEN or KEEPALIVE, server ms */
+    int64_t opened;             /* when its row was made (wall clock, us): which session of this id */
     int pid;
     int64_t start;
 } simba__sqlite_known;
@@ -293,7 +297,8 @@ enum simba__sqlite_sql {
     SQ_RES_GET, SQ_RES_ADD, SQ_RES_COUNTER, SQ_RES_CAP, SQ_RES_DEL,
     SQ_Q_WALK, SQ_ENT_FIND, SQ_ENT_ADD, SQ_ENT_FENCE, SQ_REQ_LEFT, SQ_ENT_DEL_REQ,
     SQ_AHEAD, SQ_PRED, SQ_WATCHERS, SQ_RES_SESSIONS, SQ_ENT_DEL_RES,
-    SQ_EPOCH_GET, SQ_EPOCH_BUMP, SQ_N
+    SQ_EPOCH_GET, SQ_EPOCH_BUMP, SQ_RES_HOLD, SQ_RES_UNHOLD, SQ_ENT_UNFOLD,
+    SQ_RES_FREE, SQ_RES_LET_GO, SQ_N
 };
 
 /* The SQL of each statement, prepared once per open. Names are BLOBs, so
@@ -302,13 +307,16 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK",
     "SELECT v FROM meta WHERE k=?1",
     "INSERT OR REPLACE INTO meta(k,v) VALUES(?1,?2)",
-    "SELECT slot,markfile,pid,start,expires,wake,renewed FROM sessions WHERE tenant=?1 AND id=?2",
-    "INSERT OR REPLACE INTO sessions(tenant,id,slot,markfile,pid,start,expires,wake,renewed)"
-    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    "SELECT slot,markfile,pid,start,expires,wake,renewed,opened FROM sessions WHERE tenant=?1 AND id=?2",
+    /* opened: set when the row is made, kept by every later OPEN and KEEPALIVE */
+    "INSERT INTO sessions(tenant,id,slot,markfile,pid,start,expires,wake,renewed,opened)"
+    " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) ON CONFLICT(tenant,id) DO UPDATE SET slot=excluded.slot,"
+    " markfile=excluded.markfile, pid=excluded.pid, start=excluded.start, expires=excluded.expires,"
+    " wake=excluded.wake, renewed=excluded.renewed",
     "DELETE FROM sessions WHERE tenant=?1 AND id=?2",
     "SELECT DISTINCT name FROM entries WHERE tenant=?1 AND session=?2",
     "DELETE FROM entries WHERE tenant=?1 AND session=?2",
-    "SELECT capacity,counter FROM resources WHERE tenant=?1 AND name=?2",
+    "SELECT capacity,counter,hsession,hrequest,hopened,hweight,hwatch,hfence FROM resources WHERE tenant=?1 AND name=?2",
     "INSERT OR IGNORE INTO resources(tenant,name,capacity,counter) VALUES(?1,?2,?3,"
     "(SELECT COALESCE(MAX(fence_floor),0) FROM epochs WHERE tenant=?1))",
     "UPDATE resources SET counter=?3 WHERE tenant=?1 AND name=?2",
@@ -330,7 +338,20 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     "DELETE FROM entries WHERE tenant=?1 AND name=?2",
     "SELECT epoch FROM epochs WHERE tenant=?1",
     "INSERT INTO epochs(tenant,epoch,fence_floor) VALUES(?1,2,?2) ON CONFLICT(tenant) DO UPDATE"
-    " SET epoch=epoch+1, fence_floor=MAX(fence_floor,?2)"
+    " SET epoch=epoch+1, fence_floor=MAX(fence_floor,?2)",
+    /* a sole holder kept in the resource's row (its fence is the new counter) */
+    "UPDATE resources SET counter=?3, hfence=?3, hsession=?4, hrequest=?5, hopened=?6, hweight=?7, hwatch=?8"
+    " WHERE tenant=?1 AND name=?2",
+    "UPDATE resources SET hsession=NULL, hrequest=NULL, hopened=NULL, hweight=NULL, hwatch=NULL, hfence=NULL"
+    " WHERE tenant=?1 AND name=?2",
+    /* that holder as the queue's head entry (the queue is empty then) */
+    "INSERT INTO entries(tenant,name,seq,request,session,weight,fence,watch,nres) VALUES(?1,?2,"
+    "(SELECT COALESCE(MIN(seq),2)-1 FROM entries WHERE tenant=?1 AND name=?2),?3,?4,?5,?6,?7,1)",
+    /* free: no hold in the row, no entry in the queue */
+    "SELECT capacity,counter,hsession IS NULL AND NOT EXISTS(SELECT 1 FROM entries WHERE tenant=?1 AND name=?2)"
+    " FROM resources WHERE tenant=?1 AND name=?2",
+    "UPDATE resources SET hsession=NULL, hrequest=NULL, hopened=NULL, hweight=NULL, hwatch=NULL, hfence=NULL"
+    " WHERE tenant=?1 AND name=?2 AND hsession=?3 AND hrequest=?4"
 };
 
 /* The schema, written by the first process that opens the file. */
@@ -338,19 +359,20 @@ static const char *const simba__sqlite_schema =
     "CREATE TABLE meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
     "CREATE TABLE sessions(tenant TEXT NOT NULL, id TEXT NOT NULL, slot INTEGER NOT NULL,"
     " markfile TEXT NOT NULL, pid INTEGER NOT NULL, start INTEGER NOT NULL,"
-    " expires INTEGER NOT NULL, wake TEXT NOT NULL, renewed INTEGER NOT NULL,"
+    " expires INTEGER NOT NULL, wake TEXT NOT NULL, renewed INTEGER NOT NULL, opened INTEGER NOT NULL,"
     " PRIMARY KEY(tenant,id)) WITHOUT ROWID;"
     "CREATE TABLE resources(tenant TEXT NOT NULL, name BLOB NOT NULL, capacity INTEGER NOT NULL,"
-    " counter INTEGER NOT NULL, PRIMARY KEY(tenant,name)) WITHOUT ROWID;"
+    " counter INTEGER NOT NULL, hsession TEXT, hrequest TEXT, hopened INTEGER, hweight INTEGER, hwatch INTEGER,"
+    " hfence INTEGER, PRIMARY KEY(tenant,name)) WITHOUT ROWID;"
     "CREATE TABLE entries(tenant TEXT NOT NULL, name BLOB NOT NULL, seq INTEGER NOT NULL,"
     " request TEXT NOT NULL, session TEXT NOT NULL, weight INTEGER NOT NULL, fence INTEGER NOT NULL DEFAULT 0,"
     " watch INTEGER NOT NULL DEFAULT 0, nres INTEGER NOT NULL DEFAULT 1, PRIMARY KEY(tenant,name,seq),"
     " UNIQUE(tenant,name,request)) WITHOUT ROWID;"
     "CREATE INDEX entries_watch ON entries(tenant,name) WHERE watch=1;"
     "CREATE TABLE epochs(tenant TEXT PRIMARY KEY, epoch INTEGER NOT NULL, fence_floor INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 5');";
+    "INSERT INTO meta(k,v) VALUES('format','simba-sqlite 6');";
 
-#define SIMBA__SQLITE_FORMAT "simba-sqlite 5"
+#define SIMBA__SQLITE_FORMAT "simba-sqlite 6"
 
 typedef struct simba__sqlite {
     simba *s;
@@ -384,6 +406,7 @@ typedef struct simba__sqlite {
     int rc;                     /* the first SQLite error of the batch (0: none) */
     char errmsg[SIMBA_MAX_MESSAGE + 1];
     int64_t now, now_us, grace_until;
+    int grace_read;             /* grace_until read in this transaction (on first need) */
     const char *tenant;         /* the tenant of the op being run */
     const char *answering;      /* the request id the op answers: no wake-up for it */
     const char *answering_session;
@@ -859,7 +882,9 @@ static void simba__sqlite_new_boot(simba__sqlite *b) {
     if (simba__sqlite_step(b, st) == SQLITE_ROW) simba__sqlite_col(st, 0, was, sizeof was);
     sqlite3_reset(st);
     if (strcmp(boot, was) == 0) return;
-    if (was[0] && sqlite3_exec(b->db, "DELETE FROM entries; DELETE FROM sessions; DELETE FROM meta WHERE k='grace_until'",
+    if (was[0] && sqlite3_exec(b->db, "DELETE FROM entries; DELETE FROM sessions; DELETE FROM meta WHERE k='grace_until';"
+                     " UPDATE resources SET hsession=NULL, hrequest=NULL, hopened=NULL, hweight=NULL, hwatch=NULL,"
+                     " hfence=NULL WHERE hsession IS NOT NULL",
                      NULL, NULL, NULL) != SQLITE_OK) { simba__sqlite_fail(b, sqlite3_errcode(b->db)); return; }
     st = simba__sqlite_q(b, SQ_META_SET);
     simba__sqlite_bind_text(st, 1, "boot_id");
@@ -1010,7 +1035,17 @@ static void simba__sqlite_tx_begin(simba__sqlite *b) {
     b->now = simba__sqlite_mono_ms();
     b->now_us = simba__sqlite_real_us();
     b->tenant = "";
-    b->grace_until = simba__sqlite_meta_int(b, "grace_until", 0);
+    b->grace_read = 0;
+}
+
+/* The ms left of the file's restart grace (0: none), read once per
+   transaction and only by an op that may grant or answers it. */
+static int64_t simba__sqlite_grace_left(simba__sqlite *b) {
+    if (!b->grace_read) {
+        b->grace_until = simba__sqlite_meta_int(b, "grace_until", 0);
+        b->grace_read = 1;
+    }
+    return b->now < b->grace_until ? b->grace_until - b->now : 0;
 }
 
 /* A batch that failed: every op of it gets the cause; a file that went bad
@@ -1202,6 +1237,7 @@ static int simba__sqlite_row_state(simba__sqlite *b, sqlite3_stmt *st, simba__sq
     k->expires = sqlite3_column_int64(st, 4);
     simba__sqlite_col(st, 5, k->wake, sizeof k->wake);
     k->renewed = sqlite3_column_int64(st, 6);
+    k->opened = sqlite3_column_int64(st, 7);
     if (k->expires < b->now) return SIMBA__SQLITE_EXPIRED;
     if (strcmp(markfile, b->markfile) != 0) return SIMBA__SQLITE_LIVE;   /* a mark we cannot see */
     if (simba__sqlite_mark_held(b, slot, k->wake)) return SIMBA__SQLITE_LIVE;
@@ -1313,6 +1349,7 @@ static void simba__sqlite_session_put(simba__sqlite *b, simba__sqlite_job *j) {
     sqlite3_bind_int64(st, 7, b->now + j->lease_ms);
     simba__sqlite_bind_text(st, 8, b->wake);
     sqlite3_bind_int64(st, 9, b->now);
+    sqlite3_bind_int64(st, 10, b->now_us);
     simba__sqlite_step(b, st);
     simba__sqlite_known_forget(b, j->session);
     j->r.epoch = simba__sqlite_epoch(b);
@@ -1349,9 +1386,52 @@ static void simba__sqlite_watch_drop(simba__sqlite *b, const char *request);
 
 /*>>locks.rule: a resource's row, its owner, the grant rule's walk */
 
-/* The stored capacity and fence counter of `name`; 0 if it does not exist. */
-static int simba__sqlite_res(simba__sqlite *b, const char *name, int *capacity, int64_t *counter) {
+/* A sole holder kept in its resource's row instead of an entry row (an
+   acquire of a free name writes that one row, its release clears it). It
+   holds only while the queue's entries are empty: whatever else reads or
+   changes the queue turns it into the head entry first (simba__sqlite_unfold). */
+typedef struct simba__sqlite_hold {
+    char session[SIMBA_MAX_SESSION + 1];   /* "" = no hold in the row */
+    char request[SIMBA__SQLITE_MAX_REQ];
+    int64_t opened;             /* its session's opened when it was granted */
+    int64_t fence;
+    int weight, watch;
+} simba__sqlite_hold;
+
+/* The stored capacity and fence counter of `name`, and the hold in its row
+   (when h is not NULL); 0 if it does not exist. */
+static int simba__sqlite_res_hold(simba__sqlite *b, const char *name, int *capacity, int64_t *counter,
+                                  simba__sqlite_hold *h) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_RES_GET);
+    int found = 0;
+    if (h) h->session[0] = h->request[0] = 0;
+    simba__sqlite_bind_text(st, 1, b->tenant);
+    simba__sqlite_bind_name(st, 2, name);
+    if (simba__sqlite_step(b, st) == SQLITE_ROW) {
+        found = 1;
+        *capacity = sqlite3_column_int(st, 0);
+        *counter = sqlite3_column_int64(st, 1);
+        if (h && sqlite3_column_type(st, 2) != SQLITE_NULL) {
+            simba__sqlite_col(st, 2, h->session, sizeof h->session);
+            simba__sqlite_col(st, 3, h->request, sizeof h->request);
+            h->opened = sqlite3_column_int64(st, 4);
+            h->weight = sqlite3_column_int(st, 5);
+            h->watch = sqlite3_column_int(st, 6);
+            h->fence = sqlite3_column_int64(st, 7);
+        }
+    }
+    sqlite3_reset(st);
+    return found;
+}
+
+static int simba__sqlite_res(simba__sqlite *b, const char *name, int *capacity, int64_t *counter) {
+    return simba__sqlite_res_hold(b, name, capacity, counter, NULL);
+}
+
+/* Whether `name` exists (its capacity and counter then) and is free: no
+   hold in its row, no entry in its queue. */
+static int simba__sqlite_res_free(simba__sqlite *b, const char *name, int *capacity, int64_t *counter, int *is_free) {
+    sqlite3_stmt *st = simba__sqlite_q(b, SQ_RES_FREE);
     int found = 0;
     simba__sqlite_bind_text(st, 1, b->tenant);
     simba__sqlite_bind_name(st, 2, name);
@@ -1359,9 +1439,49 @@ static int simba__sqlite_res(simba__sqlite *b, const char *name, int *capacity, 
         found = 1;
         *capacity = sqlite3_column_int(st, 0);
         *counter = sqlite3_column_int64(st, 1);
+        *is_free = sqlite3_column_int(st, 2);
     }
     sqlite3_reset(st);
     return found;
+}
+
+static void simba__sqlite_unhold(simba__sqlite *b, const char *name) {
+    sqlite3_stmt *st = simba__sqlite_q(b, SQ_RES_UNHOLD);
+    simba__sqlite_bind_text(st, 1, b->tenant);
+    simba__sqlite_bind_name(st, 2, name);
+    simba__sqlite_step(b, st);
+}
+
+/* The hold in `name`'s row, if any, becomes the head entry of its queue
+   (position, fence, weight, contend flag kept), so the rule's walk and
+   every reader of entries see it. A hold whose session is not the one
+   that took it (closed, purged, or opened again under its id: another
+   opened) is dropped instead: it died with that session, whose purge does
+   not look in resource rows. A hold of a session that is dead now (lease
+   run out, process gone) is unfolded, and the walk purges it as any entry. */
+static void simba__sqlite_unfold_hold(simba__sqlite *b, const char *name, const simba__sqlite_hold *h) {
+    simba__sqlite_known *k;
+    sqlite3_stmt *st;
+    if (!h->session[0]) return;
+    simba__sqlite_unhold(b, name);
+    k = simba__sqlite_known_get(b, h->session);
+    if (k->state == SIMBA__SQLITE_ABSENT || k->opened != h->opened) return;
+    st = simba__sqlite_q(b, SQ_ENT_UNFOLD);
+    simba__sqlite_bind_text(st, 1, b->tenant);
+    simba__sqlite_bind_name(st, 2, name);
+    simba__sqlite_bind_text(st, 3, h->request);
+    simba__sqlite_bind_text(st, 4, h->session);
+    sqlite3_bind_int(st, 5, h->weight);
+    sqlite3_bind_int64(st, 6, h->fence);
+    sqlite3_bind_int(st, 7, h->watch);
+    simba__sqlite_step(b, st);
+}
+
+static void simba__sqlite_unfold(simba__sqlite *b, const char *name) {
+    simba__sqlite_hold h;
+    int capacity;
+    int64_t counter;
+    if (simba__sqlite_res_hold(b, name, &capacity, &counter, &h)) simba__sqlite_unfold_hold(b, name, &h);
 }
 
 /* The session of the oldest granted entry of `name` ("" if none). */
@@ -1463,7 +1583,7 @@ static int simba__sqlite_walk(simba__sqlite *b, const char *name, int capacity, 
                               simba__sqlite_grant *first_waiter, char *held_by, char *owner) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_Q_WALK);
     int64_t sum = 0;
-    int blocked = b->now < b->grace_until, n = 0, head = 1;
+    int blocked = simba__sqlite_grace_left(b) > 0, n = 0, head = 1;
     char session[SIMBA_MAX_SESSION + 1];
     first_waiter->seq = 0;
     owner[0] = held_by[0] = 0;
@@ -1530,7 +1650,9 @@ static void simba__sqlite_evaluate(simba__sqlite *b, const char *name, const cha
     char after[SIMBA_MAX_SESSION + 1], was[SIMBA_MAX_SESSION + 1], prior[SIMBA_MAX_SESSION + 1];
     int capacity, n, granted = 0, passes = 0;
     int64_t counter;
-    if (!simba__sqlite_res(b, name, &capacity, &counter)) return;
+    simba__sqlite_hold h;
+    if (!simba__sqlite_res_hold(b, name, &capacity, &counter, &h)) return;
+    simba__sqlite_unfold_hold(b, name, &h);
     for (;;) {
         n = simba__sqlite_walk(b, name, capacity, g, &first, was, after);
         if (b->rc) return;
@@ -1680,9 +1802,9 @@ static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
     }
     if (j->r.granted) simba__sqlite_watch_drop(b, j->request);
     else simba__sqlite_watch_set(b, j->request, j->names[0], pids, np);
-    if (b->now < b->grace_until) {
-        j->r.recheck_ms = simba__sqlite_min_hint(j->r.recheck_ms, b->grace_until - b->now);
-        j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
+    if (simba__sqlite_grace_left(b) > 0) {
+        j->r.recheck_ms = simba__sqlite_min_hint(j->r.recheck_ms, simba__sqlite_grace_left(b));
+        j->r.grace_ms = simba__sqlite_min_hint(-1, simba__sqlite_grace_left(b));
     }
     simba__sqlite_res(b, j->names[0], &capacity, &counter);
     j->r.capacity = capacity;
@@ -1708,7 +1830,7 @@ static void simba__sqlite_state(simba__sqlite *b, simba__sqlite_job *j) {
 static int simba__sqlite_fits_now(simba__sqlite *b, simba__sqlite_job *j) {
     int i, capacity, fits = 1;
     int64_t counter;
-    if (b->now < b->grace_until) return 0;
+    if (simba__sqlite_grace_left(b) > 0) return 0;
     for (i = 0; i < j->nres && fits; i++) {
         sqlite3_stmt *st;
         int64_t ahead = 0;
@@ -1761,9 +1883,56 @@ static int simba__sqlite_existing(simba__sqlite *b, simba__sqlite_job *j, int *e
     return SIMBA_OK;
 }
 
+/* The uncontended acquire: one name, free (no hold in its row, no entry in
+   its queue), outside a restart grace. Granted at once as the rule's walk
+   would grant it (the head of an empty queue fits any capacity it does
+   not exceed; the fence from simba_grant_fence), kept in the resource's
+   row: one row written. 0: not such a case (nothing written but a missing
+   resource row); the general path answers. The queue being empty, nobody
+   is told: no waiter is behind it, no contend entry watches its owner. */
+static int simba__sqlite_fast_acquire(simba__sqlite *b, simba__sqlite_job *j) {
+    sqlite3_stmt *st;
+    int capacity, is_free, found;
+    int64_t counter, ahead = 0;
+    if (j->nres != 1 || simba__sqlite_grace_left(b) > 0) return 0;
+    found = simba__sqlite_res_free(b, j->names[0], &capacity, &counter, &is_free);
+    if (!found) {
+        st = simba__sqlite_q(b, SQ_RES_ADD);
+        simba__sqlite_bind_text(st, 1, b->tenant);
+        simba__sqlite_bind_name(st, 2, j->names[0]);
+        sqlite3_bind_int(st, 3, j->res[0].capacity);
+        simba__sqlite_step(b, st);
+        found = simba__sqlite_res_free(b, j->names[0], &capacity, &counter, &is_free);
+    }
+    if (!found || !is_free || b->rc || capacity < 1 || j->res[0].weight > capacity ||
+        !simba_grant_step(&ahead, j->res[0].weight, capacity))
+        return 0;
+    counter = simba_grant_fence(counter, b->now_us);
+    st = simba__sqlite_q(b, SQ_RES_HOLD);
+    simba__sqlite_bind_text(st, 1, b->tenant);
+    simba__sqlite_bind_name(st, 2, j->names[0]);
+    sqlite3_bind_int64(st, 3, counter);
+    simba__sqlite_bind_text(st, 4, j->session);
+    simba__sqlite_bind_text(st, 5, j->request);
+    sqlite3_bind_int64(st, 6, simba__sqlite_known_get(b, j->session)->opened);
+    sqlite3_bind_int(st, 7, j->res[0].weight);
+    sqlite3_bind_int(st, 8, j->watch_owner ? 1 : 0);
+    simba__sqlite_step(b, st);
+    simba__sqlite_watch_drop(b, j->request);
+    j->r.granted = 1;
+    j->r.fence[0] = counter;
+    j->r.recheck_ms = -1;
+    j->r.capacity = capacity;
+    j->r.held = 1;
+    simba__sqlite_copy(j->owner, sizeof j->owner, j->session);
+    j->r.owner = j->owner;
+    return 1;
+}
+
 static void simba__sqlite_enqueue(simba__sqlite *b, simba__sqlite_job *j) {
     int i, existing, rc;
     if (!simba__sqlite_need_session(b, j)) return;
+    if (simba__sqlite_fast_acquire(b, j)) return;
     if ((rc = simba__sqlite_prepare_resources(b, j)) != SIMBA_OK) { j->r.status = rc; return; }
     if ((rc = simba__sqlite_existing(b, j, &existing)) != SIMBA_OK) { j->r.status = rc; return; }
     if (!existing) {
@@ -1771,7 +1940,7 @@ static void simba__sqlite_enqueue(simba__sqlite *b, simba__sqlite_job *j) {
             int64_t counter;
             j->r.recheck_ms = -1;
             simba__sqlite_res(b, j->names[0], &j->r.capacity, &counter);
-            if (b->now < b->grace_until) j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
+            if (simba__sqlite_grace_left(b) > 0) j->r.grace_ms = simba__sqlite_min_hint(-1, simba__sqlite_grace_left(b));
             return;
         }
         for (i = 0; i < j->nres && !b->rc; i++) {
@@ -1799,9 +1968,24 @@ static void simba__sqlite_poll(simba__sqlite *b, simba__sqlite_job *j) {
 
 /*>>locks.release: RELEASE */
 
+/* The release of a hold kept in the resource's row: it is cleared, and
+   as the queue is empty then, nobody else is granted or told. 0: the
+   request's hold is not in the row. */
+static int simba__sqlite_fast_release(simba__sqlite *b, simba__sqlite_job *j) {
+    sqlite3_stmt *st;
+    if (j->nres != 1) return 0;
+    st = simba__sqlite_q(b, SQ_RES_LET_GO);
+    simba__sqlite_bind_text(st, 1, b->tenant);
+    simba__sqlite_bind_name(st, 2, j->names[0]);
+    simba__sqlite_bind_text(st, 3, j->session);
+    simba__sqlite_bind_text(st, 4, j->request);
+    return simba__sqlite_step(b, st) == SQLITE_DONE && !b->rc && sqlite3_changes(b->db) == 1;
+}
+
 static void simba__sqlite_release(simba__sqlite *b, simba__sqlite_job *j) {
     int i;
     simba__sqlite_watch_drop(b, j->request);
+    if (simba__sqlite_fast_release(b, j)) return;
     for (i = 0; i < j->nres && !b->rc; i++) {
         char before[SIMBA_MAX_SESSION + 1];
         sqlite3_stmt *st;
@@ -1891,7 +2075,7 @@ static void simba__sqlite_inspect(simba__sqlite *b, simba__sqlite_job *j) {
     j->r.nentries = n;
     j->r.entries = j->entries;
     j->r.entry_times = 1;
-    if (b->now < b->grace_until) j->r.grace_ms = simba__sqlite_min_hint(-1, b->grace_until - b->now);
+    if (simba__sqlite_grace_left(b) > 0) j->r.grace_ms = simba__sqlite_min_hint(-1, simba__sqlite_grace_left(b));
     j->r.owner = j->owner[0] ? j->owner : NULL;
 }
 
@@ -1927,6 +2111,7 @@ static void simba__sqlite_delete(simba__sqlite *b, simba__sqlite_job *j) {
     int found = simba__sqlite_res(b, j->names[0], &capacity, &counter);
     simba__sqlite_bump_epoch(b, counter);
     if (!found) return;
+    simba__sqlite_unfold(b, j->names[0]);
     simba__sqlite_tell_all(b, j->names[0]);
     st = simba__sqlite_q(b, SQ_ENT_DEL_RES);
     simba__sqlite_bind_text(st, 1, b->tenant);

@@ -1057,6 +1057,17 @@ static void t_contend_lost_reenters(void) {
 /* inspect shows capacity, holders with fences and the queue; set capacity
    wakes the waiters it lets in; an existing resource keeps its capacity;
    more permits than the stored capacity is refused by the server. */
+/* Client who asks for `permits` of `name` (capacity if new), waiting for ever. */
+static simba_lock conf_acquire_permits(int who, const char *name, int capacity, int permits) {
+    simba_lock_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.capacity = capacity;
+    d.permits = permits;
+    d.wait_ms = -1;
+    return simba_acquire(S(who), &d);
+}
+
 static void t_capacity_and_inspect(void) {
     static const int permits[3] = {1, 1, 2};
     simba_lock l[3], q, lx;
@@ -1065,13 +1076,7 @@ static void t_capacity_and_inspect(void) {
     int i, nh;
     for (i = 0; i < 4; i++) CHECK_EQ(conf_client(), i);
     for (i = 0; i < 3; i++) {
-        simba_lock_desc d;
-        memset(&d, 0, sizeof d);
-        d.name = "cap";
-        d.capacity = 3;
-        d.permits = permits[i];
-        d.wait_ms = -1;
-        l[i] = simba_acquire(S(i), &d);
+        l[i] = conf_acquire_permits(i, "cap", 3, permits[i]);
         CHECK(!conf_null(l[i]));
         CHECK(conf_wait_queued(3, "cap", i + 1, NULL, 0));
     }
@@ -1115,13 +1120,7 @@ static void t_capacity_and_inspect(void) {
 
     /* the resource exists: its capacity (4, all taken) stands, not ours (10) */
     {
-        simba_lock_desc d;
-        memset(&d, 0, sizeof d);
-        d.name = "cap";
-        d.capacity = 10;
-        d.permits = 1;
-        d.wait_ms = -1;
-        lx = simba_acquire(S(3), &d);
+        lx = conf_acquire_permits(3, "cap", 10, 1);
         CHECK(!conf_null(lx));
         CHECK(conf_wait_queued(3, "cap", 4, NULL, 0));
         h_run_for(C.cl, C.n, CONF_SETTLE_MS);
@@ -1129,8 +1128,7 @@ static void t_capacity_and_inspect(void) {
         CHECK_EQ(simba_release(S(3), lx), SIMBA_OK); /* cancel the wait */
         CHECK(conf_expect(3, lx, SIMBA_EVENT_RELEASED, CONF_SOON_MS) != NULL);
         /* more permits than the stored capacity: the server refuses */
-        d.permits = 5;
-        lx = simba_acquire(S(3), &d);
+        lx = conf_acquire_permits(3, "cap", 10, 5);
         CHECK(!conf_null(lx));
         e = conf_next(3, lx, CONF_SOON_MS);
         CHECK(e != NULL);
@@ -1141,6 +1139,16 @@ static void t_capacity_and_inspect(void) {
     }
     CHECK(conf_wait_queued(3, "cap", 3, NULL, 0)); /* inserted nothing */
     for (i = 0; i < 3; i++) CHECK(conf_release(i, l[i]));
+    {   /* the same on the emptied resource (an uncontended acquire's path) */
+        lx = conf_acquire_permits(3, "cap", 10, 5);
+        CHECK(!conf_null(lx));
+        e = conf_next(3, lx, CONF_SOON_MS);
+        CHECK(e != NULL);
+        if (e && e->type != SIMBA_EVENT_ERROR)
+            printf("  # permits 5 > capacity 4, nobody there: %s\n", simba_event_name(e->type));
+        CHECK(e && e->type == SIMBA_EVENT_ERROR && e->error == SIMBA_ECAPACITY);
+        CHECK(conf_wait_queued(3, "cap", 0, NULL, 0));
+    }
 }
 
 /* delete: the holder learns it was STOLEN, and the name starts over (a new
