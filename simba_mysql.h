@@ -2381,10 +2381,14 @@ static void simba__mysql_sql_writes(simba__mysql *b, simba__mysql_job *j, simba_
    until its session's expires_ms; since its session's renewed_ms (-1 where
    that is 0: no client wrote it, simba__mysql_ent.renewed); since the grant
    from the fence, which is max(counter + 1, the server's time in us) at the
-   grant (a lower bound when the counter ran ahead of the clock, -1 past it). */
+   grant (a lower bound when the counter ran ahead of the clock, -1 past it).
+   A session renewed after that reading (its renewal committed between the
+   reading and the reads) counts as renewed at it: never more than its
+   lease left, and the two times sum to the lease. */
 static void simba__mysql_holder_times(const simba__mysql_ent *e, const simba__mysql_eval *v, simba_holder *h) {
-    h->expires_in_ms = e->expires >= 0 ? e->expires - v->now_ms : -1;
-    h->renewed_ago_ms = e->renewed > 0 ? (e->renewed <= v->now_ms ? v->now_ms - e->renewed : 0) : -1;
+    int64_t now = e->renewed > v->now_ms ? e->renewed : v->now_ms;
+    h->expires_in_ms = e->expires >= 0 ? e->expires - now : -1;
+    h->renewed_ago_ms = e->renewed > 0 ? now - e->renewed : -1;
     if (!e->fence) h->held_ms = e->newfence ? 0 : -1;     /* granted by this very INSPECT: 0 */
     else h->held_ms = e->fence <= v->now_us ? (v->now_us - e->fence) / 1000 : -1;
 }
