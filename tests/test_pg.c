@@ -901,6 +901,17 @@ static void t_hold_in_row_of_an_ended_session(void) {
     free(schema);
 }
 
+/* Whether the query sent on c is still running after ms (waiting for a lock). */
+static int still_busy(PGconn *c, int ms) {
+    int i, busy = 1;
+    for (i = 0; i < ms / 10 && busy; i++) {
+        poll(NULL, 0, 10);
+        PQconsumeInput(c);
+        busy = PQisBusy(c);
+    }
+    return busy;
+}
+
 /* CLOSE of a session meets the long way of another that turns the
    session's hold in a row into an entry row (in a transaction still
    open): CLOSE waits for it (the entry row's session is locked), then
@@ -911,18 +922,12 @@ static void t_hold_in_row_meets_close(void) {
     char *schema = schema_text("simba");
     const char *t = "rowc";
     PGresult *r;
-    int busy, i;
     CHECK(root && x && y && schema && admin_exec(root, schema) == 0 && hold_setup(root, t));
     CHECK(hold_enqueue(root, t, 'a', "ca", "636c", 1, 0, "o_fences[1]") > 0);
     CHECK(admin_exec(x, "BEGIN") == 0);
     CHECK_EQ(hold_enqueue(x, t, 'b', "cb", "636c", 1, 0, "o_granted::int"), 0);
     CHECK(PQsendQuery(y, "SELECT simba.close('rowc', 'a~00000000000000a1')"));
-    for (i = 0, busy = 1; i < 20 && busy; i++) {   /* CLOSE is still waiting after 200 ms */
-        poll(NULL, 0, 10);
-        PQconsumeInput(y);
-        busy = PQisBusy(y);
-    }
-    CHECK(busy);
+    CHECK(still_busy(y, 200));                     /* CLOSE is still waiting */
     CHECK(admin_exec(x, "COMMIT") == 0);
     while ((r = PQgetResult(y)) != NULL) {
         CHECK(PQresultStatus(r) == PGRES_TUPLES_OK);
@@ -946,19 +951,13 @@ static void t_inspect_meets_a_renewal(void) {
     char *schema = schema_text("simba");
     const char *t = "rowk";
     PGresult *r;
-    int busy, i;
     CHECK(root && x && y && schema && admin_exec(root, schema) == 0 && hold_setup(root, t));
     CHECK(hold_enqueue(root, t, 'a', "ka", "6b", 1, 0, "o_fences[1]") > 0);
     CHECK(admin_exec(x, "BEGIN") == 0);
     CHECK(admin_exec(x, "SELECT 1 FROM simba.resources WHERE tenant = 'rowk' AND name = '\\x6b' FOR UPDATE") == 0);
     CHECK(PQsendQuery(y, "SELECT o_expires_in_ms, o_renewed_ago_ms FROM simba.inspect('rowk', '6b')"
                          " WHERE o_session = 'a~00000000000000a1'"));
-    for (i = 0, busy = 1; i < 30 && busy; i++) {   /* INSPECT is still waiting after 300 ms */
-        poll(NULL, 0, 10);
-        PQconsumeInput(y);
-        busy = PQisBusy(y);
-    }
-    CHECK(busy);
+    CHECK(still_busy(y, 300));                     /* INSPECT is still waiting */
     CHECK(admin_num(x, "SELECT simba.keepalive('rowk', 'a~00000000000000a1', 60000)") >= 0);
     CHECK(admin_exec(x, "COMMIT") == 0);
     r = PQgetResult(y);
