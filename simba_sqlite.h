@@ -223,6 +223,11 @@ extern "C" {   /* glibc 2.36's <sys/pidfd.h> declares without it */
 #ifndef SCM_CREDENTIALS
 #define SCM_CREDENTIALS 2
 #endif
+/* O_PATH (glibc: _GNU_SOURCE only; its value differs between
+   architectures, so only the C library's own is used) */
+#if !defined(O_PATH) && defined(__O_PATH)
+#define O_PATH __O_PATH
+#endif
 /* struct ucred (glibc: _GNU_SOURCE only) */
 typedef struct simba__sqlite_ucred { pid_t pid; uid_t uid; gid_t gid; } simba__sqlite_ucred;
 
@@ -388,6 +393,7 @@ typedef struct simba__sqlite {
     int slot;                   /* our byte in it, -1 */
     char markfile[48];          /* "dev:ino" of the sidecar: whose marks we can see */
     dev_t db_dev; ino_t db_ino; /* the file we opened: a replaced path is noticed */
+    int db_fd;                  /* an O_PATH descriptor of it (-1: none): does it still have a name? */
     int wake_fd;
     char wake[SIMBA__SQLITE_WAKE_NAME];
     char tag[20];               /* a hash of the file's real path: every wake socket's name starts
@@ -990,6 +996,22 @@ static int simba__sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int 
 }
 
 /* Opens the database file in WAL mode. 0, SIMBA_EBUSY, or a SIMBA_E*. */
+/* The file the path names now, as an O_PATH descriptor: fstat reads its
+   link count without a walk of the path, and closing it drops no lock
+   (closing any other descriptor of the file would drop every POSIX lock
+   this process holds on it, SQLite's among them). Without O_PATH there is
+   none, and every check walks the path. 0 with the file's identity in
+   *st, or -1 if the path names nothing. */
+static int simba__sqlite_open_path_fd(simba__sqlite *b, struct stat *st) {
+#ifdef O_PATH
+    if ((b->db_fd = open(b->path, O_PATH | O_CLOEXEC)) < 0) return -1;
+    return fstat(b->db_fd, st);
+#else
+    b->db_fd = -1;
+    return stat(b->path, st);
+#endif
+}
+
 static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     struct stat st;
     int rc;
@@ -1009,7 +1031,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
        ordinary ones instead of an fsync on its way out */
     sqlite3_db_config(b->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
     sqlite3_wal_hook(b->db, simba__sqlite_wal_hook, b);
-    if (stat(b->path, &st) != 0) {
+    if (simba__sqlite_open_path_fd(b, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' vanished while opening it", b->path);
         return SIMBA_EBUSY;
     }
@@ -1023,7 +1045,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
 static void simba__sqlite_run_op(simba__sqlite *b, simba__sqlite_job *j);
 static void simba__sqlite_send_wakes(simba__sqlite *b);
 static void simba__sqlite_down(simba__sqlite *b, int code, const char *msg);
-static int simba__sqlite_replaced(simba__sqlite *b, char *msg, size_t cap);
+static int simba__sqlite_replaced(simba__sqlite *b, int by_path, char *msg, size_t cap);
 
 /* The per-transaction state starts empty; the clocks are read once. */
 static void simba__sqlite_tx_begin(simba__sqlite *b) {
@@ -1079,6 +1101,16 @@ static void simba__sqlite_count_pages(simba__sqlite *b) {
         b->stats.pages_written += (uint64_t)cur;
 }
 
+/* Whether the next batch renews a session (an OPEN or a KEEPALIVE in it). */
+static int simba__sqlite_renews(simba__sqlite *b) {
+    int i, n = b->jn < SIMBA__SQLITE_BATCH ? b->jn : SIMBA__SQLITE_BATCH;
+    for (i = 0; i < n; i++) {
+        simba_op_kind k = b->jobs[(b->jhead + i) % SIMBA__SQLITE_MAX_JOBS]->kind;
+        if (k == SIMBA_OP_OPEN || k == SIMBA_OP_KEEPALIVE) return 1;
+    }
+    return 0;
+}
+
 /* Runs up to SIMBA__SQLITE_BATCH queued ops in one write transaction and
    answers them after COMMIT. Never waits: a busy database (another process
    is writing) leaves the ops queued and retries from the loop a few ms
@@ -1089,7 +1121,10 @@ static int simba__sqlite_run_batch(simba__sqlite *b) {
     int n, i, rc;
     int64_t t0;
     if (!b->up || !b->jn || simba_now_ms(b->s) < b->retry_at) return 0;
-    if (simba__sqlite_replaced(b, msg, sizeof msg)) { simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg); return 0; }
+    if (simba__sqlite_replaced(b, simba__sqlite_renews(b), msg, sizeof msg)) {
+        simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg);
+        return 0;
+    }
     t0 = simba__sqlite_real_us();
     rc = sqlite3_step(simba__sqlite_q(b, SQ_BEGIN));
     if (rc != SQLITE_DONE) {
@@ -1130,6 +1165,8 @@ static void simba__sqlite_close_db(simba__sqlite *b) {
     }
     if (b->db) sqlite3_close_v2(b->db);
     b->db = NULL;
+    if (b->db_fd >= 0) close(b->db_fd);
+    b->db_fd = -1;
 }
 
 static void simba__sqlite_watch_clear(simba__sqlite *b);
@@ -1187,10 +1224,28 @@ static void simba__sqlite_connect(simba__sqlite *b) {
     simba_backend_state(b->s, 1, 0, NULL);
 }
 
-/* Whether the path still names the file we opened (deleted or replaced:
-   nothing in our file may be trusted any more). 0: it does. */
-static int simba__sqlite_replaced(simba__sqlite *b, char *msg, size_t cap) {
+/* Whether the file we opened is still the one its path names (deleted or
+   replaced: nothing in it may be trusted any more). 0: it is.
+
+   by_path: the path is walked and names our file (device and inode). Else
+   only our file is asked whether it still has a name: a file deleted or
+   renamed over has none; one renamed away (or deleted after a hard link)
+   still has. The walk is what safety needs, and only before a transaction
+   that renews a session (OPEN, KEEPALIVE): a hold is believed until its
+   session's last renewal sent + ttl (the core's safety rule), so only a
+   renewal confirmed in a file the path no longer names could stretch a
+   belief past the new file's restart grace (one lease after it is made).
+   A grant in such a file is believed no longer than the last renewal the
+   walk checked, which ends before that grace does. The cheap check makes
+   the common cases (deleted, renamed over) noticed at the next operation;
+   a file renamed away is noticed at the next renewal, within ttl / 3. */
+static int simba__sqlite_replaced(simba__sqlite *b, int by_path, char *msg, size_t cap) {
     struct stat st;
+    if (!by_path && b->db_fd >= 0) {
+        if (fstat(b->db_fd, &st) == 0 && st.st_nlink > 0) return 0;
+        snprintf(msg, cap, "sqlite: '%.60s' was deleted or replaced under this client (its holds end)", b->path);
+        return 1;
+    }
     if (stat(b->path, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' was deleted under this client (its holds end)", b->path);
         return 1;
@@ -2474,7 +2529,7 @@ SIMBADEF simba_backend simba_sqlite(const simba_sqlite_desc *d) {
     b = (simba__sqlite *)simba_allocator_alloc(&d->allocator, sizeof *b);
     if (!b) return simba_backend_error(SIMBA_ENOMEM, "simba_sqlite: out of memory");
     b->alloc = d->allocator;
-    b->side = b->wake_fd = b->slot = -1;
+    b->side = b->wake_fd = b->slot = b->db_fd = -1;
     b->stats.slot = -1;
     n = strlen(d->path);
     b->path = simba_allocator_strdup(&b->alloc, d->path);
