@@ -2402,6 +2402,7 @@ static int simba__sqlite_attach(void *impl, simba *s) {
     b->pid = (int)getpid();
     b->start = simba__sqlite_proc_start(b->pid);
     b->retry_at = simba_now_ms(s);   /* open on the first process() */
+    simba_backend_own_fds(s);         /* the wake socket and pidfds: ours, close-on-exec */
     return SIMBA_OK;
 }
 

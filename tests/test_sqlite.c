@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <sys/mman.h>
@@ -448,6 +449,53 @@ static void t_sqlite_kill9_holder(void) {
     CHECK_EQ(stats.purged_expired, 0);
     if (sq_pidfd_works()) CHECK(stats.pidfd_fired >= 1);
     else printf("  # pidfd_open fails here (valgrind has no pidfds): the re-check found the holder dead\n");
+}
+
+/* Every descriptor a client has is close-on-exec (the core no longer checks
+   the backend's, simba_backend_own_fds): what its pollfds reports (the wake
+   socket; the pidfd of a holder it waits behind) and every file of the
+   database it keeps open (SQLite's, the sidecar with its mark, the O_PATH
+   one): an exec'd job inherits none of them. */
+static void t_sqlite_fds_close_on_exec(void) {
+    char path[320], fdpath[64], target[512];
+    struct pollfd fds[16];
+    int fd, st, n, i, seen = 0, inherited = 0;
+    pid_t pid;
+    simba *s;
+    DIR *d;
+    struct dirent *de;
+    sq_path(path, sizeof path, "cloexec.db");
+    pid = sq_start_holder(path, "cx", 0, 0, &fd);
+    CHECK(pid > 0);
+    s = sq_client(path, "cx", "waiter", 0, 0);
+    CHECK(s);
+    sq_acquire(s, "x", 1, 1, 0, -1);
+    CHECK(sq_wait_queued(s, "x", 2));
+    n = simba_pollfds(s, fds, 16);
+    for (i = 0; i < n && i < 16; i++) inherited += !(fcntl(fds[i].fd, F_GETFD) & FD_CLOEXEC);
+    if ((d = opendir("/proc/self/fd")) != NULL) {
+        while ((de = readdir(d)) != NULL) {
+            ssize_t k;
+            snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", atoi(de->d_name));
+            if ((k = readlink(fdpath, target, sizeof target - 1)) <= 0) continue;
+            target[k] = 0;
+            if (strncmp(target, path, strlen(path)) != 0) continue;
+            seen++;
+            if (!(fcntl(atoi(de->d_name), F_GETFD) & FD_CLOEXEC)) {
+                printf("  # %s is inherited by an exec\n", target);
+                inherited++;
+            }
+        }
+        closedir(d);
+    }
+    printf("  # %d fds to poll, %d descriptors of the database's files\n", n, seen);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(fd);
+    simba_destroy(s);
+    CHECK(n >= (sq_pidfd_works() ? 2 : 1));
+    CHECK(seen >= 4);   /* the file (SQLite's and the O_PATH one), -wal, -shm, the sidecar */
+    CHECK_EQ(inherited, 0);
 }
 
 /* A holder killed with -9 before anyone waits: the next process (which may
@@ -1086,6 +1134,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_processes_semaphore);
     RUN(t_sqlite_kill9_holder);
     RUN(t_sqlite_dead_holder_try);
+    RUN(t_sqlite_fds_close_on_exec);
     RUN(t_sqlite_hold_in_row_meets_a_queue);
     RUN(t_sqlite_hold_in_row_of_an_ended_session);
     RUN(t_sqlite_hold_in_row_release_is_its_own);
