@@ -26,7 +26,7 @@
                 with each tick timed (bench_wait)
 
    Settings from the environment: BENCH_ROUNDS (of the cycle against its
-   floor, 9), BENCH_N (cycles of the other lines, 2000), BENCH_KILLS (30),
+   floor, 25), BENCH_N (cycles of the other lines, 2000), BENCH_KILLS (30),
    BENCH_CMDS (100), BENCH_Q_ROUNDS (15), BENCH_DIR (a directory; default a new one in $TMPDIR),
    SIMBA_CLI (the simba binary; default build/simba), SIMBA_CLI_NET (simba-net,
    the CLI with every backend: the same command with it, for comparison). */
@@ -155,8 +155,7 @@ static void floor_close(floor_conn *f) {
    session, whether the name is free; the writes). */
 static double cycle_sql_us(const char *path, int n, int writes_only) {
     static const char sess[] = "cycle~0123456789abcdef", req[] = "cycle~0123456789abcdef:1";
-    static const int acquire[] = { SQ_META_GET, SQ_SESS_GET, SQ_RES_FREE, SQ_RES_HOLD },
-                     release[] = { SQ_RES_LET_GO };
+    static const int acquire[] = { SQ_ACQ_READ, SQ_RES_HOLD };
     sqlite3 *db;
     sqlite3_stmt *st[SQ_N];
     struct stat sb;
@@ -176,6 +175,7 @@ static double cycle_sql_us(const char *path, int n, int writes_only) {
                                                 k == SQ_SESS_GET ? (int)strlen(sess) : 5, SQLITE_STATIC);
     }
     sqlite3_bind_text(st[SQ_SESS_GET], 2, sess, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st[SQ_ACQ_READ], 3, sess, -1, SQLITE_STATIC);
     sqlite3_bind_text(st[SQ_RES_HOLD], 4, sess, -1, SQLITE_STATIC);
     sqlite3_bind_text(st[SQ_RES_HOLD], 5, req, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st[SQ_RES_HOLD], 6, 1);
@@ -190,11 +190,11 @@ static double cycle_sql_us(const char *path, int n, int writes_only) {
         sqlite3_bind_int64(st[SQ_RES_HOLD], 3, i + 1);
         if (!writes_only) fstat(fd, &sb);
         STEP(SQ_BEGIN);
-        for (k = 0; k < 4; k++) if (!writes_only || acquire[k] == SQ_RES_HOLD) STEP(acquire[k]);
+        for (k = 0; k < 2; k++) if (!writes_only || acquire[k] == SQ_RES_HOLD) STEP(acquire[k]);
         STEP(SQ_COMMIT);
         if (!writes_only) fstat(fd, &sb);
         STEP(SQ_BEGIN);
-        for (k = 0; k < 1; k++) if (!writes_only || release[k] == SQ_RES_LET_GO) STEP(release[k]);
+        STEP(SQ_RES_LET_GO);
         STEP(SQ_COMMIT);
     }
 #undef STEP
@@ -550,7 +550,7 @@ int main(void) {
     const char *cli = getenv("SIMBA_CLI") ? getenv("SIMBA_CLI") : "build/simba";
     const char *net = getenv("SIMBA_CLI_NET");
     int n = env_int("BENCH_N", 2000), kills = env_int("BENCH_KILLS", 30), cmds = env_int("BENCH_CMDS", 100), i, k;
-    int qrounds = env_int("BENCH_Q_ROUNDS", 15), rounds = env_int("BENCH_ROUNDS", 9);
+    int qrounds = env_int("BENCH_Q_ROUNDS", 15), rounds = env_int("BENCH_ROUNDS", 25);
     cycle_vs_floor cf;
     double txn, wr, one_row, fl, dg, cyc, ho, ho99, kl[512], sv[1024], fv[1024], ov[1024], mn, med, mx, fmn, fmed, fmx, q1, q1000;
     int64_t longest = 0;
