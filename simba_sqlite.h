@@ -1052,7 +1052,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
 static void simba__sqlite_run_op(simba__sqlite *b, simba__sqlite_job *j);
 static void simba__sqlite_send_wakes(simba__sqlite *b);
 static void simba__sqlite_down(simba__sqlite *b, int code, const char *msg);
-static int simba__sqlite_replaced(simba__sqlite *b, int by_path, char *msg, size_t cap);
+static int simba__sqlite_replaced(simba__sqlite *b, int check, char *msg, size_t cap);
 
 /* The per-transaction state starts empty; the clocks are read once. */
 static void simba__sqlite_tx_begin(simba__sqlite *b) {
@@ -1108,14 +1108,21 @@ static void simba__sqlite_count_pages(simba__sqlite *b) {
         b->stats.pages_written += (uint64_t)cur;
 }
 
-/* Whether the next batch renews a session (an OPEN or a KEEPALIVE in it). */
-static int simba__sqlite_renews(simba__sqlite *b) {
-    int i, n = b->jn < SIMBA__SQLITE_BATCH ? b->jn : SIMBA__SQLITE_BATCH;
+/* How the next batch checks its file first (simba__sqlite_replaced): the
+   walk of the path if it renews a session (an OPEN or a KEEPALIVE in it);
+   none if it only lets go (RELEASE, CLOSE: letting go in a file nobody
+   else sees any more is still letting go, and grants it makes there are
+   believed no longer than the last walked renewal); else our file's name. */
+enum { SIMBA__SQLITE_CHECK_NONE, SIMBA__SQLITE_CHECK_NAME, SIMBA__SQLITE_CHECK_PATH };
+
+static int simba__sqlite_batch_check(simba__sqlite *b) {
+    int i, n = b->jn < SIMBA__SQLITE_BATCH ? b->jn : SIMBA__SQLITE_BATCH, check = SIMBA__SQLITE_CHECK_NONE;
     for (i = 0; i < n; i++) {
         simba_op_kind k = b->jobs[(b->jhead + i) % SIMBA__SQLITE_MAX_JOBS]->kind;
-        if (k == SIMBA_OP_OPEN || k == SIMBA_OP_KEEPALIVE) return 1;
+        if (k == SIMBA_OP_OPEN || k == SIMBA_OP_KEEPALIVE) return SIMBA__SQLITE_CHECK_PATH;
+        if (k != SIMBA_OP_RELEASE && k != SIMBA_OP_CLOSE) check = SIMBA__SQLITE_CHECK_NAME;
     }
-    return 0;
+    return check;
 }
 
 /* Runs up to SIMBA__SQLITE_BATCH queued ops in one write transaction and
@@ -1128,7 +1135,7 @@ static int simba__sqlite_run_batch(simba__sqlite *b) {
     int n, i, rc;
     int64_t t0;
     if (!b->up || !b->jn || simba_now_ms(b->s) < b->retry_at) return 0;
-    if (simba__sqlite_replaced(b, simba__sqlite_renews(b), msg, sizeof msg)) {
+    if (simba__sqlite_replaced(b, simba__sqlite_batch_check(b), msg, sizeof msg)) {
         simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg);
         return 0;
     }
@@ -1234,21 +1241,25 @@ static void simba__sqlite_connect(simba__sqlite *b) {
 /* Whether the file we opened is still the one its path names (deleted or
    replaced: nothing in it may be trusted any more). 0: it is.
 
-   by_path: the path is walked and names our file (device and inode). Else
-   only our file is asked whether it still has a name: a file deleted or
-   renamed over has none; one renamed away (or deleted after a hard link)
-   still has. The walk is what safety needs, and only before a transaction
-   that renews a session (OPEN, KEEPALIVE): a hold is believed until its
+   check (simba__sqlite_batch_check): _PATH: the path is walked and names
+   our file (device and inode). _NAME: only our file is asked whether it
+   still has a name: a file deleted or renamed over has none; one renamed
+   away (or deleted after a hard link) still has. _NONE: nothing.
+
+   The walk is what safety needs, and only before a transaction that
+   renews a session (OPEN, KEEPALIVE): a hold is believed until its
    session's last renewal sent + ttl (the core's safety rule), so only a
    renewal confirmed in a file the path no longer names could stretch a
    belief past the new file's restart grace (one lease after it is made).
    A grant in such a file is believed no longer than the last renewal the
    walk checked, which ends before that grace does. The cheap check makes
-   the common cases (deleted, renamed over) noticed at the next operation;
-   a file renamed away is noticed at the next renewal, within ttl / 3. */
-static int simba__sqlite_replaced(simba__sqlite *b, int by_path, char *msg, size_t cap) {
+   the common cases (deleted, renamed over) noticed at the next operation
+   that is not only a release; a file renamed away is noticed at the next
+   renewal, within ttl / 3. */
+static int simba__sqlite_replaced(simba__sqlite *b, int check, char *msg, size_t cap) {
     struct stat st;
-    if (!by_path && b->db_fd >= 0) {
+    if (check == SIMBA__SQLITE_CHECK_NONE) return 0;
+    if (check == SIMBA__SQLITE_CHECK_NAME && b->db_fd >= 0) {
         if (fstat(b->db_fd, &st) == 0 && st.st_nlink > 0) return 0;
         snprintf(msg, cap, "sqlite: '%.60s' was deleted or replaced under this client (its holds end)", b->path);
         return 1;
