@@ -789,6 +789,11 @@ SIMBADEF void simba_backend_recheck(simba *s, const char *name, const char *sess
    `name` among its resources re-checks (POLL). */
 SIMBADEF void simba_backend_changed(simba *s, const char *name);
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg);
+/* simba_backend_own_fds: every fd the backend's pollfds() reports is one it
+   opened itself, close-on-exec, never one a library opened or reopened.
+   The core then skips its check of each fd's flag at every pollfds (one
+   system call per fd). Call it from attach(); by default the core checks. */
+SIMBADEF void simba_backend_own_fds(simba *s);
 SIMBADEF void *simba_backend_alloc(simba *s, size_t size);
 SIMBADEF void simba_backend_free(simba *s, void *ptr);
 SIMBADEF void simba_backend_log(simba *s, simba_log_level level, const char *fmt, ...);
@@ -1291,6 +1296,7 @@ struct simba {
     int connected, last_error;
     uint32_t reset_no;               /* counts vt->reset calls: an op submitted before the
                                         last one and still in flight is failed by the core */
+    int own_fds;                     /* simba_backend_own_fds: no close-on-exec check */
     int backend_full;                /* the backend refused a submit (SIMBA_EBUSY): dispatch
                                         waits for its next completion instead of spinning */
     int conn_error;                  /* the last connection failure reported (0 none) */
@@ -2853,6 +2859,10 @@ static void simba__emit_conn(simba *s, int err, const char *msg) {
     simba__emit_at(s, &ev, 0);
 }
 
+SIMBADEF void simba_backend_own_fds(simba *s) {
+    if (simba__is_live(s)) s->own_fds = 1;
+}
+
 SIMBADEF void simba_backend_state(simba *s, int up, int err, const char *msg) {
     if (simba__is_relay(s)) {
         if (s->relay.state) s->relay.state(s->relay.user, up, err, msg);
@@ -3670,7 +3680,9 @@ SIMBADEF int simba_holders(simba *s, simba_lock h, simba_holder *out, int max) {
    reconnect may have reused: a stale watcher nobody can remove. hiredis,
    MariaDB Connector/C and the ZooKeeper C client open their sockets without
    the flag, and reconnect inside their own calls, so the core marks each fd
-   wherever it asks a backend for them: here, and nowhere else. */
+   wherever it asks a backend for them: here, and nowhere else (a backend
+   whose fds are all its own, opened close-on-exec, says so once with
+   simba_backend_own_fds). */
 static void simba__cloexec(int fd) {
     int fl = fcntl(fd, F_GETFD);
     if (fl >= 0 && !(fl & FD_CLOEXEC)) (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
@@ -3678,6 +3690,7 @@ static void simba__cloexec(int fd) {
 
 static int simba__backend_pollfds(simba *s, struct pollfd *fds, int max) {
     int n = s->backend.vt->pollfds(s->backend.impl, fds, max), j;
+    if (s->own_fds) return n;
     for (j = 0; j < n && j < max; j++)
         if (fds[j].fd >= 0) simba__cloexec(fds[j].fd);
     return n;

@@ -223,6 +223,11 @@ extern "C" {   /* glibc 2.36's <sys/pidfd.h> declares without it */
 #ifndef SCM_CREDENTIALS
 #define SCM_CREDENTIALS 2
 #endif
+/* O_PATH (glibc: _GNU_SOURCE only; its value differs between
+   architectures, so only the C library's own is used) */
+#if !defined(O_PATH) && defined(__O_PATH)
+#define O_PATH __O_PATH
+#endif
 /* struct ucred (glibc: _GNU_SOURCE only) */
 typedef struct simba__sqlite_ucred { pid_t pid; uid_t uid; gid_t gid; } simba__sqlite_ucred;
 
@@ -298,7 +303,7 @@ enum simba__sqlite_sql {
     SQ_Q_WALK, SQ_ENT_FIND, SQ_ENT_ADD, SQ_ENT_FENCE, SQ_REQ_LEFT, SQ_ENT_DEL_REQ,
     SQ_AHEAD, SQ_PRED, SQ_WATCHERS, SQ_RES_SESSIONS, SQ_ENT_DEL_RES,
     SQ_EPOCH_GET, SQ_EPOCH_BUMP, SQ_RES_HOLD, SQ_RES_UNHOLD, SQ_ENT_UNFOLD,
-    SQ_RES_FREE, SQ_RES_LET_GO, SQ_N
+    SQ_ACQ_READ, SQ_RES_LET_GO, SQ_N
 };
 
 /* The SQL of each statement, prepared once per open. Names are BLOBs, so
@@ -347,9 +352,16 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     /* that holder as the queue's head entry (the queue is empty then) */
     "INSERT INTO entries(tenant,name,seq,request,session,weight,fence,watch,nres) VALUES(?1,?2,"
     "(SELECT COALESCE(MIN(seq),2)-1 FROM entries WHERE tenant=?1 AND name=?2),?3,?4,?5,?6,?7,1)",
-    /* free: no hold in the row, no entry in the queue */
-    "SELECT capacity,counter,hsession IS NULL AND NOT EXISTS(SELECT 1 FROM entries WHERE tenant=?1 AND name=?2)"
-    " FROM resources WHERE tenant=?1 AND name=?2",
+    /* what an acquire of one name reads, in one statement: whether the name's
+       row exists and is free (no hold in the row, no entry in the queue), its
+       capacity and counter; the restart grace; session ?3's row as
+       SQ_SESS_GET reads it, and whether it exists */
+    "SELECT r.name IS NOT NULL, r.capacity, r.counter,"
+    " r.hsession IS NULL AND NOT EXISTS(SELECT 1 FROM entries WHERE tenant=?1 AND name=?2),"
+    " (SELECT v FROM meta WHERE k='grace_until'), s.id IS NOT NULL,"
+    " s.slot, s.markfile, s.pid, s.start, s.expires, s.wake, s.renewed, s.opened"
+    " FROM (SELECT 1) LEFT JOIN resources r ON r.tenant=?1 AND r.name=?2"
+    " LEFT JOIN sessions s ON s.tenant=?1 AND s.id=?3",
     "UPDATE resources SET hsession=NULL, hrequest=NULL, hopened=NULL, hweight=NULL, hwatch=NULL, hfence=NULL"
     " WHERE tenant=?1 AND name=?2 AND hsession=?3 AND hrequest=?4"
 };
@@ -388,6 +400,7 @@ typedef struct simba__sqlite {
     int slot;                   /* our byte in it, -1 */
     char markfile[48];          /* "dev:ino" of the sidecar: whose marks we can see */
     dev_t db_dev; ino_t db_ino; /* the file we opened: a replaced path is noticed */
+    int db_fd;                  /* an O_PATH descriptor of it (-1: none): does it still have a name? */
     int wake_fd;
     char wake[SIMBA__SQLITE_WAKE_NAME];
     char tag[20];               /* a hash of the file's real path: every wake socket's name starts
@@ -990,6 +1003,22 @@ static int simba__sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int 
 }
 
 /* Opens the database file in WAL mode. 0, SIMBA_EBUSY, or a SIMBA_E*. */
+/* The file the path names now, as an O_PATH descriptor: fstat reads its
+   link count without a walk of the path, and closing it drops no lock
+   (closing any other descriptor of the file would drop every POSIX lock
+   this process holds on it, SQLite's among them). Without O_PATH there is
+   none, and every check walks the path. 0 with the file's identity in
+   *st, or -1 if the path names nothing. */
+static int simba__sqlite_open_path_fd(simba__sqlite *b, struct stat *st) {
+#ifdef O_PATH
+    if ((b->db_fd = open(b->path, O_PATH | O_CLOEXEC)) < 0) return -1;
+    return fstat(b->db_fd, st);
+#else
+    b->db_fd = -1;
+    return stat(b->path, st);
+#endif
+}
+
 static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     struct stat st;
     int rc;
@@ -1009,7 +1038,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
        ordinary ones instead of an fsync on its way out */
     sqlite3_db_config(b->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
     sqlite3_wal_hook(b->db, simba__sqlite_wal_hook, b);
-    if (stat(b->path, &st) != 0) {
+    if (simba__sqlite_open_path_fd(b, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' vanished while opening it", b->path);
         return SIMBA_EBUSY;
     }
@@ -1023,7 +1052,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
 static void simba__sqlite_run_op(simba__sqlite *b, simba__sqlite_job *j);
 static void simba__sqlite_send_wakes(simba__sqlite *b);
 static void simba__sqlite_down(simba__sqlite *b, int code, const char *msg);
-static int simba__sqlite_replaced(simba__sqlite *b, char *msg, size_t cap);
+static int simba__sqlite_replaced(simba__sqlite *b, int check, char *msg, size_t cap);
 
 /* The per-transaction state starts empty; the clocks are read once. */
 static void simba__sqlite_tx_begin(simba__sqlite *b) {
@@ -1079,6 +1108,23 @@ static void simba__sqlite_count_pages(simba__sqlite *b) {
         b->stats.pages_written += (uint64_t)cur;
 }
 
+/* How the next batch checks its file first (simba__sqlite_replaced): the
+   walk of the path if it renews a session (an OPEN or a KEEPALIVE in it);
+   none if it only lets go (RELEASE, CLOSE: letting go in a file nobody
+   else sees any more is still letting go, and grants it makes there are
+   believed no longer than the last walked renewal); else our file's name. */
+enum { SIMBA__SQLITE_CHECK_NONE, SIMBA__SQLITE_CHECK_NAME, SIMBA__SQLITE_CHECK_PATH };
+
+static int simba__sqlite_batch_check(simba__sqlite *b) {
+    int i, n = b->jn < SIMBA__SQLITE_BATCH ? b->jn : SIMBA__SQLITE_BATCH, check = SIMBA__SQLITE_CHECK_NONE;
+    for (i = 0; i < n; i++) {
+        simba_op_kind k = b->jobs[(b->jhead + i) % SIMBA__SQLITE_MAX_JOBS]->kind;
+        if (k == SIMBA_OP_OPEN || k == SIMBA_OP_KEEPALIVE) return SIMBA__SQLITE_CHECK_PATH;
+        if (k != SIMBA_OP_RELEASE && k != SIMBA_OP_CLOSE) check = SIMBA__SQLITE_CHECK_NAME;
+    }
+    return check;
+}
+
 /* Runs up to SIMBA__SQLITE_BATCH queued ops in one write transaction and
    answers them after COMMIT. Never waits: a busy database (another process
    is writing) leaves the ops queued and retries from the loop a few ms
@@ -1089,7 +1135,10 @@ static int simba__sqlite_run_batch(simba__sqlite *b) {
     int n, i, rc;
     int64_t t0;
     if (!b->up || !b->jn || simba_now_ms(b->s) < b->retry_at) return 0;
-    if (simba__sqlite_replaced(b, msg, sizeof msg)) { simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg); return 0; }
+    if (simba__sqlite_replaced(b, simba__sqlite_batch_check(b), msg, sizeof msg)) {
+        simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg);
+        return 0;
+    }
     t0 = simba__sqlite_real_us();
     rc = sqlite3_step(simba__sqlite_q(b, SQ_BEGIN));
     if (rc != SQLITE_DONE) {
@@ -1130,6 +1179,8 @@ static void simba__sqlite_close_db(simba__sqlite *b) {
     }
     if (b->db) sqlite3_close_v2(b->db);
     b->db = NULL;
+    if (b->db_fd >= 0) close(b->db_fd);
+    b->db_fd = -1;
 }
 
 static void simba__sqlite_watch_clear(simba__sqlite *b);
@@ -1187,10 +1238,32 @@ static void simba__sqlite_connect(simba__sqlite *b) {
     simba_backend_state(b->s, 1, 0, NULL);
 }
 
-/* Whether the path still names the file we opened (deleted or replaced:
-   nothing in our file may be trusted any more). 0: it does. */
-static int simba__sqlite_replaced(simba__sqlite *b, char *msg, size_t cap) {
+/* Whether the file we opened is still the one its path names (deleted or
+   replaced: nothing in it may be trusted any more). 0: it is.
+
+   check (simba__sqlite_batch_check): _PATH: the path is walked and names
+   our file (device and inode). _NAME: only our file is asked whether it
+   still has a name: a file deleted or renamed over has none; one renamed
+   away (or deleted after a hard link) still has. _NONE: nothing.
+
+   The walk is what safety needs, and only before a transaction that
+   renews a session (OPEN, KEEPALIVE): a hold is believed until its
+   session's last renewal sent + ttl (the core's safety rule), so only a
+   renewal confirmed in a file the path no longer names could stretch a
+   belief past the new file's restart grace (one lease after it is made).
+   A grant in such a file is believed no longer than the last renewal the
+   walk checked, which ends before that grace does. The cheap check makes
+   the common cases (deleted, renamed over) noticed at the next operation
+   that is not only a release; a file renamed away is noticed at the next
+   renewal, within ttl / 3. */
+static int simba__sqlite_replaced(simba__sqlite *b, int check, char *msg, size_t cap) {
     struct stat st;
+    if (check == SIMBA__SQLITE_CHECK_NONE) return 0;
+    if (check == SIMBA__SQLITE_CHECK_NAME && b->db_fd >= 0) {
+        if (fstat(b->db_fd, &st) == 0 && st.st_nlink > 0) return 0;
+        snprintf(msg, cap, "sqlite: '%.60s' was deleted or replaced under this client (its holds end)", b->path);
+        return 1;
+    }
     if (stat(b->path, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' was deleted under this client (its holds end)", b->path);
         return 1;
@@ -1223,34 +1296,41 @@ static int simba__sqlite_mark_held(simba__sqlite *b, int slot, const char *wake)
     return lk.l_type != F_UNLCK;
 }
 
-/* The state of a session row. A session whose lease has not run out is
+/* The state of a session row (its columns as SQ_SESS_GET reads them, from
+   column c on). A session whose lease has not run out is
    dead only when BOTH its mark is gone and its process (the pid with the
    same start time) is gone: a forked child holding the description, an fd
    closed by a library, an exec, a stopped process each keep one of the
    two, and fall to the lease (docs/sqlite.md, "the safety argument"). */
-static int simba__sqlite_row_state(simba__sqlite *b, sqlite3_stmt *st, simba__sqlite_known *k) {
+static int simba__sqlite_row_state(simba__sqlite *b, sqlite3_stmt *st, int c, simba__sqlite_known *k) {
     char markfile[48];
-    int slot = sqlite3_column_int(st, 0);
-    simba__sqlite_col(st, 1, markfile, sizeof markfile);
-    k->pid = sqlite3_column_int(st, 2);
-    k->start = sqlite3_column_int64(st, 3);
-    k->expires = sqlite3_column_int64(st, 4);
-    simba__sqlite_col(st, 5, k->wake, sizeof k->wake);
-    k->renewed = sqlite3_column_int64(st, 6);
-    k->opened = sqlite3_column_int64(st, 7);
+    int slot = sqlite3_column_int(st, c);
+    simba__sqlite_col(st, c + 1, markfile, sizeof markfile);
+    k->pid = sqlite3_column_int(st, c + 2);
+    k->start = sqlite3_column_int64(st, c + 3);
+    k->expires = sqlite3_column_int64(st, c + 4);
+    simba__sqlite_col(st, c + 5, k->wake, sizeof k->wake);
+    k->renewed = sqlite3_column_int64(st, c + 6);
+    k->opened = sqlite3_column_int64(st, c + 7);
     if (k->expires < b->now) return SIMBA__SQLITE_EXPIRED;
     if (strcmp(markfile, b->markfile) != 0) return SIMBA__SQLITE_LIVE;   /* a mark we cannot see */
     if (simba__sqlite_mark_held(b, slot, k->wake)) return SIMBA__SQLITE_LIVE;
     return simba__sqlite_proc_start(k->pid) == k->start ? SIMBA__SQLITE_LIVE : SIMBA__SQLITE_GONE;
 }
 
-/* What this transaction knows of session `id` of the op's tenant (read once). */
-static simba__sqlite_known *simba__sqlite_known_get(simba__sqlite *b, const char *id) {
-    simba__sqlite_known *k;
-    sqlite3_stmt *st;
+/* What this transaction knows of session `id` of the op's tenant, if it
+   was read. */
+static simba__sqlite_known *simba__sqlite_known_find(simba__sqlite *b, const char *id) {
     int i;
     for (i = 0; i < b->nknown; i++)
         if (strcmp(b->known[i].id, id) == 0 && strcmp(b->known[i].tenant, b->tenant) == 0) return &b->known[i];
+    return NULL;
+}
+
+/* A new entry for session `id`, from the row a statement is on (its
+   columns from c on; none: the session has no row). */
+static simba__sqlite_known *simba__sqlite_known_add(simba__sqlite *b, const char *id, sqlite3_stmt *st, int c, int row) {
+    simba__sqlite_known *k;
     if (!simba__sqlite_grow(b, (void **)&b->known, &b->capknown, b->nknown + 1, sizeof *b->known)) {
         simba__sqlite_fail(b, SQLITE_NOMEM);
         memset(&b->nomem_known, 0, sizeof b->nomem_known);
@@ -1261,10 +1341,19 @@ static simba__sqlite_known *simba__sqlite_known_get(simba__sqlite *b, const char
     memset(k, 0, sizeof *k);
     simba__sqlite_copy(k->tenant, sizeof k->tenant, b->tenant);
     simba__sqlite_copy(k->id, sizeof k->id, id);
+    k->state = row ? simba__sqlite_row_state(b, st, c, k) : SIMBA__SQLITE_ABSENT;
+    return k;
+}
+
+/* What this transaction knows of session `id` of the op's tenant (read once). */
+static simba__sqlite_known *simba__sqlite_known_get(simba__sqlite *b, const char *id) {
+    simba__sqlite_known *k = simba__sqlite_known_find(b, id);
+    sqlite3_stmt *st;
+    if (k) return k;
     st = simba__sqlite_q(b, SQ_SESS_GET);
     simba__sqlite_bind_text(st, 1, b->tenant);
     simba__sqlite_bind_text(st, 2, id);
-    k->state = simba__sqlite_step(b, st) == SQLITE_ROW ? simba__sqlite_row_state(b, st, k) : SIMBA__SQLITE_ABSENT;
+    k = simba__sqlite_known_add(b, id, st, 0, simba__sqlite_step(b, st) == SQLITE_ROW);
     sqlite3_reset(st);
     return k;
 }
@@ -1428,21 +1517,35 @@ static int simba__sqlite_res(simba__sqlite *b, const char *name, int *capacity, 
     return simba__sqlite_res_hold(b, name, capacity, counter, NULL);
 }
 
-/* Whether `name` exists (its capacity and counter then) and is free: no
-   hold in its row, no entry in its queue. */
-static int simba__sqlite_res_free(simba__sqlite *b, const char *name, int *capacity, int64_t *counter, int *is_free) {
-    sqlite3_stmt *st = simba__sqlite_q(b, SQ_RES_FREE);
-    int found = 0;
+/* What an acquire of one name needs to know of it. */
+typedef struct simba__sqlite_name_state {
+    int found, capacity, is_free;   /* the row exists; free: no hold in it, no entry in the queue */
+    int64_t counter;
+} simba__sqlite_name_state;
+
+/* The acquire's reads in one statement (SQ_ACQ_READ): the name's row, and
+   what grace_left and known_get would read next (the restart grace, the
+   op's session), kept for the rest of the transaction where they keep
+   them, unless already read. */
+static void simba__sqlite_acquire_read(simba__sqlite *b, simba__sqlite_job *j, simba__sqlite_name_state *f) {
+    sqlite3_stmt *st = simba__sqlite_q(b, SQ_ACQ_READ);
+    memset(f, 0, sizeof *f);
     simba__sqlite_bind_text(st, 1, b->tenant);
-    simba__sqlite_bind_name(st, 2, name);
+    simba__sqlite_bind_name(st, 2, j->names[0]);
+    simba__sqlite_bind_text(st, 3, j->session);
     if (simba__sqlite_step(b, st) == SQLITE_ROW) {
-        found = 1;
-        *capacity = sqlite3_column_int(st, 0);
-        *counter = sqlite3_column_int64(st, 1);
-        *is_free = sqlite3_column_int(st, 2);
+        f->found = sqlite3_column_int(st, 0);
+        f->capacity = sqlite3_column_int(st, 1);
+        f->counter = sqlite3_column_int64(st, 2);
+        f->is_free = sqlite3_column_int(st, 3);
+        if (!b->grace_read) {
+            b->grace_until = sqlite3_column_type(st, 4) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 4);
+            b->grace_read = 1;
+        }
+        if (!simba__sqlite_known_find(b, j->session))
+            simba__sqlite_known_add(b, j->session, st, 6, sqlite3_column_int(st, 5));
     }
     sqlite3_reset(st);
-    return found;
 }
 
 static void simba__sqlite_unhold(simba__sqlite *b, const char *name) {
@@ -1887,27 +1990,26 @@ static int simba__sqlite_existing(simba__sqlite *b, simba__sqlite_job *j, int *e
    its queue), outside a restart grace. Granted at once as the rule's walk
    would grant it (the head of an empty queue fits any capacity it does
    not exceed; the fence from simba_grant_fence), kept in the resource's
-   row: one row written. 0: not such a case (nothing written but a missing
-   resource row); the general path answers. The queue being empty, nobody
+   row: one row written. f: what simba__sqlite_acquire_read read of the
+   name. 0: not such a case (nothing written but a missing resource row);
+   the general path answers. The queue being empty, nobody
    is told: no waiter is behind it, no contend entry watches its owner. */
-static int simba__sqlite_fast_acquire(simba__sqlite *b, simba__sqlite_job *j) {
+static int simba__sqlite_fast_acquire(simba__sqlite *b, simba__sqlite_job *j, simba__sqlite_name_state *f) {
     sqlite3_stmt *st;
-    int capacity, is_free, found;
     int64_t counter, ahead = 0;
-    if (j->nres != 1 || simba__sqlite_grace_left(b) > 0) return 0;
-    found = simba__sqlite_res_free(b, j->names[0], &capacity, &counter, &is_free);
-    if (!found) {
+    if (simba__sqlite_grace_left(b) > 0) return 0;
+    if (!f->found) {
         st = simba__sqlite_q(b, SQ_RES_ADD);
         simba__sqlite_bind_text(st, 1, b->tenant);
         simba__sqlite_bind_name(st, 2, j->names[0]);
         sqlite3_bind_int(st, 3, j->res[0].capacity);
         simba__sqlite_step(b, st);
-        found = simba__sqlite_res_free(b, j->names[0], &capacity, &counter, &is_free);
+        simba__sqlite_acquire_read(b, j, f);
     }
-    if (!found || !is_free || b->rc || capacity < 1 || j->res[0].weight > capacity ||
-        !simba_grant_step(&ahead, j->res[0].weight, capacity))
+    if (!f->found || !f->is_free || b->rc || f->capacity < 1 || j->res[0].weight > f->capacity ||
+        !simba_grant_step(&ahead, j->res[0].weight, f->capacity))
         return 0;
-    counter = simba_grant_fence(counter, b->now_us);
+    counter = simba_grant_fence(f->counter, b->now_us);
     st = simba__sqlite_q(b, SQ_RES_HOLD);
     simba__sqlite_bind_text(st, 1, b->tenant);
     simba__sqlite_bind_name(st, 2, j->names[0]);
@@ -1922,7 +2024,7 @@ static int simba__sqlite_fast_acquire(simba__sqlite *b, simba__sqlite_job *j) {
     j->r.granted = 1;
     j->r.fence[0] = counter;
     j->r.recheck_ms = -1;
-    j->r.capacity = capacity;
+    j->r.capacity = f->capacity;
     j->r.held = 1;
     simba__sqlite_copy(j->owner, sizeof j->owner, j->session);
     j->r.owner = j->owner;
@@ -1931,8 +2033,10 @@ static int simba__sqlite_fast_acquire(simba__sqlite *b, simba__sqlite_job *j) {
 
 static void simba__sqlite_enqueue(simba__sqlite *b, simba__sqlite_job *j) {
     int i, existing, rc;
+    simba__sqlite_name_state f;
+    if (j->nres == 1) simba__sqlite_acquire_read(b, j, &f);   /* need_session then reads nothing */
     if (!simba__sqlite_need_session(b, j)) return;
-    if (simba__sqlite_fast_acquire(b, j)) return;
+    if (j->nres == 1 && simba__sqlite_fast_acquire(b, j, &f)) return;
     if ((rc = simba__sqlite_prepare_resources(b, j)) != SIMBA_OK) { j->r.status = rc; return; }
     if ((rc = simba__sqlite_existing(b, j, &existing)) != SIMBA_OK) { j->r.status = rc; return; }
     if (!existing) {
@@ -2347,6 +2451,7 @@ static int simba__sqlite_attach(void *impl, simba *s) {
     b->pid = (int)getpid();
     b->start = simba__sqlite_proc_start(b->pid);
     b->retry_at = simba_now_ms(s);   /* open on the first process() */
+    simba_backend_own_fds(s);         /* the wake socket and pidfds: ours, close-on-exec */
     return SIMBA_OK;
 }
 
@@ -2474,7 +2579,7 @@ SIMBADEF simba_backend simba_sqlite(const simba_sqlite_desc *d) {
     b = (simba__sqlite *)simba_allocator_alloc(&d->allocator, sizeof *b);
     if (!b) return simba_backend_error(SIMBA_ENOMEM, "simba_sqlite: out of memory");
     b->alloc = d->allocator;
-    b->side = b->wake_fd = b->slot = -1;
+    b->side = b->wake_fd = b->slot = b->db_fd = -1;
     b->stats.slot = -1;
     n = strlen(d->path);
     b->path = simba_allocator_strdup(&b->alloc, d->path);

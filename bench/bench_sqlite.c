@@ -3,7 +3,9 @@
    system:
 
      cycle      one uncontended acquire+release, vs one SQLite write
-                transaction on the same file (WAL) and a flock(2) pair
+                transaction on the same file system (WAL) and a flock(2)
+                pair; the two taken in turn, in rounds of one checkpoint
+                period each, and the median of the rounds' ratios
      hand-off   a release to the ACQUIRED of a waiter in another process,
                 vs one write transaction + one datagram between processes
      kill -9    a holder killed -> the waiter (another process) ACQUIRED,
@@ -23,7 +25,8 @@
                 the longest batch shows); the waits are simba_wait's loop
                 with each tick timed (bench_wait)
 
-   Settings from the environment: BENCH_N (cycles, 2000), BENCH_KILLS (30),
+   Settings from the environment: BENCH_ROUNDS (of the cycle against its
+   floor, 25), BENCH_N (cycles of the other lines, 2000), BENCH_KILLS (30),
    BENCH_CMDS (100), BENCH_Q_ROUNDS (15), BENCH_DIR (a directory; default a new one in $TMPDIR),
    SIMBA_CLI (the simba binary; default build/simba), SIMBA_CLI_NET (simba-net,
    the CLI with every backend: the same command with it, for comparison). */
@@ -100,53 +103,64 @@ static char floor_settings[200];   /* what the floor ran with, read back from it
 /* One write transaction as the backend runs its own: the same settings
    (WAL, synchronous=NORMAL, SQLite's default checkpoint every 1000 WAL
    pages and page size), BEGIN IMMEDIATE, prepared statements; one UPDATE
-   of one row, so one WAL page per transaction. */
-static double floor_txn_us(const char *path, int n) {
+   of one row, so one WAL page per transaction. The connection stays open
+   between rounds (floor_run), as simba's does. */
+typedef struct floor_conn {
     sqlite3 *db;
-    double t0;
-    int i;
-    sqlite3_open(path, &db);
-    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                     "CREATE TABLE IF NOT EXISTS bench_floor(k INTEGER PRIMARY KEY, v INTEGER);"
-                     "INSERT OR IGNORE INTO bench_floor VALUES(1,0)", NULL, NULL, NULL);
-    {   /* prepared once, as simba's are: the floor is the transaction itself */
-        sqlite3_stmt *b, *u, *c;
-        sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &b, NULL);
-        sqlite3_prepare_v2(db, "UPDATE bench_floor SET v=v+1 WHERE k=1", -1, &u, NULL);
-        sqlite3_prepare_v2(db, "COMMIT", -1, &c, NULL);
-        t0 = now_us();
-        for (i = 0; i < n; i++) {
-            sqlite3_step(b); sqlite3_reset(b);
-            sqlite3_step(u); sqlite3_reset(u);
-            sqlite3_step(c); sqlite3_reset(c);
-        }
-        t0 = (now_us() - t0) / n;
-        sqlite3_finalize(b); sqlite3_finalize(u); sqlite3_finalize(c);
-    }
+    sqlite3_stmt *begin, *update, *commit;   /* prepared once, as simba's are */
+    long wal_pages;                          /* its checkpoint period, in WAL pages */
+} floor_conn;
+
+static void floor_open(floor_conn *f, const char *path) {
+    sqlite3_open(path, &f->db);
+    sqlite3_exec(f->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                        "CREATE TABLE IF NOT EXISTS bench_floor(k INTEGER PRIMARY KEY, v INTEGER);"
+                        "INSERT OR IGNORE INTO bench_floor VALUES(1,0)", NULL, NULL, NULL);
+    sqlite3_prepare_v2(f->db, "BEGIN IMMEDIATE", -1, &f->begin, NULL);
+    sqlite3_prepare_v2(f->db, "UPDATE bench_floor SET v=v+1 WHERE k=1", -1, &f->update, NULL);
+    sqlite3_prepare_v2(f->db, "COMMIT", -1, &f->commit, NULL);
+    f->wal_pages = pragma_int(f->db, "PRAGMA wal_autocheckpoint");
     snprintf(floor_settings, sizeof floor_settings,
              "WAL, synchronous=%s, a checkpoint every %ld WAL pages, pages of %ld bytes, BEGIN IMMEDIATE,"
-             " one prepared UPDATE of one row", pragma_int(db, "PRAGMA synchronous") == 1 ? "NORMAL" : "not NORMAL",
-             pragma_int(db, "PRAGMA wal_autocheckpoint"), pragma_int(db, "PRAGMA page_size"));
-    sqlite3_close(db);
-    return t0;
+             " one prepared UPDATE of one row", pragma_int(f->db, "PRAGMA synchronous") == 1 ? "NORMAL" : "not NORMAL",
+             f->wal_pages, pragma_int(f->db, "PRAGMA page_size"));
+}
+
+/* n transactions: us per transaction. */
+static double floor_run(floor_conn *f, int n) {
+    double t0 = now_us();
+    int i;
+    for (i = 0; i < n; i++) {
+        sqlite3_step(f->begin); sqlite3_reset(f->begin);
+        sqlite3_step(f->update); sqlite3_reset(f->update);
+        sqlite3_step(f->commit); sqlite3_reset(f->commit);
+    }
+    return (now_us() - t0) / n;
+}
+
+static void floor_close(floor_conn *f) {
+    sqlite3_finalize(f->begin);
+    sqlite3_finalize(f->update);
+    sqlite3_finalize(f->commit);
+    sqlite3_close(f->db);
 }
 
 /* An uncontended cycle's transactions as simba runs them, without simba:
    the statements simba prepares (simba__sqlite_sql_text), bound as the
-   backend binds them, and the stat of the file before each transaction.
+   backend binds them, and the check before each transaction that the
+   file still has a name (fstat of an O_PATH descriptor).
    writes_only: only what a cycle cannot do without, the resource's row
    written in each of its two transactions (the hold taken, the hold let
    go); else all of the cycle's statements (the restart grace, the
    session, whether the name is free; the writes). */
 static double cycle_sql_us(const char *path, int n, int writes_only) {
     static const char sess[] = "cycle~0123456789abcdef", req[] = "cycle~0123456789abcdef:1";
-    static const int acquire[] = { SQ_META_GET, SQ_SESS_GET, SQ_RES_FREE, SQ_RES_HOLD },
-                     release[] = { SQ_META_GET, SQ_RES_LET_GO };
+    static const int acquire[] = { SQ_ACQ_READ, SQ_RES_HOLD };
     sqlite3 *db;
     sqlite3_stmt *st[SQ_N];
     struct stat sb;
     double t0;
-    int i, k;
+    int i, k, fd;
     sqlite3_open(path, &db);
     sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL);
     sqlite3_exec(db, simba__sqlite_schema, NULL, NULL, NULL);
@@ -161,6 +175,7 @@ static double cycle_sql_us(const char *path, int n, int writes_only) {
                                                 k == SQ_SESS_GET ? (int)strlen(sess) : 5, SQLITE_STATIC);
     }
     sqlite3_bind_text(st[SQ_SESS_GET], 2, sess, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st[SQ_ACQ_READ], 3, sess, -1, SQLITE_STATIC);
     sqlite3_bind_text(st[SQ_RES_HOLD], 4, sess, -1, SQLITE_STATIC);
     sqlite3_bind_text(st[SQ_RES_HOLD], 5, req, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st[SQ_RES_HOLD], 6, 1);
@@ -168,21 +183,23 @@ static double cycle_sql_us(const char *path, int n, int writes_only) {
     sqlite3_bind_int(st[SQ_RES_HOLD], 8, 0);
     sqlite3_bind_text(st[SQ_RES_LET_GO], 3, sess, -1, SQLITE_STATIC);
     sqlite3_bind_text(st[SQ_RES_LET_GO], 4, req, -1, SQLITE_STATIC);
+    fd = open(path, O_PATH | O_CLOEXEC);
 #define STEP(x) do { while (sqlite3_step(st[x]) == SQLITE_ROW) {} sqlite3_reset(st[x]); } while (0)
     t0 = now_us();
     for (i = 0; i < n; i++) {
         sqlite3_bind_int64(st[SQ_RES_HOLD], 3, i + 1);
-        if (!writes_only) stat(path, &sb);
+        if (!writes_only) fstat(fd, &sb);
         STEP(SQ_BEGIN);
-        for (k = 0; k < 4; k++) if (!writes_only || acquire[k] == SQ_RES_HOLD) STEP(acquire[k]);
+        for (k = 0; k < 2; k++) if (!writes_only || acquire[k] == SQ_RES_HOLD) STEP(acquire[k]);
         STEP(SQ_COMMIT);
-        if (!writes_only) stat(path, &sb);
+        if (!writes_only) fstat(fd, &sb);
         STEP(SQ_BEGIN);
-        for (k = 0; k < 2; k++) if (!writes_only || release[k] == SQ_RES_LET_GO) STEP(release[k]);
+        STEP(SQ_RES_LET_GO);
         STEP(SQ_COMMIT);
     }
 #undef STEP
     t0 = (now_us() - t0) / n;
+    close(fd);
     for (k = 0; k < SQ_N; k++) sqlite3_finalize(st[k]);
     sqlite3_close(db);
     return t0;
@@ -242,40 +259,113 @@ static double floor_dgram_us(int n) {
 /* Per cycle, from the backend's counters over the timed cycles. */
 static double tx_per_cycle, statements_per_cycle, pages_per_cycle, batch_us_per_cycle;
 
-static double cycle_us(const char *path, int n, int64_t *longest_us) {
-    simba_backend b;
-    simba *s = client(path, "cycle", &b);
-    struct simba_sqlite_stats st, st0;
-    double t0;
-    int i;
+static simba *cycle_client(const char *path, simba_backend *b) {
+    simba *s = client(path, "cycle", b);
     simba_lock l = acquire(s, "cycle", -1);   /* warm: the file, the statements */
     expect(s, l, SIMBA_EVENT_ACQUIRED);
     simba_release(s, l);
     expect(s, l, SIMBA_EVENT_RELEASED);
-    simba_sqlite_stats(b, &st0);
-    t0 = now_us();
-    for (i = 0; i < n; i++) {   /* ticks not timed one by one: the loop as a program runs it */
+    return s;
+}
+
+/* n cycles, the loop as a program runs it (ticks not timed one by one):
+   us per cycle, or -1. */
+static double cycle_run(simba *s, int n) {
+    double t0 = now_us();
+    int i;
+    for (i = 0; i < n; i++) {
         simba_event ev;
-        l = acquire(s, "cycle", -1);
+        simba_lock l = acquire(s, "cycle", -1);
         if (bench_wait(NULL, s, l, 30000, &ev) != 1 || ev.type != SIMBA_EVENT_ACQUIRED) return -1;
         simba_release(s, l);
         if (bench_wait(NULL, s, l, 30000, &ev) != 1 || ev.type != SIMBA_EVENT_RELEASED) return -1;
     }
-    t0 = (now_us() - t0) / n;
-    simba_sqlite_stats(b, &st);
-    for (i = 0; i < n / 4; i++) {   /* then a quarter as many, each tick timed (the tick lines) */
-        l = acquire(s, "cycle", -1);
+    return (now_us() - t0) / n;
+}
+
+/* n cycles with each tick timed (the tick lines). */
+static int cycle_ticks(simba *s, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        simba_lock l = acquire(s, "cycle", -1);
         if (!expect(s, l, SIMBA_EVENT_ACQUIRED)) return -1;
         simba_release(s, l);
         if (!expect(s, l, SIMBA_EVENT_RELEASED)) return -1;
     }
+    return 0;
+}
+
+static void cycle_stats(const struct simba_sqlite_stats *st0, const struct simba_sqlite_stats *st, int n) {
+    tx_per_cycle = (double)(st->transactions - st0->transactions) / n;
+    statements_per_cycle = (double)(st->statements - st0->statements) / n;
+    pages_per_cycle = (double)(st->pages_written - st0->pages_written) / n;
+    batch_us_per_cycle = (double)(st->batch_us - st0->batch_us) / n;
+}
+
+/* The cycles of one client on `path` in one run: us per cycle. */
+static double cycle_us(const char *path, int n, int64_t *longest_us) {
+    simba_backend b;
+    simba *s = cycle_client(path, &b);
+    struct simba_sqlite_stats st, st0;
+    double us;
+    simba_sqlite_stats(b, &st0);
+    us = cycle_run(s, n);
+    simba_sqlite_stats(b, &st);
     *longest_us = st.longest_batch_us;
-    tx_per_cycle = (double)(st.transactions - st0.transactions) / n;
-    statements_per_cycle = (double)(st.statements - st0.statements) / n;
-    pages_per_cycle = (double)(st.pages_written - st0.pages_written) / n;
-    batch_us_per_cycle = (double)(st.batch_us - st0.batch_us) / n;
+    cycle_stats(&st0, &st, n);
     simba_destroy(s);
-    return t0;
+    return us;
+}
+
+/* The cycle against its floor, in rounds taken in turn: a round of the
+   floor, then one of the cycles, each writing one checkpoint period of WAL
+   pages (one checkpoint each: its two fdatasync are tens of ms, most of a
+   transaction once spread over 1000). Taken in turn, a shared machine's
+   slow spell falls on both sides of a ratio. Returns the median of the
+   rounds' ratios; their range, the medians of each side and the
+   counters over all of the cycles. */
+typedef struct cycle_vs_floor {
+    double ratio, ratio_min, ratio_max, floor_us, cycle_us;
+    int rounds, cycles;   /* per round */
+    int64_t longest_us;
+} cycle_vs_floor;
+
+static int cycle_rounds(const char *path, const char *floor_path, int rounds, cycle_vs_floor *out) {
+    floor_conn f;
+    simba_backend b;
+    simba *s = cycle_client(path, &b);
+    struct simba_sqlite_stats st, st0;
+    double ratio[64], fl[64], cy[64];
+    int r, total = 0;
+    if (rounds > 64) rounds = 64;
+    floor_open(&f, floor_path);
+    floor_run(&f, 100);
+    simba_sqlite_stats(b, &st0);
+    if (cycle_run(s, 50) < 0) return -1;   /* the pages a cycle writes */
+    simba_sqlite_stats(b, &st);
+    cycle_stats(&st0, &st, 50);
+    out->cycles = (int)(f.wal_pages / (pages_per_cycle > 0 ? pages_per_cycle : 1) + 0.5);
+    if (out->cycles < 1) out->cycles = 1;
+    simba_sqlite_stats(b, &st0);
+    for (r = 0; r < rounds; r++) {
+        fl[r] = floor_run(&f, (int)f.wal_pages);
+        if ((cy[r] = cycle_run(s, out->cycles)) < 0) return -1;
+        ratio[r] = cy[r] / fl[r];
+        total += out->cycles;
+    }
+    simba_sqlite_stats(b, &st);
+    cycle_stats(&st0, &st, total);
+    out->longest_us = st.longest_batch_us;
+    out->rounds = rounds;
+    out->ratio = pct(ratio, rounds, 0.5);
+    out->ratio_min = ratio[0];
+    out->ratio_max = ratio[rounds - 1];
+    out->floor_us = pct(fl, rounds, 0.5);
+    out->cycle_us = pct(cy, rounds, 0.5);
+    if (cycle_ticks(s, total / 4) < 0) return -1;   /* then a quarter as many, each tick timed */
+    floor_close(&f);
+    simba_destroy(s);
+    return 0;
 }
 
 typedef struct shared_t {
@@ -460,9 +550,11 @@ int main(void) {
     const char *cli = getenv("SIMBA_CLI") ? getenv("SIMBA_CLI") : "build/simba";
     const char *net = getenv("SIMBA_CLI_NET");
     int n = env_int("BENCH_N", 2000), kills = env_int("BENCH_KILLS", 30), cmds = env_int("BENCH_CMDS", 100), i, k;
-    int qrounds = env_int("BENCH_Q_ROUNDS", 15);
+    int qrounds = env_int("BENCH_Q_ROUNDS", 15), rounds = env_int("BENCH_ROUNDS", 25);
+    cycle_vs_floor cf;
     double txn, wr, one_row, fl, dg, cyc, ho, ho99, kl[512], sv[1024], fv[1024], ov[1024], mn, med, mx, fmn, fmed, fmx, q1, q1000;
     int64_t longest = 0;
+    memset(&cf, 0, sizeof cf);
     signal(SIGPIPE, SIG_IGN);
     if (getenv("BENCH_DIR")) snprintf(dir, sizeof dir, "%s", getenv("BENCH_DIR"));
     else {
@@ -487,19 +579,19 @@ int main(void) {
         printf("Q: %.1f vs %.1f us = %.2f x\n", q1000, q1, q1000 / q1);
         return 0;
     }
-    /* as many WAL pages as the cycles write (5 a cycle), so the floor
-       averages over as many checkpoints: one checkpoint's fsyncs take
-       tens of ms, and over 1000 pages they are most of a transaction */
-    txn = floor_txn_us(floordb, n * 5);
+    if (cycle_rounds(db, floordb, rounds, &cf) != 0) { fprintf(stderr, "bench-sqlite: the cycles failed\n"); return 1; }
+    txn = cf.floor_us;
+    cyc = cf.cycle_us;
     fl = floor_flock_us(lockf, n * 10);
     dg = floor_dgram_us(n);
-    printf("floors: one write transaction %.1f us (%s: the backend's settings); flock(2) lock+unlock %.2f us;"
-           " one datagram to another process %.1f us\n", txn, floor_settings, fl, dg);
-
-    cyc = cycle_us(db, n, &longest);
-    printf("cycle: acquire+release %.1f us = %.2f x one write transaction (target <= 2.5), %.0f x a flock pair;"
-           " longest batch inside a tick %lld us; %.2f transactions per cycle\n", cyc, cyc / txn, cyc / fl, (long long)longest,
-           tx_per_cycle);
+    printf("floors: one write transaction %.1f us (%s: the backend's settings; the median of %d rounds of %ld);"
+           " flock(2) lock+unlock %.2f us; one datagram to another process %.1f us\n", txn, floor_settings,
+           cf.rounds, (long)(cf.cycles * pages_per_cycle + 0.5), fl, dg);
+    printf("cycle: acquire+release %.1f us = %.2f x one write transaction (target <= 2.5; the median of %d rounds'"
+           " ratios, %.2f-%.2f, each round %d cycles after %ld floor transactions: one checkpoint period of WAL"
+           " pages each), %.0f x a flock pair; longest batch inside a tick %lld us; %.2f transactions per cycle\n",
+           cyc, cf.ratio, cf.rounds, cf.ratio_min, cf.ratio_max, cf.cycles, (long)(cf.cycles * pages_per_cycle + 0.5),
+           cyc / fl, (long long)cf.longest_us, tx_per_cycle);
     bench_ticks_print("tick (cycle):", &ticks);
     memset(&ticks, 0, sizeof ticks);
     printf("cycle, where the time goes: %.1f statements and %.1f WAL pages per cycle (the floor: 3 and 1 per"
@@ -526,7 +618,7 @@ int main(void) {
            " the hold let go; simba's schema and statements) %.1f us = %.2f x one write transaction; the cycle is"
            " %.2f x it\n", wr, wr / txn, cyc / wr);
     one_row = cycle_sql_us(onerowdb, n, 0);
-    printf("cycle's SQL alone: simba's statements of a cycle (per transaction a stat, the reads, one write), no loop"
+    printf("cycle's SQL alone: simba's statements of a cycle (per transaction the file's check, the reads, one write), no loop"
            " %.1f us = %.2f x one write transaction\n", one_row, one_row / txn);
     if (getenv("BENCH_CYCLE_ONLY")) return 0;
 

@@ -2,6 +2,7 @@
    only the mem backend can show: fault injection (dropped and delayed
    replies, partitions, server restarts) and the public API's bad input. */
 #include "harness.h"
+#include <fcntl.h>
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
 #define SIMBA_MEM_IMPLEMENTATION
@@ -1799,6 +1800,81 @@ static const simba_backend_vtable iw_vtable = {
     "wrap", iw_attach, iw_submit, iw_pollfds, iw_deadline, iw_process, iw_reset, iw_destroy
 };
 
+/* A backend around a mem connection that also reports one fd of its own: a
+   pipe's read end opened without close-on-exec. */
+typedef struct fdw_backend {
+    simba_backend inner;
+    int fd, own;   /* own: it says its fds are its own, close-on-exec */
+} fdw_backend;
+static int fdw_attach(void *impl, simba *s) {
+    fdw_backend *w = (fdw_backend *)impl;
+    if (w->own) simba_backend_own_fds(s);
+    return w->inner.vt->attach(w->inner.impl, s);
+}
+static int fdw_submit(void *impl, const simba_op *op) {
+    fdw_backend *w = (fdw_backend *)impl;
+    return w->inner.vt->submit(w->inner.impl, op);
+}
+static int fdw_pollfds(void *impl, struct pollfd *fds, int max) {
+    fdw_backend *w = (fdw_backend *)impl;
+    int n = w->inner.vt->pollfds(w->inner.impl, fds, max);
+    if (n < max) { fds[n].fd = w->fd; fds[n].events = POLLIN; fds[n].revents = 0; }
+    return n + 1;
+}
+static int64_t fdw_deadline(void *impl) {
+    fdw_backend *w = (fdw_backend *)impl;
+    return w->inner.vt->deadline_ms(w->inner.impl);
+}
+static void fdw_process(void *impl, const struct pollfd *fds, int nfds) {
+    fdw_backend *w = (fdw_backend *)impl;
+    w->inner.vt->process(w->inner.impl, fds, nfds);
+}
+static void fdw_reset(void *impl, int why) {
+    fdw_backend *w = (fdw_backend *)impl;
+    w->inner.vt->reset(w->inner.impl, why);
+}
+static void fdw_destroy(void *impl) {
+    fdw_backend *w = (fdw_backend *)impl;
+    w->inner.vt->destroy(w->inner.impl);
+}
+static const simba_backend_vtable fdw_vtable = {
+    "fds", fdw_attach, fdw_submit, fdw_pollfds, fdw_deadline, fdw_process, fdw_reset, fdw_destroy
+};
+
+/* The core marks every fd a backend reports close-on-exec (a library's
+   socket would be inherited by an exec'd job otherwise), unless the backend
+   said with simba_backend_own_fds that its fds are its own and already so:
+   then it does not look (one fcntl per fd per call saved). */
+static void t_mem_backend_fds_close_on_exec(void) {
+    int own;
+    for (own = 0; own < 2; own++) {
+        static fdw_backend w;
+        struct pollfd fds[8];
+        simba_desc d;
+        simba *s;
+        int p[2], n;
+        memset(&w, 0, sizeof w);
+        CHECK(pipe(p) == 0);
+        CHECK(!(fcntl(p[0], F_GETFD) & FD_CLOEXEC));
+        w.inner = simba_mem(srv, NULL);
+        w.fd = p[0];
+        w.own = own;
+        memset(&d, 0, sizeof d);
+        d.backend.vt = &fdw_vtable;
+        d.backend.impl = &w;
+        d.client_id = "fdw";
+        CHECK((s = simba_create(&d, NULL)) != NULL);
+        n = simba_pollfds(s, fds, 8);
+        CHECK(n >= 1 && fds[n - 1].fd == p[0]);
+        /* without the backend's word the core marks it; with it the core trusts it (and this
+           backend broke its word: the flag is still off) */
+        CHECK_EQ((fcntl(p[0], F_GETFD) & FD_CLOEXEC) != 0, !own);
+        simba_destroy(s);
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
 static int count_events(h_client *c, simba_lock h, simba_event_type type) {
     int i, n = 0;
     for (i = 0; i < c->nlog; i++)
@@ -2588,6 +2664,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_hash_grow_skips_free_slots);
     RUN(t_mem_contend_error_while_held_tells_lost);
     RUN(t_mem_inflight_ops_end_once);
+    RUN(t_mem_backend_fds_close_on_exec);
     RUN(t_mem_call_inside_destroy_is_edestroyed);
     RUN(t_mem_alloc_failures);
     RUN(t_mem_events_owed_without_memory);

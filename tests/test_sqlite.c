@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <sys/mman.h>
@@ -450,6 +451,53 @@ static void t_sqlite_kill9_holder(void) {
     else printf("  # pidfd_open fails here (valgrind has no pidfds): the re-check found the holder dead\n");
 }
 
+/* Every descriptor a client has is close-on-exec (the core no longer checks
+   the backend's, simba_backend_own_fds): what its pollfds reports (the wake
+   socket; the pidfd of a holder it waits behind) and every file of the
+   database it keeps open (SQLite's, the sidecar with its mark, the O_PATH
+   one): an exec'd job inherits none of them. */
+static void t_sqlite_fds_close_on_exec(void) {
+    char path[320], fdpath[64], target[512];
+    struct pollfd fds[16];
+    int fd, st, n, i, seen = 0, inherited = 0;
+    pid_t pid;
+    simba *s;
+    DIR *d;
+    struct dirent *de;
+    sq_path(path, sizeof path, "cloexec.db");
+    pid = sq_start_holder(path, "cx", 0, 0, &fd);
+    CHECK(pid > 0);
+    s = sq_client(path, "cx", "waiter", 0, 0);
+    CHECK(s);
+    sq_acquire(s, "x", 1, 1, 0, -1);
+    CHECK(sq_wait_queued(s, "x", 2));
+    n = simba_pollfds(s, fds, 16);
+    for (i = 0; i < n && i < 16; i++) inherited += !(fcntl(fds[i].fd, F_GETFD) & FD_CLOEXEC);
+    if ((d = opendir("/proc/self/fd")) != NULL) {
+        while ((de = readdir(d)) != NULL) {
+            ssize_t k;
+            snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", atoi(de->d_name));
+            if ((k = readlink(fdpath, target, sizeof target - 1)) <= 0) continue;
+            target[k] = 0;
+            if (strncmp(target, path, strlen(path)) != 0) continue;
+            seen++;
+            if (!(fcntl(atoi(de->d_name), F_GETFD) & FD_CLOEXEC)) {
+                printf("  # %s is inherited by an exec\n", target);
+                inherited++;
+            }
+        }
+        closedir(d);
+    }
+    printf("  # %d fds to poll, %d descriptors of the database's files\n", n, seen);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(fd);
+    simba_destroy(s);
+    CHECK(n >= (sq_pidfd_works() ? 2 : 1));
+    CHECK(seen >= 4);   /* the file (SQLite's and the O_PATH one), -wal, -shm, the sidecar */
+    CHECK_EQ(inherited, 0);
+}
+
 /* A holder killed with -9 before anyone waits: the next process (which may
    take the dead one's byte in the sidecar) finds it dead at once, so even a
    try-lock succeeds under the default 16 s lease. */
@@ -647,7 +695,8 @@ static void t_sqlite_stats_cycle(void) {
            (unsigned long long)(st.transactions - st0.transactions), (unsigned long long)(st.statements - st0.statements),
            (unsigned long long)(st.pages_written - st0.pages_written), (long long)(st.batch_us - st0.batch_us));
     CHECK_EQ(st.transactions - st0.transactions, 2);
-    CHECK(st.statements - st0.statements >= 6);
+    /* BEGIN, the acquire's one read (name, grace, session), the hold, COMMIT; BEGIN, the release, COMMIT */
+    CHECK_EQ(st.statements - st0.statements, 7);
     CHECK_EQ(st.pages_written - st0.pages_written, 2);   /* the hold in the resource's row: one page each */
     CHECK(st.batch_us >= st0.batch_us);
     CHECK(st.batch_us >= st.longest_batch_us);
@@ -946,26 +995,43 @@ static void t_sqlite_unwritable_dir(void) {
     CHECK_EQ(sq_as_user(sq_no_dir_child, path), 0);
 }
 
-/* The file deleted (or replaced) under a running holder: the holder is told
-   (DISCONNECTED with the cause, then LOST), and a client that makes the
-   file again grants nothing before that holder's hold has surely ended. */
-static void sq_replaced(int rename_over) {
+/* The file deleted, replaced or renamed away under a running holder: the
+   holder is told (DISCONNECTED with the cause, then LOST), and a client
+   that makes the file again grants nothing before that holder's hold has
+   surely ended. Renamed away, the file keeps its name (another one), so
+   the holder's next operation does not notice it: only the walk of the
+   path before each renewal does. Its acquire after the rename may still be
+   granted in the old file; that hold too must be lost first. */
+enum { SQ_DELETED, SQ_RENAMED_OVER, SQ_RENAMED_AWAY };
+
+static void sq_move_away(const char *path, const char *away) {
+    char from[360], to[360];
+    const char *ext[3] = { "", "-wal", "-shm" };
+    int i;
+    for (i = 0; i < 3; i++) {   /* the three together: SQLite's files of one database */
+        snprintf(from, sizeof from, "%s%s", path, ext[i]);
+        snprintf(to, sizeof to, "%s%s", away, ext[i]);
+        CHECK(rename(from, to) == 0);
+    }
+}
+
+static void sq_replaced(int how) {
     char path[320], other[320], wal[340], shm[340];
     static h_client ca, cb, cc;   /* megabytes of event log each: not on the stack */
     h_client *cl[2];
-    simba_lock la, lb;
-    simba_event *e, *lost, *acq;
+    simba_lock la, lb, lz = { 0, 0 }, lbz = { 0, 0 };
+    simba_event *e, *lost, *acq, ev;
     int64_t end;
-    int ilost = -1, iacq = -1, i, saw_cause = 0;
+    int ilost = -1, izlost = -1, iacq = -1, i, saw_cause = 0, z_held = 0;
     memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb); memset(&cc, 0, sizeof cc);
-    sq_path(path, sizeof path, rename_over ? "replaced.db" : "deleted.db");
+    sq_path(path, sizeof path, how == SQ_RENAMED_OVER ? "replaced.db" : how == SQ_DELETED ? "deleted.db" : "away.db");
     snprintf(wal, sizeof wal, "%s-wal", path);
     snprintf(shm, sizeof shm, "%s-shm", path);
     ca.s = sq_client(path, "rep", "a", 1500, 1000);
     CHECK(ca.s);
     la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
     CHECK(sq_expect(ca.s, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
-    if (rename_over) {   /* another simba file (a backup, say) moved over ours, as an admin
+    if (how == SQ_RENAMED_OVER) {   /* another simba file (a backup, say) moved over ours, as an admin
                             would: its user closed, our -wal and -shm removed with it (a main
                             file beside another file's -wal is SQLite's own hazard) */
         sq_path(other, sizeof other, "other.db");
@@ -975,24 +1041,44 @@ static void sq_replaced(int rename_over) {
         simba_destroy(cc.s);
         cc.s = NULL;
         CHECK(rename(other, path) == 0);
-    } else {
+        unlink(wal);
+        unlink(shm);
+    } else if (how == SQ_DELETED) {   /* noticed at the holder's next operation, not its next renewal */
+        int told = 0;
         CHECK(unlink(path) == 0);
+        unlink(wal);
+        unlink(shm);
+        lz = sq_acquire(ca.s, "z", 1, 1, 0, -1);
+        cl[0] = &ca;
+        h_run_for(cl, 1, 150);
+        for (i = 0; i < ca.nlog; i++)
+            if (ca.log[i].type == SIMBA_EVENT_DISCONNECTED && strstr(ca.log[i].message, "deleted or replaced")) told = 1;
+        CHECK(told);
+        CHECK(!h_has(&ca, lz, SIMBA_EVENT_ACQUIRED));
+    } else {
+        sq_path(other, sizeof other, "moved-away.db");
+        sq_move_away(path, other);
+        lz = sq_acquire(ca.s, "z", 1, 1, 0, -1);
+        CHECK(simba_wait(ca.s, lz, 5000, &ev) == 1);
+        z_held = ev.type == SIMBA_EVENT_ACQUIRED;
+        printf("  # the holder's acquire after the rename: %s\n", simba_event_name(ev.type));
     }
-    unlink(wal);
-    unlink(shm);
     cb.s = sq_client(path, "rep", "b", 1500, 1000);
     CHECK(cb.s);
     lb = sq_acquire(cb.s, "x", 1, 1, 0, -1);
+    if (how == SQ_RENAMED_AWAY) lbz = sq_acquire(cb.s, "z", 1, 1, 0, -1);
     cl[0] = &ca;
     cl[1] = &cb;
     end = h_real_ms() + 15000;
     for (i = 0; h_real_ms() < end && iacq < 0; i++) {   /* rounds: the holder is ticked first in each */
         h_pump(cl, 2, 50);
         if (ilost < 0 && h_has(&ca, la, SIMBA_EVENT_LOST)) ilost = i;
-        if (h_has(&cb, lb, SIMBA_EVENT_ACQUIRED)) iacq = i;
+        if (z_held && izlost < 0 && h_has(&ca, lz, SIMBA_EVENT_LOST)) izlost = i;
+        if (h_has(&cb, lb, SIMBA_EVENT_ACQUIRED) || (lbz.id && h_has(&cb, lbz, SIMBA_EVENT_ACQUIRED))) iacq = i;
     }
     printf("  # LOST in round %d, the new grant in round %d\n", ilost, iacq);
     CHECK(ilost >= 0 && iacq >= ilost);
+    if (z_held) CHECK(izlost >= 0 && iacq >= izlost);
     ilost = iacq = -1;
     for (i = 0; i < ca.nlog; i++) {
         e = &ca.log[i];
@@ -1016,8 +1102,9 @@ static void sq_replaced(int rename_over) {
     if (cc.s) simba_destroy(cc.s);
 }
 
-static void t_sqlite_file_deleted(void) { sq_replaced(0); }
-static void t_sqlite_file_replaced(void) { sq_replaced(1); }
+static void t_sqlite_file_deleted(void) { sq_replaced(SQ_DELETED); }
+static void t_sqlite_file_replaced(void) { sq_replaced(SQ_RENAMED_OVER); }
+static void t_sqlite_file_renamed_away(void) { sq_replaced(SQ_RENAMED_AWAY); }
 
 static int rm_rf(const char *path) {
     char cmd[600];
@@ -1048,6 +1135,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_processes_semaphore);
     RUN(t_sqlite_kill9_holder);
     RUN(t_sqlite_dead_holder_try);
+    RUN(t_sqlite_fds_close_on_exec);
     RUN(t_sqlite_hold_in_row_meets_a_queue);
     RUN(t_sqlite_hold_in_row_of_an_ended_session);
     RUN(t_sqlite_hold_in_row_release_is_its_own);
@@ -1067,6 +1155,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_unwritable_dir);
     RUN(t_sqlite_file_deleted);
     RUN(t_sqlite_file_replaced);
+    RUN(t_sqlite_file_renamed_away);
 
     rm_rf(dir);
     return harness_summary();
