@@ -237,7 +237,7 @@ enum {
     SIMBA__SQLITE_BATCH = 64,       /* ops in one transaction */
     SIMBA__SQLITE_SLOTS = 65536,    /* bytes of the sidecar a backend may take */
     SIMBA__SQLITE_MAX_WATCH = 64,   /* pidfds of one backend */
-    SIMBA__SQLITE_WAKE_NAME = 64,   /* bytes of a wake socket's name */
+    SIMBA__SQLITE_WAKE_NAME = 80,   /* bytes of a wake socket's name, with its NUL */
     SIMBA__SQLITE_DGRAM = 8 + SIMBA_MAX_NAME + 1 + SIMBA_MAX_SESSION + 1 + SIMBA__SQLITE_MAX_REQ
 };
 
@@ -741,19 +741,24 @@ static void simba__sqlite_make_tag(simba__sqlite *b) {
 }
 
 /* Whether another backend of this path is running (its wake socket is
-   listed in /proc/net/unix), even if both files were deleted under it. */
-static int simba__sqlite_others_bound(simba__sqlite *b) {
+   listed in /proc/net/unix), even if both files were deleted under it; and
+   the longest lease those backends run with (their wake socket's name
+   carries it; *lease_ms is left as it is if none is readable). */
+static int simba__sqlite_others_bound(simba__sqlite *b, int *lease_ms) {
     char line[512], prefix[64];
     FILE *f = fopen("/proc/net/unix", "r");
     int found = 0;
     if (!f) return 1;   /* cannot tell: assume so */
     snprintf(prefix, sizeof prefix, "@simba-sqlite-%s-", b->tag);
-    while (!found && fgets(line, sizeof line, f)) {
+    while (fgets(line, sizeof line, f)) {
         char *at = strstr(line, prefix);
         size_t n;
+        int pid, lease;
         if (!at) continue;
         n = strcspn(at + 1, " \n");
-        found = !(n == strlen(b->wake) && strncmp(at + 1, b->wake, n) == 0);
+        if (n == strlen(b->wake) && strncmp(at + 1, b->wake, n) == 0) continue;
+        found = 1;
+        if (sscanf(at + strlen(prefix), "%d-%d-", &pid, &lease) == 2 && lease > *lease_ms) *lease_ms = lease;
     }
     fclose(f);
     return found;
@@ -783,7 +788,7 @@ static int simba__sqlite_bind_wake(simba__sqlite *b, char *msg, size_t cap) {
     for (tries = 0; tries < 8; tries++) {
         socklen_t len;
         unsigned long long r = simba__sqlite_random() ^ (unsigned long long)simba__sqlite_real_us();
-        snprintf(b->wake, sizeof b->wake, "simba-sqlite-%s-%d-%llx", b->tag, b->pid, r);
+        snprintf(b->wake, sizeof b->wake, "simba-sqlite-%s-%d-%d-%llx", b->tag, b->pid, simba_lease_ms(b->s), r);
         memset(&a, 0, sizeof a);
         a.sun_family = AF_UNIX;
         memcpy(a.sun_path + 1, b->wake, strlen(b->wake));
@@ -905,12 +910,12 @@ static void simba__sqlite_new_boot(simba__sqlite *b) {
     simba__sqlite_step(b, st);
 }
 
-/* No grant in this file for one lease of ours from now (restart grace). */
-static void simba__sqlite_grace(simba__sqlite *b) {
+/* No grant in this file for lease_ms from now (restart grace). */
+static void simba__sqlite_grace(simba__sqlite *b, int lease_ms) {
     char sql[160];
     snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(k,v) VALUES('grace_until',"
              "MAX(COALESCE((SELECT v FROM meta WHERE k='grace_until'),0),%lld))",
-             (long long)(simba__sqlite_mono_ms() + simba_lease_ms(b->s)));
+             (long long)(simba__sqlite_mono_ms() + lease_ms));
     if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
 }
 
@@ -918,15 +923,20 @@ static void simba__sqlite_grace(simba__sqlite *b) {
    marks in the sidecar means the file was deleted or replaced under running
    clients (or a running client has a wake socket of this path, or we used a
    file of this path before): some may still believe they hold, so it grants
-   nothing for one lease (ours; docs/sqlite.md, "a replaced file"). */
+   nothing for the longest lease among theirs and ours (docs/sqlite.md, "a
+   replaced file"): one of them notices at its next renewal, ttl / 3 after
+   its last, and believes until its last renewal + ttl, which may be
+   longer than our own lease. */
 static void simba__sqlite_create(simba__sqlite *b) {
     char *err = NULL;
+    int lease = simba_lease_ms(b->s), bound;
     if (sqlite3_exec(b->db, simba__sqlite_schema, NULL, NULL, &err) != SQLITE_OK) {
         simba__sqlite_fail(b, sqlite3_errcode(b->db));
         sqlite3_free(err);
         return;
     }
-    if (b->had_file || simba__sqlite_others_marked(b) || simba__sqlite_others_bound(b)) simba__sqlite_grace(b);
+    bound = simba__sqlite_others_bound(b, &lease);
+    if (b->had_file || simba__sqlite_others_marked(b) || bound) simba__sqlite_grace(b, lease);
 }
 
 /* A file made (or moved) at another path than ours was put here under
@@ -942,7 +952,11 @@ static void simba__sqlite_check_tag(simba__sqlite *b, int created) {
     if (sqlite3_step(st) == SQLITE_ROW) simba__sqlite_col(st, 0, was, sizeof was);
     sqlite3_finalize(st);
     if (strcmp(was, b->tag) == 0) return;
-    if (!created) simba__sqlite_grace(b);
+    if (!created) {
+        int lease = simba_lease_ms(b->s);
+        simba__sqlite_others_bound(b, &lease);
+        simba__sqlite_grace(b, lease);
+    }
     snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(k,v) VALUES('tag','%s')", b->tag);
     if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
 }

@@ -1102,6 +1102,52 @@ static void sq_replaced(int how) {
     if (cc.s) simba_destroy(cc.s);
 }
 
+/* The file deleted under a holder whose lease is longer than the lease of
+   the process that makes the file again: that process's restart grace must
+   cover the holder's lease, not only its own, or it grants while the
+   holder, which notices at its next renewal (ttl / 3 after its last),
+   still believes. The file is deleted just after the holder's renewal. */
+static void t_sqlite_file_deleted_longer_lease(void) {
+    char path[320], wal[340], shm[340];
+    static h_client ca, cb;
+    h_client *cl[2];
+    simba_backend ba;
+    simba_lock la, lb;
+    struct simba_sqlite_stats st0;
+    int64_t end;
+    int i, ilost = -1, iacq = -1;
+    memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb);
+    sq_path(path, sizeof path, "longer.db");
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    ca.s = sq_client_b(path, "ml", "a", 6000, 2000, &ba);   /* lease 8 s, a renewal every ~2 s */
+    CHECK(ca.s);
+    la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(ca.s, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    cl[0] = &ca;
+    st0 = sq_stats(ba);
+    end = h_real_ms() + 5000;
+    while (sq_stats(ba).transactions == st0.transactions && h_real_ms() < end) h_pump(cl, 1, 20);
+    CHECK(sq_stats(ba).transactions > st0.transactions);   /* a renewal just committed */
+    CHECK(unlink(path) == 0);
+    unlink(wal);
+    unlink(shm);
+    cb.s = sq_client(path, "ml", "b", 300, 200);          /* lease 500 ms: it makes the file again */
+    CHECK(cb.s);
+    lb = sq_acquire(cb.s, "x", 1, 1, 0, -1);
+    cl[1] = &cb;
+    end = h_real_ms() + 20000;
+    for (i = 0; h_real_ms() < end && iacq < 0; i++) {
+        h_pump(cl, 2, 50);
+        if (ilost < 0 && h_has(&ca, la, SIMBA_EVENT_LOST)) ilost = i;
+        if (h_has(&cb, lb, SIMBA_EVENT_ACQUIRED)) iacq = i;
+    }
+    printf("  # the holder's LOST in round %d, the new grant in round %d (rounds of 50 ms)\n", ilost, iacq);
+    simba_destroy(ca.s);
+    simba_destroy(cb.s);
+    CHECK(ilost >= 0 && iacq >= ilost);
+}
+
 static void t_sqlite_file_deleted(void) { sq_replaced(SQ_DELETED); }
 static void t_sqlite_file_replaced(void) { sq_replaced(SQ_RENAMED_OVER); }
 static void t_sqlite_file_renamed_away(void) { sq_replaced(SQ_RENAMED_AWAY); }
@@ -1156,6 +1202,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_file_deleted);
     RUN(t_sqlite_file_replaced);
     RUN(t_sqlite_file_renamed_away);
+    RUN(t_sqlite_file_deleted_longer_lease);
 
     rm_rf(dir);
     return harness_summary();
