@@ -278,6 +278,20 @@ f_holder_stop_ttl() {
     record holder_stop_ttl "$t0" "$(now)"
 }
 
+# Stops p and waits (up to 1 s) until the kernel shows it stopped: from then
+# on p writes nothing to the log. kill -STOP returns before the signal is
+# acted on, and a process that runs on meanwhile can still log a grant.
+freeze() {   # pid
+    local st
+    kill -STOP "$1" 2>/dev/null || return
+    STOPPED+=("$1")
+    for _ in $(seq 1 100); do
+        st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return
+        [ "$st" = T ] || [ "$st" = t ] || [ -z "$st" ] && return
+        sleep 0.01
+    done
+}
+
 f_kill9() {
     local h w i t0
     for _ in $(seq 1 20); do   # a holder, checked while it is stopped (see above)
@@ -295,6 +309,7 @@ f_kill9() {
     done
     for p in $h ${w:-}; do
         i=$(index_of "$p")
+        freeze "$p"   # the waiter runs until here: stopped, it can log no grant after K
         echo "K $p $(now)" >>"$LOG"   # the checker: no belief of p after this
         kill -9 "$p" 2>/dev/null
         wait "$p" 2>/dev/null
