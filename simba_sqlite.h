@@ -406,6 +406,8 @@ typedef struct simba__sqlite {
     char tag[20];               /* a hash of the file's real path: every wake socket's name starts
                                    with "simba-sqlite-<tag>-", so a new file can see who is running */
     int had_file;               /* we used a file of this path before (it was deleted or replaced) */
+    char session[SIMBA_MAX_SESSION + 1];        /* our session, as the last OPEN or KEEPALIVE named it */
+    char void_session[SIMBA_MAX_SESSION + 1];   /* a session of a file that was replaced under us, "" */
     int pid;
     int64_t start;              /* our process's start time (/proc/self/stat) */
     int attempts;
@@ -961,6 +963,30 @@ static void simba__sqlite_check_tag(simba__sqlite *b, int created) {
     if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
 }
 
+/* The file the sidecar last saw at this path: its device and inode, kept in
+   the sidecar past the marks (SIMBA__SQLITE_SLOTS on), written by whoever
+   opens the path. Another file there while others run (an old copy moved
+   back over the path keeps the path's tag and is not made new) may be news
+   to a running client: the same grace as for a new file. A sidecar that
+   names no file (made again, or by an older simba) tells nothing, so the
+   same holds then. The sidecar then names this file. */
+static void simba__sqlite_check_identity(simba__sqlite *b, int created) {
+    char was[48], now[48];
+    ssize_t n;
+    if (b->side < 0) return;
+    memset(now, 0, sizeof now);
+    snprintf(now, sizeof now, "%llx:%llx", (unsigned long long)b->db_dev, (unsigned long long)b->db_ino);
+    n = pread(b->side, was, sizeof was - 1, SIMBA__SQLITE_SLOTS);
+    was[n > 0 ? n : 0] = 0;
+    if (strcmp(was, now) == 0) return;
+    if (!created) {   /* a new file had its grace in simba__sqlite_create */
+        int lease = simba_lease_ms(b->s), bound = simba__sqlite_others_bound(b, &lease);
+        if (bound || simba__sqlite_others_marked(b)) simba__sqlite_grace(b, lease);
+    }
+    n = pwrite(b->side, now, sizeof now, SIMBA__SQLITE_SLOTS);
+    (void)n;   /* not kept: the next opener finds no name, and takes the grace if others run */
+}
+
 /* The setup transaction: the schema if the file is new, the boot check.
    0, or a SIMBA_E* with msg; SIMBA_EBUSY: try again soon. */
 static int simba__sqlite_setup(simba__sqlite *b, char *msg, size_t cap) {
@@ -988,6 +1014,7 @@ static int simba__sqlite_setup(simba__sqlite *b, char *msg, size_t cap) {
     b->rc = 0;
     if (fmt == 0) simba__sqlite_create(b);
     if (!b->rc) simba__sqlite_check_tag(b, fmt == 0);
+    if (!b->rc) simba__sqlite_check_identity(b, fmt == 0);
     if (!b->rc && (rc = simba__sqlite_prepare(b, msg, cap)) != 0) { sqlite3_exec(b->db, "ROLLBACK", NULL, NULL, NULL); return rc; }
     if (!b->rc) simba__sqlite_new_boot(b);
     if (!b->rc && (rc = sqlite3_exec(b->db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) simba__sqlite_fail(b, rc);
@@ -1150,6 +1177,7 @@ static int simba__sqlite_run_batch(simba__sqlite *b) {
     int64_t t0;
     if (!b->up || !b->jn || simba_now_ms(b->s) < b->retry_at) return 0;
     if (simba__sqlite_replaced(b, simba__sqlite_batch_check(b), msg, sizeof msg)) {
+        simba__sqlite_copy(b->void_session, sizeof b->void_session, b->session);
         simba__sqlite_down(b, SIMBA_EDISCONNECTED, msg);
         return 0;
     }
@@ -1460,18 +1488,33 @@ static void simba__sqlite_session_put(simba__sqlite *b, simba__sqlite_job *j) {
 
 static void simba__sqlite_drain(simba__sqlite *b);
 
-/* A live session of the op, or SIMBA_ESESSION (a dead one is purged). */
+/* Whether `session` is one we had in a file that was then replaced under
+   us. A session lives in one file: in another (an old copy moved back over
+   the path, say) its row, if any, is as it was when the copy was taken,
+   holding what the session has let go since and missing what it took.
+   So there it is gone (its row and entries purged), its holds LOST, and
+   the core opens a new one. */
+static int simba__sqlite_voided(simba__sqlite *b, const char *session) {
+    return b->void_session[0] && strcmp(session, b->void_session) == 0;
+}
+
+/* A live session of the op, or SIMBA_ESESSION (a dead or voided one is purged). */
 static int simba__sqlite_need_session(simba__sqlite *b, simba__sqlite_job *j) {
     simba__sqlite_known *k = simba__sqlite_known_get(b, j->session);
-    if (k->state == SIMBA__SQLITE_LIVE) return 1;
+    if (k->state == SIMBA__SQLITE_LIVE && !simba__sqlite_voided(b, j->session)) return 1;
     if (k->state != SIMBA__SQLITE_ABSENT) { simba__sqlite_purge(b, j->session); simba__sqlite_drain(b); }
     j->r.status = SIMBA_ESESSION;
     return 0;
 }
 
-static void simba__sqlite_open(simba__sqlite *b, simba__sqlite_job *j) { simba__sqlite_session_put(b, j); }
+static void simba__sqlite_open(simba__sqlite *b, simba__sqlite_job *j) {
+    if (!simba__sqlite_voided(b, j->session)) b->void_session[0] = 0;   /* the core's new session */
+    simba__sqlite_copy(b->session, sizeof b->session, j->session);
+    simba__sqlite_session_put(b, j);
+}
 
 static void simba__sqlite_keepalive(simba__sqlite *b, simba__sqlite_job *j) {
+    simba__sqlite_copy(b->session, sizeof b->session, j->session);
     if (simba__sqlite_need_session(b, j)) simba__sqlite_session_put(b, j);
 }
 

@@ -1148,6 +1148,61 @@ static void t_sqlite_file_deleted_longer_lease(void) {
     CHECK(ilost >= 0 && iacq >= ilost);
 }
 
+/* An old copy of the file (a backup taken while a client ran) moved back
+   over the path under that client. The copy has the same path's tag and
+   the client's session as it was; it is not made new, so nothing about it
+   says "new" but the file itself. The client's hold taken after the copy
+   must be LOST before a new client is granted that name in the copy, and
+   its session must not live on in the copy: there it still holds what it
+   has let go since (y), which would block y for as long as it runs. */
+static void t_sqlite_file_restored(void) {
+    char path[320], copy[320], wal[340], shm[340], sql[400];
+    static h_client ca, cc;
+    h_client *cl[2];
+    simba_lock ly, lx, cx, cy;
+    sqlite3 *db;
+    int64_t end;
+    int i, ilost = -1, ix = -1, iy = -1;
+    memset(&ca, 0, sizeof ca); memset(&cc, 0, sizeof cc);
+    sq_path(path, sizeof path, "restored.db");
+    sq_path(copy, sizeof copy, "restored-backup.db");
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    ca.s = sq_client(path, "rs", "a", 1500, 1000);
+    CHECK(ca.s);
+    ly = sq_acquire(ca.s, "y", 1, 1, 0, -1);
+    CHECK(sq_expect(ca.s, ly, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);                 /* the backup: a consistent copy */
+    snprintf(sql, sizeof sql, "VACUUM INTO '%s'", copy);
+    CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    simba_release(ca.s, ly);
+    CHECK(sq_expect(ca.s, ly, SIMBA_EVENT_RELEASED, 5000, NULL));
+    lx = sq_acquire(ca.s, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(ca.s, lx, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    CHECK(rename(copy, path) == 0);                               /* the copy back, its -wal and -shm fresh */
+    unlink(wal);
+    unlink(shm);
+    cc.s = sq_client(path, "rs", "c", 1500, 1000);
+    CHECK(cc.s);
+    cx = sq_acquire(cc.s, "x", 1, 1, 0, -1);
+    cy = sq_acquire(cc.s, "y", 1, 1, 0, -1);
+    cl[0] = &ca;
+    cl[1] = &cc;
+    end = h_real_ms() + 20000;
+    for (i = 0; h_real_ms() < end && (ix < 0 || iy < 0); i++) {
+        h_pump(cl, 2, 50);
+        if (ilost < 0 && h_has(&ca, lx, SIMBA_EVENT_LOST)) ilost = i;
+        if (ix < 0 && h_has(&cc, cx, SIMBA_EVENT_ACQUIRED)) ix = i;
+        if (iy < 0 && h_has(&cc, cy, SIMBA_EVENT_ACQUIRED)) iy = i;
+    }
+    printf("  # the holder's LOST of x in round %d; the new client's x in round %d, y in round %d\n", ilost, ix, iy);
+    simba_destroy(ca.s);
+    simba_destroy(cc.s);
+    CHECK(ilost >= 0 && ix >= ilost);
+    CHECK(iy >= 0);
+}
+
 static void t_sqlite_file_deleted(void) { sq_replaced(SQ_DELETED); }
 static void t_sqlite_file_replaced(void) { sq_replaced(SQ_RENAMED_OVER); }
 static void t_sqlite_file_renamed_away(void) { sq_replaced(SQ_RENAMED_AWAY); }
@@ -1203,6 +1258,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_file_replaced);
     RUN(t_sqlite_file_renamed_away);
     RUN(t_sqlite_file_deleted_longer_lease);
+    RUN(t_sqlite_file_restored);
 
     rm_rf(dir);
     return harness_summary();
