@@ -216,6 +216,15 @@ static simba *sq_client(const char *path, const char *tenant, const char *id, in
 /* A path in this run's directory, and a fresh sub-directory for a test. */
 static void sq_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", dir, name); }
 
+/* A database in this run's directory and SQLite's files beside it. */
+typedef struct sq_files { char db[320], wal[340], shm[340]; } sq_files;
+
+static void sq_files_of(sq_files *f, const char *name) {
+    sq_path(f->db, sizeof f->db, name);
+    snprintf(f->wal, sizeof f->wal, "%s-wal", f->db);
+    snprintf(f->shm, sizeof f->shm, "%s-shm", f->db);
+}
+
 static simba_lock sq_acquire(simba *s, const char *name, int capacity, int permits, int exclusive, int wait_ms) {
     simba_lock_desc d;
     memset(&d, 0, sizeof d);
@@ -1016,7 +1025,8 @@ static void sq_move_away(const char *path, const char *away) {
 }
 
 static void sq_replaced(int how) {
-    char path[320], other[320], wal[340], shm[340];
+    char other[320];
+    sq_files f;
     static h_client ca, cb, cc;   /* megabytes of event log each: not on the stack */
     h_client *cl[2];
     simba_lock la, lb, lz = { 0, 0 }, lbz = { 0, 0 };
@@ -1024,10 +1034,8 @@ static void sq_replaced(int how) {
     int64_t end;
     int ilost = -1, izlost = -1, iacq = -1, i, saw_cause = 0, z_held = 0;
     memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb); memset(&cc, 0, sizeof cc);
-    sq_path(path, sizeof path, how == SQ_RENAMED_OVER ? "replaced.db" : how == SQ_DELETED ? "deleted.db" : "away.db");
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    snprintf(shm, sizeof shm, "%s-shm", path);
-    ca.s = sq_client(path, "rep", "a", 1500, 1000);
+    sq_files_of(&f, how == SQ_RENAMED_OVER ? "replaced.db" : how == SQ_DELETED ? "deleted.db" : "away.db");
+    ca.s = sq_client(f.db, "rep", "a", 1500, 1000);
     CHECK(ca.s);
     la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
     CHECK(sq_expect(ca.s, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
@@ -1040,14 +1048,14 @@ static void sq_replaced(int how) {
         CHECK(sq_expect(cc.s, sq_acquire(cc.s, "y", 1, 1, 0, -1), SIMBA_EVENT_ACQUIRED, 5000, NULL));
         simba_destroy(cc.s);
         cc.s = NULL;
-        CHECK(rename(other, path) == 0);
-        unlink(wal);
-        unlink(shm);
+        CHECK(rename(other, f.db) == 0);
+        unlink(f.wal);
+        unlink(f.shm);
     } else if (how == SQ_DELETED) {   /* noticed at the holder's next operation, not its next renewal */
         int told = 0;
-        CHECK(unlink(path) == 0);
-        unlink(wal);
-        unlink(shm);
+        CHECK(unlink(f.db) == 0);
+        unlink(f.wal);
+        unlink(f.shm);
         lz = sq_acquire(ca.s, "z", 1, 1, 0, -1);
         cl[0] = &ca;
         h_run_for(cl, 1, 150);
@@ -1057,13 +1065,13 @@ static void sq_replaced(int how) {
         CHECK(!h_has(&ca, lz, SIMBA_EVENT_ACQUIRED));
     } else {
         sq_path(other, sizeof other, "moved-away.db");
-        sq_move_away(path, other);
+        sq_move_away(f.db, other);
         lz = sq_acquire(ca.s, "z", 1, 1, 0, -1);
         CHECK(simba_wait(ca.s, lz, 5000, &ev) == 1);
         z_held = ev.type == SIMBA_EVENT_ACQUIRED;
         printf("  # the holder's acquire after the rename: %s\n", simba_event_name(ev.type));
     }
-    cb.s = sq_client(path, "rep", "b", 1500, 1000);
+    cb.s = sq_client(f.db, "rep", "b", 1500, 1000);
     CHECK(cb.s);
     lb = sq_acquire(cb.s, "x", 1, 1, 0, -1);
     if (how == SQ_RENAMED_AWAY) lbz = sq_acquire(cb.s, "z", 1, 1, 0, -1);
@@ -1108,7 +1116,7 @@ static void sq_replaced(int how) {
    holder, which notices at its next renewal (ttl / 3 after its last),
    still believes. The file is deleted just after the holder's renewal. */
 static void t_sqlite_file_deleted_longer_lease(void) {
-    char path[320], wal[340], shm[340];
+    sq_files f;
     static h_client ca, cb;
     h_client *cl[2];
     simba_backend ba;
@@ -1117,10 +1125,8 @@ static void t_sqlite_file_deleted_longer_lease(void) {
     int64_t end;
     int i, ilost = -1, iacq = -1;
     memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb);
-    sq_path(path, sizeof path, "longer.db");
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    snprintf(shm, sizeof shm, "%s-shm", path);
-    ca.s = sq_client_b(path, "ml", "a", 6000, 2000, &ba);   /* lease 8 s, a renewal every ~2 s */
+    sq_files_of(&f, "longer.db");
+    ca.s = sq_client_b(f.db, "ml", "a", 6000, 2000, &ba);   /* lease 8 s, a renewal every ~2 s */
     CHECK(ca.s);
     la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
     CHECK(sq_expect(ca.s, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
@@ -1129,10 +1135,10 @@ static void t_sqlite_file_deleted_longer_lease(void) {
     end = h_real_ms() + 5000;
     while (sq_stats(ba).transactions == st0.transactions && h_real_ms() < end) h_pump(cl, 1, 20);
     CHECK(sq_stats(ba).transactions > st0.transactions);   /* a renewal just committed */
-    CHECK(unlink(path) == 0);
-    unlink(wal);
-    unlink(shm);
-    cb.s = sq_client(path, "ml", "b", 300, 200);          /* lease 500 ms: it makes the file again */
+    CHECK(unlink(f.db) == 0);
+    unlink(f.wal);
+    unlink(f.shm);
+    cb.s = sq_client(f.db, "ml", "b", 300, 200);          /* lease 500 ms: it makes the file again */
     CHECK(cb.s);
     lb = sq_acquire(cb.s, "x", 1, 1, 0, -1);
     cl[1] = &cb;
@@ -1156,34 +1162,36 @@ static void t_sqlite_file_deleted_longer_lease(void) {
    its session must not live on in the copy: there it still holds what it
    has let go since (y), which would block y for as long as it runs. */
 static void t_sqlite_file_restored(void) {
-    char path[320], copy[320], wal[340], shm[340], sql[400];
+    char copy[320];
+    sq_files f;
     static h_client ca, cc;
     h_client *cl[2];
     simba_lock ly, lx, cx, cy;
-    sqlite3 *db;
+    sqlite3 *db, *to;
+    sqlite3_backup *bk;
     int64_t end;
     int i, ilost = -1, ix = -1, iy = -1;
     memset(&ca, 0, sizeof ca); memset(&cc, 0, sizeof cc);
-    sq_path(path, sizeof path, "restored.db");
+    sq_files_of(&f, "restored.db");
     sq_path(copy, sizeof copy, "restored-backup.db");
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    snprintf(shm, sizeof shm, "%s-shm", path);
-    ca.s = sq_client(path, "rs", "a", 1500, 1000);
+    ca.s = sq_client(f.db, "rs", "a", 1500, 1000);
     CHECK(ca.s);
     ly = sq_acquire(ca.s, "y", 1, 1, 0, -1);
     CHECK(sq_expect(ca.s, ly, SIMBA_EVENT_ACQUIRED, 5000, NULL));
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);                 /* the backup: a consistent copy */
-    snprintf(sql, sizeof sql, "VACUUM INTO '%s'", copy);
-    CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_open(f.db, &db) == SQLITE_OK && sqlite3_open(copy, &to) == SQLITE_OK);
+    CHECK((bk = sqlite3_backup_init(to, "main", db, "main")) != NULL);   /* a consistent copy */
+    CHECK(sqlite3_backup_step(bk, -1) == SQLITE_DONE);
+    sqlite3_backup_finish(bk);
+    sqlite3_close(to);
     sqlite3_close(db);
     simba_release(ca.s, ly);
     CHECK(sq_expect(ca.s, ly, SIMBA_EVENT_RELEASED, 5000, NULL));
     lx = sq_acquire(ca.s, "x", 1, 1, 0, -1);
     CHECK(sq_expect(ca.s, lx, SIMBA_EVENT_ACQUIRED, 5000, NULL));
-    CHECK(rename(copy, path) == 0);                               /* the copy back, its -wal and -shm fresh */
-    unlink(wal);
-    unlink(shm);
-    cc.s = sq_client(path, "rs", "c", 1500, 1000);
+    CHECK(rename(copy, f.db) == 0);                               /* the copy back, its -wal and -shm fresh */
+    unlink(f.wal);
+    unlink(f.shm);
+    cc.s = sq_client(f.db, "rs", "c", 1500, 1000);
     CHECK(cc.s);
     cx = sq_acquire(cc.s, "x", 1, 1, 0, -1);
     cy = sq_acquire(cc.s, "y", 1, 1, 0, -1);
