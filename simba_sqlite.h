@@ -912,6 +912,15 @@ static void simba__sqlite_new_boot(simba__sqlite *b) {
     simba__sqlite_step(b, st);
 }
 
+/* The longest lease among ours and those of the other running clients of
+   this path we can see (their wake sockets); *others (if not NULL): whether
+   any other client runs (a wake socket, or a mark in the sidecar). */
+static int simba__sqlite_longest_lease(simba__sqlite *b, int *others) {
+    int lease = simba_lease_ms(b->s), bound = simba__sqlite_others_bound(b, &lease);
+    if (others) *others = bound || simba__sqlite_others_marked(b);
+    return lease;
+}
+
 /* No grant in this file for lease_ms from now (restart grace). */
 static void simba__sqlite_grace(simba__sqlite *b, int lease_ms) {
     char sql[160];
@@ -931,14 +940,14 @@ static void simba__sqlite_grace(simba__sqlite *b, int lease_ms) {
    longer than our own lease. */
 static void simba__sqlite_create(simba__sqlite *b) {
     char *err = NULL;
-    int lease = simba_lease_ms(b->s), bound;
+    int lease, others;
     if (sqlite3_exec(b->db, simba__sqlite_schema, NULL, NULL, &err) != SQLITE_OK) {
         simba__sqlite_fail(b, sqlite3_errcode(b->db));
         sqlite3_free(err);
         return;
     }
-    bound = simba__sqlite_others_bound(b, &lease);
-    if (b->had_file || simba__sqlite_others_marked(b) || bound) simba__sqlite_grace(b, lease);
+    lease = simba__sqlite_longest_lease(b, &others);
+    if (b->had_file || others) simba__sqlite_grace(b, lease);
 }
 
 /* A file made (or moved) at another path than ours was put here under
@@ -954,11 +963,7 @@ static void simba__sqlite_check_tag(simba__sqlite *b, int created) {
     if (sqlite3_step(st) == SQLITE_ROW) simba__sqlite_col(st, 0, was, sizeof was);
     sqlite3_finalize(st);
     if (strcmp(was, b->tag) == 0) return;
-    if (!created) {
-        int lease = simba_lease_ms(b->s);
-        simba__sqlite_others_bound(b, &lease);
-        simba__sqlite_grace(b, lease);
-    }
+    if (!created) simba__sqlite_grace(b, simba__sqlite_longest_lease(b, NULL));
     snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(k,v) VALUES('tag','%s')", b->tag);
     if (sqlite3_exec(b->db, sql, NULL, NULL, NULL) != SQLITE_OK) simba__sqlite_fail(b, sqlite3_errcode(b->db));
 }
@@ -980,8 +985,8 @@ static void simba__sqlite_check_identity(simba__sqlite *b, int created) {
     was[n > 0 ? n : 0] = 0;
     if (strcmp(was, now) == 0) return;
     if (!created) {   /* a new file had its grace in simba__sqlite_create */
-        int lease = simba_lease_ms(b->s), bound = simba__sqlite_others_bound(b, &lease);
-        if (bound || simba__sqlite_others_marked(b)) simba__sqlite_grace(b, lease);
+        int others, lease = simba__sqlite_longest_lease(b, &others);
+        if (others) simba__sqlite_grace(b, lease);
     }
     n = pwrite(b->side, now, sizeof now, SIMBA__SQLITE_SLOTS);
     (void)n;   /* not kept: the next opener finds no name, and takes the grace if others run */
