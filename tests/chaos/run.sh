@@ -120,6 +120,7 @@ cleanup() {
         wait "$p" 2>/dev/null   # not a bare wait: a redis-server we started is a child too
     done
     [ -f "$LOG" ] && cp "$LOG" "$LOGDIR/$B.log"
+    [ -f "$WORK/client.err" ] && cp "$WORK/client.err" "$LOGDIR/$B.client.err"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -625,6 +626,34 @@ wait_recovery() {   # $1 fault end ns
         sleep 0.1
     done
     echo "chaos $B: no grant on both names within 30 s of the last fault"
+    if dump_state >"$LOGDIR/$B.state" 2>&1; then
+        # the queues of m and s as lines the run's summary keeps (tests/run_all.sh)
+        awk '/^== node/ { node = $3 } /^-- / { show = ($2 ~ /\{chaos:(6d|73)\}/) } show && !/^-- .*none pttl/ { print "chaos '"$B"': state " node " " $0 }' "$LOGDIR/$B.state" | head -n 30
+        echo "chaos $B: the whole state then is in $LOGDIR/$B.state"
+    fi
+}
+
+# What the server holds for the chaos tenant, for a round that did not
+# recover (Redis: every key of every node, with its content and ttl).
+dump_state() {
+    local p k
+    case "$B" in
+    redis|redis-cluster)
+        if [ "$B" = redis ]; then set -- "$SIMBA_REDIS_PORT"; else set -- $(node_ports_now); fi
+        for p in "$@"; do
+            echo "== node $p: $(redis-cli -h 127.0.0.1 -p "$p" role 2>&1 | head -n 1)"
+            redis-cli -h 127.0.0.1 -p "$p" --scan 2>&1 | sort | while read -r k; do
+                echo "-- $k ($(redis-cli -h 127.0.0.1 -p "$p" type "$k") pttl $(redis-cli -h 127.0.0.1 -p "$p" pttl "$k"))"
+                case $(redis-cli -h 127.0.0.1 -p "$p" type "$k") in
+                hash) redis-cli -h 127.0.0.1 -p "$p" hgetall "$k" | paste - - ;;
+                zset) redis-cli -h 127.0.0.1 -p "$p" zrange "$k" 0 -1 withscores | paste - - ;;
+                string) redis-cli -h 127.0.0.1 -p "$p" get "$k" ;;
+                esac | sed 's/^/   /'
+            done
+        done
+        echo "== time $(now)" ;;
+    *) return 1 ;;
+    esac
 }
 
 keep_clients() {    # a client that died by itself is a finding: say so, start another
