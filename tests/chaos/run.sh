@@ -510,7 +510,14 @@ no_replica_migration() {
 }
 # A migration of slot $1 to the master at port $2, bounded (redis_topo_ctl.sh
 # retries a MIGRATE that a target refuses for as long as it refuses).
-ctl_migrate() { timeout 60 "$CTL" migrate "$1" "$2"; }
+ctl_migrate() {
+    local rc
+    timeout 60 "$CTL" migrate "$1" "$2" 2>"$WORK/migrate.err"
+    rc=$?
+    sed "s/^/chaos $B: /" "$WORK/migrate.err"
+    [ "$rc" = 124 ] && echo "chaos $B: the migration of slot $1 to $2 still ran after 60 s: the slot is left half moved"
+    return "$rc"
+}
 # (the slots of m and s: SLOT_M, SLOT_S; a master serving no slot is skipped)
 masters_now() {    # the ports of the masters that serve a slot, one a line
     local p
@@ -546,16 +553,16 @@ f_migrate() {
     local t0 to
     first_masters_now
     t0=$(now)
-    to=$(next_master "$SLOT_M"); ctl_migrate "$SLOT_M" "$to" || echo "chaos $B: migrate of m's slot $SLOT_M to $to failed"
-    to=$(next_master "$SLOT_S"); ctl_migrate "$SLOT_S" "$to" || echo "chaos $B: migrate of s's slot $SLOT_S to $to failed"
+    to=$(next_master "$SLOT_M"); ctl_migrate "$SLOT_M" "$to" || echo "chaos $B: failed to migrate m's slot $SLOT_M to $to"
+    to=$(next_master "$SLOT_S"); ctl_migrate "$SLOT_S" "$to" || echo "chaos $B: failed to migrate s's slot $SLOT_S to $to"
     record migrate "$t0" "$(now)"
 }
 f_add_master() {
     local t0 p
     t0=$(now)
-    p=$("$CTL" add-master) || { echo "chaos $B: add-master failed"; return; }
+    p=$("$CTL" add-master) || { echo "chaos $B: failed to add a master"; return; }
     no_replica_migration "$p"
-    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: migrate of m's slot to the new master $p failed"
+    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: failed to migrate m's slot to the new master $p"
     record add_master "$t0" "$(now)"
 }
 cluster_says() {   # every node's state and its view of the masters
@@ -570,9 +577,9 @@ f_remove_master() {
     first_masters_now
     t0=$(now)
     p=$(echo $FIRST_MASTERS_NOW | awk '{ print $1 }')
-    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: migrate of m's slot back to $p failed"
-    ctl_migrate "$SLOT_S" "$p" || echo "chaos $B: migrate of s's slot back to $p failed"
-    "$CTL" remove-master || { echo "chaos $B: remove-master failed; the nodes say:"; cluster_says; }
+    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: failed to migrate m's slot back to $p"
+    ctl_migrate "$SLOT_S" "$p" || echo "chaos $B: failed to migrate s's slot back to $p"
+    "$CTL" remove-master || { echo "chaos $B: failed to remove the added master; the nodes say:"; cluster_says; }
     record remove_master "$t0" "$(now)"
 }
 f_cluster_failover() {
@@ -642,6 +649,8 @@ dump_state() {
         if [ "$B" = redis ]; then set -- "$SIMBA_REDIS_PORT"; else set -- $(node_ports_now); fi
         for p in "$@"; do
             echo "== node $p: $(redis-cli -h 127.0.0.1 -p "$p" role 2>&1 | head -n 1)"
+            # its view of the cluster, with the slots it migrates or imports ([slot->-id], [slot-<-id])
+            [ "$B" = redis-cluster ] && redis-cli -h 127.0.0.1 -p "$p" cluster nodes 2>&1 | sed 's/^/   nodes: /'
             redis-cli -h 127.0.0.1 -p "$p" --scan 2>&1 | sort | while read -r k; do
                 echo "-- $k ($(redis-cli -h 127.0.0.1 -p "$p" type "$k") pttl $(redis-cli -h 127.0.0.1 -p "$p" pttl "$k"))"
                 case $(redis-cli -h 127.0.0.1 -p "$p" type "$k") in
