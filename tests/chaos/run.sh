@@ -68,10 +68,14 @@
 #
 # Environment: CHAOS_TTL_MS (1500), CHAOS_TRANSITION_MS (1000), CHAOS_CLIENTS
 # (5), CHAOS_FAULTS (a space-separated subset of kinds), CHAOS_RECOVERY_MS
-# (the longest recovery the checker accepts; redis-cluster: lease + 1 s),
+# (the longest recovery the checker accepts; redis-cluster: two leases + 1 s),
 # CHAOS_BIN (build/chaos_client; build/asan/chaos_client for ASan+UBSan clients, made by
 # `make build/asan/chaos_client`), CHAOS_LOGDIR (build/chaos: the log is kept
-# there as BACKEND.log). Exit status 0 when the checker passes.
+# there as BACKEND.log, the clients' stderr as BACKEND.client.err, and the
+# server's keys when a fault was not followed by a grant within 30 s as
+# BACKEND.state), CHAOS_LOG_LEVEL (0-3: the library's messages up to that
+# level on the clients' stderr, with their CLOCK_MONOTONIC time; unset: none).
+# Exit status 0 when the checker passes.
 set -u
 cd "$(dirname "$0")/../.."
 
