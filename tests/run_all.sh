@@ -28,7 +28,7 @@ suite() {   # suite NAME COMMAND...
     line=$(grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     grep -E '^(not ok|  FAIL|  #)' "$log" | head -n 40
     # a chaos round that fails says why in its own lines
-    grep -E '^chaos [a-z-]+: (FAIL|VIOLATION|NO RECOVERY|SLOW RECOVERY|no |client |fault .* never|failed|.*NOT caught|[0-9]+ (grants|request|client|unreadable))' "$log" | head -n 40
+    grep -E '^chaos [a-z-]+: (FAIL|VIOLATION|NO RECOVERY|SLOW RECOVERY|no |state |client |fault .* never|failed|.*NOT caught|[0-9]+ (grants|request|client|unreadable))' "$log" | head -n 60
     if [ -z "$line" ]; then
         echo "   no summary (exit $rc); last lines:"; tail -n 15 "$log" | sed 's/^/   | /'
         total_fail=$((total_fail + 1))

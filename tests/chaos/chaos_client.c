@@ -104,6 +104,14 @@ static int env_int(const char *name, int def) {
     return v && *v ? atoi(v) : def;
 }
 
+/* CHAOS_LOG_LEVEL (0 error .. 3 debug; unset: silent): the library's messages
+   on stderr (the run's client.err), each with its CLOCK_MONOTONIC time and
+   the process, to read next to the log's records when a round fails. */
+static void log_to_stderr(void *user, simba_log_level level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "%lld %ld L%d %s\n", (long long)now_ns(), (long)getpid(), (int)level, msg);
+}
+
 static simba_backend make_backend(const char *kind) {
     simba_backend none;
     memset(&none, 0, sizeof none);
@@ -269,6 +277,10 @@ int main(int argc, char **argv) {
     d.backend = make_backend(kind);
     if (!d.backend.vt) { fprintf(stderr, "chaos_client: unknown backend or bad settings '%s'\n", kind); return 2; }
     d.tenant = "chaos";
+    if (getenv("CHAOS_LOG_LEVEL")) {
+        d.logger.func = log_to_stderr;
+        d.logger.level = (simba_log_level)env_int("CHAOS_LOG_LEVEL", 0);
+    }
     d.ttl_ms = ttl;
     d.transition_ms = transition;
     s = simba_create(&d, &err);

@@ -68,10 +68,14 @@
 #
 # Environment: CHAOS_TTL_MS (1500), CHAOS_TRANSITION_MS (1000), CHAOS_CLIENTS
 # (5), CHAOS_FAULTS (a space-separated subset of kinds), CHAOS_RECOVERY_MS
-# (the longest recovery the checker accepts; redis-cluster: lease + 1 s),
+# (the longest recovery the checker accepts; redis-cluster: two leases + 1 s),
 # CHAOS_BIN (build/chaos_client; build/asan/chaos_client for ASan+UBSan clients, made by
 # `make build/asan/chaos_client`), CHAOS_LOGDIR (build/chaos: the log is kept
-# there as BACKEND.log). Exit status 0 when the checker passes.
+# there as BACKEND.log, the clients' stderr as BACKEND.client.err, and the
+# server's keys when a fault was not followed by a grant within 30 s as
+# BACKEND.state), CHAOS_LOG_LEVEL (0-3: the library's messages up to that
+# level on the clients' stderr, with their CLOCK_MONOTONIC time; unset: none).
+# Exit status 0 when the checker passes.
 set -u
 cd "$(dirname "$0")/../.."
 
@@ -120,6 +124,7 @@ cleanup() {
         wait "$p" 2>/dev/null   # not a bare wait: a redis-server we started is a child too
     done
     [ -f "$LOG" ] && cp "$LOG" "$LOGDIR/$B.log"
+    [ -f "$WORK/client.err" ] && cp "$WORK/client.err" "$LOGDIR/$B.client.err"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -509,7 +514,14 @@ no_replica_migration() {
 }
 # A migration of slot $1 to the master at port $2, bounded (redis_topo_ctl.sh
 # retries a MIGRATE that a target refuses for as long as it refuses).
-ctl_migrate() { timeout 60 "$CTL" migrate "$1" "$2"; }
+ctl_migrate() {
+    local rc
+    timeout 60 "$CTL" migrate "$1" "$2" 2>"$WORK/migrate.err"
+    rc=$?
+    sed "s/^/chaos $B: /" "$WORK/migrate.err"
+    [ "$rc" = 124 ] && echo "chaos $B: the migration of slot $1 to $2 still ran after 60 s: the slot is left half moved"
+    return "$rc"
+}
 # (the slots of m and s: SLOT_M, SLOT_S; a master serving no slot is skipped)
 masters_now() {    # the ports of the masters that serve a slot, one a line
     local p
@@ -545,16 +557,16 @@ f_migrate() {
     local t0 to
     first_masters_now
     t0=$(now)
-    to=$(next_master "$SLOT_M"); ctl_migrate "$SLOT_M" "$to" || echo "chaos $B: migrate of m's slot $SLOT_M to $to failed"
-    to=$(next_master "$SLOT_S"); ctl_migrate "$SLOT_S" "$to" || echo "chaos $B: migrate of s's slot $SLOT_S to $to failed"
+    to=$(next_master "$SLOT_M"); ctl_migrate "$SLOT_M" "$to" || echo "chaos $B: failed to migrate m's slot $SLOT_M to $to"
+    to=$(next_master "$SLOT_S"); ctl_migrate "$SLOT_S" "$to" || echo "chaos $B: failed to migrate s's slot $SLOT_S to $to"
     record migrate "$t0" "$(now)"
 }
 f_add_master() {
     local t0 p
     t0=$(now)
-    p=$("$CTL" add-master) || { echo "chaos $B: add-master failed"; return; }
+    p=$("$CTL" add-master) || { echo "chaos $B: failed to add a master"; return; }
     no_replica_migration "$p"
-    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: migrate of m's slot to the new master $p failed"
+    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: failed to migrate m's slot to the new master $p"
     record add_master "$t0" "$(now)"
 }
 cluster_says() {   # every node's state and its view of the masters
@@ -569,9 +581,9 @@ f_remove_master() {
     first_masters_now
     t0=$(now)
     p=$(echo $FIRST_MASTERS_NOW | awk '{ print $1 }')
-    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: migrate of m's slot back to $p failed"
-    ctl_migrate "$SLOT_S" "$p" || echo "chaos $B: migrate of s's slot back to $p failed"
-    "$CTL" remove-master || { echo "chaos $B: remove-master failed; the nodes say:"; cluster_says; }
+    ctl_migrate "$SLOT_M" "$p" || echo "chaos $B: failed to migrate m's slot back to $p"
+    ctl_migrate "$SLOT_S" "$p" || echo "chaos $B: failed to migrate s's slot back to $p"
+    "$CTL" remove-master || { echo "chaos $B: failed to remove the added master; the nodes say:"; cluster_says; }
     record remove_master "$t0" "$(now)"
 }
 f_cluster_failover() {
@@ -625,6 +637,36 @@ wait_recovery() {   # $1 fault end ns
         sleep 0.1
     done
     echo "chaos $B: no grant on both names within 30 s of the last fault"
+    if dump_state >"$LOGDIR/$B.state" 2>&1; then
+        # the queues of m and s as lines the run's summary keeps (tests/run_all.sh)
+        awk '/^== node/ { node = $3 } /^-- / { show = ($2 ~ /\{chaos:(6d|73)\}/) } show && !/^-- .*none pttl/ { print "chaos '"$B"': state " node " " $0 }' "$LOGDIR/$B.state" | head -n 30
+        echo "chaos $B: the whole state then is in $LOGDIR/$B.state"
+    fi
+}
+
+# What the server holds for the chaos tenant, for a round that did not
+# recover (Redis: every key of every node, with its content and ttl).
+dump_state() {
+    local p k
+    case "$B" in
+    redis|redis-cluster)
+        if [ "$B" = redis ]; then set -- "$SIMBA_REDIS_PORT"; else set -- $(node_ports_now); fi
+        for p in "$@"; do
+            echo "== node $p: $(redis-cli -h 127.0.0.1 -p "$p" role 2>&1 | head -n 1)"
+            # its view of the cluster, with the slots it migrates or imports ([slot->-id], [slot-<-id])
+            [ "$B" = redis-cluster ] && redis-cli -h 127.0.0.1 -p "$p" cluster nodes 2>&1 | sed 's/^/   nodes: /'
+            redis-cli -h 127.0.0.1 -p "$p" --scan 2>&1 | sort | while read -r k; do
+                echo "-- $k ($(redis-cli -h 127.0.0.1 -p "$p" type "$k") pttl $(redis-cli -h 127.0.0.1 -p "$p" pttl "$k"))"
+                case $(redis-cli -h 127.0.0.1 -p "$p" type "$k") in
+                hash) redis-cli -h 127.0.0.1 -p "$p" hgetall "$k" | paste - - ;;
+                zset) redis-cli -h 127.0.0.1 -p "$p" zrange "$k" 0 -1 withscores | paste - - ;;
+                string) redis-cli -h 127.0.0.1 -p "$p" get "$k" ;;
+                esac | sed 's/^/   /'
+            done
+        done
+        echo "== time $(now)" ;;
+    *) return 1 ;;
+    esac
 }
 
 keep_clients() {    # a client that died by itself is a finding: say so, start another

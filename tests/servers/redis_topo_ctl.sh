@@ -78,7 +78,7 @@ slot_port() {
 node_id() { rcli "$1" cluster myid; }
 
 migrate() {
-    local slot=$1 dst=$2 src keys k p
+    local slot=$1 dst=$2 src keys k p r said=
     src=$(slot_port "$slot") || return 1
     [ "$src" = "$dst" ] && return 0
     rcli "$dst" cluster setslot "$slot" importing "$(node_id "$src")" | grep -q OK || return 1
@@ -87,7 +87,15 @@ migrate() {
         keys=$(rcli "$src" cluster getkeysinslot "$slot" 100)
         [ -z "$keys" ] && break
         for k in $keys; do
-            rcli "$src" migrate 127.0.0.1 "$dst" "" 0 5000 keys "$k" >/dev/null || return 1
+            # redis-cli exits 0 on an error reply: the reply says it. A key
+            # that does not move is tried again (getkeysinslot names it
+            # again); each refusal is said once on stderr
+            r=$(rcli "$src" migrate 127.0.0.1 "$dst" "" 0 5000 keys "$k") || return 1
+            case $r in
+            OK|NOKEY) ;;
+            *) [ "$r" = "$said" ] || echo "migrate: slot $slot, key $k to $dst: $r" >&2
+               said=$r; sleep 0.05 ;;
+            esac
         done
     done
     for p in $(node_ports); do
