@@ -553,8 +553,19 @@ first_masters_now() {   # the masters now that have a replica (the spare never h
     FIRST_MASTERS_NOW=
     for p in $(masters_now); do [ -n "$(replica_of "$p")" ] && FIRST_MASTERS_NOW="$FIRST_MASTERS_NOW $p"; done
 }
+# A fault is over when the nodes agree (redis_topo_ctl.sh wait-settled): a
+# migration picked while the demoted master of a fail-over still calls itself
+# master moved a slot into it, and its keys stayed on it as a replica while
+# the others named the new master the owner (the slot's locks stopped for
+# good, and every client's keepalives with them).
+settle() {
+    "$CTL" wait-settled && return 0
+    echo "chaos $B: failed to settle (the nodes' views differ) $1; the nodes say:"
+    cluster_says
+}
 f_migrate() {
     local t0 to
+    settle "before a migration"
     first_masters_now
     t0=$(now)
     to=$(next_master "$SLOT_M"); ctl_migrate "$SLOT_M" "$to" || echo "chaos $B: failed to migrate m's slot $SLOT_M to $to"
@@ -598,6 +609,7 @@ f_cluster_failover() {
         sleep 0.1
     done
     "$CTL" wait-ok || echo "chaos $B: the cluster is not ok after the fail-over"
+    settle "after the fail-over"
     record cluster_failover "$t0" "$(now)"
 }
 f_master_kill() {
@@ -626,6 +638,7 @@ f_master_kill() {
     "$CTL" start "$m" >/dev/null || echo "chaos $B: the killed master $m did not start again"
     no_replica_migration "$m"
     "$CTL" wait-ok || echo "chaos $B: the cluster is not ok after the kill"
+    settle "after the kill"
     echo "chaos $B: the killed master is back as a replica after $(( ($(now) - t1) / 1000000 )) ms"
 }
 
@@ -645,24 +658,21 @@ wait_recovery() {   # $1 fault end ns
 }
 
 # What the server holds for the chaos tenant, for a round that did not
-# recover (Redis: every key of every node, with its content and ttl).
+# recover (Redis: every node's role and view of the cluster, and every key
+# with its content and ttl, read by tests/chaos/dump_keys.lua on a READONLY
+# connection, so that a replica's keys show too).
 dump_state() {
-    local p k
+    local p lua
     case "$B" in
     redis|redis-cluster)
         if [ "$B" = redis ]; then set -- "$SIMBA_REDIS_PORT"; else set -- $(node_ports_now); fi
+        # the script as one double-quoted argument of redis-cli's command line
+        lua=$(sed 's/\\/\\\\/g; s/"/\\"/g' tests/chaos/dump_keys.lua | awk '{ printf "%s\\n", $0 }')
         for p in "$@"; do
             echo "== node $p: $(redis-cli -h 127.0.0.1 -p "$p" role 2>&1 | head -n 1)"
             # its view of the cluster, with the slots it migrates or imports ([slot->-id], [slot-<-id])
             [ "$B" = redis-cluster ] && redis-cli -h 127.0.0.1 -p "$p" cluster nodes 2>&1 | sed 's/^/   nodes: /'
-            redis-cli -h 127.0.0.1 -p "$p" --scan 2>&1 | sort | while read -r k; do
-                echo "-- $k ($(redis-cli -h 127.0.0.1 -p "$p" type "$k") pttl $(redis-cli -h 127.0.0.1 -p "$p" pttl "$k"))"
-                case $(redis-cli -h 127.0.0.1 -p "$p" type "$k") in
-                hash) redis-cli -h 127.0.0.1 -p "$p" hgetall "$k" | paste - - ;;
-                zset) redis-cli -h 127.0.0.1 -p "$p" zrange "$k" 0 -1 withscores | paste - - ;;
-                string) redis-cli -h 127.0.0.1 -p "$p" get "$k" ;;
-                esac | sed 's/^/   /'
-            done
+            printf 'READONLY\nEVAL "%s" 0\n' "$lua" | redis-cli -h 127.0.0.1 -p "$p" 2>&1 | sed 1d
         done
         echo "== time $(now)" ;;
     *) return 1 ;;

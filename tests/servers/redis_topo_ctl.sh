@@ -7,6 +7,9 @@
 #   redis_topo_ctl.sh TMP CLI failover             SENTINEL FAILOVER, then wait until a
 #                                                  new master answers ROLE as master
 #   redis_topo_ctl.sh TMP CLI wait-ok              until every cluster node says cluster_state:ok
+#   redis_topo_ctl.sh TMP CLI wait-settled         until every node has the same view of the
+#                                                  cluster (roles, slots, none on the move) and
+#                                                  says of itself the role the others give it
 #   redis_topo_ctl.sh TMP CLI slot-port SLOT       the port of the master serving SLOT
 #   redis_topo_ctl.sh TMP CLI migrate SLOT PORT    move SLOT, keys and all, to the master at PORT
 #   redis_topo_ctl.sh TMP CLI cluster-failover PORT   CLUSTER FAILOVER on the replica at PORT
@@ -81,6 +84,7 @@ migrate() {
     local slot=$1 dst=$2 src keys k p r said=
     src=$(slot_port "$slot") || return 1
     [ "$src" = "$dst" ] && return 0
+    [ "$(rcli "$dst" role 2>/dev/null | head -n 1)" = master ] || { echo "migrate: $dst is not a master" >&2; return 1; }
     rcli "$dst" cluster setslot "$slot" importing "$(node_id "$src")" | grep -q OK || return 1
     rcli "$src" cluster setslot "$slot" migrating "$(node_id "$dst")" | grep -q OK || return 1
     while :; do
@@ -102,6 +106,42 @@ migrate() {
         rcli "$p" cluster setslot "$slot" node "$(node_id "$dst")" >/dev/null 2>&1
     done
     return 0
+}
+
+# One node's view of the cluster, in a form the others' can be compared with:
+# per node its id, role (with a confirmed failure), master and slots, sorted.
+view() {
+    rcli "$1" cluster nodes 2>/dev/null | awk '{
+        role = $3 ~ /master/ ? "master" : $3 ~ /slave/ ? "slave" : "other"
+        if ($3 ~ /(^|,)fail(,|$)/) role = role "-fail"
+        slots = ""
+        for (i = 9; i <= NF; i++) slots = slots " " $i
+        print $1, role, (role ~ /slave/ ? $4 : "-"), slots
+    }' | sort
+}
+
+# Settled: every node has the same view, no slot is migrating or importing,
+# and every node's own ROLE is the one the views give it. A fault that
+# changes roles (a fail-over) is over only then: a master that has not yet
+# heard of its demotion still answers ROLE master and takes a slot given to
+# it, whose keys then stay with it as a replica while the cluster names the
+# new master as the slot's owner (the slot's data is lost to every client).
+settled() {
+    local p v0= v id
+    for p in $(node_ports); do
+        v=$(view "$p")
+        [ -n "$v" ] || return 1
+        case $v in *"["*) return 1 ;; esac
+        if [ -z "$v0" ]; then v0=$v; elif [ "$v" != "$v0" ]; then return 1; fi
+        id=$(node_id "$p")
+        echo "$v" | awk -v id="$id" '$1 == id { exit !($2 == "master" || $2 == "slave") }' || return 1
+        [ "$(rcli "$p" role 2>/dev/null | head -n 1)" = "$(echo "$v" | awk -v id="$id" '$1 == id { print $2 }')" ] || return 1
+    done
+    [ -n "$v0" ]
+}
+wait_settled() {
+    for _ in $(seq 1 300); do settled && return 0; sleep 0.1; done
+    return 1
 }
 
 # Every node lists node id $1 as connected (not in handshake, not failing).
@@ -156,12 +196,13 @@ case "${1:-}" in
     master) master_port ;;
     failover) failover ;;
     wait-ok) wait_ok ;;
+    wait-settled) wait_settled ;;
     slot-port) slot_port "${2:?slot}" ;;
     migrate) migrate "${2:?slot}" "${3:?port}" ;;
     cluster-failover) rcli "${2:?port}" cluster failover | grep -q OK ;;
     add-master) add_master ;;
     remove-master) remove_master ;;
     kill|start|restart|stop|cont) exec "$TMP/ctl.sh" "$1" "$(server_name "${2:?name or port}")" ;;
-    *) echo "usage: \$SIMBA_REDIS_CTL master|failover|wait-ok|slot-port SLOT|migrate SLOT PORT|cluster-failover PORT|add-master|remove-master|kill|start|restart|stop|cont NAME|PORT" >&2
+    *) echo "usage: \$SIMBA_REDIS_CTL master|failover|wait-ok|wait-settled|slot-port SLOT|migrate SLOT PORT|cluster-failover PORT|add-master|remove-master|kill|start|restart|stop|cont NAME|PORT" >&2
        exit 2 ;;
 esac
