@@ -3572,6 +3572,56 @@ static void t_hold_in_row_meets_a_queue(void) {
     mysql_close(m);
 }
 
+/* SET_CAPACITY and DELETE meet a hold in the row: SET_CAPACITY keeps the
+   hold (INSPECT: the new capacity, held 1); DELETE takes it (the holder
+   is told: LOST STOLEN), and the next grant on the name has a larger
+   fence. */
+static void t_hold_in_row_meets_admin(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb, q;
+    simba_event *e;
+    simba_holder hs[4];
+    int64_t fa;
+    int n;
+    CHECK(m);
+    if (!m) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "rowa-a", 3000, 1000);
+    b.s = new_client(tenant, "rowa-b", 3000, 1000);
+    CHECK(a.s && b.s);
+    make_row(cl, 2, 1, "row-admin", 1);
+    fa = hold_in_row(cl, 2, 0, m, tenant, "row-admin", &la);
+    CHECK(fa > 0);
+    q = simba_set_capacity(b.s, "row-admin", 3, NULL);
+    CHECK((e = h_expect(cl, 2, 1, q, SIMBA_EVENT_DONE, 8000)) != NULL);
+    if (e) CHECK_EQ(e->error, SIMBA_OK);
+    h_run_for(cl, 2, 1500);                          /* the holder's re-POLL after the notice */
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(a.s, la) > 0);
+    n = inspect_holders(cl, 2, 1, "row-admin", hs, 4);
+    CHECK_EQ(n, 1);
+    if (n == 1) CHECK_EQ(hs[0].fence, fa);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    /* DELETE of a name whose hold is still in the row */
+    make_row(cl, 2, 1, "row-admin-del", 1);
+    fa = hold_in_row(cl, 2, 0, m, tenant, "row-admin-del", &la);
+    CHECK(fa > 0);
+    q = simba_delete(b.s, "row-admin-del", NULL);
+    CHECK((e = h_expect(cl, 2, 1, q, SIMBA_EVENT_DONE, 8000)) != NULL);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 8000)) != NULL);
+    if (e) CHECK_EQ(e->error, SIMBA_LOST_STOLEN);
+    lb = h_acquire(b.s, "row-admin-del", -1);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    if (e) CHECK(e->fence > fa);
+    destroy_all(cl, 2);
+    mysql_close(m);
+}
+
 /* INSPECT sees a hold in the row: the holder, its fence, held 1; the holder
    then releases (the hold was moved into the queue: the procedures' way)
    and the next acquire is a hold in the row again. */
@@ -3818,6 +3868,7 @@ int main(int argc, char **argv) {
     RUN(t_hold_in_row_meets_close);
     RUN(t_hold_in_row_meets_a_queue);
     RUN(t_hold_in_row_inspected);
+    RUN(t_hold_in_row_meets_admin);
     RUN(t_hold_in_row_and_older_clients);
     RUN(t_schema_upgrade_v2_hold_in_row);
     RUN(t_hold_in_row_per_tenant);
