@@ -35,7 +35,8 @@
         >>session       OPEN, KEEPALIVE, CLOSE, the switch to a new session, the sweep
         >>locks         .queue (read the queues) .rule (the grant rule) .write
                         .dispatch: ENQUEUE, POLL, RELEASE, INSPECT, SET_CAPACITY, DELETE
-                        (with the one-round-trip statement, simba__mysql_sql_settle)
+                        (with the hold in the row, simba__mysql_sql_row, and the
+                        one-round-trip statement, simba__mysql_sql_settle)
         >>wakeups       .arm (a waiter's watch and connection) .fire (the bells we
                         hold, rung by a release) .deliver (-> simba_backend_granted)
         >>stats         simba_mysql_stats()
@@ -45,8 +46,14 @@
     HOW IT WORKS (details and measurements in docs/mysql.md)
     ------------
     Tables (InnoDB, names VARBINARY, see simba_mysql.sql): <prefix>sessions,
-    <prefix>resources, <prefix>entries, <prefix>capacity_audit. An ENQUEUE
-    or RELEASE of one resource is first one statement (on MariaDB: a CALL of
+    <prefix>resources, <prefix>entries, <prefix>capacity_audit. A sole
+    holder that found its queue empty has no entry: its hold is kept in the
+    resource's row (a negative capacity marks it, the h_ columns hold its
+    request, session, weight and fence), so an uncontended ENQUEUE is one
+    plain UPDATE of that row and its RELEASE another (simba__mysql_sql_row);
+    whatever else touches the resource first moves such a hold into the
+    queue under the row's lock. An ENQUEUE or RELEASE of one resource
+    that this UPDATE does not settle is then one statement (on MariaDB: a CALL of
     the procedure create_schema installs, or the same as a BEGIN NOT ATOMIC
     compound statement; simba__mysql_sql_settle): it locks the resource row and, when
     the grant rule has at most one entry to look at (an empty queue; a
@@ -203,6 +210,11 @@ struct simba_mysql_stats {
                                    the first one turns the backoff re-polls back on */
     uint64_t calls;             /* one-round-trip ops sent as a CALL of the procedures
                                    simba_mysql.sql installs (docs/mysql.md) */
+    uint64_t row_holds;         /* acquires settled by one UPDATE of the resource row: the
+                                   hold kept in the row (docs/mysql.md, "The hold in the row") */
+    uint64_t row_releases;      /* releases of such a hold by one UPDATE of the row */
+    uint64_t row_misses;        /* those UPDATEs that matched nothing (the op then goes
+                                   the procedures' way) */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -284,6 +296,7 @@ enum { SIMBA__MYSQL_Q_NONE = 0, SIMBA__MYSQL_Q_CONNECT, SIMBA__MYSQL_Q_QUERY, SI
 enum {
     SIMBA__MYSQL_S_FIRST = 0,  /* nothing sent yet */
     SIMBA__MYSQL_S_FAST,       /* POLL: unlocked reads */
+    SIMBA__MYSQL_S_ROW,        /* ENQUEUE/RELEASE: the one UPDATE of the resource row */
     SIMBA__MYSQL_S_READS,      /* locking reads (transaction open) */
     SIMBA__MYSQL_S_WRITES,     /* writes + COMMIT */
     SIMBA__MYSQL_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
@@ -315,6 +328,7 @@ typedef struct simba__mysql_conn {
     int nres;               /* results kept (one per statement) */
     MYSQL_RES *res[SIMBA__MYSQL_MAXRES];
     uint64_t affected[SIMBA__MYSQL_MAXRES];
+    uint64_t insert_id[SIMBA__MYSQL_MAXRES]; /* LAST_INSERT_ID(expr) of a statement without rows */
     int64_t started_ms;     /* when the current connect/query began */
     int64_t retry_at;       /* CLOSED: when to connect again, if retry_armed */
     int retry_armed;        /* (times are simba_now_ms: any value, even negative) */
@@ -348,6 +362,10 @@ typedef struct simba__mysql_job {
                                whether it committed */
     int settle_release;     /* ... and it gives our bell back when it commits */
     int settle_call;        /* ... as a CALL of the installed procedure */
+    int row;                /* the current batch is the one-statement op on the resource
+                               row (simba__mysql_sql_row): its affected rows say whether it took */
+    int row_tried;          /* ... and it was sent (once per op: a miss goes the block's way) */
+    int unfolded;           /* holds in rows turned into entries by this op's transaction */
     int widen;              /* the queue windows were too short this many times */
     /* what the evaluation decided, kept for the completion */
     simba_reply reply;
@@ -416,6 +434,8 @@ typedef struct simba__mysql {
                                0: not installed or not ours to run, on this connection */
     int no_settle;          /* 1: the tables lack empty_seq (a release before it): the two-round-trip
                                transaction for every op, until the next connect */
+    int no_row_hold;        /* 1: the tables lack the h_ columns (a release before them): no hold
+                               is kept in a resource row, until the next connect */
     int installing;         /* the setup's second batch, CREATE PROCEDURE, is running */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
@@ -489,6 +509,7 @@ typedef struct simba__mysql_eval {
                                locks; locked, a resource row was born: again */
     int64_t grace;          /* > 0: ms of restart grace left, no grants now */
     const char *why;        /* SIMBA_EPROTO: the check that failed */
+    int row_holds;          /* resource rows read with a hold in them (capacity < 0) */
 } simba__mysql_eval;
 
 /* Defined in their sections below, used before. The step functions, one
@@ -851,6 +872,7 @@ static int simba__mysql_call_store(simba__mysql_conn *c, int ev) {
     if (c->nres < SIMBA__MYSQL_MAXRES) {
         c->res[c->nres] = res;
         c->affected[c->nres] = res ? 0 : (uint64_t)mysql_affected_rows(c->m);
+        c->insert_id[c->nres] = res ? 0 : (uint64_t)mysql_insert_id(c->m);
         c->nres++;
     } else if (res) {
         mysql_free_result(res);
@@ -1220,6 +1242,7 @@ static void simba__mysql_kick(simba__mysql *b) {
         return;
     b->head_started = 1;
     j->attempts++;
+    j->unfolded = 0;
     j->step = SIMBA__MYSQL_S_FIRST;
     simba__mysql_step(b, j);
 }
@@ -1268,6 +1291,18 @@ static void simba__mysql_job_error(simba__mysql *b, simba__mysql_job *j) {
         simba__mysql_rollback(b, j, SIMBA_OK, 1);
         return;
     }
+    if (j->row && e == ER_BAD_FIELD_ERROR) {
+        /* tables of a release before the hold in the row, not upgraded:
+           every op goes the procedures' way, which unfolds nothing there
+           (no row can hold a hold) */
+        simba_backend_log(b->s, SIMBA_LOG_WARN, "simba_mysql: %s: old simba tables: upgrade them (simba_mysql.sql, "
+                          "or connect with create_schema=1); no hold in the row until then", msg);
+        j->row = 0;
+        b->no_row_hold = 1;
+        simba__mysql_rollback(b, j, SIMBA_OK, 1);
+        return;
+    }
+    j->row = 0;
     if (j->settle && e == ER_BAD_FIELD_ERROR && !b->no_settle) {
         /* tables of the release before empty_seq, not upgraded: the ops
            still work the two-round-trip way, which does not read it */
@@ -1398,6 +1433,7 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
     simba__mysql_free_results(c);
     b->routines = 1;
     b->no_settle = 0;
+    b->no_row_hold = 0;
     if (!b->installing && b->create_schema && simba__mysql_is_mariadb(b)) {
         /* a batch of its own: a client without CREATE ROUTINE still connects */
         b->installing = 1;
@@ -1923,7 +1959,9 @@ static int simba__mysql_bad(simba__mysql_eval *v, const char *why) {
 }
 
 /* The resource rows (name, capacity, counter, seq); a missing one would be
-   created with the capacity asked for. */
+   created with the capacity asked for. A negative capacity is a hold in the
+   row (counted in v->row_holds). */
+#define SIMBA__MYSQL_CAP_MAX 2147483647
 static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr, simba__mysql_eval *v) {
     MYSQL_ROW row;
     unsigned long *len;
@@ -1936,7 +1974,15 @@ static int simba__mysql_parse_resources(const simba__mysql_job *j, MYSQL_RES *rr
         if (!len || !row[0] || !row[1] || !row[2] || !row[3]) return simba__mysql_bad(v, "a resource row with NULLs");
         k = simba__mysql_res_index(j, row[0], len[0]);
         if (k < 0 || v->exists[k]) return simba__mysql_bad(v, "a resource row not asked for, or twice");
-        if (!simba__mysql_int(row[1], len[1], &cap) || cap <= 0) return simba__mysql_bad(v, "a resource capacity <= 0 or not a number");
+        if (!simba__mysql_int(row[1], len[1], &cap) || cap == 0 || cap < -SIMBA__MYSQL_CAP_MAX)
+            return simba__mysql_bad(v, "a resource capacity <= 0 or not a number");
+        if (cap < 0) {
+            /* a sole holder's hold kept in the row (simba__mysql_can_row):
+               the capacity is -cap; the op moves the hold into the queue
+               before it decides anything */
+            v->row_holds++;
+            cap = -cap;
+        }
         if (!simba__mysql_int64(row[2], len[2], &ctr) || ctr < 0) return simba__mysql_bad(v, "a resource counter < 0 or not a number");
         if (!simba__mysql_int64(row[3], len[3], &seq) || seq < 0) return simba__mysql_bad(v, "a resource seq < 0 or not a number");
         v->seq[k] = seq;
@@ -2430,7 +2476,7 @@ static int simba__mysql_collect_holders(simba__mysql *b, simba__mysql_job *j, si
    were made under the row locks (else: the POLL fast path, which only
    answers when nothing needs writing). */
 enum { SIMBA__MYSQL_DECIDE_ANSWER = 1, SIMBA__MYSQL_DECIDE_WRITE, SIMBA__MYSQL_DECIDE_LOCK,
-       SIMBA__MYSQL_DECIDE_WIDEN };
+       SIMBA__MYSQL_DECIDE_WIDEN, SIMBA__MYSQL_DECIDE_UNFOLD };
 
 /* What the op itself changes in v, before the grant rule runs: our entries
    (present: how many live ones), removals, a new capacity. Sets *insert when
@@ -2639,7 +2685,7 @@ static const char *const simba__mysql_settle_params[][2] = {
 #define SIMBA__MYSQL_SETTLE_NPARAMS 8
 /* the procedures' names: the suffix is their version, so that clients of
    releases with different bodies never call each other's */
-static const char *const simba__mysql_settle_names[2] = {"settle_enqueue_2", "settle_release_2"};
+static const char *const simba__mysql_settle_names[2] = {"settle_enqueue_3", "settle_release_3"};
 
 /* sf: the fence settled (NULL: not settled), sc sk ss: the resource row,
    sb: the bell, hq hf hs hr hl: the head of the queue without us (seq,
@@ -2671,6 +2717,14 @@ static const char simba__mysql_settle_vars[] =
    ours alone. Otherwise (empty_seq behind: a client that does not write
    it, a queue emptied by the C path) the entries are read as before, and
    an empty queue seen there is written back. */
+#define SIMBA__MYSQL_SETTLE_UNFOLD                                                                          \
+    "IF sc < 0 THEN\n"                                                                                     \
+    "INSERT INTO `$entries` (tenant,name,seq,request,session,weight,fence)"                               \
+    " SELECT tenant,name,seq,h_request,h_session,h_weight,h_fence FROM `$resources`"                       \
+    " WHERE tenant=p_tenant AND name=p_name;\n"                                                            \
+    "UPDATE `$resources` SET capacity=-capacity, empty_seq=seq-1, h_request=NULL, h_session=NULL,"        \
+    " h_weight=0, h_fence=0 WHERE tenant=p_tenant AND name=p_name;\n"                                      \
+    "SET sc = -sc, se = -1;\nEND IF;\n"
 static const char *const simba__mysql_settle_body[2] = {
     "IF p_bell IS NOT NULL THEN\n"
     "SET sb = IF(IS_USED_LOCK(p_bell) <=> CONNECTION_ID(), 1, GET_LOCK(p_bell, 0));\nEND IF;\n"
@@ -2679,6 +2733,7 @@ static const char *const simba__mysql_settle_body[2] = {
     "IF sc IS NULL THEN\n"
     "INSERT INTO `$resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);\n"
     "SET sc = p_capacity, ss = 0, se = -1, sf = GREATEST(1, " SIMBA__MYSQL_NOW_US ");\nEND IF;\n"
+    SIMBA__MYSQL_SETTLE_UNFOLD
     "IF sc >= p_weight AND (se = ss OR NOT EXISTS (SELECT 1 FROM `$entries` WHERE tenant=p_tenant AND name=p_name))"
     " AND EXISTS (SELECT 1 FROM `$sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > "
     SIMBA__MYSQL_NOW_MS ") AND " SIMBA__MYSQL_NOW_MS " >= p_grace THEN\n"
@@ -2689,6 +2744,7 @@ static const char *const simba__mysql_settle_body[2] = {
 
     "SELECT capacity, counter, seq, empty_seq INTO sc, sk, ss, se FROM `$resources`"
     " WHERE tenant=p_tenant AND name=p_name FOR UPDATE;\n"
+    SIMBA__MYSQL_SETTLE_UNFOLD
     "IF se = ss - 1 THEN\n"
     "DELETE FROM `$entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;\n"
     "IF ROW_COUNT() = 1 THEN\n"
@@ -2804,6 +2860,162 @@ static void simba__mysql_sql_settle(simba__mysql *b, simba__mysql_job *j, simba_
     b->block_semis = semis;
 }
 
+/* THE HOLD IN THE ROW. A sole holder that found its queue empty has no
+   entry row: its hold is kept in the resource's row, marked by a negative
+   capacity (-capacity) with its request, session, weight and fence in the
+   h_ columns and its queue position in seq. So an uncontended ENQUEUE is
+   one UPDATE of that row and its RELEASE another, each one statement sent
+   alone (no CALL, no transaction block): the row's affected count says
+   whether it took, and LAST_INSERT_ID(expr) carries the fence (times two,
+   plus the bell taken) out in the OK packet, without a result set.
+   Why the UPDATE can decide alone: its WHERE reads only the row's own
+   columns, and InnoDB evaluates an UPDATE's condition on the newest
+   committed version of the row, again after any wait for its lock (READ
+   COMMITTED's semi-consistent read re-reads a row it must change); a
+   subquery could read an older snapshot, so there is none. The queue is
+   empty when empty_seq = seq (every entry goes in at seq + 1 under the
+   row's lock, by clients of every version); a positive capacity equal to
+   the one asked for means no hold in the row; the restart grace is a
+   constant compared with the server's clock. Our session's liveness is
+   not read: the core believes a grant only while its session is safe
+   (simba__session_safe of simba.h: before the local deadline of its last
+   confirmed renewal, which is before the server's expiry of it), and a
+   session is deleted before it expires only by its own CLOSE, after its
+   last op. A grant to a session the server already let go is therefore
+   never believed by anyone, and the hold is dead to everyone else.
+   Everything else (a second request, POLL, INSPECT, SET_CAPACITY, DELETE,
+   the procedures) first turns a hold in the row into the queue's entry
+   (simba__mysql_sql_unfold, SIMBA__MYSQL_SETTLE_UNFOLD) under the row's
+   lock, so the grant rule only ever walks entries; a RELEASE whose UPDATE
+   then matches nothing goes the procedures' way. A client that does not
+   know the h_ columns (an older release) reads the negative capacity as
+   bad data (SIMBA_EPROTO, "a resource capacity <= 0"), and its procedures
+   (version 2 and 1) settle nothing on it: it can neither grant past a hold
+   in the row nor remove it. */
+static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t fence, int cap, int64_t seq,
+                                 simba__mysql_ent *head);
+
+static int simba__mysql_can_row(const simba__mysql *b, const simba__mysql_job *j) {
+    int cap, w;
+    if (b->no_row_hold || j->row_tried || j->nres != 1) return 0;
+    if (j->kind == SIMBA_OP_RELEASE) return 1;
+    if (j->kind != SIMBA_OP_ENQUEUE) return 0;
+    cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1;
+    w = j->res[0].weight < 0 ? 0 : j->res[0].weight;
+    return w <= cap;
+}
+
+/* The one statement of an uncontended ENQUEUE (our hold into the row) or
+   RELEASE (it out again). Each assignment reads only columns no earlier one
+   in the list wrote, so MariaDB's SIMULTANEOUS_ASSIGNMENT mode changes
+   nothing. The RELEASE gives our bell back inside the statement: nobody
+   can be waiting on it (a second request would have moved the hold out of
+   the row, and the UPDATE would match nothing). */
+static void simba__mysql_sql_row(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
+    int cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1, w = j->res[0].weight < 0 ? 0 : j->res[0].weight;
+    simba__mysql_buf_clear(x);
+    j->row = 1;
+    j->row_tried = 1;
+    simba__mysql_putf(b, x, "UPDATE %s SET capacity=-capacity, ", b->t_resources);
+    if (j->kind == SIMBA_OP_ENQUEUE) {
+        j->took_bell = simba__mysql_wants_bell(b, j);
+        simba__mysql_put(b, x, "h_request=");
+        simba__mysql_hexs(b, x, j->request);
+        simba__mysql_put(b, x, ", h_session=");
+        simba__mysql_hexs(b, x, j->session);
+        simba__mysql_putf(b, x, ", h_weight=%d, h_fence=LAST_INSERT_ID(GREATEST(counter+1, " SIMBA__MYSQL_NOW_US
+                          ")*2+", w);
+        if (j->took_bell) {
+            simba__mysql_put(b, x, "IFNULL(");
+            simba__mysql_sql_take_bell(b, j, x);
+            simba__mysql_put(b, x, ", 0)");
+        } else {
+            simba__mysql_put(b, x, "0");
+        }
+        simba__mysql_put(b, x, ") DIV 2, counter=GREATEST(counter+1, " SIMBA__MYSQL_NOW_US "), empty_seq=seq, seq=seq+1");
+        simba__mysql_where_res(b, x, j, 0);
+        simba__mysql_putf(b, x, " AND capacity=%d AND empty_seq=seq", cap);
+        if (b->grace_until_ms > 0)
+            simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
+        return;
+    }
+    j->release_bell = 1;
+    j->settle_release = simba__mysql_bell_due(b, j);
+    j->release_bell = 0;
+    simba__mysql_put(b, x, "empty_seq=seq, h_request=NULL, h_session=NULL, h_weight=0, h_fence=");
+    if (j->settle_release) {
+        simba__mysql_put(b, x, "LEAST(IFNULL(RELEASE_LOCK(");
+        simba__mysql_bellname(b, x, j->bell);
+        simba__mysql_put(b, x, "), 0), 0)");
+    } else {
+        simba__mysql_put(b, x, "0");
+    }
+    simba__mysql_where_res(b, x, j, 0);
+    simba__mysql_put(b, x, " AND capacity<0 AND h_request=");
+    simba__mysql_hexs(b, x, j->request);
+    simba__mysql_put(b, x, " AND h_session=");
+    simba__mysql_hexs(b, x, j->session);
+}
+
+/* The C path's reads found holds in rows (negative capacities): turn them
+   into entries, under the row locks the reads took, before reading again.
+   The entry keeps the hold's queue position (the row's seq), request,
+   session, weight and fence; empty_seq = seq - 1 says it is alone. */
+static void simba__mysql_sql_unfold(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x, int *nst) {
+    simba__mysql_putf(b, x, "INSERT INTO %s (tenant,name,seq,request,session,weight,fence)"
+                      " SELECT tenant,name,seq,h_request,h_session,h_weight,h_fence FROM %s",
+                      b->t_entries, b->t_resources);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND ");
+    simba__mysql_names_in(b, x, j);
+    simba__mysql_put(b, x, " AND capacity<0;\n");
+    simba__mysql_putf(b, x, "UPDATE %s SET capacity=-capacity, empty_seq=seq-1, h_request=NULL, h_session=NULL,"
+                      " h_weight=0, h_fence=0", b->t_resources);
+    simba__mysql_where_tenant(b, x, j);
+    simba__mysql_put(b, x, " AND ");
+    simba__mysql_names_in(b, x, j);
+    simba__mysql_put(b, x, " AND capacity<0;\n");
+    *nst += 2;
+}
+
+/* The row statement came back: settled (one row changed), or on to the
+   procedures' way. */
+static void simba__mysql_row_done(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    uint64_t n = simba__mysql_affected(c), id = c->nres >= 1 ? c->insert_id[0] : 0;
+    simba__mysql_ent head;
+    j->row = 0;
+    simba__mysql_free_results(c);
+    memset(&head, 0, sizeof head);
+    if (n == 1 && j->kind == SIMBA_OP_ENQUEUE) {
+        int64_t fence = (int64_t)(id >> 1);
+        if (fence <= 0) {
+            /* it took, so the fence must be there: the row's fence is the
+               truth, read by the core's next POLL; say so rather than guess */
+            snprintf(j->msg, sizeof j->msg, "unexpected data in the simba tables: a hold in the row without its fence");
+            j->release_bell = 0;
+            simba__mysql_finish(b, j, SIMBA_EPROTO, j->msg);
+            return;
+        }
+        if (j->took_bell && !(id & 1)) j->took_bell = 0;
+        b->stats.row_holds++;
+        simba__mysql_settled(b, j, fence, j->res[0].capacity > 0 ? j->res[0].capacity : 1, 0, &head);
+        return;
+    }
+    if (n == 1) {
+        b->stats.row_releases++;
+        simba__mysql_settled(b, j, 0, 1, 0, &head);
+        return;
+    }
+    /* nothing matched (nothing was done, no bell taken or given): the op
+       goes the procedures' way */
+    b->stats.row_misses++;
+    j->took_bell = 0;
+    j->settle_release = 0;
+    j->step = SIMBA__MYSQL_S_FIRST;
+    simba__mysql_step_lock(b, j);
+}
+
 /* Did the block settle the op? 1, 0 (the transaction is open), or
    SIMBA_EPROTO as a negative. *bell: the bell's GET_LOCK gave 1. */
 static int simba__mysql_parse_settle(simba__mysql_conn *c, int64_t *fence, int *cap, int64_t *seq, int *bell,
@@ -2911,6 +3123,17 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
         }
     } else if (status == SIMBA_OK && v.torn) {
         what = SIMBA__MYSQL_DECIDE_LOCK;
+    } else if (status == SIMBA_OK && v.row_holds) {
+        /* a hold in a row: locked, it becomes the queue's entry and the
+           queues are read again in the same transaction; unlocked (a POLL's
+           first reads), the op takes the row locks first */
+        what = locked ? SIMBA__MYSQL_DECIDE_UNFOLD : SIMBA__MYSQL_DECIDE_LOCK;
+        if (locked && j->unfolded) {
+            /* our unfold ran under the row locks: a hold still there is not
+               one this code wrote */
+            status = SIMBA_EPROTO;
+            v.why = "a hold in a resource row that stays after it was moved into the queue";
+        }
     } else if (status == SIMBA_OK) {
         status = simba__mysql_decide(b, j, &v, &c->sql, locked, &what);
     }
@@ -2937,6 +3160,13 @@ static void simba__mysql_lock_reads_done(simba__mysql *b, simba__mysql_job *j) {
         simba__mysql_buf_clear(&c->sql);
         simba__mysql_sql_reads(b, j, &c->sql, &nst, 1, 1);
         simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
+    } else if (what == SIMBA__MYSQL_DECIDE_UNFOLD) {
+        int nst = 0;
+        simba__mysql_buf_clear(&c->sql);
+        j->unfolded = 1;
+        simba__mysql_sql_unfold(b, j, &c->sql, &nst);
+        simba__mysql_sql_reads(b, j, &c->sql, &nst, 1, 0);
+        simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
     } else if (what == SIMBA__MYSQL_DECIDE_WIDEN) {
         /* the grant rule reaches past a window: read twice as far (in the
            transaction already open, when there is one) */
@@ -2959,6 +3189,11 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     switch (j->step) {
     case SIMBA__MYSQL_S_FIRST:
         j->settle = 0;
+        if (simba__mysql_can_row(b, j)) {
+            simba__mysql_sql_row(b, j, x);
+            simba__mysql_send_step(b, j, SIMBA__MYSQL_S_ROW);
+            return;
+        }
         if (simba__mysql_can_settle(b, j)) {
             simba__mysql_sql_settle(b, j, x);
             simba__mysql_send_step(b, j, SIMBA__MYSQL_S_READS);
@@ -2967,6 +3202,9 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
         simba__mysql_buf_clear(x);
         simba__mysql_sql_reads(b, j, x, &nst, j->kind != SIMBA_OP_POLL, 1);
         simba__mysql_send_step(b, j, j->kind == SIMBA_OP_POLL ? SIMBA__MYSQL_S_FAST : SIMBA__MYSQL_S_READS);
+        return;
+    case SIMBA__MYSQL_S_ROW:
+        simba__mysql_row_done(b, j);
         return;
     case SIMBA__MYSQL_S_FAST:
     case SIMBA__MYSQL_S_READS:
@@ -4039,6 +4277,10 @@ static const char *const simba__mysql_ddl[] = {
     "    counter     BIGINT         NOT NULL DEFAULT 0,\n"
     "    seq         BIGINT         NOT NULL DEFAULT 0,\n"
     "    empty_seq   BIGINT         NOT NULL DEFAULT -1,\n"
+    "    h_request   VARBINARY(128) NULL,\n"
+    "    h_session   VARBINARY(96)  NULL,\n"
+    "    h_weight    INT            NOT NULL DEFAULT 0,\n"
+    "    h_fence     BIGINT         NOT NULL DEFAULT 0,\n"
     "    PRIMARY KEY (tenant, name)\n"
     ") ENGINE=InnoDB",
     /* the upgrade of a resources table made before empty_seq (as above) */
@@ -4046,6 +4288,17 @@ static const char *const simba__mysql_ddl[] = {
     "    IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS ', ''), 'empty_seq BIGINT NOT NULL DEFAULT -1'), 'DO 0')\n"
     "    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()\n"
     "    AND TABLE_NAME = '$resources' AND COLUMN_NAME = 'empty_seq')",
+    "PREPARE simba_upgrade FROM @simba_upgrade",
+    "EXECUTE simba_upgrade",
+    "DEALLOCATE PREPARE simba_upgrade",
+    /* the upgrade of a resources table made before the hold in the row: its
+       four h_ columns in one ALTER (chosen by whether h_request is there) */
+    "SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `$resources` ',\n"
+    "    REPLACE('ADD COLUMN ? h_request VARBINARY(128) NULL, ADD COLUMN ? h_session VARBINARY(96) NULL, '\n"
+    "    'ADD COLUMN ? h_weight INT NOT NULL DEFAULT 0, ADD COLUMN ? h_fence BIGINT NOT NULL DEFAULT 0',\n"
+    "    '?', IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS', ''))), 'DO 0')\n"
+    "    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()\n"
+    "    AND TABLE_NAME = '$resources' AND COLUMN_NAME = 'h_request')",
     "PREPARE simba_upgrade FROM @simba_upgrade",
     "EXECUTE simba_upgrade",
     "DEALLOCATE PREPARE simba_upgrade",

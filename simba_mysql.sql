@@ -71,6 +71,10 @@ CREATE TABLE IF NOT EXISTS simba_resources (
     seq         BIGINT         NOT NULL DEFAULT 0,  -- the last queue position given out
     empty_seq   BIGINT         NOT NULL DEFAULT -1, -- the queue was empty when seq was this
                                                     -- (-1: not known); see below
+    h_request   VARBINARY(128) NULL,      -- capacity < 0: a sole holder's hold is kept
+    h_session   VARBINARY(96)  NULL,      -- in this row (at queue position seq, the
+    h_weight    INT            NOT NULL DEFAULT 0,  -- capacity being -capacity),
+    h_fence     BIGINT         NOT NULL DEFAULT 0,  -- not in simba_entries; see below
     PRIMARY KEY (tenant, name)
 ) ENGINE=InnoDB;
 
@@ -86,6 +90,24 @@ SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `simba_resourc
     IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS ', ''), 'empty_seq BIGINT NOT NULL DEFAULT -1'), 'DO 0')
     FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
     AND TABLE_NAME = 'simba_resources' AND COLUMN_NAME = 'empty_seq');
+PREPARE simba_upgrade FROM @simba_upgrade;
+EXECUTE simba_upgrade;
+DEALLOCATE PREPARE simba_upgrade;
+
+-- The hold in the row (docs/mysql.md, "The hold in the row"): a sole holder
+-- that found its queue empty has no entry; its hold is kept in the resource's
+-- row, marked by a negative capacity, so an uncontended acquire is one UPDATE
+-- of the row and its release another. Every other op first moves such a hold
+-- into simba_entries (at queue position seq) under the row's lock. Clients of
+-- older releases read the negative capacity as bad data (SIMBA_EPROTO) and
+-- grant nothing on that resource: upgrade every client. The upgrade in place
+-- of a resources table made before the h_ columns (as the ones above):
+SET @simba_upgrade = (SELECT IF(COUNT(*) = 0, CONCAT('ALTER TABLE `simba_resources` ',
+    REPLACE('ADD COLUMN ? h_request VARBINARY(128) NULL, ADD COLUMN ? h_session VARBINARY(96) NULL, '
+    'ADD COLUMN ? h_weight INT NOT NULL DEFAULT 0, ADD COLUMN ? h_fence BIGINT NOT NULL DEFAULT 0',
+    '?', IF(VERSION() LIKE '%MariaDB%', 'IF NOT EXISTS', ''))), 'DO 0')
+    FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
+    AND TABLE_NAME = 'simba_resources' AND COLUMN_NAME = 'h_request');
 PREPARE simba_upgrade FROM @simba_upgrade;
 EXECUTE simba_upgrade;
 DEALLOCATE PREPARE simba_upgrade;
@@ -131,10 +153,10 @@ CREATE TABLE IF NOT EXISTS simba_capacity_audit (
 -- With another table_prefix, replace "simba_" in their names and bodies.
 -- Grants for them (optional):
 --
---   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_enqueue_2 TO 'app'@'%';
---   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_release_2 TO 'app'@'%';
+--   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_enqueue_3 TO 'app'@'%';
+--   GRANT EXECUTE ON PROCEDURE yourdb.simba_settle_release_3 TO 'app'@'%';
 DELIMITER //
-CREATE PROCEDURE IF NOT EXISTS `simba_settle_enqueue_2`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
+CREATE PROCEDURE IF NOT EXISTS `simba_settle_enqueue_3`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
 MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
 DECLARE sf, sk, ss, se, hq, hf BIGINT DEFAULT NULL;
@@ -150,6 +172,11 @@ IF sc IS NULL THEN
 INSERT INTO `simba_resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);
 SET sc = p_capacity, ss = 0, se = -1, sf = GREATEST(1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
 END IF;
+IF sc < 0 THEN
+INSERT INTO `simba_entries` (tenant,name,seq,request,session,weight,fence) SELECT tenant,name,seq,h_request,h_session,h_weight,h_fence FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name;
+UPDATE `simba_resources` SET capacity=-capacity, empty_seq=seq-1, h_request=NULL, h_session=NULL, h_weight=0, h_fence=0 WHERE tenant=p_tenant AND name=p_name;
+SET sc = -sc, se = -1;
+END IF;
 IF sc >= p_weight AND (se = ss OR NOT EXISTS (SELECT 1 FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name)) AND EXISTS (SELECT 1 FROM `simba_sessions` WHERE tenant=p_tenant AND session=p_session AND expires_ms > CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)) AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace THEN
 INSERT INTO `simba_entries` (tenant,name,seq,request,session,weight,fence) VALUES (p_tenant,p_name,ss+1,p_request,p_session,p_weight,sf);
 UPDATE `simba_resources` SET counter=sf, seq=ss+1, empty_seq=ss WHERE tenant=p_tenant AND name=p_name;
@@ -158,7 +185,7 @@ ELSE SET sf = NULL;
 END IF;
 SELECT 2 AS k, sf, sc, ss, sb, hs, hr;
 END //
-CREATE PROCEDURE IF NOT EXISTS `simba_settle_release_2`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
+CREATE PROCEDURE IF NOT EXISTS `simba_settle_release_3`(p_tenant VARBINARY(64), p_name VARBINARY(256), p_request VARBINARY(128), p_session VARBINARY(96), p_weight INT, p_capacity INT, p_grace BIGINT, p_bell VARBINARY(64))
 MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
 DECLARE sf, sk, ss, se, hq, hf BIGINT DEFAULT NULL;
@@ -167,6 +194,11 @@ DECLARE hs, hr VARBINARY(128) DEFAULT NULL;
 DECLARE CONTINUE HANDLER FOR NOT FOUND SET nf = 1;
 START TRANSACTION;
 SELECT capacity, counter, seq, empty_seq INTO sc, sk, ss, se FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+IF sc < 0 THEN
+INSERT INTO `simba_entries` (tenant,name,seq,request,session,weight,fence) SELECT tenant,name,seq,h_request,h_session,h_weight,h_fence FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name;
+UPDATE `simba_resources` SET capacity=-capacity, empty_seq=seq-1, h_request=NULL, h_session=NULL, h_weight=0, h_fence=0 WHERE tenant=p_tenant AND name=p_name;
+SET sc = -sc, se = -1;
+END IF;
 IF se = ss - 1 THEN
 DELETE FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;
 IF ROW_COUNT() = 1 THEN

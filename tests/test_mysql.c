@@ -512,7 +512,7 @@ static void t_schema_client_and_file(void) {
     MYSQL *m = admin_open(NULL);
     simba_mysql_desc md = base_desc();
     const char *tables[] = { "simba_sessions", "simba_resources", "simba_entries", "simba_capacity_audit" };
-    const char *routines[] = { "simba_settle_enqueue_2", "simba_settle_release_2" };
+    const char *routines[] = { "simba_settle_enqueue_3", "simba_settle_release_3" };
     char x[4096], y[4096];
     int i;
     CHECK(m);
@@ -734,7 +734,7 @@ static void t_schema_upgrade_in_place(void) {
     }
     /* the procedures of the one-round-trip ops are installed too, and used */
     CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA='simba_upgrade'"
-                          " AND ROUTINE_NAME IN ('simba_settle_enqueue_2','simba_settle_release_2')"), 2);
+                          " AND ROUTINE_NAME IN ('simba_settle_enqueue_3','simba_settle_release_3')"), 2);
     CHECK(stats_of(k.s).calls >= 1);
     /* what a client of the old version writes still fits the new table */
     snprintf(sql, sizeof sql, "INSERT INTO simba_upgrade.simba_sessions (tenant,session,client,expires_ms)"
@@ -1043,22 +1043,35 @@ static void t_least_privilege_user(void) {
     {
         /* the one-round-trip block runs with these grants too */
         struct simba_mysql_stats s0 = stats_of(a.s);
+        /* the capacity asked (2) is not the stored one (3): the UPDATE of
+           the row misses and the op goes the procedures' way; without
+           EXECUTE on the procedures the file installed the first CALL is
+           refused (nothing ran), the compound statement from then on */
+        l = simba_acquire(a.s, &d);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+        simba_release(a.s, l);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+        CHECK_EQ(stats_of(a.s).row_misses - s0.row_misses, 2);
+        CHECK_EQ(stats_of(a.s).last_error, 0);
+        CHECK_EQ(stats_of(a.s).calls, 1);
+        /* the capacity stored: one UPDATE of the row each, with these grants */
+        d.capacity = 3;
+        s0 = stats_of(a.s);
         l = simba_acquire(a.s, &d);
         CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
         simba_release(a.s, l);
         CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
         CHECK_EQ(stats_of(a.s).batches - s0.batches, 2);    /* one round trip each */
-        CHECK_EQ(stats_of(a.s).last_error, 0);
-        /* without EXECUTE on the procedures the file installed: the first
-           CALL is refused (nothing ran), the compound statement from then on */
-        CHECK_EQ(stats_of(a.s).calls, 1);
+        CHECK_EQ(stats_of(a.s).row_holds - s0.row_holds, 1);
+        CHECK_EQ(stats_of(a.s).row_releases - s0.row_releases, 1);
+        d.capacity = 2;
     }
     {
         /* with EXECUTE on them: a CALL per op, one round trip each */
         struct simba_mysql_stats s0;
         CHECK(admin_exec(m,
-            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_enqueue_2 TO 'simba_app'@'127.0.0.1';"
-            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_release_2 TO 'simba_app'@'127.0.0.1'") == 0);
+            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_enqueue_3 TO 'simba_app'@'127.0.0.1';"
+            "GRANT EXECUTE ON PROCEDURE simba_priv.simba_settle_release_3 TO 'simba_app'@'127.0.0.1'") == 0);
         b.s = new_client_ex(tenant, "exec", 3000, 1000, &md, none);
         CHECK(b.s);
         l = simba_acquire(b.s, &d);
@@ -1068,7 +1081,8 @@ static void t_least_privilege_user(void) {
         CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
         l = simba_acquire(b.s, &d);
         CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
-        CHECK_EQ(stats_of(b.s).batches - s0.batches, 2);
+        /* capacity 2 asked, 3 stored: a miss of the row, then a CALL */
+        CHECK_EQ(stats_of(b.s).batches - s0.batches, 4);
         CHECK_EQ(stats_of(b.s).calls - s0.calls, 2);
         CHECK_EQ(stats_of(b.s).last_error, 0);
         simba_release(b.s, l);
@@ -1573,7 +1587,10 @@ static void t_one_round_trip_ops(void) {
     CHECK(s1.batches - s0.batches == (uint64_t)(2 * n));
     CHECK(s1.statements - s0.statements == (uint64_t)(2 * n));
     CHECK(s1.transactions - s0.transactions == (uint64_t)(2 * n));
-    CHECK(s1.calls - s0.calls == (uint64_t)(2 * n));    /* the procedures create_schema installed */
+    /* each op one UPDATE of the resource row: the hold kept in it */
+    CHECK(s1.calls - s0.calls == 0);
+    CHECK(s1.row_holds - s0.row_holds == (uint64_t)n);
+    CHECK(s1.row_releases - s0.row_releases == (uint64_t)n);
     /* contended: b waits behind a, gets it on a's release, fences go on */
     {
         simba_lock la = simba_acquire(a.s, &d), lb;
@@ -1592,7 +1609,10 @@ static void t_one_round_trip_ops(void) {
         printf("  # hand-off: %llu batches by the holder, %llu POLLs by the waiter\n",
                (unsigned long long)(stats_of(a.s).batches - sa.batches),
                (unsigned long long)(stats_of(b.s).polls - sb.polls));
-        CHECK(stats_of(a.s).batches - sa.batches == 1);
+        /* the waiter moved the hold out of the row: the holder's UPDATE of
+           the row misses, then one CALL releases and grants */
+        CHECK(stats_of(a.s).batches - sa.batches == 2);
+        CHECK(stats_of(a.s).row_misses - sa.row_misses == 1);
         CHECK(stats_of(b.s).polls - sb.polls == 0);
         simba_release(b.s, lb);
         CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
@@ -1600,6 +1620,8 @@ static void t_one_round_trip_ops(void) {
     simba_destroy(a.s);
     simba_destroy(b.s);
 }
+
+static long long row_capacity(MYSQL *m, const char *tenant, const char *name);
 
 /* White-box: how many resource rows break what empty_seq says (every entry
    of the queue has seq > empty_seq, and empty_seq <= seq), all tenants of
@@ -1615,17 +1637,21 @@ static long long empty_seq_lies(MYSQL *m) {
 
 /* An entry as a client that does not know empty_seq writes it (the version
    before, or the C path): at seq + 1 under the resource row, fence f (0:
-   waiting), for a live session of its own. 0 = done. */
+   waiting), for a live session of its own; like every release, it writes
+   nothing on a row whose capacity is <= 0 (a hold in the row, which it
+   reads as bad data). 0 = done (or refused: count the entries). */
 static int old_client_enqueue(MYSQL *m, const char *tenant, const char *name, const char *session, int granted) {
     char sql[1200];
     snprintf(sql, sizeof sql,
              "INSERT IGNORE INTO `%s`.simba_sessions (tenant,session,client,expires_ms) VALUES ('%s','%s','old',"
              " CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) + 60000);"
              "START TRANSACTION;"
-             "SELECT seq, counter INTO @s, @c FROM `%s`.simba_resources WHERE tenant='%s' AND name='%s' FOR UPDATE;"
+             "SELECT seq, counter, capacity INTO @s, @c, @k FROM `%s`.simba_resources WHERE tenant='%s' AND name='%s'"
+             " FOR UPDATE;"
              "INSERT INTO `%s`.simba_entries (tenant,name,seq,request,session,weight,fence)"
-             " VALUES ('%s','%s',@s+1,'old-req','%s',0,IF(%d,@c+1,0));"
-             "UPDATE `%s`.simba_resources SET seq=@s+1, counter=IF(%d,@c+1,@c) WHERE tenant='%s' AND name='%s';"
+             " SELECT '%s','%s',@s+1,'old-req','%s',0,IF(%d,@c+1,0) FROM DUAL WHERE @k > 0;"
+             "UPDATE `%s`.simba_resources SET seq=@s+1, counter=IF(%d,@c+1,@c) WHERE tenant='%s' AND name='%s'"
+             " AND @k > 0;"
              "COMMIT",
              env_db, tenant, session, env_db, tenant, name, env_db, tenant, name, session, granted, env_db, granted,
              tenant, name);
@@ -1665,9 +1691,30 @@ static void t_empty_seq_and_older_clients(void) {
     CHECK_EQ(empty_seq_lies(m), 0);
     snprintf(sql, sizeof sql, "DELETE FROM simba_entries WHERE tenant='%s' AND session='old-9~0009'", tenant);
     CHECK(admin_exec(m, sql) == 0);
-    /* this version holds (the queue was empty: marked at seq - 1), an older
-       client waits behind it, the release must grant that waiter */
+    /* this version holds in the row (after a cycle that sees the queue
+       empty and says so): an older client writes nothing */
     l = h_acquire(a.s, "mix", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    l = h_acquire(a.s, "mix", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
+    CHECK(row_capacity(m, tenant, "mix") < 0);
+    CHECK(old_client_enqueue(m, tenant, "mix", "old-9~0009", 0) == 0);
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_entries WHERE tenant='%s' AND name='mix'", tenant);
+    CHECK_EQ(admin_num(m, sql), 0);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    /* this version holds in the queue (a capacity asked that is not the
+       stored one goes the procedures' way; the queue was empty: marked at
+       seq - 1), an older client waits behind it, the release must grant
+       that waiter */
+    {
+        simba_lock_desc d;
+        memset(&d, 0, sizeof d);
+        d.name = "mix"; d.capacity = 2; d.wait_ms = -1;
+        l = simba_acquire(a.s, &d);
+    }
     CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 8000) != NULL);
     CHECK(old_client_enqueue(m, tenant, "mix", "old-9~0009", 0) == 0);
     simba_release(a.s, l);
@@ -1879,6 +1926,10 @@ static void t_restart_grace(void) {
     b.s = new_client_ex(tenant, "gb", 2500, 1500, &md, none);
     CHECK(a.s && b.s);
     h_run_for(cl, 2, 300);
+    la = h_acquire(a.s, "grace-free", -1);       /* its row, with an empty queue */
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
     la = h_acquire(a.s, "grace", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
     t_kill = h_real_ms();
@@ -1892,6 +1943,29 @@ static void t_restart_grace(void) {
                (long long)simba_grace_ms(b.s));
         if (h_real_ms() - t_kill < 3500) CHECK(simba_grace_ms(b.s) > 0);
         CHECK(simba_grace_ms(b.s) <= 4000);
+    }
+    {   /* a free row (an empty queue): its one UPDATE compares the grace too
+           (after the INSPECT: the client has reconnected and read the grace) */
+        /* white-box: the grace's end the backend read at connect (server
+           time), against the server's clock now */
+        MYSQL *am = admin_open(NULL);
+        int64_t left = -1;
+        simba_lock lt;
+        if (am) {
+            left = ((simba__mysql *)backend_of(b.s).impl)->grace_until_ms -
+                   admin_num(am, "SELECT CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)");
+            mysql_close(am);
+        }
+        lt = h_acquire(b.s, "grace-free", 0);
+        h_run_for(cl, 2, 500);
+        printf("  # free row's try-lock sent with %lld ms of grace left: %s\n", (long long)left,
+               h_has(&b, lt, SIMBA_EVENT_ACQUIRED) ? "ACQUIRED" : "not granted");
+        if (left > 600) {
+            CHECK(!h_has(&b, lt, SIMBA_EVENT_ACQUIRED));
+            CHECK((e = h_expect(cl, 2, 1, lt, SIMBA_EVENT_TIMEOUT, 2000)) != NULL);
+            if (e) CHECK_EQ(e->error, SIMBA_EGRACE);
+        }
+        if (h_has(&b, lt, SIMBA_EVENT_ACQUIRED)) simba_release(b.s, lt);
     }
     {   /* a try-lock refused by the grace says so (not a plain busy TIMEOUT) */
         simba_lock lt = h_acquire(b.s, "grace-try", 0);
@@ -3292,6 +3366,449 @@ static void t_clients_at_once_create_schema(void) {
     mysql_close(m);
 }
 
+/* ---- the hold in the row (docs/mysql.md, "The hold in the row") ---- */
+
+/* The stored capacity of tenant's resource `name` (negative: a hold is kept
+   in the row), -1000000 when there is no row. */
+static long long row_capacity(MYSQL *m, const char *tenant, const char *name) {
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT IFNULL((SELECT capacity FROM `%s`.simba_resources WHERE tenant='%s'"
+             " AND name='%s'), -1000000)", env_db, tenant, name);
+    return admin_num(m, sql);
+}
+
+/* Client cl[who] takes `name` (free, its row already made) by the one
+   UPDATE of the row: granted, the hold in the row. Returns the fence, 0 if
+   not so. */
+static int64_t hold_in_row(h_client **cl, int n, int who, MYSQL *m, const char *tenant, const char *name,
+                           simba_lock *l) {
+    struct simba_mysql_stats s0 = stats_of(cl[who]->s);
+    simba_event *e;
+    *l = h_acquire(cl[who]->s, name, -1);
+    e = h_expect(cl, n, who, *l, SIMBA_EVENT_ACQUIRED, 10000);
+    if (!e) return 0;
+    if (stats_of(cl[who]->s).row_holds != s0.row_holds + 1 || row_capacity(m, tenant, name) >= 0) {
+        printf("  # %s: not a hold in the row (row holds %llu -> %llu, capacity %lld)\n", name,
+               (unsigned long long)s0.row_holds, (unsigned long long)stats_of(cl[who]->s).row_holds,
+               row_capacity(m, tenant, name));
+        return 0;
+    }
+    return e->fence;
+}
+
+/* Makes tenant's row of `name` (capacity asked: cap) with an empty queue:
+   one acquire and release by cl[who]. */
+static void make_row(h_client **cl, int n, int who, const char *name, int cap) {
+    simba_lock_desc d;
+    simba_lock l;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.capacity = cap;
+    d.wait_ms = -1;
+    l = simba_acquire(cl[who]->s, &d);
+    CHECK(h_expect(cl, n, who, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_release(cl[who]->s, l);
+    CHECK(h_expect(cl, n, who, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+}
+
+/* A hold in the row whose session ends without a release: while the
+   session lives, another client is not granted (the hold is not missed by
+   the two-round-trip path nor by the procedures); once the server lets the
+   session go (expired, or its row purged), the next client is granted,
+   with a larger fence, and never while the first still believes. */
+static void t_hold_in_row_of_an_ended_session(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa, t0;
+    int how;
+    char sql[400];
+    CHECK(m);
+    if (!m) return;
+    for (how = 0; how < 2; how++) {
+        const char *name = how ? "row-ended-purged" : "row-ended-expired";
+        memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+        cl[0] = &a; cl[1] = &b;
+        a.s = new_client(tenant, how ? "rowp-a" : "rowe-a", 1500, 1000);
+        b.s = new_client(tenant, how ? "rowp-b" : "rowe-b", 1500, 1000);
+        CHECK(a.s && b.s);
+        make_row(cl, 2, 1, name, 1);
+        fa = hold_in_row(cl, 2, 0, m, tenant, name, &la);
+        CHECK(fa > 0);
+        simba_abandon(a.s);                 /* no release, no keepalive from now */
+        a.s = NULL;
+        t0 = h_real_ms();
+        lb = h_acquire(b.s, name, -1);
+        h_run_for(cl + 1, 1, 600);
+        CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));    /* A's session is live: its hold stands */
+        if (how) {
+            /* the session's row goes as a sweep or a CLOSE removes it */
+            snprintf(sql, sizeof sql, "DELETE FROM simba_sessions WHERE tenant='%s' AND session LIKE 'rowp-a~%%'", tenant);
+            CHECK(admin_exec(m, sql) == 0);
+        }
+        e = h_expect(cl + 1, 1, 0, lb, SIMBA_EVENT_ACQUIRED, 10000);
+        CHECK(e != NULL);
+        if (e) {
+            printf("  # %s: B granted %lld ms after A stopped (lease 2500 ms)\n", name, (long long)(h_real_ms() - t0));
+            CHECK(e->fence > fa);
+            if (!how) CHECK(h_real_ms() - t0 >= 1500);  /* not before A's local deadline (ttl) */
+        }
+        simba_destroy(b.s);
+    }
+    mysql_close(m);
+}
+
+/* A hold in the row meets CLOSE (simba_destroy of its client): the session
+   row goes, the hold is dead at once, the next client is granted without
+   waiting for a lease, with a larger fence. */
+static void t_hold_in_row_meets_close(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    simba_event *e;
+    int64_t fa, t0;
+    CHECK(m);
+    if (!m) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "rowc-a", 30000, 10000);
+    b.s = new_client(tenant, "rowc-b", 30000, 10000);
+    CHECK(a.s && b.s);
+    make_row(cl, 2, 1, "row-close", 1);
+    fa = hold_in_row(cl, 2, 0, m, tenant, "row-close", &la);
+    CHECK(fa > 0);
+    lb = h_acquire(b.s, "row-close", -1);
+    h_run_for(cl, 2, 500);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    t0 = h_real_ms();
+    simba_destroy(a.s);                     /* CLOSE: its session row goes */
+    a.s = NULL;
+    e = h_expect(cl + 1, 1, 0, lb, SIMBA_EVENT_ACQUIRED, 15000);
+    CHECK(e != NULL);
+    if (e) {
+        printf("  # granted %lld ms after the holder's CLOSE (lease 40 s)\n", (long long)(h_real_ms() - t0));
+        CHECK(e->fence > fa);
+        CHECK(h_real_ms() - t0 < 12000);
+    }
+    simba_destroy(b.s);
+    mysql_close(m);
+}
+
+/* A second request meets a hold in the row: a mutex grants in FIFO order
+   (the holder, then each waiter in turn, fences growing), never two at
+   once; a semaphore counts the hold's weight: with capacity 3 and a hold of
+   2 in the row, a request of 1 is granted beside it and one of 2 waits
+   until the hold is released. The holder's release after its hold was
+   moved into the queue goes the procedures' way (a row miss). */
+static void t_hold_in_row_meets_a_queue(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b, c;
+    h_client *cl[3];
+    simba_lock la, lb, lc;
+    simba_lock_desc d;
+    simba_event *e;
+    int64_t fa, fb;
+    struct simba_mysql_stats s0;
+    CHECK(m);
+    if (!m) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    a.s = new_client_no_recheck(tenant, "rowq-a", 30000, 10000);
+    b.s = new_client_no_recheck(tenant, "rowq-b", 30000, 10000);
+    c.s = new_client_no_recheck(tenant, "rowq-c", 30000, 10000);
+    CHECK(a.s && b.s && c.s);
+    /* the mutex */
+    make_row(cl, 3, 1, "row-queue", 1);
+    fa = hold_in_row(cl, 3, 0, m, tenant, "row-queue", &la);
+    CHECK(fa > 0);
+    lb = h_acquire(b.s, "row-queue", -1);
+    h_run_for(cl, 3, 300);
+    lc = h_acquire(c.s, "row-queue", -1);
+    h_run_for(cl, 3, 500);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && !h_has(&c, lc, SIMBA_EVENT_ACQUIRED));
+    CHECK(row_capacity(m, tenant, "row-queue") == 1);   /* moved into the queue */
+    s0 = stats_of(a.s);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 3, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    CHECK_EQ(stats_of(a.s).row_misses - s0.row_misses, 1);
+    CHECK((e = h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    fb = e ? e->fence : 0;
+    CHECK(fb > fa);
+    h_run_for(cl, 3, 300);
+    CHECK(!h_has(&c, lc, SIMBA_EVENT_ACQUIRED));       /* FIFO: c after b */
+    simba_release(b.s, lb);
+    CHECK((e = h_expect(cl, 3, 2, lc, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    if (e) CHECK(e->fence > fb);
+    simba_release(c.s, lc);
+    CHECK(h_expect(cl, 3, 2, lc, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    /* the semaphore: a hold of 2 in the row, capacity 3 */
+    make_row(cl, 3, 1, "row-sem", 3);
+    memset(&d, 0, sizeof d);
+    d.name = "row-sem"; d.capacity = 3; d.permits = 2; d.wait_ms = -1;
+    s0 = stats_of(a.s);
+    la = simba_acquire(a.s, &d);
+    CHECK((e = h_expect(cl, 3, 0, la, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    CHECK_EQ(stats_of(a.s).row_holds - s0.row_holds, 1);
+    CHECK_EQ(row_capacity(m, tenant, "row-sem"), -3);
+    d.permits = 1;
+    lb = simba_acquire(b.s, &d);
+    CHECK(h_expect(cl, 3, 1, lb, SIMBA_EVENT_ACQUIRED, 8000) != NULL);    /* 2 + 1 fit in 3 */
+    d.permits = 2;
+    lc = simba_acquire(c.s, &d);
+    h_run_for(cl, 3, 500);
+    CHECK(!h_has(&c, lc, SIMBA_EVENT_ACQUIRED));                       /* 2 + 1 + 2 do not */
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 3, 2, lc, SIMBA_EVENT_ACQUIRED, 8000) != NULL);    /* 1 + 2 fit */
+    simba_release(b.s, lb);
+    simba_release(c.s, lc);
+    CHECK(h_expect(cl, 3, 2, lc, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    destroy_all(cl, 3);
+    mysql_close(m);
+}
+
+/* SET_CAPACITY and DELETE meet a hold in the row: SET_CAPACITY keeps the
+   hold (INSPECT: the new capacity, held 1); DELETE takes it (the holder
+   is told: LOST STOLEN), and the next grant on the name has a larger
+   fence. */
+static void t_hold_in_row_meets_admin(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb, q;
+    simba_event *e;
+    simba_holder hs[4];
+    int64_t fa;
+    int n;
+    CHECK(m);
+    if (!m) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "rowa-a", 3000, 1000);
+    b.s = new_client(tenant, "rowa-b", 3000, 1000);
+    CHECK(a.s && b.s);
+    make_row(cl, 2, 1, "row-admin", 1);
+    fa = hold_in_row(cl, 2, 0, m, tenant, "row-admin", &la);
+    CHECK(fa > 0);
+    q = simba_set_capacity(b.s, "row-admin", 3, NULL);
+    CHECK((e = h_expect(cl, 2, 1, q, SIMBA_EVENT_DONE, 8000)) != NULL);
+    if (e) CHECK_EQ(e->error, SIMBA_OK);
+    h_run_for(cl, 2, 1500);                          /* the holder's re-POLL after the notice */
+    CHECK(!h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(simba_valid_ms(a.s, la) > 0);
+    n = inspect_holders(cl, 2, 1, "row-admin", hs, 4);
+    CHECK_EQ(n, 1);
+    if (n == 1) CHECK_EQ(hs[0].fence, fa);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    /* DELETE of a name whose hold is still in the row */
+    make_row(cl, 2, 1, "row-admin-del", 1);
+    fa = hold_in_row(cl, 2, 0, m, tenant, "row-admin-del", &la);
+    CHECK(fa > 0);
+    q = simba_delete(b.s, "row-admin-del", NULL);
+    CHECK((e = h_expect(cl, 2, 1, q, SIMBA_EVENT_DONE, 8000)) != NULL);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_LOST, 8000)) != NULL);
+    if (e) CHECK_EQ(e->error, SIMBA_LOST_STOLEN);
+    lb = h_acquire(b.s, "row-admin-del", -1);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 8000)) != NULL);
+    if (e) CHECK(e->fence > fa);
+    destroy_all(cl, 2);
+    mysql_close(m);
+}
+
+/* INSPECT sees a hold in the row: the holder, its fence, held 1; the holder
+   then releases (the hold was moved into the queue: the procedures' way)
+   and the next acquire is a hold in the row again. */
+static void t_hold_in_row_inspected(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b;
+    h_client *cl[2];
+    simba_holder hs[4];
+    simba_lock la;
+    int64_t fa;
+    int n;
+    CHECK(m);
+    if (!m) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "rowi-a", 30000, 10000);
+    b.s = new_client(tenant, "rowi-b", 30000, 10000);
+    CHECK(a.s && b.s);
+    make_row(cl, 2, 0, "row-inspect", 1);
+    fa = hold_in_row(cl, 2, 0, m, tenant, "row-inspect", &la);
+    CHECK(fa > 0);
+    n = inspect_holders(cl, 2, 1, "row-inspect", hs, 4);
+    CHECK_EQ(n, 1);
+    if (n == 1) {
+        CHECK(strncmp(hs[0].session, "rowi-a~", 7) == 0);
+        CHECK(hs[0].granted);
+        CHECK_EQ(hs[0].fence, fa);
+    }
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    CHECK(hold_in_row(cl, 2, 1, m, tenant, "row-inspect", &la) > fa);
+    simba_release(b.s, la);
+    CHECK(h_expect(cl, 2, 1, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    destroy_all(cl, 2);
+    mysql_close(m);
+}
+
+/* Clients of older releases meet a hold in the row: the version-2
+   procedure (installed by the frozen tests/mysql_schema_v2.sql) settles
+   nothing on it, and an older client's reads of the row see a capacity
+   <= 0, which every release so far refuses as bad data: none of them can
+   grant past the hold. */
+static void t_hold_in_row_and_older_clients(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    static h_client a;
+    h_client *cl[1];
+    simba_lock la;
+    char sql[1200];
+    CHECK(m);
+    if (!m) return;
+    memset(&none, 0, sizeof none);
+    CHECK(admin_exec(m, "DROP DATABASE IF EXISTS simba_rowold; CREATE DATABASE simba_rowold; USE simba_rowold") == 0);
+    CHECK(run_sql_file(m, "tests/mysql_schema_v2.sql") == 0);
+    CHECK(run_sql_file(m, "simba_mysql.sql") == 0);     /* the upgrade, as a DBA runs it */
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    md.database = "simba_rowold";
+    md.create_schema = 0;
+    a.s = new_client_ex(tenant, "rowo-a", 30000, 10000, &md, none);
+    CHECK(a.s);
+    make_row(cl, 1, 0, "row-old", 1);
+    CHECK(hold_in_row(cl, 1, 0, m, tenant, "row-old", &la) > 0);
+    /* an older client's session, live */
+    snprintf(sql, sizeof sql, "INSERT INTO simba_rowold.simba_sessions (tenant,session,client,expires_ms) VALUES"
+             " ('%s','old-3~0003','old-3',CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) + 60000)", tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    /* its ENQUEUE through the version-2 procedure: not settled (fence NULL) */
+    snprintf(sql, sizeof sql, "SET @f = (SELECT 1); CALL simba_rowold.simba_settle_enqueue_2('%s','row-old','old-req',"
+             "'old-3~0003',0,1,0,NULL)", tenant);
+    {
+        MYSQL_RES *r;
+        MYSQL_ROW row;
+        int settled = -1;
+        CHECK(mysql_query(m, sql) == 0);
+        do {
+            r = mysql_store_result(m);
+            if (r && mysql_num_fields(r) == 7 && (row = mysql_fetch_row(r)) != NULL) settled = row[1] != NULL;
+            if (r) mysql_free_result(r);
+        } while (mysql_next_result(m) == 0);
+        CHECK_EQ(settled, 0);
+        CHECK(admin_exec(m, "ROLLBACK") == 0);  /* it left the transaction open for the C path */
+    }
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_rowold.simba_entries WHERE tenant='%s' AND name='row-old'", tenant);
+    CHECK_EQ(admin_num(m, sql), 0);
+    /* what its C path reads: the capacity it refuses (cap <= 0: SIMBA_EPROTO) */
+    snprintf(sql, sizeof sql, "SELECT capacity FROM simba_rowold.simba_resources WHERE tenant='%s' AND name='row-old'", tenant);
+    CHECK(admin_num(m, sql) <= 0);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    CHECK(admin_num(m, sql) == 1);
+    simba_destroy(a.s);
+    CHECK(admin_exec(m, "DROP DATABASE simba_rowold") == 0);
+    mysql_close(m);
+}
+
+/* The schema of the release before the hold in the row (the frozen
+   tests/mysql_schema_v2.sql) with a holder of that release: a client with
+   create_schema upgrades it in place (the fresh SHOW CREATE TABLE, the
+   version-3 procedures beside version 2's), the old holder stays and is
+   respected, and an uncontended acquire on the upgraded tables is a hold
+   in the row. */
+static void t_schema_upgrade_v2_hold_in_row(void) {
+    const char *tenant = my_tenant();
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    static h_client a;
+    h_client *cl[1];
+    simba_lock l;
+    char x[4096], y[4096], sql[800];
+    CHECK(m);
+    if (!m) return;
+    memset(&none, 0, sizeof none);
+    CHECK(smoke(&md, "upgrade-v2-fresh"));
+    CHECK(admin_exec(m, "DROP DATABASE IF EXISTS simba_upv2; CREATE DATABASE simba_upv2; USE simba_upv2") == 0);
+    CHECK(run_sql_file(m, "tests/mysql_schema_v2.sql") == 0);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO simba_sessions (tenant,session,client,expires_ms) VALUES ('%s','old-1~0001','old-1',"
+             " CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) + 60000);"
+             "INSERT INTO simba_resources (tenant,name,capacity,counter,seq,empty_seq) VALUES ('%s','up2',1,"
+             " CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED),1,0);"
+             "INSERT INTO simba_entries (tenant,name,seq,request,session,weight,fence)"
+             " SELECT tenant,name,1,'req-1','old-1~0001',0,counter FROM simba_resources WHERE tenant='%s'",
+             tenant, tenant, tenant);
+    CHECK(admin_exec(m, sql) == 0);
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    md.database = "simba_upv2";
+    md.create_schema = 1;
+    a.s = new_client_ex(tenant, "upv2", 30000, 10000, &md, none);
+    CHECK(a.s);
+    CHECK(wait_connected(cl, 1, 0, 8000));
+    show_create(m, env_db, "simba_resources", x, sizeof x);
+    show_create(m, "simba_upv2", "simba_resources", y, sizeof y);
+    if (strcmp(x, y) != 0) printf("  # fresh:\n%s\n  # upgraded:\n%s\n", x, y);
+    CHECK(x[0] && strcmp(x, y) == 0);
+    CHECK_EQ(admin_num(m, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA='simba_upv2'"
+                          " AND ROUTINE_NAME IN ('simba_settle_enqueue_2','simba_settle_release_2',"
+                          "'simba_settle_enqueue_3','simba_settle_release_3')"), 4);
+    l = h_acquire(a.s, "up2", 0);                 /* the old holder's: refused */
+    h_run_for(cl, 1, 1000);
+    CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
+    make_row(cl, 1, 0, "up2-new", 1);
+    CHECK(hold_in_row(cl, 1, 0, m, tenant, "up2-new", &l) > 0);
+    simba_release(a.s, l);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    simba_destroy(a.s);
+    CHECK(admin_exec(m, "DROP DATABASE simba_upv2") == 0);
+    mysql_close(m);
+}
+
+/* Two tenants, one name: each tenant's hold is in its own row; a release by
+   one leaves the other's hold where it is. */
+static void t_hold_in_row_per_tenant(void) {
+    char t1[SIMBA_MAX_TENANT + 1], t2[SIMBA_MAX_TENANT + 1];
+    MYSQL *m = admin_open(env_db);
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    CHECK(m);
+    if (!m) return;
+    snprintf(t1, sizeof t1, "%s", my_tenant());
+    snprintf(t2, sizeof t2, "%s", my_tenant());
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(t1, "rowt-a", 30000, 10000);
+    b.s = new_client(t2, "rowt-b", 30000, 10000);
+    CHECK(a.s && b.s);
+    make_row(cl, 2, 0, "row-tenant", 1);
+    make_row(cl, 2, 1, "row-tenant", 1);
+    CHECK(hold_in_row(cl, 2, 0, m, t1, "row-tenant", &la) > 0);
+    CHECK(hold_in_row(cl, 2, 1, m, t2, "row-tenant", &lb) > 0);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    CHECK_EQ(row_capacity(m, t1, "row-tenant"), 1);
+    CHECK_EQ(row_capacity(m, t2, "row-tenant"), -1);
+    simba_release(b.s, lb);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 8000) != NULL);
+    CHECK_EQ(row_capacity(m, t2, "row-tenant"), 1);
+    destroy_all(cl, 2);
+    mysql_close(m);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     MYSQL *m;
@@ -3347,6 +3864,14 @@ int main(int argc, char **argv) {
     RUN(t_one_round_trip_ops);
     RUN(t_empty_seq_and_older_clients);
     RUN(t_settle_race);
+    RUN(t_hold_in_row_of_an_ended_session);
+    RUN(t_hold_in_row_meets_close);
+    RUN(t_hold_in_row_meets_a_queue);
+    RUN(t_hold_in_row_inspected);
+    RUN(t_hold_in_row_meets_admin);
+    RUN(t_hold_in_row_and_older_clients);
+    RUN(t_schema_upgrade_v2_hold_in_row);
+    RUN(t_hold_in_row_per_tenant);
     RUN(t_wakeup_is_pushed);
     RUN(t_wakeup_other_process);
     RUN(t_bell_cap_falls_back_to_polling);
