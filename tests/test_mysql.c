@@ -2093,6 +2093,21 @@ static uint64_t statements_of(h_client **cl, int n) {
 
 typedef struct { double rows, statements; int ok; } handoff_cost;
 
+/* Pumps the clients until they have sent nothing for 300 ms (at most
+   max_ms): a queue being built is done building. A fixed wait was too
+   short for 100 ENQUEUEs on a loaded machine, and the ones still coming
+   were counted as the hand-offs' statements. */
+static void run_until_quiet(h_client **cl, int n, int max_ms) {
+    uint64_t before = statements_of(cl, n), now;
+    int waited, quiet = 0;
+    for (waited = 0; waited < max_ms && quiet < 300; waited += 100) {
+        h_run_for(cl, n, 100);
+        now = statements_of(cl, n);
+        quiet = now == before ? quiet + 100 : 0;
+        before = now;
+    }
+}
+
 enum { HO_CLIENTS = 4, HO_MAXQ = 120 };
 
 /* The handle among l[0..n] (of clients owner[]) granted and not yet
@@ -2132,6 +2147,7 @@ static handoff_cost handoff_cost_at(MYSQL *m, h_client **cl, const char *name, i
         }
     }
     h_run_for(cl, HO_CLIENTS, 1000);            /* every waiter enqueued and watching */
+    run_until_quiet(cl, HO_CLIENTS, 20000);
     r0 = rows_read(m);
     s0 = statements_of(cl, HO_CLIENTS);
     for (i = 0, h = 0; i < rounds; i++) {
