@@ -1543,16 +1543,25 @@ static void t_cluster_added_master_holder(void) {
    On the code before, the entry was purged as dead and C granted at once
    (the epoch marker still named A's run, so the new tag's missing epoch
    was a "new tenant", no grace); with a copy that lasted only the lease A
-   knew of (C's), C was granted after 2.5 s while H believed. */
+   knew of (C's), C was granted after 2.5 s while H believed.
+   The order is the test's: H is pumped while the tag's keys move, then
+   stands still from before the slot changes owner until C's request has
+   met its entry. A keepalive of H under the new tag before any script met
+   the entry finds no copy and ends H's session (ESESSION: LOST, safe,
+   docs/redis.md), which is not the case this test shows; with the whole
+   migration pumped, H's keepalive fell into that window in a CI run. */
 static struct { int slot, from; } tagm;
+static void slot_begin(int slot, int from, int to);
+static int slot_move_keys(int slot, int from, int to, int max);
+static void slot_end(int slot, int to);
 
 static void tag_moves_case(void) {
     enum { H_TTL = 6000 };
     static simba__redis_cluster_map m;
     h_client hc, cc, *cl[2];
     simba_lock h[2];
-    char why[200], args[64], name[48], tag[64];
-    int dbl = 0, a, to = -1, i, slot, n;
+    char why[200], name[48], tag[64];
+    int a, to = -1, i, slot, n;
     pair_watch w;
     memset(&hc, 0, sizeof hc);
     memset(&cc, 0, sizeof cc);
@@ -1572,8 +1581,11 @@ static void tag_moves_case(void) {
     CHECK(hc.s != NULL);
     h[0] = h_acquire(hc.s, name, -1);
     CHECK(h_expect(cl, 1, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
-    snprintf(args, sizeof args, "migrate %d %d", tagm.slot, to);
-    CHECK(ctl_while_pumping(cl, 1, h, args, &dbl));
+    slot_begin(tagm.slot, tagm.from, to);
+    while (slot_move_keys(tagm.slot, tagm.from, to, 1) > 0) h_pump(cl, 1, 20);
+    h_pump(cl, 1, 200);
+    hc.paused = 1;
+    slot_end(tagm.slot, to);
     CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
     CHECK_EQ(m.node[m.owner[tagm.slot]].port, to);
     CHECK_EQ(m.node[m.owner[slot]].port, tagm.from);
@@ -1582,7 +1594,6 @@ static void tag_moves_case(void) {
     h[1] = h_acquire(cc.s, name, -1);
     w.from = h_real_ms();
     w.c_granted_ms = -1;
-    hc.paused = 1;
     watch_pair(cl, h, TTL + TRANSITION + 100, &w);   /* past C's lease, inside H's ttl */
     hc.paused = 0;
     watch_pair(cl, h, 4 * (TTL + TRANSITION), &w);   /* several of C's leases */
