@@ -215,6 +215,8 @@ struct simba_mysql_stats {
     uint64_t row_releases;      /* releases of such a hold by one UPDATE of the row */
     uint64_t row_misses;        /* those UPDATEs that matched nothing (the op then goes
                                    the procedures' way) */
+    uint64_t row_skips;         /* releases sent the procedures' way without trying the
+                                   row: their name met a queue here last time */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -263,6 +265,7 @@ enum {
                                        deeper queue would time out its own tail */
     SIMBA__MYSQL_WINDOW_SLACK = 2,     /* queue rows read past the capacity asked for */
     SIMBA__MYSQL_PUSH_MAX = 16,        /* grants of our other requests one op pushes */
+    SIMBA__MYSQL_BUSY_SLOTS = 64,      /* names remembered as busy (simba__mysql_busy_note) */
     SIMBA__MYSQL_WINDOW_MAX = 1 << 20  /* the longest window (20 doublings: whole queues) */
 };
 
@@ -383,6 +386,8 @@ typedef struct simba__mysql_job {
     int release_bell;       /* release our bell after the transaction */
     int bell_released;      /* ... and the batch did */
     int retry;              /* ROLLBACK step: run the op again afterwards */
+    int row_held;           /* ENQUEUE: settled by the row's UPDATE (the hold is in the row) */
+    int met_queue;          /* RELEASE: other requests' entries were in the queue */
     /* other waiting requests of our session this op saw granted (pushed to
        the core when the op succeeds: simba__mysql_push_grants) */
     char *granted_req[SIMBA__MYSQL_PUSH_MAX];
@@ -447,6 +452,8 @@ typedef struct simba__mysql {
     int up;                 /* reported connected to the core */
     int64_t next_sweep;
     /* bells we hold (open addressing set of hashes, 0 = empty) */
+    uint64_t busy[SIMBA__MYSQL_BUSY_SLOTS]; /* names whose hold is likely an entry
+                                               (simba__mysql_busy_note) */
     uint64_t *mine;
     int mine_cap, mine_n;
     int max_bells;
@@ -529,6 +536,7 @@ static void simba__mysql_queue_rings(simba__mysql *b, const simba__mysql_job *op
 static void simba__mysql_step_ring(simba__mysql *b, simba__mysql_job *j);
 static void simba__mysql_ring_refused(simba__mysql *b, simba__mysql_job *j);
 /* >>wakeups */
+static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n);
 static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen);
 static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell);
 static int simba__mysql_mine_has(const simba__mysql *b, uint64_t h);
@@ -2497,8 +2505,11 @@ static int simba__mysql_decide_op(simba__mysql_job *j, simba__mysql_eval *v, int
     case SIMBA_OP_POLL:
         return present != j->nres ? SIMBA_ENOTFOUND : SIMBA_OK;
     case SIMBA_OP_RELEASE:
-        for (i = 0; i < v->ne; i++)
+        j->met_queue = 0;
+        for (i = 0; i < v->ne; i++) {
             if (v->e[i].ours && !v->e[i].dead) v->e[i].removed = 1;
+            if (!v->e[i].ours && !v->e[i].dead) j->met_queue = 1;
+        }
         j->release_bell = 1;
         return SIMBA_OK;
     case SIMBA_OP_INSPECT:
@@ -2895,9 +2906,42 @@ static void simba__mysql_sql_settle(simba__mysql *b, simba__mysql_job *j, simba_
 static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t fence, int cap, int64_t seq,
                                  simba__mysql_ent *head);
 
-static int simba__mysql_can_row(const simba__mysql *b, const simba__mysql_job *j) {
+/* Where a RELEASE looks first. A hold is in the row only while nobody
+   queued behind it: a waiter moves it into the queue, and then the row's
+   UPDATE matches nothing, a round trip spent on the hand-off's path before
+   the CALL. So a name is marked busy when an ENQUEUE of ours on it ended
+   as an entry (its hold, or its wait, is not in the row) or a RELEASE of
+   ours on it met other requests' entries, and unmarked when a RELEASE
+   found it alone; a RELEASE of a busy name goes the procedures' way at
+   once. The mark is a guess that costs time only when wrong, never
+   safety: either way releases the hold wherever it is (the procedures
+   and the C path move a hold in the row into the queue first, under the
+   row's lock). One hash per slot, direct-mapped: a collision forgets or
+   invents a mark, nothing more. */
+static uint64_t simba__mysql_busy_key(const simba__mysql *b, const simba__mysql_job *j) {
+    uint64_t h = simba__mysql_fnv(b->deploy, j->tenant, strlen(j->tenant));
+    h = simba__mysql_fnv(h, j->res[0].name, j->res[0].len);
+    return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static int simba__mysql_busy_has(const simba__mysql *b, const simba__mysql_job *j) {
+    uint64_t h = simba__mysql_busy_key(b, j);
+    return b->busy[h % SIMBA__MYSQL_BUSY_SLOTS] == h;
+}
+
+static void simba__mysql_busy_note(simba__mysql *b, const simba__mysql_job *j, int busy) {
+    uint64_t h = simba__mysql_busy_key(b, j), *slot = &b->busy[h % SIMBA__MYSQL_BUSY_SLOTS];
+    if (busy) *slot = h;
+    else if (*slot == h) *slot = 0;
+}
+
+static int simba__mysql_can_row(simba__mysql *b, const simba__mysql_job *j) {
     int cap, w;
     if (b->no_row_hold || j->row_tried || j->nres != 1) return 0;
+    if (j->kind == SIMBA_OP_RELEASE && simba__mysql_busy_has(b, j)) {
+        b->stats.row_skips++;
+        return 0;
+    }
     if (j->kind == SIMBA_OP_RELEASE) return 1;
     if (j->kind != SIMBA_OP_ENQUEUE) return 0;
     cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1;
@@ -2999,11 +3043,13 @@ static void simba__mysql_row_done(simba__mysql *b, simba__mysql_job *j) {
         }
         if (j->took_bell && !(id & 1)) j->took_bell = 0;
         b->stats.row_holds++;
+        j->row_held = 1;
         simba__mysql_settled(b, j, fence, j->res[0].capacity > 0 ? j->res[0].capacity : 1, 0, &head);
         return;
     }
     if (n == 1) {
         b->stats.row_releases++;
+        j->met_queue = 0;
         simba__mysql_settled(b, j, 0, 1, 0, &head);
         return;
     }
@@ -3055,6 +3101,7 @@ static void simba__mysql_settled(simba__mysql *b, simba__mysql_job *j, int64_t f
     j->ngranted = 0;
     j->nrings = 0;
     j->release_bell = 0;
+    if (j->kind == SIMBA_OP_RELEASE) j->met_queue = fence > 0 && head->request;
     if (j->kind == SIMBA_OP_RELEASE && fence > 0 && head->request) {
         /* the head we granted: pushed to the core if it is a waiting
            request of ours (capacity 1: no ring, the bell wakes others) */
@@ -3796,6 +3843,7 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
     case SIMBA_OP_POLL:
         if (status == SIMBA_OK && j->exists) {
             if (j->took_bell) simba__mysql_mine_add(b, j->bell);
+            if (j->kind == SIMBA_OP_ENQUEUE && j->nres == 1 && !j->row_held) simba__mysql_busy_note(b, j, 1);
             if (j->reply.granted || !j->watch_valid) simba__mysql_watch_del(b, j->request);
             else
                 simba__mysql_watch_set(b, j->tenant, j->session, j->request, j->res[j->sorted_of[0]].name,
@@ -3814,6 +3862,7 @@ static void simba__mysql_after(simba__mysql *b, simba__mysql_job *j, int status)
         if (status == SIMBA_OK) {
             simba__mysql_mine_del(b, j->bell);
             simba__mysql_watch_del(b, j->request);
+            if (j->nres == 1) simba__mysql_busy_note(b, j, j->met_queue);
         }
         break;
     case SIMBA_OP_CLOSE:
