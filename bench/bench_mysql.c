@@ -13,6 +13,8 @@
        run: cycle / committed INSERT+DELETE pair, acquire / one committed
        INSERT, hand-off / (one committed INSERT + one SELECT 1 round trip),
        statements per cycle
+     - where an acquire's time goes: each statement's server time from the
+       slow log beside the wall time the clients saw
      - with BENCH_HELD (default 100000) locks held by one client: statements
        per renewal period, counted by the server (SHOW GLOBAL STATUS
        'Questions') and by the backend
@@ -289,6 +291,104 @@ static void wait_out_grace(MYSQL *m) {
     }
 }
 
+/* Where an uncontended acquire's time goes: the server's own time for each
+   statement, from its slow log (long_query_time 0, into the mysql.slow_log
+   table; it applies to connections opened after it is set, so a fresh raw
+   connection and a fresh simba client), beside the wall time each client
+   saw for it, K rounds as in the timed loop. What the wall time has beyond
+   the server's time is the network, both ends' loops and the wake-up of a
+   server thread whose connection sat idle (simba's did, through the raw
+   statements before it): so the INSERT is timed twice, on a connection
+   that just ran a SELECT 1 (as the floor is) and on one idle since the
+   round before (as simba's is). The slow log is off again, as it was,
+   before anything else is measured. */
+static void bench_server_time(const char *tenant, MYSQL *m, int K) {
+    enum { INS, ACQ, REL, IDLE_INS, NCLASS };
+    static const char *const what[NCLASS] = {"the raw INSERT", "simba's acquire UPDATE", "simba's release UPDATE",
+                                             "the INSERT after idle"};
+    double *srv[NCLASS], *wall[3], med_srv[NCLASS];
+    int n[NCLASS] = {0, 0, 0, 0}, i, c;
+    long long old_long = raw_num(m, "SELECT @@long_query_time * 1000000");
+    char old_output[64] = "FILE", sql[128];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    MYSQL *r, *r2;
+    simba *s;
+    if (mysql_query(m, "SELECT @@log_output") == 0 && (res = mysql_store_result(m)) != NULL) {
+        if ((row = mysql_fetch_row(res)) && row[0]) snprintf(old_output, sizeof old_output, "%s", row[0]);
+        mysql_free_result(res);
+    }
+    if (mysql_query(m, "SET GLOBAL slow_query_log=0") != 0 || mysql_query(m, "TRUNCATE TABLE mysql.slow_log") != 0 ||
+        mysql_query(m, "SET GLOBAL log_output='TABLE'") != 0 || mysql_query(m, "SET GLOBAL long_query_time=0") != 0) {
+        printf("where an acquire's time goes: the slow log cannot be set here (%s)\n", mysql_error(m));
+        return;
+    }
+    for (c = 0; c < NCLASS; c++) srv[c] = (double *)malloc(sizeof(double) * (size_t)K);
+    wall[0] = (double *)malloc(sizeof(double) * (size_t)K);
+    wall[1] = (double *)malloc(sizeof(double) * (size_t)K);
+    wall[2] = (double *)malloc(sizeof(double) * (size_t)K);
+    if (!srv[INS] || !srv[ACQ] || !srv[REL] || !srv[IDLE_INS] || !wall[0] || !wall[1] || !wall[2]) exit(1);
+    raw_query(m, "SET GLOBAL slow_query_log=1");
+    r = raw_open();
+    r2 = raw_open();
+    s = client(tenant, "timed", 10000, 5000);
+    wait_connected(s);
+    for (i = 0; i < K; i++) {
+        simba_lock l;
+        double t;
+        raw_query(r, "SELECT 1");
+        t = now_us();
+        raw_query(r, "INSERT INTO simba_bench_floor VALUES (1, 1)");
+        wall[0][i] = now_us() - t;
+        raw_query(r, "DELETE FROM simba_bench_floor WHERE k=1");
+        t = now_us();
+        raw_query(r2, "INSERT INTO simba_bench_floor VALUES (3, 1)");
+        wall[2][i] = now_us() - t;
+        raw_query(r2, "DELETE FROM simba_bench_floor WHERE k=3");
+        t = now_us();
+        l = acquire(s, "timed", -1);
+        if (wait_event(s, l, SIMBA_EVENT_ACQUIRED) < 0) exit(1);
+        wall[1][i] = now_us() - t;
+        simba_release(s, l);
+        if (wait_event(s, l, SIMBA_EVENT_RELEASED) < 0) exit(1);
+    }
+    raw_query(m, "SET GLOBAL slow_query_log=0");
+    simba_destroy(s);
+    mysql_close(r);
+    mysql_close(r2);
+    res = NULL;
+    if (mysql_query(m, "SELECT CASE WHEN sql_text LIKE 'INSERT INTO simba_bench_floor VALUES (1,%' THEN 0"
+                       " WHEN sql_text LIKE 'UPDATE `simba_resources` SET capacity=-capacity, h_request=%' THEN 1"
+                       " WHEN sql_text LIKE 'UPDATE `simba_resources` SET capacity=-capacity, empty_seq=seq, %'"
+                       " THEN 2 WHEN sql_text LIKE 'INSERT INTO simba_bench_floor VALUES (3,%' THEN 3"
+                       " ELSE -1 END AS k, HOUR(query_time) * 3600000000 + MINUTE(query_time) * 60000000"
+                       " + SECOND(query_time) * 1000000 + MICROSECOND(query_time) FROM mysql.slow_log") == 0)
+        res = mysql_store_result(m);
+    while (res && (row = mysql_fetch_row(res)) != NULL) {
+        c = row[0] ? atoi(row[0]) : -1;
+        if (c >= 0 && c < NCLASS && n[c] < K && row[1]) srv[c][n[c]++] = atof(row[1]);
+    }
+    if (res) mysql_free_result(res);
+    raw_query(m, "TRUNCATE TABLE mysql.slow_log");
+    snprintf(sql, sizeof sql, "SET GLOBAL log_output='%s'", old_output);
+    raw_query(m, sql);
+    snprintf(sql, sizeof sql, "SET GLOBAL long_query_time=%lld / 1000000", old_long);
+    raw_query(m, sql);
+    for (c = 0; c < NCLASS; c++) med_srv[c] = n[c] ? pct(srv[c], n[c], 0.5) : 0;
+    printf("where an acquire's time goes (the server's slow log, p50 of %d rounds):\n", K);
+    for (c = 0; c < NCLASS; c++)
+        printf("  server time of %-24s %7.1f us (%d statements)\n", what[c], med_srv[c], n[c]);
+    if (n[INS] && n[ACQ] && n[IDLE_INS]) {
+        double wi = pct(wall[0], K, 0.5), wa = pct(wall[1], K, 0.5), wd = pct(wall[2], K, 0.5);
+        printf("  the acquire's statement = %.2f x the INSERT's on the server\n", med_srv[ACQ] / med_srv[INS]);
+        printf("  wall (beyond the server's time): the INSERT %.1f us (%.1f), after idle %.1f us (%.1f);"
+               " the acquire -> ACQUIRED %.1f us (%.1f)\n",
+               wi, wi - med_srv[INS], wd, wd - med_srv[IDLE_INS], wa, wa - med_srv[ACQ]);
+    }
+    for (c = 0; c < NCLASS; c++) free(srv[c]);
+    for (c = 0; c < 3; c++) free(wall[c]);
+}
+
 /* The latency figures at the server's current durability setting. The raw
    references and simba's cycles are measured interleaved, one of each per
    round, so that a shared machine's changing load hits both alike. */
@@ -397,6 +497,7 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     }
     target_line("statements per cycle", per_cycle, "one statement", 1, 4.0);
     bench_ticks_print("tick:", &ticks);
+    bench_server_time(tenant, m, N < 200 ? N : 200);
 }
 
 int main(void) {
