@@ -3416,6 +3416,23 @@ static int64_t hold_in_row(h_client **cl, int n, int who, MYSQL *m, const char *
     return e->fence;
 }
 
+/* Two clients of tenant in cl[0] and cl[1] (a and b, ids "<id>-a" and
+   "<id>-b", lease ttl + transition; no_recheck: no backstop re-POLL, so a
+   grant comes by its wake-up alone). 1 if both were made. */
+static int two_clients(h_client **cl, h_client *a, h_client *b, const char *tenant, const char *id, int ttl,
+                       int transition, int no_recheck) {
+    char ida[64], idb[64];
+    memset(a, 0, sizeof *a);
+    memset(b, 0, sizeof *b);
+    cl[0] = a;
+    cl[1] = b;
+    snprintf(ida, sizeof ida, "%s-a", id);
+    snprintf(idb, sizeof idb, "%s-b", id);
+    a->s = no_recheck ? new_client_no_recheck(tenant, ida, ttl, transition) : new_client(tenant, ida, ttl, transition);
+    b->s = no_recheck ? new_client_no_recheck(tenant, idb, ttl, transition) : new_client(tenant, idb, ttl, transition);
+    return a->s && b->s;
+}
+
 /* Makes tenant's row of `name` (capacity asked: cap) with an empty queue:
    one acquire and release by cl[who]. */
 static void make_row(h_client **cl, int n, int who, const char *name, int cap) {
@@ -3494,11 +3511,7 @@ static void t_hold_in_row_meets_close(void) {
     int64_t fa, t0;
     CHECK(m);
     if (!m) return;
-    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
-    cl[0] = &a; cl[1] = &b;
-    a.s = new_client(tenant, "rowc-a", 30000, 10000);
-    b.s = new_client(tenant, "rowc-b", 30000, 10000);
-    CHECK(a.s && b.s);
+    CHECK(two_clients(cl, &a, &b, tenant, "rowc", 30000, 10000, 0));
     make_row(cl, 2, 1, "row-close", 1);
     fa = hold_in_row(cl, 2, 0, m, tenant, "row-close", &la);
     CHECK(fa > 0);
@@ -3608,11 +3621,7 @@ static void t_hold_in_row_meets_admin(void) {
     int n;
     CHECK(m);
     if (!m) return;
-    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
-    cl[0] = &a; cl[1] = &b;
-    a.s = new_client(tenant, "rowa-a", 3000, 1000);
-    b.s = new_client(tenant, "rowa-b", 3000, 1000);
-    CHECK(a.s && b.s);
+    CHECK(two_clients(cl, &a, &b, tenant, "rowa", 3000, 1000, 0));
     make_row(cl, 2, 1, "row-admin", 1);
     fa = hold_in_row(cl, 2, 0, m, tenant, "row-admin", &la);
     CHECK(fa > 0);
@@ -3662,11 +3671,7 @@ static void t_release_of_a_busy_name(void) {
     int r;
     CHECK(m);
     if (!m) return;
-    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
-    cl[0] = &a; cl[1] = &b;
-    a.s = new_client_no_recheck(tenant, "busy-a", 30000, 10000);
-    b.s = new_client_no_recheck(tenant, "busy-b", 30000, 10000);
-    CHECK(a.s && b.s);
+    CHECK(two_clients(cl, &a, &b, tenant, "busy", 30000, 10000, 1));
     make_row(cl, 2, 1, "busy", 1);
     for (r = 0; r < 3; r++) {
         f = hold_in_row(cl, 2, 0, m, tenant, "busy", &la);
@@ -3733,11 +3738,7 @@ static void t_hold_in_row_inspected(void) {
     int n;
     CHECK(m);
     if (!m) return;
-    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
-    cl[0] = &a; cl[1] = &b;
-    a.s = new_client(tenant, "rowi-a", 30000, 10000);
-    b.s = new_client(tenant, "rowi-b", 30000, 10000);
-    CHECK(a.s && b.s);
+    CHECK(two_clients(cl, &a, &b, tenant, "rowi", 30000, 10000, 0));
     make_row(cl, 2, 0, "row-inspect", 1);
     fa = hold_in_row(cl, 2, 0, m, tenant, "row-inspect", &la);
     CHECK(fa > 0);
