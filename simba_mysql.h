@@ -451,9 +451,9 @@ typedef struct simba__mysql {
     int queued_ops;         /* core ops (not session ops) in the queue */
     int up;                 /* reported connected to the core */
     int64_t next_sweep;
-    /* bells we hold (open addressing set of hashes, 0 = empty) */
     uint64_t busy[SIMBA__MYSQL_BUSY_SLOTS]; /* names whose hold is likely an entry
                                                (simba__mysql_busy_note) */
+    /* bells we hold (open addressing set of hashes, 0 = empty) */
     uint64_t *mine;
     int mine_cap, mine_n;
     int max_bells;
@@ -2935,10 +2935,11 @@ static void simba__mysql_busy_note(simba__mysql *b, const simba__mysql_job *j, i
     else if (*slot == h) *slot = 0;
 }
 
-static int simba__mysql_can_row(simba__mysql *b, const simba__mysql_job *j) {
+static int simba__mysql_can_row(simba__mysql *b, simba__mysql_job *j) {
     int cap, w;
     if (b->no_row_hold || j->row_tried || j->nres != 1) return 0;
     if (j->kind == SIMBA_OP_RELEASE && simba__mysql_busy_has(b, j)) {
+        j->row_tried = 1;   /* decided once per op: a retry neither tries nor counts it again */
         b->stats.row_skips++;
         return 0;
     }
@@ -3280,7 +3281,6 @@ enum { SIMBA__MYSQL_POLL_MIN_MS = 50, SIMBA__MYSQL_POLL_MAX_MS = 1000 };
 
 /* The functions of this section, so that its sub-sections can follow the
    vocabulary of docs/backends.md whatever calls what. */
-static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n);
 static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, const char *req, size_t reqlen);
 static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell);
 static uint64_t simba__mysql_ring_key(const simba__mysql *b, const char *tenant, const char *session, size_t seslen);
