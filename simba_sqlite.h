@@ -2421,16 +2421,9 @@ static void simba__sqlite_watch_set(simba__sqlite *b, const char *request, const
     b->stats.watches = b->nwatch;
 }
 
-/* Whether fd is readable in what poll() returned (fds NULL: ask now). */
+/* Whether fd is readable in what poll() returned. */
 static int simba__sqlite_ready(int fd, const struct pollfd *fds, int nfds) {
     int i;
-    if (!fds) {
-        struct pollfd p;
-        p.fd = fd;
-        p.events = POLLIN;
-        p.revents = 0;
-        return poll(&p, 1, 0) > 0 && p.revents;
-    }
     for (i = 0; i < nfds; i++) if (fds[i].fd == fd) return fds[i].revents != 0;
     return 0;
 }
@@ -2626,11 +2619,19 @@ static int64_t simba__sqlite_deadline(void *impl) {
 /* At most a few batches per tick, so one tick stays short under a flood. */
 static void simba__sqlite_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__sqlite *b = (simba__sqlite *)impl;
+    struct pollfd own[SIMBA__SQLITE_MAX_WATCH + 2];
     int k;
     if (!b->up) {
         if (simba_now_ms(b->s) < b->retry_at) return;
         simba__sqlite_connect(b);
         if (!b->up) return;
+    }
+    if (!fds) {   /* a loop that did not poll: all our fds asked at once */
+        int max = (int)(sizeof own / sizeof own[0]);
+        nfds = simba__sqlite_pollfds(b, own, max);
+        if (nfds > max) nfds = max;
+        if (poll(own, (nfds_t)nfds, 0) < 0) nfds = 0;
+        fds = own;
     }
     if (b->name_fd >= 0 && simba__sqlite_ready(b->name_fd, fds, nfds)) simba__sqlite_file_event(b);
     if (simba__sqlite_ready(b->wake_fd, fds, nfds)) simba__sqlite_receive(b);

@@ -1158,6 +1158,57 @@ static void t_sqlite_file_checked_on_change(void) {
     simba_destroy(s);
 }
 
+/* Ticks of a loop that never polls (simba_tick with no fds) until `l`
+   has an event of `type` (a DISCONNECTED: any lock) or ms pass. */
+static int sq_tick_alone_until(simba *s, simba_lock l, simba_event_type type, int ms, simba_event *got) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        simba_event ev[8];
+        struct timespec ts = {0, 1000000};
+        int k = simba_tick(s, NULL, 0, ev, 8), i;
+        for (i = 0; i < k; i++)
+            if (ev[i].type == type && (type == SIMBA_EVENT_DISCONNECTED || (ev[i].lock.id == l.id && ev[i].lock.gen == l.gen))) {
+                if (got) *got = ev[i];
+                return 1;
+            }
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* A loop that never polls: the backend asks the kernel about all of its
+   descriptors itself at each tick, so the hand-off's datagram and the
+   watch of the file reach it as they reach a loop that polls. */
+static void t_sqlite_tick_without_poll(void) {
+    sq_files f;
+    simba_backend bb;
+    simba *a, *b;
+    simba_lock la, lb, ly;
+    simba_event ev;
+    struct simba_sqlite_stats st0;
+    sq_files_of(&f, "nopoll.db");
+    a = sq_client(f.db, "np", "a", 0, 0);
+    b = sq_client_b(f.db, "np", "b", 0, 0, &bb);
+    CHECK(a && b);
+    la = sq_acquire(a, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(a, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    lb = sq_acquire(b, "x", 1, 1, 0, -1);
+    CHECK(!sq_tick_alone_until(b, lb, SIMBA_EVENT_ACQUIRED, 300, NULL));   /* its ENQUEUE: a waiter */
+    CHECK_EQ(sq_queued(a, "x"), 2);
+    st0 = sq_stats(bb);
+    simba_release(a, la);
+    CHECK(sq_expect(a, la, SIMBA_EVENT_RELEASED, 5000, NULL));
+    CHECK(sq_tick_alone_until(b, lb, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    CHECK(sq_stats(bb).datagrams_received > st0.datagrams_received);   /* woken, not found by a re-check */
+    CHECK(unlink(f.db) == 0);
+    ly = sq_acquire(b, "y", 1, 1, 0, -1);
+    CHECK(sq_tick_alone_until(b, ly, SIMBA_EVENT_DISCONNECTED, 5000, &ev));
+    printf("  # %s\n", ev.message);
+    CHECK(strstr(ev.message, "was deleted") != NULL);
+    simba_destroy(a);
+    simba_destroy(b);
+}
+
 /* The file deleted under a holder whose lease is longer than the lease of
    the process that makes the file again: that process's restart grace must
    cover the holder's lease, not only its own, or it grants while the
@@ -1315,6 +1366,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_file_renamed_away);
     RUN(t_sqlite_file_deleted_longer_lease);
     RUN(t_sqlite_file_checked_on_change);
+    RUN(t_sqlite_tick_without_poll);
     RUN(t_sqlite_file_restored);
 
     rm_rf(dir);
