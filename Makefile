@@ -18,7 +18,7 @@ HDR_CORE  := simba.h simba_mem.h simba_url.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h tests/zk_mntr.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
-.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-pg test-compile \
+.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-sqlite-nowatch test-pg test-compile \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-sqlite valgrind-pg deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
@@ -28,7 +28,7 @@ help:
 	@echo "make            examples and benchmarks"
 	@echo "make demo       leader election on the in-memory backend (no server needed)"
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
-	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-pg | test-compile"
+	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-sqlite-nowatch | test-pg | test-compile"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-sqlite, valgrind-pg: those suites)"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
@@ -73,6 +73,9 @@ $(B)/test_zk: tests/test_zk.c $(TEST_DEPS) simba_zk.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_zk.c tests/conformance.c $(ZK_LIBS) $(LDFLAGS)
 $(B)/test_sqlite: tests/test_sqlite.c $(TEST_DEPS) simba_sqlite.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -o $@ tests/test_sqlite.c tests/conformance.c $(SQLITE_LIBS) $(LDFLAGS)
+# the same tests with no watch of the file (SIMBA_SQLITE_NO_INOTIFY): every acquire checks it
+$(B)/test_sqlite_nowatch: tests/test_sqlite.c $(TEST_DEPS) simba_sqlite.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(INC) $(TEST_DEFS) -DSIMBA_SQLITE_NO_INOTIFY -o $@ tests/test_sqlite.c tests/conformance.c $(SQLITE_LIBS) $(LDFLAGS)
 # A user-space TCP proxy that can freeze its links (network partitions in tests).
 $(B)/tcp_proxy: tests/tools/tcp_proxy.c | $(B)
 	$(CC) $(WARN) $(CFLAGS) -o $@ tests/tools/tcp_proxy.c $(LDFLAGS)
@@ -100,6 +103,8 @@ test-pg: $(B)/test_pg
 # no server: the database is a file in a temporary directory of the test's own
 test-sqlite: $(B)/test_sqlite
 	./$(B)/test_sqlite
+test-sqlite-nowatch: $(B)/test_sqlite_nowatch
+	./$(B)/test_sqlite_nowatch t_sqlite_file_
 test-compile:
 	tests/compile_matrix.sh
 

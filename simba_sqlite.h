@@ -69,6 +69,15 @@
 
     Fences: max(counter + 1, CLOCK_REALTIME in us) (simba_grant_fence), with
     the counter kept per resource and, across a DELETE, per tenant.
+
+    The file deleted or replaced under a client: before a batch that renews
+    a session the path is walked (does it still name the file we opened?);
+    before any other that is not only a release, an inotify watch of the
+    file (one of simba_pollfds' descriptors) says whether it was deleted or
+    renamed since, and only then is the path walked. Without the watch
+    (built with SIMBA_SQLITE_NO_INOTIFY, or no inotify instance left) an
+    fstat asks before each such batch whether the file still has a name.
+    docs/sqlite.md, "A replaced file", says why that is safe.
 */
 #ifndef SIMBA_SQLITE_INCLUDED
 #define SIMBA_SQLITE_INCLUDED
@@ -165,6 +174,11 @@ struct simba_sqlite_stats {
     int64_t batch_us;           /* time inside batches in all, from BEGIN to the wake-ups sent */
     uint64_t checkpoints;       /* checkpoints run inside simba_tick (checkpoint_pages) */
     int64_t checkpoint_us;      /* ... their time in all (part of batch_us) */
+    /* the file's check before a batch: is it still the one its path names? */
+    uint64_t name_checks;       /* our file asked whether it still has a name (an fstat) */
+    uint64_t path_checks;       /* the path walked to see that it still names our file (a stat) */
+    int file_watched;           /* 1: the kernel tells when our file is renamed or deleted (inotify),
+                                   and an acquire checks the file only after it did */
 };
 
 /* Copies the counters of backend b (the value simba_sqlite() returned; valid
@@ -211,6 +225,17 @@ extern "C" {   /* glibc 2.36's <sys/pidfd.h> declares without it */
 #endif
 #ifndef SIMBA__SQLITE_PIDFD
 #define SIMBA__SQLITE_PIDFD 0
+#endif
+/* inotify tells when the file we opened is deleted or renamed (define
+   SIMBA_SQLITE_NO_INOTIFY to do without: every acquire then asks) */
+#if defined(__has_include) && !defined(SIMBA_SQLITE_NO_INOTIFY)
+#if __has_include(<sys/inotify.h>)
+#include <sys/inotify.h>
+#define SIMBA__SQLITE_INOTIFY 1
+#endif
+#endif
+#ifndef SIMBA__SQLITE_INOTIFY
+#define SIMBA__SQLITE_INOTIFY 0
 #endif
 /* Linux's values (glibc exposes them only with _GNU_SOURCE) */
 #ifndef F_OFD_GETLK
@@ -401,6 +426,8 @@ typedef struct simba__sqlite {
     char markfile[48];          /* "dev:ino" of the sidecar: whose marks we can see */
     dev_t db_dev; ino_t db_ino; /* the file we opened: a replaced path is noticed */
     int db_fd;                  /* an O_PATH descriptor of it (-1: none): does it still have a name? */
+    int name_fd;                /* an inotify watch of it (-1: none): something happened to the file */
+    int name_changed;           /* ... since its last check: the next batch that checks walks the path */
     int wake_fd;
     char wake[SIMBA__SQLITE_WAKE_NAME];
     char tag[20];               /* a hash of the file's real path: every wake socket's name starts
@@ -1065,6 +1092,36 @@ static int simba__sqlite_open_path_fd(simba__sqlite *b, struct stat *st) {
 #endif
 }
 
+/* An inotify watch of the file we opened, through /proc/self/fd (our
+   inode itself, whatever the path names by now): a deletion or a rename
+   over it drops its link count (IN_ATTRIB), a rename away moves it
+   (IN_MOVE_SELF). Until the watch fires, a batch that would ask whether
+   the file still has a name asks nothing (simba__sqlite_replaced). No
+   watch (no inotify or /proc, no instance left for this user): every such
+   batch asks. The first batch after an open checks either way. */
+static void simba__sqlite_watch_file(simba__sqlite *b) {
+    b->name_changed = 1;
+#if SIMBA__SQLITE_INOTIFY
+    if (b->db_fd >= 0 && (b->name_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0) {
+        char self[40];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", b->db_fd);
+        if (inotify_add_watch(b->name_fd, self, IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF) < 0) {
+            close(b->name_fd);
+            b->name_fd = -1;
+        }
+    }
+#endif
+    b->stats.file_watched = b->name_fd >= 0;
+}
+
+/* The watch fired (its events drained): the next batch that checks the
+   file walks the path. */
+static void simba__sqlite_file_event(simba__sqlite *b) {
+    char buf[1024];
+    while (read(b->name_fd, buf, sizeof buf) > 0) continue;
+    b->name_changed = 1;
+}
+
 static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     struct stat st;
     int rc;
@@ -1090,6 +1147,7 @@ static int simba__sqlite_open_db(simba__sqlite *b, char *msg, size_t cap) {
     }
     b->db_dev = st.st_dev;
     b->db_ino = st.st_ino;
+    simba__sqlite_watch_file(b);
     return 0;
 }
 
@@ -1228,6 +1286,9 @@ static void simba__sqlite_close_db(simba__sqlite *b) {
     b->db = NULL;
     if (b->db_fd >= 0) close(b->db_fd);
     b->db_fd = -1;
+    if (b->name_fd >= 0) close(b->name_fd);
+    b->name_fd = -1;
+    b->stats.file_watched = 0;
 }
 
 static void simba__sqlite_watch_clear(simba__sqlite *b);
@@ -1291,7 +1352,9 @@ static void simba__sqlite_connect(simba__sqlite *b) {
    check (simba__sqlite_batch_check): _PATH: the path is walked and names
    our file (device and inode). _NAME: only our file is asked whether it
    still has a name: a file deleted or renamed over has none; one renamed
-   away (or deleted after a hard link) still has. _NONE: nothing.
+   away (or deleted after a hard link) still has. _NONE: nothing. With a
+   watch of our file (simba__sqlite_watch_file), _NAME asks nothing until
+   the watch fires, and then walks the path: that also sees a rename away.
 
    The walk is what safety needs, and only before a transaction that
    renews a session (OPEN, KEEPALIVE): a hold is believed until its
@@ -1301,16 +1364,21 @@ static void simba__sqlite_connect(simba__sqlite *b) {
    A grant in such a file is believed no longer than the last renewal the
    walk checked, which ends before that grace does. The cheap check makes
    the common cases (deleted, renamed over) noticed at the next operation
-   that is not only a release; a file renamed away is noticed at the next
-   renewal, within ttl / 3. */
+   that is not only a release (with a watch: the next such operation after
+   the loop's poll saw the watch fire; renamed away too); without a watch,
+   a file renamed away is noticed at the next renewal, within ttl / 3. */
 static int simba__sqlite_replaced(simba__sqlite *b, int check, char *msg, size_t cap) {
     struct stat st;
+    if (check == SIMBA__SQLITE_CHECK_NAME && b->name_fd >= 0)
+        check = b->name_changed ? SIMBA__SQLITE_CHECK_PATH : SIMBA__SQLITE_CHECK_NONE;
     if (check == SIMBA__SQLITE_CHECK_NONE) return 0;
     if (check == SIMBA__SQLITE_CHECK_NAME && b->db_fd >= 0) {
+        b->stats.name_checks++;
         if (fstat(b->db_fd, &st) == 0 && st.st_nlink > 0) return 0;
         snprintf(msg, cap, "sqlite: '%.60s' was deleted or replaced under this client (its holds end)", b->path);
         return 1;
     }
+    b->stats.path_checks++;
     if (stat(b->path, &st) != 0) {
         snprintf(msg, cap, "sqlite: '%.60s' was deleted under this client (its holds end)", b->path);
         return 1;
@@ -1319,6 +1387,7 @@ static int simba__sqlite_replaced(simba__sqlite *b, int check, char *msg, size_t
         snprintf(msg, cap, "sqlite: '%.60s' was replaced by another file under this client (its holds end)", b->path);
         return 1;
     }
+    b->name_changed = 0;   /* the path names our file: whatever the watch saw, it is still ours */
     return 0;
 }
 
@@ -2352,16 +2421,9 @@ static void simba__sqlite_watch_set(simba__sqlite *b, const char *request, const
     b->stats.watches = b->nwatch;
 }
 
-/* Whether fd is readable in what poll() returned (fds NULL: ask now). */
+/* Whether fd is readable in what poll() returned. */
 static int simba__sqlite_ready(int fd, const struct pollfd *fds, int nfds) {
     int i;
-    if (!fds) {
-        struct pollfd p;
-        p.fd = fd;
-        p.events = POLLIN;
-        p.revents = 0;
-        return poll(&p, 1, 0) > 0 && p.revents;
-    }
     for (i = 0; i < nfds; i++) if (fds[i].fd == fd) return fds[i].revents != 0;
     return 0;
 }
@@ -2539,6 +2601,10 @@ static int simba__sqlite_pollfds(void *impl, struct pollfd *fds, int max) {
         if (n < max && fds) { fds[n].fd = b->wake_fd; fds[n].events = POLLIN; fds[n].revents = 0; }
         n++;
     }
+    if (b->name_fd >= 0) {
+        if (n < max && fds) { fds[n].fd = b->name_fd; fds[n].events = POLLIN; fds[n].revents = 0; }
+        n++;
+    }
     for (i = 0; i < b->nwatch; i++, n++)
         if (n < max && fds) { fds[n].fd = b->watches[i].fd; fds[n].events = POLLIN; fds[n].revents = 0; }
     return n;
@@ -2553,12 +2619,21 @@ static int64_t simba__sqlite_deadline(void *impl) {
 /* At most a few batches per tick, so one tick stays short under a flood. */
 static void simba__sqlite_process(void *impl, const struct pollfd *fds, int nfds) {
     simba__sqlite *b = (simba__sqlite *)impl;
+    struct pollfd own[SIMBA__SQLITE_MAX_WATCH + 2];
     int k;
     if (!b->up) {
         if (simba_now_ms(b->s) < b->retry_at) return;
         simba__sqlite_connect(b);
         if (!b->up) return;
     }
+    if (!fds) {   /* a loop that did not poll: all our fds asked at once */
+        int max = (int)(sizeof own / sizeof own[0]);
+        nfds = simba__sqlite_pollfds(b, own, max);
+        if (nfds > max) nfds = max;
+        if (poll(own, (nfds_t)nfds, 0) < 0) nfds = 0;
+        fds = own;
+    }
+    if (b->name_fd >= 0 && simba__sqlite_ready(b->name_fd, fds, nfds)) simba__sqlite_file_event(b);
     if (simba__sqlite_ready(b->wake_fd, fds, nfds)) simba__sqlite_receive(b);
     if (b->up) simba__sqlite_watch_fire(b, fds, nfds);
     for (k = 0; k < 4 && b->up && b->jn; k++)
@@ -2641,7 +2716,7 @@ SIMBADEF simba_backend simba_sqlite(const simba_sqlite_desc *d) {
     b = (simba__sqlite *)simba_allocator_alloc(&d->allocator, sizeof *b);
     if (!b) return simba_backend_error(SIMBA_ENOMEM, "simba_sqlite: out of memory");
     b->alloc = d->allocator;
-    b->side = b->wake_fd = b->slot = b->db_fd = -1;
+    b->side = b->wake_fd = b->slot = b->db_fd = b->name_fd = -1;
     b->stats.slot = -1;
     n = strlen(d->path);
     b->path = simba_allocator_strdup(&b->alloc, d->path);

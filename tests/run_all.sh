@@ -105,6 +105,7 @@ lane_pg() {
 }
 lane_sqlite() {
     suite sqlite make -s test-sqlite
+    suite sqlite-nowatch make -s test-sqlite-nowatch
     suite asan-sqlite make -s asan-sqlite
 }
 lane_zk() {

@@ -1032,13 +1032,15 @@ static void sq_replaced(int how) {
     simba_lock la, lb, lz = { 0, 0 }, lbz = { 0, 0 };
     simba_event *e, *lost, *acq, ev;
     int64_t end;
-    int ilost = -1, izlost = -1, iacq = -1, i, saw_cause = 0, z_held = 0;
+    simba_backend ba;
+    int ilost = -1, izlost = -1, iacq = -1, i, saw_cause = 0, z_held = 0, watched;
     memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb); memset(&cc, 0, sizeof cc);
     sq_files_of(&f, how == SQ_RENAMED_OVER ? "replaced.db" : how == SQ_DELETED ? "deleted.db" : "away.db");
-    ca.s = sq_client(f.db, "rep", "a", 1500, 1000);
+    ca.s = sq_client_b(f.db, "rep", "a", 1500, 1000, &ba);
     CHECK(ca.s);
     la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
     CHECK(sq_expect(ca.s, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    watched = sq_stats(ba).file_watched;
     if (how == SQ_RENAMED_OVER) {   /* another simba file (a backup, say) moved over ours, as an admin
                             would: its user closed, our -wal and -shm removed with it (a main
                             file beside another file's -wal is SQLite's own hazard) */
@@ -1060,12 +1062,15 @@ static void sq_replaced(int how) {
         cl[0] = &ca;
         h_run_for(cl, 1, 150);
         for (i = 0; i < ca.nlog; i++)
-            if (ca.log[i].type == SIMBA_EVENT_DISCONNECTED && strstr(ca.log[i].message, "deleted or replaced")) told = 1;
+            if (ca.log[i].type == SIMBA_EVENT_DISCONNECTED && strstr(ca.log[i].message, "was deleted")) told = 1;
         CHECK(told);
         CHECK(!h_has(&ca, lz, SIMBA_EVENT_ACQUIRED));
     } else {
         sq_path(other, sizeof other, "moved-away.db");
         sq_move_away(f.db, other);
+        /* without a watch of the file: granted in the file moved away, and
+           LOST at the next renewal; with one: the rename is noticed at this
+           acquire, which is then granted in the file made again at the path */
         lz = sq_acquire(ca.s, "z", 1, 1, 0, -1);
         CHECK(simba_wait(ca.s, lz, 5000, &ev) == 1);
         z_held = ev.type == SIMBA_EVENT_ACQUIRED;
@@ -1086,7 +1091,8 @@ static void sq_replaced(int how) {
     }
     printf("  # LOST in round %d, the new grant in round %d\n", ilost, iacq);
     CHECK(ilost >= 0 && iacq >= ilost);
-    if (z_held) CHECK(izlost >= 0 && iacq >= izlost);
+    if (z_held && !watched) CHECK(izlost >= 0 && iacq >= izlost);
+    if (how == SQ_RENAMED_AWAY && watched) CHECK_EQ(ilost, 0);   /* noticed at the acquire, before the rounds */
     ilost = iacq = -1;
     for (i = 0; i < ca.nlog; i++) {
         e = &ca.log[i];
@@ -1108,6 +1114,99 @@ static void sq_replaced(int how) {
     simba_destroy(ca.s);
     simba_destroy(cb.s);
     if (cc.s) simba_destroy(cc.s);
+}
+
+/* Whether our file is still the one its path names is asked of the file
+   system before an acquire's batch only when the kernel said something
+   happened to the file (an inotify watch of it: a deletion, a rename over
+   or away, a chmod). Uncontended acquires then check nothing; a chmod makes
+   the next one walk the path once, and it is granted as before (the
+   deletion and the renames: t_sqlite_file_deleted and the two after it).
+   Without a watch (SIMBA_SQLITE_NO_INOTIFY, or no inotify instance left)
+   every acquire asks whether the file still has a name. */
+static void t_sqlite_file_checked_on_change(void) {
+    char path[320];
+    simba_backend b;
+    simba *s;
+    struct simba_sqlite_stats st0, st;
+    sq_path(path, sizeof path, "watched.db");
+    s = sq_client_b(path, "watch", "a", 0, 0, &b);
+    CHECK(s);
+    CHECK(sq_cycles(s, "x", 1));
+    st0 = sq_stats(b);
+    CHECK(sq_cycles(s, "x", 20));
+    st = sq_stats(b);
+    printf("  # 20 cycles: %llu checks of the file's name, %llu walks of its path (watched: %d)\n",
+           (unsigned long long)(st.name_checks - st0.name_checks),
+           (unsigned long long)(st.path_checks - st0.path_checks), st.file_watched);
+#ifdef SIMBA_SQLITE_NO_INOTIFY
+    CHECK_EQ(st.file_watched, 0);
+    CHECK_EQ(st.name_checks - st0.name_checks, 20);
+#else
+    CHECK_EQ(st.file_watched, 1);
+    CHECK_EQ(st.name_checks - st0.name_checks, 0);
+    CHECK(chmod(path, 0640) == 0);
+    st0 = sq_stats(b);
+    CHECK(sq_cycles(s, "x", 3));
+    st = sq_stats(b);
+    printf("  # after a chmod, 3 cycles: %llu checks of the name, %llu walks of the path\n",
+           (unsigned long long)(st.name_checks - st0.name_checks),
+           (unsigned long long)(st.path_checks - st0.path_checks));
+    CHECK_EQ(st.name_checks - st0.name_checks, 0);
+    CHECK(st.path_checks - st0.path_checks >= 1);
+#endif
+    simba_destroy(s);
+}
+
+/* Ticks of a loop that never polls (simba_tick with no fds) until `l`
+   has an event of `type` (a DISCONNECTED: any lock) or ms pass. */
+static int sq_tick_alone_until(simba *s, simba_lock l, simba_event_type type, int ms, simba_event *got) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        simba_event ev[8];
+        struct timespec ts = {0, 1000000};
+        int k = simba_tick(s, NULL, 0, ev, 8), i;
+        for (i = 0; i < k; i++)
+            if (ev[i].type == type && (type == SIMBA_EVENT_DISCONNECTED || (ev[i].lock.id == l.id && ev[i].lock.gen == l.gen))) {
+                if (got) *got = ev[i];
+                return 1;
+            }
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* A loop that never polls: the backend asks the kernel about all of its
+   descriptors itself at each tick, so the hand-off's datagram and the
+   watch of the file reach it as they reach a loop that polls. */
+static void t_sqlite_tick_without_poll(void) {
+    sq_files f;
+    simba_backend bb;
+    simba *a, *b;
+    simba_lock la, lb, ly;
+    simba_event ev;
+    struct simba_sqlite_stats st0;
+    sq_files_of(&f, "nopoll.db");
+    a = sq_client(f.db, "np", "a", 0, 0);
+    b = sq_client_b(f.db, "np", "b", 0, 0, &bb);
+    CHECK(a && b);
+    la = sq_acquire(a, "x", 1, 1, 0, -1);
+    CHECK(sq_expect(a, la, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    lb = sq_acquire(b, "x", 1, 1, 0, -1);
+    CHECK(!sq_tick_alone_until(b, lb, SIMBA_EVENT_ACQUIRED, 300, NULL));   /* its ENQUEUE: a waiter */
+    CHECK_EQ(sq_queued(a, "x"), 2);
+    st0 = sq_stats(bb);
+    simba_release(a, la);
+    CHECK(sq_expect(a, la, SIMBA_EVENT_RELEASED, 5000, NULL));
+    CHECK(sq_tick_alone_until(b, lb, SIMBA_EVENT_ACQUIRED, 5000, NULL));
+    CHECK(sq_stats(bb).datagrams_received > st0.datagrams_received);   /* woken, not found by a re-check */
+    CHECK(unlink(f.db) == 0);
+    ly = sq_acquire(b, "y", 1, 1, 0, -1);
+    CHECK(sq_tick_alone_until(b, ly, SIMBA_EVENT_DISCONNECTED, 5000, &ev));
+    printf("  # %s\n", ev.message);
+    CHECK(strstr(ev.message, "was deleted") != NULL);
+    simba_destroy(a);
+    simba_destroy(b);
 }
 
 /* The file deleted under a holder whose lease is longer than the lease of
@@ -1266,6 +1365,8 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_file_replaced);
     RUN(t_sqlite_file_renamed_away);
     RUN(t_sqlite_file_deleted_longer_lease);
+    RUN(t_sqlite_file_checked_on_change);
+    RUN(t_sqlite_tick_without_poll);
     RUN(t_sqlite_file_restored);
 
     rm_rf(dir);
