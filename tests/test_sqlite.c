@@ -1209,6 +1209,28 @@ static void t_sqlite_tick_without_poll(void) {
     simba_destroy(b);
 }
 
+/* Run last: every client of the tests before is destroyed, and no watch
+   of a file outlives its client (each would hold one of the user's
+   inotify instances, fs.inotify.max_user_instances, until exit), over
+   every reconnect of the conformance suite's kill hook and of the
+   replaced files. */
+static void t_sqlite_no_watch_left(void) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int left = 0;
+    if (!d) { printf("  # no /proc/self/fd: nothing to count\n"); return; }
+    while ((e = readdir(d)) != NULL) {
+        char p[300], to[64];
+        ssize_t n;
+        snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
+        n = readlink(p, to, sizeof to - 1);
+        if (n > 0) { to[n] = 0; left += strcmp(to, "anon_inode:inotify") == 0; }
+    }
+    closedir(d);
+    printf("  # inotify descriptors left: %d\n", left);
+    CHECK_EQ(left, 0);
+}
+
 /* The file deleted under a holder whose lease is longer than the lease of
    the process that makes the file again: that process's restart grace must
    cover the holder's lease, not only its own, or it grants while the
@@ -1368,6 +1390,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_file_checked_on_change);
     RUN(t_sqlite_tick_without_poll);
     RUN(t_sqlite_file_restored);
+    RUN(t_sqlite_no_watch_left);
 
     rm_rf(dir);
     return harness_summary();
