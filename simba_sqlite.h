@@ -1111,7 +1111,6 @@ static void simba__sqlite_watch_file(simba__sqlite *b) {
         }
     }
 #endif
-    b->stats.file_watched = b->name_fd >= 0;
 }
 
 /* The watch fired (its events drained): the next batch that checks the
@@ -1288,7 +1287,6 @@ static void simba__sqlite_close_db(simba__sqlite *b) {
     b->db_fd = -1;
     if (b->name_fd >= 0) close(b->name_fd);
     b->name_fd = -1;
-    b->stats.file_watched = 0;
 }
 
 static void simba__sqlite_watch_clear(simba__sqlite *b);
@@ -2564,6 +2562,7 @@ SIMBADEF int simba_sqlite_stats(simba_backend bk, struct simba_sqlite_stats *out
     b = (simba__sqlite *)bk.impl;
     *out = b->stats;
     out->connected = b->up;
+    out->file_watched = b->name_fd >= 0;
     return SIMBA_OK;
 }
 
