@@ -182,6 +182,9 @@ static int kill_handle(void *user, simba *s) {
 
 /* ---- helpers ---- */
 
+/* The logger of the clients this process makes (zero: silent). */
+static simba_logger sq_logger;
+
 /* A client on database `path`; ttl 0 = the defaults (lease 16 s). */
 /* A client of the backend sd describes. */
 static simba *sq_client_desc(const simba_sqlite_desc *sd, const char *tenant, const char *id, int ttl_ms,
@@ -196,6 +199,7 @@ static simba *sq_client_desc(const simba_sqlite_desc *sd, const char *tenant, co
     d.client_id = id;
     d.ttl_ms = ttl_ms;
     d.transition_ms = transition_ms;
+    d.logger = sq_logger;
     s = simba_create(&d, &err);
     if (!s) printf("  # simba_create: %s %s\n", simba_strerror(err.code), err.message);
     return s;
@@ -294,14 +298,29 @@ static struct simba_sqlite_stats sq_stats(simba_backend b) {
 
 /* ---- many processes ---- */
 
-enum { SQ_MAX_PROCS = 64 };
+/* The contenders' lease: queue order is kept by a session that lives, and a
+   process that cannot renew its session within ttl (an operation unanswered
+   for ttl / 3 on a loaded machine resets it; a session is dropped at its
+   local deadline) queues again at the tail, as it should. A minute keeps
+   every session of the test alive through any stall the machine makes. */
+enum { SQ_MAX_PROCS = 64, SQ_LOG = 240, SQ_MANY_TTL = 60000 };
 typedef struct sq_shared {
     int n;                      /* grants so far */
     int inuse, max_inuse;       /* permits held now, and at most */
-    int order[SQ_MAX_PROCS];    /* child index by grant */
+    int order[SQ_MAX_PROCS];    /* child index by the order the grants were seen in */
     int64_t fence[SQ_MAX_PROCS];/* fence by child index */
+    int64_t reconnects[SQ_MAX_PROCS];   /* the child's reconnects before its grant */
+    char log[SQ_MAX_PROCS][SQ_LOG];     /* the child's last warnings, for a report */
 } sq_shared;
 static sq_shared *shared;
+
+/* A contender's logger: its warnings go to its line of shared->log. */
+static void sq_log_to_shared(void *user, simba_log_level level, const char *msg) {
+    char *line = shared->log[(int)(intptr_t)user];
+    size_t used = strlen(line);
+    (void)level;
+    if (used < SQ_LOG - 2) snprintf(line + used, SQ_LOG - used, "%s%s", used ? " | " : "", msg);
+}
 
 static void sq_note_max(int cur) {
     int m;
@@ -316,13 +335,18 @@ static void sq_contender(const char *path, const char *tenant, const char *name,
     simba_lock l;
     simba_event ev;
     int pos, code = 0;
+    simba_backend b;
     snprintf(id, sizeof id, "p%d", i);
-    if (!(s = sq_client(path, tenant, id, 0, 0))) _exit(3);
+    sq_logger.func = sq_log_to_shared;
+    sq_logger.user = (void *)(intptr_t)i;
+    sq_logger.level = SIMBA_LOG_WARN;
+    if (!(s = sq_client_b(path, tenant, id, SQ_MANY_TTL, 0, &b))) _exit(3);
     l = sq_acquire(s, name, capacity, 1, 0, -1);
     if (!sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 60000, &ev)) _exit(4);
     pos = __sync_fetch_and_add(&shared->n, 1);
     shared->order[pos] = i;
     shared->fence[i] = ev.fence;
+    shared->reconnects[i] = sq_stats(b).reconnects;
     sq_note_max(__sync_add_and_fetch(&shared->inuse, 1));
     if (simba_hold_for(s, l, 5, &ev) != 0) code = 5;
     __sync_sub_and_fetch(&shared->inuse, 1);      /* no longer believed before the release */
@@ -330,6 +354,18 @@ static void sq_contender(const char *path, const char *tenant, const char *name,
     if (!sq_expect(s, l, SIMBA_EVENT_RELEASED, 10000, NULL)) code = 6;
     simba_destroy(s);
     _exit(code);
+}
+
+/* What the children around the first grant out of queue order saw. */
+static void sq_report_out_of_turn(int pos, int nprocs) {
+    int j;
+    for (j = pos; j < nprocs && j < pos + 3; j++) {
+        int c = shared->order[j];
+        printf("  # grant %d went to child %d (fence %lld, %lld reconnects): %s\n", j, c,
+               (long long)shared->fence[c], (long long)shared->reconnects[c], shared->log[c][0] ? shared->log[c] : "no warnings");
+    }
+    printf("  # child %d (fence %lld, %lld reconnects): %s\n", pos, (long long)shared->fence[pos],
+           (long long)shared->reconnects[pos], shared->log[pos][0] ? shared->log[pos] : "no warnings");
 }
 
 /* N processes queue behind a holder in a known order; then it releases.
@@ -343,7 +379,7 @@ static void sq_many(const char *file, int capacity, int nprocs) {
     sq_path(path, sizeof path, file);
     snprintf(tenant, sizeof tenant, "many%d", capacity);
     memset(shared, 0, sizeof *shared);
-    s = sq_client(path, tenant, "gate", 0, 0);
+    s = sq_client(path, tenant, "gate", SQ_MANY_TTL, 0);
     CHECK(s);
     l = sq_acquire(s, "job", capacity, 0, 1, -1);   /* the whole capacity: everyone queues */
     CHECK(sq_expect(s, l, SIMBA_EVENT_ACQUIRED, 10000, NULL));
@@ -366,7 +402,13 @@ static void sq_many(const char *file, int capacity, int nprocs) {
     CHECK_EQ(shared->n, nprocs);
     printf("  # %d processes, capacity %d: at most %d held at once\n", nprocs, capacity, shared->max_inuse);
     CHECK(shared->max_inuse <= capacity);
-    if (capacity == 1) for (i = 0; i < nprocs; i++) CHECK_EQ(shared->order[i], i);
+    if (capacity == 1) {
+        /* one at a time: the grants were made (fences) in the order they
+           were seen; a later fence seen first means two believed at once */
+        for (i = 1; i < nprocs; i++) CHECK(shared->fence[shared->order[i]] > shared->fence[shared->order[i - 1]]);
+        for (i = 0; i < nprocs; i++) if (shared->order[i] != i) { sq_report_out_of_turn(i, nprocs); break; }
+        for (i = 0; i < nprocs; i++) CHECK_EQ(shared->order[i], i);
+    }
     for (i = 1; i < nprocs; i++) CHECK(shared->fence[i] > shared->fence[i - 1]);   /* FIFO by fence */
 }
 
