@@ -11,8 +11,10 @@
        (EVALSHA enqueue + EVALSHA release) in the same run     (target >= 0.4 x)
      - with 100,000 held locks: Redis commands per renewal period (from INFO
        commandstats), next to the same figure with 1 held lock (O(1))
-     - two floors of the hand-off, with plain hiredis: PUBLISH to an idle
-       subscriber in another process, and one small script (keepalive) sent
+     - floors of the hand-off, with plain hiredis: PUBLISH to an idle
+       subscriber in another process (the target's floor), the same from a
+       script that only PUBLISHes, and from the least a scripted grant can
+       run (5 commands), and one small script (keepalive) sent
        to a server that was idle for 20 ms (a cold server runs a script
        several times slower than a hot one)
    Under `tests/servers/redis.sh sentinel` (make bench-redis-sentinel) it
@@ -154,19 +156,66 @@ static int read_full(int fd, void *buf, size_t n) {
 /* ---- 1b. floors for the hand-off: what the server and the OS cost when
    both ends were idle, measured with plain hiredis and no simba ---- */
 
-static double raw_handoff_p50, cold_script_p50;
+static double raw_handoff_p50, cold_script_p50, script_push_p50, least_grant_p50;
+
+/* What the publisher of a push floor sends: a bare PUBLISH; a script that
+   only PUBLISHes; the least a scripted grant runs (below). */
+enum { PUSH_RAW, PUSH_SCRIPT, PUSH_LEAST_GRANT };
+
+/* The least any scripted grant can run with the checks simba makes, were
+   every key of a resource in one hash: read the resource (capacity, fence
+   counter, holder, head waiter) in one command, the head waiter's session
+   expiry (a dead waiter is never granted), TIME (the fence), one write of
+   the hold, the PUBLISH. No grant rule runs in it; simba's own release runs
+   16 commands (docs/redis.md, "Where a hand-off's time goes"). */
+static const char *least_grant_lua =
+    "local q = redis.call('HMGET', KEYS[1], 'capacity', 'fence', 'holder', 'head')\n"
+    "local e = redis.call('ZSCORE', KEYS[2], q[4])\n"
+    "local t = redis.call('TIME')\n"
+    "local f = math.max(tonumber(q[2]) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))\n"
+    "if not e then return 0 end\n"
+    "redis.call('HSET', KEYS[1], 'holder', q[4], 'fence', f, 'head', '')\n"
+    "return redis.call('PUBLISH', ARGV[1], f)\n";
+
+/* Loads a script; its sha in sha[41]. */
+static int load_script(redisContext *c, const char *lua, char *sha) {
+    redisReply *r = (redisReply *)redisCommand(c, "SCRIPT LOAD %s", lua);
+    int ok = r && r->type == REDIS_REPLY_STRING;
+    if (ok) snprintf(sha, 41, "%s", r->str);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* The publisher's round: what `kind` sends (the keys of the least grant
+   are put back as they were first, outside the timed part). */
+static redisReply *push_send(redisContext *c, int kind, const char *sha) {
+    if (kind == PUSH_RAW) return (redisReply *)redisCommand(c, "PUBLISH simba-bench-raw-handoff x");
+    if (kind == PUSH_SCRIPT) return (redisReply *)redisCommand(c, "EVALSHA %s 0 simba-bench-raw-handoff", sha);
+    return (redisReply *)redisCommand(c, "EVALSHA %s 2 simba-bench-least:r simba-bench-least:s simba-bench-raw-handoff", sha);
+}
+
+static void push_reset(redisContext *c) {
+    freeReplyObject(redisCommand(c, "HSET simba-bench-least:r capacity 1 fence 1 holder h~1 head w~1"));
+    freeReplyObject(redisCommand(c, "ZADD simba-bench-least:s 9999999999999 w~1"));
+}
 
 /* A subscriber in another process, blocked in a read; the publisher idles
-   20 ms (as the holder does while the waiter queues), then PUBLISHes. The
-   time from before the PUBLISH to the subscriber holding the message is the
-   floor of any push hand-off on this machine. */
-static int bench_raw_handoff(void) {
-    enum { N = 200 };
-    static double v[N];
-    int c2p[2], i, n = 0;
-    char ready;
+   20 ms (as the holder does while the waiter queues), then sends. The time
+   from before the send to the subscriber holding the message: with a bare
+   PUBLISH, the floor of any push hand-off on this machine; with a script,
+   the floor of a hand-off decided by a script. The three kinds are taken
+   in turn, round by round, so that they share the machine's minute. */
+static int bench_push_floors(void) {
+    enum { N = 200, WARM = 20 };
+    static double v[3][N];
+    double *p50[3];
+    int c2p[2], i, k, n = 0, ok = 0;
+    char ready, sha[3][41] = {"", "", ""};
     pid_t pid;
     redisContext *c;
+    p50[PUSH_RAW] = &raw_handoff_p50;
+    p50[PUSH_SCRIPT] = &script_push_p50;
+    p50[PUSH_LEAST_GRANT] = &least_grant_p50;
     if (pipe(c2p)) return 0;
     pid = fork();
     if (pid < 0) return 0;
@@ -188,26 +237,46 @@ static int bench_raw_handoff(void) {
     }
     close(c2p[1]);
     c = redisConnect(host, port);
-    if (!c || c->err || !read_full(c2p[0], &ready, 1)) { kill(pid, SIGKILL); waitpid(pid, NULL, 0); return 0; }
-    for (i = 0; i < 20 + N; i++) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        double t0, t1;
-        redisReply *r;
-        nanosleep(&ts, NULL);
-        t0 = now_us();
-        r = (redisReply *)redisCommand(c, "PUBLISH simba-bench-raw-handoff x");
-        if (!r) break;
-        freeReplyObject(r);
-        if (!read_full(c2p[0], &t1, sizeof t1)) break;
-        if (i >= 20) v[n++] = t1 - t0;
+    if (c && !c->err && read_full(c2p[0], &ready, 1) &&
+        load_script(c, "return redis.call('PUBLISH', ARGV[1], 'x')", sha[PUSH_SCRIPT]) &&
+        load_script(c, least_grant_lua, sha[PUSH_LEAST_GRANT])) {
+        for (i = 0; i < WARM + N; i++) {
+            for (k = 0; k < 3; k++) {
+                struct timespec ts = {0, 20 * 1000 * 1000};
+                double t0, t1;
+                redisReply *r;
+                if (k == PUSH_LEAST_GRANT) push_reset(c);
+                nanosleep(&ts, NULL);
+                t0 = now_us();
+                r = push_send(c, k, sha[k]);
+                if (!r) break;
+                if (r->type != REDIS_REPLY_INTEGER || r->integer < 1) { freeReplyObject(r); break; }   /* nobody got it */
+                freeReplyObject(r);
+                if (!read_full(c2p[0], &t1, sizeof t1)) break;
+                if (i >= WARM) v[k][n] = t1 - t0;
+            }
+            if (k < 3) break;
+            if (i >= WARM) n++;
+        }
+        ok = n == N;
     }
-    redisFree(c);
+    if (c) redisFree(c);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(c2p[0]);
-    if (n < N) return 0;
-    raw_handoff_p50 = pct(v, n, 0.5);
+    if (!ok) return 0;
+    for (k = 0; k < 3; k++) *p50[k] = pct(v[k], N, 0.5);
     return 1;
+}
+
+/* The push floors next to the hand-off, as ratios to the bare PUBLISH. */
+static void push_floors_print(double handoff) {
+    printf("%-52s %9.1f us %10.2f\n", "  script that only PUBLISHes -> idle subscriber", script_push_p50,
+           script_push_p50 / raw_handoff_p50);
+    printf("%-52s %9.1f us %10.2f\n", "  least scripted grant (5 commands) -> subscriber", least_grant_p50,
+           least_grant_p50 / raw_handoff_p50);
+    printf("%-52s %12s %10.2f\n", "  (hand-off p50 / least scripted grant)", "", handoff / least_grant_p50);
+    printf("%-52s\n", "  (ratios on these lines: to the raw PUBLISH -> idle subscriber)");
 }
 
 /* The round trip of one small script (simba's own keepalive) after 20 ms of
@@ -800,11 +869,12 @@ static int bench_sentinel(void) {
 /* BENCH_REDIS_HANDOFF_ONLY=1: the hand-off, its floor and its scripts' server
    time only (a quick look while working on the hand-off path) */
 static int bench_handoff_only(void) {
-    if (!bench_handoff() || !bench_raw_handoff()) { printf("hand-off: failed\n"); return 1; }
+    if (!bench_handoff() || !bench_push_floors()) { printf("hand-off: failed\n"); return 1; }
     printf("%-52s %9.1f us %10.2f\n", "raw hiredis PING p50 (the hand-off loop's)", hand_rtt_p50, 1.0);
     printf("%-52s %9.1f us %10.2f\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / hand_rtt_p50);
     printf("%-52s %9.1f us %10.2f\n", "raw PUBLISH -> idle subscriber (2 procs) p50", raw_handoff_p50, raw_handoff_p50 / hand_rtt_p50);
     printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / raw PUBLISH -> idle subscriber)", "", hand_p50 / raw_handoff_p50, "<= 1.5");
+    push_floors_print(hand_p50);
     slowlog_print();
     return 0;
 }
@@ -827,7 +897,7 @@ int main(void) {
     if (!bench_uncontended()) { printf("uncontended: failed\n"); return 1; }
     if (!bench_script_floor()) { printf("script floor: failed\n"); return 1; }
     if (!bench_handoff()) { printf("hand-off: failed\n"); return 1; }
-    if (!bench_raw_handoff() || !bench_cold_script()) { printf("hand-off floors: failed\n"); return 1; }
+    if (!bench_push_floors() || !bench_cold_script()) { printf("hand-off floors: failed\n"); return 1; }
     if (!bench_throughput()) { printf("throughput: failed\n"); return 1; }
     if (!bench_raw_scripts()) { printf("redis-benchmark: failed\n"); return 1; }
     if (!bench_renewal(0, 1)) { printf("renewal: failed\n"); return 1; }
@@ -851,6 +921,7 @@ int main(void) {
     printf("%-52s %9.1f us %10.2f %8s\n", "raw PUBLISH -> idle subscriber (2 procs) p50", raw_handoff_p50, raw_handoff_p50 / rtt_p50, "");
     printf("%-52s %9.1f us %10.2f %8s\n", "raw EVALSHA keepalive after 20 ms idle p50", cold_script_p50, cold_script_p50 / rtt_p50, "");
     printf("%-52s %12s %10.2f %8s\n", "  (hand-off p50 / raw PUBLISH -> idle subscriber)", "", hand_p50 / raw_handoff_p50, "<= 1.5");
+    push_floors_print(hand_p50);
     slowlog_print();
     {
         double raw_cycle = 1.0 / (1.0 / raw_enqueue + 1.0 / raw_release);
