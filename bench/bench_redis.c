@@ -186,14 +186,15 @@ static int load_script(redisContext *c, const char *lua, char *sha) {
     return ok;
 }
 
-/* The publisher's round: what `kind` sends (the keys of the least grant
-   are put back as they were first, outside the timed part). */
+/* The publisher's round: what `kind` sends. */
 static redisReply *push_send(redisContext *c, int kind, const char *sha) {
     if (kind == PUSH_RAW) return (redisReply *)redisCommand(c, "PUBLISH simba-bench-raw-handoff x");
     if (kind == PUSH_SCRIPT) return (redisReply *)redisCommand(c, "EVALSHA %s 0 simba-bench-raw-handoff", sha);
     return (redisReply *)redisCommand(c, "EVALSHA %s 2 simba-bench-least:r simba-bench-least:s simba-bench-raw-handoff", sha);
 }
 
+/* The least grant's keys put back as they were (before each of its rounds,
+   outside the timed part): a holder, a head waiter whose session lives. */
 static void push_reset(redisContext *c) {
     freeReplyObject(redisCommand(c, "HSET simba-bench-least:r capacity 1 fence 1 holder h~1 head w~1"));
     freeReplyObject(redisCommand(c, "ZADD simba-bench-least:s 9999999999999 w~1"));

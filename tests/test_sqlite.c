@@ -356,16 +356,21 @@ static void sq_contender(const char *path, const char *tenant, const char *name,
     _exit(code);
 }
 
+/* One child's line of the report: its fence, reconnects and warnings. */
+static void sq_report_child(const char *what, int c) {
+    printf("  # %s child %d (fence %lld, %lld reconnects): %s\n", what, c, (long long)shared->fence[c],
+           (long long)shared->reconnects[c], shared->log[c][0] ? shared->log[c] : "no warnings");
+}
+
 /* What the children around the first grant out of queue order saw. */
 static void sq_report_out_of_turn(int pos, int nprocs) {
     int j;
     for (j = pos; j < nprocs && j < pos + 3; j++) {
-        int c = shared->order[j];
-        printf("  # grant %d went to child %d (fence %lld, %lld reconnects): %s\n", j, c,
-               (long long)shared->fence[c], (long long)shared->reconnects[c], shared->log[c][0] ? shared->log[c] : "no warnings");
+        char what[32];
+        snprintf(what, sizeof what, "grant %d went to", j);
+        sq_report_child(what, shared->order[j]);
     }
-    printf("  # child %d (fence %lld, %lld reconnects): %s\n", pos, (long long)shared->fence[pos],
-           (long long)shared->reconnects[pos], shared->log[pos][0] ? shared->log[pos] : "no warnings");
+    sq_report_child("its turn was", pos);
 }
 
 /* N processes queue behind a holder in a known order; then it releases.
