@@ -161,6 +161,7 @@ static double raw_handoff_p50, cold_script_p50, script_push_p50, least_grant_p50
 /* What the publisher of a push floor sends: a bare PUBLISH; a script that
    only PUBLISHes; the least a scripted grant runs (below). */
 enum { PUSH_RAW, PUSH_SCRIPT, PUSH_LEAST_GRANT };
+enum { PUSH_ROUNDS = 300 };   /* the hand-off's measured rounds, each with one round of the floors */
 
 /* The least any scripted grant can run with the checks simba makes, were
    every key of a resource in one hash: read the resource (capacity, fence
@@ -200,27 +201,28 @@ static void push_reset(redisContext *c) {
     freeReplyObject(redisCommand(c, "ZADD simba-bench-least:s 9999999999999 w~1"));
 }
 
-/* A subscriber in another process, blocked in a read; the publisher idles
-   20 ms (as the holder does while the waiter queues), then sends. The time
-   from before the send to the subscriber holding the message: with a bare
-   PUBLISH, the floor of any push hand-off on this machine; with a script,
-   the floor of a hand-off decided by a script. The three kinds are taken
-   in turn, round by round, so that they share the machine's minute. */
-static int bench_push_floors(void) {
-    enum { N = 200, WARM = 20 };
-    static double v[3][N];
-    double *p50[3];
-    int c2p[2], i, k, n = 0, ok = 0;
-    char ready, sha[3][41] = {"", "", ""};
+/* The floors' other ends: a subscriber in another process, blocked in a
+   read, and the publisher's connection with the scripts loaded. */
+typedef struct push_floor {
     pid_t pid;
+    int from_sub;           /* the subscriber's receive times */
     redisContext *c;
-    p50[PUSH_RAW] = &raw_handoff_p50;
-    p50[PUSH_SCRIPT] = &script_push_p50;
-    p50[PUSH_LEAST_GRANT] = &least_grant_p50;
+    char sha[3][41];
+    double v[3][PUSH_ROUNDS];
+    int n;                  /* measured rounds in v */
+    int turn;               /* which kind goes first this round (push_floor_round) */
+} push_floor;
+
+static int push_floor_start(push_floor *pf) {
+    int c2p[2];
+    char ready;
+    memset(pf, 0, sizeof *pf);
+    pf->pid = -1;
+    pf->from_sub = -1;
     if (pipe(c2p)) return 0;
-    pid = fork();
-    if (pid < 0) return 0;
-    if (pid == 0) {
+    pf->pid = fork();
+    if (pf->pid < 0) { close(c2p[0]); close(c2p[1]); return 0; }
+    if (pf->pid == 0) {
         redisContext *sc = redisConnect(host, port);
         void *rep;
         close(c2p[0]);
@@ -237,36 +239,58 @@ static int bench_push_floors(void) {
         _exit(0);
     }
     close(c2p[1]);
-    c = redisConnect(host, port);
-    if (c && !c->err && read_full(c2p[0], &ready, 1) &&
-        load_script(c, "return redis.call('PUBLISH', ARGV[1], 'x')", sha[PUSH_SCRIPT]) &&
-        load_script(c, least_grant_lua, sha[PUSH_LEAST_GRANT])) {
-        for (i = 0; i < WARM + N; i++) {
-            for (k = 0; k < 3; k++) {
-                struct timespec ts = {0, 20 * 1000 * 1000};
-                double t0, t1;
-                redisReply *r;
-                if (k == PUSH_LEAST_GRANT) push_reset(c);
-                nanosleep(&ts, NULL);
-                t0 = now_us();
-                r = push_send(c, k, sha[k]);
-                if (!r) break;
-                if (r->type != REDIS_REPLY_INTEGER || r->integer < 1) { freeReplyObject(r); break; }   /* nobody got it */
-                freeReplyObject(r);
-                if (!read_full(c2p[0], &t1, sizeof t1)) break;
-                if (i >= WARM) v[k][n] = t1 - t0;
-            }
-            if (k < 3) break;
-            if (i >= WARM) n++;
-        }
-        ok = n == N;
+    pf->from_sub = c2p[0];
+    pf->c = redisConnect(host, port);
+    return pf->c && !pf->c->err && read_full(pf->from_sub, &ready, 1) &&
+           load_script(pf->c, "return redis.call('PUBLISH', ARGV[1], 'x')", pf->sha[PUSH_SCRIPT]) &&
+           load_script(pf->c, least_grant_lua, pf->sha[PUSH_LEAST_GRANT]);
+}
+
+/* One round of each kind, in turn: the publisher idles 20 ms (as the
+   holder does while the waiter queues), then sends; the time from before
+   the send to the subscriber holding the message. With a bare PUBLISH, the
+   floor of any push hand-off on this machine; with a script, the floor of
+   a hand-off decided by a script. Kept when `keep` (after the warm-up).
+   Which kind goes first turns round by round: what ran just before a send
+   moves its time by up to a third on this VM, so each kind follows the
+   hand-off in a third of the rounds. */
+static int push_floor_round(push_floor *pf, int keep) {
+    int j;
+    for (j = 0; j < 3; j++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        int k = (j + pf->turn) % 3;
+        double t0, t1;
+        redisReply *r;
+        if (k == PUSH_LEAST_GRANT) push_reset(pf->c);
+        nanosleep(&ts, NULL);
+        t0 = now_us();
+        r = push_send(pf->c, k, pf->sha[k]);
+        if (!r) return 0;
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 1) { freeReplyObject(r); return 0; }   /* nobody got it */
+        freeReplyObject(r);
+        if (!read_full(pf->from_sub, &t1, sizeof t1)) return 0;
+        if (keep && pf->n < PUSH_ROUNDS) pf->v[k][pf->n] = t1 - t0;
     }
-    if (c) redisFree(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    close(c2p[0]);
-    if (!ok) return 0;
-    for (k = 0; k < 3; k++) *p50[k] = pct(v[k], N, 0.5);
+    pf->turn++;
+    if (keep && pf->n < PUSH_ROUNDS) pf->n++;
+    return 1;
+}
+
+/* Ends the floors; their p50s into the globals when every round was kept. */
+static int push_floor_stop(push_floor *pf, int rounds) {
+    double *p50[3];
+    int k;
+    p50[PUSH_RAW] = &raw_handoff_p50;
+    p50[PUSH_SCRIPT] = &script_push_p50;
+    p50[PUSH_LEAST_GRANT] = &least_grant_p50;
+    if (pf->c) redisFree(pf->c);
+    if (pf->pid > 0) {
+        kill(pf->pid, SIGKILL);
+        waitpid(pf->pid, NULL, 0);
+    }
+    if (pf->from_sub >= 0) close(pf->from_sub);
+    if (pf->n < rounds) return 0;
+    for (k = 0; k < 3; k++) *p50[k] = pct(pf->v[k], pf->n, 0.5);
     return 1;
 }
 
@@ -518,14 +542,20 @@ static void child_waiter(int from_parent, int to_parent) {
     _exit(0);
 }
 
-static int bench_handoff(void) {
-    enum { N = 300 };
+/* The hand-off, round by round; with_floors: each round followed by one
+   round of the push floors (push_floor_round), so that the hand-off and
+   its floors share the machine's minute and their ratios compare like
+   with like. */
+static int bench_handoff(int with_floors) {
+    enum { N = PUSH_ROUNDS };
     static double v[N], ping[N];
-    int p2c[2], c2p[2], i, n = 0;
+    static push_floor pf;
+    int p2c[2], c2p[2], i, n = 0, floors_ok = 1;
     pid_t pid;
     simba *s;
     redisContext *raw = redisConnect(host, port);
     if (!raw || raw->err) { if (raw) redisFree(raw); return 0; }
+    if (with_floors && !push_floor_start(&pf)) { push_floor_stop(&pf, N); redisFree(raw); return 0; }
     if (pipe(p2c) || pipe(c2p)) return 0;
     pid = fork();
     if (pid < 0) return 0;
@@ -552,6 +582,7 @@ static int bench_handoff(void) {
             ping[n] = now_us() - t0;
             v[n++] = t_acq - t_rel;
         }
+        if (with_floors && !push_floor_round(&pf, i >= 20)) { floors_ok = 0; break; }
     }
     if (s && n == N) {
         char name[300];
@@ -563,7 +594,8 @@ static int bench_handoff(void) {
     waitpid(pid, NULL, 0);
     close(c2p[0]);
     if (s) simba_destroy(s);
-    if (n < N) return 0;
+    if (with_floors && !push_floor_stop(&pf, N)) floors_ok = 0;
+    if (n < N || !floors_ok) return 0;
     hand_p50 = pct(v, n, 0.5);
     hand_p99 = pct(v, n, 0.99);
     hand_rtt_p50 = pct(ping, n, 0.5);
@@ -829,7 +861,7 @@ static int bench_sentinel(void) {
     for (pair = 0; pair < PAIRS; pair++)
         for (mode = 0; mode < 2; mode++) {
             via_sentinel = mode;
-            if (!bench_uncontended() || !bench_handoff()) { printf("%s: failed\n", mode ? "sentinel" : "direct"); return 1; }
+            if (!bench_uncontended() || !bench_handoff(0)) { printf("%s: failed\n", mode ? "sentinel" : "direct"); return 1; }
             acq[mode][pair] = acq_p50;
             cyc[mode][pair] = cycle_p50;
             hand[mode][pair] = hand_p50;
@@ -870,7 +902,7 @@ static int bench_sentinel(void) {
 /* BENCH_REDIS_HANDOFF_ONLY=1: the hand-off, its floor and its scripts' server
    time only (a quick look while working on the hand-off path) */
 static int bench_handoff_only(void) {
-    if (!bench_handoff() || !bench_push_floors()) { printf("hand-off: failed\n"); return 1; }
+    if (!bench_handoff(1)) { printf("hand-off: failed\n"); return 1; }
     printf("%-52s %9.1f us %10.2f\n", "raw hiredis PING p50 (the hand-off loop's)", hand_rtt_p50, 1.0);
     printf("%-52s %9.1f us %10.2f\n", "hand-off release -> waiter's ACQUIRED p50 (2 procs)", hand_p50, hand_p50 / hand_rtt_p50);
     printf("%-52s %9.1f us %10.2f\n", "raw PUBLISH -> idle subscriber (2 procs) p50", raw_handoff_p50, raw_handoff_p50 / hand_rtt_p50);
@@ -897,8 +929,8 @@ int main(void) {
     if (getenv("BENCH_REDIS_HANDOFF_ONLY")) return bench_handoff_only();
     if (!bench_uncontended()) { printf("uncontended: failed\n"); return 1; }
     if (!bench_script_floor()) { printf("script floor: failed\n"); return 1; }
-    if (!bench_handoff()) { printf("hand-off: failed\n"); return 1; }
-    if (!bench_push_floors() || !bench_cold_script()) { printf("hand-off floors: failed\n"); return 1; }
+    if (!bench_handoff(1)) { printf("hand-off: failed\n"); return 1; }
+    if (!bench_cold_script()) { printf("hand-off floors: failed\n"); return 1; }
     if (!bench_throughput()) { printf("throughput: failed\n"); return 1; }
     if (!bench_raw_scripts()) { printf("redis-benchmark: failed\n"); return 1; }
     if (!bench_renewal(0, 1)) { printf("renewal: failed\n"); return 1; }
