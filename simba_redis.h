@@ -2378,11 +2378,15 @@ SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_parse_slots(simba__redis_cluste
    slot (or out is too small). */
 SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_tag(const simba__redis_cluster_map *m, int node,
                                                           const char *tenant, char *out, size_t cap) {
+    size_t tl = strlen(tenant);
     long k;
     for (k = 0; k < 16L * SIMBA__REDIS_CLUSTER_SLOTS; k++) {
-        int n = snprintf(out, cap, "%s@%ld", tenant, k);
-        if (n < 0 || (size_t)n >= cap) return -1;
-        if (m->owner[simba_redis_key_slot(out, (size_t)n)] == node) return n;
+        char at[24];   /* "@<k>" always fits: nothing is cut, the caller's room is checked below */
+        int a = snprintf(at, sizeof at, "@%ld", k);
+        if (a < 0 || tl + (size_t)a >= cap) return -1;
+        memcpy(out, tenant, tl);
+        memcpy(out + tl, at, (size_t)a + 1);
+        if (m->owner[simba_redis_key_slot(out, tl + (size_t)a)] == node) return (int)(tl + (size_t)a);
     }
     return -1;   /* a node with one slot of 16384 is missed after 16 x 16384 tries with odds e^-16 */
 }

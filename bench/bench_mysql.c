@@ -107,6 +107,7 @@ static simba *client(const char *tenant, const char *id, int ttl, int transition
 static int pump(simba *s, int timeout_cap, int extra_fd, simba_event *ev, int *nev, int max) {
     struct pollfd fds[9];
     int n = simba_pollfds(s, fds, 8), t = simba_timeout_ms(s), nf, r = 0;
+    if (n < 0) n = 0;
     if (n > 8) n = 8;
     nf = n;
     if (extra_fd >= 0) { fds[nf].fd = extra_fd; fds[nf].events = POLLIN; fds[nf].revents = 0; nf++; }

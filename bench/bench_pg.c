@@ -438,6 +438,8 @@ static void bench_held(int held) {
     size_t core0, backend0, names = 0;
     double t0, srv0, srv1, rows, x0, x1, *v = (double *)malloc(sizeof(double) * 2 * KA);
     int i, got = 0, period_ms = TTL / 3;
+    memset(&s0, 0, sizeof s0);   /* read back below even if simba_pg_stats refused */
+    memset(&s1, 0, sizeof s1);
     snprintf(tenant, sizeof tenant, "bench-held-%d", held);
     raw(c, "CHECKPOINT");
     memset(&ticks, 0, sizeof ticks);

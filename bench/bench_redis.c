@@ -760,8 +760,9 @@ static int bench_renewal(int round, int nlocks) {
                 struct pollfd fds[4];
                 simba_event evs[256];
                 int n = simba_pollfds(s, fds, 4), k, j;
-                poll(fds, (nfds_t)(n > 4 ? 4 : n), 10);
-                k = bench_tick(&ticks, s, fds, n > 4 ? 4 : n, evs, 256);
+                n = n < 0 ? 0 : n > 4 ? 4 : n;
+                poll(fds, (nfds_t)n, 10);
+                k = bench_tick(&ticks, s, fds, n, evs, 256);
                 for (j = 0; j < k; j++) {
                     if (evs[j].type == SIMBA_EVENT_ACQUIRED) granted++;
                     else if (evs[j].type == SIMBA_EVENT_LOST || evs[j].type == SIMBA_EVENT_ERROR) {

@@ -1355,7 +1355,7 @@ static void t_redis_grace_covers_longest_lease(void) {
     simba_redis_desc rd = base_desc();
     h_client a, b, *ca[1];
     simba_lock la, lb;
-    char tenant[80], base[400];
+    char tenant[96], base[400];
     redisContext *c = admin();
     redisReply *r;
     int64_t start;

@@ -71,7 +71,7 @@ static int replica_ports(int *out, int max) {
     if (!c) return 0;
     r = (redisReply *)redisCommand(c, "INFO replication");
     for (n = 0; n < max && r && r->type == REDIS_REPLY_STRING; n++) {
-        char key[16];
+        char key[24];
         const char *p;
         snprintf(key, sizeof key, "slave%d:", n);
         if (!(p = strstr(r->str, key)) || !(p = strstr(p, "port="))) break;

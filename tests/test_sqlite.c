@@ -281,7 +281,7 @@ static int sq_disconnected(simba *s, int ms, simba_event *out) {
         struct pollfd fds[16];
         simba_event ev[16];
         int n = simba_pollfds(s, fds, 16), k, i, t = simba_timeout_ms(s);
-        if (n > 16) n = 16;
+        n = n < 0 ? 0 : n > 16 ? 16 : n;
         poll(fds, (nfds_t)n, t < 0 || t > 20 ? 20 : t);
         k = simba_tick(s, fds, n, ev, 16);
         for (i = 0; i < k; i++) if (ev[i].type == SIMBA_EVENT_DISCONNECTED) { *out = ev[i]; return 1; }
