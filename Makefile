@@ -18,7 +18,7 @@ HDR_CORE  := simba.h simba_mem.h simba_url.h
 TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE) tests/fake_server.h tests/zk_mntr.h
 
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
-.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-sqlite-nowatch test-pg test-compile \
+.PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-sqlite-nowatch test-pg test-compile compile-programs \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-sqlite valgrind-pg deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
         chaos chaos-ci
 
@@ -29,6 +29,7 @@ help:
 	@echo "make demo       leader election on the in-memory backend (no server needed)"
 	@echo "make test       every test suite (starts its own servers on 127.0.0.1)"
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-sqlite-nowatch | test-pg | test-compile"
+	@echo "make compile-programs   every test, bench, the CLI and examples with gcc and clang at every -O level"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-sqlite, valgrind-pg: those suites)"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
@@ -107,6 +108,9 @@ test-sqlite-nowatch: $(B)/test_sqlite_nowatch
 	./$(B)/test_sqlite_nowatch t_sqlite_file_
 test-compile:
 	tests/compile_matrix.sh
+# every program (tests, benches, CLI, examples) with gcc and clang at every -O level
+compile-programs:
+	tests/compile_programs.sh
 
 # ---- loop integration: push-mode hooks through adapters/ (epoll, libevent, libuv) ----
 LOOP_LIBS := -levent -luv

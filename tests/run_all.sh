@@ -117,7 +117,10 @@ lane_zk() {
 
 # the two CPU-bound suites side by side (each keeps one core busy)
 lane_compile() { suite compile tests/compile_matrix.sh; }
-lane_fuzz() { suite fuzz make -s fuzz-ci; }
+lane_fuzz() {
+    suite fuzz make -s fuzz-ci
+    suite programs-O3 tests/compile_programs.sh gcc -O3
+}
 lane compile lane_compile
 lane fuzz lane_fuzz
 wait
