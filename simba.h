@@ -1021,6 +1021,7 @@ extern "C" {
 #define SIMBA__SESSION_OP 0xffffffffu      /* op ids of session operations */
 #define SIMBA__CLOSE_OP 0xfffffffeu        /* a CLOSE: of an abandoned session (answer ignored) */
 #define SIMBA__CLOSE_WAITED 1u             /* its seq: simba_destroy's, whose answer it waits for */
+#define SIMBA__DROPPED_MAX 4               /* dropped sessions waiting for their CLOSE (simba__close_dropped) */
 
 /*--- small utilities --------------------------------------------------------*/
 
@@ -1311,8 +1312,9 @@ struct simba {
     char client_id[SIMBA_MAX_ID + 1];
     int ttl_ms, transition_ms, op_timeout_ms, recheck_ms, linger_ms;
     int close_answered;              /* simba_destroy: the server answered its CLOSE */
-    char dropped[SIMBA_MAX_SESSION + 1]; /* a dropped session not closed on the server yet ("" none):
-                                        see simba__close_dropped */
+    char dropped[SIMBA__DROPPED_MAX][SIMBA_MAX_SESSION + 1]; /* dropped sessions not closed on the
+                                        server yet, oldest first: see simba__close_dropped */
+    int ndropped;
     int64_t down_since;              /* when a connection that worked was lost (0: connected, or never was) */
     uint64_t rng;
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
@@ -2188,20 +2190,44 @@ static int simba__lost_queued(simba *s) {
     return 0;
 }
 
+/* The oldest dropped session leaves the list (closed, or given up). */
+static void simba__dropped_shift(simba *s) {
+    int i;
+    for (i = 1; i < s->ndropped; i++) memcpy(s->dropped[i - 1], s->dropped[i], sizeof s->dropped[i]);
+    s->ndropped--;
+}
+
+/* A session to close once the caller has its LOST events. With the list
+   full the oldest is given up: the server ends it when its lease there
+   runs out (liveness, never safety: nobody here believes in its holds). */
+static void simba__dropped_add(simba *s, const char *session) {
+    if (s->ndropped == SIMBA__DROPPED_MAX) {
+        simba__log(s, SIMBA_LOG_WARN, "simba: session %s left to its lease on the server (%d dropped sessions wait"
+                   " to be closed)", s->dropped[0], SIMBA__DROPPED_MAX);
+        simba__dropped_shift(s);
+    }
+    simba__copy(s->dropped[s->ndropped++], sizeof s->dropped[0], session);
+}
+
 /* A dropped session is closed on the server (its entries freed, the next
    waiters granted at once) only once the caller has taken every LOST event:
    until then it may still act as a holder, and the server's copy of the
    session is what keeps others out. Sent from the first step after that; the
    answer is ignored (the server ends the session at the latest when its
    lease runs out, which is also what happens when the caller never takes
-   the events). */
+   the events). Every session dropped before that is closed, oldest first:
+   a session drops again while the caller still has the LOST events of the
+   one before, and a session left out would keep its holds for the rest of
+   its lease with nobody believing in them. */
 static void simba__close_dropped(simba *s) {
     simba_op op;
-    if (!s->dropped[0] || !s->connected || simba__lost_queued(s)) return;
-    simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, 0);
-    op.session = s->dropped;
-    if (simba__submit(s, &op) == SIMBA_EBUSY) return;   /* the backend is full: next step */
-    s->dropped[0] = 0;
+    if (!s->ndropped || !s->connected || simba__lost_queued(s)) return;
+    while (s->ndropped > 0) {
+        simba__fill_op(s, &op, SIMBA_OP_CLOSE, SIMBA__CLOSE_OP, 0);
+        op.session = s->dropped[0];
+        if (simba__submit(s, &op) == SIMBA_EBUSY) return;   /* the backend is full: next step */
+        simba__dropped_shift(s);
+    }
 }
 
 /* Drop the current session: every hold is LOST (reason), waiting requests go
@@ -2211,7 +2237,7 @@ static void simba__close_dropped(simba *s) {
    (simba__close_dropped). */
 static void simba__session_drop(simba *s, int reason) {
     uint32_t i;
-    if (s->session.no) simba__copy(s->dropped, sizeof s->dropped, s->session.id);
+    if (s->session.no) simba__dropped_add(s, s->session.id);
     simba__log(s, SIMBA_LOG_WARN, "simba: session %s dropped (%s)", s->session.id,
                reason == SIMBA_LOST_EXPIRED ? "local deadline passed" : "server lost it");
     for (i = 0; i < s->nlocks; i++) {

@@ -769,6 +769,64 @@ static simba *new_client_on(simba_mem_server *sv, const simba_mem_faults *f, int
     return simba_create(&d, NULL);
 }
 
+/* Two sessions dropped before the first one's CLOSE could go out (the
+   caller had not taken the first one's LOST events yet): both are closed
+   once it has, not only the later one. A session left out keeps its holds
+   on the server until its lease there ends (2 s and more here), and its
+   waiters wait that long for a holder nobody believes in. */
+static void t_mem_two_dropped_sessions_both_closed(void) {
+    static h_client a, b;
+    h_client *cl[2];
+    log_cap lc;
+    simba_mem_faults drop, none;
+    simba_lock la, lb;
+    simba_event ev[4];
+    char first[512];
+    int64_t end;
+    int phase;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&lc, 0, sizeof lc);
+    memset(&drop, 0, sizeof drop);
+    memset(&none, 0, sizeof none);
+    drop.drop_reply_pct = 100;
+    cl[0] = &a; cl[1] = &b;
+    lc.want = "dropped (local deadline passed)";
+    a.s = new_client_on(srv, NULL, 300, 2000, &lc);
+    b.s = new_client_on(srv, NULL, 300, 2000, NULL);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "two-drops", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    lb = h_acquire(b.s, "two-drops", -1);
+    h_run_for(cl, 2, 50);
+    /* A's replies lost until its session is dropped; then answered for a
+       while (a second session opens); then lost again until that one is
+       dropped too. A takes no event all along: the first LOST stays queued. */
+    for (phase = 1; phase <= 2; phase++) {
+        simba_mem_set_faults(srv, a.s, &drop);
+        for (end = h_real_ms() + 3000; h_real_ms() < end && lc.matches < phase;) {
+            CHECK_EQ(simba_tick(a.s, NULL, 0, ev, 0), 0);
+            pump_one(&b, 5);
+        }
+        CHECK_EQ(lc.matches, phase);
+        simba_mem_set_faults(srv, a.s, &none);
+        if (phase == 1) {
+            simba__copy(first, sizeof first, lc.last);
+            CHECK(tick_untaken(a.s, &b, 300));
+        }
+    }
+    CHECK(strcmp(first, lc.last) != 0);   /* two sessions, not one dropped twice */
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    /* A takes its events: both sessions are closed, and B is granted long
+       before either could expire on the server */
+    for (end = h_real_ms() + 1000; h_real_ms() < end && !h_has(&b, lb, SIMBA_EVENT_ACQUIRED);) {
+        while (simba_tick(a.s, NULL, 0, ev, 4) > 0) {}
+        pump_one(&b, 5);
+    }
+    CHECK(h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+}
+
 /* A server that cannot be reached: the DISCONNECTED event of the first failed
    attempt has the message, and the TIMEOUT of a waiting request says why
    (not error 0), as does simba_last_error(). */
@@ -2642,6 +2700,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_request_ids_not_guessable);
     RUN(t_mem_keyed_waiter_dropped_session);
     RUN(t_mem_old_handles_stale_in_new_instance);
+    RUN(t_mem_two_dropped_sessions_both_closed);
     RUN(t_mem_timeout_carries_cause);
     RUN(t_mem_timeout_no_answer);
     RUN(t_mem_timeout_busy_is_zero);
