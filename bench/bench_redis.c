@@ -495,7 +495,8 @@ static void slowlog_collect(redisContext *c, const char *holder_name, int rounds
         k = atoi(a->element[2]->str);
         if (k < 0 || (size_t)(3 + k) >= a->elements) continue;
         op = a->element[3 + k]->str;
-        holder = e->element[5]->type == REDIS_REPLY_STRING && strcmp(e->element[5]->str, holder_name) == 0;
+        if (e->element[5]->type != REDIS_REPLY_STRING || strncmp(e->element[5]->str, "simba:", 6) != 0) continue;
+        holder = strcmp(e->element[5]->str, holder_name) == 0;   /* (the floors' scripts are no client's) */
         if (strcmp(op, "enqueue") == 0) kind = holder ? SL_HOLDER_ENQ : SL_WAITER_ENQ;
         else if (strcmp(op, "release") == 0) kind = holder ? SL_HANDOFF_REL : SL_WAITER_REL;
         else kind = SL_OTHER;
