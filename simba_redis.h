@@ -2380,11 +2380,12 @@ SIMBA__REDIS_CLUSTER_FN int simba__redis_cluster_node_tag(const simba__redis_clu
                                                           const char *tenant, char *out, size_t cap) {
     size_t tl = strlen(tenant);
     long k;
+    if (tl >= cap) return -1;
+    memcpy(out, tenant, tl);
     for (k = 0; k < 16L * SIMBA__REDIS_CLUSTER_SLOTS; k++) {
         char at[24];   /* "@<k>" always fits: nothing is cut, the caller's room is checked below */
         int a = snprintf(at, sizeof at, "@%ld", k);
         if (a < 0 || tl + (size_t)a >= cap) return -1;
-        memcpy(out, tenant, tl);
         memcpy(out + tl, at, (size_t)a + 1);
         if (m->owner[simba_redis_key_slot(out, tl + (size_t)a)] == node) return (int)(tl + (size_t)a);
     }
