@@ -250,7 +250,8 @@ static int push_floor_start(push_floor *pf) {
    holder does while the waiter queues), then sends; the time from before
    the send to the subscriber holding the message. With a bare PUBLISH, the
    floor of any push hand-off on this machine; with a script, the floor of
-   a hand-off decided by a script. Kept when `keep` (after the warm-up).
+   a hand-off decided by a script. Kept when `keep` (after the warm-up; at
+   most PUSH_ROUNDS kept rounds, the caller's count).
    Which kind goes first turns round by round: what ran just before a send
    moves its time by up to a third on this VM, so each kind follows the
    hand-off in a third of the rounds. */
@@ -269,15 +270,16 @@ static int push_floor_round(push_floor *pf, int keep) {
         if (r->type != REDIS_REPLY_INTEGER || r->integer < 1) { freeReplyObject(r); return 0; }   /* nobody got it */
         freeReplyObject(r);
         if (!read_full(pf->from_sub, &t1, sizeof t1)) return 0;
-        if (keep && pf->n < PUSH_ROUNDS) pf->v[k][pf->n] = t1 - t0;
+        if (keep) pf->v[k][pf->n] = t1 - t0;
     }
     pf->turn++;
-    if (keep && pf->n < PUSH_ROUNDS) pf->n++;
+    if (keep) pf->n++;
     return 1;
 }
 
-/* Ends the floors; their p50s into the globals when every round was kept. */
-static int push_floor_stop(push_floor *pf, int rounds) {
+/* Ends the floors; their p50s into the globals when all PUSH_ROUNDS rounds
+   were kept. */
+static int push_floor_stop(push_floor *pf) {
     double *p50[3];
     int k;
     p50[PUSH_RAW] = &raw_handoff_p50;
@@ -289,7 +291,7 @@ static int push_floor_stop(push_floor *pf, int rounds) {
         waitpid(pf->pid, NULL, 0);
     }
     if (pf->from_sub >= 0) close(pf->from_sub);
-    if (pf->n < rounds) return 0;
+    if (pf->n < PUSH_ROUNDS) return 0;
     for (k = 0; k < 3; k++) *p50[k] = pct(pf->v[k], pf->n, 0.5);
     return 1;
 }
@@ -496,7 +498,7 @@ static void slowlog_collect(redisContext *c, const char *holder_name, int rounds
         if (k < 0 || (size_t)(3 + k) >= a->elements) continue;
         op = a->element[3 + k]->str;
         if (e->element[5]->type != REDIS_REPLY_STRING || strncmp(e->element[5]->str, "simba:", 6) != 0) continue;
-        holder = strcmp(e->element[5]->str, holder_name) == 0;   /* (the floors' scripts are no client's) */
+        holder = strcmp(e->element[5]->str, holder_name) == 0;   /* (the floors' publisher is not simba) */
         if (strcmp(op, "enqueue") == 0) kind = holder ? SL_HOLDER_ENQ : SL_WAITER_ENQ;
         else if (strcmp(op, "release") == 0) kind = holder ? SL_HANDOFF_REL : SL_WAITER_REL;
         else kind = SL_OTHER;
@@ -556,10 +558,12 @@ static int bench_handoff(int with_floors) {
     simba *s;
     redisContext *raw = redisConnect(host, port);
     if (!raw || raw->err) { if (raw) redisFree(raw); return 0; }
-    if (with_floors && !push_floor_start(&pf)) { push_floor_stop(&pf, N); redisFree(raw); return 0; }
-    if (pipe(p2c) || pipe(c2p)) return 0;
-    pid = fork();
-    if (pid < 0) return 0;
+    if (with_floors && !push_floor_start(&pf)) { push_floor_stop(&pf); redisFree(raw); return 0; }
+    if (pipe(p2c) || pipe(c2p) || (pid = fork()) < 0) {
+        if (with_floors) push_floor_stop(&pf);   /* its subscriber is not left behind */
+        redisFree(raw);
+        return 0;
+    }
     if (pid == 0) { close(p2c[1]); close(c2p[0]); child_waiter(p2c[0], c2p[1]); }
     close(p2c[0]);
     close(c2p[1]);
@@ -595,7 +599,7 @@ static int bench_handoff(int with_floors) {
     waitpid(pid, NULL, 0);
     close(c2p[0]);
     if (s) simba_destroy(s);
-    if (with_floors && !push_floor_stop(&pf, N)) floors_ok = 0;
+    if (with_floors && !push_floor_stop(&pf)) floors_ok = 0;
     if (n < N || !floors_ok) return 0;
     hand_p50 = pct(v, n, 0.5);
     hand_p99 = pct(v, n, 0.99);
