@@ -182,6 +182,18 @@ static H_UNUSED simba_event *h_expect(h_client **cl, int n, int who, simba_lock 
     }
 }
 
+/* Prints every event c recorded (consumed or not), to tell why an expected
+   one did not come. */
+static H_UNUSED void h_print_events(const h_client *c, const char *who) {
+    int i;
+    for (i = 0; i < c->nlog; i++) {
+        const simba_event *e = &c->log[i];
+        printf("  # %s event %d: %s lock %u.%u error %d%s%s%s\n", who, i, simba_event_name(e->type),
+               (unsigned)e->lock.id, (unsigned)e->lock.gen, e->error, c->consumed[i] ? " (taken)" : "",
+               e->message[0] ? ": " : "", e->message);
+    }
+}
+
 /* Is there an unconsumed event of `type` for `lock` (without consuming it)? */
 static H_UNUSED int h_has(h_client *c, simba_lock lock, simba_event_type type) {
     int i;

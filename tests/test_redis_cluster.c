@@ -1558,7 +1558,7 @@ static void t_cluster_added_master_holder(void) {
 static struct { int slot, from; } tagm;
 static void slot_begin(int slot, int from, int to);
 static int slot_move_keys(int slot, int from, int to, int max);
-static void slot_end(int slot, int to);
+static void slot_end(h_client **cl, int n, const simba_lock *h, int *dbl, int slot, int to);
 
 static void tag_moves_case(void) {
     enum { H_TTL = 6000 };
@@ -1590,7 +1590,7 @@ static void tag_moves_case(void) {
     while (slot_move_keys(tagm.slot, tagm.from, to, 1) > 0) h_pump(cl, 1, 20);
     h_pump(cl, 1, 200);
     hc.paused = 1;
-    slot_end(tagm.slot, to);
+    slot_end(NULL, 0, NULL, NULL, tagm.slot, to);
     CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
     CHECK_EQ(m.node[m.owner[tagm.slot]].port, to);
     CHECK_EQ(m.node[m.owner[slot]].port, tagm.from);
@@ -1674,18 +1674,29 @@ static int slot_move_keys(int slot, int from, int to, int max) {
     return moved;
 }
 
-static void slot_end(int slot, int to) {
+/* Ends a migration: the slot's owner on every node, then waits until the
+   nodes agree. The n clients cl (handles h, two holders noted in *dbl) go
+   on ticking meanwhile, as a process's loop does while an operator
+   migrates a slot: the wait takes seconds on a loaded machine, longer
+   than a lease, and a client starved of ticks through it would lose its
+   session to the test, not to the migration. */
+static void slot_end(h_client **cl, int n, const simba_lock *h, int *dbl, int slot, int to) {
     char tid[64];
-    int i;
+    int i, unused = 0;
     node_id_of(to, tid, sizeof tid);
-    for (i = 0; i < nnodes; i++) admin_cmd(node_port[i], "CLUSTER SETSLOT %d NODE %s", slot, tid);
-    run_ctl("wait-ok");
+    for (i = 0; i < nnodes; i++) {
+        admin_cmd(node_port[i], "CLUSTER SETSLOT %d NODE %s", slot, tid);
+        h_pump(cl, n, 0);
+    }
+    if (!ctl_while_pumping(cl, n, h, "wait-ok", dbl ? dbl : &unused))
+        printf("  # the nodes did not agree on slot %d's owner\n", slot);
 }
 
-/* Ends a migration begun with slot_begin: the remaining keys, then the owner. */
-static void slot_finish(int slot, int from, int to) {
-    while (slot_move_keys(slot, from, to, -1) > 0) {}
-    slot_end(slot, to);
+/* Ends a migration begun with slot_begin: the remaining keys one at a
+   time, then the owner; the clients tick throughout (slot_end). */
+static void slot_finish(h_client **cl, int n, const simba_lock *h, int *dbl, int slot, int from, int to) {
+    while (slot_move_keys(slot, from, to, 1) > 0) h_pump(cl, n, 0);
+    slot_end(cl, n, h, dbl, slot, to);
 }
 
 /* The entries (holders and waiters) of `name` on the master at port p. */
@@ -1782,7 +1793,7 @@ static void t_cluster_racing_release_fewer_reconnects(void) {
     h[1] = h_acquire(wc.s, name, -1);
     pump_checking(cl, 2, h, 300, &dbl);
     slot_begin(slot, from, to);
-    slot_finish(slot, from, to);
+    slot_finish(cl, 2, h, &dbl, slot, from, to);
     pump_checking(cl, 2, h, 200, &dbl);
     CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
     CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
@@ -1799,7 +1810,7 @@ static void t_cluster_racing_release_fewer_reconnects(void) {
     simba_destroy(hc.s);
     simba_destroy(wc.s);
     slot_begin(slot, to, from);
-    slot_finish(slot, to, from);
+    slot_finish(NULL, 0, NULL, NULL, slot, to, from);
 }
 
 /* W's acquire times out while its entry waits on a master whose slot has
@@ -1840,8 +1851,14 @@ static void t_cluster_racing_timed_out_waiter(void) {
     pump_checking(cl, 3, h, 300, &dbl);
     CHECK_EQ(entries_on(from, "wgone", name), 2);
     slot_begin(slot, from, to);
-    slot_finish(slot, from, to);
-    CHECK(expect_checking(cl, 3, h, 1, SIMBA_EVENT_TIMEOUT, SOON, &dbl) != NULL);
+    slot_finish(cl, 3, h, &dbl, slot, from, to);
+    e = expect_checking(cl, 3, h, 1, SIMBA_EVENT_TIMEOUT, SOON, &dbl);
+    if (!e) {
+        printf("  # no TIMEOUT for W; two holders seen: %d; log:\n%s", dbl, logbuf);
+        h_print_events(&hc, "H");
+        h_print_events(&wc, "W");
+    }
+    CHECK(e != NULL);
     pump_checking(cl, 3, h, 500, &dbl);
     left = entries_on(to, "wgone", name);
     printf("  # entries left on the new master after W's timeout: %d (H's only: 1)\n", left);
@@ -1856,7 +1873,7 @@ static void t_cluster_racing_timed_out_waiter(void) {
     simba_destroy(wc.s);
     simba_destroy(cc.s);
     slot_begin(slot, to, from);
-    slot_finish(slot, to, from);
+    slot_finish(NULL, 0, NULL, NULL, slot, to, from);
 }
 
 /* H holds `m` (W waits for it) and `y`, on the same master A, and releases
@@ -1916,7 +1933,7 @@ static void t_cluster_racing_release_during_migration(void) {
     CHECK(!h_has(&hc, h[0], SIMBA_EVENT_RELEASED));   /* not before the server said so */
     CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_ERROR));
     CHECK(!h_has(&wc, h[1], SIMBA_EVENT_ACQUIRED));
-    slot_finish(slot, from, to);
+    slot_finish(cl, 2, h, &dbl, slot, from, to);
     ended = h_real_ms();
     CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
     e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl);
@@ -1929,7 +1946,7 @@ static void t_cluster_racing_release_during_migration(void) {
     simba_destroy(hc.s);
     simba_destroy(wc.s);
     slot_begin(slot, to, from);
-    slot_finish(slot, to, from);
+    slot_finish(NULL, 0, NULL, NULL, slot, to, from);
 }
 
 /* The slot of a master's tag ({T@k}: its copies of the sessions, the
@@ -1980,7 +1997,7 @@ static void t_cluster_tag_slot_half_way(void) {
            h_has(&hc, any_lock, SIMBA_EVENT_ERROR), h_has(&wc, any_lock, SIMBA_EVENT_ERROR));
     CHECK(!h_has(&hc, any_lock, SIMBA_EVENT_ERROR) && !h_has(&wc, any_lock, SIMBA_EVENT_ERROR));
     CHECK(!h_has(&wc, h[1], SIMBA_EVENT_ACQUIRED) || h_has(&hc, h[0], SIMBA_EVENT_RELEASED));
-    slot_finish(tslot, from, to);
+    slot_finish(cl, 2, h, &dbl, tslot, from, to);
     ended = h_real_ms();
     CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
     e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, 2 * H_TTL, &dbl);
@@ -1992,7 +2009,7 @@ static void t_cluster_tag_slot_half_way(void) {
     simba_destroy(hc.s);
     simba_destroy(wc.s);
     slot_begin(tslot, to, from);
-    slot_finish(tslot, to, from);
+    slot_finish(NULL, 0, NULL, NULL, tslot, to, from);
 }
 
 /* The end of a migration reaches the masters one at a time: for a moment
@@ -2033,7 +2050,7 @@ static void t_cluster_racing_moved_between_masters(void) {
     printf("  # while the masters disagreed: C ERROR %d, H ERROR %d\n", h_has(&cc, h[1], SIMBA_EVENT_ERROR),
            h_has(&hc, h[0], SIMBA_EVENT_ERROR));
     CHECK(!h_has(&cc, h[1], SIMBA_EVENT_ERROR) && !h_has(&hc, h[0], SIMBA_EVENT_ERROR));
-    slot_end(slot, to);
+    slot_end(cl, 2, h, &dbl, slot, to);
     CHECK(expect_checking(cl, 2, h, 0, SIMBA_EVENT_RELEASED, SOON, &dbl) != NULL);
     CHECK((e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, SOON, &dbl)) != NULL);
     CHECK(!dbl);
@@ -2041,7 +2058,7 @@ static void t_cluster_racing_moved_between_masters(void) {
     simba_destroy(hc.s);
     simba_destroy(cc.s);
     slot_begin(slot, to, from);
-    slot_finish(slot, to, from);
+    slot_finish(NULL, 0, NULL, NULL, slot, to, from);
 }
 
 static void t_cluster_failover_coordinated(void) { failover_case("fo1", "cluster-failover"); }
