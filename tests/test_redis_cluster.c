@@ -2041,7 +2041,7 @@ static void t_cluster_racing_moved_between_masters(void) {
     h[0] = h_acquire(hc.s, name, -1);
     CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
     slot_begin(slot, from, to);
-    while (slot_move_keys(slot, from, to, -1) > 0) {}
+    while (slot_move_keys(slot, from, to, 1) > 0) h_pump(cl, 2, 0);
     node_id_of(to, tid, sizeof tid);
     admin_cmd(from, "CLUSTER SETSLOT %d NODE %s", slot, tid);   /* the source first */
     h[1] = h_acquire(cc.s, name, -1);
