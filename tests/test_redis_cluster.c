@@ -988,6 +988,14 @@ static void t_cluster_multi_slots(void) {
 
 /* ---- topology changes under held locks ---- */
 
+/* Sets *double_hold when two of the handles h[i] (client cl[i]) are valid at once. */
+static void note_double_hold(h_client **cl, int n, const simba_lock *h, int *double_hold) {
+    int i, j;
+    for (i = 0; i < n; i++)
+        for (j = i + 1; j < n; j++)
+            if (simba_valid_ms(cl[i]->s, h[i]) > 0 && simba_valid_ms(cl[j]->s, h[j]) > 0) *double_hold = 1;
+}
+
 /* Runs `$SIMBA_REDIS_CTL args` in the background and pumps the clients
    until it ended, checking at every step that no two of the handles h[i]
    (client cl[i]) are valid at once. Returns the command's success. */
@@ -1001,7 +1009,7 @@ static int ctl_while_pumping(h_client **cl, int n, const simba_lock *h, const ch
 static int ctl_output_while_pumping(h_client **cl, int n, const simba_lock *h, const char *args, int *double_hold,
                                     char *out, size_t cap) {
     char cmd[700], done[64], said[64];
-    int i, j, rc = -1;
+    int rc = -1;
     int64_t until = h_real_ms() + 60000;
     snprintf(done, sizeof done, "/tmp/simba-ctl-%d.rc", (int)getpid());
     snprintf(said, sizeof said, "/tmp/simba-ctl-%d.out", (int)getpid());
@@ -1012,9 +1020,7 @@ static int ctl_output_while_pumping(h_client **cl, int n, const simba_lock *h, c
     while (h_real_ms() < until) {
         FILE *f;
         h_pump(cl, n, 20);
-        for (i = 0; i < n; i++)
-            for (j = i + 1; j < n; j++)
-                if ((simba_valid_ms(cl[i]->s, h[i]) > 0) && (simba_valid_ms(cl[j]->s, h[j]) > 0)) *double_hold = 1;
+        note_double_hold(cl, n, h, double_hold);
         if ((f = fopen(done, "r")) != NULL) {
             int got = fscanf(f, "%d", &rc);
             fclose(f);
@@ -1037,12 +1043,9 @@ static int ctl_output_while_pumping(h_client **cl, int n, const simba_lock *h, c
 /* Pumps for ms, checking the same invariant. */
 static void pump_checking(h_client **cl, int n, const simba_lock *h, int ms, int *double_hold) {
     int64_t until = h_real_ms() + ms;
-    int i, j;
     while (h_real_ms() < until) {
         h_pump(cl, n, 20);
-        for (i = 0; i < n; i++)
-            for (j = i + 1; j < n; j++)
-                if ((simba_valid_ms(cl[i]->s, h[i]) > 0) && (simba_valid_ms(cl[j]->s, h[j]) > 0)) *double_hold = 1;
+        note_double_hold(cl, n, h, double_hold);
     }
 }
 
