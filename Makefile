@@ -20,7 +20,7 @@ TEST_DEPS := tests/harness.h tests/conformance.h tests/conformance.c $(HDR_CORE)
 .PHONY: loop-examples test-loop test-loop-mem test-loop-redis test-loop-mysql test-loop-zk bench-loop
 .PHONY: all examples bench test test-mem test-redis test-mysql test-zk test-sqlite test-sqlite-nowatch test-pg test-compile compile-programs \
         asan asan-mem asan-sim asan-backends asan-redis asan-mysql asan-zk asan-sqlite asan-pg bench-pg valgrind valgrind-mem valgrind-sim valgrind-sqlite valgrind-pg deps install clean help bench-mem bench-redis bench-mysql bench-zk bench-sqlite demo \
-        chaos chaos-ci
+        chaos chaos-ci sim-long
 
 all: examples bench cli
 
@@ -31,6 +31,7 @@ help:
 	@echo "make test-mem | test-redis | test-mysql | test-zk | test-sqlite | test-sqlite-nowatch | test-pg | test-compile"
 	@echo "make compile-programs   every test, bench, the CLI and examples with gcc and clang at every -O level"
 	@echo "make test-loop  the adapters (epoll, libevent, libuv) with every backend; test-loop-mem|redis|mysql|zk"
+	@echo "make sim-long   the seeded simulation over SIM_SEEDS schedules per profile (50000), from SIM_FIRST"
 	@echo "make asan       the mem suites under ASan+UBSan; make valgrind: under valgrind (valgrind-sqlite, valgrind-pg: those suites)"
 	@echo "make asan-backends | asan-redis | asan-mysql | asan-zk | asan-sqlite | asan-pg: the backend suites under ASan+UBSan"
 	@echo "make chaos      real servers + client processes under faults, checked (CHAOS_SECONDS=120 per backend)"
@@ -201,6 +202,11 @@ asan-sim: $(B)/asan/test_sim
 	ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_sim --quick
 
 VALGRIND := valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite,indirect
+# the simulation over many more schedules than test-mem's 500 per profile
+SIM_SEEDS ?= 50000
+SIM_FIRST ?= 1
+sim-long: $(B)/test_sim
+	./$(B)/test_sim --first $(SIM_FIRST) --seeds $(SIM_SEEDS)
 valgrind: valgrind-mem valgrind-sim
 valgrind-mem: $(B)/test_mem
 	$(VALGRIND) ./$(B)/test_mem

@@ -14,7 +14,8 @@
      `make valgrind`).
 
    A failing schedule prints its seed; `build/test_sim --seed N -v` replays it
-   and prints every step. */
+   and prints every step. `make test-mem` runs seeds 1..500 of every profile;
+   `make sim-long` many more (SIM_SEEDS, from SIM_FIRST). */
 #include "harness.h"
 #define SIMBA_IMPLEMENTATION
 #include "simba.h"
@@ -249,15 +250,28 @@ static void random_faults(sim *m, const sim_profile *p, int client) {
     simba_mem_set_faults(m->srv, m->c[client], f);
 }
 
-static simba *new_client(sim *m) {
+/* A client whose every random choice (client id, session ids, request ids,
+   the spread of its keepalives) comes from the schedule's seed, so that a
+   failing seed replays the same schedule: simba_create seeds an instance
+   from /dev/urandom, the pid and the clocks. */
+static simba *new_client(sim *m, int i) {
     simba_desc d;
+    simba *c;
+    char id[16];
     memset(&d, 0, sizeof d);
+    snprintf(id, sizeof id, "c%d", i);
     d.backend = simba_mem(m->srv, NULL);
     d.tenant = "sim";
+    d.client_id = id;
     d.ttl_ms = 300;
     d.transition_ms = 200;
     d.clock.now_ms = vclock;
-    return simba_create(&d, NULL);
+    c = simba_create(&d, NULL);
+    if (c) {
+        c->rng = simba__mix64(&m->rng) | 1;
+        simba__session_new_id(c);
+    }
+    return c;
 }
 
 /* One schedule. Returns 1 if every invariant held. */
@@ -272,7 +286,7 @@ static int run_schedule(const sim_profile *p, uint64_t seed, int steps, int verb
     memset(&md, 0, sizeof md);
     md.clock.now_ms = vclock;
     m.srv = simba_mem_server_create(&md);
-    for (i = 0; i < SIM_CLIENTS; i++) m.c[i] = new_client(&m);
+    for (i = 0; i < SIM_CLIENTS; i++) m.c[i] = new_client(&m, i);
     /* create every resource with its capacity first */
     for (i = 0; i < SIM_RES; i++) {
         simba_lock_desc d;
@@ -350,12 +364,12 @@ static const sim_profile profiles[] = {
 };
 enum { NPROFILES = sizeof profiles / sizeof profiles[0] };
 
-static int g_seeds = 500, g_steps = 400;
+static int g_seeds = 500, g_first = 1, g_steps = 400;
 static const sim_profile *g_profile;
 
 static void run_profile(void) {
     int s, failures = 0;
-    for (s = 1; s <= g_seeds && failures < 3; s++)
+    for (s = g_first; s < g_first + g_seeds && failures < 3; s++)
         if (!run_schedule(g_profile, (uint64_t)s, g_steps, 0)) failures++;
     if (failures) h_fail(__FILE__, __LINE__, "a schedule broke an invariant (seed above)");
 }
@@ -368,6 +382,7 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) { g_seeds = 40; }
         else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) g_seeds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--first") && i + 1 < argc) g_first = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-v")) verbose = 1;
@@ -382,7 +397,8 @@ int main(int argc, char **argv) {
             printf("%s - replay %s seed %lld\n", ok ? "ok" : "not ok", g_profile->name, seed);
             continue;
         }
-        snprintf(name, sizeof name, "t_sim_%s (%d seeds x %d steps)", profiles[i].name, g_seeds, g_steps);
+        if (g_first == 1) snprintf(name, sizeof name, "t_sim_%s (%d seeds x %d steps)", profiles[i].name, g_seeds, g_steps);
+        else snprintf(name, sizeof name, "t_sim_%s (seeds %d.. x %d, %d steps)", profiles[i].name, g_first, g_seeds, g_steps);
         h_run(name, run_profile);
     }
     return harness_summary();
