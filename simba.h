@@ -1481,12 +1481,17 @@ static simba__lock *simba__slot_new(simba *s) {
         }
         idx = s->nlocks++;
         s->locks[idx].gen = 0;
+        s->locks[idx].op_seq = 0;
     }
     l = &s->locks[idx];
     {
-        uint32_t gen = l->gen + 1;
+        /* An answer names its lock by slot and op number (simba__fill_op),
+           and may come late and out of order: the slot's op numbers go on
+           from its last lock's, so none of that lock's answers fits. */
+        uint32_t gen = l->gen + 1, op_seq = l->op_seq;
         memset(l, 0, sizeof *l);
         l->gen = gen ? gen : 1;   /* generation 0 is never valid */
+        l->op_seq = op_seq;
     }
     l->wait_deadline = l->recheck_at = l->op_deadline = l->timer_at = SIMBA__NEVER;
     s->live_locks++;

@@ -2460,6 +2460,59 @@ static void t_mem_keyed_reacquire_while_releasing(void) {
     CHECK_EQ(both[0] + both[1], 0);
 }
 
+/* One run: a asks to try a lock whose try is granted, gives it up before
+   the answer and, once that release is confirmed, asks for another lock
+   while b holds it; a's replies are delayed and reordered, so the first
+   ENQUEUE's answer (granted) may come after the new handle's ENQUEUE went
+   out from the slot the first handle left. Returns 1 when both believed. */
+static int ks_run(uint64_t seed) {
+    simba_mem_desc md;
+    simba_mem_server *sv;
+    simba_mem_faults f;
+    simba_lock ha, hb, h1;
+    simba *a, *b;
+    int step, both = 0;
+    kr_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = kr_clock;
+    sv = simba_mem_server_create(&md);
+    a = kr_client(sv, NULL);
+    b = kr_client(sv, NULL);
+    hb = h_acquire(b, "held", -1);
+    for (step = 0; step < 100 && simba_valid_ms(b, hb) <= 0; step++) { kr_now += 5; kr_tick(b); kr_tick(a); }
+    memset(&f, 0, sizeof f);
+    f.seed = seed;
+    f.delay_max_ms = 60;
+    f.reorder = 1;
+    simba_mem_set_faults(sv, a, &f);
+    h1 = h_acquire(a, "free", 0);
+    kr_tick(a);
+    simba_release(a, h1);
+    for (step = 0; step < 100 && a->locks[h1.id - 1].kind != SIMBA__K_FREE; step++) { kr_now += 1; kr_tick(a); kr_tick(b); }
+    ha = h_acquire(a, "held", -1);
+    for (step = 0; step < 200 && !both; step++) {
+        kr_now += 1;
+        kr_tick(a);
+        kr_tick(b);
+        if (simba_valid_ms(b, hb) > 0 && simba_valid_ms(a, ha) > 0) both = 1;
+    }
+    simba_destroy(a);
+    simba_destroy(b);
+    simba_mem_server_destroy(sv);
+    return both;
+}
+
+/* An answer names its lock by slot and op number: a slot's next lock must
+   not take an answer meant for its last one (the contract lets replies come
+   late and out of order). 200 runs. */
+static void t_mem_stale_answer_to_reused_slot(void) {
+    int both = 0;
+    uint64_t seed;
+    for (seed = 1; seed <= 200; seed++) both += ks_run(seed * 2654435761u);
+    printf("  # two holders in %d of 200 runs\n", both);
+    CHECK_EQ(both, 0);
+}
+
 /*--- a composite backend through the kit's relay ------------------------------
    A pass-through composite: one mem child attached to a relay of the
    client's simba, every report handed on by the relay's functions. The
@@ -2688,6 +2741,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_keyed_reacquire_while_releasing);
+    RUN(t_mem_stale_answer_to_reused_slot);
     RUN(t_mem_wait_helper);
     RUN(t_mem_wait_sleeps_with_other_events_queued);
     RUN(t_mem_periodic_traffic_spreads);
