@@ -774,7 +774,9 @@ SIMBADEF void simba_backend_complete(simba *s, const simba_reply *reply);
    granted with `fence` (> 0). If it is a waiting one-resource request of our
    current session, the core reports ACQUIRED without another round trip; a
    keyed request keeps its id across sessions, so a grant to an entry of an
-   earlier (dropped) session is never taken for the new session's request.
+   earlier (dropped) session is never taken for the new session's request,
+   and a handle whose key an earlier handle of the same session used POLLs
+   instead (the push may be that handle's, late).
    Otherwise (not ours, multi-resource, already answered) it is news about
    `name`, as simba_backend_changed. */
 SIMBADEF void simba_backend_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence);
@@ -1225,8 +1227,10 @@ enum { /* simba__lock.flags */
     SIMBA__F_BEHIND = 1 << 10,     /* PENDING keyed request: another handle of its key is
                                       releasing; nothing is sent until that is confirmed */
     SIMBA__F_OWED_LISTED = 1 << 11, /* on the owed list (it may owe nothing any more) */
-    SIMBA__F_OWED_OLD_GEN = 1 << 12 /* withdrawn while it owed events: they name the handle
+    SIMBA__F_OWED_OLD_GEN = 1 << 12, /* withdrawn while it owed events: they name the handle
                                        the caller had, of the generation before (simba__zombify) */
+    SIMBA__F_KEY_REUSED = 1 << 13  /* keyed: an earlier handle of this session may have had an
+                                      entry under the key (simba__key_seen_before) */
 };
 
 typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
@@ -1272,6 +1276,8 @@ typedef struct simba__lock {
     uint32_t owed_next;              /* index + 1, the owed list */
 } simba__lock;
 
+enum { SIMBA__KEYS_SEEN_WORDS = 64 };  /* 4096 bits */
+
 typedef struct simba__session {
     uint32_t no;                     /* generation, 0 = none yet */
     int open;                        /* the server confirmed OPEN */
@@ -1284,6 +1290,7 @@ typedef struct simba__session {
     int64_t op_sent, op_deadline;
     int failures;
     uint64_t req_next;               /* the n of the last request id given (see simba__next_req_no) */
+    uint64_t keys_seen[SIMBA__KEYS_SEEN_WORDS]; /* simba__key_seen_before */
 } simba__session;
 
 struct simba {
@@ -2115,6 +2122,24 @@ static void simba__session_new_id(simba *s) {
     s->session.next_keepalive = 0;   /* open at once */
     s->session.failures = 0;
     s->session.req_next = simba__mix64(&s->rng) & ((1ull << 56) - 1);
+    memset(s->session.keys_seen, 0, sizeof s->session.keys_seen);
+}
+
+/* Whether an earlier handle of this session may have had an entry under
+   `key`; notes that one now has. A keyed request's id is "k~<key>" for
+   every handle of the key, so a grant pushed for an entry given up before
+   (the push delayed past its RELEASE and the next ENQUEUE of the key, on a
+   connection of its own) names the same session and request as the new
+   handle's: such a handle believes only its own POLL (simba__wake_granted).
+   Two bits per key in a filter emptied with each new session, since pushes
+   name their session: a false "yes" costs a POLL, never a grant. */
+static int simba__key_seen_before(simba *s, const char *key) {
+    uint64_t st = simba__hash(key), v = simba__mix64(&st), *w = s->session.keys_seen;
+    uint32_t bits = SIMBA__KEYS_SEEN_WORDS * 64, a = (uint32_t)(v % bits), b = (uint32_t)((v >> 32) % bits);
+    int seen = (w[a / 64] >> (a % 64) & 1) && (w[b / 64] >> (b % 64) & 1);
+    w[a / 64] |= 1ull << (a % 64);
+    w[b / 64] |= 1ull << (b % 64);
+    return seen;
 }
 
 static void simba__fill_op(simba *s, simba_op *op, simba_op_kind kind, uint32_t idx, uint32_t seq) {
@@ -2633,7 +2658,8 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
         simba__ridx_remove(s, l);            /* its id of the last session */
         l->session_no = s->session.no;       /* a new request in this session */
         l->req_no = simba__next_req_no(s);
-        l->flags &= (uint16_t)~SIMBA__F_MAY_EXIST;
+        l->flags &= (uint16_t)~(SIMBA__F_MAY_EXIST | SIMBA__F_KEY_REUSED);
+        if (l->key && simba__key_seen_before(s, l->key)) l->flags |= SIMBA__F_KEY_REUSED;
         simba__ridx_add(s, l);
     }
     simba__lock_op(s, l, &op, (simba_op_kind)kind, res, rid, sizeof rid);
@@ -2820,6 +2846,10 @@ static simba__lock *simba__own_request(simba *s, const char *name, const char *s
 static int simba__wake_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     simba__lock *l = simba__own_request(s, name, session, request, 1);
     if (!l || !simba__session_safe(s, simba__now(s))) return 0;
+    if (l->flags & SIMBA__F_KEY_REUSED) {
+        simba__wake_lock(s, l);       /* maybe an earlier entry's grant: ask the server */
+        return 1;
+    }
     l->op = 0;
     l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
     l->op_deadline = SIMBA__NEVER;

@@ -2460,6 +2460,70 @@ static void t_mem_keyed_reacquire_while_releasing(void) {
     CHECK_EQ(both[0] + both[1], 0);
 }
 
+/* One run: a holds the mutex, c's keyed request waits behind it and b's
+   behind c. a releases, so the server grants c's entry and pushes the grant
+   to c, delayed and reordered; c gives the request up and at once asks again
+   with the same key. Its new entry waits behind b's, which is granted, and
+   the push of the old entry's grant names the same request id in the same
+   session. Returns 1 when b and c both believed they held. */
+static int kp_run(uint64_t seed) {
+    simba_mem_desc md;
+    simba_mem_server *sv;
+    simba_mem_faults f;
+    simba_lock_desc d;
+    simba_lock ha, hb, h1, h2;
+    simba *a, *b, *c;
+    int step, both = 0;
+    kr_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = kr_clock;
+    sv = simba_mem_server_create(&md);
+    a = kr_client(sv, NULL);
+    b = kr_client(sv, NULL);
+    c = kr_client(sv, NULL);
+    memset(&d, 0, sizeof d);
+    d.name = "m"; d.key = "job"; d.wait_ms = -1;
+    ha = h_acquire(a, "m", -1);
+    for (step = 0; step < 100 && simba_valid_ms(a, ha) <= 0; step++) { kr_now += 5; kr_tick(a); }
+    h1 = simba_acquire(c, &d);
+    for (step = 0; step < 20; step++) { kr_now += 5; kr_tick(c); }
+    hb = h_acquire(b, "m", -1);
+    for (step = 0; step < 20; step++) { kr_now += 5; kr_tick(b); kr_tick(c); }
+    memset(&f, 0, sizeof f);
+    f.seed = seed;
+    f.delay_max_ms = 60;
+    f.reorder = 1;
+    simba_mem_set_faults(sv, c, &f);
+    simba_release(a, ha);
+    kr_tick(a);
+    simba_release(c, h1);
+    h2 = simba_acquire(c, &d);
+    for (step = 0; step < 400 && !both; step++) {
+        kr_now += 2;
+        kr_tick(a);
+        kr_tick(b);
+        kr_tick(c);
+        if (simba_valid_ms(b, hb) > 0 && (simba_valid_ms(c, h2) > 0 || simba_valid_ms(c, h1) > 0)) both = 1;
+    }
+    simba_destroy(a);
+    simba_destroy(b);
+    simba_destroy(c);
+    simba_mem_server_destroy(sv);
+    return both;
+}
+
+/* A keyed request keeps its id from one handle to the next in a session, so
+   a pushed grant of an entry the client gave up (delayed past its release
+   and the next ENQUEUE of the key) must not be taken for the new handle's
+   grant. 200 runs with replies and pushes delayed and reordered. */
+static void t_mem_keyed_stale_push(void) {
+    int both = 0;
+    uint64_t seed;
+    for (seed = 1; seed <= 200; seed++) both += kp_run(seed * 2654435761u);
+    printf("  # two holders in %d of 200 runs\n", both);
+    CHECK_EQ(both, 0);
+}
+
 /* One run: a asks to try a lock whose try is granted, gives it up before
    the answer and, once that release is confirmed, asks for another lock
    while b holds it; a's replies are delayed and reordered, so the first
@@ -2741,6 +2805,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_restart_keeps_fences_and_safety);
     RUN(t_mem_delayed_reordered_replies);
     RUN(t_mem_keyed_reacquire_while_releasing);
+    RUN(t_mem_keyed_stale_push);
     RUN(t_mem_stale_answer_to_reused_slot);
     RUN(t_mem_wait_helper);
     RUN(t_mem_wait_sleeps_with_other_events_queued);
