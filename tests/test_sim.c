@@ -1,6 +1,6 @@
 /* test_sim.c -- seeded random schedules on the in-memory backend with a
-   virtual clock and faults (paused clients, dropped and delayed replies,
-   partitions, server restarts). At every step it checks:
+   virtual clock and faults (paused clients, dropped requests, replies and
+   pushes, delayed and reordered replies, partitions, server restarts). At every step it checks:
 
    - safety: for every resource, the weights held by clients that believe
      they hold it (simba_valid_ms > 0) never exceed its capacity;
@@ -244,7 +244,11 @@ static void random_faults(sim *m, const sim_profile *p, int client) {
     simba_mem_faults *f = &m->faults[client];
     memset(f, 0, sizeof *f);
     f->seed = simba__mix64(&m->rng) | 1;
-    if (p->drop_pct) { f->drop_reply_pct = (int)rnd(m, (uint32_t)p->drop_pct + 1); f->drop_request_pct = (int)rnd(m, (uint32_t)p->drop_pct + 1); }
+    if (p->drop_pct) {
+        f->drop_reply_pct = (int)rnd(m, (uint32_t)p->drop_pct + 1);
+        f->drop_request_pct = (int)rnd(m, (uint32_t)p->drop_pct + 1);
+        f->drop_push_pct = (int)rnd(m, (uint32_t)p->drop_pct + 1);
+    }
     if (p->delay_max) { f->delay_max_ms = (int)rnd(m, (uint32_t)p->delay_max + 1); f->reorder = p->reorder && rnd(m, 2); }
     if (p->partitions && rnd(m, 4) == 0) f->partitioned = 1;
     simba_mem_set_faults(m->srv, m->c[client], f);
