@@ -328,7 +328,7 @@ enum simba__sqlite_sql {
     SQ_Q_WALK, SQ_ENT_FIND, SQ_ENT_ADD, SQ_ENT_FENCE, SQ_REQ_LEFT, SQ_ENT_DEL_REQ,
     SQ_AHEAD, SQ_PRED, SQ_WATCHERS, SQ_RES_SESSIONS, SQ_ENT_DEL_RES,
     SQ_EPOCH_GET, SQ_EPOCH_BUMP, SQ_RES_HOLD, SQ_RES_UNHOLD, SQ_ENT_UNFOLD,
-    SQ_ACQ_READ, SQ_RES_LET_GO, SQ_N
+    SQ_ACQ_READ, SQ_RES_LET_GO, SQ_ENT_DEL_SEQ, SQ_N
 };
 
 /* The SQL of each statement, prepared once per open. Names are BLOBs, so
@@ -388,7 +388,9 @@ static const char *const simba__sqlite_sql_text[SQ_N] = {
     " FROM (SELECT 1) LEFT JOIN resources r ON r.tenant=?1 AND r.name=?2"
     " LEFT JOIN sessions s ON s.tenant=?1 AND s.id=?3",
     "UPDATE resources SET hsession=NULL, hrequest=NULL, hopened=NULL, hweight=NULL, hwatch=NULL, hfence=NULL"
-    " WHERE tenant=?1 AND name=?2 AND hsession=?3 AND hrequest=?4"
+    " WHERE tenant=?1 AND name=?2 AND hsession=?3 AND hrequest=?4",
+    /* one entry by its key (seq bound as the value the walk read, of any type) */
+    "DELETE FROM entries WHERE tenant=?1 AND name=?2 AND seq IS ?3"
 };
 
 /* The schema, written by the first process that opens the file. */
@@ -1803,14 +1805,49 @@ static void simba__sqlite_tell_all(simba__sqlite *b, const char *name) {
     }
 }
 
+/* Whether column c of a statement's row is a session id simba could have
+   written: TEXT of at most SIMBA_MAX_SESSION bytes with no NUL in it. Any
+   other value (a BLOB, a longer or cut string, a number), written by
+   another program, names no session: read back it would not compare equal
+   to itself, so a purge by that id would delete nothing. */
+static int simba__sqlite_session_column_ok(sqlite3_stmt *st, int c) {
+    const unsigned char *t;
+    int n;
+    if (sqlite3_column_type(st, c) != SQLITE_TEXT) return 0;
+    t = sqlite3_column_text(st, c);
+    n = sqlite3_column_bytes(st, c);
+    return t && n <= SIMBA_MAX_SESSION && strlen((const char *)t) == (size_t)n;
+}
+
+/* Deletes the entry of `name` the statement st (SQ_Q_WALK) is on, by its key,
+   and resets st. For an entry that belongs to no session: no session's
+   purge would ever remove it, and no client can believe it holds by it. */
+static void simba__sqlite_drop_entry(simba__sqlite *b, const char *name, sqlite3_stmt *st) {
+    sqlite3_value *seq = sqlite3_value_dup(sqlite3_column_value(st, 0));
+    sqlite3_stmt *del;
+    sqlite3_reset(st);
+    if (!seq) { simba__sqlite_fail(b, SQLITE_NOMEM); return; }
+    del = simba__sqlite_q(b, SQ_ENT_DEL_SEQ);
+    simba__sqlite_bind_text(del, 1, b->tenant);
+    simba__sqlite_bind_name(del, 2, name);
+    sqlite3_bind_value(del, 3, seq);
+    simba__sqlite_step(b, del);
+    /* a row its own key cannot delete: the batch fails as corrupt data
+       (SIMBA_EPROTO) rather than walk again */
+    if (!b->rc && sqlite3_changes(b->db) != 1) simba__sqlite_fail(b, SQLITE_CORRUPT);
+    sqlite3_value_free(seq);
+}
+
 /* One walk of the prefix rule from the head, as far as it can matter: the
    holders and the waiters it grants now, up to the first it cannot (whose
    session is returned in first_waiter). A dead session met on the way is
-   purged and the walk starts again (returns -1). Otherwise the number of
-   grants found (at most SIMBA__SQLITE_GRANTS), and in owner the owner once
-   they are applied: the head's session if it holds or is granted now, else
-   "". held_by: the owner as the walk found it (the head's session if it
-   holds), set even when it returns -1. O(holders + grants). */
+   purged, an entry that names no session is dropped, and the walk starts
+   again (returns -1): each such pass removes the entry it stopped at.
+   Otherwise the number of grants found (at most SIMBA__SQLITE_GRANTS), and
+   in owner the owner once they are applied: the head's session if it holds
+   or is granted now, else "". held_by: the owner as the walk found it (the
+   head's session if it holds), set even when it returns -1.
+   O(holders + grants). */
 static int simba__sqlite_walk(simba__sqlite *b, const char *name, int capacity, simba__sqlite_grant *g,
                               simba__sqlite_grant *first_waiter, char *held_by, char *owner) {
     sqlite3_stmt *st = simba__sqlite_q(b, SQ_Q_WALK);
@@ -1824,6 +1861,10 @@ static int simba__sqlite_walk(simba__sqlite *b, const char *name, int capacity, 
     while (simba__sqlite_step(b, st) == SQLITE_ROW) {
         int weight = sqlite3_column_int(st, 3);
         int64_t fence = sqlite3_column_int64(st, 4);
+        if (!simba__sqlite_session_column_ok(st, 2)) {
+            simba__sqlite_drop_entry(b, name, st);
+            return -1;
+        }
         simba__sqlite_col(st, 2, session, sizeof session);
         if (head && fence) memcpy(held_by, session, sizeof session);
         if (!simba__sqlite_live(b, session)) {
