@@ -77,6 +77,8 @@
     renamed since, and only then is the path walked. Without the watch
     (built with SIMBA_SQLITE_NO_INOTIFY, or no inotify instance left) an
     fstat asks before each such batch whether the file still has a name.
+    A session lives in one file: found replaced, or reopened as another
+    file by a reconnect, the file makes the session void (LOST, a new one).
     docs/sqlite.md, "A replaced file", says why that is safe.
 */
 #ifndef SIMBA_SQLITE_INCLUDED
@@ -427,6 +429,7 @@ typedef struct simba__sqlite {
     int slot;                   /* our byte in it, -1 */
     char markfile[48];          /* "dev:ino" of the sidecar: whose marks we can see */
     dev_t db_dev; ino_t db_ino; /* the file we opened: a replaced path is noticed */
+    dev_t used_dev; ino_t used_ino; /* the file of our last connection (had_file): a session lives in it */
     int db_fd;                  /* an O_PATH descriptor of it (-1: none): does it still have a name? */
     int name_fd;                /* an inotify watch of it (-1: none): something happened to the file */
     int name_changed;           /* ... since its last check: the next batch that checks walks the path */
@@ -1322,6 +1325,16 @@ static void simba__sqlite_down(simba__sqlite *b, int code, const char *msg) {
     if (was_up || code != SIMBA_EBUSY) simba_backend_state(b->s, 0, code, msg);
 }
 
+/* A reconnect that opened another file than our last connection's (the
+   path deleted and made again, an old copy moved back over it while we
+   were down): our session lives in that last file only, so here it is
+   void (simba__sqlite_voided), as when the check before a batch finds the
+   file replaced. Whatever made us reconnect, the file decides. */
+static void simba__sqlite_void_if_other_file(simba__sqlite *b) {
+    if (!b->had_file || (b->db_dev == b->used_dev && b->db_ino == b->used_ino)) return;
+    if (b->session[0]) simba__sqlite_copy(b->void_session, sizeof b->void_session, b->session);
+}
+
 /* One attempt to open everything. */
 static void simba__sqlite_connect(simba__sqlite *b) {
     char msg[SIMBA_MAX_MESSAGE + 96];
@@ -1338,10 +1351,13 @@ static void simba__sqlite_connect(simba__sqlite *b) {
     }
     if (rc != 0) { simba__sqlite_down(b, rc, msg); return; }
     if (b->attempts || b->stats.reconnects || b->stats.transactions) b->stats.reconnects++;
+    simba__sqlite_void_if_other_file(b);
     b->attempts = 0;
     b->busy_tries = 0;
     b->up = 1;
     b->had_file = 1;
+    b->used_dev = b->db_dev;
+    b->used_ino = b->db_ino;
     b->stats.last_error = 0;
     simba_backend_state(b->s, 1, 0, NULL);
 }

@@ -1424,6 +1424,70 @@ static void t_sqlite_file_restored(void) {
     CHECK(iy >= 0);
 }
 
+/* t_sqlite_file_restored with the holder down at the moment of the
+   restore: its op timed out (another connection held the write lock for
+   longer than ttl / 3), so it reconnects straight into the old copy, where
+   its session row is alive. The reconnect must void that session (the
+   holder LOST x, taken after the copy) before a new client is granted x. */
+static void t_sqlite_file_restored_while_down(void) {
+    char copy[320];
+    sq_files f;
+    static h_client ca, cc;
+    h_client *cl[2];
+    simba_lock ly, lx, cx;
+    sqlite3 *db, *to, *blocker;
+    sqlite3_backup *bk;
+    int64_t end, left = -1;
+    int i, down = 0, ilost = -1, ix = -1;
+    memset(&ca, 0, sizeof ca); memset(&cc, 0, sizeof cc);
+    sq_files_of(&f, "restored-down.db");
+    sq_path(copy, sizeof copy, "restored-down-backup.db");
+    ca.s = sq_client(f.db, "rd", "a", 1500, 1000);   /* an op times out after ttl / 3 */
+    CHECK(ca.s);
+    cl[0] = &ca;
+    ly = sq_acquire(ca.s, "y", 1, 1, 0, -1);
+    CHECK(h_expect(cl, 1, 0, ly, SIMBA_EVENT_ACQUIRED, 5000));
+    CHECK(sqlite3_open(f.db, &db) == SQLITE_OK && sqlite3_open(copy, &to) == SQLITE_OK);
+    CHECK((bk = sqlite3_backup_init(to, "main", db, "main")) != NULL);   /* a copy with a's session in it */
+    CHECK(sqlite3_backup_step(bk, -1) == SQLITE_DONE);
+    sqlite3_backup_finish(bk);
+    sqlite3_close(to);
+    sqlite3_close(db);
+    simba_release(ca.s, ly);
+    CHECK(h_expect(cl, 1, 0, ly, SIMBA_EVENT_RELEASED, 5000));
+    lx = sq_acquire(ca.s, "x", 1, 1, 0, -1);
+    CHECK(h_expect(cl, 1, 0, lx, SIMBA_EVENT_ACQUIRED, 5000));
+    CHECK(sqlite3_open(f.db, &blocker) == SQLITE_OK);   /* a's next keepalive times out: a goes down */
+    CHECK(sqlite3_exec(blocker, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+    end = h_real_ms() + 5000;
+    while (h_real_ms() < end && !down) {
+        h_pump(cl, 1, 20);
+        for (i = 0; i < ca.nlog; i++) if (ca.log[i].type == SIMBA_EVENT_DISCONNECTED) down = 1;
+    }
+    CHECK(down);
+    CHECK(rename(copy, f.db) == 0);                     /* while a is down: the copy back, -wal and -shm fresh */
+    unlink(f.wal);
+    unlink(f.shm);
+    sqlite3_exec(blocker, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(blocker);
+    cc.s = sq_client(f.db, "rd", "c", 1500, 1000);
+    CHECK(cc.s);
+    cx = sq_acquire(cc.s, "x", 1, 1, 0, -1);
+    cl[1] = &cc;
+    end = h_real_ms() + 15000;
+    for (i = 0; h_real_ms() < end && ix < 0; i++) {
+        h_pump(cl, 2, 50);
+        if (ilost < 0 && h_has(&ca, lx, SIMBA_EVENT_LOST)) ilost = i;
+        if (h_has(&cc, cx, SIMBA_EVENT_ACQUIRED)) { ix = i; left = simba_valid_ms(ca.s, lx); }
+    }
+    printf("  # the holder's LOST of x in round %d; the new client's x in round %d (rounds of 50 ms),"
+           " the holder's belief then: %lld ms\n", ilost, ix, (long long)left);
+    simba_destroy(ca.s);
+    simba_destroy(cc.s);
+    CHECK(ix >= 0);
+    CHECK(ilost >= 0 && ix >= ilost && left <= 0);
+}
+
 static void t_sqlite_file_deleted(void) { sq_replaced(SQ_DELETED); }
 static void t_sqlite_file_replaced(void) { sq_replaced(SQ_RENAMED_OVER); }
 static void t_sqlite_file_renamed_away(void) { sq_replaced(SQ_RENAMED_AWAY); }
@@ -1483,6 +1547,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_file_checked_on_change);
     RUN(t_sqlite_tick_without_poll);
     RUN(t_sqlite_file_restored);
+    RUN(t_sqlite_file_restored_while_down);
     RUN(t_sqlite_no_watch_left);
 
     rm_rf(dir);
