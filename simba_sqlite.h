@@ -264,7 +264,7 @@ enum {
     SIMBA__SQLITE_BATCH = 64,       /* ops in one transaction */
     SIMBA__SQLITE_SLOTS = 65536,    /* bytes of the sidecar a backend may take */
     SIMBA__SQLITE_MAX_WATCH = 64,   /* pidfds of one backend */
-    SIMBA__SQLITE_WAKE_NAME = 80,   /* bytes of a wake socket's name, with its NUL */
+    SIMBA__SQLITE_WAKE_NAME = 96,   /* bytes of a wake socket's name, with its NUL */
     SIMBA__SQLITE_DGRAM = 8 + SIMBA_MAX_NAME + 1 + SIMBA_MAX_SESSION + 1 + SIMBA__SQLITE_MAX_REQ
 };
 
@@ -437,6 +437,8 @@ typedef struct simba__sqlite {
     char wake[SIMBA__SQLITE_WAKE_NAME];
     char tag[20];               /* a hash of the file's real path: every wake socket's name starts
                                    with "simba-sqlite-<tag>-", so a new file can see who is running */
+    char path_tag[20];          /* a hash of the path as spelt (absolute): also in the wake socket's
+                                   name, so a directory made again still finds the running clients */
     int had_file;               /* we used a file of this path before (it was deleted or replaced) */
     char session[SIMBA_MAX_SESSION + 1];        /* our session, as the last OPEN or KEEPALIVE named it */
     char void_session[SIMBA_MAX_SESSION + 1];   /* a session of a file that was replaced under us, "" */
@@ -756,43 +758,64 @@ static int simba__sqlite_others_marked(simba__sqlite *b) {
     return lk.l_type != F_UNLCK;
 }
 
-/* The tag of the file's path: FNV-1a of its directory's device and inode
-   and its name, so every spelling of the path gives the same tag. */
+/* FNV-1a of the bytes of str, going on from h. */
+static uint64_t simba__sqlite_fnv(uint64_t h, const char *str) {
+    const char *p;
+    for (p = str; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
+}
+
+/* The tags of the file's path. tag: FNV-1a of its directory's device and
+   inode and its name, so every spelling of the path gives the same tag.
+   path_tag: FNV-1a of the path itself (made absolute), which a directory
+   removed and made again (a new inode: a new tag) keeps. */
 static void simba__sqlite_make_tag(simba__sqlite *b) {
     char dir[4096], id[64];
     const char *base = strrchr(b->path, '/');
     uint64_t h = 14695981039346656037ULL;
-    const char *p;
     struct stat st;
     simba__sqlite_dir_of(b->path, dir, sizeof dir);
     if (stat(dir, &st) == 0)
         snprintf(id, sizeof id, "%llx:%llx/", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
     else
         simba__sqlite_copy(id, sizeof id, dir);
-    for (p = id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    for (p = base ? base + 1 : b->path; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = simba__sqlite_fnv(simba__sqlite_fnv(h, id), base ? base + 1 : b->path);
     snprintf(b->tag, sizeof b->tag, "%016llx", (unsigned long long)h);
+    h = 14695981039346656037ULL;
+    if (b->path[0] != '/' && getcwd(dir, sizeof dir)) h = simba__sqlite_fnv(simba__sqlite_fnv(h, dir), "/");
+    h = simba__sqlite_fnv(h, b->path);
+    snprintf(b->path_tag, sizeof b->path_tag, "%016llx", (unsigned long long)h);
+}
+
+/* Whether a wake socket's name (at: "simba-sqlite-...", up to a space or
+   the line's end) is another running backend of our file: its tag or its
+   path tag is ours (a name of an older simba has no path tag). *lease_ms
+   is raised to the lease the name carries. */
+static int simba__sqlite_wake_is_ours(simba__sqlite *b, const char *at, int *lease_ms) {
+    char tag[20], path_tag[20];
+    int pid, lease, n;
+    size_t len = strcspn(at, " \n");
+    if (len == strlen(b->wake) && strncmp(at, b->wake, len) == 0) return 0;   /* our own */
+    path_tag[0] = 0;
+    n = sscanf(at, "simba-sqlite-%16[0-9a-f]-%d-%d-%16[0-9a-f]-", tag, &pid, &lease, path_tag);
+    if (n < 1 || (strcmp(tag, b->tag) != 0 && (n < 4 || strcmp(path_tag, b->path_tag) != 0))) return 0;
+    if (n >= 3 && lease > *lease_ms) *lease_ms = lease;
+    return 1;
 }
 
 /* Whether another backend of this path is running (its wake socket is
-   listed in /proc/net/unix), even if both files were deleted under it; and
-   the longest lease those backends run with (their wake socket's name
-   carries it; *lease_ms is left as it is if none is readable). */
+   listed in /proc/net/unix), even if both files, or their directory, were
+   deleted under it; and the longest lease those backends run with (their
+   wake socket's name carries it; *lease_ms is left as it is if none is
+   readable). */
 static int simba__sqlite_others_bound(simba__sqlite *b, int *lease_ms) {
-    char line[512], prefix[64];
+    char line[512];
     FILE *f = fopen("/proc/net/unix", "r");
     int found = 0;
     if (!f) return 1;   /* cannot tell: assume so */
-    snprintf(prefix, sizeof prefix, "@simba-sqlite-%s-", b->tag);
     while (fgets(line, sizeof line, f)) {
-        char *at = strstr(line, prefix);
-        size_t n;
-        int pid, lease;
-        if (!at) continue;
-        n = strcspn(at + 1, " \n");
-        if (n == strlen(b->wake) && strncmp(at + 1, b->wake, n) == 0) continue;
-        found = 1;
-        if (sscanf(at + strlen(prefix), "%d-%d-", &pid, &lease) == 2 && lease > *lease_ms) *lease_ms = lease;
+        const char *at = strstr(line, "@simba-sqlite-");
+        if (at && simba__sqlite_wake_is_ours(b, at + 1, lease_ms)) found = 1;
     }
     fclose(f);
     return found;
@@ -822,7 +845,8 @@ static int simba__sqlite_bind_wake(simba__sqlite *b, char *msg, size_t cap) {
     for (tries = 0; tries < 8; tries++) {
         socklen_t len;
         unsigned long long r = simba__sqlite_random() ^ (unsigned long long)simba__sqlite_real_us();
-        snprintf(b->wake, sizeof b->wake, "simba-sqlite-%s-%d-%d-%llx", b->tag, b->pid, simba_lease_ms(b->s), r);
+        snprintf(b->wake, sizeof b->wake, "simba-sqlite-%s-%d-%d-%s-%llx", b->tag, b->pid, simba_lease_ms(b->s),
+                 b->path_tag, r);
         memset(&a, 0, sizeof a);
         a.sun_family = AF_UNIX;
         memcpy(a.sun_path + 1, b->wake, strlen(b->wake));

@@ -1488,6 +1488,49 @@ static void t_sqlite_file_restored_while_down(void) {
     CHECK(ilost >= 0 && ix >= ilost && left <= 0);
 }
 
+/* The directory of the file replaced under a holder (renamed away and
+   made again, as a RuntimeDirectory= on a service's restart or a cleaner
+   of /tmp does): the sidecar's marks went with it and the new directory
+   has another inode. The new file must still grant nothing until the
+   holder's belief is over: the running holder's wake socket carries the
+   path's own tag too. */
+static void t_sqlite_directory_replaced(void) {
+    char sub[320], old[320], path[340];
+    static h_client ca, cb;
+    h_client *cl[2];
+    simba_lock la, lb;
+    int64_t end, left = -1;
+    int i, ilost = -1, iacq = -1;
+    memset(&ca, 0, sizeof ca); memset(&cb, 0, sizeof cb);
+    sq_path(sub, sizeof sub, "run");
+    sq_path(old, sizeof old, "run.old");
+    snprintf(path, sizeof path, "%s/locks.db", sub);
+    CHECK(mkdir(sub, 0700) == 0);
+    ca.s = sq_client(path, "dr", "a", 1500, 1000);
+    CHECK(ca.s);
+    cl[0] = &ca;
+    la = sq_acquire(ca.s, "x", 1, 1, 0, -1);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 5000));
+    CHECK(rename(sub, old) == 0);            /* the directory away with everything in it, and made again */
+    CHECK(mkdir(sub, 0700) == 0);
+    cb.s = sq_client(path, "dr", "b", 1500, 1000);
+    CHECK(cb.s);
+    lb = sq_acquire(cb.s, "x", 1, 1, 0, -1);
+    cl[1] = &cb;
+    end = h_real_ms() + 10000;
+    for (i = 0; h_real_ms() < end && iacq < 0; i++) {
+        h_pump(cl, 2, 50);
+        if (ilost < 0 && h_has(&ca, la, SIMBA_EVENT_LOST)) ilost = i;
+        if (h_has(&cb, lb, SIMBA_EVENT_ACQUIRED)) { iacq = i; left = simba_valid_ms(ca.s, la); }
+    }
+    printf("  # the holder's LOST in round %d, the new grant in round %d (rounds of 50 ms),"
+           " the holder's belief then: %lld ms\n", ilost, iacq, (long long)left);
+    simba_destroy(ca.s);
+    simba_destroy(cb.s);
+    CHECK(iacq >= 0);
+    CHECK(left <= 0 && ilost >= 0 && iacq >= ilost);
+}
+
 static void t_sqlite_file_deleted(void) { sq_replaced(SQ_DELETED); }
 static void t_sqlite_file_replaced(void) { sq_replaced(SQ_RENAMED_OVER); }
 static void t_sqlite_file_renamed_away(void) { sq_replaced(SQ_RENAMED_AWAY); }
@@ -1548,6 +1591,7 @@ int main(int argc, char **argv) {
     RUN(t_sqlite_tick_without_poll);
     RUN(t_sqlite_file_restored);
     RUN(t_sqlite_file_restored_while_down);
+    RUN(t_sqlite_directory_replaced);
     RUN(t_sqlite_no_watch_left);
 
     rm_rf(dir);
