@@ -58,6 +58,9 @@
     whoever looks purges its entries at once. Anything else (a stopped
     process, a forked child holding the descriptor, an fd closed by a library
     while the process lives) leaves the session to the ordinary lease rules.
+    A process stopped inside a batch's transaction keeps SQLite's one write
+    lock of the file: no batch of any process commits until it runs again
+    or dies (docs/sqlite.md, "A stopped process").
 
     Wake-ups: every backend binds a datagram socket (abstract namespace, a
     random name kept in its session row). A transaction that grants an entry
