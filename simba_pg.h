@@ -190,7 +190,7 @@ extern "C" {
 
 enum {
     SIMBA__PG_MAX_QUEUED = 64,      /* lock ops queued before submit says SIMBA_EBUSY */
-    SIMBA__PG_SCHEMA_VERSION = 11,   /* <schema>.version() of the functions below */
+    SIMBA__PG_SCHEMA_VERSION = 12,   /* <schema>.version() of the functions below */
     SIMBA__PG_MAX_SCHEMA = 48,      /* bytes in a schema name */
     SIMBA__PG_NPARAMS = 8           /* parameters of the widest call (ENQUEUE) */
 };
@@ -1171,8 +1171,8 @@ static const char *const simba__pg_ddl[] = {
     "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
     "BEGIN\n"
-    "    IF v > 11 THEN\n"
-    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (11): keep it, use the newer simba', v;\n"
+    "    IF v > 12 THEN\n"
+    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (12): keep it, use the newer simba', v;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
@@ -1273,7 +1273,7 @@ static const char *const simba__pg_ddl[] = {
     "                                             timestamptz);\n"
     "    END IF;\n"
     "END $d$",
-    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 11 $f$",
+    "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 12 $f$",
     /* The policy of every table: a row of a tenant listed in tenant_roles
        is for the roles listed (and their members) only. Written out in the
        policy, not called as a function: its subqueries are planned with each
@@ -1298,7 +1298,20 @@ static const char *const simba__pg_ddl[] = {
     "END $d$",
     "DROP FUNCTION IF EXISTS @.tenant_ok(text)",
     /* The helpers below are PL/pgSQL, not SQL: PL/pgSQL keeps its plans for
-       the session, a SQL function with a subquery is planned at every call. */
+       the session, a SQL function with a subquery is planned at every call.
+       Names resolve in pg_catalog and our schema only: the functions run
+       with the caller's rights, and an operator or function that another
+       role creates in a schema on the caller's search_path (public is
+       writable by every role before PostgreSQL 15) is chosen over
+       pg_catalog's wherever pg_catalog matches the arguments only through
+       a cast (integer * interval in OPEN's and KEEPALIVE's expiry: one that
+       answered 1 ms would end a session its client believes renewed). So
+       every PL/pgSQL function (and bump_epoch) runs with search_path =
+       pg_catalog, pg_temp and names our tables and functions with the
+       schema. grant_weight, next_fence and channel take no SET (it would
+       stop their inlining): every operator in them matches a pg_catalog
+       one exactly (pg_catalog is searched first) or is written
+       OPERATOR(pg_catalog.*). */
     /* simba_grant_weight (simba.h >>kit), the server's copy: min(weight,
        capacity), weight 0 (exclusive) counts as the capacity. */
     "CREATE OR REPLACE FUNCTION @.grant_weight(p_weight integer, p_capacity integer) RETURNS bigint\n"
@@ -1310,13 +1323,13 @@ static const char *const simba__pg_ddl[] = {
        (extract of a timestamptz is), so that it is inlined, not called. */
     "CREATE OR REPLACE FUNCTION @.next_fence(p_counter bigint, p_now timestamptz) RETURNS bigint\n"
     "LANGUAGE sql STABLE AS $f$\n"
-    "    SELECT GREATEST(p_counter + 1, (extract(epoch FROM p_now) * 1000000)::bigint)   -- simba_grant_fence\n"
+    "    SELECT GREATEST(p_counter + 1, (extract(epoch FROM p_now) OPERATOR(pg_catalog.*) 1000000)::bigint)   -- simba_grant_fence\n"
     "$f$",
     "CREATE OR REPLACE FUNCTION @.channel(p_session text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$\n"
     "    SELECT 'simba_' || right(p_session, 16)\n"
     "$f$",
     "CREATE OR REPLACE FUNCTION @.live(p_tenant text, p_session text, p_now timestamptz) RETURNS boolean\n"
-    "LANGUAGE plpgsql STABLE AS $f$\n"
+    "LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$\n"
     "BEGIN\n"
     "    RETURN EXISTS (SELECT 1 FROM @.sessions s\n"
     "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);\n"
@@ -1329,7 +1342,7 @@ static const char *const simba__pg_ddl[] = {
        sessions use, so that no holder from before overlaps with a new one.
        Returns the end of the grace (NULL: none). */
     "CREATE OR REPLACE FUNCTION @.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
     "    v_boot timestamptz; v_grace timestamptz; v_start timestamptz := pg_catalog.pg_postmaster_start_time();\n"
     "    v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;\n"
@@ -1355,7 +1368,7 @@ static const char *const simba__pg_ddl[] = {
        either finished before (the hold is dropped here) or waits and then
        finds the entry. */
     "CREATE OR REPLACE FUNCTION @.unfold(p_tenant text, p_name bytea) RETURNS void\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "BEGIN\n"
     "    INSERT INTO @.entries (tenant, name, seq, request, session, weight, fence, watch, token)\n"
     "        SELECT r.tenant, r.name, r.h_seq, r.h_request, r.h_session, r.h_weight, r.h_fence, r.h_watch, r.h_token\n"
@@ -1379,7 +1392,7 @@ static const char *const simba__pg_ddl[] = {
        request p_quiet is answered by the caller and not notified). When the
        oldest holder changes, the sessions with watching entries are told. */
     "CREATE OR REPLACE FUNCTION @.settle(p_tenant text, p_name bytea, p_now timestamptz, p_quiet text)\n"
-    "RETURNS void LANGUAGE plpgsql AS $f$\n"
+    "RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
     "    v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;\n"
     "    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;\n"
@@ -1435,7 +1448,7 @@ static const char *const simba__pg_ddl[] = {
     /* Locks the resource rows of p_names in name order (no deadlock between
        two multi-resource requests), creating missing ones with p_caps. */
     "CREATE OR REPLACE FUNCTION @.lock_all(p_tenant text, p_names bytea[], p_caps integer[])\n"
-    "RETURNS void LANGUAGE plpgsql AS $f$\n"
+    "RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_i integer;\n"
     "BEGIN\n"
     "    FOR v_i IN SELECT k FROM generate_subscripts(p_names, 1) AS k ORDER BY p_names[k] LOOP\n"
@@ -1449,7 +1462,7 @@ static const char *const simba__pg_ddl[] = {
     /* Would a new entry of these weights be granted at once everywhere
        (try_only)? The same rule: simba_grant_step over the live queue. */
     "CREATE OR REPLACE FUNCTION @.fits(p_tenant text, p_names bytea[], p_weights integer[], p_now timestamptz)\n"
-    "RETURNS boolean LANGUAGE plpgsql AS $f$\n"
+    "RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_i integer; v_cap integer; v_ahead bigint; e record;\n"
     "BEGIN\n"
     "    IF EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now) THEN\n"
@@ -1477,7 +1490,7 @@ static const char *const simba__pg_ddl[] = {
     "    OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,\n"
     "    OUT o_capacity integer, OUT o_grace_ms integer,\n"
     "    OUT o_token text)\n"
-    "LANGUAGE plpgsql STABLE AS $f$\n"
+    "LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz;\n"
     "BEGIN\n"
     "    o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;\n"
@@ -1522,11 +1535,11 @@ static const char *const simba__pg_ddl[] = {
     "        o_grace_ms := COALESCE(o_grace_ms, 0);\n"
     "    END IF;\n"
     "END $f$",
-    "CREATE OR REPLACE FUNCTION @.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$\n"
+    "CREATE OR REPLACE FUNCTION @.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$\n"
     "BEGIN\n"
     "    RETURN COALESCE((SELECT t.epoch FROM @.tenants t WHERE t.tenant = p_tenant), 1);\n"
     "END $f$",
-    "CREATE OR REPLACE FUNCTION @.bump_epoch(p_tenant text) RETURNS void LANGUAGE sql AS $f$\n"
+    "CREATE OR REPLACE FUNCTION @.bump_epoch(p_tenant text) RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "    INSERT INTO @.tenants AS t (tenant, epoch) VALUES (p_tenant, 2)\n"
     "        ON CONFLICT (tenant) DO UPDATE SET epoch = t.epoch + 1\n"
     "$f$",
@@ -1534,7 +1547,7 @@ static const char *const simba__pg_ddl[] = {
        of that id comes back empty, as another session (opened now). Listens
        on the session's channel. */
     "CREATE OR REPLACE FUNCTION @.open(p_tenant text, p_session text, p_lease integer) RETURNS bigint\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;\n"
     "BEGIN\n"
     "    SELECT s.expires INTO v_exp FROM @.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;\n"
@@ -1548,7 +1561,7 @@ static const char *const simba__pg_ddl[] = {
     "END $f$",
     /* KEEPALIVE: -1 when the session is gone or expired (never re-created). */
     "CREATE OR REPLACE FUNCTION @.keepalive(p_tenant text, p_session text, p_lease integer) RETURNS bigint\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp();\n"
     "BEGIN\n"
     "    UPDATE @.sessions s SET expires = v_now + p_lease * interval '1 millisecond', lease_ms = p_lease\n"
@@ -1561,7 +1574,7 @@ static const char *const simba__pg_ddl[] = {
        holds kept in resources' rows (no queue behind them) stay there, dead:
        whoever meets one drops it (unfold, stale, state). */
     "CREATE OR REPLACE FUNCTION @.close(p_tenant text, p_session text) RETURNS integer\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp(); v_name bytea;\n"
     "BEGIN\n"
     "    DELETE FROM @.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;\n"
@@ -1581,13 +1594,17 @@ static const char *const simba__pg_ddl[] = {
        answers. A hold kept in a resource's row becomes an entry row as
        soon as the row is locked, before the queue is read. A request id
        already in a queue is ours (a retry) or a dead session's (taken
-       over). */
+       over). Each resource row, created if missing, is locked (in name
+       order: no deadlock between two multi-resource requests) by the upsert
+       that also gives out its next queue position (one left unused when no
+       entry is inserted is a gap, which orders the same); without a live
+       session it does nothing. */
     "CREATE OR REPLACE FUNCTION @.join_queue(p_tenant text, p_session text, p_request text, p_try boolean,\n"
     "    p_watch boolean, p_names bytea[], p_caps integer[], p_weights integer[], p_now timestamptz,\n"
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
     "    OUT o_grace_ms integer, OUT o_token text)\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];\n"
     "    v_seq bigint; v_cap integer; v_inline boolean;\n"
     "BEGIN\n"
@@ -1595,10 +1612,6 @@ static const char *const simba__pg_ddl[] = {
     "    IF array_length(p_names, 1) > 1 THEN\n"
     "        v_order := ARRAY(SELECT k FROM generate_subscripts(p_names, 1) AS k ORDER BY p_names[k]);\n"
     "    END IF;\n"
-    "    -- each resource row, created if missing, is locked (in name order: no deadlock between two\n"
-    "    -- multi-resource requests) by the upsert that also gives out its next queue position (one\n"
-    "    -- left unused when no entry is inserted is a gap, which orders the same); without a live\n"
-    "    -- session it does nothing\n"
     "    FOREACH v_i IN ARRAY v_order LOOP\n"
     "        INSERT INTO @.resources AS r (tenant, name, capacity, seq)\n"
     "            SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM @.sessions s\n"
@@ -1671,7 +1684,7 @@ static const char *const simba__pg_ddl[] = {
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
     "    OUT o_grace_ms integer, OUT o_token text)\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp();\n"
     "    v_n integer := array_length(p_names, 1); v_names bytea[];\n"
@@ -1718,7 +1731,7 @@ static const char *const simba__pg_ddl[] = {
        waiter fits (the grant rule, as in settle: a restart grace that
        ended, or one that holds it back still). */
     "CREATE OR REPLACE FUNCTION @.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean\n"
-    "LANGUAGE plpgsql STABLE AS $f$\n"
+    "LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record; v_dead boolean;\n"
     "BEGIN\n"
     "    FOR v_i IN 1 .. array_length(p_names, 1) LOOP\n"
@@ -1747,7 +1760,7 @@ static const char *const simba__pg_ddl[] = {
     "    OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,\n"
     "    OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,\n"
     "    OUT o_grace_ms integer, OUT o_token text)\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp();\n"
     "    v_names bytea[]; v_i integer;\n"
@@ -1781,7 +1794,7 @@ static const char *const simba__pg_ddl[] = {
        which the lock reads in the row's newest version: then the walk runs
        too. An emptied queue is left as it is. */
     "CREATE OR REPLACE FUNCTION @.release(p_tenant text, p_session text, p_request text, p_names text[])\n"
-    "RETURNS integer LANGUAGE plpgsql AS $f$\n"
+    "RETURNS integer LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];\n"
     "    v_others boolean; v_moved boolean;\n"
@@ -1820,7 +1833,7 @@ static const char *const simba__pg_ddl[] = {
     "CREATE OR REPLACE FUNCTION @.inspect(p_tenant text, p_name text)\n"
     "RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,\n"
     "               o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
     "    v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex'); v_cap integer;\n"
     "    v_us bigint; v_grace bigint;\n"
@@ -1846,7 +1859,7 @@ static const char *const simba__pg_ddl[] = {
     /* SET_CAPACITY: the resource's capacity (created if absent); every
        session with an entry is told, the epoch moves, the queue moves on. */
     "CREATE OR REPLACE FUNCTION @.set_capacity(p_tenant text, p_name text, p_capacity integer) RETURNS integer\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex');\n"
     "BEGIN\n"
     "    INSERT INTO @.resources AS r (tenant, name, capacity) VALUES (p_tenant, v_name, p_capacity)\n"
@@ -1861,7 +1874,7 @@ static const char *const simba__pg_ddl[] = {
     /* DELETE: the resource and all its entries; every session with an
        entry is told, the epoch moves. */
     "CREATE OR REPLACE FUNCTION @.delete(p_tenant text, p_name text) RETURNS integer\n"
-    "LANGUAGE plpgsql AS $f$\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_name bytea := decode(p_name, 'hex');\n"
     "BEGIN\n"
     "    PERFORM 1 FROM @.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;\n"

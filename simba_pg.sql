@@ -27,14 +27,17 @@
 --
 -- Time is the server's only (clock_timestamp()); names are bytea (any
 -- bytes, compared byte-wise); fences are bigint. The functions run with the
--- caller's rights (SECURITY INVOKER), so the policies apply to them too.
+-- caller's rights (SECURITY INVOKER), so the policies apply to them too, and
+-- with search_path = pg_catalog, pg_temp (the SQL helpers without it use
+-- pg_catalog's operators only), so no operator or function that a role
+-- creates in a schema on a caller's path (public) can stand in for one.
 SELECT pg_advisory_xact_lock(7236450315724219);
 DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer
     FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'simba' AND p.proname = 'version' AND p.pronargs = 0), 0);
 BEGIN
-    IF v > 11 THEN
-        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (11): keep it, use the newer simba', v;
+    IF v > 12 THEN
+        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (12): keep it, use the newer simba', v;
     END IF;
 END $d$;
 CREATE SCHEMA IF NOT EXISTS simba;
@@ -97,7 +100,7 @@ BEGIN
                                              timestamptz);
     END IF;
 END $d$;
-CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 11 $f$;
+CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 12 $f$;
 DO $d$ DECLARE t text; v_rule text; BEGIN
     FOREACH t IN ARRAY ARRAY['sessions', 'resources', 'entries', 'tenants'] LOOP
         EXECUTE format('ALTER TABLE simba.%I ENABLE ROW LEVEL SECURITY', t);
@@ -121,19 +124,19 @@ LANGUAGE sql IMMUTABLE AS $f$
 $f$;
 CREATE OR REPLACE FUNCTION simba.next_fence(p_counter bigint, p_now timestamptz) RETURNS bigint
 LANGUAGE sql STABLE AS $f$
-    SELECT GREATEST(p_counter + 1, (extract(epoch FROM p_now) * 1000000)::bigint)   -- simba_grant_fence
+    SELECT GREATEST(p_counter + 1, (extract(epoch FROM p_now) OPERATOR(pg_catalog.*) 1000000)::bigint)   -- simba_grant_fence
 $f$;
 CREATE OR REPLACE FUNCTION simba.channel(p_session text) RETURNS text LANGUAGE sql IMMUTABLE AS $f$
     SELECT 'simba_' || right(p_session, 16)
 $f$;
 CREATE OR REPLACE FUNCTION simba.live(p_tenant text, p_session text, p_now timestamptz) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $f$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$
 BEGIN
     RETURN EXISTS (SELECT 1 FROM simba.sessions s
                    WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     v_boot timestamptz; v_grace timestamptz; v_start timestamptz := pg_catalog.pg_postmaster_start_time();
     v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;
@@ -151,7 +154,7 @@ BEGIN
     RETURN v_grace;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.unfold(p_tenant text, p_name bytea) RETURNS void
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 BEGIN
     INSERT INTO simba.entries (tenant, name, seq, request, session, weight, fence, watch, token)
         SELECT r.tenant, r.name, r.h_seq, r.h_request, r.h_session, r.h_weight, r.h_fence, r.h_watch, r.h_token
@@ -164,7 +167,7 @@ BEGIN
         WHERE r.tenant = p_tenant AND r.name = p_name AND r.h_session IS NOT NULL;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.settle(p_tenant text, p_name bytea, p_now timestamptz, p_quiet text)
-RETURNS void LANGUAGE plpgsql AS $f$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     v_cap integer; v_counter bigint; v_counter0 bigint; v_old text; v_owner text; v_grace timestamptz;
     v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;
@@ -218,7 +221,7 @@ BEGIN
     END IF;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.lock_all(p_tenant text, p_names bytea[], p_caps integer[])
-RETURNS void LANGUAGE plpgsql AS $f$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_i integer;
 BEGIN
     FOR v_i IN SELECT k FROM generate_subscripts(p_names, 1) AS k ORDER BY p_names[k] LOOP
@@ -230,7 +233,7 @@ BEGIN
     END LOOP;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.fits(p_tenant text, p_names bytea[], p_weights integer[], p_now timestamptz)
-RETURNS boolean LANGUAGE plpgsql AS $f$
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_i integer; v_cap integer; v_ahead bigint; e record;
 BEGIN
     IF EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant AND t.grace_until > p_now) THEN
@@ -254,7 +257,7 @@ CREATE OR REPLACE FUNCTION simba.state(p_tenant text, p_session text, p_request 
     OUT o_ahead integer, OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer,
     OUT o_capacity integer, OUT o_grace_ms integer,
     OUT o_token text)
-LANGUAGE plpgsql STABLE AS $f$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_i integer; e record; v_min timestamptz; v_exp timestamptz;
 BEGIN
     o_status := 0; o_granted := true; o_fences := '{}'; o_grace_ms := 0; o_recheck_ms := -1;
@@ -299,16 +302,16 @@ BEGIN
         o_grace_ms := COALESCE(o_grace_ms, 0);
     END IF;
 END $f$;
-CREATE OR REPLACE FUNCTION simba.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$
+CREATE OR REPLACE FUNCTION simba.epoch(p_tenant text) RETURNS bigint LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$
 BEGIN
     RETURN COALESCE((SELECT t.epoch FROM simba.tenants t WHERE t.tenant = p_tenant), 1);
 END $f$;
-CREATE OR REPLACE FUNCTION simba.bump_epoch(p_tenant text) RETURNS void LANGUAGE sql AS $f$
+CREATE OR REPLACE FUNCTION simba.bump_epoch(p_tenant text) RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $f$
     INSERT INTO simba.tenants AS t (tenant, epoch) VALUES (p_tenant, 2)
         ON CONFLICT (tenant) DO UPDATE SET epoch = t.epoch + 1
 $f$;
 CREATE OR REPLACE FUNCTION simba.open(p_tenant text, p_session text, p_lease integer) RETURNS bigint
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;
 BEGIN
     SELECT s.expires INTO v_exp FROM simba.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;
@@ -321,7 +324,7 @@ BEGIN
     RETURN simba.epoch(p_tenant);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.keepalive(p_tenant text, p_session text, p_lease integer) RETURNS bigint
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_now timestamptz := clock_timestamp();
 BEGIN
     UPDATE simba.sessions s SET expires = v_now + p_lease * interval '1 millisecond', lease_ms = p_lease
@@ -331,7 +334,7 @@ BEGIN
     RETURN simba.epoch(p_tenant);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.close(p_tenant text, p_session text) RETURNS integer
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_now timestamptz := clock_timestamp(); v_name bytea;
 BEGIN
     DELETE FROM simba.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;
@@ -348,7 +351,7 @@ CREATE OR REPLACE FUNCTION simba.join_queue(p_tenant text, p_session text, p_req
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
     OUT o_grace_ms integer, OUT o_token text)
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_i integer; v_other text; v_mine boolean := false; v_order integer[] := '{1}'; v_seqs bigint[];
     v_seq bigint; v_cap integer; v_inline boolean;
 BEGIN
@@ -356,10 +359,6 @@ BEGIN
     IF array_length(p_names, 1) > 1 THEN
         v_order := ARRAY(SELECT k FROM generate_subscripts(p_names, 1) AS k ORDER BY p_names[k]);
     END IF;
-    -- each resource row, created if missing, is locked (in name order: no deadlock between two
-    -- multi-resource requests) by the upsert that also gives out its next queue position (one
-    -- left unused when no entry is inserted is a gap, which orders the same); without a live
-    -- session it does nothing
     FOREACH v_i IN ARRAY v_order LOOP
         INSERT INTO simba.resources AS r (tenant, name, capacity, seq)
             SELECT p_tenant, p_names[v_i], p_caps[v_i], 1 WHERE EXISTS (SELECT 1 FROM simba.sessions s
@@ -414,7 +413,7 @@ CREATE OR REPLACE FUNCTION simba.enqueue(p_tenant text, p_session text, p_reques
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
     OUT o_grace_ms integer, OUT o_token text)
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_n integer := array_length(p_names, 1); v_names bytea[];
@@ -456,7 +455,7 @@ BEGIN
                                                   p_caps, p_weights, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.stale(p_tenant text, p_names bytea[], p_now timestamptz) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $f$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_i integer; v_cap integer; v_held integer; v_ahead bigint; e record; v_dead boolean;
 BEGIN
     FOR v_i IN 1 .. array_length(p_names, 1) LOOP
@@ -483,7 +482,7 @@ CREATE OR REPLACE FUNCTION simba.poll(p_tenant text, p_session text, p_request t
     OUT o_status integer, OUT o_granted boolean, OUT o_fences bigint[], OUT o_ahead integer,
     OUT o_held integer, OUT o_owner text, OUT o_recheck_ms integer, OUT o_capacity integer,
     OUT o_grace_ms integer, OUT o_token text)
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_names bytea[]; v_i integer;
@@ -506,7 +505,7 @@ BEGIN
         o_grace_ms, o_token FROM simba.state(p_tenant, p_session, p_request, v_names, v_now);
 END $f$;
 CREATE OR REPLACE FUNCTION simba.release(p_tenant text, p_session text, p_request text, p_names text[])
-RETURNS integer LANGUAGE plpgsql AS $f$
+RETURNS integer LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp(); v_name bytea; v_names bytea[] := ARRAY[decode(p_names[1], 'hex')];
     v_others boolean; v_moved boolean;
@@ -538,7 +537,7 @@ END $f$;
 CREATE OR REPLACE FUNCTION simba.inspect(p_tenant text, p_name text)
 RETURNS TABLE (o_capacity integer, o_session text, o_fence bigint, o_weight integer,
                o_expires_in_ms bigint, o_renewed_ago_ms bigint, o_held_ms bigint, o_grace_ms bigint)
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex'); v_cap integer;
     v_us bigint; v_grace bigint;
@@ -562,7 +561,7 @@ BEGIN
     IF NOT FOUND THEN RETURN QUERY SELECT v_cap, NULL::text, 0::bigint, 0, -1::bigint, -1::bigint, -1::bigint, v_grace; END IF;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.set_capacity(p_tenant text, p_name text, p_capacity integer) RETURNS integer
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_now timestamptz := clock_timestamp(); v_name bytea := decode(p_name, 'hex');
 BEGIN
     INSERT INTO simba.resources AS r (tenant, name, capacity) VALUES (p_tenant, v_name, p_capacity)
@@ -575,7 +574,7 @@ BEGIN
     RETURN 0;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.delete(p_tenant text, p_name text) RETURNS integer
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_name bytea := decode(p_name, 'hex');
 BEGIN
     PERFORM 1 FROM simba.resources r WHERE r.tenant = p_tenant AND r.name = v_name FOR UPDATE;

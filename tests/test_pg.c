@@ -372,13 +372,13 @@ static int disconnected_saying(h_client **cl, const char *words) {
 }
 
 /* A database that an older simba set up (tests/pg_schema_v5.sql to
-   tests/pg_schema_v10.sql: each version exactly
+   tests/pg_schema_v11.sql: each version exactly
    as it was installed, from simba_pg.sql of that version), with a holder
    of that version: a client
    without create_schema is refused in words and changes nothing; with
    create_schema the schema is upgraded in place and the old holder keeps
    its entry, its fence and the lock. The installer run again on a database
-   in use loses nothing. A schema of a newer simba (version 12 here) is
+   in use loses nothing. A schema of a newer simba (version 13 here) is
    refused, with create_schema too, and by the installer itself, and stays
    as it was. */
 static void schema_upgrade_from(const char *file, int version) {
@@ -412,7 +412,7 @@ static void schema_upgrade_from(const char *file, int version) {
     cl[0] = &a;
     a.s = new_client_ex("up", "a", 5000, 2000, &pd);
     CHECK(a.s);
-    snprintf(words, sizeof words, "has version %d, this simba needs 11: run simba_pg.sql again", version);
+    snprintf(words, sizeof words, "has version %d, this simba needs 12: run simba_pg.sql again", version);
     CHECK(disconnected_saying(cl, words));
     simba_destroy(a.s);
     a.s = NULL;
@@ -426,7 +426,7 @@ static void schema_upgrade_from(const char *file, int version) {
     CHECK(wait_connected(cl, 1, 0, 10000 * slow));     /* the upgrade is part of the connect */
     lb = h_acquire(b.s, "held", 500);
     CHECK((e = h_expect(cl, 1, 0, lb, SIMBA_EVENT_TIMEOUT, 10000)) != NULL);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 11);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 12);
     CHECK_EQ(admin_num(db, "SELECT fence FROM " QUEUE " queue WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     CHECK_EQ(admin_num(db, "SELECT count(*) FROM simba.inspect('up', encode('held'::bytea, 'hex'))"
                            " WHERE o_session = 'old~00000000000000aa' AND o_fence > 0"), 1);
@@ -445,16 +445,16 @@ static void schema_upgrade_from(const char *file, int version) {
 
     /* a newer simba's schema */
     CHECK(admin_exec(db, "CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS $f$ SELECT 12 $f$") == 0);
+                         " AS $f$ SELECT 13 $f$") == 0);
     memset(&a, 0, sizeof a);
     cl[0] = &a;
     a.s = new_client_ex("up", "c", 5000, 2000, &pd);
     CHECK(a.s);
-    CHECK(disconnected_saying(cl, "has version 12, newer than this simba's 11"));
+    CHECK(disconnected_saying(cl, "has version 13, newer than this simba's 12"));
     r = PQexec(db, now);
     CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR && strstr(PQresultErrorMessage(r), "newer than this simba_pg.sql") != NULL);
     PQclear(r);
-    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 12);
+    CHECK_EQ(admin_num(db, "SELECT simba.version()"), 13);
     CHECK_EQ(admin_num(db, "SELECT fence FROM " QUEUE " queue WHERE tenant = 'up' AND session LIKE 'old~%'"), fence_old);
     if (a.s) simba_destroy(a.s);
     a.s = NULL;
@@ -475,6 +475,7 @@ static void t_schema_upgrade(void) {
     schema_upgrade_from("tests/pg_schema_v8.sql", 8);
     schema_upgrade_from("tests/pg_schema_v9.sql", 9);
     schema_upgrade_from("tests/pg_schema_v10.sql", 10);
+    schema_upgrade_from("tests/pg_schema_v11.sql", 11);
 }
 
 /* The fast paths of the server functions: an acquire of a free name (no
@@ -1545,6 +1546,95 @@ static void t_standby_promotion(void) {
     CHECK(ctl("start") == 0);
 }
 
+/* Pumps both clients until B is granted lb (or ms pass); returns how long A
+   still believed it held la at that moment (> 0: two holders), 0 when A no
+   longer believed, -1 when B was not granted. A is pumped too (not silent). */
+static int64_t grant_beside_pumped(h_client **cl, simba_lock la, simba_lock lb, int ms, int64_t since) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        h_pump(cl, 2, 20);
+        if (h_has(cl[1], lb, SIMBA_EVENT_ACQUIRED)) {
+            int64_t left = simba_valid_ms(cl[0]->s, la);
+            printf("  # B granted %lld ms after t0; A %s (valid %lld ms more, LOST seen: %d)\n",
+                   (long long)(h_real_ms() - since), left > 0 ? "STILL BELIEVES" : "no longer believes",
+                   (long long)(left > 0 ? left : 0), h_has(cl[0], la, SIMBA_EVENT_LOST));
+            return left > 0 ? left : 0;
+        }
+    }
+    return -1;
+}
+
+/* simba's functions run with the caller's rights, and some of their
+   operators have no exact match in pg_catalog (OPEN's and KEEPALIVE's
+   expiry is v_now + integer * interval; pg_catalog has float8 * interval):
+   an operator of exactly those types in a schema on the caller's
+   search_path would be chosen instead, unless the functions set their own
+   path. Here public is writable by every role (the default before
+   PostgreSQL 15; granted here). A role of another tenant (app_b of jtb,
+   the client grants only) defines public.*(integer, interval) answering
+   1 ms for leases over 10 s. A (tenant jta, ttl 20 s) holds "sp", and its
+   server session must stay live while its client believes it renewed: B
+   (jta) asks for "sp" and must not be granted beside A. JP_NO_OP=1 makes
+   no operator (the control). */
+static void t_operator_on_search_path(void) {
+    PGconn *root = admin_open(), *hb = NULL;
+    simba_pg_desc pd = base_desc();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    int64_t left;
+    char url[512];
+    CHECK(root);
+    if (!root) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a;
+    a.s = new_client(my_tenant(), "spi", 3000, 1000);   /* installs the schema if missing */
+    CHECK(a.s && wait_connected(cl, 1, 0, 10000));
+    destroy_all(cl, 1);
+    CHECK(admin_exec(root,
+        "DO $d$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'app_a') THEN"
+        "  CREATE ROLE app_a LOGIN PASSWORD 'pa'; CREATE ROLE app_b LOGIN PASSWORD 'pb'; END IF; END $d$;"
+        "GRANT USAGE ON SCHEMA simba TO app_a, app_b;"
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON simba.sessions, simba.resources, simba.entries, simba.tenants"
+        "  TO app_a, app_b;"
+        "GRANT SELECT ON simba.tenant_roles TO app_a, app_b;"
+        "DELETE FROM simba.tenant_roles WHERE tenant IN ('jta', 'jtb');"
+        "INSERT INTO simba.tenant_roles VALUES ('jta', 'app_a'), ('jtb', 'app_b');"
+        "GRANT CREATE ON SCHEMA public TO PUBLIC;") == 0);   /* the default before PostgreSQL 15 */
+    url_as("app_b", "pb", url, sizeof url);
+    hb = admin_open_as(url);
+    CHECK(hb);
+    if (!hb) { PQfinish(root); return; }
+    if (!getenv("JP_NO_OP")) CHECK(admin_exec(hb,
+        "CREATE FUNCTION public.short_lease(integer, interval) RETURNS interval LANGUAGE sql AS"
+        " $f$ SELECT CASE WHEN $1 > 10000 THEN interval '1 millisecond'"
+        "     ELSE $2 OPERATOR(pg_catalog.*) $1::float8 END $f$;"
+        "CREATE OPERATOR public.* (LEFTARG = integer, RIGHTARG = interval, FUNCTION = public.short_lease);") == 0);
+    PQfinish(hb);
+    url_as("app_a", "pa", url, sizeof url);
+    pd.conninfo = url;
+    pd.create_schema = 0;
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client_ex("jta", "spa", 20000, 1000, &pd);
+    b.s = new_client_ex("jta", "spb", 3000, 1000, &pd);
+    CHECK(a.s && b.s);
+    CHECK(wait_connected(cl, 2, 0, 10000) && wait_connected(cl, 2, 1, 10000));
+    la = h_acquire(a.s, "sp", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    h_run_for(cl, 2, 500);
+    printf("  # A's session on the server expires in %lld ms (A's client: valid %lld ms)\n",
+           admin_num(root, "SELECT (extract(epoch FROM max(expires) - clock_timestamp()) * 1000)::bigint"
+                           " FROM simba.sessions WHERE tenant = 'jta' AND session LIKE 'spa~%'"),
+           (long long)simba_valid_ms(a.s, la));
+    lb = h_acquire(b.s, "sp", -1);
+    left = grant_beside_pumped(cl, la, lb, 3000, h_real_ms());
+    CHECK(left <= 0);
+    destroy_all(cl, 2);
+    admin_exec(root, "DROP OPERATOR IF EXISTS public.* (integer, interval); DROP FUNCTION IF EXISTS public.short_lease(integer, interval);"
+                     "REVOKE CREATE ON SCHEMA public FROM PUBLIC;");
+    PQfinish(root);
+}
+
 int main(int argc, char **argv) {
     conf_backend cb;
     PGconn *c;
@@ -1588,6 +1678,7 @@ int main(int argc, char **argv) {
     RUN(t_lock_timeout_rows_held);
     RUN(t_connection_limit_full);
     RUN(t_read_only_server);
+    RUN(t_operator_on_search_path);
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
         RUN(t_stopped_server);
