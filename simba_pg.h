@@ -1172,7 +1172,7 @@ static const char *const simba__pg_ddl[] = {
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
     "BEGIN\n"
     "    IF v > 12 THEN\n"
-    "        RAISE EXCEPTION 'schema simba has version %, newer than this simba_pg.sql (12): keep it, use the newer simba', v;\n"
+    "        RAISE EXCEPTION 'schema @ has version %, newer than this simba_pg.sql (12): keep it, use the newer simba', v;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE SCHEMA IF NOT EXISTS @",
@@ -1289,7 +1289,7 @@ static const char *const simba__pg_ddl[] = {
     "                         ' JOIN pg_catalog.pg_roles r ON r.rolname = t.role WHERE t.tenant = %1$I.tenant'\n"
     "                         ' AND pg_catalog.pg_has_role(current_user, r.oid, ''MEMBER'')))', t);\n"
     "        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_policies p\n"
-    "                       WHERE p.schemaname = 'simba' AND p.tablename = t AND p.policyname = 'tenant_rows') THEN\n"
+    "                       WHERE p.schemaname = '@' AND p.tablename = t AND p.policyname = 'tenant_rows') THEN\n"
     "            EXECUTE format('CREATE POLICY tenant_rows ON @.%I USING %s WITH CHECK %s', t, v_rule, v_rule);\n"
     "        ELSE\n"
     "            EXECUTE format('ALTER POLICY tenant_rows ON @.%I USING %s WITH CHECK %s', t, v_rule, v_rule);\n"

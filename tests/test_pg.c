@@ -1564,6 +1564,62 @@ static int64_t grant_beside_pumped(h_client **cl, simba_lock la, simba_lock lb, 
     return -1;
 }
 
+/* Policies of a schema other than simba. */
+static long long policies_in(PGconn *root, const char *schema) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_catalog.pg_policies WHERE schemaname = '%s'"
+                              " AND policyname = 'tenant_rows'", schema);
+    return admin_num(root, sql);
+}
+
+/* A schema of another name (simba_pg_desc.schema) installs, upgrades and
+   re-installs beside the default one: the installer looks for the
+   policies of the schema it installs. The default schema is there (A);
+   B installs "locks_b" with create_schema = 1 and holds "x"; its version
+   is then set back to 11 and C's create_schema = 1 upgrades it under B's
+   hold; the installer runs once more by hand. Every table of locks_b keeps
+   its policy, and B its hold. */
+static void t_schema_beside_another(void) {
+    PGconn *root = admin_open();
+    static h_client a, b, c;
+    h_client *cl[3];
+    simba_pg_desc pd = base_desc();
+    simba_event *e;
+    simba_lock l = h_no_lock();
+    char *again = schema_text("locks_b");
+    CHECK(root && again);
+    if (!root || !again) { if (root) PQfinish(root); free(again); return; }
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+    cl[0] = &a; cl[1] = &b; cl[2] = &c;
+    a.s = new_client(my_tenant(), "os1", 3000, 1000);   /* installs "simba" if missing */
+    CHECK(a.s && wait_connected(cl, 1, 0, 10000));
+    pd.schema = "locks_b";
+    b.s = new_client_ex(my_tenant(), "os2", 3000, 1000, &pd);
+    CHECK(b.s);
+    if (b.s && !wait_connected(cl, 2, 1, 10000)) {
+        e = h_expect(cl + 1, 1, 0, h_no_lock(), SIMBA_EVENT_DISCONNECTED, 100);
+        printf("  # schema locks_b: not connected: %s\n", e ? e->message : "(no event)");
+        CHECK(0);
+    } else if (b.s) {
+        l = h_acquire(b.s, "x", -1);
+        CHECK(h_expect(cl, 2, 1, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    }
+    CHECK_EQ(policies_in(root, "locks_b"), 4);
+    CHECK(admin_exec(root, "CREATE OR REPLACE FUNCTION locks_b.version() RETURNS integer LANGUAGE sql IMMUTABLE"
+                           " AS $f$ SELECT 11 $f$") == 0);
+    c.s = new_client_ex(my_tenant(), "os3", 3000, 1000, &pd);
+    CHECK(c.s && wait_connected(cl, 3, 2, 10000));   /* the upgrade is part of the connect */
+    CHECK_EQ(admin_num(root, "SELECT locks_b.version()"), SIMBA__PG_SCHEMA_VERSION);
+    CHECK(admin_exec(root, again) == 0);
+    h_run_for(cl, 3, 300);
+    CHECK_EQ(policies_in(root, "locks_b"), 4);
+    CHECK(!h_has(&b, l, SIMBA_EVENT_LOST) && b.s && simba_valid_ms(b.s, l) > 0);
+    destroy_all(cl, 3);
+    admin_exec(root, "DROP SCHEMA locks_b CASCADE");
+    PQfinish(root);
+    free(again);
+}
+
 /* simba's functions run with the caller's rights, and some of their
    operators have no exact match in pg_catalog (OPEN's and KEEPALIVE's
    expiry is v_now + integer * interval; pg_catalog has float8 * interval):
@@ -1678,6 +1734,7 @@ int main(int argc, char **argv) {
     RUN(t_lock_timeout_rows_held);
     RUN(t_connection_limit_full);
     RUN(t_read_only_server);
+    RUN(t_schema_beside_another);
     RUN(t_operator_on_search_path);
     if (env_ctl) {
         RUN(t_server_restart_mid_hold);
