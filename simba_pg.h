@@ -1245,6 +1245,12 @@ static const char *const simba__pg_ddl[] = {
        last granted in the tenant, and the end of a grace (no grants). */
     "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS boot timestamptz",
     "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS grace_until timestamptz",
+    /* The longest lease given in the tenant since lease_until was last
+       passed, and a horizon past every session expiry given since then
+       (version 12; note_lease keeps both, durably): a grace covers the
+       sessions a server lost with their rows. */
+    "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS lease_max integer,\n"
+    "    ADD COLUMN IF NOT EXISTS lease_until timestamptz",
     /* Tenant isolation: a tenant listed here is usable only by its roles
        (and their members); an unlisted tenant by every role with the grants. */
     "CREATE TABLE IF NOT EXISTS @.tenant_roles (\n"
@@ -1334,17 +1340,40 @@ static const char *const simba__pg_ddl[] = {
     "    RETURN EXISTS (SELECT 1 FROM @.sessions s\n"
     "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);\n"
     "END $f$",
+    /* OPEN and KEEPALIVE give expiries now + lease: every one is at most
+       lease_until, and lease_max is at least every lease given since
+       lease_until was last passed (an expiry given before then has passed).
+       A write (when a longer lease comes, or the horizon is less than a
+       lease ahead: once a lease at most) commits durably, whatever
+       synchronous_commit the server runs with, so a server that loses the
+       sessions given since still has it. */
+    "CREATE OR REPLACE FUNCTION @.note_lease(p_tenant text, p_lease integer, p_now timestamptz) RETURNS void\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
+    "BEGIN\n"
+    "    IF EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant AND t.lease_max >= p_lease\n"
+    "               AND t.lease_until >= p_now + p_lease * interval '1 millisecond') THEN\n"
+    "        RETURN;\n"
+    "    END IF;\n"
+    "    PERFORM set_config('synchronous_commit', 'on', true);\n"
+    "    INSERT INTO @.tenants AS t (tenant, lease_max, lease_until)\n"
+    "        VALUES (p_tenant, p_lease, p_now + 2 * p_lease * interval '1 millisecond')\n"
+    "        ON CONFLICT (tenant) DO UPDATE\n"
+    "        SET lease_max = CASE WHEN t.lease_until > p_now THEN GREATEST(t.lease_max, p_lease) ELSE p_lease END,\n"
+    "            lease_until = GREATEST(t.lease_until, EXCLUDED.lease_until);\n"
+    "END $f$",
     /* The restart grace (docs/postgres.md): a server run other than the one
        that last granted in the tenant (a restart, a promoted standby) may
        have lost commits when the server does not keep them all (fsync or
        synchronous_commit off) or the client says so (simba_pg.restart_grace
-       = 1): then nothing is granted for the longest lease the tenant's
-       sessions use, so that no holder from before overlaps with a new one.
-       Returns the end of the grace (NULL: none). */
+       = 1): then nothing is granted until every session expiry given
+       before may have passed: one longest lease of the sessions present,
+       and of those lost with their rows, as note_lease kept it. Returns the
+       end of the grace (NULL: none). */
     "CREATE OR REPLACE FUNCTION @.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz\n"
     "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
-    "    v_boot timestamptz; v_grace timestamptz; v_start timestamptz := pg_catalog.pg_postmaster_start_time();\n"
+    "    v_boot timestamptz; v_grace timestamptz; v_lost timestamptz;\n"
+    "    v_start timestamptz := pg_catalog.pg_postmaster_start_time();\n"
     "    v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;\n"
     "BEGIN\n"
     "    SELECT t.boot, t.grace_until INTO v_boot, v_grace FROM @.tenants t WHERE t.tenant = p_tenant;\n"
@@ -1353,7 +1382,9 @@ static const char *const simba__pg_ddl[] = {
     "    IF v_mode = '1' OR (v_mode = '0' AND (current_setting('fsync') = 'off'\n"
     "                                        OR current_setting('synchronous_commit') = 'off')) THEN\n"
     "        SELECT COALESCE(max(s.lease_ms), 0) INTO v_lease FROM @.sessions s WHERE s.tenant = p_tenant;\n"
-    "        v_grace := p_now + v_lease * interval '1 millisecond';\n"
+    "        SELECT LEAST(t.lease_until, p_now + t.lease_max * interval '1 millisecond') INTO v_lost\n"
+    "            FROM @.tenants t WHERE t.tenant = p_tenant AND t.lease_until > p_now;\n"
+    "        v_grace := GREATEST(p_now + v_lease * interval '1 millisecond', v_lost);\n"
     "    END IF;\n"
     "    INSERT INTO @.tenants AS t (tenant, boot, grace_until) VALUES (p_tenant, v_start, v_grace)\n"
     "        ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;\n"
@@ -1552,6 +1583,7 @@ static const char *const simba__pg_ddl[] = {
     "BEGIN\n"
     "    SELECT s.expires INTO v_exp FROM @.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;\n"
     "    IF FOUND AND v_exp <= v_now THEN PERFORM @.close(p_tenant, p_session); END IF;\n"
+    "    PERFORM @.note_lease(p_tenant, p_lease, v_now);\n"
     "    INSERT INTO @.sessions AS s (tenant, session, expires, lease_ms, opened)\n"
     "        VALUES (p_tenant, p_session, v_now + p_lease * interval '1 millisecond', p_lease, v_now)\n"
     "        ON CONFLICT (tenant, session) DO UPDATE SET expires = EXCLUDED.expires, lease_ms = EXCLUDED.lease_ms;\n"
@@ -1567,6 +1599,7 @@ static const char *const simba__pg_ddl[] = {
     "    UPDATE @.sessions s SET expires = v_now + p_lease * interval '1 millisecond', lease_ms = p_lease\n"
     "        WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now;\n"
     "    IF NOT FOUND THEN RETURN -1; END IF;\n"
+    "    PERFORM @.note_lease(p_tenant, p_lease, v_now);\n"
     "    EXECUTE 'LISTEN ' || quote_ident(@.channel(p_session));\n"
     "    RETURN @.epoch(p_tenant);\n"
     "END $f$",

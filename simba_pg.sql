@@ -81,6 +81,8 @@ CREATE TABLE IF NOT EXISTS simba.tenants (
     epoch     bigint  NOT NULL DEFAULT 1);
 ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS boot timestamptz;
 ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS grace_until timestamptz;
+ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS lease_max integer,
+    ADD COLUMN IF NOT EXISTS lease_until timestamptz;
 CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
@@ -135,10 +137,25 @@ BEGIN
     RETURN EXISTS (SELECT 1 FROM simba.sessions s
                    WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);
 END $f$;
+CREATE OR REPLACE FUNCTION simba.note_lease(p_tenant text, p_lease integer, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
+BEGIN
+    IF EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant AND t.lease_max >= p_lease
+               AND t.lease_until >= p_now + p_lease * interval '1 millisecond') THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('synchronous_commit', 'on', true);
+    INSERT INTO simba.tenants AS t (tenant, lease_max, lease_until)
+        VALUES (p_tenant, p_lease, p_now + 2 * p_lease * interval '1 millisecond')
+        ON CONFLICT (tenant) DO UPDATE
+        SET lease_max = CASE WHEN t.lease_until > p_now THEN GREATEST(t.lease_max, p_lease) ELSE p_lease END,
+            lease_until = GREATEST(t.lease_until, EXCLUDED.lease_until);
+END $f$;
 CREATE OR REPLACE FUNCTION simba.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
-    v_boot timestamptz; v_grace timestamptz; v_start timestamptz := pg_catalog.pg_postmaster_start_time();
+    v_boot timestamptz; v_grace timestamptz; v_lost timestamptz;
+    v_start timestamptz := pg_catalog.pg_postmaster_start_time();
     v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;
 BEGIN
     SELECT t.boot, t.grace_until INTO v_boot, v_grace FROM simba.tenants t WHERE t.tenant = p_tenant;
@@ -147,7 +164,9 @@ BEGIN
     IF v_mode = '1' OR (v_mode = '0' AND (current_setting('fsync') = 'off'
                                         OR current_setting('synchronous_commit') = 'off')) THEN
         SELECT COALESCE(max(s.lease_ms), 0) INTO v_lease FROM simba.sessions s WHERE s.tenant = p_tenant;
-        v_grace := p_now + v_lease * interval '1 millisecond';
+        SELECT LEAST(t.lease_until, p_now + t.lease_max * interval '1 millisecond') INTO v_lost
+            FROM simba.tenants t WHERE t.tenant = p_tenant AND t.lease_until > p_now;
+        v_grace := GREATEST(p_now + v_lease * interval '1 millisecond', v_lost);
     END IF;
     INSERT INTO simba.tenants AS t (tenant, boot, grace_until) VALUES (p_tenant, v_start, v_grace)
         ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;
@@ -316,6 +335,7 @@ DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;
 BEGIN
     SELECT s.expires INTO v_exp FROM simba.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;
     IF FOUND AND v_exp <= v_now THEN PERFORM simba.close(p_tenant, p_session); END IF;
+    PERFORM simba.note_lease(p_tenant, p_lease, v_now);
     INSERT INTO simba.sessions AS s (tenant, session, expires, lease_ms, opened)
         VALUES (p_tenant, p_session, v_now + p_lease * interval '1 millisecond', p_lease, v_now)
         ON CONFLICT (tenant, session) DO UPDATE SET expires = EXCLUDED.expires, lease_ms = EXCLUDED.lease_ms;
@@ -330,6 +350,7 @@ BEGIN
     UPDATE simba.sessions s SET expires = v_now + p_lease * interval '1 millisecond', lease_ms = p_lease
         WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now;
     IF NOT FOUND THEN RETURN -1; END IF;
+    PERFORM simba.note_lease(p_tenant, p_lease, v_now);
     EXECUTE 'LISTEN ' || quote_ident(simba.channel(p_session));
     RETURN simba.epoch(p_tenant);
 END $f$;

@@ -1620,6 +1620,66 @@ static void t_schema_beside_another(void) {
     free(again);
 }
 
+/* Deletes, durably, what a server that loses its last commits may lose of
+   a holder: its session (id prefix "who~") and the resource it holds.
+   Whether a real loss takes them depends on when the WAL writer runs, so
+   the tests that need the loss make it. */
+static int lose_holder(PGconn *root, const char *tenant, const char *who, const char *name) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SET synchronous_commit = on;"
+             "DELETE FROM simba.sessions WHERE tenant = '%s' AND session LIKE '%s~%%';"
+             "DELETE FROM simba.entries WHERE tenant = '%s' AND name = '%s'::bytea;"
+             "DELETE FROM simba.resources WHERE tenant = '%s' AND name = '%s'::bytea;",
+             tenant, who, tenant, name, tenant, name);
+    return admin_exec(root, sql);
+}
+
+/* The restart grace covers the sessions a server lost with their rows,
+   not only those it still has. B (ttl 1 s) is opened while commits are
+   durable; then the server may lose commits (synchronous_commit = off): A
+   opens with a longer lease (ttl 10 s) and takes "g"; A's session and hold
+   are lost (lose_holder) and the server is killed and started again. A is
+   silent (cut off, as in t_standby_promotion): B must be granted "g" only
+   once A's lease is over. JP_A_TTL=1000 gives A B's lease (the control). */
+static void t_restart_grace_covers_lost_sessions(void) {
+    const char *tenant = my_tenant();
+    PGconn *root = admin_open();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb, lw;
+    int64_t t0;
+    CHECK(root);
+    if (!root) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &b;
+    b.s = new_client(tenant, "gb", 1000, 1000);
+    CHECK(b.s && wait_connected(cl, 1, 0, 10000));
+    lw = h_acquire(b.s, "warmup", -1);   /* this run noticed in the tenant, durably */
+    CHECK(h_expect(cl, 1, 0, lw, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_release(b.s, lw), SIMBA_OK);
+    h_run_for(cl, 1, 300);
+    CHECK(admin_exec(root, "ALTER SYSTEM SET synchronous_commit = off") == 0);
+    CHECK(admin_exec(root, "SELECT pg_reload_conf()") == 0);
+    h_run_for(cl, 1, 1000);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "ga", atoi(env_or("JP_A_TTL", "10000")), 1000);
+    CHECK(a.s && wait_connected(cl, 2, 0, 10000));
+    la = h_acquire(a.s, "g", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(lose_holder(root, tenant, "ga", "g") == 0);
+    PQfinish(root);
+    t0 = h_real_ms();
+    CHECK(ctl("restart") == 0);         /* kill -9 of the postmaster, start again */
+    lb = h_acquire(b.s, "g", -1);
+    CHECK_EQ(h_grant_beside_silent(&b, lb, a.s, la, 25000, t0, "the restart"), 0);
+    destroy_all(cl, 2);
+    root = admin_open();
+    CHECK(root && admin_exec(root, "ALTER SYSTEM RESET synchronous_commit") == 0);
+    CHECK(root && admin_exec(root, "SELECT pg_reload_conf()") == 0);
+    if (root) PQfinish(root);
+}
+
 /* simba's functions run with the caller's rights, and some of their
    operators have no exact match in pg_catalog (OPEN's and KEEPALIVE's
    expiry is v_now + integer * interval; pg_catalog has float8 * interval):
@@ -1742,6 +1802,7 @@ int main(int argc, char **argv) {
         RUN(t_connect_to_stopped_server);
         RUN(t_restart_grace);
         RUN(t_standby_promotion);
+        RUN(t_restart_grace_covers_lost_sessions);
     } else {
         printf("# skip - t_server_restart_mid_hold, t_stopped_server, t_connect_to_stopped_server (no SIMBA_PG_CTL)\n");
     }
