@@ -101,8 +101,10 @@ typedef struct simba_pg_desc {
     int lock_timeout_ms;        /* lock_timeout of simba's sessions: an operation
                                    that waits longer for rows another transaction
                                    holds ends (and is retried); default 2000 */
-    int restart_grace;          /* grant nothing for one lease after the server
-                                   restarted or failed over: 0 (default) when the
+    int restart_grace;          /* grant nothing for one (the tenant's longest)
+                                   lease after the server restarted, recovered
+                                   from a crash or failed over, and end the
+                                   sessions from before: 0 (default) when the
                                    server may lose commits (fsync or
                                    synchronous_commit off), 1 always (e.g. an
                                    asynchronous standby may be promoted), <0 never */
@@ -1241,8 +1243,8 @@ static const char *const simba__pg_ddl[] = {
     "CREATE TABLE IF NOT EXISTS @.tenants (\n"
     "    tenant    text    PRIMARY KEY,\n"
     "    epoch     bigint  NOT NULL DEFAULT 1)",
-    /* The restart grace: the server run (pg_postmaster_start_time()) that
-       last granted in the tenant, and the end of a grace (no grants). */
+    /* The restart grace: the server run (run, below) that last granted in
+       the tenant, and the end of a grace (no grants). */
     "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS boot timestamptz",
     "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS grace_until timestamptz",
     /* The longest lease given in the tenant since lease_until was last
@@ -1251,6 +1253,18 @@ static const char *const simba__pg_ddl[] = {
        sessions a server lost with their rows. */
     "ALTER TABLE @.tenants ADD COLUMN IF NOT EXISTS lease_max integer,\n"
     "    ADD COLUMN IF NOT EXISTS lease_until timestamptz",
+    /* The server run (version 12): one row, made by the first walk of a
+       run (mark_run), kept by a clean restart and emptied by PostgreSQL's
+       crash recovery (UNLOGGED), which may have lost asynchronous commits
+       without a new postmaster start. A run is a postmaster start and its
+       row: a missing row, or one of another start, is a new run. No tenant
+       data: read by every role, written only through mark_run. */
+    "CREATE UNLOGGED TABLE IF NOT EXISTS @.run (\n"
+    "    one        boolean     PRIMARY KEY DEFAULT true CHECK (one),\n"
+    "    started    timestamptz NOT NULL,    -- this run's id (tenants.boot)\n"
+    "    postmaster timestamptz NOT NULL     -- pg_postmaster_start_time() of the run\n"
+    ")",
+    "GRANT SELECT ON @.run TO PUBLIC",
     /* Tenant isolation: a tenant listed here is usable only by its roles
        (and their members); an unlisted tenant by every role with the grants. */
     "CREATE TABLE IF NOT EXISTS @.tenant_roles (\n"
@@ -1263,7 +1277,9 @@ static const char *const simba__pg_ddl[] = {
        join_queue that took queue positions (version 9 gives them out in
        it). Only then: an installer that finds the current version in place
        (another client installed it while this one waited for the advisory
-       lock) drops nothing that the other clients are calling. */
+       lock) drops nothing that the other clients are calling. A schema
+       older than version 12 gets the server's run as its tenants' boot
+       names it (the postmaster's start): its upgrade starts no grace. */
     "DO $d$ DECLARE v integer := COALESCE((SELECT substring(p.prosrc FROM '[0-9]+')::integer\n"
     "    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace\n"
     "    WHERE n.nspname = '@' AND p.proname = 'version' AND p.pronargs = 0), 0);\n"
@@ -1277,6 +1293,11 @@ static const char *const simba__pg_ddl[] = {
     "    IF v < 9 THEN\n"
     "        DROP FUNCTION IF EXISTS @.join_queue(text, text, text, boolean, boolean, bytea[], bigint[], integer[],\n"
     "                                             timestamptz);\n"
+    "    END IF;\n"
+    "    IF v < 12 THEN\n"
+    "        INSERT INTO @.run (started, postmaster)\n"
+    "            VALUES (pg_catalog.pg_postmaster_start_time(), pg_catalog.pg_postmaster_start_time())\n"
+    "            ON CONFLICT (one) DO NOTHING;\n"
     "    END IF;\n"
     "END $d$",
     "CREATE OR REPLACE FUNCTION @.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 12 $f$",
@@ -1340,6 +1361,22 @@ static const char *const simba__pg_ddl[] = {
     "    RETURN EXISTS (SELECT 1 FROM @.sessions s\n"
     "                   WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);\n"
     "END $f$",
+    /* This server run's id (run.started), the run's row made when it is
+       missing or of another postmaster start: its id is the time it is
+       made, never one a tenant recorded before. SECURITY DEFINER: clients
+       read the row but cannot write it. */
+    "CREATE OR REPLACE FUNCTION @.mark_run() RETURNS timestamptz\n"
+    "LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$\n"
+    "DECLARE v_run timestamptz;\n"
+    "BEGIN\n"
+    "    SELECT m.started INTO v_run FROM @.run m WHERE m.postmaster = pg_postmaster_start_time();\n"
+    "    IF FOUND THEN RETURN v_run; END IF;\n"
+    "    INSERT INTO @.run AS m (started, postmaster) VALUES (clock_timestamp(), pg_postmaster_start_time())\n"
+    "        ON CONFLICT (one) DO UPDATE SET started = EXCLUDED.started, postmaster = EXCLUDED.postmaster\n"
+    "        WHERE m.postmaster <> EXCLUDED.postmaster;\n"
+    "    SELECT m.started INTO v_run FROM @.run m;\n"
+    "    RETURN v_run;\n"
+    "END $f$",
     /* OPEN and KEEPALIVE give expiries now + lease: every one is at most
        lease_until, and lease_max is at least every lease given since
        lease_until was last passed (an expiry given before then has passed).
@@ -1362,18 +1399,21 @@ static const char *const simba__pg_ddl[] = {
     "            lease_until = GREATEST(t.lease_until, EXCLUDED.lease_until);\n"
     "END $f$",
     /* The restart grace (docs/postgres.md): a server run other than the one
-       that last granted in the tenant (a restart, a promoted standby) may
-       have lost commits when the server does not keep them all (fsync or
-       synchronous_commit off) or the client says so (simba_pg.restart_grace
-       = 1): then nothing is granted until every session expiry given
-       before may have passed: one longest lease of the sessions present,
-       and of those lost with their rows, as note_lease kept it. Returns the
-       end of the grace (NULL: none). */
+       that last granted in the tenant (a restart, a crash recovery, a
+       promoted standby) may have lost commits when the server does not
+       keep them all (fsync or synchronous_commit off) or the client says
+       so (simba_pg.restart_grace = 1): then nothing is granted until every
+       session expiry given before may have passed: one longest lease of
+       the sessions present, and of those lost with their rows, as
+       note_lease kept it. The tenant's sessions then end: a holder whose
+       grant was lost but whose session was kept (renewed again after the
+       restart) would believe forever; each is told LOST at its next
+       KEEPALIVE, a silent one when its lease runs out, within the grace.
+       Returns the end of the grace (NULL: none). */
     "CREATE OR REPLACE FUNCTION @.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz\n"
     "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE\n"
-    "    v_boot timestamptz; v_grace timestamptz; v_lost timestamptz;\n"
-    "    v_start timestamptz := pg_catalog.pg_postmaster_start_time();\n"
+    "    v_boot timestamptz; v_grace timestamptz; v_lost timestamptz; v_start timestamptz := @.mark_run();\n"
     "    v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;\n"
     "BEGIN\n"
     "    SELECT t.boot, t.grace_until INTO v_boot, v_grace FROM @.tenants t WHERE t.tenant = p_tenant;\n"
@@ -1385,10 +1425,26 @@ static const char *const simba__pg_ddl[] = {
     "        SELECT LEAST(t.lease_until, p_now + t.lease_max * interval '1 millisecond') INTO v_lost\n"
     "            FROM @.tenants t WHERE t.tenant = p_tenant AND t.lease_until > p_now;\n"
     "        v_grace := GREATEST(p_now + v_lease * interval '1 millisecond', v_lost);\n"
+    "        -- a grant that a session from before holds may be lost: none of them is renewed (an\n"
+    "        -- expiry before the postmaster's start is before the clock of every call of this run)\n"
+    "        UPDATE @.sessions s SET expires = pg_postmaster_start_time()\n"
+    "            WHERE s.tenant = p_tenant AND s.expires > pg_postmaster_start_time();\n"
     "    END IF;\n"
     "    INSERT INTO @.tenants AS t (tenant, boot, grace_until) VALUES (p_tenant, v_start, v_grace)\n"
     "        ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;\n"
     "    RETURN v_grace;\n"
+    "END $f$",
+    /* OPEN and KEEPALIVE notice a new server run before they give an
+       expiry: a session from before is not renewed in a run that may have
+       lost its grants (notice_boot). */
+    "CREATE OR REPLACE FUNCTION @.notice_run(p_tenant text, p_now timestamptz) RETURNS void\n"
+    "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
+    "BEGIN\n"
+    "    IF NOT EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
+    "                   AND t.boot = (SELECT m.started FROM @.run m\n"
+    "                                 WHERE m.postmaster = pg_postmaster_start_time())) THEN\n"
+    "        PERFORM @.notice_boot(p_tenant, p_now);\n"
+    "    END IF;\n"
     "END $f$",
     /* A hold kept in the resource's row becomes the queue's first entry row
        (the caller holds the row's lock). Only while its session is the one
@@ -1429,7 +1485,8 @@ static const char *const simba__pg_ddl[] = {
     "    v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;\n"
     "    v_watched boolean := false; v_inline boolean;\n"
     "BEGIN\n"
-    "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until,\n"
+    "    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = (SELECT m.started FROM @.run m\n"
+    "               WHERE m.postmaster = pg_catalog.pg_postmaster_start_time()), t.grace_until,\n"
     "           r.h_session IS NOT NULL INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace, v_inline\n"
     "        FROM @.resources r LEFT JOIN @.tenants t ON t.tenant = r.tenant\n"
     "        WHERE r.tenant = p_tenant AND r.name = p_name;\n"
@@ -1581,6 +1638,7 @@ static const char *const simba__pg_ddl[] = {
     "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;\n"
     "BEGIN\n"
+    "    PERFORM @.notice_run(p_tenant, v_now);\n"
     "    SELECT s.expires INTO v_exp FROM @.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;\n"
     "    IF FOUND AND v_exp <= v_now THEN PERFORM @.close(p_tenant, p_session); END IF;\n"
     "    PERFORM @.note_lease(p_tenant, p_lease, v_now);\n"
@@ -1596,6 +1654,7 @@ static const char *const simba__pg_ddl[] = {
     "LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$\n"
     "DECLARE v_now timestamptz := clock_timestamp();\n"
     "BEGIN\n"
+    "    PERFORM @.notice_run(p_tenant, v_now);\n"
     "    UPDATE @.sessions s SET expires = v_now + p_lease * interval '1 millisecond', lease_ms = p_lease\n"
     "        WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now;\n"
     "    IF NOT FOUND THEN RETURN -1; END IF;\n"
@@ -1734,7 +1793,8 @@ static const char *const simba__pg_ddl[] = {
     "          AND r.seq = (SELECT y.seq FROM @.resources y WHERE y.tenant = p_tenant AND y.name = v_names[1])\n"
     "          AND NOT EXISTS (SELECT 1 FROM @.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])\n"
     "          AND EXISTS (SELECT 1 FROM @.tenants t WHERE t.tenant = p_tenant\n"
-    "                      AND t.boot = pg_catalog.pg_postmaster_start_time()\n"
+    "                      AND t.boot = (SELECT m.started FROM @.run m\n"
+    "                                    WHERE m.postmaster = pg_catalog.pg_postmaster_start_time())\n"
     "                      AND (t.grace_until IS NULL OR t.grace_until <= v_now))\n"
     "          AND x.tenant = p_tenant AND x.session = p_session AND x.expires > v_now\n"
     "        RETURNING r.counter, r.h_token, r.capacity INTO v_fence, o_token, v_cap;\n"

@@ -17,9 +17,10 @@
 --   GRANT SELECT ON simba.tenant_roles TO app;
 --   GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA simba TO app;   -- the default
 --
--- Tenant isolation (docs/postgres.md): every table has row-level security
--- (forced, also for the owner); a tenant listed in simba.tenant_roles is
--- usable only by the roles listed for it (and their members):
+-- Tenant isolation (docs/postgres.md): every table of tenant rows has
+-- row-level security (forced, also for the owner); a tenant listed in
+-- simba.tenant_roles is usable only by the roles listed for it (and their
+-- members):
 --
 --   INSERT INTO simba.tenant_roles VALUES ('billing', 'app_billing');
 --
@@ -83,6 +84,12 @@ ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS boot timestamptz;
 ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS grace_until timestamptz;
 ALTER TABLE simba.tenants ADD COLUMN IF NOT EXISTS lease_max integer,
     ADD COLUMN IF NOT EXISTS lease_until timestamptz;
+CREATE UNLOGGED TABLE IF NOT EXISTS simba.run (
+    one        boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    started    timestamptz NOT NULL,    -- this run's id (tenants.boot)
+    postmaster timestamptz NOT NULL     -- pg_postmaster_start_time() of the run
+);
+GRANT SELECT ON simba.run TO PUBLIC;
 CREATE TABLE IF NOT EXISTS simba.tenant_roles (
     tenant    text NOT NULL,
     role      name NOT NULL,
@@ -100,6 +107,11 @@ BEGIN
     IF v < 9 THEN
         DROP FUNCTION IF EXISTS simba.join_queue(text, text, text, boolean, boolean, bytea[], bigint[], integer[],
                                              timestamptz);
+    END IF;
+    IF v < 12 THEN
+        INSERT INTO simba.run (started, postmaster)
+            VALUES (pg_catalog.pg_postmaster_start_time(), pg_catalog.pg_postmaster_start_time())
+            ON CONFLICT (one) DO NOTHING;
     END IF;
 END $d$;
 CREATE OR REPLACE FUNCTION simba.version() RETURNS integer LANGUAGE sql IMMUTABLE AS $f$ SELECT 12 $f$;
@@ -137,6 +149,18 @@ BEGIN
     RETURN EXISTS (SELECT 1 FROM simba.sessions s
                    WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > p_now);
 END $f$;
+CREATE OR REPLACE FUNCTION simba.mark_run() RETURNS timestamptz
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE v_run timestamptz;
+BEGIN
+    SELECT m.started INTO v_run FROM simba.run m WHERE m.postmaster = pg_postmaster_start_time();
+    IF FOUND THEN RETURN v_run; END IF;
+    INSERT INTO simba.run AS m (started, postmaster) VALUES (clock_timestamp(), pg_postmaster_start_time())
+        ON CONFLICT (one) DO UPDATE SET started = EXCLUDED.started, postmaster = EXCLUDED.postmaster
+        WHERE m.postmaster <> EXCLUDED.postmaster;
+    SELECT m.started INTO v_run FROM simba.run m;
+    RETURN v_run;
+END $f$;
 CREATE OR REPLACE FUNCTION simba.note_lease(p_tenant text, p_lease integer, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 BEGIN
@@ -154,8 +178,7 @@ END $f$;
 CREATE OR REPLACE FUNCTION simba.notice_boot(p_tenant text, p_now timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
-    v_boot timestamptz; v_grace timestamptz; v_lost timestamptz;
-    v_start timestamptz := pg_catalog.pg_postmaster_start_time();
+    v_boot timestamptz; v_grace timestamptz; v_lost timestamptz; v_start timestamptz := simba.mark_run();
     v_mode text := COALESCE(current_setting('simba_pg.restart_grace', true), '0'); v_lease integer;
 BEGIN
     SELECT t.boot, t.grace_until INTO v_boot, v_grace FROM simba.tenants t WHERE t.tenant = p_tenant;
@@ -167,10 +190,23 @@ BEGIN
         SELECT LEAST(t.lease_until, p_now + t.lease_max * interval '1 millisecond') INTO v_lost
             FROM simba.tenants t WHERE t.tenant = p_tenant AND t.lease_until > p_now;
         v_grace := GREATEST(p_now + v_lease * interval '1 millisecond', v_lost);
+        -- a grant that a session from before holds may be lost: none of them is renewed (an
+        -- expiry before the postmaster's start is before the clock of every call of this run)
+        UPDATE simba.sessions s SET expires = pg_postmaster_start_time()
+            WHERE s.tenant = p_tenant AND s.expires > pg_postmaster_start_time();
     END IF;
     INSERT INTO simba.tenants AS t (tenant, boot, grace_until) VALUES (p_tenant, v_start, v_grace)
         ON CONFLICT (tenant) DO UPDATE SET boot = EXCLUDED.boot, grace_until = EXCLUDED.grace_until;
     RETURN v_grace;
+END $f$;
+CREATE OR REPLACE FUNCTION simba.notice_run(p_tenant text, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
+                   AND t.boot = (SELECT m.started FROM simba.run m
+                                 WHERE m.postmaster = pg_postmaster_start_time())) THEN
+        PERFORM simba.notice_boot(p_tenant, p_now);
+    END IF;
 END $f$;
 CREATE OR REPLACE FUNCTION simba.unfold(p_tenant text, p_name bytea) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
@@ -192,7 +228,8 @@ DECLARE
     v_held integer := 0; v_held0 integer; v_ahead bigint := 0; v_fence bigint; v_booted boolean; e record;
     v_watched boolean := false; v_inline boolean;
 BEGIN
-    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = pg_catalog.pg_postmaster_start_time(), t.grace_until,
+    SELECT r.capacity, r.counter, r.owner, r.held, t.boot = (SELECT m.started FROM simba.run m
+               WHERE m.postmaster = pg_catalog.pg_postmaster_start_time()), t.grace_until,
            r.h_session IS NOT NULL INTO v_cap, v_counter, v_old, v_held0, v_booted, v_grace, v_inline
         FROM simba.resources r LEFT JOIN simba.tenants t ON t.tenant = r.tenant
         WHERE r.tenant = p_tenant AND r.name = p_name;
@@ -333,6 +370,7 @@ CREATE OR REPLACE FUNCTION simba.open(p_tenant text, p_session text, p_lease int
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_now timestamptz := clock_timestamp(); v_exp timestamptz;
 BEGIN
+    PERFORM simba.notice_run(p_tenant, v_now);
     SELECT s.expires INTO v_exp FROM simba.sessions s WHERE s.tenant = p_tenant AND s.session = p_session;
     IF FOUND AND v_exp <= v_now THEN PERFORM simba.close(p_tenant, p_session); END IF;
     PERFORM simba.note_lease(p_tenant, p_lease, v_now);
@@ -347,6 +385,7 @@ CREATE OR REPLACE FUNCTION simba.keepalive(p_tenant text, p_session text, p_leas
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE v_now timestamptz := clock_timestamp();
 BEGIN
+    PERFORM simba.notice_run(p_tenant, v_now);
     UPDATE simba.sessions s SET expires = v_now + p_lease * interval '1 millisecond', lease_ms = p_lease
         WHERE s.tenant = p_tenant AND s.session = p_session AND s.expires > v_now;
     IF NOT FOUND THEN RETURN -1; END IF;
@@ -451,7 +490,8 @@ BEGIN
           AND r.seq = (SELECT y.seq FROM simba.resources y WHERE y.tenant = p_tenant AND y.name = v_names[1])
           AND NOT EXISTS (SELECT 1 FROM simba.entries q WHERE q.tenant = p_tenant AND q.name = v_names[1])
           AND EXISTS (SELECT 1 FROM simba.tenants t WHERE t.tenant = p_tenant
-                      AND t.boot = pg_catalog.pg_postmaster_start_time()
+                      AND t.boot = (SELECT m.started FROM simba.run m
+                                    WHERE m.postmaster = pg_catalog.pg_postmaster_start_time())
                       AND (t.grace_until IS NULL OR t.grace_until <= v_now))
           AND x.tenant = p_tenant AND x.session = p_session AND x.expires > v_now
         RETURNING r.counter, r.h_token, r.capacity INTO v_fence, o_token, v_cap;

@@ -1546,6 +1546,19 @@ static void t_standby_promotion(void) {
     CHECK(ctl("start") == 0);
 }
 
+/* Whether the server answers a new connection within ms (after a crash). */
+static int server_answers_within(int ms) {
+    int64_t end = h_real_ms() + ms;
+    while (h_real_ms() < end) {
+        PGconn *c = PQconnectdb(env_url);
+        int ok = PQstatus(c) == CONNECTION_OK;
+        PQfinish(c);
+        if (ok) return 1;
+        { struct timespec ts = {0, 50000000}; nanosleep(&ts, NULL); }
+    }
+    return 0;
+}
+
 /* Pumps both clients until B is granted lb (or ms pass); returns how long A
    still believed it held la at that moment (> 0: two holders), 0 when A no
    longer believed, -1 when B was not granted. A is pumped too (not silent). */
@@ -1562,6 +1575,76 @@ static int64_t grant_beside_pumped(h_client **cl, simba_lock la, simba_lock lb, 
         }
     }
     return -1;
+}
+
+/* Deletes, durably, what a server that loses its last commits may lose of
+   a holder: the resource it holds and, unless who is NULL, its session
+   (id prefix "who~"). Whether a real loss takes them depends on when the
+   WAL writer runs, so the tests that need the loss make it. */
+static int lose_holder(PGconn *root, const char *tenant, const char *who, const char *name) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SET synchronous_commit = on;"
+             "DELETE FROM simba.sessions WHERE tenant = '%s' AND session LIKE '%s~%%';"
+             "DELETE FROM simba.entries WHERE tenant = '%s' AND name = '%s'::bytea;"
+             "DELETE FROM simba.resources WHERE tenant = '%s' AND name = '%s'::bytea;",
+             tenant, who ? who : "", tenant, name, tenant, name);
+    return admin_exec(root, sql);
+}
+
+/* A server that may lose commits (synchronous_commit = off) has one
+   backend killed (SIGKILL, as a segfault or the OOM killer would): the
+   postmaster stays up, re-initialises and runs crash recovery, which may
+   drop A's hold but not its session, opened while commits were durable
+   (lose_holder makes it so), with the same
+   pg_postmaster_start_time(). The run's row (UNLOGGED, emptied by the
+   recovery) tells the new run; A, not silent, reconnects and renews: it
+   must be told LOST before B is granted the lock it held, and B granted
+   after the grace. */
+static void t_restart_grace_after_crash_recovery(void) {
+    const char *tenant = my_tenant();
+    PGconn *root = admin_open();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb, lw;
+    int64_t t0, left;
+    int victim;
+    CHECK(root);
+    if (!root) return;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    a.s = new_client(tenant, "ca", 10000, 1000);
+    b.s = new_client(tenant, "cb", 10000, 1000);
+    CHECK(a.s && b.s);
+    CHECK(wait_connected(cl, 2, 0, 10000) && wait_connected(cl, 2, 1, 10000));
+    /* this server run is noticed in the tenant while commits are durable */
+    lw = h_acquire(a.s, "warmup", -1);
+    CHECK(h_expect(cl, 2, 0, lw, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK_EQ(simba_release(a.s, lw), SIMBA_OK);
+    h_run_for(cl, 2, 300);
+    /* the server may now lose its last commits (the documented lossy mode) */
+    CHECK(admin_exec(root, "ALTER SYSTEM SET synchronous_commit = off") == 0);
+    CHECK(admin_exec(root, "SELECT pg_reload_conf()") == 0);
+    h_run_for(cl, 2, 1500);   /* every backend has read the new settings; sessions renewed */
+    la = h_acquire(a.s, "crash", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    CHECK(lose_holder(root, tenant, NULL, "crash") == 0);   /* A's session, opened durably, stays */
+    /* one backend dies: the postmaster re-initialises (crash recovery) */
+    victim = PQbackendPID(root);
+    t0 = h_real_ms();
+    CHECK(kill(victim, SIGKILL) == 0);
+    PQfinish(root);
+    { struct timespec ts = {0, 300000000}; nanosleep(&ts, NULL); }
+    CHECK(server_answers_within(20000));
+    printf("  # server back %lld ms after the crash\n", (long long)(h_real_ms() - t0));
+    lb = h_acquire(b.s, "crash", -1);
+    left = grant_beside_pumped(cl, la, lb, 25000, t0);
+    CHECK_EQ(left, 0);           /* granted, once A was told LOST */
+    destroy_all(cl, 2);
+    root = admin_open();
+    CHECK(root && admin_exec(root, "ALTER SYSTEM RESET synchronous_commit") == 0);
+    CHECK(root && admin_exec(root, "SELECT pg_reload_conf()") == 0);
+    if (root) PQfinish(root);
 }
 
 /* Policies of a schema other than simba. */
@@ -1618,21 +1701,6 @@ static void t_schema_beside_another(void) {
     admin_exec(root, "DROP SCHEMA locks_b CASCADE");
     PQfinish(root);
     free(again);
-}
-
-/* Deletes, durably, what a server that loses its last commits may lose of
-   a holder: its session (id prefix "who~") and the resource it holds.
-   Whether a real loss takes them depends on when the WAL writer runs, so
-   the tests that need the loss make it. */
-static int lose_holder(PGconn *root, const char *tenant, const char *who, const char *name) {
-    char sql[512];
-    snprintf(sql, sizeof sql,
-             "SET synchronous_commit = on;"
-             "DELETE FROM simba.sessions WHERE tenant = '%s' AND session LIKE '%s~%%';"
-             "DELETE FROM simba.entries WHERE tenant = '%s' AND name = '%s'::bytea;"
-             "DELETE FROM simba.resources WHERE tenant = '%s' AND name = '%s'::bytea;",
-             tenant, who, tenant, name, tenant, name);
-    return admin_exec(root, sql);
 }
 
 /* The restart grace covers the sessions a server lost with their rows,
@@ -1802,6 +1870,7 @@ int main(int argc, char **argv) {
         RUN(t_connect_to_stopped_server);
         RUN(t_restart_grace);
         RUN(t_standby_promotion);
+        RUN(t_restart_grace_after_crash_recovery);
         RUN(t_restart_grace_covers_lost_sessions);
     } else {
         printf("# skip - t_server_restart_mid_hold, t_stopped_server, t_connect_to_stopped_server (no SIMBA_PG_CTL)\n");
