@@ -1709,7 +1709,7 @@ static void t_schema_beside_another(void) {
    opens with a longer lease (ttl 10 s) and takes "g"; A's session and hold
    are lost (lose_holder) and the server is killed and started again. A is
    silent (cut off, as in t_standby_promotion): B must be granted "g" only
-   once A's lease is over. JP_A_TTL=1000 gives A B's lease (the control). */
+   once A's lease is over. SIMBA_TEST_A_TTL=1000 gives A B's lease (the control). */
 static void t_restart_grace_covers_lost_sessions(void) {
     const char *tenant = my_tenant();
     PGconn *root = admin_open();
@@ -1731,7 +1731,7 @@ static void t_restart_grace_covers_lost_sessions(void) {
     CHECK(admin_exec(root, "SELECT pg_reload_conf()") == 0);
     h_run_for(cl, 1, 1000);
     cl[0] = &a; cl[1] = &b;
-    a.s = new_client(tenant, "ga", atoi(env_or("JP_A_TTL", "10000")), 1000);
+    a.s = new_client(tenant, "ga", atoi(env_or("SIMBA_TEST_A_TTL", "10000")), 1000);
     CHECK(a.s && wait_connected(cl, 2, 0, 10000));
     la = h_acquire(a.s, "g", -1);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
@@ -1758,7 +1758,7 @@ static void t_restart_grace_covers_lost_sessions(void) {
    the client grants only) defines public.*(integer, interval) answering
    1 ms for leases over 10 s. A (tenant jta, ttl 20 s) holds "sp", and its
    server session must stay live while its client believes it renewed: B
-   (jta) asks for "sp" and must not be granted beside A. JP_NO_OP=1 makes
+   (jta) asks for "sp" and must not be granted beside A. SIMBA_TEST_NO_OPERATOR=1 makes
    no operator (the control). */
 static void t_operator_on_search_path(void) {
     PGconn *root = admin_open(), *hb = NULL;
@@ -1789,7 +1789,7 @@ static void t_operator_on_search_path(void) {
     hb = admin_open_as(url);
     CHECK(hb);
     if (!hb) { PQfinish(root); return; }
-    if (!getenv("JP_NO_OP")) CHECK(admin_exec(hb,
+    if (!getenv("SIMBA_TEST_NO_OPERATOR")) CHECK(admin_exec(hb,
         "CREATE FUNCTION public.short_lease(integer, interval) RETURNS interval LANGUAGE sql AS"
         " $f$ SELECT CASE WHEN $1 > 10000 THEN interval '1 millisecond'"
         "     ELSE $2 OPERATOR(pg_catalog.*) $1::float8 END $f$;"
