@@ -1090,14 +1090,16 @@ static void simba__mysql_error_words(char *out, size_t cap, const char *what, un
 
 static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int main_conn) {
     simba__mysql_buf_clear(x);
+    /* autocommit=1 whatever the server's default: a lone statement (a
+       KEEPALIVE, the hold in the row's UPDATE) must be committed when it
+       answers, or its renewal stays invisible to the other clients. UTC
+       before any time is read. */
+    simba__mysql_put(b, x, "SET SESSION time_zone='+00:00', SESSION autocommit=1");
     if (main_conn) {
-        /* results 0 and 1: what the restart grace needs (simba__mysql_grace) */
+        simba__mysql_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d;\n", b->lock_wait_s);
+        /* results 1 and 2: what the restart grace needs (simba__mysql_grace) */
         simba__mysql_put(b, x, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit, " SIMBA__MYSQL_NOW_MS ";\n"
-                            "SHOW GLOBAL STATUS LIKE 'Uptime';\n");
-    }
-    simba__mysql_put(b, x, "SET SESSION time_zone='+00:00'");
-    if (main_conn) {
-        simba__mysql_putf(b, x, ", SESSION innodb_lock_wait_timeout=%d", b->lock_wait_s);
+                            "SHOW GLOBAL STATUS LIKE 'Uptime'");
         /* READ COMMITTED: no gap locks, so the only locks simba takes are the
            resource rows (in sorted order) and the entries it writes */
         simba__mysql_put(b, x, ";\nSET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
@@ -1139,17 +1141,17 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
    (t_restart_grace_longest_lease). */
 static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
     int64_t flush = -1, now_ms = 0, uptime = -1, latest = 0;
-    MYSQL_RES *last = c->nres >= 3 ? c->res[c->nres - 1] : NULL;   /* the tenant's latest expiry */
+    MYSQL_RES *last = c->nres >= 4 ? c->res[c->nres - 1] : NULL;   /* the tenant's latest expiry */
     int on;
     MYSQL_ROW row;
     unsigned long *len;
-    if (c->nres >= 1 && c->res[0] && mysql_num_fields(c->res[0]) == 2 && (row = mysql_fetch_row(c->res[0])) &&
-        (len = mysql_fetch_lengths(c->res[0])) && row[0] && row[1]) {
+    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
+        (len = mysql_fetch_lengths(c->res[1])) && row[0] && row[1]) {
         if (!simba__mysql_int64(row[0], len[0], &flush)) flush = -1;
         if (!simba__mysql_int64(row[1], len[1], &now_ms)) now_ms = 0;
     }
-    if (c->nres >= 2 && c->res[1] && mysql_num_fields(c->res[1]) == 2 && (row = mysql_fetch_row(c->res[1])) &&
-        (len = mysql_fetch_lengths(c->res[1])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
+    if (c->nres >= 3 && c->res[2] && mysql_num_fields(c->res[2]) == 2 && (row = mysql_fetch_row(c->res[2])) &&
+        (len = mysql_fetch_lengths(c->res[2])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
         uptime = -1;
     if (last && mysql_num_fields(last) == 1 && (row = mysql_fetch_row(last)) && (len = mysql_fetch_lengths(last)) &&
         row[0] && !simba__mysql_int64(row[0], len[0], &latest))

@@ -2038,6 +2038,46 @@ static void t_restart_grace_longest_lease(void) {
     simba_destroy(b.s);
 }
 
+/* A server whose global autocommit is 0 (a my.cnf setting): the backend
+   sets autocommit=1 on its own sessions, so a holder's KEEPALIVE (a lone
+   statement) commits, its session stays alive for the other clients, and
+   B is not granted while A believes (A's session, unrenewed, would expire
+   within ttl + transition = 3 s). */
+static void t_server_autocommit_off(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock la, lb;
+    int64_t end;
+    int two = 0;
+    char cmd[1024];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    snprintf(cmd, sizeof cmd, "%s sql 'SET GLOBAL autocommit=0'", env_ctl);
+    CHECK(system(cmd) == 0);
+    a.s = new_client(tenant, "aca", 2000, 1000);
+    b.s = new_client(tenant, "acb", 2000, 1000);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "autocommit", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    lb = h_acquire(b.s, "autocommit", -1);
+    end = h_real_ms() + 6000;
+    while (h_real_ms() < end) {
+        h_pump(cl, 2, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && !h_has(&a, la, SIMBA_EVENT_LOST) && simba_valid_ms(a.s, la) > 0) {
+            printf("  # TWO HOLDERS: B granted, A believes for %lld ms more\n", (long long)simba_valid_ms(a.s, la));
+            two = 1;
+            break;
+        }
+    }
+    printf("  # end: A lost=%d valid_ms=%lld, B acquired=%d\n", h_has(&a, la, SIMBA_EVENT_LOST),
+           (long long)simba_valid_ms(a.s, la), h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    CHECK(!two);
+    destroy_all(cl, 2);
+    snprintf(cmd, sizeof cmd, "%s sql 'SET GLOBAL autocommit=1'", env_ctl);
+    CHECK(system(cmd) == 0);
+}
+
 /* A semaphore (capacity 2): the waiter's bell covers only the oldest holder,
    so when the *other* holder releases, the backend's own re-polls (50 ms
    doubling to 1 s) find the grant, long before the core's 60 s re-check. */
@@ -3993,6 +4033,7 @@ int main(int argc, char **argv) {
         RUN(t_server_restart_mid_hold);
         RUN(t_restart_grace);
         RUN(t_restart_grace_longest_lease);
+        RUN(t_server_autocommit_off);
         RUN(t_outage_drops_stale_state);
         RUN(t_keyed_waiter_session_dropped);
     } else {
