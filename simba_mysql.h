@@ -433,6 +433,9 @@ typedef struct simba__mysql {
     int port, ssl_verify, connect_timeout_ms, create_schema, lock_wait_s, sweep_ms, no_waiter;
     int restart_grace;
     int64_t grace_until_ms; /* server time before which nothing is granted (0: none) */
+    int64_t srv_start_ms;   /* the server's estimated start at our last connect (server time; 0: none) */
+    long lossy_restarts;    /* restarts seen while commits may be lost (the grace applies) */
+    long session_restarts;  /* lossy_restarts when the current session was opened */
     int block_semis;        /* separators inside the compound statement of the
                                batch being sent (one statement to the server) */
     int routines;           /* 1: CALL the settle procedures (simba__mysql_sql_settle);
@@ -1122,6 +1125,39 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
     }
 }
 
+/* A restart that may have lost commits ends the session opened before it.
+   The crash may have lost the grant of a hold we still believe in, or the
+   release of one we let go: the session row survived, so renewing it would
+   keep a belief the server no longer backs (two holders once the grace
+   ends) or a ghost hold nobody believes in (the lock stuck while we run).
+   So the next KEEPALIVE of that session answers SIMBA_ESESSION without
+   renewing it: the core reports every hold LOST (within ttl of its last
+   keepalive before the crash, so before the grace ends: ttl < lease), opens
+   a new session and CLOSEs the old one, which takes its entries with it.
+   The estimated start (now - uptime, uptime whole seconds rounded down)
+   moves by less than a second between connects to one server run, so a
+   move of more than SIMBA__MYSQL_RESTART_SLACK_MS is a restart; a server
+   that died within that time of its start is not told from the run before
+   (it was inside its own grace then: it granted nothing). Unknown uptime
+   counts as a restart, like the grace counts it as a fresh start. */
+#define SIMBA__MYSQL_RESTART_SLACK_MS 1250
+static void simba__mysql_note_restart(simba__mysql *b, int64_t now_ms, int64_t uptime, int lossy) {
+    int64_t start;
+    if (now_ms <= 0) return;
+    start = uptime >= 0 ? now_ms - uptime * 1000 : now_ms;
+    if (lossy && b->srv_start_ms > 0 && start > b->srv_start_ms + SIMBA__MYSQL_RESTART_SLACK_MS) {
+        b->lossy_restarts++;
+        simba_backend_log(b->s, SIMBA_LOG_WARN, "simba_mysql: the server restarted (%lld s ago) and may have lost "
+                          "commits: the session from before ends (its holds LOST)", (long long)uptime);
+    }
+    b->srv_start_ms = start;
+}
+
+/* The current session was opened before the last lossy restart. */
+static int simba__mysql_session_retired(const simba__mysql *b) {
+    return b->session_restarts != b->lossy_restarts;
+}
+
 /* The restart grace. InnoDB keeps what it committed, so normally no grace
    is needed. But a server that may lose its last commits in a crash
    (innodb_flush_log_at_trx_commit != 1 and the OS goes down) could forget a
@@ -1129,8 +1165,10 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
    backends after a data loss, grant nothing until one lease after the
    server started: every holder that could have been forgotten has given up
    by then (its local deadline is at most one lease after its last confirmed
-   keepalive, which was before the crash). Uptime is whole seconds, rounded
-   down, so the estimated start is never earlier than the real one. A server
+   keepalive, which was before the crash: a keepalive after the restart does
+   not renew a session from before it, simba__mysql_note_restart). Uptime is
+   whole seconds, rounded down, so the estimated start is never earlier than
+   the real one. A server
    restart always breaks our connection, so reading it at connect is enough.
    "One lease" is ours, and another client of the tenant may have a longer
    one: the grace also runs until the latest session expiry of the tenant
@@ -1157,6 +1195,7 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
         row[0] && !simba__mysql_int64(row[0], len[0], &latest))
         latest = 0;
     on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
+    simba__mysql_note_restart(b, now_ms, uptime, on);
     b->grace_until_ms = 0;
     if (!on || now_ms <= 0) return;
     /* unknown uptime: be safe, count the server as just started */
@@ -1535,6 +1574,7 @@ static void simba__mysql_step_open(simba__mysql *b, simba__mysql_job *j) {
     if (j->step != SIMBA__MYSQL_S_FIRST) { simba__mysql_finish(b, j, SIMBA_OK, NULL); return; }
     snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
     b->notify_seen = 0;
+    b->session_restarts = b->lossy_restarts;
     j->reply.epoch = 1;
     simba__mysql_sql_open(b, j, &b->main.sql);
     simba__mysql_send_step(b, j, SIMBA__MYSQL_S_SIMPLE);
@@ -1571,6 +1611,11 @@ static void simba__mysql_step_keepalive(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_conn *c = &b->main;
     switch (j->step) {
     case SIMBA__MYSQL_S_FIRST:
+        if (simba__mysql_session_retired(b)) {
+            simba__mysql_finish(b, j, SIMBA_ESESSION, "simba_mysql: the server restarted and may have lost "
+                                "commits of this session");
+            return;
+        }
         if (strcmp(b->notify_session, j->session) != 0) {
             snprintf(b->notify_session, sizeof b->notify_session, "%s", j->session);
             b->notify_seen = 0;

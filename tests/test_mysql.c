@@ -2038,6 +2038,143 @@ static void t_restart_grace_longest_lease(void) {
     simba_destroy(b.s);
 }
 
+/* A grant the crash lost, under a holder that keeps running: A holds in
+   the row, the server is SIGKILLed; the grant's commit is lost (with
+   innodb_flush_log_at_trx_commit=0, SIMBA_MYSQL_FLUSH=0) or, when the crash
+   kept it, removed by hand after the restart. A reconnects within its lease
+   and its session row survived: renewing it would keep A believing past the
+   grace (8 s), when B is granted. The restart ends A's session instead: A
+   is told LOST at its first keepalive, before B is granted. */
+static void t_restart_ends_session_lost_grant(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    simba_lock la, lb;
+    MYSQL *m;
+    int64_t t_restart, end;
+    long long held_rows = -1;
+    int two = 0;
+    char cmd[1024], sql[512];
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a; cl[1] = &b;
+    md.restart_grace = 1;
+    a.s = new_client_ex(tenant, "lga", 6000, 2000, &md, none);
+    b.s = new_client_ex(tenant, "lgb", 6000, 2000, &md, none);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "lost-grant", -1);      /* create the row */
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
+    h_run_for(cl, 2, 2500);                     /* sessions and row flushed */
+    la = h_acquire(a.s, "lost-grant", -1);      /* the hold in the row */
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    CHECK(system(cmd) == 0);
+    t_restart = h_real_ms();
+    m = admin_open(env_db);
+    CHECK(m != NULL);
+    if (!m) return;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name='lost-grant' AND capacity<0",
+             tenant);
+    held_rows = admin_num(m, sql);
+    printf("  # after the crash: hold in row %lld (flush=%s)\n", held_rows, env_or("SIMBA_MYSQL_FLUSH", "1"));
+    if (held_rows > 0) {                        /* the crash kept it: lose it by hand */
+        snprintf(sql, sizeof sql,
+                 "UPDATE simba_resources SET capacity=-capacity, h_request=NULL, h_session=NULL, h_weight=0, "
+                 "h_fence=0, seq=seq-1, empty_seq=seq WHERE tenant='%s' AND name='lost-grant' AND capacity<0", tenant);
+        CHECK_EQ(admin_exec(m, sql), 0);
+    }
+    mysql_close(m);
+    CHECK(wait_connected(cl, 2, 0, 15000));
+    CHECK(wait_connected(cl, 2, 1, 15000));
+    lb = h_acquire(b.s, "lost-grant", -1);
+    end = h_real_ms() + 16000;                  /* the grace (8 s) and more */
+    while (h_real_ms() < end && !h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) {
+        h_pump(cl, 2, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && !h_has(&a, la, SIMBA_EVENT_LOST) && simba_valid_ms(a.s, la) > 0) {
+            printf("  # TWO HOLDERS: B granted %lld ms after the restart, A believes for %lld ms more\n",
+                   (long long)(h_real_ms() - t_restart), (long long)simba_valid_ms(a.s, la));
+            two = 1;
+        }
+    }
+    printf("  # A lost=%d, B granted=%d %lld ms after the restart\n", h_has(&a, la, SIMBA_EVENT_LOST),
+           h_has(&b, lb, SIMBA_EVENT_ACQUIRED), (long long)(h_real_ms() - t_restart));
+    CHECK(!two);
+    CHECK(h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    destroy_all(cl, 2);
+}
+
+/* A release the crash lost: A releases, the server is SIGKILLed and the
+   release's commit is lost (SIMBA_MYSQL_FLUSH=0) or, when the crash kept
+   it, the row's hold put back by hand. The hold is back in the row, owned
+   by A's session, which survived and which A would go on renewing: B would
+   wait as long as A runs. The restart ends A's session instead (its CLOSE
+   takes the hold), and B is granted once the grace (8 s) is over. */
+static void t_restart_ends_session_lost_release(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    simba_lock la, lb;
+    MYSQL *m;
+    int64_t t_restart;
+    long long held_rows = -1;
+    char cmd[1024], sql[1024], hold[512] = "";
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a; cl[1] = &b;
+    md.restart_grace = 1;
+    a.s = new_client_ex(tenant, "lra", 6000, 2000, &md, none);
+    b.s = new_client_ex(tenant, "lrb", 6000, 2000, &md, none);
+    CHECK(a.s && b.s);
+    la = h_acquire(a.s, "lost-release", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
+    h_run_for(cl, 2, 2500);                     /* flushed */
+    la = h_acquire(a.s, "lost-release", -1);    /* the hold in the row */
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    h_run_for(cl, 2, 2500);                     /* the grant flushed */
+    m = admin_open(env_db);
+    CHECK(m != NULL);
+    if (!m) return;
+    snprintf(sql, sizeof sql, "SELECT CONCAT('capacity=', capacity, ', h_request=X''', HEX(h_request), "
+             "''', h_session=X''', HEX(h_session), ''', h_weight=', h_weight, ', h_fence=', h_fence, ', seq=', seq, "
+             "', empty_seq=', empty_seq) FROM simba_resources WHERE tenant='%s' AND name='lost-release' AND capacity<0",
+             tenant);
+    CHECK_EQ(admin_str(m, sql, hold, sizeof hold), 0);  /* the row as it holds */
+    mysql_close(m);
+    simba_release(a.s, la);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    CHECK(system(cmd) == 0);
+    t_restart = h_real_ms();
+    m = admin_open(env_db);
+    CHECK(m != NULL);
+    if (!m) return;
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name='lost-release' AND capacity<0",
+             tenant);
+    held_rows = admin_num(m, sql);
+    printf("  # after the crash: hold in row %lld (flush=%s)\n", held_rows, env_or("SIMBA_MYSQL_FLUSH", "1"));
+    if (held_rows == 0 && hold[0]) {            /* the crash kept the release: lose it by hand */
+        snprintf(sql, sizeof sql, "UPDATE simba_resources SET %s WHERE tenant='%s' AND name='lost-release'", hold,
+                 tenant);
+        CHECK_EQ(admin_exec(m, sql), 0);
+    }
+    mysql_close(m);
+    CHECK(wait_connected(cl, 2, 0, 15000));
+    CHECK(wait_connected(cl, 2, 1, 15000));
+    lb = h_acquire(b.s, "lost-release", -1);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 16000) != NULL);   /* the grace (8 s) and more */
+    printf("  # B waited until %lld ms after the restart\n", (long long)(h_real_ms() - t_restart));
+    destroy_all(cl, 2);
+}
+
 /* A server whose global autocommit is 0 (a my.cnf setting): the backend
    sets autocommit=1 on its own sessions, so a holder's KEEPALIVE (a lone
    statement) commits, its session stays alive for the other clients, and
@@ -4033,6 +4170,8 @@ int main(int argc, char **argv) {
         RUN(t_server_restart_mid_hold);
         RUN(t_restart_grace);
         RUN(t_restart_grace_longest_lease);
+        RUN(t_restart_ends_session_lost_grant);
+        RUN(t_restart_ends_session_lost_release);
         RUN(t_server_autocommit_off);
         RUN(t_outage_drops_stale_state);
         RUN(t_keyed_waiter_session_dropped);
