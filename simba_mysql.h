@@ -1117,10 +1117,13 @@ static void simba__mysql_setup_sql(simba__mysql *b, simba__mysql_buf *x, int mai
                 x->oom = 1;
             }
         }
-        /* the last result: the tenant's latest session expiry (simba__mysql_grace) */
+        /* the last result: the latest expiry and the oldest renewal of the
+           tenant's live sessions (simba__mysql_grace) */
         if (b->restart_grace >= 0) {
-            simba__mysql_putf(b, x, ";\nSELECT COALESCE(MAX(expires_ms),0) FROM %s WHERE tenant=", b->t_sessions);
+            simba__mysql_putf(b, x, ";\nSELECT COALESCE(MAX(expires_ms),0), COALESCE(MIN(renewed_ms),0) FROM %s"
+                              " WHERE tenant=", b->t_sessions);
             simba__mysql_hexs(b, x, simba_tenant(b->s));
+            simba__mysql_put(b, x, " AND expires_ms > " SIMBA__MYSQL_NOW_MS);
         }
     }
 }
@@ -1176,10 +1179,16 @@ static int simba__mysql_session_retired(const simba__mysql *b) {
    keepalive it kept (a client's deadline is its send time + ttl, the
    server's expiry its receive time + ttl + transition), and of one whose
    last keepalives the crash lost if they span less than its transition
-   (t_restart_grace_longest_lease). */
+   (t_restart_grace_longest_lease). Only sessions renewed before the server
+   started can have lost keepalives: when every live session of the tenant
+   was renewed since (a reconnect after a KILL or a network blip, the server
+   up for longer than their leases), nothing extends the grace
+   (t_reconnect_without_restart_no_grace). The estimated start is not earlier
+   than the real one, so a session renewed before the real start is counted;
+   unknown uptime counts every live session. */
 static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
-    int64_t flush = -1, now_ms = 0, uptime = -1, latest = 0;
-    MYSQL_RES *last = c->nres >= 4 ? c->res[c->nres - 1] : NULL;   /* the tenant's latest expiry */
+    int64_t flush = -1, now_ms = 0, uptime = -1, latest = 0, oldest_renewal = 0, start;
+    MYSQL_RES *last = c->nres >= 4 ? c->res[c->nres - 1] : NULL;   /* the tenant's live sessions */
     int on;
     MYSQL_ROW row;
     unsigned long *len;
@@ -1191,16 +1200,18 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
     if (c->nres >= 3 && c->res[2] && mysql_num_fields(c->res[2]) == 2 && (row = mysql_fetch_row(c->res[2])) &&
         (len = mysql_fetch_lengths(c->res[2])) && row[1] && !simba__mysql_int64(row[1], len[1], &uptime))
         uptime = -1;
-    if (last && mysql_num_fields(last) == 1 && (row = mysql_fetch_row(last)) && (len = mysql_fetch_lengths(last)) &&
-        row[0] && !simba__mysql_int64(row[0], len[0], &latest))
+    if (last && mysql_num_fields(last) == 2 && (row = mysql_fetch_row(last)) && (len = mysql_fetch_lengths(last)) &&
+        row[0] && row[1] &&
+        (!simba__mysql_int64(row[0], len[0], &latest) || !simba__mysql_int64(row[1], len[1], &oldest_renewal)))
         latest = 0;
     on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
     simba__mysql_note_restart(b, now_ms, uptime, on);
     b->grace_until_ms = 0;
     if (!on || now_ms <= 0) return;
     /* unknown uptime: be safe, count the server as just started */
-    b->grace_until_ms = now_ms - (uptime >= 0 ? uptime * 1000 : 0) + simba_lease_ms(b->s);
-    if (latest > b->grace_until_ms) b->grace_until_ms = latest;
+    start = now_ms - (uptime >= 0 ? uptime * 1000 : 0);
+    b->grace_until_ms = start + simba_lease_ms(b->s);
+    if (oldest_renewal < start && latest > b->grace_until_ms) b->grace_until_ms = latest;
     if (b->grace_until_ms > now_ms)
         simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
                           (long long)uptime, (long long)(b->grace_until_ms - now_ms));

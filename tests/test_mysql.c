@@ -2215,6 +2215,49 @@ static void t_server_autocommit_off(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* The grace after a reconnect to a server that did not restart (a KILL, a
+   network blip): nothing was lost, so nothing waits. The tenant's latest
+   session expiry (B's, renewed every ttl/3) extends the grace only when a
+   live session was last renewed before the server started. With the grace
+   forced on and the server up for longer than a lease, A's try-lock of a
+   free name after A's connection is KILLed is granted at once (before: it
+   waited for B's session expiry, a lease from its last renewal). */
+static void t_reconnect_without_restart_no_grace(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    simba_lock lb, lt;
+    simba_event *e;
+    MYSQL *m;
+    long long uptime = -1;
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    memset(&none, 0, sizeof none);
+    cl[0] = &a; cl[1] = &b;
+    md.restart_grace = 1;
+    a.s = new_client_ex(tenant, "pra", 6000, 2000, &md, none);
+    b.s = new_client_ex(tenant, "prb", 6000, 2000, &md, none);
+    CHECK(a.s && b.s);
+    m = admin_open(env_db);
+    CHECK(m != NULL);
+    if (!m) return;
+    uptime = admin_num(m, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME='UPTIME'");
+    mysql_close(m);
+    if (uptime >= 0 && uptime < 10) h_run_for(cl, 2, (int)(10 - uptime) * 1000);   /* up for more than the lease (8 s) */
+    lb = h_acquire(b.s, "other-name", -1);          /* B: a live session of the tenant */
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    CHECK_EQ(kill_client(NULL, a.s), SIMBA_OK);     /* no restart: a KILL */
+    CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000) != NULL);
+    CHECK(wait_connected(cl, 2, 0, 5000));
+    lt = h_acquire(a.s, "free-name", 0);            /* a try-lock of a free name */
+    e = h_expect(cl, 2, 0, lt, SIMBA_EVENT_ACQUIRED, 3000);
+    if (!e) printf("  # try-lock of a free name after a plain reconnect: not granted (grace %lld ms)\n",
+                   (long long)simba_grace_ms(a.s));
+    CHECK(e != NULL);
+    destroy_all(cl, 2);
+}
+
 /* A semaphore (capacity 2): the waiter's bell covers only the oldest holder,
    so when the *other* holder releases, the backend's own re-polls (50 ms
    doubling to 1 s) find the grant, long before the core's 60 s re-check. */
@@ -4173,6 +4216,7 @@ int main(int argc, char **argv) {
         RUN(t_restart_ends_session_lost_grant);
         RUN(t_restart_ends_session_lost_release);
         RUN(t_server_autocommit_off);
+        RUN(t_reconnect_without_restart_no_grace);
         RUN(t_outage_drops_stale_state);
         RUN(t_keyed_waiter_session_dropped);
     } else {
