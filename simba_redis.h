@@ -1054,6 +1054,7 @@ typedef struct simba__redis_req {
     int kind, nres;
     int done;                   /* already completed (reset); hiredis still owes a callback */
     int evaled;                 /* sent again as EVAL after NOSCRIPT */
+    int withdrawn;              /* an ENQUEUE whose RELEASE the core sent since: never sent again */
     int waiting;                /* in the WAIT stage: `saved` is the answer */
     simba_reply saved;
     char owner[SIMBA_MAX_SESSION + 1];
@@ -3569,6 +3570,32 @@ static const simba_op *simba__redis_node_session_op(const simba__redis *r, const
     return joined;
 }
 
+/* The session (ARGV[4]) and request id (ARGV[5]) a request was built with:
+   argv is EVALSHA, sha, numkeys, the keys, then the ARGV of build_args. */
+static int simba__redis_req_is(const simba__redis_req *q, const char *session, const char *request) {
+    int at = 3 + q->nres + 3;
+    if (at + 1 >= q->argc) return 0;
+    return strlen(session) == q->argvlen[at] && memcmp(q->argv[at], session, q->argvlen[at]) == 0 &&
+           strlen(request) == q->argvlen[at + 1] && memcmp(q->argv[at + 1], request, q->argvlen[at + 1]) == 0;
+}
+
+/* A RELEASE makes the ENQUEUEs of its request still in flight stale (the
+   core ignores their answers). One of them must not run again after the
+   RELEASE: answers on a connection come in the order sent, so an ENQUEUE
+   that meets NOSCRIPT is answered before the RELEASE, which then may have
+   run already; sent again as EVAL it would make an entry nobody releases
+   while the session lives. Such an ENQUEUE is marked here and answered with
+   an error instead of being sent again. A keyed request (k~<key>) reuses
+   its id across handles, but the core sends the next handle's ENQUEUE only
+   after the RELEASE is answered, so only ENQUEUEs sent before it are marked. */
+static void simba__redis_withdraw_enqueues(simba__redis *r, const simba_op *op) {
+    simba__redis_req *q;
+    if (op->kind != SIMBA_OP_RELEASE || !op->session || !op->request) return;
+    for (q = r->reqs; q; q = q->next)
+        if (q->kind == SIMBA_OP_ENQUEUE && !q->done && simba__redis_req_is(q, op->session, op->request))
+            q->withdrawn = 1;
+}
+
 /* An operation from the core: built into one request (one allocation: the
    struct and its argument bytes), sent, and kept until its answer. */
 static int simba__redis_start(simba__redis *r, const simba_op *op) {
@@ -3578,6 +3605,7 @@ static int simba__redis_start(simba__redis *r, const simba_op *op) {
     op = simba__redis_node_session_op(r, op, &joined);
     /* the core validated op (names, tenant, ids, kind): it is trusted here */
     if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
+    simba__redis_withdraw_enqueues(r, op);
     memset(&a, 0, sizeof a);
     simba__redis_build_args(&a, r, op);                      /* measure */
     q = (simba__redis_req *)simba_allocator_alloc(&r->alloc, sizeof *q + a.used);
@@ -3835,6 +3863,10 @@ static void simba__redis_on_answer(simba__redis *r, simba__redis_req *q, const r
     memset(&rep, 0, sizeof rep);
     rep.recheck_ms = -1;
     if (rp->type == REDIS_REPLY_ERROR) {
+        if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && q->withdrawn) {
+            simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, "withdrawn: its RELEASE was sent since");
+            return;
+        }
         if (strncmp(rp->str, "NOSCRIPT", 8) == 0 && !q->evaled) {
             q->evaled = 1;            /* the server lost the script (SCRIPT FLUSH, failover) */
             r->stats.noscript_reloads++;
