@@ -283,7 +283,8 @@ extern "C" {
 
 /*--- the server side: one Lua script, one entry point per operation ----------
    KEYS: the base key of each resource of the operation. ARGV: op, prefix,
-   tenant, session, request, lease_ms, run_id, try_only ('1', '0', or 'c':
+   tenant, session, request, lease_ms, run ("<run_id> <master_replid>",
+   "<run_id>" or "" as far as INFO told), try_only ('1', '0', or 'c':
    a contend entry), wait, gen, then name, capacity, weight of each resource. Answers are arrays that start
    with a status (0 ok, 1 ESESSION, 2 ENOTFOUND, 3 ECAPACITY, 4 EKEYBUSY);
    garbage in a key raises an error that contains "SIMBA_EPROTO".
@@ -303,8 +304,9 @@ extern "C" {
             written only by a client that has reconnected: gen > 1)
      P:s:{T:S}  hash of session S: exp (server ms) and "e <request> <B>" per entry
                 (on a cluster one copy per master, kept KEPT ms past exp)
-     P:epoch:{T} hash of tenant T: run (the server's run_id), grace (no grants before, ms)
-     P:epoch    run, grace, at (server ms it was written), server-wide: only a
+     P:epoch:{T} hash of tenant T: run (the server's run_id), rid (its
+                master_replid), grace (no grants before, ms)
+     P:epoch    run, rid, grace, at (server ms it was written), server-wide: only a
                 marker that this server run kept its data since `at` (then a new
                 tenant waits until at + lease at most); read and written with
                 pcall (the tenant users of docs/redis.md have no rights on it)
@@ -335,7 +337,17 @@ static const char *const simba__redis_lua[] = {
 "-- pushes: a cluster publishes in this node's shard ({T@k} is on it)\n"
 "local PUB, CH = 'PUBLISH', P .. ':c:' .. T .. ':'\n"
 "if ET ~= '' then PUB, CH = 'SPUBLISH', P .. ':c:{' .. T .. ET .. '}:' end\n"
-"local LEASE, RUN, GEN = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[10])\n"
+"local LEASE, GEN = tonumber(ARGV[6]), tonumber(ARGV[10])\n"
+"-- the server run: its run_id (RUN) and master_replid (RID), '' when unknown; a\n"
+"-- master made a replica (its data replaced by a full resync) and then master\n"
+"-- again keeps its run_id but not its replid. RUN is the epoch's 'run' (older\n"
+"-- versions write and compare it alone), RID its 'rid'\n"
+"local RUN, RID = string.match(ARGV[7], '^(%S*) ?(%S*)$')\n"
+"RUN, RID = RUN or '', RID or ''\n"
+"-- stored run `run` (and replid `rid`) name another run than this one\n"
+"local function other_run(run, rid)\n"
+"  return (RUN ~= '' and run ~= '' and run ~= RUN) or (RID ~= '' and rid ~= RID)\n"
+"end\n"
 "local function fmt(n) return string.format('%.0f', n) end\n"
 "local function skey(s)\n"
 "  if ET ~= '' then return P .. ':s:{' .. T .. ET .. '}:' .. s end\n"
@@ -379,14 +391,14 @@ static const char *const simba__redis_lua[] = {
 "    if m[1] == 'v2' and m[4] and cap and cap >= 1 and cap == math.floor(cap) and ctr and ctr >= 0\n"
 "       and ctr == math.floor(ctr) and ws and (ww == 0 or ww >= cap) then\n"
 "      local x = tonumber(redis.call('HGET', skey(ws), 'exp'))\n"
-"      local ep = redis.call('HMGET', P .. ':epoch:{' .. T .. ET .. '}', 'run', 'grace')\n"
+"      local ep = redis.call('HMGET', P .. ':epoch:{' .. T .. ET .. '}', 'run', 'grace', 'rid')\n"
 "      local tm = redis.call('TIME')\n"
 "      local now_us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])\n"
 "      local gr = tonumber(ep[2])\n"
 "      -- the owner changes (W's session is not ours): the contend entries are told\n"
 "      local ids = ws ~= SESS and redis.call('HKEYS', k .. ':o') or {}\n"
 "      if x and x > math.floor(now_us / 1000) and ep[1] and gr and math.floor(now_us / 1000) >= gr\n"
-"         and (RUN == '' or ep[1] == RUN) and #ids <= 1000 then\n"
+"         and (RUN == '' or ep[1] == RUN) and (RID == '' or ep[3] == RID) and #ids <= 1000 then\n"
 "        out()\n"
 "        local fs = string.format('%.0f', math.max(ctr + 1, now_us))\n"
 "        redis.call('ZREM', k .. ':w', W)\n"
@@ -505,24 +517,26 @@ static const char *const simba__redis_lua[] = {
 "local GRACE\n"
 "local function grace()\n"
 "  if GRACE == nil then\n"
-"    local v = redis.call('HMGET', EKEY, 'run', 'grace')\n"
+"    local v = redis.call('HMGET', EKEY, 'run', 'grace', 'rid')\n"
 "    local run = v[1]\n"
 "    GRACE = tonumber(v[2])\n"
-"    if not run or not GRACE or (RUN ~= '' and run ~= '' and run ~= RUN) then\n"
+"    -- a missing rid (written by an older version) is another run too: one\n"
+"    -- grace, then it is there (older versions never remove it)\n"
+"    if not run or not GRACE or other_run(run, v[3]) then\n"
 "      GRACE = NOW + math.max(LEASE, lease_classes(false))\n"
 "      local mk = P .. ':epoch' .. (MT ~= '' and ':{' .. MT .. '}' or '')\n"
 "      -- 'at': when the marker saw this server run first; a tenant lost before\n"
 "      -- then needs one lease (ours) from it, as its own epoch would have given\n"
-"      local m = redis.pcall('HMGET', mk, 'run', 'grace', 'at')\n"
+"      local m = redis.pcall('HMGET', mk, 'run', 'grace', 'at', 'rid')\n"
 "      if type(m) == 'table' and not m.err then\n"
 "        local at = tonumber(m[3])\n"
-"        if m[1] and tonumber(m[2]) and not (RUN ~= '' and m[1] ~= '' and m[1] ~= RUN) then\n"
+"        if m[1] and tonumber(m[2]) and not other_run(m[1], m[4]) then\n"
 "          if not run and at and at + LEASE < GRACE then GRACE = at + LEASE end\n"
 "        else\n"
-"          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE), 'at', fmt(NOW))\n"
+"          redis.pcall('HSET', mk, 'run', RUN, 'grace', fmt(GRACE), 'at', fmt(NOW), 'rid', RID)\n"
 "        end\n"
 "      end\n"
-"      redis.call('HSET', EKEY, 'run', RUN, 'grace', fmt(GRACE))\n"
+"      redis.call('HSET', EKEY, 'run', RUN, 'grace', fmt(GRACE), 'rid', RID)\n"
 "    elseif run == '' and RUN ~= '' then\n"
 "      redis.call('HSET', EKEY, 'run', RUN)\n"
 "    end\n"
@@ -1076,6 +1090,8 @@ struct simba__redis {
     size_t script_len;
     char sha[41];               /* "" until SCRIPT LOAD answered: then EVAL is used */
     char run_id[41];            /* the server's run_id ("" unknown) */
+    char replid[41];            /* its master_replid ("" unknown) */
+    char run[83];               /* ARGV[7]: "<run_id> <replid>", "<run_id>" or "" */
     unsigned long gen;          /* main connections made ready so far */
     unsigned long *shared_gen;  /* a cluster's node or probe: the cluster's count, the GEN of its ops */
     int reported, reported_err; /* the last connection state told to the core */
@@ -1097,8 +1113,8 @@ struct simba__redis {
     unsigned long push_gen;     /* a node backend: subscriptions confirmed so far + 1 */
     int cluster_idle_ms;        /* the cluster's backend: simba_redis_desc.cluster_idle_ms (< 0 never) */
     int destroying;
-    char seen_run[41];          /* the run_id of the last server we were ready on */
-    long runs, session_runs;    /* changes of that run_id seen; `runs` when the session was opened */
+    char seen_run[83];          /* the run (run_id and replid) of the last server we were ready on */
+    long runs, session_runs;    /* changes of that run seen; `runs` when the session was opened */
     int fresh;                  /* a cluster's node new to a later map: INFO replication decides `join` */
     int join;                   /* a cluster's node: the session is opened here by its next keepalive */
     /* Sentinel (nsentinels > 0): where the master is */
@@ -1672,6 +1688,89 @@ static simba__redis_conn *simba__redis_live_conn(redisAsyncContext *ac, void *re
     return (simba__redis_conn *)privdata;
 }
 
+static int simba__redis_is_sha(const char *s, size_t n) {
+    size_t i;
+    if (n != 40) return 0;
+    for (i = 0; i < n; i++) if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* The 40 hex digits of INFO line `field` ("run_id:", "master_replid:")
+   into out[41]; "" when the answer has no such line. */
+static void simba__redis_info_id(const char *info, size_t len, const char *field, char *out) {
+    const char *p = info, *end = info + len;
+    size_t fl = strlen(field);
+    out[0] = 0;
+    while (p < end) {
+        const char *nl = (const char *)memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        if ((size_t)(eol - p) >= fl + 40 && memcmp(p, field, fl) == 0 && simba__redis_is_sha(p + fl, 40)) {
+            memcpy(out, p + fl, 40);
+            out[40] = 0;
+            return;
+        }
+        p = nl ? nl + 1 : end;
+    }
+}
+
+/* The run_id tells a restarted (or failed-over) server from the one the
+   epoch key was written on; without it, only a lost epoch key starts the
+   restart grace. */
+static void simba__redis_parse_run_id(simba__redis *r, const char *info, size_t len) {
+    simba__redis_info_id(info, len, "run_id:", r->run_id);
+}
+
+/* The master_replid tells apart two runs of one process whose data was
+   replaced in between: a master made a replica (a full resync loads its
+   master's data, which may lack a grant) and master again keeps its run_id
+   but takes a new replid. A refused INFO leaves it unknown (""). */
+static void simba__redis_on_replid(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    const redisReply *rp = (const redisReply *)reply;
+    if (!c) return;
+    c->r->replid[0] = 0;
+    if (rp->type == REDIS_REPLY_STRING) simba__redis_info_id(rp->str, rp->len, "master_replid:", c->r->replid);
+}
+
+/* ARGV[7] of every op, and what tells one server run from another. */
+static void simba__redis_make_run(simba__redis *r) {
+    if (r->run_id[0] && r->replid[0]) snprintf(r->run, sizeof r->run, "%s %s", r->run_id, r->replid);
+    else snprintf(r->run, sizeof r->run, "%s", r->run_id);
+}
+
+/* Another server run (a fail-over, a restart, a master that was a replica
+   in between) may lack the session's last writes: counted, and
+   simba__redis_parse_session ends the session at its next answer. */
+static void simba__redis_note_run(simba__redis *r) {
+    simba__redis_make_run(r);
+    if (r->run[0] && r->seen_run[0] && strcmp(r->run, r->seen_run) != 0) { r->runs++; r->join = 0; }
+    if (r->run[0]) memcpy(r->seen_run, r->run, sizeof r->seen_run);
+}
+
+/* The INFO replication sent ahead of each KEEPALIVE: a master made a
+   replica and master again may keep the connection (Sentinel drops it,
+   REPLICAOF alone does not), so a new replid is looked for on a live
+   connection too; the KEEPALIVE's answer, read after this one, then ends
+   the session. */
+static void simba__redis_on_replid_check(redisAsyncContext *ac, void *reply, void *privdata) {
+    simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
+    const redisReply *rp = (const redisReply *)reply;
+    char replid[41];
+    if (!c || rp->type != REDIS_REPLY_STRING) return;
+    simba__redis_info_id(rp->str, rp->len, "master_replid:", replid);
+    if (!replid[0] || strcmp(replid, c->r->replid) == 0) return;
+    memcpy(c->r->replid, replid, sizeof replid);
+    simba__redis_note_run(c->r);
+}
+
+/* Before a KEEPALIVE: ask for the replid again when INFO answered it at
+   the connect (a user without the right to INFO is not asked). */
+static void simba__redis_check_replid(simba__redis *r, const simba_op *op) {
+    simba__redis_conn *c = &r->conn[SIMBA__REDIS_MAIN];
+    if (op->kind != SIMBA_OP_KEEPALIVE || !r->replid[0] || !c->ac) return;
+    redisAsyncCommand(c->ac, simba__redis_on_replid_check, c, "INFO replication");
+}
+
 /* A cluster's node new to a later map (the node option `fresh`), told
    apart by its INFO replication before its main connection counts as ready:
    * one that never was a replica in its run (second_repl_offset:-1) has
@@ -1712,6 +1811,7 @@ static void simba__redis_on_name(redisAsyncContext *ac, void *reply, void *privd
     redisAsyncCommand(ac, simba__redis_on_load, c, "SCRIPT LOAD %b", r->script, r->script_len);
     if (!r->warned_policy) redisAsyncCommand(ac, simba__redis_on_memory, c, "INFO memory");
     if (r->fresh) redisAsyncCommand(ac, simba__redis_node_on_replication, c, "INFO replication");
+    redisAsyncCommand(ac, simba__redis_on_replid, c, "INFO replication");
     redisAsyncCommand(ac, simba__redis_on_info, c, "INFO server");
 }
 
@@ -1727,13 +1827,6 @@ static void simba__redis_on_select(redisAsyncContext *ac, void *reply, void *pri
     redisReply *rp = (redisReply *)reply;
     if (!c) return;
     if (rp->type == REDIS_REPLY_ERROR) simba__redis_fail_conn(c, simba__redis_error_code(rp->str), rp->str, rp->len);
-}
-
-static int simba__redis_is_sha(const char *s, size_t n) {
-    size_t i;
-    if (n != 40) return 0;
-    for (i = 0; i < n; i++) if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
-    return 1;
 }
 
 static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privdata) {
@@ -1759,24 +1852,6 @@ static void simba__redis_on_load(redisAsyncContext *ac, void *reply, void *privd
         simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: SCRIPT LOAD failed (%s); using EVAL", rp->str);
     } else {
         simba__redis_fail_conn(c, SIMBA_EPROTO, "SCRIPT LOAD answered something that is not a SHA1", 50);
-    }
-}
-
-/* The run_id tells a restarted (or failed-over) server from the one the
-   epoch key was written on; without it, only a lost epoch key starts the
-   restart grace. */
-static void simba__redis_parse_run_id(simba__redis *r, const char *info, size_t len) {
-    const char *p = info, *end = info + len;
-    r->run_id[0] = 0;
-    while (p < end) {
-        const char *nl = (const char *)memchr(p, '\n', (size_t)(end - p));
-        const char *eol = nl ? nl : end;
-        if ((size_t)(eol - p) >= 7 + 40 && memcmp(p, "run_id:", 7) == 0 && simba__redis_is_sha(p + 7, 40)) {
-            memcpy(r->run_id, p + 7, 40);
-            r->run_id[40] = 0;
-            return;
-        }
-        p = nl ? nl + 1 : end;
     }
 }
 
@@ -1817,10 +1892,7 @@ static void simba__redis_on_info(redisAsyncContext *ac, void *reply, void *privd
     if (!r->run_id[0])
         simba_backend_log(r->s, SIMBA_LOG_WARN, "simba_redis: no run_id from INFO; only a lost epoch key "
                           "starts the restart grace");
-    /* another server run (a fail-over, a restart) may lack the session's
-       last writes: counted (simba__redis_parse_session ends the session) */
-    if (r->run_id[0] && r->seen_run[0] && strcmp(r->run_id, r->seen_run) != 0) { r->runs++; r->join = 0; }
-    if (r->run_id[0]) memcpy(r->seen_run, r->run_id, sizeof r->seen_run);
+    simba__redis_note_run(r);
     c->ready = 1;
     c->attempt = 0;
     c->deadline = -1;
@@ -3527,7 +3599,7 @@ static void simba__redis_build_args(simba__redis_args *a, simba__redis *r, const
     simba__redis_arg_str(a, op->session);
     simba__redis_arg_str(a, op->request);
     simba__redis_arg_num(a, op->lease_ms);
-    simba__redis_arg_str(a, r->run_id);
+    simba__redis_arg_str(a, r->run);
     /* "c": a contend handle (never try_only): the script lists it for owner-change pushes */
     simba__redis_arg_str(a, op->try_only ? "1" : op->watch_owner ? "c" : "0");
     simba__redis_arg_str(a, r->wait_replicas > 0 ? "1" : "0");
@@ -3606,6 +3678,7 @@ static int simba__redis_start(simba__redis *r, const simba_op *op) {
     /* the core validated op (names, tenant, ids, kind): it is trusted here */
     if (!r->conn[SIMBA__REDIS_MAIN].ready || !r->conn[SIMBA__REDIS_MAIN].ac) return SIMBA_EDISCONNECTED;
     simba__redis_withdraw_enqueues(r, op);
+    simba__redis_check_replid(r, op);
     memset(&a, 0, sizeof a);
     simba__redis_build_args(&a, r, op);                      /* measure */
     q = (simba__redis_req *)simba_allocator_alloc(&r->alloc, sizeof *q + a.used);
@@ -4600,11 +4673,21 @@ static redisContext *simba__redis_init_connect(const simba_redis_desc *desc, con
     return c;
 }
 
+/* The server's master_replid into out[41] ("" when INFO does not say): the
+   epoch an init writes names the run by run_id and replid, as clients do. */
+static void simba__redis_init_replid(redisContext *c, char *out) {
+    redisReply *rp = (redisReply *)redisCommand(c, "INFO replication");
+    out[0] = 0;
+    if (rp && rp->type == REDIS_REPLY_STRING) simba__redis_info_id(rp->str, rp->len, "master_replid:", out);
+    if (rp) freeReplyObject(rp);
+}
+
 /* On one master of a cluster: its run_id, then its tenant epoch (the node
    tag's key, docs/redis.md, Cluster) with no grace. */
 static int simba__redis_init_master(const simba_redis_desc *desc, const simba__redis_cluster_map *m, int i,
                                     const char *prefix, const char *tenant, char *msg, size_t cap) {
     char tag[SIMBA_MAX_TENANT + 24], key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 40], run_id[41] = "";
+    char replid[41];
     const char *p;
     int err = SIMBA_OK;
     redisReply *rp;
@@ -4622,7 +4705,8 @@ static int simba__redis_init_master(const simba_redis_desc *desc, const simba__r
     if (rp) freeReplyObject(rp);
     if (!err) {
         snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tag);
-        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
+        simba__redis_init_replid(c, replid);
+        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0 rid %s", key, run_id, replid);
         if (!rp || rp->type == REDIS_REPLY_ERROR)
             err = simba__redis_init_fail(msg, cap, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
                                          "HSET of the epoch failed", rp ? rp->str : c->errstr);
@@ -4665,7 +4749,7 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     struct timeval tv;
     redisContext *c;
     redisReply *rp;
-    char run_id[41] = "", key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 16];
+    char run_id[41] = "", replid[41], key[SIMBA__REDIS_MAX_PREFIX + SIMBA_MAX_TENANT + 16];
     const char *prefix, *p;
     int ms, err = SIMBA_OK;
     if (msg && msg_size) msg[0] = 0;
@@ -4722,7 +4806,8 @@ SIMBADEF int simba_redis_init_server(const simba_redis_desc *desc, const char *t
     }
     if (!err) {
         snprintf(key, sizeof key, "%s:epoch:{%s}", prefix, tenant);
-        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0", key, run_id);
+        simba__redis_init_replid(c, replid);
+        rp = (redisReply *)redisCommand(c, "HSET %s run %s grace 0 rid %s", key, run_id, replid);
         if (!rp || rp->type == REDIS_REPLY_ERROR)
             err = simba__redis_init_fail(msg, msg_size, rp ? simba__redis_error_code(rp->str) : SIMBA_EDISCONNECTED,
                                          "HSET of the epoch failed", rp ? rp->str : c->errstr);

@@ -2606,6 +2606,75 @@ static void t_redis_tenant_isolation(void) {
 }
 
 
+/* A master made a replica (a full resync replaces its data) and master
+   again keeps its run_id: M (auth server) grants A while its replica R is
+   detached (R has A's session, not the grant); M then resyncs from R
+   (REPLICAOF R) and is made master again (REPLICAOF NO ONE): same process,
+   same run_id, A's grant gone, A's session there. Its new master_replid
+   makes it another run: A's session ends (LOST) and B waits out the restart
+   grace. Fails when B is granted while A still believes.
+   SIMBA_TEST_NO_FLIP=1: the control, the same without the resync. */
+static int wait_link(redisContext *c) {
+    int i;
+    for (i = 0; i < 100; i++) {
+        redisReply *r = cmd(c, "INFO replication");
+        int up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+        if (r) freeReplyObject(r);
+        if (up) return 1;
+        { struct timespec ts = {0, 50000000}; nanosleep(&ts, NULL); }
+    }
+    return 0;
+}
+
+static void t_redis_resynced_master_is_new_run(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    char msg[256];
+    int both = 0, i, flip = !getenv("SIMBA_TEST_NO_FLIP");
+    redisContext *m = admin_on(auth_port, auth_password), *r = admin_on(replica_port, auth_password);
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(m && r);
+    if (!m || !r) return;
+    rd.port = auth_port;
+    rd.password = auth_password;
+    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_OK);
+    a.s = new_client_ex(&rd, tenant, "fa", 6000, 1000, 0);
+    CHECK(a.s != NULL);
+    CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    h_run_for(cl, 1, 300);                               /* OPEN answered */
+    CHECK(cmd_ok(m, "WAIT 1 2000"));                     /* A's session on R */
+    if (flip) CHECK(cmd_ok(r, "REPLICAOF NO ONE"));      /* R detached */
+    la = h_acquire(a.s, "flip", -1);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    if (flip) {
+        CHECK(cmd_ok(r, "CONFIG SET repl-diskless-sync-delay 0"));
+        CHECK(cmd_ok(m, "CONFIG SET masterauth %s", auth_password));
+        CHECK(cmd_ok(m, "REPLICAOF 127.0.0.1 %d", replica_port));  /* M loads R's data */
+        CHECK(wait_link(m));
+        CHECK(cmd_ok(m, "REPLICAOF NO ONE"));                       /* M master again, same run */
+        CHECK(cmd_ok(r, "REPLICAOF 127.0.0.1 %d", auth_port));      /* back as it was */
+    }
+    printf("  # A after the flip: valid %lld ms\n", (long long)simba_valid_ms(a.s, la));
+    b.s = new_client_ex(&rd, tenant, "fb", 6000, 1000, 0);
+    CHECK(b.s != NULL);
+    lb = h_acquire(b.s, "flip", -1);
+    for (i = 0; i < 1000; i++) {                        /* ~20 s: does A ever learn? */
+        h_pump(cl, 2, 20);
+        if (h_has(&b, lb, SIMBA_EVENT_ACQUIRED) && simba_valid_ms(a.s, la) > 0 && !h_has(&a, la, SIMBA_EVENT_LOST))
+            both = 1;
+    }
+    printf("  # B acquired: %d, A lost: %d, A valid: %lld ms\n", h_has(&b, lb, SIMBA_EVENT_ACQUIRED),
+           h_has(&a, la, SIMBA_EVENT_LOST), (long long)simba_valid_ms(a.s, la));
+    if (both) h_fail(__FILE__, __LINE__, "two holders: B granted while A still believes");
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    redisFree(m);
+    redisFree(r);
+}
+
 /* An ENQUEUE given up while in flight (its RELEASE sent behind it) is not
    sent again as EVAL when it meets NOSCRIPT: the RELEASE may have run by
    then, and the late ENQUEUE would leave an entry A knows nothing of (A's
@@ -2782,6 +2851,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_tenant_isolation);
     RUN(t_redis_new_tenant_after_restart_marker);
     RUN(t_redis_big_counters);
+    RUN(t_redis_resynced_master_is_new_run);
     RUN(t_redis_noscript_enqueue_after_release);
     RUN(t_redis_script_cost_flat);
     RUN(t_redis_handoff_cost_flat);
