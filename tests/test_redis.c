@@ -2553,12 +2553,13 @@ static void t_redis_tenant_isolation(void) {
     CHECK(u != NULL);
     CHECK(cmd_ok(u, "AUTH tenant_a apw"));
     CHECK(simba_redis_resource_key(prefix, tb, "x", base, sizeof base) > 0);
-    CHECK(noperm(cmd(u, "ZRANGE %s:q 0 -1", base)));                     /* read the queue */
+    CHECK(noperm(cmd(u, "ZRANGE %s:h 0 -1", base)));                     /* read the holders */
+    CHECK(noperm(cmd(u, "ZRANGE %s:w 0 -1", base)));                     /* and the waiters */
     CHECK(noperm(cmd(u, "HMGET %s:e k~job", base)));
     snprintf(chan, sizeof chan, "%s:c:%s:%s", prefix, tb, simba_client_id(b2.s));
     snprintf(msg, sizeof msg, "%s~0 k~job 4242 x", simba_client_id(b2.s));
     CHECK(noperm(cmd(u, "PUBLISH %s %s", chan, msg)));                   /* forge a grant */
-    CHECK(noperm(cmd(u, "DEL %s:q %s:e %s:m", base, base, base)));      /* delete B's keys */
+    CHECK(noperm(cmd(u, "DEL %s:h %s:w %s:e %s:m", base, base, base, base)));  /* delete B's keys */
     CHECK(noperm(cmd(u, "HSET %s:epoch:{%s} grace 99999999999999", prefix, tb)));  /* hold B back */
     CHECK(noperm(cmd(u, "HSET %s:epoch run x grace 0", prefix)));       /* the shared marker */
     CHECK(noperm(cmd(u, "HSET %s:a:{%s} x 1", prefix, tb)));
