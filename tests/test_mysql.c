@@ -2038,6 +2038,49 @@ static void t_restart_grace_longest_lease(void) {
     simba_destroy(b.s);
 }
 
+/* The two clients of a lost-commit test: the restart grace on, lease 8 s
+   (ttl 6 s), so a holder that reconnects keeps its session over a restart. */
+static void lossy_pair(const char *tenant, const char *ida, const char *idb, h_client *a, h_client *b,
+                       h_client **cl) {
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    memset(a, 0, sizeof *a); memset(b, 0, sizeof *b);
+    memset(&none, 0, sizeof none);
+    cl[0] = a; cl[1] = b;
+    md.restart_grace = 1;
+    a->s = new_client_ex(tenant, ida, 6000, 2000, &md, none);
+    b->s = new_client_ex(tenant, idb, 6000, 2000, &md, none);
+}
+
+/* A's hold of `name` kept in the resource row, after a first cycle made the
+   row and the row and the sessions were flushed (innodb_flush_log_at_trx_commit
+   0 writes once a second): *la. */
+static void flushed_hold_in_row(h_client **cl, const char *name, simba_lock *la) {
+    *la = h_acquire(cl[0]->s, name, -1);
+    CHECK(h_expect(cl, 2, 0, *la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    simba_release(cl[0]->s, *la);
+    CHECK(h_expect(cl, 2, 0, *la, SIMBA_EVENT_RELEASED, 15000) != NULL);
+    h_run_for(cl, 2, 2500);
+    *la = h_acquire(cl[0]->s, name, -1);
+    CHECK(h_expect(cl, 2, 0, *la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+}
+
+/* SIGKILL and start of the server (tests/servers/mysql.sh); *t: the real time after it. */
+static void crash_restart(int64_t *t) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
+    CHECK(system(cmd) == 0);
+    *t = h_real_ms();
+}
+
+/* How many rows of `name` in the tenant hold in the row (capacity < 0). */
+static long long rows_holding(MYSQL *m, const char *tenant, const char *name) {
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name='%s' AND capacity<0",
+             tenant, name);
+    return admin_num(m, sql);
+}
+
 /* A grant the crash lost, under a holder that keeps running: A holds in
    the row, the server is SIGKILLed; the grant's commit is lost (with
    innodb_flush_log_at_trx_commit=0, SIMBA_MYSQL_FLUSH=0) or, when the crash
@@ -2049,37 +2092,20 @@ static void t_restart_ends_session_lost_grant(void) {
     const char *tenant = my_tenant();
     static h_client a, b;
     h_client *cl[2];
-    simba_mysql_desc md = base_desc();
-    simba_clock none;
     simba_lock la, lb;
     MYSQL *m;
-    int64_t t_restart, end;
-    long long held_rows = -1;
+    int64_t t_restart = 0, end;
+    long long held_rows;
     int two = 0;
-    char cmd[1024], sql[512];
-    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
-    memset(&none, 0, sizeof none);
-    cl[0] = &a; cl[1] = &b;
-    md.restart_grace = 1;
-    a.s = new_client_ex(tenant, "lga", 6000, 2000, &md, none);
-    b.s = new_client_ex(tenant, "lgb", 6000, 2000, &md, none);
+    char sql[512];
+    lossy_pair(tenant, "lga", "lgb", &a, &b, cl);
     CHECK(a.s && b.s);
-    la = h_acquire(a.s, "lost-grant", -1);      /* create the row */
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
-    simba_release(a.s, la);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
-    h_run_for(cl, 2, 2500);                     /* sessions and row flushed */
-    la = h_acquire(a.s, "lost-grant", -1);      /* the hold in the row */
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
-    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
-    CHECK(system(cmd) == 0);
-    t_restart = h_real_ms();
+    flushed_hold_in_row(cl, "lost-grant", &la);
+    crash_restart(&t_restart);
     m = admin_open(env_db);
     CHECK(m != NULL);
     if (!m) return;
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name='lost-grant' AND capacity<0",
-             tenant);
-    held_rows = admin_num(m, sql);
+    held_rows = rows_holding(m, tenant, "lost-grant");
     printf("  # after the crash: hold in row %lld (flush=%s)\n", held_rows, env_or("SIMBA_MYSQL_FLUSH", "1"));
     if (held_rows > 0) {                        /* the crash kept it: lose it by hand */
         snprintf(sql, sizeof sql,
@@ -2118,27 +2144,14 @@ static void t_restart_ends_session_lost_release(void) {
     const char *tenant = my_tenant();
     static h_client a, b;
     h_client *cl[2];
-    simba_mysql_desc md = base_desc();
-    simba_clock none;
     simba_lock la, lb;
     MYSQL *m;
-    int64_t t_restart;
-    long long held_rows = -1;
-    char cmd[1024], sql[1024], hold[512] = "";
-    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
-    memset(&none, 0, sizeof none);
-    cl[0] = &a; cl[1] = &b;
-    md.restart_grace = 1;
-    a.s = new_client_ex(tenant, "lra", 6000, 2000, &md, none);
-    b.s = new_client_ex(tenant, "lrb", 6000, 2000, &md, none);
+    int64_t t_restart = 0;
+    long long held_rows;
+    char sql[1024], hold[512] = "";
+    lossy_pair(tenant, "lra", "lrb", &a, &b, cl);
     CHECK(a.s && b.s);
-    la = h_acquire(a.s, "lost-release", -1);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
-    simba_release(a.s, la);
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
-    h_run_for(cl, 2, 2500);                     /* flushed */
-    la = h_acquire(a.s, "lost-release", -1);    /* the hold in the row */
-    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    flushed_hold_in_row(cl, "lost-release", &la);
     h_run_for(cl, 2, 2500);                     /* the grant flushed */
     m = admin_open(env_db);
     CHECK(m != NULL);
@@ -2151,15 +2164,11 @@ static void t_restart_ends_session_lost_release(void) {
     mysql_close(m);
     simba_release(a.s, la);
     CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_RELEASED, 15000) != NULL);
-    snprintf(cmd, sizeof cmd, "%s restart", env_ctl);
-    CHECK(system(cmd) == 0);
-    t_restart = h_real_ms();
+    crash_restart(&t_restart);
     m = admin_open(env_db);
     CHECK(m != NULL);
     if (!m) return;
-    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM simba_resources WHERE tenant='%s' AND name='lost-release' AND capacity<0",
-             tenant);
-    held_rows = admin_num(m, sql);
+    held_rows = rows_holding(m, tenant, "lost-release");
     printf("  # after the crash: hold in row %lld (flush=%s)\n", held_rows, env_or("SIMBA_MYSQL_FLUSH", "1"));
     if (held_rows == 0 && hold[0]) {            /* the crash kept the release: lose it by hand */
         snprintf(sql, sizeof sql, "UPDATE simba_resources SET %s WHERE tenant='%s' AND name='lost-release'", hold,
