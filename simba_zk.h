@@ -1420,14 +1420,6 @@ static void simba__zk_close_handle(simba__zk *zk, int abandon) {
             (void)zookeeper_process(zk->zh, ZOOKEEPER_READ);
         }
     }
-    else if (!abandon && zoo_state(zk->zh) == ZOO_CONNECTED_STATE) {
-        /* zookeeper_close sends closeSession and then waits up to 1.5 s
-           for the answer (3.5 and later), in the caller's tick: with the
-           read side shut the request still goes out, and the server still
-           ends the session's entries, but the wait ends at once */
-        simba__zk_refresh(zk);
-        if (zk->fd >= 0) shutdown(zk->fd, SHUT_RD);
-    }
     (void)zookeeper_close(zk->zh);
     zk->zh = NULL;
     while (zk->calls) simba__zk_call_free(zk, zk->calls);   /* ones the library did not complete */

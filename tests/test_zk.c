@@ -2283,95 +2283,6 @@ static void t_zk_repoll_shares_one_read(void) {
     for (i = 0; i < 2; i++) zk_client_close(&c[i]);
 }
 
-/* simba_destroy of a holder whose server froze a moment ago (the client
-   still believes it is connected) returns within its linger, not after the
-   client library's wait for the answer to closeSession (1.5 s).
-   SIMBA_TEST_NO_FREEZE=1 skips the freeze (the control). */
-static void t_zk_destroy_frozen_server_bounded(void) {
-    const char *tenant = zk_tenant();
-    static zk_client a;
-    h_client *cl[1];
-    simba_lock la;
-    int64_t t0, took;
-    int freeze = !getenv("SIMBA_TEST_NO_FREEZE");
-    cl[0] = &a.h;
-    CHECK(zk_client_open(&a, zk_hosts, tenant, "a", NULL, 6000, 3000));
-    la = zk_acquire(&a, "frozen", -1);
-    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
-    if (freeze) CHECK(ctl("stop s", NULL, 0));
-    t0 = h_real_ms();
-    simba_destroy(a.h.s);           /* default linger: min(op_timeout, 1000) */
-    a.h.s = NULL;
-    took = h_real_ms() - t0;
-    if (freeze) CHECK(ctl("cont s", NULL, 0));
-    printf("  # simba_destroy took %lld ms (freeze=%d)\n", (long long)took, freeze);
-    CHECK(took < 1400);
-}
-
-/* The core drops a session while connected (the host stalled past its
-   lease; the ZooKeeper session, 20 s, lives on) and closes it on the
-   server while the server is frozen: no simba_tick blocks the host's loop
-   for the library's wait for the answer to closeSession (1.5 s), and the
-   server still ends the session's entries at once.
-   SIMBA_TEST_NO_FREEZE=1 skips the freeze (the control). */
-static void t_zk_tick_close_frozen_server_bounded(void) {
-    const char *tenant = zk_tenant();
-    static zk_client a;
-    h_client *cl[1];
-    simba_lock la;
-    simba_desc d;
-    simba_zk_desc zd;
-    int err = 0, lost = 0;
-    int64_t end, worst = 0;
-    int freeze = !getenv("SIMBA_TEST_NO_FREEZE");
-    memset(&a, 0, sizeof a);
-    memset(&zd, 0, sizeof zd);
-    zd.hosts = zk_hosts;
-    zd.session_timeout_ms = 20000;
-    a.be = simba_zk(&zd);
-    memset(&d, 0, sizeof d);
-    d.backend = a.be;
-    d.tenant = tenant;
-    d.client_id = "a";
-    d.ttl_ms = 1500;
-    d.transition_ms = 1000;
-    a.h.s = cf_create(&d, &err);
-    CHECK(a.h.s != NULL);
-    if (!a.h.s) return;
-    cl[0] = &a.h;
-    la = zk_acquire(&a, "stall", -1);
-    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
-    usleep(3000 * 1000);                           /* the host stalls past ttl */
-    if (freeze) CHECK(ctl("stop s", NULL, 0));
-    for (end = h_real_ms() + 4000; h_real_ms() < end;) {
-        int64_t t0 = h_real_ms(), dt;
-        h_pump(cl, 1, 10);
-        dt = h_real_ms() - t0;
-        if (dt > worst) worst = dt;
-        if (h_has(&a.h, la, SIMBA_EVENT_LOST)) lost = 1;
-    }
-    if (freeze) CHECK(ctl("cont s", NULL, 0));
-    {   /* the closed session's entry goes at once (not after its 20 s) */
-        raw r;
-        char path[256];
-        int kids = -1;
-        CHECK(raw_open(&r, zk_hosts, NULL, NULL));
-        snprintf(path, sizeof path, "/simba/%s/stall", tenant);
-        for (end = h_real_ms() + 3000; h_real_ms() < end;) {
-            h_pump(cl, 1, 20);
-            if (raw_kids(&r, path) == ZOK) { kids = r.kids.count; deallocate_String_vector(&r.kids); }
-            if (kids == 0) break;
-        }
-        printf("  # entries left 3 s after the freeze: %d\n", kids);
-        CHECK_EQ(kids, 0);
-        raw_close(&r);
-    }
-    printf("  # LOST=%d, longest pump round %lld ms (freeze=%d)\n", lost, (long long)worst, freeze);
-    CHECK(lost);
-    CHECK(worst < 1000);
-    zk_client_close(&a);
-}
-
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -2393,8 +2304,6 @@ int main(int argc, char **argv) {
        not its grant: no times */
     b.unknown_times = CONF_TIMES_EXPIRES | CONF_TIMES_RENEWED | CONF_TIMES_HELD;
     conformance_run(&b, h_filter, &h_passed, &h_failed);
-    RUN(t_zk_destroy_frozen_server_bounded);
-    RUN(t_zk_tick_close_frozen_server_bounded);
     RUN(t_zk_bad_options);
     RUN(t_zk_allocator_and_stats);
     RUN(t_zk_handoff_takes_no_big_block);
