@@ -3980,6 +3980,19 @@ static int simba__pace_sleep(simba *s, const simba__pace *p, int ms) {
     return ms;
 }
 
+/* One round of the blocking helpers: poll() simba's fds for at most t ms,
+   then step. In push mode the loop is told what the step changed, as after
+   any tick. */
+static void simba__poll_step(simba *s, int t) {
+    struct pollfd fds[16];
+    int n = simba_pollfds(s, fds, 16);
+    if (n > 16) n = 16;
+    if (n < 0) n = 0;
+    poll(fds, (nfds_t)n, t);
+    simba__step(s, n ? fds : NULL, n);
+    simba__loop_sync(s);
+}
+
 SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev) {
     int64_t end;
     simba__pace pace;
@@ -3988,8 +4001,7 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
     end = timeout_ms < 0 ? SIMBA__NEVER : simba__monotonic_ms(NULL) + timeout_ms;
     simba__pace_start(s, &pace);
     for (;;) {
-        struct pollfd fds[16];
-        int n, t;
+        int t;
         int64_t left;
         if (simba__take_event(s, h, ev)) return 1;
         if (!simba__lookup(s, h, SIMBA__K_LOCK) && !simba__lookup(s, h, SIMBA__K_QUERY)) return simba__fail(s, SIMBA_ESTALE);
@@ -3999,12 +4011,7 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
         if (t < 0 || t > 1000) t = 1000;
         t = simba__pace_sleep(s, &pace, t);
         if (t > left) t = (int)left;
-        n = simba_pollfds(s, fds, 16);
-        if (n > 16) n = 16;
-        if (n < 0) n = 0;
-        poll(fds, (nfds_t)n, t);
-        simba__step(s, n ? fds : NULL, n);
-        simba__loop_sync(s);
+        simba__poll_step(s, t);
     }
 }
 
@@ -4029,8 +4036,7 @@ SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done
     end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
     simba__pace_start(s, &pace);
     for (;;) {
-        struct pollfd fds[16];
-        int n, t;
+        int t;
         int64_t left;
         if (simba__take_event(s, h, ev)) return 1;
         if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
@@ -4041,11 +4047,7 @@ SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done
         if (t < 0 || t > left) t = (int)(left > 1000 ? 1000 : left);
         t = simba__pace_sleep(s, &pace, t);
         if (done && t > 50) t = 50;
-        n = simba_pollfds(s, fds, 16);
-        if (n > 16) n = 16;
-        if (n < 0) n = 0;
-        poll(fds, (nfds_t)n, t);
-        simba__step(s, n ? fds : NULL, n);
+        simba__poll_step(s, t);
     }
 }
 
