@@ -2390,22 +2390,46 @@ static void kr_tick(simba *s) {
     while (simba_tick(s, NULL, 0, ev, 16) == 16) {}
 }
 
+/* A server on the runs' clock, which starts at the same time in every run. */
+static simba_mem_server *kr_server(void) {
+    simba_mem_desc md;
+    kr_now = 1000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = kr_clock;
+    return simba_mem_server_create(&md);
+}
+
+/* c's replies and pushes from now on: delayed up to 60 ms and reordered,
+   as the seed says. */
+static void kr_delay_reorder(simba_mem_server *sv, simba *c, uint64_t seed) {
+    simba_mem_faults f;
+    memset(&f, 0, sizeof f);
+    f.seed = seed;
+    f.delay_max_ms = 60;
+    f.reorder = 1;
+    simba_mem_set_faults(sv, c, &f);
+}
+
+/* How many of 200 seeded runs ended with two holders. */
+static int kr_runs_with_two_holders(int (*run)(uint64_t seed)) {
+    int both = 0;
+    uint64_t seed;
+    for (seed = 1; seed <= 200; seed++) both += run(seed * 2654435761u);
+    return both;
+}
+
 /* One run: a holds the keyed mutex, releases it and at once asks again with
    the same key while b waits, a's replies dropped or reordered. Returns 1
    when at some step both believed they held, 0 when never, -1 when a was
    never granted at first. */
 static int kr_run(uint64_t seed, int reorder) {
-    simba_mem_desc md;
     simba_mem_server *sv;
     simba_mem_faults f;
     simba_lock_desc d;
     simba_lock h1, h2, hb;
     simba *a, *b;
     int step, both = 0, granted = 0;
-    kr_now = 1000000;
-    memset(&md, 0, sizeof md);
-    md.clock.now_ms = kr_clock;
-    sv = simba_mem_server_create(&md);
+    sv = kr_server();
     memset(&f, 0, sizeof f);
     f.seed = seed;
     if (reorder) { f.delay_max_ms = 250; f.reorder = 1; }
@@ -2467,17 +2491,12 @@ static void t_mem_keyed_reacquire_while_releasing(void) {
    the push of the old entry's grant names the same request id in the same
    session. Returns 1 when b and c both believed they held. */
 static int kp_run(uint64_t seed) {
-    simba_mem_desc md;
     simba_mem_server *sv;
-    simba_mem_faults f;
     simba_lock_desc d;
     simba_lock ha, hb, h1, h2;
     simba *a, *b, *c;
     int step, both = 0;
-    kr_now = 1000000;
-    memset(&md, 0, sizeof md);
-    md.clock.now_ms = kr_clock;
-    sv = simba_mem_server_create(&md);
+    sv = kr_server();
     a = kr_client(sv, NULL);
     b = kr_client(sv, NULL);
     c = kr_client(sv, NULL);
@@ -2489,11 +2508,7 @@ static int kp_run(uint64_t seed) {
     for (step = 0; step < 20; step++) { kr_now += 5; kr_tick(c); }
     hb = h_acquire(b, "m", -1);
     for (step = 0; step < 20; step++) { kr_now += 5; kr_tick(b); kr_tick(c); }
-    memset(&f, 0, sizeof f);
-    f.seed = seed;
-    f.delay_max_ms = 60;
-    f.reorder = 1;
-    simba_mem_set_faults(sv, c, &f);
+    kr_delay_reorder(sv, c, seed);
     simba_release(a, ha);
     kr_tick(a);
     simba_release(c, h1);
@@ -2517,9 +2532,7 @@ static int kp_run(uint64_t seed) {
    and the next ENQUEUE of the key) must not be taken for the new handle's
    grant. 200 runs with replies and pushes delayed and reordered. */
 static void t_mem_keyed_stale_push(void) {
-    int both = 0;
-    uint64_t seed;
-    for (seed = 1; seed <= 200; seed++) both += kp_run(seed * 2654435761u);
+    int both = kr_runs_with_two_holders(kp_run);
     printf("  # two holders in %d of 200 runs\n", both);
     CHECK_EQ(both, 0);
 }
@@ -2530,25 +2543,16 @@ static void t_mem_keyed_stale_push(void) {
    ENQUEUE's answer (granted) may come after the new handle's ENQUEUE went
    out from the slot the first handle left. Returns 1 when both believed. */
 static int ks_run(uint64_t seed) {
-    simba_mem_desc md;
     simba_mem_server *sv;
-    simba_mem_faults f;
     simba_lock ha, hb, h1;
     simba *a, *b;
     int step, both = 0;
-    kr_now = 1000000;
-    memset(&md, 0, sizeof md);
-    md.clock.now_ms = kr_clock;
-    sv = simba_mem_server_create(&md);
+    sv = kr_server();
     a = kr_client(sv, NULL);
     b = kr_client(sv, NULL);
     hb = h_acquire(b, "held", -1);
     for (step = 0; step < 100 && simba_valid_ms(b, hb) <= 0; step++) { kr_now += 5; kr_tick(b); kr_tick(a); }
-    memset(&f, 0, sizeof f);
-    f.seed = seed;
-    f.delay_max_ms = 60;
-    f.reorder = 1;
-    simba_mem_set_faults(sv, a, &f);
+    kr_delay_reorder(sv, a, seed);
     h1 = h_acquire(a, "free", 0);
     kr_tick(a);
     simba_release(a, h1);
@@ -2570,9 +2574,7 @@ static int ks_run(uint64_t seed) {
    not take an answer meant for its last one (the contract lets replies come
    late and out of order). 200 runs. */
 static void t_mem_stale_answer_to_reused_slot(void) {
-    int both = 0;
-    uint64_t seed;
-    for (seed = 1; seed <= 200; seed++) both += ks_run(seed * 2654435761u);
+    int both = kr_runs_with_two_holders(ks_run);
     printf("  # two holders in %d of 200 runs\n", both);
     CHECK_EQ(both, 0);
 }
