@@ -3099,6 +3099,23 @@ static void simba__redis_cluster_apply(simba__redis *p) {
     simba__redis_cluster_state(p, 0, NULL);
 }
 
+/* Whether map m names a master for every slot: 1, or 0 with why. A
+   session is renewed only where its map sends the KEEPALIVE; a slot
+   without a master in the map (a node that forgot a master, slots deleted
+   on it) hides the master that judges the entries of that slot, which
+   would see the session expire while its keepalives to the others
+   succeeded. So such a map is never the one to renew by. */
+static int simba__redis_cluster_whole(const simba__redis_cluster_map *m, char *why, size_t cap) {
+    int i;
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_SLOTS; i++)
+        if (m->owner[i] < 0) {
+            snprintf(why, cap, "CLUSTER SLOTS: slot %d has no master (this node's view of the cluster "
+                     "lacks one): another node is asked", i);
+            return 0;
+        }
+    return 1;
+}
+
 static void simba__redis_cluster_on_slots(redisAsyncContext *ac, void *reply, void *privdata) {
     simba__redis_conn *c = simba__redis_live_conn(ac, reply, privdata);
     simba__redis *p;
@@ -3108,10 +3125,12 @@ static void simba__redis_cluster_on_slots(redisAsyncContext *ac, void *reply, vo
     p->cl->refreshing = 0;
     if (!c) return;
     if (simba__redis_cluster_parse_slots(&p->cl->next, (redisReply *)reply, c->r->host, why, sizeof why) != SIMBA_OK ||
-        p->cl->next.nnodes == 0) {
-        /* not a cluster node, or a broken answer: another seed, later */
+        p->cl->next.nnodes == 0 || !simba__redis_cluster_whole(&p->cl->next, why, sizeof why)) {
+        /* not a cluster node, a broken answer, or a view with a master
+           missing: another node, later (a map had is kept meanwhile) */
+        if (p->cl->next.nnodes == 0) snprintf(why, sizeof why, "CLUSTER SLOTS names no master");
         simba_backend_log(p->s, SIMBA_LOG_WARN, "simba_redis: Redis Cluster: %s:%d: %s", c->r->host, c->r->port,
-                          p->cl->next.nnodes == 0 ? "CLUSTER SLOTS names no master" : why);
+                          why);
         p->cl->want_refresh = 1;
         simba__redis_fail_conn(c, SIMBA_EPROTO, why, strlen(why));
         return;

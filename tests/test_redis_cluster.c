@@ -1647,6 +1647,92 @@ static void node_id_of(int p, char *id, size_t cap) {
     if (c) redisFree(c);
 }
 
+/* ---- a node whose view of the cluster lacks a master ---- */
+
+/* The port of the master the replica at port p follows (ROLE), 0 if p is not a replica. */
+static int master_of(int p) {
+    redisContext *c = admin_on(p);
+    redisReply *r = c ? (redisReply *)redisCommand(c, "ROLE") : NULL;
+    int port = 0;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && r->element[0]->type == REDIS_REPLY_STRING &&
+        strcmp(r->element[0]->str, "slave") == 0 && r->element[2]->type == REDIS_REPLY_INTEGER)
+        port = (int)r->element[2]->integer;
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    return port;
+}
+
+/* H's probe node R (a replica) forgets master M (CLUSTER FORGET on R
+   alone: for a minute R's CLUSTER SLOTS names no master for M's slots),
+   while H holds a lock on M and C, whose probe sees the whole cluster,
+   waits for it. A map that leaves slots without a master cannot say where
+   the session must be renewed: H's keepalives must not go to the other
+   masters only and count as renewals while M's copy of H's session
+   expires. Either H keeps renewing on M (it holds, C waits) or H is told
+   LOST before C is granted: never both believing. */
+static void t_cluster_map_without_a_master(void) {
+    static simba__redis_cluster_map m, r_map;
+    h_client hc, cc, *cl[2];
+    simba_lock h[2];
+    simba_redis_desc rd;
+    char why[200], name[48], sd[64], mid[64];
+    int i, rport = 0, mport = 0, slot;
+    pair_watch w;
+    memset(&hc, 0, sizeof hc);
+    memset(&cc, 0, sizeof cc);
+    memset(&w, 0, sizeof w);
+    memset(h, 0, sizeof h);
+    cl[0] = &hc; cl[1] = &cc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    for (i = 0; i < nnodes && !rport; i++) {   /* a replica R and a master M that is not R's */
+        int j, of = master_of(node_port[i]);
+        if (!of) continue;
+        for (j = 0; j < m.nnodes; j++)
+            if (m.node[j].port != of) { rport = node_port[i]; mport = m.node[j].port; break; }
+    }
+    CHECK(rport > 0 && mport > 0);
+    CHECK(name_on(&m, "forgot", "forgotten", mport, -1, name, sizeof name, &slot));
+    CHECK_EQ(fresh_tenant("forgot"), SIMBA_OK);
+    logbuf[0] = 0;
+    snprintf(sd, sizeof sd, "127.0.0.1:%d", rport);
+    memset(&rd, 0, sizeof rd);
+    rd.cluster_seeds = sd;
+    hc.s = client_on(simba_redis(&rd), "forgot", "h", TTL, 60000);
+    cc.s = cluster_client("forgot", "c");
+    CHECK(hc.s && cc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(cc.s, name, -1);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&cc, h[1], SIMBA_EVENT_ACQUIRED));
+    node_id_of(mport, mid, sizeof mid);
+    admin_cmd(rport, "CLUSTER FORGET %s", mid);
+    CHECK_EQ(map_from(rport, &r_map, why, sizeof why), SIMBA_OK);
+    CHECK_EQ(r_map.owner[slot], -1);   /* R's map: no master for the lock's slot */
+    w.from = h_real_ms();
+    w.c_granted_ms = -1;
+    watch_pair(cl, h, 4 * (TTL + TRANSITION), &w);
+    printf("  # H and C both believed for %lld ms; C granted after %lld ms; H lost: %d\n", (long long)w.both_ms,
+           (long long)w.c_granted_ms, w.h_lost);
+    if (w.both_ms || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    CHECK_EQ(w.both_ms, 0);
+    /* held all along (renewed on M through a map of another node) or LOST: then C has it */
+    if (simba_valid_ms(hc.s, h[0]) > 0) {
+        CHECK_EQ(w.c_granted_ms, -1);
+        CHECK_EQ(simba_release(hc.s, h[0]), SIMBA_OK);
+    }
+    CHECK(h_expect(cl, 2, 1, h[1], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    simba_destroy(hc.s);
+    simba_destroy(cc.s);
+    /* R meets M again (a MEET is not held back by the forget's blacklist) */
+    admin_cmd(rport, "CLUSTER MEET 127.0.0.1 %d", mport);
+    {
+        int64_t t0 = h_real_ms();
+        if (run_ctl("wait-settled") != 0) printf("  # the cluster did not settle after the MEET\n");
+        if (getenv("SHOW")) printf("  # settled in %lld ms\n", (long long)(h_real_ms() - t0));
+    }
+}
+
 /* A migration of `slot` from the master at `from` to the one at `to` in
    steps: begun (IMPORTING on the target, MIGRATING on the source), keys
    moved a few at a time, ended (SETSLOT NODE on every node). */
@@ -2439,5 +2525,6 @@ int main(int argc, char **argv) {
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);
+    RUN(t_cluster_map_without_a_master);
     return harness_summary();
 }
