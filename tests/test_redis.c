@@ -2676,6 +2676,66 @@ static void t_redis_resynced_master_is_new_run(void) {
     redisFree(r);
 }
 
+/* The same flip, but B is connected across it: REPLICAOF keeps the
+   connections of normal clients, so B's next op after the flip still
+   carries the master_replid B read before it (B's keepalive, which reads
+   it again, comes 3 s after its OPEN). A holds on M only (R detached first); M loads
+   R's data (no grant of A's) and is master again with a new replid; B asks
+   at once. The epoch from before the flip names M's old replid, which B's
+   op carries: B must not be granted while A still believes (A learns the
+   flip at its next keepalive, 2 s at most). */
+static void t_redis_flip_under_connected_client(void) {
+    const char *tenant = my_tenant();
+    simba_redis_desc rd = base_desc();
+    h_client a, b, *cl[2];
+    simba_lock la, lb;
+    char msg[256];
+    int64_t both_ms = 0, t, b_at = -1, t0;
+    redisContext *m = admin_on(auth_port, auth_password), *r = admin_on(replica_port, auth_password);
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(m && r);
+    if (!m || !r) return;
+    rd.port = auth_port;
+    rd.password = auth_password;
+    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_OK);
+    a.s = new_client_ex(&rd, tenant, "ca", 6000, 1000, 0);
+    b.s = new_client_ex(&rd, tenant, "cb", 9000, 1000, 0);
+    CHECK(a.s && b.s);
+    CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    CHECK(h_expect(cl, 2, 1, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
+    h_run_for(cl, 2, 300);                               /* both OPENs answered */
+    CHECK(cmd_ok(m, "WAIT 1 2000"));                     /* the sessions on R */
+    CHECK(cmd_ok(r, "REPLICAOF NO ONE"));                /* R detached */
+    la = h_acquire(a.s, "cflip", -1);
+    CHECK(h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(cmd_ok(r, "CONFIG SET repl-diskless-sync-delay 0"));
+    CHECK(cmd_ok(m, "CONFIG SET masterauth %s", auth_password));
+    CHECK(cmd_ok(m, "REPLICAOF 127.0.0.1 %d", replica_port));  /* M loads R's data */
+    CHECK(wait_link(m));
+    CHECK(cmd_ok(m, "REPLICAOF NO ONE"));                       /* M master again, same run */
+    CHECK(cmd_ok(r, "REPLICAOF 127.0.0.1 %d", auth_port));      /* back as it was */
+    lb = h_acquire(b.s, "cflip", -1);
+    t0 = t = h_real_ms();
+    while (t - t0 < 14000) {   /* the grace: B's lease, 10 s */
+        int64_t now;
+        h_pump(cl, 2, 20);
+        now = h_real_ms();
+        if (b_at < 0 && h_has(&b, lb, SIMBA_EVENT_ACQUIRED)) b_at = now - t0;
+        if (simba_valid_ms(a.s, la) > 0 && simba_valid_ms(b.s, lb) > 0) both_ms += now - t;
+        t = now;
+    }
+    printf("  # B granted after %lld ms, A lost: %d, both believed %lld ms\n", (long long)b_at,
+           h_has(&a, la, SIMBA_EVENT_LOST), (long long)both_ms);
+    CHECK_EQ(both_ms, 0);
+    CHECK(h_has(&a, la, SIMBA_EVENT_LOST));
+    CHECK(b_at >= 0);   /* granted after the grace */
+    simba_destroy(a.s);
+    simba_destroy(b.s);
+    redisFree(m);
+    redisFree(r);
+}
+
 /* An ENQUEUE given up while in flight (its RELEASE sent behind it) is not
    sent again as EVAL when it meets NOSCRIPT: the RELEASE may have run by
    then, and the late ENQUEUE would leave an entry A knows nothing of (A's
@@ -2853,6 +2913,7 @@ int main(int argc, char **argv) {
     RUN(t_redis_new_tenant_after_restart_marker);
     RUN(t_redis_big_counters);
     RUN(t_redis_resynced_master_is_new_run);
+    RUN(t_redis_flip_under_connected_client);
     RUN(t_redis_noscript_enqueue_after_release);
     RUN(t_redis_script_cost_flat);
     RUN(t_redis_handoff_cost_flat);
