@@ -1129,6 +1129,7 @@ struct simba__redis {
     long runs, session_runs;    /* changes of that run seen; `runs` when the session was opened */
     int fresh;                  /* a cluster's node new to a later map: INFO replication decides `join` */
     int join;                   /* a cluster's node: the session is opened here by its next keepalive */
+    int64_t admin_seen;         /* a cluster's node: the admin epoch it answered last (0: none yet) */
     /* Sentinel (nsentinels > 0): where the master is */
     struct { char host[64]; int port; } sentinels[SIMBA__REDIS_MAX_SENTINELS];
     int nsentinels, sentinel_next;    /* the sentinel the next attempt asks */
@@ -2591,7 +2592,6 @@ typedef struct simba__redis_cluster_sent {
 typedef struct simba__redis_fanout {
     uint64_t id;
     int used, left, status, deferred;
-    int64_t epoch;
     char msg[160];
 } simba__redis_fanout;
 
@@ -2618,6 +2618,8 @@ struct simba__redis_cluster {
     struct simba__redis_cluster_later *later;   /* answers held back (simba__redis_cluster_park), oldest first */
     unsigned char asked[SIMBA__REDIS_CLUSTER_SLOTS];   /* ASK/TRYAGAIN/non-local answers in a row per slot */
     unsigned char asked_fan;    /* the same for the session ops (no slot) */
+    int64_t admin_gen;          /* the admin epoch the Cluster answers: + 1 whenever a master's
+                                   differs from the one it answered before, or a master leaves */
 };
 
 static int simba__redis_submit(void *impl, const simba_op *op);
@@ -3105,7 +3107,13 @@ static void simba__redis_cluster_apply(simba__redis *p) {
             simba_backend_log(p->s, SIMBA_LOG_ERROR, "simba_redis: Redis Cluster: out of memory for a node");
             break;
         }
-    for (i = 0; i < nold; i++) if (old[i]) simba__redis_destroy(old[i]);
+    /* a master that leaves takes the admin epoch it answered with it: the
+       holds are looked at again (a DELETE there may not have been seen) */
+    for (i = 0; i < nold; i++)
+        if (old[i]) {
+            simba__redis_destroy(old[i]);
+            cl->admin_gen++;
+        }
     simba__redis_cluster_recount(cl);   /* (the idle pass opens the push connections waiters need) */
     cl->maps++;
     simba__redis_cluster_state(p, 0, NULL);
@@ -3172,10 +3180,22 @@ static void simba__redis_cluster_aim_probe(simba__redis *p) {
     cl->probe->port = n->port;
 }
 
+/* Node c answered admin epoch `epoch` (0: none): the Cluster's own
+   epoch moves when it differs from c's last one. A sum of the masters'
+   epochs could stay the same while a DELETE raised one of them and a
+   master left the map (its epoch left the sum) or a master's tag moved
+   (its count restarted): a holder that learns of a DELETE by its admin
+   epoch only would never be told. */
+static void simba__redis_cluster_admin_seen(simba__redis *c, int64_t epoch) {
+    if (!c || !epoch || epoch == c->admin_seen) return;
+    c->admin_seen = epoch;
+    c->parent->cl->admin_gen++;
+}
+
 /* One fan-out's part is in: the op is answered once all are, with the
-   first failure (ESESSION before any other) or the sum of the nodes'
-   admin epochs (each only grows, so the sum moves whenever one does). */
-static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const simba_reply *rep) {
+   first failure (ESESSION before any other) or the Cluster's admin epoch,
+   which moves whenever a master's does (simba__redis_cluster_admin_seen). */
+static void simba__redis_cluster_fan_done(simba__redis *p, simba__redis *c, uint64_t id, const simba_reply *rep) {
     struct simba__redis_cluster *cl = p->cl;
     simba__redis_fanout *f = NULL;
     int i;
@@ -3185,7 +3205,7 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
         f->status = rep->status;
         simba__redis_copy(f->msg, sizeof f->msg, rep->message, rep->message ? strlen(rep->message) : 0);
     }
-    f->epoch += rep->epoch;
+    if (rep->status == SIMBA_OK) simba__redis_cluster_admin_seen(c, rep->epoch);
     if (--f->left > 0) return;
     {
         simba_reply out;
@@ -3194,7 +3214,7 @@ static void simba__redis_cluster_fan_done(simba__redis *p, uint64_t id, const si
         out.status = f->status;
         out.message = f->msg[0] ? f->msg : NULL;
         out.recheck_ms = -1;
-        out.epoch = f->status == SIMBA_OK ? f->epoch : 0;
+        out.epoch = f->status == SIMBA_OK ? cl->admin_gen : 0;
         f->used = 0;
         simba_backend_complete(p->s, &out);
     }
@@ -3223,7 +3243,7 @@ static void simba__redis_cluster_on_complete(void *user, const simba_reply *rep)
     }
     simba_allocator_free(&p->alloc, t);
     if (p->cl->hold_until && simba__redis_cluster_hold(p, rep->id, !t, rep)) return;
-    if (!t) simba__redis_cluster_fan_done(p, rep->id, rep);
+    if (!t) simba__redis_cluster_fan_done(p, c, rep->id, rep);
     else simba_backend_complete(p->s, rep);
     /* after the answer: the core then re-polls a request that is waiting */
     if (wake) simba_backend_changed(p->s, wake);
@@ -3339,7 +3359,7 @@ static void simba__redis_cluster_give_later(simba__redis *p) {
         rep.status = SIMBA_EDISCONNECTED;
         rep.message = l->msg[0] ? l->msg : NULL;
         rep.recheck_ms = -1;
-        if (l->fan) simba__redis_cluster_fan_done(p, l->id, &rep);
+        if (l->fan) simba__redis_cluster_fan_done(p, NULL, l->id, &rep);
         else simba_backend_complete(p->s, &rep);
         simba_allocator_free(&p->alloc, l);
         at = &cl->later;   /* a completion may have held another answer back */
@@ -3363,7 +3383,7 @@ static void simba__redis_cluster_give(simba__redis *p, uint64_t id, int fan, int
     rep.message = msg;
     rep.recheck_ms = -1;
     if (p->cl->hold_until && simba__redis_cluster_hold(p, id, fan, &rep)) return;
-    if (fan) simba__redis_cluster_fan_done(p, id, &rep);
+    if (fan) simba__redis_cluster_fan_done(p, NULL, id, &rep);
     else simba_backend_complete(p->s, &rep);
 }
 
@@ -3509,7 +3529,7 @@ static void simba__redis_cluster_process(simba__redis *p, const struct pollfd *f
             memset(&rep, 0, sizeof rep);
             rep.status = cl->fan[i].status;
             rep.message = cl->fan[i].msg[0] ? cl->fan[i].msg : NULL;
-            simba__redis_cluster_fan_done(p, cl->fan[i].id, &rep);
+            simba__redis_cluster_fan_done(p, NULL, cl->fan[i].id, &rep);
         }
 }
 

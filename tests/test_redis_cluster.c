@@ -1733,6 +1733,73 @@ static void t_cluster_map_without_a_master(void) {
     }
 }
 
+/* A DELETE of a held lock that a holder without a push connection learns
+   of by its admin epoch only, at its next keepalive: the cluster's answer
+   to a KEEPALIVE carried the sum of the masters' admin epochs, which a
+   master leaving the map (an added master D that had one slot, given back:
+   its epoch, 1, leaves the sum) and the DELETE (+1 on the lock's master)
+   between two keepalives leave unchanged. H (push connections closed after
+   200 ms idle) holds L; D joins and H's session is opened there; H stands
+   still while D's slot goes back and C deletes L and takes it: H must be
+   told LOST (STOLEN) within a few keepalive periods. */
+static void t_cluster_delete_seen_across_a_map_change(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, cc, *cl[2];
+    simba_lock h[2], del;
+    char why[200], name[48], tag[64], port[32], args[64];
+    int a, b = -1, i, s = -1, tslot, lslot, added, dbl = 0;
+    int64_t t0, lost_at = -1;
+    memset(&hc, 0, sizeof hc);
+    memset(&cc, 0, sizeof cc);
+    memset(h, 0, sizeof h);
+    cl[0] = &hc; cl[1] = &cc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "adm", "deleted", 0, -1, name, sizeof name, &lslot));
+    a = m.owner[lslot];
+    for (i = 0; i < m.nnodes; i++) if (i != a) { b = i; break; }
+    CHECK(b >= 0);
+    i = simba__redis_cluster_node_tag(&m, b, "adm", tag, sizeof tag);
+    CHECK(i > 0);
+    tslot = simba_redis_key_slot(tag, (size_t)i);
+    for (i = 0; i < SIMBA__REDIS_CLUSTER_SLOTS && s < 0; i++)   /* one of B's slots, not its tag's */
+        if (m.owner[i] == b && i != tslot) s = i;
+    CHECK(s >= 0);
+    CHECK_EQ(fresh_tenant("adm"), SIMBA_OK);
+    logbuf[0] = 0;
+    hc.s = idle_client("adm", "h", 9000, 60000, 200);
+    cc.s = cluster_client("adm", "c");
+    CHECK(hc.s && cc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    CHECK(ctl_output_while_pumping(cl, 2, h, "add-master", &dbl, port, sizeof port));
+    added = atoi(port);
+    CHECK(added > 0);
+    snprintf(args, sizeof args, "migrate %d %d", s, added);
+    CHECK(ctl_while_pumping(cl, 2, h, args, &dbl));
+    pump_checking(cl, 2, h, 7000, &dbl);   /* two keepalives: the map with D, the session on D */
+    CHECK(simba_valid_ms(hc.s, h[0]) > 0);
+    hc.paused = 1;
+    snprintf(args, sizeof args, "migrate %d %d", s, m.node[b].port);
+    CHECK(ctl_while_pumping(cl + 1, 1, h + 1, args, &dbl));
+    del = simba_delete(cc.s, name, NULL);
+    CHECK(h_expect(cl + 1, 1, 0, del, SIMBA_EVENT_DONE, SOON) != NULL);
+    hc.paused = 0;
+    h[1] = h_acquire(cc.s, name, -1);
+    t0 = h_real_ms();
+    while (h_real_ms() - t0 < 12000 && lost_at < 0) {
+        h_pump(cl, 2, 20);
+        if (h_has(&hc, h[0], SIMBA_EVENT_LOST)) lost_at = h_real_ms() - t0;
+    }
+    printf("  # H told LOST after %lld ms (-1: never in 12 s); C granted: %d\n", (long long)lost_at,
+           h_has(&cc, h[1], SIMBA_EVENT_ACQUIRED));
+    if (lost_at < 0 || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    CHECK(lost_at >= 0);
+    CHECK(h_has(&cc, h[1], SIMBA_EVENT_ACQUIRED));
+    simba_destroy(hc.s);
+    simba_destroy(cc.s);
+    if (run_ctl("remove-master") != 0) printf("  # could not remove the added master\n");
+}
+
 /* A migration of `slot` from the master at `from` to the one at `to` in
    steps: begun (IMPORTING on the target, MIGRATING on the source), keys
    moved a few at a time, ended (SETSLOT NODE on every node). */
@@ -2525,6 +2592,7 @@ int main(int argc, char **argv) {
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);
+    RUN(t_cluster_delete_seen_across_a_map_change);
     RUN(t_cluster_map_without_a_master);
     return harness_summary();
 }
