@@ -3941,7 +3941,10 @@ static void simba__redis_on_wait(simba__redis *r, simba__redis_req *q, const red
    for the cluster to route (simba__redis_cluster_redirected); CLUSTERDOWN
    and READONLY (a master turned replica: a fail-over) are "not now" on this
    node: the connection is made again, and its drop makes the cluster read
-   the map again. Returns 1 when it took the answer. */
+   the map again. A script without keys (OPEN, KEEPALIVE, CLOSE) runs while
+   the cluster is down and meets it at its first key: "ERR Script attempted
+   to execute a command while the cluster is down", the same CLUSTERDOWN.
+   Returns 1 when it took the answer. */
 static int simba__redis_cluster_node_redirect(simba__redis *r, simba__redis_req *q, const redisReply *rp) {
     simba__redis_cluster_node to;
     int ask, slot;
@@ -3951,7 +3954,9 @@ static int simba__redis_cluster_node_redirect(simba__redis *r, simba__redis_req 
         simba__redis_complete_status(r, q, SIMBA_EDISCONNECTED, rp->str);
         return 1;
     }
-    if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0) return 0;
+    if (strncmp(rp->str, "CLUSTERDOWN", 11) != 0 && strncmp(rp->str, "READONLY", 8) != 0 &&
+        !strstr(rp->str, "while the cluster is down"))
+        return 0;
     simba__redis_retry_later(r, q, rp);
     return 1;
 }

@@ -1733,6 +1733,52 @@ static void t_cluster_map_without_a_master(void) {
     }
 }
 
+/* The master of a held lock is restarted empty (no persistence) at its
+   address, within the node timeout (no fail-over: it comes back with its
+   slots and no data; its replica then resyncs from it). H (holder) and W
+   (waiter) both reconnect to it; H's session copy there is gone and the
+   server run changed: H is told LOST before W is granted, and W is granted
+   after the restart grace. Never both believing. While the cluster is down
+   (the node's slots are not served until it is back), a session script
+   (no keys) meets it at its first key: a wait, never a server error. */
+static void t_cluster_master_restarted_empty(void) {
+    static simba__redis_cluster_map m;
+    h_client hc, wc, *cl[2];
+    simba_lock h[2];
+    char why[200], name[48], args[64];
+    int slot, mport, dbl = 0;
+    simba_event *e;
+    memset(&hc, 0, sizeof hc);
+    memset(&wc, 0, sizeof wc);
+    memset(h, 0, sizeof h);
+    cl[0] = &hc; cl[1] = &wc;
+    CHECK_EQ(map_from(node_port[0], &m, why, sizeof why), SIMBA_OK);
+    CHECK(name_on(&m, "empty", "emptied", 0, -1, name, sizeof name, &slot));
+    mport = m.node[m.owner[slot]].port;
+    CHECK_EQ(fresh_tenant("empty"), SIMBA_OK);
+    logbuf[0] = 0;
+    hc.s = cluster_client_slow("empty", "h", TTL, 60000);
+    wc.s = cluster_client_slow("empty", "w", TTL, 60000);
+    CHECK(hc.s && wc.s);
+    h[0] = h_acquire(hc.s, name, -1);
+    CHECK(h_expect(cl, 2, 0, h[0], SIMBA_EVENT_ACQUIRED, SOON) != NULL);
+    h[1] = h_acquire(wc.s, name, -1);
+    pump_checking(cl, 2, h, 300, &dbl);
+    CHECK(!h_has(&wc, h[1], SIMBA_EVENT_ACQUIRED));
+    snprintf(args, sizeof args, "restart %d", mport);
+    CHECK(ctl_while_pumping(cl, 2, h, args, &dbl));
+    e = expect_checking(cl, 2, h, 1, SIMBA_EVENT_ACQUIRED, 4 * SOON, &dbl);
+    printf("  # W granted: %d, H lost: %d, double hold: %d\n", e != NULL, h_has(&hc, h[0], SIMBA_EVENT_LOST), dbl);
+    if (!e || dbl || getenv("SHOW")) printf("  # log:\n%s", logbuf);
+    CHECK(e != NULL);
+    CHECK(h_has(&hc, h[0], SIMBA_EVENT_LOST));
+    CHECK(!dbl);
+    CHECK(!strstr(logbuf, "answered with an error"));
+    simba_destroy(hc.s);
+    simba_destroy(wc.s);
+    if (run_ctl("wait-settled") != 0) printf("  # the cluster did not settle after the restart\n");
+}
+
 /* A DELETE of a held lock that a holder without a push connection learns
    of by its admin epoch only, at its next keepalive: the cluster's answer
    to a KEEPALIVE carried the sum of the masters' admin epochs, which a
@@ -2589,10 +2635,11 @@ int main(int argc, char **argv) {
     RUN(t_cluster_racing_release_during_migration);
     RUN(t_cluster_racing_moved_between_masters);
     RUN(t_cluster_tag_slot_half_way);
+    RUN(t_cluster_delete_seen_across_a_map_change);
+    RUN(t_cluster_map_without_a_master);
+    RUN(t_cluster_master_restarted_empty);
     RUN(t_cluster_failover_coordinated);
     RUN(t_cluster_failover_kill_master);
     RUN(t_cluster_promoted_replica_ends_sessions);
-    RUN(t_cluster_delete_seen_across_a_map_change);
-    RUN(t_cluster_map_without_a_master);
     return harness_summary();
 }
