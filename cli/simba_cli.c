@@ -124,6 +124,8 @@ static const cli_command commands[] = {
     {"run", "run [options] URL NAME... -- command [args...]",
      "Acquire NAME (several NAMEs: all or nothing), run the command in its own\n"
      "process group while holding, release when it exits, exit with its status.\n"
+     "The job is the whole group: NAME is held until every process the command\n"
+     "started in it has ended too, and on LOST the group is killed.\n"
      "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
      "A simba that is stopped or frozen (SIGSTOP, a paused VM) cannot stop the\n"
      "command in time: where that matters, the command must check SIMBA_FENCE\n"
@@ -567,9 +569,24 @@ static int setup_signals(void) {
     return 0;
 }
 
-/* ---- the child ---- */
-static pid_t child = -1;
-static int child_status = 0, child_done = 0;
+/* ---- the job: the command and every process it starts in its group ----
+   The command runs as the leader of a new process group, and what it starts
+   stays in that group unless it leaves it (setsid, setpgid). The job is the
+   whole group: signals, SIGTERM and SIGKILL on LOST go to the group, and the
+   job ends when the group is empty, not when the command exits, so that no
+   process it left behind runs on after NAME is released or lost. The
+   command's pid is its group's id; the kernel does not give that id to
+   another process while a process of the group is alive. */
+static pid_t child = -1;            /* the command, until reaped */
+static pid_t job_group = -1;        /* its process group, until none is left in it */
+static int child_status = 0, job_done = 0;
+enum { GROUP_POLL_MS = 100 };       /* how often a group outliving its command is looked at */
+
+static int job_running(void) { return job_group > 0; }
+
+static void signal_job(int sig) {
+    if (job_group > 0) kill(-job_group, sig);
+}
 
 static void set_env_num(const char *k, long long v) {
     char b[32];
@@ -629,14 +646,15 @@ static int spawn(simba *s, simba_lock lk) {
         _exit(err == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
     }
     setpgid(child, child);    /* both sides: whoever runs first, the group exists before any kill */
+    job_group = child;
     close(ep[1]);
     do n = read(ep[0], &err, sizeof err); while (n < 0 && errno == EINTR);
     close(ep[0]);
-    child_done = 0;
+    job_done = 0;
     if (n == (ssize_t)sizeof err) {
         int st;
         while (waitpid(child, &st, 0) < 0 && errno == EINTR) {}
-        child = -1;
+        child = job_group = -1;
         say("cannot run '%s' (%s)", o.argv[0], strerror(err));
         return err == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
     }
@@ -644,16 +662,25 @@ static int spawn(simba *s, simba_lock lk) {
     return 0;
 }
 
-static void reap(void) {
-    int st;
+/* Reaps the command (its status is the job's) and sets job_done once no
+   process is left in its group. Returns 1 when the command exited now and
+   processes it started still run. */
+static int reap(void) {
+    int st, left_behind = 0;
     pid_t p;
-    if (child <= 0) return;
-    while ((p = waitpid(child, &st, WNOHANG)) < 0 && errno == EINTR) {}
-    if (p == child) {
+    if (child > 0) {
+        while ((p = waitpid(child, &st, WNOHANG)) < 0 && errno == EINTR) {}
+        if (p != child) return 0;
         child_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : EXIT_ERROR;
-        child_done = 1;
         child = -1;
+        left_behind = 1;
     }
+    if (job_group > 0 && kill(-job_group, 0) != 0 && errno == ESRCH) {
+        job_group = -1;
+        job_done = 1;
+        return 0;
+    }
+    return left_behind && job_group > 0;
 }
 
 static const char *lost_reason(int why) {
@@ -857,6 +884,7 @@ static int run_or_elect(void) {
         timeout = min_deadline(now, wait_deadline, (int)timeout);
         timeout = min_deadline(now, end.deadline, (int)timeout);
         timeout = min_deadline(now, linger_until, (int)timeout);
+        if (child <= 0 && job_running()) timeout = min_deadline(now, now + GROUP_POLL_MS, (int)timeout);
         if (poll(fds, (nfds_t)(n + 1), (int)timeout) < 0 && errno != EINTR) {
             say("poll failed (%s)", strerror(errno));
             exit_code = EXIT_ERROR;
@@ -872,10 +900,10 @@ static int run_or_elect(void) {
                 continue;
             }
             if (e->type == SIMBA_EVENT_DISCONNECTED) {
-                if (e->error == SIMBA_EAUTH && child <= 0) {
+                if (e->error == SIMBA_EAUTH && !job_running()) {
                     say("authentication refused (%s)", cause(e->error, e->message));
                     exit_code = EXIT_AUTH;
-                } else if (o.tried && one_host && connect_deadline >= 0 && child <= 0) {
+                } else if (o.tried && one_host && connect_deadline >= 0 && !job_running()) {
                     /* --try, and the one server there is did not take us: no
                        other will answer, and a try does not wait */
                     say("cannot connect (%s)", cause(e->error, e->message));
@@ -897,10 +925,10 @@ static int run_or_elect(void) {
                 if ((rc = spawn(s, lk)) != 0 && give_back(s, lk, &end, rc)) exit_code = rc;
                 break;
             case SIMBA_EVENT_LOST:
-                if (child > 0) {
+                if (job_running()) {
                     say("lost '%s' (%s): SIGTERM to the command now, SIGKILL in %d ms",
                         o.names[0], lost_reason(e->error), o.kill_after_ms);
-                    kill(-child, SIGTERM);
+                    signal_job(SIGTERM);
                     kill_at = simba_now_ms(s) + o.kill_after_ms;
                     lost = 1;
                 } else {
@@ -920,7 +948,7 @@ static int run_or_elect(void) {
             case SIMBA_EVENT_RELEASED:
                 if (o.verbose) say("released '%s'", o.names[0]);
                 if (end.code >= 0) exit_code = end.code;
-                else if (child <= 0) {
+                else if (!job_running()) {
                     /* we did not ask: the request ended without a grant */
                     say("the request for '%s' ended without a grant (%s)", o.names[0],
                         last_log[0] ? last_log : "released by the backend");
@@ -932,7 +960,7 @@ static int run_or_elect(void) {
             }
         }
         if (exit_code >= 0) break;
-        if (!grace_said && child <= 0 && end.code < 0 && simba_grace_ms(s) > 0) {
+        if (!grace_said && !job_running() && end.code < 0 && simba_grace_ms(s) > 0) {
             grace_said = 1;          /* once: the wait is long, but not stuck */
             say_grace(s, 1);
         }
@@ -944,22 +972,24 @@ static int run_or_elect(void) {
                 for (j = 0; j < r; j++) {
                     int sig = buf[j];
                     if (sig == SIGCHLD) continue;
-                    if (child > 0) {
+                    if (job_running()) {
                         if (o.verbose) say("forwarding signal %d to the command", sig);
-                        kill(-child, sig);
+                        signal_job(sig);
                     } else if (give_back(s, lk, &end, 128 + sig)) exit_code = 128 + sig;
                 }
             }
         }
-        reap();
+        if (reap() && !lost)
+            say("the command exited (status %d); processes it started still run in its process group: "
+                "holding '%s' until they end", child_status, o.names[0]);
         now = simba_now_ms(s);
-        if (child > 0 && kill_at >= 0 && now >= kill_at) {
+        if (job_running() && kill_at >= 0 && now >= kill_at) {
             say("the command did not stop after SIGTERM: SIGKILL");
-            kill(-child, SIGKILL);
+            signal_job(SIGKILL);
             kill_at = -1;
         }
-        if (child_done) {
-            child_done = 0;
+        if (job_done) {
+            job_done = 0;
             kill_at = -1;
             if (lost) {
                 lost = 0;
@@ -980,7 +1010,7 @@ static int run_or_elect(void) {
             linger_until = -1;
             if (give_back(s, lk, &end, child_status)) exit_code = child_status;
         }
-        if (exit_code < 0 && child <= 0 && wait_deadline >= 0 && now >= wait_deadline) {
+        if (exit_code < 0 && !job_running() && wait_deadline >= 0 && now >= wait_deadline) {
             wait_deadline = -1;                    /* --wait ran out: withdraw the request */
             rc = busy_or_unreachable(s, 0, NULL);
             if (give_back(s, lk, &end, rc)) exit_code = rc;
@@ -990,15 +1020,15 @@ static int run_or_elect(void) {
             say("release of '%s' not confirmed; it expires on the server", o.names[0]);
             exit_code = end.code;
         }
-        if (exit_code < 0 && end.code < 0 && child <= 0 && connect_deadline >= 0 && !simba_connected(s) &&
+        if (exit_code < 0 && end.code < 0 && !job_running() && connect_deadline >= 0 && !simba_connected(s) &&
             now >= connect_deadline) {
             say("cannot connect (%s)", no_connect_why());
             exit_code = EXIT_CONNECT;
         }
     }
-    if (child > 0) {      /* leaving with the job still running: never leave it unguarded */
-        kill(-child, SIGKILL);
-        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+    if (job_running()) {  /* leaving with the job still running: never leave it unguarded */
+        signal_job(SIGKILL);
+        while (child > 0 && waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
     }
     simba_destroy(s);
     return exit_code;

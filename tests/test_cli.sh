@@ -682,12 +682,42 @@ part_zk() {
         $([ $rc -ne 0 ] && grep -q 'chroot /no-such-chroot does not exist: create it first' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
 }
 
+# job_group_test URL WHAT: the job is its whole process group. A process the
+# command started in it (here one that ignores SIGTERM) is stopped on LOST
+# even when the command itself is gone, and while one still runs after the
+# command exited, NAME stays held (it would run unguarded after a release).
+job_group_test() {
+    local url=$1 what=$2 p rc gc
+    rm -f "$T/gc"
+    "$SIMBA" run --transition 2s --kill-after 500ms "$url" grp-lost -- sh -c \
+        "sh -c 'trap \"\" TERM; echo \$\$ > \"$T/gc\"; exec sleep 60' & exec sleep 60" 2> "$T/grp.err" & p=$!
+    wait_file "$T/gc" 10; gc=$(cat "$T/gc")
+    "$SIMBA" delete "$url" grp-lost
+    finish $p 20; rc=$FIN
+    check "$what: LOST: a process of the job's group that ignores SIGTERM is gone when simba exits 79" \
+        $([ "$rc" -eq 79 ] && ! kill -0 "$gc" 2>/dev/null; echo $?) "rc $rc, $(ps -o pid=,stat=,cmd= -p "$gc")"
+    kill -9 "$gc" 2>/dev/null
+    rm -f "$T/gc"
+    "$SIMBA" run "$url" grp-bg -- sh -c "sh -c 'echo \$\$ > \"$T/gc\"; sleep 2' & exit 3" 2> "$T/grp.err" & p=$!
+    wait_file "$T/gc" 10; gc=$(cat "$T/gc")
+    sleep 0.5
+    "$SIMBA" run --try "$url" grp-bg -- true 2>/dev/null; rc=$?
+    check "$what: the command exited, a process it started in its group runs on: NAME is still held (75)" \
+        $([ "$rc" -eq 75 ] && kill -0 "$gc" 2>/dev/null; echo $?) "try $rc, $(cat "$T/grp.err")"
+    finish $p 20; rc=$FIN
+    check "$what: ... and simba exits with the command's status once the group is empty" \
+        $([ "$rc" -eq 3 ] && ! kill -0 "$gc" 2>/dev/null; echo $?) "rc $rc"
+    "$SIMBA" run --try "$url" grp-bg -- true; rc=$?
+    check "$what: ... then NAME is free" $([ "$rc" -eq 0 ]; echo $?) "rc $rc"
+}
+
 # No server: the database is a file in the part's temporary directory.
 part_sqlite() {
     local U="sqlite://$T/locks.db" rc p out t0 t1
     overlap_test "$U" sqlite
     no_inherit_test "$U" sqlite
     ghost_test "$U" sqlite
+    job_group_test "$U" sqlite
     rm -f "$T/held"
     "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 1" & p=$!
     wait_file "$T/held" 10
