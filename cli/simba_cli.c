@@ -662,25 +662,35 @@ static int spawn(simba *s, simba_lock lk) {
     return 0;
 }
 
-/* Reaps the command (its status is the job's) and sets job_done once no
-   process is left in its group. Returns 1 when the command exited now and
-   processes it started still run. */
+/* Reaps the command (its status is the job's) and the processes of the job
+   that simba adopted (see adopt_orphans), and sets job_done once no process
+   is left in the command's group. Returns 1 when it reaped the command now. */
 static int reap(void) {
-    int st, left_behind = 0;
+    int st, reaped = 0;
     pid_t p;
-    if (child > 0) {
-        while ((p = waitpid(child, &st, WNOHANG)) < 0 && errno == EINTR) {}
-        if (p != child) return 0;
+    while ((p = waitpid(-1, &st, WNOHANG)) != 0) {
+        if (p < 0 && errno == EINTR) continue;
+        if (p < 0) break;                        /* ECHILD: no child left */
+        if (p != child) continue;                /* an adopted process of the job */
         child_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : EXIT_ERROR;
         child = -1;
-        left_behind = 1;
+        reaped = 1;
     }
-    if (job_group > 0 && kill(-job_group, 0) != 0 && errno == ESRCH) {
+    if (child <= 0 && job_group > 0 && kill(-job_group, 0) != 0 && errno == ESRCH) {
         job_group = -1;
         job_done = 1;
-        return 0;
     }
-    return left_behind && job_group > 0;
+    return reaped;
+}
+
+/* A process of the job whose parent exits is adopted by simba rather than
+   by init (Linux), so that simba reaps it when it ends: a zombie still
+   counts as a member of its process group, and an init that reaps late
+   would hold the job (and NAME) open. simba has no other children. */
+static void adopt_orphans(void) {
+#if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+#endif
 }
 
 static const char *lost_reason(int why) {
@@ -821,6 +831,7 @@ static int run_or_elect(void) {
     int64_t connect_deadline, kill_at = -1, wait_deadline = -1;
     int lost = 0, exit_code = -1, grace_said = 0;
     int64_t granted_at = -1, linger_until = -1;   /* --hold-at-least: hold on until then */
+    int64_t command_gone_at = -1;                 /* the command exited then, its group lives on */
     ending end = {-1, -1};
     if (!s) return code;
     if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
@@ -828,6 +839,7 @@ static int run_or_elect(void) {
         simba_destroy(s);
         return usage_error("--kill-after", "must be less than transition, or the job may outlive the lock");
     }
+    adopt_orphans();
     if (setup_signals() != 0) {
         simba_destroy(s);
         say("cannot set up signals (%s)", strerror(errno));
@@ -979,10 +991,14 @@ static int run_or_elect(void) {
                 }
             }
         }
-        if (reap() && !lost)
+        now = simba_now_ms(s);
+        if (reap() && job_running() && !lost) command_gone_at = now;
+        if (!job_running()) command_gone_at = -1;
+        if (command_gone_at >= 0 && now >= command_gone_at + GROUP_POLL_MS) {
             say("the command exited (status %d); processes it started still run in its process group: "
                 "holding '%s' until they end", child_status, o.names[0]);
-        now = simba_now_ms(s);
+            command_gone_at = -1;    /* said once */
+        }
         if (job_running() && kill_at >= 0 && now >= kill_at) {
             say("the command did not stop after SIGTERM: SIGKILL");
             signal_job(SIGKILL);
