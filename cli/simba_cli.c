@@ -127,9 +127,10 @@ static const cli_command commands[] = {
      "The job is the whole group: NAME is held until every process the command\n"
      "started in it has ended too, and on LOST the group is killed.\n"
      "The command gets SIMBA_FENCE, SIMBA_FENCES, SIMBA_NAME, SIMBA_CLIENT_ID.\n"
-     "A simba that is stopped or frozen (SIGSTOP, a paused VM) cannot stop the\n"
-     "command in time: where that matters, the command must check SIMBA_FENCE\n"
-     "against the resource it protects (refuse writes with an older fence).\n"},
+     "Ctrl-Z (SIGTSTP) stops the command too. A simba that is stopped with\n"
+     "SIGSTOP or frozen (a paused VM) cannot stop the command in time: where\n"
+     "that matters, the command must check SIMBA_FENCE against the resource it\n"
+     "protects (refuse writes with an older fence).\n"},
     {"elect", "elect [options] URL NAME -- command [args...]",
      "Leader election: run the command while this process is the leader of\n"
      "NAME. On LOST the command is killed (SIGTERM, then SIGKILL after\n"
@@ -563,6 +564,7 @@ static int setup_signals(void) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     for (i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &sa, NULL);
+    sigaction(SIGTSTP, &sa, NULL);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
@@ -632,6 +634,7 @@ static int spawn(simba *s, simba_lock lk) {
         for (i = 0; i < NFORWARDED; i++) sigaction(forwarded[i], &sa, NULL);
         sigaction(SIGCHLD, &sa, NULL);
         sigaction(SIGPIPE, &sa, NULL);
+        sigaction(SIGTSTP, &sa, NULL);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         set_env_num("SIMBA_FENCE", (long long)simba_fence(s, lk, 0));
@@ -691,6 +694,43 @@ static void adopt_orphans(void) {
 #if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 #endif
+}
+
+/* Ctrl-Z (SIGTSTP): a stopped simba renews nothing, and a job that ran on
+   meanwhile would run past the lease while another host holds NAME. So the
+   job's group is stopped first (SIGSTOP: it cannot ignore it), then simba
+   itself, as SIGTSTP's default action would. When simba is continued, the
+   job goes on only while the hold is still valid by the local clock; else it
+   stays stopped until the LOST that the next tick delivers (see
+   tell_lost_job). */
+static int job_stopped;
+
+static void stop_with_job(simba *s, simba_lock lk) {
+    struct sigaction dfl, mine;
+    if (job_running()) {
+        signal_job(SIGSTOP);
+        job_stopped = 1;
+    }
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGTSTP, &dfl, &mine);
+    raise(SIGTSTP);             /* returns when simba is continued (at once in an orphaned group) */
+    sigaction(SIGTSTP, &mine, NULL);
+    if (job_stopped && simba_valid_ms(s, lk) > 0) {
+        signal_job(SIGCONT);
+        job_stopped = 0;
+    }
+}
+
+/* On LOST: SIGTERM to the job's group, and a job stopped by stop_with_job
+   is continued after it, so that the SIGTERM is the first thing it meets. */
+static void tell_lost_job(void) {
+    signal_job(SIGTERM);
+    if (job_stopped) {
+        signal_job(SIGCONT);
+        job_stopped = 0;
+    }
 }
 
 static const char *lost_reason(int why) {
@@ -940,7 +980,7 @@ static int run_or_elect(void) {
                 if (job_running()) {
                     say("lost '%s' (%s): SIGTERM to the command now, SIGKILL in %d ms",
                         o.names[0], lost_reason(e->error), o.kill_after_ms);
-                    signal_job(SIGTERM);
+                    tell_lost_job();
                     kill_at = simba_now_ms(s) + o.kill_after_ms;
                     lost = 1;
                 } else {
@@ -984,6 +1024,10 @@ static int run_or_elect(void) {
                 for (j = 0; j < r; j++) {
                     int sig = buf[j];
                     if (sig == SIGCHLD) continue;
+                    if (sig == SIGTSTP) {
+                        stop_with_job(s, lk);
+                        continue;
+                    }
                     if (job_running()) {
                         if (o.verbose) say("forwarding signal %d to the command", sig);
                         signal_job(sig);

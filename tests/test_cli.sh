@@ -711,6 +711,34 @@ job_group_test() {
     check "$what: ... then NAME is free" $([ "$rc" -eq 0 ]; echo $?) "rc $rc"
 }
 
+# tstp_test URL WHAT: Ctrl-Z (SIGTSTP) stops simba, and a stopped simba
+# renews nothing: its job must stop with it, or it runs on past the lease
+# while another host holds NAME. On SIGCONT the job goes on only if the lock
+# was not lost meanwhile; if it was, the job gets SIGTERM before it runs.
+tstp_test() {
+    local url=$1 what=$2 p rc a b c
+    rm -f "$T/ticks"
+    "$SIMBA" run --ttl 1s --transition 1s "$url" tstp -- sh -c "while :; do echo x >> '$T/ticks'; sleep 0.1; done" \
+        2> "$T/tstp.err" & p=$!
+    wait_file "$T/ticks" 10
+    kill -TSTP $p; sleep 0.5
+    a=$(wc -l < "$T/ticks"); sleep 3; b=$(wc -l < "$T/ticks")
+    check "$what: SIGTSTP to simba stops its job too (no tick in 3 s, past the 2 s lease)" \
+        $([ "$a" -eq "$b" ]; echo $?) "$((b - a)) ticks while simba was stopped"
+    kill -CONT $p
+    finish $p 10; rc=$FIN; sleep 0.3; c=$(wc -l < "$T/ticks")
+    check "$what: SIGCONT after the lease ran out: LOST, the job ends without running on, exit 79" \
+        $([ "$rc" -eq 79 ] && [ "$c" -eq "$b" ]; echo $?) "rc $rc, $((c - b)) ticks after SIGCONT: $(cat "$T/tstp.err")"
+    rm -f "$T/ticks"
+    "$SIMBA" run --ttl 5s "$url" tstp2 -- sh -c "while :; do echo x >> '$T/ticks'; sleep 0.1; done" & p=$!
+    wait_file "$T/ticks" 10
+    kill -TSTP $p; sleep 0.5; kill -CONT $p
+    a=$(wc -l < "$T/ticks"); sleep 1; b=$(wc -l < "$T/ticks")
+    kill -TERM $p; finish $p 10; rc=$FIN
+    check "$what: SIGCONT within the lease: the job goes on, then ends with the forwarded SIGTERM (143)" \
+        $([ "$b" -gt "$a" ] && [ "$rc" -eq 143 ]; echo $?) "$((b - a)) ticks after SIGCONT, rc $rc"
+}
+
 # No server: the database is a file in the part's temporary directory.
 part_sqlite() {
     local U="sqlite://$T/locks.db" rc p out t0 t1
@@ -718,6 +746,7 @@ part_sqlite() {
     no_inherit_test "$U" sqlite
     ghost_test "$U" sqlite
     job_group_test "$U" sqlite
+    tstp_test "$U" sqlite
     rm -f "$T/held"
     "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 1" & p=$!
     wait_file "$T/held" 10
