@@ -794,23 +794,58 @@ static int busy_or_unreachable(simba *s, int err, const char *msg) {
     return EXIT_BUSY;
 }
 
-/* The capacity the server has stored for name in *cap (0: no such
-   resource). Returns 0, or the exit code when the server did not answer. */
-static int stored_capacity(simba *s, const char *name, int *cap) {
+/* Inspects name: *cap is the capacity the server has stored for it (0: no
+   such resource) and, when h is given, h[0..*n) its holders and waiters.
+   Returns 0, or the exit code when the server did not answer. */
+static int inspect_name(simba *s, const char *name, int *cap, simba_holder *h, int max, int *n) {
     simba_lock q = simba_inspect(s, name, NULL);
     simba_event ev;
     int r;
     *cap = 0;
+    if (n) *n = 0;
     if (q.id == 0) return usage_error("bad request", cause(simba_last_error(s), simba_last_error_msg(s)));
     r = simba_wait(s, q, o.connect_timeout_ms ? o.connect_timeout_ms : 10000, &ev);
     if (r <= 0) {
         say("cannot connect (%s)", no_connect_why());
         return simba_connected(s) ? EXIT_ERROR : EXIT_CONNECT;
     }
-    if (ev.type == SIMBA_EVENT_INFO) *cap = ev.capacity;
-    else if (ev.error != SIMBA_ENOTFOUND) {
+    if (ev.type == SIMBA_EVENT_INFO) {
+        *cap = ev.capacity;
+        if (h && n && (*n = simba_holders(s, q, h, max)) > max) *n = max;
+        if (n && *n < 0) *n = 0;
+    } else if (ev.error != SIMBA_ENOTFOUND) {
         say("cannot inspect '%s' (%s)", name, cause(ev.error, ev.message));
         return connect_error_exit(ev.error);
+    }
+    return 0;
+}
+
+static int stored_capacity(simba *s, const char *name, int *cap) {
+    return inspect_name(s, name, cap, NULL, 0, NULL);
+}
+
+/* A run or elect in the job of another simba (SIMBA_CLIENT_ID in the
+   environment) that asks for a NAME whose permits that simba holds, with no
+   room left for this request, would wait for ever: that simba gives them
+   back only when its job, this run included, has ended. It is refused at
+   once (exit 64). --try and --wait end by themselves and are left alone. */
+static int refuse_waiting_on_own_job(simba *s) {
+    const char *outer = getenv("SIMBA_CLIENT_ID");
+    simba_holder h[256];
+    int i, j, n, cap, rc;
+    char why[SIMBA_MAX_ID + 300];
+    if (!outer || !outer[0] || o.wait_ms >= 0) return 0;
+    for (i = 0; i < o.nnames; i++) {
+        long long theirs = 0;
+        int mine;
+        if ((rc = inspect_name(s, o.names[i], &cap, h, 256, &n)) != 0) return rc;
+        for (j = 0; j < n; j++)
+            if (h[j].granted && strcmp(h[j].client, outer) == 0) theirs += h[j].weight == 0 ? cap : h[j].weight;
+        mine = o.exclusive ? cap : o.permits ? o.permits : 1;
+        if (theirs == 0 || cap - theirs >= mine) continue;
+        snprintf(why, sizeof why, "'%.60s' is held by the simba whose job this runs in (SIMBA_CLIENT_ID %s), which "
+                 "gives it back only when this ends: it would wait for ever", o.names[i], outer);
+        return usage_error("cannot wait", why);
     }
     return 0;
 }
@@ -885,7 +920,8 @@ static int run_or_elect(void) {
         say("cannot set up signals (%s)", strerror(errno));
         return EXIT_ERROR;
     }
-    if (!elect && o.capacity == 0 && o.permits > 1 && (rc = check_permits_fit(s)) != 0) {
+    if ((!elect && o.capacity == 0 && o.permits > 1 && (rc = check_permits_fit(s)) != 0) ||
+        (rc = refuse_waiting_on_own_job(s)) != 0) {
         simba_destroy(s);
         return rc;
     }

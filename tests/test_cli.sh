@@ -209,6 +209,8 @@ part_redis() {
     overlap_test "redis+unix://$SIMBA_REDIS_SOCKET" redis-unix
     PW="$SIMBA_REDIS_AUTH_PASSWORD" no_inherit_test "redis://127.0.0.1:$SIMBA_REDIS_AUTH_PORT?password_env=PW" redis PW
     ghost_test "$U" redis
+    job_group_test "$U" redis
+    nested_test "$U" redis
     # a network URL is served by simba-net in the same process (exec): the
     # job's parent is the simba that was started, which signals and waits for it
     rm -f "$T/ppid"
@@ -739,6 +741,27 @@ tstp_test() {
         $([ "$b" -gt "$a" ] && [ "$rc" -eq 143 ]; echo $?) "$((b - a)) ticks after SIGCONT, rc $rc"
 }
 
+# nested_test URL WHAT: a `simba run` inside the job of another that holds
+# the same NAME would wait for ever (the outer one releases only when its
+# job, the inner run included, has ended): it is refused at once, exit 64.
+# With room left (a semaphore), the inner run is granted as any other.
+nested_test() {
+    local url=$1 what=$2 rc t0 t1
+    t0=$(now_ms)
+    "$SIMBA" run --connect-timeout 5s "$url" nest -- "$SIMBA" run "$url" nest -- echo inner > "$T/nest.out" 2> "$T/nest.err" &
+    finish $! 10; rc=$FIN; t1=$(now_ms)
+    check "$what: simba run of NAME inside the job of a simba run holding NAME: 64 at once, says why" \
+        $([ "$rc" -eq 64 ] && ! grep -q inner "$T/nest.out" && grep -q 'would wait for ever' "$T/nest.err"; echo $?) \
+        "rc $rc after $((t1 - t0)) ms: $(cat "$T/nest.err")"
+    "$SIMBA" run --capacity 2 "$url" nest-sem -- "$SIMBA" run --capacity 2 "$url" nest-sem -- echo inner > "$T/nest.out" 2> "$T/nest.err" &
+    finish $! 10; rc=$FIN
+    check "$what: ... with a permit left (capacity 2), the inner run is granted" \
+        $([ "$rc" -eq 0 ] && grep -q inner "$T/nest.out"; echo $?) "rc $rc: $(cat "$T/nest.err")"
+    "$SIMBA" run "$url" nest-a -- "$SIMBA" run "$url" nest-b -- echo inner > "$T/nest.out" 2> "$T/nest.err" &
+    finish $! 10; rc=$FIN
+    check "$what: ... and another NAME is granted" $([ "$rc" -eq 0 ] && grep -q inner "$T/nest.out"; echo $?) "rc $rc: $(cat "$T/nest.err")"
+}
+
 # No server: the database is a file in the part's temporary directory.
 part_sqlite() {
     local U="sqlite://$T/locks.db" rc p out t0 t1
@@ -747,6 +770,7 @@ part_sqlite() {
     ghost_test "$U" sqlite
     job_group_test "$U" sqlite
     tstp_test "$U" sqlite
+    nested_test "$U" sqlite
     rm -f "$T/held"
     "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 1" & p=$!
     wait_file "$T/held" 10
