@@ -437,10 +437,16 @@ static int read_option(int argc, char **argv, int *i) {
     return -1;
 }
 
+static int too_many_names(void) {
+    char why[64];
+    snprintf(why, sizeof why, "at most %d NAMEs in one request", SIMBA_MAX_RESOURCES);
+    return usage_error("too many arguments", why);
+}
+
 /* Parses argv after the command name. Returns -1 when all is well, else an exit code. */
 static int parse_args(int argc, char **argv) {
     int i, npos = 0, rc;
-    const char *pos[SIMBA_MAX_RESOURCES + 3];
+    const char *pos[1 + SIMBA_MAX_RESOURCES + 1];   /* URL, the NAMEs, set-capacity's N */
     int want_cmd = strcmp(o.cmd, "run") == 0 || strcmp(o.cmd, "elect") == 0;
     for (i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -454,7 +460,7 @@ static int parse_args(int argc, char **argv) {
             if ((rc = read_option(argc, argv, &i)) >= 0) return rc;
             continue;
         }
-        if (npos >= (int)(sizeof pos / sizeof pos[0])) return usage_error("too many arguments", "at most 8 names");
+        if (npos >= (int)(sizeof pos / sizeof pos[0])) return too_many_names();
         pos[npos++] = a;
     }
     o.waited = option_given[find_option("--wait")];
@@ -474,6 +480,7 @@ static int parse_args(int argc, char **argv) {
     }
     if ((strcmp(o.cmd, "elect") == 0 || strcmp(o.cmd, "delete") == 0 || strcmp(o.cmd, "set-capacity") == 0) && npos != 2)
         return usage_error(o.cmd, "takes exactly one NAME");
+    if (npos - 1 > SIMBA_MAX_RESOURCES) return too_many_names();
     for (i = 1; i < npos; i++) o.names[o.nnames++] = pos[i];
     if (want_cmd && !o.argv) return usage_error("no command", "put it after '--': simba run URL NAME -- command");
     if ((rc = check_option_use()) != 0) return rc;

@@ -182,6 +182,19 @@ part_mem() {
     check "the command gets SIMBA_NAME, SIMBA_CLIENT_ID, SIMBA_FENCE" $([[ "$out" =~ ^nm\|me-1\|[0-9]+$ ]]; echo $?) "$out"
     SIMBA_URL='mem:' "$SIMBA" run - x -- true; rc=$?
     check "URL '-' is taken from \$SIMBA_URL" $([ $rc -eq 0 ]; echo $?) "$rc"
+    # more NAMEs than a request takes (8): refused by the parser, before
+    # they are copied anywhere
+    for n in "a b c d e f g h i" "a b c d e f g h i j" "a b c d e f g h i j k l"; do
+        for c in status run; do
+            # shellcheck disable=SC2086
+            if [ $c = run ]; then "$SIMBA" run mem: $n -- true 2> "$T/e1"; rc=$?
+            else "$SIMBA" status mem: $n > /dev/null 2> "$T/e1"; rc=$?; fi
+            check "$c with $(echo $n | wc -w) NAMEs: 64, says at most 8" \
+                $([ $rc -eq 64 ] && grep -q 'at most 8' "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+        done
+    done
+    "$SIMBA" run mem: a b c d e f g h -- true; rc=$?
+    check "run with 8 NAMEs (the most) is granted" $([ $rc -eq 0 ]; echo $?) "rc $rc"
     simba_net_missing_test
 }
 
