@@ -388,6 +388,13 @@ static void print_option_list(void) {
                options[i].cmds[0] ? options[i].cmds : "simba");
 }
 
+/* A duration whose 0 would otherwise stand for "not given", the default:
+   given as 0 it is refused, as the URL's ttl=0s is, rather than replaced. */
+static int refuse_zero(const char *name, int v) {
+    if (!option_given[find_option(name)] || v != 0) return 0;
+    return usage_error(name, "must be more than 0");
+}
+
 /* An option is given only to the commands it means something to (the
    others would ignore it, and the user would believe it applied), and
    never together with one that contradicts it. Returns 0 or EXIT_USAGE. */
@@ -402,7 +409,8 @@ static int check_option_use(void) {
         return usage_error(options[i].name, why);
     }
     if (o.tried && o.waited) return usage_error("--try and --wait", "choose one: --try does not wait at all");
-    return 0;
+    return refuse_zero("--ttl", o.ttl_ms) || refuse_zero("--transition", o.transition_ms) ||
+           refuse_zero("--connect-timeout", o.connect_timeout_ms) ? EXIT_USAGE : 0;
 }
 
 /* Reads the option argv[*i] and, when it takes one, its value argv[*i + 1]
@@ -916,7 +924,7 @@ static int run_or_elect(void) {
     int64_t command_gone_at = -1;                 /* the command exited then, its group lives on */
     ending end = {-1, -1};
     if (!s) return code;
-    if (o.kill_after_ms == 0) o.kill_after_ms = o.transition_ms / 2;
+    if (o.kill_after_ms < 0) o.kill_after_ms = o.transition_ms / 2;
     if (o.kill_after_ms >= o.transition_ms) {
         simba_destroy(s);
         return usage_error("--kill-after", "must be less than transition, or the job may outlive the lock");
@@ -1457,7 +1465,7 @@ static int init_server(void) {
 
 int main(int argc, char **argv) {
     int rc, k;
-    o.wait_ms = -1;
+    o.wait_ms = o.kill_after_ms = -1;     /* not given (0 is a value: none, at once) */
     if (argc < 2) {
         print_main_help(stderr);
         return EXIT_USAGE;

@@ -195,6 +195,11 @@ part_mem() {
     done
     "$SIMBA" run mem: a b c d e f g h -- true; rc=$?
     check "run with 8 NAMEs (the most) is granted" $([ $rc -eq 0 ]; echo $?) "rc $rc"
+    # 0 is not "the default": a lease of 0 is refused, as in the URL
+    for opt in --ttl --transition --connect-timeout; do
+        "$SIMBA" run $opt 0s mem: x -- true 2> "$T/e1"; rc=$?
+        check "run $opt 0s: 64, not the default silently" $([ $rc -eq 64 ] && grep -q -- "$opt" "$T/e1"; echo $?) "rc $rc $(cat "$T/e1")"
+    done
     simba_net_missing_test
 }
 
@@ -712,6 +717,13 @@ job_group_test() {
     check "$what: LOST: a process of the job's group that ignores SIGTERM is gone when simba exits 79" \
         $([ "$rc" -eq 79 ] && ! kill -0 "$gc" 2>/dev/null; echo $?) "rc $rc, $(ps -o pid=,stat=,cmd= -p "$gc")"
     kill -9 "$gc" 2>/dev/null
+    rm -f "$T/gc"
+    "$SIMBA" run --kill-after 0ms "$url" grp-k0 -- sh -c "trap '' TERM; echo \$\$ > '$T/gc'; exec sleep 60" 2> "$T/grp.err" & p=$!
+    wait_file "$T/gc" 10
+    "$SIMBA" delete "$url" grp-k0
+    finish $p 20; rc=$FIN
+    check "$what: LOST with --kill-after 0ms: SIGKILL with the SIGTERM, not after the default" \
+        $([ "$rc" -eq 79 ] && grep -q 'SIGKILL in 0 ms' "$T/grp.err"; echo $?) "rc $rc, $(cat "$T/grp.err")"
     rm -f "$T/gc"
     "$SIMBA" run "$url" grp-bg -- sh -c "sh -c 'echo \$\$ > \"$T/gc\"; sleep 2' & exit 3" 2> "$T/grp.err" & p=$!
     wait_file "$T/gc" 10; gc=$(cat "$T/gc")
