@@ -9,7 +9,11 @@
    epoll set with its CURRENT socket (inode), also after the backend's
    connections were killed (Redis CLIENT KILL, MySQL KILL, ZooKeeper restart);
    an idle hold wakes the loop for keepalives only; a LOST from the clock
-   alone arrives on time while the server is gone and the loop is idle. */
+   alone arrives on time while the server is gone and the loop is idle;
+   simba_destroy from inside the event callback leaves the loop and another
+   client on it working (run it under ASan); and (in-memory build, a fake
+   backend) a socket replaced under the same fd number inside simba's call
+   is watched, the old registration gone. */
 #define _GNU_SOURCE
 #define SIMBA_IMPLEMENTATION
 #include "harness.h"
@@ -450,7 +454,26 @@ static int fake_pollfds(void *impl, struct pollfd *fds, int max) {
     return 1;
 }
 static int64_t fake_deadline(void *impl) { (void)impl; return -1; }
-static void fake_process(void *impl, const struct pollfd *fds, int nfds) { (void)impl; (void)fds; (void)nfds; }
+/* fake_seen: the process() calls that found the socket readable (drained).
+   fake_next >= 0: the next such call "reconnects": the socket is replaced by
+   fake_next under the same fd number, as a client library does inside its
+   own read when it reconnects. */
+static int fake_seen, fake_next = -1;
+static void fake_process(void *impl, const struct pollfd *fds, int nfds) {
+    int i;
+    char buf[64];
+    (void)impl;
+    for (i = 0; i < nfds; i++)
+        if (fds[i].fd == fake_fd && fake_fd >= 0 && (fds[i].revents & POLLIN)) {
+            fake_seen++;
+            while (read(fake_fd, buf, sizeof buf) > 0) {}
+            if (fake_next >= 0) {
+                if (dup2(fake_next, fake_fd) != fake_fd) printf("  dup2 failed\n");
+                close(fake_next);
+                fake_next = -1;
+            }
+        }
+}
 static void fake_reset(void *impl, int why) { (void)impl; (void)why; }
 static void fake_destroy(void *impl) { (void)impl; }
 static const simba_backend_vtable fake_vt = { "fake", fake_attach, fake_submit, fake_pollfds, fake_deadline,
@@ -512,7 +535,92 @@ static void t_same_number_new_socket_is_remove_then_add(void) {
     close(fake_fd);
     fake_fd = -1;
 }
+
+/* Through each adapter: the backend's socket is replaced under the same fd
+   number inside simba's call (a reconnect inside a client library), and the
+   adapter must watch the new socket, not keep a registration of the old
+   one: readiness of the new socket reaches the backend, and the kernel's
+   epoll set holds the current inode. */
+static void t_adapter_follows_new_socket(void) {
+    simba_desc d;
+    simba *s;
+    void *a;
+    int sp[2], np[2];
+    int64_t end;
+    memset(&d, 0, sizeof d);
+    d.backend.vt = &fake_vt;
+    d.backend.impl = NULL;
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp) == 0);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, np) == 0);
+    fake_fd = sp[0];
+    fake_seen = 0;
+    fake_next = np[0];
+    s = simba_create(&d, NULL);
+    CHECK(s != NULL);
+    a = D->attach(s, 5);
+    CHECK(a != NULL);
+    CHECK(write(sp[1], "x", 1) == 1);             /* served: the socket is replaced meanwhile */
+    for (end = h_real_ms() + 2000; !fake_seen && h_real_ms() < end;) D->run_once(50);
+    CHECK(fake_seen > 0 && fake_next < 0);
+    close(sp[1]);
+    D->run_once(50);
+    fake_seen = 0;
+    CHECK(write(np[1], "y", 1) == 1);
+    for (end = h_real_ms() + 2000; !fake_seen && h_real_ms() < end;) D->run_once(50);
+    printf("  %s: the new socket under fd %d was %sserved\n", D->name, fake_fd, fake_seen ? "" : "NOT ");
+    CHECK(fake_seen > 0);
+    CHECK(fds_agree(s, a));
+    simba_destroy(s);
+    run_for(50);
+    close(np[1]);
+    close(fake_fd);
+    fake_fd = -1;
+}
 #endif
+
+/* Through each adapter: simba_destroy from inside the event callback (the
+   adapter is freed under its own dispatch), with another client's events
+   and the loop's own timers still running afterwards. Meant for ASan. */
+static simba *doomed;
+static int doomed_gone;
+static void destroy_on_acquired(simba *s, const simba_event *ev, void *user) {
+    on_event(s, ev, user);
+    if (s == doomed && ev->type == SIMBA_EVENT_ACQUIRED) {
+        simba_destroy(s);
+        doomed = NULL;
+        doomed_gone = 1;
+    }
+}
+
+static void t_destroy_in_callback(void) {
+    simba_lock_desc ld;
+    simba_lock l;
+    void *a = NULL;
+    int from = nrecs;
+    int64_t end;
+    doomed = new_client("loop-doomed", 3000);
+    A = new_client("loop-witness", 3000);
+    CHECK(doomed && A);
+    if (D == &drivers[0]) a = simba_epoll_attach(doomed, ep, destroy_on_acquired, (void *)(intptr_t)6);
+    else if (D == &drivers[1]) a = simba_libevent_attach(doomed, eb, destroy_on_acquired, (void *)(intptr_t)6);
+    else a = simba_libuv_attach(doomed, &uvl, destroy_on_acquired, (void *)(intptr_t)6);
+    CHECK(a != NULL);
+    CHECK(D->attach(A, 7) != NULL);
+    memset(&ld, 0, sizeof ld);
+    ld.name = resource("doomed");
+    ld.wait_ms = -1;
+    (void)simba_acquire(doomed, &ld);
+    ld.name = resource("witness");
+    l = simba_acquire(A, &ld);
+    for (end = h_real_ms() + 15000; !doomed_gone && h_real_ms() < end;) D->run_once(50);
+    CHECK(doomed_gone);
+    CHECK(wait_event(7, SIMBA_EVENT_ACQUIRED, l, from, 15000));
+    run_for(1500);                                 /* the witness renews on the same loop */
+    CHECK(simba_valid_ms(A, l) > 0);
+    simba_destroy(A);
+    run_for(50);
+    doomed_gone = 0;
+}
 
 int main(int argc, char **argv) {
     int i;
@@ -544,6 +652,10 @@ int main(int argc, char **argv) {
         RUN(t_handoff_and_reconnect);
         RUN(t_idle_is_keepalives_only);
         RUN(t_lost_from_clock);
+        RUN(t_destroy_in_callback);
+#if !defined(LOOP_REDIS) && !defined(LOOP_MYSQL) && !defined(LOOP_ZK)
+        RUN(t_adapter_follows_new_socket);
+#endif
     }
     uv_close((uv_handle_t *)&uv_bound, NULL);
     uv_close((uv_handle_t *)&uv_ftimer, NULL);
