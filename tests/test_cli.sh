@@ -67,9 +67,10 @@ EOF
     chmod +x "$T/job"
 }
 
-# The job of no_inherit_test: prints the sockets it has open other than 0, 1
-# and 2 (none: simba's own are close-on-exec) and whether the variable named
-# by $1 is in its environment.
+# The job of no_inherit_test: prints the fds it has open other than 0, 1 and
+# 2 that could be simba's (none: simba's own are close-on-exec): sockets,
+# anon inodes (eventfd, inotify, epoll, timerfd) and SQLite's files; and
+# whether the variable named by $1 is in its environment.
 mkfdsjob() {
     cat > "$T/fds" <<'EOF'
 #!/bin/sh
@@ -77,7 +78,7 @@ s=""
 for f in /proc/$$/fd/*; do
     n=${f##*/}
     case $n in 0|1|2) continue ;; esac
-    case $(readlink "$f" 2>/dev/null) in socket:*) s="$s $n" ;; esac
+    case $(readlink "$f" 2>/dev/null) in socket:*|anon_inode:*|*.db|*.db-*) s="$s $n" ;; esac
 done
 e=unset
 if [ -n "${1:-}" ] && env | grep -q "^$1="; then e=set; fi
@@ -86,12 +87,12 @@ EOF
     chmod +x "$T/fds"
 }
 
-# no_inherit_test URL WHAT [VAR]: the job has none of simba's sockets open,
+# no_inherit_test URL WHAT [VAR]: the job has none of simba's fds open,
 # and VAR (the URL's password_env) is not in its environment
 no_inherit_test() {
     local out rc
     out=$("$SIMBA" run "$1" "fds-$2" -- "$T/fds" "${3:-}" 2> "$T/nie.err"); rc=$?
-    check "$2: the job has no socket of simba's open" \
+    check "$2: the job has no fd of simba's open (socket, eventfd/inotify, database file)" \
         $([ $rc -eq 0 ] && [[ "$out" == "sockets:[] "* ]]; echo $?) "rc $rc, $out $(cat "$T/nie.err")"
     [ -n "${3:-}" ] || return 0
     check "$2: the job's environment has no \$$3 (the URL's password_env)" \
