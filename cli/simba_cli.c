@@ -920,6 +920,7 @@ static int run_or_elect(void) {
     simba_lock lk;
     int64_t connect_deadline, kill_at = -1, wait_deadline = -1;
     int lost = 0, exit_code = -1, grace_said = 0;
+    int start_pending = 0;                        /* elect: granted, the old term's command still ends */
     int64_t granted_at = -1, linger_until = -1;   /* --hold-at-least: hold on until then */
     int64_t command_gone_at = -1;                 /* the command exited then, its group lives on */
     ending end = {-1, -1};
@@ -1025,6 +1026,13 @@ static int run_or_elect(void) {
                 if (end.code >= 0) break;              /* ending already: the release is on its way */
                 wait_deadline = -1;
                 granted_at = simba_now_ms(s);
+                if (job_running()) {
+                    /* elect, granted again while the command of the lost term
+                       is still being stopped: two of them must never run */
+                    start_pending = 1;
+                    if (o.verbose) say("the command of the lost term has not ended yet: starting it again then");
+                    break;
+                }
                 if ((rc = spawn(s, lk)) != 0 && give_back(s, lk, &end, rc)) exit_code = rc;
                 break;
             case SIMBA_EVENT_LOST:
@@ -1032,8 +1040,9 @@ static int run_or_elect(void) {
                     say("lost '%s' (%s): SIGTERM to the command now, SIGKILL in %d ms",
                         o.names[0], lost_reason(e->error), o.kill_after_ms);
                     tell_lost_job();
-                    kill_at = simba_now_ms(s) + o.kill_after_ms;
+                    if (kill_at < 0) kill_at = simba_now_ms(s) + o.kill_after_ms;   /* a second LOST does not defer it */
                     lost = 1;
+                    start_pending = 0;
                 } else {
                     say("lost '%s' (%s)", o.names[0], lost_reason(e->error));
                     if (end.code >= 0) exit_code = end.code;   /* the job had ended already */
@@ -1104,7 +1113,10 @@ static int run_or_elect(void) {
             kill_at = -1;
             if (lost) {
                 lost = 0;
-                if (elect && !o.once) {
+                if (elect && !o.once && start_pending) {
+                    start_pending = 0;                 /* granted meanwhile: the command starts now */
+                    if ((rc = spawn(s, lk)) != 0 && give_back(s, lk, &end, rc)) exit_code = rc;
+                } else if (elect && !o.once) {
                     if (o.verbose) say("contending for '%s' again", o.names[0]);   /* the handle re-enters by itself */
                 } else if (elect) {
                     if (give_back(s, lk, &end, EXIT_LOST)) exit_code = EXIT_LOST;   /* stop contending */

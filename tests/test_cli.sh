@@ -788,6 +788,32 @@ nested_test() {
     check "$what: ... and another NAME is granted" $([ "$rc" -eq 0 ] && grep -q inner "$T/nest.out"; echo $?) "rc $rc: $(cat "$T/nest.err")"
 }
 
+# elect_overlap_test URL WHAT: after a LOST, elect contends again and may be
+# granted at once (here: an admin deleted the entry, nobody else contends);
+# the command it starts then must not overlap the previous one, which is
+# still in its --kill-after window (it ignores SIGTERM).
+elect_overlap_test() {
+    local url=$1 what=$2 p rc
+    : > "$T/el.pids"; : > "$T/el.log"
+    printf '%s\n' '#!/bin/sh' \
+        "[ -s '$T/el.pids' ] || trap '' TERM" \
+        "first=\$(head -n 1 '$T/el.pids')" \
+        "echo \$\$ >> '$T/el.pids'" \
+        "if [ -n \"\$first\" ] && kill -0 \"\$first\" 2>/dev/null; then echo overlap >> '$T/el.log'; fi" \
+        'exec sleep 60' > "$T/eljob"
+    chmod +x "$T/eljob"
+    "$SIMBA" elect --transition 4s --kill-after 2s "$url" el-ovl -- "$T/eljob" 2> "$T/el.err" & p=$!
+    wait_file "$T/el.pids" 10
+    "$SIMBA" delete "$url" el-ovl
+    for _ in $(seq 1 100); do [ "$(wc -l < "$T/el.pids")" -ge 2 ] && break; sleep 0.05; done
+    check "$what: elect after LOST: the rerun waits for the previous command to end (no overlap)" \
+        $([ "$(wc -l < "$T/el.pids")" -ge 2 ] && ! grep -q overlap "$T/el.log"; echo $?) \
+        "$(wc -l < "$T/el.pids") runs, $(cat "$T/el.log"), $(cat "$T/el.err")"
+    kill -TERM $p; finish $p 10; rc=$FIN
+    check "$what: ... and SIGTERM then ends the rerun (143)" $([ "$rc" -eq 143 ]; echo $?) "rc $rc"
+    while read -r q; do kill -9 "$q" 2>/dev/null; done < "$T/el.pids"
+}
+
 # No server: the database is a file in the part's temporary directory.
 part_sqlite() {
     local U="sqlite://$T/locks.db" rc p out t0 t1
@@ -797,6 +823,7 @@ part_sqlite() {
     job_group_test "$U" sqlite
     tstp_test "$U" sqlite
     nested_test "$U" sqlite
+    elect_overlap_test "$U" sqlite
     rm -f "$T/held"
     "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 1" & p=$!
     wait_file "$T/held" 10
