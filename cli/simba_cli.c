@@ -583,6 +583,11 @@ static int setup_signals(void) {
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A message of simba's to the terminal from the background under `stty
+       tostop` would stop simba (SIGTTOU), and a stopped simba renews nothing
+       while its job runs on: simba's messages are written anyway. (Caught,
+       SIGTTOU would come again at every restart of the write.) */
+    signal(SIGTTOU, SIG_IGN);
     return 0;
 }
 
@@ -650,6 +655,7 @@ static int spawn(simba *s, simba_lock lk) {
         sigaction(SIGCHLD, &sa, NULL);
         sigaction(SIGPIPE, &sa, NULL);
         sigaction(SIGTSTP, &sa, NULL);
+        sigaction(SIGTTOU, &sa, NULL);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         set_env_num("SIMBA_FENCE", (long long)simba_fence(s, lk, 0));

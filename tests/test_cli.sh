@@ -819,6 +819,59 @@ elect_overlap_test() {
     while read -r q; do kill -9 "$q" 2>/dev/null; done < "$T/el.pids"
 }
 
+# ttou_test URL WHAT: with `stty tostop`, a background process that writes
+# to the terminal gets SIGTTOU, which stops it. A stopped simba renews
+# nothing while its job runs on, so simba's own messages do not stop it:
+# simba in the background of a terminal (a pty) with tostop, whose command
+# exits and leaves a process in its group (simba says so on the terminal),
+# is still running, not stopped, after its lease.
+ttou_test() {
+    local url=$1 what=$2 out
+    rm -f "$T/ttou.pg"
+    out=$(python3 - "$SIMBA" "$url" "$T" <<'EOF'
+import os, pty, sys, termios, time
+simba, url, d = sys.argv[1:4]
+pid, fd = pty.fork()
+if pid == 0:
+    t = termios.tcgetattr(0)
+    t[3] |= termios.TOSTOP
+    termios.tcsetattr(0, termios.TCSANOW, t)
+    p = os.fork()
+    if p == 0:
+        os.setpgid(0, 0)                       # a background group of this terminal
+        os.execv(simba, [simba, "run", "--ttl", "1s", "--transition", "1s", url, "ttou", "--", "sh", "-c",
+                         "echo $$ > %s/ttou.pg; (while :; do sleep 0.1; done) & exit 0" % d])
+    os.setpgid(p, p)
+    time.sleep(3.5)                            # past the lease (2 s)
+    state = open("/proc/%d/stat" % p).read().split()[2]
+    try:
+        os.killpg(int(open(d + "/ttou.pg").read()), 9)
+    except (OSError, ValueError):
+        pass
+    try:
+        os.killpg(p, 9)
+    except OSError:
+        pass
+    print("simba-state:%s" % state, flush=True)
+    os._exit(0)
+out = b""
+while True:
+    try:
+        b = os.read(fd, 1024)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+EOF
+)
+    check "$what: simba in the background of a tty with tostop is not stopped by its own message" \
+        $([[ "$out" == *"still run in its process group"* ]] &&
+          [[ "$out" == *"simba-state:S"* || "$out" == *"simba-state:R"* ]]; echo $?) "$(echo "$out" | tr '\r\n' '  ')"
+}
+
 # No server: the database is a file in the part's temporary directory.
 part_sqlite() {
     local U="sqlite://$T/locks.db" rc p out t0 t1
@@ -827,6 +880,7 @@ part_sqlite() {
     ghost_test "$U" sqlite
     job_group_test "$U" sqlite
     tstp_test "$U" sqlite
+    ttou_test "$U" sqlite
     nested_test "$U" sqlite
     elect_overlap_test "$U" sqlite
     rm -f "$T/held"
