@@ -51,6 +51,11 @@
 #   $SIMBA_ZK_CTL freeze-client NODE / thaw-client NODE
 #                                  freeze / resume the proxy in front of NODE's
 #                                  client port (its clients hear silence)
+#   $SIMBA_ZK_CTL stop-client NODE / start-client NODE
+#                                  end the proxy in front of NODE's client port
+#                                  (its clients' connections close, and new ones
+#                                  are refused, so a client moves to another
+#                                  member at once) / start it again
 #   $SIMBA_ZK_CTL mode NODE        print "leader", "follower" or "" (down)
 # Before `proxied` these commands fail. Election links are proxied
 # too, but ZooKeeper calls a lower member back on the address that member
@@ -61,7 +66,9 @@
 # Server settings: tickTime=100 (sessions can be as short as 200 ms),
 # maxSessionTimeout=120000, 4lw "srvr,ruok,mntr,cons,stat" on, admin server off,
 # a 256 MB heap, forceSync=no unless SIMBA_ZK_FORCESYNC=yes (the benchmark may
-# want the production default). The standalone server checks container nodes
+# want the production default); SIMBA_ZK_NODE_FORCESYNC=yes|no in the
+# environment of a `start` (or `ensemble`, `proxied`) overrides it for the
+# members that call starts (a test that needs one slow follower). The standalone server checks container nodes
 # every 10 minutes (so no test sees an empty resource vanish under it); the
 # ensemble every second (the container clean-up test runs there).
 #
@@ -194,7 +201,7 @@ launch() {      # $1 node: start java in the background
     [ "$n" != s ] && interval=1000
     write_cfg "$n"
     "$JAVA" -Xmx256m -Xms32m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-        -Dzookeeper.forceSync="$FORCESYNC" \
+        -Dzookeeper.forceSync="${SIMBA_ZK_NODE_FORCESYNC:-$FORCESYNC}" \
         -Dznode.container.checkIntervalMs=$interval \
         -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
         -Dzookeeper.admin.enableServer=false \
@@ -309,8 +316,18 @@ case "${1:-}" in
         signal_proxies USR2 $(pair_proxies "$2") ;;
     freeze-client) node_ok "${2:-}"; signal_proxies USR1 "c$2" ;;
     thaw-client) node_ok "${2:-}"; signal_proxies USR2 "c$2" ;;
+    stop-client) node_ok "${2:-}"; [ "$2" != s ] || die "stop-client: 1, 2 or 3"
+        [ -f "$TMP/proxied" ] || die "no proxies"
+        p=$(cat "$TMP/c$2/pid") || exit 1
+        kill "$p" 2>/dev/null
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+        rm -f "$TMP/c$2/pid" ;;
+    start-client) node_ok "${2:-}"; [ "$2" != s ] || die "start-client: 1, 2 or 3"
+        [ -f "$TMP/proxied" ] || die "no proxies"
+        [ -n "$(pid_of "c$2")" ] && exit 0
+        start_proxy "c$2" "$(cat "$TMP/$2/pport"):127.0.0.1:$(cat "$TMP/$2/port")" ;;
     phosts) node_ok "${2:-}"; [ -f "$TMP/proxied" ] || die "no proxies"; echo "127.0.0.1:$(cat "$TMP/$2/pport")" ;;
-    *) die "usage: ctl ensemble | proxied | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr|mode|partition|heal|phosts|freeze-client|thaw-client NODE" ;;
+    *) die "usage: ctl ensemble | proxied | hosts NODE|ensemble | port|pid|kill|start|stop|cont|wait|srvr|mode|partition|heal|phosts|freeze-client|thaw-client|stop-client|start-client NODE" ;;
 esac
 EOF
 chmod +x "$TMP/ctl"
