@@ -119,11 +119,11 @@
     The ZooKeeper session is the simba session. OPEN maps the core's session
     id to the connected ZooKeeper session (a different simba session on an
     already used ZooKeeper session closes it and opens a fresh one first, so
-    no entry of a dropped simba session survives). KEEPALIVE is one exists()
-    on the base path, a round trip that proves the session alive (the client
-    library also pings every timeout/3). While the client library reconnects
-    (ZOO_CONNECTING_STATE) the backend reports disconnected: holds then follow
-    the core's local safety rule. (libzookeeper 3.8 sometimes reconnects
+    no entry of a dropped simba session survives). KEEPALIVE is a sync and an
+    exists() of the base path, one round trip that proves the session alive
+    and the leader reached (the client library also pings every timeout/3).
+    While the client library reconnects (ZOO_CONNECTING_STATE) the backend
+    reports disconnected: holds then follow the core's local safety rule. (libzookeeper 3.8 sometimes reconnects
     without saying "connecting": a "connected" while connected is taken as a
     drop too, see docs/zookeeper.md.) A reconnect within the session timeout keeps
     the session and every entry. An expired session answers SIMBA_ESESSION
@@ -183,6 +183,12 @@
       2^31 entries in one resource node's lifetime the order breaks.
     - Reads can be served by a lagging follower; they can only be late, never
       show a grant that did not happen, because a client sees its own writes.
+      Not a write whose answer was lost with its connection: the reads that
+      look for one (a retried ENQUEUE: is our entry there? a RELEASE that
+      does not know its entry's name) go behind a sync sent on the current
+      connection (the keepalive's, or their own), or a member that has not
+      applied that create yet would hide it, and the retry would leave a
+      second entry nobody releases (docs/zookeeper.md, "A lost answer").
 */
 #ifndef SIMBA_INCLUDED
 #error "include simba.h before simba_zk.h"
@@ -375,6 +381,8 @@ typedef struct simba__zk_op {
     int created;              /* this op created our entries */
     int parent_refused;       /* creating the base path or the tenant node: ZNOAUTH */
     int fast;                 /* skipped the read before creating */
+    unsigned epoch;           /* zk->epoch when a read that decides about our own writes went out
+                                 (simba__zk_sync_before_read) */
     long long req_n;          /* n of "<session>~<n>", -1 for other ids */
     int internal;             /* a refresh of >>wakeups: no reply to the core */
     unsigned batch;           /* zk->batch when its reads went out */
@@ -511,6 +519,7 @@ struct simba__zk {
     simba__zk_mine *mine;
     int npred;                /* mine entries with pred set */
     unsigned epoch;           /* +1 per session event: a self watch asked before one is not trusted */
+    int synced;               /* a sync went out since the last session event (simba__zk_sync_before_read) */
     int64_t watch_grants, unread_grants;
     int64_t connects;         /* CONNECTED events, every handle (reconnects = connects - 1) */
     int64_t ops_sent, ops_completed, wakes_sent;   /* simba_zk_stats */
@@ -1263,6 +1272,7 @@ static void simba__zk_on_session_event(simba__zk *zk, zhandle_t *zh, int state) 
     /* after a reconnect the server replays missed events in no useful order */
     simba__zk_forget_all_preds(zk);
     simba__zk_forget_self_watches(zk);
+    zk->synced = 0;                   /* the next connection has seen no sync of ours */
     /* "connected" while connected: the library replaced the connection
        without a "connecting" first (seen with libzookeeper 3.8 after the
        socket was cut under it). Requests sent on the old one get no answer. */
@@ -1378,6 +1388,7 @@ static void simba__zk_open_handle(simba__zk *zk) {
     zk->warned_short = 0;
     zk->session[0] = 0;
     zk->parents_ok = 0;
+    zk->synced = 0;
     zk->expired = zk->auth_failed = zk->close_wanted = 0;
     zk->resetting_until = 0;
     zk->hold_until = 0;
@@ -1501,6 +1512,53 @@ static void simba__zk_housekeeping(simba__zk *zk) {
 
 /*>>session: OPEN, KEEPALIVE, CLOSE */
 
+/* A sync with the quorum (of the base path: a sync covers the whole tree).
+   The server forwards it to the leader and answers it, and every later
+   request of the session (a session's requests are answered in order),
+   only once it has applied everything the leader had when the sync
+   reached it. 0 if it could not be sent (the op has failed). */
+static int simba__zk_issue_sync(simba__zk_op *op) {
+    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
+    int rc;
+    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 0; }
+    rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
+    if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return 0; }
+    op->zk->synced = 1;
+    return 1;
+}
+
+/* Reads that decide whether a write of ours happened: an ENQUEUE that may
+   be a retry (is its entry there already?) and a RELEASE that does not know
+   its entry's name (is there one to delete?). ZooKeeper promises that a
+   server shows at least what the client has seen (its last zxid), but the
+   answer of a create lost with its connection was never seen, and the
+   member we reconnect to may not have applied that create yet: a plain
+   read there misses the entry, and the retry creates a second one (a ghost
+   of our live session that nobody releases: the lock is stuck while the
+   session lives) or the release leaves it
+   (t_zk_lost_create_on_lagging_follower). So the read goes behind a sync
+   sent on the same connection: every create we sent on an earlier one
+   reached the leader before that sync did (one that arrives after our
+   session moved to this server is refused as "session moved"), so the
+   read shows it (on the leader itself, a session's reads already wait
+   for its writes in progress). One sync per connection is enough: the
+   keepalive's, which the core sends first after every reconnect, or one
+   sent here. And the answer counts only if no session event came in
+   between (simba__zk_read_still_good): a connection that the library
+   replaced before we heard of it carries no sync of ours. */
+static void simba__zk_sync_before_read(simba__zk_op *op) {
+    if (!op->zk->synced) simba__zk_issue_sync(op);
+    op->epoch = op->zk->epoch;
+}
+
+/* The reads of simba__zk_sync_before_read were answered on the connection
+   they were sent on; otherwise the op fails (the core retries it). */
+static int simba__zk_read_still_good(simba__zk_op *op) {
+    if (op->epoch == op->zk->epoch) return 1;
+    simba__zk_fail(op, SIMBA_EDISCONNECTED, "%s: %s", "the connection changed during the read", ZCONNECTIONLOSS);
+    return 0;
+}
+
 /* Session ops are answered from what we know of the handle, or by one round
    trip; everything else runs its phases. */
 static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
@@ -1541,11 +1599,9 @@ static int simba__zk_start_session_op(simba__zk *zk, simba__zk_op *op) {
    the leader did. A cut-off follower never answers, the keepalive times
    out, and the hold ends at the last keepalive that reached the leader. */
 static void simba__zk_issue_ping(simba__zk_op *op) {
-    simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
+    simba__zk_call *c;
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
-    rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
-    if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return; }
+    if (!simba__zk_issue_sync(op)) return;
     c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
     if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
     rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
@@ -2132,7 +2188,7 @@ static void simba__zk_issue_write(simba__zk_op *op, int parents) {
 
 static void simba__zk_enqueue_read_done(simba__zk_op *op) {
     int i, found = 0;
-    if (op->status != SIMBA_OK) { simba__zk_finish(op); return; }
+    if (op->status != SIMBA_OK || !simba__zk_read_still_good(op)) { simba__zk_finish(op); return; }
     if (simba__zk_need_owners(op)) return;
     if (simba__zk_key_busy(op)) {
         simba__zk_finish_status(op, SIMBA_EKEYBUSY, "the key belongs to another live session");
@@ -2276,8 +2332,11 @@ static void simba__zk_stat_done(simba__zk_op *op) {
 static void simba__zk_step_enqueue(simba__zk_op *op) {
     switch (op->phase) {
     case SIMBA__ZK_P_START:
-        if (op->fast) simba__zk_issue_write(op, 0);
-        else { op->phase = SIMBA__ZK_P_READ; op->batch = op->zk->batch; simba__zk_issue_reads(op); }
+        if (op->fast) { simba__zk_issue_write(op, 0); break; }
+        op->phase = SIMBA__ZK_P_READ;
+        op->batch = op->zk->batch;
+        if (op->kind == SIMBA_OP_ENQUEUE) simba__zk_sync_before_read(op);
+        simba__zk_issue_reads(op);
         break;
     case SIMBA__ZK_P_READ: case SIMBA__ZK_P_OWNERS:
         if (op->phase == SIMBA__ZK_P_READ && op->followers) simba__zk_share_read(op);
@@ -2333,6 +2392,7 @@ static void simba__zk_step_release(simba__zk_op *op) {
         simba__zk_mine_load(op);
         for (i = 0; i < op->nres; i++) if (!op->res[i].mine) cached = 0;
         if (cached) { simba__zk_release_delete(op); break; }
+        simba__zk_sync_before_read(op);
         for (i = 0; i < op->nres; i++) {
             simba__zk_free(op->zk, op->res[i].mine);
             op->res[i].mine = NULL;
@@ -2342,7 +2402,7 @@ static void simba__zk_step_release(simba__zk_op *op) {
         break;
     }
     case SIMBA__ZK_P_READ:
-        if (op->status != SIMBA_OK) { simba__zk_finish(op); break; }
+        if (op->status != SIMBA_OK || !simba__zk_read_still_good(op)) { simba__zk_finish(op); break; }
         simba__zk_release_delete(op);
         break;
     default:
