@@ -662,11 +662,20 @@ static int simba__zk_status_of(int rc, simba_op_kind kind) {
     }
 }
 
-static void simba__zk_fail(simba__zk_op *op, int status, const char *fmt, const char *arg, int rc) {
+static void simba__zk_fail_words(simba__zk_op *op, int status, const char *words) {
     if (op->status != SIMBA_OK) return;          /* the first error tells the story */
     op->status = status;
-    snprintf(op->message, sizeof op->message, fmt, arg ? arg : "", zerror(rc));
+    snprintf(op->message, sizeof op->message, "%s", words);
 }
+
+/* fmt takes two strings: arg, then the words of ZooKeeper's code rc */
+static void simba__zk_fail(simba__zk_op *op, int status, const char *fmt, const char *arg, int rc) {
+    char words[sizeof op->message];
+    snprintf(words, sizeof words, fmt, arg ? arg : "", zerror(rc));
+    simba__zk_fail_words(op, status, words);
+}
+
+static void simba__zk_oom(simba__zk_op *op) { simba__zk_fail_words(op, SIMBA_ENOMEM, "out of memory"); }
 
 static void simba__zk_fail_rc(simba__zk_op *op, int rc, const char *what) {
     simba__zk_fail(op, simba__zk_status_of(rc, op->kind), "%s: %s", what, rc);
@@ -755,11 +764,11 @@ static void simba__zk_store_kids(simba__zk_op *op, simba__zk_rs *r, const struct
     simba__zk_free_kids(zk, r);
     if (n <= 0) return;
     r->kids = (simba__zk_kid *)simba__zk_alloc(zk, sizeof(simba__zk_kid) * (size_t)n);
-    if (!r->kids) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!r->kids) { simba__zk_oom(op); return; }
     for (i = 0; i < n; i++) {
         int ok = simba__zk_parse_kid(zk, v->data[i], &r->kids[i]);
         r->nkids = i + 1;
-        if (ok < 0) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+        if (ok < 0) { simba__zk_oom(op); return; }
         if (ok == 0 && op->kind != SIMBA_OP_DELETE) {    /* DELETE clears junk too */
             op->status = SIMBA_EPROTO;
             snprintf(op->message, sizeof op->message, "node %.60s/%.80s is not a simba entry",
@@ -1520,7 +1529,7 @@ static void simba__zk_housekeeping(simba__zk *zk) {
 static int simba__zk_issue_sync(simba__zk_op *op) {
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SYNC, 0);
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 0; }
+    if (!c) { simba__zk_oom(op); return 0; }
     rc = zoo_async(op->zk->zh, op->zk->base, simba__zk_on_string, c);
     if (rc != ZOK) { simba__zk_call_refused(c, rc, "sync with the quorum"); return 0; }
     op->zk->synced = 1;
@@ -1603,7 +1612,7 @@ static void simba__zk_issue_ping(simba__zk_op *op) {
     int rc;
     if (!simba__zk_issue_sync(op)) return;
     c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PING, 0);
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     rc = zoo_aexists(op->zk->zh, op->zk->base, 0, simba__zk_on_stat, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "session round trip");
 }
@@ -1805,7 +1814,7 @@ static void simba__zk_on_string(int rc, const char *value, const void *data) {
 static void simba__zk_issue_get(simba__zk_op *op, int i) {
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_GET, i);
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     /* the data watch tells every reader of a resource about capacity changes and deletion */
     rc = zoo_awget(op->zk->zh, op->res[i].path, simba__zk_watcher, op->zk, simba__zk_on_data, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "reading the resource");
@@ -1814,7 +1823,7 @@ static void simba__zk_issue_get(simba__zk_op *op, int i) {
 static void simba__zk_issue_kids(simba__zk_op *op, int i) {
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_KIDS, i);
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     rc = zoo_aget_children(op->zk->zh, op->res[i].path, 0, simba__zk_on_kids, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "listing the queue");
 }
@@ -1831,7 +1840,7 @@ static void simba__zk_issue_parent(simba__zk_op *op, const char *path, const cha
                                    struct ACL_vector *acl, int mode, int index) {
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_PARENT, index);
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     rc = zoo_acreate(op->zk->zh, path, data, data ? (int)strlen(data) : -1, acl, mode,
                      simba__zk_on_string, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "creating a parent node");
@@ -1887,11 +1896,11 @@ static void simba__zk_issue_create1(simba__zk_op *op) {
     simba__zk_call *c;
     int rc;
     if (!simba__zk_entry_prefix(op, 0, prefix, sizeof prefix)) {
-        simba__zk_fail(op, SIMBA_ENAME, "%sname too long for a node path%s", "", 0);
+        simba__zk_fail_words(op, SIMBA_ENAME, "name too long for a node path");
         return;
     }
     c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_CREATE, 0);
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     rc = zoo_acreate2(op->zk->zh, prefix, NULL, -1, simba__zk_acl_own(op->zk), ZOO_EPHEMERAL_SEQUENTIAL,
                       simba__zk_on_create, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "creating the entry");
@@ -1904,7 +1913,7 @@ static void simba__zk_issue_createn(simba__zk_op *op) {
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_MCREATE, 0);
     int i, rc, bufsize = SIMBA__ZK_PATH_MAX;
     char *prefix;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     c->results = (zoo_op_result_t *)simba__zk_alloc(op->zk, sizeof(zoo_op_result_t) * (size_t)op->nres);
     /* the created paths come back here; the prefixes we send live in the second half */
     c->bufs = (char *)simba__zk_alloc(op->zk, (size_t)bufsize * (size_t)op->nres * 2);
@@ -1933,7 +1942,7 @@ static void simba__zk_entry_path(const simba__zk_rs *r, const char *node, char *
 static void simba__zk_issue_stat(simba__zk_op *op, const char *path, int index) {
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_STAT, index);
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "reading an entry");
 }
@@ -1942,7 +1951,7 @@ static void simba__zk_issue_stat(simba__zk_op *op, const char *path, int index) 
 static void simba__zk_issue_delete(simba__zk *zk, simba__zk_op *op, const char *path) {
     simba__zk_call *c = simba__zk_call_new(zk, op, op ? SIMBA__ZK_C_DELETE : SIMBA__ZK_C_FORGET, 0);
     int rc;
-    if (!c) { if (op) simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { if (op) simba__zk_oom(op); return; }
     rc = zoo_adelete(zk->zh, path, -1, simba__zk_on_void, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "deleting an entry");
 }
@@ -1951,7 +1960,7 @@ static void simba__zk_issue_set(simba__zk_op *op) {
     char cap[16];
     simba__zk_call *c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_SET, 0);
     int rc;
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     snprintf(cap, sizeof cap, "%d", op->res[0].want_capacity);
     rc = zoo_aset(op->zk->zh, op->res[0].path, cap, (int)strlen(cap), -1, simba__zk_on_stat, c);
     if (rc != ZOK) simba__zk_call_refused(c, rc, "setting the capacity");
@@ -1969,7 +1978,7 @@ static void simba__zk_issue_mdelete(simba__zk_op *op) {
     zoo_op_t *ops;
     char *paths, *p;
     simba__zk_call *c = simba__zk_call_new(zk, op, SIMBA__ZK_C_MDELETE, 0);
-    if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return; }
+    if (!c) { simba__zk_oom(op); return; }
     for (i = 0; i < r->nkids; i++) total += plen + strlen(r->kids[i].node) + 2;
     c->results = (zoo_op_result_t *)simba__zk_alloc(zk, sizeof(zoo_op_result_t) * (size_t)n);
     c->nresults = n;
@@ -2066,7 +2075,7 @@ static int simba__zk_need_owners(simba__zk_op *op) {
             int rc;
             if (kid->owner != 0 || !simba__zk_is_ours(op, kid)) continue;
             c = simba__zk_call_new(op->zk, op, SIMBA__ZK_C_OWNER, i);
-            if (!c) { simba__zk_fail(op, SIMBA_ENOMEM, "%s%s", "out of memory", 0); return 1; }
+            if (!c) { simba__zk_oom(op); return 1; }
             c->nkids = k;
             simba__zk_entry_path(r, kid->node, path, sizeof path);
             rc = zoo_aexists(op->zk->zh, path, 0, simba__zk_on_stat, c);
@@ -2313,10 +2322,10 @@ static void simba__zk_share_read(simba__zk_op *op) {
         simba__zk_free_kids(f->zk, r);
         if (src->nkids > 0 && f->status == SIMBA_OK) {
             r->kids = (simba__zk_kid *)simba__zk_alloc(f->zk, sizeof(simba__zk_kid) * (size_t)src->nkids);
-            if (!r->kids) simba__zk_fail(f, SIMBA_ENOMEM, "%s%s", "out of memory", 0);
+            if (!r->kids) simba__zk_oom(f);
             for (k = 0; r->kids && k < src->nkids; k++) {
                 if (simba__zk_parse_kid(f->zk, src->kids[k].node, &r->kids[k]) < 0)
-                    simba__zk_fail(f, SIMBA_ENOMEM, "%s%s", "out of memory", 0);
+                    simba__zk_oom(f);
                 r->nkids = k + 1;
             }
         }

@@ -1498,8 +1498,9 @@ static void t_zk_abandon_leaves_session_destroy_ends_it(void) {
 
 /* A counting allocator for the desc's allocator field. */
 static long zk_allocs, zk_live;
+static size_t zk_refuse_size;                  /* nonzero: zk_test_alloc refuses blocks this size */
 static void *zk_test_alloc(size_t n, void *user) {
-    void *p = malloc(n);
+    void *p = n == zk_refuse_size ? NULL : malloc(n);
     (void)user;
     if (p) { zk_allocs++; zk_live++; }
     return p;
@@ -1549,6 +1550,42 @@ static void t_zk_allocator_and_stats(void) {
     simba_destroy(c.s);
     CHECK_EQ(zk_live, 0);
     CHECK(zk_allocs > 3);
+}
+
+/* An op whose requests the backend has no memory for ends with an ERROR
+   whose words are "out of memory" alone, and the client works on once
+   memory comes back. */
+static void t_zk_out_of_memory_words(void) {
+    simba_zk_desc zd;
+    simba_desc d;
+    h_client c, *cl[1];
+    simba_lock l;
+    simba_event *e;
+    int err = 0;
+    memset(&zd, 0, sizeof zd);
+    zd.hosts = zk_hosts;
+    zd.allocator.alloc = zk_test_alloc;
+    zd.allocator.free = zk_test_free;
+    memset(&d, 0, sizeof d);
+    memset(&c, 0, sizeof c);
+    d.backend = simba_zk(&zd);
+    d.tenant = zk_tenant();
+    c.s = cf_create(&d, &err);
+    CHECK(c.s != NULL);
+    if (!c.s) return;
+    cl[0] = &c;
+    CHECK(zk_wait_connected(cl, 1, 0, 10000));
+    zk_refuse_size = sizeof(simba__zk_call);     /* every request to the server */
+    l = simba_acquire(c.s, &(simba_lock_desc){ .name = "oom", .wait_ms = 500 });
+    e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ERROR, 5000);
+    zk_refuse_size = 0;
+    CHECK(e != NULL);
+    if (e) printf("  # the ERROR says: %s\n", e->message);
+    CHECK(e && e->error == SIMBA_ENOMEM);
+    CHECK(e && strcmp(e->message, "out of memory") == 0);
+    l = simba_acquire(c.s, &(simba_lock_desc){ .name = "oom", .wait_ms = -1 });
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+    simba_destroy(c.s);
 }
 
 /* A hand-off takes no block of 1 KiB or more from the backend's allocator.
@@ -2514,6 +2551,7 @@ int main(int argc, char **argv) {
     conformance_run(&b, h_filter, &h_passed, &h_failed);
     RUN(t_zk_bad_options);
     RUN(t_zk_allocator_and_stats);
+    RUN(t_zk_out_of_memory_words);
     RUN(t_zk_handoff_takes_no_big_block);
     RUN(t_zk_unreachable);
     RUN(t_zk_silent_server_is_told);
