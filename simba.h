@@ -155,6 +155,17 @@
     =======
     simba starts none. One simba instance belongs to one thread at a time;
     separate instances may live in separate threads.
+
+    CALLBACKS
+    =========
+    The logger, the clock, the loop hooks and simba_hold_until's done() are
+    called from inside simba's own work. From there, a call on the same
+    instance that would change it (acquire, contend, release, inspect,
+    set_capacity, delete, tick, socket_action, pollfds, wait, hold_*,
+    set_loop) answers SIMBA_EBUSY, and simba_destroy/simba_abandon do
+    nothing (SIMBA_EBUSY in simba_last_error): defer such work until the
+    simba call returns. Reading calls (simba_valid_ms, simba_fence,
+    simba_now_ms, simba_last_error, ...) work.
 */
 /* The implementations (simba.h's and the backends') use POSIX
    (clock_gettime, O_CLOEXEC, gethostname, getpid). In a file that defines an
@@ -295,7 +306,8 @@ typedef struct simba_allocator {
     void *user;
 } simba_allocator;
 
-/* The logger; zero means silent. msg is valid only during the call. */
+/* The logger; zero means silent. msg is valid only during the call. It
+   must not change the instance (CALLBACKS: such calls answer SIMBA_EBUSY). */
 typedef struct simba_logger {
     void (*func)(void *user, simba_log_level level, const char *msg);
     void *user;
@@ -449,7 +461,8 @@ SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err);
    keeps no registry of instances (no global state); each call checks a magic
    field in the instance (SIMBA_ASSERT fails on a bad one in debug builds).
    Calls made from a callback while simba_destroy runs (a loop hook, the
-   logger) answer SIMBA_EDESTROYED. Stale and foreign handles of a live
+   logger) answer SIMBA_EBUSY or SIMBA_EDESTROYED; simba_destroy called
+   from a callback (CALLBACKS) does nothing. Stale and foreign handles of a live
    instance are always detected (SIMBA_ESTALE). */
 SIMBADEF void simba_destroy(simba *s);
 SIMBADEF void simba_abandon(simba *s);
@@ -615,9 +628,10 @@ SIMBADEF int64_t simba_now_ms(simba *s);
     instance (simba_create, simba_set_loop, simba_acquire, simba_release,
     simba_inspect/set_capacity/delete, simba_tick, simba_socket_action,
     simba_pollfds, simba_wait, simba_destroy), on the thread making that
-    call. A hook must not call simba functions on the same instance (only
-    simba_now_ms); simba_socket_action/simba_tick from inside a hook return
-    SIMBA_EBUSY. Defer the work to the loop instead (the loop calls
+    call. A hook must not change the same instance: as from any callback
+    (CALLBACKS), simba_socket_action, simba_tick, simba_acquire,
+    simba_release and the other calls that would answer SIMBA_EBUSY, and
+    simba_destroy does nothing. Defer the work to the loop instead (the loop calls
     simba_socket_action later, from its own dispatch).
     ADAPTERS: adapters/simba_epoll.h, simba_libevent.h, simba_libuv.h wire
     these hooks to a loop library in one call and hand events to a callback.
@@ -1364,7 +1378,7 @@ struct simba {
     struct pollfd *loop_want;
     int capwant;
     int64_t loop_at;                 /* the armed timer's absolute time, SIMBA__NEVER: none */
-    int loop_busy;                   /* inside a hook: no nested sync or action */
+    int cb_busy;                     /* inside a callback of the caller's (simba__callback_busy) */
     int loop_fallback;               /* an fd the loop could not watch: poll it from the timer */
 };
 
@@ -1410,6 +1424,16 @@ static simba *simba__root(simba *s) {
 
 /*--- memory and logging -------------------------------------------------------*/
 
+/*--- the caller's callbacks ------------------------------------------------------
+   The logger, the clock, the loop hooks and a hold helper's condition are
+   called from the middle of simba's work (a lock being answered, a list
+   being walked). A call from one of them into the same instance that would
+   change its state answers SIMBA_EBUSY (simba_destroy does nothing): an
+   acquire could move the lock table under the lock being answered, a tick
+   would run the step it is in again, a destroy would free the instance
+   under it. Reading calls (simba_valid_ms, simba_now_ms, ...) work. */
+static int simba__callback_busy(const simba *s) { return s->cb_busy > 0; }
+
 static void *simba__alloc(simba *s, size_t n) { return s->alloc.alloc(n, s->alloc.user); }
 static void simba__free(simba *s, void *p) { if (p) s->alloc.free(p, s->alloc.user); }
 
@@ -1417,7 +1441,9 @@ static void simba__logv(simba *s, simba_log_level level, const char *fmt, va_lis
     char buf[512];
     if (!s->logger.func || level > s->logger.level) return;
     vsnprintf(buf, sizeof buf, fmt, ap);
+    s->cb_busy++;
     s->logger.func(s->logger.user, level, buf);
+    s->cb_busy--;
 }
 
 static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
@@ -1427,7 +1453,13 @@ static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int64_t simba__now(simba *s) { return s->clock.now_ms(s->clock.user); }
+static int64_t simba__now(simba *s) {
+    int64_t t;
+    s->cb_busy++;
+    t = s->clock.now_ms(s->clock.user);
+    s->cb_busy--;
+    return t;
+}
 
 static int simba__fail(simba *s, int err) { s->last_error = err; return err; }
 static const simba_lock simba__no_lock = {0, 0};
@@ -3450,6 +3482,7 @@ static void simba__free_instance(simba *s) {
 
 SIMBADEF void simba_destroy(simba *s) {
     if (!simba__is_live(s)) return;
+    if (simba__callback_busy(s)) { (void)simba__fail(s, SIMBA_EBUSY); return; }
     s->events.count = 0;              /* the caller is done: a dropped session ends too */
     s->owing = 0;
     if (s->linger_ms >= 0) simba__close_dropped(s);
@@ -3459,6 +3492,7 @@ SIMBADEF void simba_destroy(simba *s) {
 
 SIMBADEF void simba_abandon(simba *s) {
     if (!simba__is_live(s)) return;
+    if (simba__callback_busy(s)) { (void)simba__fail(s, SIMBA_EBUSY); return; }
     simba__free_instance(s);
 }
 
@@ -3569,6 +3603,7 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     int n, capacity, permits, weight, err;
     int64_t now;
     if (!simba__is_live(s)) return simba__no_lock;
+    if (simba__callback_busy(s)) return simba__fail_lock(s, SIMBA_EBUSY);
     if (!d) return simba__fail_lock(s, SIMBA_EINVAL);
     n = simba__desc_names(d, names);
     if (n < 0) return simba__fail_lock(s, n);
@@ -3640,6 +3675,7 @@ SIMBADEF simba_lock simba_contend(simba *s, const char *name, void *user) {
 SIMBADEF int simba_release(simba *s, simba_lock h) {
     simba__lock *l;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     l = simba__lookup(s, h, SIMBA__K_LOCK);
     if (!l) {
         simba__lock *q = simba__lookup(s, h, SIMBA__K_QUERY);
@@ -3695,6 +3731,7 @@ static simba_lock simba__query(simba *s, const char *name, int kind, int capacit
     simba__lock *l;
     int err;
     if (!simba__is_live(s)) return simba__no_lock;
+    if (simba__callback_busy(s)) return simba__fail_lock(s, SIMBA_EBUSY);
     if ((err = simba__check_name(name)) != SIMBA_OK) return simba__fail_lock(s, err);
     if (kind == SIMBA_OP_SET_CAPACITY && capacity <= 0) return simba__fail_lock(s, SIMBA_ECAPACITY);
     l = simba__slot_new(s);
@@ -3774,6 +3811,7 @@ static int simba__backend_fds(simba *s) {
 
 SIMBADEF int simba_pollfds(simba *s, struct pollfd *fds, int max) {
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     if (max < 0 || (max > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
     /* requests made since the last tick go out now, so the caller's poll()
        already waits for their answers instead of spinning once first */
@@ -3913,6 +3951,7 @@ static void simba__delivered(simba *s, const simba_event *ev) {
 SIMBADEF int simba_tick(simba *s, const struct pollfd *fds, int nfds, simba_event *out, int max) {
     int n = 0;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     if (max < 0 || (max > 0 && !out) || nfds < 0 || (nfds > 0 && !fds)) return simba__fail(s, SIMBA_EINVAL);
     simba__step(s, fds, nfds);
     while (n < max && simba__next_event(s, &out[n])) {
@@ -3997,6 +4036,7 @@ SIMBADEF int simba_wait(simba *s, simba_lock h, int timeout_ms, simba_event *ev)
     int64_t end;
     simba__pace pace;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     if (!ev) return simba__fail(s, SIMBA_EINVAL);
     end = timeout_ms < 0 ? SIMBA__NEVER : simba__monotonic_ms(NULL) + timeout_ms;
     simba__pace_start(s, &pace);
@@ -4028,10 +4068,19 @@ SIMBADEF int64_t simba_now_ms(simba *s) {
    and sleep in poll() for at most what is left, capped and at the clock's
    pace (simba__pace_sleep), so that a clock that runs faster or slower than
    the wall clock still works. */
+static int simba__hold_done(simba *s, int (*done)(void *user), void *user) {
+    int rc;
+    s->cb_busy++;
+    rc = done(user);
+    s->cb_busy--;
+    return rc;
+}
+
 SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done)(void *user), void *user, simba_event *ev) {
     int64_t end;
     simba__pace pace;
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     if (!ev) return simba__fail(s, SIMBA_EINVAL);
     end = timeout_ms < 0 ? SIMBA__NEVER : simba__now(s) + timeout_ms;
     simba__pace_start(s, &pace);
@@ -4040,7 +4089,7 @@ SIMBADEF int simba_hold_until(simba *s, simba_lock h, int timeout_ms, int (*done
         int64_t left;
         if (simba__take_event(s, h, ev)) return 1;
         if (!simba__lookup(s, h, SIMBA__K_LOCK)) return simba__fail(s, SIMBA_ESTALE);
-        if (done && done(user)) return 0;
+        if (done && simba__hold_done(s, done, user)) return 0;
         left = end == SIMBA__NEVER ? 1000 : end - simba__now(s);
         if (left <= 0) return 0;
         t = simba__sleep_ms(s, 0);     /* other handles' events stay queued: not a reason to spin */
@@ -4071,9 +4120,9 @@ static int simba__loop_mask(short ev) {
 
 static int simba__loop_hook(simba *s, int fd, int what) {
     int rc;
-    s->loop_busy++;
+    s->cb_busy++;
     rc = s->loop.socket(s->loop.user, fd, what);
-    s->loop_busy--;
+    s->cb_busy--;
     return rc;
 }
 
@@ -4086,9 +4135,9 @@ static void simba__loop_timer(simba *s) {
     if (at == s->loop_at) return;
     if (at != SIMBA__NEVER && at <= now && s->loop_at <= now) return;   /* already due */
     s->loop_at = at;
-    s->loop_busy++;
+    s->cb_busy++;
     s->loop.timer(s->loop.user, ms);
-    s->loop_busy--;
+    s->cb_busy--;
 }
 
 static void simba__loop_identity(int fd, dev_t *dev, ino_t *ino) {
@@ -4154,14 +4203,14 @@ static void simba__loop_fds(simba *s) {
 }
 
 static void simba__loop_sync(simba *s) {
-    if (!s->loop.socket || s->loop_busy) return;
+    if (!s->loop.socket || s->cb_busy) return;
     simba__loop_fds(s);
     simba__loop_timer(s);
 }
 
 /* An API call queued work (or an event): let the loop come back at once. */
 static void simba__loop_kick(simba *s) {
-    if (!s->loop.socket || s->loop_busy) return;
+    if (!s->loop.socket || s->cb_busy) return;
     simba__loop_timer(s);
 }
 
@@ -4169,7 +4218,7 @@ static void simba__loop_kick(simba *s) {
 static void simba__loop_teardown(simba *s) {
     simba_loop old = s->loop;
     if (!old.socket) return;
-    s->loop_busy++;
+    s->cb_busy++;
     while (s->nwatch) {
         struct simba__watch w = s->watch[s->nwatch - 1];
         s->nwatch--;
@@ -4180,13 +4229,13 @@ static void simba__loop_teardown(simba *s) {
     s->loop_fallback = 0;
     memset(&s->loop, 0, sizeof s->loop);
     if (old.detach) old.detach(old.user);
-    s->loop_busy--;
+    s->cb_busy--;
 }
 
 SIMBADEF int simba_set_loop(simba *s, const simba_loop *loop) {
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
     if (loop && (!loop->socket || !loop->timer)) return simba__fail(s, SIMBA_EINVAL);
-    if (s->loop_busy) return simba__fail(s, SIMBA_EBUSY);
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     simba__loop_teardown(s);
     if (!loop) return SIMBA_OK;
     s->loop = *loop;
@@ -4200,7 +4249,7 @@ SIMBADEF int simba_socket_action(simba *s, int fd, int what, simba_event *out, i
     int i;
     memset(&p, 0, sizeof p);                 /* the timer passes it with nfds 0 */
     if (!simba__is_live(s)) return SIMBA_EDESTROYED;
-    if (s->loop_busy) return simba__fail(s, SIMBA_EBUSY);
+    if (simba__callback_busy(s)) return simba__fail(s, SIMBA_EBUSY);
     if (!out || max <= 0) return simba__fail(s, SIMBA_EINVAL);
     if (fd == SIMBA_TIMEOUT) {
         s->loop_at = SIMBA__NEVER;          /* the one-shot timer is spent */

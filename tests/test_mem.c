@@ -2782,6 +2782,81 @@ static void t_relay_without_functions_passes_on(void) {
     simba_destroy(a.s); simba_destroy(b.s);
 }
 
+/* A logger that calls back into the instance it logs for, from inside the
+   call that logs: the capacity warning comes while a tick handles the
+   answer to b's request. Every call that would change the instance's state
+   answers SIMBA_EBUSY there (an acquire may grow the lock table under the
+   lock being answered; a nested tick would run the same step twice;
+   simba_destroy would free the instance under the tick), and the tick goes
+   on as if nothing was asked. */
+typedef struct reenter_log {
+    simba *s;
+    simba_lock victim;
+    int calls, acquires_taken, tick_rc, release_rc, inspect_taken;
+} reenter_log;
+
+static void reenter_logger(void *user, simba_log_level level, const char *msg) {
+    reenter_log *r = (reenter_log *)user;
+    simba_event ev[4];
+    int i;
+    (void)level;
+    if (!r->s || !strstr(msg, "exists with capacity")) return;
+    r->calls++;
+    for (i = 0; i < 64; i++) {                /* enough to make the lock table grow */
+        char name[32];
+        simba_lock l;
+        snprintf(name, sizeof name, "reenter-%d", i);
+        l = h_acquire(r->s, name, -1);
+        if (l.id) r->acquires_taken++;
+    }
+    if (simba_inspect(r->s, "reenter-cap", NULL).id) r->inspect_taken++;
+    r->tick_rc = simba_tick(r->s, NULL, 0, ev, 4);
+    r->release_rc = simba_release(r->s, r->victim);
+    simba_destroy(r->s);                      /* ignored: the instance lives on */
+}
+
+static void t_mem_logger_cannot_reenter(void) {
+    static h_client a;
+    h_client *cl[1];
+    reenter_log r;
+    simba_desc d;
+    simba_lock_desc ld;
+    simba_lock la, lb;
+    simba_event ev[8];
+    memset(&a, 0, sizeof a);
+    memset(&r, 0, sizeof r);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = "reenter";
+    d.ttl_ms = 1500; d.transition_ms = 1000;
+    d.logger.func = reenter_logger; d.logger.user = &r; d.logger.level = SIMBA_LOG_WARN;
+    a.s = simba_create(&d, NULL);
+    CHECK(a.s != NULL);
+    cl[0] = &a;
+    memset(&ld, 0, sizeof ld);
+    ld.name = "reenter-cap"; ld.capacity = 2; ld.wait_ms = -1;
+    la = simba_acquire(a.s, &ld);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    r.s = a.s;
+    r.victim = la;
+    ld.capacity = 3;                          /* the stored capacity is 2: warned */
+    lb = simba_acquire(a.s, &ld);
+    CHECK(h_expect(cl, 1, 0, lb, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    CHECK_EQ(r.calls, 1);
+    CHECK_EQ(r.acquires_taken, 0);
+    CHECK_EQ(r.inspect_taken, 0);
+    CHECK_EQ(r.tick_rc, SIMBA_EBUSY);
+    CHECK_EQ(r.release_rc, SIMBA_EBUSY);
+    r.s = NULL;
+    CHECK(simba_valid_ms(a.s, la) > 0);       /* the release from the logger did nothing */
+    CHECK_EQ(simba_release(a.s, la), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, la, SIMBA_EVENT_RELEASED, 2000) != NULL);
+    CHECK_EQ(simba_release(a.s, lb), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, lb, SIMBA_EVENT_RELEASED, 2000) != NULL);
+    CHECK(simba_tick(a.s, NULL, 0, ev, 8) >= 0);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -2800,6 +2875,7 @@ int main(int argc, char **argv) {
     RUN(t_relay_reports_reach_the_composite);
     RUN(t_relay_without_functions_passes_on);
     RUN(t_mem_bad_input);
+    RUN(t_mem_logger_cannot_reenter);
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);
     RUN(t_mem_partitioned_holder_loses_first);
