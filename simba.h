@@ -315,7 +315,9 @@ typedef struct simba_logger {
 } simba_logger;
 
 /* A monotonic clock in milliseconds; zero means CLOCK_MONOTONIC. Tests
-   inject a virtual clock here. */
+   inject a virtual clock here. Should it go back, simba cannot tell how
+   much time really passed: every hold is lost (simba_valid_ms says 0 at
+   once, the next tick reports LOST first) and a new session starts. */
 typedef struct simba_clock {
     int64_t (*now_ms)(void *user);
     void *user;
@@ -1379,6 +1381,8 @@ struct simba {
     int capwant;
     int64_t loop_at;                 /* the armed timer's absolute time, SIMBA__NEVER: none */
     int cb_busy;                     /* inside a callback of the caller's (simba__callback_busy) */
+    int64_t clock_max;               /* the latest time the caller's clock said (simba__now) */
+    int clock_back;                  /* it went back since: holds are lost (simba__clock_check) */
     int loop_fallback;               /* an fd the loop could not watch: poll it from the timer */
 };
 
@@ -1453,11 +1457,17 @@ static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* simba's clock never goes back. A caller's clock that does cannot say how
+   much time really passed, so no hold is safe any more: simba__clock_check
+   drops the session at the next step (LOST first), and until then simba's
+   time stays at the latest the caller's clock said. */
 static int64_t simba__now(simba *s) {
     int64_t t;
     s->cb_busy++;
     t = s->clock.now_ms(s->clock.user);
     s->cb_busy--;
+    if (t < s->clock_max) { s->clock_back = 1; return s->clock_max; }
+    s->clock_max = t;
     return t;
 }
 
@@ -2341,7 +2351,7 @@ static void simba__session_drop(simba *s, int reason) {
 
 /* The local safety rule, checked first in every tick and in simba_valid_ms. */
 static int simba__session_safe(simba *s, int64_t now) {
-    return s->session.open && now < s->session.valid_until;
+    return s->session.open && !s->clock_back && now < s->session.valid_until;
 }
 
 /* A period of the client's own periodic traffic (keepalive, fallback
@@ -3387,6 +3397,7 @@ SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err) {
     s->alloc = a;
     s->logger = desc->logger;
     s->clock = simba__clock_or_default(desc->clock);
+    s->clock_max = INT64_MIN;
     s->backend = desc->backend;
     s->rng = simba__new_seed(s);
     s->magic = SIMBA__MAGIC;
@@ -3828,6 +3839,7 @@ static int simba__sleep_ms(simba *s, int events_mean_now) {
     int64_t now, at = SIMBA__NEVER, b;
     if (events_mean_now && (s->events.count || s->owing)) return 0;
     now = simba__now(s);
+    if (s->clock_back) return 0;      /* the step drops the session at once */
     if (s->dirty_head && s->connected && !s->backend_full && simba__session_safe(s, now)) return 0;
     if (s->nheap) at = s->locks[s->heap[0]].timer_at;
     if (s->session.open && s->session.valid_until < at) at = s->session.valid_until;
@@ -3856,11 +3868,24 @@ static void simba__reap_queries(simba *s) {
     }
 }
 
+/* The caller's clock went back (simba__now): every hold is lost and a new
+   session starts, on the caller's clock as it is now (deadlines set before
+   the jump come that much later). */
+static void simba__clock_check(simba *s) {
+    if (!s->clock_back) return;
+    simba__log(s, SIMBA_LOG_ERROR, "simba: the clock went back from %lld ms; every hold is lost",
+               (long long)s->clock_max);
+    simba__session_drop(s, SIMBA_LOST_EXPIRED);
+    s->clock_back = 0;
+    s->clock_max = INT64_MIN;
+}
+
 /* Everything a tick does except handing out events. */
 static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     int64_t now = simba__now(s);
     simba__reap_queries(s);
     /* the safety rule first: from the clock alone, before any I/O */
+    simba__clock_check(s);
     if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED);
     simba__close_dropped(s);
     s->backend.vt->process(s->backend.impl, fds, nfds);

@@ -2857,6 +2857,70 @@ static void t_mem_logger_cannot_reenter(void) {
     simba_destroy(a.s);
 }
 
+/* A caller's clock that jumps. Back: simba cannot tell how much time really
+   passed (the server's clock went on), so the hold must not stay valid, let
+   alone grow: simba_valid_ms is 0 at once and the next tick reports LOST
+   first; a new request is granted on a new session. Forward past the lease:
+   the same. */
+static int64_t jump_now;
+static int64_t jump_clock(void *user) { (void)user; return jump_now; }
+
+static simba_event *jump_until(simba *s, simba_lock l, simba_event_type type, simba_event *ev) {
+    int i, n;
+    for (i = 0; i < 400; i++) {
+        jump_now += 5;
+        n = simba_tick(s, NULL, 0, ev, 8);
+        while (n-- > 0) if (ev[n].type == type && ev[n].lock.id == l.id && ev[n].lock.gen == l.gen) return &ev[n];
+    }
+    return NULL;
+}
+
+static void t_mem_clock_jumps_never_extend_validity(void) {
+    simba_mem_desc md;
+    simba_mem_server *sv;
+    simba_desc d;
+    simba *s;
+    simba_lock l;
+    simba_event ev[8];
+    int64_t v0, v1;
+    int n;
+    jump_now = 5000000;
+    memset(&md, 0, sizeof md);
+    md.clock.now_ms = jump_clock;
+    sv = simba_mem_server_create(&md);
+    CHECK(sv != NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(sv, NULL);
+    d.ttl_ms = 3000; d.transition_ms = 2000;
+    d.clock.now_ms = jump_clock;
+    s = simba_create(&d, NULL);
+    CHECK(s != NULL);
+    l = h_acquire(s, "jump", -1);
+    CHECK(jump_until(s, l, SIMBA_EVENT_ACQUIRED, ev) != NULL);
+    v0 = simba_valid_ms(s, l);
+    CHECK(v0 > 0 && v0 <= 3000);
+    jump_now -= 3600 * 1000;                 /* an hour back */
+    v1 = simba_valid_ms(s, l);
+    printf("    valid_ms %lld, after the clock went an hour back %lld\n", (long long)v0, (long long)v1);
+    CHECK_EQ(v1, 0);
+    CHECK_EQ(simba_fence(s, l, 0), 0);
+    n = simba_tick(s, NULL, 0, ev, 8);
+    CHECK(n >= 1);
+    CHECK_EQ(ev[0].type, SIMBA_EVENT_LOST);
+    CHECK_EQ(ev[0].error, SIMBA_LOST_EXPIRED);
+    l = h_acquire(s, "jump", -1);             /* the server frees the old session's entry */
+    CHECK(jump_until(s, l, SIMBA_EVENT_ACQUIRED, ev) != NULL);
+    v0 = simba_valid_ms(s, l);
+    CHECK(v0 > 0 && v0 <= 3000);
+    jump_now += 2 * 3600 * 1000;             /* two hours forward */
+    CHECK_EQ(simba_valid_ms(s, l), 0);
+    n = simba_tick(s, NULL, 0, ev, 8);
+    CHECK(n >= 1);
+    CHECK_EQ(ev[0].type, SIMBA_EVENT_LOST);
+    simba_destroy(s);
+    simba_mem_server_destroy(sv);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -2876,6 +2940,7 @@ int main(int argc, char **argv) {
     RUN(t_relay_without_functions_passes_on);
     RUN(t_mem_bad_input);
     RUN(t_mem_logger_cannot_reenter);
+    RUN(t_mem_clock_jumps_never_extend_validity);
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);
     RUN(t_mem_partitioned_holder_loses_first);
