@@ -1696,6 +1696,14 @@ static void simba__mark_dirty(simba *s, simba__lock *l) {
 }
 
 static void simba__owed_unlink(simba *s, simba__lock *l);
+/* A slot whose generation reaches this is never used again: a handle is
+   {slot, 32-bit generation}, and a generation that wrapped round would give
+   a handle kept from long ago the slot's new lock (simba_release of a stale
+   handle would release someone else's hold). Below it, the slot's last
+   lock can still move on twice (simba__slot_new, simba__zombify) without
+   wrapping. It costs one slot per 2^31 locks in it. */
+#define SIMBA__GEN_RETIRE 0xfffffff0u
+
 static void simba__slot_free(simba *s, simba__lock *l) {
     SIMBA_ASSERT(!(l->flags & SIMBA__F_DIRTY));
     if (l->flags & SIMBA__F_OWED_LISTED) simba__owed_unlink(s, l);
@@ -1710,10 +1718,10 @@ static void simba__slot_free(simba *s, simba__lock *l) {
     l->arr.fences = NULL;
     l->kind = SIMBA__K_FREE;
     l->gen++;
-    if (!l->gen) l->gen = 1;
+    s->live_locks--;
+    if (l->gen >= SIMBA__GEN_RETIRE) return;   /* retired: on no free list */
     l->next_dirty = s->free_head;
     s->free_head = (uint32_t)(l - s->locks) + 1;
-    s->live_locks--;
 }
 
 /*--- a key has one server entry: one handle at a time sends for it ------------------*/

@@ -2921,6 +2921,45 @@ static void t_mem_clock_jumps_never_extend_validity(void) {
     simba_mem_server_destroy(sv);
 }
 
+/* A handle is a slot and a 32-bit generation. A slot reused 2^32 times
+   would come back to a generation it had: a handle kept from then would
+   name the new lock, and simba_release of that stale handle would release
+   someone else's hold. The slot's generation is set near the end here (the
+   2^31 locks it takes to get there by use are too many for a test); the
+   slot must never be handed out again under a generation it had. */
+static void t_mem_generation_wrap_keeps_stale_handles_stale(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_lock old, l, cur, fresh;
+    int i;
+    memset(&a, 0, sizeof a);
+    a.s = new_client("genwrap", 1500, 1000);
+    CHECK(a.s != NULL);
+    cl[0] = &a;
+    old = h_acquire(a.s, "gen-old", -1);     /* a fresh slot: generation 1 */
+    CHECK(h_expect(cl, 1, 0, old, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    CHECK_EQ(simba_release(a.s, old), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, old, SIMBA_EVENT_RELEASED, 2000) != NULL);
+    l = h_acquire(a.s, "gen-x", -1);
+    CHECK_EQ(l.id, old.id);                  /* the same slot again */
+    a.s->locks[l.id - 1].gen = 0xfffffffeu;  /* as after 2^31 locks in it */
+    cur = simba__handle(a.s, &a.s->locks[l.id - 1]);
+    for (i = 0; i < 4; i++) {                /* the generation passes the end */
+        CHECK_EQ(simba_release(a.s, cur), SIMBA_OK);
+        h_run_for(cl, 1, 20);
+        cur = h_acquire(a.s, "gen-x", -1);
+        CHECK(cur.id != 0);
+        CHECK(!(cur.id == old.id && cur.gen == old.gen));
+    }
+    CHECK(h_expect(cl, 1, 0, cur, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    CHECK_EQ(simba_release(a.s, old), SIMBA_ESTALE);   /* never the live hold */
+    CHECK(simba_valid_ms(a.s, cur) > 0);
+    fresh = h_acquire(a.s, "gen-y", -1);
+    CHECK(fresh.id != 0);
+    CHECK(!(fresh.id == old.id && fresh.gen == old.gen));
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -2941,6 +2980,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_bad_input);
     RUN(t_mem_logger_cannot_reenter);
     RUN(t_mem_clock_jumps_never_extend_validity);
+    RUN(t_mem_generation_wrap_keeps_stale_handles_stale);
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);
     RUN(t_mem_partitioned_holder_loses_first);
