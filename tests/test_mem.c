@@ -2960,6 +2960,70 @@ static void t_mem_generation_wrap_keeps_stale_handles_stale(void) {
     simba_destroy(a.s);
 }
 
+/* The clock and the loop hooks are callbacks too (t_mem_logger_cannot_reenter):
+   a clock that ticks, a hook that releases or destroys, change nothing. */
+static simba *reenter_s;
+static int reenter_depth, reenter_max_depth, reenter_clock_rc, reenter_hook_rc;
+static simba_lock reenter_lock;
+
+static int64_t reenter_clock(void *user) {
+    simba_event ev[2];
+    (void)user;
+    if (reenter_s && reenter_depth < 3) {
+        reenter_depth++;
+        if (reenter_depth > reenter_max_depth) reenter_max_depth = reenter_depth;
+        reenter_clock_rc = simba_tick(reenter_s, NULL, 0, ev, 2);
+        reenter_depth--;
+    }
+    return h_real_ms();
+}
+
+static int reenter_socket(void *user, int fd, int what) { (void)user; (void)fd; (void)what; return 0; }
+static void reenter_timer(void *user, int ms) {
+    (void)user; (void)ms;
+    if (!reenter_s || !reenter_lock.id) return;
+    reenter_hook_rc = simba_release(reenter_s, reenter_lock);
+    simba_destroy(reenter_s);                 /* ignored */
+}
+
+static void t_mem_clock_and_hooks_cannot_reenter(void) {
+    static h_client a;
+    h_client *cl[1];
+    simba_desc d;
+    simba_loop lp;
+    simba_lock l;
+    memset(&a, 0, sizeof a);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(srv, NULL);
+    d.tenant = "reenter2";
+    d.ttl_ms = 1500; d.transition_ms = 1000;
+    d.clock.now_ms = reenter_clock;
+    a.s = simba_create(&d, NULL);
+    CHECK(a.s != NULL);
+    cl[0] = &a;
+    reenter_s = a.s;
+    reenter_depth = reenter_max_depth = 0;
+    l = h_acquire(a.s, "reenter-clock", -1);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 2000) != NULL);
+    CHECK_EQ(reenter_max_depth, 1);
+    CHECK_EQ(reenter_clock_rc, SIMBA_EBUSY);
+    reenter_s = NULL;
+    memset(&lp, 0, sizeof lp);
+    lp.socket = reenter_socket;
+    lp.timer = reenter_timer;
+    CHECK_EQ(simba_set_loop(a.s, &lp), SIMBA_OK);
+    reenter_lock = l;
+    reenter_s = a.s;
+    CHECK(simba_inspect(a.s, "reenter-clock", NULL).id != 0);   /* kicks the timer hook */
+    reenter_s = NULL;
+    CHECK_EQ(reenter_hook_rc, SIMBA_EBUSY);
+    CHECK(simba_valid_ms(a.s, l) > 0);
+    CHECK_EQ(simba_set_loop(a.s, NULL), SIMBA_OK);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 2000) != NULL);
+    simba_destroy(a.s);
+}
+
 int main(int argc, char **argv) {
     conf_backend b;
     if (argc > 1) h_filter = argv[1];
@@ -2979,6 +3043,7 @@ int main(int argc, char **argv) {
     RUN(t_relay_without_functions_passes_on);
     RUN(t_mem_bad_input);
     RUN(t_mem_logger_cannot_reenter);
+    RUN(t_mem_clock_and_hooks_cannot_reenter);
     RUN(t_mem_clock_jumps_never_extend_validity);
     RUN(t_mem_generation_wrap_keeps_stale_handles_stale);
     RUN(t_mem_tick_without_room_does_io);
