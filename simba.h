@@ -464,8 +464,10 @@ SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err);
    field in the instance (SIMBA_ASSERT fails on a bad one in debug builds).
    Calls made from a callback while simba_destroy runs (a loop hook, the
    logger) answer SIMBA_EBUSY or SIMBA_EDESTROYED; simba_destroy called
-   from a callback (CALLBACKS) does nothing. Stale and foreign handles of a live
-   instance are always detected (SIMBA_ESTALE). */
+   from a callback (CALLBACKS) does nothing. A stale handle of a live
+   instance is always detected (SIMBA_ESTALE); a foreign one (of another
+   instance, or of one freed at the same address) is detected by a random
+   32-bit salt: it slips through with odds of 1 in 2^32. */
 SIMBADEF void simba_destroy(simba *s);
 SIMBADEF void simba_abandon(simba *s);
 
