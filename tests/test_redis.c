@@ -2607,6 +2607,24 @@ static void t_redis_tenant_isolation(void) {
 }
 
 
+
+/* Admin connections to the password-protected master and to its replica,
+   in *m and *r, and rd pointed at that master with the tenant's server
+   init done. 0 (a failure recorded, nothing left open) when either
+   connection or the init failed. */
+static int replica_pair(simba_redis_desc *rd, const char *tenant, redisContext **m, redisContext **r) {
+    char msg[256];
+    *m = admin_on(auth_port, auth_password);
+    *r = admin_on(replica_port, auth_password);
+    rd->port = auth_port;
+    rd->password = auth_password;
+    if (!*m || !*r) h_fail(__FILE__, __LINE__, "admin connections to the master and the replica");
+    else if (simba_redis_init_server(rd, tenant, msg, sizeof msg) != SIMBA_OK) h_fail(__FILE__, __LINE__, msg);
+    else return 1;
+    if (*m) redisFree(*m);
+    if (*r) redisFree(*r);
+    return 0;
+}
 /* A master made a replica (a full resync replaces its data) and master
    again keeps its run_id: M (auth server) grants A while its replica R is
    detached (R has A's session, not the grant); M then resyncs from R
@@ -2632,16 +2650,11 @@ static void t_redis_resynced_master_is_new_run(void) {
     simba_redis_desc rd = base_desc();
     h_client a, b, *cl[2];
     simba_lock la, lb;
-    char msg[256];
     int both = 0, i, flip = !getenv("SIMBA_TEST_NO_FLIP");
-    redisContext *m = admin_on(auth_port, auth_password), *r = admin_on(replica_port, auth_password);
+    redisContext *m, *r;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
-    CHECK(m && r);
-    if (!m || !r) return;
-    rd.port = auth_port;
-    rd.password = auth_password;
-    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_OK);
+    if (!replica_pair(&rd, tenant, &m, &r)) return;
     a.s = new_client_ex(&rd, tenant, "fa", 6000, 1000, 0);
     CHECK(a.s != NULL);
     CHECK(h_expect(cl, 1, 0, (simba_lock){0, 0}, SIMBA_EVENT_CONNECTED, SOON) != NULL);
@@ -2689,16 +2702,11 @@ static void t_redis_flip_under_connected_client(void) {
     simba_redis_desc rd = base_desc();
     h_client a, b, *cl[2];
     simba_lock la, lb;
-    char msg[256];
     int64_t both_ms = 0, t, b_at = -1, t0;
-    redisContext *m = admin_on(auth_port, auth_password), *r = admin_on(replica_port, auth_password);
+    redisContext *m, *r;
     memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
     cl[0] = &a; cl[1] = &b;
-    CHECK(m && r);
-    if (!m || !r) return;
-    rd.port = auth_port;
-    rd.password = auth_password;
-    CHECK_EQ(simba_redis_init_server(&rd, tenant, msg, sizeof msg), SIMBA_OK);
+    if (!replica_pair(&rd, tenant, &m, &r)) return;
     a.s = new_client_ex(&rd, tenant, "ca", 6000, 1000, 0);
     b.s = new_client_ex(&rd, tenant, "cb", 9000, 1000, 0);
     CHECK(a.s && b.s);
