@@ -2271,6 +2271,7 @@ static void t_reconnect_without_restart_no_grace(void) {
     if (uptime >= 0 && uptime < 10) h_run_for(cl, 2, (int)(10 - uptime) * 1000);   /* up for more than the lease (8 s) */
     lb = h_acquire(b.s, "other-name", -1);          /* B: a live session of the tenant */
     CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 15000) != NULL);
+    CHECK(wait_connected(cl, 2, 0, 10000));         /* A's connection is up before it is killed */
     CHECK_EQ(kill_client(NULL, a.s), SIMBA_OK);     /* no restart: a KILL */
     CHECK(h_expect(cl, 2, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000) != NULL);
     CHECK(wait_connected(cl, 2, 0, 5000));
