@@ -13,7 +13,8 @@
      On every resource the believed non-exclusive weights never exceed the
      largest capacity it ever had, and an exclusive believer is alone.
      (An admin simba_delete steals holds by design: a resource is exempt
-     from a delete's submission until one lease after its DONE.)
+     from a delete's submission until one lease after its DONE, the last
+     one's when several are in flight.)
    - simba_valid_ms() > 0 only for a handle whose ACQUIRED was delivered,
      and never more than the ttl;
    - when a believed hold has expired by the clock, the next tick reports
@@ -88,11 +89,17 @@ static struct {
     fh h[NH];
     int nh;
     int maxcap[NRES], cap[NRES], ever_resized[NRES];
-    int64_t exempt_until[NRES];   /* delete window: safety and fence checks off */
+    int deletes[NRES];            /* deletes in flight: safety and fence checks off... */
+    int64_t exempt_until[NRES];   /* ...and until one lease after the last one ended */
     int64_t fences[NRES][NFENCE];
     int nfences[NRES];
     int64_t last_mutex_fence;
+    uint64_t created;             /* clients created in this run: each one's seed */
 } W;
+
+/* FZ_SEED=N in the environment: another series of client seeds (a search
+   for the one an intermittent finding needs); 0 by default. */
+static uint64_t seed_base;
 
 static void fz_log(void *user, simba_log_level level, const char *msg) {
     (void)user; (void)level;
@@ -108,7 +115,14 @@ static void fz_log(void *user, simba_log_level level, const char *msg) {
     }
 }
 
-static int exempt(int r) { return vnow < W.exempt_until[r]; }
+static int exempt(int r) { return W.deletes[r] > 0 || vnow < W.exempt_until[r]; }
+
+/* A delete of r ended (answered, or its client is gone): the server did it
+   or never will; its holders learn of it within a lease. */
+static void delete_ended(int r) {
+    W.deletes[r]--;
+    if (W.exempt_until[r] < vnow + 2 * LEASE) W.exempt_until[r] = vnow + 2 * LEASE;
+}
 
 static fh *find(int client, simba_lock h) {
     int i;
@@ -142,9 +156,7 @@ static void on_event(int ci, const simba_event *ev) {
         FZ_CHECK(ev->type == SIMBA_EVENT_INFO || ev->type == SIMBA_EVENT_DONE || ev->type == SIMBA_EVENT_ERROR,
                  "query got %s", simba_event_name(ev->type));
         h->ended = 1;
-        if (h->qkind == 2) {      /* the delete happened (or not): its window ends one lease later */
-            W.exempt_until[h->qres] = vnow + 2 * LEASE;
-        }
+        if (h->qkind == 2) delete_ended(h->qres);
         return;
     }
     switch (ev->type) {
@@ -223,6 +235,19 @@ static void tick_all(int include_paused) {
     for (i = 0; i < NCLI; i++) if (W.c[i].s && (include_paused || !W.c[i].paused)) tick(i);
 }
 
+/* a broken check: who believed what on resource r */
+static void trace_believers(int r) {
+    int i, k;
+    for (i = 0; i < W.nh; i++) {
+        fh *h = &W.h[i];
+        if (h->ended || h->query || !h->acquired || !W.c[h->client].s) continue;
+        for (k = 0; k < h->nres; k++)
+            if (h->res[k] == r)
+                TR("believer on %s: c%d h%u weight %d%s valid_ms %lld", res_name[r], h->client, h->h.id, h->weight,
+                   h->exclusive ? " exclusive" : "", (long long)simba_valid_ms(W.c[h->client].s, h->h));
+    }
+}
+
 static void check(void) {
     int r, i;
     for (i = 0; i < W.nh; i++) {   /* valid_ms > 0 only after a delivered ACQUIRED, never past ttl */
@@ -246,6 +271,7 @@ static void check(void) {
             believers++;
             if (h->exclusive) excl = 1; else sum += h->weight < W.maxcap[r] ? h->weight : W.maxcap[r];
         }
+        if (sum > W.maxcap[r] || (excl && believers > 1)) trace_believers(r);
         FZ_CHECK(sum <= W.maxcap[r], "%ld permits believed on %s (capacity at most %d)", sum, res_name[r], W.maxcap[r]);
         FZ_CHECK(!excl || believers == 1, "an exclusive hold on %s is believed with %d others", res_name[r], believers - 1);
     }
@@ -253,6 +279,7 @@ static void check(void) {
 
 static simba *new_client(int ci) {
     simba_desc d;
+    simba *c;
     char id[32];
     memset(&d, 0, sizeof d);
     d.backend = simba_mem(W.srv, NULL);
@@ -269,7 +296,16 @@ static simba *new_client(int ci) {
     d.logger.user = &W.c[ci];
     d.logger.level = SIMBA_LOG_ERROR;
     W.c[ci].paused = 0;
-    return simba_create(&d, NULL);
+    c = simba_create(&d, NULL);
+    if (c) {
+        /* every random choice of the client (session and request ids, the
+           spread of its keepalives and back-offs) from the input's run, so
+           that replaying an input replays its run: simba_create seeds an
+           instance from /dev/urandom, the pid and the clocks */
+        c->rng = (seed_base + ++W.created) * 0x9e3779b97f4a7c15ull | 1;
+        simba__session_new_id(c);
+    }
+    return c;
 }
 
 static void forget_client(int ci) {
@@ -278,7 +314,7 @@ static void forget_client(int ci) {
         fh *h = &W.h[i];
         if (h->client != ci || h->ended) continue;
         /* a delete still in flight: the server did it or never will */
-        if (h->query && h->qkind == 2) W.exempt_until[h->qres] = vnow + 2 * LEASE;
+        if (h->query && h->qkind == 2) delete_ended(h->qres);
         h->ended = 1;
     }
 }
@@ -359,7 +395,7 @@ static void op_release(fz_in *in, int ci) {
 static void op_admin(fz_in *in, int ci) {
     simba *s = W.c[ci].s;
     uint8_t b = fz_u8(in);
-    int r = b & 3, kind = (b >> 2) % 3, cap;
+    int r = b & 3, kind = (b >> 2) % 3, cap = 0;
     fh *h = new_handle();
     simba_lock lk;
     if (!s || !h) return;
@@ -374,10 +410,10 @@ static void op_admin(fz_in *in, int ci) {
             if (cap != 1) W.ever_resized[r] = 1;
         }
     } else lk = simba_delete(s, res_name[r], NULL);
-    TR("c%d admin %s %s -> h%u", ci, kind == 0 ? "inspect" : kind == 1 ? "set_capacity" : "delete", res_name[r], lk.id);
+    TR("c%d admin %s %s %d -> h%u", ci, kind == 0 ? "inspect" : kind == 1 ? "set_capacity" : "delete", res_name[r], cap, lk.id);
     if (lk.id == 0) return;
     h->h = lk; h->client = ci; h->query = 1; h->qkind = kind; h->qres = r;
-    if (kind == 2) W.exempt_until[r] = INT64_MAX;   /* until its DONE (see on_event) */
+    if (kind == 2) W.deletes[r]++;                  /* until its DONE (see on_event) */
     W.nh++;
 }
 
@@ -413,6 +449,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int i, r, steps = 0;
     int64_t end;
     trace = getenv("FZ_TRACE") != NULL;
+    seed_base = getenv("FZ_SEED") ? strtoull(getenv("FZ_SEED"), NULL, 10) : 0;
     if (trace) setvbuf(stdout, NULL, _IONBF, 0);
     memset(&W, 0, sizeof W);
     memset(&fa, 0, sizeof fa);
