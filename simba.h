@@ -489,7 +489,9 @@ SIMBADEF int simba_release(simba *s, simba_lock lock);
 SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock lock);
 /* simba_valid_until: the same as an absolute deadline on simba_now_ms()'s
    clock (0 when not held), so a worker reads it once and compares with its own
-   readings of simba_now_ms(). It moves later with every confirmed keepalive.
+   readings of simba_now_ms(). It moves later with every confirmed keepalive
+   (after an admin change in the tenant, once the hold is confirmed again:
+   docs/backend-contract.md, "The admin epoch").
    Between that deadline and the LOST event (delivered by the next simba_tick)
    the hold is NOT safe any more although LOST has not been seen yet:
    simba_valid_ms() is 0, simba_fence() is 0, and you must stop touching the
@@ -1235,7 +1237,9 @@ enum { /* simba__lock.flags */
     SIMBA__F_CONTEND = 1 << 0,
     SIMBA__F_REENTRANT = 1 << 1,
     SIMBA__F_DIRTY = 1 << 2,       /* on the dispatch list */
-    SIMBA__F_NEED_POLL = 1 << 3,   /* WAITING/HELD: a POLL is wanted */
+    SIMBA__F_NEED_POLL = 1 << 3,   /* WAITING/HELD: a POLL is wanted; set while an ENQUEUE or
+                                      POLL is in flight: news came that its answer may
+                                      predate (simba__news) */
     SIMBA__F_MAY_EXIST = 1 << 4,   /* an ENQUEUE was sent in the lock's session */
     SIMBA__F_ACQ_QUEUED = 1 << 5,  /* the caller was not told of this hold yet (ACQUIRED queued) */
     SIMBA__F_HASHED = 1 << 6,      /* in the name hash */
@@ -1247,8 +1251,13 @@ enum { /* simba__lock.flags */
     SIMBA__F_OWED_LISTED = 1 << 11, /* on the owed list (it may owe nothing any more) */
     SIMBA__F_OWED_OLD_GEN = 1 << 12, /* withdrawn while it owed events: they name the handle
                                        the caller had, of the generation before (simba__zombify) */
-    SIMBA__F_KEY_REUSED = 1 << 13  /* keyed: an earlier handle of this session may have had an
+    SIMBA__F_KEY_REUSED = 1 << 13, /* keyed: an earlier handle of this session may have had an
                                       entry under the key (simba__key_seen_before) */
+    SIMBA__F_UNCONFIRMED = 1 << 14, /* the tenant's admin epoch moved since this lock's last
+                                       answer: as a hold, valid until s->confirm_by at most;
+                                       an answer from before does not grant it */
+    SIMBA__F_CONFIRMING = 1 << 15  /* UNCONFIRMED, and the op in flight was sent after the
+                                      move: its answer confirms or ends the hold */
 };
 
 typedef struct simba__ridx_slot {   /* the request index (simba__own_request) */
@@ -1345,6 +1354,8 @@ struct simba {
     uint32_t salt;                   /* mixed into handle generations: foreign handles fail */
     simba__session session;
     int64_t admin_epoch;             /* the last epoch a keepalive reported */
+    int64_t confirm_by;              /* the deadline of the holds flagged UNCONFIRMED: what the
+                                        session's was before the epoch moved (SIMBA__NEVER: none) */
     /* lock slots */
     simba__lock *locks;
     uint32_t nlocks, caplocks, free_head; /* free list through next_dirty */
@@ -1398,6 +1409,7 @@ struct simba__watch {
 
 /* Forward declarations: what one section uses before the section that owns it. */
 static int simba__session_safe(simba *s, int64_t now);
+static int64_t simba__hold_until(const simba *s, const simba__lock *l);
 static void simba__heap_remove(simba *s, simba__lock *l);
 static void simba__timer_update(simba *s, simba__lock *l);
 static void simba__end_request(simba *s, simba__lock *l);
@@ -1983,7 +1995,7 @@ static void simba__emit_lock(simba *s, simba__lock *l, simba_event_type type, in
         ev.fence = l->fence;
         ev.capacity = l->stored_capacity;
         if (simba__session_safe(s, now)) {
-            ev.valid_until = s->session.valid_until;
+            ev.valid_until = simba__hold_until(s, l);
             ev.valid_ms = ev.valid_until - now;
         }
         l->flags |= SIMBA__F_ACQ_QUEUED;
@@ -2312,6 +2324,41 @@ static void simba__close_dropped(simba *s) {
     }
 }
 
+/* What a dropped session means to one slot (simba__session_drop). */
+static void simba__drop_lock(simba *s, simba__lock *l, int reason) {
+    if (l->kind == SIMBA__K_ZOMBIE) { simba__finish(s, l); return; }
+    if (l->kind != SIMBA__K_LOCK) return;
+    l->op = 0;
+    l->op_seq++;
+    l->op_deadline = SIMBA__NEVER;
+    l->flags &= (uint16_t)~(SIMBA__F_NEED_POLL | SIMBA__F_MAY_EXIST | SIMBA__F_UNCONFIRMED | SIMBA__F_CONFIRMING);
+    l->recheck_at = SIMBA__NEVER;
+    switch (l->state) {
+    case SIMBA__S_HELD:
+        if (l->flags & SIMBA__F_ACQ_QUEUED) {
+            /* the caller never learned it held it: forget the grant, keep waiting */
+            simba__events_forget(s, simba__handle(s, l));
+            l->flags &= (uint16_t)~SIMBA__F_ACQ_QUEUED;
+        } else {
+            simba__emit_lock(s, l, SIMBA_EVENT_LOST, reason);
+            if (!(l->flags & SIMBA__F_CONTEND)) { simba__finish(s, l); return; }
+        }
+        l->fence = 0;
+        l->holds = 0;
+        l->state = SIMBA__S_PENDING;
+        break;
+    case SIMBA__S_RELEASING:
+        simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);
+        simba__finish(s, l);
+        return;
+    default:
+        l->state = SIMBA__S_PENDING;
+        break;
+    }
+    simba__timer_update(s, l);
+    simba__mark_dirty(s, l);
+}
+
 /* Drop the current session: every hold is LOST (reason), waiting requests go
    back to PENDING for the next session, releases in progress are done (the
    server drops the session's entries at the latest when it expires). The old
@@ -2319,43 +2366,16 @@ static void simba__close_dropped(simba *s) {
    (simba__close_dropped). */
 static void simba__session_drop(simba *s, int reason) {
     uint32_t i;
+    int pass;
     if (s->session.no) simba__dropped_add(s, s->session.id);
     simba__log(s, SIMBA_LOG_WARN, "simba: session %s dropped (%s)", s->session.id,
                reason == SIMBA_LOST_EXPIRED ? "local deadline passed" : "server lost it");
-    for (i = 0; i < s->nlocks; i++) {
-        simba__lock *l = &s->locks[i];
-        if (l->kind == SIMBA__K_ZOMBIE) { simba__finish(s, l); continue; }
-        if (l->kind != SIMBA__K_LOCK) continue;
-        l->op = 0;
-        l->op_seq++;
-        l->op_deadline = SIMBA__NEVER;
-        l->flags &= (uint16_t)~(SIMBA__F_NEED_POLL | SIMBA__F_MAY_EXIST);
-        l->recheck_at = SIMBA__NEVER;
-        switch (l->state) {
-        case SIMBA__S_HELD:
-            if (l->flags & SIMBA__F_ACQ_QUEUED) {
-                /* the caller never learned it held it: forget the grant, keep waiting */
-                simba__events_forget(s, simba__handle(s, l));
-                l->flags &= (uint16_t)~SIMBA__F_ACQ_QUEUED;
-            } else {
-                simba__emit_lock(s, l, SIMBA_EVENT_LOST, reason);
-                if (!(l->flags & SIMBA__F_CONTEND)) { simba__finish(s, l); continue; }
-            }
-            l->fence = 0;
-            l->holds = 0;
-            l->state = SIMBA__S_PENDING;
-            break;
-        case SIMBA__S_RELEASING:
-            simba__emit_lock(s, l, SIMBA_EVENT_RELEASED, 0);
-            simba__finish(s, l);
-            continue;
-        default:
-            l->state = SIMBA__S_PENDING;
-            break;
-        }
-        simba__timer_update(s, l);
-        simba__mark_dirty(s, l);
-    }
+    /* the holds still flagged UNCONFIRMED are past their own deadline
+       (simba__lose_unconfirmed): they go last, so that their LOSTs, each
+       put at the front of the queue, come first */
+    for (pass = 0; pass < 2; pass++)
+        for (i = 0; i < s->nlocks; i++)
+            if (!(s->locks[i].flags & SIMBA__F_UNCONFIRMED) == !pass) simba__drop_lock(s, &s->locks[i], reason);
     simba__session_new_id(s);
 }
 
@@ -2389,15 +2409,59 @@ static void simba__session_tick(simba *s, int64_t now) {
     simba__session_send(s, ss->open ? SIMBA_OP_KEEPALIVE : SIMBA_OP_OPEN, now);
 }
 
-/* An admin change happened somewhere in the tenant: every hold checks it is still there. */
-static void simba__recheck_holds(simba *s) {
+/* News that may end a hold or grant a waiter: the lock asks the server
+   again. If an ENQUEUE or POLL of it is in flight, its answer may have been
+   given before the news (replies and pushes may come in any order, on
+   connections of their own): the POLL goes out once that answer is in, even
+   if it grants or confirms a hold (simba__recheck_after_answer). A lock
+   whose ENQUEUE is not sent yet has nothing to hear: its answer will be
+   newer. */
+static void simba__news(simba *s, simba__lock *l) {
+    if (l->kind != SIMBA__K_LOCK) return;
+    if (l->state == SIMBA__S_PENDING ? l->op != SIMBA_OP_ENQUEUE
+                                     : l->state != SIMBA__S_WAITING && l->state != SIMBA__S_HELD) return;
+    l->flags |= SIMBA__F_NEED_POLL;
+    if (!l->op) simba__mark_dirty(s, l);
+}
+
+/* An answer to an op is in: news that came while it was in flight is asked
+   about now. */
+static void simba__recheck_after_answer(simba *s, simba__lock *l) {
+    if ((l->flags & SIMBA__F_NEED_POLL) && !l->op) simba__mark_dirty(s, l);
+}
+
+/* An admin change (a DELETE, a SET_CAPACITY) happened somewhere in the
+   tenant before the keepalive that told us: every hold checks it is still
+   there, and so does every lock whose answer is in flight (it may be a
+   grant given before the change). Until a POLL sent from now on confirms
+   it, a hold keeps the deadline it had before that keepalive (`before`):
+   the keepalive proves the session alive, not that the change spared the
+   hold. If no answer comes by then, the hold is LOST (simba__lose_unconfirmed). */
+static void simba__recheck_holds(simba *s, int64_t before) {
     uint32_t i;
+    int any = 0;
     for (i = 0; i < s->nlocks; i++) {
         simba__lock *l = &s->locks[i];
-        if (l->kind != SIMBA__K_LOCK || l->state != SIMBA__S_HELD) continue;
-        l->flags |= SIMBA__F_NEED_POLL;
-        if (!l->op) simba__mark_dirty(s, l);
+        if (l->kind != SIMBA__K_LOCK || (l->state != SIMBA__S_HELD && !l->op) || l->state == SIMBA__S_RELEASING) continue;
+        simba__news(s, l);
+        l->flags = (uint16_t)((l->flags | SIMBA__F_UNCONFIRMED) & ~SIMBA__F_CONFIRMING);
+        any = 1;
     }
+    if (any && before < s->confirm_by) s->confirm_by = before;
+}
+
+/* The local deadline of hold l: the session's, or the one it had when the
+   admin epoch moved if no answer has confirmed it since. */
+static int64_t simba__hold_until(const simba *s, const simba__lock *l) {
+    if ((l->flags & SIMBA__F_UNCONFIRMED) && s->confirm_by < s->session.valid_until) return s->confirm_by;
+    return s->session.valid_until;
+}
+
+/* Whether an answer to l (or a pushed grant) may be older than the last
+   move of the admin epoch: then it does not grant, and the POLL that
+   simba__news asked for decides. */
+static int simba__answer_predates_news(const simba__lock *l) {
+    return (l->flags & (SIMBA__F_UNCONFIRMED | SIMBA__F_CONFIRMING)) == SIMBA__F_UNCONFIRMED;
 }
 
 static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, int64_t now) {
@@ -2407,12 +2471,13 @@ static void simba__session_reply(simba *s, const simba_reply *r, uint32_t seq, i
     ss->op = 0;
     if (r->status == SIMBA_OK) {
         int64_t until = ss->op_sent + s->ttl_ms;       /* t_send + ttl: the safety rule */
+        int64_t before = ss->valid_until;
         if (until > ss->valid_until) ss->valid_until = until;
         ss->open = 1;
         ss->failures = 0;
         s->sess_error = 0;
         ss->next_keepalive = ss->op_sent + simba__spread_ms(s, s->ttl_ms / 3);
-        if (r->epoch && s->admin_epoch && r->epoch != s->admin_epoch) simba__recheck_holds(s);
+        if (r->epoch && s->admin_epoch && r->epoch != s->admin_epoch) simba__recheck_holds(s, before);
         if (r->epoch) s->admin_epoch = r->epoch;
         return;
     }
@@ -2490,9 +2555,9 @@ static void simba__grant(simba *s, simba__lock *l, const int64_t *fences) {
     if (l->arr.fences) for (i = 0; i < l->nres; i++) l->arr.fences[i] = fences[i];
     if (l->holds < 1) l->holds = 1;
     l->wait_deadline = l->recheck_at = SIMBA__NEVER;
-    l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
     simba__timer_update(s, l);
     simba__emit_lock(s, l, SIMBA_EVENT_ACQUIRED, 0);
+    simba__recheck_after_answer(s, l);   /* the grant may predate news since */
 }
 
 /* A hold vanished on the server (deleted, or no longer granted). */
@@ -2594,8 +2659,15 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
         return;
     }
     simba__note_reply(s, l, r, now);
-    if (r->granted && simba__session_safe(s, now)) {
+    if (l->flags & SIMBA__F_CONFIRMING)          /* sent after the admin change: it is news enough */
+        l->flags &= (uint16_t)~(SIMBA__F_UNCONFIRMED | SIMBA__F_CONFIRMING);
+    if (r->granted && simba__answer_predates_news(l)) {
+        /* granted before the admin change we heard of, maybe: the POLL decides */
+        if (was != SIMBA__S_HELD) l->state = SIMBA__S_WAITING;
+        simba__recheck_after_answer(s, l);
+    } else if (r->granted && simba__session_safe(s, now)) {
         if (was != SIMBA__S_HELD) simba__grant(s, l, r->fence);
+        else simba__recheck_after_answer(s, l);
     } else if (was == SIMBA__S_HELD) {
         simba__lose_stolen(s, l);
         return;
@@ -2605,7 +2677,7 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
         return;
     } else {
         l->state = SIMBA__S_WAITING;
-        if (l->flags & SIMBA__F_NEED_POLL) simba__mark_dirty(s, l);   /* woken meanwhile */
+        if (l->flags & SIMBA__F_NEED_POLL) simba__recheck_after_answer(s, l);   /* woken meanwhile */
         else simba__recheck_later(s, l, now, r->recheck_ms);
     }
     simba__update_owner(s, l, r->owner, r->held);
@@ -2725,7 +2797,11 @@ static int simba__dispatch_one(simba *s, simba__lock *l, int64_t now) {
     l->op = (uint8_t)kind;
     l->op_reset_no = s->reset_no;
     if (kind == SIMBA_OP_ENQUEUE) l->flags |= SIMBA__F_MAY_EXIST;
-    if (kind == SIMBA_OP_POLL) l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
+    /* an answer to an op sent now is newer than any news before it */
+    if (kind == SIMBA_OP_POLL || kind == SIMBA_OP_ENQUEUE) {
+        l->flags &= (uint16_t)~SIMBA__F_NEED_POLL;
+        if (l->flags & SIMBA__F_UNCONFIRMED) l->flags |= SIMBA__F_CONFIRMING;
+    }
     l->op_deadline = now + s->op_timeout_ms;
     simba__timer_update(s, l);
     return 1;
@@ -2822,10 +2898,8 @@ static int simba__has_name(const simba__lock *l, const char *name) {
 
 /* A push said something changed on `name`: the waiters and holders there re-POLL. */
 static void simba__wake_lock(simba *s, simba__lock *l) {
-    if (l->kind != SIMBA__K_LOCK || l->session_no != s->session.no) return;
-    if (l->state != SIMBA__S_WAITING && l->state != SIMBA__S_HELD) return;
-    l->flags |= SIMBA__F_NEED_POLL;
-    if (!l->op) simba__mark_dirty(s, l);
+    if (l->session_no != s->session.no) return;
+    simba__news(s, l);
 }
 
 /* A push said our request was granted with `fence`: deliver it at once. */
@@ -2898,8 +2972,9 @@ static simba__lock *simba__own_request(simba *s, const char *name, const char *s
 static int simba__wake_granted(simba *s, const char *name, const char *session, const char *request, int64_t fence) {
     simba__lock *l = simba__own_request(s, name, session, request, 1);
     if (!l || !simba__session_safe(s, simba__now(s))) return 0;
-    if (l->flags & SIMBA__F_KEY_REUSED) {
-        simba__wake_lock(s, l);       /* maybe an earlier entry's grant: ask the server */
+    if ((l->flags & SIMBA__F_KEY_REUSED) || (l->flags & SIMBA__F_UNCONFIRMED)) {
+        simba__wake_lock(s, l);       /* maybe an earlier entry's grant, or one from before an
+                                         admin change: ask the server */
         return 1;
     }
     l->op = 0;
@@ -3408,6 +3483,7 @@ SIMBADEF simba *simba_create(const simba_desc *desc, simba_error *err) {
     s->logger = desc->logger;
     s->clock = simba__clock_or_default(desc->clock);
     s->clock_max = INT64_MIN;
+    s->confirm_by = SIMBA__NEVER;
     s->backend = desc->backend;
     s->rng = simba__new_seed(s);
     s->magic = SIMBA__MAGIC;
@@ -3727,11 +3803,11 @@ SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock h) {
     int64_t now;
     if (!simba__is_live(s) || !(l = simba__lookup(s, h, SIMBA__K_LOCK)) || l->state != SIMBA__S_HELD) return 0;
     now = simba__now(s);
-    return simba__session_safe(s, now) ? s->session.valid_until - now : 0;
+    return simba__session_safe(s, now) && now < simba__hold_until(s, l) ? simba__hold_until(s, l) - now : 0;
 }
 
 SIMBADEF int64_t simba_valid_until(simba *s, simba_lock h) {
-    return simba_valid_ms(s, h) > 0 ? s->session.valid_until : 0;
+    return simba_valid_ms(s, h) > 0 ? simba__hold_until(s, simba__lookup(s, h, SIMBA__K_LOCK)) : 0;
 }
 
 SIMBADEF int64_t simba_fence(simba *s, simba_lock h, int index) {
@@ -3853,6 +3929,7 @@ static int simba__sleep_ms(simba *s, int events_mean_now) {
     if (s->dirty_head && s->connected && !s->backend_full && simba__session_safe(s, now)) return 0;
     if (s->nheap) at = s->locks[s->heap[0]].timer_at;
     if (s->session.open && s->session.valid_until < at) at = s->session.valid_until;
+    if (s->confirm_by < at) at = s->confirm_by;
     if (s->connected) {
         int64_t k = s->session.op ? s->session.op_deadline : s->session.next_keepalive;
         if (k < at) at = k;
@@ -3890,6 +3967,38 @@ static void simba__clock_check(simba *s) {
     s->clock_max = INT64_MIN;
 }
 
+/* The deadline of the holds not confirmed since the admin epoch moved has
+   passed (simba__recheck_holds). A hold still unconfirmed drops the session,
+   as a keepalive not answered in time does: every hold is LOST EXPIRED, and
+   what goes on does so in a new session, with new requests and new fences
+   (the old session's entries go with its CLOSE or its lease). An answer
+   still in flight from before the move is not waited for: the op goes out
+   again. */
+static void simba__lose_unconfirmed(simba *s) {
+    uint32_t i;
+    int held = 0;
+    s->confirm_by = SIMBA__NEVER;
+    for (i = 0; i < s->nlocks; i++) {
+        simba__lock *l = &s->locks[i];
+        if (!(l->flags & SIMBA__F_UNCONFIRMED)) continue;
+        if (l->kind == SIMBA__K_LOCK && l->state == SIMBA__S_HELD) { held = 1; continue; }   /* flagged for the drop */
+        l->flags &= (uint16_t)~(SIMBA__F_UNCONFIRMED | SIMBA__F_CONFIRMING);
+        if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING) continue;
+        if (l->op) {
+            l->op = 0;
+            l->op_seq++;
+            l->op_deadline = SIMBA__NEVER;
+            if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
+            simba__timer_update(s, l);
+            simba__mark_dirty(s, l);
+        }
+    }
+    if (!held) return;
+    simba__log(s, SIMBA_LOG_WARN, "simba: a hold got no answer by its deadline after an admin change; "
+               "dropping the session");
+    simba__session_drop(s, SIMBA_LOST_EXPIRED);
+}
+
 /* Everything a tick does except handing out events. */
 static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     int64_t now = simba__now(s);
@@ -3897,6 +4006,7 @@ static void simba__step(simba *s, const struct pollfd *fds, int nfds) {
     /* the safety rule first: from the clock alone, before any I/O */
     simba__clock_check(s);
     if (s->session.open && now >= s->session.valid_until) simba__session_drop(s, SIMBA_LOST_EXPIRED);
+    if (now >= s->confirm_by) simba__lose_unconfirmed(s);
     simba__close_dropped(s);
     s->backend.vt->process(s->backend.impl, fds, nfds);
     now = simba__now(s);
@@ -3926,7 +4036,7 @@ static void simba__owed_take(simba *s, simba__lock *l, simba_event *ev) {
         ev->fence = l->fence;
         ev->capacity = l->stored_capacity;
         if (simba__session_safe(s, now)) {
-            ev->valid_until = s->session.valid_until;
+            ev->valid_until = simba__hold_until(s, l);
             ev->valid_ms = ev->valid_until - now;
         }
         break;

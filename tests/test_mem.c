@@ -2579,6 +2579,152 @@ static void t_mem_stale_answer_to_reused_slot(void) {
     CHECK_EQ(both, 0);
 }
 
+/*--- news about a hold that comes while its answer is in flight --------------*/
+
+/* Tick c until the answer to its query q: 1 when it is DONE. */
+static int kd_done(simba *c, simba_lock q) {
+    simba_event ev[16];
+    int step, n, k;
+    for (step = 0; step < 200; step++) {
+        n = simba_tick(c, NULL, 0, ev, 16);
+        for (k = 0; k < n; k++)
+            if (ev[k].lock.id == q.id && ev[k].lock.gen == q.gen) return ev[k].type == SIMBA_EVENT_DONE;
+        kr_now += 1;
+    }
+    return 0;
+}
+
+/* One run: a's hold on "m" has an answer in flight when c deletes "m" and b
+   takes the new "m" (in_flight SIMBA_OP_POLL: the re-POLL of a hold after a
+   capacity change; SIMBA_OP_ENQUEUE: the request itself, executed and
+   granted). a's replies and pushes are delayed and reordered, so the
+   delete's push and the keepalive with the new admin epoch may come before
+   that answer, which was true when the server gave it. Returns 1 when a
+   still believed its hold, with b holding, one lease after the DONE. */
+static int kd_run(uint64_t seed, int in_flight) {
+    simba_mem_server *sv = kr_server();
+    simba *a = kr_client(sv, NULL), *b = kr_client(sv, NULL), *c = kr_client(sv, NULL);
+    simba_lock ha, hb;
+    int step, stale = 0;
+    int64_t done_at;
+    for (step = 0; step < 20; step++) { kr_now += 5; kr_tick(a); kr_tick(b); kr_tick(c); }   /* sessions open */
+    if (in_flight == SIMBA_OP_ENQUEUE) {
+        kr_delay_reorder(sv, a, seed);
+        ha = h_acquire(a, "m", -1);
+        kr_tick(a);
+    } else {
+        ha = h_acquire(a, "m", -1);
+        for (step = 0; step < 100 && simba_valid_ms(a, ha) <= 0; step++) { kr_now += 5; kr_tick(a); }
+        kr_delay_reorder(sv, a, seed);
+        if (!kd_done(c, simba_set_capacity(c, "m", 1, NULL))) stale = -1;
+        for (step = 0; step < 400 && a->locks[ha.id - 1].op != SIMBA_OP_POLL; step++) { kr_now += 1; kr_tick(a); }
+    }
+    if (a->locks[ha.id - 1].op != in_flight || !kd_done(c, simba_delete(c, "m", NULL))) stale = -1;
+    done_at = kr_now;
+    hb = h_acquire(b, "m", -1);
+    for (step = 0; step < 1500 && !stale; step++) {
+        kr_now += 1;
+        kr_tick(a);
+        kr_tick(b);
+        kr_tick(c);
+        if (kr_now > done_at + 500 && simba_valid_ms(a, ha) > 0 && simba_valid_ms(b, hb) > 0) stale = 1;
+    }
+    simba_destroy(a);
+    simba_destroy(b);
+    simba_destroy(c);
+    simba_mem_server_destroy(sv);
+    return stale;
+}
+
+/* A hold whose answer was in flight when the news of a delete came (the
+   push, or a keepalive with a new admin epoch) is asked about again once
+   that answer is in: the answer may be older than the delete. Otherwise the
+   holder keeps believing, its session renewed, beside the new resource's
+   holder. 200 runs with the re-POLL in flight, 200 with the ENQUEUE. */
+static void t_mem_news_during_answer_in_flight(void) {
+    int k, stale[2] = {0, 0}, unset = 0;
+    uint64_t seed;
+    for (k = 0; k < 2; k++)
+        for (seed = 1; seed <= 200; seed++) {
+            int r = kd_run(seed * 2654435761u, k ? SIMBA_OP_ENQUEUE : SIMBA_OP_POLL);
+            if (r < 0) unset++;
+            else stale[k] += r;
+        }
+    printf("  # a deleted hold still believed a lease later in %d of 200 runs (POLL in flight), %d of 200 (ENQUEUE)\n",
+           stale[0], stale[1]);
+    CHECK_EQ(unset, 0);
+    CHECK_EQ(stale[0] + stale[1], 0);
+}
+
+/* mem's backend, with a submit that can send POLLs nowhere (no answer ever) */
+static simba_backend_vtable sw_vt;
+static int (*sw_mem_submit)(void *impl, const simba_op *op);
+static int sw_swallow;
+
+static int sw_submit(void *impl, const simba_op *op) {
+    if (sw_swallow && op->kind == SIMBA_OP_POLL) return SIMBA_OK;
+    return sw_mem_submit(impl, op);
+}
+
+/* After an admin change, a hold is valid only until the deadline it had
+   before the keepalive that told of the change, unless a POLL sent since
+   confirms it: a keepalive proves the session alive, not that the change
+   spared the hold. Here every POLL of a's goes unanswered while its
+   keepalives go through; c deletes a's resource and b takes the new one. a
+   must be LOST EXPIRED within a lease of the DONE, never holding beside b. */
+static void t_mem_unconfirmed_hold_expires(void) {
+    simba_mem_server *sv = kr_server();
+    simba_desc d;
+    simba_event ev[16];
+    simba *a, *b, *c;
+    simba_lock ha, hb;
+    int step, n, k, both = 0, lost = -1, b_held = 0;
+    int64_t done_at, lost_at = 0;
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(sv, NULL);
+    sw_vt = *d.backend.vt;
+    sw_mem_submit = sw_vt.submit;
+    sw_vt.submit = sw_submit;
+    d.backend.vt = &sw_vt;
+    d.tenant = "kr"; d.ttl_ms = 300; d.transition_ms = 200; d.clock.now_ms = kr_clock;
+    sw_swallow = 0;
+    a = simba_create(&d, NULL);
+    b = kr_client(sv, NULL);
+    c = kr_client(sv, NULL);
+    CHECK(a && b && c);
+    ha = h_acquire(a, "m", -1);
+    for (step = 0; step < 100 && simba_valid_ms(a, ha) <= 0; step++) { kr_now += 5; kr_tick(a); kr_tick(b); kr_tick(c); }
+    CHECK(simba_valid_ms(a, ha) > 0);
+    sw_swallow = 1;
+    CHECK(kd_done(c, simba_delete(c, "m", NULL)));
+    done_at = kr_now;
+    hb = h_acquire(b, "m", -1);
+    for (step = 0; step < 3000; step++) {
+        kr_now += 1;
+        n = simba_tick(a, NULL, 0, ev, 16);
+        for (k = 0; k < n; k++)
+            if (ev[k].lock.id == ha.id && ev[k].lock.gen == ha.gen && ev[k].type == SIMBA_EVENT_LOST && lost < 0) {
+                lost = ev[k].error;
+                lost_at = kr_now;
+            }
+        kr_tick(b);
+        kr_tick(c);
+        if (simba_valid_ms(b, hb) > 0) b_held = 1;
+        if (kr_now > done_at + 500 && simba_valid_ms(a, ha) > 0 && simba_valid_ms(b, hb) > 0) both = 1;
+    }
+    printf("  # a's hold LOST %lld ms after the DONE (reason %d), a's session %s\n", (long long)(lost_at - done_at),
+           lost, a->session.open ? "open" : "dropped");
+    CHECK(b_held);
+    CHECK(!both);
+    CHECK_EQ(lost, SIMBA_LOST_EXPIRED);
+    CHECK(lost_at - done_at <= 500);
+    sw_swallow = 0;
+    simba_destroy(a);
+    simba_destroy(b);
+    simba_destroy(c);
+    simba_mem_server_destroy(sv);
+}
+
 /*--- a composite backend through the kit's relay ------------------------------
    A pass-through composite: one mem child attached to a relay of the
    client's simba, every report handed on by the relay's functions. The
@@ -3055,6 +3201,8 @@ int main(int argc, char **argv) {
     RUN(t_mem_keyed_reacquire_while_releasing);
     RUN(t_mem_keyed_stale_push);
     RUN(t_mem_stale_answer_to_reused_slot);
+    RUN(t_mem_news_during_answer_in_flight);
+    RUN(t_mem_unconfirmed_hold_expires);
     RUN(t_mem_wait_helper);
     RUN(t_mem_wait_sleeps_with_other_events_queued);
     RUN(t_mem_periodic_traffic_spreads);
