@@ -243,7 +243,8 @@ enum {
 
 /* Why a hold was LOST (simba_event.error for SIMBA_EVENT_LOST). */
 enum {
-    SIMBA_LOST_EXPIRED = 1,   /* the local safety deadline passed without a confirmed keepalive */
+    SIMBA_LOST_EXPIRED = 1,   /* the local safety deadline passed without a confirmed keepalive
+                                 (or, after an admin change, without the hold confirmed again) */
     SIMBA_LOST_SESSION = 2,   /* the server says our session is gone (expired, restarted, killed) */
     SIMBA_LOST_STOLEN = 3     /* our entry disappeared from the server (deleted by an admin),
                                  or the server answered our hold with an error */
@@ -495,7 +496,9 @@ SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock lock);
    Between that deadline and the LOST event (delivered by the next simba_tick)
    the hold is NOT safe any more although LOST has not been seen yet:
    simba_valid_ms() is 0, simba_fence() is 0, and you must stop touching the
-   protected data; LOST SIMBA_LOST_EXPIRED follows at the next tick. */
+   protected data; LOST SIMBA_LOST_EXPIRED follows at the next tick. A LOST
+   may also come before the deadline (the session or the entry is gone, a
+   hold could not be confirmed after an admin change): stop at either. */
 SIMBADEF int64_t simba_valid_until(simba *s, simba_lock lock);
 /* simba_lease_ms: ttl + transition: how long the server keeps a session after
    its last keepalive. After a crash of the holder, the next holder is granted
