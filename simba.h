@@ -2667,6 +2667,7 @@ static void simba__state_reply(simba *s, simba__lock *l, int op, const simba_rep
     if (r->granted && simba__answer_predates_news(l)) {
         /* granted before the admin change we heard of, maybe: the POLL decides */
         if (was != SIMBA__S_HELD) l->state = SIMBA__S_WAITING;
+        l->flags |= SIMBA__F_NEED_POLL;
         simba__recheck_after_answer(s, l);
     } else if (r->granted && simba__session_safe(s, now)) {
         if (was != SIMBA__S_HELD) simba__grant(s, l, r->fence);
