@@ -4,7 +4,8 @@
 #   tests/fuzz/run.sh [SECONDS] [HARNESS...]
 #
 # For each harness: replay every file of tests/fuzz/regressions/<h>/ (each
-# must pass), then fuzz for SECONDS (default $FUZZ_SECONDS or 60) starting
+# must pass; <input>.seeds lists FZ_SEED values it is replayed with too),
+# then fuzz for SECONDS (default $FUZZ_SECONDS or 60) starting
 # from the corpus kept in tests/fuzz/corpus/<h>/. New inputs go to
 # build/fuzz/corpus-<h>/, never into the repository (`make fuzz-merge` folds
 # them back, minimized). A crash, leak, sanitizer report or broken invariant
@@ -22,13 +23,25 @@ for h in $harnesses; do
     log=$B/$h.log
     if [ ! -x "$bin" ]; then echo "fuzz $h: FAIL (no $bin; run make fuzz-build)"; fail=$((fail + 1)); continue; fi
     ok=1
-    regs=$(ls tests/fuzz/regressions/$h/* 2>/dev/null)
+    regs=$(ls tests/fuzz/regressions/$h/* 2>/dev/null | grep -v '\.seeds$')
     if [ -n "$regs" ]; then
         if ! "$bin" $regs >"$B/$h-regressions.log" 2>&1; then
             echo "fuzz $h: a regression input fails again:"; tail -n 20 "$B/$h-regressions.log" | sed 's/^/   | /'
             ok=0
         fi
     fi
+    # <input>.seeds: the FZ_SEED values (client seeds, see fuzz_mem.c) with
+    # which that input found its bug; it is replayed with each of them too
+    for seeds in tests/fuzz/regressions/$h/*.seeds; do
+        [ -f "$seeds" ] || continue
+        for seed in $(cat "$seeds"); do
+            if ! FZ_SEED=$seed "$bin" "${seeds%.seeds}" >"$B/$h-regressions-seed.log" 2>&1; then
+                echo "fuzz $h: ${seeds%.seeds} with FZ_SEED=$seed fails again:"
+                tail -n 20 "$B/$h-regressions-seed.log" | sed 's/^/   | /'
+                ok=0
+            fi
+        done
+    done
     mkdir -p "$B/corpus-$h"
     start=$SECONDS
     "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1 \
