@@ -302,7 +302,8 @@ static simba *new_client(int ci) {
            spread of its keepalives and back-offs) from the input's run, so
            that replaying an input replays its run: simba_create seeds an
            instance from /dev/urandom, the pid and the clocks */
-        c->rng = (seed_base + ++W.created) * 0x9e3779b97f4a7c15ull | 1;
+        uint64_t st = seed_base << 32 | ++W.created;
+        c->rng = simba__mix64(&st) | 1;   /* mixed: seeds a step apart would share a sequence */
         simba__session_new_id(c);
     }
     return c;
