@@ -1781,13 +1781,21 @@ static void simba__slot_end(simba *s, simba__lock *l) {
     simba__slot_free(s, l);
 }
 
+/* The lock's op in flight is forgotten: an answer to it, if one comes, is
+   stale (simba__complete matches answers by op number). The caller updates
+   the timer. */
+static void simba__drop_op(simba__lock *l) {
+    l->op = 0;
+    l->op_seq++;
+    l->op_deadline = SIMBA__NEVER;
+}
+
 /* A slot whose handle is done. One that still owes events lives on, out of
    every list but the owed one, until they are delivered (simba__owed_first). */
 static void simba__finish(simba *s, simba__lock *l) {
     simba__key_unblock(s, l);
-    l->op = 0;
-    l->op_seq++;
-    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__drop_op(l);
+    l->wait_deadline = l->recheck_at = SIMBA__NEVER;
     simba__timer_update(s, l);
     if (!l->owed) { simba__slot_end(s, l); return; }
     if (l->flags & SIMBA__F_HASHED) simba__hash_remove(s, l);
@@ -2104,9 +2112,7 @@ static void simba__lock_timer(simba *s, simba__lock *l, int64_t now, int *reset)
     if (l->op_deadline <= now) {
         /* no answer in time: the connection is suspect; send the op again later */
         int op = l->op;
-        l->op = 0;
-        l->op_seq++;
-        l->op_deadline = SIMBA__NEVER;
+        simba__drop_op(l);
         l->cause = SIMBA_ETIMEDOUT;
         *reset = 1;
         if (op == SIMBA_OP_POLL) l->flags |= SIMBA__F_NEED_POLL;
@@ -2331,9 +2337,7 @@ static void simba__close_dropped(simba *s) {
 static void simba__drop_lock(simba *s, simba__lock *l, int reason) {
     if (l->kind == SIMBA__K_ZOMBIE) { simba__finish(s, l); return; }
     if (l->kind != SIMBA__K_LOCK) return;
-    l->op = 0;
-    l->op_seq++;
-    l->op_deadline = SIMBA__NEVER;
+    simba__drop_op(l);
     l->flags &= (uint16_t)~(SIMBA__F_NEED_POLL | SIMBA__F_MAY_EXIST | SIMBA__F_UNCONFIRMED | SIMBA__F_CONFIRMING);
     l->recheck_at = SIMBA__NEVER;
     switch (l->state) {
@@ -2511,10 +2515,9 @@ static void simba__zombify(simba *s, simba__lock *l) {
     l->gen++;
     if (!l->gen) l->gen = 1;
     l->state = SIMBA__S_RELEASING;
-    l->op = 0;
-    l->op_seq++;
+    simba__drop_op(l);
     l->flags &= (uint16_t)~(SIMBA__F_NEED_POLL | SIMBA__F_CONTEND);
-    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    l->wait_deadline = l->recheck_at = SIMBA__NEVER;
     simba__timer_update(s, l);
     simba__mark_dirty(s, l);
 }
@@ -2981,9 +2984,7 @@ static int simba__wake_granted(simba *s, const char *name, const char *session, 
                                          admin change: ask the server */
         return 1;
     }
-    l->op = 0;
-    l->op_seq++;                      /* an ENQUEUE/POLL answer in flight is now stale */
-    l->op_deadline = SIMBA__NEVER;
+    simba__drop_op(l);                /* an ENQUEUE/POLL answer in flight is now stale */
     simba__grant(s, l, &fence);
     simba__update_owner(s, l, NULL, 1);
     return 1;
@@ -3793,9 +3794,8 @@ SIMBADEF int simba_release(simba *s, simba_lock h) {
         return SIMBA_OK;
     }
     l->state = SIMBA__S_RELEASING;
-    l->op = 0;
-    l->op_seq++;              /* an answer in flight must not re-grant what we give up */
-    l->wait_deadline = l->recheck_at = l->op_deadline = SIMBA__NEVER;
+    simba__drop_op(l);        /* an answer in flight must not re-grant what we give up */
+    l->wait_deadline = l->recheck_at = SIMBA__NEVER;
     simba__timer_update(s, l);
     simba__mark_dirty(s, l);
     simba__loop_kick(s);
@@ -3804,10 +3804,11 @@ SIMBADEF int simba_release(simba *s, simba_lock h) {
 
 SIMBADEF int64_t simba_valid_ms(simba *s, simba_lock h) {
     simba__lock *l;
-    int64_t now;
+    int64_t now, until;
     if (!simba__is_live(s) || !(l = simba__lookup(s, h, SIMBA__K_LOCK)) || l->state != SIMBA__S_HELD) return 0;
     now = simba__now(s);
-    return simba__session_safe(s, now) && now < simba__hold_until(s, l) ? simba__hold_until(s, l) - now : 0;
+    until = simba__hold_until(s, l);
+    return simba__session_safe(s, now) && now < until ? until - now : 0;
 }
 
 SIMBADEF int64_t simba_valid_until(simba *s, simba_lock h) {
@@ -3989,9 +3990,7 @@ static void simba__lose_unconfirmed(simba *s) {
         l->flags &= (uint16_t)~(SIMBA__F_UNCONFIRMED | SIMBA__F_CONFIRMING);
         if (l->kind != SIMBA__K_LOCK || l->state == SIMBA__S_RELEASING) continue;
         if (l->op) {
-            l->op = 0;
-            l->op_seq++;
-            l->op_deadline = SIMBA__NEVER;
+            simba__drop_op(l);
             if (l->state == SIMBA__S_WAITING) l->flags |= SIMBA__F_NEED_POLL;
             simba__timer_update(s, l);
             simba__mark_dirty(s, l);
