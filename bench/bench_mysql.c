@@ -10,9 +10,11 @@
      - statements per uncontended cycle and per hand-off by the server's
        count (SHOW GLOBAL STATUS 'Questions')
      - the targets of issue #27, each as a ratio to its floor of the same
-       run: cycle / committed INSERT+DELETE pair, acquire / one committed
-       INSERT, hand-off / (one committed INSERT + one SELECT 1 round trip),
-       statements per cycle
+       run, taken on a connection as idle as simba's: cycle / committed
+       INSERT+DELETE pair, acquire / one committed INSERT (the ratios to
+       the same on a connection that has just run other statements
+       beneath), hand-off / (one commit + one SELECT 1 round trip after
+       30 ms idle), statements per cycle
      - where an acquire's time goes: each statement's server time from the
        slow log beside the wall time the clients saw
      - with BENCH_HELD (default 100000) locks held by one client: statements
@@ -400,10 +402,14 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     double *r2 = (double *)malloc(sizeof(double) * (size_t)N);
     double *r3 = (double *)malloc(sizeof(double) * (size_t)N);
     double *r4 = (double *)malloc(sizeof(double) * (size_t)N);
+    double *r5 = (double *)malloc(sizeof(double) * (size_t)N);
+    double *r6 = (double *)malloc(sizeof(double) * (size_t)N);
+    double idle_insert, idle_cycle;
+    MYSQL *mi = raw_open();
     simba *s;
     int i, done = 0, counted = N < 100 ? N : 100;
     long long q0;
-    if (!r1 || !r2 || !r3 || !r4) exit(1);
+    if (!r1 || !r2 || !r3 || !r4 || !r5 || !r6) exit(1);
     memset(&ticks, 0, sizeof ticks);
     printf("## innodb_flush_log_at_trx_commit=%lld%s\n", raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit"),
            raw_num(m, "SELECT @@innodb_flush_log_at_trx_commit") == 1 ? " (durable: one fsync per commit)"
@@ -434,6 +440,13 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
         r4[i] = now_us() - t;           /* one committed INSERT alone */
         raw_query(m, "DELETE FROM simba_bench_floor WHERE k=1");
         r3[i] = now_us() - t;
+        /* the same on a connection idle since the round before, as
+           simba's is when its acquire is sent */
+        t = now_us();
+        raw_query(mi, "INSERT INTO simba_bench_floor VALUES (4, 1)");
+        r5[i] = now_us() - t;
+        raw_query(mi, "DELETE FROM simba_bench_floor WHERE k=4");
+        r6[i] = now_us() - t;
         /* simba: uncontended acquire -> ACQUIRED, and the whole cycle */
         t0 = now_us();
         l = acquire(s, "solo", -1);
@@ -459,6 +472,9 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     getlock = pct(r2, N, 0.5);
     floor_cycle = pct(r3, N, 0.5);
     floor_insert = pct(r4, N, 0.5);
+    idle_insert = pct(r5, N, 0.5);
+    idle_cycle = pct(r6, N, 0.5);
+    mysql_close(mi);
     acq = pct(v, N, 0.5);
     cycle = pct(w, N, 0.5);
     printf("raw SELECT 1 round trip           p50 %8.1f us\n", rtt);
@@ -466,6 +482,8 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     printf("raw INSERT row (1 commit)         p50 %8.1f us\n", floor_insert);
     printf("raw INSERT+DELETE row (2 commits) p50 %8.1f us  = %5.2f x GET_LOCK cycle (the floor of a table-based lock)\n",
            floor_cycle, floor_cycle / getlock);
+    printf("the same on an idle connection    p50 %8.1f us (INSERT), %8.1f us (INSERT+DELETE)\n", idle_insert,
+           idle_cycle);
     printf("simba acquire -> ACQUIRED         p50 %8.1f us  = %5.2f x SELECT 1, %5.2f x GET_LOCK cycle\n",
            acq, acq / rtt, acq / getlock);
     printf("simba acquire + release cycle     p50 %8.1f us  = %5.2f x SELECT 1, %5.2f x GET_LOCK cycle"
@@ -476,6 +494,8 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
     free(r2);
     free(r3);
     free(r4);
+    free(r5);
+    free(r6);
 
     /* hand-off to a waiter in another process */
     if (H > 0) {
@@ -489,8 +509,10 @@ static void bench_latency(const char *tenant, int N, int H, MYSQL *m, double *v,
                floor_idle, HANDOFF_GAP_US / 1000, floor_hot);
     }
     /* issue #27: each figure over its floor of this run */
-    target_line("acquire -> ACQUIRED (us)", acq, "one committed INSERT (us)", floor_insert, 1.2);
-    target_line("acquire + release cycle (us)", cycle, "committed INSERT+DELETE pair (us)", floor_cycle, 1.5);
+    target_line("acquire -> ACQUIRED (us)", acq, "one committed INSERT, idle (us)", idle_insert, 1.2);
+    target_line("acquire + release cycle (us)", cycle, "committed INSERT+DELETE, idle (us)", idle_cycle, 1.5);
+    printf("       (the floors on a connection that has just run a statement: INSERT %.1f us, ratio %.2f;"
+           " INSERT+DELETE %.1f us, ratio %.2f)\n", floor_insert, acq / floor_insert, floor_cycle, cycle / floor_cycle);
     if (done) {
         target_line("hand-off p50 (us)", p50 * 1000, "one commit + one round trip, idle (us)", floor_idle, 2.0);
         printf("       (the floor back to back: %.1f us, ratio %.2f; as SELECT 1 + INSERT of the cycle rounds: %.1f us,"
