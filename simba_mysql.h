@@ -50,9 +50,10 @@
     holder that found its queue empty has no entry: its hold is kept in the
     resource's row (a negative capacity marks it, the h_ columns hold its
     request, session, weight and fence), so an uncontended ENQUEUE is one
-    plain UPDATE of that row and its RELEASE another (simba__mysql_sql_row);
-    whatever else touches the resource first moves such a hold into the
-    queue under the row's lock. An ENQUEUE or RELEASE of one resource
+    plain UPDATE of that row and its RELEASE another (simba__mysql_sql_row),
+    prepared once per connection after their first use as text and sent as
+    an EXECUTE from then on (simba__mysql_row_send); whatever else touches
+    the resource first moves such a hold into the queue under the row's lock. An ENQUEUE or RELEASE of one resource
     that this UPDATE does not settle is then one statement (on MariaDB: a CALL of
     the procedure create_schema installs, or the same as a BEGIN NOT ATOMIC
     compound statement; simba__mysql_sql_settle): it locks the resource row and, when
@@ -217,6 +218,10 @@ struct simba_mysql_stats {
                                    the procedures' way) */
     uint64_t row_skips;         /* releases sent the procedures' way without trying the
                                    row: their name met a queue here last time */
+    uint64_t row_prepared;      /* row UPDATEs sent prepared (the binary protocol; the
+                                   rest of row_holds + row_releases + row_misses as text) */
+    uint64_t prepares;          /* row statements prepared on the main connection (a
+                                   round trip each, once per connect; not in batches) */
 };
 
 /* Copies the counters of backend b (the value simba_mysql() returned; valid
@@ -282,8 +287,10 @@ enum {
     SIMBA__MYSQL_JOB_SWEEP,               /* background removal of expired sessions */
     SIMBA__MYSQL_JOB_CLOSE_OLD,           /* CLOSE of a session the core dropped while
                                           it could not reach the server */
-    SIMBA__MYSQL_JOB_RING                 /* KILL QUERY of the waiter connections of the
+    SIMBA__MYSQL_JOB_RING,                /* KILL QUERY of the waiter connections of the
                                           sessions a capacity > 1 grant let in */
+    SIMBA__MYSQL_JOB_PREPARE              /* PREPARE of the row statements on the main
+                                          connection, after their first use as text */
 };
 
 /* Connection states. */
@@ -291,7 +298,12 @@ enum { SIMBA__MYSQL_CLOSED = 0, SIMBA__MYSQL_CONNECTING, SIMBA__MYSQL_SETUP, SIM
 
 /* Steps of the async call in progress on a connection. */
 enum { SIMBA__MYSQL_Q_NONE = 0, SIMBA__MYSQL_Q_CONNECT, SIMBA__MYSQL_Q_QUERY, SIMBA__MYSQL_Q_STORE,
-       SIMBA__MYSQL_Q_NEXT };
+       SIMBA__MYSQL_Q_NEXT, SIMBA__MYSQL_Q_PREPARE, SIMBA__MYSQL_Q_EXECUTE };
+
+/* The row statements (simba__mysql_sql_row), prepared once per main
+   connection: an uncontended ENQUEUE's and a RELEASE's. */
+enum { SIMBA__MYSQL_PS_ENQUEUE = 0, SIMBA__MYSQL_PS_RELEASE, SIMBA__MYSQL_NPS };
+enum { SIMBA__MYSQL_PS_MAXARGS = 12 };   /* the '?' of the longest row statement, and room */
 
 /* Phases of a job (j->step). Each kind of job has its own step function,
    a small switch over the phases it goes through; S_FIRST builds and sends
@@ -300,6 +312,7 @@ enum {
     SIMBA__MYSQL_S_FIRST = 0,  /* nothing sent yet */
     SIMBA__MYSQL_S_FAST,       /* POLL: unlocked reads */
     SIMBA__MYSQL_S_ROW,        /* ENQUEUE/RELEASE: the one UPDATE of the resource row */
+    SIMBA__MYSQL_S_PREPARE,    /* the PREPARE job: a row statement being prepared */
     SIMBA__MYSQL_S_READS,      /* locking reads (transaction open) */
     SIMBA__MYSQL_S_WRITES,     /* writes + COMMIT */
     SIMBA__MYSQL_S_ROLLBACK,   /* ROLLBACK before a retry or an error answer */
@@ -337,6 +350,9 @@ typedef struct simba__mysql_conn {
     int retry_armed;        /* (times are simba_now_ms: any value, even negative) */
     int attempt;            /* failed connects in a row (backoff) */
     simba__mysql_buf sql;      /* the batch being run */
+    MYSQL_STMT *ps[SIMBA__MYSQL_NPS]; /* the row statements on this connection (NULL: none yet) */
+    int ps_ready;           /* bit k: ps[k] is prepared */
+    MYSQL_STMT *ps_run;     /* the statement of the PREPARE or EXECUTE in progress */
 } simba__mysql_conn;
 
 typedef struct simba__mysql_res {
@@ -444,6 +460,13 @@ typedef struct simba__mysql {
                                transaction for every op, until the next connect */
     int no_row_hold;        /* 1: the tables lack the h_ columns (a release before them): no hold
                                is kept in a resource row, until the next connect */
+    int no_prepare;         /* 1: the server would not prepare a row statement: they go as
+                               text, until the next connect */
+    int ps_arg;             /* the row statement's values bound so far (simba__mysql_arg_*) */
+    MYSQL_BIND ps_bind[SIMBA__MYSQL_PS_MAXARGS];   /* ... and where they are */
+    unsigned long ps_len[SIMBA__MYSQL_PS_MAXARGS];
+    long long ps_num[SIMBA__MYSQL_PS_MAXARGS];
+    char ps_bell[32];       /* the bell's name, bound (one bell per row statement) */
     int installing;         /* the setup's second batch, CREATE PROCEDURE, is running */
     uint64_t deploy;        /* hash of database+prefix: makes bells unique per deployment */
     char t_sessions[48], t_resources[48], t_entries[48], t_audit[56];
@@ -537,6 +560,8 @@ static void simba__mysql_sql_release_bell(simba__mysql *b, simba__mysql_job *j, 
 static uint64_t simba__mysql_ring_key(const simba__mysql *b, const char *tenant, const char *session, size_t seslen);
 static void simba__mysql_queue_rings(simba__mysql *b, const simba__mysql_job *op);
 static void simba__mysql_step_ring(simba__mysql *b, simba__mysql_job *j);
+static void simba__mysql_step_prepare(simba__mysql *b, simba__mysql_job *j);
+static void simba__mysql_prepare_refused(simba__mysql *b, simba__mysql_job *j);
 static void simba__mysql_ring_refused(simba__mysql *b, simba__mysql_job *j);
 /* >>wakeups */
 static uint64_t simba__mysql_fnv(uint64_t h, const char *s, size_t n);
@@ -652,6 +677,57 @@ static void simba__mysql_buf_free(simba__mysql *b, simba__mysql_buf *x) {
 static void simba__mysql_where_tenant(simba__mysql *b, simba__mysql_buf *x, const simba__mysql_job *j) {
     simba__mysql_put(b, x, " WHERE tenant=");
     simba__mysql_hexs(b, x, j->tenant);
+}
+
+/* The values of a statement that may be prepared (the row statements):
+   TEXT writes each into the text (X'..', a number, a quoted bell name);
+   MARKS writes a '?' for each (the text to prepare); BIND binds each to
+   the next '?' in b->ps_bind (the text written is MARKS's, unused). One
+   builder makes all three, so the prepared statement and its text form
+   are the same statement. */
+enum { SIMBA__MYSQL_ARGS_TEXT = 0, SIMBA__MYSQL_ARGS_MARKS, SIMBA__MYSQL_ARGS_BIND };
+typedef struct simba__mysql_args {
+    simba__mysql *b;
+    simba__mysql_buf *x;
+    int mode;
+} simba__mysql_args;
+
+/* The next '?', bound to p: len bytes, or a long long. */
+static void simba__mysql_arg_mark(simba__mysql_args *a, enum enum_field_types type, void *p, unsigned long len) {
+    simba__mysql *b = a->b;
+    simba__mysql_put(b, a->x, "?");
+    if (a->mode != SIMBA__MYSQL_ARGS_BIND) return;
+    if (b->ps_arg >= SIMBA__MYSQL_PS_MAXARGS) { a->x->oom = 1; return; }   /* a builder's bug: never sent */
+    memset(&b->ps_bind[b->ps_arg], 0, sizeof b->ps_bind[b->ps_arg]);
+    b->ps_bind[b->ps_arg].buffer_type = type;
+    b->ps_bind[b->ps_arg].buffer = p;
+    if (type != MYSQL_TYPE_LONGLONG) {
+        b->ps_len[b->ps_arg] = len;
+        b->ps_bind[b->ps_arg].buffer_length = len;
+        b->ps_bind[b->ps_arg].length = &b->ps_len[b->ps_arg];
+    }
+    b->ps_arg++;
+}
+
+static void simba__mysql_arg_bytes(simba__mysql_args *a, const char *s, size_t n) {
+    if (a->mode == SIMBA__MYSQL_ARGS_TEXT) simba__mysql_hex(a->b, a->x, s, n);
+    else simba__mysql_arg_mark(a, MYSQL_TYPE_BLOB, (void *)(uintptr_t)s, (unsigned long)n);
+}
+
+static void simba__mysql_arg_num(simba__mysql_args *a, long long v) {
+    simba__mysql *b = a->b;
+    int i = b->ps_arg < SIMBA__MYSQL_PS_MAXARGS ? b->ps_arg : 0;
+    if (a->mode == SIMBA__MYSQL_ARGS_TEXT) { simba__mysql_putf(b, a->x, "%lld", v); return; }
+    b->ps_num[i] = v;
+    simba__mysql_arg_mark(a, MYSQL_TYPE_LONGLONG, &b->ps_num[i], 0);
+}
+
+static void simba__mysql_arg_bell(simba__mysql_args *a, uint64_t bell) {
+    simba__mysql *b = a->b;
+    if (a->mode == SIMBA__MYSQL_ARGS_TEXT) { simba__mysql_bellname(b, a->x, bell); return; }
+    snprintf(b->ps_bell, sizeof b->ps_bell, "simba:%08lx%08lx", (unsigned long)(bell >> 32),
+             (unsigned long)(bell & 0xffffffffUL));
+    simba__mysql_arg_mark(a, MYSQL_TYPE_STRING, b->ps_bell, (unsigned long)strlen(b->ps_bell));
 }
 
 static int simba__mysql_int64(const char *s, unsigned long len, int64_t *out) {
@@ -815,12 +891,20 @@ static uint64_t simba__mysql_affected(const simba__mysql_conn *c) { return c->nr
    socket. The server rolls back the open transaction and releases the user
    locks of the connection when it sees the socket close. */
 static void simba__mysql_conn_drop(simba__mysql_conn *c) {
+    int k;
     simba__mysql_free_results(c);
     if (c->m) {
         mariadb_cancel(c->m);
         mysql_close(c->m);
         c->m = NULL;
     }
+    /* after mysql_close, which detaches them: their close sends nothing */
+    for (k = 0; k < SIMBA__MYSQL_NPS; k++) {
+        if (c->ps[k]) mysql_stmt_close(c->ps[k]);
+        c->ps[k] = NULL;
+    }
+    c->ps_ready = 0;
+    c->ps_run = NULL;
     c->state = SIMBA__MYSQL_CLOSED;
     c->q = SIMBA__MYSQL_Q_NONE;
     c->wait = 0;
@@ -892,6 +976,37 @@ static int simba__mysql_call_store(simba__mysql_conn *c, int ev) {
     else simba__mysql_conn_done(c);
     return 0;
 }
+/* A prepared statement's PREPARE, then each EXECUTE (an UPDATE: no rows,
+   its affected count and LAST_INSERT_ID kept as a text batch's first
+   statement's are). */
+static void simba__mysql_stmt_error(simba__mysql_conn *c) {
+    simba__mysql_set_error(c, mysql_stmt_errno(c->ps_run), mysql_stmt_error(c->ps_run));
+}
+static int simba__mysql_call_prepare(simba__mysql_conn *c, int ev) {
+    int r = 0, st;
+    if (ev < 0) st = mysql_stmt_prepare_start(&r, c->ps_run, c->sql.p, (unsigned long)c->sql.n);
+    else st = mysql_stmt_prepare_cont(&r, c->ps_run, ev);
+    if (st) return st;
+    if (r) simba__mysql_stmt_error(c);
+    else simba__mysql_conn_done(c);
+    return 0;
+}
+static int simba__mysql_call_execute(simba__mysql_conn *c, int ev) {
+    int r = 0, st;
+    if (ev < 0) st = mysql_stmt_execute_start(&r, c->ps_run);
+    else st = mysql_stmt_execute_cont(&r, c->ps_run, ev);
+    if (st) return st;
+    if (r) {
+        simba__mysql_stmt_error(c);
+        return 0;
+    }
+    c->res[0] = NULL;
+    c->affected[0] = (uint64_t)mysql_stmt_affected_rows(c->ps_run);
+    c->insert_id[0] = (uint64_t)mysql_stmt_insert_id(c->ps_run);
+    c->nres = 1;
+    simba__mysql_conn_done(c);
+    return 0;
+}
 static int simba__mysql_call_next(simba__mysql_conn *c, int ev) {
     int r = 0, st;
     if (ev < 0) st = mysql_next_result_start(&r, c->m);
@@ -914,6 +1029,8 @@ static void simba__mysql_conn_step(simba__mysql *b, simba__mysql_conn *c, int ev
         case SIMBA__MYSQL_Q_QUERY: st = simba__mysql_call_query(c, ev); break;
         case SIMBA__MYSQL_Q_STORE: st = simba__mysql_call_store(c, ev); break;
         case SIMBA__MYSQL_Q_NEXT: st = simba__mysql_call_next(c, ev); break;
+        case SIMBA__MYSQL_Q_PREPARE: st = simba__mysql_call_prepare(c, ev); break;
+        case SIMBA__MYSQL_Q_EXECUTE: st = simba__mysql_call_execute(c, ev); break;
         default: return;
         }
         if (st) {
@@ -928,15 +1045,25 @@ static void simba__mysql_conn_step(simba__mysql *b, simba__mysql_conn *c, int ev
     }
 }
 
-static void simba__mysql_conn_query(simba__mysql *b, simba__mysql_conn *c) {
+/* Start phase q (QUERY: the batch in c->sql; PREPARE: c->sql into
+   statement ps; EXECUTE: ps with the values bound to it). */
+static void simba__mysql_conn_start(simba__mysql *b, simba__mysql_conn *c, int q, MYSQL_STMT *ps) {
     simba__mysql_free_results(c);
     c->done = 0;
     c->err = 0;
     c->errmsg[0] = 0;
     c->started_ms = simba_now_ms(b->s);
-    if (c->sql.oom) { simba__mysql_set_error(c, CR_OUT_OF_MEMORY, "out of memory building a query"); return; }
-    c->q = SIMBA__MYSQL_Q_QUERY;
+    c->ps_run = ps;
+    if (q != SIMBA__MYSQL_Q_EXECUTE && c->sql.oom) {
+        simba__mysql_set_error(c, CR_OUT_OF_MEMORY, "out of memory building a query");
+        return;
+    }
+    c->q = q;
     simba__mysql_conn_step(b, c, -1);
+}
+
+static void simba__mysql_conn_query(simba__mysql *b, simba__mysql_conn *c) {
+    simba__mysql_conn_start(b, c, SIMBA__MYSQL_Q_QUERY, NULL);
 }
 
 /* Start connecting c (non-blocking). */
@@ -1289,6 +1416,7 @@ static void simba__mysql_step(simba__mysql *b, simba__mysql_job *j) {
     case SIMBA__MYSQL_JOB_CLOSE_OLD: simba__mysql_step_close(b, j); break;
     case SIMBA__MYSQL_JOB_SWEEP: simba__mysql_step_sweep(b, j); break;
     case SIMBA__MYSQL_JOB_RING: simba__mysql_step_ring(b, j); break;
+    case SIMBA__MYSQL_JOB_PREPARE: simba__mysql_step_prepare(b, j); break;
     default: simba__mysql_step_lock(b, j); break;
     }
 }
@@ -1397,6 +1525,8 @@ static void simba__mysql_job_result(simba__mysql *b) {
     c->done = 0;
     if (!j) { simba__mysql_free_results(c); return; }
     if (c->err && j->kind == SIMBA__MYSQL_JOB_RING && !simba__mysql_is_conn_error(c->err)) simba__mysql_ring_refused(b, j);
+    else if (c->err && j->kind == SIMBA__MYSQL_JOB_PREPARE && !simba__mysql_is_conn_error(c->err))
+        simba__mysql_prepare_refused(b, j);
     else if (c->err) simba__mysql_job_error(b, j);
     else if (j->step == SIMBA__MYSQL_S_ROLLBACK) simba__mysql_rollback_done(b, j);
     else simba__mysql_step(b, j);
@@ -1494,6 +1624,7 @@ static int simba__mysql_main_setup(simba__mysql *b, simba__mysql_conn *c) {
     b->routines = 1;
     b->no_settle = 0;
     b->no_row_hold = 0;
+    b->no_prepare = 0;
     if (!b->installing && b->create_schema && simba__mysql_is_mariadb(b)) {
         /* a batch of its own: a client without CREATE ROUTINE still connects */
         b->installing = 1;
@@ -1961,12 +2092,20 @@ static int simba__mysql_wants_bell(const simba__mysql *b, const simba__mysql_job
 }
 
 /* 1 when our connection has the request's bell (already, or now), else 0 */
+static void simba__mysql_arg_take_bell(simba__mysql_args *a, uint64_t bell) {
+    simba__mysql_put(a->b, a->x, "IF(IS_USED_LOCK(");
+    simba__mysql_arg_bell(a, bell);
+    simba__mysql_put(a->b, a->x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+    simba__mysql_arg_bell(a, bell);
+    simba__mysql_put(a->b, a->x, ", 0))");
+}
+
 static void simba__mysql_sql_take_bell(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    simba__mysql_put(b, x, "IF(IS_USED_LOCK(");
-    simba__mysql_bellname(b, x, j->bell);
-    simba__mysql_put(b, x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
-    simba__mysql_bellname(b, x, j->bell);
-    simba__mysql_put(b, x, ", 0))");
+    simba__mysql_args a;
+    a.b = b;
+    a.x = x;
+    a.mode = SIMBA__MYSQL_ARGS_TEXT;
+    simba__mysql_arg_take_bell(&a, j->bell);
 }
 
 /* The reads every resource operation evaluates, in two statements (each
@@ -3009,55 +3148,155 @@ static int simba__mysql_can_row(simba__mysql *b, simba__mysql_job *j) {
 }
 
 /* The one statement of an uncontended ENQUEUE (our hold into the row) or
-   RELEASE (it out again). Each assignment reads only columns no earlier one
+   RELEASE (it out again), sent as text or prepared (simba__mysql_args):
+   the same statement either way, since what differs between ops, whether
+   the bell is taken or given back and the restart grace's end, are values
+   in it, not text (IF() runs only the branch it picks, so a bell not asked
+   for is never touched). Each assignment reads only columns no earlier one
    in the list wrote, so MariaDB's SIMULTANEOUS_ASSIGNMENT mode changes
    nothing. The RELEASE gives our bell back inside the statement: nobody
    can be waiting on it (a second request would have moved the hold out of
-   the row, and the UPDATE would match nothing). */
-static void simba__mysql_sql_row(simba__mysql *b, simba__mysql_job *j, simba__mysql_buf *x) {
-    int cap = j->res[0].capacity > 0 ? j->res[0].capacity : 1, w = j->res[0].weight < 0 ? 0 : j->res[0].weight;
+   the row, and the UPDATE would match nothing). j NULL: the text to
+   prepare (MARKS), without values. */
+static void simba__mysql_sql_row(simba__mysql *b, int kind, const simba__mysql_job *j, simba__mysql_buf *x,
+                                 int mode) {
+    simba__mysql_args a;
+    const char *tenant = j ? j->tenant : "", *req = j ? j->request : "", *ses = j ? j->session : "";
+    const char *name = j ? j->res[0].name : "";
+    size_t namelen = j ? j->res[0].len : 0;
+    uint64_t bell = j ? j->bell : 0;
+    a.b = b;
+    a.x = x;
+    a.mode = mode;
+    b->ps_arg = 0;
     simba__mysql_buf_clear(x);
+    simba__mysql_putf(b, x, "UPDATE %s SET capacity=-capacity, ", b->t_resources);
+    if (kind == SIMBA_OP_ENQUEUE) {
+        int cap = j && j->res[0].capacity > 0 ? j->res[0].capacity : 1;
+        int w = j && j->res[0].weight > 0 ? j->res[0].weight : 0;
+        simba__mysql_put(b, x, "h_request=");
+        simba__mysql_arg_bytes(&a, req, strlen(req));
+        simba__mysql_put(b, x, ", h_session=");
+        simba__mysql_arg_bytes(&a, ses, strlen(ses));
+        simba__mysql_put(b, x, ", h_weight=");
+        simba__mysql_arg_num(&a, w);
+        simba__mysql_put(b, x, ", h_fence=LAST_INSERT_ID(GREATEST(counter+1, " SIMBA__MYSQL_NOW_US ")*2+IF(");
+        simba__mysql_arg_num(&a, j && j->took_bell);
+        simba__mysql_put(b, x, ", IFNULL(");
+        simba__mysql_arg_take_bell(&a, bell);
+        simba__mysql_put(b, x, ", 0), 0)) DIV 2, counter=GREATEST(counter+1, " SIMBA__MYSQL_NOW_US
+                         "), empty_seq=seq, seq=seq+1 WHERE tenant=");
+        simba__mysql_arg_bytes(&a, tenant, strlen(tenant));
+        simba__mysql_put(b, x, " AND name=");
+        simba__mysql_arg_bytes(&a, name, namelen);
+        simba__mysql_put(b, x, " AND capacity=");
+        simba__mysql_arg_num(&a, cap);
+        simba__mysql_put(b, x, " AND empty_seq=seq AND " SIMBA__MYSQL_NOW_MS " >= ");
+        simba__mysql_arg_num(&a, b->grace_until_ms > 0 ? (long long)b->grace_until_ms : 0);
+        return;
+    }
+    simba__mysql_put(b, x, "empty_seq=seq, h_request=NULL, h_session=NULL, h_weight=0, h_fence=IF(");
+    simba__mysql_arg_num(&a, j && j->settle_release);
+    simba__mysql_put(b, x, ", LEAST(IFNULL(RELEASE_LOCK(");
+    simba__mysql_arg_bell(&a, bell);
+    simba__mysql_put(b, x, "), 0), 0), 0) WHERE tenant=");
+    simba__mysql_arg_bytes(&a, tenant, strlen(tenant));
+    simba__mysql_put(b, x, " AND name=");
+    simba__mysql_arg_bytes(&a, name, namelen);
+    simba__mysql_put(b, x, " AND capacity<0 AND h_request=");
+    simba__mysql_arg_bytes(&a, req, strlen(req));
+    simba__mysql_put(b, x, " AND h_session=");
+    simba__mysql_arg_bytes(&a, ses, strlen(ses));
+}
+
+/* What the row statement of j decides before it is built: it is tried once
+   per op; an ENQUEUE takes its bell in it when it may have one, a RELEASE
+   gives its bell back in it when one is due. */
+static void simba__mysql_row_begin(simba__mysql *b, simba__mysql_job *j) {
     j->row = 1;
     j->row_tried = 1;
-    simba__mysql_putf(b, x, "UPDATE %s SET capacity=-capacity, ", b->t_resources);
     if (j->kind == SIMBA_OP_ENQUEUE) {
         j->took_bell = simba__mysql_wants_bell(b, j);
-        simba__mysql_put(b, x, "h_request=");
-        simba__mysql_hexs(b, x, j->request);
-        simba__mysql_put(b, x, ", h_session=");
-        simba__mysql_hexs(b, x, j->session);
-        simba__mysql_putf(b, x, ", h_weight=%d, h_fence=LAST_INSERT_ID(GREATEST(counter+1, " SIMBA__MYSQL_NOW_US
-                          ")*2+", w);
-        if (j->took_bell) {
-            simba__mysql_put(b, x, "IFNULL(");
-            simba__mysql_sql_take_bell(b, j, x);
-            simba__mysql_put(b, x, ", 0)");
-        } else {
-            simba__mysql_put(b, x, "0");
-        }
-        simba__mysql_put(b, x, ") DIV 2, counter=GREATEST(counter+1, " SIMBA__MYSQL_NOW_US "), empty_seq=seq, seq=seq+1");
-        simba__mysql_where_res(b, x, j, 0);
-        simba__mysql_putf(b, x, " AND capacity=%d AND empty_seq=seq", cap);
-        if (b->grace_until_ms > 0)
-            simba__mysql_putf(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= %lld", (long long)b->grace_until_ms);
         return;
     }
     j->release_bell = 1;
     j->settle_release = simba__mysql_bell_due(b, j);
     j->release_bell = 0;
-    simba__mysql_put(b, x, "empty_seq=seq, h_request=NULL, h_session=NULL, h_weight=0, h_fence=");
-    if (j->settle_release) {
-        simba__mysql_put(b, x, "LEAST(IFNULL(RELEASE_LOCK(");
-        simba__mysql_bellname(b, x, j->bell);
-        simba__mysql_put(b, x, "), 0), 0)");
-    } else {
-        simba__mysql_put(b, x, "0");
+}
+
+static void simba__mysql_queue_prepare(simba__mysql *b);
+
+/* PREPARED ROW STATEMENTS. The row statements are most of what a client
+   sends (an uncontended acquire and its release), and the server's parse
+   of their text is a good part of what each costs it. So each main
+   connection prepares them once, in a job of its own queued after their
+   first use as text (never in an op's way: an op waits for it only when
+   submitted while it runs), and sends them prepared from then on: the
+   same statement, values bound. A server that will not prepare them
+   (max_prepared_stmt_count reached, a proxy without the binary protocol)
+   gets them as text until the next connect. */
+static void simba__mysql_row_send(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    int k = j->kind == SIMBA_OP_ENQUEUE ? SIMBA__MYSQL_PS_ENQUEUE : SIMBA__MYSQL_PS_RELEASE;
+    simba__mysql_row_begin(b, j);
+    if (!b->no_prepare && (c->ps_ready >> k & 1)) {
+        j->step = SIMBA__MYSQL_S_ROW;
+        simba__mysql_sql_row(b, j->kind, j, &c->sql, SIMBA__MYSQL_ARGS_BIND);
+        b->stats.batches++;
+        b->stats.statements++;
+        b->stats.row_prepared++;
+        if (c->sql.oom || mysql_stmt_bind_param(c->ps[k], b->ps_bind)) {
+            simba__mysql_buf_clear(&c->sql);
+            simba__mysql_set_error(c, CR_OUT_OF_MEMORY, "binding the row statement's values failed");
+            return;
+        }
+        simba__mysql_conn_start(b, c, SIMBA__MYSQL_Q_EXECUTE, c->ps[k]);
+        return;
     }
-    simba__mysql_where_res(b, x, j, 0);
-    simba__mysql_put(b, x, " AND capacity<0 AND h_request=");
-    simba__mysql_hexs(b, x, j->request);
-    simba__mysql_put(b, x, " AND h_session=");
-    simba__mysql_hexs(b, x, j->session);
+    simba__mysql_sql_row(b, j->kind, j, &c->sql, SIMBA__MYSQL_ARGS_TEXT);
+    simba__mysql_send_step(b, j, SIMBA__MYSQL_S_ROW);
+    simba__mysql_queue_prepare(b);
+}
+
+static void simba__mysql_queue_prepare(simba__mysql *b) {
+    simba__mysql_job *j;
+    if (b->no_prepare || b->main.ps_ready == (1 << SIMBA__MYSQL_NPS) - 1) return;
+    for (j = b->head; j; j = j->next) if (j->kind == SIMBA__MYSQL_JOB_PREPARE) return;
+    j = simba__mysql_job_new(b, SIMBA__MYSQL_JOB_PREPARE);
+    if (j) simba__mysql_push(b, j, 0);   /* no memory: the text goes on, and asks again */
+}
+
+/* The PREPARE job: each row statement not prepared yet, one round trip each. */
+static void simba__mysql_step_prepare(simba__mysql *b, simba__mysql_job *j) {
+    simba__mysql_conn *c = &b->main;
+    int k;
+    if (j->step == SIMBA__MYSQL_S_PREPARE) {
+        for (k = 0; k < SIMBA__MYSQL_NPS; k++) if (c->ps[k] && c->ps[k] == c->ps_run) c->ps_ready |= 1 << k;
+        b->stats.prepares++;
+    }
+    for (k = 0; k < SIMBA__MYSQL_NPS && (c->ps_ready >> k & 1); k++) {}
+    if (k == SIMBA__MYSQL_NPS || b->no_prepare) {
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);
+        return;
+    }
+    if (!c->ps[k] && (c->ps[k] = mysql_stmt_init(c->m)) == NULL) {
+        simba__mysql_finish(b, j, SIMBA_OK, NULL);   /* no memory: text, and ask again next time */
+        return;
+    }
+    simba__mysql_sql_row(b, k == SIMBA__MYSQL_PS_ENQUEUE ? SIMBA_OP_ENQUEUE : SIMBA_OP_RELEASE, NULL, &c->sql,
+                         SIMBA__MYSQL_ARGS_MARKS);
+    j->step = SIMBA__MYSQL_S_PREPARE;
+    simba__mysql_conn_start(b, c, SIMBA__MYSQL_Q_PREPARE, c->ps[k]);
+}
+
+/* The server refused a PREPARE (not a lost connection): text from now on,
+   until the next connect. */
+static void simba__mysql_prepare_refused(simba__mysql *b, simba__mysql_job *j) {
+    char msg[300];
+    simba__mysql_error_words(msg, sizeof msg, "", b->main.err, b->main.errmsg);
+    simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: the row statements go as text: %s", msg);
+    b->no_prepare = 1;
+    simba__mysql_finish(b, j, SIMBA_OK, NULL);
 }
 
 /* The C path's reads found holds in rows (negative capacities): turn them
@@ -3296,8 +3535,7 @@ static void simba__mysql_step_lock(simba__mysql *b, simba__mysql_job *j) {
     case SIMBA__MYSQL_S_FIRST:
         j->settle = 0;
         if (simba__mysql_can_row(b, j)) {
-            simba__mysql_sql_row(b, j, x);
-            simba__mysql_send_step(b, j, SIMBA__MYSQL_S_ROW);
+            simba__mysql_row_send(b, j);
             return;
         }
         if (simba__mysql_can_settle(b, j)) {

@@ -1625,6 +1625,119 @@ static void t_one_round_trip_ops(void) {
     simba_destroy(b.s);
 }
 
+/* One acquire and its release by cl[0], its fence above *last (then kept there). */
+static void prepared_cycle(h_client **cl, int n, simba_lock_desc *d, int64_t *last) {
+    simba_lock l = simba_acquire(cl[0]->s, d);
+    simba_event *e = h_expect(cl, n, 0, l, SIMBA_EVENT_ACQUIRED, 10000);
+    CHECK(e != NULL);
+    CHECK(e->fence > *last);
+    *last = e->fence;
+    simba_release(cl[0]->s, l);
+    CHECK(h_expect(cl, n, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+}
+
+/* cl[0] on a new connection: it prepares the row statements again after
+   their first use, or, on a server that prepares nothing (refused), sends
+   them as text; one UPDATE per op either way. */
+static void prepared_after_reconnect(h_client **cl, int n, simba_lock_desc *d, int64_t *last, int refused) {
+    struct simba_mysql_stats s0;
+    int i;
+    CHECK_EQ(kill_client(NULL, cl[0]->s), SIMBA_OK);
+    CHECK(h_expect(cl, n, 0, (simba_lock){0, 0}, SIMBA_EVENT_DISCONNECTED, 5000) != NULL);
+    if (!wait_connected(cl, n, 0, 10000)) print_wake_paths("a", cl[0]->s);
+    CHECK(simba_connected(cl[0]->s));
+    s0 = stats_of(cl[0]->s);
+    prepared_cycle(cl, n, d, last);        /* text; the release may go the procedures' way */
+    CHECK_EQ(stats_of(cl[0]->s).prepares - s0.prepares, (uint64_t)(refused ? 0 : 2));
+    s0 = stats_of(cl[0]->s);
+    for (i = 0; i < 3; i++) prepared_cycle(cl, n, d, last);
+    CHECK_EQ(stats_of(cl[0]->s).row_prepared - s0.row_prepared, (uint64_t)(refused ? 0 : 6));
+    CHECK_EQ(stats_of(cl[0]->s).row_holds - s0.row_holds, 3);
+    CHECK_EQ(stats_of(cl[0]->s).row_releases - s0.row_releases, 3);
+    CHECK_EQ(stats_of(cl[0]->s).batches - s0.batches, 6);
+    CHECK_EQ(stats_of(cl[0]->s).last_error, 0);
+}
+
+/* The row statements go prepared once a connection has them: the first
+   use is text and queues their PREPARE, every later one is an EXECUTE of
+   the same statement with the values bound. They are prepared again on a
+   new connection (a statement of the old one is gone with it: executing it
+   would fail), a server that will not prepare them (max_prepared_stmt_count
+   0) gets text, and either way a hold in the row keeps others out, the
+   release that misses the row (a waiter moved the hold) hands over, and
+   fences grow. */
+static void t_prepared_row_statements(void) {
+    const char *tenant = my_tenant();
+    static h_client a, b;
+    h_client *cl[2];
+    simba_lock_desc d;
+    struct simba_mysql_stats s0;
+    simba_lock la, lb;
+    simba_event *e;
+    MYSQL *m = admin_open(NULL);
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    long long old_max;
+    int64_t last = 0;
+    int i;
+    memset(&none, 0, sizeof none);
+    memset(&a, 0, sizeof a); memset(&b, 0, sizeof b);
+    cl[0] = &a; cl[1] = &b;
+    CHECK(m != NULL);
+    old_max = admin_num(m, "SELECT @@GLOBAL.max_prepared_stmt_count");
+    CHECK(old_max > 0);
+    b.s = new_client(tenant, "other", 30000, 10000);       /* its connect makes the tables */
+    CHECK(b.s && wait_connected(cl, 2, 1, 10000));
+    /* create_schema off: its upgrade runs PREPARE, which the server below
+       refuses to everyone */
+    md.create_schema = 0;
+    a.s = new_client_ex(tenant, "prep", 30000, 10000, &md, none);
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.name = "prepared";
+    d.wait_ms = -1;
+    prepared_cycle(cl, 2, &d, &last);      /* the resource row made, the PREPAREs queued */
+    s0 = stats_of(a.s);
+    for (i = 0; i < 4; i++) prepared_cycle(cl, 2, &d, &last);
+    printf("  # 4 cycles: %llu of 8 row statements prepared, %llu PREPAREs\n",
+           (unsigned long long)(stats_of(a.s).row_prepared - s0.row_prepared),
+           (unsigned long long)stats_of(a.s).prepares);
+    CHECK_EQ(stats_of(a.s).row_holds - s0.row_holds, 4);
+    CHECK_EQ(stats_of(a.s).row_releases - s0.row_releases, 4);
+    CHECK_EQ(stats_of(a.s).row_prepared - s0.row_prepared, 8);
+    CHECK_EQ(stats_of(a.s).prepares, 2);
+    CHECK_EQ(stats_of(a.s).batches - s0.batches, 8);
+    /* a prepared hold keeps b out; its release misses the row (b moved the
+       hold into the queue) and hands over */
+    la = simba_acquire(a.s, &d);
+    CHECK((e = h_expect(cl, 2, 0, la, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    CHECK(e->fence > last);
+    last = e->fence;
+    lb = simba_acquire(b.s, &d);
+    h_run_for(cl, 2, 300);
+    CHECK(!h_has(&b, lb, SIMBA_EVENT_ACQUIRED));
+    s0 = stats_of(a.s);
+    simba_release(a.s, la);
+    CHECK((e = h_expect(cl, 2, 1, lb, SIMBA_EVENT_ACQUIRED, 10000)) != NULL);
+    CHECK(e->fence > last);
+    last = e->fence;
+    CHECK_EQ(stats_of(a.s).row_misses - s0.row_misses, 1);
+    CHECK_EQ(stats_of(a.s).row_prepared - s0.row_prepared, 1);
+    simba_release(b.s, lb);
+    CHECK(h_expect(cl, 2, 1, lb, SIMBA_EVENT_RELEASED, 10000) != NULL);
+    prepared_after_reconnect(cl, 2, &d, &last, 0);
+    /* a server that prepares nothing (set back even when a check fails) */
+    CHECK(admin_exec(m, "SET GLOBAL max_prepared_stmt_count = 0") == 0);
+    prepared_after_reconnect(cl, 2, &d, &last, 1);
+    {
+        char sql[96];
+        snprintf(sql, sizeof sql, "SET GLOBAL max_prepared_stmt_count = %lld", old_max);
+        CHECK(admin_exec(m, sql) == 0);
+    }
+    mysql_close(m);
+    destroy_all(cl, 2);
+}
+
 static long long row_capacity(MYSQL *m, const char *tenant, const char *name);
 
 /* White-box: how many resource rows break what empty_seq says (every entry
@@ -4205,6 +4318,7 @@ int main(int argc, char **argv) {
     RUN(t_sweep_removes_dead_sessions);
     RUN(t_renewal_is_o1);
     RUN(t_one_round_trip_ops);
+    RUN(t_prepared_row_statements);
     RUN(t_empty_seq_and_older_clients);
     RUN(t_settle_race);
     RUN(t_hold_in_row_of_an_ended_session);
