@@ -363,9 +363,12 @@ $(B)/asan/test_url: tests/test_url.c $(CLI_HDRS)
 $(B)/fuzz/fuzz_url: tests/fuzz/fuzz_url.c $(CLI_HDRS)
 	@mkdir -p $(B)/fuzz
 	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INC) $(TEST_DEFS) -o $@ tests/fuzz/fuzz_url.c $(CLI_LIBS)
-test-cli: $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url
+# an LD_PRELOAD shim: a signal in the child between fork and its handler reset
+$(B)/signal_in_fork.so: tests/tools/signal_in_fork.c | $(B)
+	$(CC) $(WARN) $(CFLAGS) -shared -fPIC -o $@ tests/tools/signal_in_fork.c -ldl
+test-cli: $(B)/simba $(B)/test_url $(B)/asan/test_url $(B)/fuzz/fuzz_url $(B)/signal_in_fork.so
 	tests/test_cli.sh
-asan-cli: $(B)/asan/simba
+asan-cli: $(B)/asan/simba $(B)/signal_in_fork.so
 	SIMBA_CLI=$(B)/asan/simba ASAN_OPTIONS=detect_leaks=1 tests/test_cli.sh
 fuzz-url: $(B)/fuzz/fuzz_url
 	@mkdir -p $(B)/fuzz/corpus-url

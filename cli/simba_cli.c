@@ -621,6 +621,7 @@ static void set_env_num(const char *k, long long v) {
 static int spawn(simba *s, simba_lock lk) {
     int ep[2], i, err = 0;
     pid_t parent = getpid();
+    sigset_t all, was;
     char fences[SIMBA_MAX_RESOURCES * 24];
     size_t fl = 0;
     ssize_t n;
@@ -629,7 +630,15 @@ static int spawn(simba *s, simba_lock lk) {
         fl += (size_t)snprintf(fences + fl, sizeof fences - fl, "%s%lld", i ? " " : "", (long long)simba_fence(s, lk, i));
     if (pipe(ep) != 0) return EXIT_ERROR;
     fcntl(ep[1], F_SETFD, FD_CLOEXEC);
+    /* Every signal blocked across fork: the child inherits simba's
+       handlers, and one run there would write into simba's signal pipe
+       (simba would act on a signal it never got) and let the child live
+       on to run the command. Blocked, a signal for the child waits until
+       its handlers are the defaults; simba gets its own after fork. */
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &was);
     child = fork();
+    if (child != 0) sigprocmask(SIG_SETMASK, &was, NULL);
     if (child < 0) {
         close(ep[0]);
         close(ep[1]);

@@ -175,6 +175,15 @@ part_mem() {
     check "mem: the command's exit status comes back" $([ $rc -eq 3 ]; echo $?) "$rc"
     "$SIMBA" run mem: x -- sh -c 'kill -9 $$'; rc=$?
     check "mem: killed by signal 9 gives 137" $([ $rc -eq 137 ]; echo $?) "$rc"
+    # a signal that reaches the child between fork and its reset of simba's
+    # handlers is the child's (SIGUSR1: it dies before exec), not simba's:
+    # simba neither hears nor forwards it (tests/tools/signal_in_fork.c)
+    SIMBA_TEST_SIGNAL_IN_FORK=10 LD_PRELOAD="$ROOT/build/signal_in_fork.so" \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+        "$SIMBA" run -v mem: x -- sh -c "echo ran > '$T/sigfork'" 2> "$T/e1"; rc=$?
+    check "a signal in the child before its handlers are reset is the child's, not simba's" \
+        $([ $rc -eq 138 ] && ! grep -q "forwarding" "$T/e1" && [ ! -e "$T/sigfork" ]; echo $?) \
+        "rc $rc; $(grep forwarding "$T/e1")"
     "$SIMBA" run mem: x -- /nonexistent/cmd 2> "$T/e1"; rc=$?
     check "command not found: 127" $([ $rc -eq 127 ] && grep -q "cannot run" "$T/e1"; echo $?) "$rc"
     "$SIMBA" run mem: x -- /dev/null 2> "$T/e1"; rc=$?
