@@ -51,8 +51,8 @@
     resource's row (a negative capacity marks it, the h_ columns hold its
     request, session, weight and fence), so an uncontended ENQUEUE is one
     plain UPDATE of that row and its RELEASE another (simba__mysql_sql_row),
-    prepared once per connection after their first use as text and sent as
-    an EXECUTE from then on (simba__mysql_row_send); whatever else touches
+    prepared once per connection after its first few uses as text and sent
+    as an EXECUTE from then on (simba__mysql_row_send); whatever else touches
     the resource first moves such a hold into the queue under the row's lock. An ENQUEUE or RELEASE of one resource
     that this UPDATE does not settle is then one statement (on MariaDB: a CALL of
     the procedure create_schema installs, or the same as a BEGIN NOT ATOMIC
@@ -290,7 +290,7 @@ enum {
     SIMBA__MYSQL_JOB_RING,                /* KILL QUERY of the waiter connections of the
                                           sessions a capacity > 1 grant let in */
     SIMBA__MYSQL_JOB_PREPARE              /* PREPARE of the row statements on the main
-                                          connection, after their first use as text */
+                                          connection, after its first few uses as text */
 };
 
 /* Connection states. */
@@ -304,6 +304,10 @@ enum { SIMBA__MYSQL_Q_NONE = 0, SIMBA__MYSQL_Q_CONNECT, SIMBA__MYSQL_Q_QUERY, SI
    connection: an uncontended ENQUEUE's and a RELEASE's. */
 enum { SIMBA__MYSQL_PS_ENQUEUE = 0, SIMBA__MYSQL_PS_RELEASE, SIMBA__MYSQL_NPS };
 enum { SIMBA__MYSQL_PS_MAXARGS = 12 };   /* the '?' of the longest row statement, and room */
+/* Row statements a connection sends as text before it prepares them: more
+   than a one-shot client's acquire and release (simba run), which would
+   only wait for the PREPAREs before its CLOSE. */
+enum { SIMBA__MYSQL_PS_AFTER = 3 };
 
 /* Phases of a job (j->step). Each kind of job has its own step function,
    a small switch over the phases it goes through; S_FIRST builds and sends
@@ -352,6 +356,7 @@ typedef struct simba__mysql_conn {
     simba__mysql_buf sql;      /* the batch being run */
     MYSQL_STMT *ps[SIMBA__MYSQL_NPS]; /* the row statements on this connection (NULL: none yet) */
     int ps_ready;           /* bit k: ps[k] is prepared */
+    int ps_text;            /* row statements sent as text on this connection */
     MYSQL_STMT *ps_run;     /* the statement of the PREPARE or EXECUTE in progress */
 } simba__mysql_conn;
 
@@ -904,6 +909,7 @@ static void simba__mysql_conn_drop(simba__mysql_conn *c) {
         c->ps[k] = NULL;
     }
     c->ps_ready = 0;
+    c->ps_text = 0;
     c->ps_run = NULL;
     c->state = SIMBA__MYSQL_CLOSED;
     c->q = SIMBA__MYSQL_Q_NONE;
@@ -3229,12 +3235,13 @@ static void simba__mysql_queue_prepare(simba__mysql *b);
 /* PREPARED ROW STATEMENTS. The row statements are most of what a client
    sends (an uncontended acquire and its release), and the server's parse
    of their text is a good part of what each costs it. So each main
-   connection prepares them once, in a job of its own queued after their
-   first use as text (never in an op's way: an op waits for it only when
-   submitted while it runs), and sends them prepared from then on: the
-   same statement, values bound. A server that will not prepare them
-   (max_prepared_stmt_count reached, a proxy without the binary protocol)
-   gets them as text until the next connect. */
+   connection prepares them once, in a job of its own queued when it has
+   sent SIMBA__MYSQL_PS_AFTER of them as text (never in an op's way: an op
+   waits for it only when submitted while it runs; a one-shot client never
+   prepares), and sends them prepared from then on: the same statement,
+   values bound. A server that will not prepare them (max_prepared_stmt_count
+   reached, a proxy without the binary protocol) gets them as text until
+   the next connect. */
 static void simba__mysql_row_send(simba__mysql *b, simba__mysql_job *j) {
     simba__mysql_conn *c = &b->main;
     int k = j->kind == SIMBA_OP_ENQUEUE ? SIMBA__MYSQL_PS_ENQUEUE : SIMBA__MYSQL_PS_RELEASE;
@@ -3255,7 +3262,7 @@ static void simba__mysql_row_send(simba__mysql *b, simba__mysql_job *j) {
     }
     simba__mysql_sql_row(b, j->kind, j, &c->sql, SIMBA__MYSQL_ARGS_TEXT);
     simba__mysql_send_step(b, j, SIMBA__MYSQL_S_ROW);
-    simba__mysql_queue_prepare(b);
+    if (++c->ps_text >= SIMBA__MYSQL_PS_AFTER) simba__mysql_queue_prepare(b);
 }
 
 static void simba__mysql_queue_prepare(simba__mysql *b) {
