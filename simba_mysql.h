@@ -52,9 +52,10 @@
     request, session, weight and fence), so an uncontended ENQUEUE is one
     plain UPDATE of that row and its RELEASE another (simba__mysql_sql_row),
     prepared once per connection after its first few uses as text and sent
-    as an EXECUTE from then on (simba__mysql_row_send); whatever else touches
-    the resource first moves such a hold into the queue under the row's lock. An ENQUEUE or RELEASE of one resource
-    that this UPDATE does not settle is then one statement (on MariaDB: a CALL of
+    as an EXECUTE from then on (simba__mysql_row_send); whatever else
+    touches the resource first moves such a hold into the queue under the
+    row's lock. An ENQUEUE or RELEASE of one resource that this UPDATE does
+    not settle is then one statement (on MariaDB: a CALL of
     the procedure create_schema installs, or the same as a BEGIN NOT ATOMIC
     compound statement; simba__mysql_sql_settle): it locks the resource row and, when
     the grant rule has at most one entry to look at (an empty queue; a
@@ -697,34 +698,45 @@ typedef struct simba__mysql_args {
     int mode;
 } simba__mysql_args;
 
-/* The next '?', bound to p: len bytes, or a long long. */
-static void simba__mysql_arg_mark(simba__mysql_args *a, enum enum_field_types type, void *p, unsigned long len) {
+/* The next '?'. BIND: its MYSQL_BIND in b->ps_bind, zeroed (NULL past the
+   room there: the statement is marked out of memory and never sent). */
+static MYSQL_BIND *simba__mysql_arg_next(simba__mysql_args *a) {
     simba__mysql *b = a->b;
     simba__mysql_put(b, a->x, "?");
-    if (a->mode != SIMBA__MYSQL_ARGS_BIND) return;
-    if (b->ps_arg >= SIMBA__MYSQL_PS_MAXARGS) { a->x->oom = 1; return; }   /* a builder's bug: never sent */
+    if (a->mode != SIMBA__MYSQL_ARGS_BIND) return NULL;
+    if (b->ps_arg >= SIMBA__MYSQL_PS_MAXARGS) { a->x->oom = 1; return NULL; }
     memset(&b->ps_bind[b->ps_arg], 0, sizeof b->ps_bind[b->ps_arg]);
-    b->ps_bind[b->ps_arg].buffer_type = type;
-    b->ps_bind[b->ps_arg].buffer = p;
-    if (type != MYSQL_TYPE_LONGLONG) {
-        b->ps_len[b->ps_arg] = len;
-        b->ps_bind[b->ps_arg].buffer_length = len;
-        b->ps_bind[b->ps_arg].length = &b->ps_len[b->ps_arg];
-    }
-    b->ps_arg++;
+    return &b->ps_bind[b->ps_arg++];
+}
+
+/* n bytes at s (kept by the caller until the statement has run), bound as
+   type: BLOB for names and ids (compared byte-wise), STRING for a bell. */
+static void simba__mysql_arg_bind_bytes(simba__mysql_args *a, enum enum_field_types type, const char *s, size_t n) {
+    MYSQL_BIND *m = simba__mysql_arg_next(a);
+    unsigned long *len;
+    if (!m) return;
+    len = &a->b->ps_len[m - a->b->ps_bind];
+    *len = (unsigned long)n;
+    m->buffer_type = type;
+    m->buffer = (void *)(uintptr_t)s;
+    m->buffer_length = *len;
+    m->length = len;
 }
 
 static void simba__mysql_arg_bytes(simba__mysql_args *a, const char *s, size_t n) {
     if (a->mode == SIMBA__MYSQL_ARGS_TEXT) simba__mysql_hex(a->b, a->x, s, n);
-    else simba__mysql_arg_mark(a, MYSQL_TYPE_BLOB, (void *)(uintptr_t)s, (unsigned long)n);
+    else simba__mysql_arg_bind_bytes(a, MYSQL_TYPE_BLOB, s, n);
 }
 
 static void simba__mysql_arg_num(simba__mysql_args *a, long long v) {
-    simba__mysql *b = a->b;
-    int i = b->ps_arg < SIMBA__MYSQL_PS_MAXARGS ? b->ps_arg : 0;
-    if (a->mode == SIMBA__MYSQL_ARGS_TEXT) { simba__mysql_putf(b, a->x, "%lld", v); return; }
-    b->ps_num[i] = v;
-    simba__mysql_arg_mark(a, MYSQL_TYPE_LONGLONG, &b->ps_num[i], 0);
+    MYSQL_BIND *m;
+    long long *at;
+    if (a->mode == SIMBA__MYSQL_ARGS_TEXT) { simba__mysql_putf(a->b, a->x, "%lld", v); return; }
+    if (!(m = simba__mysql_arg_next(a))) return;
+    at = &a->b->ps_num[m - a->b->ps_bind];
+    *at = v;
+    m->buffer_type = MYSQL_TYPE_LONGLONG;
+    m->buffer = at;
 }
 
 static void simba__mysql_arg_bell(simba__mysql_args *a, uint64_t bell) {
@@ -732,7 +744,7 @@ static void simba__mysql_arg_bell(simba__mysql_args *a, uint64_t bell) {
     if (a->mode == SIMBA__MYSQL_ARGS_TEXT) { simba__mysql_bellname(b, a->x, bell); return; }
     snprintf(b->ps_bell, sizeof b->ps_bell, "simba:%08lx%08lx", (unsigned long)(bell >> 32),
              (unsigned long)(bell & 0xffffffffUL));
-    simba__mysql_arg_mark(a, MYSQL_TYPE_STRING, b->ps_bell, (unsigned long)strlen(b->ps_bell));
+    simba__mysql_arg_bind_bytes(a, MYSQL_TYPE_STRING, b->ps_bell, strlen(b->ps_bell));
 }
 
 static int simba__mysql_int64(const char *s, unsigned long len, int64_t *out) {
@@ -3253,7 +3265,6 @@ static void simba__mysql_row_send(simba__mysql *b, simba__mysql_job *j) {
         b->stats.statements++;
         b->stats.row_prepared++;
         if (c->sql.oom || mysql_stmt_bind_param(c->ps[k], b->ps_bind)) {
-            simba__mysql_buf_clear(&c->sql);
             simba__mysql_set_error(c, CR_OUT_OF_MEMORY, "binding the row statement's values failed");
             return;
         }
