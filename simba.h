@@ -390,7 +390,9 @@ typedef struct simba_lock_desc {
     int wait_ms;              /* 0: try once; >0: give up after this; <0: wait forever */
     int contend;              /* leader election: re-enqueue after LOST, report OWNER */
     int reentrant;            /* a second acquire of a held (or waiting) resource by this
-                                 client joins the same handle with a hold count */
+                                 client joins the same handle with a hold count (each
+                                 join of a held one is told ACQUIRED; one that could not
+                                 be told, memory out, fails with SIMBA_ENOMEM instead) */
     const char *key;          /* idempotency key: the same key is the same request. A second
                                  acquire with a key this client already has in flight returns
                                  the same handle; on the server the key makes one entry only.
@@ -1932,6 +1934,18 @@ static void simba__owe(simba *s, simba__lock *l, const simba_event *ev) {
         l->owed_error = simba__code8(ev->error);
     if (!n) s->owing++;
     simba__owed_link(s, l, ev->type == SIMBA_EVENT_LOST);
+}
+
+/* Whether a re-entrant join of held lock l can be told its ACQUIRED now:
+   queued (nothing owed ahead of it, and room in the queue or memory to
+   grow it), or owed in l with a place left after it for the lock's last
+   event (RELEASED, TIMEOUT, ERROR; a LOST replaces what is owed). Every
+   other event of a lock is told once, in the room the queue keeps per
+   live lock; only this one repeats, once per acquire, so the join asks
+   first and is refused when the answer is no. */
+static int simba__can_tell_join(simba *s, const simba__lock *l) {
+    if (!s->owing && (s->events.count < s->events.cap || simba__events_grow(s) == SIMBA_OK)) return 1;
+    return simba__owed_count(l) < SIMBA__OWED_MAX - 1;
 }
 
 static void simba__emit_at(simba *s, const simba_event *ev, int front) {
@@ -3725,6 +3739,8 @@ SIMBADEF simba_lock simba_acquire(simba *s, const simba_lock_desc *d) {
     }
     if (l) {
         if (d->reentrant && !d->key) {
+            /* no room to tell it: refused, the count as it was */
+            if (l->state == SIMBA__S_HELD && !simba__can_tell_join(s, l)) return simba__fail_lock(s, SIMBA_ENOMEM);
             l->holds++;
             if (l->state == SIMBA__S_HELD) {
                 /* ACQ_QUEUED means "the caller does not know it holds this";

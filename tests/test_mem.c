@@ -1746,6 +1746,64 @@ static void t_mem_lost_never_dropped_under_enomem(void) {
     simba_destroy(a.s);
 }
 
+/* A re-entrant acquire of a held lock tells ACQUIRED again. With no room
+   for it (the event queue full and unable to grow, the lock owing as many
+   events as it can keep), it is refused with SIMBA_ENOMEM and the hold
+   count stays: no assertion, no ACQUIRED that never comes for a count the
+   caller would then release once too often (found by fuzz_mem). Every
+   acquire that succeeded is told, and as many releases give it back. */
+static void t_mem_reentrant_acquire_without_room(void) {
+    const char *tenant = h_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_lock_desc d;
+    simba_lock l, again;
+    simba_event ev[256];
+    int i, ok = 0, refused = 0, told = 0, ended = 0, n;
+    memset(&a, 0, sizeof a);
+    cl[0] = &a;
+    memset(&oom, 0, sizeof oom);
+    a.s = new_oom_client(tenant, 30000, 10000);
+    CHECK(a.s);
+    memset(&d, 0, sizeof d);
+    d.name = "reentrant-full";
+    d.wait_ms = -1;
+    d.reentrant = 1;
+    l = simba_acquire(a.s, &d);
+    CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 3000) != NULL);
+    oom.fail_all = 1;                 /* the queue cannot grow: fill it, then the lock's own room */
+    for (i = 0; i < 200; i++) {
+        again = simba_acquire(a.s, &d);
+        if (again.id == l.id && again.gen == l.gen) ok++;
+        else { CHECK_EQ(again.id, 0); CHECK_EQ(simba_last_error(a.s), SIMBA_ENOMEM); refused++; }
+    }
+    printf("  # 200 re-entrant acquires with no memory: %d taken, %d refused\n", ok, refused);
+    CHECK(ok > 0 && refused > 0);
+    CHECK_EQ(simba_holds(a.s, l), 1 + ok);
+    /* every hold given back, still out of memory: the RELEASED that ends
+       the handle needs room too, after the joins' ACQUIREDs */
+    for (i = 0; i < ok; i++) CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    CHECK_EQ(simba_holds(a.s, l), 1);
+    CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+    {   /* ticks that take no event (room for none): the I/O only, the events stay */
+        int64_t until = h_real_ms() + 300;
+        while (h_real_ms() < until) {
+            (void)simba_tick(a.s, NULL, 0, NULL, 0);
+            (void)poll(NULL, 0, 2);
+        }
+    }
+    oom.fail_all = 0;
+    while ((n = simba_tick(a.s, NULL, 0, ev, 256)) > 0)
+        for (i = 0; i < n; i++) {
+            if (ev[i].lock.id != l.id || ev[i].lock.gen != l.gen) continue;
+            told += ev[i].type == SIMBA_EVENT_ACQUIRED;
+            ended += ev[i].type == SIMBA_EVENT_RELEASED;
+        }
+    CHECK_EQ(told, ok);
+    CHECK_EQ(ended, 1);
+    simba_destroy(a.s);
+}
+
 /* No registry of instances: a call from a callback inside simba_destroy (the
    loop's detach hook) still answers SIMBA_EDESTROYED, from the magic field
    that simba_destroy clears first. */
@@ -3227,6 +3285,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_create_err_messages);
     RUN(t_mem_timer_heap_enomem_no_silent_loss);
     RUN(t_mem_lost_never_dropped_under_enomem);
+    RUN(t_mem_reentrant_acquire_without_room);
     RUN(t_mem_reentrant_join_then_drop_tells_lost);
     RUN(t_mem_same_client_handoff_is_prompt);
     RUN(t_mem_hints_poll_each_handle_once);
