@@ -1936,6 +1936,11 @@ static void simba__owe(simba *s, simba__lock *l, const simba_event *ev) {
     simba__owed_link(s, l, ev->type == SIMBA_EVENT_LOST);
 }
 
+/* The queue has room for one more event, or memory to grow it. */
+static int simba__events_room(simba *s) {
+    return s->events.count < s->events.cap || simba__events_grow(s) == SIMBA_OK;
+}
+
 /* Whether a re-entrant join of held lock l can be told its ACQUIRED now:
    queued (nothing owed ahead of it, and room in the queue or memory to
    grow it), or owed in l with a place left after it for the lock's last
@@ -1944,14 +1949,14 @@ static void simba__owe(simba *s, simba__lock *l, const simba_event *ev) {
    live lock; only this one repeats, once per acquire, so the join asks
    first and is refused when the answer is no. */
 static int simba__can_tell_join(simba *s, const simba__lock *l) {
-    if (!s->owing && (s->events.count < s->events.cap || simba__events_grow(s) == SIMBA_OK)) return 1;
+    if (!s->owing && simba__events_room(s)) return 1;
     return simba__owed_count(l) < SIMBA__OWED_MAX - 1;
 }
 
 static void simba__emit_at(simba *s, const simba_event *ev, int front) {
     simba__events *q = &s->events;
     simba__lock *l = ev->lock.id ? simba__event_lock(s, ev->lock) : NULL;
-    int room = q->count < q->cap || simba__events_grow(s) == SIMBA_OK;
+    int room = simba__events_room(s);
     if (l && (s->owing || !room)) { simba__owe(s, l, ev); return; }
     if (!room) {
         simba__log(s, SIMBA_LOG_ERROR, "simba: out of memory, %s event dropped", simba_event_name(ev->type));
