@@ -304,7 +304,7 @@ enum { SIMBA__MYSQL_Q_NONE = 0, SIMBA__MYSQL_Q_CONNECT, SIMBA__MYSQL_Q_QUERY, SI
 /* The row statements (simba__mysql_sql_row), prepared once per main
    connection: an uncontended ENQUEUE's and a RELEASE's. */
 enum { SIMBA__MYSQL_PS_ENQUEUE = 0, SIMBA__MYSQL_PS_RELEASE, SIMBA__MYSQL_NPS };
-enum { SIMBA__MYSQL_PS_MAXARGS = 12 };   /* the '?' of the longest row statement, and room */
+enum { SIMBA__MYSQL_PS_MAXARGS = 16 };   /* the '?' of the longest row statement, and room */
 /* Row statements a connection sends as text before it prepares them: more
    than a one-shot client's acquire and release (simba run), which would
    only wait for the PREPAREs before its CLOSE. */
@@ -455,6 +455,8 @@ typedef struct simba__mysql {
     int port, ssl_verify, connect_timeout_ms, create_schema, lock_wait_s, sweep_ms, no_waiter;
     int restart_grace;
     int64_t grace_until_ms; /* server time before which nothing is granted (0: none) */
+    int grace_over;         /* the server's clock was past grace_until_ms at this connect:
+                               the row statement compares no clock (simba__mysql_sql_row) */
     int64_t srv_start_ms;   /* the server's estimated start at our last connect (server time; 0: none) */
     long lossy_restarts;    /* restarts seen while commits may be lost (the grace applies) */
     long session_restarts;  /* lossy_restarts when the current session was opened */
@@ -1352,11 +1354,13 @@ static void simba__mysql_grace(simba__mysql *b, simba__mysql_conn *c) {
     on = b->restart_grace > 0 || (b->restart_grace == 0 && flush != 1);
     simba__mysql_note_restart(b, now_ms, uptime, on);
     b->grace_until_ms = 0;
+    b->grace_over = 1;
     if (!on || now_ms <= 0) return;
     /* unknown uptime: be safe, count the server as just started */
     start = now_ms - (uptime >= 0 ? uptime * 1000 : 0);
     b->grace_until_ms = start + simba_lease_ms(b->s);
     if (oldest_renewal < start && latest > b->grace_until_ms) b->grace_until_ms = latest;
+    b->grace_over = b->grace_until_ms <= now_ms;
     if (b->grace_until_ms > now_ms)
         simba_backend_log(b->s, SIMBA_LOG_INFO, "simba_mysql: server started %lld s ago: no grants for %lld ms",
                           (long long)uptime, (long long)(b->grace_until_ms - now_ms));
@@ -2114,6 +2118,23 @@ static void simba__mysql_arg_take_bell(simba__mysql_args *a, uint64_t bell) {
     simba__mysql_put(a->b, a->x, "IF(IS_USED_LOCK(");
     simba__mysql_arg_bell(a, bell);
     simba__mysql_put(a->b, a->x, ") <=> CONNECTION_ID(), 1, GET_LOCK(");
+    simba__mysql_arg_bell(a, bell);
+    simba__mysql_put(a->b, a->x, ", 0))");
+}
+
+/* The same in the row statement, cheaper for a bell that is not ours yet
+   (simba__mysql_after keeps the list of ours, simba__mysql_mine_has): then
+   GET_LOCK alone, which the server runs without the check before it. A
+   bell that may be ours already (a keyed request's retry) keeps the check:
+   a second GET_LOCK of a lock the connection holds counts it twice, and
+   the one RELEASE_LOCK of its release would not free it. The choice is a
+   value, so text and prepared forms are one statement. */
+static void simba__mysql_arg_take_new_bell(simba__mysql_args *a, uint64_t bell) {
+    simba__mysql_put(a->b, a->x, "IF(");
+    simba__mysql_arg_num(a, a->mode != SIMBA__MYSQL_ARGS_MARKS && simba__mysql_mine_has(a->b, bell));
+    simba__mysql_put(a->b, a->x, ", ");
+    simba__mysql_arg_take_bell(a, bell);
+    simba__mysql_put(a->b, a->x, ", GET_LOCK(");
     simba__mysql_arg_bell(a, bell);
     simba__mysql_put(a->b, a->x, ", 0))");
 }
@@ -3102,7 +3123,9 @@ static void simba__mysql_sql_settle(simba__mysql *b, simba__mysql_job *j, simba_
    empty when empty_seq = seq (every entry goes in at seq + 1 under the
    row's lock, by clients of every version); a positive capacity equal to
    the one asked for means no hold in the row; the restart grace is a
-   constant compared with the server's clock. Our session's liveness is
+   constant compared with the server's clock, on a connection made while
+   the grace ran (after it, by the server's clock at connect, there is
+   nothing to compare: simba__mysql_grace). Our session's liveness is
    not read: the core believes a grant only while its session is safe
    (simba__session_safe of simba.h: before the local deadline of its last
    confirmed renewal, which is before the server's expiry of it), and a
@@ -3168,9 +3191,11 @@ static int simba__mysql_can_row(simba__mysql *b, simba__mysql_job *j) {
 /* The one statement of an uncontended ENQUEUE (our hold into the row) or
    RELEASE (it out again), sent as text or prepared (simba__mysql_args):
    the same statement either way, since what differs between ops, whether
-   the bell is taken or given back and the restart grace's end, are values
-   in it, not text (IF() runs only the branch it picks, so a bell not asked
-   for is never touched). Each assignment reads only columns no earlier one
+   the bell is taken (and how) or given back and the restart grace's end,
+   are values in it, not text (IF() runs only the branch it picks, so a
+   bell not asked for is never touched). The grace's comparison is there
+   only on a connection made while a grace ran (simba__mysql_grace decides
+   at connect, and prepared statements die with their connection). Each assignment reads only columns no earlier one
    in the list wrote, so MariaDB's SIMULTANEOUS_ASSIGNMENT mode changes
    nothing. The RELEASE gives our bell back inside the statement: nobody
    can be waiting on it (a second request would have moved the hold out of
@@ -3201,7 +3226,7 @@ static void simba__mysql_sql_row(simba__mysql *b, int kind, const simba__mysql_j
         simba__mysql_put(b, x, ", h_fence=LAST_INSERT_ID(GREATEST(counter+1, " SIMBA__MYSQL_NOW_US ")*2+IF(");
         simba__mysql_arg_num(&a, j && j->took_bell);
         simba__mysql_put(b, x, ", IFNULL(");
-        simba__mysql_arg_take_bell(&a, bell);
+        simba__mysql_arg_take_new_bell(&a, bell);
         simba__mysql_put(b, x, ", 0), 0)) DIV 2, counter=GREATEST(counter+1, " SIMBA__MYSQL_NOW_US
                          "), empty_seq=seq, seq=seq+1 WHERE tenant=");
         simba__mysql_arg_bytes(&a, tenant, strlen(tenant));
@@ -3209,7 +3234,9 @@ static void simba__mysql_sql_row(simba__mysql *b, int kind, const simba__mysql_j
         simba__mysql_arg_bytes(&a, name, namelen);
         simba__mysql_put(b, x, " AND capacity=");
         simba__mysql_arg_num(&a, cap);
-        simba__mysql_put(b, x, " AND empty_seq=seq AND " SIMBA__MYSQL_NOW_MS " >= ");
+        simba__mysql_put(b, x, " AND empty_seq=seq");
+        if (b->grace_over) return;
+        simba__mysql_put(b, x, " AND " SIMBA__MYSQL_NOW_MS " >= ");
         simba__mysql_arg_num(&a, b->grace_until_ms > 0 ? (long long)b->grace_until_ms : 0);
         return;
     }

@@ -1744,6 +1744,88 @@ static void t_prepared_row_statements(void) {
     destroy_all(cl, 2);
 }
 
+/* White-box: the text the row statement of kind is prepared from, given
+   what the backend knows now (which is what its text form says too). */
+static int row_statement_has(simba *s, int kind, const char *what) {
+    simba__mysql *ib = (simba__mysql *)backend_of(s).impl;
+    simba__mysql_buf x;
+    int has;
+    memset(&x, 0, sizeof x);
+    simba__mysql_sql_row(ib, kind, NULL, &x, SIMBA__MYSQL_ARGS_MARKS);
+    has = !x.oom && x.p && strstr(x.p, what) != NULL;
+    simba__mysql_buf_free(ib, &x);
+    return has;
+}
+
+/* The uncontended acquire's one statement in its cheapest form. With no
+   restart grace running when the client connected, it compares no clock
+   (the grace's comparison, NOW(3), is there only on a connection made
+   during one: t_restart_grace). A bell the client does not hold yet is
+   taken by GET_LOCK alone, without the IS_USED_LOCK before it; the bell
+   is then the client's while it holds and free after each release, text
+   and prepared alike: taken once, never counted twice (a second count
+   would outlive the release's one RELEASE_LOCK and keep a waiter behind
+   the next holder from waking). */
+static void t_row_statement_forms(void) {
+    const char *tenant = my_tenant();
+    static h_client a;
+    h_client *cl[1];
+    simba_mysql_desc md = base_desc();
+    simba_clock none;
+    simba_lock_desc d;
+    simba__mysql *ib;
+    simba__mysql_buf bn;
+    struct simba_mysql_stats s0;
+    MYSQL *m = admin_open(NULL);
+    char bname[64], sql[160];
+    long long uptime;
+    int i;
+    memset(&none, 0, sizeof none);
+    memset(&a, 0, sizeof a);
+    memset(&bn, 0, sizeof bn);
+    cl[0] = &a;
+    CHECK(m != NULL);
+    /* the grace on, one lease (1.5 s) from the server's start: over at
+       connect once the server has been up for longer (its uptime counts in
+       whole seconds) */
+    md.restart_grace = 1;
+    while ((uptime = admin_num(m, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
+                                  " WHERE VARIABLE_NAME='UPTIME'")) >= 0 && uptime < 3)
+        { struct timespec ts = {0, 200 * 1000 * 1000}; nanosleep(&ts, NULL); }
+    a.s = new_client_ex(tenant, "forms", 1000, 500, &md, none);
+    CHECK(a.s && wait_connected(cl, 1, 0, 10000));
+    ib = (simba__mysql *)backend_of(a.s).impl;
+    CHECK(ib);
+    printf("  # server up %lld s, grace over at connect: %d\n", uptime, ib->grace_over);
+    CHECK(ib->grace_over);
+    CHECK(row_statement_has(a.s, SIMBA_OP_ENQUEUE, "NOW(3)") == !ib->grace_over);
+    CHECK(row_statement_has(a.s, SIMBA_OP_ENQUEUE, ", GET_LOCK(?, 0))"));
+    simba__mysql_bellname(ib, &bn, simba__mysql_bell(ib, tenant, "k~forms", 7));
+    CHECK(!bn.oom && bn.p);
+    snprintf(bname, sizeof bname, "%s", bn.p ? bn.p : "''");
+    simba__mysql_buf_free(ib, &bn);
+    memset(&d, 0, sizeof d);
+    d.name = "forms"; d.key = "forms"; d.wait_ms = -1;
+    s0 = stats_of(a.s);
+    for (i = 0; i < 6; i++) {
+        simba_lock l = simba_acquire(a.s, &d);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 10000) != NULL);
+        snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s) IS NOT NULL", bname);
+        CHECK_EQ(admin_num(m, sql), 1);         /* held: the bell is taken */
+        simba_release(a.s, l);
+        CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 10000) != NULL);
+        snprintf(sql, sizeof sql, "SELECT IS_USED_LOCK(%s) IS NULL", bname);
+        CHECK_EQ(admin_num(m, sql), 1);         /* released: free, no count left */
+    }
+    printf("  # 6 cycles: %llu row holds, %llu row statements prepared\n",
+           (unsigned long long)(stats_of(a.s).row_holds - s0.row_holds),
+           (unsigned long long)(stats_of(a.s).row_prepared - s0.row_prepared));
+    CHECK(stats_of(a.s).row_holds - s0.row_holds >= 4);
+    CHECK(stats_of(a.s).row_prepared - s0.row_prepared >= 2);
+    mysql_close(m);
+    destroy_all(cl, 1);
+}
+
 static long long row_capacity(MYSQL *m, const char *tenant, const char *name);
 
 /* White-box: how many resource rows break what empty_seq says (every entry
@@ -2084,6 +2166,9 @@ static void t_restart_grace(void) {
         printf("  # free row's try-lock sent with %lld ms of grace left: %s\n", (long long)left,
                h_has(&b, lt, SIMBA_EVENT_ACQUIRED) ? "ACQUIRED" : "not granted");
         if (left > 600) {
+            /* a connection made during the grace: its row statement compares it */
+            CHECK(!((simba__mysql *)backend_of(b.s).impl)->grace_over);
+            CHECK(row_statement_has(b.s, SIMBA_OP_ENQUEUE, "NOW(3)"));
             CHECK(!h_has(&b, lt, SIMBA_EVENT_ACQUIRED));
             CHECK((e = h_expect(cl, 2, 1, lt, SIMBA_EVENT_TIMEOUT, 2000)) != NULL);
             if (e) CHECK_EQ(e->error, SIMBA_EGRACE);
@@ -4325,6 +4410,7 @@ int main(int argc, char **argv) {
     RUN(t_renewal_is_o1);
     RUN(t_one_round_trip_ops);
     RUN(t_prepared_row_statements);
+    RUN(t_row_statement_forms);
     RUN(t_empty_seq_and_older_clients);
     RUN(t_settle_race);
     RUN(t_hold_in_row_of_an_ended_session);
