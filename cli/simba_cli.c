@@ -157,7 +157,8 @@ static const cli_command commands[] = {
      "\"held_permits\", \"waiting\", \"grace_ms\" (0: no restart grace),\n"
      "\"holders\": [{\"client\", \"session\", \"fence\", \"permits\", \"exclusive\",\n"
      "\"held_ms\", \"renewed_ago_ms\", \"expires_in_ms\", \"renewing\"}],\n"
-     "\"waiters\": [same fields, fence 0, held_ms null]}; null: not known.\n"
+     "\"waiters\": [same fields, fence 0, held_ms null]}; null: not known. A NAME\n"
+     "that is not UTF-8: its odd bytes as U+FFFD, its bytes in hex in \"name_hex\".\n"
      "exit codes: 0 held (every NAME has a holder), 1 free (a NAME exists and\n"
      "nobody holds it), 2 absent (a NAME does not exist); with several NAMEs the\n"
      "highest. Failures: 64, 69, 70, 77 as for run (see `simba --help`).\n"},
@@ -1173,14 +1174,50 @@ static int run_or_elect(void) {
 }
 
 /* ---- status, delete, set-capacity ---- */
-static void json_str(const char *v) {
-    putchar('"');
-    for (; *v; v++) {
-        unsigned char c = (unsigned char)*v;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f) printf("\\u%04x", c);
-        else putchar(c);
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+   form, no surrogate, nothing past U+10FFFF), 0 when there is none there. */
+static int utf8_len(const unsigned char *s) {
+    unsigned long cp, min;
+    int n, i;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) { n = 2; cp = s[0] & 0x1fu; min = 0x80; }
+    else if ((s[0] & 0xf0) == 0xe0) { n = 3; cp = s[0] & 0x0fu; min = 0x800; }
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4) { n = 4; cp = s[0] & 0x07u; min = 0x10000; }
+    else return 0;
+    for (i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;   /* the NUL at the end stops it too */
+        cp = cp << 6 | (s[i] & 0x3fu);
     }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+/* A JSON string of v. JSON text is UTF-8, and names and ids are bytes:
+   well-formed UTF-8 goes out as it is, a byte outside it as U+FFFD.
+   Returns 1 when the string says v exactly, 0 when it replaced a byte. */
+static int json_str(const char *v) {
+    const unsigned char *p = (const unsigned char *)v;
+    int exact = 1, n;
+    putchar('"');
+    while (*p) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f) printf("\\u%04x", *p);
+        else if ((n = utf8_len(p)) > 0) { fwrite(p, 1, (size_t)n, stdout); p += n; continue; }
+        else { printf("\\ufffd"); exact = 0; }
+        p++;
+    }
+    putchar('"');
+    return exact;
+}
+
+/* "key": "v", and "key_hex": "<its bytes in hex>" beside it when the
+   string could not say v exactly. first: no ", " before it. */
+static void json_field(const char *key, const char *v, int first) {
+    const unsigned char *p;
+    printf("%s\"%s\": ", first ? "" : ", ", key);
+    if (json_str(v)) return;
+    printf(", \"%s_hex\": \"", key);
+    for (p = (const unsigned char *)v; *p; p++) printf("%02x", *p);
     putchar('"');
 }
 
@@ -1211,10 +1248,9 @@ static void json_ms(const char *key, int64_t v) {
 
 static void print_entry_json(const simba_holder *h, int capacity) {
     int r = renewing(h);
-    printf("{\"client\": ");
-    json_str(h->client);
-    printf(", \"session\": ");
-    json_str(h->session);
+    putchar('{');
+    json_field("client", h->client, 1);
+    json_field("session", h->session, 0);
     printf(", \"fence\": %lld, \"permits\": %d, \"exclusive\": %s", (long long)h->fence,
            h->weight == 0 ? capacity : h->weight, h->weight == 0 ? "true" : "false");
     json_ms("held_ms", h->held_ms);
@@ -1271,8 +1307,8 @@ static int print_status(const char *name, const simba_event *ev, const simba_hol
     long long permits = exists ? held_permits(h, n, cap) : 0;
     int code = !exists ? STATUS_ABSENT : held > 0 ? STATUS_HELD : STATUS_FREE;
     if (o.json) {
-        printf("{\"name\": ");
-        json_str(name);
+        putchar('{');
+        json_field("name", name, 1);
         printf(", \"exists\": %s, \"state\": \"%s\", \"capacity\": %d, \"queued\": %d, \"held\": %d, "
                "\"held_permits\": %lld, \"waiting\": %d, \"grace_ms\": %lld, \"holders\": [",
                exists ? "true" : "false", code == STATUS_HELD ? "held" : code == STATUS_FREE ? "free" : "absent",

@@ -882,6 +882,27 @@ EOF
 }
 
 # No server: the database is a file in the part's temporary directory.
+# status --json of a name that is not UTF-8 (names are bytes, JSON text is
+# UTF-8): strict JSON, the odd byte as U+FFFD, the exact bytes in name_hex;
+# a UTF-8 name as it is, without name_hex
+json_bytes_test() {
+    local U=$1 what=$2 p
+    rm -f "$T/held"
+    "$SIMBA" run "$U" $'n\xffme-\xc3\xa9' -- sh -c "echo 1 > '$T/held'; sleep 5" 2>/dev/null & p=$!
+    wait_file "$T/held" 10
+    "$SIMBA" status --json "$U" $'n\xffme-\xc3\xa9' $'caf\xc3\xa9' > "$T/bytes.json"
+    python3 - "$T/bytes.json" <<'EOF'
+import json, sys
+a, b = [json.loads(l.decode("utf-8")) for l in open(sys.argv[1], "rb")]
+ok = (a["name"] == "n\ufffdme-\u00e9" and a["name_hex"] == "6eff6d652dc3a9" and a["state"] == "held"
+      and b["name"] == "caf\u00e9" and "name_hex" not in b and b["state"] == "absent")
+sys.exit(0 if ok else 1)
+EOF
+    check "$what: status --json of a name that is not UTF-8: strict JSON, U+FFFD, name_hex" $? \
+        "$(od -c "$T/bytes.json" | head -5)"
+    kill "$p" 2>/dev/null; finish $p 20 >/dev/null
+}
+
 part_sqlite() {
     local U="sqlite://$T/locks.db" rc p out t0 t1
     overlap_test "$U" sqlite
@@ -892,6 +913,7 @@ part_sqlite() {
     ttou_test "$U" sqlite
     nested_test "$U" sqlite
     elect_overlap_test "$U" sqlite
+    json_bytes_test "$U" sqlite
     rm -f "$T/held"
     "$SIMBA" run "$U" busy -- sh -c "echo 1 > '$T/held'; sleep 1" & p=$!
     wait_file "$T/held" 10
