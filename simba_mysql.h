@@ -276,10 +276,14 @@ enum {
 };
 
 /* Server time. time_zone is '+00:00' in simba's sessions, so these are exact
-   even across daylight-saving changes of the server's zone. */
+   even across daylight-saving changes of the server's zone. The microseconds
+   (fences) are integer arithmetic on the statement's one start time:
+   UNIX_TIMESTAMP() is its second and MICROSECOND(NOW(6)) its fraction, the
+   same number as CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED) without the
+   DECIMAL multiplication, which the acquire's statement pays twice. */
 #define SIMBA__MYSQL_NOW_MS "CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED)"
 
-#define SIMBA__MYSQL_NOW_US "CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)"
+#define SIMBA__MYSQL_NOW_US "(UNIX_TIMESTAMP()*1000000+MICROSECOND(NOW(6)))"
 
 /* Internal job kinds, after the simba_op_kind values. */
 enum {

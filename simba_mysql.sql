@@ -167,10 +167,10 @@ START TRANSACTION;
 IF p_bell IS NOT NULL THEN
 SET sb = IF(IS_USED_LOCK(p_bell) <=> CONNECTION_ID(), 1, GET_LOCK(p_bell, 0));
 END IF;
-SELECT capacity, seq, GREATEST(counter + 1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED)), empty_seq INTO sc, ss, sf, se FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
+SELECT capacity, seq, GREATEST(counter + 1, (UNIX_TIMESTAMP()*1000000+MICROSECOND(NOW(6)))), empty_seq INTO sc, ss, sf, se FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name FOR UPDATE;
 IF sc IS NULL THEN
 INSERT INTO `simba_resources` (tenant,name,capacity,counter,seq) VALUES (p_tenant,p_name,p_capacity,0,0);
-SET sc = p_capacity, ss = 0, se = -1, sf = GREATEST(1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
+SET sc = p_capacity, ss = 0, se = -1, sf = GREATEST(1, (UNIX_TIMESTAMP()*1000000+MICROSECOND(NOW(6))));
 END IF;
 IF sc < 0 THEN
 INSERT INTO `simba_entries` (tenant,name,seq,request,session,weight,fence) SELECT tenant,name,seq,h_request,h_session,h_weight,h_fence FROM `simba_resources` WHERE tenant=p_tenant AND name=p_name;
@@ -212,7 +212,7 @@ SELECT e.seq, e.fence, e.session, e.request, IFNULL(s.expires_ms > CAST(UNIX_TIM
 IF hq IS NULL OR (sc = 1 AND hl = 1 AND CAST(UNIX_TIMESTAMP(NOW(3))*1000 AS SIGNED) >= p_grace) THEN
 DELETE FROM `simba_entries` WHERE tenant=p_tenant AND name=p_name AND request=p_request AND session=p_session;
 IF hq IS NOT NULL AND hf = 0 THEN
-SET sf = GREATEST(sk + 1, CAST(UNIX_TIMESTAMP(NOW(6))*1000000 AS SIGNED));
+SET sf = GREATEST(sk + 1, (UNIX_TIMESTAMP()*1000000+MICROSECOND(NOW(6))));
 UPDATE `simba_entries` SET fence=sf WHERE tenant=p_tenant AND name=p_name AND seq=hq AND fence=0;
 UPDATE `simba_resources` SET counter=sf WHERE tenant=p_tenant AND name=p_name;
 ELSE SET sf = 0, hs = NULL, hr = NULL;
