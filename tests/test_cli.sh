@@ -890,12 +890,17 @@ json_bytes_test() {
     rm -f "$T/held"
     "$SIMBA" run "$U" $'n\xffme-\xc3\xa9' -- sh -c "echo 1 > '$T/held'; sleep 5" 2>/dev/null & p=$!
     wait_file "$T/held" 10
-    "$SIMBA" status --json "$U" $'n\xffme-\xc3\xa9' $'caf\xc3\xa9' > "$T/bytes.json"
+    # and one of each other case: an overlong form, a surrogate, a 4-byte
+    # character, a sequence cut short by the end
+    "$SIMBA" status --json "$U" $'n\xffme-\xc3\xa9' $'caf\xc3\xa9' \
+        $'\xc0\xaf-\xed\xa0\x80-\xf0\x9f\x94\x92-\xe2\x82' > "$T/bytes.json"
     python3 - "$T/bytes.json" <<'EOF'
 import json, sys
-a, b = [json.loads(l.decode("utf-8")) for l in open(sys.argv[1], "rb")]
+a, b, c = [json.loads(l.decode("utf-8")) for l in open(sys.argv[1], "rb")]
 ok = (a["name"] == "n\ufffdme-\u00e9" and a["name_hex"] == "6eff6d652dc3a9" and a["state"] == "held"
-      and b["name"] == "caf\u00e9" and "name_hex" not in b and b["state"] == "absent")
+      and b["name"] == "caf\u00e9" and "name_hex" not in b and b["state"] == "absent"
+      and c["name"] == "\ufffd\ufffd-\ufffd\ufffd\ufffd-\U0001f512-\ufffd\ufffd"
+      and c["name_hex"] == "c0af2deda0802df09f94922de282")
 sys.exit(0 if ok else 1)
 EOF
     check "$what: status --json of a name that is not UTF-8: strict JSON, U+FFFD, name_hex" $? \
