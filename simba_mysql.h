@@ -745,12 +745,22 @@ static void simba__mysql_arg_num(simba__mysql_args *a, long long v) {
     m->buffer = at;
 }
 
+/* A bell's lock name, "simba:" and 16 lowercase hex digits, NUL-terminated
+   in out (SIMBA__MYSQL_BELL_LEN + 1 bytes). */
+enum { SIMBA__MYSQL_BELL_LEN = 22 };
+static void simba__mysql_bell_text(char *out, uint64_t bell) {
+    static const char digits[] = "0123456789abcdef";
+    int i;
+    memcpy(out, "simba:", 6);
+    for (i = 0; i < 16; i++) out[6 + i] = digits[(bell >> (60 - 4 * i)) & 15];
+    out[SIMBA__MYSQL_BELL_LEN] = 0;
+}
+
 static void simba__mysql_arg_bell(simba__mysql_args *a, uint64_t bell) {
     simba__mysql *b = a->b;
     if (a->mode == SIMBA__MYSQL_ARGS_TEXT) { simba__mysql_bellname(b, a->x, bell); return; }
-    snprintf(b->ps_bell, sizeof b->ps_bell, "simba:%08lx%08lx", (unsigned long)(bell >> 32),
-             (unsigned long)(bell & 0xffffffffUL));
-    simba__mysql_arg_bind_bytes(a, MYSQL_TYPE_STRING, b->ps_bell, strlen(b->ps_bell));
+    simba__mysql_bell_text(b->ps_bell, bell);
+    simba__mysql_arg_bind_bytes(a, MYSQL_TYPE_STRING, b->ps_bell, SIMBA__MYSQL_BELL_LEN);
 }
 
 static int simba__mysql_int64(const char *s, unsigned long len, int64_t *out) {
@@ -3686,8 +3696,11 @@ static uint64_t simba__mysql_bell(const simba__mysql *b, const char *tenant, con
 }
 
 static void simba__mysql_bellname(simba__mysql *b, simba__mysql_buf *x, uint64_t bell) {
-    simba__mysql_putf(b, x, "'simba:%08lx%08lx'", (unsigned long)(bell >> 32),
-                   (unsigned long)(bell & 0xffffffffUL));
+    char t[SIMBA__MYSQL_BELL_LEN + 1];
+    simba__mysql_bell_text(t, bell);
+    simba__mysql_put(b, x, "'");
+    simba__mysql_put(b, x, t);
+    simba__mysql_put(b, x, "'");
 }
 
 /* Rings: a capacity > 1 waiter cannot know which of the holders will let it
