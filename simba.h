@@ -324,6 +324,12 @@ typedef struct simba_clock {
     void *user;
 } simba_clock;
 
+/* The range of a clock's readings: 0 .. SIMBA_CLOCK_MAX_MS (2^61 ms, 73
+   million years). A reading outside it is a clock gone wrong, like one
+   that goes back: every hold is lost, and nothing is granted until it
+   reads in range again (deadlines from it would overflow). */
+#define SIMBA_CLOCK_MAX_MS ((int64_t)1 << 61)
+
 /* ---- the backend contract (what a backend implements; see "WRITING A
    BACKEND" below). Users only pass the simba_backend value around. ---- */
 typedef struct simba_backend_vtable simba_backend_vtable;
@@ -372,7 +378,7 @@ typedef struct simba_desc {
                                  do not re-check in step); default ttl/2 */
     simba_allocator allocator;
     simba_logger logger;
-    simba_clock clock;        /* must not go backwards; values >= 0 */
+    simba_clock clock;        /* must not go backwards; values 0 .. SIMBA_CLOCK_MAX_MS */
     simba_loop loop;          /* optional push mode: socket + timer hooks (zero: pull mode) */
     int linger_ms;            /* how long simba_destroy may wait for the server to confirm the
                                  end of the session (its holds and waits end with it);
@@ -1401,6 +1407,8 @@ struct simba {
     int cb_busy;                     /* inside a callback of the caller's (simba__callback_busy) */
     int64_t clock_max;               /* the latest time the caller's clock said (simba__now) */
     int clock_back;                  /* it went back since: holds are lost (simba__clock_check) */
+    int64_t clock_wild;              /* its reading out of range, since the last good one (0: none) */
+    int clock_wild_told;             /* ... and the log has said so */
     int loop_fallback;               /* an fd the loop could not watch: poll it from the timer */
 };
 
@@ -1476,15 +1484,24 @@ static void simba__log(simba *s, simba_log_level level, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* simba's clock never goes back. A caller's clock that does cannot say how
-   much time really passed, so no hold is safe any more: simba__clock_check
-   drops the session at the next step (LOST first), and until then simba's
-   time stays at the latest the caller's clock said. */
+/* simba's clock never goes back and never leaves 0 .. SIMBA_CLOCK_MAX_MS
+   (deadlines taken from it cannot overflow). A caller's clock that goes
+   back cannot say how much time really passed, and one that reads out of
+   range is wrong, so no hold is safe any more: simba__clock_check drops
+   the session at the next step (LOST first), and until then simba's time
+   stays at the latest good reading (0 when there is none). */
 static int64_t simba__now(simba *s) {
     int64_t t;
     s->cb_busy++;
     t = s->clock.now_ms(s->clock.user);
     s->cb_busy--;
+    if (t < 0 || t > SIMBA_CLOCK_MAX_MS) {
+        if (!s->clock_wild) s->clock_wild = t;   /* never 0: 0 is in range */
+        s->clock_back = 1;
+        return s->clock_max > 0 ? s->clock_max : 0;
+    }
+    s->clock_wild = 0;
+    s->clock_wild_told = 0;
     if (t < s->clock_max) { s->clock_back = 1; return s->clock_max; }
     s->clock_max = t;
     return t;
@@ -3986,8 +4003,14 @@ static void simba__reap_queries(simba *s) {
    the jump come that much later). */
 static void simba__clock_check(simba *s) {
     if (!s->clock_back) return;
-    simba__log(s, SIMBA_LOG_ERROR, "simba: the clock went back from %lld ms; every hold is lost",
-               (long long)s->clock_max);
+    if (!s->clock_wild)
+        simba__log(s, SIMBA_LOG_ERROR, "simba: the clock went back from %lld ms; every hold is lost",
+                   (long long)s->clock_max);
+    else if (!s->clock_wild_told)
+        simba__log(s, SIMBA_LOG_ERROR, "simba: the clock read %lld ms, outside 0..%lld; every hold is lost, "
+                   "nothing is granted until it reads in range", (long long)s->clock_wild,
+                   (long long)SIMBA_CLOCK_MAX_MS);
+    if (s->clock_wild) s->clock_wild_told = 1;
     simba__session_drop(s, SIMBA_LOST_EXPIRED);
     s->clock_back = 0;
     s->clock_max = INT64_MIN;

@@ -3125,6 +3125,68 @@ static void t_mem_clock_jumps_never_extend_validity(void) {
     simba_mem_server_destroy(sv);
 }
 
+/* A caller's clock that reads out of range (negative, or past
+   SIMBA_CLOCK_MAX_MS): deadlines taken from it would overflow. It counts as
+   a clock gone wrong: every hold is lost at once, as when it goes back,
+   nothing is granted while it reads so, and once it reads sanely again a
+   new session goes on. (The server keeps a sane clock of its own.) */
+static int wild_logged;
+static void wild_log(void *user, simba_log_level level, const char *msg) {
+    (void)user; (void)level;
+    if (strstr(msg, "outside 0..")) wild_logged++;
+}
+
+static void t_mem_clock_out_of_range(void) {
+    static const int64_t wild[] = {INT64_MAX, SIMBA_CLOCK_MAX_MS + 1, -1, INT64_MIN};
+    simba_mem_server *sv;
+    simba_desc d;
+    simba *s;
+    simba_lock l, l2;
+    simba_event ev[8];
+    int i, k, n, granted;
+    sv = simba_mem_server_create(NULL);
+    CHECK(sv != NULL);
+    memset(&d, 0, sizeof d);
+    d.backend = simba_mem(sv, NULL);
+    d.ttl_ms = 3000; d.transition_ms = 2000;
+    d.clock.now_ms = jump_clock;
+    d.logger.func = wild_log;
+    wild_logged = 0;
+    s = simba_create(&d, NULL);
+    CHECK(s != NULL);
+    for (k = 0; k < 4; k++) {
+        jump_now = 5000000 + k * 100000;
+        l = h_acquire(s, "wild", -1);
+        CHECK(jump_until(s, l, SIMBA_EVENT_ACQUIRED, ev) != NULL);
+        CHECK(simba_valid_ms(s, l) > 0);
+        jump_now = wild[k];
+        CHECK_EQ(simba_valid_ms(s, l), 0);
+        CHECK_EQ(simba_fence(s, l, 0), 0);
+        n = simba_tick(s, NULL, 0, ev, 8);
+        CHECK(n >= 1);
+        if (n >= 1) {
+            CHECK_EQ(ev[0].type, SIMBA_EVENT_LOST);
+            CHECK_EQ(ev[0].lock.id, l.id);
+        }
+        l2 = h_acquire(s, "wild-2", -1);      /* nothing granted while it reads so */
+        for (i = 0, granted = 0; i < 50; i++) {
+            n = simba_tick(s, NULL, 0, ev, 8);
+            while (n-- > 0) if (ev[n].type == SIMBA_EVENT_ACQUIRED) granted = 1;
+            CHECK_EQ(simba_timeout_ms(s) >= -1, 1);
+        }
+        CHECK(!granted);
+        CHECK_EQ(wild_logged, k + 1);           /* said once, not once per tick */
+        printf("    clock %lld: the hold LOST first, nothing granted in 50 ticks\n", (long long)wild[k]);
+        jump_now = 6000000 + k * 100000;      /* sane again: a new session */
+        CHECK(jump_until(s, l2, SIMBA_EVENT_ACQUIRED, ev) != NULL);
+        CHECK(simba_valid_ms(s, l2) > 0);
+        CHECK_EQ(simba_release(s, l2), SIMBA_OK);
+        CHECK(jump_until(s, l2, SIMBA_EVENT_RELEASED, ev) != NULL);
+    }
+    simba_destroy(s);
+    simba_mem_server_destroy(sv);
+}
+
 /* A handle is a slot and a 32-bit generation. A slot reused 2^32 times
    would come back to a generation it had: a handle kept from then would
    name the new lock, and simba_release of that stale handle would release
@@ -3249,6 +3311,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_logger_cannot_reenter);
     RUN(t_mem_clock_and_hooks_cannot_reenter);
     RUN(t_mem_clock_jumps_never_extend_validity);
+    RUN(t_mem_clock_out_of_range);
     RUN(t_mem_generation_wrap_keeps_stale_handles_stale);
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);
