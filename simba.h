@@ -324,11 +324,12 @@ typedef struct simba_clock {
     void *user;
 } simba_clock;
 
-/* The range of a clock's readings: 0 .. SIMBA_CLOCK_MAX_MS (2^61 ms, 73
-   million years). A reading outside it is a clock gone wrong, like one
-   that goes back: every hold is lost, and nothing is granted until it
-   reads in range again (deadlines from it would overflow). */
-#define SIMBA_CLOCK_MAX_MS ((int64_t)1 << 61)
+/* The range of a clock's readings: 0 .. SIMBA_CLOCK_MAX_MS (2^50 ms, some
+   35,000 years: a deadline or a fence in microseconds taken from it stays
+   far inside int64_t). A reading outside it is a clock gone wrong, like
+   one that goes back: every hold is lost, and nothing is granted until it
+   reads in range again. */
+#define SIMBA_CLOCK_MAX_MS ((int64_t)1 << 50)
 
 /* ---- the backend contract (what a backend implements; see "WRITING A
    BACKEND" below). Users only pass the simba_backend value around. ---- */

@@ -264,7 +264,14 @@ typedef struct simba__mem_answer {
 
 static void *simba__mem_alloc(simba_mem_server *srv, size_t n) { return srv->alloc.alloc(n, srv->alloc.user); }
 static void simba__mem_free(simba_mem_server *srv, void *p) { if (p) srv->alloc.free(p, srv->alloc.user); }
-static int64_t simba__mem_now(simba_mem_server *srv) { return srv->clock.now_ms(srv->clock.user); }
+/* The server's clock, held inside 0 .. SIMBA_CLOCK_MAX_MS: expiries and
+   fences taken from it cannot overflow. A clock stuck at an end expires
+   nobody (a dead holder is not taken over), which costs liveness, never a
+   second holder: a client believes only until its own deadline. */
+static int64_t simba__mem_now(simba_mem_server *srv) {
+    int64_t t = srv->clock.now_ms(srv->clock.user);
+    return t < 0 ? 0 : t > SIMBA_CLOCK_MAX_MS ? SIMBA_CLOCK_MAX_MS : t;
+}
 
 static void simba__mem_copy(char *dst, size_t cap, const char *src) {
     size_t n = src ? strlen(src) : 0;

@@ -3187,6 +3187,62 @@ static void t_mem_clock_out_of_range(void) {
     simba_mem_server_destroy(sv);
 }
 
+/* The mem server's own clock out of range: its expiries and fences stay in
+   range (no overflow). Far ahead (INT64_MAX), a client's acquire and
+   release work on it and the fence grows. Negative, it has gone back
+   before the end of the server's first grace (its first op + a lease):
+   nothing is granted, as for any clock that goes back there, until it
+   reads past that end again. */
+static int64_t wild_server_now;
+static int64_t wild_server_clock(void *user) { (void)user; return wild_server_now; }
+
+static void t_mem_server_clock_out_of_range(void) {
+    static const int64_t wild[] = {INT64_MAX, -1, INT64_MIN, SIMBA_CLOCK_MAX_MS + 1};
+    int k, r;
+    for (k = 0; k < 4; k++) {
+        simba_mem_desc md;
+        simba_mem_server *sv;
+        static h_client a;
+        h_client *cl[1];
+        simba_event *e;
+        int64_t last = 0;
+        memset(&md, 0, sizeof md);
+        md.clock.now_ms = wild_server_clock;
+        wild_server_now = 1000000;
+        sv = simba_mem_server_create(&md);
+        CHECK(sv != NULL);
+        memset(&a, 0, sizeof a);
+        cl[0] = &a;
+        a.s = new_client_on(sv, NULL, 1500, 1000, NULL);
+        CHECK(a.s != NULL);
+        h_run_for(cl, 1, 50);
+        wild_server_now = wild[k];
+        if (wild[k] < 0) {
+            simba_lock l = h_acquire(a.s, "wild-srv", -1);
+            h_run_for(cl, 1, 300);
+            CHECK(!h_has(&a, l, SIMBA_EVENT_ACQUIRED));
+            wild_server_now = 1000000 + 60000;  /* past the grace */
+            e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 5000);
+            CHECK(e != NULL);
+            if (e) last = e->fence;
+            CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+            CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 5000) != NULL);
+        }
+        for (r = 0; r < 2; r++) {
+            simba_lock l = h_acquire(a.s, "wild-srv", -1);
+            e = h_expect(cl, 1, 0, l, SIMBA_EVENT_ACQUIRED, 5000);
+            CHECK(e != NULL);
+            if (e) { CHECK(e->fence > last); last = e->fence; }
+            CHECK_EQ(simba_release(a.s, l), SIMBA_OK);
+            CHECK(h_expect(cl, 1, 0, l, SIMBA_EVENT_RELEASED, 5000) != NULL);
+        }
+        printf("    server clock %lld: %stwo acquire + release cycles, fences growing\n", (long long)wild[k],
+               wild[k] < 0 ? "nothing granted while it read so, then past the grace " : "");
+        simba_destroy(a.s);
+        simba_mem_server_destroy(sv);
+    }
+}
+
 /* A handle is a slot and a 32-bit generation. A slot reused 2^32 times
    would come back to a generation it had: a handle kept from then would
    name the new lock, and simba_release of that stale handle would release
@@ -3312,6 +3368,7 @@ int main(int argc, char **argv) {
     RUN(t_mem_clock_and_hooks_cannot_reenter);
     RUN(t_mem_clock_jumps_never_extend_validity);
     RUN(t_mem_clock_out_of_range);
+    RUN(t_mem_server_clock_out_of_range);
     RUN(t_mem_generation_wrap_keeps_stale_handles_stale);
     RUN(t_mem_tick_without_room_does_io);
     RUN(t_mem_dropped_reply_is_idempotent);
