@@ -3209,12 +3209,13 @@ static int simba__mysql_can_row(simba__mysql *b, simba__mysql_job *j) {
    are values in it, not text (IF() runs only the branch it picks, so a
    bell not asked for is never touched). The grace's comparison is there
    only on a connection made while a grace ran (simba__mysql_grace decides
-   at connect, and prepared statements die with their connection). Each assignment reads only columns no earlier one
-   in the list wrote, so MariaDB's SIMULTANEOUS_ASSIGNMENT mode changes
-   nothing. The RELEASE gives our bell back inside the statement: nobody
-   can be waiting on it (a second request would have moved the hold out of
-   the row, and the UPDATE would match nothing). j NULL: the text to
-   prepare (MARKS), without values. */
+   at connect, and prepared statements die with their connection). Each
+   assignment reads only columns no earlier one in the list wrote, so
+   MariaDB's SIMULTANEOUS_ASSIGNMENT mode changes nothing. The RELEASE
+   gives our bell back inside the statement: nobody can be waiting on it
+   (a second request would have moved the hold out of the row, and the
+   UPDATE would match nothing). j NULL: the text to prepare (MARKS),
+   without values. */
 static void simba__mysql_sql_row(simba__mysql *b, int kind, const simba__mysql_job *j, simba__mysql_buf *x,
                                  int mode) {
     simba__mysql_args a;
